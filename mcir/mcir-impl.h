@@ -1,0 +1,40 @@
+/*
+ * mcir-impl.h — internals shared by the files of mcir/: the shape-inference
+ * and reference-kernel functions the op table (ops.c) points at, and small
+ * helpers for broadcasting and axes. Not part of the public API.
+ */
+#ifndef MCIR_IMPL_H
+#define MCIR_IMPL_H
+
+#include "mcir.h"
+
+/* Shape inference (infer.c). */
+bool mcir_infer_matmul(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_binary(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_unary(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_softmax(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_norm(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_reduce(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_transpose(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_reshape(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_split(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_concat(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_slice(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_conv2d(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_pool2d(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_global_avg_pool(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_attention(mcir_graph *g, mcir_node *n, mcir_diag *d);
+
+/* Reference kernels (ref.c). One per op; see mcir_ref_fn. */
+#define X(id, name) \
+    void mcir_ref_##id(const mcir_node *n, const float *const *in, float *const *out);
+MCIR_OPS(X)
+#undef X
+
+/* NumPy broadcasting of two shapes; false if incompatible. */
+bool mcir_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
+                          int *rout, int64_t *out);
+/* Normalises a possibly negative axis against rank; false if out of range. */
+bool mcir_norm_axis(int64_t axis, int rank, int *out);
+
+#endif /* MCIR_IMPL_H */

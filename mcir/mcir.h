@@ -1,0 +1,470 @@
+/*
+ * mcir.h — the memory-centric IR: tensors, nodes, graphs, the op table,
+ * diagnostics, graph.json / .npy I/O and the CPU reference interpreter.
+ *
+ * Invariants kept by everything here:
+ *  - every object of a graph (tensors, nodes, strings, attribute lists,
+ *    weight data) lives in the graph's arena and dies with mcir_graph_free;
+ *  - a tensor has exactly one producer (a node) unless it is an input or a
+ *    weight; tensor ids index g->tensors and never change, node ids index
+ *    g->nodes until mcir_graph_compact renumbers them;
+ *  - user mistakes are reported through an mcir_diag as
+ *    "path:line:col: error: ..." and a false/-1 return; broken internal
+ *    invariants abort through MCIR_ASSERT. The library never calls exit().
+ *
+ * Usage:
+ *     mcir_diag d = mcir_diag_stderr();
+ *     mcir_graph *g = mcir_graph_read_json("model.json", &d);
+ *     if (!g) return 1;                       // messages already printed
+ *     mcir_env *env = mcir_env_new(g, 0);     // seed 0 for missing inputs
+ *     if (!mcir_interp_run(g, env, &d)) ...;
+ *     float *y = mcir_env_get(env, g->outputs[0]);
+ *     mcir_env_free(env);
+ *     mcir_graph_free(g);
+ */
+#ifndef MCIR_H
+#define MCIR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#define MCIR_VERSION_STRING "0.1.0"
+#define MCIR_MAX_RANK 8
+
+/* ---------------------------------------------------------------- checks */
+
+void mcir_abort(const char *file, int line, const char *expr);
+#define MCIR_ASSERT(x) \
+    do { if (!(x)) mcir_abort(__FILE__, __LINE__, #x); } while (0)
+
+/* ----------------------------------------------------------------- arena */
+
+/* A bump allocator: many small allocations, one free. Memory is zeroed and
+ * 16-byte aligned. Running out of memory aborts (an internal failure). */
+typedef struct mcir_arena mcir_arena;
+
+mcir_arena *mcir_arena_new(void);
+void mcir_arena_free(mcir_arena *a);
+void *mcir_arena_alloc(mcir_arena *a, size_t size);
+void *mcir_arena_memdup(mcir_arena *a, const void *p, size_t size);
+char *mcir_arena_strdup(mcir_arena *a, const char *s);
+char *mcir_arena_printf(mcir_arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Grow an arena-backed array of `elem` bytes from *cap to hold n elements. */
+void *mcir_arena_grow(mcir_arena *a, void *p, int *cap, int n, size_t elem);
+
+/* Overflow-checked size arithmetic for sizes computed from input. */
+bool mcir_mul_overflows(int64_t a, int64_t b, int64_t *out);
+
+/* ----------------------------------------------------------- diagnostics */
+
+/* A source position. line/col are 1-based; line 0 means "no position"
+ * and the message is printed as "path: error: ...". */
+typedef struct mcir_loc {
+    const char *path;
+    int line, col;
+} mcir_loc;
+
+typedef struct mcir_diag {
+    FILE *out;        /* where messages go (stderr for mcirc) */
+    int n_errors;
+    int n_warnings;
+} mcir_diag;
+
+mcir_diag mcir_diag_stderr(void);
+mcir_diag mcir_diag_to(FILE *out);
+void mcir_error(mcir_diag *d, mcir_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void mcir_warning(mcir_diag *d, mcir_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void mcir_verror(mcir_diag *d, mcir_loc loc, const char *kind,
+                 const char *fmt, va_list ap);
+
+/* ---------------------------------------------------------------- dtypes */
+
+#define MCIR_DTYPES(X) \
+    X(F32, "f32", 4)   \
+    X(F16, "f16", 2)   \
+    X(BF16, "bf16", 2)
+
+typedef enum mcir_dtype {
+#define X(id, name, size) MCIR_DTYPE_##id,
+    MCIR_DTYPES(X)
+#undef X
+    MCIR_DTYPE_COUNT
+} mcir_dtype;
+
+const char *mcir_dtype_name(mcir_dtype t);
+size_t mcir_dtype_size(mcir_dtype t);
+bool mcir_dtype_parse(const char *s, mcir_dtype *out);
+
+float mcir_f16_to_f32(uint16_t h);
+uint16_t mcir_f32_to_f16(float f);      /* round to nearest even */
+float mcir_bf16_to_f32(uint16_t b);
+uint16_t mcir_f32_to_bf16(float f);     /* round to nearest even */
+/* Round an f32 value to what the storage dtype can hold. */
+float mcir_dtype_round(mcir_dtype t, float f);
+
+/* --------------------------------------------------------------- tensors */
+
+typedef enum mcir_tensor_kind {
+    MCIR_TENSOR_INPUT,
+    MCIR_TENSOR_WEIGHT,
+    MCIR_TENSOR_INTERMEDIATE,
+    MCIR_TENSOR_OUTPUT,          /* produced by a node and returned */
+} mcir_tensor_kind;
+
+/* How an intermediate exists in memory (the "memory state"). */
+typedef enum mcir_memory_state {
+    MCIR_MEM_MATERIALIZED,       /* written to device memory in full */
+    MCIR_MEM_STREAMING,          /* only tiles / running statistics exist */
+    MCIR_MEM_RECOMPUTABLE,       /* recomputed inside its consumer */
+} mcir_memory_state;
+
+const char *mcir_tensor_kind_name(mcir_tensor_kind k);
+const char *mcir_memory_state_name(mcir_memory_state s);
+bool mcir_memory_state_parse(const char *s, mcir_memory_state *out);
+
+typedef struct mcir_node mcir_node;
+
+typedef struct mcir_tensor {
+    int id;
+    const char *name;
+    mcir_dtype dtype;
+    int rank;                    /* -1 until shape inference ran */
+    int64_t shape[MCIR_MAX_RANK];
+    mcir_tensor_kind kind;
+    bool is_output;              /* named in the graph's outputs */
+    mcir_memory_state memory_state;
+    mcir_node *producer;         /* NULL for inputs and weights */
+    mcir_loc loc;                /* where it was declared or produced */
+
+    /* Weights: storage-dtype bytes (little-endian), or NULL for seeded
+     * pseudo-random values (see mcir_fill_seeded). */
+    void *data;
+    const char *data_path;       /* .npy it came from (as resolved), or NULL */
+} mcir_tensor;
+
+int64_t mcir_tensor_numel(const mcir_tensor *t);
+int64_t mcir_tensor_bytes(const mcir_tensor *t);
+/* "[1, 128, 768]" into buf; returns buf. */
+char *mcir_shape_str(const mcir_tensor *t, char *buf, size_t n);
+
+/* ------------------------------------------------------------ attributes */
+
+typedef enum mcir_attr_type {
+    MCIR_ATTR_INT,
+    MCIR_ATTR_FLOAT,
+    MCIR_ATTR_BOOL,
+    MCIR_ATTR_STRING,
+    MCIR_ATTR_INTS,
+} mcir_attr_type;
+
+typedef struct mcir_attr {
+    const char *name;
+    mcir_attr_type type;
+    int64_t i;
+    double f;
+    bool b;
+    const char *s;
+    int n;                       /* MCIR_ATTR_INTS: count */
+    int64_t *ints;
+    mcir_loc loc;
+} mcir_attr;
+
+/* One entry of an op's attribute schema. A required attribute has no
+ * default; an optional one without a default (has_default false) is
+ * computed when absent (attention's scale, pooling strides). */
+typedef struct mcir_attr_spec {
+    const char *name;
+    mcir_attr_type type;
+    bool required;
+    bool has_default;
+    int64_t def_i;
+    double def_f;
+    bool def_b;
+    const char *def_s;
+    int def_n;
+    const int64_t *def_ints;
+    /* For MCIR_ATTR_STRING: NULL-terminated list of allowed values. */
+    const char *const *choices;
+} mcir_attr_spec;
+
+/* ------------------------------------------------------------------- ops */
+
+/* The op list. X(ID, "name") — everything else about an op lives in the
+ * one descriptor table, mcir_op_descs[], in mcir/ops.c. */
+#define MCIR_OPS(X)                                                        \
+    X(MATMUL, "matmul")                                                    \
+    X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div")                \
+    X(POW, "pow") X(MAX, "max") X(MIN, "min")                              \
+    X(SCALE, "scale")                                                      \
+    X(RELU, "relu") X(SIGMOID, "sigmoid") X(TANH, "tanh") X(EXP, "exp")    \
+    X(LOG, "log") X(ERF, "erf") X(SQRT, "sqrt") X(RSQRT, "rsqrt")          \
+    X(NEG, "neg") X(RECIPROCAL, "reciprocal") X(SILU, "silu")              \
+    X(GELU, "gelu")                                                        \
+    X(SOFTMAX, "softmax") X(LAYERNORM, "layernorm") X(RMSNORM, "rmsnorm")  \
+    X(REDUCE_SUM, "reduce_sum") X(REDUCE_MEAN, "reduce_mean")              \
+    X(REDUCE_MAX, "reduce_max")                                            \
+    X(TRANSPOSE, "transpose") X(RESHAPE, "reshape") X(SPLIT, "split")      \
+    X(CONCAT, "concat") X(SLICE, "slice")                                  \
+    X(CONV2D, "conv2d") X(MAX_POOL2D, "max_pool2d")                        \
+    X(AVG_POOL2D, "avg_pool2d") X(GLOBAL_AVG_POOL, "global_avg_pool")      \
+    X(ATTENTION, "attention")
+
+typedef enum mcir_op {
+#define X(id, name) MCIR_OP_##id,
+    MCIR_OPS(X)
+#undef X
+    MCIR_OP_COUNT
+} mcir_op;
+
+/* Op flags. */
+enum {
+    MCIR_OPF_PURE = 1u << 0,        /* no side effects, deterministic */
+    MCIR_OPF_ELEMENTWISE = 1u << 1, /* out[i] depends on in[i] (after broadcast) */
+    MCIR_OPF_UNARY = 1u << 2,
+    MCIR_OPF_BINARY = 1u << 3,      /* NumPy broadcasting of two inputs */
+    MCIR_OPF_INPLACE = 1u << 4,     /* output may overwrite an input */
+    MCIR_OPF_REDUCTION = 1u << 5,
+    MCIR_OPF_NORM = 1u << 6,        /* softmax, layernorm, rmsnorm */
+    MCIR_OPF_VIEW = 1u << 7,        /* reshape: same bytes, new shape */
+    MCIR_OPF_COMMUTATIVE = 1u << 8, /* binary op with swappable inputs */
+};
+
+typedef struct mcir_graph mcir_graph;
+
+/* Shape and dtype inference: fills n->outputs[*]'s rank, shape and dtype
+ * from the inputs and attributes, or reports an error at the node. */
+typedef bool (*mcir_infer_fn)(mcir_graph *g, mcir_node *n, mcir_diag *d);
+
+/* Reference kernel: inputs and outputs are dense f32 arrays in C order
+ * with the shapes of n->inputs[i] / n->outputs[i]. Computes in f32 (f64
+ * where precision matters); rounding to the storage dtype is done by the
+ * interpreter afterwards. */
+typedef void (*mcir_ref_fn)(const mcir_node *n, const float *const *in,
+                            float *const *out);
+
+typedef struct mcir_op_desc {
+    const char *name;
+    int min_inputs, max_inputs;  /* max_inputs -1: variadic */
+    int n_outputs;               /* -1: given by attributes (split) */
+    unsigned flags;
+    const mcir_attr_spec *attrs;
+    int n_attrs;
+    mcir_infer_fn infer;
+    mcir_ref_fn reference;
+} mcir_op_desc;
+
+extern const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT];
+
+static inline const mcir_op_desc *mcir_op_desc_of(mcir_op op) {
+    return &mcir_op_descs[op];
+}
+const char *mcir_op_name(mcir_op op);
+bool mcir_op_parse(const char *name, mcir_op *out);
+const mcir_attr_spec *mcir_op_attr_spec(mcir_op op, const char *attr);
+
+/* ----------------------------------------------------------------- nodes */
+
+struct mcir_node {
+    int id;
+    const char *name;
+    mcir_op op;
+    int n_inputs;
+    mcir_tensor **inputs;
+    int n_outputs;
+    mcir_tensor **outputs;
+    int n_attrs;
+    mcir_attr *attrs;
+
+    /* Memory properties (names, as declared in the catalog) this node was
+     * annotated with, e.g. "weighted_streaming_reduction". */
+    int n_properties;
+    const char **properties;
+
+    /* Fusion region set by rewrites (-1: none). Nodes sharing a group are
+     * lowered into one kernel by kernelplan/. */
+    int group;
+    /* Tensor coalescing: index of the input whose buffer the output reuses
+     * (-1: none). */
+    int inplace_input;
+
+    /* Origin, for diagnostics and the trace: where the node was declared,
+     * and for nodes made by a rewrite the rule and the nodes it replaced. */
+    mcir_loc loc;
+    const char *origin_rule;
+    const char *origin_nodes;    /* "a,b,c" */
+
+    bool dead;                   /* removed by a rewrite; see compact */
+};
+
+const mcir_attr *mcir_node_attr(const mcir_node *n, const char *name);
+/* Typed getters: the attribute's value, or the schema default. Asking for
+ * an attribute that is neither set nor defaulted is an internal error. */
+int64_t mcir_node_int(const mcir_node *n, const char *name);
+double mcir_node_float(const mcir_node *n, const char *name);
+bool mcir_node_bool(const mcir_node *n, const char *name);
+const char *mcir_node_string(const mcir_node *n, const char *name);
+int mcir_node_ints(const mcir_node *n, const char *name, const int64_t **out);
+
+/* Setters (replace an existing attribute of the same name). */
+mcir_attr *mcir_node_set_int(mcir_graph *g, mcir_node *n, const char *name, int64_t v);
+mcir_attr *mcir_node_set_float(mcir_graph *g, mcir_node *n, const char *name, double v);
+mcir_attr *mcir_node_set_bool(mcir_graph *g, mcir_node *n, const char *name, bool v);
+mcir_attr *mcir_node_set_string(mcir_graph *g, mcir_node *n, const char *name, const char *v);
+mcir_attr *mcir_node_set_ints(mcir_graph *g, mcir_node *n, const char *name,
+                              int count, const int64_t *v);
+bool mcir_node_has_property(const mcir_node *n, const char *property);
+void mcir_node_add_property(mcir_graph *g, mcir_node *n, const char *property);
+
+/* ---------------------------------------------------------------- graphs */
+
+struct mcir_graph {
+    mcir_arena *arena;
+    const char *name;
+    const char *path;            /* source file, for diagnostics */
+    const char *dir;             /* directory .npy paths are relative to */
+
+    int n_tensors, cap_tensors;
+    mcir_tensor **tensors;       /* by id */
+    int n_nodes, cap_nodes;
+    mcir_node **nodes;           /* topological after mcir_graph_sort */
+
+    int n_inputs, n_weights, n_outputs;
+    mcir_tensor **inputs;        /* in declaration order */
+    mcir_tensor **weights;
+    mcir_tensor **outputs;       /* in the order of "outputs" */
+
+    /* name -> tensor, open addressing; internal */
+    int hash_cap;
+    mcir_tensor **hash;
+    int next_auto_name;
+};
+
+mcir_graph *mcir_graph_new(const char *name);
+void mcir_graph_free(mcir_graph *g);
+
+/* Adds a tensor; returns NULL if the name is taken. rank -1: not known yet. */
+mcir_tensor *mcir_graph_add_tensor(mcir_graph *g, const char *name,
+                                   mcir_dtype dtype, int rank,
+                                   const int64_t *shape, mcir_tensor_kind kind);
+mcir_tensor *mcir_graph_find_tensor(const mcir_graph *g, const char *name);
+/* A fresh tensor name with the given stem that no tensor uses ("stem_3"). */
+const char *mcir_graph_fresh_name(mcir_graph *g, const char *stem);
+/* Adds a node; sets the producer of each output and marks outputs that are
+ * not graph outputs intermediate. name NULL: generated. */
+mcir_node *mcir_graph_add_node(mcir_graph *g, mcir_op op, const char *name,
+                               int n_inputs, mcir_tensor *const *inputs,
+                               int n_outputs, mcir_tensor *const *outputs);
+mcir_node *mcir_graph_find_node(const mcir_graph *g, const char *name);
+void mcir_graph_mark_output(mcir_graph *g, mcir_tensor *t);
+
+/* Orders g->nodes topologically, stable (a node stays as early as its
+ * inputs allow, ties in declaration order). Returns false, with an error
+ * naming a node on the cycle, if the graph has one. */
+bool mcir_graph_sort(mcir_graph *g, mcir_diag *d);
+/* Runs every node's shape inference in topological order. */
+bool mcir_graph_infer(mcir_graph *g, mcir_diag *d);
+/* Structural checks: arity, attribute types, single producer, every input
+ * produced before use, outputs exist, shapes inferred. */
+bool mcir_graph_verify(const mcir_graph *g, mcir_diag *d);
+/* Deep copy into a new arena (weight data included). */
+mcir_graph *mcir_graph_clone(const mcir_graph *g);
+/* Drops dead nodes and tensors nothing uses or produces any more;
+ * renumbers node ids (tensor ids are renumbered too). */
+void mcir_graph_compact(mcir_graph *g);
+
+/* Live consumers of t, in node order; returns the count (writes at most
+ * max into out, which may be NULL). */
+int mcir_graph_consumers(const mcir_graph *g, const mcir_tensor *t,
+                         mcir_node **out, int max);
+/* Rewires every live use of `from` (node inputs and graph outputs) to `to`. */
+void mcir_graph_replace_uses(mcir_graph *g, mcir_tensor *from, mcir_tensor *to);
+int mcir_graph_live_nodes(const mcir_graph *g);
+
+/* ------------------------------------------------------------------- I/O */
+
+/* graph.json reader (spec/graph-json.md). Reports every problem it finds as
+ * PATH:LINE:COL: error: ...; returns NULL if there was any. The graph comes
+ * back sorted, shape-inferred and verified. */
+mcir_graph *mcir_graph_read_json(const char *path, mcir_diag *d);
+mcir_graph *mcir_graph_read_json_string(const char *text, const char *path,
+                                        mcir_diag *d);
+
+/* Writers. The mcir artifact is graph.json form plus per node
+ * "properties" and a top-level "tensors" object with "memory_state". */
+bool mcir_graph_write_json(const mcir_graph *g, FILE *out);
+bool mcir_graph_write_dot(const mcir_graph *g, FILE *out);
+
+/* .npy files: f32 (<f4), f16 (<f2), bf16 (<u2). */
+typedef struct mcir_npy {
+    mcir_dtype dtype;
+    int rank;
+    int64_t shape[MCIR_MAX_RANK];
+    void *data;                  /* malloc'd storage bytes */
+} mcir_npy;
+
+bool mcir_npy_read(const char *path, mcir_npy *out, mcir_diag *d);
+bool mcir_npy_write(const char *path, mcir_dtype dtype, int rank,
+                    const int64_t *shape, const void *data, mcir_diag *d);
+void mcir_npy_free(mcir_npy *n);
+
+/* ------------------------------------------------- reference interpreter */
+
+/* Values of every tensor of a graph, as f32 host arrays (already rounded
+ * to the tensor's storage dtype). Indexed by tensor id. */
+typedef struct mcir_env mcir_env;
+
+mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed);
+void mcir_env_free(mcir_env *e);
+/* The tensor's values, or NULL if not computed / set yet. */
+float *mcir_env_get(mcir_env *e, const mcir_tensor *t);
+/* Copies n f32 values in (rounded to the tensor's dtype). */
+void mcir_env_set(mcir_env *e, const mcir_tensor *t, const float *values);
+/* Sets a tensor from storage-dtype bytes. */
+void mcir_env_set_raw(mcir_env *e, const mcir_tensor *t, const void *data);
+
+/* Deterministic pseudo-random fill keyed by (seed, tensor name), so two
+ * graphs that share a tensor name get the same values. Inputs: uniform in
+ * [-1, 1). Weights: the same scaled by 1/sqrt(fan_in), fan_in =
+ * numel / shape[0] for rank >= 2. */
+void mcir_fill_seeded(const mcir_tensor *t, uint64_t seed, float *out);
+
+/* Executes the graph: inputs not set are filled by mcir_fill_seeded with
+ * the env's seed, weights come from their data (or seeded with seed 0,
+ * the documented weight seed), nodes run in topological order. */
+bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d);
+
+/* Runs one node on given f32 arrays (for tests of single ops). */
+void mcir_ref_run_node(const mcir_node *n, const float *const *in,
+                       float *const *out);
+
+/* Number of worker threads the reference kernels may use (default: the
+ * number of online CPUs). */
+void mcir_set_threads(int n);
+int mcir_get_threads(void);
+
+/* ----------------------------------------------------------------- trace */
+
+/* One stream of decision records that every stage appends to (rewrites
+ * now; plan and memory decisions too), so one file tells the story of a
+ * compile. Records are JSON objects; append assigns "seq" (0, 1, ...) and
+ * puts it first. Each record carries at least "stage" and "decision". */
+typedef struct mcir_trace mcir_trace;
+
+mcir_trace *mcir_trace_new(void);
+void mcir_trace_free(mcir_trace *t);
+/* Takes ownership of `record` (a JSON object). */
+void mcir_trace_append(mcir_trace *t, json_t *record);
+int mcir_trace_count(const mcir_trace *t);
+json_t *mcir_trace_get(const mcir_trace *t, int i);   /* borrowed */
+/* JSON lines, one record a line, keys in insertion order. */
+bool mcir_trace_write_jsonl(const mcir_trace *t, FILE *out);
+
+#endif /* MCIR_H */
