@@ -1,0 +1,166 @@
+/* mcir-memplan — plans a memory-allocation problem given on its own, in the
+ * public CSV format `id,lower,upper,size` (half-open lifetimes), and writes
+ * `id,lower,upper,size,offset`.
+ *
+ * Invariant: output is written only for a placement that passed the
+ * independent checker and fits the capacity; it goes to a temporary name
+ * and is renamed, so a failed run leaves no partial file behind.
+ * Exit status: 0 success, 1 bad input or no fit, 2 usage error.
+ */
+#include "kernelplan/memplan.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void memplan_tool_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mcir-memplan [options] INPUT.csv\n"
+            "  --capacity N       bytes available (0 = unbounded, default)\n"
+            "  --planner NAME     planner to use (default best); "
+            "'--planner help' lists them\n"
+            "  --time-limit SEC   budget of the exact search (default 10)\n"
+            "  -o FILE            write the placement to FILE (default "
+            "stdout)\n"
+            "INPUT.csv has the header id,lower,upper,size; '-' reads stdin.\n");
+}
+
+static int memplan_tool_usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "mcir-memplan: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    memplan_tool_usage(stderr);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    const char *input = NULL, *output = NULL, *planner = "best";
+    int64_t capacity = 0;
+    double time_limit = 10.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_value = i + 1 < argc;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            memplan_tool_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--capacity") == 0) {
+            if (!has_value)
+                return memplan_tool_usage_error("%s needs a value", a);
+            char *end;
+            errno = 0;
+            long long v = strtoll(argv[++i], &end, 10);
+            if (errno || *end || end == argv[i] || v < 0)
+                return memplan_tool_usage_error(
+                    "--capacity '%s' is not a non-negative integer", argv[i]);
+            capacity = v;
+        } else if (strcmp(a, "--planner") == 0) {
+            if (!has_value)
+                return memplan_tool_usage_error("%s needs a value", a);
+            planner = argv[++i];
+            if (strcmp(planner, "help") == 0) {
+                printf("planners:\n");
+                mcir_memplan_planners_print(stdout);
+                return 0;
+            }
+            if (!mcir_memplan_planner_find(planner))
+                return memplan_tool_usage_error(
+                    "unknown planner '%s' (try --planner help)", planner);
+        } else if (strcmp(a, "--time-limit") == 0) {
+            if (!has_value)
+                return memplan_tool_usage_error("%s needs a value", a);
+            char *end;
+            errno = 0;
+            time_limit = strtod(argv[++i], &end);
+            if (errno || *end || end == argv[i] || !(time_limit > 0) ||
+                time_limit > 1e6)
+                return memplan_tool_usage_error(
+                    "--time-limit '%s' is not a positive number of seconds",
+                    argv[i]);
+        } else if (strcmp(a, "-o") == 0) {
+            if (!has_value)
+                return memplan_tool_usage_error("%s needs a value", a);
+            output = argv[++i];
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return memplan_tool_usage_error("unknown option '%s'", a);
+        } else if (input) {
+            return memplan_tool_usage_error("more than one input ('%s')", a);
+        } else {
+            input = a;
+        }
+    }
+    if (!input)
+        return memplan_tool_usage_error("%s", "no input file");
+
+    const char *path = strcmp(input, "-") == 0 ? "<stdin>" : input;
+    char why[512];
+    mcir_memplan_csv csv;
+    if (!mcir_memplan_csv_read(path, strcmp(input, "-") == 0 ? stdin : NULL,
+                               &csv, why, sizeof why)) {
+        fprintf(stderr, "%s\n", why);
+        return 1;
+    }
+    mcir_memplan_pool pool = {"capacity", capacity};
+    mcir_memplan_problem problem = {.buffers = csv.buffers,
+                                    .n_buffers = csv.n,
+                                    .pools = &pool,
+                                    .n_pools = 1,
+                                    .alignment = 1};
+    mcir_memplan_options options = {.planner = planner,
+                                    .time_limit_s = time_limit};
+    mcir_memplan_result res;
+    mcir_memplan_status st = mcir_memplan_run(&problem, &options, &res);
+    int rc = 0;
+    if (st == MCIR_MEMPLAN_NO_FIT) {
+        fprintf(stderr, "%s: error: no placement found within capacity %lld "
+                "(best height %lld misses by %lld bytes; lower bound %lld)\n",
+                path, (long long)capacity, (long long)res.arena_bytes,
+                (long long)(res.arena_bytes - capacity),
+                (long long)res.lower_bound_bytes);
+        rc = 1;
+    } else if (st != MCIR_MEMPLAN_OK) {
+        fprintf(stderr, "%s: error: %s\n", path, res.message);
+        rc = 1;
+    } else if (!mcir_memplan_check(&problem, &res, why, sizeof why)) {
+        fprintf(stderr, "%s: error: internal: the placement fails the "
+                "checker: %s\n", path, why);
+        rc = 1;
+    }
+    if (rc == 0) {
+        char tmp[4096];
+        FILE *out = stdout;
+        if (output) {
+            snprintf(tmp, sizeof tmp, "%s.tmp", output);
+            out = fopen(tmp, "w");
+            if (!out) {
+                fprintf(stderr, "%s: error: cannot write: %s\n", tmp,
+                        strerror(errno));
+                rc = 1;
+            }
+        }
+        if (rc == 0) {
+            bool ok = mcir_memplan_csv_write(out, &csv, res.offsets);
+            ok = (output ? fclose(out) == 0 : fflush(out) == 0) && ok;
+            if (!ok || (output && rename(tmp, output) != 0)) {
+                fprintf(stderr, "%s: error: cannot write: %s\n",
+                        output ? output : "<stdout>", strerror(errno));
+                if (output)
+                    remove(tmp);
+                rc = 1;
+            }
+        }
+    }
+    if (st == MCIR_MEMPLAN_OK || st == MCIR_MEMPLAN_NO_FIT)
+        fprintf(stderr, "mcir-memplan: %zu buffers, height %lld, lower bound "
+                "%lld, capacity %lld, planner %s (%s), %s, %.3f s\n",
+                csv.n, (long long)res.arena_bytes,
+                (long long)res.lower_bound_bytes, (long long)capacity,
+                planner, res.planner, res.optimal ? "optimal" : "not proven",
+                res.seconds);
+    mcir_memplan_result_free(&res);
+    mcir_memplan_csv_free(&csv);
+    return rc;
+}
