@@ -34,4 +34,9 @@ void mcir_sgemm(int64_t m, int64_t n, int64_t k,
                 const float *b, int64_t rsb, int64_t csb,
                 float *c, int64_t ldc, bool accumulate);
 
+/* Keep every intermediate's values after mcir_interp_run (default: an
+ * intermediate is freed after its last consumer ran). Public in mcir.h
+ * once the lead adds it there. */
+void mcir_env_keep_all(mcir_env *e, bool keep);
+
 #endif /* MCIR_INTERP_IMPL_H */

@@ -1,0 +1,283 @@
+/*
+ * interp.c — the CPU reference interpreter: per-tensor f32 values (the
+ * mcir_env), graph execution in node order, and the small thread pool the
+ * reference kernels share.
+ *
+ * Invariants: every value in an env is already rounded to its tensor's
+ * storage dtype; after mcir_interp_run, inputs, weights and graph outputs
+ * hold values, while an intermediate is freed after its last consumer ran
+ * (unless keep_all is set). User problems (a shape never inferred, an
+ * allocation too large) are reported through the diag, never aborted on.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interp-impl.h"
+
+/* ------------------------------------------------------------- threads */
+
+static int n_threads; /* 0: not chosen yet */
+
+void mcir_set_threads(int n) { __atomic_store_n(&n_threads, n > 0 ? n : 0, __ATOMIC_RELAXED); }
+
+/* Default: $MCIR_THREADS if set, else the number of online CPUs. */
+int mcir_get_threads(void) {
+    int n = __atomic_load_n(&n_threads, __ATOMIC_RELAXED);
+    if (n > 0) return n;
+    const char *env = getenv("MCIR_THREADS");
+    long v = env ? strtol(env, NULL, 10) : 0;
+    if (v <= 0) v = sysconf(_SC_NPROCESSORS_ONLN);
+    if (v <= 0) v = 1;
+    if (v > 256) v = 256;
+    n = (int)v;
+    __atomic_store_n(&n_threads, n, __ATOMIC_RELAXED);
+    return n;
+}
+
+/* Set inside workers so that nested parallel_for calls run serially. */
+static _Thread_local bool in_worker;
+
+typedef struct worker_arg {
+    mcir_range_fn fn;
+    void *ctx;
+    int64_t lo, hi;
+} worker_arg;
+
+static void *worker_main(void *p) {
+    worker_arg *w = p;
+    in_worker = true;
+    w->fn(w->ctx, w->lo, w->hi);
+    return NULL;
+}
+
+/* Work below this many flops (or bytes) is not worth a thread. */
+#define MIN_COST_PER_THREAD 2.0e5
+
+void mcir_parallel_for(int64_t n, double cost, mcir_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    int64_t t = in_worker ? 1 : mcir_get_threads();
+    if (t > n) t = n;
+    if (cost / MIN_COST_PER_THREAD < (double)t) t = (int64_t)(cost / MIN_COST_PER_THREAD);
+    if (t <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    worker_arg args[256];
+    pthread_t tids[256];
+    bool started[256];
+    for (int64_t i = 0; i < t; i++) {
+        args[i] = (worker_arg){fn, ctx, n * i / t, n * (i + 1) / t};
+        started[i] = false;
+    }
+    for (int64_t i = 1; i < t; i++)
+        started[i] = pthread_create(&tids[i], NULL, worker_main, &args[i]) == 0;
+    in_worker = true;
+    fn(ctx, args[0].lo, args[0].hi);
+    /* A worker that could not start has its range run here instead. */
+    for (int64_t i = 1; i < t; i++)
+        if (!started[i]) fn(ctx, args[i].lo, args[i].hi);
+    in_worker = false;
+    for (int64_t i = 1; i < t; i++)
+        if (started[i]) pthread_join(tids[i], NULL);
+}
+
+/* ------------------------------------------------------------------ env */
+
+struct mcir_env {
+    const mcir_graph *g;
+    uint64_t seed;
+    int n;            /* tensors covered (g->n_tensors at creation) */
+    float **values;   /* by tensor id; NULL: not set / computed / freed */
+    bool keep_all;
+};
+
+mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed) {
+    mcir_env *e = calloc(1, sizeof *e);
+    MCIR_ASSERT(e);
+    e->g = g;
+    e->seed = seed;
+    e->n = g->n_tensors;
+    e->values = calloc((size_t)(e->n > 0 ? e->n : 1), sizeof(float *));
+    MCIR_ASSERT(e->values);
+    return e;
+}
+
+void mcir_env_free(mcir_env *e) {
+    if (!e) return;
+    for (int i = 0; i < e->n; i++) free(e->values[i]);
+    free(e->values);
+    free(e);
+}
+
+void mcir_env_keep_all(mcir_env *e, bool keep) { e->keep_all = keep; }
+
+static bool in_env(const mcir_env *e, const mcir_tensor *t) {
+    return t && t->id >= 0 && t->id < e->n && e->g->tensors[t->id] == t;
+}
+
+float *mcir_env_get(mcir_env *e, const mcir_tensor *t) {
+    return in_env(e, t) ? e->values[t->id] : NULL;
+}
+
+/* Element count and buffer of t, or NULL (with *count -1) when its shape is
+ * unknown or too large to allocate. */
+static float *alloc_values(const mcir_tensor *t, int64_t *count) {
+    int64_t numel = 1, bytes;
+    *count = -1;
+    if (t->rank < 0) return NULL;
+    for (int i = 0; i < t->rank; i++)
+        if (t->shape[i] < 1 || mcir_mul_overflows(numel, t->shape[i], &numel)) return NULL;
+    if (mcir_mul_overflows(numel, (int64_t)sizeof(float), &bytes) ||
+        (uint64_t)bytes > (uint64_t)SIZE_MAX / 2)
+        return NULL;
+    *count = numel;
+    return malloc((size_t)bytes);
+}
+
+/* Replaces t's buffer with a fresh one of its size; NULL on failure. */
+static float *env_slot(mcir_env *e, const mcir_tensor *t, int64_t *count) {
+    MCIR_ASSERT(in_env(e, t));
+    free(e->values[t->id]);
+    e->values[t->id] = alloc_values(t, count);
+    return e->values[t->id];
+}
+
+static void round_values(mcir_dtype dt, float *v, int64_t count) {
+    if (dt == MCIR_DTYPE_F32) return;
+    for (int64_t i = 0; i < count; i++) v[i] = mcir_dtype_round(dt, v[i]);
+}
+
+void mcir_env_set(mcir_env *e, const mcir_tensor *t, const float *values) {
+    int64_t count;
+    float *v = env_slot(e, t, &count);
+    MCIR_ASSERT(v); /* the caller sized `values` from the same shape */
+    memcpy(v, values, sizeof(float) * (size_t)count);
+    round_values(t->dtype, v, count);
+}
+
+static void storage_to_f32(mcir_dtype dt, const void *data, float *v, int64_t count) {
+    const unsigned char *p = data;
+    for (int64_t i = 0; i < count; i++) {
+        uint16_t h;
+        switch (dt) {
+        case MCIR_DTYPE_F32: memcpy(&v[i], p + 4 * i, 4); break;
+        case MCIR_DTYPE_F16:
+            memcpy(&h, p + 2 * i, 2);
+            v[i] = mcir_f16_to_f32(h);
+            break;
+        case MCIR_DTYPE_BF16:
+            memcpy(&h, p + 2 * i, 2);
+            v[i] = mcir_bf16_to_f32(h);
+            break;
+        default: MCIR_ASSERT(!"bad dtype");
+        }
+    }
+}
+
+void mcir_env_set_raw(mcir_env *e, const mcir_tensor *t, const void *data) {
+    int64_t count;
+    float *v = env_slot(e, t, &count);
+    MCIR_ASSERT(v);
+    storage_to_f32(t->dtype, data, v, count);
+}
+
+/* ---------------------------------------------------------------- run */
+
+static bool too_large(const mcir_tensor *t, mcir_diag *d) {
+    char buf[256];
+    mcir_error(d, t->loc, "tensor '%s' %s (%s): %s", t->name, mcir_shape_str(t, buf, sizeof buf),
+               mcir_dtype_name(t->dtype),
+               t->rank < 0 ? "shape not inferred" : "cannot allocate its values");
+    return false;
+}
+
+/* Inputs the caller did not set get seeded values; weights get their data
+ * or the documented weight seed 0. */
+static bool load_leaves(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
+    for (int i = 0; i < g->n_tensors; i++) {
+        const mcir_tensor *t = g->tensors[i];
+        if (!t || t->producer || e->values[t->id]) continue;
+        if (t->kind != MCIR_TENSOR_INPUT && t->kind != MCIR_TENSOR_WEIGHT) continue;
+        int64_t count;
+        float *v = env_slot(e, t, &count);
+        if (!v) return too_large(t, d);
+        if (t->kind == MCIR_TENSOR_WEIGHT && t->data)
+            storage_to_f32(t->dtype, t->data, v, count);
+        else
+            mcir_fill_seeded(t, t->kind == MCIR_TENSOR_INPUT ? e->seed : 0, v);
+    }
+    return true;
+}
+
+bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
+    MCIR_ASSERT(e->g == g && e->n == g->n_tensors);
+    if (!load_leaves(g, e, d)) return false;
+
+    /* Index of the last live node reading each tensor (-1: none). */
+    int *last_use = malloc(sizeof(int) * (size_t)(g->n_tensors > 0 ? g->n_tensors : 1));
+    MCIR_ASSERT(last_use);
+    for (int i = 0; i < g->n_tensors; i++) last_use[i] = -1;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const mcir_node *n = g->nodes[k];
+        if (n->dead) continue;
+        for (int i = 0; i < n->n_inputs; i++) last_use[n->inputs[i]->id] = k;
+    }
+
+    bool ok = true;
+    const float *ins[64];
+    float *outs[64];
+    const float **inp = ins;
+    float **outp = outs;
+    for (int k = 0; ok && k < g->n_nodes; k++) {
+        const mcir_node *n = g->nodes[k];
+        if (n->dead) continue;
+        if (n->n_inputs > 64 || n->n_outputs > 64) {
+            inp = realloc(inp == ins ? NULL : inp, sizeof(float *) * (size_t)n->n_inputs + 1);
+            outp = realloc(outp == outs ? NULL : outp, sizeof(float *) * (size_t)n->n_outputs + 1);
+            MCIR_ASSERT(inp && outp);
+        }
+        for (int i = 0; i < n->n_inputs; i++) {
+            inp[i] = e->values[n->inputs[i]->id];
+            if (!inp[i]) {
+                mcir_error(d, n->loc,
+                           "node '%s' (%s): input '%s' has no value (graph not sorted, "
+                           "or its producer is dead)",
+                           n->name, mcir_op_name(n->op), n->inputs[i]->name);
+                ok = false;
+                break;
+            }
+        }
+        for (int i = 0; ok && i < n->n_outputs; i++) {
+            int64_t count;
+            outp[i] = env_slot(e, n->outputs[i], &count);
+            if (!outp[i]) ok = too_large(n->outputs[i], d);
+        }
+        if (!ok) break;
+        mcir_ref_run_node(n, (const float *const *)inp, (float *const *)outp);
+        for (int i = 0; i < n->n_outputs; i++)
+            round_values(n->outputs[i]->dtype, outp[i], mcir_tensor_numel(n->outputs[i]));
+        if (e->keep_all) continue;
+        /* Free intermediates whose last reader was this node, and outputs
+         * nobody reads. Inputs, weights and graph outputs stay. */
+        for (int i = 0; i < n->n_inputs + n->n_outputs; i++) {
+            const mcir_tensor *t = i < n->n_inputs ? n->inputs[i] : n->outputs[i - n->n_inputs];
+            if (!t->producer || t->is_output || t->kind == MCIR_TENSOR_OUTPUT) continue;
+            if (last_use[t->id] == k || (i >= n->n_inputs && last_use[t->id] < 0)) {
+                free(e->values[t->id]);
+                e->values[t->id] = NULL;
+            }
+        }
+    }
+    if (inp != ins) free(inp);
+    if (outp != outs) free(outp);
+    free(last_use);
+    return ok;
+}
+
+void mcir_ref_run_node(const mcir_node *n, const float *const *in, float *const *out) {
+    const mcir_op_desc *desc = mcir_op_desc_of(n->op);
+    MCIR_ASSERT(desc->reference);
+    desc->reference(n, in, out);
+}
