@@ -2,15 +2,24 @@
  * kernelplan.h — from a rewritten graph to kernels: the partition into
  * fused regions in execution order (KernelPlans), the tile choice per
  * target, liveness over the kernel order, and the memory plan that puts
- * every intermediate into one arena.
+ * every intermediate into one arena (through the mcir_memplan library).
  *
  *     mcir_plan *p = mcir_plan_build(g, mcir_target_find("sm_90"), trace, &d);
- *     mcir_memory_plan *m = mcir_memory_plan_build(p, "best", NULL, trace, &d);
+ *     mcir_memory_plan_options mo = {.planner = "best"};   // or NULL options
+ *     mcir_memory_plan *m = mcir_memory_plan_build(p, &mo, trace, &d);
  *     mcir_plan_write_json(p, stdout);
- *     mcir_memory_plan_write_json(m, stdout);
+ *     mcir_memory_plan_write_json(m, p, stdout);
+ *     assert(mcir_memory_plan_check(m, &d));
  *     mcir_memory_plan_free(m); mcir_plan_free(p);
  *
  * A plan borrows the graph: the graph must outlive it and not change.
+ *
+ * How codegen finds a tensor's bytes: every tensor a kernel names is
+ * either a graph input / weight / output (its own allocation), or stored
+ * in the arena at mcir_memory_plan_locate(); reshapes are aliases (the
+ * tensor shares the bytes of p->alias_root[t->id]); folded transposes are
+ * described by the kernel's read_access / write_access (a permutation and
+ * element strides per logical dimension).
  */
 #ifndef MCIR_KERNELPLAN_H
 #define MCIR_KERNELPLAN_H
@@ -47,45 +56,85 @@ typedef enum mcir_streaming_state {
     MCIR_STREAM_SUM_SQUARES /* running sum of squares per row (RMS norm) */
 } mcir_streaming_state;
 
+/* "none", "softmax_state", "welford", "sum_squares". */
 const char *mcir_streaming_state_name(mcir_streaming_state s);
+/* The per-row running values of a state, NULL-terminated
+ * ({"running_max", "running_sum", NULL} for softmax_state). */
+const char *const *mcir_streaming_state_fields(mcir_streaming_state s);
 
 #define MCIR_MAX_TILE_DIMS 4
 
 typedef struct mcir_tiling {
     int n_dims;
-    const char *dim_names[MCIR_MAX_TILE_DIMS];  /* "M", "N", "K" / "q", "kv" / "row", "col" */
+    const char *dim_names[MCIR_MAX_TILE_DIMS];  /* "M", "N", "K" / "q", "kv", "d" / "row", "col" */
     int64_t block_tile[MCIR_MAX_TILE_DIMS];     /* tile extent per dimension */
     int warps;                                  /* warps per block */
     int stages;                                 /* software-pipeline depth */
+    int vector_width;                           /* elements per load (1: scalar) */
     int64_t working_set_bytes;                  /* on-chip bytes per block */
+    int blocks_per_sm;                          /* occupancy the choice allows */
+    int registers_estimate;                     /* per thread, planner's model */
     const char *reason;                         /* why this tile, in words */
 } mcir_tiling;
+
+/* How a kernel touches one tensor in global memory. `tensor` holds the
+ * bytes (reads[i] / writes[i]); `logical` is the tensor the kernel's
+ * nodes name. They differ where a transpose was folded:
+ *  - a read through a folded transpose: logical is the transpose's output,
+ *    tensor its input, and logical = transpose(tensor, perm);
+ *  - a write folded into the producer (attention writing the head-merge
+ *    transpose's output directly): logical is the node's output, tensor
+ *    the transpose's output.
+ * In both cases logical dim k is tensor dim perm[k], and `strides[k]` is
+ * the element stride of logical dim k in tensor's (C-order) storage; with
+ * nothing folded perm is the identity and strides are C-order strides of
+ * logical. tensor's own storage may be an alias (see mcir_plan.alias_root);
+ * strides are in tensor's shape either way (reshape keeps C order). */
+typedef struct mcir_kernel_access {
+    mcir_tensor *tensor;
+    mcir_tensor *logical;
+    mcir_node *folded;           /* the folded transpose, or NULL */
+    int rank;                    /* logical's rank */
+    int perm[MCIR_MAX_RANK];
+    int64_t strides[MCIR_MAX_RANK];
+} mcir_kernel_access;
 
 typedef struct mcir_kernel_plan {
     int id;                      /* position in execution order */
     const char *name;            /* unique, a C identifier: graph name + anchor */
     mcir_template tpl;
     int n_nodes;
-    mcir_node **nodes;           /* the fused region, in topological order */
+    mcir_node **nodes;           /* the fused region incl. folded transposes, topological */
     mcir_node *anchor;           /* the main op (attention, matmul, norm...) */
 
-    /* Tensors read from / written to global memory (region boundary). */
+    /* Tensors read from / written to global memory (region boundary), in
+     * order of first use; read_access[i] / write_access[i] describe
+     * reads[i] / writes[i]. */
     int n_reads;
     mcir_tensor **reads;
+    mcir_kernel_access *read_access;
     int n_writes;
     mcir_tensor **writes;
+    mcir_kernel_access *write_access;
     /* Intermediates that live only inside the kernel (recomputed or
      * streamed), never written to memory. */
     int n_internal;
     mcir_tensor **internal;
 
     mcir_tiling tiling;
-    const char *recompute_policy;     /* "none" | "recompute_in_consumer" | ... */
+    /* "none" | "recompute_in_consumer" (fused chains, epilogues: temps in
+     * registers) | "stream_tiles" (attention: scores per KV tile, never
+     * stored) | "stream_rows" (norms: row statistics in running state). */
+    const char *recompute_policy;
     mcir_streaming_state streaming_state;
+
+    /* MATMUL: effective transpose flags of the anchor's operands (the
+     * node's transpose_a/_b xor a folded last-two-dims transpose). */
+    bool trans_a, trans_b;
 
     int64_t grid[3];
     int block[3];
-    int64_t smem_bytes;
+    int64_t smem_bytes;          /* dynamic shared memory per block */
     int64_t scratch_bytes;       /* workspace in the arena (0: none) */
 
     /* Filled by codegen after NVRTC (-1: not compiled). */
@@ -99,51 +148,91 @@ typedef struct mcir_plan {
     int n_kernels;
     mcir_kernel_plan *kernels;   /* execution order */
     /* For each tensor id: the kernel that writes it and the last kernel
-     * that reads it (-1: none); aliases (reshape) resolve to their root. */
+     * that reads it (-1: none); aliases (reshape) resolve to their root:
+     * a root's range covers every alias's readers. */
     int *first_use, *last_use;
     mcir_tensor **alias_root;    /* by tensor id: the tensor owning the bytes */
+    /* The nodes lowered to aliases (reshapes, transposes that move only
+     * size-1 dims), in graph order: no kernel, no copy. */
+    int n_alias_nodes;
+    mcir_node **alias_nodes;
     mcir_arena *arena;
 } mcir_plan;
 
 /* Partitions the graph into kernels and chooses tiles for the target.
- * Appends a "plan" stage record per kernel to trace (may be NULL). */
+ * Appends a "plan" stage record per kernel (and per transpose fold or
+ * alias) to trace (may be NULL). Returns NULL, with an error, when the
+ * fusion groups cannot be ordered or a tile cannot fit the target. */
 mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target,
                            mcir_trace *trace, mcir_diag *d);
 void mcir_plan_free(mcir_plan *p);
 bool mcir_plan_write_json(const mcir_plan *p, FILE *out);
+/* The access through which kernel k reads or writes the tensor its nodes
+ * call `logical`, or NULL if it is not at the kernel's boundary. */
+const mcir_kernel_access *mcir_kernel_access_of(const mcir_kernel_plan *k,
+                                                const mcir_tensor *logical);
+
+/* ------------------------------------------------------------ memory plan */
+
+/* Offsets in the arena are multiples of this (the cudaMalloc guarantee,
+ * enough for 16-byte vector loads and TMA's 128-byte rule). */
+#define MCIR_ARENA_ALIGNMENT 256
 
 /* The memory plan of a compiled graph. */
 typedef struct mcir_buffer_plan {
     const mcir_tensor *tensor;   /* NULL for a kernel's scratch */
     const char *name;            /* tensor name or "<kernel>.scratch" */
-    int64_t size, offset;
+    int64_t size, offset;        /* bytes (unaligned size), offset in its pool */
     int first, last;             /* kernel indices, inclusive */
     int pool;
+    int share_with;              /* in place: buffer whose bytes this one takes over (-1) */
 } mcir_buffer_plan;
 
 typedef struct mcir_memory_plan {
-    const char *planner;
+    const char *planner;         /* as requested ("best" by default) */
+    const char *algorithm;       /* the planner whose placement was kept */
+    bool optimal;                /* proven minimal by the planner library */
     int64_t alignment;
-    int64_t arena_bytes;
-    int64_t lower_bound_bytes;
+    int64_t arena_bytes;         /* sum of the pools' used bytes */
+    int64_t lower_bound_bytes;   /* largest total of aligned sizes live at one kernel */
+    int n_kernels;
     int n_buffers;
     mcir_buffer_plan *buffers;
+    int *buffer_of;              /* by tensor id: buffer index (aliases: their root's), or -1 */
     int n_pools;
     const char **pool_names;
     int64_t *pool_capacity;      /* 0: unbounded */
     int64_t *pool_bytes;         /* used */
+    mcir_arena *arena;
 } mcir_memory_plan;
 
-/* pools: NULL for one unbounded pool "arena". planner NULL: "best". */
-mcir_memory_plan *mcir_memory_plan_build(const mcir_plan *p, const char *planner,
-                                         const mcir_memplan_pools *pools,
+typedef struct mcir_memory_plan_options {
+    const char *planner;             /* NULL: "best" */
+    double time_limit_s;             /* exact search budget; <= 0: library default */
+    const mcir_memplan_pool *pools;  /* in order of preference; NULL: one
+                                        unbounded pool "arena" */
+    int n_pools;
+} mcir_memory_plan_options;
+
+/* Liveness over the kernel order, in-place merging, and one call of the
+ * mcir_memplan library. options NULL: defaults. Returns NULL with an error
+ * for an unknown planner name (callers that must tell a usage error apart
+ * check mcir_memplan_planner_find first) or when the last pool overflows. */
+mcir_memory_plan *mcir_memory_plan_build(const mcir_plan *p,
+                                         const mcir_memory_plan_options *options,
                                          mcir_trace *trace, mcir_diag *d);
 void mcir_memory_plan_free(mcir_memory_plan *m);
+/* Where tensor t's bytes are: true and its pool and byte offset when it is
+ * in the arena (directly or as an alias), false for inputs, weights,
+ * outputs (and tensors only internal to a kernel). */
+bool mcir_memory_plan_locate(const mcir_memory_plan *m, const mcir_plan *p,
+                             const mcir_tensor *t, int *pool, int64_t *offset);
 bool mcir_memory_plan_write_json(const mcir_memory_plan *m, const mcir_plan *p, FILE *out);
-/* Offset against time, one box per buffer. */
+/* Offset against time (kernel index), one box per buffer. */
 bool mcir_memory_plan_write_svg(const mcir_memory_plan *m, const mcir_plan *p, FILE *out);
 /* The independent checker over the graph-level plan (no overlap of buffers
- * live at the same kernel, inside pools, aligned). */
+ * live at the same kernel except an in-place hand-over, inside pools,
+ * aligned, lifetimes inside the kernel range). Reports each problem. */
 bool mcir_memory_plan_check(const mcir_memory_plan *m, mcir_diag *d);
 
 #endif /* MCIR_KERNELPLAN_H */
