@@ -506,7 +506,7 @@ def ex_mlp_tiny():
     x = g.input("x", [2, 4])
     w1 = ((np.arange(32).reshape(4, 8) % 5) - 2) * 0.5
     b1 = np.array([0, 0.5, -0.5, 1, -1, 0, 0.25, -0.25])
-    w2 = (np.arange(24).reshape(8, 3) % 3) - 1.0
+    w2 = ((np.arange(24).reshape(8, 3) % 5) - 2) * 0.5
     b2 = np.array([0.5, -0.5, 0.0])
     h = g.op("matmul", [x, g.weight("fc1.weight", [4, 8], data=w1)], "fc1.matmul")
     h = g.op("add", [h, g.weight("fc1.bias", [8], data=b1)], "fc1.bias_add")
