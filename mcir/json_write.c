@@ -1,0 +1,312 @@
+/*
+ * json_write.c — the `mcir` artifact: the graph in graph.json form plus per
+ * node "properties" (and "group", "inplace_input", "origin" where set) and
+ * a top-level "tensors" object with every tensor's dtype, shape, kind and
+ * memory_state (spec/mcirc-cli.md, docs/graph-format.md).
+ *
+ * Invariant: the output is a function of the graph alone — keys in a fixed
+ * order, numbers in their shortest round-tripping form, indent 2 — and
+ * mcir_graph_read_json accepts it, so read → write → read → write gives
+ * the same text twice. The tree is built with jansson and printed by a
+ * small printer of our own, which keeps short lists on one line and
+ * formats each f32 value with the fewest digits that read back exactly.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "json_pos.h"
+
+/* -------------------------------------------------------------- numbers */
+
+/* Shortest %g form of x that strtod reads back as x ("0.1", "1e-05"). */
+static void fmt_double(char *buf, size_t n, double x) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    if (!strpbrk(buf, ".eEn")) strncat(buf, ".0", n - strlen(buf) - 1);
+}
+
+/* A double holding the shortest decimal that reads back as the float f,
+ * so the printer writes "0.1", not "0.10000000149011612". */
+static double float_as_short_double(float f) {
+    char buf[40];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        if (strtof(buf, NULL) == f) return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
+/* ------------------------------------------------------------- printer */
+
+static void put_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\t': fputs("\\t", out); break;
+        case '\r': fputs("\\r", out); break;
+        default:
+            if (*p < 0x20) fprintf(out, "\\u%04x", *p);
+            else fputc(*p, out);
+        }
+    }
+    fputc('"', out);
+}
+
+static void put_scalar(FILE *out, const json_t *v) {
+    char buf[48];
+    switch (json_typeof(v)) {
+    case JSON_STRING: put_string(out, json_string_value(v)); break;
+    case JSON_INTEGER: fprintf(out, "%lld", (long long)json_integer_value(v)); break;
+    case JSON_REAL:
+        fmt_double(buf, sizeof buf, json_real_value(v));
+        fputs(buf, out);
+        break;
+    case JSON_TRUE: fputs("true", out); break;
+    case JSON_FALSE: fputs("false", out); break;
+    default: fputs("null", out); break;
+    }
+}
+
+static bool is_container(const json_t *v) { return json_is_object(v) || json_is_array(v); }
+
+static void put_inline(FILE *out, const json_t *v);
+
+/* Every list of scalars goes on one line (a row of weight values); so does
+ * an object of scalars and scalar lists that fits in 100 columns. */
+static bool inline_ok(const json_t *v, int indent) {
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (is_container(json_array_get(v, i))) return false;
+        return true;
+    }
+    if (!json_is_object(v)) return true;
+    const char *key;
+    json_t *m;
+    json_object_foreach((json_t *)v, key, m) {
+        if (json_is_object(m) || (json_is_array(m) && !inline_ok(m, 0))) return false;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    MCIR_ASSERT(f);
+    put_inline(f, v);
+    fclose(f);
+    free(buf);
+    return (size_t)indent + len <= 100;
+}
+
+static void put_value(FILE *out, const json_t *v, int indent);
+
+static void put_inline(FILE *out, const json_t *v) {
+    if (json_is_array(v)) {
+        fputc('[', out);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i) fputs(", ", out);
+            put_inline(out, json_array_get(v, i));
+        }
+        fputc(']', out);
+    } else if (json_is_object(v)) {
+        fputc('{', out);
+        const char *key;
+        json_t *m;
+        bool first = true;
+        json_object_foreach((json_t *)v, key, m) {
+            if (!first) fputs(", ", out);
+            first = false;
+            put_string(out, key);
+            fputs(": ", out);
+            put_inline(out, m);
+        }
+        fputc('}', out);
+    } else {
+        put_scalar(out, v);
+    }
+}
+
+static void put_value(FILE *out, const json_t *v, int indent) {
+    if (!is_container(v) || inline_ok(v, indent) ||
+        (json_is_array(v) ? json_array_size(v) == 0 : json_object_size(v) == 0)) {
+        put_inline(out, v);
+        return;
+    }
+    if (json_is_array(v)) {
+        fputs("[\n", out);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            fprintf(out, "%*s", indent + 2, "");
+            put_value(out, json_array_get(v, i), indent + 2);
+            fputs(i + 1 < json_array_size(v) ? ",\n" : "\n", out);
+        }
+        fprintf(out, "%*s]", indent, "");
+        return;
+    }
+    fputs("{\n", out);
+    const char *key;
+    json_t *m;
+    size_t i = 0, n = json_object_size(v);
+    json_object_foreach((json_t *)v, key, m) {
+        fprintf(out, "%*s", indent + 2, "");
+        put_string(out, key);
+        fputs(": ", out);
+        put_value(out, m, indent + 2);
+        fputs(++i < n ? ",\n" : "\n", out);
+    }
+    fprintf(out, "%*s}", indent, "");
+}
+
+/* ---------------------------------------------------------- graph → tree */
+
+static json_t *shape_json(const mcir_tensor *t) {
+    json_t *a = json_array();
+    for (int i = 0; i < t->rank; i++) json_array_append_new(a, json_integer(t->shape[i]));
+    return a;
+}
+
+static double element(const mcir_tensor *t, int64_t i) {
+    const unsigned char *p = t->data;
+    float f;
+    uint16_t h;
+    switch (t->dtype) {
+    case MCIR_DTYPE_F32: memcpy(&f, p + 4 * i, 4); break;
+    case MCIR_DTYPE_F16: memcpy(&h, p + 2 * i, 2); f = mcir_f16_to_f32(h); break;
+    default: memcpy(&h, p + 2 * i, 2); f = mcir_bf16_to_f32(h); break;
+    }
+    return float_as_short_double(f);
+}
+
+/* Nested lists in C order for dims [dim, rank); *k walks the elements. */
+static json_t *value_json(const mcir_tensor *t, int dim, int64_t *k) {
+    if (dim == t->rank) return json_real(element(t, (*k)++));
+    json_t *a = json_array();
+    for (int64_t i = 0; i < t->shape[dim]; i++) json_array_append_new(a, value_json(t, dim + 1, k));
+    return a;
+}
+
+static json_t *tensor_decl_json(const mcir_tensor *t) {
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(t->name));
+    json_object_set_new(o, "dtype", json_string(mcir_dtype_name(t->dtype)));
+    json_object_set_new(o, "shape", shape_json(t));
+    return o;
+}
+
+static json_t *attr_json(const mcir_attr *a) {
+    switch (a->type) {
+    case MCIR_ATTR_INT: return json_integer(a->i);
+    case MCIR_ATTR_FLOAT: return json_real(a->f);
+    case MCIR_ATTR_BOOL: return json_boolean(a->b);
+    case MCIR_ATTR_STRING: return json_string(a->s ? a->s : "");
+    case MCIR_ATTR_INTS: {
+        json_t *l = json_array();
+        for (int i = 0; i < a->n; i++) json_array_append_new(l, json_integer(a->ints[i]));
+        return l;
+    }
+    }
+    return json_null();
+}
+
+static json_t *node_json(const mcir_node *n) {
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(n->name));
+    json_object_set_new(o, "op", json_string(mcir_op_name(n->op)));
+    json_t *ins = json_array(), *outs = json_array();
+    for (int i = 0; i < n->n_inputs; i++) json_array_append_new(ins, json_string(n->inputs[i]->name));
+    for (int i = 0; i < n->n_outputs; i++)
+        json_array_append_new(outs, json_string(n->outputs[i]->name));
+    json_object_set_new(o, "inputs", ins);
+    json_object_set_new(o, "outputs", outs);
+    if (n->n_attrs) {
+        json_t *attrs = json_object();
+        for (int i = 0; i < n->n_attrs; i++)
+            json_object_set_new(attrs, n->attrs[i].name, attr_json(&n->attrs[i]));
+        json_object_set_new(o, "attrs", attrs);
+    }
+    json_t *props = json_array();
+    for (int i = 0; i < n->n_properties; i++)
+        json_array_append_new(props, json_string(n->properties[i]));
+    json_object_set_new(o, "properties", props);
+    if (n->group >= 0) json_object_set_new(o, "group", json_integer(n->group));
+    if (n->inplace_input >= 0) json_object_set_new(o, "inplace_input", json_integer(n->inplace_input));
+    if (n->origin_rule) {
+        json_t *origin = json_object(), *nodes = json_array();
+        json_object_set_new(origin, "rule", json_string(n->origin_rule));
+        for (const char *s = n->origin_nodes; s && *s;) {
+            size_t len = strcspn(s, ",");
+            json_array_append_new(nodes, json_stringn(s, len));
+            s += len;
+            if (*s == ',') s++;
+        }
+        json_object_set_new(origin, "nodes", nodes);
+        json_object_set_new(o, "origin", origin);
+    }
+    return o;
+}
+
+static bool listed(const mcir_tensor *t) {
+    if (t->kind == MCIR_TENSOR_INPUT || t->kind == MCIR_TENSOR_WEIGHT) return true;
+    return t->producer && !t->producer->dead;
+}
+
+bool mcir_graph_write_json(const mcir_graph *g, FILE *out) {
+    json_t *root = json_object();
+    json_object_set_new(root, "mcir", json_integer(1));
+    json_object_set_new(root, "name", json_string(g->name ? g->name : "graph"));
+
+    json_t *inputs = json_array();
+    for (int i = 0; i < g->n_inputs; i++)
+        json_array_append_new(inputs, tensor_decl_json(g->inputs[i]));
+    json_object_set_new(root, "inputs", inputs);
+
+    json_t *weights = json_array();
+    for (int i = 0; i < g->n_weights; i++) {
+        const mcir_tensor *t = g->weights[i];
+        json_t *w = tensor_decl_json(t);
+        if (t->data_path) {
+            json_object_set_new(w, "data", json_string(t->data_path));
+        } else if (t->data && t->rank >= 0) {
+            /* In-memory data (small constants, or weights a rewrite made,
+             * e.g. folded constants) is written out so the artifact stands
+             * alone; only seeded weights carry neither. */
+            int64_t k = 0;
+            json_object_set_new(w, "value", value_json(t, 0, &k));
+        }
+        json_array_append_new(weights, w);
+    }
+    json_object_set_new(root, "weights", weights);
+
+    json_t *nodes = json_array();
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead) json_array_append_new(nodes, node_json(g->nodes[i]));
+    json_object_set_new(root, "nodes", nodes);
+
+    json_t *outputs = json_array();
+    for (int i = 0; i < g->n_outputs; i++)
+        json_array_append_new(outputs, json_string(g->outputs[i]->name));
+    json_object_set_new(root, "outputs", outputs);
+
+    json_t *tensors = json_object();
+    for (int i = 0; i < g->n_tensors; i++) {
+        const mcir_tensor *t = g->tensors[i];
+        if (!t || !listed(t)) continue;
+        json_t *rec = json_object();
+        json_object_set_new(rec, "dtype", json_string(mcir_dtype_name(t->dtype)));
+        if (t->rank >= 0) json_object_set_new(rec, "shape", shape_json(t));
+        json_object_set_new(rec, "kind", json_string(mcir_tensor_kind_name(t->kind)));
+        json_object_set_new(rec, "memory_state",
+                            json_string(mcir_memory_state_name(t->memory_state)));
+        json_object_set_new(tensors, t->name, rec);
+    }
+    json_object_set_new(root, "tensors", tensors);
+
+    put_value(out, root, 0);
+    fputc('\n', out);
+    json_decref(root);
+    return fflush(out) == 0 && !ferror(out);
+}
