@@ -560,8 +560,9 @@ def ex_ops_misc():
     u = g.op("add", [u, g.op("erf", [x], "erf")], "u3")
     u = g.op("add", [u, g.op("silu", [x], "silu")], "u4")
     out("o_unary", g.op("add", [u, g.op("exp", [x], "exp")], "u5", out="o_unary"))
-    out("o_gelu", g.op("sub", [g.op("gelu", [x], "gelu_erf", approximate="none"),
-                               g.op("gelu", [x], "gelu_tanh", approximate="tanh")], "gelu_diff", out="o_gelu"))
+    x3 = g.op("scale", [x], "scale3", value=3.0)
+    out("o_gelu_erf", g.op("gelu", [x3], "gelu_erf", out="o_gelu_erf", approximate="none"))
+    out("o_gelu_tanh", g.op("gelu", [x3], "gelu_tanh", out="o_gelu_tanh", approximate="tanh"))
     out("o_gelu_default", g.op("gelu", [x], "gelu_default", out="o_gelu_default"))
     out("o_softmax_c", g.op("softmax", [x], "softmax_c", out="o_softmax_c", axis=1))
     out("o_avgpool_sym", g.op("avg_pool2d", [x], "avgpool_sym", out="o_avgpool_sym",
@@ -597,7 +598,8 @@ def ex_ops_misc():
         r["o_pos_math"] = -((torch.log(p) + p ** 1.5 - torch.reciprocal(p) * torch.rsqrt(p)) / torch.sqrt(p))
         r["o_minmax"] = torch.clamp(torch.maximum(x, T(W["w.lo"])), max=0.25)
         r["o_unary"] = torch.tanh(x) + torch.sigmoid(x) + F.relu(x) + torch.erf(x) + F.silu(x) + torch.exp(x)
-        r["o_gelu"] = F.gelu(x) - F.gelu(x, approximate="tanh")
+        r["o_gelu_erf"] = F.gelu(3 * x)
+        r["o_gelu_tanh"] = F.gelu(3 * x, approximate="tanh")
         r["o_gelu_default"] = F.gelu(x)
         r["o_softmax_c"] = F.softmax(x, dim=1)
         r["o_avgpool_sym"] = F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)
