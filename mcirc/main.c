@@ -1,0 +1,526 @@
+/*
+ * main.c — the mcirc program: options → mcir_compile → artifacts.
+ *
+ * Everything mcirc prints or writes is produced in memory first and only
+ * published when the whole compilation succeeded: artifacts of -o go to a
+ * temporary directory inside DIR and are renamed into place at the end,
+ * and --emit output is buffered, so a failure leaves nothing partial.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mcirc/pipeline.h"
+
+static const char usage_text[] =
+    "usage: mcirc [OPTIONS] GRAPH.json\n"
+    "\n"
+    "Compiles a deep-learning graph through the memory-centric IR: recognises\n"
+    "memory properties, rewrites to fused forms, plans kernels and one memory\n"
+    "arena, generates CUDA C and compiles it with NVRTC.\n"
+    "\n"
+    "options:\n"
+    "  --emit WHAT          print one artifact on stdout: mcir, trace, plan, memory,\n"
+    "                       cuda, ptx, dot (without --emit and -o: a summary)\n"
+    "  -o, --out DIR        write every artifact into DIR\n"
+    "  --catalog FILE       load a YAML rule catalog after the built-in one (repeatable)\n"
+    "  --no-default-catalog do not load the built-in catalog\n"
+    "  --no-rewrite         compile without any rewrite (the baseline)\n"
+    "  --trace              print the rewrite trace in human form on stderr\n"
+    "  --arch sm_XX         NVRTC target: sm_80, sm_86, sm_89, sm_90 (default sm_90)\n"
+    "  --planner NAME       memory planner; --planner help lists them\n"
+    "  --planner-time S     time budget of the exact planner in seconds (default 10)\n"
+    "  --pool NAME=BYTES    a memory pool of that capacity (repeatable, in order of\n"
+    "                       preference; BYTES may end in K, M or G; 0 = unbounded)\n"
+    "  --verify             run the original and the rewritten graph through the\n"
+    "                       reference interpreter and compare every output\n"
+    "  --seed N             seed of the generated inputs (default 0)\n"
+    "  --run                execute the compiled graph (GPU if present, else CPU)\n"
+    "  --device cpu|gpu     force where --run executes\n"
+    "  --alloc pool|lazy|eager  GPU allocation: the planned arena (default),\n"
+    "                       allocate at first / free at last use, or all up front\n"
+    "  --input NAME=FILE    a graph input from a .npy file (repeatable)\n"
+    "  --threads N          threads of the CPU reference (default: all cores)\n"
+    "  --version, --help    the usual\n"
+    "\n"
+    "exit status: 0 success, 1 invalid input or --verify beyond tolerance,\n"
+    "2 usage error, 3 toolchain or device failure.\n";
+
+#define EMITS(X) X(MCIR, "mcir") X(TRACE, "trace") X(PLAN, "plan") \
+    X(MEMORY, "memory") X(CUDA, "cuda") X(PTX, "ptx") X(DOT, "dot")
+typedef enum {
+    EMIT_NONE,
+#define X(id, name) EMIT_##id,
+    EMITS(X)
+#undef X
+} emit_kind;
+static const char *const emit_names[] = {
+    NULL,
+#define X(id, name) name,
+    EMITS(X)
+#undef X
+};
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "mcirc: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see mcirc --help)\n");
+    return MCIR_EXIT_USAGE;
+}
+
+static bool parse_bytes(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v < 0) return false;
+    int64_t mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1024, end++;
+    else if (*end == 'M' || *end == 'm') mult = 1024 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mult = 1024 * 1024 * 1024, end++;
+    if (*end) return false;
+    return !mcir_mul_overflows(v, mult, out);
+}
+
+/* ------------------------------------------------------------- artifacts */
+
+typedef bool (*artifact_fn)(const mcir_compilation *c, FILE *out);
+
+static bool art_mcir(const mcir_compilation *c, FILE *out) {
+    return mcir_graph_write_json(c->graph, out);
+}
+static bool art_trace(const mcir_compilation *c, FILE *out) {
+    return mcir_trace_write_jsonl(c->trace, out);
+}
+static bool art_plan(const mcir_compilation *c, FILE *out) {
+    return mcir_plan_write_json(c->plan, out);
+}
+static bool art_memory(const mcir_compilation *c, FILE *out) {
+    return mcir_memory_plan_write_json(c->memory, c->plan, out);
+}
+static bool art_svg(const mcir_compilation *c, FILE *out) {
+    return mcir_memory_plan_write_svg(c->memory, c->plan, out);
+}
+static bool art_cuda(const mcir_compilation *c, FILE *out) {
+    return mcir_codegen_write_cuda(c->codegen, out);
+}
+static bool art_ptx(const mcir_compilation *c, FILE *out) {
+    return mcir_codegen_write_ptx(c->codegen, out);
+}
+static bool art_dot(const mcir_compilation *c, FILE *out) {
+    return mcir_graph_write_dot(c->graph, out);
+}
+
+static const artifact_fn emit_fns[] = {NULL,     art_mcir, art_trace, art_plan,
+                                       art_memory, art_cuda, art_ptx,   art_dot};
+
+static bool write_file(const char *path, const mcir_compilation *c, artifact_fn fn) {
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    bool ok = fn(c, f);
+    ok = (fclose(f) == 0) && ok;
+    return ok;
+}
+
+static void remove_tree(const char *path) {
+    DIR *dir = opendir(path);
+    if (dir) {
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char sub[PATH_MAX];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            remove_tree(sub);
+        }
+        closedir(dir);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static bool mkdir_p(const char *path) {
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return false;
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0777) && errno != EEXIST) return false;
+            *p = '/';
+        }
+    return !mkdir(buf, 0777) || errno == EEXIST;
+}
+
+/* Moves every file of src (one level of subdirectories) into dst. */
+static bool publish_tree(const char *src, const char *dst) {
+    DIR *dir = opendir(src);
+    if (!dir) return false;
+    bool ok = true;
+    struct dirent *e;
+    while (ok && (e = readdir(dir))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char from[PATH_MAX], to[PATH_MAX];
+        snprintf(from, sizeof from, "%s/%s", src, e->d_name);
+        snprintf(to, sizeof to, "%s/%s", dst, e->d_name);
+        struct stat st;
+        if (stat(from, &st)) ok = false;
+        else if (S_ISDIR(st.st_mode)) ok = mkdir_p(to) && publish_tree(from, to);
+        else ok = rename(from, to) == 0;
+    }
+    closedir(dir);
+    return ok;
+}
+
+/* Writes every artifact (and --run outputs) into dir, atomically. */
+static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *d) {
+    if (!mkdir_p(dir)) {
+        mcir_error(d, (mcir_loc){dir, 0, 0}, "cannot create the output directory: %s",
+                   strerror(errno));
+        return MCIR_EXIT_INVALID;
+    }
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/.mcirc-XXXXXX", dir);
+    if (!mkdtemp(tmp)) {
+        mcir_error(d, (mcir_loc){dir, 0, 0}, "cannot write into the output directory: %s",
+                   strerror(errno));
+        return MCIR_EXIT_INVALID;
+    }
+    struct {
+        const char *file;
+        artifact_fn fn;
+        bool present;
+    } files[] = {
+        {"graph.mcir.json", art_mcir, true},
+        {"trace.jsonl", art_trace, true},
+        {"plan.json", art_plan, c->plan != NULL},
+        {"memory.json", art_memory, c->memory != NULL},
+        {"memory.svg", art_svg, c->memory != NULL},
+        {"graph.dot", art_dot, true},
+    };
+    bool ok = true;
+    char path[PATH_MAX];
+    for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
+        if (!files[i].present) continue;
+        snprintf(path, sizeof path, "%s/%s", tmp, files[i].file);
+        ok = write_file(path, c, files[i].fn);
+    }
+    if (ok && c->codegen) ok = mcir_codegen_write_dir(c->codegen, tmp, d);
+    if (ok && c->env) {
+        for (int i = 0; ok && i < c->graph->n_outputs; i++) {
+            const mcir_tensor *t = c->graph->outputs[i];
+            size_t n = (size_t)mcir_tensor_numel(t), es = mcir_dtype_size(t->dtype);
+            const float *v = mcir_env_get(c->env, t);
+            unsigned char *raw = malloc(n * es + 1);
+            MCIR_ASSERT(raw);
+            for (size_t k = 0; k < n; k++) {
+                if (t->dtype == MCIR_DTYPE_F32) memcpy(raw + 4 * k, &v[k], 4);
+                else {
+                    uint16_t h = t->dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v[k])
+                                                            : mcir_f32_to_bf16(v[k]);
+                    memcpy(raw + 2 * k, &h, 2);
+                }
+            }
+            snprintf(path, sizeof path, "%s/%s.npy", tmp, t->name);
+            ok = mcir_npy_write(path, t->dtype, t->rank, t->shape, raw, d);
+            free(raw);
+        }
+    }
+    if (!ok) {
+        if (d->n_errors == 0)
+            mcir_error(d, (mcir_loc){dir, 0, 0}, "cannot write the artifacts: %s",
+                       strerror(errno));
+        remove_tree(tmp);
+        return MCIR_EXIT_INVALID;
+    }
+    ok = publish_tree(tmp, dir);
+    remove_tree(tmp);
+    if (!ok) {
+        mcir_error(d, (mcir_loc){dir, 0, 0}, "cannot move the artifacts into place: %s",
+                   strerror(errno));
+        return MCIR_EXIT_INVALID;
+    }
+    return MCIR_EXIT_OK;
+}
+
+/* --------------------------------------------------------------- summary */
+
+static void human_bytes(int64_t b, char *buf, size_t n) {
+    if (b >= 1024 * 1024) snprintf(buf, n, "%.2f MiB", (double)b / (1024.0 * 1024.0));
+    else if (b >= 1024) snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+    else snprintf(buf, n, "%" PRId64 " B", b);
+}
+
+static void print_summary(const mcir_compilation *c, FILE *out) {
+    const mcir_graph *g = c->graph;
+    fprintf(out, "%s (%s)\n", g->name, g->path);
+    fprintf(out, "  nodes    %d before, %d after rewriting (%d rewrites applied)\n",
+            c->nodes_before, c->nodes_after, c->rewrites_applied);
+    if (c->plan) {
+        int launches = 0;
+        for (int i = 0; i < c->plan->n_kernels; i++)
+            launches += c->plan->kernels[i].tpl != MCIR_TEMPLATE_ALIAS;
+        fprintf(out, "  kernels  %d launches for %s (%s)\n", launches, c->target->name,
+                c->target->example_gpu);
+    }
+    if (c->memory) {
+        char a[32], lb[32];
+        human_bytes(c->memory->arena_bytes, a, sizeof a);
+        human_bytes(c->memory->lower_bound_bytes, lb, sizeof lb);
+        double ratio = c->memory->lower_bound_bytes
+                           ? (double)c->memory->arena_bytes / (double)c->memory->lower_bound_bytes
+                           : 1.0;
+        fprintf(out, "  arena    %s for %d buffers, lower bound %s (%.3fx, planner %s)\n", a,
+                c->memory->n_buffers, lb, ratio, c->memory->planner);
+    }
+}
+
+static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out) {
+    fprintf(out, "  run      %s, %.3f s\n",
+            c->ran_on_gpu ? c->gpu_stats.device_name : "cpu reference", c->run_seconds);
+    for (int i = 0; i < c->graph->n_outputs; i++) {
+        const mcir_tensor *t = c->graph->outputs[i];
+        const float *v = mcir_env_get(c->env, t);
+        int64_t n = mcir_tensor_numel(t);
+        double sum = 0, amax = 0;
+        for (int64_t k = 0; k < n; k++) {
+            sum += v[k];
+            if (fabsf(v[k]) > amax) amax = fabsf(v[k]);
+        }
+        char shape[128];
+        fprintf(out, "  output   %s %s %s: mean %.6g, max |x| %.6g", t->name,
+                mcir_dtype_name(t->dtype), mcir_shape_str(t, shape, sizeof shape),
+                n ? sum / (double)n : 0.0, amax);
+        if (out_dir) fprintf(out, " -> %s/%s.npy", out_dir, t->name);
+        fputc('\n', out);
+    }
+}
+
+static void print_verify(const mcir_compilation *c, FILE *out) {
+    for (int i = 0; i < c->n_verify; i++) {
+        const mcir_verify_result *v = &c->verify[i];
+        fprintf(out, "verify   %s: max abs err %.3g, max rel err %.3g (tolerance %.0e) %s\n",
+                v->output, v->max_abs, v->max_rel, v->tolerance, v->ok ? "ok" : "FAIL");
+    }
+}
+
+/* ------------------------------------------------------------------ main */
+
+static const char *take_value(int argc, char **argv, int *i, const char *opt) {
+    size_t n = strlen(opt);
+    if (!strncmp(argv[*i], opt, n) && argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (*i + 1 >= argc) return NULL;
+    return argv[++*i];
+}
+
+static bool is_opt(const char *arg, const char *opt) {
+    size_t n = strlen(opt);
+    return !strncmp(arg, opt, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+int main(int argc, char **argv) {
+    mcir_options o = mcir_options_default();
+    emit_kind emit = EMIT_NONE;
+    const char *out_dir = NULL;
+    bool trace_human = false;
+    const char **catalogs = calloc((size_t)argc, sizeof *catalogs);
+    mcir_input_file *inputs = calloc((size_t)argc, sizeof *inputs);
+    mcir_memplan_pool *pools = calloc((size_t)argc, sizeof *pools);
+    MCIR_ASSERT(catalogs && inputs && pools);
+    o.catalogs = catalogs;
+    o.inputs = inputs;
+    o.pools = pools;
+    int status = MCIR_EXIT_OK;
+
+#define VALUE(opt)                                                  \
+    const char *val = take_value(argc, argv, &i, opt);              \
+    if (!val) {                                                     \
+        status = usage_error("option '%s' needs a value", opt);     \
+        goto done;                                                  \
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            goto done;
+        } else if (!strcmp(a, "--version")) {
+            printf("mcirc %s\n", MCIR_VERSION_STRING);
+            goto done;
+        } else if (is_opt(a, "--emit")) {
+            VALUE("--emit");
+            emit = EMIT_NONE;
+            for (int k = 1; k < (int)(sizeof emit_names / sizeof *emit_names); k++)
+                if (!strcmp(val, emit_names[k])) emit = (emit_kind)k;
+            if (emit == EMIT_NONE) {
+                status = usage_error("--emit: unknown artifact '%s' (mcir, trace, plan, "
+                                     "memory, cuda, ptx, dot)", val);
+                goto done;
+            }
+        } else if (is_opt(a, "-o") || is_opt(a, "--out")) {
+            VALUE(a[1] == 'o' ? "-o" : "--out");
+            out_dir = val;
+        } else if (is_opt(a, "--catalog")) {
+            VALUE("--catalog");
+            catalogs[o.n_catalogs++] = val;
+        } else if (!strcmp(a, "--no-default-catalog")) {
+            o.no_default_catalog = true;
+        } else if (!strcmp(a, "--no-rewrite")) {
+            o.no_rewrite = true;
+        } else if (!strcmp(a, "--trace")) {
+            trace_human = true;
+        } else if (is_opt(a, "--arch")) {
+            VALUE("--arch");
+            if (!mcir_target_find(val)) {
+                status = usage_error("--arch: unknown architecture '%s' (sm_80, sm_86, "
+                                     "sm_89, sm_90)", val);
+                goto done;
+            }
+            o.arch = val;
+        } else if (is_opt(a, "--planner")) {
+            VALUE("--planner");
+            if (!strcmp(val, "help")) {
+                mcir_memplan_planners_print(stdout);
+                goto done;
+            }
+            if (!mcir_memplan_planner_find(val)) {
+                status = usage_error("--planner: unknown planner '%s'; --planner help "
+                                     "lists them", val);
+                goto done;
+            }
+            o.planner = val;
+        } else if (is_opt(a, "--planner-time")) {
+            VALUE("--planner-time");
+            char *end;
+            o.planner_time_limit_s = strtod(val, &end);
+            if (*end || !(o.planner_time_limit_s > 0)) {
+                status = usage_error("--planner-time: '%s' is not a positive number", val);
+                goto done;
+            }
+        } else if (is_opt(a, "--pool")) {
+            VALUE("--pool");
+            const char *eq = strchr(val, '=');
+            int64_t cap;
+            if (!eq || eq == val || !parse_bytes(eq + 1, &cap)) {
+                status = usage_error("--pool: '%s' is not NAME=BYTES", val);
+                goto done;
+            }
+            pools[o.n_pools].name = strndup(val, (size_t)(eq - val));
+            pools[o.n_pools++].capacity = cap;
+        } else if (!strcmp(a, "--verify")) {
+            o.verify = true;
+        } else if (is_opt(a, "--seed")) {
+            VALUE("--seed");
+            char *end;
+            errno = 0;
+            o.seed = strtoull(val, &end, 10);
+            if (errno || *end || !*val || *val == '-') {
+                status = usage_error("--seed: '%s' is not a non-negative integer", val);
+                goto done;
+            }
+        } else if (!strcmp(a, "--run")) {
+            o.run = true;
+        } else if (is_opt(a, "--device")) {
+            VALUE("--device");
+            if (!strcmp(val, "cpu")) o.device = MCIR_DEVICE_CPU;
+            else if (!strcmp(val, "gpu")) o.device = MCIR_DEVICE_GPU;
+            else {
+                status = usage_error("--device: '%s' is neither cpu nor gpu", val);
+                goto done;
+            }
+        } else if (is_opt(a, "--alloc")) {
+            VALUE("--alloc");
+            if (!strcmp(val, "pool")) o.alloc = MCIR_ALLOC_POOL;
+            else if (!strcmp(val, "lazy")) o.alloc = MCIR_ALLOC_LAZY;
+            else if (!strcmp(val, "eager")) o.alloc = MCIR_ALLOC_EAGER;
+            else {
+                status = usage_error("--alloc: '%s' is not pool, lazy or eager", val);
+                goto done;
+            }
+        } else if (is_opt(a, "--input")) {
+            VALUE("--input");
+            const char *eq = strchr(val, '=');
+            if (!eq || eq == val || !eq[1]) {
+                status = usage_error("--input: '%s' is not NAME=FILE.npy", val);
+                goto done;
+            }
+            inputs[o.n_inputs].name = strndup(val, (size_t)(eq - val));
+            inputs[o.n_inputs++].path = eq + 1;
+        } else if (is_opt(a, "--threads")) {
+            VALUE("--threads");
+            char *end;
+            long n = strtol(val, &end, 10);
+            if (*end || n < 1 || n > 1024) {
+                status = usage_error("--threads: '%s' is not a thread count", val);
+                goto done;
+            }
+            mcir_set_threads((int)n);
+        } else if (a[0] == '-' && a[1]) {
+            status = usage_error("unknown option '%s'", a);
+            goto done;
+        } else if (o.graph_path) {
+            status = usage_error("more than one graph given ('%s')", a);
+            goto done;
+        } else {
+            o.graph_path = a;
+        }
+    }
+#undef VALUE
+    if (!o.graph_path) {
+        status = usage_error("no graph given%s", "");
+        goto done;
+    }
+    if (o.device != MCIR_DEVICE_AUTO && !o.run) {
+        status = usage_error("--device needs --run%s", "");
+        goto done;
+    }
+
+    /* What the artifacts asked for decides which stages run. */
+    bool nvrtc = mcir_nvrtc_available(NULL, 0);
+    o.want_plan = emit == EMIT_PLAN || emit == EMIT_MEMORY || out_dir ||
+                  (emit == EMIT_NONE && !out_dir);
+    o.want_cuda = emit == EMIT_CUDA || emit == EMIT_PTX || out_dir;
+    o.want_ptx = emit == EMIT_PTX || (out_dir && nvrtc);
+    if (o.want_ptx) o.want_plan = true;
+    if (o.want_cuda) o.want_plan = true;
+
+    mcir_diag d = mcir_diag_stderr();
+    mcir_compilation c;
+    status = mcir_compile(&o, &c, &d);
+    if (trace_human && c.trace) mcir_trace_print_human(c.trace, stderr);
+    /* --verify reports even when it fails; the report goes to stdout unless
+     * stdout carries an artifact. */
+    FILE *report = emit != EMIT_NONE ? stderr : stdout;
+    if (c.verify) print_verify(&c, report);
+    if (status == MCIR_EXIT_OK && out_dir) status = write_out_dir(out_dir, &c, &d);
+    if (status == MCIR_EXIT_OK && emit != EMIT_NONE) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&buf, &len);
+        bool ok = mem && emit_fns[emit](&c, mem);
+        if (mem) fclose(mem);
+        if (ok) fwrite(buf, 1, len, stdout);
+        else {
+            mcir_error(&d, (mcir_loc){"mcirc", 0, 0}, "could not produce the %s artifact",
+                       emit_names[emit]);
+            status = MCIR_EXIT_TOOLCHAIN;
+        }
+        free(buf);
+    } else if (status == MCIR_EXIT_OK) {
+        print_summary(&c, stdout);
+        if (c.env) print_run(&c, out_dir, stdout);
+        if (out_dir) printf("  wrote    %s/\n", out_dir);
+    }
+    mcir_compilation_free(&c);
+
+done:
+    for (int i = 0; i < o.n_inputs; i++) free((char *)inputs[i].name);
+    for (int i = 0; i < o.n_pools; i++) free((char *)pools[i].name);
+    free(catalogs);
+    free(inputs);
+    free(pools);
+    if (fflush(stdout) != 0 && status == MCIR_EXIT_OK) status = MCIR_EXIT_TOOLCHAIN;
+    return status;
+}

@@ -1,0 +1,253 @@
+/*
+ * pipeline.c — the compilation written out in order (see pipeline.h).
+ * Each stage says what it needs and what it provides; a stage that fails
+ * returns the exit status its failure means, with its diagnostics already
+ * reported, and leaves what was built in the compilation for the caller
+ * to free.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mcirc/pipeline.h"
+
+mcir_options mcir_options_default(void) {
+    return (mcir_options){.arch = MCIR_DEFAULT_ARCH, .device = MCIR_DEVICE_AUTO,
+                          .alloc = MCIR_ALLOC_POOL};
+}
+
+double mcir_verify_tolerance(mcir_dtype t) {
+    return t == MCIR_DTYPE_F32 ? 1e-4 : 2e-2;
+}
+
+void mcir_compare(const float *got, const float *ref, int64_t n, double *max_abs,
+                  double *max_rel) {
+    double worst = 0, scale = 0;
+    bool nan = false;
+    for (int64_t i = 0; i < n; i++) {
+        double a = got[i], b = ref[i];
+        if (isnan(a) != isnan(b) || (isinf(a) && a != b) || (isinf(b) && a != b)) {
+            nan = true;
+            continue;
+        }
+        if (isnan(a) || isinf(a)) continue; /* same non-finite value */
+        double e = fabs(a - b);
+        if (e > worst) worst = e;
+        if (fabs(b) > scale) scale = fabs(b);
+    }
+    *max_abs = nan ? INFINITY : worst;
+    *max_rel = nan ? INFINITY : worst / (scale > 1e-30 ? scale : 1e-30);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- inputs */
+
+/* Sets the values of --input files on env (graph g). Names must be graph
+ * inputs; files must match the declared dtype and shape. */
+static int set_input_files(const mcir_options *o, const mcir_graph *g, mcir_env *env,
+                           mcir_diag *d) {
+    for (int i = 0; i < o->n_inputs; i++) {
+        const mcir_input_file *f = &o->inputs[i];
+        mcir_tensor *t = mcir_graph_find_tensor(g, f->name);
+        if (!t || t->kind != MCIR_TENSOR_INPUT) {
+            mcir_error(d, (mcir_loc){f->path, 0, 0},
+                       "--input %s=%s: the graph has no input named '%s'", f->name, f->path,
+                       f->name);
+            return MCIR_EXIT_USAGE;
+        }
+        mcir_npy npy;
+        if (!mcir_npy_read(f->path, &npy, d)) return MCIR_EXIT_INVALID;
+        bool same = npy.rank == t->rank && npy.dtype == t->dtype;
+        for (int k = 0; same && k < t->rank; k++) same = npy.shape[k] == t->shape[k];
+        if (!same) {
+            char want[128], got[128];
+            mcir_tensor tmp = {.rank = npy.rank};
+            memcpy(tmp.shape, npy.shape, sizeof tmp.shape);
+            mcir_error(d, (mcir_loc){f->path, 0, 0},
+                       "input '%s' is %s %s, but the file holds %s %s", t->name,
+                       mcir_dtype_name(t->dtype), mcir_shape_str(t, want, sizeof want),
+                       mcir_dtype_name(npy.dtype), mcir_shape_str(&tmp, got, sizeof got));
+            mcir_npy_free(&npy);
+            return MCIR_EXIT_INVALID;
+        }
+        mcir_env_set_raw(env, t, npy.data);
+        mcir_npy_free(&npy);
+    }
+    return MCIR_EXIT_OK;
+}
+
+/* ---------------------------------------------------------------- stages */
+
+static int stage_catalog(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
+    c->catalog = mcir_catalog_new();
+    if (!o->no_default_catalog && !mcir_catalog_load_default(c->catalog, d))
+        return MCIR_EXIT_INVALID;
+    for (int i = 0; i < o->n_catalogs; i++)
+        if (!mcir_catalog_load_file(c->catalog, o->catalogs[i], d)) return MCIR_EXIT_INVALID;
+    return MCIR_EXIT_OK;
+}
+
+static int count_applied_rewrites(const mcir_trace *t) {
+    int k = 0;
+    for (int i = 0; i < mcir_trace_count(t); i++) {
+        json_t *r = mcir_trace_get(t, i);
+        const char *stage = json_string_value(json_object_get(r, "stage"));
+        const char *decision = json_string_value(json_object_get(r, "decision"));
+        if (stage && decision && strcmp(stage, "rewrite") == 0 &&
+            strcmp(decision, "applied") == 0)
+            k++;
+    }
+    return k;
+}
+
+static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
+    bool gpu = o->device == MCIR_DEVICE_GPU;
+    char why[256] = "";
+    if (o->device == MCIR_DEVICE_AUTO) gpu = mcir_gpu_available(why, sizeof why);
+    else if (gpu && !mcir_gpu_available(why, sizeof why)) {
+        mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "--device gpu: no usable GPU: %s", why);
+        return MCIR_EXIT_TOOLCHAIN;
+    }
+    c->env = mcir_env_new(c->graph, o->seed);
+    int st = set_input_files(o, c->graph, c->env, d);
+    if (st) return st;
+    double t0 = now_seconds();
+    if (gpu) {
+        if (!c->codegen || !mcir_gpu_run(c->codegen, c->env, o->alloc, &c->gpu_stats, d))
+            return MCIR_EXIT_TOOLCHAIN;
+        c->ran_on_gpu = true;
+    } else if (!mcir_interp_run(c->graph, c->env, d)) {
+        return MCIR_EXIT_INVALID;
+    }
+    c->run_seconds = now_seconds() - t0;
+    return MCIR_EXIT_OK;
+}
+
+/* Runs the original and the rewritten graph through the reference
+ * interpreter on the same inputs and compares every output by name. */
+static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
+    mcir_env *before = mcir_env_new(c->original, o->seed);
+    int st = set_input_files(o, c->original, before, d);
+    if (st || !mcir_interp_run(c->original, before, d)) {
+        mcir_env_free(before);
+        return st ? st : MCIR_EXIT_INVALID;
+    }
+    mcir_env *after = c->env && !c->ran_on_gpu ? c->env : mcir_env_new(c->graph, o->seed);
+    if (after != c->env) {
+        st = set_input_files(o, c->graph, after, d);
+        if (st || !mcir_interp_run(c->graph, after, d)) {
+            mcir_env_free(before);
+            mcir_env_free(after);
+            return st ? st : MCIR_EXIT_INVALID;
+        }
+    }
+    c->n_verify = c->original->n_outputs;
+    c->verify = calloc((size_t)c->n_verify + 1, sizeof *c->verify);
+    MCIR_ASSERT(c->verify);
+    c->verify_ok = true;
+    for (int i = 0; i < c->original->n_outputs; i++) {
+        const mcir_tensor *ref = c->original->outputs[i];
+        const mcir_tensor *got = mcir_graph_find_tensor(c->graph, ref->name);
+        mcir_verify_result *v = &c->verify[i];
+        v->output = ref->name;
+        v->tolerance = mcir_verify_tolerance(ref->dtype);
+        if (!got || got->rank != ref->rank ||
+            mcir_tensor_numel(got) != mcir_tensor_numel(ref)) {
+            mcir_error(d, (mcir_loc){c->graph->path, 0, 0},
+                       "--verify: the rewritten graph lost output '%s' or changed its shape",
+                       ref->name);
+            v->max_abs = v->max_rel = INFINITY;
+            v->ok = c->verify_ok = false;
+            continue;
+        }
+        mcir_compare(mcir_env_get(after, got), mcir_env_get(before, ref),
+                     mcir_tensor_numel(ref), &v->max_abs, &v->max_rel);
+        v->ok = v->max_rel <= v->tolerance;
+        if (!v->ok) c->verify_ok = false;
+    }
+    mcir_env_free(before);
+    if (after != c->env) mcir_env_free(after);
+    return c->verify_ok ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
+}
+
+/* ------------------------------------------------------------ the driver */
+
+int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
+    memset(c, 0, sizeof *c);
+    int st;
+
+    /* target: the architecture kernels are planned and compiled for */
+    c->target = mcir_target_find(o->arch ? o->arch : MCIR_DEFAULT_ARCH);
+    if (!c->target) {
+        mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "--arch %s: unknown architecture", o->arch);
+        return MCIR_EXIT_USAGE;
+    }
+    c->trace = mcir_trace_new();
+
+    /* parse + verify + infer: graph.json → a sorted, shape-inferred graph */
+    c->graph = mcir_graph_read_json(o->graph_path, d);
+    if (!c->graph) return MCIR_EXIT_INVALID;
+    c->nodes_before = c->nodes_after = mcir_graph_live_nodes(c->graph);
+    if (o->verify) c->original = mcir_graph_clone(c->graph);
+
+    /* catalog: the built-in rules, then the user's files */
+    if ((st = stage_catalog(o, c, d))) return st;
+
+    /* detect properties, check legality, annotate, rewrite to a fixpoint */
+    if (!o->no_rewrite) {
+        if (!mcir_rewrite_run(c->graph, c->catalog, c->target, c->trace, d))
+            return MCIR_EXIT_INVALID;
+        c->rewrites_applied = count_applied_rewrites(c->trace);
+        c->nodes_after = mcir_graph_live_nodes(c->graph);
+    }
+    MCIR_ASSERT(mcir_graph_verify(c->graph, d));
+
+    /* plan kernels, then memory: partition, tiles, liveness, arena offsets */
+    bool gpu_run = o->run && o->device != MCIR_DEVICE_CPU &&
+                   (o->device == MCIR_DEVICE_GPU || mcir_gpu_available(NULL, 0));
+    if (o->want_plan || o->want_cuda || o->want_ptx || gpu_run) {
+        c->plan = mcir_plan_build(c->graph, c->target, c->trace, d);
+        if (!c->plan) return MCIR_EXIT_INVALID;
+        mcir_memory_plan_options mo = {.planner = o->planner,
+                                       .time_limit_s = o->planner_time_limit_s,
+                                       .pools = o->pools,
+                                       .n_pools = o->n_pools};
+        c->memory = mcir_memory_plan_build(c->plan, &mo, c->trace, d);
+        if (!c->memory) return MCIR_EXIT_INVALID;
+    }
+
+    /* generate CUDA C per kernel plan; compile with NVRTC (cached) */
+    if (o->want_cuda || o->want_ptx || gpu_run) {
+        c->codegen = mcir_codegen_new(c->plan, c->memory, d);
+        if (!c->codegen) return MCIR_EXIT_TOOLCHAIN;
+    }
+    if (o->want_ptx || gpu_run) {
+        if (!mcir_codegen_compile(c->codegen, c->target->name, d)) return MCIR_EXIT_TOOLCHAIN;
+    }
+
+    /* run: the GPU where asked (or present), else the CPU reference */
+    if (o->run && (st = stage_run(o, c, d))) return st;
+
+    /* verify: original vs rewritten through the reference interpreter */
+    if (o->verify && (st = stage_verify(o, c, d))) return st;
+    return MCIR_EXIT_OK;
+}
+
+void mcir_compilation_free(mcir_compilation *c) {
+    mcir_env_free(c->env);
+    mcir_codegen_free(c->codegen);
+    mcir_memory_plan_free(c->memory);
+    mcir_plan_free(c->plan);
+    mcir_catalog_free(c->catalog);
+    mcir_trace_free(c->trace);
+    mcir_graph_free(c->graph);
+    mcir_graph_free(c->original);
+    free(c->verify);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,109 @@
+/*
+ * pipeline.h — the whole compilation, in order, in one function that
+ * mcirc, the tests and the benchmarks all call:
+ *
+ *   parse → verify → (keep the original for --verify) → load catalog →
+ *   rewrite to a fixpoint → plan kernels → plan memory → generate CUDA →
+ *   compile with NVRTC → run (CPU reference or GPU) → compare (--verify).
+ *
+ * Each stage runs only when something asked for what it provides (an
+ * artifact, --run, --verify), so `mcirc --emit mcir` never needs NVRTC.
+ *
+ *     mcir_options o = mcir_options_default();
+ *     o.graph_path = "examples/gpt2_block/graph.json";
+ *     o.want_plan = true;
+ *     mcir_compilation c;
+ *     int status = mcir_compile(&o, &c, &diag);   // 0, 1, 2 or 3 (exit codes)
+ *     ... c.graph, c.plan, c.memory ...
+ *     mcir_compilation_free(&c);
+ */
+#ifndef MCIR_PIPELINE_H
+#define MCIR_PIPELINE_H
+
+#include "catalog/catalog.h"
+#include "codegen/codegen.h"
+#include "kernelplan/kernelplan.h"
+#include "mcir/mcir.h"
+#include "properties/target.h"
+#include "rewrites/rewrites.h"
+
+/* Exit statuses of mcirc (spec/mcirc-cli.md). */
+enum {
+    MCIR_EXIT_OK = 0,
+    MCIR_EXIT_INVALID = 1,   /* bad graph, catalog, .npy; --verify beyond tolerance */
+    MCIR_EXIT_USAGE = 2,
+    MCIR_EXIT_TOOLCHAIN = 3, /* NVRTC, CUDA, out of device memory */
+};
+
+typedef enum { MCIR_DEVICE_AUTO, MCIR_DEVICE_CPU, MCIR_DEVICE_GPU } mcir_device;
+
+typedef struct mcir_input_file {
+    const char *name, *path;
+} mcir_input_file;
+
+typedef struct mcir_options {
+    const char *graph_path;
+    const char **catalogs;       /* --catalog, in order */
+    int n_catalogs;
+    bool no_default_catalog;
+    bool no_rewrite;
+    const char *arch;            /* default MCIR_DEFAULT_ARCH */
+    const char *planner;         /* NULL: "best" */
+    double planner_time_limit_s; /* exact search budget; <= 0: library default */
+    mcir_memplan_pool *pools;    /* --pool NAME=BYTES; NULL: one unbounded arena */
+    int n_pools;
+
+    bool want_plan;              /* kernel partition + memory plan */
+    bool want_cuda;              /* generated sources */
+    bool want_ptx;               /* NVRTC compile (PTX + cubin) */
+    bool verify;
+    uint64_t seed;
+    bool run;
+    mcir_device device;
+    mcir_alloc_mode alloc;
+    const mcir_input_file *inputs;
+    int n_inputs;
+} mcir_options;
+
+typedef struct mcir_verify_result {
+    const char *output;
+    double max_abs, max_rel, tolerance;
+    bool ok;
+} mcir_verify_result;
+
+typedef struct mcir_compilation {
+    mcir_graph *original;        /* the graph as read (kept for --verify) */
+    mcir_graph *graph;           /* rewritten */
+    mcir_catalog *catalog;
+    mcir_trace *trace;
+    mcir_plan *plan;
+    mcir_memory_plan *memory;
+    mcir_codegen *codegen;
+    const mcir_target *target;
+
+    int nodes_before, nodes_after, rewrites_applied;
+
+    mcir_env *env;               /* --run: values of the executed graph */
+    bool ran_on_gpu;
+    mcir_gpu_stats gpu_stats;
+    double run_seconds;
+
+    int n_verify;
+    mcir_verify_result *verify;  /* per graph output */
+    bool verify_ok;
+} mcir_compilation;
+
+mcir_options mcir_options_default(void);
+/* Runs the pipeline; returns an exit status. On failure the diagnostics
+ * are already reported and `c` holds what was built (free it). */
+int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d);
+void mcir_compilation_free(mcir_compilation *c);
+
+/* Tolerance of --verify for a dtype: 1e-4 (f32), 2e-2 (f16, bf16),
+ * relative to the largest magnitude of the reference output. */
+double mcir_verify_tolerance(mcir_dtype t);
+/* Compares two arrays: max |a-b| and max |a-b| / max(max|ref|, tiny). */
+void mcir_compare(const float *got, const float *ref, int64_t n, double *max_abs,
+                  double *max_rel);
+
+#endif /* MCIR_PIPELINE_H */

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The README's second command: install what is missing, then build and run
+# the whole test suite twice: a normal build, and one under AddressSanitizer
+# and UndefinedBehaviorSanitizer. GPU tests are skipped (exit 77) without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+jobs=$(nproc)
+# One kernel cache for both builds: NVRTC output does not depend on them.
+export MCIR_CACHE_DIR=${MCIR_CACHE_DIR:-$PWD/build/kernel-cache}
+echo "== build (RelWithDebInfo)"
+scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+(cd build && ctest --output-on-failure -j"$jobs")
+echo "== build-asan (ASan + UBSan)"
+scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DMCIR_SANITIZE=ON
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd build-asan && ctest --output-on-failure -j"$jobs")

@@ -1,0 +1,325 @@
+/*
+ * test_cli.c — mcirc by its contract (spec/mcirc-cli.md): options, exit
+ * statuses, error format, every artifact, atomic writing.
+ */
+#include <check.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+
+#define RUN(...) cli_run((const char *const[]){__VA_ARGS__, NULL})
+
+static const char *gpt2(void) { return cli_src("examples/gpt2_block/graph.json"); }
+static const char *mlp(void) { return cli_src("examples/mlp_tiny/graph.json"); }
+
+START_TEST(help_and_version) {
+    cli_result r = RUN("--help");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: mcirc"));
+    ck_assert_ptr_nonnull(strstr(r.out, "--emit"));
+    cli_result_free(&r);
+    r = RUN("--version");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "mcirc "));
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(usage_errors_exit_2) {
+    static const char *const cases[][4] = {
+        {"--bogus", "x.json", NULL},
+        {"--emit", "pictures", "x.json", NULL},
+        {"--arch", "sm_10", "x.json", NULL},
+        {"--planner", "nope", "x.json", NULL},
+        {"--device", "tpu", "--run", "x.json"},
+        {"--device", "cpu", "x.json", NULL}, /* --device needs --run */
+        {"--seed", "-3", "x.json", NULL},
+        {"--input", "novalue", "x.json", NULL},
+        {"a.json", "b.json", NULL, NULL},
+        {"--emit", NULL, NULL, NULL},
+        {NULL, NULL, NULL, NULL}, /* no graph */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[5] = {cases[i][0], cases[i][1], cases[i][2], cases[i][3], NULL};
+        cli_result r = cli_run(args);
+        ck_assert_msg(r.status == 2, "case %zu: exit %d (%s)", i, r.status, r.err);
+        ck_assert_msg(strstr(r.err, "mcirc: error: ") == r.err, "case %zu: %s", i, r.err);
+        ck_assert_msg(r.out[0] == 0, "case %zu printed on stdout: %s", i, r.out);
+        cli_result_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(planner_help_lists_planners) {
+    cli_result r = RUN("--planner", "help");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "best"));
+    ck_assert_ptr_nonnull(strstr(r.out, "exact"));
+    ck_assert_ptr_nonnull(strstr(r.out, "greedy"));
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(missing_graph_is_exit_1_with_path) {
+    cli_result r = RUN("/nonexistent/graph.json");
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "/nonexistent/graph.json: error: ") == r.err, "%s", r.err);
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(bad_graph_writes_nothing) {
+    char *dir = cli_tempdir();
+    char out[1024];
+    snprintf(out, sizeof out, "%s/artifacts", dir);
+    const char *bad = cli_src("tests/data/cli/cycle.json");
+    cli_result r = RUN("-o", out, bad);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "cycle.json:") != NULL && strstr(r.err, ": error: "), "%s",
+                  r.err);
+    ck_assert_msg(!cli_file_exists(out), "a failed compile created %s", out);
+    cli_result_free(&r);
+    /* an existing directory stays untouched, too */
+    r = RUN("-o", dir, bad);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_int_eq(cli_dir_entries(dir), 0);
+    cli_result_free(&r);
+    cli_remove_tree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(summary_by_default) {
+    cli_result r = RUN(gpt2());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "nodes"));
+    ck_assert_ptr_nonnull(strstr(r.out, "rewrites applied"));
+    ck_assert_ptr_nonnull(strstr(r.out, "kernels"));
+    ck_assert_ptr_nonnull(strstr(r.out, "lower bound"));
+    cli_result_free(&r);
+    r = RUN("--no-rewrite", gpt2());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "(0 rewrites applied)"));
+    cli_result_free(&r);
+}
+END_TEST
+
+static json_t *parse_or_fail(const char *text, const char *what) {
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    ck_assert_msg(j != NULL, "%s is not JSON: %s at %d:%d", what, e.text, e.line, e.column);
+    return j;
+}
+
+START_TEST(emit_mcir_has_properties_and_states) {
+    cli_result r = RUN("--emit", "mcir", gpt2());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    json_t *j = parse_or_fail(r.out, "--emit mcir");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "mcir")), 1);
+    json_t *tensors = json_object_get(j, "tensors");
+    ck_assert(json_is_object(tensors));
+    const char *k;
+    json_t *v;
+    json_object_foreach(tensors, k, v) {
+        const char *st = json_string_value(json_object_get(v, "memory_state"));
+        ck_assert_msg(st && (!strcmp(st, "materialized") || !strcmp(st, "streaming") ||
+                             !strcmp(st, "recomputable")),
+                      "tensor %s", k);
+    }
+    size_t i;
+    bool has_attention = false;
+    json_array_foreach(json_object_get(j, "nodes"), i, v) {
+        ck_assert(json_is_array(json_object_get(v, "properties")));
+        if (!strcmp(json_string_value(json_object_get(v, "op")), "attention"))
+            has_attention = true;
+    }
+    ck_assert_msg(has_attention, "decomposed GPT-2 attention was not fused");
+    json_decref(j);
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(emit_trace_is_json_lines) {
+    cli_result r = RUN("--emit", "trace", gpt2());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    int lines = 0, applied = 0;
+    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *j = parse_or_fail(line, "a trace line");
+        ck_assert(json_is_integer(json_object_get(j, "seq")));
+        const char *stage = json_string_value(json_object_get(j, "stage"));
+        if (stage && !strcmp(stage, "rewrite")) {
+            static const char *const fields[] = {"rule", "property", "anchor", "matched",
+                                                 "legality", "decision"};
+            for (size_t f = 0; f < 6; f++)
+                ck_assert_msg(json_object_get(j, fields[f]), "trace line lacks %s: %s",
+                              fields[f], line);
+            const char *dec = json_string_value(json_object_get(j, "decision"));
+            if (!strcmp(dec, "applied")) {
+                applied++;
+                ck_assert(json_is_array(json_object_get(j, "result")));
+            }
+        }
+        lines++;
+        json_decref(j);
+    }
+    ck_assert_int_gt(lines, 0);
+    ck_assert_int_gt(applied, 0);
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(emit_plan_and_memory) {
+    cli_result r = RUN("--emit", "plan", "--arch", "sm_80", gpt2());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    json_t *p = parse_or_fail(r.out, "--emit plan");
+    ck_assert_str_eq(json_string_value(json_object_get(p, "arch")), "sm_80");
+    size_t i;
+    json_t *k;
+    static const char *const fields[] = {"name", "nodes", "template", "tiling_strategy",
+                                         "recompute_policy", "streaming_state", "reads",
+                                         "writes", "grid", "block", "smem_bytes"};
+    ck_assert_int_gt(json_array_size(json_object_get(p, "kernels")), 0);
+    json_array_foreach(json_object_get(p, "kernels"), i, k) {
+        for (size_t f = 0; f < sizeof fields / sizeof *fields; f++)
+            ck_assert_msg(json_object_get(k, fields[f]), "kernel %zu lacks %s", i, fields[f]);
+    }
+    json_decref(p);
+    cli_result_free(&r);
+
+    r = RUN("--emit", "memory", gpt2());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    json_t *m = parse_or_fail(r.out, "--emit memory");
+    static const char *const mfields[] = {"planner", "alignment", "arena_bytes",
+                                          "lower_bound_bytes", "buffers"};
+    for (size_t f = 0; f < 5; f++) ck_assert(json_object_get(m, mfields[f]));
+    ck_assert_int_ge(json_integer_value(json_object_get(m, "arena_bytes")),
+                     json_integer_value(json_object_get(m, "lower_bound_bytes")));
+    json_array_foreach(json_object_get(m, "buffers"), i, k) {
+        static const char *const bf[] = {"tensor", "size", "offset", "first", "last", "pool"};
+        for (size_t f = 0; f < 6; f++) ck_assert(json_object_get(k, bf[f]));
+    }
+    json_decref(m);
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(emit_dot_and_cuda) {
+    cli_result r = RUN("--emit", "dot", gpt2());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "digraph"));
+    cli_result_free(&r);
+    r = RUN("--emit", "cuda", gpt2());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "__global__"));
+    ck_assert_msg(r.out[0] == '/' && r.out[1] == '/', "each kernel starts with a comment line");
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(out_dir_has_every_artifact) {
+    char *dir = cli_tempdir();
+    cli_result r = RUN("-o", dir, "--run", "--device", "cpu", mlp());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    static const char *const files[] = {"graph.mcir.json", "trace.jsonl", "plan.json",
+                                        "memory.json", "graph.dot", "memory.svg"};
+    char path[1200];
+    for (size_t i = 0; i < 6; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        ck_assert_msg(cli_file_exists(path), "missing %s", files[i]);
+    }
+    snprintf(path, sizeof path, "%s/kernels", dir);
+    ck_assert_msg(cli_dir_entries(path) > 0, "no kernels/ written");
+    /* no temporary directory is left behind */
+    int entries = cli_dir_entries(dir);
+    ck_assert_int_ge(entries, 7);
+    cli_result_free(&r);
+    r = RUN("-o", dir, mlp());
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(cli_dir_entries(dir), entries); /* overwritten, nothing added */
+    cli_result_free(&r);
+    cli_remove_tree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(inputs_are_checked) {
+    cli_result r = RUN("--run", "--device", "cpu", "--input", "nosuch=x.npy", mlp());
+    ck_assert_int_eq(r.status, 2);
+    cli_result_free(&r);
+    r = RUN("--run", "--device", "cpu", "--input",
+            "x=/nonexistent/x.npy", mlp());
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent/x.npy"));
+    cli_result_free(&r);
+    char arg[1100];
+    snprintf(arg, sizeof arg, "x=%s", cli_src("tests/data/cli/wrong_shape.npy"));
+    r = RUN("--run", "--device", "cpu", "--input", arg, mlp());
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "input 'x'"));
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(gpu_or_clear_exit_3) {
+    cli_result r = RUN("--run", "--device", "gpu", mlp());
+    /* without a GPU or driver: exit 3 and a message; with one: success */
+    ck_assert_msg(r.status == 0 || (r.status == 3 && strstr(r.err, "error: ")),
+                  "exit %d: %s", r.status, r.err);
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(verify_reports_every_output) {
+    cli_result r = RUN("--verify", "--seed", "7", gpt2());
+    ck_assert_msg(r.status == 0, "%s\n%s", r.out, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "verify   y: max abs err"));
+    ck_assert_ptr_nonnull(strstr(r.out, " ok"));
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(trace_is_printed_on_stderr) {
+    cli_result r = RUN("--trace", "--emit", "mcir", gpt2());
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "weighted_streaming_reduction"));
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(bad_catalog_is_exit_1) {
+    cli_result r = RUN("--catalog", "/nonexistent/rules.yaml", mlp());
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent/rules.yaml"));
+    cli_result_free(&r);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("contract");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, help_and_version);
+    tcase_add_test(tc, usage_errors_exit_2);
+    tcase_add_test(tc, planner_help_lists_planners);
+    tcase_add_test(tc, missing_graph_is_exit_1_with_path);
+    tcase_add_test(tc, bad_graph_writes_nothing);
+    tcase_add_test(tc, summary_by_default);
+    tcase_add_test(tc, emit_mcir_has_properties_and_states);
+    tcase_add_test(tc, emit_trace_is_json_lines);
+    tcase_add_test(tc, emit_plan_and_memory);
+    tcase_add_test(tc, emit_dot_and_cuda);
+    tcase_add_test(tc, out_dir_has_every_artifact);
+    tcase_add_test(tc, inputs_are_checked);
+    tcase_add_test(tc, gpu_or_clear_exit_3);
+    tcase_add_test(tc, verify_reports_every_output);
+    tcase_add_test(tc, trace_is_printed_on_stderr);
+    tcase_add_test(tc, bad_catalog_is_exit_1);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
