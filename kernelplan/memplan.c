@@ -335,6 +335,7 @@ typedef struct memplan_inst_store {
     mcir_memplan_instance inst;
     int64_t *size, *alignment;
     int32_t *lower, *upper;
+    int64_t *span;
     size_t *adj_start;
     uint32_t *adj;
 } memplan_inst_store;
@@ -345,6 +346,7 @@ static void memplan_inst_free(memplan_inst_store *s)
     free(s->alignment);
     free(s->lower);
     free(s->upper);
+    free(s->span);
     free(s->adj_start);
     free(s->adj);
     memset(s, 0, sizeof *s);
@@ -399,12 +401,13 @@ static bool memplan_inst_build(const mcir_memplan_problem *pb,
     s->alignment = malloc(m1 * sizeof *s->alignment);
     s->lower = malloc(m1 * sizeof *s->lower);
     s->upper = malloc(m1 * sizeof *s->upper);
+    s->span = malloc(m1 * sizeof *s->span);
     s->adj_start = calloc(m1 + 1, sizeof *s->adj_start);
     uint32_t *pairs = NULL;
     size_t n_pairs = 0, cap_pairs = 0;
     bool ok = false;
     if (!pts || !keys || !deg || !s->size || !s->alignment || !s->lower ||
-        !s->upper || !s->adj_start)
+        !s->upper || !s->span || !s->adj_start)
         goto out;
     for (size_t k = 0; k < m; k++) {
         const memplan_group *g = &prep->groups[members[k]];
@@ -420,6 +423,11 @@ static bool memplan_inst_build(const mcir_memplan_problem *pb,
         const memplan_group *g = &prep->groups[members[k]];
         s->size[k] = g->size;
         s->alignment[k] = g->alignment;
+        /* Saturates on absurd lifetimes; it only orders heuristics. */
+        if (__builtin_sub_overflow(g->last, g->first, &s->span[k]) ||
+            s->span[k] == INT64_MAX)
+            s->span[k] = INT64_MAX - 1;
+        s->span[k]++;
         s->lower[k] = memplan_step_index(pts, np, g->first);
         s->upper[k] = memplan_step_index(pts, np, g->last + 1);
         keys[k].key = s->lower[k];
@@ -496,6 +504,7 @@ static bool memplan_inst_build(const mcir_memplan_problem *pb,
         .lower = s->lower,
         .upper = s->upper,
         .n_steps = n_steps,
+        .span = s->span,
         .adj_start = s->adj_start,
         .adj = s->adj,
         .has_extra_conflicts = extra,

@@ -131,6 +131,7 @@ typedef struct mcir_memplan_instance {
     const int64_t *alignment; /* per buffer, > 0 */
     const int32_t *lower, *upper; /* half-open, 0 <= lower < upper <= n_steps */
     int32_t n_steps;
+    const int64_t *span; /* lifetime length in caller steps (ordering keys) */
     /* Everything a buffer must not overlap: lifetime overlaps plus explicit
      * conflicts, as CSR: neighbours of i are adj[adj_start[i]..adj_start[i+1]). */
     const size_t *adj_start;

@@ -56,6 +56,7 @@ typedef struct exact {
     size_t cand_n, cand_cap;
     uint32_t *list; /* partitions' buffer lists, stacked */
     size_t list_n, list_cap;
+    int heuristic; /* which preorder (see exact_rank) */
     int64_t nodes, node_limit;
     double deadline;
     bool oom, timed_out;
@@ -173,12 +174,15 @@ static int exact_search(exact *ex, size_t list_at, size_t count, int32_t s0,
         exact_cand cd = ex->cand[c];
         uint32_t b = cd.idx;
         int64_t top = cd.off + in->size[b];
-        bool ok = true;
+        bool ok = true, hatless = true;
         ex->off[b] = cd.off;
         size_t mmark = ex->mundo_n, fmark = ex->fundo_n;
         for (size_t e = in->adj_start[b]; e < in->adj_start[b + 1]; e++) {
             uint32_t j = in->adj[e];
-            if (ex->off[j] >= 0 || ex->minoff[j] >= top || in->size[j] == 0)
+            if (ex->off[j] >= 0 || in->size[j] == 0)
+                continue;
+            hatless = false;
+            if (ex->minoff[j] >= top)
                 continue;
             ex->mundo[ex->mundo_n++] = (exact_undo){j, ex->minoff[j]};
             ex->minoff[j] = exact_align_up(top, in->alignment[j]);
@@ -221,8 +225,83 @@ static int exact_search(exact *ex, size_t list_at, size_t count, int32_t s0,
             ex->minoff[u.idx] = u.old;
         }
         ex->off[b] = -1;
+        /* Nothing unplaced overlaps b: it lands at this offset in every
+         * completion, and every later candidate would have to come before
+         * it — so if this failed, all the rest fail too. */
+        if (hatless)
+            break;
     }
     ex->cand_n = cbase;
+    return result;
+}
+
+/* Preorder heuristics (MiniMalloc's WAT, TAW, TWA): W = lifetime length,
+ * A = area (size x length), T = the largest unplaced total live during the
+ * lifetime.  Ranks are computed per partition, when it is created, since
+ * T depends on what is already placed. */
+typedef struct exact_key {
+    int64_t k[3];
+    uint32_t idx;
+} exact_key;
+
+static int exact_cmp_key(const void *a, const void *b)
+{
+    const exact_key *x = a, *y = b;
+    for (int i = 0; i < 3; i++)
+        if (x->k[i] != y->k[i])
+            return x->k[i] > y->k[i] ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Ranks the buffers list[at..at+count) under the current heuristic. */
+static bool exact_rank(exact *ex, size_t at, size_t count)
+{
+    const mcir_memplan_instance *in = ex->inst;
+    exact_key *keys = malloc((count ? count : 1) * sizeof *keys);
+    if (!keys)
+        return false;
+    for (size_t k = 0; k < count; k++) {
+        uint32_t i = ex->list[at + k];
+        int64_t w = in->span[i], a, t = 0;
+        if (__builtin_mul_overflow(w, in->size[i], &a))
+            a = INT64_MAX;
+        for (int32_t s = in->lower[i]; s < in->upper[i]; s++)
+            if (ex->total[s] > t)
+                t = ex->total[s];
+        int64_t wat[3] = {w, a, t}, taw[3] = {t, a, w}, twa[3] = {t, w, a};
+        const int64_t *src = ex->heuristic == 0   ? wat
+                             : ex->heuristic == 1 ? taw
+                                                  : twa;
+        keys[k] = (exact_key){{src[0], src[1], src[2]}, i};
+    }
+    qsort(keys, count, sizeof *keys, exact_cmp_key);
+    for (size_t r = 0; r < count; r++)
+        ex->rank[keys[r].idx] = (int32_t)r;
+    free(keys);
+    return true;
+}
+
+/* Ranks a fresh partition and searches it; the ranks its buffers had in
+ * the enclosing partition are restored afterwards, as that search may go
+ * on if this one fails. */
+static int exact_search_fresh(exact *ex, size_t at, size_t count, int32_t s0,
+                              int32_t s1)
+{
+    int32_t *saved = malloc((count ? count : 1) * sizeof *saved);
+    if (!saved) {
+        ex->oom = true;
+        return EXACT_STOP;
+    }
+    for (size_t k = 0; k < count; k++)
+        saved[k] = ex->rank[ex->list[at + k]];
+    int result = EXACT_STOP;
+    if (exact_rank(ex, at, count))
+        result = exact_search(ex, at, count, s0, s1, 0, -1);
+    else
+        ex->oom = true;
+    for (size_t k = 0; k < count; k++)
+        ex->rank[ex->list[at + k]] = saved[k];
+    free(saved);
     return result;
 }
 
@@ -236,7 +315,7 @@ static int exact_solve_part(exact *ex, size_t list_at, size_t count,
     for (int32_t s = s0; s + 1 < s1 && !cut; s++)
         cut = ex->cuts[s] == 0;
     if (!cut)
-        return exact_search(ex, list_at, count, s0, s1, 0, -1);
+        return exact_search_fresh(ex, list_at, count, s0, s1);
     size_t base = ex->list_n;
     int result = EXACT_FOUND;
     int32_t a = s0;
@@ -259,50 +338,11 @@ static int exact_solve_part(exact *ex, size_t list_at, size_t count,
             ex->list[ex->list_n++] = b;
         }
         if (result == EXACT_FOUND && ex->list_n > base)
-            result = exact_search(ex, base, ex->list_n - base, a, z, 0, -1);
+            result = exact_search_fresh(ex, base, ex->list_n - base, a, z);
         a = z;
     }
     ex->list_n = base;
     return result;
-}
-
-/* Preorder heuristics (MiniMalloc's WAT, TAW, TWA): W = width in sections,
- * A = area, T = the largest live total over the lifetime. */
-typedef struct exact_key {
-    int64_t k[3];
-    uint32_t idx;
-} exact_key;
-
-static int exact_cmp_key(const void *a, const void *b)
-{
-    const exact_key *x = a, *y = b;
-    for (int i = 0; i < 3; i++)
-        if (x->k[i] != y->k[i])
-            return x->k[i] > y->k[i] ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-static bool exact_rank(exact *ex, int heuristic)
-{
-    const mcir_memplan_instance *in = ex->inst;
-    size_t n = ex->n;
-    exact_key *keys = malloc((n ? n : 1) * sizeof *keys);
-    if (!keys)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        int64_t w = in->upper[i] - in->lower[i], a = w * in->size[i], t = 0;
-        for (int32_t s = in->lower[i]; s < in->upper[i]; s++)
-            if (ex->total[s] > t)
-                t = ex->total[s];
-        int64_t wat[3] = {w, a, t}, taw[3] = {t, a, w}, twa[3] = {t, w, a};
-        const int64_t *src = heuristic == 0 ? wat : heuristic == 1 ? taw : twa;
-        keys[i] = (exact_key){{src[0], src[1], src[2]}, (uint32_t)i};
-    }
-    qsort(keys, n, sizeof *keys, exact_cmp_key);
-    for (size_t r = 0; r < n; r++)
-        ex->rank[keys[r].idx] = (int32_t)r;
-    free(keys);
-    return true;
 }
 
 static void exact_free(exact *ex)
@@ -405,10 +445,7 @@ static int exact_decide(exact *ex, int64_t target, double deadline)
     for (;;) {
         limit *= 2;
         for (int h = 0; h < 3; h++) {
-            if (!exact_rank(ex, h)) {
-                ex->oom = true;
-                return EXACT_STOP;
-            }
+            ex->heuristic = h;
             ex->node_limit = ex->nodes + limit;
             int r = exact_solve_part(ex, 0, count, 0, ex->ns);
             ex->list_n = count;

@@ -113,8 +113,7 @@ int64_t mcir_memplan_plan_greedy_size(const mcir_memplan_instance *inst,
     if (!keys)
         return -1;
     for (size_t i = 0; i < inst->n; i++)
-        keys[i] = (greedy_key){inst->size[i], inst->upper[i] - inst->lower[i],
-                               0, i};
+        keys[i] = (greedy_key){inst->size[i], inst->span[i], 0, i};
     int64_t h = greedy_first_fit(inst, keys, offsets, stats);
     free(keys);
     return h;
@@ -161,8 +160,7 @@ int64_t mcir_memplan_plan_greedy_breadth(const mcir_memplan_instance *inst,
         for (int32_t t = inst->lower[i]; t < inst->upper[i]; t++)
             if (live[t] > breadth)
                 breadth = live[t];
-        keys[i] = (greedy_key){breadth, inst->size[i],
-                               inst->upper[i] - inst->lower[i], i};
+        keys[i] = (greedy_key){breadth, inst->size[i], inst->span[i], i};
     }
     int64_t h = greedy_first_fit(inst, keys, offsets, stats);
     free(keys);

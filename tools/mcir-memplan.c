@@ -155,11 +155,11 @@ int main(int argc, char **argv)
     }
     if (st == MCIR_MEMPLAN_OK || st == MCIR_MEMPLAN_NO_FIT)
         fprintf(stderr, "mcir-memplan: %zu buffers, height %lld, lower bound "
-                "%lld, capacity %lld, planner %s (%s), %s, %.3f s\n",
+                "%lld, capacity %lld, planner %s (%s), %s, %lld nodes, %.3f s\n",
                 csv.n, (long long)res.arena_bytes,
                 (long long)res.lower_bound_bytes, (long long)capacity,
                 planner, res.planner, res.optimal ? "optimal" : "not proven",
-                res.seconds);
+                (long long)res.nodes, res.seconds);
     mcir_memplan_result_free(&res);
     mcir_memplan_csv_free(&csv);
     return rc;
