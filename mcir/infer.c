@@ -87,6 +87,25 @@ static bool prelude(mcir_node *n, mcir_diag *d, mcir_dtype *dt) {
     if (desc->n_outputs >= 0 && n->n_outputs != desc->n_outputs)
         return node_error(d, n, "has %d outputs, expected %d", n->n_outputs,
                           desc->n_outputs);
+    /* The typed getters assert on a missing or mistyped attribute; inference
+     * may run before the verifier, so check here. */
+    static const char *const type_names[] = {"int", "float", "bool", "string", "ints"};
+    for (int i = 0; i < desc->n_attrs; i++) {
+        const mcir_attr_spec *s = &desc->attrs[i];
+        const mcir_attr *a = mcir_node_attr(n, s->name);
+        if (!a && s->required)
+            return node_error(d, n, "missing required attribute '%s'", s->name);
+        if (a && a->type != s->type)
+            return node_error(d, n, "attribute '%s' must be %s, got %s", s->name,
+                              type_names[s->type], type_names[a->type]);
+        if (a && s->choices) {
+            int k = 0;
+            while (s->choices[k] && strcmp(s->choices[k], a->s) != 0) k++;
+            if (!s->choices[k])
+                return node_error(d, n, "attribute '%s' has unknown value \"%s\"",
+                                  s->name, a->s);
+        }
+    }
     for (int i = 0; i < n->n_inputs; i++) {
         const mcir_tensor *t = n->inputs[i];
         if (t->rank < 0)
