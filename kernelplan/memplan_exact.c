@@ -48,6 +48,11 @@ typedef struct exact {
     uint32_t *sec_buf;
     int64_t *floor, *total; /* highest placed top; unplaced bytes live */
     int32_t *cuts; /* unplaced buffers crossing boundary s|s+1 */
+    /* Sections whose live set is a maximal clique: some buffer starts there
+     * and some ends there.  Any other section's live set is contained in a
+     * neighbour's, so its bound is implied and is not checked. */
+    int32_t *cliques; /* their indices, ascending */
+    size_t n_cliques;
     int64_t *minoff, *off, *solution; /* off < 0: unplaced */
     int32_t *rank;
     exact_undo *mundo, *fundo; /* min-offset and floor undo stacks */
@@ -64,6 +69,8 @@ typedef struct exact {
 
 static int64_t exact_align_up(int64_t x, int64_t a)
 {
+    if (a == 1)
+        return x;
     int64_t r = x % a;
     return r ? x + (a - r) : x;
 }
@@ -86,30 +93,51 @@ static bool exact_grow(void **p, size_t *cap, size_t need, size_t elem)
 static int exact_solve_part(exact *ex, size_t list_at, size_t count,
                             int32_t s0, int32_t s1);
 
-/* Section inference over [s0, s1) after a placement at `last_off`. */
+/* Section inference over the clique sections in [s0, s1) after a placement
+ * at `last_off`: the floor (the highest placed top there, at least the last
+ * offset, at least the lowest min offset of an unplaced buffer there) plus
+ * the unplaced bytes live there must fit the target. */
 static bool exact_sections_ok(const exact *ex, int32_t s0, int32_t s1,
                               int64_t last_off)
 {
-    for (int32_t s = s0; s < s1; s++) {
+    size_t lo = 0, hi = ex->n_cliques;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ex->cliques[mid] < s0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* Two passes: the cheap floor test fails most nodes before any
+     * section's member list is scanned. */
+    for (size_t c = lo; c < ex->n_cliques && ex->cliques[c] < s1; c++) {
+        int32_t s = ex->cliques[c];
+        int64_t f = ex->floor[s] > last_off ? ex->floor[s] : last_off;
+        if (ex->total[s] > 0 && f + ex->total[s] > ex->target)
+            return false;
+    }
+    for (size_t c = lo; c < ex->n_cliques && ex->cliques[c] < s1; c++) {
+        int32_t s = ex->cliques[c];
         if (ex->total[s] == 0)
             continue;
         int64_t f = ex->floor[s] > last_off ? ex->floor[s] : last_off;
-        if (f + ex->total[s] > ex->target)
-            return false;
-    }
-    /* The same with the floor raised to the lowest min offset of the
-     * unplaced buffers there: nothing can go lower. */
-    for (int32_t s = s0; s < s1; s++) {
-        if (ex->total[s] == 0)
-            continue;
-        int64_t lowest = INT64_MAX;
         for (size_t k = ex->sec_start[s]; k < ex->sec_start[s + 1]; k++) {
             uint32_t b = ex->sec_buf[k];
-            if (ex->off[b] < 0 && ex->minoff[b] < lowest)
-                lowest = ex->minoff[b];
+            if (ex->off[b] < 0 && ex->minoff[b] > f &&
+                ex->minoff[b] + ex->total[s] > ex->target) {
+                /* Only the lowest unplaced min offset counts. */
+                int64_t lowest = ex->minoff[b];
+                for (size_t q = ex->sec_start[s]; q < ex->sec_start[s + 1];
+                     q++) {
+                    uint32_t o = ex->sec_buf[q];
+                    if (ex->off[o] < 0 && ex->minoff[o] < lowest)
+                        lowest = ex->minoff[o];
+                }
+                if (lowest + ex->total[s] > ex->target)
+                    return false;
+                break;
+            }
         }
-        if (lowest + ex->total[s] > ex->target)
-            return false;
     }
     return true;
 }
@@ -352,6 +380,7 @@ static void exact_free(exact *ex)
     free(ex->floor);
     free(ex->total);
     free(ex->cuts);
+    free(ex->cliques);
     free(ex->minoff);
     free(ex->off);
     free(ex->solution);
@@ -380,6 +409,9 @@ static bool exact_init(exact *ex, const mcir_memplan_instance *in)
     ex->floor = calloc(ns1, sizeof *ex->floor);
     ex->total = calloc(ns1, sizeof *ex->total);
     ex->cuts = calloc(ns1, sizeof *ex->cuts);
+    ex->cliques = malloc(ns1 * sizeof *ex->cliques);
+    bool *starts = calloc(ns1, sizeof *starts);
+    bool *ends = calloc(ns1, sizeof *ends);
     ex->minoff = calloc(n1, sizeof *ex->minoff);
     ex->off = malloc(n1 * sizeof *ex->off);
     ex->solution = calloc(n1, sizeof *ex->solution);
@@ -387,9 +419,23 @@ static bool exact_init(exact *ex, const mcir_memplan_instance *in)
     ex->mundo = malloc((in->adj_start[in->n] + 1) * sizeof *ex->mundo);
     ex->fundo = malloc((spans + 1) * sizeof *ex->fundo);
     if (!ex->sec_start || !ex->sec_buf || !ex->floor || !ex->total ||
-        !ex->cuts || !ex->minoff || !ex->off || !ex->solution || !ex->rank ||
-        !ex->mundo || !ex->fundo)
+        !ex->cuts || !ex->cliques || !starts || !ends || !ex->minoff || !ex->off ||
+        !ex->solution || !ex->rank || !ex->mundo || !ex->fundo) {
+        free(starts);
+        free(ends);
         return false;
+    }
+    for (size_t i = 0; i < in->n; i++)
+        if (in->size[i] > 0)
+            starts[in->lower[i]] = true;
+    for (size_t i = 0; i < in->n; i++)
+        if (in->size[i] > 0)
+            ends[in->upper[i] - 1] = true;
+    for (int32_t s = 0; s < in->n_steps; s++)
+        if (starts[s] && ends[s])
+            ex->cliques[ex->n_cliques++] = s;
+    free(starts);
+    free(ends);
     for (size_t i = 0; i < in->n; i++) {
         ex->off[i] = in->size[i] > 0 ? -1 : 0;
         if (in->size[i] == 0)
