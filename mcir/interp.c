@@ -129,8 +129,10 @@ static float *alloc_values(const mcir_tensor *t, int64_t *count) {
     if (t->rank < 0) return NULL;
     for (int i = 0; i < t->rank; i++)
         if (t->shape[i] < 1 || mcir_mul_overflows(numel, t->shape[i], &numel)) return NULL;
+    /* Beyond 1 TiB is a mistake in the graph, not something to try (and
+     * sanitizer allocators abort rather than fail on such requests). */
     if (mcir_mul_overflows(numel, (int64_t)sizeof(float), &bytes) ||
-        (uint64_t)bytes > (uint64_t)SIZE_MAX / 2)
+        bytes > ((int64_t)1 << 40) || (uint64_t)bytes > (uint64_t)SIZE_MAX / 2)
         return NULL;
     *count = numel;
     return malloc((size_t)bytes);
