@@ -1,0 +1,143 @@
+/*
+ * cache.c — the on-disk kernel cache: one file per (source, arch, NVRTC
+ * version), so compiling the same graph twice calls NVRTC once.
+ *
+ * Invariants: an entry is written to a temporary name in the cache
+ * directory and renamed into place (readers never see half a file); an
+ * entry whose magic, key, sizes or checksum do not match is ignored (and
+ * overwritten by the rebuild). A cache that cannot be read or written is
+ * never an error: compilation just goes to NVRTC.
+ *
+ * Layout of DIR/<key>.kbin: "MCIRKC1\0", key[32], 5 x int64 (registers,
+ * spill, stack, ptx bytes, cubin bytes), ptx, cubin, uint64 checksum.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codegen/codegen-impl.h"
+
+static atomic_long cache_hits, cache_misses;
+
+long mcir_cache_hits(void) { return atomic_load(&cache_hits); }
+long mcir_cache_misses(void) { return atomic_load(&cache_misses); }
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+void cg_hash_key(char out[33], const char *source, const char *arch, const char *version) {
+    const char *parts[] = {source, arch, version};
+    uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(parts[i]);
+        h1 = fnv1a(h1, parts[i], n + 1);
+        h2 = fnv1a(h2 ^ (uint64_t)n, parts[i], n + 1);
+    }
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
+}
+
+bool mcir_cache_dir(char *buf, size_t n) {
+    const char *e = getenv("MCIR_CACHE_DIR");
+    if (e && *e) return (size_t)snprintf(buf, n, "%s", e) < n;
+    e = getenv("XDG_CACHE_HOME");
+    if (e && *e) return (size_t)snprintf(buf, n, "%s/mcir", e) < n;
+    e = getenv("HOME");
+    if (e && *e) return (size_t)snprintf(buf, n, "%s/.cache/mcir", e) < n;
+    return false;
+}
+
+static bool mkdir_p(const char *path) {
+    char tmp[1024];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return false;
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return false;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) == 0 || errno == EEXIST;
+}
+
+static bool entry_path(const char *key, char *buf, size_t n) {
+    char dir[900];
+    if (!mcir_cache_dir(dir, sizeof dir)) return false;
+    return (size_t)snprintf(buf, n, "%s/%s.kbin", dir, key) < n;
+}
+
+static const char MAGIC[8] = "MCIRKC1";
+
+bool cg_cache_load(const char *key, mcir_compiled *out) {
+    char path[1024];
+    memset(out, 0, sizeof *out);
+    if (!entry_path(key, path, sizeof path)) goto miss;
+    FILE *f = fopen(path, "rb");
+    if (!f) goto miss;
+    char magic[8], k[32];
+    int64_t hdr[5];
+    bool ok = fread(magic, 1, 8, f) == 8 && memcmp(magic, MAGIC, 8) == 0 &&
+              fread(k, 1, 32, f) == 32 && memcmp(k, key, 32) == 0 &&
+              fread(hdr, sizeof(int64_t), 5, f) == 5 && hdr[3] >= 0 && hdr[4] >= 0 &&
+              hdr[3] < (1ll << 30) && hdr[4] < (1ll << 30);
+    if (ok) {
+        out->registers = (int)hdr[0];
+        out->spill_bytes = (int)hdr[1];
+        out->stack_bytes = (int)hdr[2];
+        out->ptx_size = (size_t)hdr[3];
+        out->cubin_size = (size_t)hdr[4];
+        out->ptx = malloc(out->ptx_size + 1);
+        out->cubin = malloc(out->cubin_size + 1);
+        uint64_t sum = 0;
+        ok = out->ptx && out->cubin &&
+             fread(out->ptx, 1, out->ptx_size, f) == out->ptx_size &&
+             fread(out->cubin, 1, out->cubin_size, f) == out->cubin_size &&
+             fread(&sum, sizeof sum, 1, f) == 1;
+        if (ok) {
+            out->ptx[out->ptx_size] = 0;
+            uint64_t h = fnv1a(1469598103934665603ull, hdr, sizeof hdr);
+            h = fnv1a(h, out->ptx, out->ptx_size);
+            h = fnv1a(h, out->cubin, out->cubin_size);
+            ok = h == sum && fgetc(f) == EOF;
+        }
+    }
+    fclose(f);
+    if (!ok) {
+        mcir_compiled_free(out);
+        goto miss;
+    }
+    atomic_fetch_add(&cache_hits, 1);
+    return true;
+miss:
+    atomic_fetch_add(&cache_misses, 1);
+    return false;
+}
+
+void cg_cache_store(const char *key, const mcir_compiled *c) {
+    char dir[900], path[1024], tmp[1100];
+    if (!mcir_cache_dir(dir, sizeof dir) || !mkdir_p(dir)) return;
+    if (!entry_path(key, path, sizeof path)) return;
+    static atomic_long seq;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), atomic_fetch_add(&seq, 1));
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return;
+    int64_t hdr[5] = {c->registers, c->spill_bytes, c->stack_bytes, (int64_t)c->ptx_size,
+                      (int64_t)c->cubin_size};
+    uint64_t h = fnv1a(1469598103934665603ull, hdr, sizeof hdr);
+    h = fnv1a(h, c->ptx, c->ptx_size);
+    h = fnv1a(h, c->cubin, c->cubin_size);
+    bool ok = fwrite(MAGIC, 1, 8, f) == 8 && fwrite(key, 1, 32, f) == 32 &&
+              fwrite(hdr, sizeof(int64_t), 5, f) == 5 &&
+              fwrite(c->ptx, 1, c->ptx_size, f) == c->ptx_size &&
+              fwrite(c->cubin, 1, c->cubin_size, f) == c->cubin_size &&
+              fwrite(&h, sizeof h, 1, f) == 1;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) remove(tmp);
+}

@@ -1,0 +1,185 @@
+/*
+ * codegen-impl.h — internals of codegen/: the string builder, the value
+ * emitter that turns a region's elementwise/copy nodes into CUDA device
+ * functions, strided views (folded transposes), the template table, NVRTC
+ * checking macro, and the per-kernel record. Not part of the public API.
+ *
+ * Invariant: every generated kernel takes (reads..., writes...) as typed
+ * device pointers named r0.., w0.. in the order of the KernelPlan.
+ */
+#ifndef MCIR_CODEGEN_IMPL_H
+#define MCIR_CODEGEN_IMPL_H
+
+#include <stdarg.h>
+
+#include "codegen/codegen.h"
+
+/* ------------------------------------------------------------ strings */
+
+typedef struct cg_sb {
+    char *s;
+    size_t len, cap;
+} cg_sb;
+
+void cg_sb_puts(cg_sb *b, const char *s);
+void cg_sb_printf(cg_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *cg_sb_take(cg_sb *b);   /* malloc'd string; b is reset */
+void cg_sb_free(cg_sb *b);
+
+/* Embedded template sources (codegen/templates/NAME.cuh, generated at build time). */
+extern const char mcir_tpl_prelude[];
+extern const char mcir_tpl_attention_mma[];
+extern const char mcir_tpl_attention_fma[];
+extern const char mcir_tpl_norm[];
+extern const char mcir_tpl_matmul[];
+
+/* -------------------------------------------------------------- views */
+
+/* A strided view of a tensor's logical shape inside the buffer of `root`
+ * (a kernel read or write): element c lives at offset + sum c[i]*stride[i]. */
+typedef struct cg_view {
+    const mcir_tensor *root;
+    int rank;
+    int64_t shape[MCIR_MAX_RANK];
+    int64_t stride[MCIR_MAX_RANK];
+    int64_t offset;
+} cg_view;
+
+void cg_view_contiguous(cg_view *v, const mcir_tensor *t);
+/* NumPy's no-copy reshape; false if the view cannot be reshaped in place. */
+bool cg_view_reshape(cg_view *v, int rank, const int64_t *shape);
+/* Resolves an input-side tensor to a view of a kernel read through a chain
+ * of transpose / reshape / slice nodes of the region. */
+bool cg_view_of_input(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view *v);
+/* Resolves where a tensor computed by the anchor lands: through a chain of
+ * transpose / reshape nodes of the region to a kernel write. */
+bool cg_view_of_output(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view *v);
+
+/* ------------------------------------------------------------ regions */
+
+int cg_read_index(const mcir_kernel_plan *kp, const mcir_tensor *t);
+int cg_write_index(const mcir_kernel_plan *kp, const mcir_tensor *t);
+bool cg_node_in_region(const mcir_kernel_plan *kp, const mcir_node *n);
+/* The region node producing t, or NULL. */
+mcir_node *cg_region_producer(const mcir_kernel_plan *kp, const mcir_tensor *t);
+
+/* "float", "unsigned short" */
+const char *cg_ctype(mcir_dtype t);
+/* "f32", "f16", "bf16": suffix of the prelude's mc_ld_* / mc_st_* */
+const char *cg_dsuffix(mcir_dtype t);
+/* An exact float literal: __int_as_float(0x...) */
+void cg_sb_float(cg_sb *b, float f);
+
+/* The value emitter. For each tensor asked for it emits (once) a device
+ * function `float v<ID>(i64 i, float acc)` giving element i (C-order
+ * linear index of the tensor's own shape), computed from kernel reads
+ * through the region's elementwise / copy nodes, rounded to the tensor's
+ * dtype like the reference interpreter. `anchor_out` (may be NULL) is the
+ * tensor the template computes itself: its value is `acc`. */
+typedef struct cg_emitter {
+    const mcir_kernel_plan *kp;
+    cg_sb *sb;
+    const mcir_tensor *anchor_out;
+    unsigned char *done;         /* by tensor id */
+    int n_tensors;
+    mcir_diag *d;
+    bool ok;
+} cg_emitter;
+
+void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,
+                     const mcir_tensor *anchor_out, mcir_diag *d);
+void cg_emitter_free(cg_emitter *e);
+/* Emits v<ID> and returns true, or reports why not. */
+bool cg_emit_value(cg_emitter *e, const mcir_tensor *t);
+/* True if t's value depends on the anchor output. */
+bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_tensor *anchor_out);
+
+/* Kernel signature "extern "C" __global__ void __launch_bounds__(nt) NAME(...)". */
+void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads);
+/* For writes depending on the anchor: a device function
+ * `void epilogue(i64 i, float acc, <params>)` storing every such write at
+ * element i of the anchor output, and EPI_ARGS listing the parameters. */
+bool cg_emit_epilogue(cg_emitter *e, int min_writes);
+
+/* ---------------------------------------------------------- templates */
+
+/* What the generator hands back for one kernel. */
+typedef struct cg_gemm_desc {
+    bool ok;                 /* cuBLAS may run this kernel instead */
+    bool trans_a, trans_b;   /* in row-major terms */
+    int64_t m, n, k, batch;
+    int64_t lda, ldb, ldc;   /* row-major leading dims */
+    int64_t stride_a, stride_b, stride_c;
+    int read_a, read_b, write_c;
+    mcir_dtype dtype;
+} cg_gemm_desc;
+
+typedef struct cg_kernel {
+    mcir_kernel_plan *kp;
+    char *source;            /* NULL: no kernel (alias) */
+    int64_t grid[3];
+    int block[3];
+    int64_t smem;            /* dynamic shared memory bytes */
+    cg_gemm_desc gemm;
+    mcir_compiled bin;
+    bool compiled;
+} cg_kernel;
+
+struct mcir_codegen {
+    mcir_plan *plan;
+    const mcir_memory_plan *mem;
+    int n;
+    cg_kernel *k;
+    char arch[16];
+};
+
+typedef bool (*cg_generate_fn)(cg_kernel *k, const mcir_target *target, mcir_diag *d);
+
+typedef struct cg_template_desc {
+    mcir_template tpl;
+    const char *name;
+    cg_generate_fn generate;   /* NULL: no kernel */
+} cg_template_desc;
+
+const cg_template_desc *cg_template_find(mcir_template t);
+const char *cg_template_name(mcir_template t);
+
+bool cg_gen_elementwise(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+bool cg_gen_conv2d(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+bool cg_gen_norm(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+bool cg_gen_matmul(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+bool cg_gen_attention(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+
+/* Starts a kernel source: header comment, the prelude. */
+void cg_begin_source(cg_sb *b, const mcir_kernel_plan *kp);
+/* Reports "kernel NAME: ..." at the anchor's location. */
+void cg_error(mcir_diag *d, const mcir_kernel_plan *kp, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---------------------------------------------------------- NVRTC, cache */
+
+/* Raw compile, no cache (counts invocations). log: malloc'd. */
+bool cg_nvrtc_compile(const char *name, const char *source, const char *arch,
+                      mcir_compiled *out, char **log, char *why, size_t n);
+
+bool cg_cache_load(const char *key, mcir_compiled *out);
+void cg_cache_store(const char *key, const mcir_compiled *c);
+/* 64-bit FNV-1a over several strings, as 16 hex digits + 1 NUL. */
+void cg_hash_key(char out[33], const char *source, const char *arch, const char *version);
+
+/* One checking macro for NVRTC / CUDA / cuBLAS calls: records the call,
+ * file and line into `why` and jumps to `fail`. */
+#define CG_CHECK(kind, call, okval, errstr, why, n)                              \
+    do {                                                                         \
+        int cg_rc_ = (int)(call);                                                \
+        if (cg_rc_ != (int)(okval)) {                                            \
+            snprintf((why), (n), "%s error %d (%s) in %s at %s:%d", (kind),      \
+                     cg_rc_, (errstr)(cg_rc_), #call, __FILE__, __LINE__);       \
+            goto fail;                                                           \
+        }                                                                        \
+    } while (0)
+
+#endif /* MCIR_CODEGEN_IMPL_H */

@@ -1,0 +1,148 @@
+/*
+ * codegen.h — from KernelPlans to CUDA: one CUDA C source per kernel
+ * (a template of codegen/templates/ instantiated with the plan's shapes,
+ * dtypes, strides and fused elementwise chains), compiled at run time by
+ * NVRTC to PTX and cubin through an on-disk cache, and a GPU runtime that
+ * loads the CUDA driver with dlopen and runs the plan on one arena.
+ *
+ * Invariants: a generated source is a pure function of the plan (same plan,
+ * same bytes — the cache key depends on it); every kernel is an
+ * extern "C" __global__ function named like its KernelPlan, with no host
+ * code; its parameters are the plan's reads, then its writes, as device
+ * pointers, in plan order. Nothing here links to libcuda or libcublas: both
+ * are dlopen'd, so the library works (and tests pass) without a GPU.
+ *
+ * Usage:
+ *     mcir_codegen *cg = mcir_codegen_new(plan, mem, &d);
+ *     if (!cg || !mcir_codegen_compile(cg, "sm_90", &d)) return 3;
+ *     mcir_codegen_write_dir(cg, "out", &d);       // out/kernels/NAME.cu, .ptx
+ *     if (mcir_gpu_available(why, sizeof why)) {
+ *         mcir_env *env = mcir_env_new(g, seed);
+ *         mcir_gpu_stats st;
+ *         mcir_gpu_run(cg, env, MCIR_ALLOC_POOL, &st, &d);
+ *     }
+ *     mcir_codegen_free(cg);
+ */
+#ifndef MCIR_CODEGEN_H
+#define MCIR_CODEGEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernelplan/kernelplan.h"
+#include "mcir/mcir.h"
+
+typedef struct mcir_codegen mcir_codegen;
+
+/* Generates CUDA C for every kernel of the plan (ALIAS kernels get none;
+ * MATMUL kernels get a generated tiled kernel with the fused epilogue, and
+ * a cuBLAS call description the runtime prefers when cuBLAS loads and the
+ * group has no epilogue). m may be NULL (then mcir_gpu_run cannot run).
+ * Returns NULL with a diagnostic naming the kernel if a region cannot be
+ * lowered. The plan must outlive the result. */
+mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memory_plan *m, mcir_diag *d);
+void mcir_codegen_free(mcir_codegen *cg);
+
+/* NVRTC → PTX and cubin for arch ("sm_80", "sm_86", "sm_89", "sm_90"),
+ * through the kernel cache; fills p->kernels[i].registers / spill_bytes
+ * (from ptxas's report). On a compile error: false, NVRTC's log and the
+ * offending source lines in the diagnostic. */
+bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d);
+
+/* Each kernel preceded by a comment line "// kernel NAME (template)". */
+bool mcir_codegen_write_cuda(const mcir_codegen *cg, FILE *out);
+/* NVRTC's PTX, each kernel preceded by "// kernel NAME". Needs compile. */
+bool mcir_codegen_write_ptx(const mcir_codegen *cg, FILE *out);
+/* DIR/kernels/NAME.cu, and NAME.ptx once compiled (temp name + rename). */
+bool mcir_codegen_write_dir(const mcir_codegen *cg, const char *dir, mcir_diag *d);
+
+/* Introspection, for tests and the CLI. */
+int mcir_codegen_kernel_count(const mcir_codegen *cg);
+/* NULL for kernels without source (alias). */
+const char *mcir_codegen_kernel_source(const mcir_codegen *cg, int i);
+const char *mcir_codegen_kernel_ptx(const mcir_codegen *cg, int i);
+/* Dynamic shared memory the generated kernel launches with. */
+int64_t mcir_codegen_kernel_smem(const mcir_codegen *cg, int i);
+
+/* ---------------------------------------------------------------- NVRTC */
+
+/* True when NVRTC was built in; otherwise why (e.g. "built without the
+ * CUDA toolkit"). */
+bool mcir_nvrtc_available(char *why, size_t n);
+/* "13.0" */
+const char *mcir_nvrtc_version(void);
+/* Number of nvrtcCompileProgram calls made by this process (the cache
+ * test checks that a second compile makes none). */
+long mcir_nvrtc_invocations(void);
+
+/* One compiled kernel: PTX text and cubin bytes (malloc'd), and ptxas's
+ * resource report for it. */
+typedef struct mcir_compiled {
+    char *ptx;
+    size_t ptx_size;
+    unsigned char *cubin;
+    size_t cubin_size;
+    int registers;
+    int spill_bytes;   /* spill stores + spill loads, bytes */
+    int stack_bytes;
+    char *log;         /* NVRTC's log (warnings), may be NULL */
+} mcir_compiled;
+
+/* Compiles one CUDA source through the cache (the entry point tests use to
+ * force a broken source). name: the kernel, for diagnostics. */
+bool mcir_nvrtc_compile_source(const char *name, const char *source,
+                               const char *arch, mcir_compiled *out, mcir_diag *d);
+void mcir_compiled_free(mcir_compiled *c);
+/* Registers, spill bytes (stores + loads) and stack bytes from ptxas -v. */
+void mcir_ptxas_parse(const char *log, int *registers, int *spill_bytes, int *stack_bytes);
+
+/* ---------------------------------------------------------------- cache */
+
+/* The cache directory: $MCIR_CACHE_DIR, else $XDG_CACHE_HOME/mcir, else
+ * ~/.cache/mcir (written into buf; false if none can be formed). */
+bool mcir_cache_dir(char *buf, size_t n);
+/* Cache hits / misses of this process. */
+long mcir_cache_hits(void);
+long mcir_cache_misses(void);
+
+/* -------------------------------------------------------------- runtime */
+
+typedef enum { MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY, MCIR_ALLOC_EAGER } mcir_alloc_mode;
+const char *mcir_alloc_mode_name(mcir_alloc_mode m);
+bool mcir_alloc_mode_parse(const char *s, mcir_alloc_mode *out);
+
+typedef struct {
+    int64_t peak_device_bytes;  /* arena/tensors + weights + inputs/outputs */
+    double elapsed_ms;          /* launches of the plan, stream-timed */
+    char device_name[128];
+} mcir_gpu_stats;
+
+/* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.
+ * Otherwise false and why. */
+bool mcir_gpu_available(char *why, size_t n);
+/* True when cuBLAS loads (dlopen libcublas.so.13 / .12). */
+bool mcir_cublas_available(char *why, size_t n);
+
+/* Runs the compiled plan on device 0: inputs from env (set, or seeded as
+ * the interpreter does), weights from their data (or seeded), outputs
+ * written back into env. Needs mcir_codegen_compile first. */
+bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
+                  mcir_gpu_stats *stats, mcir_diag *d);
+
+/* ------------------------------------------------------------- backend */
+
+/* GPU execution behind a table of function pointers (house style), so the
+ * pipeline can ask whether a backend supports a plan before running it. */
+typedef struct mcir_backend {
+    const char *name;                                   /* "cuda" */
+    bool (*available)(char *why, size_t n);
+    bool (*supports)(const mcir_kernel_plan *k, char *why, size_t n);
+    bool (*run)(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
+                mcir_gpu_stats *stats, mcir_diag *d);
+} mcir_backend;
+
+const mcir_backend *mcir_backend_cuda(void);
+
+#endif /* MCIR_CODEGEN_H */

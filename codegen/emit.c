@@ -1,0 +1,599 @@
+/*
+ * emit.c — the pieces every template shares: a string builder, the value
+ * emitter (a region's elementwise, reshape, transpose, slice, concat and
+ * split nodes become device functions v<ID>(i, acc) computing one element,
+ * so intermediates are rematerialised, never stored), strided views for
+ * transposes folded into a kernel's loads and stores, and the kernel
+ * signature.
+ *
+ * Invariant: a value function returns exactly what the reference
+ * interpreter stores for that element (same formula, rounded to the
+ * tensor's storage dtype), up to f32 evaluation order.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen-impl.h"
+#include "mcir/interp-impl.h"
+
+/* ------------------------------------------------------------ strings */
+
+static void sb_reserve(cg_sb *b, size_t extra) {
+    if (b->len + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + extra + 1) cap *= 2;
+    char *s = realloc(b->s, cap);
+    MCIR_ASSERT(s != NULL);
+    b->s = s;
+    b->cap = cap;
+}
+
+void cg_sb_puts(cg_sb *b, const char *s) {
+    size_t n = strlen(s);
+    sb_reserve(b, n);
+    memcpy(b->s + b->len, s, n + 1);
+    b->len += n;
+}
+
+void cg_sb_printf(cg_sb *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    MCIR_ASSERT(n >= 0);
+    sb_reserve(b, (size_t)n);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    b->len += (size_t)n;
+}
+
+char *cg_sb_take(cg_sb *b) {
+    char *s = b->s ? b->s : strdup("");
+    b->s = NULL;
+    b->len = b->cap = 0;
+    return s;
+}
+
+void cg_sb_free(cg_sb *b) {
+    free(b->s);
+    b->s = NULL;
+    b->len = b->cap = 0;
+}
+
+void cg_sb_float(cg_sb *b, float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    cg_sb_printf(b, "__int_as_float(0x%08x)", u);
+}
+
+const char *cg_ctype(mcir_dtype t) {
+    return t == MCIR_DTYPE_F32 ? "float" : "unsigned short";
+}
+
+const char *cg_dsuffix(mcir_dtype t) {
+    switch (t) {
+    case MCIR_DTYPE_F16: return "f16";
+    case MCIR_DTYPE_BF16: return "bf16";
+    default: return "f32";
+    }
+}
+
+void cg_error(mcir_diag *d, const mcir_kernel_plan *kp, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mcir_loc loc = kp->anchor ? kp->anchor->loc : (mcir_loc){0};
+    mcir_error(d, loc, "kernel %s: %s", kp->name ? kp->name : "?", msg);
+}
+
+void cg_begin_source(cg_sb *b, const mcir_kernel_plan *kp) {
+    cg_sb_printf(b, "// mcir generated kernel %s (template %s)\n", kp->name,
+                 cg_template_name(kp->tpl));
+    cg_sb_printf(b, "// region:");
+    for (int i = 0; i < kp->n_nodes; i++)
+        cg_sb_printf(b, " %s(%s)", kp->nodes[i]->name, mcir_op_name(kp->nodes[i]->op));
+    cg_sb_puts(b, "\n");
+    cg_sb_puts(b, mcir_tpl_prelude);
+}
+
+/* ------------------------------------------------------------ regions */
+
+int cg_read_index(const mcir_kernel_plan *kp, const mcir_tensor *t) {
+    for (int i = 0; i < kp->n_reads; i++)
+        if (kp->reads[i] == t) return i;
+    return -1;
+}
+
+int cg_write_index(const mcir_kernel_plan *kp, const mcir_tensor *t) {
+    for (int i = 0; i < kp->n_writes; i++)
+        if (kp->writes[i] == t) return i;
+    return -1;
+}
+
+bool cg_node_in_region(const mcir_kernel_plan *kp, const mcir_node *n) {
+    for (int i = 0; i < kp->n_nodes; i++)
+        if (kp->nodes[i] == n) return true;
+    return false;
+}
+
+mcir_node *cg_region_producer(const mcir_kernel_plan *kp, const mcir_tensor *t) {
+    if (t->producer && cg_node_in_region(kp, t->producer)) return t->producer;
+    return NULL;
+}
+
+/* ------------------------------------------------------------- views */
+
+void cg_view_contiguous(cg_view *v, const mcir_tensor *t) {
+    memset(v, 0, sizeof *v);
+    v->root = t;
+    v->rank = t->rank;
+    int64_t s = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        v->shape[i] = t->shape[i];
+        v->stride[i] = s;
+        s *= t->shape[i];
+    }
+}
+
+/* NumPy's _attempt_nocopy_reshape, over dims of size > 1. */
+bool cg_view_reshape(cg_view *v, int rank, const int64_t *shape) {
+    int64_t oshape[MCIR_MAX_RANK], ostride[MCIR_MAX_RANK];
+    int on = 0;
+    for (int i = 0; i < v->rank; i++)
+        if (v->shape[i] != 1) {
+            oshape[on] = v->shape[i];
+            ostride[on++] = v->stride[i];
+        }
+    int64_t nstride[MCIR_MAX_RANK];
+    int oi = 0, oj = 1, ni = 0, nj = 1;
+    while (ni < rank && oi < on) {
+        int64_t np = shape[ni], op = oshape[oi];
+        while (np != op) {
+            if (np < op) {
+                if (nj >= rank) return false;
+                np *= shape[nj++];
+            } else {
+                if (oj >= on) return false;
+                op *= oshape[oj++];
+            }
+        }
+        for (int ok = oi; ok < oj - 1; ok++)
+            if (ostride[ok] != oshape[ok + 1] * ostride[ok + 1]) return false;
+        nstride[nj - 1] = ostride[oj - 1];
+        for (int nk = nj - 1; nk > ni; nk--) nstride[nk - 1] = nstride[nk] * shape[nk];
+        ni = nj++;
+        oi = oj++;
+    }
+    /* trailing dims of size 1 */
+    for (int i = ni; i < rank; i++) {
+        if (shape[i] != 1) return false;
+        nstride[i] = 1;
+    }
+    v->rank = rank;
+    for (int i = 0; i < rank; i++) {
+        v->shape[i] = shape[i];
+        v->stride[i] = shape[i] == 1 ? 0 : nstride[i];
+    }
+    return true;
+}
+
+bool cg_view_of_input(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view *v) {
+    if (cg_read_index(kp, t) >= 0) {
+        cg_view_contiguous(v, t);
+        return true;
+    }
+    mcir_node *n = cg_region_producer(kp, t);
+    if (!n || n->n_inputs < 1) return false;
+    if (!cg_view_of_input(kp, n->inputs[0], v)) return false;
+    switch (n->op) {
+    case MCIR_OP_RESHAPE:
+        return cg_view_reshape(v, t->rank, t->shape);
+    case MCIR_OP_TRANSPOSE: {
+        const int64_t *perm;
+        int np = mcir_node_ints(n, "perm", &perm);
+        if (np != v->rank) return false;
+        cg_view o = *v;
+        for (int k = 0; k < np; k++) {
+            int p = (int)(perm[k] < 0 ? perm[k] + np : perm[k]);
+            o.shape[k] = v->shape[p];
+            o.stride[k] = v->stride[p];
+        }
+        *v = o;
+        return true;
+    }
+    case MCIR_OP_SLICE: {
+        int axis;
+        if (!mcir_norm_axis(mcir_node_int(n, "axis"), v->rank, &axis)) return false;
+        int64_t first, len, step = mcir_node_int(n, "step");
+        mcir_slice_range(v->shape[axis], mcir_node_int(n, "start"),
+                         mcir_node_int(n, "end"), step, &first, &len);
+        v->offset += first * v->stride[axis];
+        v->stride[axis] *= step;
+        v->shape[axis] = len;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* The single region consumer of t, or NULL. */
+static mcir_node *region_consumer(const mcir_kernel_plan *kp, const mcir_tensor *t, int *count) {
+    mcir_node *found = NULL;
+    *count = 0;
+    for (int i = 0; i < kp->n_nodes; i++)
+        for (int j = 0; j < kp->nodes[i]->n_inputs; j++)
+            if (kp->nodes[i]->inputs[j] == t) {
+                if (!found || found != kp->nodes[i]) (*count)++;
+                found = kp->nodes[i];
+            }
+    return found;
+}
+
+bool cg_view_of_output(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view *v) {
+    if (cg_write_index(kp, t) >= 0) {
+        cg_view_contiguous(v, t);
+        return true;
+    }
+    int count;
+    mcir_node *n = region_consumer(kp, t, &count);
+    if (!n || count != 1 || n->n_outputs != 1) return false;
+    if (!cg_view_of_output(kp, n->outputs[0], v)) return false;
+    switch (n->op) {
+    case MCIR_OP_RESHAPE:
+        return cg_view_reshape(v, t->rank, t->shape);
+    case MCIR_OP_TRANSPOSE: {
+        /* out[k] = in[perm[k]]: the input's dim perm[k] has out's stride k. */
+        const int64_t *perm;
+        int np = mcir_node_ints(n, "perm", &perm);
+        if (np != v->rank) return false;
+        cg_view o = *v;
+        for (int k = 0; k < np; k++) {
+            int p = (int)(perm[k] < 0 ? perm[k] + np : perm[k]);
+            o.shape[p] = v->shape[k];
+            o.stride[p] = v->stride[k];
+        }
+        *v = o;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* ------------------------------------------------------------ emitter */
+
+void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,
+                     const mcir_tensor *anchor_out, mcir_diag *d) {
+    memset(e, 0, sizeof *e);
+    e->kp = kp;
+    e->sb = sb;
+    e->anchor_out = anchor_out;
+    e->d = d;
+    e->ok = true;
+    int maxid = 0;
+    for (int i = 0; i < kp->n_reads; i++) if (kp->reads[i]->id > maxid) maxid = kp->reads[i]->id;
+    for (int i = 0; i < kp->n_writes; i++) if (kp->writes[i]->id > maxid) maxid = kp->writes[i]->id;
+    for (int i = 0; i < kp->n_nodes; i++) {
+        mcir_node *n = kp->nodes[i];
+        for (int j = 0; j < n->n_inputs; j++) if (n->inputs[j]->id > maxid) maxid = n->inputs[j]->id;
+        for (int j = 0; j < n->n_outputs; j++) if (n->outputs[j]->id > maxid) maxid = n->outputs[j]->id;
+    }
+    e->n_tensors = maxid + 1;
+    e->done = calloc((size_t)e->n_tensors, 1);
+    MCIR_ASSERT(e->done != NULL);
+
+    cg_sb_puts(sb, "#define MC_PARAMS ");
+    const char *sep = "";
+    for (int i = 0; i < kp->n_reads; i++) {
+        cg_sb_printf(sb, "%sconst %s* r%d", sep, cg_ctype(kp->reads[i]->dtype), i);
+        sep = ", ";
+    }
+    for (int i = 0; i < kp->n_writes; i++) {
+        cg_sb_printf(sb, "%s%s* w%d", sep, cg_ctype(kp->writes[i]->dtype), i);
+        sep = ", ";
+    }
+    if (!*sep) cg_sb_puts(sb, "int mc_unused_");
+    cg_sb_puts(sb, "\n#define MC_ARGS ");
+    sep = "";
+    for (int i = 0; i < kp->n_reads; i++) { cg_sb_printf(sb, "%sr%d", sep, i); sep = ", "; }
+    for (int i = 0; i < kp->n_writes; i++) { cg_sb_printf(sb, "%sw%d", sep, i); sep = ", "; }
+    if (!*sep) cg_sb_puts(sb, "0");
+    cg_sb_puts(sb, "\n");
+}
+
+void cg_emitter_free(cg_emitter *e) {
+    free(e->done);
+    e->done = NULL;
+}
+
+void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads) {
+    cg_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(MC_PARAMS)", threads,
+                 kp->name);
+}
+
+/* Writes statements computing `i64 DST` (linear index into `in`'s shape)
+ * from `src` (linear index into out's shape), broadcasting right-aligned. */
+static void emit_bcast_index(cg_sb *b, int orank, const int64_t *oshape, const mcir_tensor *in,
+                             const char *src, const char *dst) {
+    bool same = in->rank <= orank;
+    int64_t in_numel = 1, out_numel = 1;
+    for (int k = 0; k < in->rank; k++) in_numel *= in->shape[k];
+    for (int k = 0; k < orank; k++) out_numel *= oshape[k];
+    if (same && in_numel == out_numel) {
+        /* same non-1 dims, right-aligned: the linear index is the same */
+        for (int k = 0; k < in->rank; k++)
+            if (in->shape[in->rank - 1 - k] != oshape[orank - 1 - k]) same = false;
+    } else {
+        same = false;
+    }
+    if (same) {
+        cg_sb_printf(b, "    i64 %s = %s;\n", dst, src);
+        return;
+    }
+    if (in_numel == 1) {
+        cg_sb_printf(b, "    i64 %s = 0;\n", dst);
+        return;
+    }
+    cg_sb_printf(b, "    i64 %s = 0; { i64 q_ = %s; i64 s_ = 1;\n", dst, src);
+    for (int k = orank - 1; k >= 0; k--) {
+        int ik = k - (orank - in->rank);
+        if (ik >= 0 && in->shape[ik] != 1)
+            cg_sb_printf(b, "      %s += (q_ %% %lldLL) * s_;", dst, (long long)oshape[k]);
+        if (k > 0) cg_sb_printf(b, " q_ /= %lldLL;", (long long)oshape[k]);
+        if (ik >= 0) cg_sb_printf(b, " s_ *= %lldLL;", (long long)in->shape[ik]);
+        cg_sb_puts(b, "\n");
+    }
+    cg_sb_puts(b, "      (void)s_; }\n");
+}
+
+/* Declares i64 c0..c{r-1}: coordinates of linear index `src` in shape. */
+static void emit_coords(cg_sb *b, const mcir_tensor *t, const char *src) {
+    cg_sb_printf(b, "    i64 q_ = %s;\n", src);
+    for (int k = t->rank - 1; k >= 0; k--)
+        cg_sb_printf(b, "    i64 c%d = q_ %% %lldLL; q_ /= %lldLL;\n", k,
+                     (long long)t->shape[k], (long long)t->shape[k]);
+    cg_sb_puts(b, "    (void)q_;\n");
+}
+
+/* Linear index of coordinates c0.. (with c<axis> replaced by `axis_expr`)
+ * in tensor t. */
+static void emit_linear(cg_sb *b, const mcir_tensor *t, const char *dst, int axis,
+                        const char *axis_expr, const int *perm_src) {
+    cg_sb_printf(b, "    i64 %s = 0", dst);
+    int64_t s = 1;
+    for (int k = t->rank - 1; k >= 0; k--) {
+        if (perm_src)
+            cg_sb_printf(b, " + c%d * %lldLL", perm_src[k], (long long)s);
+        else if (k == axis)
+            cg_sb_printf(b, " + (%s) * %lldLL", axis_expr, (long long)s);
+        else
+            cg_sb_printf(b, " + c%d * %lldLL", k, (long long)s);
+        s *= t->shape[k];
+    }
+    cg_sb_puts(b, ";\n");
+}
+
+typedef struct { mcir_op op; const char *expr; } unary_expr;
+/* %1$s is the operand (printed by position, one use each via x_). */
+static const unary_expr unary_exprs[] = {
+    {MCIR_OP_RELU, "x_ < 0.0f ? 0.0f : x_"},
+    {MCIR_OP_SIGMOID, "1.0f / (1.0f + expf(-x_))"},
+    {MCIR_OP_TANH, "tanhf(x_)"},
+    {MCIR_OP_EXP, "expf(x_)"},
+    {MCIR_OP_LOG, "logf(x_)"},
+    {MCIR_OP_ERF, "erff(x_)"},
+    {MCIR_OP_SQRT, "sqrtf(x_)"},
+    {MCIR_OP_RSQRT, "1.0f / sqrtf(x_)"},
+    {MCIR_OP_NEG, "-x_"},
+    {MCIR_OP_RECIPROCAL, "1.0f / x_"},
+    {MCIR_OP_SILU, "x_ / (1.0f + expf(-x_))"},
+};
+static const unary_expr binary_exprs[] = {
+    {MCIR_OP_ADD, "x_ + y_"}, {MCIR_OP_SUB, "x_ - y_"}, {MCIR_OP_MUL, "x_ * y_"},
+    {MCIR_OP_DIV, "x_ / y_"}, {MCIR_OP_POW, "powf(x_, y_)"},
+    {MCIR_OP_MAX, "mc_max_nan(x_, y_)"}, {MCIR_OP_MIN, "mc_min_nan(x_, y_)"},
+};
+
+static const char *find_expr(const unary_expr *tab, size_t n, mcir_op op) {
+    for (size_t i = 0; i < n; i++)
+        if (tab[i].op == op) return tab[i].expr;
+    return NULL;
+}
+
+bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_tensor *anchor_out) {
+    if (!anchor_out) return false;
+    if (t == anchor_out) return true;
+    mcir_node *n = cg_region_producer(kp, t);
+    if (!n || n == anchor_out->producer) return false;
+    for (int j = 0; j < n->n_inputs; j++)
+        if (cg_depends_on(kp, n->inputs[j], anchor_out)) return true;
+    return false;
+}
+
+bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
+    if (!e->ok) return false;
+    MCIR_ASSERT(t->id < e->n_tensors);
+    if (e->done[t->id]) return true;
+    cg_sb *b = e->sb;
+    const mcir_kernel_plan *kp = e->kp;
+    mcir_node *n = t == e->anchor_out ? NULL : cg_region_producer(kp, t);
+    int ri = cg_read_index(kp, t);
+
+    if (t != e->anchor_out && !n && ri < 0) {
+        cg_error(e->d, kp, "tensor '%s' is used but neither read by the kernel nor computed in it",
+                 t->name);
+        return e->ok = false;
+    }
+    if (n)
+        for (int j = 0; j < n->n_inputs; j++)
+            if (!cg_emit_value(e, n->inputs[j])) return false;
+
+    cg_sb_printf(b, "// %s %s\n", t->name, n ? mcir_op_name(n->op) : (ri >= 0 ? "read" : "anchor"));
+    cg_sb_printf(b, "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
+                    "    (void)acc; (void)i;\n", t->id);
+    const char *ds = cg_dsuffix(t->dtype);
+    if (t == e->anchor_out) {
+        cg_sb_printf(b, "    return mc_round_%s(acc);\n}\n", ds);
+        e->done[t->id] = 1;
+        return true;
+    }
+    if (!n) {
+        cg_sb_printf(b, "    return mc_ld_%s(r%d, i);\n}\n", ds, ri);
+        e->done[t->id] = 1;
+        return true;
+    }
+    const char *ue = find_expr(unary_exprs, sizeof unary_exprs / sizeof *unary_exprs, n->op);
+    const char *be = find_expr(binary_exprs, sizeof binary_exprs / sizeof *binary_exprs, n->op);
+    if (ue || n->op == MCIR_OP_SCALE || n->op == MCIR_OP_GELU) {
+        emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
+        cg_sb_printf(b, "    float x_ = v%d(j0, acc, MC_ARGS);\n", n->inputs[0]->id);
+        if (n->op == MCIR_OP_SCALE) {
+            cg_sb_puts(b, "    float r_ = x_ * ");
+            cg_sb_float(b, (float)mcir_node_float(n, "value"));
+            cg_sb_puts(b, ";\n");
+        } else if (n->op == MCIR_OP_GELU) {
+            bool th = strcmp(mcir_node_string(n, "approximate"), "tanh") == 0;
+            cg_sb_printf(b, "    float r_ = %s;\n",
+                         th ? "0.5f * x_ * (1.0f + tanhf(0.79788456080286536f * (x_ + 0.044715f * x_ * x_ * x_)))"
+                            : "0.5f * x_ * (1.0f + erff(x_ * 0.70710678118654752f))");
+        } else {
+            cg_sb_printf(b, "    float r_ = %s;\n", ue);
+        }
+    } else if (be) {
+        emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
+        emit_bcast_index(b, t->rank, t->shape, n->inputs[1], "i", "j1");
+        cg_sb_printf(b, "    float x_ = v%d(j0, acc, MC_ARGS);\n", n->inputs[0]->id);
+        cg_sb_printf(b, "    float y_ = v%d(j1, acc, MC_ARGS);\n", n->inputs[1]->id);
+        cg_sb_printf(b, "    float r_ = %s;\n", be);
+    } else if (n->op == MCIR_OP_RESHAPE) {
+        cg_sb_printf(b, "    float r_ = v%d(i, acc, MC_ARGS);\n", n->inputs[0]->id);
+    } else if (n->op == MCIR_OP_TRANSPOSE) {
+        const mcir_tensor *in = n->inputs[0];
+        const int64_t *perm;
+        int np = mcir_node_ints(n, "perm", &perm);
+        MCIR_ASSERT(np == t->rank && np == in->rank);
+        /* out coord k is in coord perm[k]: in coord p = out coord inv[p] */
+        int inv[MCIR_MAX_RANK];
+        for (int k = 0; k < np; k++) inv[perm[k] < 0 ? perm[k] + np : perm[k]] = k;
+        emit_coords(b, t, "i");
+        emit_linear(b, in, "j0", -1, NULL, inv);
+        cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
+    } else if (n->op == MCIR_OP_SLICE) {
+        const mcir_tensor *in = n->inputs[0];
+        int axis;
+        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), in->rank, &axis));
+        int64_t first, len, step = mcir_node_int(n, "step");
+        mcir_slice_range(in->shape[axis], mcir_node_int(n, "start"), mcir_node_int(n, "end"),
+                         step, &first, &len);
+        char ax[96];
+        snprintf(ax, sizeof ax, "%lldLL + c%d * %lldLL", (long long)first, axis, (long long)step);
+        emit_coords(b, t, "i");
+        emit_linear(b, in, "j0", axis, ax, NULL);
+        cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
+    } else if (n->op == MCIR_OP_SPLIT) {
+        const mcir_tensor *in = n->inputs[0];
+        int axis, which = -1;
+        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), in->rank, &axis));
+        const int64_t *sizes;
+        int ns = mcir_node_ints(n, "sizes", &sizes);
+        int64_t off = 0;
+        for (int k = 0; k < n->n_outputs && k < ns; k++) {
+            if (n->outputs[k] == t) { which = k; break; }
+            off += sizes[k];
+        }
+        MCIR_ASSERT(which >= 0);
+        char ax[96];
+        snprintf(ax, sizeof ax, "%lldLL + c%d", (long long)off, axis);
+        emit_coords(b, t, "i");
+        emit_linear(b, in, "j0", axis, ax, NULL);
+        cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
+    } else if (n->op == MCIR_OP_CONCAT) {
+        int axis;
+        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), t->rank, &axis));
+        emit_coords(b, t, "i");
+        cg_sb_puts(b, "    float r_;\n");
+        int64_t off = 0;
+        for (int k = 0; k < n->n_inputs; k++) {
+            const mcir_tensor *in = n->inputs[k];
+            int64_t end = off + in->shape[axis];
+            char ax[96];
+            snprintf(ax, sizeof ax, "c%d - %lldLL", axis, (long long)off);
+            cg_sb_printf(b, "    %sif (c%d < %lldLL) {\n", k ? "else " : "", axis, (long long)end);
+            if (k == n->n_inputs - 1) cg_sb_puts(b, "    } else {\n");
+            emit_linear(b, in, "j0", axis, ax, NULL);
+            cg_sb_printf(b, "    r_ = v%d(j0, acc, MC_ARGS);\n    }\n", in->id);
+            off = end;
+        }
+    } else {
+        cg_error(e->d, kp, "op '%s' (node '%s') cannot be fused into this kernel",
+                 mcir_op_name(n->op), n->name);
+        return e->ok = false;
+    }
+    cg_sb_printf(b, "    return mc_round_%s(r_);\n}\n", ds);
+    e->done[t->id] = 1;
+    return true;
+}
+
+/* t's value at anchor element i needs no index remapping between the
+ * anchor output and t (same shape, elementwise or reshape on the path). */
+static bool epilogue_path_ok(const mcir_kernel_plan *kp, const mcir_tensor *t,
+                             const mcir_tensor *a, const char **why) {
+    if (t == a) return true;
+    if (mcir_tensor_numel(t) != mcir_tensor_numel(a)) {
+        *why = "changes the number of elements";
+        return false;
+    }
+    mcir_node *n = cg_region_producer(kp, t);
+    if (!n) return true;
+    unsigned fl = mcir_op_desc_of(n->op)->flags;
+    if (!(fl & MCIR_OPF_ELEMENTWISE) && n->op != MCIR_OP_RESHAPE) {
+        *why = "reorders elements (only elementwise ops and reshapes may follow the anchor)";
+        return false;
+    }
+    for (int j = 0; j < n->n_inputs; j++) {
+        if (!cg_depends_on(kp, n->inputs[j], a)) continue;
+        if (n->op != MCIR_OP_RESHAPE && mcir_tensor_numel(n->inputs[j]) != mcir_tensor_numel(t)) {
+            *why = "broadcasts the anchor's output";
+            return false;
+        }
+        if (!epilogue_path_ok(kp, n->inputs[j], a, why)) return false;
+    }
+    return true;
+}
+
+bool cg_emit_epilogue(cg_emitter *e, int min_writes) {
+    const mcir_kernel_plan *kp = e->kp;
+    int count = 0;
+    for (int w = 0; w < kp->n_writes; w++) {
+        const mcir_tensor *t = kp->writes[w];
+        const char *why = "";
+        if (!cg_depends_on(kp, t, e->anchor_out)) {
+            cg_error(e->d, kp, "writes '%s', which does not depend on the anchor '%s'", t->name,
+                     e->anchor_out->name);
+            return e->ok = false;
+        }
+        if (!epilogue_path_ok(kp, t, e->anchor_out, &why)) {
+            cg_error(e->d, kp, "cannot fuse the epilogue producing '%s': it %s", t->name, why);
+            return e->ok = false;
+        }
+        if (!cg_emit_value(e, t)) return false;
+        count++;
+    }
+    if (count < min_writes) {
+        cg_error(e->d, kp, "has no output to write");
+        return e->ok = false;
+    }
+    cg_sb_puts(e->sb, "__device__ __forceinline__ void epilogue(i64 i, float acc, MC_PARAMS) {\n");
+    for (int w = 0; w < kp->n_writes; w++) {
+        const mcir_tensor *t = kp->writes[w];
+        cg_sb_printf(e->sb, "    mc_st_%s(w%d, i, v%d(i, acc, MC_ARGS));\n", cg_dsuffix(t->dtype), w,
+                     t->id);
+    }
+    cg_sb_puts(e->sb, "}\n");
+    return true;
+}

@@ -1,0 +1,69 @@
+// ---- mcir prelude: storage types, conversions, reductions (no headers:
+// ---- NVRTC compiles this without any include path).
+typedef long long i64;
+typedef unsigned int u32;
+#define MC_INF __int_as_float(0x7f800000)
+#define MC_NINF __int_as_float(0xff800000)
+
+__device__ __forceinline__ float mc_f16_to_f32(unsigned short h) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short mc_f32_to_f16(float f) {
+    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float mc_bf16_to_f32(unsigned short h) {
+    return __uint_as_float(((u32)h) << 16);
+}
+__device__ __forceinline__ unsigned short mc_f32_to_bf16(float f) {
+    unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float mc_ld_f32(const float* p, i64 i) { return p[i]; }
+__device__ __forceinline__ float mc_ld_f16(const unsigned short* p, i64 i) { return mc_f16_to_f32(p[i]); }
+__device__ __forceinline__ float mc_ld_bf16(const unsigned short* p, i64 i) { return mc_bf16_to_f32(p[i]); }
+__device__ __forceinline__ void mc_st_f32(float* p, i64 i, float v) { p[i] = v; }
+__device__ __forceinline__ void mc_st_f16(unsigned short* p, i64 i, float v) { p[i] = mc_f32_to_f16(v); }
+__device__ __forceinline__ void mc_st_bf16(unsigned short* p, i64 i, float v) { p[i] = mc_f32_to_bf16(v); }
+__device__ __forceinline__ float mc_round_f32(float v) { return v; }
+__device__ __forceinline__ float mc_round_f16(float v) { return mc_f16_to_f32(mc_f32_to_f16(v)); }
+__device__ __forceinline__ float mc_round_bf16(float v) { return mc_bf16_to_f32(mc_f32_to_bf16(v)); }
+// Two f32 packed into one 32-bit register of f16x2 / bf16x2 (lo = a).
+__device__ __forceinline__ u32 mc_pack_f16(float a, float b) {
+    return (u32)mc_f32_to_f16(a) | ((u32)mc_f32_to_f16(b) << 16);
+}
+__device__ __forceinline__ u32 mc_pack_bf16(float a, float b) {
+    return (u32)mc_f32_to_bf16(a) | ((u32)mc_f32_to_bf16(b) << 16);
+}
+// NumPy maximum/minimum: a NaN in either operand propagates.
+__device__ __forceinline__ float mc_max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
+__device__ __forceinline__ float mc_min_nan(float a, float b) { return (a != a || a < b) ? a : b; }
+
+__device__ __forceinline__ float mc_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float mc_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = mc_max_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Block-wide sum / max; every thread gets the result. scratch: 32 floats.
+__device__ __forceinline__ float mc_block_sum(float v, float* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = mc_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < nw ? scratch[lane] : 0.0f;
+    return mc_warp_sum(v);
+}
+__device__ __forceinline__ float mc_block_max(float v, float* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = mc_warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < nw ? scratch[lane] : MC_NINF;
+    return mc_warp_max(v);
+}
+// ---- end of prelude

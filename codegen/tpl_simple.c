@@ -1,0 +1,382 @@
+/*
+ * tpl_simple.c — the generated (not .cuh-based) templates: fused
+ * elementwise chains, copies (tiled transpose, general strided copy,
+ * slice / concat / split), reductions, pooling and direct conv2d.
+ *
+ * Each builds the kernel source from the value emitter (emit.c): loads
+ * of the anchor's inputs may go through a fused prologue of elementwise /
+ * copy nodes, and writes go through the fused epilogue. Every thread
+ * bounds-checks its element; grids are grid-stride loops so any size fits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen-impl.h"
+#include "mcir/interp-impl.h"
+
+#define THREADS 256
+
+static int64_t grid_for(int64_t items, int per_block) {
+    int64_t g = (items + per_block - 1) / per_block;
+    if (g < 1) g = 1;
+    if (g > (1ll << 20)) g = 1ll << 20;   /* grid-stride loops cover the rest */
+    return g;
+}
+
+static void set_launch(cg_kernel *k, int64_t gx, int64_t gy, int threads, int64_t smem) {
+    k->grid[0] = gx;
+    k->grid[1] = gy;
+    k->grid[2] = 1;
+    k->block[0] = threads;
+    k->block[1] = k->block[2] = 1;
+    k->smem = smem;
+}
+
+static bool finish(cg_kernel *k, cg_sb *b, cg_emitter *e) {
+    bool ok = e->ok;
+    cg_emitter_free(e);
+    if (!ok) {
+        cg_sb_free(b);
+        return false;
+    }
+    k->source = cg_sb_take(b);
+    return true;
+}
+
+/* ---------------------------------------------------------- elementwise */
+
+/* Every write of the region, one element per thread iteration, from the
+ * emitted value functions (the whole chain recomputed per element). */
+static bool gen_pointwise(cg_kernel *k, mcir_diag *d) {
+    mcir_kernel_plan *kp = k->kp;
+    cg_sb b = {0};
+    cg_emitter e;
+    cg_begin_source(&b, kp);
+    cg_emitter_init(&e, kp, &b, NULL, d);
+    if (kp->n_writes < 1) {
+        cg_error(d, kp, "writes nothing");
+        e.ok = false;
+    }
+    int64_t total = 0;
+    for (int w = 0; w < kp->n_writes && e.ok; w++) {
+        cg_emit_value(&e, kp->writes[w]);
+        total += mcir_tensor_numel(kp->writes[w]);
+    }
+    if (!e.ok) return finish(k, &b, &e);
+    cg_emit_signature(&b, kp, THREADS);
+    cg_sb_printf(&b, " {\n"
+                     "    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < %lldLL;\n"
+                     "         t += (i64)gridDim.x * blockDim.x) {\n",
+                 (long long)total);
+    int64_t base = 0;
+    for (int w = 0; w < kp->n_writes; w++) {
+        const mcir_tensor *t = kp->writes[w];
+        int64_t end = base + mcir_tensor_numel(t);
+        cg_sb_printf(&b, "        %sif (t < %lldLL) { i64 i = t - %lldLL; mc_st_%s(w%d, i, v%d(i, 0.0f, MC_ARGS)); }\n",
+                     w ? "else " : "", (long long)end, (long long)base, cg_dsuffix(t->dtype), w, t->id);
+        base = end;
+    }
+    cg_sb_puts(&b, "    }\n}\n");
+    set_launch(k, grid_for(total, THREADS), 1, THREADS, 0);
+    return finish(k, &b, &e);
+}
+
+bool cg_gen_elementwise(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
+    (void)t;
+    return gen_pointwise(k, d);
+}
+
+/* ----------------------------------------------------------------- copy */
+
+/* A single transpose swapping the last two dims, read to write: 32x32
+ * tiles through shared memory (+1 column against bank conflicts), so both
+ * the loads and the stores are coalesced. */
+static bool is_last2_transpose(const mcir_kernel_plan *kp) {
+    if (kp->n_nodes != 1 || kp->nodes[0]->op != MCIR_OP_TRANSPOSE) return false;
+    const mcir_node *n = kp->nodes[0];
+    if (kp->n_reads != 1 || kp->n_writes != 1 || kp->reads[0] != n->inputs[0] ||
+        kp->writes[0] != n->outputs[0])
+        return false;
+    const int64_t *perm;
+    int r = mcir_node_ints(n, "perm", &perm);
+    if (r < 2) return false;
+    for (int i = 0; i < r - 2; i++)
+        if (perm[i] != i) return false;
+    return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
+}
+
+bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
+    (void)t;
+    mcir_kernel_plan *kp = k->kp;
+    if (!is_last2_transpose(kp)) return gen_pointwise(k, d);
+    const mcir_tensor *x = kp->reads[0], *y = kp->writes[0];
+    int64_t R = x->shape[x->rank - 2], C = x->shape[x->rank - 1];
+    int64_t B = mcir_tensor_numel(x) / (R * C);
+    cg_sb b = {0};
+    cg_emitter e;
+    cg_begin_source(&b, kp);
+    cg_emitter_init(&e, kp, &b, NULL, d);
+    cg_sb_printf(&b, "#define TR_R %lldLL\n#define TR_C %lldLL\n#define TR_B %lldLL\n",
+                 (long long)R, (long long)C, (long long)B);
+    cg_emit_signature(&b, kp, THREADS);
+    /* block of 256 = (32, 8): each thread moves 4 elements of a 32x32 tile */
+    cg_sb_printf(&b,
+        " {\n"
+        "    __shared__ float tile[32][33];\n"
+        "    const i64 tiles_c = (TR_C + 31) / 32, tiles_r = (TR_R + 31) / 32;\n"
+        "    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n"
+        "    for (i64 t = blockIdx.x; t < TR_B * tiles_r * tiles_c; t += gridDim.x) {\n"
+        "        i64 bt = t / (tiles_r * tiles_c), rc = t %% (tiles_r * tiles_c);\n"
+        "        i64 row0 = (rc / tiles_c) * 32, col0 = (rc %% tiles_c) * 32;\n"
+        "        const i64 base = bt * TR_R * TR_C;\n"
+        "        __syncthreads();\n"
+        "        for (int j = ty; j < 32; j += 8) {\n"
+        "            i64 r = row0 + j, c = col0 + tx;\n"
+        "            if (r < TR_R && c < TR_C) tile[j][tx] = mc_ld_%s(r0, base + r * TR_C + c);\n"
+        "        }\n"
+        "        __syncthreads();\n"
+        "        for (int j = ty; j < 32; j += 8) {\n"
+        "            i64 c = col0 + j, r = row0 + tx;   /* output row c, column r */\n"
+        "            if (r < TR_R && c < TR_C) mc_st_%s(w0, base + c * TR_R + r, tile[tx][j]);\n"
+        "        }\n"
+        "    }\n"
+        "}\n",
+        cg_dsuffix(x->dtype), cg_dsuffix(y->dtype));
+    int64_t tiles = B * ((R + 31) / 32) * ((C + 31) / 32);
+    set_launch(k, grid_for(tiles, 1), 1, THREADS, 0);
+    return finish(k, &b, &e);
+}
+
+/* ------------------------------------------------------------ reduction */
+
+bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
+    (void)t;
+    mcir_kernel_plan *kp = k->kp;
+    const mcir_node *n = kp->anchor;
+    const mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
+    bool red[MCIR_MAX_RANK] = {0};
+    const int64_t *axes;
+    int na = mcir_node_ints(n, "axes", &axes);
+    for (int i = 0; i < na; i++) {
+        int a;
+        if (!mcir_norm_axis(axes[i], x->rank, &a)) {
+            cg_error(d, kp, "bad reduction axis");
+            return false;
+        }
+        red[a] = true;
+    }
+    int64_t inner = 1, outer = 1;
+    for (int i = 0; i < x->rank; i++) {
+        if (red[i]) inner *= x->shape[i];
+        else outer *= x->shape[i];
+    }
+    cg_sb b = {0};
+    cg_emitter e;
+    cg_begin_source(&b, kp);
+    cg_emitter_init(&e, kp, &b, y, d);
+    cg_emit_value(&e, x);
+    cg_emit_epilogue(&e, 1);
+    if (!e.ok) return finish(k, &b, &e);
+    /* x's linear index from (o: kept coords, r: reduced coords) */
+    int64_t xs[MCIR_MAX_RANK], s = 1;
+    for (int i = x->rank - 1; i >= 0; i--) { xs[i] = s; s *= x->shape[i]; }
+    cg_sb_puts(&b, "__device__ __forceinline__ i64 x_index(i64 o, i64 r) {\n    i64 j = 0;\n");
+    for (int i = x->rank - 1; i >= 0; i--) {
+        const char *v = red[i] ? "r" : "o";
+        cg_sb_printf(&b, "    j += (%s %% %lldLL) * %lldLL; %s /= %lldLL;\n", v,
+                     (long long)x->shape[i], (long long)xs[i], v, (long long)x->shape[i]);
+    }
+    cg_sb_puts(&b, "    return j;\n}\n");
+    bool is_max = n->op == MCIR_OP_REDUCE_MAX, is_mean = n->op == MCIR_OP_REDUCE_MEAN;
+    bool warp_per_row = inner <= 1024;
+    cg_sb_printf(&b, "#define RED_OUTER %lldLL\n#define RED_INNER %lldLL\n", (long long)outer,
+                 (long long)inner);
+    cg_emit_signature(&b, kp, THREADS);
+    cg_sb_puts(&b, " {\n    __shared__ float scratch[32];\n");
+    if (warp_per_row)
+        cg_sb_puts(&b,
+            "    const int lane = threadIdx.x & 31;\n"
+            "    const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);\n"
+            "    for (i64 o = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); o < RED_OUTER; o += warps) {\n"
+            "        i64 start = lane, step = 32;\n");
+    else
+        cg_sb_puts(&b,
+            "    for (i64 o = blockIdx.x; o < RED_OUTER; o += gridDim.x) {\n"
+            "        i64 start = threadIdx.x, step = blockDim.x;\n");
+    cg_sb_printf(&b,
+        "        float a = %s;\n"
+        "        for (i64 r = start; r < RED_INNER; r += step) {\n"
+        "            float v = v%d(x_index(o, r), 0.0f, MC_ARGS);\n"
+        "            a = %s;\n"
+        "        }\n",
+        is_max ? "MC_NINF" : "0.0f", x->id, is_max ? "mc_max_nan(a, v)" : "a + v");
+    if (warp_per_row)
+        cg_sb_printf(&b, "        a = %s(a);\n        if (lane == 0) ", is_max ? "mc_warp_max" : "mc_warp_sum");
+    else
+        cg_sb_printf(&b, "        a = %s(a, scratch);\n        if (threadIdx.x == 0) ",
+                     is_max ? "mc_block_max" : "mc_block_sum");
+    cg_sb_printf(&b, "epilogue(o, %s, MC_ARGS);\n    }\n    (void)scratch;\n}\n",
+                 is_mean ? "a / (float)RED_INNER" : "a");
+    set_launch(k, warp_per_row ? grid_for(outer, THREADS / 32) : grid_for(outer, 1), 1, THREADS, 0);
+    return finish(k, &b, &e);
+}
+
+/* -------------------------------------------------------------- pooling */
+
+static void ints_or(const mcir_node *n, const char *name, int count, const int64_t *fallback,
+                    int64_t *out) {
+    const int64_t *v;
+    if (!mcir_node_attr(n, name) && fallback) {
+        memcpy(out, fallback, sizeof(int64_t) * (size_t)count);
+        return;
+    }
+    MCIR_ASSERT(mcir_node_ints(n, name, &v) == count);
+    memcpy(out, v, sizeof(int64_t) * (size_t)count);
+}
+
+bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
+    (void)t;
+    mcir_kernel_plan *kp = k->kp;
+    const mcir_node *n = kp->anchor;
+    const mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
+    if (x->rank != 4) {
+        cg_error(d, kp, "pooling needs an NCHW input");
+        return false;
+    }
+    cg_sb b = {0};
+    cg_emitter e;
+    cg_begin_source(&b, kp);
+    cg_emitter_init(&e, kp, &b, y, d);
+    cg_emit_value(&e, x);
+    cg_emit_epilogue(&e, 1);
+    if (!e.ok) return finish(k, &b, &e);
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    cg_sb_printf(&b, "#define P_H %lldLL\n#define P_W %lldLL\n", (long long)H, (long long)W);
+    if (n->op == MCIR_OP_GLOBAL_AVG_POOL) {
+        /* a warp per (n, c) plane */
+        cg_emit_signature(&b, kp, THREADS);
+        cg_sb_printf(&b,
+            " {\n"
+            "    const int lane = threadIdx.x & 31;\n"
+            "    const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);\n"
+            "    for (i64 p = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); p < %lldLL; p += warps) {\n"
+            "        float a = 0.0f;\n"
+            "        for (i64 q = lane; q < P_H * P_W; q += 32) a += v%d(p * P_H * P_W + q, 0.0f, MC_ARGS);\n"
+            "        a = mc_warp_sum(a);\n"
+            "        if (lane == 0) epilogue(p, a / (float)(P_H * P_W), MC_ARGS);\n"
+            "    }\n"
+            "}\n",
+            (long long)(N * C), x->id);
+        set_launch(k, grid_for(N * C, THREADS / 32), 1, THREADS, 0);
+        return finish(k, &b, &e);
+    }
+    static const int64_t zeros[4] = {0, 0, 0, 0};
+    int64_t kern[2], str[2], pads[4];
+    ints_or(n, "kernel", 2, NULL, kern);
+    ints_or(n, "strides", 2, kern, str);
+    ints_or(n, "pads", 4, zeros, pads);
+    int64_t OH = y->shape[2], OW = y->shape[3];
+    bool avg = n->op == MCIR_OP_AVG_POOL2D;
+    cg_emit_signature(&b, kp, THREADS);
+    cg_sb_printf(&b,
+        " {\n"
+        "    const i64 total = %lldLL;\n"
+        "    for (i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += (i64)gridDim.x * blockDim.x) {\n"
+        "        i64 ow = o %% %lldLL, oh = (o / %lldLL) %% %lldLL, plane = o / (%lldLL * %lldLL);\n"
+        "        i64 h0 = oh * %lldLL - %lldLL, w0 = ow * %lldLL - %lldLL;\n"
+        "        i64 h1 = h0 + %lldLL, w1 = w0 + %lldLL;\n"
+        "        h0 = h0 < 0 ? 0 : h0; w0 = w0 < 0 ? 0 : w0;\n"
+        "        h1 = h1 > P_H ? P_H : h1; w1 = w1 > P_W ? P_W : w1;\n"
+        "        float sum = 0.0f, mx = MC_NINF;\n"
+        "        for (i64 h = h0; h < h1; h++)\n"
+        "            for (i64 w = w0; w < w1; w++) {\n"
+        "                float v = v%d((plane * P_H + h) * P_W + w, 0.0f, MC_ARGS);\n"
+        "                sum += v; mx = mc_max_nan(v, mx);\n"
+        "            }\n"
+        "        i64 cnt = (h1 - h0) * (w1 - w0);\n"
+        "        float r = %s;\n"
+        "        epilogue(o, r, MC_ARGS);\n"
+        "    }\n"
+        "}\n",
+        (long long)(N * C * OH * OW), (long long)OW, (long long)OW, (long long)OH, (long long)OH,
+        (long long)OW, (long long)str[0], (long long)pads[0], (long long)str[1], (long long)pads[1],
+        (long long)kern[0], (long long)kern[1], x->id,
+        avg ? "cnt > 0 ? sum / (float)cnt : 0.0f" : "mx");
+    set_launch(k, grid_for(N * C * OH * OW, THREADS), 1, THREADS, 0);
+    return finish(k, &b, &e);
+}
+
+/* --------------------------------------------------------------- conv2d */
+
+/* Direct convolution: a thread per output element (n, oc, oh, ow), f32
+ * accumulation over (ci, kh, kw) of its group, bias, then the fused
+ * epilogue (relu, ...). Weights are read through the read-only cache. */
+bool cg_gen_conv2d(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
+    (void)t;
+    mcir_kernel_plan *kp = k->kp;
+    const mcir_node *n = kp->anchor;
+    const mcir_tensor *x = n->inputs[0], *w = n->inputs[1], *y = n->outputs[0];
+    const mcir_tensor *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    if (x->rank != 4 || w->rank != 4) {
+        cg_error(d, kp, "conv2d needs NCHW input and OIHW weights");
+        return false;
+    }
+    static const int64_t ones[2] = {1, 1}, zeros[4] = {0, 0, 0, 0};
+    int64_t str[2], pads[4], dil[2];
+    ints_or(n, "strides", 2, ones, str);
+    ints_or(n, "pads", 4, zeros, pads);
+    ints_or(n, "dilations", 2, ones, dil);
+    int64_t groups = mcir_node_int(n, "groups");
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t O = w->shape[0], KH = w->shape[2], KW = w->shape[3], OH = y->shape[2], OW = y->shape[3];
+    int64_t cg = C / groups, og = O / groups;
+    cg_sb b = {0};
+    cg_emitter e;
+    cg_begin_source(&b, kp);
+    cg_emitter_init(&e, kp, &b, y, d);
+    cg_emit_value(&e, x);
+    cg_emit_value(&e, w);
+    if (bias) cg_emit_value(&e, bias);
+    cg_emit_epilogue(&e, 1);
+    if (!e.ok) return finish(k, &b, &e);
+    cg_sb_printf(&b,
+        "#define CV_C %lldLL\n#define CV_H %lldLL\n#define CV_W %lldLL\n#define CV_O %lldLL\n"
+        "#define CV_KH %lldLL\n#define CV_KW %lldLL\n#define CV_OH %lldLL\n#define CV_OW %lldLL\n"
+        "#define CV_CG %lldLL\n#define CV_OG %lldLL\n#define CV_SH %lldLL\n#define CV_SW %lldLL\n"
+        "#define CV_PT %lldLL\n#define CV_PL %lldLL\n#define CV_DH %lldLL\n#define CV_DW %lldLL\n",
+        (long long)C, (long long)H, (long long)W, (long long)O, (long long)KH, (long long)KW,
+        (long long)OH, (long long)OW, (long long)cg, (long long)og, (long long)str[0],
+        (long long)str[1], (long long)pads[0], (long long)pads[1], (long long)dil[0],
+        (long long)dil[1]);
+    cg_emit_signature(&b, kp, THREADS);
+    cg_sb_printf(&b,
+        " {\n"
+        "    const i64 total = %lldLL;\n"
+        "    for (i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += (i64)gridDim.x * blockDim.x) {\n"
+        "        i64 ow = o %% CV_OW, oh = (o / CV_OW) %% CV_OH, oc = (o / (CV_OW * CV_OH)) %% CV_O;\n"
+        "        i64 img = o / (CV_OW * CV_OH * CV_O), g = oc / CV_OG;\n"
+        "        float acc = 0.0f;\n"
+        "        for (i64 ci = 0; ci < CV_CG; ci++) {\n"
+        "            const i64 xplane = (img * CV_C + g * CV_CG + ci) * CV_H;\n"
+        "            const i64 wbase = (oc * CV_CG + ci) * CV_KH;\n"
+        "            for (i64 kh = 0; kh < CV_KH; kh++) {\n"
+        "                i64 ih = oh * CV_SH - CV_PT + kh * CV_DH;\n"
+        "                if (ih < 0 || ih >= CV_H) continue;\n"
+        "                for (i64 kw = 0; kw < CV_KW; kw++) {\n"
+        "                    i64 iw = ow * CV_SW - CV_PL + kw * CV_DW;\n"
+        "                    if (iw < 0 || iw >= CV_W) continue;\n"
+        "                    acc += v%d((xplane + ih) * CV_W + iw, 0.0f, MC_ARGS) *\n"
+        "                           v%d((wbase + kh) * CV_KW + kw, 0.0f, MC_ARGS);\n"
+        "                }\n"
+        "            }\n"
+        "        }\n",
+        (long long)(N * O * OH * OW), x->id, w->id);
+    if (bias) {
+        /* bias is [O] (or broadcastable): element oc of its last dim */
+        cg_sb_printf(&b, "        acc += v%d(%s, 0.0f, MC_ARGS);\n", bias->id,
+                     mcir_tensor_numel(bias) == 1 ? "0" : "oc");
+    }
+    cg_sb_puts(&b, "        epilogue(o, acc, MC_ARGS);\n    }\n}\n");
+    set_launch(k, grid_for(N * O * OH * OW, THREADS), 1, THREADS, 0);
+    return finish(k, &b, &e);
+}

@@ -1,0 +1,16 @@
+# codegen/: template compile sweep (NVRTC, no GPU needed) and GPU-vs-CPU
+# runs (skip with 77 where no GPU/driver is present).
+add_library(mcir_codegen_testutil STATIC ${CMAKE_CURRENT_SOURCE_DIR}/codegen_util.c)
+target_link_libraries(mcir_codegen_testutil PUBLIC mcir_codegen)
+mcir_check_test(test_codegen SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_codegen.c
+                LIBS mcir_codegen_testutil)
+set_tests_properties(test_codegen PROPERTIES TIMEOUT 900)
+mcir_check_test(test_gpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu.c
+                LIBS mcir_codegen_testutil)
+set_tests_properties(test_gpu PROPERTIES TIMEOUT 900)
+if(MCIR_SANITIZE)
+  # NVRTC's own allocations are reported by LeakSanitizer; suppressed by
+  # library name only (tests/lsan-codegen.supp).
+  set_property(TEST test_codegen test_gpu APPEND PROPERTY ENVIRONMENT
+    "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan-codegen.supp:print_suppressions=0")
+endif()

@@ -1,0 +1,150 @@
+/* codegen_util.c — see codegen_util.h. */
+#include "codegen_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+mcir_graph *cgt_graph(const char *json) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g = mcir_graph_read_json_string(json, "<test>", &d);
+    MCIR_ASSERT(g != NULL);
+    return g;
+}
+
+static bool in_region(mcir_node **nodes, int n, const mcir_node *x) {
+    for (int i = 0; i < n; i++)
+        if (nodes[i] == x) return true;
+    return false;
+}
+
+static void add_unique(mcir_arena *a, mcir_tensor ***arr, int *n, int *cap, mcir_tensor *t) {
+    for (int i = 0; i < *n; i++)
+        if ((*arr)[i] == t) return;
+    *arr = mcir_arena_grow(a, *arr, cap, *n + 1, sizeof **arr);
+    (*arr)[(*n)++] = t;
+}
+
+static void fill_kernel(mcir_graph *g, mcir_kernel_plan *k, int id, mcir_template tpl,
+                        mcir_node *anchor, mcir_node **nodes, int n) {
+    mcir_arena *a = g->arena;
+    k->id = id;
+    k->tpl = tpl;
+    k->anchor = anchor;
+    k->n_nodes = n;
+    k->nodes = mcir_arena_memdup(a, nodes, sizeof *nodes * (size_t)n);
+    char name[256];
+    snprintf(name, sizeof name, "%s_%s", g->name ? g->name : "g",
+             anchor ? anchor->name : nodes[0]->name);
+    for (char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+            *p = '_';
+    k->name = mcir_arena_strdup(a, name);
+    int cr = 0, cw = 0;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < nodes[i]->n_inputs; j++) {
+            mcir_tensor *t = nodes[i]->inputs[j];
+            if (!t->producer || !in_region(nodes, n, t->producer))
+                add_unique(a, &k->reads, &k->n_reads, &cr, t);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < nodes[i]->n_outputs; j++) {
+            mcir_tensor *t = nodes[i]->outputs[j];
+            bool outside = t->is_output;
+            for (int q = 0; q < g->n_nodes && !outside; q++) {
+                mcir_node *c = g->nodes[q];
+                if (c->dead || in_region(nodes, n, c)) continue;
+                for (int r = 0; r < c->n_inputs; r++)
+                    if (c->inputs[r] == t) outside = true;
+            }
+            if (outside) add_unique(a, &k->writes, &k->n_writes, &cw, t);
+        }
+    k->tiling.n_dims = 0;
+    k->recompute_policy = "recompute_in_consumer";
+    k->registers = k->spill_bytes = -1;
+}
+
+static mcir_plan *plan_new(mcir_graph *g, const char *arch, int n) {
+    mcir_plan *p = mcir_arena_alloc(g->arena, sizeof *p);
+    p->graph = g;
+    p->target = mcir_target_find(arch ? arch : "sm_90");
+    p->n_kernels = n;
+    p->kernels = mcir_arena_alloc(g->arena, sizeof *p->kernels * (size_t)(n ? n : 1));
+    p->alias_root = mcir_arena_alloc(g->arena, sizeof *p->alias_root * (size_t)g->n_tensors);
+    for (int i = 0; i < g->n_tensors; i++) p->alias_root[i] = g->tensors[i];
+    p->arena = g->arena;
+    return p;
+}
+
+static void resolve_aliases(mcir_plan *p) {
+    /* reshape outputs share their input's bytes */
+    for (int i = 0; i < p->n_kernels; i++) {
+        mcir_kernel_plan *k = &p->kernels[i];
+        if (k->tpl != MCIR_TEMPLATE_ALIAS) continue;
+        mcir_node *n = k->nodes[0];
+        mcir_tensor *root = p->alias_root[n->inputs[0]->id];
+        p->alias_root[n->outputs[0]->id] = root;
+    }
+}
+
+mcir_plan *cgt_plan(mcir_graph *g, const char *arch, int n, const cgt_kspec *ks) {
+    mcir_plan *p = plan_new(g, arch, n);
+    for (int i = 0; i < n; i++) {
+        mcir_node *nodes[64];
+        int nn = 0;
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", ks[i].nodes);
+        for (char *s = strtok(buf, ","); s; s = strtok(NULL, ",")) {
+            mcir_node *x = mcir_graph_find_node(g, s);
+            MCIR_ASSERT(x != NULL && nn < 64);
+            nodes[nn++] = x;
+        }
+        mcir_node *anchor = ks[i].anchor ? mcir_graph_find_node(g, ks[i].anchor) : NULL;
+        fill_kernel(g, &p->kernels[i], i, ks[i].tpl, anchor, nodes, nn);
+    }
+    resolve_aliases(p);
+    return p;
+}
+
+static mcir_template template_of(mcir_op op) {
+    switch (op) {
+    case MCIR_OP_MATMUL: return MCIR_TEMPLATE_MATMUL;
+    case MCIR_OP_ATTENTION: return MCIR_TEMPLATE_STREAMING_ATTENTION;
+    case MCIR_OP_SOFTMAX: case MCIR_OP_LAYERNORM: case MCIR_OP_RMSNORM:
+        return MCIR_TEMPLATE_STREAMING_NORM;
+    case MCIR_OP_REDUCE_SUM: case MCIR_OP_REDUCE_MEAN: case MCIR_OP_REDUCE_MAX:
+        return MCIR_TEMPLATE_REDUCE;
+    case MCIR_OP_TRANSPOSE: case MCIR_OP_SLICE: case MCIR_OP_CONCAT: case MCIR_OP_SPLIT:
+        return MCIR_TEMPLATE_COPY;
+    case MCIR_OP_RESHAPE: return MCIR_TEMPLATE_ALIAS;
+    case MCIR_OP_MAX_POOL2D: case MCIR_OP_AVG_POOL2D: case MCIR_OP_GLOBAL_AVG_POOL:
+        return MCIR_TEMPLATE_POOL;
+    case MCIR_OP_CONV2D: return MCIR_TEMPLATE_CONV2D;
+    default: return MCIR_TEMPLATE_ELEMENTWISE;
+    }
+}
+
+mcir_plan *cgt_plan_naive(mcir_graph *g, const char *arch) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) n += !g->nodes[i]->dead;
+    mcir_plan *p = plan_new(g, arch, n);
+    int k = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        mcir_node *x = g->nodes[i];
+        if (x->dead) continue;
+        mcir_template t = template_of(x->op);
+        fill_kernel(g, &p->kernels[k], k, t, t == MCIR_TEMPLATE_ELEMENTWISE ? NULL : x, &x, 1);
+        if (t == MCIR_TEMPLATE_ELEMENTWISE) p->kernels[k].anchor = x;
+        k++;
+    }
+    resolve_aliases(p);
+    return p;
+}
+
+void cgt_temp_cache(char *dir, size_t n) {
+    char tmpl[] = "/tmp/mcir-cache-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    MCIR_ASSERT(d != NULL);
+    snprintf(dir, n, "%s", d);
+    setenv("MCIR_CACHE_DIR", dir, 1);
+}

@@ -1,0 +1,27 @@
+/*
+ * codegen_util.h — helpers for the codegen tests: graphs from JSON text and
+ * hand-made kernel plans (one region per kernel, reads and writes derived
+ * from the region boundary), so templates can be compiled and run without
+ * the kernel planner. The plan lives in the graph's arena.
+ */
+#ifndef MCIR_TESTS_CODEGEN_UTIL_H
+#define MCIR_TESTS_CODEGEN_UTIL_H
+
+#include "codegen/codegen.h"
+
+typedef struct cgt_kspec {
+    mcir_template tpl;
+    const char *anchor;     /* node name, may be NULL (elementwise / copy) */
+    const char *nodes;      /* comma-separated node names of the region */
+} cgt_kspec;
+
+mcir_graph *cgt_graph(const char *json);
+/* A plan of the given kernels (in order) for target arch. */
+mcir_plan *cgt_plan(mcir_graph *g, const char *arch, int n, const cgt_kspec *ks);
+/* The naive plan: every node its own kernel, template from its op; reshape
+ * is an alias of its input. */
+mcir_plan *cgt_plan_naive(mcir_graph *g, const char *arch);
+/* Makes a fresh temporary cache directory and points MCIR_CACHE_DIR at it. */
+void cgt_temp_cache(char *dir, size_t n);
+
+#endif
