@@ -105,6 +105,9 @@ int64_t mcir_memplan_plan_best(const mcir_memplan_instance *inst,
         }
         if (st.optimal && h == best)
             stats->optimal = true;
+        if (inst->stop_when_fits && inst->capacity > 0 &&
+            best <= inst->capacity)
+            break;
     }
     if (best == inst->lower_bound)
         stats->optimal = true;
@@ -626,6 +629,7 @@ mcir_memplan_status mcir_memplan_run(const mcir_memplan_problem *problem,
         if (p == 0)
             r->lower_bound_bytes = s.inst.lower_bound;
         s.inst.deadline = mcir_memplan_now() + limit;
+        s.inst.stop_when_fits = options && options->stop_when_fits;
         mcir_memplan_stats stats = {0};
         int64_t h = planner->plan(&s.inst, offs, &stats);
         memplan_inst_free(&s);

@@ -76,6 +76,8 @@ typedef struct mcir_memplan_problem {
 typedef struct mcir_memplan_options {
     const char *planner; /* a name from the table; NULL = "best" */
     double time_limit_s; /* budget of the exact search; <= 0 = 10 s */
+    bool stop_when_fits; /* with bounded pools: stop improving a plan once
+                            it fits (a decision, not an optimisation) */
 } mcir_memplan_options;
 
 typedef enum mcir_memplan_status {
@@ -140,6 +142,7 @@ typedef struct mcir_memplan_instance {
     int64_t capacity;    /* 0 = unbounded; a target the exact search aims at */
     int64_t lower_bound; /* largest live total at one step */
     double deadline;     /* mcir_memplan_now() value when search must stop */
+    bool stop_when_fits; /* capacity > 0: any plan within it will do */
 } mcir_memplan_instance;
 
 typedef struct mcir_memplan_stats {

@@ -540,7 +540,8 @@ int64_t mcir_memplan_plan_exact(const mcir_memplan_instance *in,
     free(trial);
     stats->optimal = best == in->lower_bound;
     stats->nodes = 0;
-    if (stats->optimal)
+    if (stats->optimal ||
+        (in->stop_when_fits && in->capacity > 0 && best <= in->capacity))
         return best;
     exact ex;
     if (!exact_init(&ex, in)) {
@@ -559,6 +560,8 @@ int64_t mcir_memplan_plan_exact(const mcir_memplan_instance *in,
             lo = proven = in->capacity + 1;
         }
     }
+    if (in->stop_when_fits && in->capacity > 0 && best <= in->capacity)
+        lo = best; /* the caller asked only for a fit */
     while (lo < best && !ex.oom) {
         double now = mcir_memplan_now(), left = in->deadline - now;
         if (left <= 1e-3)

@@ -22,6 +22,8 @@ static void memplan_tool_usage(FILE *out)
             "  --planner NAME     planner to use (default best); "
             "'--planner help' lists them\n"
             "  --time-limit SEC   budget of the exact search (default 10)\n"
+            "  --fit-only         stop as soon as a placement fits "
+            "--capacity\n"
             "  -o FILE            write the placement to FILE (default "
             "stdout)\n"
             "INPUT.csv has the header id,lower,upper,size; '-' reads stdin.\n");
@@ -41,6 +43,7 @@ int main(int argc, char **argv)
     const char *input = NULL, *output = NULL, *planner = "best";
     int64_t capacity = 0;
     double time_limit = 10.0;
+    bool fit_only = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
@@ -80,6 +83,8 @@ int main(int argc, char **argv)
                 return memplan_tool_usage_error(
                     "--time-limit '%s' is not a positive number of seconds",
                     argv[i]);
+        } else if (strcmp(a, "--fit-only") == 0) {
+            fit_only = true;
         } else if (strcmp(a, "-o") == 0) {
             if (!has_value)
                 return memplan_tool_usage_error("%s needs a value", a);
@@ -110,7 +115,8 @@ int main(int argc, char **argv)
                                     .n_pools = 1,
                                     .alignment = 1};
     mcir_memplan_options options = {.planner = planner,
-                                    .time_limit_s = time_limit};
+                                    .time_limit_s = time_limit,
+                                    .stop_when_fits = fit_only};
     mcir_memplan_result res;
     mcir_memplan_status st = mcir_memplan_run(&problem, &options, &res);
     int rc = 0;
