@@ -1,0 +1,738 @@
+/*
+ * partition.c — the kernel partition: a rewritten graph becomes kernels in
+ * execution order. One kernel per fused region (nodes sharing a group ≥ 0,
+ * else one node), reshapes become aliases (no kernel, same bytes),
+ * transposes fold into the kernels that can read (or, after attention,
+ * write) through strides, and what remains is a COPY kernel. Liveness over
+ * the kernel order is computed here too.
+ *
+ * Invariants: kernels are in an order where every tensor is written before
+ * it is read; a region's intermediates that nothing outside reads are
+ * `internal` (never in memory); every tensor a kernel touches in memory is
+ * in its reads or writes with an access saying how (permutation, strides).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernelplan/plan-impl.h"
+
+/* ------------------------------------------------------- template table */
+
+/* How an anchor op is lowered. `rank` decides the anchor of a fused
+ * region: the member with the highest rank gives the template. */
+typedef struct op_lowering {
+    int rank;                    /* 0: not set (elementwise by flags) */
+    mcir_template tpl;
+    mcir_streaming_state state;
+} op_lowering;
+
+static const op_lowering op_lowerings[MCIR_OP_COUNT] = {
+    [MCIR_OP_ATTENTION] = {100, MCIR_TEMPLATE_STREAMING_ATTENTION, MCIR_STREAM_SOFTMAX},
+    [MCIR_OP_CONV2D] = {90, MCIR_TEMPLATE_CONV2D, MCIR_STREAM_NONE},
+    [MCIR_OP_MATMUL] = {80, MCIR_TEMPLATE_MATMUL, MCIR_STREAM_NONE},
+    [MCIR_OP_LAYERNORM] = {70, MCIR_TEMPLATE_STREAMING_NORM, MCIR_STREAM_WELFORD},
+    [MCIR_OP_RMSNORM] = {70, MCIR_TEMPLATE_STREAMING_NORM, MCIR_STREAM_SUM_SQUARES},
+    [MCIR_OP_SOFTMAX] = {70, MCIR_TEMPLATE_STREAMING_NORM, MCIR_STREAM_SOFTMAX},
+    [MCIR_OP_REDUCE_SUM] = {60, MCIR_TEMPLATE_REDUCE, MCIR_STREAM_NONE},
+    [MCIR_OP_REDUCE_MEAN] = {60, MCIR_TEMPLATE_REDUCE, MCIR_STREAM_NONE},
+    [MCIR_OP_REDUCE_MAX] = {60, MCIR_TEMPLATE_REDUCE, MCIR_STREAM_NONE},
+    [MCIR_OP_MAX_POOL2D] = {50, MCIR_TEMPLATE_POOL, MCIR_STREAM_NONE},
+    [MCIR_OP_AVG_POOL2D] = {50, MCIR_TEMPLATE_POOL, MCIR_STREAM_NONE},
+    [MCIR_OP_GLOBAL_AVG_POOL] = {50, MCIR_TEMPLATE_POOL, MCIR_STREAM_NONE},
+    [MCIR_OP_TRANSPOSE] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
+    [MCIR_OP_SLICE] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
+    [MCIR_OP_CONCAT] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
+    [MCIR_OP_SPLIT] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
+    [MCIR_OP_RESHAPE] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE}, /* only when it must copy */
+};
+
+static op_lowering lowering_of(mcir_op op) {
+    op_lowering l = op_lowerings[op];
+    if (l.rank == 0) l = (op_lowering){10, MCIR_TEMPLATE_ELEMENTWISE, MCIR_STREAM_NONE};
+    return l;
+}
+
+const char *mcir_template_name(mcir_template t) {
+    static const char *const names[] = {
+#define X(id, name) name,
+        MCIR_TEMPLATES(X)
+#undef X
+    };
+    MCIR_ASSERT(t >= 0 && t < MCIR_TEMPLATE_COUNT);
+    return names[t];
+}
+
+static const struct {
+    const char *name;
+    const char *fields[4];
+} stream_states[] = {
+    [MCIR_STREAM_NONE] = {"none", {NULL}},
+    [MCIR_STREAM_SOFTMAX] = {"softmax_state", {"running_max", "running_sum", NULL}},
+    [MCIR_STREAM_WELFORD] = {"welford", {"count", "mean", "m2", NULL}},
+    [MCIR_STREAM_SUM_SQUARES] = {"sum_squares", {"sum_sq", NULL}},
+};
+
+const char *mcir_streaming_state_name(mcir_streaming_state s) {
+    MCIR_ASSERT(s >= MCIR_STREAM_NONE && s <= MCIR_STREAM_SUM_SQUARES);
+    return stream_states[s].name;
+}
+
+const char *const *mcir_streaming_state_fields(mcir_streaming_state s) {
+    MCIR_ASSERT(s >= MCIR_STREAM_NONE && s <= MCIR_STREAM_SUM_SQUARES);
+    return stream_states[s].fields;
+}
+
+char *mcir_plan_bytes_str(mcir_arena *a, int64_t b) {
+    if (b >= (int64_t)1 << 30 && b % ((int64_t)1 << 20) == 0)
+        return mcir_arena_printf(a, "%.4g GiB", (double)b / (1 << 30));
+    if (b >= (int64_t)1 << 20)
+        return mcir_arena_printf(a, "%.4g MiB", (double)b / (1 << 20));
+    if (b >= 1024) return mcir_arena_printf(a, "%.4g KiB", (double)b / 1024);
+    return mcir_arena_printf(a, "%lld B", (long long)b);
+}
+
+/* ------------------------------------------------------------ node roles */
+
+/* What becomes of a node. */
+typedef enum node_role {
+    ROLE_KERNEL,       /* member of a kernel's region */
+    ROLE_ALIAS,        /* reshape (or data-free transpose): same bytes */
+    ROLE_FOLD_IN,      /* transpose read through strides by every consumer */
+    ROLE_FOLD_OUT,     /* transpose written through strides by its producer */
+} node_role;
+
+typedef struct part_ctx {
+    const mcir_graph *g;
+    mcir_plan *p;
+    mcir_trace *trace;
+    mcir_diag *d;
+    int n_order;
+    mcir_node **order;   /* live nodes, topological */
+    int *pos;            /* by node id: position in order (-1: dead) */
+    node_role *role;     /* by node id */
+    int *unit_of;        /* by node id: region index (-1: none) */
+} part_ctx;
+
+static mcir_loc node_loc(const mcir_node *n) { return n->loc; }
+
+/* Stable topological order of the live nodes: as early as inputs allow,
+ * ties in g->nodes order (the graph's own order when it is sorted). */
+static bool topo_order(part_ctx *c) {
+    const mcir_graph *g = c->g;
+    int n = g->n_nodes;
+    int *indeg = calloc((size_t)n + 1, sizeof *indeg);
+    bool *done = calloc((size_t)n + 1, sizeof *done);
+    MCIR_ASSERT(indeg && done);
+    c->order = mcir_arena_alloc(c->p->arena, ((size_t)n + 1) * sizeof *c->order);
+    c->pos = mcir_arena_alloc(c->p->arena, ((size_t)n + 1) * sizeof *c->pos);
+    for (int i = 0; i < n; i++) c->pos[i] = -1;
+    int live = 0;
+    for (int i = 0; i < n; i++) {
+        const mcir_node *v = g->nodes[i];
+        if (v->dead) continue;
+        live++;
+        for (int j = 0; j < v->n_inputs; j++) {
+            const mcir_node *pr = v->inputs[j]->producer;
+            if (pr && !pr->dead) indeg[i]++;
+        }
+    }
+    /* O(n^2) in the worst case, linear for a graph already sorted. */
+    int k = 0;
+    while (k < live) {
+        int pick = -1;
+        for (int t = 0; t < n; t++) {
+            if (!g->nodes[t]->dead && !done[t] && indeg[t] == 0) { pick = t; break; }
+        }
+        if (pick < 0) {
+            free(indeg);
+            free(done);
+            mcir_error(c->d, (mcir_loc){g->path, 0, 0}, "graph '%s' has a cycle; cannot plan kernels",
+                       g->name);
+            return false;
+        }
+        done[pick] = true;
+        mcir_node *v = g->nodes[pick];
+        c->pos[pick] = k;
+        c->order[k++] = v;
+        for (int o = 0; o < v->n_outputs; o++) {
+            for (int t = 0; t < n; t++) {
+                const mcir_node *u = g->nodes[t];
+                if (u->dead || done[t]) continue;
+                for (int j = 0; j < u->n_inputs; j++)
+                    if (u->inputs[j] == v->outputs[o]) indeg[t]--;
+            }
+        }
+    }
+    c->n_order = k;
+    free(indeg);
+    free(done);
+    return true;
+}
+
+static bool tensor_external(const mcir_tensor *t) {
+    return t->kind != MCIR_TENSOR_INTERMEDIATE || t->is_output;
+}
+
+/* perm of a transpose node into out[], returns the rank. */
+static int node_perm(const mcir_node *n, int *out) {
+    const int64_t *perm;
+    int r = mcir_node_ints(n, "perm", &perm);
+    int rank = n->inputs[0]->rank;
+    MCIR_ASSERT(r == rank && rank <= MCIR_MAX_RANK);
+    for (int i = 0; i < r; i++) out[i] = (int)(perm[i] < 0 ? perm[i] + rank : perm[i]);
+    return r;
+}
+
+/* A transpose that only moves size-1 dims keeps C-order bytes. */
+static bool perm_moves_no_data(const mcir_node *n) {
+    int perm[MCIR_MAX_RANK];
+    int r = node_perm(n, perm);
+    int last = -1;
+    for (int i = 0; i < r; i++) {
+        if (n->inputs[0]->shape[perm[i]] == 1) continue;
+        if (perm[i] < last) return false;
+        last = perm[i];
+    }
+    return true;
+}
+
+static bool perm_swaps_last_two(const mcir_node *n) {
+    int perm[MCIR_MAX_RANK];
+    int r = node_perm(n, perm);
+    if (r < 2) return false;
+    for (int i = 0; i < r - 2; i++)
+        if (perm[i] != i) return false;
+    return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
+}
+
+static bool perm_keeps_last(const mcir_node *n) {
+    int perm[MCIR_MAX_RANK];
+    int r = node_perm(n, perm);
+    return r >= 1 && perm[r - 1] == r - 1;
+}
+
+static json_t *legality(const char *check, bool ok, const char *detail) {
+    return json_pack("{s:s, s:b, s:s}", "check", check, "ok", ok, "detail", detail);
+}
+
+static json_t *names_of(mcir_node *const *nodes, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_string(nodes[i]->name));
+    return a;
+}
+
+static void trace_fold(part_ctx *c, const mcir_node *t, const char *rule, bool applied,
+                       json_t *checks, const char *into) {
+    if (!c->trace) { json_decref(checks); return; }
+    json_t *r = json_object();
+    json_object_set_new(r, "stage", json_string("plan"));
+    json_object_set_new(r, "rule", json_string(rule));
+    json_object_set_new(r, "property", json_null());
+    json_object_set_new(r, "anchor", json_string(t->name));
+    json_object_set_new(r, "matched", json_pack("[s]", t->name));
+    json_object_set_new(r, "legality", checks);
+    json_object_set_new(r, "decision", json_string(applied ? "applied" : "rejected"));
+    if (applied && into) json_object_set_new(r, "result", json_pack("[s]", into));
+    mcir_trace_append(c->trace, r);
+}
+
+/* Can consumer u read t's output (input index j) through strides? */
+static bool consumer_folds(const mcir_node *t, const mcir_node *u, int j, const char **why) {
+    if (u->group >= 0 && u->op != MCIR_OP_MATMUL && u->op != MCIR_OP_ATTENTION) {
+        *why = "consumer is neither matmul nor attention";
+        return false;
+    }
+    if (u->op == MCIR_OP_MATMUL) {
+        if (j > 1) { *why = "not a matmul operand"; return false; }
+        if (!perm_swaps_last_two(t)) {
+            *why = "matmul folds only a swap of the last two dims (transpose flag)";
+            return false;
+        }
+        return true;
+    }
+    if (u->op == MCIR_OP_ATTENTION) {
+        if (j > 2) { *why = "the mask is read as given"; return false; }
+        if (!perm_keeps_last(t)) {
+            *why = "attention folds only permutations that keep the head dim innermost";
+            return false;
+        }
+        return true;
+    }
+    *why = "consumer is neither matmul nor attention";
+    return false;
+}
+
+/* Classifies every live node: alias, folded transpose, or kernel member;
+ * fills alias_root along the way (topological order: inputs are final). */
+static void classify(part_ctx *c) {
+    const mcir_graph *g = c->g;
+    mcir_plan *p = c->p;
+    mcir_arena *a = p->arena;
+    for (int i = 0; i < c->n_order; i++) {
+        mcir_node *v = c->order[i];
+        c->role[v->id] = ROLE_KERNEL;
+        bool view = v->op == MCIR_OP_RESHAPE ||
+                    (v->op == MCIR_OP_TRANSPOSE && v->group < 0 && perm_moves_no_data(v));
+        if (view) {
+            mcir_tensor *in = v->inputs[0], *out = v->outputs[0];
+            mcir_tensor *root = p->alias_root[in->id];
+            bool out_ext = tensor_external(out), root_ext = tensor_external(root);
+            if (out_ext && root_ext) {
+                /* two allocations that must both exist: copy */
+                json_t *ck = json_array();
+                json_array_append_new(ck, legality("bytes_owned_once", false,
+                    mcir_arena_printf(a, "'%s' and '%s' are both graph inputs, weights or "
+                                      "outputs and keep their own storage",
+                                      root->name, out->name)));
+                trace_fold(c, v, "alias", false, ck, NULL);
+                continue;
+            }
+            if (out_ext) {
+                /* the producer writes straight into the output's storage */
+                for (int t = 0; t < g->n_tensors; t++)
+                    if (p->alias_root[t] == root) p->alias_root[t] = out;
+                p->alias_root[out->id] = out;
+            } else {
+                p->alias_root[out->id] = root;
+            }
+            c->role[v->id] = ROLE_ALIAS;
+            p->alias_nodes[p->n_alias_nodes++] = v;
+            json_t *ck = json_array();
+            json_array_append_new(ck, legality("same_bytes", true,
+                mcir_arena_printf(a, "%s keeps C-order bytes: '%s' shares the storage of '%s'",
+                                  mcir_op_name(v->op), out->name,
+                                  p->alias_root[out->id]->name)));
+            trace_fold(c, v, "alias", true, ck, p->alias_root[out->id]->name);
+            continue;
+        }
+        if (v->op != MCIR_OP_TRANSPOSE || v->group >= 0) continue;
+
+        mcir_tensor *out = v->outputs[0], *in = v->inputs[0];
+        /* into the producer: attention writes the head-merge layout */
+        mcir_node *pr = in->producer;
+        if (pr && !pr->dead && pr->op == MCIR_OP_ATTENTION && !tensor_external(in) &&
+            mcir_graph_consumers(g, in, NULL, 0) == 1 && perm_keeps_last(v) &&
+            c->role[pr->id] == ROLE_KERNEL) {
+            c->role[v->id] = ROLE_FOLD_OUT;
+            json_t *ck = json_array();
+            json_array_append_new(ck, legality("single_consumer", true,
+                mcir_arena_printf(a, "'%s' is read only by this transpose", in->name)));
+            json_array_append_new(ck, legality("head_dim_innermost", true,
+                "the permutation keeps the last dim, so attention stores rows with strides"));
+            trace_fold(c, v, "fold_transpose", true, ck, pr->name);
+            continue;
+        }
+        /* into every consumer, or not at all */
+        int nc = mcir_graph_consumers(g, out, NULL, 0);
+        mcir_node **cons = mcir_arena_alloc(a, ((size_t)nc + 1) * sizeof *cons);
+        mcir_graph_consumers(g, out, cons, nc);
+        json_t *ck = json_array();
+        bool ok = nc > 0 && !tensor_external(out);
+        if (tensor_external(out))
+            json_array_append_new(ck, legality("not_graph_output", false,
+                mcir_arena_printf(a, "'%s' is a graph output and must be stored", out->name)));
+        if (nc == 0) json_array_append_new(ck, legality("has_consumer", false, "nothing reads it"));
+        for (int u = 0; u < nc && ok; u++) {
+            for (int j = 0; j < cons[u]->n_inputs; j++) {
+                if (cons[u]->inputs[j] != out) continue;
+                const char *why = NULL;
+                bool f = consumer_folds(v, cons[u], j, &why);
+                json_array_append_new(ck, legality("consumer_reads_strided", f,
+                    f ? mcir_arena_printf(a, "'%s' (%s) reads input %d through strides",
+                                          cons[u]->name, mcir_op_name(cons[u]->op), j)
+                      : mcir_arena_printf(a, "'%s' (%s): %s", cons[u]->name,
+                                          mcir_op_name(cons[u]->op), why)));
+                if (!f) { ok = false; break; }
+            }
+        }
+        if (ok) c->role[v->id] = ROLE_FOLD_IN;
+        trace_fold(c, v, "fold_transpose", ok, ck, ok ? cons[0]->name : NULL);
+    }
+}
+
+/* ----------------------------------------------------------- the regions */
+
+typedef struct region {
+    int group;            /* -1: a single node */
+    int n, cap;
+    mcir_node **nodes;    /* members (kernel role and folded-out transposes) */
+    int min_pos;
+    bool placed;
+} region;
+
+static void region_add(mcir_arena *a, region *r, mcir_node *v, int pos) {
+    r->nodes = mcir_arena_grow(a, r->nodes, &r->cap, r->n + 1, sizeof *r->nodes);
+    r->nodes[r->n++] = v;
+    if (pos < r->min_pos) r->min_pos = pos;
+}
+
+/* The region that produces t, seen through aliases and folded-in
+ * transposes (-1: none — an input or weight). */
+static int producing_region(part_ctx *c, const mcir_tensor *t) {
+    for (;;) {
+        const mcir_node *pr = t->producer;
+        if (!pr || pr->dead) return -1;
+        if (c->role[pr->id] == ROLE_ALIAS || c->role[pr->id] == ROLE_FOLD_IN) {
+            t = pr->inputs[0];
+            continue;
+        }
+        return c->unit_of[pr->id];
+    }
+}
+
+static const int *sort_pos;   /* qsort has no context argument */
+static int cmp_by_pos(const void *x, const void *y) {
+    const mcir_node *a = *(mcir_node *const *)x, *b = *(mcir_node *const *)y;
+    return sort_pos[a->id] - sort_pos[b->id];
+}
+
+static void compute_strides(const mcir_tensor *t, int64_t *s) {
+    int64_t acc = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        s[i] = acc;
+        acc *= t->shape[i];
+    }
+}
+
+static void access_init(mcir_kernel_access *x, mcir_tensor *tensor, mcir_tensor *logical,
+                        mcir_node *folded, const int *perm) {
+    x->tensor = tensor;
+    x->logical = logical;
+    x->folded = folded;
+    x->rank = logical->rank;
+    int64_t st[MCIR_MAX_RANK];
+    compute_strides(tensor, st);
+    for (int k = 0; k < logical->rank; k++) {
+        x->perm[k] = perm ? perm[k] : k;
+        x->strides[k] = st[x->perm[k]];
+    }
+}
+
+typedef struct kbuild {
+    mcir_arena *a;
+    int n_reads, cap_reads, n_writes, cap_writes, n_internal, cap_internal;
+    mcir_tensor **reads, **writes, **internal;
+    mcir_kernel_access *racc, *wacc;
+    int cap_racc, cap_wacc;
+} kbuild;
+
+static void add_read(kbuild *b, mcir_tensor *tensor, mcir_tensor *logical, mcir_node *folded,
+                     const int *perm) {
+    for (int i = 0; i < b->n_reads; i++)
+        if (b->racc[i].logical == logical) return;
+    b->reads = mcir_arena_grow(b->a, b->reads, &b->cap_reads, b->n_reads + 1, sizeof *b->reads);
+    b->racc = mcir_arena_grow(b->a, b->racc, &b->cap_racc, b->n_reads + 1, sizeof *b->racc);
+    b->reads[b->n_reads] = tensor;
+    access_init(&b->racc[b->n_reads], tensor, logical, folded, perm);
+    b->n_reads++;
+}
+
+static void add_write(kbuild *b, mcir_tensor *tensor, mcir_tensor *logical, mcir_node *folded,
+                      const int *perm) {
+    b->writes = mcir_arena_grow(b->a, b->writes, &b->cap_writes, b->n_writes + 1,
+                                sizeof *b->writes);
+    b->wacc = mcir_arena_grow(b->a, b->wacc, &b->cap_wacc, b->n_writes + 1, sizeof *b->wacc);
+    b->writes[b->n_writes] = tensor;
+    access_init(&b->wacc[b->n_writes], tensor, logical, folded, perm);
+    b->n_writes++;
+}
+
+static void add_internal(kbuild *b, mcir_tensor *t) {
+    b->internal = mcir_arena_grow(b->a, b->internal, &b->cap_internal, b->n_internal + 1,
+                                  sizeof *b->internal);
+    b->internal[b->n_internal++] = t;
+}
+
+static bool in_region(part_ctx *c, const mcir_node *v, int unit) {
+    return c->unit_of[v->id] == unit;
+}
+
+/* A C identifier from the graph and anchor names, unique in the plan. */
+static const char *kernel_name(part_ctx *c, const mcir_node *anchor) {
+    mcir_arena *a = c->p->arena;
+    char *s = mcir_arena_printf(a, "%s_%s", c->g->name ? c->g->name : "graph", anchor->name);
+    for (char *q = s; *q; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9')))
+            *q = '_';
+    if (s[0] >= '0' && s[0] <= '9') s = mcir_arena_printf(a, "k_%s", s);
+    const char *name = s;
+    for (int n = 2;; n++) {
+        bool taken = false;
+        for (int k = 0; k < c->p->n_kernels; k++)
+            if (c->p->kernels[k].name && strcmp(c->p->kernels[k].name, name) == 0) taken = true;
+        if (!taken) return name;
+        name = mcir_arena_printf(a, "%s_%d", s, n);
+    }
+}
+
+/* Fills kernel k from region r (unit index u). */
+static void build_kernel(part_ctx *c, mcir_kernel_plan *k, region *r, int u) {
+    mcir_arena *a = c->p->arena;
+    const mcir_graph *g = c->g;
+    kbuild b = {.a = a};
+
+    /* nodes: members plus the transposes folded into their reads */
+    int n_nodes = 0, cap_nodes = 0;
+    mcir_node **nodes = NULL;
+    for (int i = 0; i < r->n; i++) {
+        mcir_node *v = r->nodes[i];
+        for (int j = 0; j < v->n_inputs; j++) {
+            mcir_node *pr = v->inputs[j]->producer;
+            if (!pr || pr->dead || c->role[pr->id] != ROLE_FOLD_IN) continue;
+            bool dup = false;
+            for (int q = 0; q < n_nodes; q++) dup |= nodes[q] == pr;
+            if (dup) continue;
+            nodes = mcir_arena_grow(a, nodes, &cap_nodes, n_nodes + 1, sizeof *nodes);
+            nodes[n_nodes++] = pr;
+        }
+        nodes = mcir_arena_grow(a, nodes, &cap_nodes, n_nodes + 1, sizeof *nodes);
+        nodes[n_nodes++] = v;
+    }
+    sort_pos = c->pos;
+    qsort(nodes, (size_t)n_nodes, sizeof *nodes, cmp_by_pos);
+    k->n_nodes = n_nodes;
+    k->nodes = nodes;
+
+    /* anchor: highest rank, first in order */
+    mcir_node *anchor = NULL;
+    int best = -1;
+    for (int i = 0; i < n_nodes; i++) {
+        mcir_node *v = nodes[i];
+        if (!in_region(c, v, u) || c->role[v->id] == ROLE_FOLD_OUT) continue;
+        int rk = lowering_of(v->op).rank;
+        if (rk > best) { best = rk; anchor = v; }
+    }
+    MCIR_ASSERT(anchor);
+    op_lowering low = lowering_of(anchor->op);
+    k->anchor = anchor;
+    k->tpl = low.tpl;
+    k->streaming_state = low.state;
+
+    /* reads: in order of first use */
+    for (int i = 0; i < r->n; i++) {
+        mcir_node *v = r->nodes[i];
+        for (int j = 0; j < v->n_inputs; j++) {
+            mcir_tensor *t = v->inputs[j];
+            mcir_node *pr = t->producer;
+            if (pr && !pr->dead && in_region(c, pr, u)) continue;     /* internal */
+            if (pr && !pr->dead && c->role[pr->id] == ROLE_FOLD_IN) {
+                int perm[MCIR_MAX_RANK];
+                node_perm(pr, perm);
+                add_read(&b, pr->inputs[0], t, pr, perm);
+            } else {
+                add_read(&b, t, t, NULL, NULL);
+            }
+        }
+    }
+    /* writes and internals */
+    for (int i = 0; i < r->n; i++) {
+        mcir_node *v = r->nodes[i];
+        for (int o = 0; o < v->n_outputs; o++) {
+            mcir_tensor *t = v->outputs[o];
+            if (c->role[v->id] == ROLE_FOLD_OUT) {
+                int perm[MCIR_MAX_RANK], inv[MCIR_MAX_RANK];
+                int rank = node_perm(v, perm);
+                for (int q = 0; q < rank; q++) inv[perm[q]] = q;
+                add_write(&b, t, v->inputs[0], v, inv);
+                continue;
+            }
+            bool outside = tensor_external(t);
+            int nc = mcir_graph_consumers(g, t, NULL, 0);
+            mcir_node **cons = mcir_arena_alloc(a, ((size_t)nc + 1) * sizeof *cons);
+            mcir_graph_consumers(g, t, cons, nc);
+            for (int q = 0; q < nc; q++)
+                if (!in_region(c, cons[q], u)) outside = true;
+            if (nc == 0) outside = true;   /* stored even if unused: the template writes it */
+            if (outside) add_write(&b, t, t, NULL, NULL);
+            else add_internal(&b, t);
+        }
+    }
+    k->n_reads = b.n_reads;
+    k->reads = b.reads;
+    k->read_access = b.racc;
+    k->n_writes = b.n_writes;
+    k->writes = b.writes;
+    k->write_access = b.wacc;
+    k->n_internal = b.n_internal;
+    k->internal = b.internal;
+
+    if (k->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION) k->recompute_policy = "stream_tiles";
+    else if (k->tpl == MCIR_TEMPLATE_STREAMING_NORM) k->recompute_policy = "stream_rows";
+    else if (k->n_internal > 0) k->recompute_policy = "recompute_in_consumer";
+    else k->recompute_policy = "none";
+
+    if (k->tpl == MCIR_TEMPLATE_MATMUL) {
+        k->trans_a = mcir_node_bool(anchor, "transpose_a");
+        k->trans_b = mcir_node_bool(anchor, "transpose_b");
+        for (int j = 0; j < 2; j++) {
+            const mcir_kernel_access *x = mcir_kernel_access_of(k, anchor->inputs[j]);
+            if (x && x->folded) {
+                if (j == 0) k->trans_a = !k->trans_a;
+                else k->trans_b = !k->trans_b;
+            }
+        }
+    }
+    k->registers = -1;
+    k->spill_bytes = -1;
+    k->name = kernel_name(c, anchor);
+}
+
+const mcir_kernel_access *mcir_kernel_access_of(const mcir_kernel_plan *k,
+                                                const mcir_tensor *logical) {
+    for (int i = 0; i < k->n_reads; i++)
+        if (k->read_access[i].logical == logical) return &k->read_access[i];
+    for (int i = 0; i < k->n_writes; i++)
+        if (k->write_access[i].logical == logical) return &k->write_access[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------- liveness */
+
+static void liveness(mcir_plan *p) {
+    const mcir_graph *g = p->graph;
+    for (int t = 0; t < g->n_tensors; t++) p->first_use[t] = p->last_use[t] = -1;
+    for (int k = 0; k < p->n_kernels; k++) {
+        const mcir_kernel_plan *kp = &p->kernels[k];
+        for (int i = 0; i < kp->n_writes; i++) {
+            int r = p->alias_root[kp->writes[i]->id]->id;
+            if (p->first_use[r] < 0) p->first_use[r] = k;
+            if (p->last_use[r] < k) p->last_use[r] = k;
+        }
+        for (int i = 0; i < kp->n_reads; i++) {
+            int r = p->alias_root[kp->reads[i]->id]->id;
+            if (p->last_use[r] < k) p->last_use[r] = k;
+        }
+    }
+    /* graph outputs read after the last kernel are not in the arena; an
+     * alias reports its root's range */
+    for (int t = 0; t < g->n_tensors; t++) {
+        int r = p->alias_root[t]->id;
+        p->first_use[t] = p->first_use[r];
+        p->last_use[t] = p->last_use[r];
+    }
+}
+
+/* ---------------------------------------------------------------- build */
+
+static void trace_kernel(part_ctx *c, const mcir_kernel_plan *k) {
+    if (!c->trace) return;
+    json_t *r = json_object();
+    json_object_set_new(r, "stage", json_string("plan"));
+    json_object_set_new(r, "rule", json_string("partition"));
+    json_object_set_new(r, "property", json_null());
+    json_object_set_new(r, "anchor", json_string(k->anchor->name));
+    json_object_set_new(r, "matched", names_of(k->nodes, k->n_nodes));
+    json_object_set_new(r, "legality", json_array());
+    json_object_set_new(r, "decision", json_string("applied"));
+    json_object_set_new(r, "result", json_pack("[s]", k->name));
+    json_object_set_new(r, "template", json_string(mcir_template_name(k->tpl)));
+    json_object_set_new(r, "reason", json_string(k->tiling.reason ? k->tiling.reason : ""));
+    mcir_trace_append(c->trace, r);
+}
+
+mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_trace *trace,
+                           mcir_diag *d) {
+    MCIR_ASSERT(g && target);
+    mcir_arena *a = mcir_arena_new();
+    mcir_plan *p = mcir_arena_alloc(a, sizeof *p);
+    p->arena = a;
+    p->graph = g;
+    p->target = target;
+    size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
+    p->first_use = mcir_arena_alloc(a, nt * sizeof *p->first_use);
+    p->last_use = mcir_arena_alloc(a, nt * sizeof *p->last_use);
+    p->alias_root = mcir_arena_alloc(a, nt * sizeof *p->alias_root);
+    p->alias_nodes = mcir_arena_alloc(a, nn * sizeof *p->alias_nodes);
+    for (int t = 0; t < g->n_tensors; t++) {
+        MCIR_ASSERT(g->tensors[t]->id == t);
+        p->alias_root[t] = g->tensors[t];
+    }
+
+    part_ctx c = {.g = g, .p = p, .trace = trace, .d = d};
+    c.role = mcir_arena_alloc(a, nn * sizeof *c.role);
+    c.unit_of = mcir_arena_alloc(a, nn * sizeof *c.unit_of);
+    for (int i = 0; i < g->n_nodes; i++) {
+        MCIR_ASSERT(g->nodes[i]->id == i);
+        c.unit_of[i] = -1;
+    }
+    if (!topo_order(&c)) goto fail;
+    classify(&c);
+
+    /* regions: groups, single nodes; folded-out transposes join their producer */
+    int n_regions = 0, cap_regions = 0;
+    region *regions = NULL;
+    for (int i = 0; i < c.n_order; i++) {
+        mcir_node *v = c.order[i];
+        if (c.role[v->id] != ROLE_KERNEL) continue;
+        int u = -1;
+        if (v->group >= 0)
+            for (int q = 0; q < n_regions; q++)
+                if (regions[q].group == v->group) { u = q; break; }
+        if (u < 0) {
+            regions = mcir_arena_grow(a, regions, &cap_regions, n_regions + 1, sizeof *regions);
+            u = n_regions++;
+            regions[u] = (region){.group = v->group, .min_pos = c.n_order};
+        }
+        region_add(a, &regions[u], v, i);
+        c.unit_of[v->id] = u;
+    }
+    for (int i = 0; i < c.n_order; i++) {
+        mcir_node *v = c.order[i];
+        if (c.role[v->id] != ROLE_FOLD_OUT) continue;
+        int u = c.unit_of[v->inputs[0]->producer->id];
+        region_add(a, &regions[u], v, i);
+        c.unit_of[v->id] = u;
+    }
+
+    /* order regions: a region runs once every region it reads from ran;
+     * among the ready ones, the earliest in the graph order */
+    p->kernels = mcir_arena_alloc(a, ((size_t)n_regions + 1) * sizeof *p->kernels);
+    for (int placed = 0; placed < n_regions; placed++) {
+        int pick = -1;
+        for (int u = 0; u < n_regions; u++) {
+            if (regions[u].placed) continue;
+            bool ready = true;
+            for (int i = 0; i < regions[u].n && ready; i++) {
+                mcir_node *v = regions[u].nodes[i];
+                for (int j = 0; j < v->n_inputs && ready; j++) {
+                    int w = producing_region(&c, v->inputs[j]);
+                    if (w >= 0 && w != u && !regions[w].placed) ready = false;
+                }
+            }
+            if (ready && (pick < 0 || regions[u].min_pos < regions[pick].min_pos)) pick = u;
+        }
+        if (pick < 0) {
+            for (int u = 0; u < n_regions; u++)
+                if (!regions[u].placed && regions[u].group >= 0) {
+                    mcir_error(d, node_loc(regions[u].nodes[0]),
+                               "fusion group %d (node '%s' and %d more) cannot be one kernel: "
+                               "a node outside the group lies between its members",
+                               regions[u].group, regions[u].nodes[0]->name, regions[u].n - 1);
+                    break;
+                }
+            goto fail;
+        }
+        regions[pick].placed = true;
+        sort_pos = c.pos;
+        qsort(regions[pick].nodes, (size_t)regions[pick].n, sizeof *regions[pick].nodes,
+              cmp_by_pos);
+        mcir_kernel_plan *k = &p->kernels[p->n_kernels];
+        k->id = p->n_kernels;
+        build_kernel(&c, k, &regions[pick], pick);
+        p->n_kernels++;
+    }
+
+    for (int k = 0; k < p->n_kernels; k++) {
+        if (!mcir_plan_choose_tiling(p, &p->kernels[k], d)) goto fail;
+        trace_kernel(&c, &p->kernels[k]);
+    }
+    liveness(p);
+    return p;
+fail:
+    mcir_arena_free(a);
+    return NULL;
+}
+
+void mcir_plan_free(mcir_plan *p) {
+    if (p) mcir_arena_free(p->arena);
+}

@@ -1,0 +1,10 @@
+# The kernel partition, tiling, memory plan, checker and writers
+# (mcir_kernelplan); the planner algorithms are mcir_memplan
+# (kernelplan/CMakeLists.txt).
+add_library(mcir_kernelplan STATIC
+  ${PROJECT_SOURCE_DIR}/kernelplan/partition.c
+  ${PROJECT_SOURCE_DIR}/kernelplan/tiling.c
+  ${PROJECT_SOURCE_DIR}/kernelplan/memory.c
+  ${PROJECT_SOURCE_DIR}/kernelplan/plan_json.c
+  ${PROJECT_SOURCE_DIR}/kernelplan/svg.c)
+target_link_libraries(mcir_kernelplan PUBLIC mcir_core mcir_memplan mcir_target)

@@ -1,0 +1,153 @@
+/*
+ * plan_json.c — the `plan` and `memory` artifacts (spec/mcirc-cli.md):
+ * field names are a contract; fields beyond the contract are additions
+ * documented in docs/kernelplan.md.
+ */
+#include "kernelplan/plan-impl.h"
+
+static json_t *int_array(const int64_t *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+static json_t *tensor_names(mcir_tensor *const *t, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_string(t[i]->name));
+    return a;
+}
+
+static json_t *access_json(const mcir_kernel_access *x) {
+    json_t *o = json_object();
+    json_object_set_new(o, "tensor", json_string(x->tensor->name));
+    json_object_set_new(o, "logical", json_string(x->logical->name));
+    json_object_set_new(o, "folded", json_string(x->folded->name));
+    json_t *perm = json_array();
+    for (int k = 0; k < x->rank; k++) json_array_append_new(perm, json_integer(x->perm[k]));
+    json_object_set_new(o, "perm", perm);
+    json_object_set_new(o, "strides", int_array(x->strides, x->rank));
+    return o;
+}
+
+static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(k->name));
+    json_t *nodes = json_array();
+    for (int i = 0; i < k->n_nodes; i++) json_array_append_new(nodes, json_string(k->nodes[i]->name));
+    json_object_set_new(o, "nodes", nodes);
+    json_object_set_new(o, "anchor", json_string(k->anchor->name));
+    json_object_set_new(o, "template", json_string(mcir_template_name(k->tpl)));
+
+    const mcir_tiling *ti = &k->tiling;
+    json_t *ts = json_object();
+    json_t *tile = json_object();
+    for (int i = 0; i < ti->n_dims; i++)
+        json_object_set_new(tile, ti->dim_names[i], json_integer(ti->block_tile[i]));
+    json_object_set_new(ts, "block_tile", tile);
+    json_object_set_new(ts, "warps", json_integer(ti->warps));
+    json_object_set_new(ts, "stages", json_integer(ti->stages));
+    json_object_set_new(ts, "vector_width", json_integer(ti->vector_width));
+    json_object_set_new(ts, "working_set_bytes", json_integer(ti->working_set_bytes));
+    json_object_set_new(ts, "blocks_per_sm", json_integer(ti->blocks_per_sm));
+    json_object_set_new(ts, "registers_estimate", json_integer(ti->registers_estimate));
+    json_object_set_new(ts, "reason", json_string(ti->reason ? ti->reason : ""));
+    json_object_set_new(o, "tiling_strategy", ts);
+
+    json_object_set_new(o, "recompute_policy", json_string(k->recompute_policy));
+    json_t *ss = json_object();
+    json_object_set_new(ss, "kind", json_string(mcir_streaming_state_name(k->streaming_state)));
+    json_t *per_row = json_array();
+    for (const char *const *f = mcir_streaming_state_fields(k->streaming_state); *f; f++)
+        json_array_append_new(per_row, json_string(*f));
+    json_object_set_new(ss, "per_row", per_row);
+    json_object_set_new(o, "streaming_state", ss);
+
+    json_object_set_new(o, "reads", tensor_names(k->reads, k->n_reads));
+    json_object_set_new(o, "writes", tensor_names(k->writes, k->n_writes));
+    json_object_set_new(o, "internal", tensor_names(k->internal, k->n_internal));
+    json_t *views = json_array();
+    for (int i = 0; i < k->n_reads; i++)
+        if (k->read_access[i].folded) json_array_append_new(views, access_json(&k->read_access[i]));
+    for (int i = 0; i < k->n_writes; i++)
+        if (k->write_access[i].folded)
+            json_array_append_new(views, access_json(&k->write_access[i]));
+    json_object_set_new(o, "strided_views", views);
+    if (k->tpl == MCIR_TEMPLATE_MATMUL) {
+        json_object_set_new(o, "transpose_a", json_boolean(k->trans_a));
+        json_object_set_new(o, "transpose_b", json_boolean(k->trans_b));
+    }
+
+    json_object_set_new(o, "grid", int_array(k->grid, 3));
+    int64_t block[3] = {k->block[0], k->block[1], k->block[2]};
+    json_object_set_new(o, "block", int_array(block, 3));
+    json_object_set_new(o, "smem_bytes", json_integer(k->smem_bytes));
+    json_object_set_new(o, "scratch_bytes", json_integer(k->scratch_bytes));
+    if (k->registers >= 0) json_object_set_new(o, "registers", json_integer(k->registers));
+    if (k->spill_bytes >= 0) json_object_set_new(o, "spill_bytes", json_integer(k->spill_bytes));
+    (void)p;
+    return o;
+}
+
+static bool dump(json_t *root, FILE *out) {
+    int rc = json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (rc != 0) return false;
+    fputc('\n', out);
+    return !ferror(out);
+}
+
+bool mcir_plan_write_json(const mcir_plan *p, FILE *out) {
+    json_t *root = json_object();
+    json_object_set_new(root, "arch", json_string(p->target->name));
+    json_object_set_new(root, "graph", json_string(p->graph->name));
+    json_t *ks = json_array();
+    for (int k = 0; k < p->n_kernels; k++)
+        json_array_append_new(ks, kernel_json(p, &p->kernels[k]));
+    json_object_set_new(root, "kernels", ks);
+    json_t *aliases = json_array();
+    for (int i = 0; i < p->n_alias_nodes; i++) {
+        const mcir_node *n = p->alias_nodes[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "node", json_string(n->name));
+        json_object_set_new(o, "template", json_string(mcir_template_name(MCIR_TEMPLATE_ALIAS)));
+        json_object_set_new(o, "tensor", json_string(n->outputs[0]->name));
+        json_object_set_new(o, "root", json_string(p->alias_root[n->outputs[0]->id]->name));
+        json_array_append_new(aliases, o);
+    }
+    json_object_set_new(root, "aliases", aliases);
+    return dump(root, out);
+}
+
+bool mcir_memory_plan_write_json(const mcir_memory_plan *m, const mcir_plan *p, FILE *out) {
+    (void)p;
+    json_t *root = json_object();
+    json_object_set_new(root, "planner", json_string(m->planner));
+    json_object_set_new(root, "algorithm", json_string(m->algorithm));
+    json_object_set_new(root, "optimal", json_boolean(m->optimal));
+    json_object_set_new(root, "alignment", json_integer(m->alignment));
+    json_object_set_new(root, "arena_bytes", json_integer(m->arena_bytes));
+    json_object_set_new(root, "lower_bound_bytes", json_integer(m->lower_bound_bytes));
+    json_t *pools = json_array();
+    for (int i = 0; i < m->n_pools; i++)
+        json_array_append_new(pools, json_pack("{s:s, s:I, s:I}", "name", m->pool_names[i],
+                                               "capacity", (json_int_t)m->pool_capacity[i],
+                                               "bytes", (json_int_t)m->pool_bytes[i]));
+    json_object_set_new(root, "pools", pools);
+    json_t *bufs = json_array();
+    for (int i = 0; i < m->n_buffers; i++) {
+        const mcir_buffer_plan *b = &m->buffers[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "tensor", json_string(b->name));
+        json_object_set_new(o, "size", json_integer(b->size));
+        json_object_set_new(o, "offset", json_integer(b->offset));
+        json_object_set_new(o, "first", json_integer(b->first));
+        json_object_set_new(o, "last", json_integer(b->last));
+        json_object_set_new(o, "pool", json_string(m->pool_names[b->pool]));
+        json_object_set_new(o, "kind", json_string(b->tensor ? "tensor" : "scratch"));
+        if (b->share_with >= 0)
+            json_object_set_new(o, "inplace_of", json_string(m->buffers[b->share_with].name));
+        json_array_append_new(bufs, o);
+    }
+    json_object_set_new(root, "buffers", bufs);
+    return dump(root, out);
+}
