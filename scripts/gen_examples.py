@@ -676,7 +676,7 @@ def generate(name, fn, dtype):
         if bad.any() or not np.isfinite(e).all():
             raise SystemExit("%s: numpy interpreter disagrees with PyTorch on %s: max abs err %g"
                              % (name, o, err.max()))
-    print("%-16s %5d nodes  outputs %s  max rel err (numpy interp vs torch) %.2e  %.1fs" % (
+    print("%-16s %5d nodes  outputs %s  numpy interp vs torch: max |d|/(|ref|+atol) %.2e  %.1fs" % (
         name, len(g.nodes), ", ".join("%s%s" % (o, shapes[o]) for o in g.outputs), worst, time.time() - t0))
     entry = {"graph": "%s/graph.json" % name, "dtype": dtype,
              "inputs": {n: "%s/inputs/%s.npy" % (name, n) for n in given},
