@@ -39,12 +39,24 @@ typedef struct tensor_decl {
     int kind_pv, dtype_pv, shape_pv;
 } tensor_decl;
 
+/* A message held back so that all of them come out in source order. */
+typedef struct held_error {
+    mcir_loc loc;
+    int seq;
+    char *text;
+} held_error;
+
 typedef struct reader {
     mcir_graph *g;
     mcir_diag *d;
     const char *path;
     mcir_json_pos *pos;
     int n_errors;
+    held_error *held;
+    int n_held, cap_held;
+    /* Some tensor declaration could not be read (no usable name, or a list
+     * that is not a list): "unknown tensor" would only echo that error. */
+    bool names_incomplete;
     /* Which declaration made each tensor, by tensor id ("input", "node 'a'"). */
     const char **made_by;
     int cap_made_by;
@@ -54,12 +66,43 @@ static void err(reader *r, mcir_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void err(reader *r, mcir_loc loc, const char *fmt, ...) {
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    mcir_verror(r->d, loc, "error", fmt, ap);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    r->d->n_errors++;
+    char *text = malloc((size_t)(n > 0 ? n : 0) + 1);
+    MCIR_ASSERT(text);
+    vsnprintf(text, (size_t)(n > 0 ? n : 0) + 1, fmt, ap2);
+    va_end(ap2);
+    if (r->n_held == r->cap_held) {
+        r->cap_held = r->cap_held ? r->cap_held * 2 : 16;
+        r->held = realloc(r->held, (size_t)r->cap_held * sizeof *r->held);
+        MCIR_ASSERT(r->held);
+    }
+    r->held[r->n_held] = (held_error){loc, r->n_held, text};
+    r->n_held++;
     r->n_errors++;
+}
+
+static int held_cmp(const void *a, const void *b) {
+    const held_error *x = a, *y = b;
+    if (x->loc.line != y->loc.line) return x->loc.line < y->loc.line ? -1 : 1;
+    if (x->loc.col != y->loc.col) return x->loc.col < y->loc.col ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Prints the held messages in source order (those without a position
+ * first). */
+static void flush_errors(reader *r) {
+    if (r->n_held) qsort(r->held, (size_t)r->n_held, sizeof *r->held, held_cmp);
+    for (int i = 0; i < r->n_held; i++) {
+        mcir_error(r->d, r->held[i].loc, "%s", r->held[i].text);
+        free(r->held[i].text);
+    }
+    free(r->held);
+    r->held = NULL;
+    r->n_held = r->cap_held = 0;
 }
 
 static mcir_loc at(reader *r, int pv) { return mcir_json_pos_loc(r->pos, pv, r->path); }
@@ -111,6 +154,9 @@ static void suggest_try(suggest *s, const char *cand) {
     int dist = edit_distance(s->word, cand);
     int limit = (int)strlen(s->word) / 3;
     if (limit < 2) limit = 2;
+    size_t nw = strlen(s->word), nc = strlen(cand);
+    if (nw >= 3 && nc >= 3 && strncmp(s->word, cand, nw < nc ? nw : nc) == 0 && dist > limit)
+        dist = limit; /* "epsilon" for "eps" */
     if (dist <= limit && (!s->best || dist < s->dist)) {
         s->best = cand;
         s->dist = dist;
@@ -311,16 +357,16 @@ static void set_made_by(reader *r, mcir_tensor *t, const char *by) {
 
 static const char *made_by(reader *r, const mcir_tensor *t) {
     if (t->id < r->cap_made_by && r->made_by[t->id]) return r->made_by[t->id];
-    return mcir_tensor_kind_name(t->kind);
+    return t->kind == MCIR_TENSOR_INPUT ? "the input" : t->kind == MCIR_TENSOR_WEIGHT ? "the weight"
+                                                                                   : "a tensor";
 }
 
-/* Reports that `name` is taken by tensor t. */
-static void report_taken(reader *r, int pv, const char *who, const mcir_tensor *t) {
-    if (t->loc.line > 0)
-        err(r, at(r, pv), "%s: name '%s' is already used by %s (at %d:%d)", who, t->name,
-            made_by(r, t), t->loc.line, t->loc.col);
-    else
-        err(r, at(r, pv), "%s: name '%s' is already used by %s", who, t->name, made_by(r, t));
+/* Reports that a declaration (`what`, e.g. "output 'x'" or "the name")
+ * takes the name of tensor t. */
+static void report_taken(reader *r, int pv, const char *who, const char *what,
+                         const mcir_tensor *t) {
+    err(r, at(r, pv), "%s: %s clashes with %s declared at %d:%d", who, what,
+        made_by(r, t), t->loc.line, t->loc.col);
 }
 
 static const char *tensor_name(reader *r, json_t *obj, int opv, const char *what, size_t idx,
@@ -360,8 +406,9 @@ static bool check_value_shape(reader *r, json_t *v, int pv, const char *who, con
         return false;
     }
     if ((int64_t)json_array_size(v) != t->shape[dim]) {
-        err(r, at(r, pv), "%s: 'value' has %zu elements along dimension %d, shape says %lld", who,
-            json_array_size(v), dim, (long long)t->shape[dim]);
+        err(r, at(r, pv), "%s: 'value' has %zu element%s along dimension %d, shape says %lld",
+            who, json_array_size(v), json_array_size(v) == 1 ? "" : "s", dim,
+            (long long)t->shape[dim]);
         return false;
     }
     bool ok = true;
@@ -450,6 +497,7 @@ static void read_tensor_list(reader *r, json_t *list, int lpv, bool weights) {
     if (!json_is_array(list)) {
         err(r, at(r, lpv), "'%s' must be a list, got %s", weights ? "weights" : "inputs",
             json_kind(list));
+        r->names_incomplete = true;
         return;
     }
     for (size_t i = 0; i < json_array_size(list); i++) {
@@ -457,6 +505,7 @@ static void read_tensor_list(reader *r, json_t *list, int lpv, bool weights) {
         int opv = mcir_json_pos_index(r->pos, lpv, i);
         if (!json_is_object(obj)) {
             err(r, at(r, opv), "%s #%zu must be an object, got %s", what, i, json_kind(obj));
+            r->names_incomplete = true;
             continue;
         }
         int name_pv;
@@ -483,10 +532,13 @@ static void read_tensor_list(reader *r, json_t *list, int lpv, bool weights) {
             err(r, at_key(r, value_pv), "%s: give at most one of 'data' and 'value'", who);
             ok = false;
         }
-        if (!name) continue;
+        if (!name) {
+            r->names_incomplete = true;
+            continue;
+        }
         mcir_tensor *old = mcir_graph_find_tensor(r->g, name);
         if (old) {
-            report_taken(r, name_pv, who, old);
+            report_taken(r, name_pv, who, "its name", old);
             continue;
         }
         if (!ok) {
@@ -574,10 +626,14 @@ static void read_node_pass1(reader *r, node_rec *nr, size_t i, strset *node_name
     }
 
     json_t *outs = required(r, obj, nr->pv, "outputs", &pv, nr->who);
-    if (!outs) return;
+    if (!outs) {
+        r->names_incomplete = true;
+        return;
+    }
     if (!json_is_array(outs) || json_array_size(outs) == 0) {
         err(r, at(r, pv), "%s: 'outputs' must be a non-empty list of tensor names, got %s",
             nr->who, json_is_array(outs) ? "an empty list" : json_kind(outs));
+        r->names_incomplete = true;
         return;
     }
     nr->n_outputs = (int)json_array_size(outs);
@@ -591,13 +647,15 @@ static void read_node_pass1(reader *r, node_rec *nr, size_t i, strset *node_name
             err(r, at(r, opv), "%s: output %zu must be a non-empty tensor name, got %s", nr->who,
                 k, json_is_string(o) ? "an empty string" : json_kind(o));
             nr->outputs_ok = false;
+            r->names_incomplete = true;
             continue;
         }
         const char *tn = json_string_value(o);
         mcir_tensor *old = mcir_graph_find_tensor(r->g, tn);
         if (old) {
             if (old->kind == MCIR_TENSOR_INPUT || old->kind == MCIR_TENSOR_WEIGHT)
-                report_taken(r, opv, nr->who, old);
+                report_taken(r, opv, nr->who,
+                             mcir_arena_printf(r->g->arena, "output '%s'", tn), old);
             else
                 err(r, at(r, opv), "%s: tensor '%s' is produced twice (already by %s at %d:%d)",
                     nr->who, tn, made_by(r, old), old->loc.line, old->loc.col);
@@ -817,7 +875,9 @@ static bool read_node_pass2(reader *r, node_rec *nr) {
             }
             const char *tn = json_string_value(in);
             inputs[k] = mcir_graph_find_tensor(r->g, tn);
-            if (!inputs[k]) {
+            if (!inputs[k] && r->names_incomplete) {
+                ok = false;
+            } else if (!inputs[k]) {
                 suggest s = {.word = tn};
                 for (int t = 0; t < r->g->n_tensors; t++)
                     if (r->g->tensors[t]) suggest_try(&s, r->g->tensors[t]->name);
@@ -943,6 +1003,7 @@ static void read_outputs(reader *r, json_t *outs, int pv) {
         }
         const char *tn = json_string_value(o);
         mcir_tensor *t = mcir_graph_find_tensor(r->g, tn);
+        if (!t && r->names_incomplete) continue;
         if (!t) {
             suggest s = {.word = tn};
             for (int k = 0; k < r->g->n_tensors; k++)
@@ -981,7 +1042,8 @@ static tensor_decl *read_tensors(reader *r, json_t *obj, int pv, int *n_decls) {
         mcir_tensor *t = mcir_graph_find_tensor(r->g, name);
         const char *who = mcir_arena_printf(r->g->arena, "tensors: '%s'", name);
         if (!t) {
-            err(r, at_key(r, rpv), "%s is not an input, weight or node output", who);
+            if (!r->names_incomplete)
+                err(r, at_key(r, rpv), "%s is not an input, weight or node output", who);
             continue;
         }
         if (!json_is_object(rec)) {
@@ -1108,8 +1170,12 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
                   : stem_of(g->arena, path);
 
     json_t *inputs = member(&r, root, rpv, "inputs", &pv);
-    if (!inputs) err(&r, at(&r, rpv), "missing required field 'inputs'");
-    else read_tensor_list(&r, inputs, pv, false);
+    if (!inputs) {
+        err(&r, at(&r, rpv), "missing required field 'inputs'");
+        r.names_incomplete = true;
+    } else {
+        read_tensor_list(&r, inputs, pv, false);
+    }
     json_t *weights = member(&r, root, rpv, "weights", &pv);
     if (weights) read_tensor_list(&r, weights, pv, true);
 
@@ -1123,9 +1189,11 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
     if (!nodes) {
         err(&r, at(&r, rpv), "missing required field 'nodes'");
         structure_ok = false;
+        r.names_incomplete = true;
     } else if (!json_is_array(nodes)) {
         err(&r, at(&r, npv), "'nodes' must be a list, got %s", json_kind(nodes));
         structure_ok = false;
+        r.names_incomplete = true;
     } else {
         n_nodes = json_array_size(nodes);
         recs = calloc(n_nodes ? n_nodes : 1, sizeof *recs);
@@ -1136,6 +1204,7 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
             if (!json_is_object(recs[i].obj)) {
                 err(&r, at(&r, recs[i].pv), "node #%zu must be an object, got %s", i,
                     json_kind(recs[i].obj));
+                r.names_incomplete = true;
                 recs[i].obj = NULL;
                 structure_ok = false;
                 continue;
@@ -1162,11 +1231,13 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
     json_t *tensors = member(&r, root, rpv, "tensors", &pv);
     if (tensors) decls = read_tensors(&r, tensors, pv, &n_decls);
 
+    flush_errors(&r);
     if (structure_ok && r.n_errors == 0 && mcir_graph_sort(g, d) && mcir_graph_infer(g, d) &&
         mcir_graph_verify(g, d))
         check_tensor_decls(&r, decls, n_decls);
     else if (structure_ok && r.n_errors == 0)
         r.n_errors++; /* sort, infer or verify reported it */
+    flush_errors(&r);
 
     free(recs);
     strset_free(&node_names);

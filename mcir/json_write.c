@@ -249,9 +249,13 @@ static json_t *node_json(const mcir_node *n) {
     return o;
 }
 
-static bool listed(const mcir_tensor *t) {
-    if (t->kind == MCIR_TENSOR_INPUT || t->kind == MCIR_TENSOR_WEIGHT) return true;
-    return t->producer && !t->producer->dead;
+static void add_tensor_record(json_t *tensors, const mcir_tensor *t) {
+    json_t *rec = json_object();
+    json_object_set_new(rec, "dtype", json_string(mcir_dtype_name(t->dtype)));
+    if (t->rank >= 0) json_object_set_new(rec, "shape", shape_json(t));
+    json_object_set_new(rec, "kind", json_string(mcir_tensor_kind_name(t->kind)));
+    json_object_set_new(rec, "memory_state", json_string(mcir_memory_state_name(t->memory_state)));
+    json_object_set_new(tensors, t->name, rec);
 }
 
 bool mcir_graph_write_json(const mcir_graph *g, FILE *out) {
@@ -291,18 +295,15 @@ bool mcir_graph_write_json(const mcir_graph *g, FILE *out) {
         json_array_append_new(outputs, json_string(g->outputs[i]->name));
     json_object_set_new(root, "outputs", outputs);
 
+    /* Inputs, weights, then node outputs in node order: the order a
+     * reader's declarations reproduce, so round trips are stable. */
     json_t *tensors = json_object();
-    for (int i = 0; i < g->n_tensors; i++) {
-        const mcir_tensor *t = g->tensors[i];
-        if (!t || !listed(t)) continue;
-        json_t *rec = json_object();
-        json_object_set_new(rec, "dtype", json_string(mcir_dtype_name(t->dtype)));
-        if (t->rank >= 0) json_object_set_new(rec, "shape", shape_json(t));
-        json_object_set_new(rec, "kind", json_string(mcir_tensor_kind_name(t->kind)));
-        json_object_set_new(rec, "memory_state",
-                            json_string(mcir_memory_state_name(t->memory_state)));
-        json_object_set_new(tensors, t->name, rec);
-    }
+    for (int i = 0; i < g->n_inputs; i++) add_tensor_record(tensors, g->inputs[i]);
+    for (int i = 0; i < g->n_weights; i++) add_tensor_record(tensors, g->weights[i]);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead)
+            for (int k = 0; k < g->nodes[i]->n_outputs; k++)
+                add_tensor_record(tensors, g->nodes[i]->outputs[k]);
     json_object_set_new(root, "tensors", tensors);
 
     put_value(out, root, 0);

@@ -165,7 +165,11 @@ bool mcir_npy_load(const char *path, mcir_npy *out, char *why, size_t wn) {
     }
     unsigned char pre[12];
     size_t got = fread(pre, 1, 10, f);
-    if (got < 10 || memcmp(pre, NPY_MAGIC, 6) != 0) {
+    if (got < 10) {
+        fail(why, wn, "not a .npy file (%s)", got ? "too short" : "empty");
+        goto done;
+    }
+    if (memcmp(pre, NPY_MAGIC, 6) != 0) {
         fail(why, wn, "not a .npy file (bad magic)");
         goto done;
     }
@@ -215,8 +219,9 @@ bool mcir_npy_load(const char *path, mcir_npy *out, char *why, size_t wn) {
     }
     uint64_t want = pre_len + hlen + (uint64_t)bytes;
     if ((uint64_t)st.st_size != want) {
-        fail(why, wn, "file is %lld bytes, header says %llu (%s, shape of %lld elements)",
-             (long long)st.st_size, (unsigned long long)want, h.descr, (long long)numel);
+        fail(why, wn, "file size is %lld bytes, expected %llu for %lld element%s of %s",
+             (long long)st.st_size, (unsigned long long)want, (long long)numel,
+             numel == 1 ? "" : "s", h.descr);
         goto done;
     }
     out->rank = h.rank;
