@@ -391,8 +391,11 @@ static bool tile_matmul(tile_ctx *c) {
     int64_t K = ra >= 2 ? (ta ? A->shape[ra - 2] : A->shape[ra - 1]) : A->shape[0];
     int64_t N = rb >= 2 ? (tb ? B->shape[rb - 2] : B->shape[rb - 1]) : 1;
     int64_t batch = mcir_tensor_numel(Y) / (M * N > 0 ? M * N : 1);
-    const char *what = c->k->n_nodes > 1
-        ? mcir_arena_printf(c->a, "matmul + %d-node epilogue,", c->k->n_nodes - 1)
+    int epilogue = 0;
+    for (int i = 0; i < c->k->n_nodes; i++)
+        epilogue += c->k->nodes[i] != n && c->k->nodes[i]->op != MCIR_OP_TRANSPOSE;
+    const char *what = epilogue
+        ? mcir_arena_printf(c->a, "matmul + %d-node epilogue,", epilogue)
         : "matmul";
     return tile_gemm(c, M, N, K, batch < 1 ? 1 : batch, A->dtype, what);
 }
@@ -453,15 +456,19 @@ static bool tile_elementwise(tile_ctx *c) {
     int64_t numel = max_write_numel(k);
     mcir_dtype dt = k->anchor->outputs[0]->dtype;
     int vec = vector_width(numel, dt);
-    /* broadcast operands must line up with the vector */
+    /* a broadcast operand must not change inside one vector: same-size and
+     * scalar operands always line up; the others (last dim equal or 1)
+     * need rows that are a multiple of the vector */
+    const mcir_tensor *y = k->write_access[0].logical;
+    for (int i = 1; i < k->n_writes; i++)
+        if (mcir_tensor_numel(k->write_access[i].logical) > mcir_tensor_numel(y))
+            y = k->write_access[i].logical;
+    int64_t row = y->rank ? y->shape[y->rank - 1] : 1;
     for (int i = 0; i < k->n_reads; i++) {
         const mcir_tensor *x = k->read_access[i].logical;
-        if (mcir_tensor_numel(x) == 1 || k->read_access[i].folded) {
-            if (k->read_access[i].folded) vec = 1;
-            continue;
-        }
-        int v = vector_width(x->rank ? x->shape[x->rank - 1] : 1, x->dtype);
-        if (v < vec) vec = v;
+        int64_t nx = mcir_tensor_numel(x);
+        if (k->read_access[i].folded) vec = 1;
+        else if (nx != 1 && nx != numel && row % vec) vec = vector_width(row, dt);
     }
     const char *what = k->n_nodes > 1
         ? mcir_arena_printf(c->a, "fused chain of %d nodes (%d intermediates in registers)",
