@@ -1,2 +1,207 @@
+/*
+ * tpl_attention.c — instantiates the streaming-attention templates
+ * (templates/attention_mma.cuh for f16/bf16, attention_fma.cuh for f32 or
+ * mixed dtypes) from an attention KernelPlan.
+ *
+ * Q, K, V and the mask are read in place through strided views, so head
+ * split / merge transposes and reshapes the planner folded into the region
+ * cost no copy; O is written through the inverse view. Tiles come from the
+ * plan's tiling ("q" / "kv") when the template can honour them.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "codegen/codegen-impl.h"
-bool cg_gen_attention(cg_kernel *k, const mcir_target *t, mcir_diag *d) { (void)k; (void)t; (void)d; return false; }
+
+typedef struct operand {
+    cg_view v;
+    int param;        /* index of the kernel read / write */
+    char pname[8];    /* "r3" / "w0" */
+} operand;
+
+static bool resolve_in(const mcir_kernel_plan *kp, const mcir_tensor *t, operand *op) {
+    if (!cg_view_of_input(kp, t, &op->v)) return false;
+    op->param = cg_read_index(kp, op->v.root);
+    snprintf(op->pname, sizeof op->pname, "r%d", op->param);
+    return op->param >= 0;
+}
+
+/* i64 NAME(i64 b): offset of (batch, head) b over the leading dims `lead`
+ * (rank rl) of the output, for a view whose last two dims are rows/cols
+ * (broadcast: stride 0 where the view lacks the dim or has it as 1). */
+static void emit_offset_fn(cg_sb *b, const char *name, const cg_view *v, int rl, const int64_t *lead,
+                           int vlead) {
+    cg_sb_printf(b, "__device__ __forceinline__ i64 %s(i64 b) {\n    i64 o = %lldLL; (void)b;\n", name,
+                 (long long)v->offset);
+    for (int k = rl - 1; k >= 0; k--) {
+        int vk = k - (rl - vlead);
+        int64_t st = (vk >= 0 && v->shape[vk] != 1) ? v->stride[vk] : 0;
+        if (st) cg_sb_printf(b, "    o += (b %% %lldLL) * %lldLL;\n", (long long)lead[k], (long long)st);
+        cg_sb_printf(b, "    b /= %lldLL;\n", (long long)lead[k]);
+    }
+    cg_sb_puts(b, "    return o;\n}\n");
+}
+
+static bool vec_ok(const cg_view *v, int rl_view, int64_t cols) {
+    if (v->stride[v->rank - 1] != 1 || cols % 8 != 0 || v->offset % 8 != 0) return false;
+    for (int k = 0; k < rl_view + 1; k++)
+        if (v->shape[k] != 1 && v->stride[k] % 8 != 0) return false;
+    return true;
+}
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static int64_t tile_of(const mcir_tiling *t, const char *dim) {
+    for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
+        if (t->dim_names[i] && strcmp(t->dim_names[i], dim) == 0) return t->block_tile[i];
+    return 0;
+}
+
+bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
+    mcir_kernel_plan *kp = k->kp;
+    const mcir_node *n = kp->anchor;
+    if (n->op != MCIR_OP_ATTENTION) {
+        cg_error(d, kp, "the streaming-attention template needs an attention anchor, got '%s'",
+                 mcir_op_name(n->op));
+        return false;
+    }
+    const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2];
+    const mcir_tensor *M = n->n_inputs > 3 ? n->inputs[3] : NULL, *O = n->outputs[0];
+    operand q, kk, v, m, o;
+    const char *bad = NULL;
+    if (!resolve_in(kp, Q, &q)) bad = Q->name;
+    else if (!resolve_in(kp, K, &kk)) bad = K->name;
+    else if (!resolve_in(kp, V, &v)) bad = V->name;
+    else if (M && !resolve_in(kp, M, &m)) bad = M->name;
+    if (bad) {
+        cg_error(d, kp, "attention operand '%s' is neither a kernel read nor a transpose/reshape/slice "
+                        "view of one", bad);
+        return false;
+    }
+    if (!cg_view_of_output(kp, O, &o.v) || (o.param = cg_write_index(kp, o.v.root)) < 0) {
+        cg_error(d, kp, "attention output '%s' must be written directly or through transposes/reshapes",
+                 O->name);
+        return false;
+    }
+    snprintf(o.pname, sizeof o.pname, "w%d", o.param);
+    for (int w = 0; w < kp->n_writes; w++)
+        if (w != o.param) {
+            cg_error(d, kp, "writes '%s' besides the attention output; epilogues after attention are "
+                            "not fused", kp->writes[w]->name);
+            return false;
+        }
+
+    const int rl = O->rank - 2;
+    const int64_t NQ = Q->shape[Q->rank - 2], D = Q->shape[Q->rank - 1];
+    const int64_t NK = K->shape[K->rank - 2], DV = V->shape[V->rank - 1];
+    int64_t NB = 1;
+    for (int i = 0; i < rl; i++) NB *= O->shape[i];
+    float scale = mcir_node_attr(n, "scale") ? (float)mcir_node_float(n, "scale")
+                                              : (float)(1.0 / sqrt((double)D));
+    bool causal = mcir_node_bool(n, "causal");
+    bool mma = Q->dtype != MCIR_DTYPE_F32 && Q->dtype == K->dtype && Q->dtype == V->dtype;
+    if (D % 8 != 0 || DV % 8 != 0) mma = false;   /* the FMA path takes any head dim */
+
+    /* tiles */
+    int warps, bm, bn = 32, rpw = 0;
+    int64_t DP = round_up(D, 16), DVP = round_up(DV, 16);
+    int64_t want_q = tile_of(&kp->tiling, "q"), want_kv = tile_of(&kp->tiling, "kv");
+    if (mma) {
+        bm = 64;
+        bn = DP <= 64 ? 64 : 32;
+        if (want_q >= 16 && want_q <= 128 && want_q % 16 == 0) bm = (int)want_q;
+        if (want_kv >= 16 && want_kv <= 128 && want_kv % 16 == 0) bn = (int)want_kv;
+        if (DVP > 128 && bn > 64) bn = 64;   /* keep the S fragments in registers */
+        warps = bm / 16;
+        k->smem = 2 * ((int64_t)bm * (DP + 8) + (int64_t)bn * (DP + 8) + (int64_t)bn * (DVP + 8));
+    } else {
+        warps = 4;
+        rpw = D > 128 || DV > 128 ? 4 : 8;
+        if (want_q >= 4 && want_q <= 64 && want_q % 4 == 0) rpw = (int)(want_q / 4);
+        bm = warps * rpw;
+        k->smem = 4 * ((int64_t)bm * D + 32 * (D + 1) + 32 * round_up(DV, 32));
+    }
+    int64_t limit = target ? target->smem_per_block_optin : 99 * 1024;
+    if (k->smem > limit) {
+        cg_error(d, kp, "attention tile needs %lld bytes of shared memory, the target allows %lld",
+                 (long long)k->smem, (long long)limit);
+        return false;
+    }
+    int64_t qtiles = (NQ + bm - 1) / bm;
+
+    cg_sb b = {0};
+    cg_emitter e;
+    cg_begin_source(&b, kp);
+    cg_emitter_init(&e, kp, &b, NULL, d);
+    cg_sb_printf(&b,
+        "#define ATT_NQ %lldLL\n#define ATT_NK %lldLL\n#define ATT_D %lld\n#define ATT_DV %lld\n"
+        "#define ATT_DP %lld\n#define ATT_DVP %lld\n#define ATT_NB %lldLL\n#define ATT_QTILES %lldLL\n"
+        "#define ATT_BM %d\n#define ATT_WARPS %d\n#define ATT_CAUSAL %d\n#define ATT_HAS_MASK %d\n",
+        (long long)NQ, (long long)NK, (long long)D, (long long)DV, (long long)DP, (long long)DVP,
+        (long long)NB, (long long)qtiles, bm, warps, causal, M != NULL);
+    if (mma)
+        cg_sb_printf(&b, "#define ATT_BN %d\n#define ATT_BF16 %d\n#define ATT_VEC_Q %s\n"
+                         "#define ATT_VEC_K %s\n#define ATT_VEC_V %s\n",
+                     bn, Q->dtype == MCIR_DTYPE_BF16, vec_ok(&q.v, q.v.rank - 2, D) ? "true" : "false",
+                     vec_ok(&kk.v, kk.v.rank - 2, D) ? "true" : "false",
+                     vec_ok(&v.v, v.v.rank - 2, DV) ? "true" : "false");
+    else
+        cg_sb_printf(&b, "#define ATT_RPW %d\n", rpw);
+    cg_sb_puts(&b, "#define ATT_SCALE ");
+    cg_sb_float(&b, scale);
+    cg_sb_puts(&b, "\n");
+    const struct { const char *p; const operand *op; const mcir_tensor *t; } ops[] = {
+        {"Q", &q, Q}, {"K", &kk, K}, {"V", &v, V}, {"O", &o, O}, {"M", M ? &m : NULL, M}};
+    for (int i = 0; i < 5; i++) {
+        const operand *op = ops[i].op;
+        if (!op) {
+            cg_sb_puts(&b, "#define ATT_M_T float\n#define ATT_LD_M mc_ld_f32\n#define M_SR 0LL\n#define M_SC 0LL\n"
+                           "__device__ __forceinline__ i64 m_off(i64 b) { (void)b; return 0; }\n");
+            continue;
+        }
+        const mcir_tensor *root = op->v.root;
+        cg_sb_printf(&b, "#define ATT_%s_T %s\n", ops[i].p, cg_ctype(root->dtype));
+        cg_sb_printf(&b, i == 3 ? "#define ATT_ST_O mc_st_%s\n" : "#define ATT_LD_%s mc_ld_%s\n",
+                     i == 3 ? cg_dsuffix(root->dtype) : ops[i].p, cg_dsuffix(root->dtype));
+        int r = op->v.rank;
+        int64_t sr = 0, sc = 0;
+        if (i == 4) {
+            /* mask broadcast to [lead.., NQ, NK]: rows / cols may be missing or 1 */
+            if (r >= 2 && op->v.shape[r - 2] != 1) sr = op->v.stride[r - 2];
+            if (r >= 1 && op->v.shape[r - 1] != 1) sc = op->v.stride[r - 1];
+            cg_sb_printf(&b, "#define M_SR %lldLL\n#define M_SC %lldLL\n", (long long)sr, (long long)sc);
+        } else {
+            cg_sb_printf(&b, "#define %s_SR %lldLL\n#define %s_SD %lldLL\n", ops[i].p,
+                         (long long)op->v.stride[r - 2], ops[i].p, (long long)op->v.stride[r - 1]);
+        }
+        char fn[8];
+        snprintf(fn, sizeof fn, "%c_off", ops[i].p[0] + ('a' - 'A'));
+        emit_offset_fn(&b, fn, &op->v, rl, O->shape, r - 2 > 0 ? r - 2 : 0);
+    }
+    if (mma) {
+        /* the mma path is all-16-bit for Q/K/V; the ATT_*_T above must agree */
+        cg_sb_puts(&b, mcir_tpl_attention_mma);
+    } else {
+        cg_sb_puts(&b, mcir_tpl_attention_fma);
+    }
+    int threads = warps * 32;
+    cg_emit_signature(&b, kp, threads);
+    cg_sb_printf(&b, " {\n    mc_attention(%s, %s, %s, %s, %s);\n}\n", q.pname, kk.pname, v.pname,
+                 M ? m.pname : "(const float*)0", o.pname);
+    bool ok = e.ok;
+    cg_emitter_free(&e);
+    if (!ok) {
+        cg_sb_free(&b);
+        return false;
+    }
+    k->source = cg_sb_take(&b);
+    int64_t blocks = NB * qtiles;
+    int64_t sms = target ? target->sm_count : 132;
+    (void)sms;
+    k->grid[0] = blocks < (1ll << 30) ? blocks : (1ll << 30);
+    k->grid[1] = k->grid[2] = 1;
+    k->block[0] = threads;
+    k->block[1] = k->block[2] = 1;
+    return true;
+}

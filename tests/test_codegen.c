@@ -87,6 +87,51 @@ static void build_sweep(void) {
         c->n_kernels = 1;
         c->ks[0] = (cgt_kspec){MCIR_TEMPLATE_ELEMENTWISE, NULL, "a,g,gt,si,p,m,sc"};
     }
+    /* attention: head dims x (plain | causal with odd Nq/Nk | additive mask) */
+    static const int HD[] = {32, 64, 80, 128, 256};
+    for (int t = 0; t < 3; t++)
+        for (int h = 0; h < 5; h++)
+            for (int var = 0; var < 3; var++) {
+                const char *dt = DT[t];
+                int D = HD[h], nq = var == 0 ? 128 : 77, nk = var == 0 ? 128 : 196;
+                snprintf(label, sizeof label, "attention %s d=%d %s", dt, D,
+                         var == 0 ? "plain" : var == 1 ? "causal 77x196" : "mask 77x196");
+                sweep_case *c = add_case(label);
+                c->json = fmt("{\"mcir\":1,\"name\":\"att_%s_%d_%d\",\"inputs\":["
+                              "{\"name\":\"q\",\"dtype\":\"%s\",\"shape\":[2,3,%d,%d]},"
+                              "{\"name\":\"k\",\"dtype\":\"%s\",\"shape\":[2,3,%d,%d]},"
+                              "{\"name\":\"v\",\"dtype\":\"%s\",\"shape\":[2,3,%d,%d]}%s],"
+                              "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"%s],"
+                              "\"outputs\":[\"y\"],\"attrs\":{\"causal\":%s}}],\"outputs\":[\"y\"]}",
+                              dt, D, var, dt, nq, D, dt, nk, D, dt, nk, D,
+                              var == 2 ? fmt(",{\"name\":\"m\",\"dtype\":\"%s\",\"shape\":[2,1,1,%d]}", dt, nk) : "",
+                              var == 2 ? ",\"m\"" : "", var == 1 ? "true" : "false");
+                c->n_kernels = 1;
+                c->ks[0] = (cgt_kspec){MCIR_TEMPLATE_STREAMING_ATTENTION, "at", "at"};
+            }
+    /* attention with head split / merge folded in: reads [B, N, H*D] in place */
+    for (int t = 0; t < 3; t++) {
+        const char *dt = DT[t];
+        snprintf(label, sizeof label, "attention %s head split/merge folded", dt);
+        sweep_case *c = add_case(label);
+        c->json = fmt("{\"mcir\":1,\"name\":\"mha_%s\",\"inputs\":["
+                      "{\"name\":\"xq\",\"dtype\":\"%s\",\"shape\":[2,77,640]},"
+                      "{\"name\":\"xk\",\"dtype\":\"%s\",\"shape\":[2,196,640]},"
+                      "{\"name\":\"xv\",\"dtype\":\"%s\",\"shape\":[2,196,640]}],"
+                      "\"nodes\":["
+                      "{\"name\":\"rq\",\"op\":\"reshape\",\"inputs\":[\"xq\"],\"outputs\":[\"q4\"],\"attrs\":{\"shape\":[2,77,8,80]}},"
+                      "{\"name\":\"tq\",\"op\":\"transpose\",\"inputs\":[\"q4\"],\"outputs\":[\"q\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+                      "{\"name\":\"rk\",\"op\":\"reshape\",\"inputs\":[\"xk\"],\"outputs\":[\"k4\"],\"attrs\":{\"shape\":[2,196,8,80]}},"
+                      "{\"name\":\"tk\",\"op\":\"transpose\",\"inputs\":[\"k4\"],\"outputs\":[\"k\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+                      "{\"name\":\"rv\",\"op\":\"reshape\",\"inputs\":[\"xv\"],\"outputs\":[\"v4\"],\"attrs\":{\"shape\":[2,196,8,80]}},"
+                      "{\"name\":\"tv\",\"op\":\"transpose\",\"inputs\":[\"v4\"],\"outputs\":[\"v\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+                      "{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":[\"o\"]},"
+                      "{\"name\":\"to\",\"op\":\"transpose\",\"inputs\":[\"o\"],\"outputs\":[\"o4\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+                      "{\"name\":\"ro\",\"op\":\"reshape\",\"inputs\":[\"o4\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[2,77,640]}}],"
+                      "\"outputs\":[\"y\"]}", dt, dt, dt, dt);
+        c->n_kernels = 1;
+        c->ks[0] = (cgt_kspec){MCIR_TEMPLATE_STREAMING_ATTENTION, "at", "rq,tq,rk,tk,rv,tv,at,to,ro"};
+    }
 }
 
 typedef struct job {
