@@ -1,0 +1,25 @@
+# Memory planner: the Check suite, and the exit codes of mcir-memplan.
+mcir_check_test(test_memplan SOURCES test_memplan.c LIBS mcir_memplan)
+
+if(TARGET mcir-memplan)
+  set(_mp ${PROJECT_SOURCE_DIR}/tests/data/memplan)
+  set(_mm ${PROJECT_SOURCE_DIR}/bench/data/minimalloc)
+  # Each command is expected to exit with the status in front of it.
+  add_test(NAME memplan_cli_exit_codes COMMAND sh -c "
+    t=$<TARGET_FILE:mcir-memplan>
+    expect() { want=$1; shift; \"$@\" >/dev/null 2>&1; got=$?;
+      [ $got = $want ] || { echo \"exit $got, wanted $want: $*\"; exit 1; }; }
+    expect 0 $t --planner help
+    expect 2 $t
+    expect 2 $t --bogus ${_mp}/good.csv
+    expect 2 $t --planner magic ${_mp}/good.csv
+    expect 2 $t --capacity -5 ${_mp}/good.csv
+    expect 1 $t ${_mp}/not_integer.csv
+    expect 1 $t ${_mp}/huge_sizes.csv
+    expect 1 $t --capacity 10 ${_mp}/good.csv
+    expect 0 $t --capacity 24 ${_mp}/good.csv
+    expect 0 $t --capacity 1048576 --fit-only ${_mp}/../../../bench/data/minimalloc/B.1048576.csv
+    $t ${_mp}/not_integer.csv 2>&1 | grep -q 'not_integer.csv:3:7: error:' || exit 1
+    $t --capacity 10 ${_mp}/good.csv 2>&1 | grep -q 'misses by 14 bytes' || exit 1
+  ")
+endif()
