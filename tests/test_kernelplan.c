@@ -203,6 +203,7 @@ START_TEST(reshape_to_output_writes_into_the_output) {
     ck_assert_int_eq(m->n_buffers, 0);
     mcir_memory_plan_free(m);
     mcir_plan_free(p);
+    mcir_graph_free(g);
     /* input reshaped straight to an output: two storages, a copy */
     g = mcir_graph_new("copy_out");
     x = input(g, "x", MCIR_DTYPE_F32, 2, s);
