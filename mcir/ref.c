@@ -219,32 +219,46 @@ typedef struct matmul_ctx {
     int rbatch;                 /* batch rank */
     int64_t batch[MCIR_MAX_RANK];
     int64_t bsa[MCIR_MAX_RANK], bsb[MCIR_MAX_RANK]; /* batch strides, elements */
-    int64_t row_block, blocks_per_batch;
+    int64_t row_block, col_block, row_blocks, col_blocks;
 } matmul_ctx;
 
+/* Work item = (batch, row block, column block) of C. */
 static void matmul_range(void *ctx, int64_t lo, int64_t hi) {
     const matmul_ctx *c = ctx;
     for (int64_t item = lo; item < hi; item++) {
-        int64_t bi = item / c->blocks_per_batch, blk = item % c->blocks_per_batch;
-        int64_t r0 = blk * c->row_block;
+        int64_t cb = item % c->col_blocks, rest = item / c->col_blocks;
+        int64_t rb = rest % c->row_blocks, bi = rest / c->row_blocks;
+        int64_t r0 = rb * c->row_block, c0 = cb * c->col_block;
         int64_t rows = c->m - r0 < c->row_block ? c->m - r0 : c->row_block;
+        int64_t cols = c->n - c0 < c->col_block ? c->n - c0 : c->col_block;
         const float *a = c->a + flat_offset(c->rbatch, c->batch, c->bsa, bi) + r0 * c->rsa;
-        const float *b = c->b + flat_offset(c->rbatch, c->batch, c->bsb, bi);
-        float *y = c->c + (bi * c->m + r0) * c->n;
-        mcir_sgemm(rows, c->n, c->k, a, c->rsa, c->csa, b, c->rsb, c->csb, y, c->n, false);
+        const float *b = c->b + flat_offset(c->rbatch, c->batch, c->bsb, bi) + c0 * c->csb;
+        float *y = c->c + (bi * c->m + r0) * c->n + c0;
+        mcir_sgemm(rows, cols, c->k, a, c->rsa, c->csa, b, c->rsb, c->csb, y, c->n, false);
     }
 }
 
-/* Splits an (items x m rows) job into work items of row blocks so that the
- * threads have enough to share. */
-static int64_t row_block_for(int64_t items, int64_t m) {
+/* Splits `items` independent m x n products into blocks so the threads
+ * have about four items each. Columns are split first (each item then
+ * packs only its slice of B), in multiples of 64; rows next, in multiples
+ * of 48. The split never changes results (see mcir_sgemm). */
+static void gemm_blocks(int64_t items, int64_t m, int64_t n, int64_t *row_block,
+                        int64_t *col_block) {
     int64_t want = 4 * (int64_t)mcir_get_threads();
-    if (items >= want) return m;
+    *row_block = m;
+    *col_block = n;
+    if (items >= want) return;
     int64_t per = (want + items - 1) / items;
-    int64_t rb = (m + per - 1) / per;
-    rb = (rb + 5) / 6 * 6; /* whole micro-kernel strips */
-    if (rb < 48) rb = 48;
-    return rb < m ? rb : m;
+    int64_t cols = (n + per - 1) / per;
+    cols = (cols + 63) / 64 * 64;
+    if (cols < 256) cols = 256;
+    if (cols < n) *col_block = cols;
+    int64_t got = (n + *col_block - 1) / *col_block;
+    if (got >= per) return;
+    per = (per + got - 1) / got;
+    int64_t rows = (m + per - 1) / per;
+    rows = (rows + 47) / 48 * 48;
+    if (rows < m) *row_block = rows;
 }
 
 void mcir_ref_MATMUL(const mcir_node *n, const float *const *in, float *const *out) {
@@ -275,9 +289,10 @@ void mcir_ref_MATMUL(const mcir_node *n, const float *const *in, float *const *o
         c.bsb[i] = sb[i] * br * bc;
         nbatch *= c.batch[i];
     }
-    c.row_block = row_block_for(nbatch, c.m);
-    c.blocks_per_batch = (c.m + c.row_block - 1) / c.row_block;
-    mcir_parallel_for(nbatch * c.blocks_per_batch,
+    gemm_blocks(nbatch, c.m, c.n, &c.row_block, &c.col_block);
+    c.row_blocks = (c.m + c.row_block - 1) / c.row_block;
+    c.col_blocks = (c.n + c.col_block - 1) / c.col_block;
+    mcir_parallel_for(nbatch * c.row_blocks * c.col_blocks,
                       2.0 * (double)nbatch * (double)c.m * (double)c.n * (double)c.k,
                       matmul_range, &c);
 }

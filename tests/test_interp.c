@@ -122,11 +122,11 @@ START_TEST(outputs_rounded_to_storage_dtype) {
         ck_assert(mcir_interp_run(g, e, &d));
         const float *xv = mcir_env_get(e, x), *hv = mcir_env_get(e, h), *yv = mcir_env_get(e, y);
         for (int i = 0; i < 64; i++) {
-            ck_assert(xv[i] == mcir_dtype_round(dts[k], xs[i]));
+            TT_CHECK(xv[i] == mcir_dtype_round(dts[k], xs[i]), "x[%d]", i);
             float hw = mcir_dtype_round(dts[k], xv[i] * (float)(1.0 / 3));
-            ck_assert_msg(hv[i] == hw, "%s h[%d] = %.9g, want %.9g",
+            TT_CHECK(hv[i] == hw, "%s h[%d] = %.9g, want %.9g",
                           mcir_dtype_name(dts[k]), i, hv[i], hw);
-            ck_assert(yv[i] == mcir_dtype_round(dts[k], expf(hw)));
+            TT_CHECK(yv[i] == mcir_dtype_round(dts[k], expf(hw)), "y[%d]", i);
         }
         int inexact = 0;
         for (int i = 0; i < 64; i++) inexact += hv[i] != xv[i] * (float)(1.0 / 3);
@@ -257,9 +257,9 @@ START_TEST(decomposed_attention_matches_attention_op) {
     const float *a = mcir_env_get(e, y1), *b = mcir_env_get(e, y2), *c = mcir_env_get(e, y3);
     for (int i = 0; i < B * H * NQ * DV; i++) {
         int row = i / DV % NQ;
-        ck_assert_msg(fabsf(a[i] - b[i]) < 2e-6f, "y1[%d] %g vs y2 %g", i, a[i], b[i]);
-        if (row == 4) ck_assert(b[i] == 0.0f && a[i] == 0.0f);
-        else ck_assert_msg(fabsf(b[i] - c[i]) < 2e-6f, "y2[%d] %g vs y3 %g", i, b[i], c[i]);
+        TT_CHECK(fabsf(a[i] - b[i]) < 2e-6f, "y1[%d] %g vs y2 %g", i, a[i], b[i]);
+        if (row == 4) TT_CHECK(b[i] == 0.0f && a[i] == 0.0f, "row 4 [%d]", i);
+        else TT_CHECK(fabsf(b[i] - c[i]) < 2e-6f, "y2[%d] %g vs y3 %g", i, b[i], c[i]);
     }
     mcir_env_free(e);
     mcir_graph_free(g);
@@ -335,7 +335,7 @@ START_TEST(gpt_block_thread_invariant) {
             mcir_diag d = mcir_diag_stderr();
             ck_assert(mcir_interp_run(g, e, &d));
             const float *v = mcir_env_get(e, y);
-            for (int64_t i = 0; i < n; i++) ck_assert(isfinite(v[i]));
+            for (int64_t i = 0; i < n; i++) TT_CHECK(isfinite(v[i]), "y[%lld]", (long long)i);
             if (!first) {
                 first = malloc(sizeof(float) * (size_t)n);
                 memcpy(first, v, sizeof(float) * (size_t)n);

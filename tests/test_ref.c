@@ -622,7 +622,7 @@ START_TEST(reshape_split_concat) {
     mcir_node_set_int(G, c0, "axis", 0);
     tt_infer_ok(G, c0);
     float **c3 = tt_run(c0, (const float *[]){xv, xv, xv});
-    for (int i = 0; i < 36; i++) ck_assert(c3[0][i] == xv[i % 12]);
+    for (int i = 0; i < 36; i++) TT_CHECK(c3[0][i] == xv[i % 12], "concat3[%d]", i);
     tt_free_outs(c0, c3);
     tt_free_outs(sp, parts);
     tt_free_outs(cc, c);
@@ -647,7 +647,7 @@ static void check_slice(int64_t start, int64_t end, int64_t step, int count,
     float **y = tt_run(n, (const float *[]){xv});
     for (int r = 0; r < 2; r++)
         for (int j = 0; j < count; j++)
-            ck_assert_msg(y[0][r * count + j] == (float)(10 * r + cols[j]),
+            TT_CHECK(y[0][r * count + j] == (float)(10 * r + cols[j]),
                           "slice %lld:%lld:%lld [%d,%d] = %g, want %d", (long long)start,
                           (long long)end, (long long)step, r, j, y[0][r * count + j],
                           10 * r + cols[j]);
