@@ -19,7 +19,10 @@
 /* ------------------------------------------------------- template table */
 
 /* How an anchor op is lowered. `rank` decides the anchor of a fused
- * region: the member with the highest rank gives the template. */
+ * region: the member with the highest rank gives the template. Data
+ * movement ranks below elementwise: a fused chain with slices or concats
+ * (RoPE) is an elementwise kernel whose loads are views; only a region of
+ * pure data movement is a COPY. */
 typedef struct op_lowering {
     int rank;                    /* 0: not set (elementwise by flags) */
     mcir_template tpl;
@@ -39,11 +42,11 @@ static const op_lowering op_lowerings[MCIR_OP_COUNT] = {
     [MCIR_OP_MAX_POOL2D] = {50, MCIR_TEMPLATE_POOL, MCIR_STREAM_NONE},
     [MCIR_OP_AVG_POOL2D] = {50, MCIR_TEMPLATE_POOL, MCIR_STREAM_NONE},
     [MCIR_OP_GLOBAL_AVG_POOL] = {50, MCIR_TEMPLATE_POOL, MCIR_STREAM_NONE},
-    [MCIR_OP_TRANSPOSE] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
-    [MCIR_OP_SLICE] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
-    [MCIR_OP_CONCAT] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
-    [MCIR_OP_SPLIT] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
-    [MCIR_OP_RESHAPE] = {40, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE}, /* only when it must copy */
+    [MCIR_OP_TRANSPOSE] = {5, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
+    [MCIR_OP_SLICE] = {5, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
+    [MCIR_OP_CONCAT] = {5, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
+    [MCIR_OP_SPLIT] = {5, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE},
+    [MCIR_OP_RESHAPE] = {5, MCIR_TEMPLATE_COPY, MCIR_STREAM_NONE}, /* only when it must copy */
 };
 
 static op_lowering lowering_of(mcir_op op) {

@@ -408,6 +408,34 @@ START_TEST(templates_follow_the_anchor) {
 }
 END_TEST
 
+
+START_TEST(fused_chain_with_slices_is_elementwise) {
+    mcir_graph *g = mcir_graph_new("rope");
+    mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 2, (int64_t[]){16, 64});
+    mcir_node *lo = node(g, MCIR_OP_SLICE, "lo", 1, &x, "xl");
+    mcir_node_set_int(g, lo, "axis", -1);
+    mcir_node_set_int(g, lo, "start", 0);
+    mcir_node_set_int(g, lo, "end", 32);
+    mcir_node *hi = node(g, MCIR_OP_SLICE, "hi", 1, &x, "xh");
+    mcir_node_set_int(g, hi, "axis", -1);
+    mcir_node_set_int(g, hi, "start", 32);
+    mcir_node_set_int(g, hi, "end", 64);
+    mcir_node *ng = node(g, MCIR_OP_NEG, "ng", 1, (mcir_tensor *[]){out_of(hi)}, "nh");
+    mcir_node *cc = node(g, MCIR_OP_CONCAT, "cc", 2, (mcir_tensor *[]){out_of(ng), out_of(lo)}, "rot");
+    mcir_node_set_int(g, cc, "axis", -1);
+    mcir_node *ad = node(g, MCIR_OP_ADD, "ad", 2, (mcir_tensor *[]){x, out_of(cc)}, "y");
+    lo->group = hi->group = ng->group = cc->group = ad->group = 0;
+    finish(g, out_of(ad));
+    mcir_plan *p = plan_of(g, "sm_90");
+    ck_assert_int_eq(p->n_kernels, 1);
+    ck_assert_int_eq(p->kernels[0].tpl, MCIR_TEMPLATE_ELEMENTWISE);
+    ck_assert_int_eq(p->kernels[0].n_reads, 1);
+    ck_assert_int_eq(p->kernels[0].n_internal, 4);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 /* ------------------------------------------------------------- tiling */
 
 static mcir_graph *attention_graph(int64_t dh, mcir_dtype dt) {
@@ -768,6 +796,7 @@ static Suite *kernelplan_suite(void) {
     tcase_add_test(t, unfoldable_transpose_is_a_copy);
     tcase_add_test(t, group_with_outsider_between_is_an_error);
     tcase_add_test(t, templates_follow_the_anchor);
+    tcase_add_test(t, fused_chain_with_slices_is_elementwise);
     suite_add_tcase(s, t);
     t = tcase_create("tiling");
     tcase_add_test(t, attention_tiles_fit_every_target);
