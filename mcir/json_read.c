@@ -805,7 +805,8 @@ static bool read_node_ext(reader *r, node_rec *nr, node_ext *x, int n_inputs) {
     x->group = member(r, obj, nr->pv, "group", &x->group_pv);
     int64_t tmp;
     if (x->group && !json_int_in(x->group, -1, INT_MAX, &tmp)) {
-        err(r, at(r, x->group_pv), "%s: 'group' must be an integer >= -1", nr->who);
+        err(r, at(r, x->group_pv), "%s: 'group' must be an integer from -1 to %d", nr->who,
+            INT_MAX);
         ok = false;
     }
     x->inplace = member(r, obj, nr->pv, "inplace_input", &x->inplace_pv);
@@ -1130,6 +1131,12 @@ static const char *stem_of(mcir_arena *a, const char *path) {
 }
 
 static mcir_graph *read_text(const char *text, size_t len, const char *path, mcir_diag *d) {
+    /* A UTF-8 byte-order mark is allowed (RFC 8259 lets parsers skip it);
+     * positions count from after it, as editors show them. */
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+        text += 3;
+        len -= 3;
+    }
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
