@@ -114,38 +114,88 @@ typedef struct part_ctx {
     int *pos;            /* by node id: position in order (-1: dead) */
     node_role *role;     /* by node id */
     int *unit_of;        /* by node id: region index (-1: none) */
+    int *cons_start;     /* by tensor id: consumers cons[cons_start[t]..cons_start[t+1]) */
+    mcir_node **cons;
 } part_ctx;
 
 static mcir_loc node_loc(const mcir_node *n) { return n->loc; }
 
+/* Consumers of every tensor among the live nodes (each node once), as
+ * CSR by tensor id: built once, so the partition stays linear. */
+static void index_consumers(part_ctx *c) {
+    const mcir_graph *g = c->g;
+    mcir_arena *a = c->p->arena;
+    int nt = g->n_tensors;
+    c->cons_start = mcir_arena_alloc(a, ((size_t)nt + 2) * sizeof *c->cons_start);
+    int total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int *fill = pass ? mcir_arena_alloc(a, ((size_t)nt + 1) * sizeof *fill) : NULL;
+        for (int i = 0; i < c->n_order; i++) {
+            mcir_node *v = c->order[i];
+            for (int j = 0; j < v->n_inputs; j++) {
+                int t = v->inputs[j]->id;
+                bool dup = false;
+                for (int q = 0; q < j; q++) dup |= v->inputs[q] == v->inputs[j];
+                if (dup) continue;
+                if (!pass) c->cons_start[t + 1]++;
+                else c->cons[c->cons_start[t] + fill[t]++] = v;
+            }
+        }
+        if (!pass) {
+            for (int t = 0; t < nt; t++) c->cons_start[t + 1] += c->cons_start[t];
+            total = c->cons_start[nt];
+            c->cons = mcir_arena_alloc(a, ((size_t)total + 1) * sizeof *c->cons);
+        }
+    }
+}
+
+static int consumers_of(const part_ctx *c, const mcir_tensor *t, mcir_node ***out) {
+    *out = c->cons + c->cons_start[t->id];
+    return c->cons_start[t->id + 1] - c->cons_start[t->id];
+}
+
 /* Stable topological order of the live nodes: as early as inputs allow,
- * ties in g->nodes order (the graph's own order when it is sorted). */
+ * ties in g->nodes order. The graph's own order when it is already sorted
+ * (what the reader and the rewrites leave); a quadratic sort otherwise. */
 static bool topo_order(part_ctx *c) {
     const mcir_graph *g = c->g;
     int n = g->n_nodes;
+    c->order = mcir_arena_alloc(c->p->arena, ((size_t)n + 1) * sizeof *c->order);
+    c->pos = mcir_arena_alloc(c->p->arena, ((size_t)n + 1) * sizeof *c->pos);
+    bool sorted = true;
+    int k = 0;
+    for (int i = 0; i < n; i++) c->pos[i] = -1;
+    for (int i = 0; i < n; i++) {
+        mcir_node *v = g->nodes[i];
+        if (v->dead) continue;
+        for (int j = 0; j < v->n_inputs; j++) {
+            const mcir_node *pr = v->inputs[j]->producer;
+            if (pr && !pr->dead && c->pos[pr->id] < 0) sorted = false;
+        }
+        c->pos[i] = k;
+        c->order[k++] = v;
+    }
+    c->n_order = k;
+    if (sorted) return true;
+
     int *indeg = calloc((size_t)n + 1, sizeof *indeg);
     bool *done = calloc((size_t)n + 1, sizeof *done);
     MCIR_ASSERT(indeg && done);
-    c->order = mcir_arena_alloc(c->p->arena, ((size_t)n + 1) * sizeof *c->order);
-    c->pos = mcir_arena_alloc(c->p->arena, ((size_t)n + 1) * sizeof *c->pos);
-    for (int i = 0; i < n; i++) c->pos[i] = -1;
-    int live = 0;
     for (int i = 0; i < n; i++) {
+        c->pos[i] = -1;
         const mcir_node *v = g->nodes[i];
         if (v->dead) continue;
-        live++;
         for (int j = 0; j < v->n_inputs; j++) {
             const mcir_node *pr = v->inputs[j]->producer;
             if (pr && !pr->dead) indeg[i]++;
         }
     }
-    /* O(n^2) in the worst case, linear for a graph already sorted. */
-    int k = 0;
+    int live = k;
+    k = 0;
     while (k < live) {
         int pick = -1;
-        for (int t = 0; t < n; t++) {
-            if (!g->nodes[t]->dead && !done[t] && indeg[t] == 0) { pick = t; break; }
-        }
+        for (int t = 0; t < n && pick < 0; t++)
+            if (!g->nodes[t]->dead && !done[t] && indeg[t] == 0) pick = t;
         if (pick < 0) {
             free(indeg);
             free(done);
@@ -157,16 +207,14 @@ static bool topo_order(part_ctx *c) {
         mcir_node *v = g->nodes[pick];
         c->pos[pick] = k;
         c->order[k++] = v;
-        for (int o = 0; o < v->n_outputs; o++) {
-            for (int t = 0; t < n; t++) {
-                const mcir_node *u = g->nodes[t];
-                if (u->dead || done[t]) continue;
-                for (int j = 0; j < u->n_inputs; j++)
+        for (int t = 0; t < n; t++) {
+            const mcir_node *u = g->nodes[t];
+            if (u->dead || done[t]) continue;
+            for (int j = 0; j < u->n_inputs; j++)
+                for (int o = 0; o < v->n_outputs; o++)
                     if (u->inputs[j] == v->outputs[o]) indeg[t]--;
-            }
         }
     }
-    c->n_order = k;
     free(indeg);
     free(done);
     return true;
@@ -311,10 +359,11 @@ static void classify(part_ctx *c) {
         if (v->op != MCIR_OP_TRANSPOSE || v->group >= 0) continue;
 
         mcir_tensor *out = v->outputs[0], *in = v->inputs[0];
+        mcir_node **cons_in;
         /* into the producer: attention writes the head-merge layout */
         mcir_node *pr = in->producer;
         if (pr && !pr->dead && pr->op == MCIR_OP_ATTENTION && !tensor_external(in) &&
-            mcir_graph_consumers(g, in, NULL, 0) == 1 && perm_keeps_last(v) &&
+            consumers_of(c, in, &cons_in) == 1 && perm_keeps_last(v) &&
             c->role[pr->id] == ROLE_KERNEL) {
             c->role[v->id] = ROLE_FOLD_OUT;
             json_t *ck = json_array();
@@ -326,9 +375,8 @@ static void classify(part_ctx *c) {
             continue;
         }
         /* into every consumer, or not at all */
-        int nc = mcir_graph_consumers(g, out, NULL, 0);
-        mcir_node **cons = mcir_arena_alloc(a, ((size_t)nc + 1) * sizeof *cons);
-        mcir_graph_consumers(g, out, cons, nc);
+        mcir_node **cons;
+        int nc = consumers_of(c, out, &cons);
         json_t *ck = json_array();
         bool ok = nc > 0 && !tensor_external(out);
         if (tensor_external(out))
@@ -471,7 +519,6 @@ static const char *kernel_name(part_ctx *c, const mcir_node *anchor) {
 /* Fills kernel k from region r (unit index u). */
 static void build_kernel(part_ctx *c, mcir_kernel_plan *k, region *r, int u) {
     mcir_arena *a = c->p->arena;
-    const mcir_graph *g = c->g;
     kbuild b = {.a = a};
 
     /* nodes: members plus the transposes folded into their reads */
@@ -540,9 +587,8 @@ static void build_kernel(part_ctx *c, mcir_kernel_plan *k, region *r, int u) {
                 continue;
             }
             bool outside = tensor_external(t);
-            int nc = mcir_graph_consumers(g, t, NULL, 0);
-            mcir_node **cons = mcir_arena_alloc(a, ((size_t)nc + 1) * sizeof *cons);
-            mcir_graph_consumers(g, t, cons, nc);
+            mcir_node **cons;
+            int nc = consumers_of(c, t, &cons);
             for (int q = 0; q < nc; q++)
                 if (!in_region(c, cons[q], u)) outside = true;
             if (nc == 0) outside = true;   /* stored even if unused: the template writes it */
@@ -659,6 +705,7 @@ mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_
         c.unit_of[i] = -1;
     }
     if (!topo_order(&c)) goto fail;
+    index_consumers(&c);
     classify(&c);
 
     /* regions: groups, single nodes; folded-out transposes join their producer */
@@ -688,11 +735,15 @@ mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_
     }
 
     /* order regions: a region runs once every region it reads from ran;
-     * among the ready ones, the earliest in the graph order */
+     * among the ready ones, the earliest in the graph order (regions are
+     * made in order of their first node, so the first ready one from the
+     * first unplaced on — usually that one itself) */
     p->kernels = mcir_arena_alloc(a, ((size_t)n_regions + 1) * sizeof *p->kernels);
+    int first_unplaced = 0;
     for (int placed = 0; placed < n_regions; placed++) {
         int pick = -1;
-        for (int u = 0; u < n_regions; u++) {
+        while (regions[first_unplaced].placed) first_unplaced++;
+        for (int u = first_unplaced; u < n_regions && pick < 0; u++) {
             if (regions[u].placed) continue;
             bool ready = true;
             for (int i = 0; i < regions[u].n && ready; i++) {
@@ -702,7 +753,7 @@ mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_
                     if (w >= 0 && w != u && !regions[w].placed) ready = false;
                 }
             }
-            if (ready && (pick < 0 || regions[u].min_pos < regions[pick].min_pos)) pick = u;
+            if (ready) pick = u;
         }
         if (pick < 0) {
             for (int u = 0; u < n_regions; u++)

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernelplan/kernelplan.h"
 
@@ -599,6 +600,23 @@ static mcir_graph *ladder(int n) {
     return g;
 }
 
+START_TEST(large_graphs_plan_quickly) {
+    mcir_graph *g = ladder(4000);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mcir_plan *p = plan_of(g, "sm_90");
+    mcir_memory_plan *m = memory_of(p, "greedy-size");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    ck_assert_int_eq(p->n_kernels, 4000);
+    ck_assert_int_eq(m->arena_bytes, 2 * 65536);
+    ck_assert_msg(s < 5.0, "4000 kernels took %.2f s", s);
+    mcir_memory_plan_free(m);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 START_TEST(pools_fall_back_in_order) {
     mcir_graph *g = ladder(6);
     mcir_plan *p = plan_of(g, "sm_90");
@@ -806,6 +824,7 @@ static Suite *kernelplan_suite(void) {
     tcase_add_test(t, inplace_takes_over_the_input);
     tcase_add_test(t, unknown_planner_is_an_error);
     tcase_add_test(t, pools_fall_back_in_order);
+    tcase_add_test(t, large_graphs_plan_quickly);
     tcase_add_test(t, checker_catches_broken_plans);
     tcase_add_test(t, writers_produce_the_contract_fields);
     suite_add_tcase(s, t);
