@@ -423,9 +423,9 @@ static bool store_value(reader *r, json_t *v, int pv, const char *who, const mci
                         unsigned char *data, int64_t *k) {
     if (!json_is_array(v)) {
         double x = json_number_value(v);
-        float f = (float)x;
+        bool ok = isfinite(x) && fabs(x) <= FLT_MAX; /* a wider cast is undefined */
+        float f = ok ? (float)x : 0.0f;
         size_t es = mcir_dtype_size(t->dtype);
-        bool ok = isfinite(x) && isfinite(f);
         if (t->dtype == MCIR_DTYPE_F32) {
             memcpy(data + *k * (int64_t)es, &f, 4);
         } else {
