@@ -679,6 +679,30 @@ static void trace_kernel(part_ctx *c, const mcir_kernel_plan *k) {
     mcir_trace_append(c->trace, r);
 }
 
+/* A tensor the rewrites marked streaming or recomputable that still
+ * crosses a kernel boundary is stored; say so, so a missing fusion shows. */
+static void trace_stored_states(part_ctx *c, const mcir_kernel_plan *k) {
+    if (!c->trace) return;
+    for (int i = 0; i < k->n_writes; i++) {
+        const mcir_tensor *t = k->write_access[i].logical;
+        if (t->memory_state == MCIR_MEM_MATERIALIZED || !t->producer) continue;
+        json_t *ck = json_array();
+        json_array_append_new(ck, legality("consumed_inside_region", false,
+            mcir_arena_printf(c->p->arena, "'%s' is marked %s but is read outside kernel %s "
+                              "(or is a graph output), so it is stored in memory", t->name,
+                              mcir_memory_state_name(t->memory_state), k->name)));
+        json_t *r = json_object();
+        json_object_set_new(r, "stage", json_string("plan"));
+        json_object_set_new(r, "rule", json_string("memory_state"));
+        json_object_set_new(r, "property", json_null());
+        json_object_set_new(r, "anchor", json_string(t->producer->name));
+        json_object_set_new(r, "matched", json_pack("[s]", t->producer->name));
+        json_object_set_new(r, "legality", ck);
+        json_object_set_new(r, "decision", json_string("rejected"));
+        mcir_trace_append(c->trace, r);
+    }
+}
+
 mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_trace *trace,
                            mcir_diag *d) {
     MCIR_ASSERT(g && target);
@@ -779,6 +803,7 @@ mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_
     for (int k = 0; k < p->n_kernels; k++) {
         if (!mcir_plan_choose_tiling(p, &p->kernels[k], d)) goto fail;
         trace_kernel(&c, &p->kernels[k]);
+        trace_stored_states(&c, &p->kernels[k]);
     }
     liveness(p);
     return p;
