@@ -1,0 +1,1946 @@
+/*
+ * import.c — ONNX model → MCIR graph (onnx.h, docs/onnx.md).
+ *
+ * The model is unpacked by protobuf-c; nodes are walked in their (ONNX
+ * mandated) topological order and each is looked up in one table of
+ * handlers. A handler either folds the node at import time (all inputs
+ * constant: eval.c) or emits MCIR nodes for it, running each new node's
+ * shape inference at once so that later Shape/Reshape nodes see static
+ * shapes. Nothing is dropped silently: an op, attribute, input or output
+ * the importer does not handle is an error naming the op, the node, the
+ * opset and the model path.
+ *
+ * Invariants: every ONNX name resolves to at most one ox_value; an MCIR
+ * tensor that carries a user-visible ONNX output keeps its ONNX name
+ * (identity-like nodes alias instead of emitting, except for graph
+ * outputs, which keep their name through a copy); the graph handed back is
+ * sorted, inferred and verified, or NULL with the errors reported.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx-impl.h"
+
+#define OX_MIN_OPSET 11
+#define OX_MAX_OPSET 21
+
+/* -------------------------------------------------------- diagnostics */
+
+bool ox_error(ox *x, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mcir_loc loc = {x->path, 0, 0};
+    if (x->node) {
+        const char *nm = x->node->name && *x->node->name ? x->node->name : NULL;
+        if (nm)
+            mcir_error(x->d, loc, "node '%s' (%s, opset %lld): %s", nm,
+                       x->node->op_type ? x->node->op_type : "?", (long long)x->opset, msg);
+        else
+            mcir_error(x->d, loc, "node #%d (%s, opset %lld): %s", x->node_index,
+                       x->node->op_type ? x->node->op_type : "?", (long long)x->opset, msg);
+    } else {
+        mcir_error(x->d, loc, "%s", msg);
+    }
+    x->failed = true;
+    return false;
+}
+
+/* ---------------------------------------------------------- name table */
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static ox_entry *lookup(ox *x, const char *name, bool create) {
+    if (!name) return NULL;
+    if (create && (x->n_names + 1) * 2 > x->names_cap) {
+        int cap = x->names_cap ? x->names_cap * 2 : 256;
+        ox_entry *e = mcir_arena_alloc(x->a, (size_t)cap * sizeof *e);
+        for (int i = 0; i < x->names_cap; i++) {
+            if (!x->names[i].key) continue;
+            size_t j = hash_str(x->names[i].key) & (size_t)(cap - 1);
+            while (e[j].key) j = (j + 1) & (size_t)(cap - 1);
+            e[j] = x->names[i];
+        }
+        x->names = e;
+        x->names_cap = cap;
+    }
+    if (!x->names_cap) return NULL;
+    size_t j = hash_str(name) & (size_t)(x->names_cap - 1);
+    for (; x->names[j].key; j = (j + 1) & (size_t)(x->names_cap - 1))
+        if (strcmp(x->names[j].key, name) == 0) return &x->names[j];
+    if (!create) return NULL;
+    x->names[j].key = mcir_arena_strdup(x->a, name);
+    x->n_names++;
+    return &x->names[j];
+}
+
+/* A name neither the graph nor the model uses. */
+static const char *fresh(ox *x, const char *stem) {
+    const char *s = stem;
+    for (int k = 1;; k++) {
+        ox_entry *e = lookup(x, s, false);
+        if (!e && !mcir_graph_find_tensor(x->g, s)) {
+            lookup(x, s, true); /* reserve it */
+            return mcir_arena_strdup(x->g->arena, s);
+        }
+        s = mcir_arena_printf(x->a, "%s_%d", stem, k);
+    }
+}
+
+static const char *fresh_node_name(ox *x, const char *stem) {
+    const char *s = stem;
+    for (int k = 1; mcir_graph_find_node(x->g, s); k++)
+        s = mcir_arena_printf(x->a, "%s_%d", stem, k);
+    return s;
+}
+
+static bool define(ox *x, const char *name, ox_value *v) {
+    if (!name || !*name) return true;
+    ox_entry *e = lookup(x, name, true);
+    if (e->v) return ox_error(x, "tensor '%s' is defined twice", name);
+    e->v = v;
+    if (!v->name) v->name = e->key;
+    return true;
+}
+
+static const char *out_name(ox *x, int i) {
+    if (i >= (int)x->node->n_output) return NULL;
+    const char *s = x->node->output[i];
+    return s && *s ? s : NULL;
+}
+
+static bool define_out(ox *x, int i, ox_value *v) { return define(x, out_name(x, i), v); }
+
+/* Outputs past the first must not be used (Dropout's mask, MaxPool's
+ * indices, LayerNormalization's statistics). */
+static bool only_first_output(ox *x) {
+    for (int i = 1; i < (int)x->node->n_output; i++) {
+        const char *s = out_name(x, i);
+        ox_entry *e = s ? lookup(x, s, false) : NULL;
+        if (e && e->uses > 0)
+            return ox_error(x, "output %d ('%s') is used, but only the first output of %s "
+                               "is supported",
+                            i, s, x->node->op_type);
+    }
+    return true;
+}
+
+/* --------------------------------------------------------- attributes */
+
+static const char *const attr_type_names[] = {
+    [ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT] = "float",
+    [ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT] = "int",
+    [ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING] = "string",
+    [ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR] = "tensor",
+    [ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS] = "ints",
+    [ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS] = "floats",
+};
+
+/* The attribute `name` if present (and marks it read); NULL if absent or
+ * of the wrong type (error). */
+static const Onnx__AttributeProto *attr_get(ox *x, const char *name, int type) {
+    for (size_t i = 0; i < x->node->n_attribute; i++) {
+        const Onnx__AttributeProto *a = x->node->attribute[i];
+        if (!a || !a->name || strcmp(a->name, name) != 0) continue;
+        if (i < 64) x->used_attrs |= 1ull << i;
+        bool ok;
+        if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED)
+            ok = (int)a->type == type;
+        else
+            switch (type) {
+            case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: ok = a->has_f; break;
+            case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: ok = a->has_i; break;
+            case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: ok = a->has_s; break;
+            case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: ok = a->t != NULL; break;
+            case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: ok = true; break;
+            case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: ok = true; break;
+            default: ok = false;
+            }
+        if (!ok) {
+            ox_error(x, "attribute '%s' must be of type %s", name, attr_type_names[type]);
+            return NULL;
+        }
+        return a;
+    }
+    return NULL;
+}
+
+static int64_t attr_int(ox *x, const char *name, int64_t def) {
+    const Onnx__AttributeProto *a = attr_get(x, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    return a ? a->i : def;
+}
+
+static float attr_float(ox *x, const char *name, float def) {
+    const Onnx__AttributeProto *a =
+        attr_get(x, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    return a ? a->f : def;
+}
+
+/* String attribute copied into buf (NUL-terminated, truncated). */
+static const char *attr_str(ox *x, const char *name, const char *def, char *buf, size_t n) {
+    const Onnx__AttributeProto *a =
+        attr_get(x, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    if (!a) return def;
+    size_t len = a->s.len < n - 1 ? a->s.len : n - 1;
+    if (len) memcpy(buf, a->s.data, len);
+    buf[len] = 0;
+    return buf;
+}
+
+/* Int list attribute: its count, or -1 if absent (or on error). */
+static int attr_ints(ox *x, const char *name, int64_t *out, int max) {
+    const Onnx__AttributeProto *a = attr_get(x, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+    if (!a) return -1;
+    if (a->n_ints > (size_t)max) {
+        ox_error(x, "attribute '%s' has %zu values, at most %d supported", name, a->n_ints,
+                 max);
+        return -1;
+    }
+    for (size_t i = 0; i < a->n_ints; i++) out[i] = a->ints[i];
+    return (int)a->n_ints;
+}
+
+/* --------------------------------------------------------------- tensors */
+
+static size_t elem_size(int elem) {
+    switch (elem) {
+    case OX_UINT8: case OX_INT8: case OX_BOOL: return 1;
+    case OX_UINT16: case OX_INT16: case OX_FLOAT16: case OX_BFLOAT16: return 2;
+    case OX_FLOAT: case OX_INT32: case OX_UINT32: return 4;
+    default: return 8;
+    }
+}
+
+/* Element i of little-endian storage bytes into v. */
+static void store_raw(ox_value *v, int64_t i, const uint8_t *p) {
+    switch (v->elem) {
+    case OX_FLOAT: { float f; memcpy(&f, p, 4); v->fv[i] = f; break; }
+    case OX_DOUBLE: { double f; memcpy(&f, p, 8); v->fv[i] = (float)f; break; }
+    case OX_FLOAT16: { uint16_t h; memcpy(&h, p, 2); v->fv[i] = mcir_f16_to_f32(h); break; }
+    case OX_BFLOAT16: { uint16_t h; memcpy(&h, p, 2); v->fv[i] = mcir_bf16_to_f32(h); break; }
+    case OX_BOOL: v->iv[i] = p[0] != 0; break;
+    case OX_UINT8: v->iv[i] = p[0]; break;
+    case OX_INT8: v->iv[i] = (int8_t)p[0]; break;
+    case OX_UINT16: { uint16_t k; memcpy(&k, p, 2); v->iv[i] = k; break; }
+    case OX_INT16: { int16_t k; memcpy(&k, p, 2); v->iv[i] = k; break; }
+    case OX_INT32: { int32_t k; memcpy(&k, p, 4); v->iv[i] = k; break; }
+    case OX_UINT32: { uint32_t k; memcpy(&k, p, 4); v->iv[i] = k; break; }
+    default: { int64_t k; memcpy(&k, p, 8); v->iv[i] = k; break; } /* int64, uint64 */
+    }
+}
+
+static bool safe_relative(const char *p) {
+    if (!*p || p[0] == '/') return false;
+    for (const char *s = p; *s;) {
+        size_t len = strcspn(s, "/");
+        if (len == 2 && s[0] == '.' && s[1] == '.') return false;
+        s += len;
+        while (*s == '/') s++;
+    }
+    return true;
+}
+
+/* Bytes of an external-data tensor (location/offset/length relative to the
+ * model's directory), malloc'd. */
+static uint8_t *read_external(ox *x, const Onnx__TensorProto *tp, const char *what,
+                              size_t want) {
+    const char *loc = NULL;
+    int64_t offset = 0, length = -1;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = tp->external_data[i];
+        if (!e || !e->key || !e->value) continue;
+        char *end;
+        if (!strcmp(e->key, "location")) loc = e->value;
+        else if (!strcmp(e->key, "offset") || !strcmp(e->key, "length")) {
+            errno = 0;
+            long long k = strtoll(e->value, &end, 10);
+            if (errno || *end || k < 0) {
+                ox_error(x, "%s: external data %s \"%s\" is not a valid size", what, e->key,
+                         e->value);
+                return NULL;
+            }
+            if (e->key[0] == 'o') offset = k;
+            else length = k;
+        }
+    }
+    if (!loc) {
+        ox_error(x, "%s: external data without a location", what);
+        return NULL;
+    }
+    if (!safe_relative(loc)) {
+        ox_error(x, "%s: external data location \"%s\" must be a relative path inside the "
+                    "model's directory",
+                 what, loc);
+        return NULL;
+    }
+    if (length >= 0 && (uint64_t)length != want) {
+        ox_error(x, "%s: external data length %lld does not match its shape and type "
+                    "(%zu bytes)",
+                 what, (long long)length, want);
+        return NULL;
+    }
+    const char *file = mcir_arena_printf(x->a, "%s/%s", x->dir, loc);
+    FILE *f = fopen(file, "rb");
+    if (!f) {
+        ox_error(x, "%s: cannot open external data file '%s': %s", what, file,
+                 strerror(errno));
+        return NULL;
+    }
+    uint8_t *buf = malloc(want ? want : 1);
+    bool ok = buf && fseeko(f, (off_t)offset, SEEK_SET) == 0 &&
+              fread(buf, 1, want, f) == want;
+    fclose(f);
+    if (!ok) {
+        free(buf);
+        ox_error(x, "%s: external data file '%s' is shorter than offset %lld + %zu bytes",
+                 what, file, (long long)offset, want);
+        return NULL;
+    }
+    return buf;
+}
+
+/* A TensorProto as a constant value. */
+static ox_value *tensor_value(ox *x, const Onnx__TensorProto *tp, const char *what) {
+    int elem = tp->has_data_type ? tp->data_type : 0;
+    if (!ox_elem_supported(elem)) {
+        ox_error(x, "%s has element type %s (%d), which is not supported", what,
+                 ox_elem_name(elem), elem);
+        return NULL;
+    }
+    if (tp->n_dims > MCIR_MAX_RANK) {
+        ox_error(x, "%s has %zu dims, more than %d", what, tp->n_dims, MCIR_MAX_RANK);
+        return NULL;
+    }
+    if (tp->segment) {
+        ox_error(x, "%s is a segmented tensor, which is not supported", what);
+        return NULL;
+    }
+    for (size_t i = 0; i < tp->n_dims; i++)
+        if (tp->dims[i] < 0) {
+            ox_error(x, "%s has a negative dimension %lld", what, (long long)tp->dims[i]);
+            return NULL;
+        }
+    ox_value *v = ox_const_new(x, elem, (int)tp->n_dims, tp->dims);
+    if (!v) return NULL;
+    size_t es = elem_size(elem), want = (size_t)v->numel * es;
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        uint8_t *buf = read_external(x, tp, what, want);
+        if (!buf) return NULL;
+        for (int64_t i = 0; i < v->numel; i++) store_raw(v, i, buf + (size_t)i * es);
+        free(buf);
+        return v;
+    }
+    if (tp->has_raw_data) {
+        if (tp->raw_data.len != want) {
+            ox_error(x, "%s: raw_data has %zu bytes, its shape and type need %zu", what,
+                     tp->raw_data.len, want);
+            return NULL;
+        }
+        for (int64_t i = 0; i < v->numel; i++) store_raw(v, i, tp->raw_data.data + (size_t)i * es);
+        return v;
+    }
+    size_t n;
+    const char *field;
+    switch (elem) {
+    case OX_FLOAT: n = tp->n_float_data; field = "float_data"; break;
+    case OX_INT64: n = tp->n_int64_data; field = "int64_data"; break;
+    case OX_DOUBLE: n = tp->n_double_data; field = "double_data"; break;
+    case OX_UINT32: case OX_UINT64: n = tp->n_uint64_data; field = "uint64_data"; break;
+    default: n = tp->n_int32_data; field = "int32_data"; break;
+    }
+    if (n != (size_t)v->numel) {
+        ox_error(x, "%s: %s has %zu values, its shape needs %lld", what, field, n,
+                 (long long)v->numel);
+        return NULL;
+    }
+    for (int64_t i = 0; i < v->numel; i++) {
+        switch (elem) {
+        case OX_FLOAT: v->fv[i] = tp->float_data[i]; break;
+        case OX_DOUBLE: v->fv[i] = (float)tp->double_data[i]; break;
+        case OX_INT64: v->iv[i] = tp->int64_data[i]; break;
+        case OX_UINT32: case OX_UINT64: v->iv[i] = (int64_t)tp->uint64_data[i]; break;
+        case OX_FLOAT16: v->fv[i] = mcir_f16_to_f32((uint16_t)tp->int32_data[i]); break;
+        case OX_BFLOAT16: v->fv[i] = mcir_bf16_to_f32((uint16_t)tp->int32_data[i]); break;
+        default: ox_seti(v, i, tp->int32_data[i]); break;
+        }
+    }
+    return v;
+}
+
+/* ------------------------------------------------------ runtime values */
+
+static bool elem_dtype(int elem, mcir_dtype *dt) {
+    switch (elem) {
+    case OX_FLOAT: *dt = MCIR_DTYPE_F32; return true;
+    case OX_FLOAT16: *dt = MCIR_DTYPE_F16; return true;
+    case OX_BFLOAT16: *dt = MCIR_DTYPE_BF16; return true;
+    default: return false;
+    }
+}
+
+static int dtype_elem(mcir_dtype dt) {
+    return dt == MCIR_DTYPE_F16 ? OX_FLOAT16 : dt == MCIR_DTYPE_BF16 ? OX_BFLOAT16 : OX_FLOAT;
+}
+
+static ox_value *runtime_value(ox *x, mcir_tensor *t) {
+    ox_value *v = mcir_arena_alloc(x->a, sizeof *v);
+    v->elem = dtype_elem(t->dtype);
+    v->rank = t->rank;
+    memcpy(v->shape, t->shape, sizeof v->shape);
+    v->numel = mcir_tensor_numel(t);
+    v->t = t;
+    return v;
+}
+
+/* The dtype a node computes in: its first runtime input's, else its first
+ * float constant's, else f32. */
+static mcir_dtype node_dtype(ox_value *const *in, int n_in) {
+    mcir_dtype dt;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && !in[i]->is_const) return in[i]->t ? in[i]->t->dtype : MCIR_DTYPE_F32;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && elem_dtype(in[i]->elem, &dt)) return dt;
+    return MCIR_DTYPE_F32;
+}
+
+/* Runs n's shape inference now; a failure is reported as the ONNX node's. */
+static bool infer_now(ox *x, mcir_node *n) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mcir_diag cap = mcir_diag_to(f ? f : stderr);
+    bool ok = mcir_op_desc_of(n->op)->infer(x->g, n, &cap);
+    if (f) fclose(f);
+    if (!ok) {
+        const char *m = buf ? strstr(buf, "error: ") : NULL;
+        m = m ? m + 7 : buf ? buf : "shape inference failed";
+        size_t k = strlen(m);
+        while (k && m[k - 1] == '\n') k--;
+        ox_error(x, "%.*s", (int)k, m);
+    }
+    free(buf);
+    return ok;
+}
+
+/* Adds an MCIR node for the current ONNX node. Its output is named after
+ * ONNX output `onnx_out` (>= 0) or is a fresh intermediate (-1). */
+static mcir_node *emit(ox *x, mcir_op op, int n_in, mcir_tensor *const *ins, int n_out,
+                       const int *onnx_out) {
+    mcir_tensor *outs[64];
+    MCIR_ASSERT(n_out <= 64 && n_in >= 1);
+    const char *stem = x->node->name && *x->node->name ? x->node->name : mcir_op_name(op);
+    for (int i = 0; i < n_out; i++) {
+        const char *nm = onnx_out && onnx_out[i] >= 0 ? out_name(x, onnx_out[i]) : NULL;
+        if (!nm || mcir_graph_find_tensor(x->g, nm))
+            nm = fresh(x, mcir_arena_printf(x->a, "%s_%s", stem, mcir_op_name(op)));
+        outs[i] = mcir_graph_add_tensor(x->g, nm, ins[0]->dtype, -1, NULL,
+                                        MCIR_TENSOR_INTERMEDIATE);
+        MCIR_ASSERT(outs[i]);
+    }
+    mcir_node *n = mcir_graph_add_node(x->g, op, fresh_node_name(x, stem), n_in, ins, n_out,
+                                       outs);
+    n->loc = (mcir_loc){x->path, 0, 0};
+    return n;
+}
+
+/* Emits a one-output node; out_index as for emit (-1: intermediate). The
+ * caller sets attributes through set(), then calls done(). */
+static mcir_node *emit1(ox *x, mcir_op op, int n_in, mcir_tensor *const *ins, int out_index) {
+    return emit(x, op, n_in, ins, 1, &out_index);
+}
+
+static mcir_tensor *done(ox *x, mcir_node *n) {
+    return infer_now(x, n) ? n->outputs[0] : NULL;
+}
+
+/* Defines ONNX output i as the runtime tensor t. */
+static bool define_rt(ox *x, int i, mcir_tensor *t) {
+    if (!t) return false;
+    return define_out(x, i, runtime_value(x, t));
+}
+
+static mcir_tensor *weight_of(ox *x, ox_value *v, mcir_dtype dt) {
+    if (v->weight[dt]) return v->weight[dt];
+    const char *nm = v->name;
+    if (!nm || mcir_graph_find_tensor(x->g, nm) || v->weight[0] || v->weight[1] || v->weight[2])
+        nm = fresh(x, nm ? nm : "const");
+    mcir_tensor *t = mcir_graph_add_tensor(x->g, nm, dt, v->rank, v->shape, MCIR_TENSOR_WEIGHT);
+    MCIR_ASSERT(t);
+    size_t es = mcir_dtype_size(dt);
+    uint8_t *data = mcir_arena_alloc(x->g->arena, (size_t)(v->numel ? v->numel : 1) * es);
+    for (int64_t i = 0; i < v->numel; i++) {
+        float f = v->fv[i];
+        if (dt == MCIR_DTYPE_F32) {
+            memcpy(data + 4 * i, &f, 4);
+        } else {
+            uint16_t h = dt == MCIR_DTYPE_F16 ? mcir_f32_to_f16(f) : mcir_f32_to_bf16(f);
+            memcpy(data + 2 * i, &h, 2);
+        }
+    }
+    t->data = data;
+    t->loc = (mcir_loc){x->path, 0, 0};
+    v->weight[dt] = t;
+    return t;
+}
+
+/* A float constant made by the importer (masks, scaled biases). */
+static ox_value *new_float_const(ox *x, const char *stem, mcir_dtype dt, int rank,
+                                 const int64_t *shape) {
+    ox_value *v = ox_const_new(x, dtype_elem(dt), rank, shape);
+    if (v) v->name = fresh(x, stem);
+    return v;
+}
+
+static mcir_tensor *materialise_expand(ox *x, ox_value *v);
+
+/* The MCIR tensor for value v used at run time in dtype dt. Constants
+ * become weights here; integer and bool constants cannot. */
+static mcir_tensor *runtime(ox *x, ox_value *v, mcir_dtype dt) {
+    if (v->is_const) {
+        if (!ox_is_float(v->elem)) {
+            ox_error(x, "%s tensor '%s' would be used at run time; integer and bool tensors "
+                        "are only supported where they are consumed at import time (shapes, "
+                        "axes, indices, conditions)",
+                     ox_elem_name(v->elem), v->name);
+            return NULL;
+        }
+        if (v->numel == 0) {
+            ox_error(x, "empty tensor '%s' would be used at run time", v->name);
+            return NULL;
+        }
+        return weight_of(x, v, dt);
+    }
+    mcir_tensor *t = v->expand ? materialise_expand(x, v) : v->t;
+    if (t && t->dtype != dt) {
+        ox_error(x, "tensor '%s' is %s but the node computes in %s (mixed dtypes are not "
+                    "supported)",
+                 t->name, mcir_dtype_name(t->dtype), mcir_dtype_name(dt));
+        return NULL;
+    }
+    return t;
+}
+
+/* A pending Expand is materialised as a mul by ones of the broadcast dims
+ * (a weight as small as the broadcast needs). */
+static mcir_tensor *materialise_expand(ox *x, ox_value *v) {
+    if (v->expanded) return v->expanded;
+    mcir_tensor *src = v->t;
+    int64_t ones_shape[MCIR_MAX_RANK];
+    for (int k = 0; k < v->rank; k++) {
+        int ks = k - (v->rank - src->rank);
+        ones_shape[k] = ks >= 0 && src->shape[ks] == v->shape[k] ? 1 : v->shape[k];
+    }
+    ox_value *ones = new_float_const(x, mcir_arena_printf(x->a, "%s_ones", v->name),
+                                     src->dtype, v->rank, ones_shape);
+    if (!ones) return NULL;
+    for (int64_t i = 0; i < ones->numel; i++) ones->fv[i] = 1.0f;
+    mcir_tensor *ins[2] = {src, weight_of(x, ones, src->dtype)};
+    const char *nm = v->name && !mcir_graph_find_tensor(x->g, v->name)
+                         ? v->name
+                         : fresh(x, mcir_arena_printf(x->a, "%s_expanded", v->name));
+    mcir_tensor *out = mcir_graph_add_tensor(x->g, nm, src->dtype, -1, NULL,
+                                             MCIR_TENSOR_INTERMEDIATE);
+    mcir_node *n = mcir_graph_add_node(x->g, MCIR_OP_MUL,
+                                       fresh_node_name(x, mcir_arena_printf(x->a, "%s_expand", nm)),
+                                       2, ins, 1, &out);
+    n->loc = (mcir_loc){x->path, 0, 0};
+    if (!infer_now(x, n)) return NULL;
+    v->expanded = out;
+    return out;
+}
+
+/* Operand of a broadcasting op: a pending Expand whose broadcast the op
+ * does anyway (same result shape with the source) is used unexpanded. */
+static mcir_tensor *operand(ox *x, ox_value *v, mcir_dtype dt, ox_value *const *others,
+                            int n_others) {
+    if (!v->is_const && v->expand) {
+        int r1 = v->t->rank, r2 = v->rank;
+        int64_t s1[MCIR_MAX_RANK], s2[MCIR_MAX_RANK];
+        memcpy(s1, v->t->shape, sizeof s1);
+        memcpy(s2, v->shape, sizeof s2);
+        bool ok = true;
+        for (int i = 0; i < n_others && ok; i++)
+            ok = ox_broadcast(r1, s1, others[i]->rank, others[i]->shape, &r1, s1) &&
+                 ox_broadcast(r2, s2, others[i]->rank, others[i]->shape, &r2, s2);
+        if (ok && r1 == r2 && !memcmp(s1, s2, sizeof(int64_t) * (size_t)r1)) {
+            if (v->t->dtype != dt) return runtime(x, v, dt);
+            return v->t;
+        }
+    }
+    return runtime(x, v, dt);
+}
+
+static bool all_const(ox_value *const *in, int n_in) {
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && !in[i]->is_const) return false;
+    return true;
+}
+
+/* Reshape of v to [rank, shape]: folded, aliased (same shape) or emitted. */
+static bool reshape_to(ox *x, ox_value *v, int rank, const int64_t *shape, int out_index) {
+    int64_t numel = 1;
+    for (int i = 0; i < rank; i++) numel *= shape[i];
+    if (numel != v->numel)
+        return ox_error(x, "cannot reshape '%s' (%lld elements) to %d dims with %lld elements",
+                        v->name, (long long)v->numel, rank, (long long)numel);
+    if (v->is_const) {
+        ox_value *o = ox_fold_reshape(x, v, rank, shape);
+        return o && define_out(x, out_index, o);
+    }
+    if (!v->expand && rank == v->rank &&
+        !memcmp(shape, v->shape, sizeof(int64_t) * (size_t)rank))
+        return define_out(x, out_index, v);
+    mcir_tensor *t = runtime(x, v, v->t->dtype);
+    if (!t) return false;
+    mcir_node *n = emit1(x, MCIR_OP_RESHAPE, 1, &t, out_index);
+    mcir_node_set_ints(x->g, n, "shape", rank, shape);
+    return define_rt(x, out_index, done(x, n));
+}
+
+static bool norm_axis(ox *x, int64_t axis, int rank, const char *what, int *out) {
+    *out = 0;
+    if (axis < -(int64_t)rank || axis >= rank)
+        return ox_error(x, "%s %lld is out of range for rank %d", what, (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return true;
+}
+
+/* ------------------------------------------------------------- handlers */
+
+typedef bool (*ox_handler)(ox *x, ox_value **in, int n_in);
+
+static bool h_constant(ox *x, ox_value **in, int n_in) {
+    (void)in, (void)n_in;
+    const Onnx__AttributeProto *a;
+    ox_value *v = NULL;
+    int64_t ints[1 << 12];
+    if ((a = attr_get(x, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR))) {
+        v = tensor_value(x, a->t, "attribute 'value'");
+    } else if ((a = attr_get(x, "value_float", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT))) {
+        v = ox_const_new(x, OX_FLOAT, 0, NULL);
+        if (v) v->fv[0] = a->f;
+    } else if ((a = attr_get(x, "value_int", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))) {
+        v = ox_const_new(x, OX_INT64, 0, NULL);
+        if (v) v->iv[0] = a->i;
+    } else if ((a = attr_get(x, "value_floats", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS))) {
+        int64_t n = (int64_t)a->n_floats;
+        v = ox_const_new(x, OX_FLOAT, 1, &n);
+        for (int64_t i = 0; v && i < n; i++) v->fv[i] = a->floats[i];
+    } else {
+        int n = attr_ints(x, "value_ints", ints, 1 << 12);
+        if (n >= 0) {
+            int64_t nn = n;
+            v = ox_const_new(x, OX_INT64, 1, &nn);
+            for (int i = 0; v && i < n; i++) v->iv[i] = ints[i];
+        } else if (!x->failed) {
+            return ox_error(x, "Constant needs one of value, value_float(s), value_int(s) "
+                               "(sparse and string constants are not supported)");
+        }
+    }
+    return v && define_out(x, 0, v);
+}
+
+static bool h_identity(ox *x, ox_value **in, int n_in) {
+    const char *op = x->node->op_type;
+    if (!strcmp(op, "Dropout")) {
+        attr_int(x, "seed", 0);          /* only matters in training */
+        attr_float(x, "ratio", 0.5f);    /* opset < 12 */
+        if (n_in > 2 && in[2]) {
+            if (!in[2]->is_const)
+                return ox_error(x, "training_mode '%s' must be a constant false", in[2]->name);
+            if (in[2]->numel && ox_geti(in[2], 0))
+                return ox_error(x, "training_mode is true; only inference (identity) is "
+                                   "supported");
+        }
+        if (!only_first_output(x)) return false;
+    }
+    if (x->failed) return false;
+    return define_out(x, 0, in[0]);
+}
+
+static bool h_cast(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    const Onnx__AttributeProto *a = attr_get(x, "to", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    int64_t saturate = attr_int(x, "saturate", 1);
+    (void)saturate; /* only affects float8 targets, which are rejected below */
+    if (!a) return x->failed ? false : ox_error(x, "missing attribute 'to'");
+    int to = (int)a->i;
+    if (!ox_elem_supported(to))
+        return ox_error(x, "cast to %s (%d) is not supported", ox_elem_name(to), to);
+    if (in[0]->is_const) {
+        ox_value *o = ox_fold_cast(x, in[0], to);
+        return o && define_out(x, 0, o);
+    }
+    mcir_dtype dt;
+    if (!elem_dtype(to, &dt) || dt != in[0]->t->dtype)
+        return ox_error(x, "cast of runtime tensor '%s' from %s to %s is not supported (only "
+                           "casts to its own dtype, which are identities)",
+                        in[0]->name, mcir_dtype_name(in[0]->t->dtype), ox_elem_name(to));
+    return define_out(x, 0, in[0]);
+}
+
+static bool h_shape(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    int64_t r = in[0]->rank;
+    int64_t start = attr_int(x, "start", 0), end = attr_int(x, "end", r);
+    if (x->failed) return false;
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = start < 0 ? 0 : start > r ? r : start;
+    end = end < 0 ? 0 : end > r ? r : end;
+    int64_t n = end > start ? end - start : 0;
+    ox_value *o = ox_const_new(x, OX_INT64, 1, &n);
+    if (!o) return false;
+    for (int64_t i = 0; i < n; i++) o->iv[i] = in[0]->shape[start + i];
+    return define_out(x, 0, o);
+}
+
+static bool h_size(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *o = ox_const_new(x, OX_INT64, 0, NULL);
+    if (!o) return false;
+    o->iv[0] = in[0]->numel;
+    return define_out(x, 0, o);
+}
+
+static bool h_constant_of_shape(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    int64_t shape[MCIR_MAX_RANK];
+    int r;
+    const Onnx__AttributeProto *a =
+        attr_get(x, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    if (x->failed || !ox_ints_of(x, in[0], "shape", shape, &r, MCIR_MAX_RANK)) return false;
+    ox_value *fill = NULL;
+    if (a) {
+        fill = tensor_value(x, a->t, "attribute 'value'");
+        if (!fill) return false;
+        if (fill->numel != 1) return ox_error(x, "attribute 'value' must have one element");
+    }
+    ox_value *o = ox_const_new(x, fill ? fill->elem : OX_FLOAT, r, shape);
+    if (!o) return false;
+    for (int64_t i = 0; i < o->numel; i++) {
+        if (fill) ox_copy_elem(o, i, fill, 0);
+        else o->fv[i] = 0;
+    }
+    return define_out(x, 0, o);
+}
+
+static bool h_range(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    for (int i = 0; i < 3; i++)
+        if (!in[i]->is_const || in[i]->numel != 1)
+            return ox_error(x, "start, limit and delta must be scalar constants");
+    int64_t n;
+    if (ox_is_float(in[0]->elem)) {
+        double s = ox_get(in[0], 0), l = ox_get(in[1], 0), dl = ox_get(in[2], 0);
+        double c = ceil((l - s) / dl);
+        if (!(c == c) || dl == 0 || c > 1e9) return ox_error(x, "bad range");
+        n = c > 0 ? (int64_t)c : 0;
+        ox_value *o = ox_const_new(x, in[0]->elem, 1, &n);
+        if (!o) return false;
+        for (int64_t i = 0; i < n; i++) ox_set(o, i, s + (double)i * dl);
+        return define_out(x, 0, o);
+    }
+    int64_t s = in[0]->iv[0], l = in[1]->iv[0], dl = in[2]->iv[0];
+    if (dl == 0) return ox_error(x, "delta is 0");
+    double c = ceil(((double)l - (double)s) / (double)dl);
+    if (c > 1e9) return ox_error(x, "range of %g elements is too large", c);
+    n = c > 0 ? (int64_t)c : 0;
+    ox_value *o = ox_const_new(x, in[0]->elem, 1, &n);
+    if (!o) return false;
+    for (int64_t i = 0; i < n; i++) o->iv[i] = s + i * dl;
+    return define_out(x, 0, o);
+}
+
+/* Elementwise ops: MCIR op by ONNX name (-1: import time only). */
+static const struct {
+    const char *op;
+    int mop;
+} ew_map[] = {
+    {"Add", MCIR_OP_ADD}, {"Sub", MCIR_OP_SUB}, {"Mul", MCIR_OP_MUL}, {"Div", MCIR_OP_DIV},
+    {"Pow", MCIR_OP_POW}, {"Max", MCIR_OP_MAX}, {"Min", MCIR_OP_MIN}, {"Sum", MCIR_OP_ADD},
+    {"Relu", MCIR_OP_RELU}, {"Sigmoid", MCIR_OP_SIGMOID}, {"Tanh", MCIR_OP_TANH},
+    {"Exp", MCIR_OP_EXP}, {"Log", MCIR_OP_LOG}, {"Erf", MCIR_OP_ERF},
+    {"Sqrt", MCIR_OP_SQRT}, {"Reciprocal", MCIR_OP_RECIPROCAL}, {"Neg", MCIR_OP_NEG},
+};
+
+static bool h_elementwise(ox *x, ox_value **in, int n_in) {
+    const char *op = x->node->op_type;
+    if (!strcmp(op, "Mod")) attr_int(x, "fmod", 0);
+    if (x->failed) return false;
+    if (all_const(in, n_in)) {
+        ox_value *o;
+        ox_fold r = ox_fold_elementwise(x, op, in, n_in, &o);
+        if (r == OX_FOLD_ERROR) return false;
+        MCIR_ASSERT(r == OX_FOLD_OK);
+        return define_out(x, 0, o);
+    }
+    int mop = -1;
+    for (size_t i = 0; i < sizeof ew_map / sizeof ew_map[0]; i++)
+        if (!strcmp(ew_map[i].op, op)) mop = ew_map[i].mop;
+    if (mop < 0)
+        return ox_error(x, "%s on runtime tensors is not supported (only at import time, on "
+                           "constants)",
+                        op);
+    mcir_dtype dt = node_dtype(in, n_in);
+    if (!strcmp(op, "Pow") && in[1]->is_const && !ox_is_float(in[1]->elem)) {
+        /* integer exponent (Pow's T1): exact as a float */
+        in[1] = ox_fold_cast(x, in[1], dtype_elem(dt));
+        if (!in[1]) return false;
+        in[1]->name = fresh(x, mcir_arena_printf(x->a, "%s_exponent", out_name(x, 0) ? out_name(x, 0) : "pow"));
+    }
+    if (mcir_op_desc_of((mcir_op)mop)->flags & MCIR_OPF_UNARY) {
+        mcir_tensor *t = runtime(x, in[0], dt);
+        if (!t) return false;
+        return define_rt(x, 0, done(x, emit1(x, (mcir_op)mop, 1, &t, 0)));
+    }
+    if (n_in == 1) return define_out(x, 0, in[0]);
+    /* variadic Max/Min/Sum fold left */
+    mcir_tensor *acc = operand(x, in[0], dt, in + 1, n_in - 1);
+    if (!acc) return false;
+    for (int i = 1; i < n_in; i++) {
+        ox_value *prev[1] = {in[i - 1]};
+        mcir_tensor *b = operand(x, in[i], dt, prev, 1);
+        if (!b) return false;
+        mcir_tensor *ins[2] = {acc, b};
+        acc = done(x, emit1(x, (mcir_op)mop, 2, ins, i == n_in - 1 ? 0 : -1));
+        if (!acc) return false;
+    }
+    return define_rt(x, 0, acc);
+}
+
+/* Where(c, a, b) with a constant condition: a fill of large negative
+ * values (<= -1e4 or -inf) on one side is an additive mask on the other;
+ * otherwise a·c + b·(1-c) (constants folded into one weight). */
+#define OX_MASK_FILL (-1e4)
+
+static bool h_where(ox *x, ox_value **in, int n_in) {
+    if (all_const(in, n_in)) {
+        ox_value *o;
+        if (ox_fold_elementwise(x, "Where", in, n_in, &o) != OX_FOLD_OK) return false;
+        return define_out(x, 0, o);
+    }
+    ox_value *C = in[0];
+    if (!C->is_const)
+        return ox_error(x, "condition '%s' is a runtime tensor; Where needs a condition known "
+                           "at import time",
+                        C->name);
+    if (ox_is_float(C->elem))
+        return ox_error(x, "condition '%s' must be bool, got %s", C->name, ox_elem_name(C->elem));
+    mcir_dtype dt = node_dtype(in + 1, 2);
+    /* value (side 1 = taken where c, side 2 = where !c) at broadcast index */
+    int rm, rf;
+    int64_t sm[MCIR_MAX_RANK], sf[MCIR_MAX_RANK];
+    if (!ox_broadcast(C->rank, C->shape, in[1]->rank, in[1]->shape, &rf, sf) ||
+        !ox_broadcast(rf, sf, in[2]->rank, in[2]->shape, &rf, sf))
+        return ox_error(x, "condition and values do not broadcast");
+    /* term k (1: a where c; 2: b where !c): its constant part, or a runtime
+     * tensor times the 0/1 selector */
+    mcir_tensor *terms[2];
+    int n_terms = 0;
+    ox_value *konst = NULL; /* sum of the constant parts, shape broadcast(C, const) */
+    for (int side = 1; side <= 2; side++) {
+        ox_value *v = in[side];
+        bool want = side == 1;
+        if (!v->is_const) continue;
+        /* the constant part: v where selected, 0 elsewhere */
+        ox_broadcast(C->rank, C->shape, v->rank, v->shape, &rm, sm);
+        ox_value *zero = ox_const_new(x, v->elem, 0, NULL);
+        if (!zero) return false;
+        ox_seti(zero, 0, 0);
+        ox_value *args[3] = {C, want ? v : zero, want ? zero : v}, *part;
+        if (ox_fold_elementwise(x, "Where", args, 3, &part) != OX_FOLD_OK) return false;
+        if (konst) {
+            ox_value *sum[2] = {konst, part};
+            if (ox_fold_elementwise(x, "Add", sum, 2, &konst) != OX_FOLD_OK) return false;
+        } else {
+            konst = part;
+        }
+    }
+    for (int side = 1; side <= 2; side++) {
+        ox_value *v = in[side];
+        bool want = side == 1;
+        if (v->is_const) continue;
+        /* is the other side a large negative fill wherever it is taken? */
+        ox_value *other = in[3 - side];
+        bool mask = other->is_const && ox_is_float(other->elem);
+        if (mask) {
+            ox_broadcast(C->rank, C->shape, other->rank, other->shape, &rm, sm);
+            ox_value *cb = ox_fold_expand(x, C, rm, sm), *ob = ox_fold_expand(x, other, rm, sm);
+            if (!cb || !ob) return false;
+            for (int64_t j = 0; mask && j < cb->numel; j++)
+                if ((cb->iv[j] != 0) != want && !(ob->fv[j] <= OX_MASK_FILL)) mask = false;
+        }
+        mcir_tensor *t = operand(x, v, dt, &C, 1);
+        if (!t) return false;
+        if (!mask) {
+            ox_value *sel = ox_const_new(x, dtype_elem(dt), C->rank, C->shape);
+            if (!sel) return false;
+            sel->name = fresh(x, mcir_arena_printf(x->a, "%s_select", out_name(x, 0) ? out_name(x, 0) : "where"));
+            for (int64_t j = 0; j < C->numel; j++) sel->fv[j] = (C->iv[j] != 0) == want;
+            mcir_tensor *ins[2] = {t, weight_of(x, sel, dt)};
+            t = done(x, emit1(x, MCIR_OP_MUL, 2, ins, -1));
+            if (!t) return false;
+        }
+        terms[n_terms++] = t;
+    }
+    if (konst) {
+        konst->name = fresh(x, mcir_arena_printf(x->a, "%s_mask", out_name(x, 0) ? out_name(x, 0) : "where"));
+        terms[n_terms++] = runtime(x, konst, dt);
+        if (!terms[n_terms - 1]) return false;
+    }
+    MCIR_ASSERT(n_terms == 2);
+    mcir_tensor *out = done(x, emit1(x, MCIR_OP_ADD, 2, terms, 0));
+    if (!out) return false;
+    if (out->rank != rf || memcmp(out->shape, sf, sizeof(int64_t) * (size_t)rf)) {
+        /* the mask form lost a broadcast dim that only the condition had */
+        ox_value *ov = runtime_value(x, out);
+        ov->expand = true;
+        ov->rank = rf;
+        memcpy(ov->shape, sf, sizeof ov->shape);
+        ov->numel = 1;
+        for (int k = 0; k < rf; k++) ov->numel *= sf[k];
+        return define_out(x, 0, ov);
+    }
+    return define_rt(x, 0, out);
+}
+
+static bool h_matmul(ox *x, ox_value **in, int n_in) {
+    mcir_dtype dt = node_dtype(in, n_in);
+    mcir_tensor *ins[2] = {runtime(x, in[0], dt), runtime(x, in[1], dt)};
+    if (!ins[0] || !ins[1]) return false;
+    return define_rt(x, 0, done(x, emit1(x, MCIR_OP_MATMUL, 2, ins, 0)));
+}
+
+static bool h_gemm(ox *x, ox_value **in, int n_in) {
+    float alpha = attr_float(x, "alpha", 1.0f), beta = attr_float(x, "beta", 1.0f);
+    int64_t ta = attr_int(x, "transA", 0), tb = attr_int(x, "transB", 0);
+    if (x->failed) return false;
+    mcir_dtype dt = node_dtype(in, n_in);
+    if (in[0]->rank != 2 || in[1]->rank != 2)
+        return ox_error(x, "A and B must be matrices (rank 2)");
+    bool has_c = n_in > 2 && in[2] && beta != 0.0f;
+    mcir_tensor *ins[2] = {runtime(x, in[0], dt), runtime(x, in[1], dt)};
+    if (!ins[0] || !ins[1]) return false;
+    bool last = !has_c && alpha == 1.0f;
+    mcir_node *n = emit1(x, MCIR_OP_MATMUL, 2, ins, last ? 0 : -1);
+    if (ta) mcir_node_set_bool(x->g, n, "transpose_a", true);
+    if (tb) mcir_node_set_bool(x->g, n, "transpose_b", true);
+    mcir_tensor *y = done(x, n);
+    if (!y) return false;
+    if (alpha != 1.0f) {
+        n = emit1(x, MCIR_OP_SCALE, 1, &y, has_c ? -1 : 0);
+        mcir_node_set_float(x->g, n, "value", alpha);
+        if (!(y = done(x, n))) return false;
+    }
+    if (has_c) {
+        mcir_tensor *c;
+        if (in[2]->is_const && beta != 1.0f) {
+            ox_value *b = ox_const_new(x, in[2]->elem, 0, NULL), *sc;
+            if (!b) return false;
+            ox_set(b, 0, beta);
+            ox_value *args[2] = {in[2], b};
+            if (ox_fold_elementwise(x, "Mul", args, 2, &sc) != OX_FOLD_OK) return false;
+            sc->name = fresh(x, mcir_arena_printf(x->a, "%s_beta", in[2]->name));
+            c = runtime(x, sc, dt);
+        } else {
+            c = runtime(x, in[2], dt);
+            if (c && beta != 1.0f) {
+                n = emit1(x, MCIR_OP_SCALE, 1, &c, -1);
+                mcir_node_set_float(x->g, n, "value", beta);
+                c = done(x, n);
+            }
+        }
+        if (!c) return false;
+        mcir_tensor *ab[2] = {y, c};
+        y = done(x, emit1(x, MCIR_OP_ADD, 2, ab, 0));
+    }
+    return define_rt(x, 0, y);
+}
+
+static bool h_softmax(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    int64_t axis = attr_int(x, "axis", x->opset >= 13 ? -1 : 1);
+    int ax;
+    if (x->failed || !norm_axis(x, axis, in[0]->rank, "axis", &ax)) return false;
+    mcir_dtype dt = node_dtype(in, 1);
+    mcir_tensor *t = runtime(x, in[0], dt);
+    if (!t) return false;
+    if (x->opset < 13 && ax != t->rank - 1) {
+        /* opset < 13: softmax over the input flattened to 2-D at axis */
+        int64_t rows = 1, cols = 1;
+        for (int k = 0; k < t->rank; k++) *(k < ax ? &rows : &cols) *= t->shape[k];
+        int64_t flat[2] = {rows, cols};
+        mcir_node *n = emit1(x, MCIR_OP_RESHAPE, 1, &t, -1);
+        mcir_node_set_ints(x->g, n, "shape", 2, flat);
+        mcir_tensor *f = done(x, n);
+        if (!f || !(f = done(x, emit1(x, MCIR_OP_SOFTMAX, 1, &f, -1)))) return false;
+        n = emit1(x, MCIR_OP_RESHAPE, 1, &f, 0);
+        mcir_node_set_ints(x->g, n, "shape", t->rank, t->shape);
+        return define_rt(x, 0, done(x, n));
+    }
+    mcir_node *n = emit1(x, MCIR_OP_SOFTMAX, 1, &t, 0);
+    if (ax != t->rank - 1) mcir_node_set_int(x->g, n, "axis", ax);
+    return define_rt(x, 0, done(x, n));
+}
+
+static bool h_layernorm(ox *x, ox_value **in, int n_in) {
+    int64_t axis = attr_int(x, "axis", -1);
+    float eps = attr_float(x, "epsilon", 1e-5f);
+    int64_t stash = attr_int(x, "stash_type", 1);
+    if (x->failed || !only_first_output(x)) return false;
+    if (stash != 1)
+        return ox_error(x, "stash_type %lld is not supported (only 1: statistics in f32)",
+                        (long long)stash);
+    mcir_dtype dt = node_dtype(in, n_in);
+    mcir_tensor *ins[3];
+    int k = 0;
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i]) continue;
+        if (!(ins[k++] = runtime(x, in[i], dt))) return false;
+    }
+    mcir_node *n = emit1(x, MCIR_OP_LAYERNORM, k, ins, 0);
+    mcir_node_set_int(x->g, n, "axis", axis);
+    mcir_node_set_float(x->g, n, "eps", (double)eps);
+    return define_rt(x, 0, done(x, n));
+}
+
+static bool h_reduce(ox *x, ox_value **in, int n_in) {
+    const char *op = x->node->op_type;
+    int64_t keep = attr_int(x, "keepdims", 1);
+    bool axes_input = x->opset >= 18 || (!strcmp(op, "ReduceSum") && x->opset >= 13);
+    int64_t noop = axes_input ? attr_int(x, "noop_with_empty_axes", 0) : 0;
+    int64_t axes[MCIR_MAX_RANK];
+    int n_axes = -1;
+    if (axes_input) {
+        if (n_in > 1 && in[1] && !ox_ints_of(x, in[1], "axes", axes, &n_axes, MCIR_MAX_RANK))
+            return false;
+    } else {
+        n_axes = attr_ints(x, "axes", axes, MCIR_MAX_RANK);
+        if (n_in > 1) return ox_error(x, "axes as an input needs opset 18 (13 for ReduceSum)");
+    }
+    if (x->failed) return false;
+    ox_value *X = in[0];
+    if (n_axes <= 0) {
+        if (noop) return define_out(x, 0, X);
+        n_axes = X->rank;
+        for (int i = 0; i < X->rank; i++) axes[i] = i;
+    }
+    if (X->rank == 0) return define_out(x, 0, X);
+    mcir_op mop = !strcmp(op, "ReduceSum")    ? MCIR_OP_REDUCE_SUM
+                  : !strcmp(op, "ReduceMean") ? MCIR_OP_REDUCE_MEAN
+                                              : MCIR_OP_REDUCE_MAX;
+    mcir_tensor *t = runtime(x, X, node_dtype(in, 1));
+    if (!t) return false;
+    mcir_node *n = emit1(x, mop, 1, &t, 0);
+    mcir_node_set_ints(x->g, n, "axes", n_axes, axes);
+    mcir_node_set_bool(x->g, n, "keepdims", keep != 0);
+    return define_rt(x, 0, done(x, n));
+}
+
+static bool h_transpose(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *X = in[0];
+    int64_t perm[MCIR_MAX_RANK];
+    int k = attr_ints(x, "perm", perm, MCIR_MAX_RANK);
+    if (x->failed) return false;
+    if (k < 0) {
+        k = X->rank;
+        for (int i = 0; i < k; i++) perm[i] = k - 1 - i;
+    }
+    if (k != X->rank) return ox_error(x, "perm has %d entries for rank %d", k, X->rank);
+    bool seen[MCIR_MAX_RANK] = {0}, identity = true;
+    for (int i = 0; i < k; i++) {
+        if (perm[i] < 0 || perm[i] >= k || seen[perm[i]])
+            return ox_error(x, "perm is not a permutation of 0..%d", k - 1);
+        seen[perm[i]] = true;
+        identity &= perm[i] == i;
+    }
+    if (X->is_const) {
+        ox_value *o = ox_fold_transpose(x, X, perm);
+        return o && define_out(x, 0, o);
+    }
+    if (identity && !X->expand) return define_out(x, 0, X);
+    mcir_tensor *t = runtime(x, X, X->t->dtype);
+    if (!t) return false;
+    mcir_node *n = emit1(x, MCIR_OP_TRANSPOSE, 1, &t, 0);
+    mcir_node_set_ints(x->g, n, "perm", k, perm);
+    return define_rt(x, 0, done(x, n));
+}
+
+static bool h_reshape(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    int64_t allowzero = attr_int(x, "allowzero", 0);
+    int64_t req[MCIR_MAX_RANK], shape[MCIR_MAX_RANK];
+    int k;
+    if (x->failed || !ox_ints_of(x, in[1], "shape", req, &k, MCIR_MAX_RANK)) return false;
+    ox_value *X = in[0];
+    int wild = -1;
+    int64_t known = 1;
+    for (int i = 0; i < k; i++) {
+        if (req[i] == -1) {
+            if (wild >= 0) return ox_error(x, "shape has more than one -1");
+            wild = i;
+            continue;
+        }
+        if (req[i] == 0 && !allowzero) {
+            if (i >= X->rank) return ox_error(x, "shape copies dim %d of a rank-%d input", i, X->rank);
+            req[i] = X->shape[i];
+        }
+        if (req[i] < 0) return ox_error(x, "shape has a negative dim %lld", (long long)req[i]);
+        shape[i] = req[i];
+        if (mcir_mul_overflows(known, req[i], &known)) return ox_error(x, "shape overflows");
+    }
+    if (wild >= 0) {
+        if (known == 0 || X->numel % known)
+            return ox_error(x, "cannot reshape '%s' (%lld elements) with -1", X->name,
+                            (long long)X->numel);
+        shape[wild] = X->numel / known;
+    }
+    return reshape_to(x, X, k, shape, 0);
+}
+
+static bool h_flatten(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *X = in[0];
+    int64_t axis = attr_int(x, "axis", 1);
+    if (x->failed) return false;
+    if (axis < 0) axis += X->rank;
+    if (axis < 0 || axis > X->rank) return ox_error(x, "axis is out of range");
+    int64_t shape[2] = {1, 1};
+    for (int i = 0; i < X->rank; i++) shape[i >= axis] *= X->shape[i];
+    return reshape_to(x, X, 2, shape, 0);
+}
+
+/* axes from the attribute (opset < 13) or the second input. */
+static int axes_arg(ox *x, ox_value **in, int n_in, int64_t *axes) {
+    int n = -1;
+    if (x->opset >= 13) {
+        if (n_in > 1 && in[1] && !ox_ints_of(x, in[1], "axes", axes, &n, MCIR_MAX_RANK)) return -2;
+    } else {
+        n = attr_ints(x, "axes", axes, MCIR_MAX_RANK);
+    }
+    return x->failed ? -2 : n;
+}
+
+static bool h_unsqueeze(ox *x, ox_value **in, int n_in) {
+    int64_t axes[MCIR_MAX_RANK], shape[MCIR_MAX_RANK];
+    int n = axes_arg(x, in, n_in, axes);
+    if (n == -2) return false;
+    if (n < 0) return ox_error(x, "axes are required");
+    ox_value *X = in[0];
+    int r = X->rank + n;
+    if (r > MCIR_MAX_RANK) return ox_error(x, "result rank %d exceeds %d", r, MCIR_MAX_RANK);
+    bool ins[MCIR_MAX_RANK] = {0};
+    for (int i = 0; i < n; i++) {
+        int a;
+        if (!norm_axis(x, axes[i], r, "axis", &a)) return false;
+        if (ins[a]) return ox_error(x, "axis %d repeats", a);
+        ins[a] = true;
+    }
+    for (int i = 0, j = 0; i < r; i++) shape[i] = ins[i] ? 1 : X->shape[j++];
+    return reshape_to(x, X, r, shape, 0);
+}
+
+static bool h_squeeze(ox *x, ox_value **in, int n_in) {
+    int64_t axes[MCIR_MAX_RANK], shape[MCIR_MAX_RANK];
+    int n = axes_arg(x, in, n_in, axes);
+    if (n == -2) return false;
+    ox_value *X = in[0];
+    bool drop[MCIR_MAX_RANK] = {0};
+    if (n <= 0) {
+        for (int i = 0; i < X->rank; i++) drop[i] = X->shape[i] == 1;
+    } else {
+        for (int i = 0; i < n; i++) {
+            int a;
+            if (!norm_axis(x, axes[i], X->rank, "axis", &a)) return false;
+            if (X->shape[a] != 1)
+                return ox_error(x, "cannot squeeze axis %d of size %lld", a,
+                                (long long)X->shape[a]);
+            drop[a] = true;
+        }
+    }
+    int r = 0;
+    for (int i = 0; i < X->rank; i++)
+        if (!drop[i]) shape[r++] = X->shape[i];
+    return reshape_to(x, X, r, shape, 0);
+}
+
+static bool h_concat(ox *x, ox_value **in, int n_in) {
+    const Onnx__AttributeProto *a = attr_get(x, "axis", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    if (!a) return x->failed ? false : ox_error(x, "missing attribute 'axis'");
+    ox_value *keep[256];
+    int k = 0, ax;
+    if (n_in > 256) return ox_error(x, "more than 256 inputs");
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i]) return ox_error(x, "input %d is missing", i);
+        if (in[i]->numel > 0 || in[i]->rank != in[0]->rank) keep[k++] = in[i];
+    }
+    if (!k) keep[k++] = in[0];
+    if (!norm_axis(x, a->i, keep[0]->rank, "axis", &ax)) return false;
+    if (all_const(keep, k)) {
+        ox_value *o = ox_fold_concat(x, keep, k, ax);
+        return o && define_out(x, 0, o);
+    }
+    if (k == 1) return define_out(x, 0, keep[0]);
+    mcir_dtype dt = node_dtype(keep, k);
+    mcir_tensor *ts[256];
+    for (int i = 0; i < k; i++)
+        if (!(ts[i] = runtime(x, keep[i], dt))) return false;
+    mcir_node *n = emit1(x, MCIR_OP_CONCAT, k, ts, 0);
+    mcir_node_set_int(x->g, n, "axis", ax);
+    return define_rt(x, 0, done(x, n));
+}
+
+static bool h_split(ox *x, ox_value **in, int n_in) {
+    ox_value *X = in[0];
+    int64_t axis = attr_int(x, "axis", 0), sizes[64];
+    int64_t num_outputs = attr_int(x, "num_outputs", 0);
+    int n_out = (int)x->node->n_output, k = -1, ax;
+    if (x->failed || !norm_axis(x, axis, X->rank, "axis", &ax)) return false;
+    if (n_out > 64) return ox_error(x, "more than 64 outputs");
+    if (x->opset >= 13) {
+        if (n_in > 1 && in[1] && !ox_ints_of(x, in[1], "split", sizes, &k, 64)) return false;
+    } else {
+        k = attr_ints(x, "split", sizes, 64);
+        if (x->failed) return false;
+    }
+    int64_t dim = X->shape[ax];
+    if (k < 0) {
+        if (num_outputs && num_outputs != n_out)
+            return ox_error(x, "num_outputs %lld but %d outputs", (long long)num_outputs, n_out);
+        int64_t chunk = num_outputs ? (dim + n_out - 1) / n_out : dim / n_out;
+        if (!num_outputs && dim % n_out)
+            return ox_error(x, "axis of size %lld does not split evenly into %d outputs",
+                            (long long)dim, n_out);
+        for (int i = 0; i < n_out; i++) {
+            int64_t rest = dim - chunk * i;
+            sizes[i] = rest < chunk ? (rest > 0 ? rest : 0) : chunk;
+        }
+        k = n_out;
+    }
+    if (k != n_out) return ox_error(x, "split has %d sizes but the node has %d outputs", k, n_out);
+    int64_t sum = 0;
+    for (int i = 0; i < k; i++) {
+        if (sizes[i] < 0) return ox_error(x, "negative split size");
+        sum += sizes[i];
+    }
+    if (sum != dim)
+        return ox_error(x, "split sizes sum to %lld, axis %d has %lld", (long long)sum, ax,
+                        (long long)dim);
+    if (X->is_const) {
+        int64_t first = 0;
+        for (int i = 0; i < k; i++) {
+            ox_value *o = ox_fold_slice(x, X, ax, first, 1, sizes[i]);
+            if (!o || !define_out(x, i, o)) return false;
+            first += sizes[i];
+        }
+        return true;
+    }
+    if (k == 1) return define_out(x, 0, X);
+    mcir_tensor *t = runtime(x, X, X->t->dtype);
+    if (!t) return false;
+    int idx[64];
+    for (int i = 0; i < k; i++) idx[i] = i;
+    mcir_node *n = emit(x, MCIR_OP_SPLIT, 1, &t, k, idx);
+    mcir_node_set_int(x->g, n, "axis", ax);
+    mcir_node_set_ints(x->g, n, "sizes", k, sizes);
+    if (!infer_now(x, n)) return false;
+    for (int i = 0; i < k; i++)
+        if (!define_rt(x, i, n->outputs[i])) return false;
+    return true;
+}
+
+/* Slices runtime t on one axis; first/len/step as ox_slice_bounds gives. */
+static mcir_tensor *slice_rt(ox *x, mcir_tensor *t, int ax, int64_t first, int64_t len,
+                             int64_t step, int out_index) {
+    int64_t end = first + len * step;
+    if (end < 0) end = -t->shape[ax] - 1; /* before index 0, for a negative step */
+    mcir_node *n = emit1(x, MCIR_OP_SLICE, 1, &t, out_index);
+    mcir_node_set_int(x->g, n, "axis", ax);
+    mcir_node_set_int(x->g, n, "start", first);
+    mcir_node_set_int(x->g, n, "end", end);
+    if (step != 1) mcir_node_set_int(x->g, n, "step", step);
+    return done(x, n);
+}
+
+static bool h_slice(ox *x, ox_value **in, int n_in) {
+    int64_t starts[MCIR_MAX_RANK], ends[MCIR_MAX_RANK], axes[MCIR_MAX_RANK],
+        steps[MCIR_MAX_RANK];
+    int ns, ne, na = -1, nt = -1;
+    ox_value *X = in[0];
+    if (x->opset < 10) {
+        ns = attr_ints(x, "starts", starts, MCIR_MAX_RANK);
+        ne = attr_ints(x, "ends", ends, MCIR_MAX_RANK);
+        na = attr_ints(x, "axes", axes, MCIR_MAX_RANK);
+        if (x->failed) return false;
+    } else {
+        if (n_in < 3) return ox_error(x, "starts and ends are required");
+        if (!ox_ints_of(x, in[1], "starts", starts, &ns, MCIR_MAX_RANK) ||
+            !ox_ints_of(x, in[2], "ends", ends, &ne, MCIR_MAX_RANK) ||
+            (n_in > 3 && in[3] && !ox_ints_of(x, in[3], "axes", axes, &na, MCIR_MAX_RANK)) ||
+            (n_in > 4 && in[4] && !ox_ints_of(x, in[4], "steps", steps, &nt, MCIR_MAX_RANK)))
+            return false;
+    }
+    if (ns != ne || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
+        return ox_error(x, "starts, ends, axes and steps differ in length");
+    /* effective per-axis slices */
+    int ax[MCIR_MAX_RANK], k = 0;
+    int64_t first[MCIR_MAX_RANK], len[MCIR_MAX_RANK], step[MCIR_MAX_RANK];
+    bool seen[MCIR_MAX_RANK] = {0};
+    for (int i = 0; i < ns; i++) {
+        int a;
+        if (!norm_axis(x, na >= 0 ? axes[i] : i, X->rank, "axis", &a)) return false;
+        if (seen[a]) return ox_error(x, "axis %d repeats", a);
+        seen[a] = true;
+        int64_t s = nt >= 0 ? steps[i] : 1, f, l;
+        if (s == 0) return ox_error(x, "step is 0");
+        ox_slice_bounds(X->shape[a], starts[i], ends[i], s, &f, &l);
+        if (l == X->shape[a] && s == 1) continue;
+        ax[k] = a, first[k] = f, len[k] = l, step[k] = s;
+        k++;
+    }
+    if (X->is_const) {
+        ox_value *v = X;
+        for (int i = 0; i < k; i++)
+            if (!(v = ox_fold_slice(x, v, ax[i], first[i], step[i], len[i]))) return false;
+        return define_out(x, 0, v);
+    }
+    if (k == 0) return define_out(x, 0, X);
+    mcir_tensor *t = runtime(x, X, X->t->dtype);
+    for (int i = 0; t && i < k; i++)
+        t = slice_rt(x, t, ax[i], first[i], len[i], step[i], i == k - 1 ? 0 : -1);
+    return define_rt(x, 0, t);
+}
+
+static bool h_gather(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *D = in[0], *I = in[1];
+    int64_t axis = attr_int(x, "axis", 0);
+    int ax;
+    if (x->failed || !norm_axis(x, axis, D->rank, "axis", &ax)) return false;
+    if (!I->is_const || ox_is_float(I->elem))
+        return ox_error(x, "indices '%s' must be integer constants known at import time",
+                        I->name);
+    int64_t dim = D->shape[ax];
+    for (int64_t i = 0; i < I->numel; i++) {
+        int64_t t = I->iv[i];
+        if (t < -dim || t >= dim)
+            return ox_error(x, "index %lld is out of range for axis %d of size %lld",
+                            (long long)t, ax, (long long)dim);
+    }
+    if (D->is_const) {
+        ox_value *o = ox_fold_gather(x, D, I, ax);
+        return o && define_out(x, 0, o);
+    }
+    if (I->numel == 0) return ox_error(x, "empty indices on a runtime tensor");
+    if (D->rank - 1 + I->rank > MCIR_MAX_RANK) return ox_error(x, "result rank too large");
+    int64_t shape[MCIR_MAX_RANK];
+    int r = 0;
+    for (int k = 0; k < ax; k++) shape[r++] = D->shape[k];
+    for (int k = 0; k < I->rank; k++) shape[r++] = I->shape[k];
+    for (int k = ax + 1; k < D->rank; k++) shape[r++] = D->shape[k];
+    mcir_tensor *src = runtime(x, D, D->t->dtype);
+    if (!src) return false;
+    /* runs of consecutive indices become slices, joined by a concat */
+    mcir_tensor *pieces[256];
+    int np = 0;
+    bool direct = I->rank == 1; /* the concat already has the result shape */
+    for (int64_t i = 0; i < I->numel;) {
+        int64_t s = I->iv[i] < 0 ? I->iv[i] + dim : I->iv[i], j = i + 1;
+        while (j < I->numel && (I->iv[j] < 0 ? I->iv[j] + dim : I->iv[j]) == s + (j - i)) j++;
+        if (np == 256) return ox_error(x, "more than 256 index runs");
+        bool last = j == I->numel && np == 0 && direct;
+        if (s == 0 && j - i == dim) pieces[np++] = src;
+        else if (!(pieces[np++] = slice_rt(x, src, ax, s, j - i, 1, last ? 0 : -1))) return false;
+        i = j;
+    }
+    mcir_tensor *t = pieces[0];
+    if (np > 1) {
+        mcir_node *n = emit1(x, MCIR_OP_CONCAT, np, pieces, direct ? 0 : -1);
+        mcir_node_set_int(x->g, n, "axis", ax);
+        if (!(t = done(x, n))) return false;
+    }
+    return reshape_to(x, runtime_value(x, t), r, shape, 0);
+}
+
+static bool h_expand(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    int64_t req[MCIR_MAX_RANK], shape[MCIR_MAX_RANK];
+    int k, r;
+    ox_value *X = in[0];
+    if (!ox_ints_of(x, in[1], "shape", req, &k, MCIR_MAX_RANK)) return false;
+    if (!ox_broadcast(X->rank, X->shape, k, req, &r, shape))
+        return ox_error(x, "'%s' does not broadcast to the requested shape", X->name);
+    if (X->is_const) {
+        ox_value *o = ox_fold_expand(x, X, r, shape);
+        return o && define_out(x, 0, o);
+    }
+    if (r == X->rank && !memcmp(shape, X->shape, sizeof(int64_t) * (size_t)r))
+        return define_out(x, 0, X);
+    ox_value *v = mcir_arena_alloc(x->a, sizeof *v);
+    *v = *X;
+    v->expand = true;
+    v->expanded = NULL;
+    v->t = X->expand ? runtime(x, X, X->t->dtype) : X->t;
+    if (!v->t) return false;
+    v->rank = r;
+    memcpy(v->shape, shape, sizeof v->shape);
+    v->numel = 1;
+    for (int i = 0; i < r; i++) v->numel *= shape[i];
+    v->name = NULL;
+    return define_out(x, 0, v);
+}
+
+/* Window attributes shared by Conv and the pools: kernel, strides, pads
+ * (top, left, bottom, right), dilations, with auto_pad and ceil_mode
+ * resolved into explicit pads. */
+typedef struct window {
+    int64_t kernel[2], strides[2], pads[4], dil[2];
+} window;
+
+static bool window_attrs(ox *x, const int64_t *in_hw, const int64_t *kernel_hw, window *w,
+                         bool pool) {
+    int64_t buf[8];
+    char ap[32];
+    int n;
+    const char *auto_pad = attr_str(x, "auto_pad", "NOTSET", ap, sizeof ap);
+    w->strides[0] = w->strides[1] = 1;
+    w->dil[0] = w->dil[1] = 1;
+    memset(w->pads, 0, sizeof w->pads);
+    if ((n = attr_ints(x, "kernel_shape", buf, 8)) >= 0) {
+        if (n != 2) return ox_error(x, "only 2-D windows are supported (kernel_shape has %d dims)", n);
+        if (kernel_hw && (buf[0] != kernel_hw[0] || buf[1] != kernel_hw[1]))
+            return ox_error(x, "kernel_shape does not match the weight");
+        w->kernel[0] = buf[0], w->kernel[1] = buf[1];
+    } else if (kernel_hw) {
+        w->kernel[0] = kernel_hw[0], w->kernel[1] = kernel_hw[1];
+    } else if (!x->failed) {
+        return ox_error(x, "missing attribute 'kernel_shape'");
+    }
+    if ((n = attr_ints(x, "strides", buf, 8)) >= 0) {
+        if (n != 2) return ox_error(x, "strides must have 2 values");
+        w->strides[0] = buf[0], w->strides[1] = buf[1];
+    }
+    if ((n = attr_ints(x, "dilations", buf, 8)) >= 0) {
+        if (n != 2) return ox_error(x, "dilations must have 2 values");
+        w->dil[0] = buf[0], w->dil[1] = buf[1];
+        if (pool && (buf[0] != 1 || buf[1] != 1))
+            return ox_error(x, "dilated pooling is not supported");
+    }
+    if ((n = attr_ints(x, "pads", buf, 8)) >= 0) {
+        if (n != 4) return ox_error(x, "pads must have 4 values");
+        memcpy(w->pads, buf, sizeof w->pads);
+    }
+    if (x->failed) return false;
+    for (int k = 0; k < 2; k++)
+        if (w->strides[k] < 1 || w->dil[k] < 1 || w->kernel[k] < 1)
+            return ox_error(x, "kernel, strides and dilations must be >= 1");
+    if (strcmp(auto_pad, "NOTSET") != 0) {
+        bool valid = !strcmp(auto_pad, "VALID"), upper = !strcmp(auto_pad, "SAME_UPPER");
+        if (!valid && !upper && strcmp(auto_pad, "SAME_LOWER") != 0)
+            return ox_error(x, "auto_pad \"%s\" is not supported", auto_pad);
+        for (int k = 0; k < 2; k++) {
+            int64_t total = 0;
+            if (!valid) {
+                int64_t out = (in_hw[k] + w->strides[k] - 1) / w->strides[k];
+                total = (out - 1) * w->strides[k] + (w->kernel[k] - 1) * w->dil[k] + 1 - in_hw[k];
+                if (total < 0) total = 0;
+            }
+            int64_t small = total / 2;
+            w->pads[k] = upper ? small : total - small;
+            w->pads[k + 2] = total - w->pads[k];
+        }
+    }
+    return true;
+}
+
+/* ceil_mode: grow the end pads so that floor division gives the ceil
+ * output size (a last window must start inside the input or the begin
+ * padding, as ONNX and PyTorch define it). */
+static void ceil_pads(window *w, const int64_t *in_hw) {
+    for (int k = 0; k < 2; k++) {
+        int64_t span = in_hw[k] + w->pads[k] + w->pads[k + 2] - w->kernel[k];
+        if (span < 0) continue;
+        int64_t out = (span + w->strides[k] - 1) / w->strides[k] + 1;
+        if ((out - 1) * w->strides[k] >= in_hw[k] + w->pads[k]) out--;
+        int64_t need = (out - 1) * w->strides[k] + w->kernel[k] - (in_hw[k] + w->pads[k] + w->pads[k + 2]);
+        if (need > 0) w->pads[k + 2] += need;
+    }
+}
+
+static bool need_4d(ox *x, const ox_value *X) {
+    if (X->rank != 4)
+        return ox_error(x, "input '%s' has rank %d; only 2-D (NCHW, rank 4) is supported",
+                        X->name, X->rank);
+    return true;
+}
+
+static bool h_conv(ox *x, ox_value **in, int n_in) {
+    ox_value *X = in[0], *W = in[1];
+    int64_t group = attr_int(x, "group", 1);
+    if (x->failed || !need_4d(x, X)) return false;
+    if (W->rank != 4) return ox_error(x, "weight '%s' must have rank 4", W->name);
+    window w;
+    if (!window_attrs(x, X->shape + 2, W->shape + 2, &w, false)) return false;
+    mcir_dtype dt = node_dtype(in, n_in);
+    mcir_tensor *ins[3];
+    int k = 0;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && !(ins[k++] = runtime(x, in[i], dt))) return false;
+    mcir_node *n = emit1(x, MCIR_OP_CONV2D, k, ins, 0);
+    mcir_node_set_ints(x->g, n, "strides", 2, w.strides);
+    mcir_node_set_ints(x->g, n, "pads", 4, w.pads);
+    mcir_node_set_ints(x->g, n, "dilations", 2, w.dil);
+    mcir_node_set_int(x->g, n, "groups", group);
+    return define_rt(x, 0, done(x, n));
+}
+
+static bool h_pool(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    bool is_max = !strcmp(x->node->op_type, "MaxPool");
+    ox_value *X = in[0];
+    int64_t ceil_mode = attr_int(x, "ceil_mode", 0);
+    int64_t storage = is_max ? attr_int(x, "storage_order", 0) : 0;
+    int64_t include_pad = is_max ? 0 : attr_int(x, "count_include_pad", 0);
+    if (x->failed || !need_4d(x, X) || !only_first_output(x)) return false;
+    window w;
+    if (!window_attrs(x, X->shape + 2, NULL, &w, true)) return false;
+    if (storage) return ox_error(x, "storage_order 1 is not supported");
+    if (include_pad && (w.pads[0] || w.pads[1] || w.pads[2] || w.pads[3]))
+        return ox_error(x, "count_include_pad=1 with padding is not supported (MCIR's "
+                           "avg_pool2d excludes padding)");
+    if (ceil_mode) {
+        window before = w;
+        ceil_pads(&w, X->shape + 2);
+        if (include_pad && memcmp(before.pads, w.pads, sizeof w.pads))
+            return ox_error(x, "count_include_pad=1 with ceil_mode padding is not supported");
+    }
+    mcir_tensor *t = runtime(x, X, node_dtype(in, 1));
+    if (!t) return false;
+    mcir_node *n = emit1(x, is_max ? MCIR_OP_MAX_POOL2D : MCIR_OP_AVG_POOL2D, 1, &t, 0);
+    mcir_node_set_ints(x->g, n, "kernel", 2, w.kernel);
+    mcir_node_set_ints(x->g, n, "strides", 2, w.strides);
+    mcir_node_set_ints(x->g, n, "pads", 4, w.pads);
+    return define_rt(x, 0, done(x, n));
+}
+
+static bool h_global_avg_pool(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    if (!need_4d(x, in[0])) return false;
+    mcir_tensor *t = runtime(x, in[0], node_dtype(in, 1));
+    if (!t) return false;
+    return define_rt(x, 0, done(x, emit1(x, MCIR_OP_GLOBAL_AVG_POOL, 1, &t, 0)));
+}
+
+/* The op table: every ONNX op the importer knows, its input arity and
+ * handler. Ops marked import-time fold constants only. */
+static const struct {
+    const char *op;
+    int min_in, max_in; /* max -1: variadic */
+    ox_handler fn;
+} ox_ops[] = {
+    {"Constant", 0, 0, h_constant},
+    {"Identity", 1, 1, h_identity},
+    {"Dropout", 1, 3, h_identity},
+    {"Cast", 1, 1, h_cast},
+    {"Shape", 1, 1, h_shape},
+    {"Size", 1, 1, h_size},
+    {"ConstantOfShape", 1, 1, h_constant_of_shape},
+    {"Range", 3, 3, h_range},
+    {"Add", 2, 2, h_elementwise}, {"Sub", 2, 2, h_elementwise},
+    {"Mul", 2, 2, h_elementwise}, {"Div", 2, 2, h_elementwise},
+    {"Pow", 2, 2, h_elementwise}, {"Mod", 2, 2, h_elementwise},
+    {"Max", 1, -1, h_elementwise}, {"Min", 1, -1, h_elementwise},
+    {"Sum", 1, -1, h_elementwise},
+    {"Relu", 1, 1, h_elementwise}, {"Sigmoid", 1, 1, h_elementwise},
+    {"Tanh", 1, 1, h_elementwise}, {"Exp", 1, 1, h_elementwise},
+    {"Log", 1, 1, h_elementwise}, {"Erf", 1, 1, h_elementwise},
+    {"Sqrt", 1, 1, h_elementwise}, {"Reciprocal", 1, 1, h_elementwise},
+    {"Neg", 1, 1, h_elementwise}, {"Abs", 1, 1, h_elementwise},
+    {"Floor", 1, 1, h_elementwise}, {"Ceil", 1, 1, h_elementwise},
+    {"Sign", 1, 1, h_elementwise}, {"Not", 1, 1, h_elementwise},
+    {"Equal", 2, 2, h_elementwise}, {"Less", 2, 2, h_elementwise},
+    {"Greater", 2, 2, h_elementwise}, {"LessOrEqual", 2, 2, h_elementwise},
+    {"GreaterOrEqual", 2, 2, h_elementwise}, {"And", 2, 2, h_elementwise},
+    {"Or", 2, 2, h_elementwise}, {"Xor", 2, 2, h_elementwise},
+    {"Where", 3, 3, h_where},
+    {"MatMul", 2, 2, h_matmul},
+    {"Gemm", 2, 3, h_gemm},
+    {"Softmax", 1, 1, h_softmax},
+    {"LayerNormalization", 2, 3, h_layernorm},
+    {"ReduceMean", 1, 2, h_reduce}, {"ReduceSum", 1, 2, h_reduce},
+    {"ReduceMax", 1, 2, h_reduce},
+    {"Transpose", 1, 1, h_transpose},
+    {"Reshape", 2, 2, h_reshape},
+    {"Flatten", 1, 1, h_flatten},
+    {"Unsqueeze", 1, 2, h_unsqueeze},
+    {"Squeeze", 1, 2, h_squeeze},
+    {"Concat", 1, -1, h_concat},
+    {"Split", 1, 2, h_split},
+    {"Slice", 1, 5, h_slice},
+    {"Gather", 2, 2, h_gather},
+    {"Expand", 2, 2, h_expand},
+    {"Conv", 2, 3, h_conv},
+    {"MaxPool", 1, 1, h_pool},
+    {"AveragePool", 1, 1, h_pool},
+    {"GlobalAveragePool", 1, 1, h_global_avg_pool},
+};
+
+static bool import_node(ox *x) {
+    const Onnx__NodeProto *np = x->node;
+    if (!np->op_type) return ox_error(x, "node has no op_type");
+    if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0)
+        return ox_error(x, "op domain '%s' is not supported (only the default ONNX domain)",
+                        np->domain);
+    int k = 0, n = (int)(sizeof ox_ops / sizeof ox_ops[0]);
+    while (k < n && strcmp(ox_ops[k].op, np->op_type) != 0) k++;
+    if (k == n) return ox_error(x, "unsupported op %s", np->op_type);
+    int n_in = (int)np->n_input;
+    if (n_in < ox_ops[k].min_in || (ox_ops[k].max_in >= 0 && n_in > ox_ops[k].max_in))
+        return ox_error(x, "has %d inputs; %s takes %d to %d here", n_in, np->op_type,
+                        ox_ops[k].min_in, ox_ops[k].max_in);
+    if (np->n_output < 1 || !np->output[0] || !*np->output[0])
+        return ox_error(x, "has no output");
+    ox_value *in[256];
+    if (n_in > 256) return ox_error(x, "more than 256 inputs");
+    for (int i = 0; i < n_in; i++) {
+        const char *s = np->input[i];
+        in[i] = NULL;
+        if (!s || !*s) {
+            if (i < ox_ops[k].min_in) return ox_error(x, "required input %d is empty", i);
+            continue;
+        }
+        ox_entry *e = lookup(x, s, false);
+        if (!e || !e->v)
+            return ox_error(x, "input '%s' is not defined before this node (the graph must "
+                               "be topologically sorted)",
+                            s);
+        in[i] = e->v;
+    }
+    x->used_attrs = 0;
+    if (np->n_attribute > 64) return ox_error(x, "more than 64 attributes");
+    if (!ox_ops[k].fn(x, in, n_in)) {
+        if (!x->failed) ox_error(x, "cannot be imported");
+        return false;
+    }
+    for (size_t i = 0; i < np->n_attribute; i++)
+        if (!(x->used_attrs & (1ull << i)))
+            return ox_error(x, "attribute '%s' is not supported",
+                            np->attribute[i] && np->attribute[i]->name ? np->attribute[i]->name : "?");
+    return !x->failed;
+}
+
+/* ------------------------------------------------------------ the model */
+
+static const char *dir_of(mcir_arena *a, const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return ".";
+    if (slash == path) return "/";
+    return mcir_arena_printf(a, "%.*s", (int)(slash - path), path);
+}
+
+static const char *stem_of(mcir_arena *a, const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    size_t n = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    return mcir_arena_printf(a, "%.*s", (int)n, base);
+}
+
+/* Name of a pin as given to mcir_onnx_parse_shape: up to the last '='. */
+static int pin_name_len(const char *s) {
+    const char *eq = strrchr(s, '=');
+    return (int)(eq ? (size_t)(eq - s) : strlen(s));
+}
+
+static bool pin_matches(const mcir_onnx_shape *p, const char *name) {
+    int n = pin_name_len(p->name);
+    return (int)strlen(name) == n && strncmp(p->name, name, (size_t)n) == 0;
+}
+
+static bool import_input(ox *x, const Onnx__ValueInfoProto *vi, const mcir_onnx_shape *shapes,
+                         int n_shapes, bool *pin_used) {
+    const char *name = vi->name;
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+        return ox_error(x, "graph input '%s' is not a tensor", name);
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int elem = tt->has_elem_type ? tt->elem_type : 0;
+    mcir_dtype dt;
+    if (!elem_dtype(elem, &dt))
+        return ox_error(x, "graph input '%s' has element type %s; runtime inputs must be "
+                           "float, float16 or bfloat16",
+                        name, ox_elem_name(elem));
+    const mcir_onnx_shape *pin = NULL;
+    for (int i = 0; i < n_shapes; i++)
+        if (pin_matches(&shapes[i], name)) {
+            pin = &shapes[i];
+            pin_used[i] = true;
+        }
+    int64_t shape[MCIR_MAX_RANK];
+    int rank = -1;
+    const Onnx__TensorShapeProto *sp = tt->shape;
+    if (sp) {
+        if (sp->n_dim > MCIR_MAX_RANK)
+            return ox_error(x, "graph input '%s' has %zu dims, more than %d", name, sp->n_dim,
+                            MCIR_MAX_RANK);
+        rank = (int)sp->n_dim;
+        for (int i = 0; i < rank; i++) {
+            const Onnx__TensorShapeProto__Dimension *dm = sp->dim[i];
+            bool fixed = dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                         dm->dim_value > 0;
+            shape[i] = fixed ? dm->dim_value : -1;
+            if (pin && pin->rank == rank && fixed && pin->dims[i] != dm->dim_value)
+                return ox_error(x, "--shape %s pins dim %d of graph input '%s' to %lld, but the "
+                                   "model fixes it to %lld",
+                                pin->name, i, name, (long long)pin->dims[i],
+                                (long long)dm->dim_value);
+            if (!fixed && !pin)
+                return ox_error(x, "graph input '%s' has a dynamic dimension %d%s%s%s; pin it "
+                                   "with --shape %s=D1xD2x...",
+                                name, i, dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? " ('" : "",
+                                dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param ? dm->dim_param : "",
+                                dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? "')" : "",
+                                name);
+        }
+    }
+    if (pin) {
+        if (rank >= 0 && pin->rank != rank)
+            return ox_error(x, "--shape %s gives %d dims, graph input '%s' has %d", pin->name,
+                            pin->rank, name, rank);
+        rank = pin->rank;
+        for (int i = 0; i < rank; i++) shape[i] = pin->dims[i];
+    }
+    if (rank < 0)
+        return ox_error(x, "graph input '%s' has no shape; give one with --shape %s=D1xD2x...",
+                        name, name);
+    int64_t numel = 1;
+    for (int i = 0; i < rank; i++)
+        if (shape[i] < 1 || mcir_mul_overflows(numel, shape[i], &numel) ||
+            mcir_mul_overflows(numel, 4, &(int64_t){0}))
+            return ox_error(x, "graph input '%s' has too many elements", name);
+    mcir_tensor *t = mcir_graph_add_tensor(x->g, name, dt, rank, shape, MCIR_TENSOR_INPUT);
+    if (!t) return ox_error(x, "graph input '%s' is declared twice", name);
+    return define(x, name, runtime_value(x, t));
+}
+
+/* A graph output keeps its ONNX name: where the value's tensor is named
+ * otherwise (an alias of an input, a weight or another output), a reshape
+ * copy carries the name. */
+static bool import_output(ox *x, const char *name) {
+    ox_entry *e = lookup(x, name, false);
+    if (!e || !e->v) return ox_error(x, "graph output '%s' is not computed by any node", name);
+    ox_value *v = e->v;
+    mcir_dtype dt = MCIR_DTYPE_F32;
+    if (v->is_const) elem_dtype(v->elem, &dt);
+    else dt = v->t->dtype;
+    mcir_tensor *t = runtime(x, v, dt);
+    if (!t) return false;
+    if (strcmp(t->name, name) == 0 && !t->is_output) {
+        mcir_graph_mark_output(x->g, t);
+        return true;
+    }
+    mcir_tensor *copy = mcir_graph_find_tensor(x->g, name)
+                            ? mcir_graph_add_tensor(x->g, fresh(x, name), dt, -1, NULL, MCIR_TENSOR_INTERMEDIATE)
+                            : mcir_graph_add_tensor(x->g, name, dt, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
+    mcir_node *n = mcir_graph_add_node(x->g, MCIR_OP_RESHAPE,
+                                       fresh_node_name(x, mcir_arena_printf(x->a, "%s_copy", name)),
+                                       1, &t, 1, &copy);
+    n->loc = (mcir_loc){x->path, 0, 0};
+    mcir_node_set_ints(x->g, n, "shape", t->rank, t->shape);
+    if (!infer_now(x, n)) return false;
+    mcir_graph_mark_output(x->g, copy);
+    return true;
+}
+
+/* Nodes nothing returned depends on (shape branches whose results were
+ * folded, unused outputs) are dropped. */
+static void drop_dead(mcir_graph *g) {
+    bool *live = calloc((size_t)g->n_tensors + 1, 1);
+    MCIR_ASSERT(live);
+    for (int i = 0; i < g->n_outputs; i++) live[g->outputs[i]->id] = true;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        mcir_node *n = g->nodes[i];
+        bool used = false;
+        for (int j = 0; j < n->n_outputs; j++) used |= live[n->outputs[j]->id];
+        if (!used) {
+            n->dead = true;
+            continue;
+        }
+        for (int j = 0; j < n->n_inputs; j++) live[n->inputs[j]->id] = true;
+    }
+    free(live);
+    mcir_graph_compact(g);
+}
+
+static bool import_model(ox *x, const Onnx__ModelProto *m, const mcir_onnx_shape *shapes,
+                         int n_shapes) {
+    const Onnx__GraphProto *gp = m->graph;
+    if (!gp) return ox_error(x, "the model has no graph");
+    x->opset = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        if (o && (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx")))
+            x->opset = o->has_version ? o->version : -1;
+    }
+    if (x->opset < 0) return ox_error(x, "the model imports no opset of the default ONNX domain");
+    if (x->opset < OX_MIN_OPSET || x->opset > OX_MAX_OPSET)
+        return ox_error(x, "opset %lld is not supported (opsets %d to %d are)",
+                        (long long)x->opset, OX_MIN_OPSET, OX_MAX_OPSET);
+    if (gp->n_sparse_initializer)
+        return ox_error(x, "sparse initializers are not supported");
+    /* reserve every name and count uses */
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        if (!np) return ox_error(x, "node %zu is empty", i);
+        for (size_t j = 0; j < np->n_input; j++)
+            if (np->input[j] && *np->input[j]) lookup(x, np->input[j], true)->uses++;
+        for (size_t j = 0; j < np->n_output; j++)
+            if (np->output[j] && *np->output[j]) lookup(x, np->output[j], true);
+    }
+    for (size_t i = 0; i < gp->n_output; i++) {
+        if (!gp->output[i] || !gp->output[i]->name || !*gp->output[i]->name)
+            return ox_error(x, "graph output %zu has no name", i);
+        lookup(x, gp->output[i]->name, true)->uses++;
+    }
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        if (!tp || !tp->name || !*tp->name) return ox_error(x, "initializer %zu has no name", i);
+        ox_value *v = tensor_value(x, tp, mcir_arena_printf(x->a, "initializer '%s'", tp->name));
+        if (!v || !define(x, tp->name, v)) return false;
+    }
+    bool pin_used[256] = {0};
+    if (n_shapes > 256) return ox_error(x, "more than 256 --shape pins");
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        if (!vi || !vi->name || !*vi->name) return ox_error(x, "graph input %zu has no name", i);
+        ox_entry *e = lookup(x, vi->name, false);
+        if (e && e->v && e->v->is_const) {
+            for (int k = 0; k < n_shapes; k++)
+                if (pin_matches(&shapes[k], vi->name))
+                    return ox_error(x, "--shape %s: '%.*s' is an initializer (a weight), not a "
+                                       "runtime input",
+                                    shapes[k].name, pin_name_len(shapes[k].name), vi->name);
+            continue; /* an input that is also an initializer is a weight */
+        }
+        if (!import_input(x, vi, shapes, n_shapes, pin_used)) return false;
+    }
+    for (int k = 0; k < n_shapes; k++)
+        if (!pin_used[k])
+            return ox_error(x, "--shape %s: the model has no graph input '%.*s'", shapes[k].name,
+                            pin_name_len(shapes[k].name), shapes[k].name);
+    for (size_t i = 0; i < gp->n_node; i++) {
+        x->node = gp->node[i];
+        x->node_index = (int)i;
+        if (!import_node(x)) return false;
+    }
+    x->node = NULL;
+    if (!gp->n_output) return ox_error(x, "the graph has no outputs");
+    for (size_t i = 0; i < gp->n_output; i++)
+        if (!import_output(x, gp->output[i]->name)) return false;
+    return true;
+}
+
+mcir_graph *mcir_onnx_read_bytes(const void *bytes, size_t len, const char *path,
+                                 const mcir_onnx_shape *shapes, int n_shapes,
+                                 mcir_diag *d) {
+    ox x = {.d = d, .path = path ? path : "<onnx>"};
+    x.a = mcir_arena_new();
+    x.dir = dir_of(x.a, x.path);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, bytes);
+    if (!m) {
+        ox_error(&x, "not a valid ONNX model (the protobuf does not parse: truncated or not "
+                     "an .onnx file)");
+        mcir_arena_free(x.a);
+        return NULL;
+    }
+    x.g = mcir_graph_new(stem_of(x.a, x.path));
+    x.g->path = mcir_arena_strdup(x.g->arena, x.path);
+    x.g->dir = mcir_arena_strdup(x.g->arena, x.dir);
+    bool ok = import_model(&x, m, shapes, n_shapes);
+    onnx__model_proto__free_unpacked(m, NULL);
+    mcir_arena_free(x.a);
+    if (ok) {
+        drop_dead(x.g);
+        ok = mcir_graph_sort(x.g, d) && mcir_graph_infer(x.g, d) && mcir_graph_verify(x.g, d);
+    }
+    if (!ok) {
+        mcir_graph_free(x.g);
+        return NULL;
+    }
+    return x.g;
+}
+
+mcir_graph *mcir_onnx_read(const char *path, const mcir_onnx_shape *shapes, int n_shapes,
+                           mcir_diag *d) {
+    mcir_loc loc = {path, 0, 0};
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        mcir_error(d, loc, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 1 << 16;
+            uint8_t *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                mcir_error(d, loc, "out of memory reading the model");
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t k = fread(buf + len, 1, cap - len, f);
+        len += k;
+        if (k == 0) break;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        mcir_error(d, loc, "read error");
+        return NULL;
+    }
+    mcir_graph *g = mcir_onnx_read_bytes(buf, len, path, shapes, n_shapes, d);
+    free(buf);
+    return g;
+}
+
+bool mcir_onnx_parse_shape(const char *spec, mcir_onnx_shape *out) {
+    const char *eq = spec ? strrchr(spec, '=') : NULL;
+    if (!eq || eq == spec) return false;
+    memset(out, 0, sizeof *out);
+    out->name = spec;
+    const char *p = eq + 1;
+    if (!*p) return true; /* a scalar */
+    for (;;) {
+        if (out->rank == MCIR_MAX_RANK || *p < '0' || *p > '9') return false;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || v < 1) return false;
+        out->dims[out->rank++] = v;
+        if (!*end) return true;
+        if (*end != 'x' && *end != 'X' && *end != ',') return false;
+        p = end + 1;
+    }
+}
+
+bool mcir_onnx_is_model_path(const char *path) {
+    size_t n = path ? strlen(path) : 0;
+    return n >= 5 && strcmp(path + n - 5, ".onnx") == 0;
+}
