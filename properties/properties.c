@@ -1,0 +1,916 @@
+/*
+ * properties.c — the table of legality checks, the schemas of the rewrite
+ * actions and the on-chip working-set model.
+ *
+ * A check is a pure function of a match, its parameters and the target: it
+ * never changes the graph, and it always says what it measured, pass or
+ * fail, because the trace shows the detail to a user asking "why not".
+ * Unbound (optional, absent) variables and nodes are skipped: a condition
+ * on something that is not there holds trivially.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "properties/properties.h"
+
+/* --------------------------------------------------------------- detail */
+
+static void say(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Appends a clause to the detail, separated by "; ". */
+static void say(char *buf, size_t n, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    if (len + 3 >= n) return;
+    if (len) {
+        memcpy(buf + len, "; ", 3);
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, n - len, fmt, ap);
+    va_end(ap);
+}
+
+static const char *var_name(const mcir_check_ctx *c, int v) {
+    return c->match->var_names[v];
+}
+
+static mcir_tensor *var_tensor(const mcir_check_ctx *c, int v) {
+    return c->match->vars[v];
+}
+
+char *mcir_bytes_str(int64_t bytes, char *buf, size_t n) {
+    if (bytes < 1024)
+        snprintf(buf, n, "%lld B", (long long)bytes);
+    else if (bytes < 1024 * 1024) {
+        double k = (double)bytes / 1024.0;
+        if (bytes % 1024 == 0) snprintf(buf, n, "%.0f KiB", k);
+        else snprintf(buf, n, "%.1f KiB", k);
+    } else
+        snprintf(buf, n, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
+    return buf;
+}
+
+bool mcir_weight_values(const mcir_tensor *t, float *out) {
+    if (t->kind != MCIR_TENSOR_WEIGHT) return false;
+    int64_t n = mcir_tensor_numel(t);
+    if (!t->data) {
+        mcir_fill_seeded(t, 0, out);
+        return true;
+    }
+    const unsigned char *p = t->data;
+    for (int64_t i = 0; i < n; i++) {
+        switch (t->dtype) {
+        case MCIR_DTYPE_F32: memcpy(&out[i], p + 4 * i, 4); break;
+        case MCIR_DTYPE_F16: {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = mcir_f16_to_f32(h);
+            break;
+        }
+        case MCIR_DTYPE_BF16: {
+            uint16_t b;
+            memcpy(&b, p + 2 * i, 2);
+            out[i] = mcir_bf16_to_f32(b);
+            break;
+        }
+        default: MCIR_ASSERT(!"dtype");
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------ tensor checks */
+
+/* Runs `one` on every bound variable of a TENSORS parameter; the check
+ * holds if it holds for each. */
+typedef bool (*tensor_pred)(const mcir_check_ctx *c, int var, const mcir_tensor *t,
+                            const mcir_param_value *params, char *d, size_t n);
+
+static bool each_tensor(const mcir_check_ctx *c, const mcir_param_value *tensors,
+                        const mcir_param_value *params, tensor_pred one, char *d,
+                        size_t n) {
+    bool ok = true;
+    for (int i = 0; i < tensors->n; i++) {
+        const mcir_tensor *t = var_tensor(c, tensors->refs[i]);
+        if (!t) continue;
+        if (!one(c, tensors->refs[i], t, params, d, n)) ok = false;
+    }
+    if (!d[0]) say(d, n, "nothing to check (no variable bound)");
+    return ok;
+}
+
+static bool one_single_consumer(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                                const mcir_param_value *p, char *d, size_t n) {
+    (void)p;
+    mcir_node *cons[4];
+    int k = mcir_graph_consumers(c->match->graph, t, cons, 4);
+    if (k == 1) {
+        say(d, n, "'%s' (%s) has 1 consumer", t->name, var_name(c, v));
+        return true;
+    }
+    char names[256] = "";
+    for (int i = 0; i < k && i < 4; i++) {
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", cons[i]->name);
+    }
+    if (k > 4) strncat(names, ", ...", sizeof names - strlen(names) - 1);
+    say(d, n, "'%s' (%s) has %d consumers%s%s", t->name, var_name(c, v), k,
+        k ? ": " : "", names);
+    return false;
+}
+
+static bool check_single_consumer(const mcir_check_ctx *c, const mcir_param_value *p,
+                                  char *d, size_t n) {
+    return each_tensor(c, &p[0], p, one_single_consumer, d, n);
+}
+
+static bool one_not_graph_output(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                                 const mcir_param_value *p, char *d, size_t n) {
+    (void)p;
+    if (t->is_output) {
+        say(d, n, "'%s' (%s) is a graph output and must stay materialized", t->name,
+            var_name(c, v));
+        return false;
+    }
+    say(d, n, "'%s' (%s) is not a graph output", t->name, var_name(c, v));
+    return true;
+}
+
+static bool check_not_graph_output(const mcir_check_ctx *c, const mcir_param_value *p,
+                                   char *d, size_t n) {
+    return each_tensor(c, &p[0], p, one_not_graph_output, d, n);
+}
+
+static bool in_match(const mcir_match *m, const mcir_node *nd) {
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i] == nd) return true;
+    return false;
+}
+
+static bool one_only_used_in_match(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                                   const mcir_param_value *p, char *d, size_t n) {
+    (void)p;
+    const mcir_graph *g = c->match->graph;
+    if (t->is_output) {
+        say(d, n, "'%s' (%s) is a graph output", t->name, var_name(c, v));
+        return false;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mcir_node *nd = g->nodes[i];
+        if (nd->dead || in_match(c->match, nd)) continue;
+        for (int k = 0; k < nd->n_inputs; k++)
+            if (nd->inputs[k] == t) {
+                say(d, n, "'%s' (%s) is also used by '%s' (%s) outside the pattern", t->name,
+                    var_name(c, v), nd->name, mcir_op_name(nd->op));
+                return false;
+            }
+    }
+    say(d, n, "'%s' (%s) is used only inside the pattern", t->name, var_name(c, v));
+    return true;
+}
+
+/* A variable that stands for the pattern's own output (an absent
+ * optional last op passes it through) is not an intermediate: the rewrite
+ * keeps that tensor. */
+static bool check_only_used_in_match(const mcir_check_ctx *c, const mcir_param_value *p,
+                                     char *d, size_t n) {
+    mcir_param_value inner = p[0];
+    int refs[64], k = 0;
+    for (int i = 0; i < p[0].n && k < 64; i++)
+        if (var_tensor(c, p[0].refs[i]) != c->match->output) refs[k++] = p[0].refs[i];
+    inner.refs = refs;
+    inner.n = k;
+    return each_tensor(c, &inner, p, one_only_used_in_match, d, n);
+}
+
+static bool one_is_intermediate(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                                const mcir_param_value *p, char *d, size_t n) {
+    (void)p;
+    if (t->kind != MCIR_TENSOR_INTERMEDIATE) {
+        say(d, n, "'%s' (%s) is a graph %s, not an intermediate", t->name, var_name(c, v),
+            mcir_tensor_kind_name(t->kind));
+        return false;
+    }
+    say(d, n, "'%s' (%s) is an intermediate", t->name, var_name(c, v));
+    return true;
+}
+
+static bool check_is_intermediate(const mcir_check_ctx *c, const mcir_param_value *p,
+                                  char *d, size_t n) {
+    return each_tensor(c, &p[0], p, one_is_intermediate, d, n);
+}
+
+static bool one_materialized(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                             const mcir_param_value *p, char *d, size_t n) {
+    (void)p;
+    bool ok = t->memory_state == MCIR_MEM_MATERIALIZED;
+    say(d, n, "'%s' (%s) is %s", t->name, var_name(c, v),
+        mcir_memory_state_name(t->memory_state));
+    return ok;
+}
+
+static bool check_materialized(const mcir_check_ctx *c, const mcir_param_value *p,
+                               char *d, size_t n) {
+    return each_tensor(c, &p[0], p, one_materialized, d, n);
+}
+
+static bool one_is_constant(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                            const mcir_param_value *p, char *d, size_t n) {
+    (void)p;
+    if (t->kind != MCIR_TENSOR_WEIGHT) {
+        say(d, n, "'%s' (%s) is %s %s, not a constant weight", t->name, var_name(c, v),
+            t->kind == MCIR_TENSOR_INPUT ? "a graph" : "an",
+            mcir_tensor_kind_name(t->kind));
+        return false;
+    }
+    say(d, n, "'%s' (%s) is a constant weight", t->name, var_name(c, v));
+    return true;
+}
+
+static bool check_is_constant(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
+                              size_t n) {
+    return each_tensor(c, &p[0], p, one_is_constant, d, n);
+}
+
+static bool one_scalar_constant(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                                const mcir_param_value *p, char *d, size_t n) {
+    if (!one_is_constant(c, v, t, p, d, n)) return false;
+    int64_t numel = mcir_tensor_numel(t);
+    char sh[96];
+    if (numel != 1) {
+        say(d, n, "'%s' (%s) has shape %s: not a scalar", t->name, var_name(c, v),
+            mcir_shape_str(t, sh, sizeof sh));
+        return false;
+    }
+    float val;
+    mcir_weight_values(t, &val);
+    say(d, n, "value %g", (double)val);
+    return true;
+}
+
+static bool check_scalar_constant(const mcir_check_ctx *c, const mcir_param_value *p,
+                                  char *d, size_t n) {
+    return each_tensor(c, &p[0], p, one_scalar_constant, d, n);
+}
+
+static bool one_dtype_allowed(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                              const mcir_param_value *p, char *d, size_t n) {
+    bool ok = (p[1].dtypes >> t->dtype) & 1u;
+    say(d, n, "'%s' (%s) is %s%s", t->name, var_name(c, v), mcir_dtype_name(t->dtype),
+        ok ? "" : ", which the rule does not allow");
+    return ok;
+}
+
+static bool check_dtype_allowed(const mcir_check_ctx *c, const mcir_param_value *p,
+                                char *d, size_t n) {
+    return each_tensor(c, &p[0], p, one_dtype_allowed, d, n);
+}
+
+static bool check_shape_divisible(const mcir_check_ctx *c, const mcir_param_value *p,
+                                  char *d, size_t n) {
+    const mcir_tensor *t = var_tensor(c, p[0].refs[0]);
+    if (!t) {
+        say(d, n, "nothing to check (no variable bound)");
+        return true;
+    }
+    int64_t axis = p[1].set ? p[1].i : -1;
+    int64_t by = p[2].i;
+    int64_t a = axis < 0 ? axis + t->rank : axis;
+    if (a < 0 || a >= t->rank) {
+        say(d, n, "'%s' (%s) has rank %d, no axis %lld", t->name, var_name(c, p[0].refs[0]),
+            t->rank, (long long)axis);
+        return false;
+    }
+    int64_t dim = t->shape[a];
+    bool ok = by > 0 && dim % by == 0;
+    say(d, n, "'%s' (%s) dim %lld = %lld is %sdivisible by %lld", t->name,
+        var_name(c, p[0].refs[0]), (long long)axis, (long long)dim, ok ? "" : "not ",
+        (long long)by);
+    return ok;
+}
+
+static bool same_shape(const mcir_tensor *a, const mcir_tensor *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+static bool check_same_shape(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
+                             size_t n) {
+    const mcir_tensor *first = NULL;
+    int first_v = -1;
+    char sa[96], sb[96];
+    for (int i = 0; i < p[0].n; i++) {
+        const mcir_tensor *t = var_tensor(c, p[0].refs[i]);
+        if (!t) continue;
+        if (!first) {
+            first = t;
+            first_v = p[0].refs[i];
+            continue;
+        }
+        if (!same_shape(first, t) || first->dtype != t->dtype) {
+            say(d, n, "'%s' (%s) is %s %s but '%s' (%s) is %s %s", first->name,
+                var_name(c, first_v), mcir_dtype_name(first->dtype),
+                mcir_shape_str(first, sa, sizeof sa), t->name, var_name(c, p[0].refs[i]),
+                mcir_dtype_name(t->dtype), mcir_shape_str(t, sb, sizeof sb));
+            return false;
+        }
+    }
+    if (first)
+        say(d, n, "all %s %s", mcir_dtype_name(first->dtype),
+            mcir_shape_str(first, sa, sizeof sa));
+    else
+        say(d, n, "nothing to check (no variable bound)");
+    return true;
+}
+
+static bool check_broadcasts_to(const mcir_check_ctx *c, const mcir_param_value *p,
+                                char *d, size_t n) {
+    const mcir_tensor *t = var_tensor(c, p[0].refs[0]);
+    const mcir_tensor *target = var_tensor(c, p[1].refs[0]);
+    if (!t || !target) {
+        say(d, n, "nothing to check (no variable bound)");
+        return true;
+    }
+    char sa[96], sb[96];
+    bool ok = t->rank <= target->rank;
+    for (int i = 0; ok && i < t->rank; i++) {
+        int64_t a = t->shape[t->rank - 1 - i], b = target->shape[target->rank - 1 - i];
+        if (a != b && a != 1) ok = false;
+    }
+    say(d, n, "'%s' (%s) %s %s to '%s' (%s) %s", t->name, var_name(c, p[0].refs[0]),
+        mcir_shape_str(t, sa, sizeof sa), ok ? "broadcasts" : "does not broadcast",
+        target->name, var_name(c, p[1].refs[0]), mcir_shape_str(target, sb, sizeof sb));
+    return ok;
+}
+
+static bool one_last_axis_param(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                                const mcir_param_value *p, char *d, size_t n) {
+    const mcir_tensor *x = var_tensor(c, p[1].refs[0]);
+    char sa[96];
+    if (!x) return true;
+    int64_t last = x->shape[x->rank - 1];
+    bool ok = t->rank <= 1 && (t->rank == 0 || t->shape[0] == last || t->shape[0] == 1);
+    say(d, n, "'%s' (%s) %s %s per-channel over the last axis (%lld)", t->name,
+        var_name(c, v), mcir_shape_str(t, sa, sizeof sa), ok ? "is" : "is not",
+        (long long)last);
+    return ok;
+}
+
+static bool check_last_axis_param(const mcir_check_ctx *c, const mcir_param_value *p,
+                                  char *d, size_t n) {
+    return each_tensor(c, &p[0], p, one_last_axis_param, d, n);
+}
+
+/* ------------------------------------------------------- node checks */
+
+/* Nodes a NODES parameter names, or every matched node if it is unset. */
+typedef bool (*node_pred)(const mcir_check_ctx *c, const mcir_node *nd, char *d, size_t n);
+
+static bool each_node(const mcir_check_ctx *c, const mcir_param_value *nodes, node_pred one,
+                      char *d, size_t n) {
+    const mcir_match *m = c->match;
+    bool ok = true;
+    int count = nodes->set ? nodes->n : m->n_nodes, visited = 0;
+    for (int i = 0; i < count; i++) {
+        const mcir_node *nd = m->nodes[nodes->set ? nodes->refs[i] : i];
+        if (!nd) continue;
+        visited++;
+        if (!one(c, nd, d, n)) ok = false;
+    }
+    if (!visited) say(d, n, "nothing to check (no node matched)");
+    return visited ? ok : true;
+}
+
+static bool one_pure(const mcir_check_ctx *c, const mcir_node *nd, char *d, size_t n) {
+    (void)c;
+    bool ok = mcir_op_desc_of(nd->op)->flags & MCIR_OPF_PURE;
+    if (!ok) say(d, n, "'%s' (%s) has side effects", nd->name, mcir_op_name(nd->op));
+    return ok;
+}
+
+static bool check_pure(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
+                       size_t n) {
+    bool ok = each_node(c, &p[0], one_pure, d, n);
+    if (ok && !d[0]) say(d, n, "every op is pure");
+    return ok;
+}
+
+/* The op table's PURE flag promises determinism too (same inputs, same
+ * bits): the reference kernels fix their summation order. */
+static bool one_deterministic(const mcir_check_ctx *c, const mcir_node *nd, char *d,
+                              size_t n) {
+    (void)c;
+    bool ok = mcir_op_desc_of(nd->op)->flags & MCIR_OPF_PURE;
+    if (!ok) say(d, n, "'%s' (%s) is not deterministic", nd->name, mcir_op_name(nd->op));
+    return ok;
+}
+
+static bool check_deterministic(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
+                                size_t n) {
+    bool ok = each_node(c, &p[0], one_deterministic, d, n);
+    if (ok && !d[0]) say(d, n, "every op is deterministic");
+    return ok;
+}
+
+/* The axes a node reduces or normalises over, as a mask; false if the op
+ * is not a reduction or norm. */
+static bool reduced_axes(const mcir_node *nd, bool mask[MCIR_MAX_RANK], int *rank) {
+    const mcir_tensor *x = nd->inputs[0];
+    *rank = x->rank;
+    memset(mask, 0, sizeof(bool) * MCIR_MAX_RANK);
+    const int64_t *axes;
+    int k;
+    switch (nd->op) {
+    case MCIR_OP_REDUCE_SUM:
+    case MCIR_OP_REDUCE_MEAN:
+    case MCIR_OP_REDUCE_MAX:
+        k = mcir_node_ints(nd, "axes", &axes);
+        for (int i = 0; i < k; i++) {
+            int64_t a = axes[i] < 0 ? axes[i] + x->rank : axes[i];
+            if (a >= 0 && a < x->rank) mask[a] = true;
+        }
+        return true;
+    case MCIR_OP_SOFTMAX: {
+        int64_t a = mcir_node_int(nd, "axis");
+        a = a < 0 ? a + x->rank : a;
+        if (a >= 0 && a < x->rank) mask[a] = true;
+        return true;
+    }
+    case MCIR_OP_ATTENTION:
+        /* softmax over the keys: the last axis of the scores */
+        if (x->rank > 0) mask[x->rank - 1] = true;
+        return true;
+    case MCIR_OP_LAYERNORM:
+    case MCIR_OP_RMSNORM: {
+        int64_t a = mcir_node_int(nd, "axis");
+        a = a < 0 ? a + x->rank : a;
+        for (int64_t i = a; i >= 0 && i < x->rank; i++) mask[i] = true;
+        return true;
+    }
+    default: return false;
+    }
+}
+
+static bool one_reduction_last_axis(const mcir_check_ctx *c, const mcir_node *nd, char *d,
+                                    size_t n) {
+    (void)c;
+    bool mask[MCIR_MAX_RANK];
+    int rank;
+    if (!reduced_axes(nd, mask, &rank)) {
+        say(d, n, "'%s' (%s) is not a reduction", nd->name, mcir_op_name(nd->op));
+        return false;
+    }
+    int count = 0;
+    char axes[64] = "";
+    for (int i = 0; i < rank; i++)
+        if (mask[i]) {
+            size_t len = strlen(axes);
+            snprintf(axes + len, sizeof axes - len, "%s%d", count++ ? ", " : "", i);
+        }
+    bool ok = count == 1 && rank > 0 && mask[rank - 1];
+    if (ok)
+        say(d, n, "'%s' (%s) reduces the last axis (%d of rank %d)", nd->name,
+            mcir_op_name(nd->op), rank - 1, rank);
+    else
+        say(d, n, "'%s' (%s) reduces axes [%s] of rank %d, not only the last axis", nd->name,
+            mcir_op_name(nd->op), axes, rank);
+    return ok;
+}
+
+static bool check_reduction_last_axis(const mcir_check_ctx *c, const mcir_param_value *p,
+                                      char *d, size_t n) {
+    return each_node(c, &p[0], one_reduction_last_axis, d, n);
+}
+
+/* Statistics whose partial results over two chunks merge exactly into the
+ * result over both: sum, max, (count, mean) and Welford's (count, mean,
+ * M2); softmax's (max, sum of exp) pair rescales on merge. */
+static const char *merge_rule(mcir_op op) {
+    switch (op) {
+    case MCIR_OP_REDUCE_SUM: return "sum: partial sums add";
+    case MCIR_OP_REDUCE_MAX: return "max: partial maxima combine by max";
+    case MCIR_OP_REDUCE_MEAN: return "mean: (count, mean) pairs merge";
+    case MCIR_OP_SOFTMAX: return "softmax: (max, sum exp) pairs merge by rescaling";
+    case MCIR_OP_LAYERNORM: return "layernorm: Welford (count, mean, M2) merges";
+    case MCIR_OP_RMSNORM: return "rmsnorm: (count, mean of squares) merges";
+    case MCIR_OP_ATTENTION: return "attention: online softmax (max, sum, acc) merges";
+    default: return NULL;
+    }
+}
+
+static bool one_mergeable(const mcir_check_ctx *c, const mcir_node *nd, char *d, size_t n) {
+    (void)c;
+    const char *rule = merge_rule(nd->op);
+    if (rule) say(d, n, "%s", rule);
+    else say(d, n, "'%s' (%s) keeps no mergeable statistic", nd->name, mcir_op_name(nd->op));
+    return rule != NULL;
+}
+
+static bool check_mergeable_statistics(const mcir_check_ctx *c, const mcir_param_value *p,
+                                       char *d, size_t n) {
+    return each_node(c, &p[0], one_mergeable, d, n);
+}
+
+/* Ops that may head a fusion group: an elementwise epilogue runs on their
+ * output tile before it is stored. */
+static bool can_head_group(mcir_op op) {
+    switch (op) {
+    case MCIR_OP_MATMUL:
+    case MCIR_OP_CONV2D:
+    case MCIR_OP_ATTENTION:
+    case MCIR_OP_LAYERNORM:
+    case MCIR_OP_RMSNORM:
+    case MCIR_OP_SOFTMAX: return true;
+    default: return false;
+    }
+}
+
+/* Merging the groups of these nodes must leave at most one non-elementwise
+ * op per kernel, and that op must be able to take an epilogue. */
+static bool check_groupable(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
+                            size_t n) {
+    const mcir_match *m = c->match;
+    const mcir_graph *g = m->graph;
+    int groups[64], n_groups = 0;
+    const mcir_node *members[256];
+    int n_members = 0;
+    int count = p[0].set ? p[0].n : m->n_nodes;
+    for (int i = 0; i < count; i++) {
+        const mcir_node *nd = m->nodes[p[0].set ? p[0].refs[i] : i];
+        if (!nd) continue;
+        if (nd->group >= 0 && n_groups < 64) groups[n_groups++] = nd->group;
+        else if (n_members < 256) members[n_members++] = nd;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mcir_node *nd = g->nodes[i];
+        if (nd->dead || nd->group < 0) continue;
+        for (int k = 0; k < n_groups; k++)
+            if (nd->group == groups[k] && n_members < 256) {
+                members[n_members++] = nd;
+                break;
+            }
+    }
+    const mcir_node *head = NULL;
+    for (int i = 0; i < n_members; i++) {
+        const mcir_node *nd = members[i];
+        if (mcir_op_desc_of(nd->op)->flags & MCIR_OPF_ELEMENTWISE) continue;
+        if (!can_head_group(nd->op)) {
+            say(d, n, "'%s' (%s) cannot take an elementwise epilogue", nd->name,
+                mcir_op_name(nd->op));
+            return false;
+        }
+        if (head && head != nd) {
+            say(d, n, "would put two compute ops, '%s' (%s) and '%s' (%s), in one kernel",
+                head->name, mcir_op_name(head->op), nd->name, mcir_op_name(nd->op));
+            return false;
+        }
+        head = nd;
+    }
+    if (head)
+        say(d, n, "one kernel of %d ops headed by '%s' (%s)", n_members, head->name,
+            mcir_op_name(head->op));
+    else
+        say(d, n, "one elementwise kernel of %d ops", n_members);
+    return true;
+}
+
+/* ------------------------------------------------------ working set */
+
+static const char *const ws_model_names[] = {"attention", "matmul", "conv2d", "norm", "auto",
+                                             NULL};
+
+bool mcir_ws_model_parse(const char *name, mcir_ws_model *out) {
+    for (int i = 0; ws_model_names[i]; i++)
+        if (strcmp(name, ws_model_names[i]) == 0) {
+            *out = (mcir_ws_model)i;
+            return true;
+        }
+    return false;
+}
+
+static int64_t ws_bytes(mcir_ws_model model, const int64_t *dims, int64_t es,
+                        const int *tile) {
+    switch (model) {
+    case MCIR_WS_ATTENTION: {
+        int64_t d = dims[0], dv = dims[1], br = tile[0], bc = tile[1];
+        /* Q tile, K and V tiles in the storage dtype; scores tile, output
+         * accumulator and the running (max, sum) per row in f32 */
+        return es * (br * d + bc * d + bc * dv) + 4 * (br * bc) + 4 * (br * dv) + 8 * br;
+    }
+    case MCIR_WS_MATMUL:
+    case MCIR_WS_CONV2D:
+        /* A and B tiles, two pipeline stages */
+        return 2 * es * ((int64_t)tile[0] * tile[2] + (int64_t)tile[2] * tile[1]);
+    case MCIR_WS_NORM:
+        /* the rows a block normalises, staged in f32 for the second pass */
+        return (int64_t)tile[0] * dims[0] * 4;
+    case MCIR_WS_AUTO: break;
+    }
+    return 0;
+}
+
+void mcir_working_set_compute(const mcir_target *target, mcir_ws_model model,
+                              const int64_t *dims, mcir_dtype dtype, mcir_working_set *out) {
+    static const int attention_tiles[][3] = {
+        {128, 128, 0}, {128, 64, 0}, {64, 64, 0}, {64, 32, 0}, {32, 32, 0}, {16, 16, 0}};
+    static const int gemm_tiles[][3] = {
+        {128, 128, 32}, {128, 64, 32}, {64, 64, 32}, {32, 32, 32}, {16, 16, 16}};
+    static const int norm_tiles[][3] = {{4, 0, 0}, {2, 0, 0}, {1, 0, 0}};
+    const int (*tiles)[3];
+    int n_tiles;
+    switch (model) {
+    case MCIR_WS_ATTENTION:
+        tiles = attention_tiles;
+        n_tiles = (int)(sizeof attention_tiles / sizeof attention_tiles[0]);
+        break;
+    case MCIR_WS_NORM:
+        tiles = norm_tiles;
+        n_tiles = (int)(sizeof norm_tiles / sizeof norm_tiles[0]);
+        break;
+    default:
+        tiles = gemm_tiles;
+        n_tiles = (int)(sizeof gemm_tiles / sizeof gemm_tiles[0]);
+        break;
+    }
+    int64_t es = (int64_t)mcir_dtype_size(dtype);
+    out->limit = target->smem_per_block_optin;
+    out->fits = false;
+    for (int i = 0; i < n_tiles; i++) {
+        out->bytes = ws_bytes(model, dims, es, tiles[i]);
+        memcpy(out->tile, tiles[i], sizeof out->tile);
+        if (out->bytes <= out->limit) {
+            out->fits = true;
+            return;
+        }
+    }
+}
+
+static mcir_ws_model ws_model_of(mcir_op op) {
+    switch (op) {
+    case MCIR_OP_ATTENTION: return MCIR_WS_ATTENTION;
+    case MCIR_OP_CONV2D: return MCIR_WS_CONV2D;
+    case MCIR_OP_MATMUL: return MCIR_WS_MATMUL;
+    default: return MCIR_WS_NORM;
+    }
+}
+
+static bool ws_from_node(const mcir_node *nd, mcir_ws_model model, int64_t *dims,
+                         mcir_dtype *dt) {
+    const mcir_tensor *x = nd->inputs[0];
+    *dt = x->dtype;
+    switch (model) {
+    case MCIR_WS_AUTO: return false;
+    case MCIR_WS_ATTENTION:
+        if (nd->n_inputs < 3) return false;
+        dims[0] = x->shape[x->rank - 1];
+        dims[1] = nd->inputs[2]->shape[nd->inputs[2]->rank - 1];
+        return true;
+    case MCIR_WS_MATMUL: {
+        if (nd->op != MCIR_OP_MATMUL) return false;
+        const mcir_tensor *y = nd->outputs[0];
+        dims[0] = y->shape[y->rank - 2];
+        dims[1] = y->shape[y->rank - 1];
+        bool ta = mcir_node_bool(nd, "transpose_a");
+        dims[2] = ta ? x->shape[x->rank - 2] : x->shape[x->rank - 1];
+        return true;
+    }
+    case MCIR_WS_CONV2D: {
+        if (nd->op != MCIR_OP_CONV2D) return false;
+        const mcir_tensor *w = nd->inputs[1], *y = nd->outputs[0];
+        dims[0] = y->shape[0] * y->shape[2] * y->shape[3];
+        dims[1] = w->shape[0];
+        dims[2] = w->shape[1] * w->shape[2] * w->shape[3];
+        return true;
+    }
+    case MCIR_WS_NORM: {
+        bool mask[MCIR_MAX_RANK];
+        int rank;
+        if (!reduced_axes(nd, mask, &rank)) return false;
+        dims[0] = 1;
+        for (int i = 0; i < rank; i++)
+            if (mask[i]) dims[0] *= x->shape[i];
+        return true;
+    }
+    }
+    return false;
+}
+
+static bool check_fits_on_chip(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
+                               size_t n) {
+    mcir_ws_model model;
+    MCIR_ASSERT(mcir_ws_model_parse(p[0].s, &model));
+    int64_t dims[3] = {1, 1, 1};
+    mcir_dtype dt = MCIR_DTYPE_F32;
+    const mcir_node *nd = p[1].set ? c->match->nodes[p[1].refs[0]] : NULL;
+    if (model == MCIR_WS_AUTO) {
+        if (!nd) {
+            say(d, n, "model 'auto' needs a node");
+            return false;
+        }
+        model = ws_model_of(nd->op);
+    }
+    if (nd) {
+        if (!ws_from_node(nd, model, dims, &dt)) {
+            say(d, n, "no %s working-set model for '%s' (%s)", p[0].s, nd->name,
+                mcir_op_name(nd->op));
+            return false;
+        }
+    } else {
+        const mcir_tensor *t[2] = {NULL, NULL};
+        for (int i = 0; p[2].set && i < p[2].n && i < 2; i++)
+            t[i] = var_tensor(c, p[2].refs[i]);
+        if (!t[0]) {
+            say(d, n, "no node or input tensors bound to measure");
+            return false;
+        }
+        dt = t[0]->dtype;
+        switch (model) {
+        case MCIR_WS_ATTENTION: /* inputs: Q, V */
+            dims[0] = t[0]->shape[t[0]->rank - 1];
+            dims[1] = t[1] ? t[1]->shape[t[1]->rank - 1] : dims[0];
+            break;
+        case MCIR_WS_MATMUL: /* inputs: A, B */
+            dims[0] = t[0]->rank >= 2 ? t[0]->shape[t[0]->rank - 2] : 1;
+            dims[2] = t[0]->shape[t[0]->rank - 1];
+            dims[1] = t[1] ? t[1]->shape[t[1]->rank - 1] : 1;
+            break;
+        case MCIR_WS_CONV2D:
+            say(d, n, "the conv2d model needs a node");
+            return false;
+        case MCIR_WS_NORM: dims[0] = t[0]->shape[t[0]->rank - 1]; break;
+        case MCIR_WS_AUTO: break;
+        }
+    }
+    mcir_working_set ws;
+    mcir_working_set_compute(c->target, model, dims, dt, &ws);
+    char a[32], b[32], tile[64];
+    switch (model) {
+    case MCIR_WS_ATTENTION:
+        snprintf(tile, sizeof tile, "head dim %lld, tile %dx%d", (long long)dims[0], ws.tile[0],
+                 ws.tile[1]);
+        break;
+    case MCIR_WS_NORM:
+        snprintf(tile, sizeof tile, "row of %lld, %d rows", (long long)dims[0], ws.tile[0]);
+        break;
+    default:
+        snprintf(tile, sizeof tile, "tile %dx%dx%d", ws.tile[0], ws.tile[1], ws.tile[2]);
+        break;
+    }
+    say(d, n, "working set %s %s %s (%s, %s%s)", mcir_bytes_str(ws.bytes, a, sizeof a),
+        ws.fits ? "<=" : ">", mcir_bytes_str(ws.limit, b, sizeof b), c->target->name,
+        ws.fits ? "" : "smallest ", tile);
+    return ws.fits;
+}
+
+/* --------------------------------------------------------------- table */
+
+#define SPECS(a) a, (int)(sizeof(a) / sizeof(a[0]))
+
+static const mcir_param_spec p_tensors[] = {
+    {"tensors", MCIR_PARAM_TENSORS, true, "pattern variables to check", NULL}};
+static const mcir_param_spec p_nodes[] = {
+    {"nodes", MCIR_PARAM_NODES, false, "pattern nodes (default: every matched node)", NULL}};
+static const mcir_param_spec p_dtype_allowed[] = {
+    {"tensors", MCIR_PARAM_TENSORS, true, "pattern variables to check", NULL},
+    {"dtypes", MCIR_PARAM_DTYPES, true, "allowed dtypes", NULL}};
+static const mcir_param_spec p_shape_divisible[] = {
+    {"tensor", MCIR_PARAM_TENSOR, true, "pattern variable", NULL},
+    {"axis", MCIR_PARAM_INT, false, "axis (default -1)", NULL},
+    {"by", MCIR_PARAM_INT, true, "divisor", NULL}};
+static const mcir_param_spec p_broadcasts_to[] = {
+    {"tensor", MCIR_PARAM_TENSOR, true, "the tensor that broadcasts", NULL},
+    {"target", MCIR_PARAM_TENSOR, true, "the shape it must broadcast to without growing it",
+     NULL}};
+static const mcir_param_spec p_last_axis_param[] = {
+    {"tensors", MCIR_PARAM_TENSORS, true, "per-channel parameters (gamma, beta)", NULL},
+    {"of", MCIR_PARAM_TENSOR, true, "the normalised tensor", NULL}};
+static const mcir_param_spec p_fits_on_chip[] = {
+    {"model", MCIR_PARAM_STRING, true, "working-set model", ws_model_names},
+    {"node", MCIR_PARAM_NODE, false, "the node whose shapes to use", NULL},
+    {"inputs", MCIR_PARAM_TENSORS, false,
+     "or the tensors: attention [Q, V], matmul [A, B], norm [X]", NULL}};
+
+const mcir_check_desc mcir_checks[] = {
+    {"single_consumer", "each tensor has exactly one consumer", SPECS(p_tensors),
+     check_single_consumer},
+    {"not_graph_output", "no tensor is a graph output", SPECS(p_tensors),
+     check_not_graph_output},
+    {"only_used_in_match", "each tensor is used only by matched nodes (and not returned)",
+     SPECS(p_tensors), check_only_used_in_match},
+    {"is_intermediate", "each tensor is produced by a node and not returned",
+     SPECS(p_tensors), check_is_intermediate},
+    {"materialized", "each tensor is still materialized (not fused away)", SPECS(p_tensors),
+     check_materialized},
+    {"is_constant", "each tensor is a constant weight", SPECS(p_tensors), check_is_constant},
+    {"scalar_constant", "each tensor is a constant weight with one element",
+     SPECS(p_tensors), check_scalar_constant},
+    {"pure", "the nodes have no side effects", SPECS(p_nodes), check_pure},
+    {"deterministic", "the nodes give the same bits for the same inputs", SPECS(p_nodes),
+     check_deterministic},
+    {"reduction_last_axis", "the nodes reduce (or normalise) over the last axis only",
+     SPECS(p_nodes), check_reduction_last_axis},
+    {"mergeable_statistics", "the nodes keep statistics that merge across chunks",
+     SPECS(p_nodes), check_mergeable_statistics},
+    {"fits_on_chip", "a tiling whose working set fits in shared memory exists",
+     SPECS(p_fits_on_chip), check_fits_on_chip},
+    {"dtype_allowed", "each tensor has one of the allowed dtypes", SPECS(p_dtype_allowed),
+     check_dtype_allowed},
+    {"shape_divisible", "a dimension is divisible by a number", SPECS(p_shape_divisible),
+     check_shape_divisible},
+    {"same_shape", "the tensors have the same shape and dtype", SPECS(p_tensors),
+     check_same_shape},
+    {"broadcasts_to", "a tensor broadcasts to another's shape without growing it",
+     SPECS(p_broadcasts_to), check_broadcasts_to},
+    {"last_axis_param", "parameters are per-channel over the last axis",
+     SPECS(p_last_axis_param), check_last_axis_param},
+    {"groupable", "merging the nodes' fusion groups leaves one compute op per kernel",
+     SPECS(p_nodes), check_groupable},
+};
+const int mcir_n_checks = (int)(sizeof mcir_checks / sizeof mcir_checks[0]);
+
+const mcir_check_desc *mcir_check_find(const char *name) {
+    for (int i = 0; i < mcir_n_checks; i++)
+        if (strcmp(mcir_checks[i].name, name) == 0) return &mcir_checks[i];
+    return NULL;
+}
+
+int mcir_param_index(const mcir_param_spec *specs, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(specs[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------- actions */
+
+static const mcir_param_spec a_attention[] = {
+    {"q", MCIR_PARAM_TENSOR, true, "queries before any scaling", NULL},
+    {"k", MCIR_PARAM_TENSOR, true, "keys before any scaling or transpose", NULL},
+    {"v", MCIR_PARAM_TENSOR, true, "values (the second input of the P·V matmul)", NULL},
+    {"qk", MCIR_PARAM_NODE, true, "the Q·Kᵀ matmul", NULL},
+    {"k_transpose", MCIR_PARAM_NODE, false, "the transpose applied to K, if any", NULL},
+    {"scales", MCIR_PARAM_NODES, false, "scale/mul/div nodes on Q, K or the scores", NULL},
+    {"mask", MCIR_PARAM_TENSOR, false, "the additive mask", NULL},
+    {"pv", MCIR_PARAM_NODE, true, "the P·V matmul", NULL},
+    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces (default: the "
+     "anchor's output)", NULL}};
+static const mcir_param_spec a_layernorm[] = {
+    {"x", MCIR_PARAM_TENSOR, true, "the normalised input", NULL},
+    {"eps", MCIR_PARAM_TENSOR, true, "the scalar constant added to the variance", NULL},
+    {"gamma", MCIR_PARAM_TENSOR, false, "scale (ones if absent)", NULL},
+    {"beta", MCIR_PARAM_TENSOR, false, "shift (zeros if absent)", NULL},
+    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces", NULL}};
+static const mcir_param_spec a_rmsnorm[] = {
+    {"x", MCIR_PARAM_TENSOR, true, "the normalised input", NULL},
+    {"eps", MCIR_PARAM_TENSOR, true, "the scalar constant added to the mean square", NULL},
+    {"gamma", MCIR_PARAM_TENSOR, false, "scale (ones if absent)", NULL},
+    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces", NULL}};
+static const mcir_param_spec a_softmax[] = {
+    {"x", MCIR_PARAM_TENSOR, true, "the input", NULL},
+    {"axis", MCIR_PARAM_INT, false, "normalised axis (default -1)", NULL},
+    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces", NULL}};
+static const mcir_param_spec a_replace_op[] = {
+    {"op", MCIR_PARAM_OP, true, "the op that replaces the match", NULL},
+    {"inputs", MCIR_PARAM_TENSORS, true, "its inputs, in order", NULL},
+    {"attrs", MCIR_PARAM_ATTRS, false, "its attributes", NULL},
+    {"output", MCIR_PARAM_TENSOR, false, "the tensor it produces", NULL}};
+static const mcir_param_spec a_annotate_only[] = {
+    {"nodes", MCIR_PARAM_NODES, false, "nodes to annotate (default: the anchor)", NULL}};
+static const mcir_param_spec a_fuse_group[] = {
+    {"nodes", MCIR_PARAM_NODES, true, "nodes that become one kernel", NULL}};
+static const mcir_param_spec a_inplace[] = {
+    {"node", MCIR_PARAM_NODE, true, "the elementwise node that writes in place", NULL},
+    {"input", MCIR_PARAM_TENSOR, true, "the input whose buffer it reuses", NULL}};
+
+const mcir_action_desc mcir_action_descs[MCIR_ACTION_COUNT] = {
+    [MCIR_ACTION_FUSE_ATTENTION] = {"fuse_attention",
+                                    "decomposed attention -> one attention node",
+                                    SPECS(a_attention)},
+    [MCIR_ACTION_FUSE_LAYERNORM] = {"fuse_layernorm", "written-out layer norm -> layernorm",
+                                    SPECS(a_layernorm)},
+    [MCIR_ACTION_FUSE_RMSNORM] = {"fuse_rmsnorm", "written-out RMS norm -> rmsnorm",
+                                  SPECS(a_rmsnorm)},
+    [MCIR_ACTION_FUSE_SOFTMAX] = {"fuse_softmax", "written-out softmax -> softmax",
+                                  SPECS(a_softmax)},
+    [MCIR_ACTION_REPLACE_OP] = {"replace_op", "the match -> one op", SPECS(a_replace_op)},
+    [MCIR_ACTION_ANNOTATE_ONLY] = {"annotate_only", "add the property, change nothing",
+                                   SPECS(a_annotate_only)},
+    [MCIR_ACTION_FUSE_GROUP] = {"fuse_group", "put the nodes in one fusion group",
+                                SPECS(a_fuse_group)},
+    [MCIR_ACTION_INPLACE] = {"inplace", "write the output over a dying input",
+                             SPECS(a_inplace)},
+};
+
+bool mcir_action_parse(const char *name, mcir_action *out) {
+    for (int i = 0; i < MCIR_ACTION_COUNT; i++)
+        if (strcmp(mcir_action_descs[i].name, name) == 0) {
+            *out = (mcir_action)i;
+            return true;
+        }
+    return false;
+}

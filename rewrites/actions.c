@@ -1,0 +1,490 @@
+/*
+ * actions.c — the rewrite actions a catalog rule names (schemas in
+ * properties/properties.c, one entry per action here).
+ *
+ * A structural action builds its replacement first, off to the side (new
+ * nodes writing fresh tensors), infers it, and only if the result has the
+ * shape and dtype of the tensor it replaces does it take that tensor over:
+ * the new node becomes the producer of the original output tensor, so
+ * names, consumers and graph outputs stay as they were. If anything does
+ * not fit, the new nodes are dropped and the graph is unchanged.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rewrites/rewrites-impl.h"
+
+/* ------------------------------------------------------------ params */
+
+static const mcir_param_value *param(const mcir_action_ctx *a, const char *name) {
+    const mcir_action_desc *desc = &mcir_action_descs[a->p->action];
+    int i = mcir_param_index(desc->params, desc->n_params, name);
+    MCIR_ASSERT(i >= 0);
+    return &a->params[i];
+}
+
+static mcir_tensor *param_tensor(const mcir_action_ctx *a, const char *name) {
+    const mcir_param_value *v = param(a, name);
+    if (!v->set || v->n < 1) return NULL;
+    return a->m->vars[v->refs[0]];
+}
+
+static mcir_node *param_node(const mcir_action_ctx *a, const char *name) {
+    const mcir_param_value *v = param(a, name);
+    if (!v->set || v->n < 1) return NULL;
+    return a->m->nodes[v->refs[0]];
+}
+
+static void add_result(mcir_action_ctx *a, mcir_node *n) {
+    for (int i = 0; i < a->n_results; i++)
+        if (a->results[i] == n) return;
+    if (a->n_results < MCIR_ACTION_MAX_RESULTS) a->results[a->n_results++] = n;
+}
+
+static bool fail(mcir_action_ctx *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool fail(mcir_action_ctx *a, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->fail, sizeof a->fail, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* ------------------------------------------------------------ builders */
+
+/* The common dotted prefix of the matched node names ("h0.attn.") plus
+ * stem, made unique: fused nodes read like the layer they came from. */
+static const char *fused_name(mcir_action_ctx *a, const char *stem) {
+    const char *first = NULL;
+    size_t common = 0;
+    for (int i = 0; i < a->m->n_nodes; i++) {
+        const mcir_node *n = a->m->nodes[i];
+        if (!n) continue;
+        if (!first) {
+            first = n->name;
+            common = strlen(first);
+            continue;
+        }
+        size_t k = 0;
+        while (k < common && n->name[k] && n->name[k] == first[k]) k++;
+        common = k;
+    }
+    size_t cut = 0;
+    for (size_t i = 0; first && i < common; i++)
+        if (first[i] == '.' || first[i] == '/') cut = i + 1;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%.*s%s", (int)(cut < 400 ? cut : 400), first ? first : "", stem);
+    return mcir_graph_fresh_name(a->g, buf);
+}
+
+/* A new node writing a fresh tensor, with origin recorded. */
+static mcir_node *build(mcir_action_ctx *a, mcir_op op, const char *name, int n_inputs,
+                        mcir_tensor *const *inputs) {
+    mcir_graph *g = a->g;
+    const char *tname = mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.y", name));
+    mcir_tensor *t =
+        mcir_graph_add_tensor(g, tname, inputs[0]->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
+    MCIR_ASSERT(t);
+    mcir_node *n = mcir_graph_add_node(g, op, name, n_inputs, inputs, 1, &t);
+    n->origin_rule = a->p->name;
+    n->origin_nodes = a->origin_nodes;
+    const mcir_node *anchor = NULL;
+    for (int i = 0; i < a->m->n_nodes && !anchor; i++) anchor = a->m->nodes[i];
+    if (anchor) n->loc = anchor->loc;
+    return n;
+}
+
+/* Shape inference of a node just built; its message goes into fail. */
+static bool infer(mcir_action_ctx *a, mcir_node *n) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    MCIR_ASSERT(mem);
+    mcir_diag d = mcir_diag_to(mem);
+    bool ok = mcir_op_desc_of(n->op)->infer(a->g, n, &d);
+    fclose(mem);
+    if (!ok) {
+        /* keep the message, without the location prefix */
+        const char *msg = strstr(text, "error: ");
+        msg = msg ? msg + 7 : text;
+        size_t l = strlen(msg);
+        while (l && msg[l - 1] == '\n') l--;
+        fail(a, "%s %s: %.*s", mcir_op_name(n->op), n->name, (int)l, msg);
+    }
+    free(text);
+    return ok;
+}
+
+/* Drops nodes built by a failed action (their fresh tensors are dropped
+ * by the next compaction). */
+static void discard(mcir_node **built, int n) {
+    for (int i = 0; i < n; i++)
+        if (built[i]) built[i]->dead = true;
+}
+
+/* The new node takes over `target`: it becomes the tensor's producer. */
+static bool take_over(mcir_action_ctx *a, mcir_node *n, mcir_tensor *target) {
+    mcir_tensor *fresh = n->outputs[0];
+    char s1[96], s2[96];
+    if (fresh->rank != target->rank || fresh->dtype != target->dtype ||
+        memcmp(fresh->shape, target->shape, sizeof(int64_t) * (size_t)target->rank) != 0)
+        return fail(a, "the fused %s would produce %s %s but '%s' is %s %s",
+                    mcir_op_name(n->op), mcir_dtype_name(fresh->dtype),
+                    mcir_shape_str(fresh, s1, sizeof s1), target->name,
+                    mcir_dtype_name(target->dtype), mcir_shape_str(target, s2, sizeof s2));
+    n->outputs[0] = target;
+    target->producer = n;
+    fresh->producer = NULL;
+    add_result(a, n);
+    return true;
+}
+
+/* A constant weight made by a rewrite: `count` copies of value. */
+static mcir_tensor *constant_fill(mcir_action_ctx *a, const char *stem, mcir_dtype dt,
+                                  int64_t count, float value) {
+    mcir_graph *g = a->g;
+    int64_t shape[1] = {count};
+    mcir_tensor *t = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, stem), dt, 1, shape,
+                                           MCIR_TENSOR_WEIGHT);
+    MCIR_ASSERT(t);
+    size_t es = mcir_dtype_size(dt);
+    unsigned char *data = mcir_arena_alloc(g->arena, (size_t)count * es);
+    for (int64_t i = 0; i < count; i++) {
+        if (dt == MCIR_DTYPE_F32) {
+            memcpy(data + 4 * i, &value, 4);
+        } else {
+            uint16_t h = dt == MCIR_DTYPE_F16 ? mcir_f32_to_f16(value) : mcir_f32_to_bf16(value);
+            memcpy(data + 2 * i, &h, 2);
+        }
+    }
+    t->data = data;
+    return t;
+}
+
+static bool scalar_value(const mcir_tensor *t, float *out) {
+    if (!t || t->kind != MCIR_TENSOR_WEIGHT || mcir_tensor_numel(t) != 1) return false;
+    return mcir_weight_values(t, out);
+}
+
+/* ------------------------------------------------------------ attention */
+
+/* A constant additive causal mask for Nq queries over Nk keys: 0 where
+ * j <= i + (Nk - Nq), at most -1e4 (or -inf) elsewhere, the same in every
+ * leading slice. */
+static bool is_causal_mask(const mcir_tensor *m, int64_t nq, int64_t nk) {
+    if (m->kind != MCIR_TENSOR_WEIGHT || m->rank < 2 || nk < nq) return false;
+    if (m->shape[m->rank - 2] != nq || m->shape[m->rank - 1] != nk) return false;
+    int64_t numel = mcir_tensor_numel(m);
+    if (numel > (int64_t)1 << 26) return false;
+    float *v = malloc((size_t)numel * sizeof *v);
+    MCIR_ASSERT(v);
+    mcir_weight_values(m, v);
+    bool ok = true;
+    int64_t slices = numel / (nq * nk);
+    for (int64_t s = 0; s < slices && ok; s++)
+        for (int64_t i = 0; i < nq && ok; i++)
+            for (int64_t j = 0; j < nk && ok; j++) {
+                float x = v[(s * nq + i) * nk + j];
+                ok = j <= i + (nk - nq) ? x == 0.0f : x <= -1e4f;
+            }
+    free(v);
+    return ok;
+}
+
+/* The constant factor a scale/mul/div node applies. */
+static bool scale_factor(mcir_action_ctx *a, const mcir_node *n, double *factor) {
+    float c;
+    switch (n->op) {
+    case MCIR_OP_SCALE: *factor = mcir_node_float(n, "value"); return true;
+    case MCIR_OP_MUL:
+        for (int i = 1; i >= 0; i--)
+            if (scalar_value(n->inputs[i], &c)) {
+                *factor = c;
+                return true;
+            }
+        break;
+    case MCIR_OP_DIV:
+        if (scalar_value(n->inputs[1], &c) && c != 0.0f) {
+            *factor = 1.0 / c;
+            return true;
+        }
+        break;
+    default: break;
+    }
+    return fail(a, "'%s' (%s) does not scale by a constant scalar", n->name,
+                mcir_op_name(n->op));
+}
+
+static bool identity_perm(const int64_t *perm, int r) {
+    for (int i = 0; i < r; i++)
+        if (perm[i] != i) return false;
+    return true;
+}
+
+static bool apply_fuse_attention(mcir_action_ctx *a) {
+    mcir_tensor *q = param_tensor(a, "q"), *k = param_tensor(a, "k"),
+                *v = param_tensor(a, "v"), *mask = param_tensor(a, "mask"),
+                *out = param_tensor(a, "output");
+    mcir_node *qk = param_node(a, "qk"), *kt = param_node(a, "k_transpose"),
+              *pv = param_node(a, "pv");
+    if (!q || !k || !v || !qk || !pv || !out)
+        return fail(a, "the match binds no Q, K, V, Q·Kᵀ or P·V");
+    /* the scale: product of every scaling on the way */
+    double scale = 1.0;
+    const mcir_param_value *sp = param(a, "scales");
+    for (int i = 0; sp->set && i < sp->n; i++) {
+        const mcir_node *sn = a->m->nodes[sp->refs[i]];
+        double f;
+        if (!sn) continue;
+        if (!scale_factor(a, sn, &f)) return false;
+        scale *= f;
+    }
+    /* K as attention wants it, [.., Nk, d]: the product reads
+     * op(transpose(K, p)) with op = ᵀ unless transpose_b, so K_att is K
+     * permuted by p composed with the swap of the last two dims */
+    int r = k->rank;
+    if (r < 2) return fail(a, "K '%s' has rank %d", k->name, r);
+    int64_t p[MCIR_MAX_RANK], perm[MCIR_MAX_RANK];
+    for (int i = 0; i < r; i++) p[i] = i;
+    if (kt) {
+        const int64_t *kp;
+        int n = mcir_node_ints(kt, "perm", &kp);
+        if (n != r) return fail(a, "transpose '%s' has %d axes, K has rank %d", kt->name, n, r);
+        memcpy(p, kp, sizeof(int64_t) * (size_t)r);
+    }
+    bool tb = mcir_node_bool(qk, "transpose_b");
+    for (int i = 0; i < r; i++) {
+        int s = i;
+        if (!tb && i == r - 2) s = r - 1;
+        if (!tb && i == r - 1) s = r - 2;
+        perm[i] = p[s];
+    }
+    mcir_node *built[4] = {NULL, NULL, NULL, NULL};
+    int n_built = 0;
+    mcir_tensor *k_att = k, *v_att = v;
+    if (!identity_perm(perm, r)) {
+        mcir_node *t = build(a, MCIR_OP_TRANSPOSE, fused_name(a, "k_transpose"), 1, &k);
+        mcir_node_set_ints(a->g, t, "perm", r, perm);
+        built[n_built++] = t;
+        if (!infer(a, t)) goto undo;
+        k_att = t->outputs[0];
+    }
+    if (mcir_node_bool(pv, "transpose_b")) {
+        int rv = v->rank;
+        int64_t vp[MCIR_MAX_RANK];
+        for (int i = 0; i < rv; i++) vp[i] = i;
+        vp[rv - 2] = rv - 1;
+        vp[rv - 1] = rv - 2;
+        mcir_node *t = build(a, MCIR_OP_TRANSPOSE, fused_name(a, "v_transpose"), 1, &v);
+        mcir_node_set_ints(a->g, t, "perm", rv, vp);
+        built[n_built++] = t;
+        if (!infer(a, t)) goto undo;
+        v_att = t->outputs[0];
+    }
+    bool causal = false;
+    const mcir_tensor *scores = qk->outputs[0];
+    if (mask && scores->rank >= 2)
+        causal = is_causal_mask(mask, scores->shape[scores->rank - 2],
+                                scores->shape[scores->rank - 1]);
+    mcir_tensor *ins[4] = {q, k_att, v_att, mask};
+    int n_in = mask && !causal ? 4 : 3;
+    mcir_node *att = build(a, MCIR_OP_ATTENTION, fused_name(a, "attention"), n_in, ins);
+    built[n_built++] = att;
+    mcir_node_set_float(a->g, att, "scale", scale);
+    mcir_node_set_bool(a->g, att, "causal", causal);
+    if (!infer(a, att) || !take_over(a, att, out)) goto undo;
+    for (int i = 0; i < n_built - 1; i++) add_result(a, built[i]);
+    return true;
+undo:
+    discard(built, n_built);
+    a->n_results = 0;
+    return false;
+}
+
+/* -------------------------------------------------------------- norms */
+
+static bool apply_norm(mcir_action_ctx *a, mcir_op op) {
+    mcir_tensor *x = param_tensor(a, "x"), *eps_t = param_tensor(a, "eps"),
+                *gamma = param_tensor(a, "gamma"), *out = param_tensor(a, "output");
+    mcir_tensor *beta = op == MCIR_OP_LAYERNORM ? param_tensor(a, "beta") : NULL;
+    if (!x || !out) return fail(a, "the match binds no input or output");
+    float eps;
+    if (!scalar_value(eps_t, &eps))
+        return fail(a, "eps '%s' is not a constant scalar", eps_t ? eps_t->name : "?");
+    if (x->rank < 1) return fail(a, "'%s' is a scalar", x->name);
+    const char *stem = op == MCIR_OP_LAYERNORM ? "layernorm" : "rmsnorm";
+    const char *name = fused_name(a, stem);
+    if (!gamma)
+        gamma = constant_fill(a, mcir_arena_printf(a->g->arena, "%s.gamma_ones", name), x->dtype,
+                              x->shape[x->rank - 1], 1.0f);
+    mcir_tensor *ins[3] = {x, gamma, beta};
+    mcir_node *n = build(a, op, name, beta ? 3 : 2, ins);
+    mcir_node_set_int(a->g, n, "axis", -1);
+    mcir_node_set_float(a->g, n, "eps", (double)eps);
+    if (!infer(a, n) || !take_over(a, n, out)) {
+        discard(&n, 1);
+        a->n_results = 0;
+        return false;
+    }
+    return true;
+}
+
+static bool apply_fuse_layernorm(mcir_action_ctx *a) { return apply_norm(a, MCIR_OP_LAYERNORM); }
+static bool apply_fuse_rmsnorm(mcir_action_ctx *a) { return apply_norm(a, MCIR_OP_RMSNORM); }
+
+static bool apply_fuse_softmax(mcir_action_ctx *a) {
+    mcir_tensor *x = param_tensor(a, "x"), *out = param_tensor(a, "output");
+    if (!x || !out) return fail(a, "the match binds no input or output");
+    const mcir_param_value *axis = param(a, "axis");
+    mcir_node *n = build(a, MCIR_OP_SOFTMAX, fused_name(a, "softmax"), 1, &x);
+    mcir_node_set_int(a->g, n, "axis", axis->set ? axis->i : -1);
+    if (!infer(a, n) || !take_over(a, n, out)) {
+        discard(&n, 1);
+        a->n_results = 0;
+        return false;
+    }
+    return true;
+}
+
+/* --------------------------------------------------------- replace_op */
+
+static bool apply_replace_op(mcir_action_ctx *a) {
+    const mcir_param_value *op = param(a, "op"), *inputs = param(a, "inputs"),
+                           *attrs = param(a, "attrs");
+    mcir_tensor *out = param_tensor(a, "output");
+    if (!out) return fail(a, "the match binds no output");
+    mcir_tensor *ins[16];
+    if (inputs->n > 16) return fail(a, "too many inputs");
+    for (int i = 0; i < inputs->n; i++) {
+        ins[i] = a->m->vars[inputs->refs[i]];
+        if (!ins[i])
+            return fail(a, "input '%s' is not bound by this match",
+                        a->m->var_names[inputs->refs[i]]);
+    }
+    const mcir_op_desc *desc = mcir_op_desc_of(op->op);
+    if (inputs->n < desc->min_inputs || (desc->max_inputs >= 0 && inputs->n > desc->max_inputs))
+        return fail(a, "%s takes %d to %d inputs, the rule gives %d", desc->name,
+                    desc->min_inputs, desc->max_inputs, inputs->n);
+    mcir_node *n = build(a, op->op, fused_name(a, desc->name), inputs->n, ins);
+    for (int i = 0; attrs->set && i < attrs->n_attrs; i++) {
+        const mcir_attr *at = &attrs->attrs[i];
+        switch (at->type) {
+        case MCIR_ATTR_INT: mcir_node_set_int(a->g, n, at->name, at->i); break;
+        case MCIR_ATTR_FLOAT: mcir_node_set_float(a->g, n, at->name, at->f); break;
+        case MCIR_ATTR_BOOL: mcir_node_set_bool(a->g, n, at->name, at->b); break;
+        case MCIR_ATTR_STRING: mcir_node_set_string(a->g, n, at->name, at->s); break;
+        case MCIR_ATTR_INTS: mcir_node_set_ints(a->g, n, at->name, at->n, at->ints); break;
+        }
+    }
+    for (int i = 0; i < desc->n_attrs; i++)
+        if (desc->attrs[i].required && !mcir_node_attr(n, desc->attrs[i].name)) {
+            discard(&n, 1);
+            return fail(a, "%s needs attribute '%s'", desc->name, desc->attrs[i].name);
+        }
+    if (!infer(a, n) || !take_over(a, n, out)) {
+        discard(&n, 1);
+        a->n_results = 0;
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------ annotate_only, group */
+
+/* The nodes a NODES parameter names (present ones), or the anchor. */
+static int target_nodes(const mcir_action_ctx *a, mcir_node **out, int max) {
+    const mcir_param_value *v = param(a, "nodes");
+    int k = 0;
+    if (!v->set) {
+        for (int i = 0; i < a->m->n_nodes && k == 0; i++)
+            if (a->m->nodes[i]) out[k++] = a->m->nodes[i];
+        return k;
+    }
+    for (int i = 0; i < v->n && k < max; i++)
+        if (a->m->nodes[v->refs[i]]) out[k++] = a->m->nodes[v->refs[i]];
+    return k;
+}
+
+static bool apply_annotate_only(mcir_action_ctx *a) {
+    mcir_node *nodes[MCIR_ACTION_MAX_RESULTS];
+    int k = target_nodes(a, nodes, MCIR_ACTION_MAX_RESULTS);
+    for (int i = 0; i < k; i++) add_result(a, nodes[i]);
+    return k > 0 ? true : fail(a, "no node to annotate");
+}
+
+static bool done_annotate_only(const mcir_action_ctx *a) {
+    mcir_node *nodes[MCIR_ACTION_MAX_RESULTS];
+    int k = target_nodes(a, nodes, MCIR_ACTION_MAX_RESULTS);
+    for (int i = 0; i < k; i++)
+        if (!mcir_node_has_property(nodes[i], a->p->property->name)) return false;
+    return true;
+}
+
+static bool apply_fuse_group(mcir_action_ctx *a) {
+    mcir_node *nodes[MCIR_ACTION_MAX_RESULTS];
+    int k = target_nodes(a, nodes, MCIR_ACTION_MAX_RESULTS);
+    if (k < 2) return fail(a, "a group needs two nodes");
+    int gid = -1, max_gid = -1;
+    for (int i = 0; i < k; i++)
+        if (nodes[i]->group >= 0 && (gid < 0 || nodes[i]->group < gid)) gid = nodes[i]->group;
+    for (int i = 0; i < a->g->n_nodes; i++)
+        if (!a->g->nodes[i]->dead && a->g->nodes[i]->group > max_gid)
+            max_gid = a->g->nodes[i]->group;
+    if (gid < 0) gid = max_gid + 1;
+    /* merge the other groups the nodes were in */
+    for (int i = 0; i < k; i++) {
+        int old = nodes[i]->group;
+        if (old >= 0 && old != gid)
+            for (int j = 0; j < a->g->n_nodes; j++)
+                if (a->g->nodes[j]->group == old) a->g->nodes[j]->group = gid;
+        nodes[i]->group = gid;
+        add_result(a, nodes[i]);
+    }
+    return true;
+}
+
+static bool done_fuse_group(const mcir_action_ctx *a) {
+    mcir_node *nodes[MCIR_ACTION_MAX_RESULTS];
+    int k = target_nodes(a, nodes, MCIR_ACTION_MAX_RESULTS);
+    for (int i = 0; i < k; i++)
+        if (nodes[i]->group < 0 || nodes[i]->group != nodes[0]->group) return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- inplace */
+
+static bool apply_inplace(mcir_action_ctx *a) {
+    mcir_node *n = param_node(a, "node");
+    mcir_tensor *t = param_tensor(a, "input");
+    if (!n || !t) return fail(a, "the match binds no node or input");
+    if (!(mcir_op_desc_of(n->op)->flags & MCIR_OPF_INPLACE))
+        return fail(a, "%s cannot write over its input", mcir_op_name(n->op));
+    for (int i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i] == t) {
+            n->inplace_input = i;
+            add_result(a, n);
+            return true;
+        }
+    return fail(a, "'%s' is not an input of '%s'", t->name, n->name);
+}
+
+static bool done_inplace(const mcir_action_ctx *a) {
+    mcir_node *n = param_node(a, "node");
+    return n && n->inplace_input >= 0;
+}
+
+/* ---------------------------------------------------------------- table */
+
+const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
+    [MCIR_ACTION_FUSE_ATTENTION] = {apply_fuse_attention, NULL, true},
+    [MCIR_ACTION_FUSE_LAYERNORM] = {apply_fuse_layernorm, NULL, true},
+    [MCIR_ACTION_FUSE_RMSNORM] = {apply_fuse_rmsnorm, NULL, true},
+    [MCIR_ACTION_FUSE_SOFTMAX] = {apply_fuse_softmax, NULL, true},
+    [MCIR_ACTION_REPLACE_OP] = {apply_replace_op, NULL, true},
+    [MCIR_ACTION_ANNOTATE_ONLY] = {apply_annotate_only, done_annotate_only, false},
+    [MCIR_ACTION_FUSE_GROUP] = {apply_fuse_group, done_fuse_group, false},
+    [MCIR_ACTION_INPLACE] = {apply_inplace, done_inplace, false},
+};

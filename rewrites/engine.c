@@ -1,0 +1,458 @@
+/*
+ * engine.c — the fixpoint driver: pattern detection → legality → property
+ * annotation → rewrite, repeated until no rule applies, and the trace of
+ * every decision.
+ *
+ * Order is deterministic: patterns in catalog order; for each, candidate
+ * anchors from the last node to the first (so the largest match of a
+ * pattern with optional trailing ops, a norm with its γ and β, is found
+ * before its prefix); among the structural matches at one anchor, the
+ * first whose checks all pass is applied. After every applied rewrite the
+ * graph is sorted, compacted, re-inferred and verified, and the scan
+ * restarts at the first pattern, so earlier rules keep their priority.
+ *
+ * Requires: g sorted and inferred. Provides: g rewritten, sorted, inferred,
+ * verified; properties and memory states set; trace records appended.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rewrites/rewrites-impl.h"
+
+#define MAX_APPLIED 100000
+#define DETAIL_SIZE 512
+
+typedef struct engine {
+    mcir_graph *g;
+    const mcir_catalog *c;
+    const mcir_target *target;
+    mcir_trace *trace;
+    mcir_diag *d;
+    /* keys of rejections already traced */
+    int n_seen, cap_seen;
+    char **seen;
+    /* near misses, traced at the end if their nodes were not rewritten */
+    int n_misses, cap_misses;
+    struct near_miss *misses;
+    bool failed;
+} engine;
+
+typedef struct near_miss {
+    json_t *record;
+    const mcir_pattern *p;
+    int n_nodes;
+    mcir_node *nodes[32];
+} near_miss;
+
+/* The state of one anchor's enumeration. */
+typedef struct attempt {
+    engine *e;
+    const mcir_pattern *p;
+    mcir_node *candidate;
+    bool applied;
+    /* the best rejected match: fewest failed checks, earliest on ties */
+    json_t *best;
+    int best_failed;
+} attempt;
+
+static bool seen_before(engine *e, const char *key) {
+    for (int i = 0; i < e->n_seen; i++)
+        if (strcmp(e->seen[i], key) == 0) return true;
+    if (e->n_seen == e->cap_seen) {
+        e->cap_seen = e->cap_seen ? 2 * e->cap_seen : 64;
+        e->seen = realloc(e->seen, (size_t)e->cap_seen * sizeof *e->seen);
+        MCIR_ASSERT(e->seen);
+    }
+    e->seen[e->n_seen] = strdup(key);
+    MCIR_ASSERT(e->seen[e->n_seen]);
+    e->n_seen++;
+    return false;
+}
+
+static const char *origin_of(mcir_graph *g, const mcir_match *m) {
+    size_t len = 1;
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i]) len += strlen(m->nodes[i]->name) + 1;
+    char *s = mcir_arena_alloc(g->arena, len);
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i]) {
+            if (*s) strcat(s, ",");
+            strcat(s, m->nodes[i]->name);
+        }
+    return s;
+}
+
+static json_t *record_new(const attempt *at, const mcir_match *m) {
+    const mcir_pattern *p = at->p;
+    json_t *r = json_object();
+    json_object_set_new(r, "stage", json_string("rewrite"));
+    json_object_set_new(r, "rule", json_string(p->name));
+    json_object_set_new(r, "property", json_string(p->property->name));
+    json_object_set_new(r, "action", json_string(mcir_action_descs[p->action].name));
+    const mcir_node *anchor = at->candidate;
+    if (m && m->nodes[0]) anchor = m->nodes[0];
+    json_object_set_new(r, "anchor", json_string(anchor->name));
+    json_t *matched = json_array();
+    for (int i = 0; m && i < m->n_nodes; i++)
+        if (m->nodes[i]) json_array_append_new(matched, json_string(m->nodes[i]->name));
+    json_object_set_new(r, "matched", matched);
+    return r;
+}
+
+static void legality_add(json_t *list, const char *check, bool ok, const char *detail) {
+    json_t *c = json_object();
+    json_object_set_new(c, "check", json_string(check));
+    json_object_set_new(c, "ok", json_boolean(ok));
+    json_object_set_new(c, "detail", json_string(detail));
+    json_array_append_new(list, c);
+}
+
+/* The key that makes a rejection worth one trace record: the rule, the
+ * nodes and the failed checks (passing details, like a group's size, may
+ * change without changing the decision). */
+static char *rejection_key(const attempt *at, const json_t *rec) {
+    char *m = json_dumps(json_object_get(rec, "matched"), JSON_COMPACT);
+    json_t *failed = json_array();
+    const json_t *legality = json_object_get(rec, "legality");
+    for (size_t i = 0; i < json_array_size(legality); i++) {
+        json_t *c = json_array_get(legality, i);
+        if (!json_is_true(json_object_get(c, "ok"))) json_array_append(failed, c);
+    }
+    char *l = json_dumps(failed, JSON_COMPACT);
+    json_decref(failed);
+    size_t n = strlen(at->p->name) + strlen(m) + strlen(l) + 4;
+    char *key = malloc(n);
+    MCIR_ASSERT(key);
+    snprintf(key, n, "%s|%s|%s", at->p->name, m, l);
+    free(m);
+    free(l);
+    return key;
+}
+
+static void trace_rejection(engine *e, const attempt *at, json_t *rec) {
+    if (!at->p->trace_rejections) {
+        json_decref(rec);
+        return;
+    }
+    char *key = rejection_key(at, rec);
+    bool dup = seen_before(e, key);
+    free(key);
+    if (dup || !e->trace) {
+        json_decref(rec);
+        return;
+    }
+    json_object_set_new(rec, "decision", json_string("rejected"));
+    mcir_trace_append(e->trace, rec);
+}
+
+/* Sort, compact, infer and verify after a change; false on a broken
+ * invariant (reported). */
+static bool settle(engine *e, const char *rule) {
+    mcir_graph *g = e->g;
+    int before = e->d->n_errors;
+    if (!mcir_graph_sort(g, e->d)) goto broken;
+    mcir_graph_compact(g);
+    if (!mcir_graph_infer(g, e->d) || !mcir_graph_verify(g, e->d)) goto broken;
+    return true;
+broken:
+    mcir_error(e->d, (mcir_loc){g->path, 0, 0},
+               "internal: rewrite rule '%s' left an invalid graph (%d problems above)", rule,
+               e->d->n_errors - before);
+    e->failed = true;
+    return false;
+}
+
+/* Removes matched nodes whose outputs were taken over or are no longer
+ * used, until none is left to remove. */
+static void remove_unused(mcir_graph *g, const mcir_match *m) {
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (int i = 0; i < m->n_nodes; i++) {
+            mcir_node *n = m->nodes[i];
+            if (!n || n->dead) continue;
+            bool needed = false;
+            for (int k = 0; k < n->n_outputs && !needed; k++) {
+                const mcir_tensor *t = n->outputs[k];
+                if (t->producer != n) continue;
+                if (t->is_output || mcir_graph_consumers(g, t, NULL, 0) > 0) needed = true;
+            }
+            if (!needed) {
+                n->dead = true;
+                changed = true;
+            }
+        }
+    }
+}
+
+static bool tensor_removed(const mcir_tensor *t) {
+    return !t->producer || t->producer->dead;
+}
+
+/* Memory states the pattern declares: set on tensors that stay (fusion
+ * groups), listed in the record for every tensor the rule affects. */
+static void apply_states(const mcir_pattern *p, const mcir_match *m, bool structural,
+                         json_t *rec) {
+    static const char *const keys[] = {"materialized", "streaming", "recomputable"};
+    json_t *lists[3] = {json_array(), json_array(), json_array()};
+    for (int i = 0; i < p->n_states; i++) {
+        mcir_tensor *t = m->vars[p->states[i].var];
+        if (!t || t->kind == MCIR_TENSOR_INPUT || t->kind == MCIR_TENSOR_WEIGHT || t->is_output)
+            continue;
+        bool removed = structural && tensor_removed(t);
+        if (structural && !removed) continue;   /* still needed in full elsewhere */
+        json_t *list = lists[p->states[i].state];
+        bool dup = false;
+        for (size_t k = 0; k < json_array_size(list); k++)
+            if (strcmp(json_string_value(json_array_get(list, k)), t->name) == 0) dup = true;
+        if (dup) continue;
+        json_array_append_new(list, json_string(t->name));
+        if (!removed) t->memory_state = p->states[i].state;
+    }
+    for (int s = 0; s < 3; s++) {
+        if (json_array_size(lists[s])) json_object_set_new(rec, keys[s], lists[s]);
+        else json_decref(lists[s]);
+    }
+}
+
+static bool on_match(const mcir_match *m, void *ctx) {
+    attempt *at = ctx;
+    engine *e = at->e;
+    const mcir_pattern *p = at->p;
+    const mcir_action_impl *impl = &mcir_action_impls[p->action];
+    mcir_action_ctx ac;
+    memset(&ac, 0, sizeof ac);
+    ac.g = e->g;
+    ac.p = p;
+    ac.m = m;
+    ac.params = p->action_params;
+    if (impl->done && impl->done(&ac)) return true;   /* nothing left to do here */
+
+    json_t *rec = record_new(at, m);
+    json_t *legality = json_array();
+    int failed = 0;
+    mcir_check_ctx cc = {m, e->target};
+    for (int i = 0; i < p->n_checks; i++) {
+        char detail[DETAIL_SIZE] = "";
+        bool ok = p->checks[i].check->fn(&cc, p->checks[i].params, detail, sizeof detail);
+        legality_add(legality, p->checks[i].check->name, ok, detail);
+        failed += !ok;
+    }
+    json_object_set_new(rec, "legality", legality);
+    if (failed == 0) {
+        ac.origin_nodes = origin_of(e->g, m);
+        bool ok = impl->apply(&ac);
+        if (ok) {
+            at->applied = true;
+            for (int i = 0; i < ac.n_results; i++)
+                mcir_node_add_property(e->g, ac.results[i], p->property->name);
+            if (impl->structural) remove_unused(e->g, m);
+            json_object_set_new(rec, "decision", json_string("applied"));
+            json_t *result = json_array();
+            for (int i = 0; i < ac.n_results; i++)
+                json_array_append_new(result, json_string(ac.results[i]->name));
+            json_object_set_new(rec, "result", result);
+            apply_states(p, m, impl->structural, rec);
+            if (p->property->lowering_strategy)
+                json_object_set_new(rec, "lowering", json_string(p->property->lowering_strategy));
+            if (e->trace) mcir_trace_append(e->trace, rec);
+            else json_decref(rec);
+            return true;
+        }
+        char check[96];
+        snprintf(check, sizeof check, "rewrite:%s", mcir_action_descs[p->action].name);
+        legality_add(legality, check, false, ac.fail);
+        failed = 1;
+    }
+    if (!at->best || failed < at->best_failed) {
+        json_decref(at->best);
+        at->best = rec;
+        at->best_failed = failed;
+    } else {
+        json_decref(rec);
+    }
+    return false;
+}
+
+static int required_nodes(const mcir_pattern *p) {
+    int k = 0;
+    for (int i = 0; i < p->n_nodes; i++) k += !p->nodes[i].optional;
+    return k;
+}
+
+/* A structure that got most of the way: worth a "why not" record. */
+static void trace_near_miss(engine *e, attempt *at, const mcir_match_miss *miss) {
+    int req = required_nodes(at->p);
+    int need = req / 2 + 1;
+    if (need < 2) need = 2;
+    if (miss->node < 0 || miss->required_matched < need) return;
+    json_t *rec = record_new(at, NULL);
+    json_t *matched = json_object_get(rec, "matched");
+    for (int i = 0; i < 32 && miss->names[i]; i++)
+        json_array_append_new(matched, json_string(miss->names[i]));
+    if (json_array_size(matched))
+        json_object_set_new(rec, "anchor", json_string(miss->names[0]));
+    json_t *legality = json_array();
+    legality_add(legality, "structure", false, miss->detail);
+    json_object_set_new(rec, "legality", legality);
+    if (e->n_misses == e->cap_misses) {
+        e->cap_misses = e->cap_misses ? 2 * e->cap_misses : 16;
+        e->misses = realloc(e->misses, (size_t)e->cap_misses * sizeof *e->misses);
+        MCIR_ASSERT(e->misses);
+    }
+    near_miss *nm = &e->misses[e->n_misses++];
+    nm->record = rec;
+    nm->p = at->p;
+    nm->n_nodes = 0;
+    for (int i = 0; i < 32 && miss->nodes[i]; i++) nm->nodes[nm->n_nodes++] = miss->nodes[i];
+}
+
+/* A near miss matters only if its nodes survived: a structure another rule
+ * rewrote (the tanh GELU the erf rule almost matched) was no miss. */
+static void flush_near_misses(engine *e) {
+    for (int i = 0; i < e->n_misses; i++) {
+        near_miss *nm = &e->misses[i];
+        bool alive = true;
+        for (int k = 0; k < nm->n_nodes; k++)
+            if (nm->nodes[k]->dead) alive = false;
+        attempt at = {.e = e, .p = nm->p};
+        if (alive) trace_rejection(e, &at, nm->record);
+        else json_decref(nm->record);
+    }
+    free(e->misses);
+    e->misses = NULL;
+    e->n_misses = e->cap_misses = 0;
+}
+
+/* Fusion groups numbered 0, 1, ... in node order. */
+static void renumber_groups(mcir_graph *g) {
+    int n = g->n_nodes;
+    int max = -1;
+    for (int i = 0; i < n; i++)
+        if (g->nodes[i]->group > max) max = g->nodes[i]->group;
+    int *remap = malloc((size_t)(max + 2) * sizeof *remap);
+    MCIR_ASSERT(remap);
+    for (int i = 0; i <= max; i++) remap[i] = -1;
+    int next = 0;
+    for (int i = 0; i < n; i++) {
+        int gid = g->nodes[i]->group;
+        if (gid < 0) continue;
+        if (remap[gid] < 0) remap[gid] = next++;
+        g->nodes[i]->group = remap[gid];
+    }
+    free(remap);
+}
+
+/* One pass over the candidates of one pattern; true if it applied one. */
+static bool run_pattern(engine *e, const mcir_pattern *p) {
+    mcir_graph *g = e->g;
+    int n = g->n_nodes;
+    mcir_node **cands = malloc((size_t)(n ? n : 1) * sizeof *cands);
+    MCIR_ASSERT(cands);
+    memcpy(cands, g->nodes, (size_t)n * sizeof *cands);
+    bool applied = false;
+    for (int i = n - 1; i >= 0 && !applied; i--) {
+        mcir_node *cand = cands[i];
+        if (cand->dead) continue;
+        attempt at = {.e = e, .p = p, .candidate = cand};
+        mcir_match_miss miss;
+        int found = mcir_pattern_match(p, g, cand, on_match, &at, &miss);
+        if (at.applied) {
+            json_decref(at.best);
+            applied = true;
+            settle(e, p->name);
+        } else if (at.best) {
+            trace_rejection(e, &at, at.best);
+            if (mcir_action_impls[p->action].structural) mcir_graph_compact(g);
+        } else if (found == 0) {
+            trace_near_miss(e, &at, &miss);
+        }
+    }
+    free(cands);
+    return applied;
+}
+
+bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *target,
+                      mcir_trace *trace, mcir_diag *d) {
+    engine e = {.g = g, .c = c, .trace = trace, .d = d};
+    e.target = target ? target : mcir_target_find(MCIR_DEFAULT_ARCH);
+    MCIR_ASSERT(e.target);
+    int applied = 0;
+    bool again = true;
+    while (again && !e.failed) {
+        again = false;
+        for (int i = 0; i < mcir_catalog_n_patterns(c) && !again && !e.failed; i++)
+            if (run_pattern(&e, mcir_catalog_pattern(c, i))) {
+                again = true;
+                if (++applied >= MAX_APPLIED) {
+                    mcir_error(d, (mcir_loc){g->path, 0, 0},
+                               "rewriting did not reach a fixpoint after %d rewrites", applied);
+                    e.failed = true;
+                }
+            }
+    }
+    if (!e.failed) {
+        renumber_groups(g);
+        settle(&e, "(final)");
+    }
+    flush_near_misses(&e);
+    for (int i = 0; i < e.n_seen; i++) free(e.seen[i]);
+    free(e.seen);
+    return !e.failed;
+}
+
+/* ------------------------------------------------------------- human */
+
+static void print_list(FILE *out, const json_t *list) {
+    for (size_t i = 0; i < json_array_size(list); i++)
+        fprintf(out, "%s%s", i ? ", " : "", json_string_value(json_array_get(list, i)));
+}
+
+void mcir_trace_print_human(const mcir_trace *t, FILE *out) {
+    for (int i = 0; i < mcir_trace_count(t); i++) {
+        const json_t *r = mcir_trace_get(t, i);
+        const char *stage = json_string_value(json_object_get(r, "stage"));
+        const char *decision = json_string_value(json_object_get(r, "decision"));
+        long long seq = json_integer_value(json_object_get(r, "seq"));
+        if (!stage || strcmp(stage, "rewrite") != 0) {
+            /* other stages: one line with their decision */
+            char *s = json_dumps(r, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            fprintf(out, "[%lld] %s\n", seq, s ? s : "");
+            free(s);
+            continue;
+        }
+        fprintf(out, "[%lld] %s %s at '%s' (%s -> %s)\n", seq, decision ? decision : "?",
+                json_string_value(json_object_get(r, "rule")),
+                json_string_value(json_object_get(r, "anchor")),
+                json_string_value(json_object_get(r, "property")),
+                json_string_value(json_object_get(r, "action")));
+        const json_t *matched = json_object_get(r, "matched");
+        if (json_array_size(matched)) {
+            fputs("      matched: ", out);
+            print_list(out, matched);
+            fputc('\n', out);
+        }
+        const json_t *legality = json_object_get(r, "legality");
+        for (size_t k = 0; k < json_array_size(legality); k++) {
+            const json_t *c = json_array_get(legality, k);
+            fprintf(out, "      %-4s %-22s %s\n", json_is_true(json_object_get(c, "ok")) ? "ok" : "FAIL",
+                    json_string_value(json_object_get(c, "check")),
+                    json_string_value(json_object_get(c, "detail")));
+        }
+        static const char *const states[] = {"streaming", "recomputable", "materialized"};
+        if (decision && strcmp(decision, "applied") == 0) {
+            fputs("      result: ", out);
+            print_list(out, json_object_get(r, "result"));
+            fputc('\n', out);
+            for (int s = 0; s < 3; s++) {
+                const json_t *l = json_object_get(r, states[s]);
+                if (!json_array_size(l)) continue;
+                fprintf(out, "      %s: ", states[s]);
+                print_list(out, l);
+                fputc('\n', out);
+            }
+            const json_t *low = json_object_get(r, "lowering");
+            if (low) fprintf(out, "      lowering: %s\n", json_string_value(low));
+        }
+    }
+}

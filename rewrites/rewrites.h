@@ -1,0 +1,74 @@
+/*
+ * rewrites.h — the rewrite engine: matches the catalog's patterns on a
+ * graph, runs their legality checks, annotates the memory properties and
+ * applies the rewrite actions, to a fixpoint, recording every decision in
+ * the trace. Also: the human form of the trace (--trace) and the numerical
+ * check of a rewrite against the reference interpreter (--verify).
+ *
+ * Invariants: after every applied rewrite the graph is sorted, inferred
+ * and verified; graph inputs and the names of graph outputs never change;
+ * every node a rewrite creates records its rule and the nodes it replaced
+ * (origin_rule, origin_nodes).
+ *
+ *     mcir_trace *trace = mcir_trace_new();
+ *     mcir_graph *before = mcir_graph_clone(g);
+ *     if (!mcir_rewrite_run(g, catalog, mcir_target_find("sm_90"), trace, &d)) ...;
+ *     mcir_trace_print_human(trace, stderr);
+ *     bool same = mcir_rewrite_verify(before, g, 0, stdout, &d);
+ */
+#ifndef MCIR_REWRITES_H
+#define MCIR_REWRITES_H
+
+#include "catalog/catalog.h"
+#include "mcir/mcir.h"
+#include "properties/properties.h"
+#include "properties/target.h"
+
+/* Rewrites g to a fixpoint with the catalog's patterns, in catalog order
+ * (after each applied rewrite the scan restarts at the first pattern;
+ * candidates are tried from the last node to the first). target NULL:
+ * MCIR_DEFAULT_ARCH. trace may be NULL. Returns false only on an internal
+ * failure (a rewrite that broke the graph), reported through d. */
+bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *target,
+                      mcir_trace *trace, mcir_diag *d);
+
+/* The --trace form: for every record, the rule, the matched nodes, each
+ * legality check with what it measured, the decision and the result. */
+void mcir_trace_print_human(const mcir_trace *t, FILE *out);
+
+/* Runs `before` and `after` through the reference interpreter on the same
+ * seeded inputs and compares every output of `before` with the output of
+ * the same name in `after`, printing "output NAME: max abs err X, max rel
+ * err Y" per output to report (may be NULL). rel err is max|a-b| /
+ * max|before|. Returns true if every output is within the tolerance of
+ * its dtype (mcir_rewrite_tolerance). */
+bool mcir_rewrite_verify(const mcir_graph *before, const mcir_graph *after, uint64_t seed,
+                         FILE *report, mcir_diag *d);
+/* Relative tolerance for a dtype: f32 1e-4, f16/bf16 2e-2. */
+double mcir_rewrite_tolerance(mcir_dtype dtype);
+
+/* --------------------------------------------------- pattern matching */
+
+/* Called for every structural match of a pattern at an anchor, in a fixed
+ * order (forms in catalog order, inputs as written before swapped,
+ * present optional nodes before absent ones). Return true to stop. */
+typedef bool (*mcir_match_fn)(const mcir_match *m, void *ctx);
+
+/* Where the deepest partial match stopped, for "why not" traces. */
+typedef struct mcir_match_miss {
+    int matched;            /* pattern nodes matched by the deepest attempt */
+    int required_matched;   /* of which not optional */
+    int node;               /* pattern node that failed next, -1 if none */
+    char detail[512];
+    const char *names[32];  /* the graph nodes matched by that attempt */
+    mcir_node *nodes[32];
+} mcir_match_miss;
+
+/* Enumerates matches of p whose anchor (pattern node 0, or the node the
+ * anchor's out variable leads to if the anchor is optional and absent)
+ * produces one of anchor's outputs. Returns the number delivered. miss may
+ * be NULL. */
+int mcir_pattern_match(const mcir_pattern *p, mcir_graph *g, mcir_node *anchor,
+                       mcir_match_fn fn, void *ctx, mcir_match_miss *miss);
+
+#endif /* MCIR_REWRITES_H */
