@@ -1264,6 +1264,9 @@ mcir_graph *mcir_graph_read_json_string(const char *text, const char *path, mcir
     return read_text(text ? text : "", text ? strlen(text) : 0, path, d);
 }
 
+/* A bound on what we read, so a path like /dev/zero cannot exhaust memory. */
+#define MAX_GRAPH_BYTES (1 << 30)
+
 mcir_graph *mcir_graph_read_json(const char *path, mcir_diag *d) {
     mcir_diag fallback = mcir_diag_stderr();
     if (!d) d = &fallback;
@@ -1277,6 +1280,13 @@ mcir_graph *mcir_graph_read_json(const char *path, mcir_diag *d) {
     MCIR_ASSERT(buf);
     for (;;) {
         if (len == cap) {
+            if (cap >= MAX_GRAPH_BYTES) {
+                mcir_error(d, (mcir_loc){path, 0, 0}, "file is larger than %d MiB",
+                           MAX_GRAPH_BYTES >> 20);
+                fclose(f);
+                free(buf);
+                return NULL;
+            }
             cap *= 2;
             buf = realloc(buf, cap);
             MCIR_ASSERT(buf);
