@@ -14,6 +14,9 @@
 #include <time.h>
 
 #include "kernelplan/kernelplan.h"
+#ifdef MCIR_KP_REWRITES
+#include "rewrites/rewrites.h"
+#endif
 
 /* ------------------------------------------------------------- helpers */
 
@@ -802,6 +805,45 @@ START_TEST(examples_pass_the_checker_with_every_planner) {
 }
 END_TEST
 
+#ifdef MCIR_KP_REWRITES
+/* What the pipeline plans: the examples after the default catalog's
+ * rewrites (fused attention and norms, groups, in place). */
+START_TEST(rewritten_examples_reach_the_lower_bound) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_catalog *cat = mcir_catalog_new();
+    ck_assert(mcir_catalog_load_default(cat, &d));
+    for (int e = 0; e < n_examples; e++) {
+        mcir_graph *g = mcir_graph_read_json(example_paths[e], &d);
+        ck_assert_ptr_nonnull(g);
+        mcir_trace *tr = mcir_trace_new();
+        ck_assert(mcir_rewrite_run(g, cat, mcir_target_find("sm_90"), tr, &d));
+        for (int a = 0; a < 2; a++) {
+            mcir_plan *p = mcir_plan_build(g, mcir_target_find(a ? "sm_80" : "sm_90"), tr, &d);
+            ck_assert_msg(p, "%s: no plan after rewrites", example_names[e]);
+            for (int k = 0; k < p->n_kernels; k++)
+                ck_assert_int_le(p->kernels[k].smem_bytes, p->target->smem_per_block_optin);
+            mcir_memory_plan_options o = {.time_limit_s = 2};
+            mcir_memory_plan *m = mcir_memory_plan_build(p, &o, tr, &d);
+            ck_assert_ptr_nonnull(m);
+            ck_assert(mcir_memory_plan_check(m, &d));
+            if (a == 0)
+                fprintf(stderr, "%-16s rewritten: %3d kernels %3d buffers arena %9lld lower bound %9lld\n",
+                        example_names[e], p->n_kernels, m->n_buffers, (long long)m->arena_bytes,
+                        (long long)m->lower_bound_bytes);
+            ck_assert_msg(m->arena_bytes == m->lower_bound_bytes,
+                          "%s (rewritten): best arena %lld > lower bound %lld", example_names[e],
+                          (long long)m->arena_bytes, (long long)m->lower_bound_bytes);
+            mcir_memory_plan_free(m);
+            mcir_plan_free(p);
+        }
+        mcir_trace_free(tr);
+        mcir_graph_free(g);
+    }
+    mcir_catalog_free(cat);
+}
+END_TEST
+#endif
+
 static Suite *kernelplan_suite(void) {
     Suite *s = suite_create("kernelplan");
     TCase *t = tcase_create("partition");
@@ -831,6 +873,9 @@ static Suite *kernelplan_suite(void) {
     t = tcase_create("examples");
     tcase_set_timeout(t, 600);
     tcase_add_test(t, examples_pass_the_checker_with_every_planner);
+#ifdef MCIR_KP_REWRITES
+    tcase_add_test(t, rewritten_examples_reach_the_lower_bound);
+#endif
     suite_add_tcase(s, t);
     return s;
 }
