@@ -105,16 +105,21 @@ bool mcir_memory_plan_write_svg(const mcir_memory_plan *m, const mcir_plan *p, F
             fprintf(out, ": %lld B at %lld, kernels %d..%d%s</title></rect>\n",
                     (long long)b->size, (long long)b->offset, b->first, b->last,
                     b->share_with >= 0 ? " (in place)" : "");
-            /* the full name, else its tail after a '.' ("c_fc.bias_add.y"), if it fits */
-            const char *label = b->name;
-            while (label && w < 5.6 * (double)strlen(label) + 4) {
-                const char *dot = strchr(label, '.');
-                label = dot && dot[1] ? dot + 1 : NULL;
+            /* the name without a ".y" suffix, else its tail after a '.'
+             * ("c_fc.bias_add"), if it fits */
+            char label[128];
+            snprintf(label, sizeof label, "%s", b->name);
+            size_t len = strlen(label);
+            if (len > 2 && !strcmp(label + len - 2, ".y")) label[len - 2] = 0;
+            const char *shown = label;
+            while (shown && w < 5.6 * (double)strlen(shown) + 4) {
+                const char *dot = strchr(shown, '.');
+                shown = dot && dot[1] ? dot + 1 : NULL;
             }
-            if (label && h >= 11) {
+            if (shown && h >= 11) {
                 fprintf(out, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"9.5\" text-anchor=\"middle\">",
                         x + w / 2, y + h / 2 + 3.5);
-                xml_escaped(out, label);
+                xml_escaped(out, shown);
                 fprintf(out, "</text>\n");
             }
         }
