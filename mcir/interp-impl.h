@@ -39,4 +39,7 @@ void mcir_sgemm(int64_t m, int64_t n, int64_t k,
  * once the lead adds it there. */
 void mcir_env_keep_all(mcir_env *e, bool keep);
 
+/* Tests: use the baseline x86-64 micro-kernel even where AVX2 exists. */
+void mcir_sgemm_force_baseline(bool on);
+
 #endif /* MCIR_INTERP_IMPL_H */

@@ -195,21 +195,46 @@ static bool too_large(const mcir_tensor *t, mcir_diag *d) {
     return false;
 }
 
+typedef struct leaves_ctx {
+    const mcir_env *e;
+    const mcir_tensor **todo;
+} leaves_ctx;
+
+static void fill_leaves(void *ctx, int64_t lo, int64_t hi) {
+    const leaves_ctx *c = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        const mcir_tensor *t = c->todo[i];
+        float *v = c->e->values[t->id];
+        if (t->kind == MCIR_TENSOR_WEIGHT && t->data)
+            storage_to_f32(t->dtype, t->data, v, mcir_tensor_numel(t));
+        else
+            mcir_fill_seeded(t, t->kind == MCIR_TENSOR_INPUT ? c->e->seed : 0, v);
+    }
+}
+
 /* Inputs the caller did not set get seeded values; weights get their data
- * or the documented weight seed 0. */
+ * or the documented weight seed 0. Tensors are filled in parallel (each
+ * fill is sequential, so values do not depend on the thread count). */
 static bool load_leaves(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
+    const mcir_tensor **todo = malloc(sizeof *todo * (size_t)(g->n_tensors + 1));
+    MCIR_ASSERT(todo);
+    int n = 0;
+    double bytes = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         const mcir_tensor *t = g->tensors[i];
         if (!t || t->producer || e->values[t->id]) continue;
         if (t->kind != MCIR_TENSOR_INPUT && t->kind != MCIR_TENSOR_WEIGHT) continue;
         int64_t count;
-        float *v = env_slot(e, t, &count);
-        if (!v) return too_large(t, d);
-        if (t->kind == MCIR_TENSOR_WEIGHT && t->data)
-            storage_to_f32(t->dtype, t->data, v, count);
-        else
-            mcir_fill_seeded(t, t->kind == MCIR_TENSOR_INPUT ? e->seed : 0, v);
+        if (!env_slot(e, t, &count)) {
+            free(todo);
+            return too_large(t, d);
+        }
+        todo[n++] = t;
+        bytes += (double)count * 4;
     }
+    leaves_ctx c = {e, todo};
+    mcir_parallel_for(n, bytes, fill_leaves, &c);
+    free(todo);
     return true;
 }
 

@@ -76,9 +76,43 @@ ukernel_body(int64_t kc, const float *restrict pa, const float *restrict pb,
 typedef void (*ukernel_fn)(int64_t, const float *, const float *, float *, int64_t,
                            int, int, bool);
 
+/* Baseline (SSE2) version: 16 xmm registers cannot hold a 6x16 tile, so
+ * the strip is done as two 6x8 halves; each element is still summed over
+ * p = 0..kc-1 in order, as in ukernel_body. */
+typedef float v4sf __attribute__((vector_size(16)));
+
 static void ukernel_generic(int64_t kc, const float *pa, const float *pb, float *c,
                             int64_t ldc, int mr, int nr, bool acc) {
-    ukernel_body(kc, pa, pb, c, ldc, mr, nr, acc);
+    float tile[MR][NR];
+    for (int h = 0; h < 2; h++) {
+        v4sf c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
+        v4sf c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+        for (int64_t p = 0; p < kc; p++) {
+            const v4sf b0 = *(const v4sf *)(pb + p * NR + 8 * h);
+            const v4sf b1 = *(const v4sf *)(pb + p * NR + 8 * h + 4);
+            const float *a = pa + p * MR;
+            v4sf a0 = (v4sf){0} + a[0], a1 = (v4sf){0} + a[1], a2 = (v4sf){0} + a[2];
+            c00 += a0 * b0;
+            c01 += a0 * b1;
+            c10 += a1 * b0;
+            c11 += a1 * b1;
+            c20 += a2 * b0;
+            c21 += a2 * b1;
+            v4sf a3 = (v4sf){0} + a[3], a4 = (v4sf){0} + a[4], a5 = (v4sf){0} + a[5];
+            c30 += a3 * b0;
+            c31 += a3 * b1;
+            c40 += a4 * b0;
+            c41 += a4 * b1;
+            c50 += a5 * b0;
+            c51 += a5 * b1;
+        }
+        v4sf rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                            {c30, c31}, {c40, c41}, {c50, c51}};
+        for (int i = 0; i < MR; i++) memcpy(&tile[i][8 * h], rows[i], sizeof rows[i]);
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            c[i * ldc + j] = acc ? c[i * ldc + j] + tile[i][j] : tile[i][j];
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -89,9 +123,13 @@ ukernel_avx2(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc
 }
 #endif
 
+static bool force_generic;
+
+void mcir_sgemm_force_baseline(bool on) { __atomic_store_n(&force_generic, on, __ATOMIC_RELAXED); }
+
 static ukernel_fn pick_ukernel(void) {
+    if (__atomic_load_n(&force_generic, __ATOMIC_RELAXED)) return ukernel_generic;
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2")) return ukernel_avx2;
 #endif
     return ukernel_generic;
@@ -154,12 +192,7 @@ static void *alloc_aligned(size_t bytes) {
 void mcir_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa,
                 int64_t csa, const float *b, int64_t rsb, int64_t csb, float *c,
                 int64_t ldc, bool accumulate) {
-    static ukernel_fn chosen;
-    ukernel_fn ukernel = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
-    if (!ukernel) {
-        ukernel = pick_ukernel(); /* every thread picks the same one */
-        __atomic_store_n(&chosen, ukernel, __ATOMIC_RELAXED);
-    }
+    ukernel_fn ukernel = pick_ukernel(); /* a few instructions once per call */
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate)

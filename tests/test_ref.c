@@ -163,6 +163,25 @@ START_TEST(matmul_vs_naive_crosses_blocks) {
 }
 END_TEST
 
+START_TEST(gemm_same_bits_baseline_and_avx2) {
+    /* The micro-kernel is chosen at run time; both must sum every element
+     * in the same order. Covers fringes and a K beyond one block. */
+    mcir_tensor *a = tt_in(G, "a", SHAPE(2, 101, 300)), *b = tt_in(G, "b", SHAPE(300, 77));
+    mcir_node *n = tt_node(G, MCIR_OP_MATMUL, "mm", 2, (mcir_tensor *[]){a, b}, 1);
+    tt_infer_ok(G, n);
+    float *av = tt_rand_t(a, 1), *bv = tt_rand_t(b, 2);
+    float *fast = run_all_threads(n, (const float *[]){av, bv});
+    mcir_sgemm_force_baseline(true);
+    float *base = run_all_threads(n, (const float *[]){av, bv});
+    mcir_sgemm_force_baseline(false);
+    ck_assert(memcmp(fast, base, sizeof(float) * 2 * 101 * 77) == 0);
+    free(fast);
+    free(base);
+    free(av);
+    free(bv);
+}
+END_TEST
+
 /* -------------------------------------------------------- elementwise */
 
 static float *run1(mcir_op op, int rank, const int64_t *shape, const float *x,
@@ -963,6 +982,7 @@ static Suite *ref_suite(void) {
     tcase_add_test(tc, matmul_vs_naive_batched_broadcast);
     tcase_add_test(tc, matmul_vs_naive_rank1);
     tcase_add_test(tc, matmul_vs_naive_crosses_blocks);
+    tcase_add_test(tc, gemm_same_bits_baseline_and_avx2);
     tcase_add_test(tc, unary_hand_values);
     tcase_add_test(tc, gelu_both_forms);
     tcase_add_test(tc, binary_broadcast_corners);
