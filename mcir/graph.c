@@ -400,8 +400,11 @@ bool mcir_graph_verify(const mcir_graph *g, mcir_diag *d) {
         const mcir_node *n = g->nodes[i];
         if (n->dead) continue;
         const mcir_op_desc *desc = mcir_op_desc_of(n->op);
-        if (n->n_inputs < desc->min_inputs ||
-            (desc->max_inputs >= 0 && n->n_inputs > desc->max_inputs))
+        if (desc->max_inputs < 0 && n->n_inputs < desc->min_inputs)
+            mcir_error(d, n->loc, "node '%s' (%s): takes at least %d inputs, has %d", n->name,
+                       desc->name, desc->min_inputs, n->n_inputs);
+        else if (n->n_inputs < desc->min_inputs ||
+                 (desc->max_inputs >= 0 && n->n_inputs > desc->max_inputs))
             mcir_error(d, n->loc, "node '%s' (%s): takes %d to %d inputs, has %d", n->name,
                        desc->name, desc->min_inputs, desc->max_inputs, n->n_inputs);
         if (desc->n_outputs >= 0 && n->n_outputs != desc->n_outputs)
