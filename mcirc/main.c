@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -126,6 +127,13 @@ static bool write_file(const char *path, const mcir_compilation *c, artifact_fn 
     return ok;
 }
 
+/* dir/name into buf; false if it does not fit. */
+static bool join_path(char *buf, size_t n, const char *dir, const char *name,
+                      const char *suffix) {
+    int k = snprintf(buf, n, "%s/%s%s", dir, name, suffix);
+    return k >= 0 && (size_t)k < n;
+}
+
 static void remove_tree(const char *path) {
     DIR *dir = opendir(path);
     if (dir) {
@@ -133,8 +141,7 @@ static void remove_tree(const char *path) {
         while ((e = readdir(dir))) {
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
             char sub[PATH_MAX];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            remove_tree(sub);
+            if (join_path(sub, sizeof sub, path, e->d_name, "")) remove_tree(sub);
         }
         closedir(dir);
         rmdir(path);
@@ -164,15 +171,24 @@ static bool publish_tree(const char *src, const char *dst) {
     while (ok && (e = readdir(dir))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         char from[PATH_MAX], to[PATH_MAX];
-        snprintf(from, sizeof from, "%s/%s", src, e->d_name);
-        snprintf(to, sizeof to, "%s/%s", dst, e->d_name);
         struct stat st;
-        if (stat(from, &st)) ok = false;
+        if (!join_path(from, sizeof from, src, e->d_name, "") ||
+            !join_path(to, sizeof to, dst, e->d_name, "") || stat(from, &st))
+            ok = false;
         else if (S_ISDIR(st.st_mode)) ok = mkdir_p(to) && publish_tree(from, to);
         else ok = rename(from, to) == 0;
     }
     closedir(dir);
     return ok;
+}
+
+/* The file name of an output: its tensor name, with characters that
+ * cannot be in a file name ('/', and a leading '.') replaced by '_'. */
+static const char *output_file_stem(const char *name, char *buf, size_t n) {
+    snprintf(buf, n, "%s", name);
+    for (char *p = buf; *p; p++)
+        if (*p == '/' || (p == buf && *p == '.')) *p = '_';
+    return buf;
 }
 
 /* Writes every artifact (and --run outputs) into dir, atomically. */
@@ -183,8 +199,7 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
         return MCIR_EXIT_INVALID;
     }
     char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s/.mcirc-XXXXXX", dir);
-    if (!mkdtemp(tmp)) {
+    if (!join_path(tmp, sizeof tmp, dir, ".mcirc-XXXXXX", "") || !mkdtemp(tmp)) {
         mcir_error(d, (mcir_loc){dir, 0, 0}, "cannot write into the output directory: %s",
                    strerror(errno));
         return MCIR_EXIT_INVALID;
@@ -205,8 +220,8 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
     char path[PATH_MAX];
     for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
         if (!files[i].present) continue;
-        snprintf(path, sizeof path, "%s/%s", tmp, files[i].file);
-        ok = write_file(path, c, files[i].fn);
+        ok = join_path(path, sizeof path, tmp, files[i].file, "") &&
+             write_file(path, c, files[i].fn);
     }
     if (ok && c->codegen) ok = mcir_codegen_write_dir(c->codegen, tmp, d);
     if (ok && c->env) {
@@ -214,6 +229,7 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
             const mcir_tensor *t = c->graph->outputs[i];
             size_t n = (size_t)mcir_tensor_numel(t), es = mcir_dtype_size(t->dtype);
             const float *v = mcir_env_get(c->env, t);
+            char stem[256];
             unsigned char *raw = malloc(n * es + 1);
             MCIR_ASSERT(raw);
             for (size_t k = 0; k < n; k++) {
@@ -224,8 +240,9 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
                     memcpy(raw + 2 * k, &h, 2);
                 }
             }
-            snprintf(path, sizeof path, "%s/%s.npy", tmp, t->name);
-            ok = mcir_npy_write(path, t->dtype, t->rank, t->shape, raw, d);
+            ok = join_path(path, sizeof path, tmp, output_file_stem(t->name, stem, sizeof stem),
+                           ".npy") &&
+                 mcir_npy_write(path, t->dtype, t->rank, t->shape, raw, d);
             free(raw);
         }
     }
@@ -294,7 +311,9 @@ static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out)
         fprintf(out, "  output   %s %s %s: mean %.6g, max |x| %.6g", t->name,
                 mcir_dtype_name(t->dtype), mcir_shape_str(t, shape, sizeof shape),
                 n ? sum / (double)n : 0.0, amax);
-        if (out_dir) fprintf(out, " -> %s/%s.npy", out_dir, t->name);
+        char stem[256];
+        if (out_dir)
+            fprintf(out, " -> %s/%s.npy", out_dir, output_file_stem(t->name, stem, sizeof stem));
         fputc('\n', out);
     }
 }
@@ -493,7 +512,8 @@ int main(int argc, char **argv) {
     /* --verify reports even when it fails; the report goes to stdout unless
      * stdout carries an artifact. */
     FILE *report = emit != EMIT_NONE ? stderr : stdout;
-    if (c.verify) print_verify(&c, report);
+    bool summary = status == MCIR_EXIT_OK && emit == EMIT_NONE;
+    if (c.verify && !summary) print_verify(&c, report);
     if (status == MCIR_EXIT_OK && out_dir) status = write_out_dir(out_dir, &c, &d);
     if (status == MCIR_EXIT_OK && emit != EMIT_NONE) {
         char *buf = NULL;
@@ -512,6 +532,7 @@ int main(int argc, char **argv) {
         print_summary(&c, stdout);
         if (c.env) print_run(&c, out_dir, stdout);
         if (out_dir) printf("  wrote    %s/\n", out_dir);
+        if (c.verify) print_verify(&c, stdout);
     }
     mcir_compilation_free(&c);
 
