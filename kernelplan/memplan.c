@@ -75,44 +75,40 @@ void mcir_memplan_planners_print(FILE *out)
         fprintf(out, "  %-16s %s\n", t[i].name, t[i].description);
 }
 
-/* `best`: XLA's heap simulator keeps the best of several heuristics; the
- * exact search is one of them, and it proves optimality when it can. */
+/* `best`: XLA's heap simulator keeps the best of several heuristics; here
+ * the best greedy plan then seeds the exact search, which proves
+ * optimality when it can and only ever improves on it. */
 int64_t mcir_memplan_plan_best(const mcir_memplan_instance *inst,
                                int64_t *offsets, mcir_memplan_stats *stats)
 {
-    static const char *const order[] = {"greedy-size", "greedy-conflict",
-                                        "greedy-breadth", "exact"};
+    static const char *const greedy[] = {"greedy-size", "greedy-conflict",
+                                         "greedy-breadth"};
     int64_t *trial = malloc((inst->n ? inst->n : 1) * sizeof *trial);
     if (!trial)
         return -1;
     int64_t best = INT64_MAX;
-    stats->optimal = false;
-    stats->nodes = 0;
     stats->winner = NULL;
-    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        const mcir_memplan_planner *p = mcir_memplan_planner_find(order[k]);
+    for (size_t k = 0; k < sizeof greedy / sizeof greedy[0]; k++) {
+        const mcir_memplan_planner *p = mcir_memplan_planner_find(greedy[k]);
         mcir_memplan_stats st = {0};
         int64_t h = p->plan(inst, trial, &st);
         if (h < 0) {
             free(trial);
             return -1;
         }
-        stats->nodes += st.nodes;
         if (h < best) {
             best = h;
             memcpy(offsets, trial, inst->n * sizeof *offsets);
             stats->winner = p->name;
         }
-        if (st.optimal && h == best)
-            stats->optimal = true;
-        if (inst->stop_when_fits && inst->capacity > 0 &&
-            best <= inst->capacity)
-            break;
     }
-    if (best == inst->lower_bound)
-        stats->optimal = true;
     free(trial);
-    return best;
+    int64_t h = mcir_memplan_plan_exact_from(inst, offsets, best, stats);
+    if (h < 0)
+        return -1;
+    if (h < best)
+        stats->winner = "exact";
+    return h;
 }
 
 /* ---- Problem validation and in-place merging. --------------------------- */

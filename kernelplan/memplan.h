@@ -183,6 +183,11 @@ int64_t mcir_memplan_plan_greedy_breadth(const mcir_memplan_instance *inst,
                                          mcir_memplan_stats *stats);
 int64_t mcir_memplan_plan_exact(const mcir_memplan_instance *inst,
                                 int64_t *offsets, mcir_memplan_stats *stats);
+/* The exact search seeded with a valid plan `offsets` of height `height`
+ * (the incumbent it must beat); returns the new height, never worse. */
+int64_t mcir_memplan_plan_exact_from(const mcir_memplan_instance *inst,
+                                     int64_t *offsets, int64_t height,
+                                     mcir_memplan_stats *stats);
 int64_t mcir_memplan_plan_best(const mcir_memplan_instance *inst,
                                int64_t *offsets, mcir_memplan_stats *stats);
 

@@ -538,10 +538,27 @@ int64_t mcir_memplan_plan_exact(const mcir_memplan_instance *in,
         }
     }
     free(trial);
+    return mcir_memplan_plan_exact_from(in, offsets, best, stats);
+}
+
+/* The search state holds one entry per (buffer, section) pair; past this
+ * many the instance is far beyond what the search can finish in a budget
+ * anyway, and the incumbent plan is returned as is. */
+#define EXACT_MAX_SPANS ((size_t)1 << 26)
+
+int64_t mcir_memplan_plan_exact_from(const mcir_memplan_instance *in,
+                                     int64_t *offsets, int64_t best,
+                                     mcir_memplan_stats *stats)
+{
+    size_t n = in->n, spans = 0;
     stats->optimal = best == in->lower_bound;
     stats->nodes = 0;
     if (stats->optimal ||
         (in->stop_when_fits && in->capacity > 0 && best <= in->capacity))
+        return best;
+    for (size_t i = 0; i < n; i++)
+        spans += (size_t)(in->upper[i] - in->lower[i]);
+    if (spans > EXACT_MAX_SPANS)
         return best;
     exact ex;
     if (!exact_init(&ex, in)) {
