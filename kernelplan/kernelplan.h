@@ -166,6 +166,11 @@ typedef struct mcir_plan {
 mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target,
                            mcir_trace *trace, mcir_diag *d);
 void mcir_plan_free(mcir_plan *p);
+/* The plan's invariants, checked apart from the partition code: every
+ * live node is in a kernel or an alias, each tensor has one writer, reads
+ * come after their writer (through aliases), graph outputs are written,
+ * tiles fit the target. Reports each problem. */
+bool mcir_plan_verify(const mcir_plan *p, mcir_diag *d);
 bool mcir_plan_write_json(const mcir_plan *p, FILE *out);
 /* The access through which kernel k reads or writes the tensor its nodes
  * call `logical`, or NULL if it is not at the kernel's boundary. */

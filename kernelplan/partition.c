@@ -815,3 +815,75 @@ fail:
 void mcir_plan_free(mcir_plan *p) {
     if (p) mcir_arena_free(p->arena);
 }
+
+/* ------------------------------------------------------------- verifier */
+
+/* Checks the plan against the graph without trusting the partition code:
+ * every live node is in a kernel, an alias, or folded into a kernel that
+ * lists it; every tensor is written by one kernel at most; every read is
+ * an input, a weight, or written by an earlier kernel (through aliases);
+ * every graph output is written; tiles fit the target. */
+bool mcir_plan_verify(const mcir_plan *p, mcir_diag *d) {
+    const mcir_graph *g = p->graph;
+    mcir_loc loc = {g->path, 0, 0};
+    int errors = 0;
+    int *written_by = malloc(((size_t)g->n_tensors + 1) * sizeof *written_by);
+    int *covered = calloc((size_t)g->n_nodes + 1, sizeof *covered);
+    MCIR_ASSERT(written_by && covered);
+    for (int t = 0; t < g->n_tensors; t++) written_by[t] = -1;
+    for (int i = 0; i < p->n_alias_nodes; i++) covered[p->alias_nodes[i]->id]++;
+    for (int k = 0; k < p->n_kernels; k++) {
+        const mcir_kernel_plan *kp = &p->kernels[k];
+        if (kp->id != k) {
+            mcir_error(d, loc, "kernel %s: id %d at position %d", kp->name, kp->id, k);
+            errors++;
+        }
+        for (int i = 0; i < kp->n_nodes; i++) covered[kp->nodes[i]->id] = 1;
+        for (int i = 0; i < kp->n_reads; i++) {
+            const mcir_tensor *r = p->alias_root[kp->reads[i]->id];
+            bool external = r->kind == MCIR_TENSOR_INPUT || r->kind == MCIR_TENSOR_WEIGHT;
+            if (!external && (written_by[r->id] < 0 || written_by[r->id] >= k)) {
+                mcir_error(d, loc, "kernel %s reads '%s' before any kernel writes it", kp->name,
+                           kp->reads[i]->name);
+                errors++;
+            }
+        }
+        for (int i = 0; i < kp->n_writes; i++) {
+            int t = kp->writes[i]->id;
+            if (written_by[t] >= 0) {
+                mcir_error(d, loc, "'%s' is written by kernels %d and %d", kp->writes[i]->name,
+                           written_by[t], k);
+                errors++;
+            }
+            written_by[t] = k;
+            int r = p->alias_root[t]->id;
+            if (written_by[r] < 0) written_by[r] = k;
+        }
+        if (kp->smem_bytes > p->target->smem_per_block_optin ||
+            (int64_t)kp->block[0] * kp->block[1] * kp->block[2] > p->target->max_threads_per_block) {
+            mcir_error(d, loc, "kernel %s: block or shared memory exceeds %s", kp->name,
+                       p->target->name);
+            errors++;
+        }
+    }
+    /* aliases of written tensors count as written */
+    for (int t = 0; t < g->n_tensors; t++)
+        if (written_by[t] < 0 && written_by[p->alias_root[t]->id] >= 0)
+            written_by[t] = written_by[p->alias_root[t]->id];
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead && !covered[i]) {
+            mcir_error(d, g->nodes[i]->loc, "node '%s' is in no kernel and no alias",
+                       g->nodes[i]->name);
+            errors++;
+        }
+    for (int i = 0; i < g->n_outputs; i++) {
+        const mcir_tensor *o = g->outputs[i];
+        if (o->producer && written_by[o->id] < 0) {
+            mcir_error(d, loc, "graph output '%s' is never written", o->name);
+            errors++;
+        }
+    }
+    free(written_by);
+    free(covered);
+    return errors == 0;
+}

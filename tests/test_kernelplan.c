@@ -59,6 +59,7 @@ static mcir_plan *plan_of(mcir_graph *g, const char *arch) {
     mcir_diag d = mcir_diag_stderr();
     mcir_plan *p = mcir_plan_build(g, mcir_target_find(arch), NULL, &d);
     ck_assert_ptr_nonnull(p);
+    ck_assert(mcir_plan_verify(p, &d));
     return p;
 }
 
@@ -665,6 +666,23 @@ START_TEST(pools_fall_back_in_order) {
 }
 END_TEST
 
+START_TEST(verifier_catches_broken_plans) {
+    mcir_graph *g = ladder(4);
+    mcir_plan *p = plan_of(g, "sm_90");
+    mcir_diag d = quiet();
+    /* swap two kernels: a read before its write */
+    mcir_kernel_plan tmp = p->kernels[1];
+    p->kernels[1] = p->kernels[2];
+    p->kernels[2] = tmp;
+    p->kernels[1].id = 1;
+    p->kernels[2].id = 2;
+    ck_assert(!mcir_plan_verify(p, &d));
+    ck_assert_int_ge(d.n_errors, 1);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 START_TEST(checker_catches_broken_plans) {
     mcir_graph *g = ladder(6);
     mcir_plan *p = plan_of(g, "sm_90");
@@ -820,6 +838,7 @@ START_TEST(rewritten_examples_reach_the_lower_bound) {
         for (int a = 0; a < 2; a++) {
             mcir_plan *p = mcir_plan_build(g, mcir_target_find(a ? "sm_80" : "sm_90"), tr, &d);
             ck_assert_msg(p, "%s: no plan after rewrites", example_names[e]);
+            ck_assert(mcir_plan_verify(p, &d));
             for (int k = 0; k < p->n_kernels; k++)
                 ck_assert_int_le(p->kernels[k].smem_bytes, p->target->smem_per_block_optin);
             mcir_memory_plan_options o = {.time_limit_s = 2};
@@ -868,6 +887,7 @@ static Suite *kernelplan_suite(void) {
     tcase_add_test(t, pools_fall_back_in_order);
     tcase_add_test(t, large_graphs_plan_quickly);
     tcase_add_test(t, checker_catches_broken_plans);
+    tcase_add_test(t, verifier_catches_broken_plans);
     tcase_add_test(t, writers_produce_the_contract_fields);
     suite_add_tcase(s, t);
     t = tcase_create("examples");
