@@ -103,7 +103,24 @@ static void plan_inplace(const mcir_plan *p, mcir_memory_plan *m, int kid, int b
                 if (m->buffers[b].share_with == br) free_ = false;
             json_array_append_new(ck, check_rec("not_taken", free_,
                 free_ ? "no other buffer takes it over" : "another buffer already took it over"));
-            ok = dies && fits && free_;
+            /* elementwise readers see each element before it is overwritten;
+             * a matmul, conv, norm or copy in the same kernel reads other
+             * blocks' elements and would race with the stores */
+            const mcir_node *other = NULL;
+            for (int i = 0; i < k->n_nodes && !other; i++) {
+                const mcir_node *u = k->nodes[i];
+                if (mcir_op_desc_of(u->op)->flags & MCIR_OPF_ELEMENTWISE) continue;
+                for (int j = 0; j < u->n_inputs; j++) {
+                    const mcir_kernel_access *acc = mcir_kernel_access_of(k, u->inputs[j]);
+                    const mcir_tensor *held = acc ? acc->tensor : u->inputs[j];
+                    if (p->alias_root[held->id] == r) other = u;
+                }
+            }
+            json_array_append_new(ck, check_rec("read_elementwise_only", !other,
+                other ? mcir_arena_printf(a, "'%s' is also read by %s '%s' in kernel %s",
+                                          r->name, mcir_op_name(other->op), other->name, k->name)
+                      : "only elementwise nodes of the kernel read it"));
+            ok = dies && fits && free_ && !other;
             if (ok) w->share_with = br;
         }
     }

@@ -574,6 +574,27 @@ START_TEST(inplace_takes_over_the_input) {
 }
 END_TEST
 
+START_TEST(inplace_never_races_with_a_matmul_operand) {
+    mcir_graph *g = mcir_graph_new("mmres");
+    mcir_tensor *x0 = input(g, "x0", MCIR_DTYPE_F32, 2, (int64_t[]){64, 64});
+    mcir_tensor *w = weight(g, "w", MCIR_DTYPE_F32, 2, (int64_t[]){64, 64});
+    mcir_node *e = node(g, MCIR_OP_EXP, "e", 1, &x0, "x");
+    mcir_node *mm = node(g, MCIR_OP_MATMUL, "mm", 2, (mcir_tensor *[]){out_of(e), w}, "h");
+    mcir_node *ad = node(g, MCIR_OP_ADD, "res", 2, (mcir_tensor *[]){out_of(mm), out_of(e)}, "r");
+    mcir_node *ng = node(g, MCIR_OP_NEG, "ng", 1, (mcir_tensor *[]){out_of(ad)}, "y");
+    mm->group = ad->group = 0;
+    ad->inplace_input = 1;   /* would overwrite the matmul's A operand */
+    finish(g, out_of(ng));
+    mcir_plan *p = plan_of(g, "sm_90");
+    ck_assert_int_eq(p->n_kernels, 3);
+    mcir_memory_plan *m = memory_of(p, NULL);
+    for (int i = 0; i < m->n_buffers; i++) ck_assert_int_eq(m->buffers[i].share_with, -1);
+    mcir_memory_plan_free(m);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 START_TEST(unknown_planner_is_an_error) {
     mcir_graph *g = mcir_graph_new("u");
     mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 1, (int64_t[]){16});
@@ -883,6 +904,7 @@ static Suite *kernelplan_suite(void) {
     suite_add_tcase(s, t);
     t = tcase_create("memory");
     tcase_add_test(t, inplace_takes_over_the_input);
+    tcase_add_test(t, inplace_never_races_with_a_matmul_operand);
     tcase_add_test(t, unknown_planner_is_an_error);
     tcase_add_test(t, pools_fall_back_in_order);
     tcase_add_test(t, large_graphs_plan_quickly);
