@@ -126,6 +126,7 @@ static bool err(loader *L, const yaml_node_t *n, const char *fmt, ...) {
     va_start(ap, fmt);
     mcir_verror(L->d, loc_of(L, n), "error", fmt, ap);
     va_end(ap);
+    if (L->d) L->d->n_errors++;
     L->errors++;
     return false;
 }
@@ -293,7 +294,8 @@ static pcre2_code *compile_regex(loader *L, const yaml_node_t *n, const char *re
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(errcode, msg, sizeof msg);
-        size_t off = erroff >= 4 ? erroff - 4 : 0;
+        size_t off = erroff >= 4 ? erroff - 4 : 0;   /* offset in the user's regex */
+        if (off > strlen(re)) off = strlen(re);
         err(L, n, "bad regex '%s': %s at offset %zu", re, (const char *)msg, off);
         return NULL;
     }
@@ -1181,8 +1183,12 @@ bool mcir_catalog_load_string(mcir_catalog *c, const char *text, size_t len,
     if (!yaml_parser_load(&parser, &doc)) {
         mcir_loc loc = {L.path, (int)parser.problem_mark.line + 1,
                         (int)parser.problem_mark.column + 1};
-        mcir_error(d, loc, "YAML: %s%s%s", parser.problem ? parser.problem : "syntax error",
-                   parser.context ? " " : "", parser.context ? parser.context : "");
+        if (parser.error == YAML_READER_ERROR) /* no line known, only the byte */
+            mcir_error(d, (mcir_loc){L.path, 0, 0}, "YAML: %s at byte %zu",
+                       parser.problem ? parser.problem : "bad input", parser.problem_offset);
+        else
+            mcir_error(d, loc, "YAML: %s%s%s", parser.problem ? parser.problem : "syntax error",
+                       parser.context ? " " : "", parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
         return false;
     }

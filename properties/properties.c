@@ -97,6 +97,10 @@ static bool each_tensor(const mcir_check_ctx *c, const mcir_param_value *tensors
     for (int i = 0; i < tensors->n; i++) {
         const mcir_tensor *t = var_tensor(c, tensors->refs[i]);
         if (!t) continue;
+        bool again = false;   /* variables an absent node aliased */
+        for (int k = 0; k < i; k++)
+            if (var_tensor(c, tensors->refs[k]) == t) again = true;
+        if (again) continue;
         if (!one(c, tensors->refs[i], t, params, d, n)) ok = false;
     }
     if (!d[0]) say(d, n, "nothing to check (no variable bound)");
@@ -749,22 +753,24 @@ static bool check_fits_on_chip(const mcir_check_ctx *c, const mcir_param_value *
     }
     mcir_working_set ws;
     mcir_working_set_compute(c->target, model, dims, dt, &ws);
-    char a[32], b[32], tile[64];
+    char a[32], b[32], tile[96];
+    const char *least = ws.fits ? "" : "smallest ";
     switch (model) {
     case MCIR_WS_ATTENTION:
-        snprintf(tile, sizeof tile, "head dim %lld, tile %dx%d", (long long)dims[0], ws.tile[0],
-                 ws.tile[1]);
+        snprintf(tile, sizeof tile, "head dim %lld, %stile %dx%d", (long long)dims[0], least,
+                 ws.tile[0], ws.tile[1]);
         break;
     case MCIR_WS_NORM:
-        snprintf(tile, sizeof tile, "row of %lld, %d rows", (long long)dims[0], ws.tile[0]);
+        snprintf(tile, sizeof tile, "rows of %lld, %s%d rows per block", (long long)dims[0],
+                 least, ws.tile[0]);
         break;
     default:
-        snprintf(tile, sizeof tile, "tile %dx%dx%d", ws.tile[0], ws.tile[1], ws.tile[2]);
+        snprintf(tile, sizeof tile, "%stile %dx%dx%d", least, ws.tile[0], ws.tile[1],
+                 ws.tile[2]);
         break;
     }
-    say(d, n, "working set %s %s %s (%s, %s%s)", mcir_bytes_str(ws.bytes, a, sizeof a),
-        ws.fits ? "<=" : ">", mcir_bytes_str(ws.limit, b, sizeof b), c->target->name,
-        ws.fits ? "" : "smallest ", tile);
+    say(d, n, "working set %s %s %s (%s, %s)", mcir_bytes_str(ws.bytes, a, sizeof a),
+        ws.fits ? "<=" : ">", mcir_bytes_str(ws.limit, b, sizeof b), c->target->name, tile);
     return ws.fits;
 }
 

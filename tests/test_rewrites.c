@@ -1,0 +1,615 @@
+/*
+ * test_rewrites.c — the rewrite engine: every built-in rule on small
+ * graphs, the negative cases with the check that must reject them, user
+ * rules from YAML, the example models (fused forms and node counts,
+ * checked against the reference interpreter), determinism, and the golden
+ * cases of tests/golden/ (MCIR_UPDATE_GOLDEN=1 rewrites the expected
+ * files).
+ */
+#include <check.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rewrites/rewrites.h"
+
+static const char *source_dir(void) {
+    const char *s = getenv("MCIR_SOURCE_DIR");
+    return s ? s : "..";
+}
+
+static const char *path_of(const char *rel) {
+    static char buf[8][1024];
+    static int k;
+    char *b = buf[k++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", source_dir(), rel);
+    return b;
+}
+
+static mcir_catalog *default_catalog(const char *extra) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_catalog *c = mcir_catalog_new();
+    ck_assert(mcir_catalog_load_default(c, &d));
+    if (extra) ck_assert(mcir_catalog_load_file(c, path_of(extra), &d));
+    return c;
+}
+
+/* A compiled case: the graph as read, rewritten, and its trace. */
+typedef struct rewritten {
+    mcir_graph *before, *g;
+    mcir_trace *trace;
+} rewritten;
+
+static rewritten rewrite_graph(mcir_graph *g, const mcir_catalog *c, const char *arch) {
+    mcir_diag d = mcir_diag_stderr();
+    rewritten r = {mcir_graph_clone(g), g, mcir_trace_new()};
+    ck_assert(mcir_rewrite_run(g, c, arch ? mcir_target_find(arch) : NULL, r.trace, &d));
+    ck_assert(mcir_graph_verify(g, &d));
+    return r;
+}
+
+static rewritten rewrite_file(const char *rel, const mcir_catalog *c) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g = mcir_graph_read_json(path_of(rel), &d);
+    ck_assert_msg(g != NULL, "cannot read %s", rel);
+    return rewrite_graph(g, c, NULL);
+}
+
+static rewritten rewrite_text(const char *json, const mcir_catalog *c) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g = mcir_graph_read_json_string(json, "test.json", &d);
+    ck_assert_msg(g != NULL, "bad test graph");
+    return rewrite_graph(g, c, NULL);
+}
+
+static void rewritten_free(rewritten *r) {
+    mcir_graph_free(r->before);
+    mcir_graph_free(r->g);
+    mcir_trace_free(r->trace);
+}
+
+static void assert_verifies(const rewritten *r) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    mcir_diag d = mcir_diag_stderr();
+    bool ok = mcir_rewrite_verify(r->before, r->g, 0, f, &d);
+    fclose(f);
+    ck_assert_msg(ok, "verify failed: %s", text);
+    ck_assert(strstr(text, "output ") && strstr(text, "max abs err"));
+    free(text);
+}
+
+static int count_op(const mcir_graph *g, mcir_op op) {
+    int k = 0;
+    for (int i = 0; i < g->n_nodes; i++) k += !g->nodes[i]->dead && g->nodes[i]->op == op;
+    return k;
+}
+
+static mcir_node *first_op(const mcir_graph *g, mcir_op op) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead && g->nodes[i]->op == op) return g->nodes[i];
+    return NULL;
+}
+
+/* The first trace record of a rule with a decision, or NULL. */
+static json_t *find_record(const mcir_trace *t, const char *rule, const char *decision) {
+    for (int i = 0; i < mcir_trace_count(t); i++) {
+        json_t *r = mcir_trace_get(t, i);
+        if (strcmp(json_string_value(json_object_get(r, "rule")), rule) == 0 &&
+            strcmp(json_string_value(json_object_get(r, "decision")), decision) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* The failed check of a record and its detail. */
+static const char *failed_check(const json_t *r, const char **detail) {
+    const json_t *l = json_object_get(r, "legality");
+    for (size_t i = 0; i < json_array_size(l); i++) {
+        const json_t *c = json_array_get(l, i);
+        if (!json_is_true(json_object_get(c, "ok"))) {
+            if (detail) *detail = json_string_value(json_object_get(c, "detail"));
+            return json_string_value(json_object_get(c, "check"));
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------- small graphs */
+
+/* q, k, v [1,2,8,4]; K through transpose [0,1,3,2]; scores / 2; mask. */
+static char *attention_json(const char *mask_decl, const char *mask_name,
+                            const char *extra_outputs, const char *softmax_axis) {
+    static char buf[8192];
+    snprintf(buf, sizeof buf,
+             "{\"mcir\": 1, \"name\": \"t\","
+             " \"inputs\": [{\"name\": \"q\", \"dtype\": \"f32\", \"shape\": [1, 2, 8, 4]},"
+             "  {\"name\": \"k\", \"dtype\": \"f32\", \"shape\": [1, 2, 8, 4]},"
+             "  {\"name\": \"v\", \"dtype\": \"f32\", \"shape\": [1, 2, 8, 4]}%s],"
+             " \"weights\": [{\"name\": \"c\", \"dtype\": \"f32\", \"shape\": [], \"value\": 2.0}],"
+             " \"nodes\": ["
+             "  {\"name\": \"kt\", \"op\": \"transpose\", \"inputs\": [\"k\"], \"outputs\": [\"kt.y\"],"
+             "   \"attrs\": {\"perm\": [0, 1, 3, 2]}},"
+             "  {\"name\": \"qk\", \"op\": \"matmul\", \"inputs\": [\"q\", \"kt.y\"], \"outputs\": [\"s\"]},"
+             "  {\"name\": \"div\", \"op\": \"div\", \"inputs\": [\"s\", \"c\"], \"outputs\": [\"s2\"]},"
+             "  {\"name\": \"mask\", \"op\": \"add\", \"inputs\": [\"s2\", \"%s\"], \"outputs\": [\"s3\"]},"
+             "  {\"name\": \"sm\", \"op\": \"softmax\", \"inputs\": [\"s3\"], \"outputs\": [\"p\"],"
+             "   \"attrs\": {\"axis\": %s}},"
+             "  {\"name\": \"pv\", \"op\": \"matmul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"y\"]}],"
+             " \"outputs\": [\"y\"%s]}",
+             mask_decl, mask_name, softmax_axis, extra_outputs);
+    return buf;
+}
+
+START_TEST(test_attention_mask_input) {
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_text(
+        attention_json(", {\"name\": \"m\", \"dtype\": \"f32\", \"shape\": [1, 1, 8, 8]}", "m", "",
+                       "-1"),
+        c);
+    ck_assert_int_eq(mcir_graph_live_nodes(r.g), 1);
+    mcir_node *a = first_op(r.g, MCIR_OP_ATTENTION);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_int_eq(a->n_inputs, 4);
+    ck_assert_str_eq(a->inputs[3]->name, "m");
+    ck_assert_str_eq(a->inputs[1]->name, "k");
+    ck_assert(!mcir_node_bool(a, "causal"));
+    ck_assert(mcir_node_float(a, "scale") == 0.5);
+    ck_assert_str_eq(a->outputs[0]->name, "y");
+    ck_assert_str_eq(a->origin_rule, "attention_decomposed");
+    ck_assert(mcir_node_has_property(a, "weighted_streaming_reduction"));
+    json_t *rec = find_record(r.trace, "attention_decomposed", "applied");
+    ck_assert_ptr_nonnull(rec);
+    json_t *streaming = json_object_get(rec, "streaming");
+    ck_assert_int_eq(json_array_size(streaming), 4);
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_attention_scores_used_elsewhere) {
+    mcir_catalog *c = default_catalog(NULL);
+    /* the scaled scores are also returned */
+    rewritten r = rewrite_text(
+        attention_json(", {\"name\": \"m\", \"dtype\": \"f32\", \"shape\": [8, 8]}", "m",
+                       ", \"s2\"", "-1"),
+        c);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_ATTENTION), 0);
+    json_t *rec = find_record(r.trace, "attention_decomposed", "rejected");
+    ck_assert_ptr_nonnull(rec);
+    const char *detail;
+    ck_assert_str_eq(failed_check(rec, &detail), "only_used_in_match");
+    ck_assert(strstr(detail, "'s2' (Ss) is a graph output") != NULL);
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_attention_softmax_not_last_axis) {
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_text(
+        attention_json(", {\"name\": \"m\", \"dtype\": \"f32\", \"shape\": [8, 8]}", "m", "", "2"),
+        c);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_ATTENTION), 0);
+    json_t *rec = find_record(r.trace, "attention_decomposed", "rejected");
+    ck_assert_ptr_nonnull(rec);
+    const char *detail;
+    ck_assert_str_eq(failed_check(rec, &detail), "reduction_last_axis");
+    ck_assert(strstr(detail, "not only the last axis") != NULL);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_attention_working_set_per_arch) {
+    /* head dim 512 f32: fits sm_90's 227 KiB at a small tile, not sm_80's
+     * 163 KiB */
+    const char *json =
+        "{\"mcir\": 1, \"inputs\": [{\"name\": \"q\", \"dtype\": \"f32\", \"shape\": [1, 4, 736]},"
+        " {\"name\": \"k\", \"dtype\": \"f32\", \"shape\": [1, 4, 736]},"
+        " {\"name\": \"v\", \"dtype\": \"f32\", \"shape\": [1, 4, 736]}],"
+        " \"nodes\": [{\"name\": \"qk\", \"op\": \"matmul\", \"inputs\": [\"q\", \"k\"],"
+        "  \"outputs\": [\"s\"], \"attrs\": {\"transpose_b\": true}},"
+        " {\"name\": \"sm\", \"op\": \"softmax\", \"inputs\": [\"s\"], \"outputs\": [\"p\"]},"
+        " {\"name\": \"pv\", \"op\": \"matmul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"y\"]}],"
+        " \"outputs\": [\"y\"]}";
+    mcir_catalog *c = default_catalog(NULL);
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g80 = mcir_graph_read_json_string(json, "t.json", &d);
+    rewritten r80 = rewrite_graph(g80, c, "sm_80");
+    ck_assert_int_eq(count_op(r80.g, MCIR_OP_ATTENTION), 0);
+    json_t *rec = find_record(r80.trace, "attention_decomposed", "rejected");
+    ck_assert_ptr_nonnull(rec);
+    const char *detail;
+    ck_assert_str_eq(failed_check(rec, &detail), "fits_on_chip");
+    ck_assert_msg(strstr(detail, "KiB > 163 KiB (sm_80") != NULL, "%s", detail);
+    mcir_graph *g90 = mcir_graph_read_json_string(json, "t.json", &d);
+    rewritten r90 = rewrite_graph(g90, c, "sm_90");
+    ck_assert_int_eq(count_op(r90.g, MCIR_OP_ATTENTION), 1);
+    assert_verifies(&r90);
+    rewritten_free(&r80);
+    rewritten_free(&r90);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_working_set_numbers) {
+    const mcir_target *t = mcir_target_find("sm_90");
+    mcir_working_set ws;
+    int64_t dims[2] = {64, 64};
+    mcir_working_set_compute(t, MCIR_WS_ATTENTION, dims, MCIR_DTYPE_F16, &ws);
+    ck_assert(ws.fits);
+    ck_assert_int_eq(ws.tile[0], 128);
+    ck_assert_int_le(ws.bytes, t->smem_per_block_optin);
+    int64_t big[2] = {1024, 1024};
+    mcir_working_set_compute(t, MCIR_WS_ATTENTION, big, MCIR_DTYPE_F32, &ws);
+    ck_assert(!ws.fits);
+    ck_assert_int_eq(ws.limit, 227 * 1024);
+    char buf[32];
+    ck_assert_str_eq(mcir_bytes_str(227 * 1024, buf, sizeof buf), "227 KiB");
+}
+END_TEST
+
+START_TEST(test_layernorm_without_affine) {
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_file("tests/golden/layernorm_pow_rsqrt/input.json", c);
+    ck_assert_int_eq(mcir_graph_live_nodes(r.g), 1);
+    mcir_node *ln = first_op(r.g, MCIR_OP_LAYERNORM);
+    ck_assert_ptr_nonnull(ln);
+    ck_assert_int_eq(ln->n_inputs, 2);   /* gamma of ones synthesised, no beta */
+    ck_assert_int_eq(ln->inputs[1]->kind, MCIR_TENSOR_WEIGHT);
+    ck_assert_ptr_nonnull(ln->inputs[1]->data);
+    ck_assert(mcir_node_float(ln, "eps") > 0.99e-5 && mcir_node_float(ln, "eps") < 1.01e-5);
+    ck_assert(mcir_node_has_property(ln, "online_reducible_norm"));
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_softmax_and_rmsnorm) {
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_file("tests/golden/softmax_decomposed/input.json", c);
+    ck_assert_int_eq(mcir_graph_live_nodes(r.g), 1);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_SOFTMAX), 1);
+    assert_verifies(&r);
+    rewritten_free(&r);
+    r = rewrite_file("tests/golden/rmsnorm_div_sqrt/input.json", c);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_RMSNORM), 1);
+    ck_assert_int_eq(mcir_graph_live_nodes(r.g), 2);
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_gelu_and_epilogue) {
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_file("tests/golden/mlp_gelu_onnx/input.json", c);
+    mcir_node *gelu = first_op(r.g, MCIR_OP_GELU);
+    ck_assert_ptr_nonnull(gelu);
+    ck_assert_str_eq(mcir_node_string(gelu, "approximate"), "none");
+    /* fc1, bias add and gelu form one kernel; their intermediates are
+     * recomputed */
+    mcir_node *fc1 = mcir_graph_find_node(r.g, "fc1");
+    ck_assert_int_ge(fc1->group, 0);
+    ck_assert_int_eq(gelu->group, fc1->group);
+    ck_assert_int_eq(mcir_graph_find_tensor(r.g, "fc1.y")->memory_state, MCIR_MEM_RECOMPUTABLE);
+    ck_assert_int_eq(mcir_graph_find_tensor(r.g, "h")->memory_state, MCIR_MEM_RECOMPUTABLE);
+    ck_assert_str_eq(gelu->outputs[0]->name, "act.y");
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_conv_relu_and_inplace) {
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_file("tests/golden/conv_bias_relu/input.json", c);
+    mcir_node *conv = mcir_graph_find_node(r.g, "conv");
+    mcir_node *relu = mcir_graph_find_node(r.g, "conv.relu");
+    ck_assert_int_ge(conv->group, 0);
+    ck_assert_int_eq(relu->group, conv->group);
+    ck_assert_int_eq(mcir_graph_find_node(r.g, "conv.bias")->group, conv->group);
+    ck_assert_int_eq(mcir_graph_find_tensor(r.g, "conv.y")->memory_state, MCIR_MEM_RECOMPUTABLE);
+    /* h has two consumers: stays materialized, outside any in-place */
+    ck_assert_int_eq(mcir_graph_find_tensor(r.g, "h")->memory_state, MCIR_MEM_MATERIALIZED);
+    mcir_node *sum = mcir_graph_find_node(r.g, "sum");
+    ck_assert_int_eq(sum->inplace_input, 0);   /* writes over p, which dies there */
+    ck_assert(mcir_node_has_property(sum, "coalescable_buffer"));
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_user_rule_without_default) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_catalog *c = mcir_catalog_new();
+    ck_assert(mcir_catalog_load_file(c, path_of("tests/data/catalog/good/user_silu.yaml"), &d));
+    const char *json =
+        "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f16\", \"shape\": [4, 8]}],"
+        " \"nodes\": [{\"name\": \"g\", \"op\": \"sigmoid\", \"inputs\": [\"x\"], \"outputs\": [\"s\"]},"
+        "  {\"name\": \"m\", \"op\": \"mul\", \"inputs\": [\"s\", \"x\"], \"outputs\": [\"y\"]}],"
+        " \"outputs\": [\"y\"]}";
+    rewritten r = rewrite_text(json, c);
+    ck_assert_int_eq(mcir_graph_live_nodes(r.g), 1);
+    mcir_node *n = first_op(r.g, MCIR_OP_SILU);
+    ck_assert_ptr_nonnull(n);
+    ck_assert_str_eq(n->origin_rule, "my_silu");
+    ck_assert_str_eq(n->origin_nodes, "m,g");
+    ck_assert(mcir_node_has_property(n, "my_recomputable"));
+    json_t *rec = find_record(r.trace, "my_silu", "applied");
+    ck_assert_ptr_nonnull(rec);
+    ck_assert_int_eq(json_array_size(json_object_get(rec, "recomputable")), 1);
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_user_rule_on_top_of_default) {
+    mcir_catalog *c = default_catalog("tests/data/catalog/good/extra_relu.yaml");
+    const char *json =
+        "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4, 8]}],"
+        " \"weights\": [{\"name\": \"zero\", \"dtype\": \"f32\", \"shape\": [], \"value\": 0}],"
+        " \"nodes\": [{\"name\": \"r\", \"op\": \"max\", \"inputs\": [\"zero\", \"x\"], \"outputs\": [\"y\"]},"
+        "  {\"name\": \"attn_probs\", \"op\": \"softmax\", \"inputs\": [\"y\"], \"outputs\": [\"z\"]}],"
+        " \"outputs\": [\"z\"]}";
+    rewritten r = rewrite_text(json, c);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_RELU), 1);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_MAX), 0);
+    ck_assert_ptr_nonnull(find_record(r.trace, "max_zero_is_relu", "applied"));
+    ck_assert_ptr_nonnull(find_record(r.trace, "softmax_by_name", "applied"));
+    ck_assert(mcir_node_has_property(first_op(r.g, MCIR_OP_SOFTMAX), "attention_probabilities"));
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_trace_human) {
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_file("tests/golden/attention_too_big/input.json", c);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    mcir_trace_print_human(r.trace, f);
+    fclose(f);
+    ck_assert_msg(strstr(text, "rejected attention_decomposed at 'attn.pv'") != NULL, "%s", text);
+    ck_assert(strstr(text, "matched: attn.pv, attn.softmax, attn.qk") != NULL);
+    ck_assert(strstr(text, "FAIL fits_on_chip") != NULL);
+    ck_assert(strstr(text, "working set 257.1 KiB > 227 KiB (sm_90") != NULL);
+    ck_assert(strstr(text, "applied tile_fit") != NULL);
+    free(text);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------ examples */
+
+typedef struct example_expect {
+    const char *name;
+    int nodes_before, nodes_after;
+    int attention, layernorm, rmsnorm, gelu, silu;
+    int attention_inputs;   /* of the first attention: 3, or 4 with a mask */
+    bool causal;
+} example_expect;
+
+static const example_expect examples[] = {
+    {"gpt2_block", 51, 23, 1, 2, 0, 1, 0, 3, true},
+    {"bert_layer", 50, 26, 1, 2, 0, 1, 0, 4, false},
+    {"llama_block", 51, 36, 1, 0, 2, 0, 1, 3, true},
+    {"cross_attention", 18, 14, 1, 0, 0, 0, 0, 3, false},
+    {"resnet_small", 35, 35, 0, 0, 0, 0, 0, 0, false},
+};
+
+START_TEST(test_examples) {
+    const example_expect *x = &examples[_i];
+    mcir_catalog *c = default_catalog(NULL);
+    char rel[256];
+    snprintf(rel, sizeof rel, "examples/%s/graph.json", x->name);
+    rewritten r = rewrite_file(rel, c);
+    ck_assert_int_eq(mcir_graph_live_nodes(r.before), x->nodes_before);
+    ck_assert_msg(mcir_graph_live_nodes(r.g) == x->nodes_after, "%s: %d nodes after", x->name,
+                  mcir_graph_live_nodes(r.g));
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_ATTENTION), x->attention);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_LAYERNORM), x->layernorm);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_RMSNORM), x->rmsnorm);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_GELU), x->gelu);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_SILU), x->silu);
+    mcir_node *a = first_op(r.g, MCIR_OP_ATTENTION);
+    if (a) {
+        ck_assert_int_eq(a->n_inputs, x->attention_inputs);
+        ck_assert(mcir_node_bool(a, "causal") == x->causal);
+        ck_assert(mcir_node_has_property(a, "weighted_streaming_reduction"));
+        ck_assert(mcir_node_has_property(a, "tile_compatible_compute"));
+    }
+    if (strcmp(x->name, "gpt2_block") == 0)
+        ck_assert_str_eq(mcir_node_string(first_op(r.g, MCIR_OP_GELU), "approximate"), "tanh");
+    if (strcmp(x->name, "cross_attention") == 0) {
+        ck_assert_int_eq(a->inputs[0]->shape[2], 77);
+        ck_assert_int_eq(a->inputs[1]->shape[2], 196);
+        ck_assert_int_eq(a->inputs[0]->shape[3], 80);
+    }
+    if (strcmp(x->name, "resnet_small") == 0) {
+        /* every conv followed by relu shares its kernel */
+        mcir_node *conv = mcir_graph_find_node(r.g, "stem.conv");
+        ck_assert_int_ge(conv->group, 0);
+        ck_assert_int_eq(mcir_graph_find_node(r.g, "stem.conv.relu")->group, conv->group);
+    }
+    /* every graph output keeps its name */
+    for (int i = 0; i < r.before->n_outputs; i++)
+        ck_assert_ptr_nonnull(mcir_graph_find_tensor(r.g, r.before->outputs[i]->name));
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+/* The same input gives the same graph and trace, byte for byte. */
+START_TEST(test_deterministic) {
+    mcir_catalog *c = default_catalog(NULL);
+    char *out[2];
+    for (int k = 0; k < 2; k++) {
+        rewritten r = rewrite_file("examples/bert_layer/graph.json", c);
+        size_t len = 0;
+        FILE *f = open_memstream(&out[k], &len);
+        mcir_graph_write_json(r.g, f);
+        mcir_trace_write_jsonl(r.trace, f);
+        fclose(f);
+        rewritten_free(&r);
+    }
+    ck_assert_str_eq(out[0], out[1]);
+    free(out[0]);
+    free(out[1]);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+/* -------------------------------------------------------------- golden */
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = 0;
+    fclose(f);
+    return buf;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* First differing line of two texts, for the failure message. */
+static void first_difference(const char *a, const char *b, char *out, size_t n) {
+    int line = 1;
+    const char *la = a, *lb = b;
+    while (*a && *a == *b) {
+        if (*a == '\n') {
+            line++;
+            la = a + 1;
+            lb = b + 1;
+        }
+        a++;
+        b++;
+    }
+    const char *ea = strchr(la, '\n'), *eb = strchr(lb, '\n');
+    snprintf(out, n, "line %d:\n  expected: %.*s\n  got:      %.*s", line,
+             (int)(eb ? eb - lb : (long)strlen(lb)), lb, (int)(ea ? ea - la : (long)strlen(la)),
+             la);
+}
+
+static void check_golden(const char *dir, const char *file, const char *got, bool update) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (update) {
+        write_text(path, got);
+        return;
+    }
+    char *want = slurp(path);
+    ck_assert_msg(want != NULL, "%s is missing (run with MCIR_UPDATE_GOLDEN=1)", path);
+    if (strcmp(want, got) != 0) {
+        char diff[1024];
+        first_difference(got, want, diff, sizeof diff);
+        ck_abort_msg("%s differs (MCIR_UPDATE_GOLDEN=1 to accept): %s", path, diff);
+    }
+    free(want);
+}
+
+START_TEST(test_golden) {
+    const char *root = path_of("tests/golden");
+    bool update = getenv("MCIR_UPDATE_GOLDEN") && strcmp(getenv("MCIR_UPDATE_GOLDEN"), "0");
+    DIR *dp = opendir(root);
+    ck_assert_ptr_nonnull(dp);
+    char names[64][256];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)) && n < 64) {
+        if (de->d_name[0] == '.') continue;
+        char in[2048];
+        snprintf(in, sizeof in, "%s/%s/input.json", root, de->d_name);
+        FILE *f = fopen(in, "r");
+        if (!f) continue;
+        fclose(f);
+        snprintf(names[n++], sizeof names[0], "%s", de->d_name);
+    }
+    closedir(dp);
+    ck_assert_int_ge(n, 8);
+    mcir_catalog *c = default_catalog(NULL);
+    for (int i = 0; i < n; i++) {
+        char dir[2048], in[2200];
+        snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
+        snprintf(in, sizeof in, "%s/input.json", dir);
+        mcir_diag d = mcir_diag_stderr();
+        mcir_graph *g = mcir_graph_read_json(in, &d);
+        ck_assert_msg(g != NULL, "%s", in);
+        rewritten r = rewrite_graph(g, c, "sm_90");
+        char *mcir = NULL, *trace = NULL;
+        size_t l1 = 0, l2 = 0;
+        FILE *f = open_memstream(&mcir, &l1);
+        ck_assert(mcir_graph_write_json(r.g, f));
+        fclose(f);
+        f = open_memstream(&trace, &l2);
+        ck_assert(mcir_trace_write_jsonl(r.trace, f));
+        fclose(f);
+        check_golden(dir, "expected.mcir.json", mcir, update);
+        check_golden(dir, "expected.trace.jsonl", trace, update);
+        assert_verifies(&r);
+        free(mcir);
+        free(trace);
+        rewritten_free(&r);
+    }
+    mcir_catalog_free(c);
+}
+END_TEST
+
+static Suite *rewrites_suite(void) {
+    Suite *s = suite_create("rewrites");
+    TCase *tc = tcase_create("rules");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_attention_mask_input);
+    tcase_add_test(tc, test_attention_scores_used_elsewhere);
+    tcase_add_test(tc, test_attention_softmax_not_last_axis);
+    tcase_add_test(tc, test_attention_working_set_per_arch);
+    tcase_add_test(tc, test_working_set_numbers);
+    tcase_add_test(tc, test_layernorm_without_affine);
+    tcase_add_test(tc, test_softmax_and_rmsnorm);
+    tcase_add_test(tc, test_gelu_and_epilogue);
+    tcase_add_test(tc, test_conv_relu_and_inplace);
+    tcase_add_test(tc, test_user_rule_without_default);
+    tcase_add_test(tc, test_user_rule_on_top_of_default);
+    tcase_add_test(tc, test_trace_human);
+    suite_add_tcase(s, tc);
+    TCase *ex = tcase_create("examples");
+    tcase_set_timeout(ex, 900);
+    tcase_add_loop_test(ex, test_examples, 0, (int)(sizeof examples / sizeof examples[0]));
+    tcase_add_test(ex, test_deterministic);
+    suite_add_tcase(s, ex);
+    TCase *gold = tcase_create("golden");
+    tcase_set_timeout(gold, 600);
+    tcase_add_test(gold, test_golden);
+    suite_add_tcase(s, gold);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(rewrites_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
