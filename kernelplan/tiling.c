@@ -500,8 +500,8 @@ static bool tile_copy(tile_ctx *c) {
     if (n->op == MCIR_OP_TRANSPOSE) {
         const int64_t *perm;
         int r = mcir_node_ints(n, "perm", &perm);
-        int64_t last = perm[r - 1] < 0 ? perm[r - 1] + r : perm[r - 1];
-        if (last != r - 1) {
+        int64_t last = r < 1 ? 0 : perm[r - 1] < 0 ? perm[r - 1] + r : perm[r - 1];
+        if (r >= 2 && last != r - 1) {
             /* the innermost dim changes: stage 32x32 tiles in shared memory
              * (33 columns: no bank conflicts) so reads and writes coalesce */
             int64_t smem = 32 * 33 * (int64_t)mcir_dtype_size(dt);
