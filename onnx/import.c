@@ -17,6 +17,7 @@
  * sorted, inferred and verified, or NULL with the errors reported.
  */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -25,7 +26,7 @@
 
 #include "onnx-impl.h"
 
-#define OX_MIN_OPSET 11
+#define OX_MIN_OPSET 1
 #define OX_MAX_OPSET 21
 
 /* -------------------------------------------------------- diagnostics */
@@ -328,6 +329,12 @@ static ox_value *tensor_value(ox *x, const Onnx__TensorProto *tp, const char *wh
     for (size_t i = 0; i < tp->n_dims; i++)
         if (tp->dims[i] < 0) {
             ox_error(x, "%s has a negative dimension %lld", what, (long long)tp->dims[i]);
+            return NULL;
+        }
+    int64_t numel = 1;
+    for (size_t i = 0; i < tp->n_dims; i++)
+        if (mcir_mul_overflows(numel, tp->dims[i], &numel) || numel > ((int64_t)1 << 34)) {
+            ox_error(x, "%s is too large (more than 2^34 elements)", what);
             return NULL;
         }
     ox_value *v = ox_const_new(x, elem, (int)tp->n_dims, tp->dims);
@@ -823,6 +830,7 @@ static bool h_elementwise(ox *x, ox_value **in, int n_in) {
  * values (<= -1e4 or -inf) on one side is an additive mask on the other;
  * otherwise a·c + b·(1-c) (constants folded into one weight). */
 #define OX_MASK_FILL (-1e4)
+#define OX_MASK_CLAMP 1e30f
 
 static bool h_where(ox *x, ox_value **in, int n_in) {
     if (all_const(in, n_in)) {
@@ -895,6 +903,12 @@ static bool h_where(ox *x, ox_value **in, int n_in) {
         terms[n_terms++] = t;
     }
     if (konst) {
+        /* graph.json numbers cannot hold -inf (nor, read back, the lowest
+         * f32): fills beyond -1e30 become -1e30, which softmax turns into
+         * the same 0 and the rewrite engine still reads as masked */
+        for (int64_t j = 0; j < konst->numel; j++)
+            if (fabsf(konst->fv[j]) > OX_MASK_CLAMP)
+                konst->fv[j] = copysignf(OX_MASK_CLAMP, konst->fv[j]);
         konst->name = fresh(x, mcir_arena_printf(x->a, "%s_mask", out_name(x, 0) ? out_name(x, 0) : "where"));
         terms[n_terms++] = runtime(x, konst, dt);
         if (!terms[n_terms - 1]) return false;
@@ -994,11 +1008,45 @@ static bool h_softmax(ox *x, ox_value **in, int n_in) {
     return define_rt(x, 0, done(x, n));
 }
 
+static bool output_used(ox *x, int i) {
+    const char *s = out_name(x, i);
+    ox_entry *e = s ? lookup(x, s, false) : NULL;
+    return e && e->uses > 0;
+}
+
+/* LayerNormalization's optional Mean and InvStdDev outputs, computed
+ * separately (keepdims over the normalised axes) when something uses them. */
+static bool layernorm_stats(ox *x, mcir_tensor *X, int ax, float eps) {
+    int64_t axes[MCIR_MAX_RANK];
+    int n_axes = 0;
+    for (int k = ax; k < X->rank; k++) axes[n_axes++] = k;
+    mcir_node *n = emit1(x, MCIR_OP_REDUCE_MEAN, 1, &X, 1);
+    mcir_node_set_ints(x->g, n, "axes", n_axes, axes);
+    mcir_tensor *mean = done(x, n);
+    if (!mean || !define_rt(x, 1, mean)) return false;
+    if (!output_used(x, 2)) return true;
+    mcir_tensor *ins[2] = {X, mean}, *t;
+    if (!(t = done(x, emit1(x, MCIR_OP_SUB, 2, ins, -1)))) return false;
+    ins[0] = ins[1] = t;
+    if (!(t = done(x, emit1(x, MCIR_OP_MUL, 2, ins, -1)))) return false;
+    n = emit1(x, MCIR_OP_REDUCE_MEAN, 1, &t, -1);
+    mcir_node_set_ints(x->g, n, "axes", n_axes, axes);
+    if (!(t = done(x, n))) return false;
+    ox_value *e = new_float_const(x, "layernorm_eps", X->dtype, 0, NULL);
+    if (!e) return false;
+    e->fv[0] = eps;
+    ins[0] = t;
+    ins[1] = runtime(x, e, X->dtype);
+    if (!(t = done(x, emit1(x, MCIR_OP_ADD, 2, ins, -1)))) return false;
+    return define_rt(x, 2, done(x, emit1(x, MCIR_OP_RSQRT, 1, &t, 2)));
+}
+
 static bool h_layernorm(ox *x, ox_value **in, int n_in) {
     int64_t axis = attr_int(x, "axis", -1);
     float eps = attr_float(x, "epsilon", 1e-5f);
     int64_t stash = attr_int(x, "stash_type", 1);
-    if (x->failed || !only_first_output(x)) return false;
+    int ax;
+    if (x->failed || !norm_axis(x, axis, in[0]->rank, "axis", &ax)) return false;
     if (stash != 1)
         return ox_error(x, "stash_type %lld is not supported (only 1: statistics in f32)",
                         (long long)stash);
@@ -1012,7 +1060,9 @@ static bool h_layernorm(ox *x, ox_value **in, int n_in) {
     mcir_node *n = emit1(x, MCIR_OP_LAYERNORM, k, ins, 0);
     mcir_node_set_int(x->g, n, "axis", axis);
     mcir_node_set_float(x->g, n, "eps", (double)eps);
-    return define_rt(x, 0, done(x, n));
+    if (!define_rt(x, 0, done(x, n))) return false;
+    if (output_used(x, 1) || output_used(x, 2)) return layernorm_stats(x, ins[0], ax, eps);
+    return true;
 }
 
 static bool h_reduce(ox *x, ox_value **in, int n_in) {
@@ -1409,40 +1459,49 @@ typedef struct window {
     int64_t kernel[2], strides[2], pads[4], dil[2];
 } window;
 
-static bool window_attrs(ox *x, const int64_t *in_hw, const int64_t *kernel_hw, window *w,
-                         bool pool) {
+static bool window_attrs(ox *x, int nsp, const int64_t *in_hw, const int64_t *kernel_hw,
+                         window *w, bool pool) {
     int64_t buf[8];
     char ap[32];
-    int n;
+    int n, off = 2 - nsp; /* a 1-D window is the second dim of a 2-D one */
     const char *auto_pad = attr_str(x, "auto_pad", "NOTSET", ap, sizeof ap);
+    w->kernel[0] = w->kernel[1] = 1;
     w->strides[0] = w->strides[1] = 1;
     w->dil[0] = w->dil[1] = 1;
     memset(w->pads, 0, sizeof w->pads);
     if ((n = attr_ints(x, "kernel_shape", buf, 8)) >= 0) {
-        if (n != 2) return ox_error(x, "only 2-D windows are supported (kernel_shape has %d dims)", n);
-        if (kernel_hw && (buf[0] != kernel_hw[0] || buf[1] != kernel_hw[1]))
-            return ox_error(x, "kernel_shape does not match the weight");
-        w->kernel[0] = buf[0], w->kernel[1] = buf[1];
+        if (n != nsp) return ox_error(x, "kernel_shape has %d dims for %d-D data", n, nsp);
+        for (int k = 0; k < nsp; k++) {
+            if (kernel_hw && buf[k] != kernel_hw[off + k])
+                return ox_error(x, "kernel_shape does not match the weight");
+            w->kernel[off + k] = buf[k];
+        }
     } else if (kernel_hw) {
         w->kernel[0] = kernel_hw[0], w->kernel[1] = kernel_hw[1];
     } else if (!x->failed) {
         return ox_error(x, "missing attribute 'kernel_shape'");
     }
     if ((n = attr_ints(x, "strides", buf, 8)) >= 0) {
-        if (n != 2) return ox_error(x, "strides must have 2 values");
-        w->strides[0] = buf[0], w->strides[1] = buf[1];
+        if (n != nsp) return ox_error(x, "strides must have %d values", nsp);
+        for (int k = 0; k < nsp; k++) w->strides[off + k] = buf[k];
     }
     if ((n = attr_ints(x, "dilations", buf, 8)) >= 0) {
-        if (n != 2) return ox_error(x, "dilations must have 2 values");
-        w->dil[0] = buf[0], w->dil[1] = buf[1];
-        if (pool && (buf[0] != 1 || buf[1] != 1))
-            return ox_error(x, "dilated pooling is not supported");
+        if (n != nsp) return ox_error(x, "dilations must have %d values", nsp);
+        for (int k = 0; k < nsp; k++) {
+            w->dil[off + k] = buf[k];
+            if (pool && buf[k] != 1) return ox_error(x, "dilated pooling is not supported");
+        }
     }
     if ((n = attr_ints(x, "pads", buf, 8)) >= 0) {
-        if (n != 4) return ox_error(x, "pads must have 4 values");
-        memcpy(w->pads, buf, sizeof w->pads);
+        if (n != 2 * nsp) return ox_error(x, "pads must have %d values", 2 * nsp);
+        for (int k = 0; k < nsp; k++) {
+            w->pads[off + k] = buf[k];
+            w->pads[off + k + 2] = buf[nsp + k];
+        }
     }
     if (x->failed) return false;
+    for (int k = 0; k < 4; k++)
+        if (w->pads[k] < 0) return ox_error(x, "negative pads are not supported");
     for (int k = 0; k < 2; k++)
         if (w->strides[k] < 1 || w->dil[k] < 1 || w->kernel[k] < 1)
             return ox_error(x, "kernel, strides and dilations must be >= 1");
@@ -1479,65 +1538,123 @@ static void ceil_pads(window *w, const int64_t *in_hw) {
     }
 }
 
-static bool need_4d(ox *x, const ox_value *X) {
-    if (X->rank != 4)
-        return ox_error(x, "input '%s' has rank %d; only 2-D (NCHW, rank 4) is supported",
+/* Spatial dims of a window op's input: 2 (NCHW) or 1 (NCL, run as NC1L). */
+static bool spatial_dims(ox *x, const ox_value *X, int *nsp, int64_t *in_hw) {
+    if (X->rank != 4 && X->rank != 3)
+        return ox_error(x, "input '%s' has rank %d; only 1-D (NCL) and 2-D (NCHW) windows "
+                           "are supported",
                         X->name, X->rank);
+    *nsp = X->rank - 2;
+    in_hw[0] = X->rank == 4 ? X->shape[2] : 1;
+    in_hw[1] = X->shape[X->rank - 1];
     return true;
+}
+
+/* v as rank 4 with a unit dim inserted at 2 (1-D windows). */
+static mcir_tensor *as_4d(ox *x, ox_value *v, mcir_dtype dt) {
+    mcir_tensor *t = runtime(x, v, dt);
+    if (!t || t->rank == 4) return t;
+    int64_t shape[4] = {t->shape[0], t->shape[1], 1, t->shape[2]};
+    mcir_node *n = emit1(x, MCIR_OP_RESHAPE, 1, &t, -1);
+    mcir_node_set_ints(x->g, n, "shape", 4, shape);
+    return done(x, n);
+}
+
+/* The output of a window op run in 4-D, back to 1-D where the input was. */
+static bool define_window_out(ox *x, mcir_tensor *t, int nsp) {
+    if (!t) return false;
+    if (nsp == 2) return define_rt(x, 0, t);
+    int64_t shape[3] = {t->shape[0], t->shape[1], t->shape[3]};
+    return reshape_to(x, runtime_value(x, t), 3, shape, 0);
 }
 
 static bool h_conv(ox *x, ox_value **in, int n_in) {
     ox_value *X = in[0], *W = in[1];
-    int64_t group = attr_int(x, "group", 1);
-    if (x->failed || !need_4d(x, X)) return false;
-    if (W->rank != 4) return ox_error(x, "weight '%s' must have rank 4", W->name);
+    int64_t group = attr_int(x, "group", 1), in_hw[2], k_hw[2];
+    int nsp = 2;
+    if (x->failed || !spatial_dims(x, X, &nsp, in_hw)) return false;
+    if (W->rank != X->rank) return ox_error(x, "weight '%s' must have rank %d", W->name, X->rank);
+    k_hw[0] = nsp == 2 ? W->shape[2] : 1;
+    k_hw[1] = W->shape[W->rank - 1];
     window w;
-    if (!window_attrs(x, X->shape + 2, W->shape + 2, &w, false)) return false;
+    if (!window_attrs(x, nsp, in_hw, k_hw, &w, false)) return false;
     mcir_dtype dt = node_dtype(in, n_in);
-    mcir_tensor *ins[3];
-    int k = 0;
-    for (int i = 0; i < n_in; i++)
-        if (in[i] && !(ins[k++] = runtime(x, in[i], dt))) return false;
-    mcir_node *n = emit1(x, MCIR_OP_CONV2D, k, ins, 0);
+    mcir_tensor *ins[3] = {as_4d(x, X, dt), as_4d(x, W, dt), NULL};
+    if (!ins[0] || !ins[1]) return false;
+    int k = 2;
+    if (n_in > 2 && in[2] && !(ins[k++] = runtime(x, in[2], dt))) return false;
+    mcir_node *n = emit1(x, MCIR_OP_CONV2D, k, ins, nsp == 2 ? 0 : -1);
     mcir_node_set_ints(x->g, n, "strides", 2, w.strides);
     mcir_node_set_ints(x->g, n, "pads", 4, w.pads);
     mcir_node_set_ints(x->g, n, "dilations", 2, w.dil);
     mcir_node_set_int(x->g, n, "groups", group);
-    return define_rt(x, 0, done(x, n));
+    return define_window_out(x, done(x, n), nsp);
+}
+
+/* count_include_pad=1: MCIR's avg_pool2d divides by the cells inside the
+ * input; the ONNX divisor also counts the explicit padding. The ratio is a
+ * constant per output position, applied by a mul. */
+static ox_value *include_pad_ratio(ox *x, const window *w, const window *orig,
+                                   const int64_t *in_hw, const int64_t *out_hw,
+                                   mcir_dtype dt) {
+    int64_t shape[4] = {1, 1, out_hw[0], out_hw[1]};
+    ox_value *r = new_float_const(x, "avg_pool_include_pad", dt, 4, shape);
+    if (!r) return NULL;
+    for (int64_t i = 0; i < out_hw[0]; i++)
+        for (int64_t j = 0; j < out_hw[1]; j++) {
+            double ratio = 1;
+            for (int k = 0; k < 2; k++) {
+                int64_t o = k ? j : i, lo = o * w->strides[k] - w->pads[k];
+                int64_t valid = 0, counted = 0;
+                for (int64_t p = lo; p < lo + w->kernel[k]; p++) {
+                    valid += p >= 0 && p < in_hw[k];
+                    counted += p >= -orig->pads[k] && p < in_hw[k] + orig->pads[k + 2];
+                }
+                ratio *= (double)valid / (double)(counted ? counted : 1);
+            }
+            r->fv[i * out_hw[1] + j] = (float)ratio;
+        }
+    return r;
 }
 
 static bool h_pool(ox *x, ox_value **in, int n_in) {
     (void)n_in;
     bool is_max = !strcmp(x->node->op_type, "MaxPool");
     ox_value *X = in[0];
-    int64_t ceil_mode = attr_int(x, "ceil_mode", 0);
+    int64_t ceil_mode = attr_int(x, "ceil_mode", 0), in_hw[2];
     int64_t storage = is_max ? attr_int(x, "storage_order", 0) : 0;
     int64_t include_pad = is_max ? 0 : attr_int(x, "count_include_pad", 0);
-    if (x->failed || !need_4d(x, X) || !only_first_output(x)) return false;
+    int nsp = 2;
+    if (x->failed || !spatial_dims(x, X, &nsp, in_hw) || !only_first_output(x)) return false;
     window w;
-    if (!window_attrs(x, X->shape + 2, NULL, &w, true)) return false;
+    if (!window_attrs(x, nsp, in_hw, NULL, &w, true)) return false;
     if (storage) return ox_error(x, "storage_order 1 is not supported");
-    if (include_pad && (w.pads[0] || w.pads[1] || w.pads[2] || w.pads[3]))
-        return ox_error(x, "count_include_pad=1 with padding is not supported (MCIR's "
-                           "avg_pool2d excludes padding)");
-    if (ceil_mode) {
-        window before = w;
-        ceil_pads(&w, X->shape + 2);
-        if (include_pad && memcmp(before.pads, w.pads, sizeof w.pads))
-            return ox_error(x, "count_include_pad=1 with ceil_mode padding is not supported");
-    }
-    mcir_tensor *t = runtime(x, X, node_dtype(in, 1));
+    window orig = w;
+    if (ceil_mode) ceil_pads(&w, in_hw);
+    mcir_dtype dt = node_dtype(in, 1);
+    mcir_tensor *t = as_4d(x, X, dt);
     if (!t) return false;
-    mcir_node *n = emit1(x, is_max ? MCIR_OP_MAX_POOL2D : MCIR_OP_AVG_POOL2D, 1, &t, 0);
+    bool scale = include_pad && memcmp(orig.pads, (int64_t[4]){0, 0, 0, 0}, sizeof orig.pads);
+    mcir_node *n = emit1(x, is_max ? MCIR_OP_MAX_POOL2D : MCIR_OP_AVG_POOL2D, 1, &t,
+                         nsp == 2 && !scale ? 0 : -1);
     mcir_node_set_ints(x->g, n, "kernel", 2, w.kernel);
     mcir_node_set_ints(x->g, n, "strides", 2, w.strides);
     mcir_node_set_ints(x->g, n, "pads", 4, w.pads);
-    return define_rt(x, 0, done(x, n));
+    mcir_tensor *y = done(x, n);
+    if (y && scale) {
+        ox_value *r = include_pad_ratio(x, &w, &orig, in_hw, y->shape + 2, dt);
+        if (!r) return false;
+        mcir_tensor *ins[2] = {y, runtime(x, r, dt)};
+        y = done(x, emit1(x, MCIR_OP_MUL, 2, ins, nsp == 2 ? 0 : -1));
+    }
+    return define_window_out(x, y, nsp);
 }
 
 static bool h_global_avg_pool(ox *x, ox_value **in, int n_in) {
     (void)n_in;
-    if (!need_4d(x, in[0])) return false;
+    if (in[0]->rank != 4)
+        return ox_error(x, "input '%s' has rank %d; only NCHW (rank 4) is supported",
+                        in[0]->name, in[0]->rank);
     mcir_tensor *t = runtime(x, in[0], node_dtype(in, 1));
     if (!t) return false;
     return define_rt(x, 0, done(x, emit1(x, MCIR_OP_GLOBAL_AVG_POOL, 1, &t, 0)));
@@ -1820,8 +1937,16 @@ static bool import_model(ox *x, const Onnx__ModelProto *m, const mcir_onnx_shape
         ox_value *v = tensor_value(x, tp, mcir_arena_printf(x->a, "initializer '%s'", tp->name));
         if (!v || !define(x, tp->name, v)) return false;
     }
-    bool pin_used[256] = {0};
+    bool pin_used[256] = {0}; /* informational: every pin names an input */
     if (n_shapes > 256) return ox_error(x, "more than 256 --shape pins");
+    for (int k = 0; k < n_shapes; k++) {
+        bool found = false;
+        for (size_t i = 0; i < gp->n_input && !found; i++)
+            found = gp->input[i] && gp->input[i]->name && pin_matches(&shapes[k], gp->input[i]->name);
+        if (!found)
+            return ox_error(x, "--shape %s: the model has no graph input '%.*s'", shapes[k].name,
+                            pin_name_len(shapes[k].name), shapes[k].name);
+    }
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         if (!vi || !vi->name || !*vi->name) return ox_error(x, "graph input %zu has no name", i);
@@ -1836,10 +1961,6 @@ static bool import_model(ox *x, const Onnx__ModelProto *m, const mcir_onnx_shape
         }
         if (!import_input(x, vi, shapes, n_shapes, pin_used)) return false;
     }
-    for (int k = 0; k < n_shapes; k++)
-        if (!pin_used[k])
-            return ox_error(x, "--shape %s: the model has no graph input '%.*s'", shapes[k].name,
-                            pin_name_len(shapes[k].name), shapes[k].name);
     for (size_t i = 0; i < gp->n_node; i++) {
         x->node = gp->node[i];
         x->node_index = (int)i;

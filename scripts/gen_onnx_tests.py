@@ -1,0 +1,421 @@
+#!/usr/bin/env python3
+"""Generates the ONNX test data under tests/data/onnx/ (run once; the
+build and the tests need no Python).
+
+  node/<test>/   ONNX's own backend node tests (onnx.backend.test data) for
+                 the mapped ops: model.onnx plus inputs/outputs as .npy;
+                 index.json lists them, skipped.json the ones left out and why.
+  models/<name>/ PyTorch exports (opsets 14 and 17): model.onnx, input_*.npy,
+                 output_*.npy (eval mode, fixed seeds), index.json.
+
+Usage: /usr/bin/python3 scripts/gen_onnx_tests.py [--node] [--models]
+Needs: torch (Debian python3-torch), torchvision, onnx (pip onnx==1.14.1);
+onnxruntime, when installed, is used as a side check of the exports.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import sys
+
+import numpy as np
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+OUT = os.path.join(ROOT, "tests", "data", "onnx")
+
+# ---------------------------------------------------------------- models
+
+def torch_models():
+    import torch
+    import torch.nn as nn
+    import torchvision
+
+    class CausalBlock(nn.Module):
+        """nanoGPT-style block: pre-LN, causal self-attention with a
+        masked_fill mask from a registered buffer, GELU MLP."""
+
+        def __init__(self, d=64, h=4, t=16):
+            super().__init__()
+            self.h = h
+            self.ln1 = nn.LayerNorm(d)
+            self.attn = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ln2 = nn.LayerNorm(d)
+            self.fc = nn.Linear(d, 4 * d)
+            self.fc2 = nn.Linear(4 * d, d)
+            self.register_buffer("bias", torch.tril(torch.ones(t, t)).view(1, 1, t, t))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.attn(self.ln1(x)).split(C, dim=2)
+            k = k.view(B, T, self.h, C // self.h).transpose(1, 2)
+            q = q.view(B, T, self.h, C // self.h).transpose(1, 2)
+            v = v.view(B, T, self.h, C // self.h).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = torch.softmax(att, dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + self.proj(y)
+            x = x + self.fc2(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+            return x
+
+    def encoder():
+        return nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                          dropout=0.1, batch_first=True)
+
+    def vit():
+        m = torchvision.models.VisionTransformer(
+            image_size=32, patch_size=8, num_layers=2, num_heads=4,
+            hidden_dim=64, mlp_dim=128, num_classes=10)
+        # torchvision zero-initialises the head and the class token: give
+        # them values so the output says something.
+        nn.init.normal_(m.heads.head.weight, std=0.2)
+        nn.init.normal_(m.heads.head.bias, std=0.2)
+        nn.init.normal_(m.class_token, std=0.2)
+        return m
+
+    def cnn():
+        # resnet18's 11M parameters would be 44 MB of test data; squeezenet1_1
+        # (0.7M with 10 classes) has the same op mix plus ceil-mode pooling.
+        return torchvision.models.squeezenet1_1(num_classes=10)
+
+    return [
+        ("encoder_layer", encoder, (2, 16, 64)),
+        ("causal_block", CausalBlock, (2, 16, 64)),
+        ("vit", vit, (1, 3, 32, 32)),
+        ("squeezenet", cnn, (1, 3, 64, 64)),
+    ]
+
+
+def gen_models(opsets, only=None):
+    import torch
+    index = {}
+    for name, make, shape in torch_models():
+        if only and name not in only:
+            continue
+        for opset in opsets:
+            if name == "squeezenet" and opset != 17:
+                continue  # its opset-14 export differs only in the opset number
+            torch.manual_seed(0)
+            m = make().eval()
+            x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+            with torch.no_grad():
+                y = m(x)
+            key = f"{name}_op{opset}"
+            d = os.path.join(OUT, "models", key)
+            os.makedirs(d, exist_ok=True)
+            path = os.path.join(d, "model.onnx")
+            torch.onnx.export(m, (x,), path, opset_version=opset,
+                              input_names=["x"], output_names=["y"],
+                              do_constant_folding=True)
+            np.save(os.path.join(d, "input_0.npy"), x.numpy().astype("<f4"))
+            np.save(os.path.join(d, "output_0.npy"), y.numpy().astype("<f4"))
+            ops = []
+            try:
+                import onnx
+                mp = onnx.load(path)
+                ops = sorted({n.op_type for n in mp.graph.node})
+            except ImportError:
+                pass
+            err = None
+            try:
+                import onnxruntime as ort
+                s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+                (r,) = s.run(None, {"x": x.numpy()})
+                err = float(np.abs(r - y.numpy()).max() / np.abs(y.numpy()).max())
+            except ImportError:
+                pass
+            print(f"{key}: {os.path.getsize(path)} bytes, ort rel err {err}, ops {ops}")
+            index[key] = {"model": f"models/{key}/model.onnx", "opset": opset,
+                          "inputs": [f"models/{key}/input_0.npy"],
+                          "outputs": [f"models/{key}/output_0.npy"]}
+    return index
+
+
+# ONNX ops the importer maps; backend node tests made only of these are
+# candidates.
+MAPPED = {
+    "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where",
+    "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Erf", "Sqrt", "Reciprocal", "Neg",
+    "Softmax", "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
+    "Transpose", "Reshape", "Flatten", "Split", "Slice", "Concat", "Conv",
+    "MaxPool", "AveragePool", "GlobalAveragePool", "Identity", "Dropout",
+    "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "ConstantOfShape",
+    "Expand", "Equal", "Cast", "Range",
+}
+
+# Candidates the importer rejects on purpose, with the reason (docs/onnx.md
+# lists these).
+SKIP = [
+    (r"test_cast_.*FLOAT8", "float8 element types are not supported"),
+    (r"test_cast_STRING_to_FLOAT", "string tensors are not supported"),
+    (r"test_(max|average)pool_2d_dilations", "dilated pooling is not supported (MCIR's pools have no dilations)"),
+    (r"test_(max|average)pool_3d_default", "3-D pooling is not supported (MCIR has 2-D windows; 1-D runs as 2-D)"),
+    (r"test_training_dropout", "Dropout with training_mode=true is not supported (inference only)"),
+]
+
+# Tests whose float inputs are consumed at import time (Range's bounds):
+# they become initializers too.
+ALL_IMPORT_TIME = {"test_range_float_type_positive_delta"}
+
+
+def gen_node():
+    import onnx
+    from onnx import numpy_helper
+    src = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    dst = os.path.join(OUT, "node")
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    index, skipped = {}, {}
+    for test in sorted(os.listdir(src)):
+        mpath = os.path.join(src, test, "model.onnx")
+        if not os.path.exists(mpath) or "_expanded" in test:
+            continue
+        m = onnx.load(mpath)
+        ops = {n.op_type for n in m.graph.node}
+        if not ops & MAPPED:
+            continue
+        if not ops <= MAPPED:
+            skipped[test] = "uses ops that are not mapped: " + ", ".join(sorted(ops - MAPPED))
+            continue
+        io = list(m.graph.input) + list(m.graph.output)
+        if any(not vi.type.HasField("tensor_type") for vi in io):
+            skipped[test] = "inputs or outputs are sequences or optionals, not tensors"
+            continue
+        ds = os.path.join(src, test, "test_data_set_0")
+        def load(kind):
+            out = []
+            for i in range(64):
+                p = os.path.join(ds, f"{kind}_{i}.pb")
+                if not os.path.exists(p):
+                    break
+                t = onnx.TensorProto()
+                t.ParseFromString(open(p, "rb").read())
+                out.append(numpy_helper.to_array(t))
+            return out
+        ins, outs = load("input"), load("output")
+        bad = [o.dtype for o in outs if o.dtype != np.float32]
+        if bad:
+            skipped[test] = (f"output is {bad[0]}: only float32 cases are run (runtime tensors "
+                             "are f32/f16/bf16; integer and bool ops run at import time)")
+            continue
+        if any(0 in o.shape for o in outs):
+            skipped[test] = "empty output (MCIR shapes are positive)"
+            continue
+        why = [r for pat, r in SKIP if re.match(pat, test)]
+        if why:
+            skipped[test] = why[0]
+            continue
+        # Non-float inputs (shapes, axes, indices, conditions) are consumed at
+        # import time: they become initializers of the model.
+        graph_inputs = [i for i in m.graph.input
+                        if i.name not in {t.name for t in m.graph.initializer}]
+        keep, files = [], []
+        d = os.path.join(dst, test)
+        os.makedirs(d)
+        for k, (vi, arr) in enumerate(zip(graph_inputs, ins)):
+            if arr.dtype == np.float32 and test not in ALL_IMPORT_TIME:
+                keep.append(vi)
+                f = f"input_{len(files)}.npy"
+                np.save(os.path.join(d, f), arr.astype("<f4"))
+                files.append(f"node/{test}/{f}")
+            else:
+                t = onnx.TensorProto()  # the original bytes (bfloat16 stays bfloat16)
+                t.ParseFromString(open(os.path.join(ds, f"input_{k}.pb"), "rb").read())
+                t.name = vi.name
+                if (vi.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16
+                        and t.data_type == onnx.TensorProto.UINT16):
+                    t.data_type = onnx.TensorProto.BFLOAT16  # onnx stores bf16 test data as uint16 bits
+                m.graph.initializer.append(t)
+        del m.graph.input[:]
+        m.graph.input.extend(keep)
+        onnx.save(m, os.path.join(d, "model.onnx"))
+        ofiles = []
+        for i, arr in enumerate(outs):
+            np.save(os.path.join(d, f"output_{i}.npy"), arr.astype("<f4"))
+            ofiles.append(f"node/{test}/output_{i}.npy")
+        opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
+        index[test] = {"model": f"node/{test}/model.onnx", "opset": opset,
+                       "ops": sorted(ops), "inputs": files, "outputs": ofiles}
+    with open(os.path.join(dst, "index.json"), "w") as f:
+        json.dump(index, f, indent=1, sort_keys=True)
+        f.write("\n")
+    with open(os.path.join(dst, "skipped.json"), "w") as f:
+        json.dump(skipped, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"{len(index)} node tests, {len(skipped)} skipped")
+
+
+def gen_bad():
+    """Malformed files (bad/: must fail cleanly, never crash), models the
+    importer must reject with a precise message (errors/ + errors.json),
+    a dynamic-shape model and a model with external data (misc/)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+
+    def model(nodes, inputs, outputs, inits=(), opset=17):
+        g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                                 ir_version=8)
+
+    X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    good = model([helper.make_node("Relu", ["x"], ["h"], name="relu0"),
+                  helper.make_node("Add", ["h", "w"], ["y"], name="add0")], [X], [Y],
+                 [numpy_helper.from_array(rng.standard_normal((2, 4)).astype(np.float32), "w")])
+    good_bytes = good.SerializeToString()
+
+    bad = os.path.join(OUT, "bad")
+    shutil.rmtree(bad, ignore_errors=True)
+    os.makedirs(bad)
+    def put(name, data):
+        with open(os.path.join(bad, name), "wb") as f:
+            f.write(data)
+    put("empty.onnx", b"")
+    put("garbage.onnx", rng.integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    put("text.onnx", b"{\"mcir\": 1, \"this is\": \"not a model\"}\n")
+    for k in (1, 7, len(good_bytes) // 2, len(good_bytes) - 3):
+        put(f"truncated_{k}.onnx", good_bytes[:k])
+    put("tensor_not_model.onnx", numpy_helper.from_array(np.ones(3, np.float32), "t").SerializeToString())
+    # valid protobuf, broken content
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.initializer[0].raw_data = m.graph.initializer[0].raw_data[:-4]
+    put("raw_data_short.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.initializer[0].dims[:] = [1 << 40, 1 << 40]
+    put("huge_dims.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.initializer[0].dims[:] = [-2, -4]
+    put("negative_dims.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.initializer[0].data_type = 99
+    put("bad_dtype.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    del m.graph.node[0]
+    put("undefined_input.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.node[0].input[0] = "y"
+    put("cycle.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    del m.opset_import[:]
+    put("no_opset.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.node[0].attribute.append(helper.make_attribute("axis", 1.5))
+    m.graph.node[0].op_type = "Softmax"
+    put("attr_wrong_type.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    del m.graph.input[0].type.tensor_type.shape.dim[:]
+    m.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
+    put("int64_input.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.initializer[0].ClearField("raw_data")
+    m.graph.initializer[0].data_location = TensorProto.EXTERNAL
+    e = m.graph.initializer[0].external_data.add(); e.key, e.value = "location", "../../../etc/passwd"
+    put("external_escape.onnx", m.SerializeToString())
+    # bytes flipped at random positions of a real model (fixed seed)
+    src = bytearray(open(os.path.join(OUT, "models", "causal_block_op17", "model.onnx"), "rb").read()[:6000])
+    for k in range(4):
+        b = bytearray(src)
+        for pos in rng.integers(0, len(b), 24):
+            b[pos] = int(rng.integers(0, 256))
+        put(f"flipped_{k}.onnx", bytes(b))
+
+    errs = os.path.join(OUT, "errors")
+    shutil.rmtree(errs, ignore_errors=True)
+    os.makedirs(errs)
+    expect = {}
+    def err(name, m, *frags):
+        onnx.save(m, os.path.join(errs, name))
+        expect[name] = list(frags)
+    err("unsupported_op.onnx",
+        model([helper.make_node("Celu", ["x"], ["y"], name="celu0")], [X], [Y]),
+        "errors/unsupported_op.onnx: error:", "node 'celu0'", "Celu", "opset 17", "unsupported op")
+    err("unsupported_attr.onnx",
+        model([helper.make_node("Relu", ["x"], ["y"], name="relu0", alpha=0.5)], [X], [Y]),
+        "node 'relu0'", "Relu", "opset 17", "attribute 'alpha' is not supported")
+    P = helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 1, 2, 2])
+    X4 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    err("nondefault_attr.onnx",
+        model([helper.make_node("MaxPool", ["x"], ["p"], name="pool0", kernel_shape=[2, 2],
+                                strides=[2, 2], storage_order=1)], [X4], [P], opset=13),
+        "node 'pool0'", "MaxPool", "opset 13", "storage_order")
+    err("int64_runtime.onnx",
+        model([helper.make_node("Add", ["x", "k"], ["y"], name="add0")], [X], [Y],
+              [numpy_helper.from_array(np.ones((2, 4), np.int64), "k")]),
+        "node 'add0'", "int64 tensor 'k'", "import time")
+    C = helper.make_tensor_value_info("c", TensorProto.BOOL, [2, 4])
+    err("runtime_condition.onnx",
+        model([helper.make_node("Where", ["c", "x", "x"], ["y"], name="where0")], [C, X], [Y]),
+        "graph input 'c'", "bool")
+    err("wrong_domain.onnx",
+        model([helper.make_node("Relu", ["x"], ["y"], name="r", domain="com.microsoft")], [X], [Y]),
+        "node 'r'", "domain 'com.microsoft'")
+    XD = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    YD = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    err("dynamic_input.onnx",
+        model([helper.make_node("Relu", ["x"], ["y"], name="relu0")], [XD], [YD]),
+        "graph input 'x' has a dynamic dimension 0 ('batch')", "--shape x=")
+    with open(os.path.join(errs, "errors.json"), "w") as f:
+        json.dump(expect, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+    misc = os.path.join(OUT, "misc")
+    shutil.rmtree(misc, ignore_errors=True)
+    os.makedirs(misc)
+    # external data: W lives in weights.bin next to the model
+    w = rng.standard_normal((2, 4)).astype(np.float32)
+    m = model([helper.make_node("Mul", ["x", "w"], ["y"], name="mul0")], [X], [Y],
+              [numpy_helper.from_array(w, "w")])
+    onnx.save(m, os.path.join(misc, "external.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="external.bin", size_threshold=0)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    np.save(os.path.join(misc, "external_x.npy"), x)
+    np.save(os.path.join(misc, "external_y.npy"), (x * w).astype(np.float32))
+    # Where with a -inf fill on a runtime tensor, a constant condition
+    S = helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 2, 4, 4])
+    O = helper.make_tensor_value_info("o", TensorProto.FLOAT, [1, 2, 4, 4])
+    cond = np.tril(np.ones((4, 4), bool))
+    m = model([helper.make_node("Not", ["cond"], ["ncond"]),
+               helper.make_node("Where", ["ncond", "fill", "s"], ["m"], name="masked_fill"),
+               helper.make_node("Softmax", ["m"], ["o"], axis=-1)], [S], [O],
+              [numpy_helper.from_array(cond, "cond"),
+               numpy_helper.from_array(np.array(-np.inf, np.float32), "fill")])
+    onnx.save(m, os.path.join(misc, "where_mask.onnx"))
+    s_in = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    sm = np.where(cond, s_in, -np.inf)
+    sm = np.exp(sm - sm.max(-1, keepdims=True)); sm /= sm.sum(-1, keepdims=True)
+    np.save(os.path.join(misc, "where_mask_s.npy"), s_in)
+    np.save(os.path.join(misc, "where_mask_o.npy"), sm.astype(np.float32))
+    print("bad, errors, misc written")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--node", action="store_true")
+    ap.add_argument("--models", action="store_true")
+    ap.add_argument("--bad", action="store_true")
+    ap.add_argument("--only", nargs="*")
+    a = ap.parse_args()
+    if not a.node and not a.models and not a.bad:
+        a.node = a.models = a.bad = True
+    if a.models:
+        idx = gen_models([14, 17], a.only)
+        p = os.path.join(OUT, "models", "index.json")
+        old = {}
+        if a.only and os.path.exists(p):
+            old = json.load(open(p))
+        old.update(idx)
+        with open(p, "w") as f:
+            json.dump(old, f, indent=1, sort_keys=True)
+            f.write("\n")
+    if a.node:
+        gen_node()
+    if a.bad:
+        gen_bad()
+
+
+if __name__ == "__main__":
+    main()
