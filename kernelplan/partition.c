@@ -287,12 +287,24 @@ static void trace_fold(part_ctx *c, const mcir_node *t, const char *rule, bool a
     mcir_trace_append(c->trace, r);
 }
 
-/* Can consumer u read t's output (input index j) through strides? */
-static bool consumer_folds(const mcir_node *t, const mcir_node *u, int j, const char **why) {
-    if (u->group >= 0 && u->op != MCIR_OP_MATMUL && u->op != MCIR_OP_ATTENTION) {
-        *why = "consumer is neither matmul nor attention";
-        return false;
-    }
+/* The template a node's region will get: its own, or the highest of its
+ * fusion group's members. */
+static int region_rank(const part_ctx *c, const mcir_node *u) {
+    int best = lowering_of(u->op).rank;
+    if (u->group < 0) return best;
+    for (int i = 0; i < c->n_order; i++)
+        if (c->order[i]->group == u->group && lowering_of(c->order[i]->op).rank > best)
+            best = lowering_of(c->order[i]->op).rank;
+    return best;
+}
+
+/* Can consumer u read t's output (input index j) through strides? The
+ * matmul template through its transpose flags, attention through strided
+ * tile loads, and the value emitter of elementwise / copy kernels through
+ * an index remap (kept to permutations that leave the innermost dim in
+ * place, so loads stay coalesced; the tiled copy is better otherwise). */
+static bool consumer_folds(const part_ctx *c, const mcir_node *t, const mcir_node *u, int j,
+                           const char **why) {
     if (u->op == MCIR_OP_MATMUL) {
         if (j > 1) { *why = "not a matmul operand"; return false; }
         if (!perm_swaps_last_two(t)) {
@@ -309,8 +321,25 @@ static bool consumer_folds(const mcir_node *t, const mcir_node *u, int j, const 
         }
         return true;
     }
-    *why = "consumer is neither matmul nor attention";
-    return false;
+    unsigned fl = mcir_op_desc_of(u->op)->flags;
+    bool pointwise = (fl & MCIR_OPF_ELEMENTWISE) || u->op == MCIR_OP_SLICE ||
+                     u->op == MCIR_OP_CONCAT || u->op == MCIR_OP_SPLIT;
+    if (!pointwise) {
+        *why = "consumer reads neither through transpose flags, strided tiles nor an "
+               "elementwise index";
+        return false;
+    }
+    if (region_rank(c, u) > lowering_of(MCIR_OP_ADD).rank) {
+        *why = "consumer is an epilogue or prologue of a matmul, conv, norm, reduction or "
+               "pool kernel";
+        return false;
+    }
+    if (!perm_keeps_last(t)) {
+        *why = "an elementwise or copy kernel folds only permutations that keep the "
+               "innermost dim (coalesced loads)";
+        return false;
+    }
+    return true;
 }
 
 /* Classifies every live node: alias, folded transpose, or kernel member;
@@ -387,7 +416,7 @@ static void classify(part_ctx *c) {
             for (int j = 0; j < cons[u]->n_inputs; j++) {
                 if (cons[u]->inputs[j] != out) continue;
                 const char *why = NULL;
-                bool f = consumer_folds(v, cons[u], j, &why);
+                bool f = consumer_folds(c, v, cons[u], j, &why);
                 json_array_append_new(ck, legality("consumer_reads_strided", f,
                     f ? mcir_arena_printf(a, "'%s' (%s) reads input %d through strides",
                                           cons[u]->name, mcir_op_name(cons[u]->op), j)

@@ -330,6 +330,36 @@ START_TEST(transposes_fold_into_attention) {
 }
 END_TEST
 
+START_TEST(head_split_folds_into_elementwise_and_slices) {
+    mcir_graph *g = mcir_graph_new("rope_in");
+    mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 4, (int64_t[]){1, 16, 4, 8});
+    mcir_tensor *cs = weight(g, "cos", MCIR_DTYPE_F32, 2, (int64_t[]){16, 8});
+    mcir_node *e = node(g, MCIR_OP_EXP, "e", 1, &x, "ex");
+    mcir_node *t = node(g, MCIR_OP_TRANSPOSE, "heads", 1, (mcir_tensor *[]){out_of(e)}, "h");
+    mcir_node_set_ints(g, t, "perm", 4, (int64_t[]){0, 2, 1, 3});
+    mcir_node *m = node(g, MCIR_OP_MUL, "mc", 2, (mcir_tensor *[]){out_of(t), cs}, "hc");
+    mcir_node *sl = node(g, MCIR_OP_SLICE, "lo", 1, (mcir_tensor *[]){out_of(t)}, "hl");
+    mcir_node_set_int(g, sl, "axis", -1);
+    mcir_node_set_int(g, sl, "start", 0);
+    mcir_node_set_int(g, sl, "end", 8);
+    mcir_node *ad = node(g, MCIR_OP_ADD, "ad", 2, (mcir_tensor *[]){out_of(m), out_of(sl)}, "y");
+    finish(g, out_of(ad));
+    mcir_plan *p = plan_of(g, "sm_90");
+    ck_assert_int_eq(p->n_kernels, 4);   /* e, mc, lo, ad: no copy for the transpose */
+    const mcir_kernel_plan *k = &p->kernels[1];
+    ck_assert(kernel_has_node(k, "heads"));
+    ck_assert_ptr_eq(k->reads[0], out_of(e));
+    ck_assert_int_eq(k->tiling.vector_width, 1);
+    const mcir_kernel_access *h = mcir_kernel_access_of(k, out_of(t));
+    ck_assert_int_eq(h->strides[1], 8);
+    ck_assert_int_eq(h->strides[2], 32);
+    ck_assert(kernel_has_node(&p->kernels[2], "heads"));
+    ck_assert_int_eq(p->last_use[out_of(e)->id], 2);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 START_TEST(unfoldable_transpose_is_a_copy) {
     mcir_graph *g = mcir_graph_new("tcopy");
     mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 2, (int64_t[]){64, 96});
@@ -894,6 +924,7 @@ static Suite *kernelplan_suite(void) {
     tcase_add_test(t, transpose_folds_into_matmul);
     tcase_add_test(t, transposes_fold_into_attention);
     tcase_add_test(t, unfoldable_transpose_is_a_copy);
+    tcase_add_test(t, head_split_folds_into_elementwise_and_slices);
     tcase_add_test(t, group_with_outsider_between_is_an_error);
     tcase_add_test(t, templates_follow_the_anchor);
     tcase_add_test(t, fused_chain_with_slices_is_elementwise);
