@@ -389,6 +389,58 @@ def gen_bad():
     sm = np.exp(sm - sm.max(-1, keepdims=True)); sm /= sm.sum(-1, keepdims=True)
     np.save(os.path.join(misc, "where_mask_s.npy"), s_in)
     np.save(os.path.join(misc, "where_mask_o.npy"), sm.astype(np.float32))
+    # import-time evaluation and the runtime forms of the shape ops, checked
+    # against onnxruntime
+    import onnxruntime as ort
+    XI = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])
+    I64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+    F32 = lambda name, v: numpy_helper.from_array(np.array(v, np.float32), name)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i2"], ["d"], axis=0),
+        helper.make_node("Range", ["i0", "d", "i1"], ["r"]),
+        helper.make_node("Mod", ["r", "i2"], ["rm"]),
+        helper.make_node("Equal", ["rm", "i0"], ["even"]),
+        helper.make_node("Where", ["even", "x", "neg"], ["w_mask"]),
+        helper.make_node("Softmax", ["w_mask"], ["o_mask"], axis=-1),
+        helper.make_node("Where", ["even", "two", "x"], ["o_select"]),
+        helper.make_node("Unsqueeze", ["x", "ax1"], ["u"]),
+        helper.make_node("Concat", ["s01", "four", "s12"], ["eshape"], axis=0),
+        helper.make_node("Expand", ["u", "eshape"], ["ex"]),
+        helper.make_node("Add", ["ex", "bias4"], ["o_expand_add"]),
+        helper.make_node("ReduceSum", ["ex", "ax1"], ["o_expand_sum"], keepdims=0),
+        helper.make_node("Gather", ["x", "idx"], ["o_gather"], axis=2),
+        helper.make_node("Slice", ["x", "st", "en", "ax2", "stp"], ["o_slice_neg"]),
+        helper.make_node("Slice", ["x", "i0v", "i1v", "ax1"], ["sl1"]),
+        helper.make_node("Squeeze", ["sl1", "ax1"], ["o_squeeze"]),
+        helper.make_node("ConstantOfShape", ["s"], ["ones"],
+                         value=numpy_helper.from_array(np.array([1.5], np.float32))),
+        helper.make_node("Mul", ["x", "ones"], ["o_const_of_shape"]),
+        helper.make_node("Cast", ["d"], ["df"], to=TensorProto.FLOAT),
+        helper.make_node("Div", ["x", "df"], ["o_cast"]),
+    ]
+    outs = ["o_mask", "o_select", "o_expand_add", "o_expand_sum", "o_gather", "o_slice_neg",
+            "o_squeeze", "o_const_of_shape", "o_cast"]
+    inits = [I64("i0", 0), I64("i1", 1), I64("i2", 2), F32("neg", -1e9), F32("two", 2.0),
+             I64("ax1", [1]), I64("ax2", [2]), I64("s01", [2]), I64("four", [4]),
+             I64("s12", [3, 8]), F32("bias4", np.arange(4).reshape(4, 1, 1)),
+             I64("idx", [7, 0, 1, 2, 5]), I64("st", [-1]), I64("en", [-100]),
+             I64("stp", [-2]), I64("i0v", [0]), I64("i1v", [1])]
+    m = model(nodes, [XI], [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+              inits)
+
+    path = os.path.join(misc, "import_time.onnx")
+    onnx.save(m, path)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.save(os.path.join(misc, "import_time_x.npy"), x)
+    entry = {"model": "misc/import_time.onnx", "inputs": ["misc/import_time_x.npy"], "outputs": []}
+    for o, v in zip(outs, got):
+        np.save(os.path.join(misc, f"import_time_{o}.npy"), v.astype(np.float32))
+        entry["outputs"].append(f"misc/import_time_{o}.npy")
+    with open(os.path.join(misc, "index.json"), "w") as f:
+        json.dump({"import_time": entry}, f, indent=1)
+        f.write("\n")
     print("bad, errors, misc written")
 
 

@@ -403,6 +403,27 @@ START_TEST(external_data_relative_to_the_model) {
 }
 END_TEST
 
+/* Shape → Gather → Range → Mod → Equal → Where, ConstantOfShape, Cast
+ * fold at import time; Expand feeding an add broadcasts without a copy,
+ * Expand feeding a reduction is materialised; Gather with constant
+ * indices, negative-step Slice and Squeeze on runtime tensors (expected
+ * outputs from onnxruntime). */
+START_TEST(import_time_evaluation_and_runtime_shape_ops) {
+    json_t *idx = load_json("misc/index.json");
+    json_t *entry = json_object_get(idx, "import_time");
+    run_entry("import_time", entry);
+    mcir_graph *g = import_ok(data_path("misc/import_time.onnx"));
+    const mcir_tensor *t = mcir_graph_find_tensor(g, "o_expand_add");
+    ck_assert(t && t->producer && t->producer->op == MCIR_OP_ADD);
+    ck_assert_str_eq(t->producer->inputs[0]->name, "u"); /* not the expanded copy */
+    t = mcir_graph_find_tensor(g, "o_mask");
+    ck_assert(t && t->producer->op == MCIR_OP_SOFTMAX);
+    ck_assert_int_eq(t->producer->inputs[0]->producer->op, MCIR_OP_ADD);
+    mcir_graph_free(g);
+    json_decref(idx);
+}
+END_TEST
+
 /* A graph output that is an alias (Identity of an input) keeps its name. */
 START_TEST(identity_is_a_rename) {
     mcir_graph *g = import_ok(data_path("models/encoder_layer_op17/model.onnx"));
@@ -431,6 +452,7 @@ static Suite *onnx_suite(void) {
     tcase_add_test(tc, where_becomes_additive_mask);
     tcase_add_loop_test(tc, imported_graph_round_trips_through_graph_json, 0, 3);
     tcase_add_test(tc, identity_is_a_rename);
+    tcase_add_test(tc, import_time_evaluation_and_runtime_shape_ops);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
