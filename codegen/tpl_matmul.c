@@ -1,2 +1,123 @@
+/*
+ * tpl_matmul.c — a MATMUL KernelPlan becomes (1) a generated tiled kernel
+ * (templates/matmul.cuh) carrying the group's fused epilogue, always
+ * compiled, and (2) where the group is a bare matmul over plain kernel
+ * reads with uniform batch strides, a cuBLAS description
+ * (cublasGemmStridedBatchedEx) that the runtime prefers when cuBLAS loads.
+ */
+#include <stdlib.h>
+#include <string.h>
+
 #include "codegen/codegen-impl.h"
-bool cg_gen_matmul(cg_kernel *k, const mcir_target *t, mcir_diag *d) { (void)k; (void)t; (void)d; return false; }
+
+/* i64 NAME(i64 b): linear offset of batch b of a [..., R, C] operand whose
+ * leading dims broadcast against the output's. */
+static void emit_batch_off(cg_sb *b, const char *name, const mcir_tensor *t, const mcir_tensor *out) {
+    int rl = out->rank - 2, tl = t->rank - 2;
+    int64_t mat = t->shape[t->rank - 1] * t->shape[t->rank - 2];
+    cg_sb_printf(b, "__device__ __forceinline__ i64 %s(i64 b) {\n    i64 o = 0, s = %lldLL; (void)b;\n",
+                 name, (long long)mat);
+    for (int k = rl - 1; k >= 0; k--) {
+        int tk = k - (rl - tl);
+        if (tk >= 0 && t->shape[tk] != 1)
+            cg_sb_printf(b, "    o += (b %% %lldLL) * s;\n", (long long)out->shape[k]);
+        cg_sb_printf(b, "    b /= %lldLL;", (long long)out->shape[k]);
+        if (tk >= 0) cg_sb_printf(b, " s *= %lldLL;", (long long)t->shape[tk]);
+        cg_sb_puts(b, "\n");
+    }
+    cg_sb_puts(b, "    (void)s;\n    return o;\n}\n");
+}
+
+/* Batch stride of operand t in a strided-batched GEMM, or -1 if its batch
+ * dims are neither the output's nor all broadcast. */
+static int64_t uniform_stride(const mcir_tensor *t, const mcir_tensor *out) {
+    int rl = out->rank - 2, tl = t->rank - 2;
+    int64_t tb = 1;
+    for (int i = 0; i < tl; i++) tb *= t->shape[i];
+    if (tb == 1) return 0;
+    if (tl != rl) return -1;
+    for (int i = 0; i < tl; i++)
+        if (t->shape[i] != out->shape[i]) return -1;
+    return t->shape[t->rank - 1] * t->shape[t->rank - 2];
+}
+
+bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
+    (void)target;
+    mcir_kernel_plan *kp = k->kp;
+    const mcir_node *n = kp->anchor;
+    if (n->op != MCIR_OP_MATMUL) {
+        cg_error(d, kp, "the matmul template needs a matmul anchor, got '%s'", mcir_op_name(n->op));
+        return false;
+    }
+    const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
+    if (A->rank < 2 || B->rank < 2 || C->rank < 2) {
+        cg_error(d, kp, "matmul operands need rank >= 2");
+        return false;
+    }
+    bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
+    int64_t M = C->shape[C->rank - 2], N = C->shape[C->rank - 1];
+    int64_t K = ta ? A->shape[A->rank - 2] : A->shape[A->rank - 1];
+    int64_t batch = mcir_tensor_numel(C) / (M * N);
+
+    cg_sb b = {0};
+    cg_emitter e;
+    cg_begin_source(&b, kp);
+    cg_emitter_init(&e, kp, &b, C, d);
+    cg_emit_value(&e, A);
+    cg_emit_value(&e, B);
+    cg_emit_epilogue(&e, 1);
+    if (!e.ok) {
+        cg_emitter_free(&e);
+        cg_sb_free(&b);
+        return false;
+    }
+    cg_sb_printf(&b, "#define MM_M %lldLL\n#define MM_N %lldLL\n#define MM_K %lldLL\n#define MM_BATCH %lldLL\n"
+                     "#define MM_TRANS_A %d\n#define MM_TRANS_B %d\n",
+                 (long long)M, (long long)N, (long long)K, (long long)batch, ta, tb);
+    emit_batch_off(&b, "a_boff", A, C);
+    emit_batch_off(&b, "b_boff", B, C);
+    cg_sb_printf(&b, "__device__ __forceinline__ float a_at(i64 bb, i64 m, i64 kk, MC_PARAMS) {\n"
+                     "    return v%d(a_boff(bb) + %s, 0.0f, MC_ARGS);\n}\n",
+                 A->id, ta ? "kk * MM_M + m" : "m * MM_K + kk");
+    cg_sb_printf(&b, "__device__ __forceinline__ float b_at(i64 bb, i64 kk, i64 nn, MC_PARAMS) {\n"
+                     "    return v%d(b_boff(bb) + %s, 0.0f, MC_ARGS);\n}\n",
+                 B->id, tb ? "nn * MM_K + kk" : "kk * MM_N + nn");
+    cg_sb_puts(&b, mcir_tpl_matmul);
+    cg_emit_signature(&b, kp, 256);
+    cg_sb_puts(&b, " {\n    mc_matmul(MC_ARGS);\n}\n");
+    cg_emitter_free(&e);
+    k->source = cg_sb_take(&b);
+    int64_t tiles = batch * ((M + 63) / 64) * ((N + 63) / 64);
+    k->grid[0] = tiles < (1ll << 30) ? tiles : (1ll << 30);
+    k->grid[1] = k->grid[2] = 1;
+    k->block[0] = 256;
+    k->block[1] = k->block[2] = 1;
+    k->smem = 0;
+
+    /* cuBLAS: a bare matmul of two kernel reads into a kernel write */
+    cg_gemm_desc *g = &k->gemm;
+    memset(g, 0, sizeof *g);
+    int ra = cg_read_index(kp, A), rb = cg_read_index(kp, B), wc = cg_write_index(kp, C);
+    int64_t sa = uniform_stride(A, C), sb = uniform_stride(B, C);
+    if (kp->n_nodes == 1 && kp->n_writes == 1 && ra >= 0 && rb >= 0 && wc >= 0 && sa >= 0 &&
+        sb >= 0 && A->dtype == B->dtype && A->dtype == C->dtype) {
+        g->ok = true;
+        g->trans_a = ta;
+        g->trans_b = tb;
+        g->m = M;
+        g->n = N;
+        g->k = K;
+        g->batch = batch;
+        g->lda = A->shape[A->rank - 1];
+        g->ldb = B->shape[B->rank - 1];
+        g->ldc = N;
+        g->stride_a = sa;
+        g->stride_b = sb;
+        g->stride_c = M * N;
+        g->read_a = ra;
+        g->read_b = rb;
+        g->write_c = wc;
+        g->dtype = A->dtype;
+    }
+    return true;
+}

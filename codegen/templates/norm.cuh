@@ -1,0 +1,182 @@
+// ---- streaming norms: softmax (online max / sum), layernorm (Welford),
+// ---- rmsnorm (sum of squares), one row per warp or per block.
+//
+// Generated before this text: NORM_KIND (0 softmax, 1 layernorm, 2 rmsnorm),
+// NORM_W (row width), NORM_INNER (stride between row elements: softmax
+// over a non-last axis), NORM_ROWS, NORM_V (elements per load: 4 when rows
+// are contiguous and 4 | W), NORM_WARP_ROW (a warp per row, values kept in
+// registers) or a block per row with the row cached in shared memory
+// (NORM_CACHE) or re-read (wide rows), NORM_EPS, and the accessors
+// x_load(xi, vals, MC_ARGS) / gamma_at / beta_at / epilogue.
+//
+// One pass over the row computes the statistics (each thread its own, then
+// __shfl_xor_sync within the warp, then shared memory across warps: the
+// two-level scheme for rows of up to 262144 and more), a second pass writes
+// the output from the cached values.
+
+struct norm_stat {
+    float a, b, c;   // softmax: max, sum; layernorm: count, mean, M2; rmsnorm: sum of squares
+};
+
+__device__ __forceinline__ norm_stat norm_identity() {
+    norm_stat s;
+#if NORM_KIND == 0
+    s.a = MC_NINF; s.b = 0.0f; s.c = 0.0f;
+#else
+    s.a = 0.0f; s.b = 0.0f; s.c = 0.0f;
+#endif
+    return s;
+}
+
+__device__ __forceinline__ void norm_add(norm_stat& s, float x) {
+#if NORM_KIND == 0
+    if (x > s.a) { s.b = s.b * expf(s.a - x) + 1.0f; s.a = x; }   // s.a = -inf: 0 * 0 + 1
+    else if (x == x && x != MC_NINF) { s.b += expf(x - s.a); }
+    else if (x != x) { s.a = x; }                                   // NaN propagates
+#elif NORM_KIND == 1
+    s.a += 1.0f;
+    float d = x - s.b;
+    s.b += d / s.a;
+    s.c += d * (x - s.b);
+#else
+    s.a += x * x;
+#endif
+}
+
+__device__ __forceinline__ norm_stat norm_merge(norm_stat p, norm_stat q) {
+    norm_stat r;
+#if NORM_KIND == 0
+    float m = mc_max_nan(p.a, q.a);
+    if (m == MC_NINF) { r.a = m; r.b = 0.0f; }
+    else {
+        r.a = m;
+        r.b = (p.a == MC_NINF ? 0.0f : p.b * expf(p.a - m)) + (q.a == MC_NINF ? 0.0f : q.b * expf(q.a - m));
+    }
+    r.c = 0.0f;
+#elif NORM_KIND == 1
+    float n = p.a + q.a;
+    if (n == 0.0f) return p;
+    float d = q.b - p.b;
+    r.a = n;
+    r.b = p.b + d * (q.a / n);
+    r.c = p.c + q.c + d * d * (p.a * q.a / n);
+#else
+    r.a = p.a + q.a; r.b = 0.0f; r.c = 0.0f;
+#endif
+    return r;
+}
+
+__device__ __forceinline__ norm_stat norm_warp_merge(norm_stat s) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        norm_stat t;
+        t.a = __shfl_xor_sync(0xffffffffu, s.a, o);
+        t.b = __shfl_xor_sync(0xffffffffu, s.b, o);
+        t.c = __shfl_xor_sync(0xffffffffu, s.c, o);
+        s = norm_merge(s, t);
+    }
+    return s;
+}
+
+// The normalised value of x at row element xi, from the row's statistics.
+__device__ __forceinline__ float norm_apply(const norm_stat& s, float x, i64 xi, MC_PARAMS) {
+#if NORM_KIND == 0
+    (void)xi;
+    if (s.a == MC_NINF) return 0.0f;   // a row of -inf: exp(-inf - -inf) is NaN; the reference gives 0/0 too
+    return expf(x - s.a) / s.b;
+#elif NORM_KIND == 1
+    float var = s.c / (float)NORM_W;
+    float y = (x - s.b) / sqrtf(var + NORM_EPS);
+    y = y * gamma_at(xi, MC_ARGS);
+#if NORM_HAS_BETA
+    y = y + beta_at(xi, MC_ARGS);
+#endif
+    return y;
+#else
+    float ms = s.a / (float)NORM_W;
+    return x / sqrtf(ms + NORM_EPS) * gamma_at(xi, MC_ARGS);
+#endif
+}
+
+__device__ __forceinline__ i64 norm_index(i64 row, i64 j) {
+    return ((row / NORM_INNER) * NORM_W + j) * NORM_INNER + row % NORM_INNER;
+}
+
+#define NORM_CHUNK (NORM_V * NORM_LANES)
+#define NORM_NCHUNK ((NORM_W + NORM_CHUNK - 1) / NORM_CHUNK)
+
+__device__ __forceinline__ void mc_norm(MC_PARAMS) {
+#if NORM_WARP_ROW
+    // a warp per row; the row lives in registers
+    const int lane = threadIdx.x & 31;
+    const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
+    for (i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < NORM_ROWS; row += warps) {
+        float vals[NORM_NCHUNK * NORM_V];
+        norm_stat s = norm_identity();
+#pragma unroll
+        for (int c = 0; c < NORM_NCHUNK; c++) {
+            const i64 j = (i64)(c * NORM_LANES + lane) * NORM_V;
+            if (j < NORM_W) {
+                x_load(norm_index(row, j), &vals[c * NORM_V], MC_ARGS);
+#pragma unroll
+                for (int u = 0; u < NORM_V; u++) norm_add(s, vals[c * NORM_V + u]);
+            }
+        }
+        s = norm_warp_merge(s);
+#pragma unroll
+        for (int c = 0; c < NORM_NCHUNK; c++) {
+            const i64 j = (i64)(c * NORM_LANES + lane) * NORM_V;
+            if (j < NORM_W) {
+#pragma unroll
+                for (int u = 0; u < NORM_V; u++) {
+                    const i64 xi = norm_index(row, j + u);
+                    epilogue(xi, norm_apply(s, vals[c * NORM_V + u], xi, MC_ARGS), MC_ARGS);
+                }
+            }
+        }
+    }
+#else
+    // a block per row; warps merge their statistics through shared memory
+    __shared__ norm_stat part[32];
+#if NORM_CACHE
+    extern __shared__ __align__(16) unsigned char mc_smem[];
+    float* cache = (float*)mc_smem;
+#endif
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (i64 row = blockIdx.x; row < NORM_ROWS; row += gridDim.x) {
+        norm_stat s = norm_identity();
+        for (i64 j = (i64)threadIdx.x * NORM_V; j < NORM_W; j += (i64)NORM_CHUNK) {
+            float v[NORM_V];
+            x_load(norm_index(row, j), v, MC_ARGS);
+#pragma unroll
+            for (int u = 0; u < NORM_V; u++) {
+                norm_add(s, v[u]);
+#if NORM_CACHE
+                cache[j + u] = v[u];
+#endif
+            }
+        }
+        s = norm_warp_merge(s);
+        __syncthreads();   // part[] free from the previous row
+        if (lane == 0) part[warp] = s;
+        __syncthreads();
+        s = lane < nw ? part[lane] : norm_identity();
+        s = norm_warp_merge(s);
+        for (i64 j = (i64)threadIdx.x * NORM_V; j < NORM_W; j += (i64)NORM_CHUNK) {
+            float v[NORM_V];
+#if NORM_CACHE
+#pragma unroll
+            for (int u = 0; u < NORM_V; u++) v[u] = cache[j + u];   // written by this same thread
+#else
+            x_load(norm_index(row, j), v, MC_ARGS);
+#endif
+#pragma unroll
+            for (int u = 0; u < NORM_V; u++) {
+                const i64 xi = norm_index(row, j + u);
+                epilogue(xi, norm_apply(s, v[u], xi, MC_ARGS), MC_ARGS);
+            }
+        }
+    }
+#endif
+}
+// ---- end of streaming norms
