@@ -50,6 +50,7 @@ typedef struct attempt {
     const mcir_pattern *p;
     mcir_node *candidate;
     bool applied;
+    bool done;          /* some match here is already in the rule's state */
     /* the best rejected match: fewest failed checks, earliest on ties */
     json_t *best;
     int best_failed;
@@ -226,7 +227,10 @@ static bool on_match(const mcir_match *m, void *ctx) {
     ac.p = p;
     ac.m = m;
     ac.params = p->action_params;
-    if (impl->done && impl->done(&ac)) return true;   /* nothing left to do here */
+    if (impl->done && impl->done(&ac)) {
+        at->done = true;   /* nothing left to do here, nothing to explain */
+        return true;
+    }
 
     json_t *rec = record_new(at, m);
     json_t *legality = json_array();
@@ -361,6 +365,8 @@ static bool run_pattern(engine *e, const mcir_pattern *p) {
             json_decref(at.best);
             applied = true;
             settle(e, p->name);
+        } else if (at.best && at.done) {
+            json_decref(at.best);
         } else if (at.best) {
             trace_rejection(e, &at, at.best);
             if (mcir_action_impls[p->action].structural) mcir_graph_compact(g);

@@ -345,6 +345,18 @@ START_TEST(test_user_rule_without_default) {
     json_t *rec = find_record(r.trace, "my_silu", "applied");
     ck_assert_ptr_nonnull(rec);
     ck_assert_int_eq(json_array_size(json_object_get(rec, "recomputable")), 1);
+    /* the tutorial's --trace output (docs/catalog.md) */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    mcir_trace_print_human(r.trace, f);
+    fclose(f);
+    ck_assert_msg(strstr(text, "[0] applied my_silu at 'm' (my_recomputable -> replace_op)\n"
+                               "      matched: m, g\n") != NULL, "%s", text);
+    ck_assert(strstr(text, "ok   only_used_in_match     's' (S) is used only inside the pattern"));
+    ck_assert(strstr(text, "ok   dtype_allowed          'x' (X) is f16"));
+    ck_assert(strstr(text, "recomputable: s\n"));
+    free(text);
     assert_verifies(&r);
     rewritten_free(&r);
     mcir_catalog_free(c);
@@ -366,6 +378,34 @@ START_TEST(test_user_rule_on_top_of_default) {
     ck_assert_ptr_nonnull(find_record(r.trace, "softmax_by_name", "applied"));
     ck_assert(mcir_node_has_property(first_op(r.g, MCIR_OP_SOFTMAX), "attention_probabilities"));
     assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
+/* A structure that is almost attention: the trace says where it broke. */
+START_TEST(test_near_miss) {
+    const char *json =
+        "{\"mcir\": 1, \"inputs\": [{\"name\": \"q\", \"dtype\": \"f32\", \"shape\": [2, 4, 8]},"
+        " {\"name\": \"k\", \"dtype\": \"f32\", \"shape\": [2, 4, 8]},"
+        " {\"name\": \"v\", \"dtype\": \"f32\", \"shape\": [2, 4, 8]}],"
+        " \"nodes\": [{\"name\": \"qk\", \"op\": \"matmul\", \"inputs\": [\"q\", \"k\"],"
+        "  \"outputs\": [\"s\"], \"attrs\": {\"transpose_b\": true}},"
+        " {\"name\": \"clip\", \"op\": \"relu\", \"inputs\": [\"s\"], \"outputs\": [\"s2\"]},"
+        " {\"name\": \"sm\", \"op\": \"softmax\", \"inputs\": [\"s2\"], \"outputs\": [\"p\"]},"
+        " {\"name\": \"pv\", \"op\": \"matmul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"y\"]}],"
+        " \"outputs\": [\"y\"]}";
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_text(json, c);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_ATTENTION), 0);
+    json_t *rec = find_record(r.trace, "attention_decomposed", "rejected");
+    ck_assert_ptr_nonnull(rec);
+    const char *detail;
+    ck_assert_str_eq(failed_check(rec, &detail), "structure");
+    ck_assert_msg(strstr(detail, "pattern node 'qk' wants op 'matmul'") &&
+                      strstr(detail, "produced by 'clip' (relu)"),
+                  "%s", detail);
+    ck_assert_str_eq(json_string_value(json_object_get(rec, "anchor")), "pv");
     rewritten_free(&r);
     mcir_catalog_free(c);
 }
@@ -592,6 +632,7 @@ static Suite *rewrites_suite(void) {
     tcase_add_test(tc, test_conv_relu_and_inplace);
     tcase_add_test(tc, test_user_rule_without_default);
     tcase_add_test(tc, test_user_rule_on_top_of_default);
+    tcase_add_test(tc, test_near_miss);
     tcase_add_test(tc, test_trace_human);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("examples");
