@@ -707,7 +707,7 @@ static bool ws_from_node(const mcir_node *nd, mcir_ws_model model, int64_t *dims
 
 static bool check_fits_on_chip(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
                                size_t n) {
-    mcir_ws_model model;
+    mcir_ws_model model = MCIR_WS_AUTO;
     MCIR_ASSERT(mcir_ws_model_parse(p[0].s, &model));
     int64_t dims[3] = {1, 1, 1};
     mcir_dtype dt = MCIR_DTYPE_F32;

@@ -237,7 +237,7 @@ static bool apply_fuse_attention(mcir_action_ctx *a) {
     const mcir_param_value *sp = param(a, "scales");
     for (int i = 0; sp->set && i < sp->n; i++) {
         const mcir_node *sn = a->m->nodes[sp->refs[i]];
-        double f;
+        double f = 1.0;
         if (!sn) continue;
         if (!scale_factor(a, sn, &f)) return false;
         scale *= f;

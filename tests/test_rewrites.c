@@ -591,8 +591,8 @@ START_TEST(test_golden) {
     ck_assert_int_ge(n, 8);
     mcir_catalog *c = default_catalog(NULL);
     for (int i = 0; i < n; i++) {
-        char dir[2048], in[2200];
-        snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
+        char dir[1400], in[1500];
+        snprintf(dir, sizeof dir, "%.1000s/%.255s", root, names[i]);
         snprintf(in, sizeof in, "%s/input.json", dir);
         mcir_diag d = mcir_diag_stderr();
         mcir_graph *g = mcir_graph_read_json(in, &d);
