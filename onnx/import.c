@@ -596,7 +596,9 @@ static bool all_const(ox_value *const *in, int n_in) {
 /* Reshape of v to [rank, shape]: folded, aliased (same shape) or emitted. */
 static bool reshape_to(ox *x, ox_value *v, int rank, const int64_t *shape, int out_index) {
     int64_t numel = 1;
-    for (int i = 0; i < rank; i++) numel *= shape[i];
+    for (int i = 0; i < rank; i++)
+        if (shape[i] < 0 || mcir_mul_overflows(numel, shape[i], &numel))
+            return ox_error(x, "cannot reshape '%s': the target shape is invalid", v->name);
     if (numel != v->numel)
         return ox_error(x, "cannot reshape '%s' (%lld elements) to %d dims with %lld elements",
                         v->name, (long long)v->numel, rank, (long long)numel);
@@ -923,7 +925,9 @@ static bool h_where(ox *x, ox_value **in, int n_in) {
         ov->rank = rf;
         memcpy(ov->shape, sf, sizeof ov->shape);
         ov->numel = 1;
-        for (int k = 0; k < rf; k++) ov->numel *= sf[k];
+        for (int k = 0; k < rf; k++)
+            if (mcir_mul_overflows(ov->numel, sf[k], &ov->numel))
+                return ox_error(x, "result is too large");
         return define_out(x, 0, ov);
     }
     return define_rt(x, 0, out);
@@ -1281,10 +1285,9 @@ static bool h_split(ox *x, ox_value **in, int n_in) {
     }
     if (k != n_out) return ox_error(x, "split has %d sizes but the node has %d outputs", k, n_out);
     int64_t sum = 0;
-    for (int i = 0; i < k; i++) {
-        if (sizes[i] < 0) return ox_error(x, "negative split size");
-        sum += sizes[i];
-    }
+    for (int i = 0; i < k; i++)
+        if (sizes[i] < 0 || __builtin_add_overflow(sum, sizes[i], &sum))
+            return ox_error(x, "split sizes are negative or overflow");
     if (sum != dim)
         return ox_error(x, "split sizes sum to %lld, axis %d has %lld", (long long)sum, ax,
                         (long long)dim);
@@ -1430,6 +1433,8 @@ static bool h_expand(ox *x, ox_value **in, int n_in) {
     int k, r;
     ox_value *X = in[0];
     if (!ox_ints_of(x, in[1], "shape", req, &k, MCIR_MAX_RANK)) return false;
+    for (int i = 0; i < k; i++)
+        if (req[i] < 0) return ox_error(x, "shape has a negative dim %lld", (long long)req[i]);
     if (!ox_broadcast(X->rank, X->shape, k, req, &r, shape))
         return ox_error(x, "'%s' does not broadcast to the requested shape", X->name);
     if (X->is_const) {
@@ -1447,7 +1452,10 @@ static bool h_expand(ox *x, ox_value **in, int n_in) {
     v->rank = r;
     memcpy(v->shape, shape, sizeof v->shape);
     v->numel = 1;
-    for (int i = 0; i < r; i++) v->numel *= shape[i];
+    for (int i = 0; i < r; i++)
+        if (shape[i] < 1 || mcir_mul_overflows(v->numel, shape[i], &v->numel) ||
+            v->numel > ((int64_t)1 << 40))
+            return ox_error(x, "expanded shape is empty or too large");
     v->name = NULL;
     return define_out(x, 0, v);
 }
@@ -1501,7 +1509,10 @@ static bool window_attrs(ox *x, int nsp, const int64_t *in_hw, const int64_t *ke
     }
     if (x->failed) return false;
     for (int k = 0; k < 4; k++)
-        if (w->pads[k] < 0) return ox_error(x, "negative pads are not supported");
+        if (w->pads[k] < 0 || w->pads[k] > (1 << 30) || (k < 2 && (w->strides[k] > (1 << 30) ||
+                                                                  w->dil[k] > (1 << 30) ||
+                                                                  w->kernel[k] > (1 << 30))))
+            return ox_error(x, "pads, kernel, strides or dilations are negative or too large");
     for (int k = 0; k < 2; k++)
         if (w->strides[k] < 1 || w->dil[k] < 1 || w->kernel[k] < 1)
             return ox_error(x, "kernel, strides and dilations must be >= 1");
