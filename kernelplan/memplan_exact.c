@@ -339,8 +339,9 @@ static int exact_solve_part(exact *ex, size_t list_at, size_t count,
                             int32_t s0, int32_t s1)
 {
     const mcir_memplan_instance *in = ex->inst;
+    /* An explicit conflict may join the two sides of a cut: no split. */
     bool cut = false;
-    for (int32_t s = s0; s + 1 < s1 && !cut; s++)
+    for (int32_t s = s0; s + 1 < s1 && !cut && !in->has_extra_conflicts; s++)
         cut = ex->cuts[s] == 0;
     if (!cut)
         return exact_search_fresh(ex, list_at, count, s0, s1);
