@@ -410,28 +410,43 @@ bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *t
 /* ------------------------------------------------------------- human */
 
 static void print_list(FILE *out, const json_t *list) {
-    for (size_t i = 0; i < json_array_size(list); i++)
-        fprintf(out, "%s%s", i ? ", " : "", json_string_value(json_array_get(list, i)));
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *v = json_array_get(list, i);
+        if (json_is_string(v)) {
+            fprintf(out, "%s%s", i ? ", " : "", json_string_value(v));
+        } else {
+            char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+            fprintf(out, "%s%s", i ? ", " : "", s ? s : "?");
+            free(s);
+        }
+    }
 }
 
+/* Records of every stage share the rewrite fields (rule, anchor, matched,
+ * legality, decision, result); a record without them is printed as JSON. */
 void mcir_trace_print_human(const mcir_trace *t, FILE *out) {
     for (int i = 0; i < mcir_trace_count(t); i++) {
         const json_t *r = mcir_trace_get(t, i);
         const char *stage = json_string_value(json_object_get(r, "stage"));
         const char *decision = json_string_value(json_object_get(r, "decision"));
+        const char *rule = json_string_value(json_object_get(r, "rule"));
+        const char *anchor = json_string_value(json_object_get(r, "anchor"));
         long long seq = json_integer_value(json_object_get(r, "seq"));
-        if (!stage || strcmp(stage, "rewrite") != 0) {
-            /* other stages: one line with their decision */
+        if (!rule || !decision) {
             char *s = json_dumps(r, JSON_COMPACT | JSON_PRESERVE_ORDER);
             fprintf(out, "[%lld] %s\n", seq, s ? s : "");
             free(s);
             continue;
         }
-        fprintf(out, "[%lld] %s %s at '%s' (%s -> %s)\n", seq, decision ? decision : "?",
-                json_string_value(json_object_get(r, "rule")),
-                json_string_value(json_object_get(r, "anchor")),
-                json_string_value(json_object_get(r, "property")),
-                json_string_value(json_object_get(r, "action")));
+        bool rewrite = stage && strcmp(stage, "rewrite") == 0;
+        fprintf(out, "[%lld] %s%s%s %s", seq, rewrite || !stage ? "" : stage,
+                rewrite || !stage ? "" : " ", decision, rule);
+        if (anchor) fprintf(out, " at '%s'", anchor);
+        const char *property = json_string_value(json_object_get(r, "property"));
+        const char *action = json_string_value(json_object_get(r, "action"));
+        if (property && action) fprintf(out, " (%s -> %s)", property, action);
+        else if (property) fprintf(out, " (%s)", property);
+        fputc('\n', out);
         const json_t *matched = json_object_get(r, "matched");
         if (json_array_size(matched)) {
             fputs("      matched: ", out);
@@ -441,15 +456,19 @@ void mcir_trace_print_human(const mcir_trace *t, FILE *out) {
         const json_t *legality = json_object_get(r, "legality");
         for (size_t k = 0; k < json_array_size(legality); k++) {
             const json_t *c = json_array_get(legality, k);
-            fprintf(out, "      %-4s %-22s %s\n", json_is_true(json_object_get(c, "ok")) ? "ok" : "FAIL",
-                    json_string_value(json_object_get(c, "check")),
-                    json_string_value(json_object_get(c, "detail")));
+            const char *detail = json_string_value(json_object_get(c, "detail"));
+            fprintf(out, "      %-4s %-22s %s\n",
+                    json_is_true(json_object_get(c, "ok")) ? "ok" : "FAIL",
+                    json_string_value(json_object_get(c, "check")), detail ? detail : "");
         }
         static const char *const states[] = {"streaming", "recomputable", "materialized"};
-        if (decision && strcmp(decision, "applied") == 0) {
-            fputs("      result: ", out);
-            print_list(out, json_object_get(r, "result"));
-            fputc('\n', out);
+        if (strcmp(decision, "applied") == 0) {
+            const json_t *result = json_object_get(r, "result");
+            if (json_array_size(result)) {
+                fputs("      result: ", out);
+                print_list(out, result);
+                fputc('\n', out);
+            }
             for (int s = 0; s < 3; s++) {
                 const json_t *l = json_object_get(r, states[s]);
                 if (!json_array_size(l)) continue;
@@ -458,7 +477,7 @@ void mcir_trace_print_human(const mcir_trace *t, FILE *out) {
                 fputc('\n', out);
             }
             const json_t *low = json_object_get(r, "lowering");
-            if (low) fprintf(out, "      lowering: %s\n", json_string_value(low));
+            if (json_is_string(low)) fprintf(out, "      lowering: %s\n", json_string_value(low));
         }
     }
 }
