@@ -39,16 +39,28 @@ int mcir_get_threads(void) {
 /* Set inside workers so that nested parallel_for calls run serially. */
 static _Thread_local bool in_worker;
 
-typedef struct worker_arg {
+/* Work is handed out in chunks from a shared counter, so a thread that
+ * the OS runs less (a shared machine) simply takes fewer chunks. */
+typedef struct parallel_job {
     mcir_range_fn fn;
     void *ctx;
-    int64_t lo, hi;
-} worker_arg;
+    int64_t n, chunk;
+    int64_t next; /* next chunk index, atomic */
+} parallel_job;
+
+static void run_chunks(parallel_job *job) {
+    for (;;) {
+        int64_t c = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+        int64_t lo = c * job->chunk;
+        if (lo >= job->n) return;
+        int64_t hi = lo + job->chunk < job->n ? lo + job->chunk : job->n;
+        job->fn(job->ctx, lo, hi);
+    }
+}
 
 static void *worker_main(void *p) {
-    worker_arg *w = p;
     in_worker = true;
-    w->fn(w->ctx, w->lo, w->hi);
+    run_chunks(p);
     return NULL;
 }
 
@@ -64,20 +76,14 @@ void mcir_parallel_for(int64_t n, double cost, mcir_range_fn fn, void *ctx) {
         fn(ctx, 0, n);
         return;
     }
-    worker_arg args[256];
+    /* About 8 chunks per thread. */
+    parallel_job job = {fn, ctx, n, (n + 8 * t - 1) / (8 * t), 0};
     pthread_t tids[256];
     bool started[256];
-    for (int64_t i = 0; i < t; i++) {
-        args[i] = (worker_arg){fn, ctx, n * i / t, n * (i + 1) / t};
-        started[i] = false;
-    }
     for (int64_t i = 1; i < t; i++)
-        started[i] = pthread_create(&tids[i], NULL, worker_main, &args[i]) == 0;
+        started[i] = pthread_create(&tids[i], NULL, worker_main, &job) == 0;
     in_worker = true;
-    fn(ctx, args[0].lo, args[0].hi);
-    /* A worker that could not start has its range run here instead. */
-    for (int64_t i = 1; i < t; i++)
-        if (!started[i]) fn(ctx, args[i].lo, args[i].hi);
+    run_chunks(&job); /* also covers workers that could not start */
     in_worker = false;
     for (int64_t i = 1; i < t; i++)
         if (started[i]) pthread_join(tids[i], NULL);
