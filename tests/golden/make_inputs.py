@@ -176,6 +176,21 @@ CASES["conv_bias_relu"] = graph(
      node("sum", "add", ["p", "h2"], ["y"])],
     ["y"])
 
+# The same structures in half precision: the fused ops are checked against
+# the decomposed ones within the f16/bf16 tolerance.
+def retyped(g, name, dtype):
+    g = json.loads(json.dumps(g))
+    g["name"] = name
+    for t in g["inputs"] + g["weights"]:
+        t["dtype"] = dtype
+    return g
+
+
+CASES["attention_causal_div_f16"] = retyped(CASES["attention_causal_div"],
+                                            "attention_causal_div_f16", "f16")
+CASES["layernorm_pow_rsqrt_bf16"] = retyped(CASES["layernorm_pow_rsqrt"],
+                                            "layernorm_pow_rsqrt_bf16", "bf16")
+
 for name, g in CASES.items():
     d = os.path.join(HERE, name)
     os.makedirs(d, exist_ok=True)
