@@ -258,19 +258,19 @@ bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
         for (int i = 0; i < n->n_inputs; i++) last_use[n->inputs[i]->id] = k;
     }
 
+    /* Pointer arrays sized for the widest node. */
+    int max_in = 1, max_out = 1;
+    for (int k = 0; k < g->n_nodes; k++) {
+        if (g->nodes[k]->n_inputs > max_in) max_in = g->nodes[k]->n_inputs;
+        if (g->nodes[k]->n_outputs > max_out) max_out = g->nodes[k]->n_outputs;
+    }
+    const float **inp = malloc(sizeof *inp * (size_t)max_in);
+    float **outp = malloc(sizeof *outp * (size_t)max_out);
+    MCIR_ASSERT(inp && outp);
     bool ok = true;
-    const float *ins[64];
-    float *outs[64];
-    const float **inp = ins;
-    float **outp = outs;
     for (int k = 0; ok && k < g->n_nodes; k++) {
         const mcir_node *n = g->nodes[k];
         if (n->dead) continue;
-        if (n->n_inputs > 64 || n->n_outputs > 64) {
-            inp = realloc(inp == ins ? NULL : inp, sizeof(float *) * (size_t)n->n_inputs + 1);
-            outp = realloc(outp == outs ? NULL : outp, sizeof(float *) * (size_t)n->n_outputs + 1);
-            MCIR_ASSERT(inp && outp);
-        }
         for (int i = 0; i < n->n_inputs; i++) {
             inp[i] = e->values[n->inputs[i]->id];
             if (!inp[i]) {
@@ -303,8 +303,8 @@ bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
             }
         }
     }
-    if (inp != ins) free(inp);
-    if (outp != outs) free(outp);
+    free(inp);
+    free(outp);
     free(last_use);
     return ok;
 }

@@ -352,6 +352,33 @@ START_TEST(gpt_block_thread_invariant) {
 }
 END_TEST
 
+START_TEST(node_with_many_inputs) {
+    /* concat of 70 inputs (more than the interpreter's inline array) */
+    mcir_graph *g = mcir_graph_new("many");
+    mcir_tensor *ins[70];
+    for (int i = 0; i < 70; i++) {
+        char nm[8];
+        snprintf(nm, 8, "x%d", i);
+        ins[i] = tt_in(g, nm, SHAPE(1, 2));
+    }
+    mcir_tensor *y = out_tensor(g, "y", MCIR_DTYPE_F32);
+    mcir_node *n = add(g, MCIR_OP_CONCAT, "cat", 70, ins, y);
+    mcir_node_set_int(g, n, "axis", -1);
+    mcir_graph_mark_output(g, y);
+    prepare(g);
+    mcir_env *e = mcir_env_new(g, 4);
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_interp_run(g, e, &d));
+    const float *yv = mcir_env_get(e, y);
+    for (int i = 0; i < 70; i++) {
+        const float *xv = mcir_env_get(e, ins[i]);
+        TT_CHECK(yv[2 * i] == xv[0] && yv[2 * i + 1] == xv[1], "part %d", i);
+    }
+    mcir_env_free(e);
+    mcir_graph_free(g);
+}
+END_TEST
+
 START_TEST(threads_setting) {
     mcir_set_threads(3);
     ck_assert_int_eq(mcir_get_threads(), 3);
@@ -372,6 +399,7 @@ static Suite *interp_suite(void) {
     tcase_add_test(tc, errors_reported_not_aborted);
     tcase_add_test(tc, decomposed_attention_matches_attention_op);
     tcase_add_test(tc, gpt_block_thread_invariant);
+    tcase_add_test(tc, node_with_many_inputs);
     tcase_add_test(tc, threads_setting);
     suite_add_tcase(s, tc);
     return s;
