@@ -35,20 +35,22 @@ ukernel_body(int64_t kc, const float *restrict pa, const float *restrict pb,
         const v8sf b0 = *(const v8sf *)(pb + p * NR);
         const v8sf b1 = *(const v8sf *)(pb + p * NR + 8);
         const float *a = pa + p * MR;
-        v8sf a0 = (v8sf){0} + a[0], a1 = (v8sf){0} + a[1], a2 = (v8sf){0} + a[2];
-        c00 += a0 * b0;
-        c01 += a0 * b1;
-        c10 += a1 * b0;
-        c11 += a1 * b1;
-        c20 += a2 * b0;
-        c21 += a2 * b1;
-        v8sf a3 = (v8sf){0} + a[3], a4 = (v8sf){0} + a[4], a5 = (v8sf){0} + a[5];
-        c30 += a3 * b0;
-        c31 += a3 * b1;
-        c40 += a4 * b0;
-        c41 += a4 * b1;
-        c50 += a5 * b0;
-        c51 += a5 * b1;
+        /* One row at a time keeps 12 accumulators + 2 B vectors + 1 A
+         * broadcast + 1 product in the 16 vector registers (no spills). */
+#define ROW(r)                                                  \
+    do {                                                        \
+        const float x = a[r];                                   \
+        const v8sf av = {x, x, x, x, x, x, x, x};               \
+        c##r##0 += av * b0;                                     \
+        c##r##1 += av * b1;                                     \
+    } while (0)
+        ROW(0);
+        ROW(1);
+        ROW(2);
+        ROW(3);
+        ROW(4);
+        ROW(5);
+#undef ROW
     }
     v8sf rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                         {c30, c31}, {c40, c41}, {c50, c51}};
@@ -91,20 +93,20 @@ static void ukernel_generic(int64_t kc, const float *pa, const float *pb, float 
             const v4sf b0 = *(const v4sf *)(pb + p * NR + 8 * h);
             const v4sf b1 = *(const v4sf *)(pb + p * NR + 8 * h + 4);
             const float *a = pa + p * MR;
-            v4sf a0 = (v4sf){0} + a[0], a1 = (v4sf){0} + a[1], a2 = (v4sf){0} + a[2];
-            c00 += a0 * b0;
-            c01 += a0 * b1;
-            c10 += a1 * b0;
-            c11 += a1 * b1;
-            c20 += a2 * b0;
-            c21 += a2 * b1;
-            v4sf a3 = (v4sf){0} + a[3], a4 = (v4sf){0} + a[4], a5 = (v4sf){0} + a[5];
-            c30 += a3 * b0;
-            c31 += a3 * b1;
-            c40 += a4 * b0;
-            c41 += a4 * b1;
-            c50 += a5 * b0;
-            c51 += a5 * b1;
+#define ROW(r)                                                  \
+    do {                                                        \
+        const float x = a[r];                                   \
+        const v4sf av = {x, x, x, x};                           \
+        c##r##0 += av * b0;                                     \
+        c##r##1 += av * b1;                                     \
+    } while (0)
+            ROW(0);
+            ROW(1);
+            ROW(2);
+            ROW(3);
+            ROW(4);
+            ROW(5);
+#undef ROW
         }
         v4sf rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                             {c30, c31}, {c40, c41}, {c50, c51}};
