@@ -274,6 +274,10 @@ static bool apply_fuse_attention(mcir_action_ctx *a) {
     }
     if (mcir_node_bool(pv, "transpose_b")) {
         int rv = v->rank;
+        if (rv < 2) {
+            discard(built, n_built);
+            return fail(a, "V '%s' has rank %d", v->name, rv);
+        }
         int64_t vp[MCIR_MAX_RANK];
         for (int i = 0; i < rv; i++) vp[i] = i;
         vp[rv - 2] = rv - 1;
