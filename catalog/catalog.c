@@ -188,6 +188,13 @@ static yaml_node_t *map_get(loader *L, const yaml_node_t *map, const char *key) 
     return NULL;
 }
 
+/* Lists and mappings inside a rule are short; a limit keeps a document
+ * that repeats one long list through aliases from costing more than its
+ * size suggests. */
+#define MAX_ITEMS 64
+
+static bool too_long(loader *L, const yaml_node_t *n, int max, const char *what);
+
 /* Every key a scalar, known and given once. */
 static bool check_keys(loader *L, const yaml_node_t *map, const char *const *allowed,
                        const char *what) {
@@ -220,6 +227,15 @@ static bool check_keys(loader *L, const yaml_node_t *map, const char *const *all
         }
     }
     return ok;
+}
+
+static bool too_long(loader *L, const yaml_node_t *n, int max, const char *what) {
+    int len = n->type == YAML_SEQUENCE_NODE  ? seq_len(n)
+              : n->type == YAML_MAPPING_NODE ? map_len(n)
+                                             : 0;
+    if (len <= max) return false;
+    err(L, n, "%s has %d entries; at most %d are allowed", what, len, max);
+    return true;
 }
 
 static bool parse_int(loader *L, const yaml_node_t *n, const char *what, int64_t *out) {
@@ -358,6 +374,7 @@ static bool parse_attr_value(loader *L, const yaml_node_t *n, const mcir_attr_sp
     }
     case MCIR_ATTR_INTS: {
         if (n->type != YAML_SEQUENCE_NODE) return err(L, n, "%s must be a list of integers", what);
+        if (too_long(L, n, MAX_ITEMS, what)) return false;
         int k = seq_len(n);
         out->n = k;
         out->ints = mcir_arena_alloc(L->c->arena, (size_t)(k + 1) * sizeof *out->ints);
@@ -432,6 +449,7 @@ static bool parse_param(loader *L, const builder *b, const yaml_node_t *n,
     char what[160];
     snprintf(what, sizeof what, "parameter '%s'", spec->name);
     out->set = true;
+    if (too_long(L, n, MAX_ITEMS, what)) return false;
     switch (spec->kind) {
     case MCIR_PARAM_TENSOR:
     case MCIR_PARAM_NODE:
@@ -525,6 +543,7 @@ static mcir_param_value *parse_params(loader *L, const builder *b, const yaml_no
         err(L, map, "parameters of '%s' must be a mapping, not %s", owner, node_kind(map));
         return NULL;
     }
+    if (map && too_long(L, map, MAX_ITEMS, "a parameter mapping")) return NULL;
     /* OP before ATTRS: two passes over the spec order */
     for (int pass = 0; pass < 2 && map; pass++)
         for (int i = 0; i < map_len(map); i++) {
@@ -621,6 +640,7 @@ static void parse_property(loader *L, const yaml_node_t *n) {
             err(L, v, "legality_conditions must be a list of check names");
             return;
         }
+        if (too_long(L, v, MAX_ITEMS, "legality_conditions")) return;
         p->n_conditions = seq_len(v);
         p->legality_conditions =
             mcir_arena_alloc(a, (size_t)(p->n_conditions + 1) * sizeof *p->legality_conditions);
@@ -636,6 +656,7 @@ static void parse_property(loader *L, const yaml_node_t *n) {
         }
     }
     if ((v = map_get(L, n, "rewrite_rule"))) {
+        if (too_long(L, v, MAX_ITEMS, "rewrite_rule")) return;
         int k = v->type == YAML_SEQUENCE_NODE ? seq_len(v) : 1;
         p->n_rewrite_rules = k;
         p->rewrite_rules = mcir_arena_alloc(a, (size_t)(k + 1) * sizeof *p->rewrite_rules);
@@ -728,6 +749,7 @@ static bool parse_form(loader *L, builder *b, const yaml_node_t *n, mcir_pattern
         return false;
     if ((v = map_get(L, n, "attrs"))) {
         if (v->type != YAML_MAPPING_NODE) return err(L, v, "attrs must be a mapping");
+        if (too_long(L, v, MAX_ITEMS, "attrs")) return false;
         f->n_attrs = map_len(v);
         f->attrs = mcir_arena_alloc(a, (size_t)(f->n_attrs + 1) * sizeof *f->attrs);
         for (int i = 0; i < f->n_attrs; i++) {
@@ -752,6 +774,7 @@ static bool parse_form(loader *L, builder *b, const yaml_node_t *n, mcir_pattern
     if ((v = map_get(L, n, "values"))) {
         if (v->type != YAML_MAPPING_NODE)
             return err(L, v, "values must map variables to numbers (or {value, tol})");
+        if (too_long(L, v, MAX_ITEMS, "values")) return false;
         f->n_values = map_len(v);
         f->values = mcir_arena_alloc(a, (size_t)(f->n_values + 1) * sizeof *f->values);
         for (int i = 0; i < f->n_values; i++) {
@@ -773,6 +796,7 @@ static bool parse_form(loader *L, builder *b, const yaml_node_t *n, mcir_pattern
         }
     }
     if ((v = map_get(L, n, "constants"))) {
+        if (too_long(L, v, MAX_ITEMS, "constants")) return false;
         int k = v->type == YAML_SEQUENCE_NODE ? seq_len(v) : 1;
         f->n_constants = k;
         f->constant_vars = mcir_arena_alloc(a, (size_t)(k + 1) * sizeof *f->constant_vars);
@@ -902,6 +926,7 @@ static bool parse_legality(loader *L, builder *b, const yaml_node_t *n) {
     mcir_pattern *p = b->p;
     if (n->type != YAML_SEQUENCE_NODE)
         return err(L, n, "'legality' must be a list of checks");
+    if (too_long(L, n, MAX_ITEMS, "legality")) return false;
     int k = seq_len(n);
     p->n_checks = k;
     p->checks = mcir_arena_alloc(L->c->arena, (size_t)(k + 1) * sizeof *p->checks);
@@ -1075,6 +1100,7 @@ static void parse_pattern(loader *L, const yaml_node_t *n) {
             err(L, v, "memory_states must map variables to states");
             return;
         }
+        if (too_long(L, v, MAX_ITEMS, "memory_states")) return;
         p->n_states = map_len(v);
         p->states = mcir_arena_alloc(a, (size_t)(p->n_states + 1) * sizeof *p->states);
         for (int i = 0; i < p->n_states; i++) {
@@ -1130,6 +1156,8 @@ static void load_document(loader *L) {
     if (props) {
         if (props->type != YAML_SEQUENCE_NODE)
             err(L, props, "'properties' must be a list");
+        else if (too_long(L, props, (int)(sizeof L->props / sizeof L->props[0]), "properties"))
+            ;
         else
             for (int i = 0; i < seq_len(props); i++) parse_property(L, seq_item(L, props, i));
     }
@@ -1137,6 +1165,8 @@ static void load_document(loader *L) {
     if (pats) {
         if (pats->type != YAML_SEQUENCE_NODE)
             err(L, pats, "'patterns' must be a list");
+        else if (too_long(L, pats, (int)(sizeof L->pats / sizeof L->pats[0]), "patterns"))
+            ;
         else
             for (int i = 0; i < seq_len(pats); i++) parse_pattern(L, seq_item(L, pats, i));
     }
