@@ -91,12 +91,27 @@ void mcir_parallel_for(int64_t n, double cost, mcir_range_fn fn, void *ctx) {
 
 /* ------------------------------------------------------------------ env */
 
+/* A freed buffer kept for reuse: a transformer allocates the same few
+ * sizes again and again, and fresh memory from the OS costs a page fault
+ * and a page clear per 4 KiB (a third of the run time otherwise). */
+typedef struct spare_buffer {
+    float *p;
+    int64_t cap; /* elements */
+} spare_buffer;
+
+/* At most this many elements (1 GiB) sit in the spare pool. */
+#define SPARE_MAX_ELEMS ((int64_t)1 << 28)
+
 struct mcir_env {
     const mcir_graph *g;
     uint64_t seed;
     int n;            /* tensors covered (g->n_tensors at creation) */
     float **values;   /* by tensor id; NULL: not set / computed / freed */
+    int64_t *caps;    /* capacity of values[id], elements */
     bool keep_all;
+    spare_buffer *spare;
+    int n_spare, cap_spare;
+    int64_t spare_elems;
 };
 
 mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed) {
@@ -106,14 +121,18 @@ mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed) {
     e->seed = seed;
     e->n = g->n_tensors;
     e->values = calloc((size_t)(e->n > 0 ? e->n : 1), sizeof(float *));
-    MCIR_ASSERT(e->values);
+    e->caps = calloc((size_t)(e->n > 0 ? e->n : 1), sizeof(int64_t));
+    MCIR_ASSERT(e->values && e->caps);
     return e;
 }
 
 void mcir_env_free(mcir_env *e) {
     if (!e) return;
     for (int i = 0; i < e->n; i++) free(e->values[i]);
+    for (int i = 0; i < e->n_spare; i++) free(e->spare[i].p);
+    free(e->spare);
     free(e->values);
+    free(e->caps);
     free(e);
 }
 
@@ -127,29 +146,86 @@ float *mcir_env_get(mcir_env *e, const mcir_tensor *t) {
     return in_env(e, t) ? e->values[t->id] : NULL;
 }
 
-/* Element count and buffer of t, or NULL (with *count -1) when its shape is
- * unknown or too large to allocate. */
-static float *alloc_values(const mcir_tensor *t, int64_t *count) {
-    int64_t numel = 1, bytes;
-    *count = -1;
-    if (t->rank < 0) return NULL;
-    for (int i = 0; i < t->rank; i++)
-        if (t->shape[i] < 1 || mcir_mul_overflows(numel, t->shape[i], &numel)) return NULL;
-    /* Beyond 1 TiB is a mistake in the graph, not something to try (and
-     * sanitizer allocators abort rather than fail on such requests). */
-    if (mcir_mul_overflows(numel, (int64_t)sizeof(float), &bytes) ||
-        bytes > ((int64_t)1 << 40) || (uint64_t)bytes > (uint64_t)SIZE_MAX / 2)
-        return NULL;
-    *count = numel;
-    return malloc((size_t)bytes);
+/* Moves tensor id's buffer to the spare pool (oldest spares are freed to
+ * keep the pool under SPARE_MAX_ELEMS). */
+static void env_release(mcir_env *e, int id) {
+    float *p = e->values[id];
+    int64_t cap = e->caps[id];
+    e->values[id] = NULL;
+    e->caps[id] = 0;
+    if (!p) return;
+    if (cap > SPARE_MAX_ELEMS) {
+        free(p);
+        return;
+    }
+    while (e->n_spare > 0 && e->spare_elems + cap > SPARE_MAX_ELEMS) {
+        free(e->spare[0].p);
+        e->spare_elems -= e->spare[0].cap;
+        memmove(e->spare, e->spare + 1, sizeof *e->spare * (size_t)--e->n_spare);
+    }
+    if (e->n_spare == e->cap_spare) {
+        int cap_new = e->cap_spare ? 2 * e->cap_spare : 16;
+        spare_buffer *sp = realloc(e->spare, sizeof *sp * (size_t)cap_new);
+        if (!sp) {
+            free(p);
+            return;
+        }
+        e->spare = sp;
+        e->cap_spare = cap_new;
+    }
+    e->spare[e->n_spare++] = (spare_buffer){p, cap};
+    e->spare_elems += cap;
 }
 
-/* Replaces t's buffer with a fresh one of its size; NULL on failure. */
+/* A buffer of at least count elements: the smallest spare that is not
+ * more than 25% too large, or fresh memory. */
+static float *env_acquire(mcir_env *e, int64_t count, int64_t *cap) {
+    int best = -1;
+    for (int i = 0; i < e->n_spare; i++) {
+        int64_t c = e->spare[i].cap;
+        if (c >= count && c - count <= count / 4 && (best < 0 || c < e->spare[best].cap))
+            best = i;
+    }
+    if (best >= 0) {
+        float *p = e->spare[best].p;
+        *cap = e->spare[best].cap;
+        e->spare_elems -= *cap;
+        memmove(e->spare + best, e->spare + best + 1,
+                sizeof *e->spare * (size_t)(e->n_spare - best - 1));
+        e->n_spare--;
+        return p;
+    }
+    *cap = count;
+    return malloc(sizeof(float) * (size_t)count);
+}
+
+/* Element count of t, or -1 when its shape is unknown or it is too large
+ * to allocate. Beyond 1 TiB is a mistake in the graph, not something to
+ * try (and sanitizer allocators abort rather than fail on such requests). */
+static int64_t value_count(const mcir_tensor *t) {
+    int64_t numel = 1, bytes;
+    if (t->rank < 0) return -1;
+    for (int i = 0; i < t->rank; i++)
+        if (t->shape[i] < 1 || mcir_mul_overflows(numel, t->shape[i], &numel)) return -1;
+    if (mcir_mul_overflows(numel, (int64_t)sizeof(float), &bytes) ||
+        bytes > ((int64_t)1 << 40) || (uint64_t)bytes > (uint64_t)SIZE_MAX / 2)
+        return -1;
+    return numel;
+}
+
+/* A buffer of t's size for t (its old one if that fits); NULL on failure. */
 static float *env_slot(mcir_env *e, const mcir_tensor *t, int64_t *count) {
     MCIR_ASSERT(in_env(e, t));
-    free(e->values[t->id]);
-    e->values[t->id] = alloc_values(t, count);
-    return e->values[t->id];
+    *count = value_count(t);
+    int id = t->id;
+    if (*count >= 0 && e->values[id] && e->caps[id] >= *count &&
+        e->caps[id] - *count <= *count / 4)
+        return e->values[id];
+    env_release(e, id);
+    if (*count < 0) return NULL;
+    e->values[id] = env_acquire(e, *count, &e->caps[id]);
+    if (!e->values[id]) e->caps[id] = 0;
+    return e->values[id];
 }
 
 static void round_values(mcir_dtype dt, float *v, int64_t count) {
@@ -298,8 +374,7 @@ bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
             const mcir_tensor *t = i < n->n_inputs ? n->inputs[i] : n->outputs[i - n->n_inputs];
             if (!t->producer || t->is_output || t->kind == MCIR_TENSOR_OUTPUT) continue;
             if (last_use[t->id] == k || (i >= n->n_inputs && last_use[t->id] < 0)) {
-                free(e->values[t->id]);
-                e->values[t->id] = NULL;
+                env_release(e, t->id);
             }
         }
     }

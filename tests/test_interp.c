@@ -268,7 +268,8 @@ END_TEST
 
 /* A small GPT-2 block (ln → qkv → heads → causal attention → proj →
  * residual → ln → mlp with gelu → residual) gives bit-identical results
- * for 1, 2 and 3 threads, and the same values when run twice. */
+ * for 1, 2 and 3 threads, when run twice, and with keep_all (so reusing
+ * freed buffers changes nothing). */
 static mcir_graph *gpt_block(int seq, int dm, int heads) {
     mcir_graph *g = mcir_graph_new("gpt");
     int hd = dm / heads;
@@ -346,6 +347,13 @@ START_TEST(gpt_block_thread_invariant) {
             mcir_env_free(e);
         }
     }
+    /* keep_all (no buffer ever reused) gives the same bits */
+    mcir_env *e = mcir_env_new(g, 9);
+    mcir_env_keep_all(e, true);
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_interp_run(g, e, &d));
+    ck_assert(memcmp(first, mcir_env_get(e, y), sizeof(float) * (size_t)n) == 0);
+    mcir_env_free(e);
     mcir_set_threads(0);
     free(first);
     mcir_graph_free(g);
