@@ -163,6 +163,29 @@ CASES["mlp_gelu_onnx"] = graph(
      node("fc2", "matmul", ["act.y", "fc2.w"], ["y"])],
     ["y"])
 
+# Other association orders of written-out GELU: x·(0.5·(1+erf(x/√2))) with
+# the scale as a scale op, and (x·(1+tanh(√(2/π)(x+0.044715·x·x·x))))·0.5.
+CASES["gelu_forms"] = graph(
+    "gelu_forms",
+    [inp("x", [4, 8])],
+    [w("c.one", [], 1.0), w("c.half", [], 0.5), w("c.k", [], 0.7978845608028654),
+     w("c.a", [], 0.044715)],
+    [node("e.div", "scale", ["x"], ["e.div.y"], value=0.7071067811865476),
+     node("e.erf", "erf", ["e.div.y"], ["e.erf.y"]),
+     node("e.add", "add", ["c.one", "e.erf.y"], ["e.add.y"]),
+     node("e.half", "scale", ["e.add.y"], ["e.half.y"], value=0.5),
+     node("e.mul", "mul", ["e.half.y", "x"], ["y_erf"]),
+     node("t.sq", "mul", ["x", "x"], ["t.sq.y"]),
+     node("t.cube", "mul", ["t.sq.y", "x"], ["t.cube.y"]),
+     node("t.coeff", "mul", ["c.a", "t.cube.y"], ["t.coeff.y"]),
+     node("t.inner", "add", ["x", "t.coeff.y"], ["t.inner.y"]),
+     node("t.scale", "mul", ["t.inner.y", "c.k"], ["t.scale.y"]),
+     node("t.tanh", "tanh", ["t.scale.y"], ["t.tanh.y"]),
+     node("t.add", "add", ["t.tanh.y", "c.one"], ["t.add.y"]),
+     node("t.mul", "mul", ["x", "t.add.y"], ["t.mul.y"]),
+     node("t.half", "mul", ["t.mul.y", "c.half"], ["y_tanh"])],
+    ["y_erf", "y_tanh"])
+
 # Conv + bias add + ReLU, then an add writing over a dying intermediate.
 CASES["conv_bias_relu"] = graph(
     "conv_bias_relu",
