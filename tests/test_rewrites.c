@@ -169,6 +169,41 @@ START_TEST(test_attention_mask_input) {
 }
 END_TEST
 
+/* The scale on K (a div before a one-step transpose [0,2,3,1] straight
+ * from [B,N,H,d]) and on Q (a scale op); V through transpose_b. */
+START_TEST(test_attention_scale_on_k) {
+    const char *json =
+        "{\"mcir\": 1, \"inputs\": [{\"name\": \"q\", \"dtype\": \"f32\", \"shape\": [1, 2, 6, 4]},"
+        " {\"name\": \"k\", \"dtype\": \"f32\", \"shape\": [1, 7, 2, 4]},"
+        " {\"name\": \"vt\", \"dtype\": \"f32\", \"shape\": [1, 2, 3, 7]}],"
+        " \"weights\": [{\"name\": \"c4\", \"dtype\": \"f32\", \"shape\": [1], \"value\": [4.0]}],"
+        " \"nodes\": [{\"name\": \"ks\", \"op\": \"div\", \"inputs\": [\"k\", \"c4\"], \"outputs\": [\"ks.y\"]},"
+        " {\"name\": \"kt\", \"op\": \"transpose\", \"inputs\": [\"ks.y\"], \"outputs\": [\"kt.y\"],"
+        "  \"attrs\": {\"perm\": [0, 2, 3, 1]}},"
+        " {\"name\": \"qs\", \"op\": \"scale\", \"inputs\": [\"q\"], \"outputs\": [\"qs.y\"],"
+        "  \"attrs\": {\"value\": 3.0}},"
+        " {\"name\": \"qk\", \"op\": \"matmul\", \"inputs\": [\"qs.y\", \"kt.y\"], \"outputs\": [\"s\"]},"
+        " {\"name\": \"sm\", \"op\": \"softmax\", \"inputs\": [\"s\"], \"outputs\": [\"p\"]},"
+        " {\"name\": \"pv\", \"op\": \"matmul\", \"inputs\": [\"p\", \"vt\"], \"outputs\": [\"y\"],"
+        "  \"attrs\": {\"transpose_b\": true}}],"
+        " \"outputs\": [\"y\"]}";
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_text(json, c);
+    mcir_node *a = first_op(r.g, MCIR_OP_ATTENTION);
+    ck_assert_ptr_nonnull(a);
+    ck_assert(mcir_node_float(a, "scale") == 0.75);
+    ck_assert_str_eq(a->inputs[0]->name, "q");
+    /* K [1,7,2,4] -> [1,2,7,4] by one new transpose; V^T -> V likewise */
+    ck_assert_int_eq(a->inputs[1]->producer->op, MCIR_OP_TRANSPOSE);
+    ck_assert_int_eq(a->inputs[1]->shape[2], 7);
+    ck_assert_int_eq(a->inputs[2]->producer->op, MCIR_OP_TRANSPOSE);
+    ck_assert_int_eq(mcir_graph_live_nodes(r.g), 3);
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
 START_TEST(test_attention_scores_used_elsewhere) {
     mcir_catalog *c = default_catalog(NULL);
     /* the scaled scores are also returned */
@@ -622,6 +657,7 @@ static Suite *rewrites_suite(void) {
     TCase *tc = tcase_create("rules");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_attention_mask_input);
+    tcase_add_test(tc, test_attention_scale_on_k);
     tcase_add_test(tc, test_attention_scores_used_elsewhere);
     tcase_add_test(tc, test_attention_softmax_not_last_axis);
     tcase_add_test(tc, test_attention_working_set_per_arch);
