@@ -125,10 +125,44 @@ static void discard(mcir_node **built, int n) {
         if (built[i]) built[i]->dead = true;
 }
 
-/* The new node takes over `target`: it becomes the tensor's producer. */
+/* Whether tensor t is computed from `target` (t itself or an ancestor). */
+static bool depends_on(const mcir_graph *g, const mcir_tensor *t, const mcir_tensor *target,
+                       unsigned char *seen) {
+    if (t == target) return true;
+    if (t->id < 0 || t->id >= g->n_tensors || g->tensors[t->id] != t || seen[t->id]) return false;
+    seen[t->id] = 1;
+    const mcir_node *p = t->producer;
+    if (!p || p->dead) return false;
+    for (int i = 0; i < p->n_inputs; i++)
+        if (depends_on(g, p->inputs[i], target, seen)) return true;
+    return false;
+}
+
+static bool matched(const mcir_action_ctx *a, const mcir_node *n) {
+    for (int i = 0; i < a->m->n_nodes; i++)
+        if (a->m->nodes[i] == n) return true;
+    return false;
+}
+
+/* The new node takes over `target`: it becomes the tensor's producer. A
+ * rule may only replace what it matched, and never make a cycle. */
 static bool take_over(mcir_action_ctx *a, mcir_node *n, mcir_tensor *target) {
     mcir_tensor *fresh = n->outputs[0];
     char s1[96], s2[96];
+    if (target->kind == MCIR_TENSOR_INPUT || target->kind == MCIR_TENSOR_WEIGHT)
+        return fail(a, "'%s' is a graph %s: a rewrite cannot produce it", target->name,
+                    mcir_tensor_kind_name(target->kind));
+    if (!target->producer || !matched(a, target->producer))
+        return fail(a, "'%s' is not produced by a matched node", target->name);
+    unsigned char *seen = calloc((size_t)a->g->n_tensors + 1, 1);
+    MCIR_ASSERT(seen);
+    bool cycle = false;
+    for (int i = 0; i < n->n_inputs && !cycle; i++)
+        cycle = depends_on(a->g, n->inputs[i], target, seen);
+    free(seen);
+    if (cycle)
+        return fail(a, "the fused %s would read its own output '%s'", mcir_op_name(n->op),
+                    target->name);
     if (fresh->rank != target->rank || fresh->dtype != target->dtype ||
         memcmp(fresh->shape, target->shape, sizeof(int64_t) * (size_t)target->rank) != 0)
         return fail(a, "the fused %s would produce %s %s but '%s' is %s %s",
@@ -466,6 +500,9 @@ static bool apply_inplace(mcir_action_ctx *a) {
     if (!n || !t) return fail(a, "the match binds no node or input");
     if (!(mcir_op_desc_of(n->op)->flags & MCIR_OPF_INPLACE))
         return fail(a, "%s cannot write over its input", mcir_op_name(n->op));
+    if (t->kind != MCIR_TENSOR_INTERMEDIATE)
+        return fail(a, "'%s' is a graph %s: its buffer is not the compiler's to reuse", t->name,
+                    mcir_tensor_kind_name(t->kind));
     for (int i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] == t) {
             n->inplace_input = i;

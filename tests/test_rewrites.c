@@ -398,6 +398,39 @@ START_TEST(test_user_rule_without_default) {
 }
 END_TEST
 
+/* Rules that would produce a cycle, steal a tensor they did not match, or
+ * overwrite a graph input are refused with the reason in the trace. */
+START_TEST(test_misused_actions_refused) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_catalog *c = mcir_catalog_new();
+    ck_assert(mcir_catalog_load_file(c, path_of("tests/data/catalog/good/misuse.yaml"), &d));
+    const char *json =
+        "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4, 8]}],"
+        " \"nodes\": [{\"name\": \"g\", \"op\": \"sigmoid\", \"inputs\": [\"x\"], \"outputs\": [\"s\"]},"
+        "  {\"name\": \"m\", \"op\": \"mul\", \"inputs\": [\"s\", \"x\"], \"outputs\": [\"y\"]}],"
+        " \"outputs\": [\"y\"]}";
+    rewritten r = rewrite_text(json, c);
+    ck_assert_int_eq(mcir_graph_live_nodes(r.g), 2);
+    const char *detail;
+    json_t *rec = find_record(r.trace, "self_loop", "rejected");
+    ck_assert_ptr_nonnull(rec);
+    ck_assert_str_eq(failed_check(rec, &detail), "rewrite:replace_op");
+    ck_assert(strstr(detail, "would read its own output 'y'") != NULL);
+    rec = find_record(r.trace, "steal_tensor", "rejected");
+    ck_assert_ptr_nonnull(rec);
+    ck_assert(strstr(failed_check(rec, &detail), "rewrite:replace_op") != NULL);
+    ck_assert(strstr(detail, "'s' is not produced by a matched node") != NULL);
+    rec = find_record(r.trace, "overwrite_input", "rejected");
+    ck_assert_ptr_nonnull(rec);
+    failed_check(rec, &detail);
+    ck_assert(strstr(detail, "'x' is a graph input") != NULL);
+    ck_assert_int_eq(mcir_graph_find_node(r.g, "g")->inplace_input, -1);
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
 START_TEST(test_user_rule_on_top_of_default) {
     mcir_catalog *c = default_catalog("tests/data/catalog/good/extra_relu.yaml");
     const char *json =
@@ -668,6 +701,7 @@ static Suite *rewrites_suite(void) {
     tcase_add_test(tc, test_conv_relu_and_inplace);
     tcase_add_test(tc, test_user_rule_without_default);
     tcase_add_test(tc, test_user_rule_on_top_of_default);
+    tcase_add_test(tc, test_misused_actions_refused);
     tcase_add_test(tc, test_near_miss);
     tcase_add_test(tc, test_trace_human);
     suite_add_tcase(s, tc);
