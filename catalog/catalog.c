@@ -994,6 +994,8 @@ static bool parse_rewrite(loader *L, builder *b, const yaml_node_t *n) {
         pv->refs = mcir_arena_alloc(L->c->arena, sizeof *pv->refs);
         pv->refs[0] = p->nodes[0].out_var;
     }
+    /* the first property is the one the rewrite establishes; the others
+     * are annotations that come with it */
     const mcir_property_decl *prop = p->property;
     bool allowed = prop->n_rewrite_rules == 0;
     for (int i = 0; i < prop->n_rewrite_rules; i++)
@@ -1063,13 +1065,24 @@ static void parse_pattern(loader *L, const yaml_node_t *n) {
         err(L, n, "pattern '%s' needs a 'property'", p->name);
         return;
     }
-    const char *prop = scalar(v);
-    p->property = prop ? find_property(L, prop) : NULL;
-    if (!p->property) {
-        err(L, v, "unknown property '%s' (declare it under 'properties:' first)",
-            prop ? prop : node_kind(v));
+    if (too_long(L, v, 8, "property")) return;
+    p->n_properties = v->type == YAML_SEQUENCE_NODE ? seq_len(v) : 1;
+    if (p->n_properties == 0) {
+        err(L, v, "pattern '%s' needs at least one property", p->name);
         return;
     }
+    p->properties = mcir_arena_alloc(a, (size_t)p->n_properties * sizeof *p->properties);
+    for (int k = 0; k < p->n_properties; k++) {
+        yaml_node_t *item = v->type == YAML_SEQUENCE_NODE ? seq_item(L, v, k) : v;
+        const char *prop = scalar(item);
+        p->properties[k] = prop ? find_property(L, prop) : NULL;
+        if (!p->properties[k]) {
+            err(L, item, "unknown property '%s' (declare it under 'properties:' first)",
+                prop ? prop : node_kind(item));
+            return;
+        }
+    }
+    p->property = p->properties[0];
     v = map_get(L, n, "match");
     if (!v) {
         err(L, n, "pattern '%s' needs 'match'", p->name);
@@ -1077,16 +1090,19 @@ static void parse_pattern(loader *L, const yaml_node_t *n) {
     }
     if (!parse_match(L, &b, v)) return;
     if ((v = map_get(L, n, "legality")) && !parse_legality(L, &b, v)) return;
-    for (int i = 0; i < p->property->n_conditions; i++) {
-        bool present = false;
-        for (int j = 0; j < p->n_checks; j++)
-            if (p->checks[j].check == p->property->legality_conditions[i]) present = true;
-        if (!present) {
-            err(L, map_get(L, n, "legality") ? map_get(L, n, "legality") : n,
-                "pattern '%s' establishes '%s', whose legality_conditions include '%s': add "
-                "that check",
-                p->name, p->property->name, p->property->legality_conditions[i]->name);
-            return;
+    for (int k = 0; k < p->n_properties; k++) {
+        const mcir_property_decl *prop = p->properties[k];
+        for (int i = 0; i < prop->n_conditions; i++) {
+            bool present = false;
+            for (int j = 0; j < p->n_checks; j++)
+                if (p->checks[j].check == prop->legality_conditions[i]) present = true;
+            if (!present) {
+                err(L, map_get(L, n, "legality") ? map_get(L, n, "legality") : n,
+                    "pattern '%s' establishes '%s', whose legality_conditions include '%s': "
+                    "add that check",
+                    p->name, prop->name, prop->legality_conditions[i]->name);
+                return;
+            }
         }
     }
     v = map_get(L, n, "rewrite");

@@ -94,7 +94,11 @@ typedef struct mcir_state_decl {
 typedef struct mcir_pattern {
     const char *name;
     const char *description;
+    /* the properties it establishes ("property: name" or a list); the
+     * first is the one the trace names */
     const mcir_property_decl *property;
+    int n_properties;
+    const mcir_property_decl **properties;
     int n_nodes;
     mcir_pattern_node *nodes;
     int n_vars;

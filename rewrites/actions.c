@@ -457,7 +457,8 @@ static bool done_annotate_only(const mcir_action_ctx *a) {
     mcir_node *nodes[MCIR_ACTION_MAX_RESULTS];
     int k = target_nodes(a, nodes, MCIR_ACTION_MAX_RESULTS);
     for (int i = 0; i < k; i++)
-        if (!mcir_node_has_property(nodes[i], a->p->property->name)) return false;
+        for (int j = 0; j < a->p->n_properties; j++)
+            if (!mcir_node_has_property(nodes[i], a->p->properties[j]->name)) return false;
     return true;
 }
 

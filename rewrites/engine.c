@@ -89,6 +89,12 @@ static json_t *record_new(const attempt *at, const mcir_match *m) {
     json_object_set_new(r, "stage", json_string("rewrite"));
     json_object_set_new(r, "rule", json_string(p->name));
     json_object_set_new(r, "property", json_string(p->property->name));
+    if (p->n_properties > 1) {
+        json_t *all = json_array();
+        for (int i = 0; i < p->n_properties; i++)
+            json_array_append_new(all, json_string(p->properties[i]->name));
+        json_object_set_new(r, "properties", all);
+    }
     json_object_set_new(r, "action", json_string(mcir_action_descs[p->action].name));
     const mcir_node *anchor = at->candidate;
     if (m && m->nodes[0]) anchor = m->nodes[0];
@@ -249,7 +255,8 @@ static bool on_match(const mcir_match *m, void *ctx) {
         if (ok) {
             at->applied = true;
             for (int i = 0; i < ac.n_results; i++)
-                mcir_node_add_property(e->g, ac.results[i], p->property->name);
+                for (int k = 0; k < p->n_properties; k++)
+                    mcir_node_add_property(e->g, ac.results[i], p->properties[k]->name);
             if (impl->structural) remove_unused(e->g, m);
             json_object_set_new(rec, "decision", json_string("applied"));
             json_t *result = json_array();
@@ -444,8 +451,13 @@ void mcir_trace_print_human(const mcir_trace *t, FILE *out) {
         if (anchor) fprintf(out, " at '%s'", anchor);
         const char *property = json_string_value(json_object_get(r, "property"));
         const char *action = json_string_value(json_object_get(r, "action"));
-        if (property && action) fprintf(out, " (%s -> %s)", property, action);
-        else if (property) fprintf(out, " (%s)", property);
+        const json_t *all = json_object_get(r, "properties");
+        if (property) {
+            fprintf(out, " (%s", property);
+            for (size_t k = 1; k < json_array_size(all); k++)
+                fprintf(out, " + %s", json_string_value(json_array_get(all, k)));
+            fprintf(out, "%s%s)", action ? " -> " : "", action ? action : "");
+        }
         fputc('\n', out);
         const json_t *matched = json_object_get(r, "matched");
         if (json_array_size(matched)) {
