@@ -52,6 +52,7 @@ typedef struct exact {
      * and some ends there.  Any other section's live set is contained in a
      * neighbour's, so its bound is implied and is not checked. */
     int32_t *cliques; /* their indices, ascending */
+    int32_t hot_section; /* where the floor test failed last */
     size_t n_cliques;
     int64_t *minoff, *off, *solution; /* off < 0: unplaced */
     int32_t *rank;
@@ -97,7 +98,7 @@ static int exact_solve_part(exact *ex, size_t list_at, size_t count,
  * at `last_off`: the floor (the highest placed top there, at least the last
  * offset, at least the lowest min offset of an unplaced buffer there) plus
  * the unplaced bytes live there must fit the target. */
-static bool exact_sections_ok(const exact *ex, int32_t s0, int32_t s1,
+static bool exact_sections_ok(exact *ex, int32_t s0, int32_t s1,
                               int64_t last_off)
 {
     size_t lo = 0, hi = ex->n_cliques;
@@ -109,12 +110,20 @@ static bool exact_sections_ok(const exact *ex, int32_t s0, int32_t s1,
             hi = mid;
     }
     /* Two passes: the cheap floor test fails most nodes before any
-     * section's member list is scanned. */
+     * section's member list is scanned.  The section that failed last is
+     * tried first: neighbouring nodes tend to fail at the same place. */
+    int32_t hot = ex->hot_section;
+    if (hot >= s0 && hot < s1 && ex->total[hot] > 0 &&
+        (ex->floor[hot] > last_off ? ex->floor[hot] : last_off) +
+                ex->total[hot] > ex->target)
+        return false;
     for (size_t c = lo; c < ex->n_cliques && ex->cliques[c] < s1; c++) {
         int32_t s = ex->cliques[c];
         int64_t f = ex->floor[s] > last_off ? ex->floor[s] : last_off;
-        if (ex->total[s] > 0 && f + ex->total[s] > ex->target)
+        if (ex->total[s] > 0 && f + ex->total[s] > ex->target) {
+            ex->hot_section = s;
             return false;
+        }
     }
     for (size_t c = lo; c < ex->n_cliques && ex->cliques[c] < s1; c++) {
         int32_t s = ex->cliques[c];
