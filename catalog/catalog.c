@@ -1169,23 +1169,17 @@ static void load_document(loader *L) {
         return;
     }
     yaml_node_t *props = map_get(L, root, "properties");
-    if (props) {
-        if (props->type != YAML_SEQUENCE_NODE)
-            err(L, props, "'properties' must be a list");
-        else if (too_long(L, props, (int)(sizeof L->props / sizeof L->props[0]), "properties"))
-            ;
-        else
-            for (int i = 0; i < seq_len(props); i++) parse_property(L, seq_item(L, props, i));
-    }
+    int max_props = (int)(sizeof L->props / sizeof L->props[0]);
+    if (props && props->type != YAML_SEQUENCE_NODE)
+        err(L, props, "'properties' must be a list");
+    else if (props && !too_long(L, props, max_props, "properties"))
+        for (int i = 0; i < seq_len(props); i++) parse_property(L, seq_item(L, props, i));
     yaml_node_t *pats = map_get(L, root, "patterns");
-    if (pats) {
-        if (pats->type != YAML_SEQUENCE_NODE)
-            err(L, pats, "'patterns' must be a list");
-        else if (too_long(L, pats, (int)(sizeof L->pats / sizeof L->pats[0]), "patterns"))
-            ;
-        else
-            for (int i = 0; i < seq_len(pats); i++) parse_pattern(L, seq_item(L, pats, i));
-    }
+    int max_pats = (int)(sizeof L->pats / sizeof L->pats[0]);
+    if (pats && pats->type != YAML_SEQUENCE_NODE)
+        err(L, pats, "'patterns' must be a list");
+    else if (pats && !too_long(L, pats, max_pats, "patterns"))
+        for (int i = 0; i < seq_len(pats); i++) parse_pattern(L, seq_item(L, pats, i));
 }
 
 static void commit(loader *L) {
