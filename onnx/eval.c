@@ -56,8 +56,8 @@ ox_value *ox_const_new(ox *x, int elem, int rank, const int64_t *shape) {
     for (int i = 0; i < rank; i++) {
         v->shape[i] = shape[i];
         if (shape[i] < 0 || mcir_mul_overflows(v->numel, shape[i], &v->numel) ||
-            v->numel > ((int64_t)1 << 34)) {
-            ox_error(x, "constant of %d dims is too large", rank);
+            v->numel > OX_MAX_CONST_ELEMS) {
+            ox_error(x, "a constant of more than 2^28 elements is not supported");
             return NULL;
         }
     }

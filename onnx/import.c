@@ -297,7 +297,9 @@ static uint8_t *read_external(ox *x, const Onnx__TensorProto *tp, const char *wh
                  strerror(errno));
         return NULL;
     }
-    uint8_t *buf = malloc(want ? want : 1);
+    off_t size = fseeko(f, 0, SEEK_END) == 0 ? ftello(f) : -1;
+    uint8_t *buf = size >= 0 && (uint64_t)size >= (uint64_t)offset + want ? malloc(want ? want : 1)
+                                                                         : NULL;
     bool ok = buf && fseeko(f, (off_t)offset, SEEK_SET) == 0 &&
               fread(buf, 1, want, f) == want;
     fclose(f);
@@ -333,42 +335,50 @@ static ox_value *tensor_value(ox *x, const Onnx__TensorProto *tp, const char *wh
         }
     int64_t numel = 1;
     for (size_t i = 0; i < tp->n_dims; i++)
-        if (mcir_mul_overflows(numel, tp->dims[i], &numel) || numel > ((int64_t)1 << 34)) {
-            ox_error(x, "%s is too large (more than 2^34 elements)", what);
+        if (mcir_mul_overflows(numel, tp->dims[i], &numel) || numel > OX_MAX_CONST_ELEMS) {
+            ox_error(x, "%s is too large (more than 2^28 elements)", what);
             return NULL;
         }
+    size_t es = elem_size(elem), want = (size_t)numel * es;
+    bool external = tp->has_data_location &&
+                    tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    /* sizes are checked before anything is allocated */
+    if (!external && tp->has_raw_data && tp->raw_data.len != want) {
+        ox_error(x, "%s: raw_data has %zu bytes, its shape and type need %zu", what,
+                 tp->raw_data.len, want);
+        return NULL;
+    }
+    size_t n = 0;
+    const char *field = NULL;
+    if (!external && !tp->has_raw_data) {
+        switch (elem) {
+        case OX_FLOAT: n = tp->n_float_data; field = "float_data"; break;
+        case OX_INT64: n = tp->n_int64_data; field = "int64_data"; break;
+        case OX_DOUBLE: n = tp->n_double_data; field = "double_data"; break;
+        case OX_UINT32: case OX_UINT64: n = tp->n_uint64_data; field = "uint64_data"; break;
+        default: n = tp->n_int32_data; field = "int32_data"; break;
+        }
+        if (n != (size_t)numel) {
+            ox_error(x, "%s: %s has %zu values, its shape needs %lld", what, field, n,
+                     (long long)numel);
+            return NULL;
+        }
+    }
+    uint8_t *ext = external ? read_external(x, tp, what, want) : NULL;
+    if (external && !ext) return NULL;
     ox_value *v = ox_const_new(x, elem, (int)tp->n_dims, tp->dims);
-    if (!v) return NULL;
-    size_t es = elem_size(elem), want = (size_t)v->numel * es;
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        uint8_t *buf = read_external(x, tp, what, want);
-        if (!buf) return NULL;
-        for (int64_t i = 0; i < v->numel; i++) store_raw(v, i, buf + (size_t)i * es);
-        free(buf);
+    if (!v) {
+        free(ext);
+        return NULL;
+    }
+    if (external) {
+        for (int64_t i = 0; i < v->numel; i++) store_raw(v, i, ext + (size_t)i * es);
+        free(ext);
         return v;
     }
     if (tp->has_raw_data) {
-        if (tp->raw_data.len != want) {
-            ox_error(x, "%s: raw_data has %zu bytes, its shape and type need %zu", what,
-                     tp->raw_data.len, want);
-            return NULL;
-        }
         for (int64_t i = 0; i < v->numel; i++) store_raw(v, i, tp->raw_data.data + (size_t)i * es);
         return v;
-    }
-    size_t n;
-    const char *field;
-    switch (elem) {
-    case OX_FLOAT: n = tp->n_float_data; field = "float_data"; break;
-    case OX_INT64: n = tp->n_int64_data; field = "int64_data"; break;
-    case OX_DOUBLE: n = tp->n_double_data; field = "double_data"; break;
-    case OX_UINT32: case OX_UINT64: n = tp->n_uint64_data; field = "uint64_data"; break;
-    default: n = tp->n_int32_data; field = "int32_data"; break;
-    }
-    if (n != (size_t)v->numel) {
-        ox_error(x, "%s: %s has %zu values, its shape needs %lld", what, field, n,
-                 (long long)v->numel);
-        return NULL;
     }
     for (int64_t i = 0; i < v->numel; i++) {
         switch (elem) {
@@ -785,7 +795,13 @@ static const struct {
 
 static bool h_elementwise(ox *x, ox_value **in, int n_in) {
     const char *op = x->node->op_type;
-    if (!strcmp(op, "Mod")) attr_int(x, "fmod", 0);
+    if (!strcmp(op, "Mod")) {
+        /* the evaluator's Mod: fmod for floats, the divisor's sign for ints */
+        int64_t fmod = attr_int(x, "fmod", 0);
+        if (!x->failed && (fmod != 0) != (ox_is_float(in[0]->elem) || ox_is_float(in[1]->elem)))
+            return ox_error(x, "fmod=%lld is not supported for %s operands", (long long)fmod,
+                            ox_elem_name(in[0]->elem));
+    }
     if (x->failed) return false;
     if (all_const(in, n_in)) {
         ox_value *o;
@@ -1182,6 +1198,10 @@ static int axes_arg(ox *x, ox_value **in, int n_in, int64_t *axes) {
     if (x->opset >= 13) {
         if (n_in > 1 && in[1] && !ox_ints_of(x, in[1], "axes", axes, &n, MCIR_MAX_RANK)) return -2;
     } else {
+        if (n_in > 1) {
+            ox_error(x, "axes as an input needs opset 13");
+            return -2;
+        }
         n = attr_ints(x, "axes", axes, MCIR_MAX_RANK);
     }
     return x->failed ? -2 : n;
@@ -1266,6 +1286,7 @@ static bool h_split(ox *x, ox_value **in, int n_in) {
     if (x->opset >= 13) {
         if (n_in > 1 && in[1] && !ox_ints_of(x, in[1], "split", sizes, &k, 64)) return false;
     } else {
+        if (n_in > 1) return ox_error(x, "split as an input needs opset 13");
         k = attr_ints(x, "split", sizes, 64);
         if (x->failed) return false;
     }

@@ -76,7 +76,9 @@ static inline bool ox_is_float(int elem) {
 const char *ox_elem_name(int elem);
 bool ox_elem_supported(int elem);
 
-/* Constants. */
+/* Constants. Their size is bounded (an import-time value, or an
+ * initializer whose data must be in memory anyway): 2^28 elements. */
+#define OX_MAX_CONST_ELEMS ((int64_t)1 << 28)
 ox_value *ox_const_new(ox *x, int elem, int rank, const int64_t *shape);
 double ox_get(const ox_value *v, int64_t i);
 int64_t ox_geti(const ox_value *v, int64_t i);

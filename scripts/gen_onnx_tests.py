@@ -288,6 +288,14 @@ def gen_bad():
     m.graph.initializer[0].dims[:] = [1 << 40, 1 << 40]
     put("huge_dims.onnx", m.SerializeToString())
     m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.initializer[0].dims[:] = [1 << 31]  # found by scripts/fuzz_onnx.py
+    put("dims_without_data.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.initializer[0].ClearField("raw_data")
+    m.graph.initializer[0].dims[:] = [1 << 14, 1 << 13]
+    m.graph.initializer[0].float_data[:] = [1.0, 2.0]
+    put("typed_data_short.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
     m.graph.initializer[0].dims[:] = [-2, -4]
     put("negative_dims.onnx", m.SerializeToString())
     m = onnx.ModelProto(); m.CopyFrom(good)
