@@ -423,8 +423,12 @@ typedef struct mcir_env mcir_env;
 
 mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed);
 void mcir_env_free(mcir_env *e);
-/* The tensor's values, or NULL if not computed / set yet. */
+/* The tensor's values, or NULL if not computed / set yet. After a run,
+ * intermediates have been freed at their last use (NULL) unless
+ * mcir_env_keep_all was set; inputs, weights and outputs stay. */
 float *mcir_env_get(mcir_env *e, const mcir_tensor *t);
+/* Keep every intermediate after a run (for tests and debugging). */
+void mcir_env_keep_all(mcir_env *e, bool keep);
 /* Copies n f32 values in (rounded to the tensor's dtype). */
 void mcir_env_set(mcir_env *e, const mcir_tensor *t, const float *values);
 /* Sets a tensor from storage-dtype bytes. */
