@@ -1359,7 +1359,7 @@ static bool h_slice(ox *x, ox_value **in, int n_in) {
         na = attr_ints(x, "axes", axes, MCIR_MAX_RANK);
         if (x->failed) return false;
     } else {
-        if (n_in < 3) return ox_error(x, "starts and ends are required");
+        if (n_in < 3 || !in[1] || !in[2]) return ox_error(x, "starts and ends are required");
         if (!ox_ints_of(x, in[1], "starts", starts, &ns, MCIR_MAX_RANK) ||
             !ox_ints_of(x, in[2], "ends", ends, &ne, MCIR_MAX_RANK) ||
             (n_in > 3 && in[3] && !ox_ints_of(x, in[3], "axes", axes, &na, MCIR_MAX_RANK)) ||
@@ -1767,7 +1767,8 @@ static bool import_node(ox *x) {
         const char *s = np->input[i];
         in[i] = NULL;
         if (!s || !*s) {
-            if (i < ox_ops[k].min_in) return ox_error(x, "required input %d is empty", i);
+            if (i < ox_ops[k].min_in || ox_ops[k].max_in < 0)
+                return ox_error(x, "required input %d is empty", i);
             continue;
         }
         ox_entry *e = lookup(x, s, false);

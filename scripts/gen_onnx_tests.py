@@ -296,6 +296,14 @@ def gen_bad():
     m.graph.initializer[0].float_data[:] = [1.0, 2.0]
     put("typed_data_short.onnx", m.SerializeToString())
     m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.node[1].op_type = "Max"  # variadic op with an empty input (fuzzer)
+    m.graph.node[1].input[1] = ""
+    put("variadic_empty_input.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.node[1].op_type = "Slice"
+    m.graph.node[1].input.extend(["", ""])
+    put("slice_empty_starts.onnx", m.SerializeToString())
+    m = onnx.ModelProto(); m.CopyFrom(good)
     m.graph.initializer[0].dims[:] = [-2, -4]
     put("negative_dims.onnx", m.SerializeToString())
     m = onnx.ModelProto(); m.CopyFrom(good)
