@@ -100,7 +100,8 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     int ra = cg_read_index(kp, A), rb = cg_read_index(kp, B), wc = cg_write_index(kp, C);
     int64_t sa = uniform_stride(A, C), sb = uniform_stride(B, C);
     if (kp->n_nodes == 1 && kp->n_writes == 1 && ra >= 0 && rb >= 0 && wc >= 0 && sa >= 0 &&
-        sb >= 0 && A->dtype == B->dtype && A->dtype == C->dtype) {
+        sb >= 0 && A->dtype == B->dtype && A->dtype == C->dtype && M < (1ll << 31) &&
+        N < (1ll << 31) && K < (1ll << 31) && batch < (1ll << 31)) {
         g->ok = true;
         g->trans_a = ta;
         g->trans_b = tb;

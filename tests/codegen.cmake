@@ -8,6 +8,14 @@ set_tests_properties(test_codegen PROPERTIES TIMEOUT 900)
 mcir_check_test(test_gpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu.c
                 LIBS mcir_codegen_testutil)
 set_tests_properties(test_gpu PROPERTIES TIMEOUT 900)
+# With the kernel planner built, the examples are planned by it (else one
+# kernel per node, cgt_plan_naive).
+if(TARGET mcir_kernelplan)
+  foreach(t test_codegen test_gpu)
+    target_link_libraries(${t} PRIVATE mcir_kernelplan)
+    target_compile_definitions(${t} PRIVATE MCIR_HAVE_KERNELPLAN=1)
+  endforeach()
+endif()
 if(MCIR_SANITIZE)
   # NVRTC's own allocations are reported by LeakSanitizer; suppressed by
   # library name only (tests/lsan-codegen.supp).

@@ -1,3 +1,304 @@
-#include <stdio.h>
-#include "codegen/codegen.h"
-int main(void) { char why[256]; if (!mcir_gpu_available(why, sizeof why)) { printf("skip: %s\n", why); return 77; } return 0; }
+/*
+ * test_gpu.c — GPU against the CPU reference interpreter: every bundled
+ * example (examples/NAME/graph.json, with the inputs examples/index.json
+ * names, other inputs seeded), planned by the kernel planner (or one
+ * kernel per node where the planner is not built in), compiled for the
+ * device, run in each allocation mode (pool, lazy, eager); plus targeted
+ * graphs for the templates' edge cases (attention with odd Nq/Nk, causal,
+ * masks, head dims 80 and 256; wide norms; conv/pool; matmul epilogues).
+ * Outputs must match: max |gpu - cpu| / max(|cpu|) within 1e-3 for f32,
+ * 2e-2 for f16/bf16. Out of device memory must fail with what was asked
+ * and what was free. Exits 77 where no GPU / driver is present.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen_util.h"
+
+#ifdef MCIR_HAVE_KERNELPLAN
+static const bool have_planner = true;
+#else
+static const bool have_planner = false;
+#endif
+
+static char cache_dir[256];
+static const char *src_dir(void) {
+    const char *s = getenv("MCIR_SOURCE_DIR");
+    return s ? s : "..";
+}
+
+typedef struct planned {
+    mcir_plan *plan;
+    mcir_memory_plan *mem;
+    bool own;   /* from the real planner: free with mcir_plan_free */
+} planned;
+
+static planned plan_graph(mcir_graph *g, mcir_diag *d) {
+    planned r = {0};
+#ifdef MCIR_HAVE_KERNELPLAN
+    r.plan = mcir_plan_build(g, mcir_target_find("sm_90"), NULL, d);
+    if (r.plan) {
+        r.mem = mcir_memory_plan_build(r.plan, NULL, NULL, d);
+        r.own = true;
+        return r;
+    }
+#endif
+    (void)d;
+    r.plan = cgt_plan_naive(g, "sm_90");
+    return r;
+}
+
+static void planned_free(planned *r) {
+#ifdef MCIR_HAVE_KERNELPLAN
+    if (r->own) {
+        if (r->mem) mcir_memory_plan_free(r->mem);
+        mcir_plan_free(r->plan);
+    }
+#endif
+    (void)r;
+}
+
+static double tolerance(mcir_dtype t) { return t == MCIR_DTYPE_F32 ? 1e-3 : 2e-2; }
+
+/* Compares every graph output of gpu against cpu; prints the error. */
+static bool outputs_match(const mcir_graph *g, mcir_env *cpu, mcir_env *gpu, const char *what) {
+    bool ok = true;
+    for (int i = 0; i < g->n_outputs; i++) {
+        const mcir_tensor *t = g->outputs[i];
+        const float *c = mcir_env_get(cpu, t), *v = mcir_env_get(gpu, t);
+        if (!c || !v) {
+            fprintf(stderr, "%s: output %s missing\n", what, t->name);
+            ok = false;
+            continue;
+        }
+        double maxref = 0, maxerr = 0;
+        int64_t n = mcir_tensor_numel(t), worst = 0;
+        for (int64_t j = 0; j < n; j++) {
+            if (fabs(c[j]) > maxref) maxref = fabs(c[j]);
+            double e = fabs((double)c[j] - (double)v[j]);
+            if (isnan(v[j]) != isnan(c[j])) e = INFINITY;
+            if (e > maxerr) { maxerr = e; worst = j; }
+        }
+        double rel = maxerr / (maxref > 1e-6 ? maxref : 1e-6);
+        bool good = rel <= tolerance(t->dtype);
+        fprintf(stderr, "  %-40s %-10s %s max err %.3g (rel %.3g, at %lld: cpu %g gpu %g)\n", what, t->name,
+                good ? "ok  " : "FAIL", maxerr, rel, (long long)worst, c[worst], v[worst]);
+        ok = ok && good;
+    }
+    return ok;
+}
+
+/* Seeds every input (seed 7) the same way in both envs, or loads it. */
+static void set_inputs(const mcir_graph *g, mcir_env *a, mcir_env *b, json_t *inputs, const char *exdir) {
+    for (int i = 0; i < g->n_inputs; i++) {
+        const mcir_tensor *t = g->inputs[i];
+        json_t *path = inputs ? json_object_get(inputs, t->name) : NULL;
+        if (path && json_is_string(path)) {
+            char full[1024];
+            snprintf(full, sizeof full, "%s/%s", exdir, json_string_value(path));
+            mcir_npy npy;
+            mcir_diag d = mcir_diag_stderr();
+            if (mcir_npy_read(full, &npy, &d)) {
+                mcir_env_set_raw(a, t, npy.data);
+                mcir_env_set_raw(b, t, npy.data);
+                mcir_npy_free(&npy);
+                continue;
+            }
+        }
+        float *v = malloc(sizeof(float) * (size_t)mcir_tensor_numel(t));
+        mcir_fill_seeded(t, 7, v);
+        mcir_env_set(a, t, v);
+        mcir_env_set(b, t, v);
+        free(v);
+    }
+}
+
+static bool check_graph(mcir_graph *g, const char *what, json_t *inputs, const char *exdir) {
+    mcir_diag d = mcir_diag_stderr();
+    planned pl = plan_graph(g, &d);
+    ck_assert_ptr_nonnull(pl.plan);
+    mcir_codegen *cg = mcir_codegen_new(pl.plan, pl.mem, &d);
+    ck_assert_msg(cg != NULL, "%s: codegen failed", what);
+    mcir_env *cpu = mcir_env_new(g, 7);
+    ck_assert(cpu != NULL);
+    bool ok = true;
+    static const mcir_alloc_mode modes[] = {MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY, MCIR_ALLOC_EAGER};
+    mcir_env *gpu0 = mcir_env_new(g, 7);
+    set_inputs(g, cpu, gpu0, inputs, exdir);
+    mcir_env_free(gpu0);
+    ck_assert(mcir_interp_run(g, cpu, &d));
+    for (int m = 0; m < 3; m++) {
+        mcir_env *gpu = mcir_env_new(g, 7);
+        mcir_env *dummy = mcir_env_new(g, 7);
+        set_inputs(g, gpu, dummy, inputs, exdir);
+        mcir_env_free(dummy);
+        mcir_gpu_stats st;
+        char label[200];
+        snprintf(label, sizeof label, "%s [%s]", what, mcir_alloc_mode_name(modes[m]));
+        if (!mcir_gpu_run(cg, gpu, modes[m], &st, &d)) {
+            fprintf(stderr, "%s: GPU run failed\n", label);
+            ok = false;
+        } else {
+            fprintf(stderr, "%s on %s: %.3f ms, peak %lld bytes\n", label, st.device_name, st.elapsed_ms,
+                    (long long)st.peak_device_bytes);
+            ok = outputs_match(g, cpu, gpu, label) && ok;
+        }
+        mcir_env_free(gpu);
+    }
+    mcir_env_free(cpu);
+    mcir_codegen_free(cg);
+    planned_free(&pl);
+    return ok;
+}
+
+START_TEST(test_examples_match_cpu) {
+    char dir[1024], path[1400];
+    snprintf(dir, sizeof dir, "%s/examples", src_dir());
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    json_t *index = json_load_file(path, 0, NULL);
+    DIR *dd = opendir(dir);
+    ck_assert_ptr_nonnull(dd);
+    struct dirent *e;
+    int count = 0, failed = 0;
+    fprintf(stderr, "planner: %s\n", have_planner ? "kernelplan" : "one kernel per node");
+    while ((e = readdir(dd))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s/graph.json", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        fclose(f);
+        mcir_diag d = mcir_diag_stderr();
+        mcir_graph *g = mcir_graph_read_json(path, &d);
+        ck_assert_msg(g != NULL, "cannot read %s", path);
+        json_t *entry = index ? json_object_get(index, e->d_name) : NULL;
+        json_t *inputs = entry ? json_object_get(entry, "inputs") : NULL;
+        if (!check_graph(g, e->d_name, inputs, dir)) failed++;
+        count++;
+        mcir_graph_free(g);
+    }
+    closedir(dd);
+    json_decref(index);
+    ck_assert_int_gt(count, 0);
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/* Edge cases of the templates, small enough for the CPU reference. */
+static const char *const EDGE[] = {
+    /* attention: odd sizes, causal with Nk > Nq, head dim 80, f16 and f32 */
+    "{\"mcir\":1,\"name\":\"att_c80\",\"inputs\":[{\"name\":\"q\",\"dtype\":\"f16\",\"shape\":[2,3,77,80]},"
+    "{\"name\":\"k\",\"dtype\":\"f16\",\"shape\":[2,3,196,80]},{\"name\":\"v\",\"dtype\":\"f16\",\"shape\":[2,3,196,80]}],"
+    "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":[\"y\"],\"attrs\":{\"causal\":true}}],"
+    "\"outputs\":[\"y\"]}",
+    "{\"mcir\":1,\"name\":\"att_m256\",\"inputs\":[{\"name\":\"q\",\"dtype\":\"bf16\",\"shape\":[1,2,77,256]},"
+    "{\"name\":\"k\",\"dtype\":\"bf16\",\"shape\":[1,2,196,256]},{\"name\":\"v\",\"dtype\":\"bf16\",\"shape\":[1,2,196,256]},"
+    "{\"name\":\"m\",\"dtype\":\"bf16\",\"shape\":[1,1,77,196]}],"
+    "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\",\"m\"],\"outputs\":[\"y\"]}],"
+    "\"outputs\":[\"y\"]}",
+    "{\"mcir\":1,\"name\":\"att_f32\",\"inputs\":[{\"name\":\"q\",\"dtype\":\"f32\",\"shape\":[2,5,33,40]},"
+    "{\"name\":\"k\",\"dtype\":\"f32\",\"shape\":[2,5,20,40]},{\"name\":\"v\",\"dtype\":\"f32\",\"shape\":[2,5,20,24]}],"
+    "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":[\"y\"],\"attrs\":{\"causal\":true}}],"
+    "\"outputs\":[\"y\"]}",
+    /* norms, wide rows */
+    "{\"mcir\":1,\"name\":\"wide\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[3,262144]},"
+    "{\"name\":\"g\",\"dtype\":\"f32\",\"shape\":[262144]}],"
+    "\"nodes\":[{\"name\":\"sm\",\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y1\"]},"
+    "{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\"],\"outputs\":[\"y2\"]},"
+    "{\"name\":\"rn\",\"op\":\"rmsnorm\",\"inputs\":[\"x\",\"g\"],\"outputs\":[\"y3\"]}],"
+    "\"outputs\":[\"y1\",\"y2\",\"y3\"]}",
+    /* conv + pools + reductions + copies */
+    "{\"mcir\":1,\"name\":\"misc\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[2,6,15,17]},"
+    "{\"name\":\"w\",\"dtype\":\"f32\",\"shape\":[8,3,3,3]},{\"name\":\"cb\",\"dtype\":\"f32\",\"shape\":[8]}],"
+    "\"nodes\":[{\"name\":\"cv\",\"op\":\"conv2d\",\"inputs\":[\"x\",\"w\",\"cb\"],\"outputs\":[\"c\"],"
+    "\"attrs\":{\"strides\":[2,1],\"pads\":[1,1,1,1],\"dilations\":[1,2],\"groups\":2}},"
+    "{\"name\":\"re\",\"op\":\"relu\",\"inputs\":[\"c\"],\"outputs\":[\"cr\"]},"
+    "{\"name\":\"mp\",\"op\":\"max_pool2d\",\"inputs\":[\"cr\"],\"outputs\":[\"p1\"],\"attrs\":{\"kernel\":[3,3],\"strides\":[2,2],\"pads\":[1,1,1,1]}},"
+    "{\"name\":\"ap\",\"op\":\"avg_pool2d\",\"inputs\":[\"cr\"],\"outputs\":[\"p2\"],\"attrs\":{\"kernel\":[2,3],\"pads\":[1,1,0,1]}},"
+    "{\"name\":\"gp\",\"op\":\"global_avg_pool\",\"inputs\":[\"cr\"],\"outputs\":[\"p3\"]},"
+    "{\"name\":\"rs\",\"op\":\"reduce_sum\",\"inputs\":[\"x\"],\"outputs\":[\"s1\"],\"attrs\":{\"axes\":[1,3]}},"
+    "{\"name\":\"rx\",\"op\":\"reduce_max\",\"inputs\":[\"x\"],\"outputs\":[\"s3\"],\"attrs\":{\"axes\":[0,2],\"keepdims\":false}},"
+    "{\"name\":\"t2\",\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"xt\"],\"attrs\":{\"perm\":[0,1,3,2]}},"
+    "{\"name\":\"sl\",\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"xs\"],\"attrs\":{\"axis\":2,\"start\":-2,\"end\":1,\"step\":-3}},"
+    "{\"name\":\"sp\",\"op\":\"split\",\"inputs\":[\"x\"],\"outputs\":[\"xa\",\"xb\"],\"attrs\":{\"axis\":1,\"sizes\":[2,4]}},"
+    "{\"name\":\"cc\",\"op\":\"concat\",\"inputs\":[\"xb\",\"xa\"],\"outputs\":[\"xc\"],\"attrs\":{\"axis\":1}}],"
+    "\"outputs\":[\"p1\",\"p2\",\"p3\",\"s1\",\"s3\",\"xt\",\"xs\",\"xc\"]}",
+    /* matmul + bias + gelu, transposed B, f16 */
+    "{\"mcir\":1,\"name\":\"mm\",\"inputs\":[{\"name\":\"a\",\"dtype\":\"f16\",\"shape\":[3,77,67]},"
+    "{\"name\":\"b\",\"dtype\":\"f16\",\"shape\":[130,67]},{\"name\":\"bias\",\"dtype\":\"f16\",\"shape\":[130]}],"
+    "\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"c\"],\"attrs\":{\"transpose_b\":true}},"
+    "{\"name\":\"ad\",\"op\":\"add\",\"inputs\":[\"c\",\"bias\"],\"outputs\":[\"h\"]},"
+    "{\"name\":\"ge\",\"op\":\"gelu\",\"inputs\":[\"h\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
+};
+
+START_TEST(test_template_edge_cases_match_cpu) {
+    int failed = 0;
+    for (size_t i = 0; i < sizeof EDGE / sizeof *EDGE; i++) {
+        mcir_graph *g = cgt_graph(EDGE[i]);
+        if (!check_graph(g, g->name, NULL, NULL)) failed++;
+        mcir_graph_free(g);
+    }
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/* A 1 TiB intermediate from small inputs: the run fails, saying so. */
+START_TEST(test_out_of_device_memory_reports_sizes) {
+    mcir_graph *g = cgt_graph(
+        "{\"mcir\":1,\"name\":\"huge\",\"inputs\":[{\"name\":\"a\",\"dtype\":\"f32\",\"shape\":[524288,1]},"
+        "{\"name\":\"b\",\"dtype\":\"f32\",\"shape\":[1,524288]}],"
+        "\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"c\"]},"
+        "{\"name\":\"rs\",\"op\":\"reduce_sum\",\"inputs\":[\"c\"],\"outputs\":[\"y\"],\"attrs\":{\"axes\":[0,1]}}],"
+        "\"outputs\":[\"y\"]}");
+    mcir_plan *p = cgt_plan_naive(g, "sm_90");
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    mcir_diag d = mcir_diag_to(f);
+    mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
+    ck_assert_ptr_nonnull(cg);
+    mcir_env *env = mcir_env_new(g, 0);
+    mcir_gpu_stats st;
+    ck_assert(!mcir_gpu_run(cg, env, MCIR_ALLOC_EAGER, &st, &d));
+    fclose(f);
+    fprintf(stderr, "%s", buf);
+    ck_assert_ptr_nonnull(strstr(buf, "out of device memory"));
+    ck_assert_ptr_nonnull(strstr(buf, "1099511627776 bytes"));
+    ck_assert_ptr_nonnull(strstr(buf, "free of"));
+    free(buf);
+    mcir_env_free(env);
+    mcir_codegen_free(cg);
+    mcir_graph_free(g);
+}
+END_TEST
+
+int main(void) {
+    char why[256];
+    if (!mcir_gpu_available(why, sizeof why)) {
+        printf("skip: %s\n", why);
+        return 77;
+    }
+    if (!mcir_nvrtc_available(why, sizeof why)) {
+        printf("skip: %s\n", why);
+        return 77;
+    }
+    cgt_temp_cache(cache_dir, sizeof cache_dir);
+    Suite *s = suite_create("gpu");
+    TCase *tc = tcase_create("gpu");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_template_edge_cases_match_cpu);
+    tcase_add_test(tc, test_out_of_device_memory_reports_sizes);
+    tcase_add_test(tc, test_examples_match_cpu);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_set_fork_status(r, CK_NOFORK);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cache_dir);
+    return failed ? 1 : 0;
+}
