@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <dirent.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -579,6 +580,197 @@ START_TEST(test_deterministic) {
 }
 END_TEST
 
+/* ------------------------------------------------------- random graphs */
+
+/* A small random generator of decomposed attention and layer norm in the
+ * shapes exporters produce, with random perturbations (intermediates
+ * returned, softmax or mean over the wrong axis, non-constant scales):
+ * whatever fires must keep the outputs within tolerance. */
+typedef struct gen {
+    uint64_t s;
+    char *buf;
+    size_t len, cap;
+    int k;
+    char names[512][16];   /* tensor names handed out, by k */
+    char inputs[2048], weights[4096], nodes[16384], outputs[512];
+} gen;
+
+static char *gen_name(gen *g, char prefix) {
+    MCIR_ASSERT(g->k < 512);
+    char *name = g->names[g->k];
+    snprintf(name, sizeof g->names[0], "%c%d", prefix, g->k);
+    g->k++;
+    return name;
+}
+
+static unsigned gen_next(gen *g, unsigned n) {
+    g->s = g->s * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)(g->s >> 33) % n;
+}
+
+static void cat(char *dst, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void cat(char *dst, size_t cap, const char *fmt, ...) {
+    size_t len = strlen(dst);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+static const char *gen_input(gen *g, const char *shape, const char *dt) {
+    const char *name = gen_name(g, 'i');
+    cat(g->inputs, sizeof g->inputs, "%s{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": %s}",
+        g->inputs[0] ? ", " : "", name, dt, shape);
+    return name;
+}
+
+static const char *gen_const(gen *g, const char *shape, const char *value, const char *dt) {
+    const char *name = gen_name(g, 'c');
+    cat(g->weights, sizeof g->weights, "%s{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": %s%s%s}",
+        g->weights[0] ? ", " : "", name, dt, shape, value ? ", \"value\": " : "",
+        value ? value : "");
+    return name;
+}
+
+static const char *gen_op(gen *g, const char *op, const char *a, const char *b,
+                          const char *attrs) {
+    const char *out = gen_name(g, 't');
+    char ins[128];
+    if (b) snprintf(ins, sizeof ins, "\"%s\", \"%s\"", a, b);
+    else snprintf(ins, sizeof ins, "\"%s\"", a);
+    cat(g->nodes, sizeof g->nodes,
+        "%s{\"name\": \"n%s\", \"op\": \"%s\", \"inputs\": [%s], \"outputs\": [\"%s\"]%s%s%s}",
+        g->nodes[0] ? ", " : "", out, op, ins, out, attrs ? ", \"attrs\": " : "",
+        attrs ? attrs : "", "");
+    return out;
+}
+
+static void gen_output(gen *g, const char *t) {
+    cat(g->outputs, sizeof g->outputs, "%s\"%s\"", g->outputs[0] ? ", " : "", t);
+}
+
+/* A constant or runtime scaling of t, or none. */
+static const char *gen_scale(gen *g, const char *t, const char *dt) {
+    switch (gen_next(g, 6)) {
+    case 0: return gen_op(g, "scale", t, NULL, "{\"value\": 0.5}");
+    case 1: return gen_op(g, "mul", t, gen_const(g, "[]", "0.25", dt), NULL);
+    case 2: return gen_op(g, "mul", gen_const(g, "[1]", "[2.0]", dt), t, NULL);
+    case 3: return gen_op(g, "div", t, gen_const(g, "[]", "4.0", dt), NULL);
+    default: return t;
+    }
+}
+
+static void gen_attention(gen *g, const char *dt) {
+    int nq = 4 + 2 * (int)gen_next(g, 2), nk = 6, d = 4;
+    char shape[64];
+    snprintf(shape, sizeof shape, "[2, 2, %d, %d]", nq, d);
+    const char *q = gen_scale(g, gen_input(g, shape, dt), dt);
+    snprintf(shape, sizeof shape, "[2, 2, %d, 3]", nk);
+    const char *v = gen_input(g, shape, dt);
+    const char *s;
+    switch (gen_next(g, 3)) {
+    case 0: { /* K through a transpose of the last two dims */
+        snprintf(shape, sizeof shape, "[2, 2, %d, %d]", nk, d);
+        const char *k = gen_scale(g, gen_input(g, shape, dt), dt);
+        const char *kt = gen_op(g, "transpose", k, NULL, "{\"perm\": [0, 1, 3, 2]}");
+        s = gen_op(g, "matmul", q, kt, NULL);
+        break;
+    }
+    case 1: { /* transpose_b */
+        snprintf(shape, sizeof shape, "[2, 2, %d, %d]", nk, d);
+        const char *k = gen_scale(g, gen_input(g, shape, dt), dt);
+        s = gen_op(g, "matmul", q, k, "{\"transpose_b\": true}");
+        break;
+    }
+    default: { /* one transpose from [B, N, H, d] */
+        snprintf(shape, sizeof shape, "[2, %d, 2, %d]", nk, d);
+        const char *k = gen_input(g, shape, dt);
+        const char *kt = gen_op(g, "transpose", k, NULL, "{\"perm\": [0, 2, 3, 1]}");
+        s = gen_op(g, "matmul", q, kt, NULL);
+        break;
+    }
+    }
+    s = gen_scale(g, s, dt);
+    if (gen_next(g, 10) == 0) gen_output(g, s);
+    switch (gen_next(g, 3)) {
+    case 0: { /* constant causal mask */
+        char value[2048] = "[";
+        for (int i = 0; i < nq; i++) {
+            cat(value, sizeof value, "%s[", i ? ", " : "");
+            for (int j = 0; j < nk; j++)
+                cat(value, sizeof value, "%s%s", j ? ", " : "", j <= i + nk - nq ? "0" : "-10000");
+            cat(value, sizeof value, "]");
+        }
+        cat(value, sizeof value, "]");
+        snprintf(shape, sizeof shape, "[%d, %d]", nq, nk);
+        s = gen_op(g, "add", gen_const(g, shape, value, dt), s, NULL);
+        break;
+    }
+    case 1:
+        snprintf(shape, sizeof shape, "[2, 1, 1, %d]", nk);
+        s = gen_op(g, "add", s, gen_input(g, shape, dt), NULL);
+        break;
+    default: break;
+    }
+    const char *p = gen_op(g, "softmax", s, NULL,
+                           gen_next(g, 8) ? "{\"axis\": -1}" : "{\"axis\": -2}");
+    if (gen_next(g, 10) == 0) gen_output(g, p);
+    gen_output(g, gen_op(g, "matmul", p, v, NULL));
+}
+
+static void gen_layernorm(gen *g, const char *dt) {
+    const char *x = gen_input(g, "[3, 5, 16]", dt);
+    const char *mean = gen_op(g, "reduce_mean", x, NULL,
+                              gen_next(g, 8) ? "{\"axes\": [-1]}" : "{\"axes\": [1]}");
+    const char *xc = gen_op(g, "sub", x, mean, NULL);
+    const char *sq = gen_next(g, 2) ? gen_op(g, "mul", xc, xc, NULL)
+                                    : gen_op(g, "pow", xc, gen_const(g, "[]", "2.0", dt),
+                                             NULL);
+    const char *var = gen_op(g, "reduce_mean", sq, NULL, "{\"axes\": [-1]}");
+    const char *ve = gen_op(g, "add", var, gen_const(g, "[]", "1e-5", dt), NULL);
+    const char *y = gen_next(g, 2)
+                        ? gen_op(g, "div", xc, gen_op(g, "sqrt", ve, NULL, NULL), NULL)
+                        : gen_op(g, "mul", gen_op(g, "rsqrt", ve, NULL, NULL), xc, NULL);
+    if (gen_next(g, 10) == 0) gen_output(g, xc);
+    if (gen_next(g, 3)) y = gen_op(g, "mul", y, gen_const(g, "[16]", NULL, dt), NULL);
+    if (gen_next(g, 2)) y = gen_op(g, "add", gen_const(g, "[16]", NULL, dt), y, NULL);
+    gen_output(g, y);
+}
+
+START_TEST(test_random_graphs) {
+    mcir_catalog *c = default_catalog(NULL);
+    int fused = 0;
+    for (int seed = 1; seed <= 60; seed++) {
+        gen g;
+        memset(&g, 0, sizeof g);
+        g.s = (uint64_t)seed * 0x9e3779b97f4a7c15ull;
+        const char *dt = gen_next(&g, 3) ? "f32" : "f16";
+        int parts = 1 + (int)gen_next(&g, 3);
+        for (int i = 0; i < parts; i++) {
+            if (gen_next(&g, 3)) gen_attention(&g, dt);
+            else gen_layernorm(&g, dt);
+        }
+        char *json = malloc(32768);
+        ck_assert_ptr_nonnull(json);
+        snprintf(json, 32768,
+                 "{\"mcir\": 1, \"name\": \"random%d\", \"inputs\": [%s], \"weights\": [%s],"
+                 " \"nodes\": [%s], \"outputs\": [%s]}",
+                 seed, g.inputs, g.weights, g.nodes, g.outputs);
+        mcir_diag d = mcir_diag_stderr();
+        mcir_graph *graph = mcir_graph_read_json_string(json, "random.json", &d);
+        ck_assert_msg(graph != NULL, "seed %d: %s", seed, json);
+        rewritten r = rewrite_graph(graph, c, NULL);
+        fused += count_op(r.g, MCIR_OP_ATTENTION) + count_op(r.g, MCIR_OP_LAYERNORM);
+        assert_verifies(&r);
+        rewritten_free(&r);
+        free(json);
+    }
+    ck_assert_int_ge(fused, 30);
+    mcir_catalog_free(c);
+}
+END_TEST
+
 /* -------------------------------------------------------------- golden */
 
 static char *slurp(const char *path) {
@@ -709,6 +901,7 @@ static Suite *rewrites_suite(void) {
     tcase_set_timeout(ex, 900);
     tcase_add_loop_test(ex, test_examples, 0, (int)(sizeof examples / sizeof examples[0]));
     tcase_add_test(ex, test_deterministic);
+    tcase_add_test(ex, test_random_graphs);
     suite_add_tcase(s, ex);
     TCase *gold = tcase_create("golden");
     tcase_set_timeout(gold, 600);
