@@ -371,7 +371,9 @@ static bool run_pattern(engine *e, const mcir_pattern *p) {
         if (at.applied) {
             json_decref(at.best);
             applied = true;
-            settle(e, p->name);
+            /* annotations, groups and in-place marks leave the structure
+             * as it was: only structural rewrites need the graph settled */
+            if (mcir_action_impls[p->action].structural) settle(e, p->name);
         } else if (at.best && at.done) {
             json_decref(at.best);
         } else if (at.best) {
