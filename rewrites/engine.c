@@ -7,9 +7,11 @@
  * anchors from the last node to the first (so the largest match of a
  * pattern with optional trailing ops, a norm with its γ and β, is found
  * before its prefix); among the structural matches at one anchor, the
- * first whose checks all pass is applied. After every applied rewrite the
- * graph is sorted, compacted, re-inferred and verified, and the scan
- * restarts at the first pattern, so earlier rules keep their priority.
+ * first whose checks all pass is applied. After every structural rewrite
+ * the graph is sorted, compacted, re-inferred and verified (annotations,
+ * groups and in-place marks change no structure); after any applied
+ * rewrite the scan restarts at the first pattern, so earlier rules keep
+ * their priority.
  *
  * Requires: g sorted and inferred. Provides: g rewritten, sorted, inferred,
  * verified; properties and memory states set; trace records appended.

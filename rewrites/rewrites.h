@@ -5,7 +5,7 @@
  * the trace. Also: the human form of the trace (--trace) and the numerical
  * check of a rewrite against the reference interpreter (--verify).
  *
- * Invariants: after every applied rewrite the graph is sorted, inferred
+ * Invariants: after every structural rewrite the graph is sorted, inferred
  * and verified; graph inputs and the names of graph outputs never change;
  * every node a rewrite creates records its rule and the nodes it replaced
  * (origin_rule, origin_nodes).
