@@ -19,7 +19,7 @@
 #include "mcirc/pipeline.h"
 
 static const char usage_text[] =
-    "usage: mcirc [OPTIONS] GRAPH.json\n"
+    "usage: mcirc [OPTIONS] GRAPH.json|MODEL.onnx\n"
     "\n"
     "Compiles a deep-learning graph through the memory-centric IR: recognises\n"
     "memory properties, rewrites to fused forms, plans kernels and one memory\n"
@@ -46,6 +46,8 @@ static const char usage_text[] =
     "  --alloc pool|lazy|eager  GPU allocation: the planned arena (default),\n"
     "                       allocate at first / free at last use, or all up front\n"
     "  --input NAME=FILE    a graph input from a .npy file (repeatable)\n"
+    "  --shape NAME=DIMS    pin a dynamic input dimension of an ONNX model,\n"
+    "                       e.g. --shape input_ids=1x128 (repeatable)\n"
     "  --threads N          threads of the CPU reference (default: all cores)\n"
     "  --version, --help    the usual\n"
     "\n"
@@ -348,7 +350,9 @@ int main(int argc, char **argv) {
     const char **catalogs = calloc((size_t)argc, sizeof *catalogs);
     mcir_input_file *inputs = calloc((size_t)argc, sizeof *inputs);
     mcir_memplan_pool *pools = calloc((size_t)argc, sizeof *pools);
-    MCIR_ASSERT(catalogs && inputs && pools);
+    mcir_onnx_shape *shapes = calloc((size_t)argc, sizeof *shapes);
+    MCIR_ASSERT(catalogs && inputs && pools && shapes);
+    o.shapes = shapes;
     o.catalogs = catalogs;
     o.inputs = inputs;
     o.pools = pools;
@@ -467,6 +471,13 @@ int main(int argc, char **argv) {
             }
             inputs[o.n_inputs].name = strndup(val, (size_t)(eq - val));
             inputs[o.n_inputs++].path = eq + 1;
+        } else if (is_opt(a, "--shape")) {
+            VALUE("--shape");
+            if (!mcir_onnx_parse_shape(val, &shapes[o.n_shapes])) {
+                status = usage_error("--shape: '%s' is not NAME=D1xD2x...", val);
+                goto done;
+            }
+            o.n_shapes++;
         } else if (is_opt(a, "--threads")) {
             VALUE("--threads");
             char *end;
@@ -542,6 +553,7 @@ done:
     free(catalogs);
     free(inputs);
     free(pools);
+    free(shapes);
     if (fflush(stdout) != 0 && status == MCIR_EXIT_OK) status = MCIR_EXIT_TOOLCHAIN;
     return status;
 }

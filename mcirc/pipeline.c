@@ -190,8 +190,11 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     }
     c->trace = mcir_trace_new();
 
-    /* parse + verify + infer: graph.json → a sorted, shape-inferred graph */
-    c->graph = mcir_graph_read_json(o->graph_path, d);
+    /* parse + verify + infer: graph.json or ONNX → a sorted, shape-inferred graph */
+    if (mcir_onnx_is_model_path(o->graph_path))
+        c->graph = mcir_onnx_read(o->graph_path, o->shapes, o->n_shapes, d);
+    else
+        c->graph = mcir_graph_read_json(o->graph_path, d);
     if (!c->graph) return MCIR_EXIT_INVALID;
     c->nodes_before = c->nodes_after = mcir_graph_live_nodes(c->graph);
     if (o->verify) c->original = mcir_graph_clone(c->graph);

@@ -24,6 +24,7 @@
 #include "codegen/codegen.h"
 #include "kernelplan/kernelplan.h"
 #include "mcir/mcir.h"
+#include "onnx/onnx.h"
 #include "properties/target.h"
 #include "rewrites/rewrites.h"
 
@@ -42,7 +43,9 @@ typedef struct mcir_input_file {
 } mcir_input_file;
 
 typedef struct mcir_options {
-    const char *graph_path;
+    const char *graph_path;      /* graph.json, or an ONNX model (*.onnx) */
+    const mcir_onnx_shape *shapes; /* --shape: pinned ONNX input shapes */
+    int n_shapes;
     const char **catalogs;       /* --catalog, in order */
     int n_catalogs;
     bool no_default_catalog;
