@@ -118,7 +118,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     } else {
         warps = 4;
         rpw = D > 128 || DV > 128 ? 4 : 8;
-        if (want_q >= 4 && want_q <= 64 && want_q % 4 == 0) rpw = (int)(want_q / 4);
+        if (want_q >= 4 && want_q <= 4 * rpw && want_q % 4 == 0) rpw = (int)(want_q / 4);   /* at most the default rows per warp: registers */
         bm = warps * rpw;
         k->smem = 4 * ((int64_t)bm * D + 32 * (D + 1) + 32 * round_up(DV, 32));
     }
