@@ -91,6 +91,15 @@ const char *mcir_codegen_kernel_ptx(const mcir_codegen *cg, int i) {
 }
 int64_t mcir_codegen_kernel_smem(const mcir_codegen *cg, int i) { return cg->k[i].smem; }
 
+void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], int block[3],
+                                int64_t *smem) {
+    for (int j = 0; j < 3; j++) {
+        grid[j] = cg->k[i].grid[j];
+        block[j] = cg->k[i].block[j];
+    }
+    *smem = cg->k[i].smem;
+}
+
 bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
     char why[256];
     if (!mcir_nvrtc_available(why, sizeof why)) {

@@ -65,6 +65,9 @@ const char *mcir_codegen_kernel_source(const mcir_codegen *cg, int i);
 const char *mcir_codegen_kernel_ptx(const mcir_codegen *cg, int i);
 /* Dynamic shared memory the generated kernel launches with. */
 int64_t mcir_codegen_kernel_smem(const mcir_codegen *cg, int i);
+/* The launch configuration of kernel i (grid, block, dynamic smem). */
+void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], int block[3],
+                                int64_t *smem);
 
 /* ---------------------------------------------------------------- NVRTC */
 

@@ -523,8 +523,10 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
             int64_t end = off + in->shape[axis];
             char ax[96];
             snprintf(ax, sizeof ax, "c%d - %lldLL", axis, (long long)off);
-            cg_sb_printf(b, "    %sif (c%d < %lldLL) {\n", k ? "else " : "", axis, (long long)end);
-            if (k == n->n_inputs - 1) cg_sb_puts(b, "    } else {\n");
+            if (k == n->n_inputs - 1) /* the rest: c < end holds for every valid coordinate */
+                cg_sb_puts(b, k ? "    else {\n" : "    {\n");
+            else
+                cg_sb_printf(b, "    %sif (c%d < %lldLL) {\n", k ? "else " : "", axis, (long long)end);
             emit_linear(b, in, "j0", axis, ax, NULL);
             cg_sb_printf(b, "    r_ = v%d(j0, acc, MC_ARGS);\n    }\n", in->id);
             off = end;

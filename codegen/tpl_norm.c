@@ -31,8 +31,8 @@ static void emit_x_load(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor 
                 "    const unsigned short* p = r%d + xi;\n"
                 "    if ((((unsigned long long)p) & 7ull) == 0) {\n"
                 "        uint2 v = *(const uint2*)p;\n"
-                "        out[0] = mc_ld_%s((const unsigned short*)&v.x, 0); out[1] = mc_ld_%s((const unsigned short*)&v.x, 1);\n"
-                "        out[2] = mc_ld_%s((const unsigned short*)&v.y, 0); out[3] = mc_ld_%s((const unsigned short*)&v.y, 1);\n"
+                "        out[0] = mc_%s_to_f32((unsigned short)(v.x & 0xffffu)); out[1] = mc_%s_to_f32((unsigned short)(v.x >> 16));\n"
+                "        out[2] = mc_%s_to_f32((unsigned short)(v.y & 0xffffu)); out[3] = mc_%s_to_f32((unsigned short)(v.y >> 16));\n"
                 "        return;\n"
                 "    }\n", ri, cg_dsuffix(x->dtype), cg_dsuffix(x->dtype), cg_dsuffix(x->dtype),
                 cg_dsuffix(x->dtype));

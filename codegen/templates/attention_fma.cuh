@@ -14,7 +14,7 @@
 
 __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K, const ATT_V_T* V,
                                              const ATT_M_T* M, ATT_O_T* O) {
-    extern __shared__ __align__(16) unsigned char mc_smem[];
+    MC_DYNAMIC_SMEM(mc_smem);
     float* Qs = (float*)mc_smem;               // ATT_BM x ATT_D
     float* Ks = Qs + ATT_BM * ATT_D;           // 32 x ATT_LDK
     float* Vs = Ks + ATT_BN * ATT_LDK;         // 32 x ATT_LDV (zero past DV)

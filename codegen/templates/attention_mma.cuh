@@ -22,7 +22,9 @@
 #define ATT_LDV (ATT_DVP + 8)
 
 __device__ __forceinline__ void att_mma(float* c, const u32* a, const u32* b) {
-#if ATT_BF16
+#ifdef MC_EMULATE
+    emu_mma_m16n8k16(c, a, b, ATT_BF16);
+#elif ATT_BF16
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -75,7 +77,7 @@ __device__ __forceinline__ void att_load16(unsigned short* s, const unsigned sho
 __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsigned short* K,
                                              const unsigned short* V, const ATT_M_T* M,
                                              ATT_O_T* O) {
-    extern __shared__ __align__(16) unsigned char mc_smem[];
+    MC_DYNAMIC_SMEM(mc_smem);
     unsigned short* Qs = (unsigned short*)mc_smem;
     unsigned short* Ks = Qs + ATT_BM * ATT_LDQ;
     unsigned short* Vs = Ks + ATT_BN * ATT_LDK;

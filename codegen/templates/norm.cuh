@@ -139,7 +139,7 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
     // a block per row; warps merge their statistics through shared memory
     __shared__ norm_stat part[32];
 #if NORM_CACHE
-    extern __shared__ __align__(16) unsigned char mc_smem[];
+    MC_DYNAMIC_SMEM(mc_smem);
     float* cache = (float*)mc_smem;
 #endif
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -5,6 +5,10 @@ typedef unsigned int u32;
 #define MC_INF __int_as_float(0x7f800000)
 #define MC_NINF __int_as_float(0xff800000)
 
+// MC_EMULATE: the CPU emulator of the tests (tests/cuda_emu.h) provides the
+// conversions, dynamic shared memory and the warp primitives instead.
+#ifndef MC_EMULATE
+#define MC_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 __device__ __forceinline__ float mc_f16_to_f32(unsigned short h) {
     float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
 }
@@ -17,6 +21,7 @@ __device__ __forceinline__ float mc_bf16_to_f32(unsigned short h) {
 __device__ __forceinline__ unsigned short mc_f32_to_bf16(float f) {
     unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
 }
+#endif
 __device__ __forceinline__ float mc_ld_f32(const float* p, i64 i) { return p[i]; }
 __device__ __forceinline__ float mc_ld_f16(const unsigned short* p, i64 i) { return mc_f16_to_f32(p[i]); }
 __device__ __forceinline__ float mc_ld_bf16(const unsigned short* p, i64 i) { return mc_bf16_to_f32(p[i]); }
