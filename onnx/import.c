@@ -2006,12 +2006,63 @@ static bool import_model(ox *x, const Onnx__ModelProto *m, const mcir_onnx_shape
     return true;
 }
 
+/* protobuf-c unpacks nested messages recursively, so a file of a few MB
+ * that nests messages 100k deep would overflow the stack. This walk of the
+ * wire format, driven by the generated descriptors (it decodes nothing,
+ * only finds where messages nest), bounds the depth before unpacking; a
+ * malformed encoding is left for protobuf-c to reject. */
+#define OX_MAX_NESTING 64
+
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+static bool nesting_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                       const uint8_t *end, int depth) {
+    while (p < end) {
+        uint64_t key, len;
+        if (!read_varint(&p, end, &key)) return true;
+        switch (key & 7) {
+        case 0: if (!read_varint(&p, end, &len)) return true; break;
+        case 1: if (end - p < 8) return true; p += 8; break;
+        case 5: if (end - p < 4) return true; p += 4; break;
+        case 2: {
+            if (!read_varint(&p, end, &len) || len > (uint64_t)(end - p)) return true;
+            const ProtobufCFieldDescriptor *f =
+                key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3))
+                                     : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                if (depth >= OX_MAX_NESTING ||
+                    !nesting_ok(f->descriptor, p, p + len, depth + 1))
+                    return false;
+            }
+            p += len;
+            break;
+        }
+        default: return true; /* groups and invalid wire types: protobuf-c rejects them */
+        }
+    }
+    return true;
+}
+
 mcir_graph *mcir_onnx_read_bytes(const void *bytes, size_t len, const char *path,
                                  const mcir_onnx_shape *shapes, int n_shapes,
                                  mcir_diag *d) {
     ox x = {.d = d, .path = path ? path : "<onnx>"};
     x.a = mcir_arena_new();
     x.dir = dir_of(x.a, x.path);
+    if (!nesting_ok(&onnx__model_proto__descriptor, bytes, (const uint8_t *)bytes + len, 0)) {
+        ox_error(&x, "not a valid ONNX model (messages nested more than %d deep)",
+                 OX_MAX_NESTING);
+        mcir_arena_free(x.a);
+        return NULL;
+    }
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, bytes);
     if (!m) {
         ox_error(&x, "not a valid ONNX model (the protobuf does not parse: truncated or not "

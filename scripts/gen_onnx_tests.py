@@ -303,6 +303,26 @@ def gen_bad():
     m.graph.node[1].op_type = "Slice"
     m.graph.node[1].input.extend(["", ""])
     put("slice_empty_starts.onnx", m.SerializeToString())
+    # messages nested 1000 deep (a TypeProto of sequences of sequences ...):
+    # protobuf-c recurses per level, so 100k levels (a 1.6 MB file) would
+    # overflow the stack; the importer bounds the depth first
+    def varint(n):
+        out = b""
+        while True:
+            c, n = n & 0x7F, n >> 7
+            if not n:
+                return out + bytes([c])
+            out += bytes([c | 0x80])
+    t = onnx.TypeProto()
+    t.tensor_type.elem_type = TensorProto.FLOAT
+    b = t.SerializeToString()
+    for _ in range(1000):
+        seq = b"\x0a" + varint(len(b)) + b        # TypeProto.Sequence.elem_type
+        b = b"\x22" + varint(len(seq)) + seq      # TypeProto.sequence_type
+    vi = b"\x0a\x01z\x12" + varint(len(b)) + b   # ValueInfoProto name, type
+    gb = good.graph.SerializeToString() + b"\x6a" + varint(len(vi)) + vi  # value_info
+    m = onnx.ModelProto(); m.CopyFrom(good); m.ClearField("graph")
+    put("deep_nesting.onnx", m.SerializeToString() + b"\x3a" + varint(len(gb)) + gb)
     m = onnx.ModelProto(); m.CopyFrom(good)
     m.graph.initializer[0].dims[:] = [-2, -4]
     put("negative_dims.onnx", m.SerializeToString())
