@@ -296,6 +296,56 @@ START_TEST(bad_catalog_is_exit_1) {
 }
 END_TEST
 
+START_TEST(user_catalog_without_default) {
+    /* llama_block writes SiLU out as x*sigmoid(x); a user rule alone fuses it */
+    const char *llama = cli_src("examples/llama_block/graph.json");
+    const char *rules = cli_src("tests/data/catalog/good/user_silu.yaml");
+    cli_result r = RUN("--no-default-catalog", "--catalog", rules, "--emit", "trace", llama);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"rule\":\"my_silu\""));
+    ck_assert_ptr_null(strstr(r.out, "weighted_streaming_reduction"));
+    cli_result_free(&r);
+    r = RUN("--no-default-catalog", "--catalog", rules, "--verify", llama);
+    ck_assert_msg(r.status == 0, "%s\n%s", r.out, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "(1 rewrites applied)"));
+    cli_result_free(&r);
+    /* without any catalog nothing is rewritten */
+    r = RUN("--no-default-catalog", llama);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "(0 rewrites applied)"));
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(catalog_error_has_yaml_position) {
+    const char *bad = cli_src("tests/data/cli/bad_rule.yaml");
+    cli_result r = RUN("--catalog", bad, mlp());
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "bad_rule.yaml:") && strstr(r.err, ": error: "), "%s", r.err);
+    /* line:col present: "bad_rule.yaml:N:M: error" */
+    const char *p = strstr(r.err, "bad_rule.yaml:") + strlen("bad_rule.yaml:");
+    ck_assert_msg(*p >= '1' && *p <= '9', "%s", r.err);
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(onnx_model_compiles_and_verifies) {
+    const char *m = cli_src("tests/data/onnx/models/encoder_layer_op14/model.onnx");
+    cli_result r = RUN("--verify", m);
+    ck_assert_msg(r.status == 0, "%s\n%s", r.out, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, " ok"));
+    cli_result_free(&r);
+    r = RUN("--emit", "mcir", m);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"op\": \"attention\""));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"op\": \"layernorm\""));
+    cli_result_free(&r);
+    r = RUN("--shape", "bogus", m);
+    ck_assert_int_eq(r.status, 2);
+    cli_result_free(&r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("contract");
@@ -316,6 +366,9 @@ int main(void) {
     tcase_add_test(tc, verify_reports_every_output);
     tcase_add_test(tc, trace_is_printed_on_stderr);
     tcase_add_test(tc, bad_catalog_is_exit_1);
+    tcase_add_test(tc, user_catalog_without_default);
+    tcase_add_test(tc, catalog_error_has_yaml_position);
+    tcase_add_test(tc, onnx_model_compiles_and_verifies);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -111,7 +111,7 @@ START_TEST(example_matches_pytorch) {
     const char *out;
     json_t *want;
     json_object_foreach(json_object_get(ex, "outputs"), out, want) {
-        char got_path[1200], want_path[1200], why[512];
+        char got_path[1200], want_path[1200], why[4096];
         snprintf(got_path, sizeof got_path, "%s/%s.npy", dir, out);
         snprintf(want_path, sizeof want_path, "%s/examples/%s",
                  getenv("MCIR_SOURCE_DIR") ? getenv("MCIR_SOURCE_DIR") : "..",
