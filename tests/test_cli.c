@@ -3,6 +3,7 @@
  * statuses, error format, every artifact, atomic writing.
  */
 #include <check.h>
+#include <dirent.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +347,48 @@ START_TEST(onnx_model_compiles_and_verifies) {
 }
 END_TEST
 
+/* Runs mcirc over every file with the suffix in a corpus directory, as
+ * the graph (or with `--catalog FILE` / `--input x=FILE`) and requires exit
+ * 1 with a GCC-style error on stderr, nothing on stdout, no signal. */
+static void run_corpus(const char *dir_rel, const char *suffix, const char *mode) {
+    const char *dir = cli_src(dir_rel);
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "no corpus at %s", dir);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name), sl = strlen(suffix);
+        if (len <= sl || strcmp(e->d_name + len - sl, suffix) != 0) continue;
+        char path[2048], arg[2100];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        cli_result r;
+        if (!strcmp(mode, "graph")) r = RUN(path);
+        else if (!strcmp(mode, "catalog")) r = RUN("--catalog", path, mlp());
+        else {
+            snprintf(arg, sizeof arg, "x=%s", path);
+            r = RUN("--run", "--device", "cpu", "--input", arg, mlp());
+        }
+        ck_assert_msg(r.status == 1, "%s: exit %d\n%s", path, r.status, r.err);
+        ck_assert_msg(strstr(r.err, ": error: ") != NULL, "%s: no diagnostic: %s", path, r.err);
+        ck_assert_msg(r.out[0] == 0, "%s: printed on stdout", path);
+        cli_result_free(&r);
+        n++;
+    }
+    closedir(d);
+    ck_assert_int_gt(n, 0);
+}
+
+START_TEST(malformed_graphs_never_crash) { run_corpus("tests/data/bad", ".json", "graph"); }
+END_TEST
+START_TEST(malformed_onnx_never_crash) { run_corpus("tests/data/onnx/bad", ".onnx", "graph"); }
+END_TEST
+START_TEST(malformed_catalogs_never_crash) {
+    run_corpus("tests/data/catalog/bad", ".yaml", "catalog");
+}
+END_TEST
+START_TEST(malformed_npy_inputs_never_crash) { run_corpus("tests/data/bad/npy", ".npy", "npy"); }
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("contract");
@@ -369,6 +412,10 @@ int main(void) {
     tcase_add_test(tc, user_catalog_without_default);
     tcase_add_test(tc, catalog_error_has_yaml_position);
     tcase_add_test(tc, onnx_model_compiles_and_verifies);
+    tcase_add_test(tc, malformed_graphs_never_crash);
+    tcase_add_test(tc, malformed_onnx_never_crash);
+    tcase_add_test(tc, malformed_catalogs_never_crash);
+    tcase_add_test(tc, malformed_npy_inputs_never_crash);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
