@@ -12,7 +12,7 @@ echo "== build (RelWithDebInfo)"
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd build && ctest --output-on-failure -j"$jobs")
 echo "== build-asan (ASan + UBSan)"
-scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DMCIR_SANITIZE=ON
+scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCIR_SANITIZE=ON
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j"$jobs")
