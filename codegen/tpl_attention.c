@@ -17,7 +17,7 @@
 typedef struct operand {
     cg_view v;
     int param;        /* index of the kernel read / write */
-    char pname[8];    /* "r3" / "w0" */
+    char pname[16];   /* "r3" / "w0" */
 } operand;
 
 static bool resolve_in(const mcir_kernel_plan *kp, const mcir_tensor *t, operand *op) {

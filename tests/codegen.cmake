@@ -8,7 +8,11 @@ set_tests_properties(test_codegen PROPERTIES TIMEOUT 900)
 # The generated kernels executed on the CPU (tests/cuda_emu.h).
 mcir_check_test(test_codegen_emu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_codegen_emu.c
                 LIBS mcir_codegen_testutil ${CMAKE_DL_LIBS})
-set_tests_properties(test_codegen_emu PROPERTIES TIMEOUT 900)
+set_tests_properties(test_codegen_emu PROPERTIES TIMEOUT 1500)
+if(TARGET mcir_pipeline)   # the examples through rewrites + planner, emulated
+  target_link_libraries(test_codegen_emu PRIVATE mcir_pipeline)
+  target_compile_definitions(test_codegen_emu PRIVATE MCIR_HAVE_PIPELINE=1)
+endif()
 mcir_check_test(test_gpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu.c
                 LIBS mcir_codegen_testutil)
 set_tests_properties(test_gpu PROPERTIES TIMEOUT 900)

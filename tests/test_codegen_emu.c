@@ -281,6 +281,44 @@ START_TEST(test_fused_chains_emulated) {
 }
 END_TEST
 
+#ifdef MCIR_HAVE_PIPELINE
+#include <dirent.h>
+
+#include "mcirc/pipeline.h"
+
+/* Every bundled example through the real pipeline (rewrites, kernel
+ * planner with its fusions and folded transposes), each kernel emulated,
+ * the outputs against the reference run of the rewritten graph. */
+START_TEST(test_examples_emulated) {
+    char dir[1024], path[1400];
+    snprintf(dir, sizeof dir, "%s/examples", src_dir());
+    DIR *dd = opendir(dir);
+    ck_assert_ptr_nonnull(dd);
+    struct dirent *e;
+    int failed = 0, count = 0;
+    while ((e = readdir(dd))) {
+        if (e->d_name[0] == '.' || strcmp(e->d_name, "gpt2_stack") == 0) continue;   /* = 4 x gpt2_block */
+        snprintf(path, sizeof path, "%s/%s/graph.json", dir, e->d_name);
+        if (access(path, R_OK) != 0) continue;
+        mcir_options o = mcir_options_default();
+        o.graph_path = path;
+        o.want_plan = true;
+        o.want_cuda = true;
+        mcir_compilation c;
+        mcir_diag d = mcir_diag_stderr();
+        int st = mcir_compile(&o, &c, &d);
+        ck_assert_msg(st == 0, "pipeline failed on %s", e->d_name);
+        if (!run_emulated(c.graph, c.plan, e->d_name)) failed++;
+        count++;
+        mcir_compilation_free(&c);
+    }
+    closedir(dd);
+    ck_assert_int_gt(count, 0);
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+#endif
+
 int main(void) {
     if (system("c++ --version > /dev/null 2>&1") != 0) {
         printf("skip: no C++ compiler for the kernel emulator\n");
@@ -297,6 +335,9 @@ int main(void) {
     tcase_add_test(tc, test_fused_chains_emulated);
     tcase_add_test(tc, test_attention_emulated);
     tcase_add_test(tc, test_attention_head_split_merge_emulated);
+#ifdef MCIR_HAVE_PIPELINE
+    tcase_add_test(tc, test_examples_emulated);
+#endif
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_set_fork_status(r, CK_NOFORK);
