@@ -62,6 +62,12 @@ ox_value *ox_const_new(ox *x, int elem, int rank, const int64_t *shape) {
         }
     }
     size_t n = (size_t)(v->numel ? v->numel : 1);
+    x->const_bytes += (int64_t)n * (ox_is_float(elem) ? 4 : 8);
+    if (x->const_budget && x->const_bytes > x->const_budget) {
+        ox_error(x, "import-time constants would take more than %lld bytes",
+                 (long long)x->const_budget);
+        return NULL;
+    }
     if (ox_is_float(elem)) v->fv = mcir_arena_alloc(x->a, n * sizeof(float));
     else v->iv = mcir_arena_alloc(x->a, n * sizeof(int64_t));
     return v;

@@ -309,6 +309,7 @@ static uint8_t *read_external(ox *x, const Onnx__TensorProto *tp, const char *wh
                  what, file, (long long)offset, want);
         return NULL;
     }
+    x->const_budget += (int64_t)want * 8; /* the data exists: room to widen it */
     return buf;
 }
 
@@ -2055,6 +2056,9 @@ mcir_graph *mcir_onnx_read_bytes(const void *bytes, size_t len, const char *path
                                  const mcir_onnx_shape *shapes, int n_shapes,
                                  mcir_diag *d) {
     ox x = {.d = d, .path = path ? path : "<onnx>"};
+    /* initializers widen to at most 8 bytes an element (int8 → int64);
+     * folded values get 1 GiB besides */
+    x.const_budget = (int64_t)(len < ((size_t)1 << 40) ? len : (size_t)1 << 40) * 8 + ((int64_t)1 << 30);
     x.a = mcir_arena_new();
     x.dir = dir_of(x.a, x.path);
     if (!nesting_ok(&onnx__model_proto__descriptor, bytes, (const uint8_t *)bytes + len, 0)) {

@@ -60,6 +60,9 @@ typedef struct ox {
     int node_index;
     uint64_t used_attrs;         /* bit i: node->attribute[i] was read */
     bool failed;
+    /* storage of constants so far and its bound (from the file size), so
+     * that import-time values cannot exhaust memory */
+    int64_t const_bytes, const_budget;
     /* name table: every ONNX name (defined values and reserved names) */
     ox_entry *names;
     int names_cap, n_names;

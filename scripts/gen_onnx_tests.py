@@ -323,6 +323,12 @@ def gen_bad():
     gb = good.graph.SerializeToString() + b"\x6a" + varint(len(vi)) + vi  # value_info
     m = onnx.ModelProto(); m.CopyFrom(good); m.ClearField("graph")
     put("deep_nesting.onnx", m.SerializeToString() + b"\x3a" + varint(len(gb)) + gb)
+    # 20 ConstantOfShape of 2^28 elements: import-time values are bounded
+    m = onnx.ModelProto(); m.CopyFrom(good)
+    m.graph.initializer.append(numpy_helper.from_array(np.array([1 << 14, 1 << 14], np.int64), "big"))
+    for i in range(20):
+        m.graph.node.insert(0, helper.make_node("ConstantOfShape", ["big"], [f"c{i}"]))
+    put("constant_bomb.onnx", m.SerializeToString())
     m = onnx.ModelProto(); m.CopyFrom(good)
     m.graph.initializer[0].dims[:] = [-2, -4]
     put("negative_dims.onnx", m.SerializeToString())
