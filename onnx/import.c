@@ -864,6 +864,11 @@ static bool h_where(ox *x, ox_value **in, int n_in) {
                         C->name);
     if (ox_is_float(C->elem))
         return ox_error(x, "condition '%s' must be bool, got %s", C->name, ox_elem_name(C->elem));
+    for (int side = 1; side <= 2; side++)
+        if (in[side]->is_const && !ox_is_float(in[side]->elem))
+            return ox_error(x, "%s tensor '%s' would be used at run time (Where's values must "
+                               "be float when the other one is a runtime tensor)",
+                            ox_elem_name(in[side]->elem), in[side]->name);
     mcir_dtype dt = node_dtype(in + 1, 2);
     /* value (side 1 = taken where c, side 2 = where !c) at broadcast index */
     int rm, rf;

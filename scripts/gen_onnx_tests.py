@@ -323,6 +323,11 @@ def gen_bad():
     gb = good.graph.SerializeToString() + b"\x6a" + varint(len(vi)) + vi  # value_info
     m = onnx.ModelProto(); m.CopyFrom(good); m.ClearField("graph")
     put("deep_nesting.onnx", m.SerializeToString() + b"\x3a" + varint(len(gb)) + gb)
+    m = onnx.ModelProto(); m.CopyFrom(good)  # a bool value beside a runtime one (fuzzer)
+    m.graph.initializer.append(numpy_helper.from_array(np.ones((2, 4), bool), "c"))
+    m.graph.node[1].op_type = "Where"
+    m.graph.node[1].input[:] = ["c", "c", "h"]
+    put("where_bool_value.onnx", m.SerializeToString())
     # 20 ConstantOfShape of 2^28 elements: import-time values are bounded
     m = onnx.ModelProto(); m.CopyFrom(good)
     m.graph.initializer.append(numpy_helper.from_array(np.array([1 << 14, 1 << 14], np.int64), "big"))
