@@ -771,14 +771,14 @@ static bool h_range(ox *x, ox_value **in, int n_in) {
         for (int64_t i = 0; i < n; i++) ox_set(o, i, s + (double)i * dl);
         return define_out(x, 0, o);
     }
-    int64_t s = in[0]->iv[0], l = in[1]->iv[0], dl = in[2]->iv[0];
+    int64_t s = ox_geti(in[0], 0), l = ox_geti(in[1], 0), dl = ox_geti(in[2], 0);
     if (dl == 0) return ox_error(x, "delta is 0");
     double c = ceil(((double)l - (double)s) / (double)dl);
     if (c > 1e9) return ox_error(x, "range of %g elements is too large", c);
     n = c > 0 ? (int64_t)c : 0;
     ox_value *o = ox_const_new(x, in[0]->elem, 1, &n);
     if (!o) return false;
-    for (int64_t i = 0; i < n; i++) o->iv[i] = s + i * dl;
+    for (int64_t i = 0; i < n; i++) o->iv[i] = (int64_t)((uint64_t)s + (uint64_t)i * (uint64_t)dl);
     return define_out(x, 0, o);
 }
 
