@@ -213,6 +213,11 @@ START_TEST(rewrites_fuse_attention_and_layernorm) {
     ck_assert_msg(count_op(g, MCIR_OP_LAYERNORM) >= 1, "%s: no layernorm node after rewrites",
                   name);
     ck_assert_int_eq(count_op(g, MCIR_OP_SOFTMAX), 0);
+    /* the causal block's masked_fill became an additive mask, which the
+     * rewrite recognises as causal */
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead && g->nodes[i]->op == MCIR_OP_ATTENTION)
+            ck_assert_int_eq(mcir_node_bool(g->nodes[i], "causal"), !strncmp(name, "causal", 6));
     ck_assert_msg(mcir_rewrite_verify(before, g, 0, NULL, &d),
                   "%s: rewritten graph differs from the imported one", name);
     /* and against PyTorch */
