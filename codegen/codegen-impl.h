@@ -106,17 +106,25 @@ bool cg_emit_epilogue(cg_emitter *e, int min_writes);
 /* What the generator hands back for one kernel. */
 typedef struct cg_gemm_desc {
     bool ok;                 /* cuBLAS may run this kernel instead */
+    bool epilogue;           /* C goes to an f32 staging buffer, then the
+                                kernel's epilogue source (NAME_epilogue) */
     bool trans_a, trans_b;   /* in row-major terms */
     int64_t m, n, k, batch;
     int64_t lda, ldb, ldc;   /* row-major leading dims */
     int64_t stride_a, stride_b, stride_c;
-    int read_a, read_b, write_c;
-    mcir_dtype dtype;
+    int read_a, read_b, write_c;    /* write_c -1: the staging buffer */
+    mcir_dtype dtype;                /* A and B */
+    mcir_dtype c_dtype;              /* C: the write's, or f32 when staged */
 } cg_gemm_desc;
 
 typedef struct cg_kernel {
     mcir_kernel_plan *kp;
     char *source;            /* NULL: no kernel (alias) */
+    char *epi_source;        /* MATMUL via cuBLAS with an epilogue: NAME_epilogue */
+    char epi_name[256];
+    mcir_compiled epi_bin;
+    bool epi_compiled;
+    int64_t epi_grid;        /* blocks of 256 threads */
     int64_t grid[3];
     int block[3];
     int64_t smem;            /* dynamic shared memory bytes */

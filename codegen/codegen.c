@@ -78,7 +78,9 @@ void mcir_codegen_free(mcir_codegen *cg) {
     if (!cg) return;
     for (int i = 0; i < cg->n; i++) {
         free(cg->k[i].source);
+        free(cg->k[i].epi_source);
         mcir_compiled_free(&cg->k[i].bin);
+        mcir_compiled_free(&cg->k[i].epi_bin);
     }
     free(cg->k);
     free(cg);
@@ -90,6 +92,13 @@ const char *mcir_codegen_kernel_ptx(const mcir_codegen *cg, int i) {
     return cg->k[i].compiled ? cg->k[i].bin.ptx : NULL;
 }
 int64_t mcir_codegen_kernel_smem(const mcir_codegen *cg, int i) { return cg->k[i].smem; }
+
+const char *mcir_codegen_kernel_epilogue(const mcir_codegen *cg, int i, const char **name,
+                                         int64_t *grid) {
+    if (name) *name = cg->k[i].epi_name;
+    if (grid) *grid = cg->k[i].epi_grid;
+    return cg->k[i].epi_source;
+}
 
 void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], int block[3],
                                 int64_t *smem) {
@@ -125,6 +134,15 @@ bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
         k->compiled = true;
         k->kp->registers = k->bin.registers;
         k->kp->spill_bytes = k->bin.spill_bytes;
+        mcir_compiled_free(&k->epi_bin);
+        k->epi_compiled = false;
+        if (k->epi_source) {
+            if (!mcir_nvrtc_compile_source(k->epi_name, k->epi_source, arch, &k->epi_bin, d)) {
+                ok = false;
+                continue;
+            }
+            k->epi_compiled = true;
+        }
     }
     return ok;
 }
@@ -136,6 +154,11 @@ bool mcir_codegen_write_cuda(const mcir_codegen *cg, FILE *out) {
         fprintf(out, "// kernel %s (%s)\n", k->kp->name, cg_template_name(k->kp->tpl));
         fputs(k->source, out);
         fputs("\n", out);
+        if (k->epi_source) {
+            fprintf(out, "// kernel %s (epilogue of %s after cuBLAS)\n", k->epi_name, k->kp->name);
+            fputs(k->epi_source, out);
+            fputs("\n", out);
+        }
     }
     return !ferror(out);
 }
@@ -148,6 +171,11 @@ bool mcir_codegen_write_ptx(const mcir_codegen *cg, FILE *out) {
         fprintf(out, "// kernel %s\n", k->kp->name);
         fputs(k->bin.ptx, out);
         fputs("\n", out);
+        if (k->epi_source && k->epi_compiled) {
+            fprintf(out, "// kernel %s\n", k->epi_name);
+            fputs(k->epi_bin.ptx, out);
+            fputs("\n", out);
+        }
     }
     return !ferror(out);
 }
@@ -187,9 +215,18 @@ bool mcir_codegen_write_dir(const mcir_codegen *cg, const char *dir, mcir_diag *
         if (!k->source) continue;
         snprintf(path, sizeof path, "%s/kernels/%s.cu", dir, k->kp->name);
         if (!write_atomic(path, k->source, strlen(k->source), d)) return false;
-        if (!k->compiled) continue;
-        snprintf(path, sizeof path, "%s/kernels/%s.ptx", dir, k->kp->name);
-        if (!write_atomic(path, k->bin.ptx, k->bin.ptx_size, d)) return false;
+        if (k->epi_source) {
+            snprintf(path, sizeof path, "%s/kernels/%s.cu", dir, k->epi_name);
+            if (!write_atomic(path, k->epi_source, strlen(k->epi_source), d)) return false;
+        }
+        if (k->compiled) {
+            snprintf(path, sizeof path, "%s/kernels/%s.ptx", dir, k->kp->name);
+            if (!write_atomic(path, k->bin.ptx, k->bin.ptx_size, d)) return false;
+        }
+        if (k->epi_compiled) {
+            snprintf(path, sizeof path, "%s/kernels/%s.ptx", dir, k->epi_name);
+            if (!write_atomic(path, k->epi_bin.ptx, k->epi_bin.ptx_size, d)) return false;
+        }
     }
     return true;
 }

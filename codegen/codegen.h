@@ -65,6 +65,12 @@ const char *mcir_codegen_kernel_source(const mcir_codegen *cg, int i);
 const char *mcir_codegen_kernel_ptx(const mcir_codegen *cg, int i);
 /* Dynamic shared memory the generated kernel launches with. */
 int64_t mcir_codegen_kernel_smem(const mcir_codegen *cg, int i);
+/* For a MATMUL kernel the runtime may run as cuBLAS + epilogue: the
+ * epilogue kernel's source (NULL if none), its name and grid (blocks of
+ * 256); its parameters are the kernel's, then `const float* acc`, the
+ * f32 product [batch, M, N]. */
+const char *mcir_codegen_kernel_epilogue(const mcir_codegen *cg, int i, const char **name,
+                                         int64_t *grid);
 /* The launch configuration of kernel i (grid, block, dynamic smem). */
 void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], int block[3],
                                 int64_t *smem);

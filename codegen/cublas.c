@@ -97,12 +97,13 @@ void cg_cublas_close(void *handle) {
 bool cg_cublas_gemm(void *handle, const cg_gemm_desc *g, unsigned long long a,
                     unsigned long long b, unsigned long long c, char *why, size_t n) {
     int dt = g->dtype == MCIR_DTYPE_F16 ? CUDA_R_16F : g->dtype == MCIR_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    int ct = g->c_dtype == MCIR_DTYPE_F16 ? CUDA_R_16F : g->c_dtype == MCIR_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     float alpha = 1.0f, beta = 0.0f;
     CG_CHECK("cuBLAS",
              cb.gemm(handle, g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                      (int)g->n, (int)g->m, (int)g->k, &alpha, (const void *)(uintptr_t)b, dt,
                      (int)g->ldb, (long long)g->stride_b, (const void *)(uintptr_t)a, dt, (int)g->lda,
-                     (long long)g->stride_a, &beta, (void *)(uintptr_t)c, dt, (int)g->ldc,
+                     (long long)g->stride_a, &beta, (void *)(uintptr_t)c, ct, (int)g->ldc,
                      (long long)g->stride_c, (int)g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              0, cublas_err, why, n);
     return true;

@@ -272,10 +272,14 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
     CUevent ev0 = NULL, ev1 = NULL;
     CUmodule *mods = calloc((size_t)(cg->n ? cg->n : 1), sizeof *mods);
     CUfunction *funcs = calloc((size_t)(cg->n ? cg->n : 1), sizeof *funcs);
+    CUmodule *epi_mods = calloc((size_t)(cg->n ? cg->n : 1), sizeof *epi_mods);
+    CUfunction *epi_funcs = calloc((size_t)(cg->n ? cg->n : 1), sizeof *epi_funcs);
+    CUdeviceptr staging = 0;      /* f32 product of cuBLAS matmuls with an epilogue */
+    int64_t staging_bytes = 0;
     void *blas = NULL;
     bool ok = false;
     size_t W = sizeof s.why;
-    MCIR_ASSERT(mods && funcs);
+    MCIR_ASSERT(mods && funcs && epi_mods && epi_funcs);
 
     CU_CHECK(cu.cuDeviceGet(&dev, 0), s.why, W);
     CU_CHECK(cu.cuDevicePrimaryCtxRetain(&ctx, dev), s.why, W);
@@ -290,7 +294,8 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
     snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
     bool compiled = cg->arch[0] && strcmp(cg->arch, arch) == 0;
     for (int i = 0; i < cg->n && compiled; i++)
-        if (cg->k[i].source && !cg->k[i].compiled) compiled = false;
+        if ((cg->k[i].source && !cg->k[i].compiled) || (cg->k[i].epi_source && !cg->k[i].epi_compiled))
+            compiled = false;
     if (!compiled && !mcir_codegen_compile(cg, arch, d)) {
         snprintf(s.why, W, "kernels did not compile for the device (%s, %s)", name, arch);
         goto fail;
@@ -310,6 +315,30 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
             char bw[256];
             if (!cg_cublas_open(&blas, stream, bw, sizeof bw)) blas = NULL;   /* generated kernel instead */
         }
+        if (k->epi_source && k->epi_compiled) {
+            CU_CHECK(cu.cuModuleLoadData(&epi_mods[i], k->epi_bin.cubin), s.why, W);
+            CU_CHECK(cu.cuModuleGetFunction(&epi_funcs[i], epi_mods[i], k->epi_name), s.why, W);
+        }
+    }
+    for (int i = 0; i < cg->n && blas; i++) {
+        const cg_gemm_desc *gd = &cg->k[i].gemm;
+        int64_t bytes = gd->batch * gd->m * gd->n * 4;
+        if (gd->ok && gd->epilogue && epi_funcs[i] && bytes > staging_bytes) staging_bytes = bytes;
+    }
+    if (staging_bytes > 0) {
+        int rc = cu.cuMemAlloc_v2(&staging, (size_t)staging_bytes);
+        if (rc != CUDA_SUCCESS) {
+            size_t free_b = 0, total_b = 0;
+            cu.cuMemGetInfo_v2(&free_b, &total_b);
+            snprintf(s.why, W, "%s: cuMemAlloc of %lld bytes for the matmul staging buffer failed (%s, rc %d); "
+                     "device has %zu bytes free of %zu",
+                     rc == CUDA_ERROR_OUT_OF_MEMORY ? "out of device memory" : "device allocation failed",
+                     (long long)staging_bytes, cu_err(rc), rc, free_b, total_b);
+            staging = 0;
+            goto fail;
+        }
+        s.cur += staging_bytes;
+        if (s.cur > s.peak) s.peak = s.cur;
     }
 
     /* where every tensor lives */
@@ -360,10 +389,20 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
             for (int j = 0; j < np; j++) params[j] = &args[j];
             int dummy = 0;
             void *dummy_param[1] = {&dummy};
-            if (blas && k->gemm.ok) {
-                if (!cg_cublas_gemm(blas, &k->gemm, args[k->gemm.read_a], args[k->gemm.read_b],
-                                    args[kp->n_reads + k->gemm.write_c], s.why, W))
+            if (blas && k->gemm.ok && (!k->gemm.epilogue || (epi_funcs[i] && staging))) {
+                CUdeviceptr c = k->gemm.epilogue ? staging : args[kp->n_reads + k->gemm.write_c];
+                if (!cg_cublas_gemm(blas, &k->gemm, args[k->gemm.read_a], args[k->gemm.read_b], c, s.why, W))
                     goto fail;
+                if (k->gemm.epilogue) {
+                    CUdeviceptr eargs[np + 1];
+                    void *eparams[np + 1];
+                    for (int j = 0; j < np; j++) eargs[j] = args[j];
+                    eargs[np] = staging;
+                    for (int j = 0; j <= np; j++) eparams[j] = &eargs[j];
+                    CU_CHECK(cu.cuLaunchKernel(epi_funcs[i], (unsigned)k->epi_grid, 1, 1, 256, 1, 1, 0, stream,
+                                               eparams, NULL),
+                             s.why, W);
+                }
             } else {
                 CU_CHECK(cu.cuLaunchKernel(funcs[i], (unsigned)k->grid[0], (unsigned)k->grid[1],
                                            (unsigned)k->grid[2], (unsigned)k->block[0],
@@ -418,14 +457,19 @@ fail:
     for (int t = 0; t < s.nt; t++)
         if (s.owned[t]) dev_free(&s, s.g->tensors[t]);
     for (int pl = 0; pl < s.n_pools; pl++) cu.cuMemFree_v2(s.pools[pl]);
-    for (int i = 0; i < cg->n; i++)
+    for (int i = 0; i < cg->n; i++) {
         if (mods[i]) cu.cuModuleUnload(mods[i]);
+        if (epi_mods[i]) cu.cuModuleUnload(epi_mods[i]);
+    }
+    if (staging) cu.cuMemFree_v2(staging);
     if (ev0) cu.cuEventDestroy_v2(ev0);
     if (ev1) cu.cuEventDestroy_v2(ev1);
     if (stream) cu.cuStreamDestroy_v2(stream);
     if (ctx) cu.cuDevicePrimaryCtxRelease_v2(dev);
     free(mods);
     free(funcs);
+    free(epi_mods);
+    free(epi_funcs);
     free(s.ptr);
     free(s.owned);
     free(s.bytes);

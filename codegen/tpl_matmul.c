@@ -41,6 +41,34 @@ static int64_t uniform_stride(const mcir_tensor *t, const mcir_tensor *out) {
     return t->shape[t->rank - 1] * t->shape[t->rank - 2];
 }
 
+/* The stored operand behind a matmul input: a kernel read, or the read a
+ * folded last-two-dims transpose of the region takes (flipping *trans). */
+static const mcir_tensor *gemm_operand(const mcir_kernel_plan *kp, const mcir_tensor *t, bool *trans) {
+    if (cg_read_index(kp, t) >= 0) return t;
+    mcir_node *n = cg_region_producer(kp, t);
+    if (!n || n->op != MCIR_OP_TRANSPOSE || cg_read_index(kp, n->inputs[0]) < 0) return NULL;
+    const int64_t *perm;
+    int r = mcir_node_ints(n, "perm", &perm);
+    if (r < 2) return NULL;
+    for (int i = 0; i < r - 2; i++)
+        if (perm[i] != i) return NULL;
+    if (perm[r - 2] != r - 1 || perm[r - 1] != r - 2) return NULL;
+    *trans = !*trans;
+    return n->inputs[0];
+}
+
+/* The region is the matmul plus nothing but the folded operand transposes. */
+static bool region_is(const mcir_kernel_plan *kp, const mcir_node *mm, const mcir_tensor *a,
+                      const mcir_tensor *b) {
+    for (int i = 0; i < kp->n_nodes; i++) {
+        const mcir_node *x = kp->nodes[i];
+        if (x == mm) continue;
+        if (x->op == MCIR_OP_TRANSPOSE && (x->inputs[0] == a || x->inputs[0] == b)) continue;
+        return false;
+    }
+    return true;
+}
+
 bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     (void)target;
     mcir_kernel_plan *kp = k->kp;
@@ -94,31 +122,63 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     k->block[1] = k->block[2] = 1;
     k->smem = 0;
 
-    /* cuBLAS: a bare matmul of two kernel reads into a kernel write */
+    /* cuBLAS: operands that are kernel reads (or a folded last-two-dims
+     * transpose of one), uniform batch strides. A bare matmul writes C
+     * directly; with an epilogue, cuBLAS writes f32 into a staging buffer
+     * and the generated NAME_epilogue kernel applies the chain. */
     cg_gemm_desc *g = &k->gemm;
     memset(g, 0, sizeof *g);
-    int ra = cg_read_index(kp, A), rb = cg_read_index(kp, B), wc = cg_write_index(kp, C);
-    int64_t sa = uniform_stride(A, C), sb = uniform_stride(B, C);
-    if (kp->n_nodes == 1 && kp->n_writes == 1 && ra >= 0 && rb >= 0 && wc >= 0 && sa >= 0 &&
-        sb >= 0 && A->dtype == B->dtype && A->dtype == C->dtype && M < (1ll << 31) &&
-        N < (1ll << 31) && K < (1ll << 31) && batch < (1ll << 31)) {
+    bool fa = ta, fb = tb;
+    const mcir_tensor *sa_t = gemm_operand(kp, A, &fa), *sb_t = gemm_operand(kp, B, &fb);
+    int ra = sa_t ? cg_read_index(kp, sa_t) : -1, rb = sb_t ? cg_read_index(kp, sb_t) : -1;
+    int wc = cg_write_index(kp, C);
+    bool bare = kp->n_writes == 1 && wc >= 0 && region_is(kp, n, sa_t, sb_t);
+    int64_t sa = sa_t ? uniform_stride(sa_t, C) : -1, sb = sb_t ? uniform_stride(sb_t, C) : -1;
+    if (ra >= 0 && rb >= 0 && sa >= 0 && sb >= 0 && sa_t->dtype == sb_t->dtype &&
+        (!bare || sa_t->dtype == C->dtype) && M < (1ll << 31) && N < (1ll << 31) &&
+        K < (1ll << 31) && batch < (1ll << 31)) {
         g->ok = true;
-        g->trans_a = ta;
-        g->trans_b = tb;
+        g->epilogue = !bare;
+        g->trans_a = fa;
+        g->trans_b = fb;
         g->m = M;
         g->n = N;
         g->k = K;
         g->batch = batch;
-        g->lda = A->shape[A->rank - 1];
-        g->ldb = B->shape[B->rank - 1];
+        g->lda = sa_t->shape[sa_t->rank - 1];
+        g->ldb = sb_t->shape[sb_t->rank - 1];
         g->ldc = N;
         g->stride_a = sa;
         g->stride_b = sb;
         g->stride_c = M * N;
         g->read_a = ra;
         g->read_b = rb;
-        g->write_c = wc;
-        g->dtype = A->dtype;
+        g->write_c = bare ? wc : -1;
+        g->dtype = sa_t->dtype;
+        g->c_dtype = bare ? C->dtype : MCIR_DTYPE_F32;
+        if (!bare) {
+            /* the epilogue kernel: every write from the staged f32 product */
+            cg_sb eb = {0};
+            cg_emitter ee;
+            cg_begin_source(&eb, kp);
+            cg_emitter_init(&ee, kp, &eb, C, d);
+            cg_emit_epilogue(&ee, 1);
+            if (!ee.ok) {
+                cg_emitter_free(&ee);
+                cg_sb_free(&eb);
+                return false;
+            }
+            snprintf(k->epi_name, sizeof k->epi_name, "%s_epilogue", kp->name);
+            cg_sb_printf(&eb, "extern \"C\" __global__ void __launch_bounds__(256) %s(MC_PARAMS, const float* mc_acc) {\n"
+                              "    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < %lldLL;\n"
+                              "         i += (i64)gridDim.x * blockDim.x)\n"
+                              "        epilogue(i, mc_acc[i], MC_ARGS);\n}\n",
+                         k->epi_name, (long long)(batch * M * N));
+            cg_emitter_free(&ee);
+            k->epi_source = cg_sb_take(&eb);
+            int64_t blocks = (batch * M * N + 255) / 256;
+            k->epi_grid = blocks < (1ll << 20) ? blocks : (1ll << 20);
+        }
     }
     return true;
 }

@@ -31,20 +31,23 @@ static const char *src_dir(void) {
 
 static const char *ctype(mcir_dtype t) { return t == MCIR_DTYPE_F32 ? "float" : "unsigned short"; }
 
-/* Compiles one kernel into a shared object; returns the dlopen handle. */
-static void *compile_emulated(const mcir_kernel_plan *kp, const char *source) {
+/* Compiles one kernel into a shared object; returns the dlopen handle.
+ * name: the kernel function (the plan's name, or its epilogue's); with
+ * acc, the launcher passes one more pointer, the staged product. */
+static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, const char *source, bool acc) {
     char cpp[600], so[600], cmd[2400];
-    snprintf(cpp, sizeof cpp, "%s/%s.cpp", work_dir, kp->name);
-    snprintf(so, sizeof so, "%s/%s.so", work_dir, kp->name);
+    snprintf(cpp, sizeof cpp, "%s/%s.cpp", work_dir, name);
+    snprintf(so, sizeof so, "%s/%s.so", work_dir, name);
     FILE *f = fopen(cpp, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "#include \"cuda_emu.h\"\n%s\nextern \"C\" void emu_launch(void **a) {\n    %s(", source, kp->name);
+    fprintf(f, "#include \"cuda_emu.h\"\n%s\nextern \"C\" void emu_launch(void **a) {\n    %s(", source, name);
     for (int i = 0; i < kp->n_reads; i++)
         fprintf(f, "%s(const %s*)a[%d]", i ? ", " : "", ctype(kp->reads[i]->dtype), i);
     for (int i = 0; i < kp->n_writes; i++)
         fprintf(f, "%s(%s*)a[%d]", kp->n_reads + i ? ", " : "", ctype(kp->writes[i]->dtype),
                 kp->n_reads + i);
     if (kp->n_reads + kp->n_writes == 0) fprintf(f, "0");
+    if (acc) fprintf(f, ", (const float*)a[%d]", kp->n_reads + kp->n_writes);
     fprintf(f, ");\n}\n");
     fclose(f);
     snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -I%s/tests -o %s %s", src_dir(), so, cpp);
@@ -68,11 +71,15 @@ static void *to_storage(const mcir_tensor *t, const float *v) {
     return out;
 }
 
-static bool run_emulated(mcir_graph *g, mcir_plan *p, const char *what) {
+/* via_epilogue: MATMUL kernels that have one run as the runtime runs them
+ * with cuBLAS: the product (the reference's value of the matmul output)
+ * staged in f32, then the generated epilogue kernel. */
+static bool run_emulated(mcir_graph *g, mcir_plan *p, const char *what, bool via_epilogue) {
     mcir_diag d = mcir_diag_stderr();
     mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
     ck_assert_msg(cg != NULL, "%s: codegen failed", what);
     mcir_env *cpu = mcir_env_new(g, 3);
+    mcir_env_keep_all(cpu, true);
     for (int i = 0; i < g->n_inputs; i++) {
         float *v = malloc(sizeof(float) * (size_t)mcir_tensor_numel(g->inputs[i]));
         mcir_fill_seeded(g->inputs[i], 3, v);
@@ -97,7 +104,11 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const char *what) {
         const mcir_kernel_plan *kp = &p->kernels[i];
         const char *src = mcir_codegen_kernel_source(cg, i);
         if (!src) continue;
-        void *h = compile_emulated(kp, src);
+        const char *epi_name = NULL;
+        int64_t epi_grid = 0;
+        const char *epi = mcir_codegen_kernel_epilogue(cg, i, &epi_name, &epi_grid);
+        bool staged = via_epilogue && epi;
+        void *h = staged ? compile_emulated(kp, epi_name, epi, true) : compile_emulated(kp, kp->name, src, false);
         ck_assert_ptr_nonnull(h);
         emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
         void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_launch");
@@ -109,6 +120,15 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const char *what) {
         int64_t grid[3], smem;
         int block[3];
         mcir_codegen_kernel_launch(cg, i, grid, block, &smem);
+        float *product = NULL;
+        if (staged) {
+            product = mcir_env_get(cpu, kp->anchor->outputs[0]);
+            ck_assert_ptr_nonnull(product);
+            args[na++] = product;
+            grid[0] = epi_grid;
+            block[0] = 256;
+            smem = 0;
+        }
         unsigned gx = (unsigned)(grid[0] < 3 ? grid[0] : 3);
         if (run(launch, args, gx, (unsigned)block[0], (size_t)smem) != 0) ok = false;
         dlclose(h);
@@ -133,7 +153,8 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const char *what) {
         float wv = t->dtype == MCIR_DTYPE_F32 ? ((const float *)raw)[worst]
                    : t->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(((const uint16_t *)raw)[worst])
                                                 : mcir_bf16_to_f32(((const uint16_t *)raw)[worst]);
-        fprintf(stderr, "  %-28s %-6s %s rel err %.3g (at %lld: cpu %g emu %g)\n", what, t->name,
+        fprintf(stderr, "  %-28s%s %-6s %s rel err %.3g (at %lld: cpu %g emu %g)\n", what,
+                via_epilogue ? " (cuBLAS+epilogue)" : "", t->name,
                 rel <= tol ? "ok  " : "FAIL", rel, (long long)worst, c[worst], wv);
         if (!(rel <= tol)) ok = false;
     }
@@ -163,7 +184,7 @@ START_TEST(test_attention_emulated) {
     for (size_t i = 0; i < sizeof ATTENTION / sizeof *ATTENTION; i++) {
         mcir_graph *g = cgt_graph(ATTENTION[i]);
         mcir_plan *p = cgt_plan_naive(g, "sm_90");
-        if (!run_emulated(g, p, g->name)) failed++;
+        if (!run_emulated(g, p, g->name, false)) failed++;
         mcir_graph_free(g);
     }
     ck_assert_int_eq(failed, 0);
@@ -192,7 +213,7 @@ START_TEST(test_attention_head_split_merge_emulated) {
         mcir_graph *g = cgt_graph(json);
         cgt_kspec ks[] = {{MCIR_TEMPLATE_STREAMING_ATTENTION, "at", "rq,tq,rk,tk,rv,tv,at,to,ro"}};
         mcir_plan *p = cgt_plan(g, "sm_90", 1, ks);
-        if (!run_emulated(g, p, g->name)) failed++;
+        if (!run_emulated(g, p, g->name, false)) failed++;
         mcir_graph_free(g);
     }
     ck_assert_int_eq(failed, 0);
@@ -244,7 +265,7 @@ START_TEST(test_norms_reductions_copies_conv_emulated) {
     for (size_t i = 0; i < sizeof MISC / sizeof *MISC; i++) {
         mcir_graph *g = cgt_graph(MISC[i]);
         mcir_plan *p = cgt_plan_naive(g, "sm_90");
-        if (!run_emulated(g, p, g->name)) failed++;
+        if (!run_emulated(g, p, g->name, false)) failed++;
         mcir_graph_free(g);
     }
     ck_assert_int_eq(failed, 0);
@@ -274,7 +295,8 @@ START_TEST(test_fused_chains_emulated) {
                           {MCIR_TEMPLATE_STREAMING_NORM, "ln", "ln,si"},
                           {MCIR_TEMPLATE_ELEMENTWISE, NULL, "pw,mx"}};
         mcir_plan *p = cgt_plan(g, "sm_90", 3, ks);
-        if (!run_emulated(g, p, g->name)) failed++;
+        if (!run_emulated(g, p, g->name, false)) failed++;
+        if (!run_emulated(g, p, g->name, true)) failed++;
         mcir_graph_free(g);
     }
     ck_assert_int_eq(failed, 0);
@@ -308,7 +330,8 @@ START_TEST(test_examples_emulated) {
         mcir_diag d = mcir_diag_stderr();
         int st = mcir_compile(&o, &c, &d);
         ck_assert_msg(st == 0, "pipeline failed on %s", e->d_name);
-        if (!run_emulated(c.graph, c.plan, e->d_name)) failed++;
+        if (!run_emulated(c.graph, c.plan, e->d_name, false)) failed++;
+        if (!run_emulated(c.graph, c.plan, e->d_name, true)) failed++;
         count++;
         mcir_compilation_free(&c);
     }
