@@ -3,7 +3,8 @@
  * example (examples/NAME/graph.json, with the inputs examples/index.json
  * names, other inputs seeded), planned by the kernel planner (or one
  * kernel per node where the planner is not built in), compiled for the
- * device, run in each allocation mode (pool, lazy, eager); plus targeted
+ * device, run in each allocation mode (pool, lazy, eager) and once more
+ * with cuBLAS disabled (generated matmul kernels); plus targeted
  * graphs for the templates' edge cases (attention with odd Nq/Nk, causal,
  * masks, head dims 80 and 256; wide norms; conv/pool; matmul epilogues).
  * Outputs must match: max |gpu - cpu| / max(|cpu|) within 1e-3 for f32,
@@ -125,19 +126,24 @@ static bool check_graph(mcir_graph *g, const char *what, json_t *inputs, const c
     mcir_env *cpu = mcir_env_new(g, 7);
     ck_assert(cpu != NULL);
     bool ok = true;
-    static const mcir_alloc_mode modes[] = {MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY, MCIR_ALLOC_EAGER};
+    static const mcir_alloc_mode modes[] = {MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY, MCIR_ALLOC_EAGER,
+                                            MCIR_ALLOC_POOL};
     mcir_env *gpu0 = mcir_env_new(g, 7);
     set_inputs(g, cpu, gpu0, inputs, exdir);
     mcir_env_free(gpu0);
     ck_assert(mcir_interp_run(g, cpu, &d));
-    for (int m = 0; m < 3; m++) {
+    /* pool, lazy, eager with cuBLAS where it loads; pool again with the
+     * generated matmul kernels only */
+    for (int m = 0; m < 4; m++) {
+        if (m == 3) setenv("MCIR_NO_CUBLAS", "1", 1);
         mcir_env *gpu = mcir_env_new(g, 7);
         mcir_env *dummy = mcir_env_new(g, 7);
         set_inputs(g, gpu, dummy, inputs, exdir);
         mcir_env_free(dummy);
         mcir_gpu_stats st;
         char label[200];
-        snprintf(label, sizeof label, "%s [%s]", what, mcir_alloc_mode_name(modes[m]));
+        snprintf(label, sizeof label, "%s [%s%s]", what, mcir_alloc_mode_name(modes[m]),
+                 m == 3 ? ", no cuBLAS" : "");
         if (!mcir_gpu_run(cg, gpu, modes[m], &st, &d)) {
             fprintf(stderr, "%s: GPU run failed\n", label);
             ok = false;
@@ -148,6 +154,7 @@ static bool check_graph(mcir_graph *g, const char *what, json_t *inputs, const c
         }
         mcir_env_free(gpu);
     }
+    unsetenv("MCIR_NO_CUBLAS");
     mcir_env_free(cpu);
     mcir_codegen_free(cg);
     planned_free(&pl);
