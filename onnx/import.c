@@ -2062,8 +2062,8 @@ mcir_graph *mcir_onnx_read_bytes(const void *bytes, size_t len, const char *path
                                  mcir_diag *d) {
     ox x = {.d = d, .path = path ? path : "<onnx>"};
     /* initializers widen to at most 8 bytes an element (int8 → int64);
-     * folded values get 1 GiB besides */
-    x.const_budget = (int64_t)(len < ((size_t)1 << 40) ? len : (size_t)1 << 40) * 8 + ((int64_t)1 << 30);
+     * folded values get 256 MiB besides */
+    x.const_budget = (int64_t)(len < ((size_t)1 << 40) ? len : (size_t)1 << 40) * 8 + ((int64_t)1 << 28);
     x.a = mcir_arena_new();
     x.dir = dir_of(x.a, x.path);
     if (!nesting_ok(&onnx__model_proto__descriptor, bytes, (const uint8_t *)bytes + len, 0)) {

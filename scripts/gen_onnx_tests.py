@@ -328,9 +328,9 @@ def gen_bad():
     m.graph.node[1].op_type = "Where"
     m.graph.node[1].input[:] = ["c", "c", "h"]
     put("where_bool_value.onnx", m.SerializeToString())
-    # 20 ConstantOfShape of 2^28 elements: import-time values are bounded
+    # 20 ConstantOfShape of 2^24 elements: import-time values are bounded
     m = onnx.ModelProto(); m.CopyFrom(good)
-    m.graph.initializer.append(numpy_helper.from_array(np.array([1 << 14, 1 << 14], np.int64), "big"))
+    m.graph.initializer.append(numpy_helper.from_array(np.array([1 << 12, 1 << 12], np.int64), "big"))
     for i in range(20):
         m.graph.node.insert(0, helper.make_node("ConstantOfShape", ["big"], [f"c{i}"]))
     put("constant_bomb.onnx", m.SerializeToString())
