@@ -388,12 +388,27 @@ static const char *tensor_name(reader *r, json_t *obj, int opv, const char *what
     return json_string_value(name);
 }
 
+/* JSON has no infinities or NaN: a weight value may spell them as the
+ * strings "inf", "-inf" and "nan" (an extension; docs/graph-format.md). */
+static bool nonfinite_value(const json_t *v, float *out) {
+    const char *s = json_string_value(v);
+    if (!s) return false;
+    float f;
+    if (!strcmp(s, "inf")) f = INFINITY;
+    else if (!strcmp(s, "-inf")) f = -INFINITY;
+    else if (!strcmp(s, "nan")) f = NAN;
+    else return false;
+    if (out) *out = f;
+    return true;
+}
+
 /* Nested lists matching shape[dim..] exactly; counts leaves into *count. */
 static bool check_value_shape(reader *r, json_t *v, int pv, const char *who, const mcir_tensor *t,
                               int dim) {
     if (dim == t->rank) {
-        if (!json_is_number(v)) {
-            err(r, at(r, pv), "%s: 'value' element must be a number, got %s", who, json_kind(v));
+        if (!json_is_number(v) && !nonfinite_value(v, NULL)) {
+            err(r, at(r, pv), "%s: 'value' element must be a number (or \"inf\", \"-inf\", "
+                "\"nan\"), got %s", who, json_kind(v));
             return false;
         }
         return true;
@@ -423,14 +438,21 @@ static bool store_value(reader *r, json_t *v, int pv, const char *who, const mci
                         unsigned char *data, int64_t *k) {
     if (!json_is_array(v)) {
         double x = json_number_value(v);
-        bool ok = isfinite(x) && fabs(x) <= FLT_MAX; /* a wider cast is undefined */
-        float f = ok ? (float)x : 0.0f;
+        float f = 0.0f;
+        /* Values up to FLT_MAX + half an ulp round to FLT_MAX (that is how
+         * the shortest decimal of FLT_MAX reads back); a wider cast would be
+         * undefined, so clamp rather than cast there. */
+        bool special = nonfinite_value(v, &f);
+        bool ok = special || (isfinite(x) && fabs(x) < 0x1.ffffffp+127);
+        if (ok && !special) f = fabs(x) > FLT_MAX ? copysignf(FLT_MAX, (float)(x > 0 ? 1 : -1))
+                                                  : (float)x;
+        if (special) ok = true;
         size_t es = mcir_dtype_size(t->dtype);
         if (t->dtype == MCIR_DTYPE_F32) {
             memcpy(data + *k * (int64_t)es, &f, 4);
         } else {
             uint16_t h = t->dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(f) : mcir_f32_to_bf16(f);
-            ok = ok && (h & 0x7fff) < (t->dtype == MCIR_DTYPE_F16 ? 0x7c00 : 0x7f80);
+            ok = ok && (special || (h & 0x7fff) < (t->dtype == MCIR_DTYPE_F16 ? 0x7c00 : 0x7f80));
             memcpy(data + *k * (int64_t)es, &h, 2);
         }
         if (!ok) {

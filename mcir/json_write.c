@@ -183,7 +183,13 @@ static double element(const mcir_tensor *t, int64_t i) {
 
 /* Nested lists in C order for dims [dim, rank); *k walks the elements. */
 static json_t *value_json(const mcir_tensor *t, int dim, int64_t *k) {
-    if (dim == t->rank) return json_real(element(t, (*k)++));
+    if (dim == t->rank) {
+        double x = element(t, (*k)++);
+        /* JSON has no infinities or NaN; the reader takes these strings */
+        if (isnan(x)) return json_string("nan");
+        if (isinf(x)) return json_string(x > 0 ? "inf" : "-inf");
+        return json_real(x);
+    }
     json_t *a = json_array();
     for (int64_t i = 0; i < t->shape[dim]; i++) json_array_append_new(a, value_json(t, dim + 1, k));
     return a;

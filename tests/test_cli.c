@@ -389,6 +389,30 @@ END_TEST
 START_TEST(malformed_npy_inputs_never_crash) { run_corpus("tests/data/bad/npy", ".npy", "npy"); }
 END_TEST
 
+/* Weight values JSON cannot spell (±inf, NaN, the f32 extremes) survive
+ * the mcir artifact and read back identically. */
+START_TEST(artifact_round_trips_nonfinite_weights) {
+    char *dir = cli_tempdir();
+    char first[1200], second[1200];
+    snprintf(first, sizeof first, "%s/a.json", dir);
+    snprintf(second, sizeof second, "%s/b.json", dir);
+    cli_result r = RUN("--emit", "mcir", cli_src("tests/data/cli/nonfinite.json"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    FILE *f = fopen(first, "w");
+    fputs(r.out, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"-inf\""));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"nan\""));
+    cli_result r2 = RUN("--emit", "mcir", first);
+    ck_assert_msg(r2.status == 0, "%s", r2.err);
+    ck_assert_str_eq(r.out, r2.out);
+    cli_result_free(&r);
+    cli_result_free(&r2);
+    cli_remove_tree(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("contract");
@@ -412,6 +436,7 @@ int main(void) {
     tcase_add_test(tc, user_catalog_without_default);
     tcase_add_test(tc, catalog_error_has_yaml_position);
     tcase_add_test(tc, onnx_model_compiles_and_verifies);
+    tcase_add_test(tc, artifact_round_trips_nonfinite_weights);
     tcase_add_test(tc, malformed_graphs_never_crash);
     tcase_add_test(tc, malformed_onnx_never_crash);
     tcase_add_test(tc, malformed_catalogs_never_crash);
