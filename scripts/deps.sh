@@ -3,7 +3,7 @@
 # The CUDA toolkit is expected in /usr/local/cuda (NVRTC; optional: without
 # it mcir builds and runs on the CPU, and --emit ptx says why it can't).
 set -euo pipefail
-pkgs=(cmake make gcc pkg-config libyaml-dev libpcre2-dev check libsubunit-dev libjansson-dev
+pkgs=(cmake make gcc g++ pkg-config libyaml-dev libpcre2-dev check libsubunit-dev libjansson-dev
       libonnx-dev protobuf-c-compiler libprotobuf-c-dev)
 missing=()
 for p in "${pkgs[@]}"; do
