@@ -98,6 +98,9 @@ static void build_sweep(void) {
                 snprintf(label, sizeof label, "attention %s d=%d %s", dt, D,
                          var == 0 ? "plain" : var == 1 ? "causal 77x196" : "mask 77x196");
                 sweep_case *c = add_case(label);
+                char mask_in[128] = "";
+                if (var == 2)
+                    snprintf(mask_in, sizeof mask_in, ",{\"name\":\"m\",\"dtype\":\"%s\",\"shape\":[2,1,1,%d]}", dt, nk);
                 c->json = fmt("{\"mcir\":1,\"name\":\"att_%s_%d_%d\",\"inputs\":["
                               "{\"name\":\"q\",\"dtype\":\"%s\",\"shape\":[2,3,%d,%d]},"
                               "{\"name\":\"k\",\"dtype\":\"%s\",\"shape\":[2,3,%d,%d]},"
@@ -105,7 +108,7 @@ static void build_sweep(void) {
                               "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"%s],"
                               "\"outputs\":[\"y\"],\"attrs\":{\"causal\":%s}}],\"outputs\":[\"y\"]}",
                               dt, D, var, dt, nq, D, dt, nk, D, dt, nk, D,
-                              var == 2 ? fmt(",{\"name\":\"m\",\"dtype\":\"%s\",\"shape\":[2,1,1,%d]}", dt, nk) : "",
+                              mask_in,
                               var == 2 ? ",\"m\"" : "", var == 1 ? "true" : "false");
                 c->n_kernels = 1;
                 c->ks[0] = (cgt_kspec){MCIR_TEMPLATE_STREAMING_ATTENTION, "at", "at"};
