@@ -14,6 +14,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -264,7 +266,37 @@ static void add_tensor_record(json_t *tensors, const mcir_tensor *t) {
     json_object_set_new(tensors, t->name, rec);
 }
 
-bool mcir_graph_write_json(const mcir_graph *g, FILE *out) {
+/* Writes weight t's in-memory data as dir/subdir/STEM.npy (STEM: the name
+ * with '/' and a leading '.' replaced, made unique with the tensor id) and
+ * returns the path relative to dir, or NULL after reporting an error. */
+static char *write_weight_file(const mcir_tensor *t, const char *dir, const char *subdir,
+                               mcir_diag *d) {
+    char stem[200];
+    snprintf(stem, sizeof stem, "%s", t->name);
+    for (char *p = stem; *p; p++)
+        if (*p == '/' || *p == '\\' || (p == stem && *p == '.')) *p = '_';
+    size_t n = strlen(dir) + strlen(subdir) + strlen(stem) + 64;
+    char *full = malloc(n), *rel = malloc(n);
+    MCIR_ASSERT(full && rel);
+    snprintf(full, n, "%s/%s", dir, subdir);
+    mkdir(full, 0777);
+    snprintf(rel, n, "%s/%s.npy", subdir, stem);
+    snprintf(full, n, "%s/%s", dir, rel);
+    if (access(full, F_OK) == 0) { /* two names sanitised alike */
+        snprintf(rel, n, "%s/%s.%d.npy", subdir, stem, t->id);
+        snprintf(full, n, "%s/%s", dir, rel);
+    }
+    bool ok = mcir_npy_write(full, t->dtype, t->rank, t->shape, t->data, d);
+    free(full);
+    if (!ok) {
+        free(rel);
+        return NULL;
+    }
+    return rel;
+}
+
+static bool write_json(const mcir_graph *g, FILE *out, const char *dir, const char *subdir,
+                       int64_t inline_max, mcir_diag *d) {
     json_t *root = json_object();
     json_object_set_new(root, "mcir", json_integer(1));
     json_object_set_new(root, "name", json_string(g->name ? g->name : "graph"));
@@ -280,10 +312,21 @@ bool mcir_graph_write_json(const mcir_graph *g, FILE *out) {
         json_t *w = tensor_decl_json(t);
         if (t->data_path) {
             json_object_set_new(w, "data", json_string(t->data_path));
+        } else if (t->data && t->rank >= 0 && dir && mcir_tensor_numel(t) > inline_max) {
+            char *rel = write_weight_file(t, dir, subdir, d);
+            if (!rel) {
+                json_decref(w);
+                json_decref(weights);
+                json_decref(root);
+                return false;
+            }
+            json_object_set_new(w, "data", json_string(rel));
+            free(rel);
         } else if (t->data && t->rank >= 0) {
             /* In-memory data (small constants, or weights a rewrite made,
-             * e.g. folded constants) is written out so the artifact stands
-             * alone; only seeded weights carry neither. */
+             * e.g. folded constants, or an imported model's initializers)
+             * is written out so the artifact stands alone; only seeded
+             * weights carry neither. */
             int64_t k = 0;
             json_object_set_new(w, "value", value_json(t, 0, &k));
         }
@@ -316,4 +359,13 @@ bool mcir_graph_write_json(const mcir_graph *g, FILE *out) {
     fputc('\n', out);
     json_decref(root);
     return fflush(out) == 0 && !ferror(out);
+}
+
+bool mcir_graph_write_json(const mcir_graph *g, FILE *out) {
+    return write_json(g, out, NULL, NULL, 0, NULL);
+}
+
+bool mcir_graph_write_json_split(const mcir_graph *g, FILE *out, const char *dir,
+                                 const char *subdir, int64_t inline_max, mcir_diag *d) {
+    return write_json(g, out, dir, subdir, inline_max, d);
 }

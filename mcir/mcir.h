@@ -400,6 +400,12 @@ mcir_graph *mcir_graph_read_json_string(const char *text, const char *path,
 /* Writers. The mcir artifact is graph.json form plus per node
  * "properties" and a top-level "tensors" object with "memory_state". */
 bool mcir_graph_write_json(const mcir_graph *g, FILE *out);
+/* The same, for an artifact written into directory dir: weights held in
+ * memory with more than inline_max elements go to dir/subdir/NAME.npy and
+ * are referenced as "data": "subdir/NAME.npy" (relative to the artifact,
+ * as graph.json wants), so large imported models stay readable. */
+bool mcir_graph_write_json_split(const mcir_graph *g, FILE *out, const char *dir,
+                                 const char *subdir, int64_t inline_max, mcir_diag *d);
 bool mcir_graph_write_dot(const mcir_graph *g, FILE *out);
 
 /* .npy files: f32 (<f4), f16 (<f2), bf16 (<u2). */

@@ -211,15 +211,18 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
         artifact_fn fn;
         bool present;
     } files[] = {
-        {"graph.mcir.json", art_mcir, true},
         {"trace.jsonl", art_trace, true},
         {"plan.json", art_plan, c->plan != NULL},
         {"memory.json", art_memory, c->memory != NULL},
         {"memory.svg", art_svg, c->memory != NULL},
         {"graph.dot", art_dot, true},
     };
-    bool ok = true;
     char path[PATH_MAX];
+    /* the rewritten graph, its large in-memory weights as weights/NAME.npy */
+    bool ok = join_path(path, sizeof path, tmp, "graph.mcir.json", "");
+    FILE *f = ok ? fopen(path, "w") : NULL;
+    ok = f && mcir_graph_write_json_split(c->graph, f, tmp, "weights", 64, d);
+    if (f) ok = (fclose(f) == 0) && ok;
     for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
         if (!files[i].present) continue;
         ok = join_path(path, sizeof path, tmp, files[i].file, "") &&

@@ -413,6 +413,48 @@ START_TEST(artifact_round_trips_nonfinite_weights) {
 }
 END_TEST
 
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    char *buf = malloc((size_t)len + 1);
+    *n = fread(buf, 1, (size_t)len, f);
+    fclose(f);
+    return buf;
+}
+
+/* -o on an imported model: large weights go to weights/NAME.npy, and the
+ * artifact compiles and runs to the very same outputs as the model. */
+START_TEST(out_dir_artifact_reruns_identically) {
+    const char *m = cli_src("tests/data/onnx/models/encoder_layer_op14/model.onnx");
+    char *a = cli_tempdir(), *b = cli_tempdir();
+    char artifact[1200], weights[1200], ya[1200], yb[1200];
+    snprintf(artifact, sizeof artifact, "%s/graph.mcir.json", a);
+    snprintf(weights, sizeof weights, "%s/weights", a);
+    snprintf(ya, sizeof ya, "%s/y.npy", a);
+    snprintf(yb, sizeof yb, "%s/y.npy", b);
+    cli_result r = RUN("--run", "--device", "cpu", "-o", a, m);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_gt(cli_dir_entries(weights), 0);
+    cli_result_free(&r);
+    r = RUN("--run", "--device", "cpu", "-o", b, artifact);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cli_result_free(&r);
+    size_t na, nb;
+    char *da = read_all(ya, &na), *db = read_all(yb, &nb);
+    ck_assert_msg(da && db && na == nb && memcmp(da, db, na) == 0,
+                  "the artifact's output differs from the model's");
+    free(da);
+    free(db);
+    cli_remove_tree(a);
+    cli_remove_tree(b);
+    free(a);
+    free(b);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("contract");
@@ -437,6 +479,7 @@ int main(void) {
     tcase_add_test(tc, catalog_error_has_yaml_position);
     tcase_add_test(tc, onnx_model_compiles_and_verifies);
     tcase_add_test(tc, artifact_round_trips_nonfinite_weights);
+    tcase_add_test(tc, out_dir_artifact_reruns_identically);
     tcase_add_test(tc, malformed_graphs_never_crash);
     tcase_add_test(tc, malformed_onnx_never_crash);
     tcase_add_test(tc, malformed_catalogs_never_crash);
