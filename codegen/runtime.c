@@ -308,7 +308,7 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
         if (!k->source) continue;
         CU_CHECK(cu.cuModuleLoadData(&mods[i], k->bin.cubin), s.why, W);
         CU_CHECK(cu.cuModuleGetFunction(&funcs[i], mods[i], k->kp->name), s.why, W);
-        if (k->smem > 48 * 1024)
+        if (k->smem > 0)   /* dynamic + static may pass the default 48 KB */
             CU_CHECK(cu.cuFuncSetAttribute(funcs[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->smem),
                      s.why, W);
         if (k->gemm.ok && !blas) {
