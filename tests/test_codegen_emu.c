@@ -36,8 +36,17 @@ static const char *ctype(mcir_dtype t) { return t == MCIR_DTYPE_F32 ? "float" : 
  * acc, the launcher passes one more pointer, the staged product. */
 static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, const char *source, bool acc) {
     char cpp[600], so[600], cmd[2400];
-    snprintf(cpp, sizeof cpp, "%s/%s.cpp", work_dir, name);
-    snprintf(so, sizeof so, "%s/%s.so", work_dir, name);
+    /* one shared object per distinct source: kernels shared by both modes
+     * of run_emulated are compiled once */
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = source; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    snprintf(cpp, sizeof cpp, "%s/%s_%016llx.cpp", work_dir, name, (unsigned long long)h);
+    snprintf(so, sizeof so, "%s/%s_%016llx.so", work_dir, name, (unsigned long long)h);
+    if (access(so, R_OK) == 0) {
+        void *again = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+        if (again) return again;
+    }
     FILE *f = fopen(cpp, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f, "#include \"cuda_emu.h\"\n%s\nextern \"C\" void emu_launch(void **a) {\n    %s(", source, name);
@@ -56,9 +65,9 @@ static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, cons
         return NULL;
     }
     compiled_count++;
-    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!h) fprintf(stderr, "dlopen: %s\n", dlerror());
-    return h;
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) fprintf(stderr, "dlopen: %s\n", dlerror());
+    return lib;
 }
 
 static void *to_storage(const mcir_tensor *t, const float *v) {
