@@ -9,9 +9,11 @@ set_tests_properties(test_codegen PROPERTIES TIMEOUT 900)
 mcir_check_test(test_codegen_emu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_codegen_emu.c
                 LIBS mcir_codegen_testutil ${CMAKE_DL_LIBS})
 set_tests_properties(test_codegen_emu PROPERTIES TIMEOUT 1500)
-if(TARGET mcir_pipeline)   # the examples through rewrites + planner, emulated
-  target_link_libraries(test_codegen_emu PRIVATE mcir_pipeline)
-  target_compile_definitions(test_codegen_emu PRIVATE MCIR_HAVE_PIPELINE=1)
+if(TARGET mcir_pipeline)   # the examples through rewrites + planner (as mcirc does)
+  foreach(t test_codegen test_codegen_emu)
+    target_link_libraries(${t} PRIVATE mcir_pipeline)
+    target_compile_definitions(${t} PRIVATE MCIR_HAVE_PIPELINE=1)
+  endforeach()
 endif()
 mcir_check_test(test_gpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu.c
                 LIBS mcir_codegen_testutil)

@@ -452,12 +452,16 @@ END_TEST
 
 /* ------------------------------------------------------ bundled examples */
 
-#ifdef MCIR_HAVE_KERNELPLAN
+#ifdef MCIR_HAVE_PIPELINE
+#include "mcirc/pipeline.h"
+static const char *planner_name = "the mcirc pipeline";
+#elif defined(MCIR_HAVE_KERNELPLAN)
 static const char *planner_name = "kernelplan";
 #else
 static const char *planner_name = "one kernel per node";
 #endif
 
+#ifndef MCIR_HAVE_PIPELINE
 static mcir_plan *plan_example(mcir_graph *g, const char *arch, mcir_plan **own, mcir_diag *d) {
     *own = NULL;
 #ifdef MCIR_HAVE_KERNELPLAN
@@ -470,6 +474,7 @@ static mcir_plan *plan_example(mcir_graph *g, const char *arch, mcir_plan **own,
     return cgt_plan_naive(g, arch);
 #endif
 }
+#endif
 
 /* Every example's kernels are generated and compile (sm_90; two workers,
  * one example at a time each). */
@@ -490,9 +495,21 @@ static void *example_worker(void *arg) {
         char path[1400];
         snprintf(path, sizeof path, "%s/%s/graph.json", j->dir, j->names[i]);
         mcir_diag d = mcir_diag_stderr();
-        mcir_graph *g = mcir_graph_read_json(path, &d);
         int kernels = 0;
-        bool ok = g != NULL;
+        bool ok;
+#ifdef MCIR_HAVE_PIPELINE
+        /* as mcirc compiles it: rewrites, planner, codegen, NVRTC */
+        mcir_options o = mcir_options_default();
+        o.graph_path = path;
+        o.arch = "sm_90";
+        o.want_plan = o.want_cuda = o.want_ptx = true;
+        mcir_compilation c;
+        ok = mcir_compile(&o, &c, &d) == 0 && c.codegen && c.plan;
+        mcir_plan *p = ok ? c.plan : NULL;
+        mcir_codegen *cg = ok ? c.codegen : NULL;
+#else
+        mcir_graph *g = mcir_graph_read_json(path, &d);
+        ok = g != NULL;
         mcir_plan *own = NULL, *p = NULL;
         mcir_codegen *cg = NULL;
         if (ok) {
@@ -500,6 +517,7 @@ static void *example_worker(void *arg) {
             cg = mcir_codegen_new(p, NULL, &d);
             ok = cg && mcir_codegen_compile(cg, "sm_90", &d);
         }
+#endif
         if (ok)
             for (int k = 0; k < p->n_kernels; k++) {
                 if (!mcir_codegen_kernel_source(cg, k)) continue;
@@ -511,11 +529,15 @@ static void *example_worker(void *arg) {
                             p->kernels[k].spill_bytes);
             }
         if (!ok) fprintf(stderr, "FAILED: example %s\n", j->names[i]);
+#ifdef MCIR_HAVE_PIPELINE
+        mcir_compilation_free(&c);
+#else
         mcir_codegen_free(cg);
 #ifdef MCIR_HAVE_KERNELPLAN
         if (own) mcir_plan_free(own);
 #endif
         if (g) mcir_graph_free(g);
+#endif
         pthread_mutex_lock(&j->mu);
         j->kernels += kernels;
         j->failed += !ok;
