@@ -31,9 +31,6 @@ bool mcir_infer_attention(mcir_graph *g, mcir_node *n, mcir_diag *d);
 MCIR_OPS(X)
 #undef X
 
-/* NumPy broadcasting of two shapes; false if incompatible. */
-bool mcir_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
-                          int *rout, int64_t *out);
 /* Normalises a possibly negative axis against rank; false if out of range. */
 bool mcir_norm_axis(int64_t axis, int rank, int *out);
 

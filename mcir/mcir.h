@@ -151,6 +151,10 @@ typedef struct mcir_tensor {
 } mcir_tensor;
 
 int64_t mcir_tensor_numel(const mcir_tensor *t);
+/* NumPy broadcasting of two shapes into out (rank *rout; out may alias a
+ * or b); false if they are incompatible or the rank exceeds MCIR_MAX_RANK. */
+bool mcir_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
+                          int *rout, int64_t *out);
 int64_t mcir_tensor_bytes(const mcir_tensor *t);
 /* "[1, 128, 768]" into buf; returns buf. */
 char *mcir_shape_str(const mcir_tensor *t, char *buf, size_t n);

@@ -147,22 +147,6 @@ bool ox_ints_of(ox *x, const ox_value *v, const char *what, int64_t *out, int *c
     return true;
 }
 
-bool ox_broadcast(int ra, const int64_t *a, int rb, const int64_t *b, int *rout,
-                  int64_t *out) {
-    int r = ra > rb ? ra : rb;
-    int64_t tmp[MCIR_MAX_RANK];
-    if (r > MCIR_MAX_RANK) return false;
-    for (int i = 0; i < r; i++) {
-        int ia = i - (r - ra), ib = i - (r - rb);
-        int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-        if (da != db && da != 1 && db != 1) return false;
-        tmp[i] = da == 1 ? db : da;
-    }
-    memcpy(out, tmp, sizeof(int64_t) * (size_t)r);
-    *rout = r;
-    return true;
-}
-
 /* Index into v (broadcast to out shape [r, shape]) of the flat output
  * index j. */
 static int64_t bcast_index(const ox_value *v, int r, const int64_t *shape, int64_t j) {
@@ -289,7 +273,7 @@ static ox_value *fold_binary(ox *x, const char *op, fold_kind kind, const ox_val
                              const ox_value *B) {
     int r;
     int64_t shape[MCIR_MAX_RANK];
-    if (!ox_broadcast(A->rank, A->shape, B->rank, B->shape, &r, shape)) {
+    if (!mcir_broadcast_shape(A->rank, A->shape, B->rank, B->shape, &r, shape)) {
         ox_error(x, "operands '%s' and '%s' do not broadcast", A->name, B->name);
         return NULL;
     }
@@ -342,8 +326,8 @@ ox_fold ox_fold_elementwise(ox *x, const char *op, ox_value *const *in, int n_in
         const ox_value *C = in[0], *X = in[1], *Y = in[2];
         int r, r2;
         int64_t s[MCIR_MAX_RANK], s2[MCIR_MAX_RANK];
-        if (!ox_broadcast(C->rank, C->shape, X->rank, X->shape, &r, s) ||
-            !ox_broadcast(r, s, Y->rank, Y->shape, &r2, s2)) {
+        if (!mcir_broadcast_shape(C->rank, C->shape, X->rank, X->shape, &r, s) ||
+            !mcir_broadcast_shape(r, s, Y->rank, Y->shape, &r2, s2)) {
             ox_error(x, "condition and values do not broadcast");
             return OX_FOLD_ERROR;
         }

@@ -588,8 +588,8 @@ static mcir_tensor *operand(ox *x, ox_value *v, mcir_dtype dt, ox_value *const *
         memcpy(s2, v->shape, sizeof s2);
         bool ok = true;
         for (int i = 0; i < n_others && ok; i++)
-            ok = ox_broadcast(r1, s1, others[i]->rank, others[i]->shape, &r1, s1) &&
-                 ox_broadcast(r2, s2, others[i]->rank, others[i]->shape, &r2, s2);
+            ok = mcir_broadcast_shape(r1, s1, others[i]->rank, others[i]->shape, &r1, s1) &&
+                 mcir_broadcast_shape(r2, s2, others[i]->rank, others[i]->shape, &r2, s2);
         if (ok && r1 == r2 && !memcmp(s1, s2, sizeof(int64_t) * (size_t)r1)) {
             if (v->t->dtype != dt) return runtime(x, v, dt);
             return v->t;
@@ -873,8 +873,8 @@ static bool h_where(ox *x, ox_value **in, int n_in) {
     /* value (side 1 = taken where c, side 2 = where !c) at broadcast index */
     int rm, rf;
     int64_t sm[MCIR_MAX_RANK], sf[MCIR_MAX_RANK];
-    if (!ox_broadcast(C->rank, C->shape, in[1]->rank, in[1]->shape, &rf, sf) ||
-        !ox_broadcast(rf, sf, in[2]->rank, in[2]->shape, &rf, sf))
+    if (!mcir_broadcast_shape(C->rank, C->shape, in[1]->rank, in[1]->shape, &rf, sf) ||
+        !mcir_broadcast_shape(rf, sf, in[2]->rank, in[2]->shape, &rf, sf))
         return ox_error(x, "condition and values do not broadcast");
     /* term k (1: a where c; 2: b where !c): its constant part, or a runtime
      * tensor times the 0/1 selector */
@@ -886,7 +886,7 @@ static bool h_where(ox *x, ox_value **in, int n_in) {
         bool want = side == 1;
         if (!v->is_const) continue;
         /* the constant part: v where selected, 0 elsewhere */
-        ox_broadcast(C->rank, C->shape, v->rank, v->shape, &rm, sm);
+        mcir_broadcast_shape(C->rank, C->shape, v->rank, v->shape, &rm, sm);
         ox_value *zero = ox_const_new(x, v->elem, 0, NULL);
         if (!zero) return false;
         ox_seti(zero, 0, 0);
@@ -907,7 +907,7 @@ static bool h_where(ox *x, ox_value **in, int n_in) {
         ox_value *other = in[3 - side];
         bool mask = other->is_const && ox_is_float(other->elem);
         if (mask) {
-            ox_broadcast(C->rank, C->shape, other->rank, other->shape, &rm, sm);
+            mcir_broadcast_shape(C->rank, C->shape, other->rank, other->shape, &rm, sm);
             ox_value *cb = ox_fold_expand(x, C, rm, sm), *ob = ox_fold_expand(x, other, rm, sm);
             if (!cb || !ob) return false;
             for (int64_t j = 0; mask && j < cb->numel; j++)
@@ -1462,7 +1462,7 @@ static bool h_expand(ox *x, ox_value **in, int n_in) {
     if (!ox_ints_of(x, in[1], "shape", req, &k, MCIR_MAX_RANK)) return false;
     for (int i = 0; i < k; i++)
         if (req[i] < 0) return ox_error(x, "shape has a negative dim %lld", (long long)req[i]);
-    if (!ox_broadcast(X->rank, X->shape, k, req, &r, shape))
+    if (!mcir_broadcast_shape(X->rank, X->shape, k, req, &r, shape))
         return ox_error(x, "'%s' does not broadcast to the requested shape", X->name);
     if (X->is_const) {
         ox_value *o = ox_fold_expand(x, X, r, shape);

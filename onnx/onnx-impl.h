@@ -94,8 +94,6 @@ void ox_copy_elem(ox_value *out, int64_t j, const ox_value *v, int64_t i);
 bool ox_ints_of(ox *x, const ox_value *v, const char *what, int64_t *out, int *count,
                 int max);
 
-bool ox_broadcast(int ra, const int64_t *a, int rb, const int64_t *b, int *rout,
-                  int64_t *out);
 
 /* The import-time evaluator: ops over constants. Returns true and sets
  * *out (one output) when op_type is one it evaluates; false with no error
