@@ -14,71 +14,10 @@
 #include <string.h>
 
 #include "mcir/json_pos.h"
+#include "io_test.h"
 #include "mcir/mcir.h"
 
 /* ------------------------------------------------------------- helpers */
-
-typedef struct capture {
-    char *buf;
-    size_t len;
-    FILE *f;
-    mcir_diag d;
-} capture;
-
-static void cap_open(capture *c) {
-    c->buf = NULL;
-    c->len = 0;
-    c->f = open_memstream(&c->buf, &c->len);
-    ck_assert(c->f);
-    c->d = mcir_diag_to(c->f);
-}
-
-static char *cap_close(capture *c) {
-    fclose(c->f);
-    return c->buf;
-}
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    ck_assert(s);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    if (len) *len = got;
-    return s;
-}
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorted names in dir ending in suffix; returns the count. */
-static int list_dir(const char *dir, const char *suffix, char ***out) {
-    DIR *d = opendir(dir);
-    ck_assert_msg(d, "cannot open %s", dir);
-    int n = 0, cap = 0;
-    char **names = NULL;
-    struct dirent *e;
-    size_t sl = strlen(suffix);
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l <= sl || strcmp(e->d_name + l - sl, suffix) != 0) continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            names = realloc(names, (size_t)cap * sizeof *names);
-        }
-        names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
-    *out = names;
-    return n;
-}
 
 static mcir_graph *read_quiet(const char *path, char **msgs) {
     capture c;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io_test.h"
 #include "mcir/mcir.h"
 
 static char tmpdir[256];
@@ -45,43 +46,6 @@ static int count_files(const char *dir) {
     closedir(d);
     return n;
 }
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(s);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    if (len) *len = got;
-    return s;
-}
-
-typedef struct capture {
-    char *buf;
-    size_t len;
-    FILE *f;
-    mcir_diag d;
-} capture;
-
-static void cap_open(capture *c) {
-    c->buf = NULL;
-    c->len = 0;
-    c->f = open_memstream(&c->buf, &c->len);
-    ck_assert_ptr_nonnull(c->f);
-    c->d = mcir_diag_to(c->f);
-}
-
-static char *cap_close(capture *c) {
-    fclose(c->f);
-    return c->buf;
-}
-
-/* ------------------------------------------------------------ round trips */
 
 static void round_trip(mcir_dtype dt, int rank, const int64_t *shape) {
     int64_t n = 1;
@@ -196,23 +160,10 @@ END_TEST
 
 /* ------------------------------------------------------ malformed corpus */
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 START_TEST(test_bad_corpus) {
     const char *dir = "data/bad/npy";
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    char *names[256];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 256) {
-        size_t l = strlen(e->d_name);
-        if (l > 4 && strcmp(e->d_name + l - 4, ".npy") == 0) names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    char **names;
+    int n = list_dir(dir, ".npy", &names);
     ck_assert_int_ge(n, 12);
     bool update = getenv("MCIR_UPDATE_GOLDEN") && *getenv("MCIR_UPDATE_GOLDEN") == '1';
     int failures = 0;
@@ -247,6 +198,7 @@ START_TEST(test_bad_corpus) {
         free(msgs);
         free(names[i]);
     }
+    free(names);
     ck_assert_msg(failures == 0, "%d corpus failure(s)", failures);
 }
 END_TEST
