@@ -575,6 +575,33 @@ START_TEST(test_examples_emit_and_compile) {
 }
 END_TEST
 
+/* Every --arch the CLI documents compiles (attention, the largest template). */
+START_TEST(test_all_documented_archs) {
+    need_nvrtc();
+    static const char *archs[] = {"sm_80", "sm_86", "sm_89", "sm_90"};
+    mcir_graph *g = cgt_graph(
+        "{\"mcir\":1,\"name\":\"archs\",\"inputs\":[{\"name\":\"q\",\"dtype\":\"bf16\",\"shape\":[1,2,77,80]},"
+        "{\"name\":\"k\",\"dtype\":\"bf16\",\"shape\":[1,2,96,80]},{\"name\":\"v\",\"dtype\":\"bf16\",\"shape\":[1,2,96,80]}],"
+        "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":[\"y\"],"
+        "\"attrs\":{\"causal\":true}}],\"outputs\":[\"y\"]}");
+    for (int a = 0; a < 4; a++) {
+        mcir_plan *p = cgt_plan_naive(g, archs[a]);
+        mcir_diag d = mcir_diag_stderr();
+        mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
+        ck_assert_ptr_nonnull(cg);
+        ck_assert_msg(mcir_codegen_compile(cg, archs[a], &d), "%s", archs[a]);
+        ck_assert_int_gt(p->kernels[0].registers, 0);
+        const char *ptx = mcir_codegen_kernel_ptx(cg, 0);
+        char target[32];
+        snprintf(target, sizeof target, ".target %s", archs[a]);
+        ck_assert_ptr_nonnull(strstr(ptx, target));
+        ck_assert_ptr_nonnull(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+        mcir_codegen_free(cg);
+    }
+    mcir_graph_free(g);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("codegen");
     TCase *tc = tcase_create("codegen");
@@ -583,6 +610,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_ptxas_report_parsed);
     tcase_add_test(tc, test_syntax_error_reports_log_and_line);
     tcase_add_test(tc, test_write_cuda_and_dir);
+    tcase_add_test(tc, test_all_documented_archs);
     tcase_add_test(tc, test_cache_second_compile_skips_nvrtc);
     tcase_add_test(tc, test_sweep_compiles_for_sm80_and_sm90);
     tcase_add_test(tc, test_examples_emit_and_compile);
