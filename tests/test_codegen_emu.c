@@ -59,7 +59,14 @@ static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, cons
     if (acc) fprintf(f, ", (const float*)a[%d]", kp->n_reads + kp->n_writes);
     fprintf(f, ");\n}\n");
     fclose(f);
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -I%s/tests -o %s %s", src_dir(), so, cpp);
+    /* in the sanitizer build the kernels are instrumented too: an
+     * out-of-bounds load or store of a generated kernel is reported */
+#if defined(__SANITIZE_ADDRESS__)
+    const char *san = "-fsanitize=address -fno-omit-frame-pointer";
+#else
+    const char *san = "";
+#endif
+    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC %s -I%s/tests -o %s %s", san, src_dir(), so, cpp);
     if (system(cmd) != 0) {
         fprintf(stderr, "emulated compile failed: %s\n", cmd);
         return NULL;
