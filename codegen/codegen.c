@@ -65,7 +65,19 @@ mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memory_plan *m, mcir_dia
             ok = false;
             continue;
         }
-        if (!t->generate(k, target, d)) ok = false;
+        if (!t->generate(k, target, d)) {
+            ok = false;
+            continue;
+        }
+        /* The plan reports what is launched: the template has the last
+         * word on grid, block and dynamic shared memory. */
+        if (k->block[0] > 0) {
+            for (int j = 0; j < 3; j++) {
+                k->kp->grid[j] = k->grid[j];
+                k->kp->block[j] = k->block[j];
+            }
+            k->kp->smem_bytes = k->smem;
+        }
     }
     if (!ok) {
         mcir_codegen_free(cg);
