@@ -1,6 +1,6 @@
 /*
  * nvrtc.c — CUDA C → PTX + cubin with NVRTC, linked normally (found by
- * CMake's FindCUDAToolkit). Without the toolkit the file compiles to stubs
+ * CMake's FindCUDAToolkit). Without the toolkit every compile fails cleanly
  * and mcir_nvrtc_available says why, so the project still builds.
  *
  * Invariant: every kernel is compiled with the same options (below), which

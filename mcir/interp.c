@@ -279,13 +279,13 @@ static bool too_large(const mcir_tensor *t, mcir_diag *d) {
 
 typedef struct leaves_ctx {
     const mcir_env *e;
-    const mcir_tensor **todo;
+    const mcir_tensor **pending;
 } leaves_ctx;
 
 static void fill_leaves(void *ctx, int64_t lo, int64_t hi) {
     const leaves_ctx *c = ctx;
     for (int64_t i = lo; i < hi; i++) {
-        const mcir_tensor *t = c->todo[i];
+        const mcir_tensor *t = c->pending[i];
         float *v = c->e->values[t->id];
         if (t->kind == MCIR_TENSOR_WEIGHT && t->data)
             storage_to_f32(t->dtype, t->data, v, mcir_tensor_numel(t));
@@ -298,8 +298,8 @@ static void fill_leaves(void *ctx, int64_t lo, int64_t hi) {
  * or the documented weight seed 0. Tensors are filled in parallel (each
  * fill is sequential, so values do not depend on the thread count). */
 static bool load_leaves(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
-    const mcir_tensor **todo = malloc(sizeof *todo * (size_t)(g->n_tensors + 1));
-    MCIR_ASSERT(todo);
+    const mcir_tensor **pending = malloc(sizeof *pending * (size_t)(g->n_tensors + 1));
+    MCIR_ASSERT(pending);
     int n = 0;
     double bytes = 0;
     for (int i = 0; i < g->n_tensors; i++) {
@@ -308,15 +308,15 @@ static bool load_leaves(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
         if (t->kind != MCIR_TENSOR_INPUT && t->kind != MCIR_TENSOR_WEIGHT) continue;
         int64_t count;
         if (!env_slot(e, t, &count)) {
-            free(todo);
+            free(pending);
             return too_large(t, d);
         }
-        todo[n++] = t;
+        pending[n++] = t;
         bytes += (double)count * 4;
     }
-    leaves_ctx c = {e, todo};
+    leaves_ctx c = {e, pending};
     mcir_parallel_for(n, bytes, fill_leaves, &c);
-    free(todo);
+    free(pending);
     return true;
 }
 
