@@ -1,0 +1,274 @@
+/*
+ * bench_attention.c — mcir's streaming-attention kernels, one per shape,
+ * timed on the GPU: for each shape a graph with one `attention` node is
+ * written in memory and taken through the pipeline (rewrite, plan,
+ * memory plan, generate, NVRTC — timed apart and reported as compile
+ * time), then the generated kernel is launched from its cubin on inputs
+ * resident on the device: warm-up launches, then the median of --reps
+ * launches (≥ 20), each timed with CUDA events after an L2 flush.
+ *
+ * Shapes: the FlashAttention-3 paper's sweep (f16 and bf16, head dim
+ * 64/128/256, seq 512…16k with batch·seq = 16k tokens, hidden 2048 so
+ * heads = 2048/d, causal and not), decode (Nq = 1, Nk 1k…128k, batch
+ * 1…64, batch·Nk ≤ 1M) and cross-attention (Nq ≠ Nk). TFLOP/s counts
+ * 4·B·H·Nq·Nk·d, halved when causal (FA3's convention).
+ *
+ * Without a GPU it exits 77 with one line saying why; --dry-run instead
+ * runs the pipeline for every selected shape, NVRTC for the first
+ * --compile N of them, and prints the CSV with "not run (no GPU)".
+ *
+ * usage: bench_attention [--dry-run] [--suite fa3|decode|cross|all]
+ *          [--match TEXT] [--compile N] [--reps N] [--warmup N]
+ *          [--arch sm_XX] [--csv FILE]
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench_util.h"
+#include "bench/gpu_timer.h"
+#include "codegen/codegen-impl.h"
+
+typedef struct shape {
+    const char *suite;
+    mcir_dtype dtype;
+    int64_t batch, heads, nq, nk, d;
+    bool causal;
+} shape;
+
+typedef struct shapes {
+    shape *v;
+    int n, cap;
+} shapes;
+
+static void add(shapes *s, shape x) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->v = realloc(s->v, sizeof *s->v * (size_t)s->cap);
+        MCIR_ASSERT(s->v != NULL);
+    }
+    s->v[s->n++] = x;
+}
+
+static void sweep(shapes *s, const char *suite) {
+    bool all = strcmp(suite, "all") == 0;
+    if (all || strcmp(suite, "fa3") == 0) {
+        const mcir_dtype dts[] = {MCIR_DTYPE_F16, MCIR_DTYPE_BF16};
+        const int64_t ds[] = {64, 128, 256};
+        for (int c = 0; c < 2; c++)
+            for (int t = 0; t < 2; t++)
+                for (int i = 0; i < 3; i++)
+                    for (int64_t seq = 512; seq <= 16384; seq *= 2)
+                        add(s, (shape){"fa3", dts[t], 16384 / seq, 2048 / ds[i], seq, seq, ds[i], c == 1});
+    }
+    if (all || strcmp(suite, "decode") == 0) {
+        const int64_t bs[] = {1, 8, 64};
+        for (int i = 0; i < 3; i++)
+            for (int64_t nk = 1024; nk <= 131072; nk *= 2)
+                if (bs[i] * nk <= (1 << 20) && (nk == 1024 || nk == 4096 || nk == 16384 || nk >= 65536))
+                    add(s, (shape){"decode", MCIR_DTYPE_F16, bs[i], 16, 1, nk, 128, false});
+    }
+    if (all || strcmp(suite, "cross") == 0) {
+        const int64_t pairs[][2] = {{4096, 77}, {77, 4096}, {1024, 4096}, {4096, 1024}, {128, 16384}};
+        for (int d = 64; d <= 128; d *= 2)
+            for (int i = 0; i < 5; i++)
+                add(s, (shape){"cross", MCIR_DTYPE_F16, 8, 2048 / d, pairs[i][0], pairs[i][1], d, false});
+    }
+}
+
+static void shape_name(const shape *x, char *buf, size_t n) {
+    snprintf(buf, n, "%s/%s/d%lld/b%lld/h%lld/q%lld/k%lld/%s", x->suite, mcir_dtype_name(x->dtype),
+             (long long)x->d, (long long)x->batch, (long long)x->heads, (long long)x->nq, (long long)x->nk,
+             x->causal ? "causal" : "full");
+}
+
+static double flops(const shape *x) {
+    double f = 4.0 * (double)x->batch * (double)x->heads * (double)x->nq * (double)x->nk * (double)x->d;
+    return x->causal ? f / 2 : f;
+}
+
+static void graph_json(bench_text *t, const shape *x) {
+    const char *dt = mcir_dtype_name(x->dtype);
+    long long b = x->batch, h = x->heads, q = x->nq, k = x->nk, d = x->d;
+    bench_text_printf(t,
+        "{\"mcir\": 1, \"name\": \"attn\", \"inputs\": [\n"
+        " {\"name\": \"q\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld]},\n"
+        " {\"name\": \"k\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld]},\n"
+        " {\"name\": \"v\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld]}],\n"
+        " \"weights\": [],\n"
+        " \"nodes\": [{\"name\": \"attention\", \"op\": \"attention\", \"inputs\": [\"q\", \"k\", \"v\"],"
+        " \"outputs\": [\"o\"], \"attrs\": {\"causal\": %s}}],\n"
+        " \"outputs\": [\"o\"]}\n",
+        dt, b, h, q, d, dt, b, h, k, d, dt, b, h, k, d, x->causal ? "true" : "false");
+}
+
+static int64_t shape_bytes(const shape *x) {
+    int64_t es = x->dtype == MCIR_DTYPE_F32 ? 4 : 2;
+    return es * x->batch * x->heads * x->d * (2 * x->nq + 2 * x->nk);
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench_attention [--dry-run] [--suite fa3|decode|cross|all] [--match TEXT]\n"
+               "         [--compile N] [--reps N] [--warmup N] [--arch sm_XX] [--csv FILE]\n");
+}
+
+/* Times kernel k of b on device buffers filled with seeded values; the
+ * output is read back and must be finite. */
+static bool time_kernel(bench_gpu *g, bench_graph *b, int k, int warmup, int reps, bench_gpu_timing *t,
+                        char *status, size_t n) {
+    const mcir_kernel_plan *kp = &b->plan->kernels[k];
+    const cg_kernel *ck = &b->cg->k[k];
+    int np = kp->n_reads + kp->n_writes;
+    uint64_t *ptr = calloc((size_t)np, sizeof *ptr);
+    void **params = calloc((size_t)np, sizeof *params);
+    MCIR_ASSERT(ptr && params);
+    bool ok = true;
+    for (int j = 0; j < np && ok; j++) {
+        const mcir_tensor *tn = j < kp->n_reads ? kp->reads[j] : kp->writes[j - kp->n_reads];
+        ok = bench_gpu_alloc(g, (size_t)mcir_tensor_bytes(tn), &ptr[j]) &&
+             (j >= kp->n_reads || bench_gpu_fill(g, ptr[j], mcir_tensor_numel(tn), tn->dtype, (uint64_t)j + 1));
+        params[j] = &ptr[j];
+    }
+    void *fn = NULL;
+    if (ok) ok = bench_gpu_load(g, ck->bin.cubin, kp->name, ck->smem, &fn);
+    if (ok) ok = bench_gpu_time(g, fn, ck->grid, ck->block, ck->smem, params, warmup, reps, t);
+    if (ok && kp->n_writes > 0) {   /* the output must be finite */
+        const mcir_tensor *o = kp->writes[0];
+        size_t bytes = (size_t)mcir_tensor_bytes(o);
+        unsigned char *h = malloc(bytes);
+        MCIR_ASSERT(h != NULL);
+        ok = bench_gpu_download(g, h, ptr[kp->n_reads], bytes);
+        int64_t bad = 0, cnt = mcir_tensor_numel(o);
+        for (int64_t i = 0; ok && i < cnt; i++) {
+            float v = o->dtype == MCIR_DTYPE_F32 ? ((float *)h)[i]
+                    : o->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(((uint16_t *)h)[i])
+                                                 : mcir_bf16_to_f32(((uint16_t *)h)[i]);
+            bad += !isfinite(v);
+        }
+        free(h);
+        snprintf(status, n, bad ? "ran, %lld non-finite outputs" : "ok", (long long)bad);
+    }
+    if (!ok) snprintf(status, n, "failed: %s", g->why);
+    for (int j = 0; j < np; j++) bench_gpu_free(g, ptr[j]);
+    free(ptr);
+    free(params);
+    return ok;
+}
+
+int main(int argc, char **argv) {
+    bool dry = false;
+    const char *suite = "all", *match = NULL, *arch = NULL, *csv_path = NULL;
+    int compile_n = -1, reps = 30, warmup = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool more = i + 1 < argc;
+        if (strcmp(a, "--dry-run") == 0) dry = true;
+        else if (strcmp(a, "--suite") == 0 && more) suite = argv[++i];
+        else if (strcmp(a, "--match") == 0 && more) match = argv[++i];
+        else if (strcmp(a, "--compile") == 0 && more) compile_n = atoi(argv[++i]);
+        else if (strcmp(a, "--reps") == 0 && more) reps = atoi(argv[++i]);
+        else if (strcmp(a, "--warmup") == 0 && more) warmup = atoi(argv[++i]);
+        else if (strcmp(a, "--arch") == 0 && more) arch = argv[++i];
+        else if (strcmp(a, "--csv") == 0 && more) csv_path = argv[++i];
+        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "bench_attention: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (strcmp(suite, "all") && strcmp(suite, "fa3") && strcmp(suite, "decode") && strcmp(suite, "cross")) {
+        fprintf(stderr, "bench_attention: --suite %s: expected fa3, decode, cross or all\n", suite);
+        return 2;
+    }
+    if (reps < 20 && !dry) {
+        fprintf(stderr, "bench_attention: --reps %d: at least 20 timed runs\n", reps);
+        return 2;
+    }
+
+    bench_gpu g;
+    char why[512] = "";
+    bool gpu = !dry && bench_gpu_open(&g, why, sizeof why);
+    if (!dry && !gpu) {
+        printf("bench_attention: skipped, no GPU: %s (--dry-run compiles without one)\n", why);
+        return 77;
+    }
+    if (!arch) arch = gpu ? g.arch : MCIR_DEFAULT_ARCH;
+    if (!mcir_target_find(arch)) {
+        fprintf(stderr, "bench_attention: no mcir target for %s (known: sm_80, sm_86, sm_89, sm_90)\n", arch);
+        if (gpu) bench_gpu_close(&g);
+        return 2;
+    }
+    FILE *csv = bench_csv_open(csv_path);
+    if (!csv) {
+        fprintf(stderr, "bench_attention: cannot write %s\n", csv_path);
+        if (gpu) bench_gpu_close(&g);
+        return 2;
+    }
+    if (gpu) fprintf(stderr, "bench_attention: %s (%s), L2 %d KiB, %d warm-up + %d timed runs per shape\n",
+                     g.name, g.arch, g.l2_bytes >> 10, warmup, reps);
+
+    shapes s = {0};
+    sweep(&s, suite);
+    fprintf(csv, "suite,impl,dtype,batch,heads,seq_q,seq_k,head_dim,causal,pipeline_s,compile_s,compile_cache,"
+                 "median_ms,min_ms,tflops,device,status\n");
+    mcir_diag d = mcir_diag_stderr();
+    int failures = 0, compiled = 0, selected = 0;
+    for (int i = 0; i < s.n; i++) {
+        const shape *x = &s.v[i];
+        char nm[160];
+        shape_name(x, nm, sizeof nm);
+        if (match && !strstr(nm, match)) continue;
+        selected++;
+        bool compile = gpu || compile_n < 0 || compiled < compile_n;
+        bench_text json = {0};
+        graph_json(&json, x);
+        long misses = mcir_cache_misses();
+        bench_graph b;
+        bool ok = bench_graph_build(&b, json.s, nm, arch, compile, &d);
+        bench_text_free(&json);
+        compiled += compile && ok;
+        int k = ok ? bench_graph_kernel(&b, MCIR_TEMPLATE_STREAMING_ATTENTION) : -1;
+        char status[600];
+        bench_gpu_timing t = {0};
+        if (!ok) snprintf(status, sizeof status, "pipeline failed");
+        else if (k < 0) snprintf(status, sizeof status, "no streaming_attention kernel in the plan");
+        else if (!gpu) snprintf(status, sizeof status, "not run (no GPU)");
+        else if ((double)shape_bytes(x) > 0.8 * (double)g.total_bytes)
+            snprintf(status, sizeof status, "not run (needs %lld bytes)", (long long)shape_bytes(x));
+        else if (!time_kernel(&g, &b, k, warmup, reps, &t, status, sizeof status)) ok = false;
+        if (!ok || k < 0) failures++;
+        char comp[32] = "", cache[16] = "";
+        if (b.compiled) {
+            snprintf(comp, sizeof comp, "%.3f", b.compile_s);
+            snprintf(cache, sizeof cache, "%s", mcir_cache_misses() > misses ? "cold" : "cached");
+        }
+        char med[32] = "", mn[32] = "", tf[32] = "";
+        if (t.reps) {
+            snprintf(med, sizeof med, "%.4f", t.median_ms);
+            snprintf(mn, sizeof mn, "%.4f", t.min_ms);
+            snprintf(tf, sizeof tf, "%.2f", flops(x) / (t.median_ms * 1e-3) / 1e12);
+        }
+        for (char *c = status; *c; c++)
+            if (*c == ',' || *c == '\n') *c = ';';
+        fprintf(csv, "%s,mcir,%s,%lld,%lld,%lld,%lld,%lld,%d,%.4f,%s,%s,%s,%s,%s,%s,%s\n", x->suite,
+                mcir_dtype_name(x->dtype), (long long)x->batch, (long long)x->heads, (long long)x->nq,
+                (long long)x->nk, (long long)x->d, x->causal, b.pipeline_s, comp, cache, med, mn, tf,
+                gpu ? g.name : "", status);
+        fflush(csv);
+        if (csv != stdout && t.reps)
+            printf("%-44s %9.3f ms %8.2f TFLOP/s  (compile %s s)\n", nm, t.median_ms,
+                   flops(x) / (t.median_ms * 1e-3) / 1e12, comp);
+        bench_graph_free(&b);
+    }
+    bench_csv_close(csv);
+    if (gpu) bench_gpu_close(&g);
+    free(s.v);
+    if (selected == 0) {
+        fprintf(stderr, "bench_attention: no shape matches '%s'\n", match ? match : "");
+        return 2;
+    }
+    return failures ? 1 : 0;
+}

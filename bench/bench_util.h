@@ -1,0 +1,59 @@
+/*
+ * bench_util.h — what the benchmark programs share: a graph held in memory
+ * (graph.json text built by the benchmark) taken through the same stages
+ * as mcir_compile (read, catalog, rewrite, plan kernels, plan memory,
+ * generate, NVRTC), with the time of each part; medians; CSV cells.
+ *
+ * Usage:
+ *     bench_graph b;
+ *     if (!bench_graph_build(&b, json_text, "attn_f16", "sm_90", true, &d)) ...;
+ *     int k = bench_graph_kernel(&b, MCIR_TEMPLATE_STREAMING_ATTENTION);
+ *     ... b.cg, b.plan->kernels[k], b.pipeline_s, b.compile_s ...
+ *     bench_graph_free(&b);
+ */
+#ifndef MCIR_BENCH_UTIL_H
+#define MCIR_BENCH_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "mcirc/pipeline.h"
+
+typedef struct bench_graph {
+    mcir_graph *graph;
+    mcir_catalog *catalog;
+    mcir_trace *trace;
+    mcir_plan *plan;
+    mcir_memory_plan *memory;
+    mcir_codegen *cg;
+    const mcir_target *target;
+    double pipeline_s;   /* read → generate (no NVRTC) */
+    double compile_s;    /* NVRTC through the kernel cache */
+    bool compiled;
+} bench_graph;
+
+/* Runs the pipeline on graph.json text; compile: also NVRTC for arch.
+ * On failure the diagnostics are reported and b holds what was built. */
+bool bench_graph_build(bench_graph *b, const char *json, const char *name, const char *arch,
+                       bool compile, mcir_diag *d);
+void bench_graph_free(bench_graph *b);
+/* Index of the first kernel using template t, or -1. */
+int bench_graph_kernel(const bench_graph *b, mcir_template t);
+
+double bench_now(void);
+/* Median of v[0..n) (sorts v). */
+double bench_median(double *v, int n);
+
+/* Growable text, for graph.json built by printf. */
+typedef struct bench_text {
+    char *s;
+    size_t len, cap;
+} bench_text;
+void bench_text_printf(bench_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void bench_text_free(bench_text *t);
+
+/* Opens path for the CSV (NULL or "-": stdout). */
+FILE *bench_csv_open(const char *path);
+void bench_csv_close(FILE *f);
+
+#endif /* MCIR_BENCH_UTIL_H */
