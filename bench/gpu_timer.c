@@ -16,7 +16,7 @@
 #include <string.h>
 
 typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
+typedef uint64_t CUdeviceptr;   /* the driver's unsigned long long: 64 bits on every CUDA host */
 
 enum { CU_OK = 0, ATTR_L2_CACHE_SIZE = 38, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76,
        FUNC_ATTR_MAX_DYNAMIC_SMEM = 8 };
