@@ -362,7 +362,7 @@ static bool run_pattern(engine *e, const mcir_pattern *p) {
     int n = g->n_nodes;
     mcir_node **cands = malloc((size_t)(n ? n : 1) * sizeof *cands);
     MCIR_ASSERT(cands);
-    memcpy(cands, g->nodes, (size_t)n * sizeof *cands);
+    if (n) memcpy(cands, g->nodes, (size_t)n * sizeof *cands);
     bool applied = false;
     for (int i = n - 1; i >= 0 && !applied; i--) {
         mcir_node *cand = cands[i];

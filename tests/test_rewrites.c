@@ -499,6 +499,21 @@ START_TEST(test_trace_human) {
 }
 END_TEST
 
+/* A graph whose output is its input has no node to rewrite: the engine
+ * leaves it as it is (no null pointer reaches memcpy; UBSan build). */
+START_TEST(test_graph_without_nodes) {
+    mcir_catalog *c = default_catalog(NULL);
+    rewritten r = rewrite_text("{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\","
+                               " \"shape\": [2, 3]}], \"nodes\": [], \"outputs\": [\"x\"]}",
+                               c);
+    ck_assert_int_eq(r.g->n_nodes, 0);
+    ck_assert_int_eq(mcir_trace_count(r.trace), 0);
+    ck_assert_int_eq(r.g->n_outputs, 1);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
 /* ------------------------------------------------------------ examples */
 
 typedef struct example_expect {
@@ -896,6 +911,7 @@ static Suite *rewrites_suite(void) {
     tcase_add_test(tc, test_misused_actions_refused);
     tcase_add_test(tc, test_near_miss);
     tcase_add_test(tc, test_trace_human);
+    tcase_add_test(tc, test_graph_without_nodes);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("examples");
     tcase_set_timeout(ex, 900);
