@@ -1,7 +1,7 @@
 /*
  * target.h — what kernels may assume about a GPU architecture: on-chip
  * memory, registers, warp size, and the peak figures benchmarks compare
- * against. Legality checks (working set fits on chip) and tile choice
+ * against, and the roofline of the cost model. Legality checks (working set fits on chip) and tile choice
  * read it; nothing else hard-codes an architecture number.
  *
  *     const mcir_target *t = mcir_target_find("sm_90");
@@ -26,9 +26,25 @@ typedef struct mcir_target {
     int max_threads_per_sm;
     int warp_size;
     int sm_count;
-    double dram_gbps;             /* memory bandwidth, GB/s */
-    double fp16_tflops;           /* dense tensor-core peak, f16 in f32 out */
+    /* The occupancy calculator's allocation rules (CUDA's cuda_occupancy.h):
+     * registers go to warps in units of reg_alloc_unit, split over
+     * sm_partitions register files; each block is charged
+     * smem_reserved_per_block more shared memory, rounded to smem_alloc_unit. */
+    int max_blocks_per_sm;
+    int sm_partitions;
+    int reg_alloc_unit;
+    int smem_reserved_per_block;
+    int smem_alloc_unit;
     bool has_wgmma;               /* Hopper warpgroup MMA */
+
+    /* The roofline of the cost model (kernelplan/cost.c): peaks of the
+     * named part, dense (no structured sparsity), FMA counted as 2 flops. */
+    double dram_gbps;             /* device memory bandwidth, GB/s (HBM or GDDR) */
+    int64_t l2_bytes;             /* L2 cache: tile re-reads beyond it cross DRAM again */
+    double f32_fma_tflops;        /* CUDA cores, f32 FMA */
+    double f16_tc_tflops;         /* tensor cores, f16 in, f32 accumulate */
+    double bf16_tc_tflops;        /* tensor cores, bf16 in, f32 accumulate */
+    double launch_us;             /* host-side cost of one kernel launch, back to back */
 } mcir_target;
 
 /* NULL if the architecture is not known. */
