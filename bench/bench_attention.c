@@ -21,13 +21,11 @@
  *          [--match TEXT] [--compile N] [--reps N] [--warmup N]
  *          [--arch sm_XX] [--csv FILE]
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/bench_util.h"
 #include "bench/gpu_timer.h"
-#include "codegen/codegen-impl.h"
 
 typedef struct shape {
     const char *suite;
@@ -110,49 +108,6 @@ static int64_t shape_bytes(const shape *x) {
 static void usage(FILE *f) {
     fprintf(f, "usage: bench_attention [--dry-run] [--suite fa3|decode|cross|all] [--match TEXT]\n"
                "         [--compile N] [--reps N] [--warmup N] [--arch sm_XX] [--csv FILE]\n");
-}
-
-/* Times kernel k of b on device buffers filled with seeded values; the
- * output is read back and must be finite. */
-static bool time_kernel(bench_gpu *g, bench_graph *b, int k, int warmup, int reps, bench_gpu_timing *t,
-                        char *status, size_t n) {
-    const mcir_kernel_plan *kp = &b->plan->kernels[k];
-    const cg_kernel *ck = &b->cg->k[k];
-    int np = kp->n_reads + kp->n_writes;
-    uint64_t *ptr = calloc((size_t)np, sizeof *ptr);
-    void **params = calloc((size_t)np, sizeof *params);
-    MCIR_ASSERT(ptr && params);
-    bool ok = true;
-    for (int j = 0; j < np && ok; j++) {
-        const mcir_tensor *tn = j < kp->n_reads ? kp->reads[j] : kp->writes[j - kp->n_reads];
-        ok = bench_gpu_alloc(g, (size_t)mcir_tensor_bytes(tn), &ptr[j]) &&
-             (j >= kp->n_reads || bench_gpu_fill(g, ptr[j], mcir_tensor_numel(tn), tn->dtype, (uint64_t)j + 1));
-        params[j] = &ptr[j];
-    }
-    void *fn = NULL;
-    if (ok) ok = bench_gpu_load(g, ck->bin.cubin, kp->name, ck->smem, &fn);
-    if (ok) ok = bench_gpu_time(g, fn, ck->grid, ck->block, ck->smem, params, warmup, reps, t);
-    if (ok && kp->n_writes > 0) {   /* the output must be finite */
-        const mcir_tensor *o = kp->writes[0];
-        size_t bytes = (size_t)mcir_tensor_bytes(o);
-        unsigned char *h = malloc(bytes);
-        MCIR_ASSERT(h != NULL);
-        ok = bench_gpu_download(g, h, ptr[kp->n_reads], bytes);
-        int64_t bad = 0, cnt = mcir_tensor_numel(o);
-        for (int64_t i = 0; ok && i < cnt; i++) {
-            float v = o->dtype == MCIR_DTYPE_F32 ? ((float *)h)[i]
-                    : o->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(((uint16_t *)h)[i])
-                                                 : mcir_bf16_to_f32(((uint16_t *)h)[i]);
-            bad += !isfinite(v);
-        }
-        free(h);
-        snprintf(status, n, bad ? "ran, %lld non-finite outputs" : "ok", (long long)bad);
-    }
-    if (!ok) snprintf(status, n, "failed: %s", g->why);
-    for (int j = 0; j < np; j++) bench_gpu_free(g, ptr[j]);
-    free(ptr);
-    free(params);
-    return ok;
 }
 
 int main(int argc, char **argv) {
@@ -238,7 +193,7 @@ int main(int argc, char **argv) {
         else if (!gpu) snprintf(status, sizeof status, "not run (no GPU)");
         else if ((double)shape_bytes(x) > 0.8 * (double)g.total_bytes)
             snprintf(status, sizeof status, "not run (needs %lld bytes)", (long long)shape_bytes(x));
-        else if (!time_kernel(&g, &b, k, warmup, reps, &t, status, sizeof status)) ok = false;
+        else if (!bench_time_kernel(&g, &b, k, warmup, reps, &t, status, sizeof status)) ok = false;
         if (!ok || k < 0) failures++;
         char comp[32] = "", cache[16] = "";
         if (b.compiled) {

@@ -5,10 +5,13 @@
  */
 #include "bench/bench_util.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "codegen/codegen-impl.h"
 
 double bench_now(void) {
     struct timespec t;
@@ -107,4 +110,47 @@ int bench_graph_kernel(const bench_graph *b, mcir_template t) {
     for (int i = 0; i < b->plan->n_kernels; i++)
         if (b->plan->kernels[i].tpl == t) return i;
     return -1;
+}
+
+/* Times kernel k of b on device buffers filled with seeded values; the
+ * output is read back and must be finite. */
+bool bench_time_kernel(bench_gpu *g, bench_graph *b, int k, int warmup, int reps, bench_gpu_timing *t,
+                        char *status, size_t n) {
+    const mcir_kernel_plan *kp = &b->plan->kernels[k];
+    const cg_kernel *ck = &b->cg->k[k];
+    int np = kp->n_reads + kp->n_writes;
+    uint64_t *ptr = calloc((size_t)np, sizeof *ptr);
+    void **params = calloc((size_t)np, sizeof *params);
+    MCIR_ASSERT(ptr && params);
+    bool ok = true;
+    for (int j = 0; j < np && ok; j++) {
+        const mcir_tensor *tn = j < kp->n_reads ? kp->reads[j] : kp->writes[j - kp->n_reads];
+        ok = bench_gpu_alloc(g, (size_t)mcir_tensor_bytes(tn), &ptr[j]) &&
+             (j >= kp->n_reads || bench_gpu_fill(g, ptr[j], mcir_tensor_numel(tn), tn->dtype, (uint64_t)j + 1));
+        params[j] = &ptr[j];
+    }
+    void *fn = NULL;
+    if (ok) ok = bench_gpu_load(g, ck->bin.cubin, kp->name, ck->smem, &fn);
+    if (ok) ok = bench_gpu_time(g, fn, ck->grid, ck->block, ck->smem, params, warmup, reps, t);
+    if (ok && kp->n_writes > 0) {   /* the output must be finite */
+        const mcir_tensor *o = kp->writes[0];
+        size_t bytes = (size_t)mcir_tensor_bytes(o);
+        unsigned char *h = malloc(bytes);
+        MCIR_ASSERT(h != NULL);
+        ok = bench_gpu_download(g, h, ptr[kp->n_reads], bytes);
+        int64_t bad = 0, cnt = mcir_tensor_numel(o);
+        for (int64_t i = 0; ok && i < cnt; i++) {
+            float v = o->dtype == MCIR_DTYPE_F32 ? ((float *)h)[i]
+                    : o->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(((uint16_t *)h)[i])
+                                                 : mcir_bf16_to_f32(((uint16_t *)h)[i]);
+            bad += !isfinite(v);
+        }
+        free(h);
+        snprintf(status, n, bad ? "ran, %lld non-finite outputs" : "ok", (long long)bad);
+    }
+    if (!ok) snprintf(status, n, "failed: %s", g->why);
+    for (int j = 0; j < np; j++) bench_gpu_free(g, ptr[j]);
+    free(ptr);
+    free(params);
+    return ok;
 }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "bench/gpu_timer.h"
 #include "mcirc/pipeline.h"
 
 typedef struct bench_graph {
@@ -39,6 +40,13 @@ bool bench_graph_build(bench_graph *b, const char *json, const char *name, const
 void bench_graph_free(bench_graph *b);
 /* Index of the first kernel using template t, or -1. */
 int bench_graph_kernel(const bench_graph *b, mcir_template t);
+
+/* Times kernel k of b (compiled) on the GPU: device buffers for its
+ * reads (seeded values) and writes, warmup + reps launches from its cubin
+ * (bench_gpu_time); the first write is read back and must be finite.
+ * status: "ok", or what went wrong. */
+bool bench_time_kernel(bench_gpu *g, bench_graph *b, int k, int warmup, int reps, bench_gpu_timing *t,
+                       char *status, size_t n);
 
 double bench_now(void);
 /* Median of v[0..n) (sorts v). */
