@@ -94,7 +94,7 @@ typedef struct loader {
     yaml_document_t *doc;
     const char *path;
     mcir_diag *d;
-    int errors;
+    int errors;          /* all of them; the first MAX_REPORTED are printed */
     /* what this file adds; committed only if it loads without error */
     int n_props;
     mcir_property_decl *props[256];
@@ -111,6 +111,7 @@ typedef struct builder {
     mcir_loc var_loc[MAX_PATTERN_VARS];
     int n_nodes;
     const char *node_ids[MAX_PATTERN_NODES];
+    const char *outs[MAX_PATTERN_NODES];   /* the variable each node produces */
 } builder;
 
 static mcir_loc loc_of(loader *L, const yaml_node_t *n) {
@@ -121,14 +122,92 @@ static mcir_loc loc_of(loader *L, const yaml_node_t *n) {
 static bool err(loader *L, const yaml_node_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A file with thousands of mistakes (a generated one, say) reports the
+ * first few and counts the rest. */
+#define MAX_REPORTED 20
+
 static bool err(loader *L, const yaml_node_t *n, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    mcir_verror(L->d, loc_of(L, n), "error", fmt, ap);
-    va_end(ap);
+    if (L->errors < MAX_REPORTED) {
+        va_list ap;
+        va_start(ap, fmt);
+        mcir_verror(L->d, loc_of(L, n), "error", fmt, ap);
+        va_end(ap);
+    }
     if (L->d) L->d->n_errors++;
     L->errors++;
     return false;
+}
+
+static void note(mcir_diag *d, mcir_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void note(mcir_diag *d, mcir_loc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mcir_verror(d, loc, "note", fmt, ap);
+    va_end(ap);
+}
+
+/* A user's string as a message shows it: at most 60 bytes, then how long
+ * it was (a 75 KB regex is not echoed whole). */
+static const char *shorten(const char *s, char *buf, size_t n) {
+    size_t len = strlen(s);
+    if (len <= 60) return s;
+    snprintf(buf, n, "%.48s... (%zu bytes)", s, len);
+    return buf;
+}
+
+/* Edit distance of two short names, or a large number. */
+static int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 1 << 20;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int sub = diag + (a[i - 1] != b[j - 1]);
+            int best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* Collects candidate names and picks the nearest to a misspelt one:
+ * " (did you mean 'layernorm'?)" when one is close, else "". */
+typedef struct suggester {
+    const char *typo, *best;
+    int best_d;
+    char text[128];
+} suggester;
+
+static void suggest_begin(suggester *g, const char *typo) {
+    g->typo = typo ? typo : "";
+    g->best = NULL;
+    g->best_d = 1 << 20;
+    g->text[0] = 0;
+}
+
+static void suggest_try(suggester *g, const char *name) {
+    if (!name || strcmp(name, g->typo) == 0) return;
+    int d = edit_distance(g->typo, name);
+    size_t len = strlen(g->typo), ln = strlen(name);
+    /* "inputs" for "in": one name a prefix of the other */
+    if (len >= 2 && ln >= 2 && strncmp(g->typo, name, len < ln ? len : ln) == 0 && d > 1) d = 1;
+    int limit = len <= 2 ? 0 : len <= 4 ? 1 : len <= 8 ? 2 : 3;   /* "Y" is not a typo of "A" */
+    if (d <= limit && d < g->best_d) {
+        g->best = name;
+        g->best_d = d;
+    }
+}
+
+static const char *suggest_end(suggester *g) {
+    if (g->best) snprintf(g->text, sizeof g->text, " (did you mean '%s'?)", g->best);
+    return g->text;
 }
 
 static yaml_node_t *node_at(loader *L, int index) {
@@ -198,6 +277,7 @@ static bool too_long(loader *L, const yaml_node_t *n, int max, const char *what)
 /* Every key a scalar, known and given once. */
 static bool check_keys(loader *L, const yaml_node_t *map, const char *const *allowed,
                        const char *what) {
+    if (too_long(L, map, MAX_ITEMS, what)) return false;
     bool ok = true;
     for (int i = 0; i < map_len(map); i++) {
         yaml_node_t *kn = map_key(L, map, i);
@@ -215,7 +295,12 @@ static bool check_keys(loader *L, const yaml_node_t *map, const char *const *all
                 size_t len = strlen(list);
                 snprintf(list + len, sizeof list - len, "%s%s", j ? ", " : "", allowed[j]);
             }
-            ok = err(L, kn, "%s: unknown key '%s' (expected one of: %s)", what, k, list);
+            suggester g;
+            suggest_begin(&g, k);
+            for (int j = 0; allowed[j]; j++) suggest_try(&g, allowed[j]);
+            char sb[96];
+            ok = err(L, kn, "%s: unknown key '%s'%s (expected one of: %s)", what,
+                     shorten(k, sb, sizeof sb), suggest_end(&g), list);
             continue;
         }
         for (int j = 0; j < i; j++) {
@@ -297,6 +382,19 @@ static bool valid_identifier(const char *s) {
     return true;
 }
 
+/* A rule's name appears in traces and messages: printable, no spaces. */
+static bool valid_rule_name(const char *s) {
+    size_t len = strlen(s);
+    if (len == 0 || len > 128) return false;
+    if (!(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
+        return false;
+    for (const char *q = s; *q; q++)
+        if (!(*q == '_' || *q == '-' || *q == '.' || (*q >= 'A' && *q <= 'Z') ||
+              (*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9')))
+            return false;
+    return true;
+}
+
 /* --------------------------------------------------------------- regex */
 
 /* Compiles `re` anchored at both ends; NULL plus an error if it does not
@@ -312,7 +410,9 @@ static pcre2_code *compile_regex(loader *L, const yaml_node_t *n, const char *re
         pcre2_get_error_message(errcode, msg, sizeof msg);
         size_t off = erroff >= 4 ? erroff - 4 : 0;   /* offset in the user's regex */
         if (off > strlen(re)) off = strlen(re);
-        err(L, n, "bad regex '%s': %s at offset %zu", re, (const char *)msg, off);
+        char sb[96];
+        err(L, n, "bad regex '%s': %s at offset %zu", shorten(re, sb, sizeof sb),
+            (const char *)msg, off);
         return NULL;
     }
     mcir_catalog *c = L->c;
@@ -337,13 +437,22 @@ static bool regex_ops(loader *L, const yaml_node_t *n, const char *re, bool *ops
         int rc = pcre2_match(code, (PCRE2_SPTR)name, strlen(name), 0, 0, md, L->c->match_ctx);
         if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT) {
             pcre2_match_data_free(md);
-            return err(L, n, "op regex '%s' exceeds the PCRE2 match limits", re);
+            char sb[96];
+            return err(L, n, "op regex '%s' exceeds the PCRE2 match limits",
+                       shorten(re, sb, sizeof sb));
         }
         ops[i] = rc >= 0;
         count += ops[i];
     }
     pcre2_match_data_free(md);
-    if (count == 0) return err(L, n, "op regex '%s' matches no op (unknown op?)", re);
+    if (count == 0) {
+        suggester g;
+        suggest_begin(&g, re);
+        for (int i = 0; i < MCIR_OP_COUNT; i++) suggest_try(&g, mcir_op_name((mcir_op)i));
+        char sb[96];
+        return err(L, n, "op regex '%s' matches no op%s", shorten(re, sb, sizeof sb),
+                   g.best ? suggest_end(&g) : " (unknown op? docs/ops.md lists them)");
+    }
     return true;
 }
 
@@ -357,7 +466,12 @@ static bool parse_attr_value(loader *L, const yaml_node_t *n, const mcir_attr_sp
     out->type = spec->type;
     out->loc = loc_of(L, n);
     switch (spec->type) {
-    case MCIR_ATTR_INT: return parse_int(L, n, what, &out->i);
+    case MCIR_ATTR_INT:
+        if (!parse_int(L, n, what, &out->i)) return false;
+        if (strcmp(name, "axis") == 0 && (out->i < -MCIR_MAX_RANK || out->i >= MCIR_MAX_RANK))
+            return err(L, n, "%s: %lld is no axis (tensors have rank <= %d: -%d .. %d)", what,
+                       (long long)out->i, MCIR_MAX_RANK, MCIR_MAX_RANK, MCIR_MAX_RANK - 1);
+        return true;
     case MCIR_ATTR_FLOAT: return parse_float(L, n, what, &out->f);
     case MCIR_ATTR_BOOL: return parse_bool(L, n, what, &out->b);
     case MCIR_ATTR_STRING: {
@@ -423,7 +537,12 @@ static int ref_var(loader *L, const builder *b, const yaml_node_t *n) {
             size_t len = strlen(list);
             snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", b->vars[i]);
         }
-        err(L, n, "unknown variable '%s' in pattern '%s' (variables: %s)", s, b->p->name, list);
+        suggester g;
+        suggest_begin(&g, s);
+        for (int i = 0; i < b->n_vars; i++) suggest_try(&g, b->vars[i]);
+        char sb[96];
+        err(L, n, "unknown variable '%s'%s in pattern '%s' (variables: %s)",
+            shorten(s, sb, sizeof sb), suggest_end(&g), b->p->name, list);
     }
     return v;
 }
@@ -436,8 +555,31 @@ static int ref_node(loader *L, const builder *b, const yaml_node_t *n) {
     }
     for (int i = 0; i < b->n_nodes; i++)
         if (strcmp(b->node_ids[i], s) == 0) return i;
-    err(L, n, "unknown pattern node '%s' in pattern '%s'", s, b->p->name);
+    suggester g;
+    suggest_begin(&g, s);
+    for (int i = 0; i < b->n_nodes; i++) suggest_try(&g, b->node_ids[i]);
+    char sb[96];
+    err(L, n, "unknown pattern node '%s'%s in pattern '%s'", shorten(s, sb, sizeof sb),
+        suggest_end(&g), b->p->name);
     return -1;
+}
+
+/* An INT or FLOAT parameter within the range its spec declares. */
+static bool in_range(loader *L, const yaml_node_t *n, const mcir_param_spec *spec,
+                     const char *what, double v) {
+    switch (spec->range) {
+    case MCIR_RANGE_ANY: return true;
+    case MCIR_RANGE_POSITIVE:
+        return v > 0 || err(L, n, "%s (%s) must be > 0, not %s", what, spec->doc, scalar(n));
+    case MCIR_RANGE_NONNEGATIVE:
+        return (v >= 0 && isfinite(v)) ||
+               err(L, n, "%s (%s) must be >= 0 and finite, not %s", what, spec->doc, scalar(n));
+    case MCIR_RANGE_AXIS:
+        return (v >= -MCIR_MAX_RANK && v < MCIR_MAX_RANK) ||
+               err(L, n, "%s: %s is no axis (tensors have rank <= %d: -%d .. %d)", what,
+                   scalar(n), MCIR_MAX_RANK, MCIR_MAX_RANK, MCIR_MAX_RANK - 1);
+    }
+    return true;
 }
 
 /* A parameter value of a check or an action, by its spec. `params` holds
@@ -472,8 +614,13 @@ static bool parse_param(loader *L, const builder *b, const yaml_node_t *n,
         }
         return true;
     }
-    case MCIR_PARAM_INT: return parse_int(L, n, what, &out->i);
-    case MCIR_PARAM_FLOAT: return parse_float(L, n, what, &out->f);
+    case MCIR_PARAM_INT:
+        if (!parse_int(L, n, what, &out->i)) return false;
+        out->f = (double)out->i;
+        return in_range(L, n, spec, what, out->f);
+    case MCIR_PARAM_FLOAT:
+        if (!parse_float(L, n, what, &out->f)) return false;
+        return in_range(L, n, spec, what, out->f);
     case MCIR_PARAM_STRING: {
         out->s = parse_string(L, n, what);
         if (!out->s) return false;
@@ -563,8 +710,12 @@ static mcir_param_value *parse_params(loader *L, const builder *b, const yaml_no
                         snprintf(list + len, sizeof list - len, "%s%s", j ? ", " : "",
                                  specs[j].name);
                     }
-                    ok = err(L, kn, "'%s' has no parameter '%s' (parameters: %s)", owner, k,
-                             list);
+                    suggester g;
+                    suggest_begin(&g, k);
+                    for (int j = 0; j < n_specs; j++) suggest_try(&g, specs[j].name);
+                    char sb[96];
+                    ok = err(L, kn, "'%s' has no parameter '%s'%s (parameters: %s)", owner,
+                             shorten(k, sb, sizeof sb), suggest_end(&g), list);
                 }
                 continue;
             }
@@ -629,9 +780,24 @@ static void parse_property(loader *L, const yaml_node_t *n) {
     p->loc = loc_of(L, n);
     yaml_node_t *v;
     if ((v = map_get(L, n, "description"))) p->description = parse_string(L, v, "description");
-    if ((v = map_get(L, n, "lowering_strategy")))
+    if ((v = map_get(L, n, "lowering_strategy"))) {
         p->lowering_strategy = parse_string(L, v, "lowering_strategy");
-    else {
+        if (!p->lowering_strategy) return;
+        if (!mcir_lowering_find(p->lowering_strategy)) {
+            char list[512] = "", sb[96];
+            suggester g;
+            suggest_begin(&g, p->lowering_strategy);
+            for (int i = 0; i < mcir_n_lowerings; i++) {
+                size_t len = strlen(list);
+                snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+                         mcir_lowerings[i].name);
+                suggest_try(&g, mcir_lowerings[i].name);
+            }
+            err(L, v, "unknown lowering_strategy '%s'%s (strategies: %s)",
+                shorten(p->lowering_strategy, sb, sizeof sb), suggest_end(&g), list);
+            return;
+        }
+    } else {
         err(L, n, "property '%s' needs a 'lowering_strategy'", name);
         return;
     }
@@ -649,7 +815,12 @@ static void parse_property(loader *L, const yaml_node_t *n) {
             const char *s = scalar(item);
             const mcir_check_desc *cd = s ? mcir_check_find(s) : NULL;
             if (!cd) {
-                err(L, item, "unknown legality check '%s'", s ? s : node_kind(item));
+                suggester g;
+                suggest_begin(&g, s);
+                for (int j = 0; j < mcir_n_checks; j++) suggest_try(&g, mcir_checks[j].name);
+                char sb[96];
+                err(L, item, "unknown legality check '%s'%s",
+                    s ? shorten(s, sb, sizeof sb) : node_kind(item), suggest_end(&g));
                 return;
             }
             p->legality_conditions[i] = cd;
@@ -664,7 +835,13 @@ static void parse_property(loader *L, const yaml_node_t *n) {
             yaml_node_t *item = v->type == YAML_SEQUENCE_NODE ? seq_item(L, v, i) : v;
             const char *s = scalar(item);
             if (!s || !mcir_action_parse(s, &p->rewrite_rules[i])) {
-                err(L, item, "unknown rewrite action '%s'", s ? s : node_kind(item));
+                suggester g;
+                suggest_begin(&g, s);
+                for (int j = 0; j < MCIR_ACTION_COUNT; j++)
+                    suggest_try(&g, mcir_action_descs[j].name);
+                char sb[96];
+                err(L, item, "unknown rewrite action '%s'%s",
+                    s ? shorten(s, sb, sizeof sb) : node_kind(item), suggest_end(&g));
                 return;
             }
         }
@@ -685,6 +862,19 @@ static const char *const node_keys[] = {
     "constants", "optional", "passthrough", "one_of", NULL};
 static const char *const form_keys[] = {
     "op", "name", "in", "attrs", "commutative", "unordered", "values", "constants", NULL};
+
+/* A value or constant constraint names a weight: no pattern node may
+ * produce it (a produced tensor is never a weight, so the rule could
+ * never match). */
+static bool not_produced(loader *L, const builder *b, const yaml_node_t *n, int var,
+                         const char *what) {
+    for (int i = 0; i < b->n_nodes; i++)
+        if (b->outs[i] && strcmp(b->outs[i], b->vars[var]) == 0)
+            return err(L, n, "%s: '%s' is produced by pattern node '%s'; %s constrain weights "
+                       "(graph constants), which no node produces", what, b->vars[var],
+                       b->node_ids[i], what);
+    return true;
+}
 
 /* One form: from the node mapping itself or an entry of its one_of. */
 static bool parse_form(loader *L, builder *b, const yaml_node_t *n, mcir_pattern_form *f) {
@@ -745,6 +935,17 @@ static bool parse_form(loader *L, builder *b, const yaml_node_t *n, mcir_pattern
         return err(L, in, "no op matched by '%s' takes %d inputs", f->op_regex, f->n_inputs);
     if ((v = map_get(L, n, "commutative")) && !parse_bool(L, v, "commutative", &f->commutative))
         return false;
+    if (f->commutative) {
+        bool any = false;
+        for (int i = 0; i < MCIR_OP_COUNT && !any; i++)
+            any = f->ops[i] && (mcir_op_desc_of((mcir_op)i)->flags & MCIR_OPF_COMMUTATIVE);
+        if (!any) {
+            char sb[96];
+            return err(L, v, "commutative: no op matched by '%s' commutes (swapping its "
+                       "inputs changes the result); 'unordered: true' tries both orders anyway",
+                       shorten(f->op_regex, sb, sizeof sb));
+        }
+    }
     if ((v = map_get(L, n, "unordered")) && !parse_bool(L, v, "unordered", &f->unordered))
         return false;
     if ((v = map_get(L, n, "attrs"))) {
@@ -780,7 +981,8 @@ static bool parse_form(loader *L, builder *b, const yaml_node_t *n, mcir_pattern
         for (int i = 0; i < f->n_values; i++) {
             mcir_value_constraint *vc = &f->values[i];
             vc->var = ref_var(L, b, map_key(L, v, i));
-            if (vc->var < 0) return false;
+            if (vc->var < 0 || !not_produced(L, b, map_key(L, v, i), vc->var, "values"))
+                return false;
             vc->tol = 1e-3;
             yaml_node_t *val = map_value(L, v, i);
             if (val->type == YAML_MAPPING_NODE) {
@@ -790,6 +992,9 @@ static bool parse_form(loader *L, builder *b, const yaml_node_t *n, mcir_pattern
                 if (!x) return err(L, val, "a value constraint needs 'value'");
                 if (!parse_float(L, x, "value", &vc->value)) return false;
                 if (t && !parse_float(L, t, "tol", &vc->tol)) return false;
+                if (t && !(vc->tol >= 0 && isfinite(vc->tol)))
+                    return err(L, t, "tol is a relative tolerance: >= 0 and finite, not %s",
+                               scalar(t));
             } else if (!parse_float(L, val, "value", &vc->value)) {
                 return false;
             }
@@ -801,9 +1006,11 @@ static bool parse_form(loader *L, builder *b, const yaml_node_t *n, mcir_pattern
         f->n_constants = k;
         f->constant_vars = mcir_arena_alloc(a, (size_t)(k + 1) * sizeof *f->constant_vars);
         for (int i = 0; i < k; i++) {
-            f->constant_vars[i] =
-                ref_var(L, b, v->type == YAML_SEQUENCE_NODE ? seq_item(L, v, i) : v);
-            if (f->constant_vars[i] < 0) return false;
+            yaml_node_t *item = v->type == YAML_SEQUENCE_NODE ? seq_item(L, v, i) : v;
+            f->constant_vars[i] = ref_var(L, b, item);
+            if (f->constant_vars[i] < 0 ||
+                !not_produced(L, b, item, f->constant_vars[i], "constants"))
+                return false;
         }
     }
     return true;
@@ -839,6 +1046,8 @@ static bool parse_match(loader *L, builder *b, const yaml_node_t *m) {
             if (strcmp(b->node_ids[j], s) == 0)
                 return err(L, id, "pattern node id '%s' is used twice", s);
         b->node_ids[i] = s;
+        yaml_node_t *out = map_get(L, n, "out");
+        b->outs[i] = out ? scalar(out) : (i == 0 ? "out" : NULL);
         p->nodes[i].id = s;
         p->nodes[i].loc = loc_of(L, n);
     }
@@ -904,6 +1113,59 @@ static bool parse_match(loader *L, builder *b, const yaml_node_t *m) {
             return err(L, pt, "'passthrough' is only for optional nodes");
         }
     }
+    /* no node depends on itself, directly or through others: follow each
+     * node's inputs to their producers, depth first; the node where a path
+     * comes back is the one the error names */
+    int producer[MAX_PATTERN_VARS];
+    for (int v = 0; v < MAX_PATTERN_VARS; v++) producer[v] = -1;
+    for (int i = 0; i < k; i++) producer[p->nodes[i].out_var] = i;
+    int state[MAX_PATTERN_NODES] = {0}, path[MAX_PATTERN_NODES + 1];
+    for (int start = 0; start < k; start++) {
+        if (state[start]) continue;
+        /* iterative DFS: path[] holds the nodes being visited */
+        int edge[MAX_PATTERN_NODES] = {0}, depth = 0;
+        path[0] = start;
+        state[start] = 1;
+        while (depth >= 0) {
+            int u = path[depth];
+            const mcir_pattern_node *pn = &p->nodes[u];
+            int next = -1;
+            for (; next < 0 && edge[depth] < pn->n_forms * 16; edge[depth]++) {
+                const mcir_pattern_form *f = &pn->forms[edge[depth] / 16];
+                int j = edge[depth] % 16;
+                if (j >= f->n_inputs || f->input_vars[j] < 0) continue;
+                int w = producer[f->input_vars[j]];
+                if (w < 0 || state[w] == 2) continue;
+                if (state[w] == 1) {
+                    char cyc[512] = "";
+                    int from = depth;
+                    while (from > 0 && path[from] != w) from--;
+                    for (int q = from; q <= depth; q++) {
+                        size_t len = strlen(cyc);
+                        snprintf(cyc + len, sizeof cyc - len, "'%s' -> ", p->nodes[path[q]].id);
+                    }
+                    size_t len = strlen(cyc);
+                    snprintf(cyc + len, sizeof cyc - len, "'%s'", p->nodes[w].id);
+                    if (w == u)
+                        return err(L, seq_item(L, m, u),
+                                   "pattern node '%s' takes its own output '%s' as an input "
+                                   "(a pattern is a DAG)", pn->id, b->vars[pn->out_var]);
+                    return err(L, seq_item(L, m, u),
+                               "pattern nodes form a cycle: %s (each arrow: takes as input "
+                               "the output of; a pattern is a DAG)", cyc);
+                }
+                next = w;
+            }
+            if (next < 0) {
+                state[u] = 2;
+                depth--;
+                continue;
+            }
+            state[next] = 1;
+            path[++depth] = next;
+            edge[depth] = 0;
+        }
+    }
     /* every node but the anchor feeds an earlier node */
     for (int i = 1; i < k; i++) {
         mcir_pattern_node *pn = &p->nodes[i];
@@ -955,7 +1217,12 @@ static bool parse_legality(loader *L, builder *b, const yaml_node_t *n) {
                 snprintf(list + len, sizeof list - len, "%s%s", j ? ", " : "",
                          mcir_checks[j].name);
             }
-            return err(L, name_n, "unknown legality check '%s' (checks: %s)", name, list);
+            suggester g;
+            suggest_begin(&g, name);
+            for (int j = 0; j < mcir_n_checks; j++) suggest_try(&g, mcir_checks[j].name);
+            char sb[96];
+            return err(L, name_n, "unknown legality check '%s'%s (checks: %s)",
+                       shorten(name, sb, sizeof sb), suggest_end(&g), list);
         }
         cu->params = parse_params(L, b, params_n, name_n, cu->check->params,
                                   cu->check->n_params, name, NULL);
@@ -978,8 +1245,12 @@ static bool parse_rewrite(loader *L, builder *b, const yaml_node_t *n) {
             snprintf(list + len, sizeof list - len, "%s%s", j ? ", " : "",
                      mcir_action_descs[j].name);
         }
-        return err(L, an, "unknown rewrite action '%s' (actions: %s)", s ? s : node_kind(an),
-                   list);
+        suggester g;
+        suggest_begin(&g, s);
+        for (int j = 0; j < MCIR_ACTION_COUNT; j++) suggest_try(&g, mcir_action_descs[j].name);
+        char sb[96];
+        return err(L, an, "unknown rewrite action '%s'%s (actions: %s)",
+                   s ? shorten(s, sb, sizeof sb) : node_kind(an), suggest_end(&g), list);
     }
     const mcir_action_desc *ad = &mcir_action_descs[p->action];
     p->action_params =
@@ -1025,6 +1296,13 @@ static void parse_pattern(loader *L, const yaml_node_t *n) {
     }
     p->name = parse_string(L, v, "pattern name");
     if (!p->name) return;
+    if (!valid_rule_name(p->name)) {
+        char sb[96];
+        err(L, v, "pattern name '%s' must be 1 to 128 letters, digits, '_', '-' or '.', "
+            "starting with a letter or '_' (it names the rule in traces)",
+            shorten(p->name, sb, sizeof sb));
+        return;
+    }
     bool replace = false;
     yaml_node_t *rn = map_get(L, n, "replace");
     if (rn && !parse_bool(L, rn, "replace", &replace)) return;
@@ -1077,8 +1355,14 @@ static void parse_pattern(loader *L, const yaml_node_t *n) {
         const char *prop = scalar(item);
         p->properties[k] = prop ? find_property(L, prop) : NULL;
         if (!p->properties[k]) {
-            err(L, item, "unknown property '%s' (declare it under 'properties:' first)",
-                prop ? prop : node_kind(item));
+            suggester g;
+            suggest_begin(&g, prop);
+            for (int j = 0; j < L->n_props; j++) suggest_try(&g, L->props[j]->name);
+            for (int j = 0; j < L->c->n_properties; j++)
+                suggest_try(&g, L->c->properties[j]->name);
+            char sb[96];
+            err(L, item, "unknown property '%s'%s (declare it under 'properties:' first)",
+                prop ? shorten(prop, sb, sizeof sb) : node_kind(item), suggest_end(&g));
             return;
         }
     }
@@ -1125,8 +1409,14 @@ static void parse_pattern(loader *L, const yaml_node_t *n) {
             yaml_node_t *sv = map_value(L, v, i);
             const char *s = scalar(sv);
             if (!s || !mcir_memory_state_parse(s, &p->states[i].state)) {
-                err(L, sv, "unknown memory state '%s' (materialized, streaming, recomputable)",
-                    s ? s : node_kind(sv));
+                suggester g;
+                suggest_begin(&g, s);
+                suggest_try(&g, "materialized");
+                suggest_try(&g, "streaming");
+                suggest_try(&g, "recomputable");
+                char sb[96];
+                err(L, sv, "unknown memory state '%s'%s (materialized, streaming, recomputable)",
+                    s ? shorten(s, sb, sizeof sb) : node_kind(sv), suggest_end(&g));
                 return;
             }
         }
@@ -1144,6 +1434,31 @@ static void parse_pattern(loader *L, const yaml_node_t *n) {
 /* --------------------------------------------------------------- entry */
 
 static const char *const top_keys[] = {"mcir_catalog", "properties", "patterns", NULL};
+
+/* A "\0" escape in a quoted scalar puts a NUL inside a name, where C
+ * strings would cut it short silently: no scalar may hold one. */
+static bool reject_nul(loader *L) {
+    bool ok = true;
+    for (yaml_node_t *n = L->doc->nodes.start; n < L->doc->nodes.top; n++)
+        if (n->type == YAML_SCALAR_NODE && strlen((const char *)n->data.scalar.value) !=
+                                               n->data.scalar.length)
+            ok = err(L, n, "a NUL character (\\0) inside a value");
+    return ok;
+}
+
+/* Line and column (1-based) of a byte offset into the text. */
+static mcir_loc loc_of_offset(const char *path, const char *text, size_t len, size_t off) {
+    int line = 1, col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        if (text[i] == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+            col++;   /* columns count characters, not UTF-8 continuation bytes */
+        }
+    }
+    return (mcir_loc){path, line, col};
+}
 
 static void load_document(loader *L) {
     yaml_node_t *root = yaml_document_get_root_node(L->doc);
@@ -1223,9 +1538,10 @@ bool mcir_catalog_load_string(mcir_catalog *c, const char *text, size_t len,
     if (!yaml_parser_load(&parser, &doc)) {
         mcir_loc loc = {L.path, (int)parser.problem_mark.line + 1,
                         (int)parser.problem_mark.column + 1};
-        if (parser.error == YAML_READER_ERROR) /* no line known, only the byte */
-            mcir_error(d, (mcir_loc){L.path, 0, 0}, "YAML: %s at byte %zu",
-                       parser.problem ? parser.problem : "bad input", parser.problem_offset);
+        if (parser.error == YAML_READER_ERROR) /* libyaml knows only the byte */
+            mcir_error(d, loc_of_offset(L.path, text, len, parser.problem_offset),
+                       "YAML: %s (byte %zu)", parser.problem ? parser.problem : "bad input",
+                       parser.problem_offset);
         else
             mcir_error(d, loc, "YAML: %s%s%s", parser.problem ? parser.problem : "syntax error",
                        parser.context ? " " : "", parser.context ? parser.context : "");
@@ -1233,7 +1549,7 @@ bool mcir_catalog_load_string(mcir_catalog *c, const char *text, size_t len,
         return false;
     }
     L.doc = &doc;
-    load_document(&L);
+    if (reject_nul(&L)) load_document(&L);
     yaml_document_delete(&doc);
     /* a second document is a mistake (a stray "---") */
     if (!L.errors) {
@@ -1253,6 +1569,8 @@ bool mcir_catalog_load_string(mcir_catalog *c, const char *text, size_t len,
         }
     }
     yaml_parser_delete(&parser);
+    if (L.errors > MAX_REPORTED)
+        note(d, (mcir_loc){L.path, 0, 0}, "%d more errors not shown", L.errors - MAX_REPORTED);
     if (L.errors) return false;
     commit(&L);
     return true;

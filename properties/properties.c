@@ -264,9 +264,20 @@ static bool check_scalar_constant(const mcir_check_ctx *c, const mcir_param_valu
 static bool one_dtype_allowed(const mcir_check_ctx *c, int v, const mcir_tensor *t,
                               const mcir_param_value *p, char *d, size_t n) {
     bool ok = (p[1].dtypes >> t->dtype) & 1u;
-    say(d, n, "'%s' (%s) is %s%s", t->name, var_name(c, v), mcir_dtype_name(t->dtype),
-        ok ? "" : ", which the rule does not allow");
-    return ok;
+    if (ok) {
+        say(d, n, "'%s' (%s) is %s", t->name, var_name(c, v), mcir_dtype_name(t->dtype));
+        return true;
+    }
+    char allowed[96] = "";
+    for (int k = 0; k < MCIR_DTYPE_COUNT; k++)
+        if ((p[1].dtypes >> k) & 1u) {
+            size_t len = strlen(allowed);
+            snprintf(allowed + len, sizeof allowed - len, "%s%s", len ? ", " : "",
+                     mcir_dtype_name((mcir_dtype)k));
+        }
+    say(d, n, "'%s' (%s) is %s, not one the rule allows (%s)", t->name, var_name(c, v),
+        mcir_dtype_name(t->dtype), allowed);
+    return false;
 }
 
 static bool check_dtype_allowed(const mcir_check_ctx *c, const mcir_param_value *p,
@@ -779,28 +790,28 @@ static bool check_fits_on_chip(const mcir_check_ctx *c, const mcir_param_value *
 #define SPECS(a) a, (int)(sizeof(a) / sizeof(a[0]))
 
 static const mcir_param_spec p_tensors[] = {
-    {"tensors", MCIR_PARAM_TENSORS, true, "pattern variables to check", NULL}};
+    {"tensors", MCIR_PARAM_TENSORS, true, "pattern variables to check", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_nodes[] = {
-    {"nodes", MCIR_PARAM_NODES, false, "pattern nodes (default: every matched node)", NULL}};
+    {"nodes", MCIR_PARAM_NODES, false, "pattern nodes (default: every matched node)", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_dtype_allowed[] = {
-    {"tensors", MCIR_PARAM_TENSORS, true, "pattern variables to check", NULL},
-    {"dtypes", MCIR_PARAM_DTYPES, true, "allowed dtypes", NULL}};
+    {"tensors", MCIR_PARAM_TENSORS, true, "pattern variables to check", NULL, MCIR_RANGE_ANY},
+    {"dtypes", MCIR_PARAM_DTYPES, true, "allowed dtypes", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_shape_divisible[] = {
-    {"tensor", MCIR_PARAM_TENSOR, true, "pattern variable", NULL},
-    {"axis", MCIR_PARAM_INT, false, "axis (default -1)", NULL},
-    {"by", MCIR_PARAM_INT, true, "divisor", NULL}};
+    {"tensor", MCIR_PARAM_TENSOR, true, "pattern variable", NULL, MCIR_RANGE_ANY},
+    {"axis", MCIR_PARAM_INT, false, "axis (default -1)", NULL, MCIR_RANGE_AXIS},
+    {"by", MCIR_PARAM_INT, true, "divisor", NULL, MCIR_RANGE_POSITIVE}};
 static const mcir_param_spec p_broadcasts_to[] = {
-    {"tensor", MCIR_PARAM_TENSOR, true, "the tensor that broadcasts", NULL},
+    {"tensor", MCIR_PARAM_TENSOR, true, "the tensor that broadcasts", NULL, MCIR_RANGE_ANY},
     {"target", MCIR_PARAM_TENSOR, true, "the shape it must broadcast to without growing it",
-     NULL}};
+     NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_last_axis_param[] = {
-    {"tensors", MCIR_PARAM_TENSORS, true, "per-channel parameters (gamma, beta)", NULL},
-    {"of", MCIR_PARAM_TENSOR, true, "the normalised tensor", NULL}};
+    {"tensors", MCIR_PARAM_TENSORS, true, "per-channel parameters (gamma, beta)", NULL, MCIR_RANGE_ANY},
+    {"of", MCIR_PARAM_TENSOR, true, "the normalised tensor", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_fits_on_chip[] = {
-    {"model", MCIR_PARAM_STRING, true, "working-set model", ws_model_names},
-    {"node", MCIR_PARAM_NODE, false, "the node whose shapes to use", NULL},
+    {"model", MCIR_PARAM_STRING, true, "working-set model", ws_model_names, MCIR_RANGE_ANY},
+    {"node", MCIR_PARAM_NODE, false, "the node whose shapes to use", NULL, MCIR_RANGE_ANY},
     {"inputs", MCIR_PARAM_TENSORS, false,
-     "or the tensors: attention [Q, V], matmul [A, B], norm [X]", NULL}};
+     "or the tensors: attention [Q, V], matmul [A, B], norm [X]", NULL, MCIR_RANGE_ANY}};
 
 const mcir_check_desc mcir_checks[] = {
     {"single_consumer", "each tensor has exactly one consumer", SPECS(p_tensors),
@@ -852,46 +863,66 @@ int mcir_param_index(const mcir_param_spec *specs, int n, const char *name) {
     return -1;
 }
 
+/* ----------------------------------------------------------- lowerings */
+
+const mcir_lowering_desc mcir_lowerings[] = {
+    {"online_softmax_tiled", "flash-style tiled attention: running max and sum, scores and "
+     "probabilities only as tiles on chip"},
+    {"one_pass_streaming_norm", "one-pass norm kernel: statistics merged while the row "
+     "streams through (online softmax, Welford, sum of squares)"},
+    {"recompute_in_kernel", "the value is recomputed in registers inside its consumer's or "
+     "producer's kernel, never stored"},
+    {"smem_tiled", "tiles sized from the target's shared memory and registers"},
+    {"write_in_place", "the output is written over a dying input's buffer"},
+};
+const int mcir_n_lowerings = (int)(sizeof mcir_lowerings / sizeof mcir_lowerings[0]);
+
+const mcir_lowering_desc *mcir_lowering_find(const char *name) {
+    for (int i = 0; i < mcir_n_lowerings; i++)
+        if (strcmp(mcir_lowerings[i].name, name) == 0) return &mcir_lowerings[i];
+    return NULL;
+}
+
 /* ------------------------------------------------------------- actions */
 
 static const mcir_param_spec a_attention[] = {
-    {"q", MCIR_PARAM_TENSOR, true, "queries before any scaling", NULL},
-    {"k", MCIR_PARAM_TENSOR, true, "keys before any scaling or transpose", NULL},
-    {"v", MCIR_PARAM_TENSOR, true, "values (the second input of the P·V matmul)", NULL},
-    {"qk", MCIR_PARAM_NODE, true, "the Q·Kᵀ matmul", NULL},
-    {"k_transpose", MCIR_PARAM_NODE, false, "the transpose applied to K, if any", NULL},
-    {"scales", MCIR_PARAM_NODES, false, "scale/mul/div nodes on Q, K or the scores", NULL},
-    {"mask", MCIR_PARAM_TENSOR, false, "the additive mask", NULL},
-    {"pv", MCIR_PARAM_NODE, true, "the P·V matmul", NULL},
+    {"q", MCIR_PARAM_TENSOR, true, "queries before any scaling", NULL, MCIR_RANGE_ANY},
+    {"k", MCIR_PARAM_TENSOR, true, "keys before any scaling or transpose", NULL, MCIR_RANGE_ANY},
+    {"v", MCIR_PARAM_TENSOR, true, "values (the second input of the P·V matmul)", NULL, MCIR_RANGE_ANY},
+    {"qk", MCIR_PARAM_NODE, true, "the Q·Kᵀ matmul", NULL, MCIR_RANGE_ANY},
+    {"k_transpose", MCIR_PARAM_NODE, false, "the transpose applied to K, if any", NULL, MCIR_RANGE_ANY},
+    {"scales", MCIR_PARAM_NODES, false, "scale/mul/div nodes on Q, K or the scores", NULL, MCIR_RANGE_ANY},
+    {"mask", MCIR_PARAM_TENSOR, false, "the additive mask", NULL, MCIR_RANGE_ANY},
+    {"pv", MCIR_PARAM_NODE, true, "the P·V matmul", NULL, MCIR_RANGE_ANY},
     {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces (default: the "
-     "anchor's output)", NULL}};
+     "anchor's output)", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_layernorm[] = {
-    {"x", MCIR_PARAM_TENSOR, true, "the normalised input", NULL},
-    {"eps", MCIR_PARAM_TENSOR, true, "the scalar constant added to the variance", NULL},
-    {"gamma", MCIR_PARAM_TENSOR, false, "scale (ones if absent)", NULL},
-    {"beta", MCIR_PARAM_TENSOR, false, "shift (zeros if absent)", NULL},
-    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces", NULL}};
+    {"x", MCIR_PARAM_TENSOR, true, "the normalised input", NULL, MCIR_RANGE_ANY},
+    {"eps", MCIR_PARAM_TENSOR, true, "the scalar constant added to the variance", NULL, MCIR_RANGE_ANY},
+    {"gamma", MCIR_PARAM_TENSOR, false, "scale (ones if absent)", NULL, MCIR_RANGE_ANY},
+    {"beta", MCIR_PARAM_TENSOR, false, "shift (zeros if absent)", NULL, MCIR_RANGE_ANY},
+    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_rmsnorm[] = {
-    {"x", MCIR_PARAM_TENSOR, true, "the normalised input", NULL},
-    {"eps", MCIR_PARAM_TENSOR, true, "the scalar constant added to the mean square", NULL},
-    {"gamma", MCIR_PARAM_TENSOR, false, "scale (ones if absent)", NULL},
-    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces", NULL}};
+    {"x", MCIR_PARAM_TENSOR, true, "the normalised input", NULL, MCIR_RANGE_ANY},
+    {"eps", MCIR_PARAM_TENSOR, true, "the scalar constant added to the mean square", NULL, MCIR_RANGE_ANY},
+    {"gamma", MCIR_PARAM_TENSOR, false, "scale (ones if absent)", NULL, MCIR_RANGE_ANY},
+    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_softmax[] = {
-    {"x", MCIR_PARAM_TENSOR, true, "the input", NULL},
-    {"axis", MCIR_PARAM_INT, false, "normalised axis (default -1)", NULL},
-    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces", NULL}};
+    {"x", MCIR_PARAM_TENSOR, true, "the input", NULL, MCIR_RANGE_ANY},
+    {"axis", MCIR_PARAM_INT, false, "normalised axis (default -1)", NULL, MCIR_RANGE_AXIS},
+    {"output", MCIR_PARAM_TENSOR, false, "the tensor the fused op produces", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_replace_op[] = {
-    {"op", MCIR_PARAM_OP, true, "the op that replaces the match", NULL},
-    {"inputs", MCIR_PARAM_TENSORS, true, "its inputs, in order", NULL},
-    {"attrs", MCIR_PARAM_ATTRS, false, "its attributes", NULL},
-    {"output", MCIR_PARAM_TENSOR, false, "the tensor it produces", NULL}};
+    {"op", MCIR_PARAM_OP, true, "the op that replaces the match", NULL, MCIR_RANGE_ANY},
+    {"inputs", MCIR_PARAM_TENSORS, true, "its inputs, in order", NULL, MCIR_RANGE_ANY},
+    {"attrs", MCIR_PARAM_ATTRS, false, "its attributes", NULL, MCIR_RANGE_ANY},
+    {"output", MCIR_PARAM_TENSOR, false, "the tensor it produces", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_annotate_only[] = {
-    {"nodes", MCIR_PARAM_NODES, false, "nodes to annotate (default: the anchor)", NULL}};
+    {"nodes", MCIR_PARAM_NODES, false, "nodes to annotate (default: the anchor)", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_fuse_group[] = {
-    {"nodes", MCIR_PARAM_NODES, true, "nodes that become one kernel", NULL}};
+    {"nodes", MCIR_PARAM_NODES, true, "nodes that become one kernel", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_inplace[] = {
-    {"node", MCIR_PARAM_NODE, true, "the elementwise node that writes in place", NULL},
-    {"input", MCIR_PARAM_TENSOR, true, "the input whose buffer it reuses", NULL}};
+    {"node", MCIR_PARAM_NODE, true, "the elementwise node that writes in place", NULL, MCIR_RANGE_ANY},
+    {"input", MCIR_PARAM_TENSOR, true, "the input whose buffer it reuses", NULL, MCIR_RANGE_ANY}};
 
 const mcir_action_desc mcir_action_descs[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_FUSE_ATTENTION] = {"fuse_attention",

@@ -37,6 +37,14 @@ typedef enum mcir_param_kind {
     MCIR_PARAM_ATTRS,    /* attributes of the op named by the "op" parameter */
 } mcir_param_kind;
 
+/* The values an INT or FLOAT parameter may take, checked at load time. */
+typedef enum mcir_param_range {
+    MCIR_RANGE_ANY,          /* any value of the kind */
+    MCIR_RANGE_POSITIVE,     /* > 0 (divisors, sizes) */
+    MCIR_RANGE_NONNEGATIVE,  /* >= 0 (tolerances) */
+    MCIR_RANGE_AXIS,         /* an axis: -MCIR_MAX_RANK .. MCIR_MAX_RANK - 1 */
+} mcir_param_range;
+
 typedef struct mcir_param_spec {
     const char *name;
     mcir_param_kind kind;
@@ -44,6 +52,7 @@ typedef struct mcir_param_spec {
     const char *doc;
     /* MCIR_PARAM_STRING: NULL-terminated allowed values, or NULL for any */
     const char *const *choices;
+    mcir_param_range range;  /* MCIR_PARAM_INT / FLOAT */
 } mcir_param_spec;
 
 /* A parameter's value as loaded; indexed like the spec array. */
@@ -133,6 +142,19 @@ extern const mcir_action_desc mcir_action_descs[MCIR_ACTION_COUNT];
 bool mcir_action_parse(const char *name, mcir_action *out);
 /* Index of a named parameter in a check's or action's spec, or -1. */
 int mcir_param_index(const mcir_param_spec *specs, int n, const char *name);
+
+/* ------------------------------------------------------------ lowerings */
+
+/* The lowering strategies a property may name (`lowering_strategy:`):
+ * how kernel planning lowers a node that carries the property. */
+typedef struct mcir_lowering_desc {
+    const char *name;
+    const char *doc;
+} mcir_lowering_desc;
+
+extern const mcir_lowering_desc mcir_lowerings[];
+extern const int mcir_n_lowerings;
+const mcir_lowering_desc *mcir_lowering_find(const char *name);
 
 /* ---------------------------------------------------------- working set */
 

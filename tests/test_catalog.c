@@ -220,7 +220,7 @@ START_TEST(test_regex_op_set) {
     const char *yaml =
         "mcir_catalog: 1\n"
         "properties:\n"
-        "  - {name: p, rewrite_rule: annotate_only, lowering_strategy: s}\n"
+        "  - {name: p, rewrite_rule: annotate_only, lowering_strategy: recompute_in_kernel}\n"
         "patterns:\n"
         "  - name: r\n"
         "    property: p\n"
