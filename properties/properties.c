@@ -546,35 +546,80 @@ static bool can_head_group(mcir_op op) {
     }
 }
 
-/* Merging the groups of these nodes must leave at most one non-elementwise
- * op per kernel, and that op must be able to take an epilogue. */
-static bool check_groupable(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
-                            size_t n) {
+/* Slices, concatenations and splits along an axis: the value emitter
+ * computes their elements by mapping the index back, so they may sit in a
+ * kernel of pointwise work, but not in the epilogue of a compute op (its
+ * output tile is stored element for element). */
+static bool remaps_index(mcir_op op) {
+    return op == MCIR_OP_SLICE || op == MCIR_OP_CONCAT || op == MCIR_OP_SPLIT;
+}
+
+/* The nodes the check names plus every member of their fusion groups. */
+static int group_members(const mcir_check_ctx *c, const mcir_param_value *p,
+                         const mcir_node **members, int cap) {
     const mcir_match *m = c->match;
     const mcir_graph *g = m->graph;
-    int groups[64], n_groups = 0;
-    const mcir_node *members[256];
-    int n_members = 0;
+    int groups[64], n_groups = 0, n_members = 0;
     int count = p[0].set ? p[0].n : m->n_nodes;
     for (int i = 0; i < count; i++) {
         const mcir_node *nd = m->nodes[p[0].set ? p[0].refs[i] : i];
         if (!nd) continue;
         if (nd->group >= 0 && n_groups < 64) groups[n_groups++] = nd->group;
-        else if (n_members < 256) members[n_members++] = nd;
+        else if (nd->group < 0 && n_members < cap) members[n_members++] = nd;
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const mcir_node *nd = g->nodes[i];
         if (nd->dead || nd->group < 0) continue;
         for (int k = 0; k < n_groups; k++)
-            if (nd->group == groups[k] && n_members < 256) {
+            if (nd->group == groups[k] && n_members < cap) {
                 members[n_members++] = nd;
                 break;
             }
     }
-    const mcir_node *head = NULL;
+    return n_members;
+}
+
+/* A node outside the merged group that reads from it and feeds it: the
+ * group could not run as one kernel (g->nodes is topological). */
+static const mcir_node *outsider_between(const mcir_graph *g, const mcir_node *const *members,
+                                         int n_members) {
+    unsigned char *in = calloc((size_t)g->n_nodes + 1, 1), *tainted = calloc((size_t)g->n_nodes + 1, 1);
+    MCIR_ASSERT(in && tainted);
+    for (int i = 0; i < n_members; i++)
+        if (members[i]->id >= 0 && members[i]->id < g->n_nodes) in[members[i]->id] = 1;
+    const mcir_node *bad = NULL;
+    for (int i = 0; i < g->n_nodes && !bad; i++) {
+        const mcir_node *nd = g->nodes[i];
+        if (nd->dead) continue;
+        for (int j = 0; j < nd->n_inputs; j++) {
+            const mcir_node *pr = nd->inputs[j]->producer;
+            if (!pr || pr->dead || pr->id < 0 || pr->id >= g->n_nodes) continue;
+            bool from_group = in[pr->id], from_outsider = !in[pr->id] && tainted[pr->id];
+            if (in[nd->id] && from_outsider) bad = pr;
+            if (!in[nd->id] && (from_group || from_outsider)) tainted[nd->id] = 1;
+        }
+    }
+    free(in);
+    free(tainted);
+    return bad;
+}
+
+/* Merging the groups of these nodes must leave at most one non-elementwise
+ * op per kernel, that op must be able to take an epilogue, index remaps
+ * (slice, concat) only in a kernel without one, and nothing outside the
+ * group may sit between its members. */
+static bool check_groupable(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
+                            size_t n) {
+    const mcir_node *members[256];
+    int n_members = group_members(c, p, members, 256);
+    const mcir_node *head = NULL, *remap = NULL;
     for (int i = 0; i < n_members; i++) {
         const mcir_node *nd = members[i];
         if (mcir_op_desc_of(nd->op)->flags & MCIR_OPF_ELEMENTWISE) continue;
+        if (remaps_index(nd->op)) {
+            remap = nd;
+            continue;
+        }
         if (!can_head_group(nd->op)) {
             say(d, n, "'%s' (%s) cannot take an elementwise epilogue", nd->name,
                 mcir_op_name(nd->op));
@@ -587,12 +632,79 @@ static bool check_groupable(const mcir_check_ctx *c, const mcir_param_value *p, 
         }
         head = nd;
     }
+    if (head && remap) {
+        say(d, n, "'%s' (%s) remaps indices, which the epilogue of '%s' (%s) cannot",
+            remap->name, mcir_op_name(remap->op), head->name, mcir_op_name(head->op));
+        return false;
+    }
+    const mcir_node *between = outsider_between(c->match->graph, members, n_members);
+    if (between) {
+        say(d, n, "'%s' (%s) reads from the group and feeds it: the group would not be one "
+            "kernel", between->name, mcir_op_name(between->op));
+        return false;
+    }
     if (head)
         say(d, n, "one kernel of %d ops headed by '%s' (%s)", n_members, head->name,
             mcir_op_name(head->op));
     else
         say(d, n, "one elementwise kernel of %d ops", n_members);
     return true;
+}
+
+/* The merged group is pointwise work only (elementwise ops, slices,
+ * concatenations, splits): each output element is computed on its own, so
+ * broadcasts and index remaps are free to fuse. */
+static bool check_pointwise_group(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
+                                  size_t n) {
+    const mcir_node *members[256];
+    int n_members = group_members(c, p, members, 256), remaps = 0;
+    for (int i = 0; i < n_members; i++) {
+        const mcir_node *nd = members[i];
+        if (remaps_index(nd->op)) {
+            remaps++;
+            continue;
+        }
+        if (!(mcir_op_desc_of(nd->op)->flags & MCIR_OPF_ELEMENTWISE)) {
+            say(d, n, "'%s' (%s) is not pointwise: the group has a compute op", nd->name,
+                mcir_op_name(nd->op));
+            return false;
+        }
+    }
+    say(d, n, "%d pointwise ops, %d of them index remaps (slice, concat, split)", n_members,
+        remaps);
+    return true;
+}
+
+/* Every reader of t is pointwise: a producer of t fused into one of
+ * them is recomputed per element there, and any reader left in another
+ * kernel reads the stored value as before. */
+static bool one_pointwise_consumers(const mcir_check_ctx *c, int v, const mcir_tensor *t,
+                                   const mcir_param_value *p, char *d, size_t n) {
+    (void)p;
+    mcir_node *cons[16];
+    int k = mcir_graph_consumers(c->match->graph, t, cons, 16);
+    if (k > 16) {
+        say(d, n, "'%s' (%s) has %d consumers, more than a recomputed value should serve",
+            t->name, var_name(c, v), k);
+        return false;
+    }
+    for (int i = 0; i < k; i++) {
+        bool pw = (mcir_op_desc_of(cons[i]->op)->flags & MCIR_OPF_ELEMENTWISE) ||
+                  remaps_index(cons[i]->op);
+        if (!pw) {
+            say(d, n, "'%s' (%s) is also read by '%s' (%s), which is not pointwise", t->name,
+                var_name(c, v), cons[i]->name, mcir_op_name(cons[i]->op));
+            return false;
+        }
+    }
+    say(d, n, "'%s' (%s) has %d consumer%s, all pointwise", t->name, var_name(c, v), k,
+        k == 1 ? "" : "s");
+    return k > 0;
+}
+
+static bool check_pointwise_consumers(const mcir_check_ctx *c, const mcir_param_value *p,
+                                      char *d, size_t n) {
+    return each_tensor(c, &p[0], p, one_pointwise_consumers, d, n);
 }
 
 /* ------------------------------------------------------ working set */
@@ -848,6 +960,10 @@ const mcir_check_desc mcir_checks[] = {
      SPECS(p_last_axis_param), check_last_axis_param},
     {"groupable", "merging the nodes' fusion groups leaves one compute op per kernel",
      SPECS(p_nodes), check_groupable},
+    {"pointwise_group", "the nodes' merged fusion groups hold only elementwise ops, slices, "
+     "concatenations and splits", SPECS(p_nodes), check_pointwise_group},
+    {"pointwise_consumers", "each tensor is read only by pointwise ops (at most 16)",
+     SPECS(p_tensors), check_pointwise_consumers},
 };
 const int mcir_n_checks = (int)(sizeof mcir_checks / sizeof mcir_checks[0]);
 

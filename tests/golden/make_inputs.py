@@ -199,6 +199,30 @@ CASES["conv_bias_relu"] = graph(
      node("sum", "add", ["p", "h2"], ["y"])],
     ["y"])
 
+# Partial rotary embedding (GPT-NeoX style, not the llama example's
+# shapes or names): rotate-half on the first 8 of 16 channels, the rest
+# passed through, cos/sin broadcast over heads. Every slice, neg, concat,
+# mul and add joins one pointwise group; a slice of a matmul's epilogue
+# does not (its kernel stores the tile as computed).
+CASES["rotary_partial"] = graph(
+    "rotary_partial",
+    [inp("h", [2, 6, 4, 16]), inp("a", [6, 8])],
+    [w("cos", [6, 1, 8]), w("sin", [6, 1, 8]), w("proj", [8, 12]), w("proj_b", [12])],
+    [node("rot", "slice", ["h"], ["rot.y"], axis=-1, start=0, end=8),
+     node("pass", "slice", ["h"], ["pass.y"], axis=-1, start=8, end=16),
+     node("x1", "slice", ["rot.y"], ["x1.y"], axis=3, start=0, end=4),
+     node("x2", "slice", ["rot.y"], ["x2.y"], axis=3, start=4, end=8),
+     node("nx2", "neg", ["x2.y"], ["nx2.y"]),
+     node("rh", "concat", ["nx2.y", "x1.y"], ["rh.y"], axis=-1),
+     node("c", "mul", ["rot.y", "cos"], ["c.y"]),
+     node("s", "mul", ["sin", "rh.y"], ["s.y"]),
+     node("ro", "add", ["c.y", "s.y"], ["ro.y"]),
+     node("out", "concat", ["ro.y", "pass.y"], ["y"], axis=-1),
+     node("mm", "matmul", ["a", "proj"], ["mm.y"]),
+     node("mm.bias", "add", ["mm.y", "proj_b"], ["mm.bias.y"]),
+     node("mm.head", "slice", ["mm.bias.y"], ["z"], axis=-1, start=0, end=6)],
+    ["y", "z"])
+
 # The same structures in half precision: the fused ops are checked against
 # the decomposed ones within the f16/bf16 tolerance.
 def retyped(g, name, dtype):
