@@ -156,6 +156,9 @@ typedef struct mcir_plan {
      * size-1 dims), in graph order: no kernel, no copy. */
     int n_alias_nodes;
     mcir_node **alias_nodes;
+    /* The cost model's hbm_bytes of the same graph compiled without
+     * rewrites (mcirc/pipeline.c sets it; 0: not known). */
+    int64_t unfused_hbm_bytes;
     mcir_arena *arena;
 } mcir_plan;
 
@@ -176,6 +179,57 @@ bool mcir_plan_write_json(const mcir_plan *p, FILE *out);
  * call `logical`, or NULL if it is not at the kernel's boundary. */
 const mcir_kernel_access *mcir_kernel_access_of(const mcir_kernel_plan *k,
                                                 const mcir_tensor *logical);
+
+/* ------------------------------------------------------------- cost model */
+
+/* The traffic and time of one kernel on a target (kernelplan/cost.c,
+ * docs/kernelplan.md "Traffic and cost model"). Bytes follow the code of
+ * the template that runs the kernel (codegen/templates, codegen/tpl_*.c),
+ * with cuBLAS where the runtime hands the kernel to it. */
+typedef struct mcir_kernel_cost {
+    int64_t hbm_bytes;       /* crossing DRAM: each tensor read or written once,
+                                + staging + l2_spill */
+    int64_t global_bytes;    /* loads and stores the threads issue, re-reads included */
+    int64_t staging_bytes;   /* part of hbm: cuBLAS's f32 product, written and re-read */
+    int64_t l2_spill_bytes;  /* part of hbm: tile re-reads whose reuse span exceeds L2 */
+    double flops;            /* FMA = 2 */
+    int launches;            /* GPU launches, library calls included */
+    const char *library;     /* "cublas", or NULL: generated kernels only */
+    const char *unit;        /* "f32_fma", "f16_tensor_core", "bf16_tensor_core" */
+    double memory_us, compute_us, launch_us;
+    double modelled_us;      /* sum over launches of max(memory, compute) + launch overhead */
+} mcir_kernel_cost;
+
+typedef struct mcir_cost_options {
+    /* Tiles to score instead of those the template realises from the plan
+     * (a tuner's candidate): "M"/"N" for matmul, "q"/"kv" for attention.
+     * NULL: the kernel's own. */
+    const mcir_tiling *tiles;
+    /* Model the generated kernel even where the runtime would call cuBLAS
+     * (what the CPU emulator runs). */
+    bool generated_only;
+} mcir_cost_options;
+
+/* The cost of kernel k on target t; options may be NULL.
+ *
+ *     mcir_tiling cand = k->tiling; cand.block_tile[0] = 128;
+ *     mcir_cost_options o = {.tiles = &cand};
+ *     mcir_kernel_cost c;
+ *     mcir_cost_kernel(k, p->target, &o, &c);   // c.modelled_us scores it
+ */
+void mcir_cost_kernel(const mcir_kernel_plan *k, const mcir_target *t,
+                      const mcir_cost_options *options, mcir_kernel_cost *out);
+
+typedef struct mcir_plan_cost {
+    int launches;
+    int64_t hbm_bytes, global_bytes;
+    int64_t compulsory_bytes;    /* graph inputs + weights read once, outputs written once */
+    int64_t unfused_hbm_bytes;   /* p->unfused_hbm_bytes (0: not known) */
+    double flops, modelled_us;
+} mcir_plan_cost;
+
+/* The sum of every kernel's cost on p->target, and the compulsory bytes. */
+void mcir_cost_plan(const mcir_plan *p, mcir_plan_cost *out);
 
 /* ------------------------------------------------------------ memory plan */
 

@@ -29,6 +29,9 @@ static json_t *access_json(const mcir_kernel_access *x) {
     return o;
 }
 
+/* microseconds to 3 decimals: the model is not more precise than that */
+static double round_us(double us) { return (double)(int64_t)(us * 1000.0 + 0.5) / 1000.0; }
+
 static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(k->name));
@@ -84,7 +87,38 @@ static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     json_object_set_new(o, "scratch_bytes", json_integer(k->scratch_bytes));
     if (k->registers >= 0) json_object_set_new(o, "registers", json_integer(k->registers));
     if (k->spill_bytes >= 0) json_object_set_new(o, "spill_bytes", json_integer(k->spill_bytes));
-    (void)p;
+    /* the cost model (cost.c): traffic, flops, launches, roofline time */
+    mcir_kernel_cost c;
+    mcir_cost_kernel(k, p->target, NULL, &c);
+    json_object_set_new(o, "hbm_bytes", json_integer(c.hbm_bytes));
+    json_object_set_new(o, "global_bytes", json_integer(c.global_bytes));
+    json_object_set_new(o, "flops", json_real(c.flops));
+    json_object_set_new(o, "launches", json_integer(c.launches));
+    json_object_set_new(o, "modelled_us", json_real(round_us(c.modelled_us)));
+    json_t *cm = json_object();
+    json_object_set_new(cm, "library", c.library ? json_string(c.library) : json_null());
+    json_object_set_new(cm, "unit", json_string(c.unit));
+    json_object_set_new(cm, "staging_bytes", json_integer(c.staging_bytes));
+    json_object_set_new(cm, "l2_spill_bytes", json_integer(c.l2_spill_bytes));
+    json_object_set_new(cm, "memory_us", json_real(round_us(c.memory_us)));
+    json_object_set_new(cm, "compute_us", json_real(round_us(c.compute_us)));
+    json_object_set_new(cm, "launch_us", json_real(round_us(c.launch_us)));
+    json_object_set_new(o, "cost_model", cm);
+    return o;
+}
+
+static json_t *totals_json(const mcir_plan *p) {
+    mcir_plan_cost c;
+    mcir_cost_plan(p, &c);
+    json_t *o = json_object();
+    json_object_set_new(o, "launches", json_integer(c.launches));
+    json_object_set_new(o, "hbm_bytes", json_integer(c.hbm_bytes));
+    json_object_set_new(o, "global_bytes", json_integer(c.global_bytes));
+    json_object_set_new(o, "flops", json_real(c.flops));
+    json_object_set_new(o, "modelled_us", json_real(round_us(c.modelled_us)));
+    json_object_set_new(o, "compulsory_bytes", json_integer(c.compulsory_bytes));
+    json_object_set_new(o, "unfused_hbm_bytes",
+                        c.unfused_hbm_bytes > 0 ? json_integer(c.unfused_hbm_bytes) : json_null());
     return o;
 }
 
@@ -115,6 +149,7 @@ bool mcir_plan_write_json(const mcir_plan *p, FILE *out) {
         json_array_append_new(aliases, o);
     }
     json_object_set_new(root, "aliases", aliases);
+    json_object_set_new(root, "totals", totals_json(p));
     return dump(root, out);
 }
 

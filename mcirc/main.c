@@ -285,8 +285,20 @@ static void print_summary(const mcir_compilation *c, FILE *out) {
         int launches = 0;
         for (int i = 0; i < c->plan->n_kernels; i++)
             launches += c->plan->kernels[i].tpl != MCIR_TEMPLATE_ALIAS;
-        fprintf(out, "  kernels  %d launches for %s (%s)\n", launches, c->target->name,
+        fprintf(out, "  kernels  %d for %s (%s)\n", launches, c->target->name,
                 c->target->example_gpu);
+        /* the cost model (docs/kernelplan.md): modelled, not measured */
+        mcir_plan_cost cost;
+        mcir_cost_plan(c->plan, &cost);
+        char hbm[32], unfused[64] = "";
+        human_bytes(cost.hbm_bytes, hbm, sizeof hbm);
+        double compulsory = cost.compulsory_bytes > 0 ? (double)cost.compulsory_bytes : 1.0;
+        if (cost.unfused_hbm_bytes > 0)
+            snprintf(unfused, sizeof unfused, " (unfused %.2fx)",
+                     (double)cost.unfused_hbm_bytes / compulsory);
+        fprintf(out, "  traffic  %d launches, %s HBM = %.2fx compulsory%s, modelled %.1f us on %s\n",
+                cost.launches, hbm, (double)cost.hbm_bytes / compulsory, unfused,
+                cost.modelled_us, c->target->name);
     }
     if (c->memory) {
         char a[32], lb[32];

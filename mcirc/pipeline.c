@@ -191,6 +191,25 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
     return c->verify_ok ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
 }
 
+/* The cost model's DRAM bytes of graph g (not yet rewritten) planned as
+ * `--no-rewrite` plans it: the baseline of the summary's "unfused" ratio.
+ * 0 where that plan fails (its diagnostics are dropped: the compilation
+ * asked for is not at fault). Planning only, no code: cheap. */
+static int64_t unfused_hbm_bytes(const mcir_graph *g, const mcir_target *t) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *sink = open_memstream(&buf, &len);
+    if (!sink) return 0;
+    mcir_diag quiet = mcir_diag_to(sink);
+    mcir_plan *p = mcir_plan_build(g, t, NULL, &quiet);
+    mcir_plan_cost cost = {0};
+    if (p) mcir_cost_plan(p, &cost);
+    mcir_plan_free(p);
+    fclose(sink);
+    free(buf);
+    return cost.hbm_bytes;
+}
+
 /* ------------------------------------------------------------ the driver */
 
 int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
@@ -213,6 +232,10 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     if (!c->graph) return MCIR_EXIT_INVALID;
     c->nodes_before = c->nodes_after = mcir_graph_live_nodes(c->graph);
     if (o->verify) c->original = mcir_graph_clone(c->graph);
+    /* the cost model's baseline: the graph as read, planned as --no-rewrite plans it */
+    int64_t unfused = 0;
+    if ((o->want_plan || o->want_cuda || o->want_ptx || o->run) && !o->no_rewrite)
+        unfused = unfused_hbm_bytes(c->graph, c->target);
 
     /* catalog: the built-in rules, then the user's files */
     if ((st = stage_catalog(o, c, d))) return st;
@@ -232,6 +255,12 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     if (o->want_plan || o->want_cuda || o->want_ptx || gpu_run) {
         c->plan = mcir_plan_build(c->graph, c->target, c->trace, d);
         if (!c->plan) return MCIR_EXIT_INVALID;
+        if (o->no_rewrite) {
+            mcir_plan_cost own;
+            mcir_cost_plan(c->plan, &own);
+            unfused = own.hbm_bytes;
+        }
+        c->plan->unfused_hbm_bytes = unfused;
         mcir_memory_plan_options mo = {.planner = o->planner,
                                        .time_limit_s = o->planner_time_limit_s,
                                        .pools = o->pools,

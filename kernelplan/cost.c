@@ -1,0 +1,570 @@
+/*
+ * cost.c — the traffic and cost model of a KernelPlan: how many bytes each
+ * kernel moves through global memory (what its threads request, re-reads
+ * included) and across DRAM (each tensor once, plus cuBLAS's staging
+ * buffer and the tile re-reads the L2 cannot hold), its flops, its
+ * launches, and a roofline time on the target (properties/target.c).
+ *
+ * Invariant: the counts follow the code that runs. The generated kernels
+ * are codegen/templates/ and codegen/tpl_*.c; where a template
+ * realises tiles of its own (the generated matmul's fixed 64x64, the
+ * attention tiles it clamps), the functions marked "mirrors" below repeat
+ * its rule, and tests/test_codegen_emu.c counts what the emulated kernels
+ * request against global_bytes, so the two cannot drift apart unseen.
+ * Value chains (fused prologues and epilogues) are evaluated per element
+ * without common subexpressions (codegen/emit.c), so an element of a
+ * kernel read is requested once per path that reaches it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernelplan/plan-impl.h"
+#include "mcir/interp-impl.h"
+#include "mcir/mcir-impl.h"
+
+/* ------------------------------------------------------------- helpers */
+
+static int64_t esize(const mcir_tensor *t) { return (int64_t)mcir_dtype_size(t->dtype); }
+
+static bool in_region(const mcir_kernel_plan *k, const mcir_node *n) {
+    for (int i = 0; i < k->n_nodes; i++)
+        if (k->nodes[i] == n) return true;
+    return false;
+}
+
+static int read_index(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    for (int i = 0; i < k->n_reads; i++)
+        if (k->reads[i] == t) return i;
+    return -1;
+}
+
+static int write_index(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    for (int i = 0; i < k->n_writes; i++)
+        if (k->writes[i] == t) return i;
+    return -1;
+}
+
+static mcir_node *region_producer(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    return t->producer && in_region(k, t->producer) ? t->producer : NULL;
+}
+
+static int64_t tile_dim(const mcir_tiling *ti, const char *name) {
+    for (int i = 0; i < ti->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
+        if (ti->dim_names[i] && strcmp(ti->dim_names[i], name) == 0) return ti->block_tile[i];
+    return 0;
+}
+
+/* What one element of a value chain costs (codegen/emit.c's v<ID>(i)). */
+typedef struct elem_cost {
+    double bytes;   /* global loads */
+    double flops;
+} elem_cost;
+
+/* The loads and flops of evaluating t at one element inside kernel k:
+ * `anchor_out` is the template's own result (free), a kernel read is one
+ * load of its dtype, a region node evaluates each of its inputs (concat:
+ * the input that holds the element, weighted by its share of the axis). */
+static elem_cost chain_cost(const mcir_kernel_plan *k, const mcir_tensor *t,
+                            const mcir_tensor *anchor_out, int depth) {
+    elem_cost c = {0, 0};
+    if (t == anchor_out || depth > 64) return c;
+    mcir_node *n = region_producer(k, t);
+    if (!n) {
+        if (read_index(k, t) >= 0) c.bytes = (double)esize(t);
+        return c;
+    }
+    if (n->op == MCIR_OP_CONCAT) {
+        int axis;
+        if (!mcir_norm_axis(mcir_node_int(n, "axis"), t->rank, &axis) || t->shape[axis] == 0)
+            return c;
+        for (int j = 0; j < n->n_inputs; j++) {
+            elem_cost x = chain_cost(k, n->inputs[j], anchor_out, depth + 1);
+            double share = (double)n->inputs[j]->shape[axis] / (double)t->shape[axis];
+            c.bytes += share * x.bytes;
+            c.flops += share * x.flops;
+        }
+        return c;
+    }
+    bool moves = n->op == MCIR_OP_RESHAPE || n->op == MCIR_OP_TRANSPOSE ||
+                 n->op == MCIR_OP_SLICE || n->op == MCIR_OP_SPLIT;
+    int inputs = moves ? 1 : n->n_inputs;
+    for (int j = 0; j < inputs; j++) {
+        elem_cost x = chain_cost(k, n->inputs[j], anchor_out, depth + 1);
+        c.bytes += x.bytes;
+        c.flops += x.flops;
+    }
+    if (!moves) c.flops += 1;   /* one flop per elementwise op, transcendentals too */
+    return c;
+}
+
+/* Per element of the anchor's output: every write's chain (its loads
+ * beside the anchor's value, its flops) and its store. */
+static elem_cost epilogue_cost(const mcir_kernel_plan *k, const mcir_tensor *anchor_out) {
+    elem_cost c = {0, 0};
+    for (int w = 0; w < k->n_writes; w++) {
+        elem_cost x = chain_cost(k, k->writes[w], anchor_out, 0);
+        c.bytes += x.bytes + (double)esize(k->writes[w]);
+        c.flops += x.flops;
+    }
+    return c;
+}
+
+static int64_t reads_bytes(const mcir_kernel_plan *k) {
+    int64_t b = 0;
+    for (int i = 0; i < k->n_reads; i++) b += mcir_tensor_bytes(k->reads[i]);
+    return b;
+}
+
+static int64_t writes_bytes(const mcir_kernel_plan *k) {
+    int64_t b = 0;
+    for (int i = 0; i < k->n_writes; i++) b += mcir_tensor_bytes(k->writes[i]);
+    return b;
+}
+
+/* An operand read `passes` times in a row whose reuse span (the bytes
+ * that must stay in L2 between two passes) exceeds the L2: every pass
+ * after the first crosses DRAM again. */
+static int64_t l2_spill(const mcir_target *t, double span_bytes, int64_t passes, int64_t slices) {
+    if (passes <= 1 || span_bytes <= (double)t->l2_bytes) return 0;
+    return (int64_t)(span_bytes * (double)(passes - 1) * (double)slices);
+}
+
+typedef struct cost_ctx {
+    const mcir_kernel_plan *k;
+    const mcir_target *t;
+    const mcir_cost_options *o;
+    mcir_kernel_cost *c;
+    double most_flops;   /* of one launch so far: its unit is the kernel's */
+} cost_ctx;
+
+static double peak_tflops(const mcir_target *t, const char *unit) {
+    if (strcmp(unit, "f16_tensor_core") == 0) return t->f16_tc_tflops;
+    if (strcmp(unit, "bf16_tensor_core") == 0) return t->bf16_tc_tflops;
+    return t->f32_fma_tflops;
+}
+
+static const char *tensor_unit(mcir_dtype dt) {
+    return dt == MCIR_DTYPE_F16 ? "f16_tensor_core"
+         : dt == MCIR_DTYPE_BF16 ? "bf16_tensor_core" : "f32_fma";
+}
+
+/* One GPU launch: roofline of its DRAM bytes and flops on `unit`. */
+static void add_launch(cost_ctx *x, double dram_bytes, double flops, const char *unit) {
+    mcir_kernel_cost *c = x->c;
+    double mem = dram_bytes / (x->t->dram_gbps * 1e3);        /* GB/s = 1e3 B/us */
+    double comp = flops / (peak_tflops(x->t, unit) * 1e6);    /* TFLOP/s = 1e6 flop/us */
+    c->memory_us += mem;
+    c->compute_us += comp;
+    c->launch_us += x->t->launch_us;
+    c->modelled_us += (mem > comp ? mem : comp) + x->t->launch_us;
+    c->launches++;
+    if (c->launches == 1 || flops > x->most_flops) {
+        x->most_flops = flops;
+        c->unit = unit;
+    }
+}
+
+/* One launch of a generated kernel that moves each tensor once. */
+static void simple_kernel(cost_ctx *x, double global, double flops) {
+    mcir_kernel_cost *c = x->c;
+    c->global_bytes = (int64_t)global;
+    c->flops = flops;
+    c->hbm_bytes = reads_bytes(x->k) + writes_bytes(x->k);
+    add_launch(x, (double)c->hbm_bytes, flops, "f32_fma");
+}
+
+/* ------------------------------------------------------ data-parallel */
+
+/* codegen/tpl_simple.c gen_pointwise: each write element from its chain;
+ * a last-two-dims transpose copy moves each element once each way. */
+static void cost_pointwise(cost_ctx *x) {
+    const mcir_kernel_plan *k = x->k;
+    double global = 0, flops = 0;
+    for (int w = 0; w < k->n_writes; w++) {
+        elem_cost e = chain_cost(k, k->writes[w], NULL, 0);
+        double n = (double)mcir_tensor_numel(k->writes[w]);
+        global += n * (e.bytes + (double)esize(k->writes[w]));
+        flops += n * e.flops;
+    }
+    simple_kernel(x, global, flops);
+}
+
+/* codegen/tpl_simple.c cg_gen_reduce: each element of x once, one
+ * epilogue per output. */
+static void cost_reduce(cost_ctx *x) {
+    const mcir_kernel_plan *k = x->k;
+    const mcir_tensor *in = k->anchor->inputs[0], *y = k->anchor->outputs[0];
+    elem_cost e = chain_cost(k, in, y, 0), epi = epilogue_cost(k, y);
+    double n = (double)mcir_tensor_numel(in), outs = (double)mcir_tensor_numel(y);
+    simple_kernel(x, n * e.bytes + outs * epi.bytes, n * (e.flops + 1) + outs * epi.flops);
+}
+
+/* Window positions inside [0, size) summed over the outputs of one axis. */
+static int64_t window_hits(int64_t out, int64_t size, int64_t kernel, int64_t stride,
+                           int64_t pad, int64_t dilation) {
+    int64_t hits = 0;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t w = 0; w < kernel; w++) {
+            int64_t i = o * stride - pad + w * dilation;
+            hits += i >= 0 && i < size;
+        }
+    return hits;
+}
+
+static void ints_or(const mcir_node *n, const char *name, int count, const int64_t *fallback,
+                    int64_t *out) {
+    const int64_t *v;
+    if (mcir_node_attr(n, name) && mcir_node_ints(n, name, &v) == count) {
+        memcpy(out, v, sizeof(int64_t) * (size_t)count);
+        return;
+    }
+    memcpy(out, fallback, sizeof(int64_t) * (size_t)count);
+}
+
+/* codegen/tpl_simple.c cg_gen_pool: a warp per plane (global average) or
+ * a thread per output walking its window inside the image. */
+static void cost_pool(cost_ctx *x) {
+    const mcir_kernel_plan *k = x->k;
+    const mcir_node *n = k->anchor;
+    const mcir_tensor *in = n->inputs[0], *y = n->outputs[0];
+    elem_cost e = chain_cost(k, in, y, 0), epi = epilogue_cost(k, y);
+    double outs = (double)mcir_tensor_numel(y), loads;
+    if (n->op == MCIR_OP_GLOBAL_AVG_POOL || in->rank != 4 || y->rank != 4) {
+        loads = (double)mcir_tensor_numel(in);
+    } else {
+        static const int64_t zeros[4] = {0, 0, 0, 0};
+        int64_t kern[2] = {1, 1}, str[2], pads[4];
+        ints_or(n, "kernel", 2, kern, kern);
+        ints_or(n, "strides", 2, kern, str);
+        ints_or(n, "pads", 4, zeros, pads);
+        loads = (double)(in->shape[0] * in->shape[1]) *
+                (double)window_hits(y->shape[2], in->shape[2], kern[0], str[0], pads[0], 1) *
+                (double)window_hits(y->shape[3], in->shape[3], kern[1], str[1], pads[1], 1);
+    }
+    simple_kernel(x, loads * e.bytes + outs * epi.bytes, loads * (e.flops + 1) + outs * epi.flops);
+}
+
+/* codegen/tpl_simple.c cg_gen_conv2d: direct convolution, a thread per
+ * output reading its whole receptive field (inside the image) of x and w. */
+static void cost_conv2d(cost_ctx *x) {
+    const mcir_kernel_plan *k = x->k;
+    const mcir_node *n = k->anchor;
+    const mcir_tensor *in = n->inputs[0], *w = n->inputs[1], *y = n->outputs[0];
+    const mcir_tensor *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    if (in->rank != 4 || w->rank != 4 || y->rank != 4) {
+        simple_kernel(x, (double)(reads_bytes(k) + writes_bytes(k)), 0);
+        return;
+    }
+    static const int64_t ones[2] = {1, 1}, zeros[4] = {0, 0, 0, 0};
+    int64_t str[2], pads[4], dil[2];
+    ints_or(n, "strides", 2, ones, str);
+    ints_or(n, "pads", 4, zeros, pads);
+    ints_or(n, "dilations", 2, ones, dil);
+    int64_t groups = mcir_node_int(n, "groups");
+    if (groups < 1) groups = 1;
+    int64_t cg = in->shape[1] / groups;
+    double taps = (double)(y->shape[0] * y->shape[1] * cg) *
+                  (double)window_hits(y->shape[2], in->shape[2], w->shape[2], str[0], pads[0], dil[0]) *
+                  (double)window_hits(y->shape[3], in->shape[3], w->shape[3], str[1], pads[1], dil[1]);
+    elem_cost ex = chain_cost(k, in, y, 0), ew = chain_cost(k, w, y, 0), epi = epilogue_cost(k, y);
+    double outs = (double)mcir_tensor_numel(y);
+    double global = taps * (ex.bytes + ew.bytes) + outs * epi.bytes;
+    double flops = taps * (2 + ex.flops + ew.flops) + outs * epi.flops;
+    if (bias) {
+        elem_cost eb = chain_cost(k, bias, y, 0);
+        global += outs * eb.bytes;
+        flops += outs * (1 + eb.flops);
+    }
+    simple_kernel(x, global, flops);
+}
+
+/* -------------------------------------------------------------- norms */
+
+/* codegen/tpl_norm.c + templates/norm.cuh (mirrors its row layout): a warp
+ * per row up to 1024 elements (row in registers), else a block per row
+ * with the row cached in shared memory up to 11776 f32 (46 KiB), else
+ * read twice (statistics, then output). gamma and beta are read at every
+ * element of every row. */
+static void cost_norm(cost_ctx *x) {
+    const mcir_kernel_plan *k = x->k;
+    const mcir_node *n = k->anchor;
+    const mcir_tensor *in = n->inputs[0], *y = n->outputs[0];
+    int kind = n->op == MCIR_OP_SOFTMAX ? 0 : n->op == MCIR_OP_LAYERNORM ? 1 : 2;
+    int axis;
+    if (!mcir_norm_axis(mcir_node_int(n, "axis"), in->rank, &axis)) axis = in->rank - 1;
+    int64_t W = 1;
+    if (kind == 0) W = in->shape[axis];
+    else
+        for (int i = axis; i < in->rank; i++) W *= in->shape[i];
+    bool warp_row = W <= 1024, cache = !warp_row && W * 4 <= 46 * 1024;
+    double passes = warp_row || cache ? 1 : 2;
+    double numel = (double)mcir_tensor_numel(in);
+    elem_cost ex = chain_cost(k, in, y, 0), epi = epilogue_cost(k, y);
+    double global = numel * (passes * ex.bytes + epi.bytes);
+    double flops = numel * (passes * ex.flops + epi.flops + (kind == 1 ? 8 : kind == 0 ? 5 : 4));
+    for (int j = 1; j < n->n_inputs && kind > 0 && j <= 2; j++) {
+        elem_cost ep = chain_cost(k, n->inputs[j], y, 0);
+        global += numel * ep.bytes;
+        flops += numel * ep.flops;
+    }
+    simple_kernel(x, global, flops);
+}
+
+/* ---------------------------------------------------------- attention */
+
+/* The tiles codegen/tpl_attention.c realises (mirrors cg_gen_attention):
+ * the mma path (16-bit Q, K, V with head dims divisible by 8) takes the
+ * plan's q/kv tiles when they are multiples of 16 up to 128, else 64 x
+ * (64 or 32); the FMA path runs 4 warps of up to 8 rows and 32-row K/V
+ * tiles. */
+static void attention_tiles(const mcir_kernel_plan *k, const mcir_tiling *ti, bool *mma,
+                            int64_t *bm, int64_t *bn) {
+    const mcir_node *n = k->anchor;
+    const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2];
+    int64_t D = Q->shape[Q->rank - 1], DV = V->shape[V->rank - 1];
+    int64_t DP = (D + 15) / 16 * 16, DVP = (DV + 15) / 16 * 16;
+    int64_t want_q = tile_dim(ti, "q"), want_kv = tile_dim(ti, "kv");
+    *mma = Q->dtype != MCIR_DTYPE_F32 && Q->dtype == K->dtype && Q->dtype == V->dtype &&
+           D % 8 == 0 && DV % 8 == 0;
+    if (*mma) {
+        *bm = 64;
+        *bn = DP <= 64 ? 64 : 32;
+        if (want_q >= 16 && want_q <= 128 && want_q % 16 == 0) *bm = want_q;
+        if (want_kv >= 16 && want_kv <= 128 && want_kv % 16 == 0) *bn = want_kv;
+        if (DVP > 128 && *bn > 64) *bn = 64;
+    } else {
+        int64_t rpw = D > 128 || DV > 128 ? 4 : 8;
+        if (want_q >= 4 && want_q <= 4 * rpw && want_q % 4 == 0) rpw = want_q / 4;
+        *bm = 4 * rpw;
+        *bn = 32;
+    }
+}
+
+/* templates/attention_{mma,fma}.cuh: per (batch*head, Q tile) the Q tile
+ * once, then K and V tiles up to the causal limit (rows past Nk not
+ * loaded), the mask at every in-range score of those tiles, O once. */
+static void cost_attention(cost_ctx *x) {
+    const mcir_kernel_plan *k = x->k;
+    const mcir_node *n = k->anchor;
+    const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2];
+    const mcir_tensor *M = n->n_inputs > 3 ? n->inputs[3] : NULL, *O = n->outputs[0];
+    int64_t NQ = Q->shape[Q->rank - 2], D = Q->shape[Q->rank - 1];
+    int64_t NK = K->shape[K->rank - 2], DV = V->shape[V->rank - 1];
+    int64_t NB = 1;
+    for (int i = 0; i < O->rank - 2; i++) NB *= O->shape[i];
+    bool causal = mcir_node_bool(n, "causal"), mma;
+    int64_t bm, bn;
+    attention_tiles(k, x->o && x->o->tiles ? x->o->tiles : &k->tiling, &mma, &bm, &bn);
+    double kv_rows = 0, scores = 0;   /* per batch*head, summed over Q tiles */
+    int64_t qtiles = (NQ + bm - 1) / bm;
+    for (int64_t q0 = 0; q0 < NQ; q0 += bm) {
+        int64_t rows = NQ - q0 < bm ? NQ - q0 : bm, kv_end = NK;
+        if (causal) {
+            int64_t last = q0 + bm - 1 < NQ - 1 ? q0 + bm - 1 : NQ - 1;
+            int64_t lim = last + (NK - NQ) + 1;
+            if (lim < kv_end) kv_end = lim;
+        }
+        int64_t loaded = kv_end <= 0 ? 0 : (kv_end + bn - 1) / bn * bn;
+        if (loaded > NK) loaded = NK;
+        kv_rows += (double)loaded;
+        scores += (double)rows * (double)loaded;
+    }
+    double nb = (double)NB;
+    double global = nb * ((double)(NQ * D * esize(Q)) + kv_rows * (double)(D * esize(K) + DV * esize(V)) +
+                          (double)(NQ * DV) * (double)esize(k->writes[0]));
+    if (M) global += nb * scores * (double)esize(M);
+    double flops = nb * scores * 2.0 * (double)(D + DV);
+    mcir_kernel_cost *c = x->c;
+    c->global_bytes = (int64_t)global;
+    c->flops = flops;
+    /* one head's K and V are re-read by every Q tile of that head; blocks
+     * run head by head, so that is the span the L2 must hold */
+    c->l2_spill_bytes = l2_spill(x->t, (double)(NK * (D * esize(K) + DV * esize(V))), qtiles, NB);
+    c->hbm_bytes = reads_bytes(k) + writes_bytes(k) + c->l2_spill_bytes;
+    add_launch(x, (double)c->hbm_bytes, flops, mma ? tensor_unit(Q->dtype) : "f32_fma");
+}
+
+/* ------------------------------------------------------------- matmul */
+
+/* The stored operand behind a matmul input for cuBLAS (mirrors
+ * tpl_matmul.c gemm_operand): a kernel read, or the read behind a folded
+ * last-two-dims transpose. */
+static const mcir_tensor *gemm_operand(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    if (read_index(k, t) >= 0) return t;
+    mcir_node *n = region_producer(k, t);
+    if (!n || n->op != MCIR_OP_TRANSPOSE || read_index(k, n->inputs[0]) < 0) return NULL;
+    const int64_t *perm;
+    int r = mcir_node_ints(n, "perm", &perm);
+    if (r < 2) return NULL;
+    for (int i = 0; i < r - 2; i++)
+        if (perm[i] != i) return NULL;
+    if (perm[r - 2] != r - 1 || perm[r - 1] != r - 2) return NULL;
+    return n->inputs[0];
+}
+
+/* mirrors tpl_matmul.c uniform_stride: batch dims the output's, or none */
+static bool uniform_batch(const mcir_tensor *t, const mcir_tensor *out) {
+    int rl = out->rank - 2, tl = t->rank - 2;
+    int64_t tb = 1;
+    for (int i = 0; i < tl; i++) tb *= t->shape[i];
+    if (tb == 1) return true;
+    if (tl != rl) return false;
+    for (int i = 0; i < tl; i++)
+        if (t->shape[i] != out->shape[i]) return false;
+    return true;
+}
+
+/* How the runtime runs a MATMUL kernel (mirrors cg_gen_matmul): 0 the
+ * generated kernel, 1 cuBLAS writing C, 2 cuBLAS into an f32 staging
+ * buffer then the generated NAME_epilogue kernel. */
+static int matmul_path(const mcir_kernel_plan *k, const mcir_tensor **sa, const mcir_tensor **sb) {
+    const mcir_node *n = k->anchor;
+    const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
+    *sa = gemm_operand(k, A);
+    *sb = gemm_operand(k, B);
+    if (!*sa || !*sb || !uniform_batch(*sa, C) || !uniform_batch(*sb, C) ||
+        (*sa)->dtype != (*sb)->dtype)
+        return 0;
+    bool bare = k->n_writes == 1 && write_index(k, C) >= 0;
+    for (int i = 0; i < k->n_nodes && bare; i++) {
+        const mcir_node *r = k->nodes[i];
+        bare = r == n || (r->op == MCIR_OP_TRANSPOSE && (r->inputs[0] == *sa || r->inputs[0] == *sb));
+    }
+    if (bare && (*sa)->dtype != C->dtype) return 0;
+    int64_t lim = (int64_t)1 << 31;
+    int64_t M = C->shape[C->rank - 2], N = C->shape[C->rank - 1];
+    int64_t Kd = mcir_node_bool(n, "transpose_a") ? A->shape[A->rank - 2] : A->shape[A->rank - 1];
+    if (M >= lim || N >= lim || Kd >= lim || mcir_tensor_numel(C) / (M * N > 0 ? M * N : 1) >= lim)
+        return 0;
+    return bare ? 1 : 2;
+}
+
+static void cost_matmul(cost_ctx *x) {
+    const mcir_kernel_plan *k = x->k;
+    mcir_kernel_cost *c = x->c;
+    const mcir_node *n = k->anchor;
+    const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
+    if (A->rank < 2 || B->rank < 2 || C->rank < 2) {
+        simple_kernel(x, (double)(reads_bytes(k) + writes_bytes(k)), 0);
+        return;
+    }
+    int64_t M = C->shape[C->rank - 2], N = C->shape[C->rank - 1];
+    int64_t Kd = mcir_node_bool(n, "transpose_a") ? A->shape[A->rank - 2] : A->shape[A->rank - 1];
+    int64_t MN = M * N > 0 ? M * N : 1, batch = mcir_tensor_numel(C) / MN;
+    double mnk = (double)batch * (double)M * (double)N * (double)Kd;
+    const mcir_tensor *sa = NULL, *sb = NULL;
+    int path = x->o && x->o->generated_only ? 0 : matmul_path(k, &sa, &sb);
+    const mcir_tiling *ti = x->o && x->o->tiles ? x->o->tiles : &k->tiling;
+    /* tiles: the generated kernel's fixed 64 x 64 (templates/matmul.cuh
+     * MM_BM / MM_BN) unless a candidate is scored; cuBLAS: the plan's */
+    int64_t bm = path || (x->o && x->o->tiles) ? tile_dim(ti, "M") : 64;
+    int64_t bn = path || (x->o && x->o->tiles) ? tile_dim(ti, "N") : 64;
+    if (bm < 1) bm = 64;
+    if (bn < 1) bn = 64;
+    int64_t tm = (M + bm - 1) / bm, tn = (N + bn - 1) / bn;
+    elem_cost ea, eb;
+    if (path) {
+        ea = (elem_cost){(double)esize(sa), 0};
+        eb = (elem_cost){(double)esize(sb), 0};
+    } else {
+        ea = chain_cost(k, A, C, 0);
+        eb = chain_cost(k, B, C, 0);
+    }
+    /* A is re-read by every column of tiles, B by every row; tiles run
+     * with N fastest, so an A panel (bm x K) is reused at once while all
+     * of B must stay in L2 from one row of tiles to the next */
+    double loads = (double)batch * ((double)(M * Kd) * (double)tn * ea.bytes +
+                                    (double)(Kd * N) * (double)tm * eb.bytes);
+    c->l2_spill_bytes = l2_spill(x->t, (double)(bm * Kd) * ea.bytes, tn, batch * tm) +
+                        l2_spill(x->t, (double)(Kd * N) * eb.bytes, tm, batch);
+    double flops = 2.0 * mnk + (double)batch * (double)(M * Kd) * (double)tn * ea.flops +
+                   (double)batch * (double)(Kd * N) * (double)tm * eb.flops;
+    elem_cost epi = epilogue_cost(k, C);
+    double outs = (double)batch * (double)MN;
+    int64_t once = reads_bytes(k) + writes_bytes(k);
+    if (path == 0) {
+        c->global_bytes = (int64_t)(loads + outs * epi.bytes);
+        c->flops = flops + outs * epi.flops;
+        c->hbm_bytes = once + c->l2_spill_bytes;
+        add_launch(x, (double)c->hbm_bytes, c->flops, "f32_fma");
+        return;
+    }
+    c->library = "cublas";
+    const char *unit = tensor_unit(sa->dtype);
+    if (path == 1) {
+        c->global_bytes = (int64_t)(loads + outs * (double)esize(C));
+        c->flops = 2.0 * mnk;
+        c->hbm_bytes = once + c->l2_spill_bytes;
+        add_launch(x, (double)c->hbm_bytes, c->flops, unit);
+        return;
+    }
+    /* cuBLAS writes the f32 product, the epilogue kernel re-reads it */
+    double staged = outs * 4.0;
+    int64_t ab = mcir_tensor_bytes(sa) + (sb != sa ? mcir_tensor_bytes(sb) : 0);
+    c->staging_bytes = (int64_t)(2 * staged);
+    c->global_bytes = (int64_t)(loads + staged + outs * (4.0 + epi.bytes));
+    c->flops = 2.0 * mnk + outs * epi.flops;
+    c->hbm_bytes = once + c->staging_bytes + c->l2_spill_bytes;
+    add_launch(x, (double)(ab + c->l2_spill_bytes) + staged, 2.0 * mnk, unit);
+    add_launch(x, (double)(once - ab) + staged, outs * epi.flops, "f32_fma");
+}
+
+/* ------------------------------------------------------------- driver */
+
+typedef void (*cost_fn)(cost_ctx *x);
+
+static const cost_fn cost_fns[MCIR_TEMPLATE_COUNT] = {
+    [MCIR_TEMPLATE_MATMUL] = cost_matmul,
+    [MCIR_TEMPLATE_STREAMING_ATTENTION] = cost_attention,
+    [MCIR_TEMPLATE_STREAMING_NORM] = cost_norm,
+    [MCIR_TEMPLATE_ELEMENTWISE] = cost_pointwise,
+    [MCIR_TEMPLATE_REDUCE] = cost_reduce,
+    [MCIR_TEMPLATE_COPY] = cost_pointwise,
+    [MCIR_TEMPLATE_POOL] = cost_pool,
+    [MCIR_TEMPLATE_CONV2D] = cost_conv2d,
+};
+
+void mcir_cost_kernel(const mcir_kernel_plan *k, const mcir_target *t,
+                      const mcir_cost_options *options, mcir_kernel_cost *out) {
+    memset(out, 0, sizeof *out);
+    out->unit = "f32_fma";
+    cost_ctx x = {.k = k, .t = t, .o = options, .c = out};
+    if (!cost_fns[k->tpl] || (!k->anchor && k->tpl != MCIR_TEMPLATE_ELEMENTWISE &&
+                              k->tpl != MCIR_TEMPLATE_COPY))
+        return;   /* an alias: no kernel, no bytes */
+    cost_fns[k->tpl](&x);
+}
+
+void mcir_cost_plan(const mcir_plan *p, mcir_plan_cost *out) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < p->n_kernels; i++) {
+        mcir_kernel_cost c;
+        mcir_cost_kernel(&p->kernels[i], p->target, NULL, &c);
+        out->launches += c.launches;
+        out->hbm_bytes += c.hbm_bytes;
+        out->global_bytes += c.global_bytes;
+        out->flops += c.flops;
+        out->modelled_us += c.modelled_us;
+    }
+    /* compulsory: the graph's inputs and weights that some kernel reads,
+     * and its outputs, once each */
+    const mcir_graph *g = p->graph;
+    unsigned char *seen = calloc((size_t)g->n_tensors + 1, 1);
+    MCIR_ASSERT(seen != NULL);
+    for (int i = 0; i < p->n_kernels; i++)
+        for (int j = 0; j < p->kernels[i].n_reads; j++) {
+            const mcir_tensor *r = p->alias_root[p->kernels[i].reads[j]->id];
+            if ((r->kind == MCIR_TENSOR_INPUT || r->kind == MCIR_TENSOR_WEIGHT) && !seen[r->id]) {
+                seen[r->id] = 1;
+                out->compulsory_bytes += mcir_tensor_bytes(r);
+            }
+        }
+    for (int i = 0; i < g->n_outputs; i++) {
+        const mcir_tensor *o = g->outputs[i];
+        if (seen[o->id]) continue;
+        seen[o->id] = 1;
+        out->compulsory_bytes += mcir_tensor_bytes(o);
+    }
+    free(seen);
+    out->unfused_hbm_bytes = p->unfused_hbm_bytes;
+}

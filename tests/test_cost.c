@@ -1,0 +1,400 @@
+/*
+ * test_cost.c — the traffic and cost model (kernelplan/cost.c): the
+ * target table's roofline figures, the bytes, flops and launches of each
+ * kernel path counted by hand from the template's code, the tuner's
+ * candidate tiles, the L2 spill rule, and the plan's totals against the
+ * compulsory bytes (with the example graphs through the whole pipeline
+ * where it is built, unfused baseline included).
+ */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernelplan/kernelplan.h"
+#ifdef MCIR_HAVE_PIPELINE
+#include "mcirc/pipeline.h"
+#endif
+
+static mcir_graph *graph_of(const char *json) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g = mcir_graph_read_json_string(json, "<test>", &d);
+    ck_assert_ptr_nonnull(g);
+    return g;
+}
+
+/* Puts the named nodes into one fusion group, as the rewrites would. */
+static void fuse(mcir_graph *g, const char *const *names, int n) {
+    for (int i = 0; i < n; i++) {
+        mcir_node *x = mcir_graph_find_node(g, names[i]);
+        ck_assert_ptr_nonnull(x);
+        x->group = 7;
+    }
+}
+
+static mcir_plan *plan_of(mcir_graph *g, const char *arch) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_plan *p = mcir_plan_build(g, mcir_target_find(arch), NULL, &d);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static const mcir_kernel_plan *kernel_with(const mcir_plan *p, mcir_template tpl) {
+    for (int i = 0; i < p->n_kernels; i++)
+        if (p->kernels[i].tpl == tpl) return &p->kernels[i];
+    ck_abort_msg("no %s kernel", mcir_template_name(tpl));
+    return NULL;
+}
+
+static int64_t tile(const mcir_tiling *t, const char *dim) {
+    for (int i = 0; i < t->n_dims; i++)
+        if (!strcmp(t->dim_names[i], dim)) return t->block_tile[i];
+    return 0;
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* One matmul [M,K] x [K,N] (+ bias when `bias`), f32 or f16. */
+static mcir_graph *matmul_graph(const char *dt, int M, int K, int N, bool bias) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"mcir\":1,\"name\":\"mm\",\"inputs\":[{\"name\":\"a\",\"dtype\":\"%s\",\"shape\":[%d,%d]}],"
+             "\"weights\":[{\"name\":\"w\",\"dtype\":\"%s\",\"shape\":[%d,%d]},"
+             "{\"name\":\"b\",\"dtype\":\"%s\",\"shape\":[%d]}],"
+             "\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}%s],"
+             "\"outputs\":[\"%s\"]}",
+             dt, M, K, dt, K, N, dt, N,
+             bias ? ",{\"name\":\"add\",\"op\":\"add\",\"inputs\":[\"y\",\"b\"],\"outputs\":[\"z\"]}" : "",
+             bias ? "z" : "y");
+    mcir_graph *g = graph_of(json);
+    if (bias) fuse(g, (const char *const[]){"mm", "add"}, 2);
+    return g;
+}
+
+START_TEST(targets_have_a_roofline) {
+    for (const mcir_target *const *t = mcir_target_list(); *t; t++) {
+        ck_assert_msg((*t)->dram_gbps > 100 && (*t)->l2_bytes >= 4 << 20, "%s", (*t)->name);
+        ck_assert_msg((*t)->f32_fma_tflops > 1 && (*t)->launch_us > 0, "%s", (*t)->name);
+        /* tensor cores beat the FMA pipes by a wide margin on every part */
+        ck_assert_msg((*t)->f16_tc_tflops > 3 * (*t)->f32_fma_tflops, "%s", (*t)->name);
+        ck_assert_msg((*t)->bf16_tc_tflops > 3 * (*t)->f32_fma_tflops, "%s", (*t)->name);
+    }
+    ck_assert_double_eq(mcir_target_find("sm_90")->dram_gbps, 3350.0);
+    ck_assert_double_eq(mcir_target_find("sm_80")->f16_tc_tflops, 312.0);
+}
+END_TEST
+
+/* A bare matmul goes to cuBLAS: one launch, each tensor once across DRAM,
+ * A re-read by each column of tiles and B by each row in global memory. */
+START_TEST(bare_matmul_is_one_cublas_launch) {
+    mcir_graph *g = matmul_graph("f16", 256, 512, 384, false);
+    mcir_plan *p = plan_of(g, "sm_90");
+    const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_MATMUL);
+    mcir_kernel_cost c;
+    mcir_cost_kernel(k, p->target, NULL, &c);
+    ck_assert_str_eq(c.library, "cublas");
+    ck_assert_str_eq(c.unit, "f16_tensor_core");
+    ck_assert_int_eq(c.launches, 1);
+    int64_t A = 256 * 512 * 2, B = 512 * 384 * 2, C = 256 * 384 * 2;
+    ck_assert_int_eq(c.hbm_bytes, A + B + C);
+    ck_assert_int_eq(c.staging_bytes, 0);
+    int64_t bm = tile(&k->tiling, "M"), bn = tile(&k->tiling, "N");
+    ck_assert_int_eq(c.global_bytes, A * cdiv(384, bn) + B * cdiv(256, bm) + C);
+    ck_assert_double_eq(c.flops, 2.0 * 256 * 512 * 384);
+    const mcir_target *t = p->target;
+    double mem = (double)(A + B + C) / (t->dram_gbps * 1e3);
+    double comp = c.flops / (t->f16_tc_tflops * 1e6);
+    ck_assert_double_eq_tol(c.modelled_us, fmax(mem, comp) + t->launch_us, 1e-9);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* With an epilogue, cuBLAS stages an f32 product that the generated
+ * epilogue kernel re-reads: two launches, 2 x M x N x 4 more DRAM bytes. */
+START_TEST(matmul_epilogue_stages_the_product) {
+    mcir_graph *g = matmul_graph("f32", 128, 256, 192, true);
+    mcir_plan *p = plan_of(g, "sm_80");
+    const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_MATMUL);
+    ck_assert_int_eq(k->n_nodes, 2);
+    mcir_kernel_cost c;
+    mcir_cost_kernel(k, p->target, NULL, &c);
+    ck_assert_str_eq(c.library, "cublas");
+    ck_assert_int_eq(c.launches, 2);
+    int64_t staged = 128 * 192 * 4;
+    ck_assert_int_eq(c.staging_bytes, 2 * staged);
+    int64_t once = (128 * 256 + 256 * 192 + 192 + 128 * 192) * 4;
+    ck_assert_int_eq(c.hbm_bytes, once + 2 * staged);
+    ck_assert_double_eq_tol(c.launch_us, 2 * p->target->launch_us, 1e-12);
+
+    /* the generated kernel (what the emulator runs) keeps the epilogue in
+     * registers: one launch, no staging, 64 x 64 tiles of templates/matmul.cuh */
+    mcir_cost_options gen = {.generated_only = true};
+    mcir_kernel_cost e;
+    mcir_cost_kernel(k, p->target, &gen, &e);
+    ck_assert_ptr_null(e.library);
+    ck_assert_int_eq(e.launches, 1);
+    ck_assert_int_eq(e.hbm_bytes, once);
+    int64_t loads = (128 * 256 * cdiv(192, 64) + 256 * 192 * cdiv(128, 64)) * 4;
+    int64_t epilogue = 128 * 192 * (4 + 4);   /* bias load + store per element */
+    ck_assert_int_eq(e.global_bytes, loads + epilogue);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* The tuner's entry: a candidate's tiles change the re-reads it pays. */
+START_TEST(candidate_tiles_change_the_rereads) {
+    mcir_graph *g = matmul_graph("f32", 512, 256, 512, true);
+    mcir_plan *p = plan_of(g, "sm_90");
+    const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_MATMUL);
+    mcir_tiling small = k->tiling, big = k->tiling;
+    for (int i = 0; i < small.n_dims; i++) {
+        if (!strcmp(small.dim_names[i], "M") || !strcmp(small.dim_names[i], "N")) {
+            small.block_tile[i] = 32;
+            big.block_tile[i] = 128;
+        }
+    }
+    mcir_cost_options os = {.tiles = &small, .generated_only = true};
+    mcir_cost_options ob = {.tiles = &big, .generated_only = true};
+    mcir_kernel_cost cs, cb;
+    mcir_cost_kernel(k, p->target, &os, &cs);
+    mcir_cost_kernel(k, p->target, &ob, &cb);
+    ck_assert_int_gt(cs.global_bytes, cb.global_bytes);
+    ck_assert_int_eq(cs.hbm_bytes, cb.hbm_bytes);   /* the L2 holds these re-reads */
+    int64_t ab = (512 * 256 + 256 * 512) * 4;
+    ck_assert_int_eq(cs.global_bytes - cb.global_bytes, ab * (512 / 32 - 512 / 128));
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* A weight larger than the L2, re-read by every row of tiles, crosses
+ * DRAM once per row; within the L2 it crosses once. */
+START_TEST(rereads_beyond_l2_spill_to_dram) {
+    mcir_graph *g = matmul_graph("f32", 512, 4096, 4096, false);   /* B: 64 MiB */
+    mcir_plan *p = plan_of(g, "sm_86");                            /* L2: 6 MiB */
+    const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_MATMUL);
+    mcir_kernel_cost c;
+    mcir_cost_kernel(k, p->target, NULL, &c);
+    int64_t B = 4096ll * 4096 * 4, rows = cdiv(512, tile(&k->tiling, "M"));
+    ck_assert_int_gt(rows, 1);
+    ck_assert_int_eq(c.l2_spill_bytes, B * (rows - 1));
+    ck_assert_int_eq(c.hbm_bytes, (512ll * 4096 * 2) * 4 + B + c.l2_spill_bytes);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+
+    g = matmul_graph("f32", 512, 256, 256, false);   /* B: 256 KiB */
+    p = plan_of(g, "sm_86");
+    mcir_cost_kernel(kernel_with(p, MCIR_TEMPLATE_MATMUL), p->target, NULL, &c);
+    ck_assert_int_eq(c.l2_spill_bytes, 0);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
+static mcir_graph *layernorm_graph(int rows, int width) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"mcir\":1,\"name\":\"ln\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[%d,%d]}],"
+             "\"weights\":[{\"name\":\"g\",\"dtype\":\"f32\",\"shape\":[%d]},{\"name\":\"b\",\"dtype\":\"f32\",\"shape\":[%d]}],"
+             "\"nodes\":[{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"b\"],\"outputs\":[\"y\"],"
+             "\"attrs\":{\"axis\":-1,\"eps\":1e-5}}],\"outputs\":[\"y\"]}",
+             rows, width, width, width);
+    return graph_of(json);
+}
+
+/* templates/norm.cuh: the row once (in registers or cached in shared
+ * memory) or twice (too wide to cache); gamma and beta at every element. */
+START_TEST(norm_rereads_rows_too_wide_to_cache) {
+    static const struct { int rows, width, passes; } cases[] = {
+        {64, 768, 1}, {16, 8192, 1}, {4, 16384, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        mcir_graph *g = layernorm_graph(cases[i].rows, cases[i].width);
+        mcir_plan *p = plan_of(g, "sm_90");
+        mcir_kernel_cost c;
+        mcir_cost_kernel(kernel_with(p, MCIR_TEMPLATE_STREAMING_NORM), p->target, NULL, &c);
+        int64_t n = (int64_t)cases[i].rows * cases[i].width;
+        ck_assert_int_eq(c.global_bytes, n * 4 * (cases[i].passes + 2 + 1));
+        ck_assert_int_eq(c.hbm_bytes, 2 * n * 4 + 2 * cases[i].width * 4);
+        ck_assert_int_eq(c.launches, 1);
+        mcir_plan_free(p);
+        mcir_graph_free(g);
+    }
+}
+END_TEST
+
+static mcir_graph *attention_graph(const char *dt, int nq, int nk, int d, bool causal) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"mcir\":1,\"name\":\"att\",\"inputs\":["
+             "{\"name\":\"q\",\"dtype\":\"%s\",\"shape\":[2,4,%d,%d]},"
+             "{\"name\":\"k\",\"dtype\":\"%s\",\"shape\":[2,4,%d,%d]},"
+             "{\"name\":\"v\",\"dtype\":\"%s\",\"shape\":[2,4,%d,%d]}],"
+             "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],"
+             "\"outputs\":[\"o\"],\"attrs\":{\"causal\":%s}}],\"outputs\":[\"o\"]}",
+             dt, nq, d, dt, nk, d, dt, nk, d, causal ? "true" : "false");
+    return graph_of(json);
+}
+
+/* Streaming attention re-reads K and V once per Q tile; causal tiles stop
+ * at the diagonal; f16 runs on tensor cores. */
+START_TEST(attention_rereads_kv_per_q_tile) {
+    mcir_graph *g = attention_graph("f16", 256, 256, 64, false);
+    mcir_plan *p = plan_of(g, "sm_80");
+    const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_STREAMING_ATTENTION);
+    mcir_kernel_cost full;
+    mcir_cost_kernel(k, p->target, NULL, &full);
+    ck_assert_str_eq(full.unit, "f16_tensor_core");
+    int64_t qkvo = 8 * 256 * 64 * 2;   /* one of Q, K, V, O */
+    ck_assert_int_eq(full.hbm_bytes, 4 * qkvo);
+    /* global = Q + O + (K + V) x Q tiles: solve for the tiles */
+    int64_t qtiles = (full.global_bytes - 2 * qkvo) / (2 * qkvo);
+    ck_assert_int_eq(full.global_bytes, 2 * qkvo + 2 * qkvo * qtiles);
+    ck_assert_int_ge(qtiles, 2);
+    ck_assert_double_eq(full.flops, 8.0 * 256 * 256 * 2 * 128);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+
+    g = attention_graph("f16", 256, 256, 64, true);
+    p = plan_of(g, "sm_80");
+    mcir_kernel_cost causal;
+    mcir_cost_kernel(kernel_with(p, MCIR_TEMPLATE_STREAMING_ATTENTION), p->target, NULL, &causal);
+    ck_assert_int_lt(causal.global_bytes, full.global_bytes);
+    ck_assert_double_lt(causal.flops, 0.8 * full.flops);   /* 128-row Q tiles: 3/4 */
+    ck_assert_int_eq(causal.hbm_bytes, full.hbm_bytes);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+
+    g = attention_graph("f32", 100, 70, 40, false);   /* FMA path, ragged tiles */
+    p = plan_of(g, "sm_90");
+    mcir_kernel_cost fma;
+    mcir_cost_kernel(kernel_with(p, MCIR_TEMPLATE_STREAMING_ATTENTION), p->target, NULL, &fma);
+    ck_assert_str_eq(fma.unit, "f32_fma");
+    ck_assert_double_eq(fma.flops, 8.0 * 100 * 70 * 2 * 80);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* A fused elementwise chain requests each read once per path that reaches
+ * it (no common subexpressions in the value functions of codegen/emit.c);
+ * DRAM sees each tensor once. */
+START_TEST(elementwise_chain_counts_paths) {
+    mcir_graph *g = graph_of(
+        "{\"mcir\":1,\"name\":\"ew\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[1000]}],"
+        "\"nodes\":[{\"name\":\"e\",\"op\":\"exp\",\"inputs\":[\"x\"],\"outputs\":[\"t\"]},"
+        "{\"name\":\"m\",\"op\":\"mul\",\"inputs\":[\"t\",\"x\"],\"outputs\":[\"y\"]}],"
+        "\"outputs\":[\"y\"]}");
+    fuse(g, (const char *const[]){"e", "m"}, 2);
+    mcir_plan *p = plan_of(g, "sm_90");
+    ck_assert_int_eq(p->n_kernels, 1);
+    mcir_kernel_cost c;
+    mcir_cost_kernel(&p->kernels[0], p->target, NULL, &c);
+    ck_assert_int_eq(c.global_bytes, 1000 * (4 + 4 + 4));   /* x twice, y once */
+    ck_assert_int_eq(c.hbm_bytes, 1000 * 8);
+    ck_assert_double_eq(c.flops, 2000);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* Totals: the sum over kernels; compulsory = inputs and weights read once
+ * plus outputs written once; unfused as the pipeline set it. */
+START_TEST(plan_totals_and_compulsory_bytes) {
+    mcir_graph *g = matmul_graph("f32", 128, 256, 192, true);
+    mcir_plan *p = plan_of(g, "sm_90");
+    mcir_plan_cost t;
+    mcir_cost_plan(p, &t);
+    ck_assert_int_eq(t.compulsory_bytes, (128 * 256 + 256 * 192 + 192 + 128 * 192) * 4);
+    ck_assert_int_eq(t.launches, 2);
+    ck_assert_int_eq(t.hbm_bytes, t.compulsory_bytes + 2 * 128 * 192 * 4);
+    ck_assert_int_eq(t.unfused_hbm_bytes, 0);
+    p->unfused_hbm_bytes = 12345;
+    mcir_cost_plan(p, &t);
+    ck_assert_int_eq(t.unfused_hbm_bytes, 12345);
+
+    /* the plan artifact carries the same figures */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert(mcir_plan_write_json(p, f));
+    fclose(f);
+    json_t *root = json_loads(buf, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *tot = json_object_get(root, "totals");
+    ck_assert_int_eq(json_integer_value(json_object_get(tot, "hbm_bytes")), t.hbm_bytes);
+    ck_assert_int_eq(json_integer_value(json_object_get(tot, "compulsory_bytes")), t.compulsory_bytes);
+    ck_assert_int_eq(json_integer_value(json_object_get(tot, "unfused_hbm_bytes")), 12345);
+    json_t *k0 = json_array_get(json_object_get(root, "kernels"), 0);
+    static const char *const fields[] = {"hbm_bytes", "global_bytes", "flops", "launches",
+                                         "modelled_us", "cost_model"};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
+        ck_assert_msg(json_object_get(k0, fields[i]), "kernel lacks %s", fields[i]);
+    json_decref(root);
+    free(buf);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
+#ifdef MCIR_HAVE_PIPELINE
+/* The examples as mcirc compiles them: fused traffic between compulsory
+ * and the unfused baseline, which costs more launches' worth of bytes. */
+START_TEST(examples_fused_move_fewer_bytes_than_unfused) {
+    static const char *const examples[] = {"gpt2_block", "llama_block", "bert_layer"};
+    const char *src = getenv("MCIR_SOURCE_DIR");
+    for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/examples/%s/graph.json", src ? src : "..", examples[i]);
+        mcir_options o = mcir_options_default();
+        o.graph_path = path;
+        o.want_plan = true;
+        mcir_compilation c;
+        mcir_diag d = mcir_diag_stderr();
+        ck_assert_int_eq(mcir_compile(&o, &c, &d), 0);
+        mcir_plan_cost t;
+        mcir_cost_plan(c.plan, &t);
+        ck_assert_int_ge(t.launches, c.plan->n_kernels);
+        ck_assert_int_ge(t.hbm_bytes, t.compulsory_bytes);
+        ck_assert_msg(t.unfused_hbm_bytes > t.hbm_bytes, "%s: unfused %lld <= fused %lld",
+                      examples[i], (long long)t.unfused_hbm_bytes, (long long)t.hbm_bytes);
+        ck_assert_int_ge(t.global_bytes, t.hbm_bytes - 4 * t.compulsory_bytes);
+        ck_assert(t.modelled_us > t.launches * c.target->launch_us);
+        fprintf(stderr, "  %-12s %2d launches, hbm %.2fx compulsory (unfused %.2fx), %.1f us\n",
+                examples[i], t.launches, (double)t.hbm_bytes / (double)t.compulsory_bytes,
+                (double)t.unfused_hbm_bytes / (double)t.compulsory_bytes, t.modelled_us);
+        mcir_compilation_free(&c);
+    }
+}
+END_TEST
+#endif
+
+static Suite *suite(void) {
+    Suite *s = suite_create("cost");
+    TCase *tc = tcase_create("model");
+    tcase_add_test(tc, targets_have_a_roofline);
+    tcase_add_test(tc, bare_matmul_is_one_cublas_launch);
+    tcase_add_test(tc, matmul_epilogue_stages_the_product);
+    tcase_add_test(tc, candidate_tiles_change_the_rereads);
+    tcase_add_test(tc, rereads_beyond_l2_spill_to_dram);
+    tcase_add_test(tc, norm_rereads_rows_too_wide_to_cache);
+    tcase_add_test(tc, attention_rereads_kv_per_q_tile);
+    tcase_add_test(tc, elementwise_chain_counts_paths);
+    tcase_add_test(tc, plan_totals_and_compulsory_bytes);
+#ifdef MCIR_HAVE_PIPELINE
+    tcase_add_test(tc, examples_fused_move_fewer_bytes_than_unfused);
+#endif
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *r = srunner_create(suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
