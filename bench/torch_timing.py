@@ -1,0 +1,97 @@
+"""torch_timing.py — what the PyTorch benchmark scripts share: the CSV
+header of the C benchmarks, CUDA-event timing with an L2 flush before every
+timed run (a buffer of 4x the L2 size, at least 256 MiB, zeroed outside the
+timed interval — bench/gpu_timer.c does the same), and the shape sweeps,
+written exactly as bench/bench_attention.c and bench/bench_norms.c write
+them (keep them in step).
+"""
+import sys
+
+ATTN_HEADER = ("suite,impl,dtype,batch,heads,seq_q,seq_k,head_dim,causal,pipeline_s,compile_s,"
+               "compile_cache,median_ms,min_ms,tflops,device,status")
+NORM_HEADER = ("op,impl,dtype,rows,width,median_ms,min_ms,gbps,copy_gbps,fraction_of_copy,device,status")
+
+
+def attention_shapes(suite="all"):
+    """(suite, dtype, batch, heads, nq, nk, d, causal) as bench_attention.c sweeps them."""
+    out = []
+    if suite in ("all", "fa3"):
+        for causal in (False, True):
+            for dt in ("f16", "bf16"):
+                for d in (64, 128, 256):
+                    seq = 512
+                    while seq <= 16384:
+                        out.append(("fa3", dt, 16384 // seq, 2048 // d, seq, seq, d, causal))
+                        seq *= 2
+    if suite in ("all", "decode"):
+        for b in (1, 8, 64):
+            nk = 1024
+            while nk <= 131072:
+                if b * nk <= (1 << 20) and (nk in (1024, 4096, 16384) or nk >= 65536):
+                    out.append(("decode", "f16", b, 16, 1, nk, 128, False))
+                nk *= 2
+    if suite in ("all", "cross"):
+        for d in (64, 128):
+            for nq, nk in ((4096, 77), (77, 4096), (1024, 4096), (4096, 1024), (128, 16384)):
+                out.append(("cross", "f16", 8, 2048 // d, nq, nk, d, False))
+    return out
+
+
+def norm_shapes():
+    """(op, dtype, rows, width): 2^25 elements per shape, width 1k..256k."""
+    out = []
+    for op in ("layernorm", "rmsnorm", "softmax"):
+        for dt in ("f32", "f16", "bf16"):
+            w = 1024
+            while w <= 262144:
+                out.append((op, dt, (1 << 25) // w, w))
+                w *= 2
+    return out
+
+
+def torch_dtype(torch, name):
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+class CudaTimer:
+    """Median of `reps` CUDA-event-timed calls after `warmup` untimed ones,
+    the L2 flushed before each timed call."""
+
+    def __init__(self, torch, warmup=5, reps=30):
+        self.torch = torch
+        self.warmup, self.reps = warmup, reps
+        props = torch.cuda.get_device_properties(0)
+        l2 = getattr(props, "L2_cache_size", 0) or (50 << 20)
+        self.flush = torch.empty(max(4 * l2, 256 << 20) // 4, dtype=torch.int32, device="cuda")
+        self.device = props.name
+
+    def time(self, fn):
+        torch = self.torch
+        for _ in range(self.warmup):
+            fn()
+        torch.cuda.synchronize()
+        ms = []
+        for i in range(self.reps):
+            self.flush.fill_(i + 1)
+            e0 = torch.cuda.Event(enable_timing=True)
+            e1 = torch.cuda.Event(enable_timing=True)
+            e0.record()
+            fn()
+            e1.record()
+            e1.synchronize()
+            ms.append(e0.elapsed_time(e1))
+        ms.sort()
+        n = len(ms)
+        med = ms[n // 2] if n % 2 else 0.5 * (ms[n // 2 - 1] + ms[n // 2])
+        return med, ms[0]
+
+
+def need_cuda(torch, prog):
+    """Exit 77 with one line when there is no usable GPU."""
+    if not torch.cuda.is_available():
+        print("%s: skipped, no GPU: torch %s sees no CUDA device" % (prog, torch.__version__))
+        sys.exit(77)
+
+
+def open_csv(path):
+    return sys.stdout if path in (None, "-") else open(path, "w")
