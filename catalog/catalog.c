@@ -36,6 +36,8 @@ struct mcir_catalog {
     int n_codes, cap_codes;
     pcre2_code **codes;              /* owned, freed with the catalog */
     pcre2_match_context *match_ctx;
+    int n_tests, cap_tests;
+    mcir_rule_test **tests;
 };
 
 mcir_catalog *mcir_catalog_new(void) {
@@ -62,6 +64,11 @@ int mcir_catalog_n_patterns(const mcir_catalog *c) { return c->n_patterns; }
 const mcir_pattern *mcir_catalog_pattern(const mcir_catalog *c, int i) {
     MCIR_ASSERT(i >= 0 && i < c->n_patterns);
     return c->patterns[i];
+}
+int mcir_catalog_n_tests(const mcir_catalog *c) { return c->n_tests; }
+const mcir_rule_test *mcir_catalog_test(const mcir_catalog *c, int i) {
+    MCIR_ASSERT(i >= 0 && i < c->n_tests);
+    return c->tests[i];
 }
 int mcir_catalog_n_properties(const mcir_catalog *c) { return c->n_properties; }
 const mcir_property_decl *mcir_catalog_property(const mcir_catalog *c, int i) {
@@ -101,6 +108,8 @@ typedef struct loader {
     int n_pats;
     mcir_pattern *pats[1024];
     bool pat_replace[1024];
+    int n_tests;
+    mcir_rule_test *tests[1024];
 } loader;
 
 /* The pattern being built: variables and node ids by name. */
@@ -1433,7 +1442,131 @@ static void parse_pattern(loader *L, const yaml_node_t *n) {
 
 /* --------------------------------------------------------------- entry */
 
-static const char *const top_keys[] = {"mcir_catalog", "properties", "patterns", NULL};
+static const char *const top_keys[] = {"mcir_catalog", "properties", "patterns", "tests",
+                                       NULL};
+
+/* ---------------------------------------------------------- rule tests */
+
+static const char *const test_keys[] = {"rule", "graph", "graph_file", "expect", "at",
+                                        "check", "verify", NULL};
+
+static const mcir_pattern *find_pattern(loader *L, const char *name) {
+    for (int i = 0; i < L->n_pats; i++)
+        if (strcmp(L->pats[i]->name, name) == 0) return L->pats[i];
+    for (int i = 0; i < L->c->n_patterns; i++)
+        if (strcmp(L->c->patterns[i]->name, name) == 0) return L->c->patterns[i];
+    return NULL;
+}
+
+static void parse_test(loader *L, const yaml_node_t *n, int index) {
+    mcir_arena *a = L->c->arena;
+    if (n->type != YAML_MAPPING_NODE) {
+        err(L, n, "a test must be a mapping, not %s", node_kind(n));
+        return;
+    }
+    if (!check_keys(L, n, test_keys, "test")) return;
+    mcir_rule_test *t = mcir_arena_alloc(a, sizeof *t);
+    t->loc = loc_of(L, n);
+    yaml_node_t *v = map_get(L, n, "rule");
+    if (!v) {
+        err(L, n, "a test needs 'rule': the name of the pattern it tests");
+        return;
+    }
+    if (!(t->rule = parse_string(L, v, "rule"))) return;
+    const mcir_pattern *p = find_pattern(L, t->rule);
+    if (!p) {
+        suggester g;
+        suggest_begin(&g, t->rule);
+        for (int i = 0; i < L->n_pats; i++) suggest_try(&g, L->pats[i]->name);
+        for (int i = 0; i < L->c->n_patterns; i++) suggest_try(&g, L->c->patterns[i]->name);
+        char sb[96];
+        err(L, v, "test of unknown rule '%s'%s", shorten(t->rule, sb, sizeof sb),
+            suggest_end(&g));
+        return;
+    }
+    yaml_node_t *gt = map_get(L, n, "graph"), *gf = map_get(L, n, "graph_file");
+    if (!gt == !gf) {
+        err(L, n, "a test needs one of 'graph' (graph.json text, e.g. a '|' block) or "
+            "'graph_file' (a path relative to this file)");
+        return;
+    }
+    if (gt) {
+        if (!(t->graph_text = parse_string(L, gt, "graph"))) return;
+        t->graph_label = mcir_arena_printf(a, "%s:%d (test %d, inline graph)", L->path,
+                                           (int)gt->start_mark.line + 1, index + 1);
+    } else {
+        const char *f = parse_string(L, gf, "graph_file");
+        if (!f) return;
+        const char *slash = strrchr(L->path, '/');
+        t->graph_path = f[0] == '/' || !slash
+                            ? f
+                            : mcir_arena_printf(a, "%.*s/%s", (int)(slash - L->path), L->path, f);
+    }
+    v = map_get(L, n, "expect");
+    const char *e = v ? scalar(v) : NULL;
+    if (!e) {
+        err(L, v ? v : n, "a test needs 'expect': applied, rejected or not_matched");
+        return;
+    }
+    if (strcmp(e, "applied") == 0)
+        t->expect = MCIR_EXPECT_APPLIED;
+    else if (strcmp(e, "rejected") == 0)
+        t->expect = MCIR_EXPECT_REJECTED;
+    else if (strcmp(e, "not_matched") == 0)
+        t->expect = MCIR_EXPECT_NOT_MATCHED;
+    else {
+        suggester g;
+        suggest_begin(&g, e);
+        suggest_try(&g, "applied");
+        suggest_try(&g, "rejected");
+        suggest_try(&g, "not_matched");
+        char sb[96];
+        err(L, v, "expect: unknown outcome '%s'%s (applied, rejected, not_matched)",
+            shorten(e, sb, sizeof sb), suggest_end(&g));
+        return;
+    }
+    if ((v = map_get(L, n, "at"))) {
+        if (t->expect == MCIR_EXPECT_NOT_MATCHED) {
+            err(L, v, "'at' names where the rule matches; not_matched has no place");
+            return;
+        }
+        if (too_long(L, v, MAX_ITEMS, "at")) return;
+        int k = v->type == YAML_SEQUENCE_NODE ? seq_len(v) : 1;
+        t->n_at = k;
+        t->at = mcir_arena_alloc(a, (size_t)(k + 1) * sizeof *t->at);
+        for (int i = 0; i < k; i++)
+            if (!(t->at[i] = parse_string(L, v->type == YAML_SEQUENCE_NODE ? seq_item(L, v, i) : v,
+                                          "a node name in 'at'")))
+                return;
+    }
+    if ((v = map_get(L, n, "check"))) {
+        if (t->expect != MCIR_EXPECT_REJECTED) {
+            err(L, v, "'check' names the check that rejects; it goes with 'expect: rejected'");
+            return;
+        }
+        if (!(t->check = parse_string(L, v, "check"))) return;
+        bool uses = false;
+        suggester g;
+        suggest_begin(&g, t->check);
+        for (int i = 0; i < p->n_checks; i++) {
+            uses |= strcmp(p->checks[i].check->name, t->check) == 0;
+            suggest_try(&g, p->checks[i].check->name);
+        }
+        if (!uses) {
+            char sb[96];
+            err(L, v, "rule '%s' runs no check '%s'%s", p->name,
+                shorten(t->check, sb, sizeof sb), suggest_end(&g));
+            return;
+        }
+    }
+    t->verify = t->expect == MCIR_EXPECT_APPLIED;
+    if ((v = map_get(L, n, "verify")) && !parse_bool(L, v, "verify", &t->verify)) return;
+    if (L->n_tests == (int)(sizeof L->tests / sizeof L->tests[0])) {
+        err(L, n, "too many tests in one file");
+        return;
+    }
+    L->tests[L->n_tests++] = t;
+}
 
 /* A "\0" escape in a quoted scalar puts a NUL inside a name, where C
  * strings would cut it short silently: no scalar may hold one. */
@@ -1495,6 +1628,12 @@ static void load_document(loader *L) {
         err(L, pats, "'patterns' must be a list");
     else if (pats && !too_long(L, pats, max_pats, "patterns"))
         for (int i = 0; i < seq_len(pats); i++) parse_pattern(L, seq_item(L, pats, i));
+    yaml_node_t *tests = map_get(L, root, "tests");
+    int max_tests = (int)(sizeof L->tests / sizeof L->tests[0]);
+    if (tests && tests->type != YAML_SEQUENCE_NODE)
+        err(L, tests, "'tests' must be a list");
+    else if (tests && !L->errors && !too_long(L, tests, max_tests, "tests"))
+        for (int i = 0; i < seq_len(tests); i++) parse_test(L, seq_item(L, tests, i), i);
 }
 
 static void commit(loader *L) {
@@ -1514,6 +1653,11 @@ static void commit(loader *L) {
         c->patterns = mcir_arena_grow(c->arena, c->patterns, &c->cap_patterns,
                                       c->n_patterns + 1, sizeof *c->patterns);
         c->patterns[c->n_patterns++] = L->pats[i];
+    }
+    for (int i = 0; i < L->n_tests; i++) {
+        c->tests = mcir_arena_grow(c->arena, c->tests, &c->cap_tests, c->n_tests + 1,
+                                   sizeof *c->tests);
+        c->tests[c->n_tests++] = L->tests[i];
     }
 }
 

@@ -132,6 +132,30 @@ const mcir_property_decl *mcir_catalog_find_property(const mcir_catalog *c,
  * form has none). Bounded by PCRE2 match and depth limits. */
 bool mcir_pattern_form_name_ok(const mcir_pattern_form *f, const char *name);
 
+/* A rule test (`tests:` in a catalog file, docs/catalog.md): a small graph
+ * and what the named rule must do to it when the whole catalog runs. */
+typedef enum mcir_rule_expect {
+    MCIR_EXPECT_APPLIED,      /* the rule rewrites (at the `at` nodes) */
+    MCIR_EXPECT_REJECTED,     /* it matches and a legality check (`check`) refuses */
+    MCIR_EXPECT_NOT_MATCHED,  /* it never matches */
+} mcir_rule_expect;
+
+typedef struct mcir_rule_test {
+    const char *rule;          /* the pattern's name */
+    const char *graph_path;    /* graph.json, relative paths resolved; or NULL */
+    const char *graph_text;    /* an inline graph.json; or NULL */
+    const char *graph_label;   /* names the inline graph in messages */
+    mcir_rule_expect expect;
+    int n_at;
+    const char **at;           /* graph nodes the match must include */
+    const char *check;         /* REJECTED: the check that refuses, or NULL */
+    bool verify;               /* the rewritten graph must pass --verify */
+    mcir_loc loc;              /* of the test's entry; loc.path is its file */
+} mcir_rule_test;
+
+int mcir_catalog_n_tests(const mcir_catalog *c);
+const mcir_rule_test *mcir_catalog_test(const mcir_catalog *c, int i);
+
 /* The embedded default catalog text. */
 extern const char mcir_catalog_default_yaml[];
 extern const size_t mcir_catalog_default_yaml_size;

@@ -31,6 +31,8 @@ static const char usage_text[] =
     "  -o, --out DIR        write every artifact into DIR\n"
     "  --catalog FILE       load a YAML rule catalog after the built-in one (repeatable)\n"
     "  --no-default-catalog do not load the built-in catalog\n"
+    "  --test-catalog FILE  load FILE after the other catalogs and run the rule tests\n"
+    "                       it carries (no graph needed); exit 1 if any fails\n"
     "  --no-rewrite         compile without any rewrite (the baseline)\n"
     "  --trace              print the rewrite trace in human form on stderr\n"
     "  --arch sm_XX         NVRTC target: sm_80, sm_86, sm_89, sm_90 (default sm_90)\n"
@@ -352,6 +354,28 @@ static const char *take_value(int argc, char **argv, int *i, const char *opt) {
     return argv[++*i];
 }
 
+/* --test-catalog: the catalogs as a compile loads them, then FILE, whose
+ * rule tests run against all of them. */
+static int test_catalog(const mcir_options *o, const char *file) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_catalog *cat = mcir_catalog_new();
+    bool ok = o->no_default_catalog || mcir_catalog_load_default(cat, &d);
+    for (int i = 0; ok && i < o->n_catalogs; i++) ok = mcir_catalog_load_file(cat, o->catalogs[i], &d);
+    if (ok) ok = mcir_catalog_load_file(cat, file, &d);
+    int status = MCIR_EXIT_INVALID;
+    if (ok) {
+        int run = 0;
+        int failed = mcir_rule_tests_run(cat, file, mcir_target_find(o->arch), stdout, &run, &d);
+        if (run == 0)
+            mcir_error(&d, (mcir_loc){file, 0, 0}, "no rule tests ('tests:') in this file");
+        else
+            printf("%d passed, %d failed\n", run - failed, failed);
+        if (run > 0 && failed == 0) status = MCIR_EXIT_OK;
+    }
+    mcir_catalog_free(cat);
+    return status;
+}
+
 static bool is_opt(const char *arg, const char *opt) {
     size_t n = strlen(opt);
     return !strncmp(arg, opt, n) && (arg[n] == 0 || arg[n] == '=');
@@ -360,7 +384,7 @@ static bool is_opt(const char *arg, const char *opt) {
 int main(int argc, char **argv) {
     mcir_options o = mcir_options_default();
     emit_kind emit = EMIT_NONE;
-    const char *out_dir = NULL;
+    const char *out_dir = NULL, *test_file = NULL;
     bool trace_human = false;
     const char **catalogs = calloc((size_t)argc, sizeof *catalogs);
     mcir_input_file *inputs = calloc((size_t)argc, sizeof *inputs);
@@ -403,6 +427,9 @@ int main(int argc, char **argv) {
         } else if (is_opt(a, "--catalog")) {
             VALUE("--catalog");
             catalogs[o.n_catalogs++] = val;
+        } else if (is_opt(a, "--test-catalog")) {
+            VALUE("--test-catalog");
+            test_file = val;
         } else if (!strcmp(a, "--no-default-catalog")) {
             o.no_default_catalog = true;
         } else if (!strcmp(a, "--no-rewrite")) {
@@ -513,6 +540,14 @@ int main(int argc, char **argv) {
         }
     }
 #undef VALUE
+    if (test_file) {
+        if (o.graph_path) {
+            status = usage_error("--test-catalog takes no graph ('%s')", o.graph_path);
+            goto done;
+        }
+        status = test_catalog(&o, test_file);
+        goto done;
+    }
     if (!o.graph_path) {
         status = usage_error("no graph given%s", "");
         goto done;

@@ -71,4 +71,13 @@ typedef struct mcir_match_miss {
 int mcir_pattern_match(const mcir_pattern *p, mcir_graph *g, mcir_node *anchor,
                        mcir_match_fn fn, void *ctx, mcir_match_miss *miss);
 
+/* ---------------------------------------------------------- rule tests */
+
+/* Runs the catalog's rule tests loaded from file `path` (all if NULL) with
+ * the whole catalog, one report line per test ("PASS  file:line:col  rule:
+ * applied, verified" / "FAIL ... why"). Returns the number that failed;
+ * *n_run (may be NULL) gets the number run. */
+int mcir_rule_tests_run(const mcir_catalog *c, const char *path, const mcir_target *target,
+                        FILE *report, int *n_run, mcir_diag *d);
+
 #endif /* MCIR_REWRITES_H */

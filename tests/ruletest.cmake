@@ -1,0 +1,8 @@
+# Rule tests: the built-in catalog's (catalog/default.tests.yaml) and the
+# tutorial's, through the library and through mcirc --test-catalog.
+mcir_check_test(test_ruletest SOURCES test_ruletest.c LIBS mcir_rewrites)
+add_test(NAME mcirc_test_catalog
+         COMMAND mcirc --test-catalog ${PROJECT_SOURCE_DIR}/catalog/default.tests.yaml)
+add_test(NAME mcirc_test_catalog_tutorial
+         COMMAND mcirc --test-catalog examples/rules/rms_reciprocal.yaml
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
