@@ -865,7 +865,7 @@ static void parse_property(loader *L, const yaml_node_t *n) {
 
 static const char *const pattern_keys[] = {
     "name", "description", "property", "match", "legality", "rewrite", "memory_states",
-    "replace", "trace", NULL};
+    "replace", "trace", "priority", NULL};
 static const char *const node_keys[] = {
     "id", "op", "name", "in", "out", "attrs", "commutative", "unordered", "values",
     "constants", "optional", "passthrough", "one_of", NULL};
@@ -1337,6 +1337,15 @@ static void parse_pattern(loader *L, const yaml_node_t *n) {
         return;
     }
     if ((v = map_get(L, n, "description"))) p->description = parse_string(L, v, "description");
+    if ((v = map_get(L, n, "priority"))) {
+        int64_t prio;
+        if (!parse_int(L, v, "priority", &prio)) return;
+        if (prio < -1000 || prio > 1000) {
+            err(L, v, "priority %lld is outside -1000 .. 1000", (long long)prio);
+            return;
+        }
+        p->priority = (int)prio;
+    }
     p->trace_rejections = true;
     if ((v = map_get(L, n, "trace"))) {
         const char *t = scalar(v);
@@ -1653,6 +1662,15 @@ static void commit(loader *L) {
         c->patterns = mcir_arena_grow(c->arena, c->patterns, &c->cap_patterns,
                                       c->n_patterns + 1, sizeof *c->patterns);
         c->patterns[c->n_patterns++] = L->pats[i];
+    }
+    /* rules run by priority, highest first; equal priorities in the order
+     * loaded (insertion sort: stable, and catalogs are small) */
+    for (int i = 1; i < c->n_patterns; i++) {
+        mcir_pattern *p = c->patterns[i];
+        int j = i;
+        for (; j > 0 && c->patterns[j - 1]->priority < p->priority; j--)
+            c->patterns[j] = c->patterns[j - 1];
+        c->patterns[j] = p;
     }
     for (int i = 0; i < L->n_tests; i++) {
         c->tests = mcir_arena_grow(c->arena, c->tests, &c->cap_tests, c->n_tests + 1,

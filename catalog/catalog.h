@@ -110,6 +110,7 @@ typedef struct mcir_pattern {
     int n_states;
     mcir_state_decl *states;
     bool trace_rejections;           /* "trace: all" (default) vs "applied" */
+    int priority;                    /* higher runs first; ties keep file order */
     mcir_loc loc;
 } mcir_pattern;
 

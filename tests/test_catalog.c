@@ -279,6 +279,38 @@ START_TEST(test_mutations_never_crash) {
 }
 END_TEST
 
+/* priority: higher runs first, ties keep the order loaded; a replaced rule
+ * keeps its place among equals. */
+START_TEST(test_priority_orders_rules) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_catalog *cat = mcir_catalog_new();
+    ck_assert(mcir_catalog_load_default(cat, &d));
+    int builtin = mcir_catalog_n_patterns(cat);
+    const char *first = mcir_catalog_pattern(cat, 0)->name;
+    const char *text =
+        "mcir_catalog: 1\n"
+        "properties:\n"
+        "  - {name: pp, rewrite_rule: annotate_only, lowering_strategy: recompute_in_kernel}\n"
+        "patterns:\n"
+        "  - name: late\n    property: pp\n    priority: -5\n"
+        "    match: [{id: m, op: relu, in: [X]}]\n"
+        "    rewrite: {action: annotate_only}\n"
+        "  - name: early\n    property: pp\n    priority: 7\n"
+        "    match: [{id: m, op: relu, in: [X]}]\n"
+        "    rewrite: {action: annotate_only}\n"
+        "  - name: plain\n    property: pp\n"
+        "    match: [{id: m, op: relu, in: [X]}]\n"
+        "    rewrite: {action: annotate_only}\n";
+    ck_assert(mcir_catalog_load_string(cat, text, strlen(text), "prio.yaml", &d));
+    ck_assert_int_eq(mcir_catalog_n_patterns(cat), builtin + 3);
+    ck_assert_str_eq(mcir_catalog_pattern(cat, 0)->name, "early");
+    ck_assert_str_eq(mcir_catalog_pattern(cat, 1)->name, first);
+    ck_assert_str_eq(mcir_catalog_pattern(cat, builtin + 1)->name, "plain");
+    ck_assert_str_eq(mcir_catalog_pattern(cat, builtin + 2)->name, "late");
+    mcir_catalog_free(cat);
+}
+END_TEST
+
 static Suite *catalog_suite(void) {
     Suite *s = suite_create("catalog");
     TCase *tc = tcase_create("core");
@@ -291,6 +323,7 @@ static Suite *catalog_suite(void) {
     tcase_add_test(tc, test_file_missing);
     tcase_add_test(tc, test_regex_op_set);
     tcase_add_test(tc, test_mutations_never_crash);
+    tcase_add_test(tc, test_priority_orders_rules);
     suite_add_tcase(s, tc);
     return s;
 }
