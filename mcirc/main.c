@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "mcirc/pipeline.h"
+#include "mcirc/report.h"
 
 static const char usage_text[] =
     "usage: mcirc [OPTIONS] GRAPH.json|MODEL.onnx\n"
@@ -29,6 +30,7 @@ static const char usage_text[] =
     "  --emit WHAT          print one artifact on stdout: mcir, trace, plan, memory,\n"
     "                       cuda, ptx, dot (without --emit and -o: a summary)\n"
     "  -o, --out DIR        write every artifact into DIR\n"
+    "  --report FILE.html   write a self-contained HTML report of the compilation\n"
     "  --catalog FILE       load a YAML rule catalog after the built-in one (repeatable)\n"
     "  --no-default-catalog do not load the built-in catalog\n"
     "  --test-catalog FILE  load FILE after the other catalogs and run the rule tests\n"
@@ -110,6 +112,10 @@ static bool art_memory(const mcir_compilation *c, FILE *out) {
 static bool art_svg(const mcir_compilation *c, FILE *out) {
     return mcir_memory_plan_write_svg(c->memory, c->plan, out);
 }
+static bool art_report(const mcir_compilation *c, FILE *out) {
+    mcir_diag quiet = mcir_diag_to(NULL);
+    return mcir_report_write(c, out, &quiet);
+}
 static bool art_cuda(const mcir_compilation *c, FILE *out) {
     return mcir_codegen_write_cuda(c->codegen, out);
 }
@@ -129,6 +135,31 @@ static bool write_file(const char *path, const mcir_compilation *c, artifact_fn 
     bool ok = fn(c, f);
     ok = (fclose(f) == 0) && ok;
     return ok;
+}
+
+/* --report FILE: written beside FILE under a temporary name, then renamed,
+ * so a failure leaves nothing behind. */
+static int write_report(const char *path, const mcir_compilation *c, mcir_diag *d) {
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    MCIR_ASSERT(tmp);
+    snprintf(tmp, n, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd >= 0) {   /* mkstemp makes it private; a report is an ordinary file */
+        mode_t mask = umask(0);
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    bool ok = f && mcir_report_write(c, f, d);
+    if (f) ok = (fclose(f) == 0) && ok;
+    if (ok) ok = rename(tmp, path) == 0;
+    if (!ok) {
+        mcir_error(d, (mcir_loc){path, 0, 0}, "cannot write the report: %s", strerror(errno));
+        if (fd >= 0) unlink(tmp);
+    }
+    free(tmp);
+    return ok ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
 }
 
 /* dir/name into buf; false if it does not fit. */
@@ -218,6 +249,7 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
         {"memory.json", art_memory, c->memory != NULL},
         {"memory.svg", art_svg, c->memory != NULL},
         {"graph.dot", art_dot, true},
+        {"report.html", art_report, true},
     };
     char path[PATH_MAX];
     /* the rewritten graph, its large in-memory weights as weights/NAME.npy */
@@ -384,7 +416,7 @@ static bool is_opt(const char *arg, const char *opt) {
 int main(int argc, char **argv) {
     mcir_options o = mcir_options_default();
     emit_kind emit = EMIT_NONE;
-    const char *out_dir = NULL, *test_file = NULL;
+    const char *out_dir = NULL, *test_file = NULL, *report_path = NULL;
     bool trace_human = false;
     const char **catalogs = calloc((size_t)argc, sizeof *catalogs);
     mcir_input_file *inputs = calloc((size_t)argc, sizeof *inputs);
@@ -427,6 +459,9 @@ int main(int argc, char **argv) {
         } else if (is_opt(a, "--catalog")) {
             VALUE("--catalog");
             catalogs[o.n_catalogs++] = val;
+        } else if (is_opt(a, "--report")) {
+            VALUE("--report");
+            report_path = val;
         } else if (is_opt(a, "--test-catalog")) {
             VALUE("--test-catalog");
             test_file = val;
@@ -563,6 +598,10 @@ int main(int argc, char **argv) {
                   (emit == EMIT_NONE && !out_dir);
     o.want_cuda = emit == EMIT_CUDA || emit == EMIT_PTX || out_dir;
     o.want_ptx = emit == EMIT_PTX || (out_dir && nvrtc);
+    if (report_path || out_dir) {
+        o.want_plan = true;
+        o.keep_original = true;
+    }
     if (o.want_ptx) o.want_plan = true;
     if (o.want_cuda) o.want_plan = true;
 
@@ -576,6 +615,7 @@ int main(int argc, char **argv) {
     bool summary = status == MCIR_EXIT_OK && emit == EMIT_NONE;
     if (c.verify && !summary) print_verify(&c, report);
     if (status == MCIR_EXIT_OK && out_dir) status = write_out_dir(out_dir, &c, &d);
+    if (status == MCIR_EXIT_OK && report_path) status = write_report(report_path, &c, &d);
     if (status == MCIR_EXIT_OK && emit != EMIT_NONE) {
         char *buf = NULL;
         size_t len = 0;

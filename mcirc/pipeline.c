@@ -231,7 +231,7 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         c->graph = mcir_graph_read_json(o->graph_path, d);
     if (!c->graph) return MCIR_EXIT_INVALID;
     c->nodes_before = c->nodes_after = mcir_graph_live_nodes(c->graph);
-    if (o->verify) c->original = mcir_graph_clone(c->graph);
+    if (o->verify || o->keep_original) c->original = mcir_graph_clone(c->graph);
     /* the cost model's baseline: the graph as read, planned as --no-rewrite plans it */
     int64_t unfused = 0;
     if ((o->want_plan || o->want_cuda || o->want_ptx || o->run) && !o->no_rewrite)

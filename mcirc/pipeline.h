@@ -60,6 +60,7 @@ typedef struct mcir_options {
     bool want_cuda;              /* generated sources */
     bool want_ptx;               /* NVRTC compile (PTX + cubin) */
     bool verify;
+    bool keep_original;          /* keep the graph as read (the report draws it) */
     uint64_t seed;
     bool run;
     mcir_device device;

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+scripts/test-deps.sh
 jobs=$(nproc)
 # One kernel cache for both builds: NVRTC output does not depend on them.
 export MCIR_CACHE_DIR=${MCIR_CACHE_DIR:-$PWD/build/kernel-cache}
