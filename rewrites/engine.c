@@ -30,7 +30,7 @@ typedef struct engine {
     const mcir_target *target;
     mcir_trace *trace;
     mcir_diag *d;
-    /* keys of rejections already traced */
+    /* keys of rejections already traced: a hash set (cap_seen a power of 2) */
     int n_seen, cap_seen;
     char **seen;
     /* near misses, traced at the end if their nodes were not rewritten */
@@ -39,11 +39,12 @@ typedef struct engine {
     bool failed;
 } engine;
 
+/* A near miss is kept as the matcher's facts and becomes a record only at
+ * the end, if its nodes survived and a trace wants it. */
 typedef struct near_miss {
-    json_t *record;
     const mcir_pattern *p;
-    int n_nodes;
-    mcir_node *nodes[32];
+    const mcir_node *candidate;
+    mcir_match_miss miss;
 } near_miss;
 
 /* The state of one anchor's enumeration. */
@@ -58,16 +59,37 @@ typedef struct attempt {
     int best_failed;
 } attempt;
 
-static bool seen_before(engine *e, const char *key) {
-    for (int i = 0; i < e->n_seen; i++)
-        if (strcmp(e->seen[i], key) == 0) return true;
-    if (e->n_seen == e->cap_seen) {
-        e->cap_seen = e->cap_seen ? 2 * e->cap_seen : 64;
-        e->seen = realloc(e->seen, (size_t)e->cap_seen * sizeof *e->seen);
-        MCIR_ASSERT(e->seen);
+static uint64_t key_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ull;
     }
-    e->seen[e->n_seen] = strdup(key);
-    MCIR_ASSERT(e->seen[e->n_seen]);
+    return h;
+}
+
+/* Whether a rejection with this key was traced already; remembers it. An
+ * open-addressing set: every candidate of every pass asks. */
+static bool seen_before(engine *e, const char *key) {
+    if (2 * (e->n_seen + 1) > e->cap_seen) {
+        int cap = e->cap_seen ? 2 * e->cap_seen : 256;
+        char **table = calloc((size_t)cap, sizeof *table);
+        MCIR_ASSERT(table);
+        for (int i = 0; i < e->cap_seen; i++) {
+            if (!e->seen[i]) continue;
+            size_t h = (size_t)(key_hash(e->seen[i]) & (uint64_t)(cap - 1));
+            while (table[h]) h = (h + 1) & (size_t)(cap - 1);
+            table[h] = e->seen[i];
+        }
+        free(e->seen);
+        e->seen = table;
+        e->cap_seen = cap;
+    }
+    size_t h = (size_t)(key_hash(key) & (uint64_t)(e->cap_seen - 1));
+    for (; e->seen[h]; h = (h + 1) & (size_t)(e->cap_seen - 1))
+        if (strcmp(e->seen[h], key) == 0) return true;
+    e->seen[h] = strdup(key);
+    MCIR_ASSERT(e->seen[h]);
     e->n_seen++;
     return false;
 }
@@ -294,30 +316,38 @@ static int required_nodes(const mcir_pattern *p) {
 }
 
 /* A structure that got most of the way: worth a "why not" record. */
-static void trace_near_miss(engine *e, attempt *at, const mcir_match_miss *miss) {
+static void note_near_miss(engine *e, attempt *at, const mcir_match_miss *miss) {
     int req = required_nodes(at->p);
     int need = req / 2 + 1;
     if (need < 2) need = 2;
     if (miss->node < 0 || miss->required_matched < need) return;
-    json_t *rec = record_new(at, NULL);
-    json_t *matched = json_object_get(rec, "matched");
-    for (int i = 0; i < 32 && miss->names[i]; i++)
-        json_array_append_new(matched, json_string(miss->names[i]));
-    if (json_array_size(matched))
-        json_object_set_new(rec, "anchor", json_string(miss->names[0]));
-    json_t *legality = json_array();
-    legality_add(legality, "structure", false, miss->detail);
-    json_object_set_new(rec, "legality", legality);
+    if (!at->p->trace_rejections || !e->trace) return;   /* nobody would read it */
     if (e->n_misses == e->cap_misses) {
         e->cap_misses = e->cap_misses ? 2 * e->cap_misses : 16;
         e->misses = realloc(e->misses, (size_t)e->cap_misses * sizeof *e->misses);
         MCIR_ASSERT(e->misses);
     }
     near_miss *nm = &e->misses[e->n_misses++];
-    nm->record = rec;
     nm->p = at->p;
-    nm->n_nodes = 0;
-    for (int i = 0; i < 32 && miss->nodes[i]; i++) nm->nodes[nm->n_nodes++] = miss->nodes[i];
+    nm->candidate = at->candidate;
+    nm->miss = *miss;
+}
+
+static json_t *near_miss_record(engine *e, const near_miss *nm) {
+    attempt at = {.e = e, .p = nm->p, .candidate = (mcir_node *)nm->candidate};
+    const mcir_match_miss *miss = &nm->miss;
+    json_t *rec = record_new(&at, NULL);
+    json_t *matched = json_object_get(rec, "matched");
+    for (int i = 0; i < 32 && miss->names[i]; i++)
+        json_array_append_new(matched, json_string(miss->names[i]));
+    if (json_array_size(matched))
+        json_object_set_new(rec, "anchor", json_string(miss->names[0]));
+    char detail[DETAIL_SIZE];
+    mcir_match_miss_detail(nm->p, miss, detail, sizeof detail);
+    json_t *legality = json_array();
+    legality_add(legality, "structure", false, detail);
+    json_object_set_new(rec, "legality", legality);
+    return rec;
 }
 
 /* A near miss matters only if its nodes survived: a structure another rule
@@ -326,11 +356,11 @@ static void flush_near_misses(engine *e) {
     for (int i = 0; i < e->n_misses; i++) {
         near_miss *nm = &e->misses[i];
         bool alive = true;
-        for (int k = 0; k < nm->n_nodes; k++)
-            if (nm->nodes[k]->dead) alive = false;
+        for (int k = 0; k < 32 && nm->miss.nodes[k]; k++)
+            if (nm->miss.nodes[k]->dead) alive = false;
+        if (!alive) continue;
         attempt at = {.e = e, .p = nm->p};
-        if (alive) trace_rejection(e, &at, nm->record);
-        else json_decref(nm->record);
+        trace_rejection(e, &at, near_miss_record(e, nm));
     }
     free(e->misses);
     e->misses = NULL;
@@ -382,7 +412,7 @@ static bool run_pattern(engine *e, const mcir_pattern *p) {
             trace_rejection(e, &at, at.best);
             if (mcir_action_impls[p->action].structural) mcir_graph_compact(g);
         } else if (found == 0) {
-            trace_near_miss(e, &at, &miss);
+            note_near_miss(e, &at, &miss);
         }
     }
     free(cands);
@@ -413,7 +443,7 @@ bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *t
         settle(&e, "(final)");
     }
     flush_near_misses(&e);
-    for (int i = 0; i < e.n_seen; i++) free(e.seen[i]);
+    for (int i = 0; i < e.cap_seen; i++) free(e.seen[i]);
     free(e.seen);
     return !e.failed;
 }

@@ -34,7 +34,10 @@ typedef struct mstate {
     mcir_node *anchor;
 } mstate;
 
-static void note_miss(mstate *s, int at, const char *detail) {
+/* Records where the deepest attempt stopped; only facts, no text (this
+ * runs for every failed branch of every candidate). */
+static void note_miss(mstate *s, int at, mcir_miss_kind kind, const mcir_node *nd,
+                      const mcir_tensor *t) {
     mcir_match_miss *m = s->miss;
     if (!m) return;
     int matched = 0, required = 0;
@@ -47,7 +50,11 @@ static void note_miss(mstate *s, int at, const char *detail) {
     m->matched = matched;
     m->required_matched = required;
     m->node = at;
-    snprintf(m->detail, sizeof m->detail, "%s", detail);
+    m->kind = kind;
+    m->node_name = nd ? nd->name : NULL;
+    m->node_op = nd ? nd->op : (mcir_op)0;
+    m->tensor_name = t ? t->name : NULL;
+    m->tensor_kind = t ? t->kind : MCIR_TENSOR_INTERMEDIATE;
     int k = 0;
     for (int i = 0; i < at && k < 32; i++)
         if (s->nodes[i]) {
@@ -58,6 +65,41 @@ static void note_miss(mstate *s, int at, const char *detail) {
         m->names[k] = NULL;
         m->nodes[k] = NULL;
     }
+}
+
+void mcir_match_miss_detail(const mcir_pattern *p, const mcir_match_miss *miss, char *buf,
+                            size_t size) {
+    if (miss->node < 0) {
+        snprintf(buf, size, "%s", "");
+        return;
+    }
+    switch (miss->kind) {
+    case MCIR_MISS_CONSTANTS:
+        snprintf(buf, size, "%s",
+                 "constant operands do not have the values the pattern requires");
+        return;
+    case MCIR_MISS_INPUTS:
+        snprintf(buf, size,
+                 "pattern node '%.60s': the inputs of '%.100s' are not the tensors the "
+                 "pattern shares with other nodes",
+                 p->nodes[miss->node].id, miss->node_name);
+        return;
+    case MCIR_MISS_OP:
+    case MCIR_MISS_NO_NODE: break;
+    }
+    const mcir_pattern_node *pn = &p->nodes[miss->node];
+    if (miss->kind == MCIR_MISS_OP)
+        snprintf(buf, size,
+                 "pattern node '%.40s' wants op '%.60s' but '%.60s' is '%.40s' "
+                 "produced by '%.60s' (%s)",
+                 pn->id, pn->forms[0].op_regex, p->var_names[pn->out_var], miss->tensor_name,
+                 miss->node_name, mcir_op_name(miss->node_op));
+    else
+        snprintf(buf, size,
+                 "pattern node '%.40s' wants op '%.60s' but '%.60s' is '%.60s', a graph "
+                 "%s or a node already in the match",
+                 pn->id, pn->forms[0].op_regex, p->var_names[pn->out_var], miss->tensor_name,
+                 mcir_tensor_kind_name(miss->tensor_kind));
 }
 
 /* Every element of a weight equals value within relative tolerance. */
@@ -133,8 +175,7 @@ static void deliver(mstate *s) {
         if (s->nodes[i] == s->anchor) has_anchor = true;
     if (!has_anchor) return;
     if (!constraints_ok(s)) {
-        note_miss(s, s->p->n_nodes,
-                  "constant operands do not have the values the pattern requires");
+        note_miss(s, s->p->n_nodes, MCIR_MISS_CONSTANTS, NULL, NULL);
         return;
     }
     const mcir_pattern *p = s->p;
@@ -194,12 +235,7 @@ static void try_form(mstate *s, int i, int fi, mcir_node *nd, const int *perm) {
         match_from(s, i + 1);
         s->nodes[i] = NULL;
     } else {
-        char detail[400];
-        snprintf(detail, sizeof detail,
-                 "pattern node '%.60s': the inputs of '%.100s' are not the tensors the "
-                 "pattern shares with other nodes",
-                 s->p->nodes[i].id, nd->name);
-        note_miss(s, i, detail);
+        note_miss(s, i, MCIR_MISS_INPUTS, nd, NULL);
     }
     memcpy(s->vars, saved, sizeof saved);
 }
@@ -244,22 +280,8 @@ static void match_from(mstate *s, int i) {
             try_form(s, i, fi, nd, perm);
         }
     }
-    if (!any_form && !pn->optional) {
-        char detail[400];
-        if (nd)
-            snprintf(detail, sizeof detail,
-                     "pattern node '%.40s' wants op '%.60s' but '%.60s' is '%.40s' "
-                     "produced by '%.60s' (%s)",
-                     pn->id, pn->forms[0].op_regex, p->var_names[pn->out_var], t->name,
-                     nd->name, mcir_op_name(nd->op));
-        else
-            snprintf(detail, sizeof detail,
-                     "pattern node '%.40s' wants op '%.60s' but '%.60s' is '%.60s', a graph "
-                     "%s or a node already in the match",
-                     pn->id, pn->forms[0].op_regex, p->var_names[pn->out_var], t->name,
-                     mcir_tensor_kind_name(t->kind));
-        note_miss(s, i, detail);
-    }
+    if (!any_form && !pn->optional)
+        note_miss(s, i, nd ? MCIR_MISS_OP : MCIR_MISS_NO_NODE, nd, t);
     if (pn->optional && !s->stop) {
         mcir_tensor *saved = s->vars[pn->passthrough_var];
         if (bind(s, pn->passthrough_var, t)) {

@@ -54,15 +54,32 @@ double mcir_rewrite_tolerance(mcir_dtype dtype);
  * present optional nodes before absent ones). Return true to stop. */
 typedef bool (*mcir_match_fn)(const mcir_match *m, void *ctx);
 
-/* Where the deepest partial match stopped, for "why not" traces. */
+/* Where the deepest partial match stopped, for "why not" traces. What went
+ * wrong is kept as facts; mcir_match_miss_detail turns them into text, so
+ * matching formats nothing unless a trace asks. */
+typedef enum mcir_miss_kind {
+    MCIR_MISS_INPUTS,     /* the node's inputs are not the tensors the pattern shares */
+    MCIR_MISS_OP,         /* the tensor's producer is another op */
+    MCIR_MISS_NO_NODE,    /* the tensor has no producer to match (or it is in the match) */
+    MCIR_MISS_CONSTANTS,  /* constant operands have other values */
+} mcir_miss_kind;
+
 typedef struct mcir_match_miss {
     int matched;            /* pattern nodes matched by the deepest attempt */
     int required_matched;   /* of which not optional */
     int node;               /* pattern node that failed next, -1 if none */
-    char detail[512];
+    mcir_miss_kind kind;
+    const char *node_name;  /* the graph node tried (INPUTS, OP) */
+    mcir_op node_op;
+    const char *tensor_name;   /* the tensor whose producer was wanted (OP, NO_NODE) */
+    mcir_tensor_kind tensor_kind;
     const char *names[32];  /* the graph nodes matched by that attempt */
     mcir_node *nodes[32];
 } mcir_match_miss;
+
+/* The human text of a miss of pattern p (as the trace shows it). */
+void mcir_match_miss_detail(const mcir_pattern *p, const mcir_match_miss *miss, char *buf,
+                            size_t size);
 
 /* Enumerates matches of p whose anchor (pattern node 0, or the node the
  * anchor's out variable leads to if the anchor is optional and absent)
