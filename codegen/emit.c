@@ -216,6 +216,22 @@ bool cg_view_of_input(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view 
         v->shape[axis] = len;
         return true;
     }
+    case MCIR_OP_SPLIT: {   /* output k starts after the sizes before it */
+        int axis;
+        if (!mcir_norm_axis(mcir_node_int(n, "axis"), v->rank, &axis)) return false;
+        const int64_t *sizes;
+        int ns = mcir_node_ints(n, "sizes", &sizes);
+        int64_t off = 0;
+        for (int k = 0; k < n->n_outputs && k < ns; k++) {
+            if (n->outputs[k] == t) {
+                v->offset += off * v->stride[axis];
+                v->shape[axis] = sizes[k];
+                return true;
+            }
+            off += sizes[k];
+        }
+        return false;
+    }
     default:
         return false;
     }

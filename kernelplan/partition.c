@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernelplan/plan-impl.h"
+#include "mcir/mcir-impl.h"
 
 /* ------------------------------------------------------- template table */
 
@@ -101,6 +102,8 @@ typedef enum node_role {
     ROLE_KERNEL,       /* member of a kernel's region */
     ROLE_ALIAS,        /* reshape (or data-free transpose): same bytes */
     ROLE_FOLD_IN,      /* transpose read through strides by every consumer */
+    ROLE_VIEW,         /* split (and reshapes of its outputs): every reader
+                          takes a strided view of the split's input */
     ROLE_FOLD_OUT,     /* transpose written through strides by its producer */
 } node_role;
 
@@ -342,6 +345,60 @@ static bool consumer_folds(const part_ctx *c, const mcir_node *t, const mcir_nod
     return true;
 }
 
+/* Can every reader of t (through reshapes and transposes) read it as a
+ * strided view of a split's input? Attention through its strided tile
+ * loads (Q, K, V), and kernels of pointwise work (elementwise, copy)
+ * through the value emitter's index remap; not a matmul, norm, reduction,
+ * pool or conv, which read their operands as whole tensors. */
+static bool view_readers_ok(const part_ctx *c, const mcir_tensor *t, int depth, const char **who,
+                            const char **why) {
+    mcir_node **cons;
+    int nc = consumers_of(c, t, &cons);
+    if (tensor_external(t)) { *who = t->name; *why = "is a graph output and must be stored"; return false; }
+    if (nc == 0) { *who = t->name; *why = "has no reader"; return false; }
+    for (int u = 0; u < nc; u++) {
+        const mcir_node *x = cons[u];
+        *who = x->name;
+        if (x->group < 0 && (x->op == MCIR_OP_RESHAPE || x->op == MCIR_OP_TRANSPOSE)) {
+            if (depth > 8) { *why = "ends a chain of more than 8 reshapes and transposes"; return false; }
+            if (!view_readers_ok(c, x->outputs[0], depth + 1, who, why)) return false;
+            continue;
+        }
+        if (x->op == MCIR_OP_ATTENTION) {
+            for (int j = 3; j < x->n_inputs; j++)
+                if (x->inputs[j] == t) { *why = "reads it as the mask, which is read as given"; return false; }
+            continue;
+        }
+        unsigned fl = mcir_op_desc_of(x->op)->flags;
+        bool pointwise = (fl & MCIR_OPF_ELEMENTWISE) || x->op == MCIR_OP_SLICE ||
+                         x->op == MCIR_OP_CONCAT || x->op == MCIR_OP_SPLIT ||
+                         x->op == MCIR_OP_TRANSPOSE || x->op == MCIR_OP_RESHAPE;
+        if (!pointwise || region_rank(c, x) > lowering_of(MCIR_OP_ADD).rank) {
+            *why = "reads its operand as a whole tensor (matmul, norm, reduction, pool, conv, "
+                   "or their epilogue)";
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool split_is_view(part_ctx *c, const mcir_node *v, json_t *ck) {
+    mcir_arena *a = c->p->arena;
+    for (int o = 0; o < v->n_outputs; o++) {
+        const char *who = "", *why = "";
+        if (!view_readers_ok(c, v->outputs[o], 0, &who, &why)) {
+            json_array_append_new(ck, legality("readers_take_views", false,
+                mcir_arena_printf(a, "'%s': '%s' %s", v->outputs[o]->name, who, why)));
+            return false;
+        }
+    }
+    json_array_append_new(ck, legality("readers_take_views", true,
+        mcir_arena_printf(a, "every reader of the %d outputs reads a strided view of '%s' "
+                          "(attention tiles or pointwise index remaps): no copy",
+                          v->n_outputs, v->inputs[0]->name)));
+    return true;
+}
+
 /* Classifies every live node: alias, folded transpose, or kernel member;
  * fills alias_root along the way (topological order: inputs are final). */
 static void classify(part_ctx *c) {
@@ -351,6 +408,19 @@ static void classify(part_ctx *c) {
     for (int i = 0; i < c->n_order; i++) {
         mcir_node *v = c->order[i];
         c->role[v->id] = ROLE_KERNEL;
+        if (v->op == MCIR_OP_SPLIT && v->group < 0) {
+            json_t *ck = json_array();
+            bool ok = split_is_view(c, v, ck);
+            if (ok) c->role[v->id] = ROLE_VIEW;
+            trace_fold(c, v, "split_view", ok, ck, ok ? v->inputs[0]->name : NULL);
+            continue;
+        }
+        if (v->group < 0 && (v->op == MCIR_OP_RESHAPE || v->op == MCIR_OP_TRANSPOSE) &&
+            v->inputs[0]->producer && c->role[v->inputs[0]->producer->id] == ROLE_VIEW &&
+            (v->op == MCIR_OP_RESHAPE || perm_moves_no_data(v))) {
+            c->role[v->id] = ROLE_VIEW;   /* a view of a view: read through by its readers */
+            continue;
+        }
         bool view = v->op == MCIR_OP_RESHAPE ||
                     (v->op == MCIR_OP_TRANSPOSE && v->group < 0 && perm_moves_no_data(v));
         if (view) {
@@ -452,7 +522,8 @@ static int producing_region(part_ctx *c, const mcir_tensor *t) {
     for (;;) {
         const mcir_node *pr = t->producer;
         if (!pr || pr->dead) return -1;
-        if (c->role[pr->id] == ROLE_ALIAS || c->role[pr->id] == ROLE_FOLD_IN) {
+        if (c->role[pr->id] == ROLE_ALIAS || c->role[pr->id] == ROLE_FOLD_IN ||
+            c->role[pr->id] == ROLE_VIEW) {
             t = pr->inputs[0];
             continue;
         }
@@ -545,6 +616,115 @@ static const char *kernel_name(part_ctx *c, const mcir_node *anchor) {
     }
 }
 
+/* Whether reading pr's output goes through a split view. */
+static bool through_view(const part_ctx *c, const mcir_node *pr) {
+    for (; pr && !pr->dead; pr = pr->inputs[0]->producer) {
+        if (c->role[pr->id] == ROLE_VIEW) return true;
+        if (c->role[pr->id] != ROLE_FOLD_IN) return false;
+    }
+    return false;
+}
+
+/* NumPy's no-copy reshape of a strided view (dims of size 1 dropped);
+ * false if the view cannot be reshaped in place. */
+static bool view_reshape(int *rank, int64_t *shape, int64_t *stride, int nrank,
+                         const int64_t *nshape) {
+    int64_t os[MCIR_MAX_RANK], ost[MCIR_MAX_RANK], nst[MCIR_MAX_RANK];
+    int on = 0;
+    for (int i = 0; i < *rank; i++)
+        if (shape[i] != 1) { os[on] = shape[i]; ost[on++] = stride[i]; }
+    int oi = 0, oj = 1, ni = 0, nj = 1;
+    while (ni < nrank && oi < on) {
+        int64_t np = nshape[ni], op = os[oi];
+        while (np != op) {
+            if (np < op) { if (nj >= nrank) return false; np *= nshape[nj++]; }
+            else { if (oj >= on) return false; op *= os[oj++]; }
+        }
+        for (int k = oi; k < oj - 1; k++)
+            if (ost[k] != os[k + 1] * ost[k + 1]) return false;
+        nst[nj - 1] = ost[oj - 1];
+        for (int k = nj - 1; k > ni; k--) nst[k - 1] = nst[k] * nshape[k];
+        ni = nj++;
+        oi = oj++;
+    }
+    for (int i = ni; i < nrank; i++) {
+        if (nshape[i] != 1) return false;
+        nst[i] = 1;
+    }
+    *rank = nrank;
+    for (int i = 0; i < nrank; i++) {
+        shape[i] = nshape[i];
+        stride[i] = nshape[i] == 1 ? 0 : nst[i];
+    }
+    return true;
+}
+
+/* A read of `logical` through a chain of split views, reshapes and
+ * transposes: the bytes are the split's input; the access's strides (and
+ * the perm of the last transpose) are in that tensor's storage, from the
+ * offset of the split output. */
+static void add_view_read(part_ctx *c, kbuild *b, mcir_tensor *logical) {
+    (void)c;
+    mcir_node *chain[2 * MCIR_MAX_RANK + 16];
+    int n = 0;
+    mcir_tensor *base = logical;
+    mcir_node *first = NULL;
+    for (mcir_node *pr = logical->producer;
+         pr && !pr->dead && (c->role[pr->id] == ROLE_FOLD_IN || c->role[pr->id] == ROLE_VIEW) &&
+         n < (int)(sizeof chain / sizeof *chain);
+         pr = pr->inputs[0]->producer) {
+        if (!first) first = pr;
+        chain[n++] = pr;
+        base = pr->inputs[0];
+    }
+    for (int i = 0; i < b->n_reads; i++)
+        if (b->racc[i].logical == logical) return;
+    int rank = base->rank, perm[MCIR_MAX_RANK];
+    int64_t shape[MCIR_MAX_RANK], stride[MCIR_MAX_RANK];
+    compute_strides(base, stride);
+    for (int k = 0; k < rank; k++) shape[k] = base->shape[k];
+    for (int k = 0; k < logical->rank; k++) perm[k] = k;
+    bool exact = true;
+    for (int i = n - 1; i >= 0 && exact; i--) {
+        const mcir_node *v = chain[i];
+        const mcir_tensor *out = v->outputs[0];
+        if (v->op == MCIR_OP_SPLIT) {
+            const mcir_tensor *o = i == 0 ? logical : chain[i - 1]->inputs[0];
+            int axis;
+            exact = mcir_norm_axis(mcir_node_int(v, "axis"), rank, &axis);
+            if (exact) shape[axis] = o->shape[axis];
+        } else if (v->op == MCIR_OP_RESHAPE) {
+            exact = view_reshape(&rank, shape, stride, out->rank, out->shape);
+        } else {
+            int pm[MCIR_MAX_RANK];
+            int r = node_perm(v, pm);
+            int64_t s2[MCIR_MAX_RANK], st2[MCIR_MAX_RANK];
+            for (int k = 0; k < r; k++) { s2[k] = shape[pm[k]]; st2[k] = stride[pm[k]]; perm[k] = pm[k]; }
+            memcpy(shape, s2, sizeof(int64_t) * (size_t)r);
+            memcpy(stride, st2, sizeof(int64_t) * (size_t)r);
+        }
+    }
+    b->reads = mcir_arena_grow(b->a, b->reads, &b->cap_reads, b->n_reads + 1, sizeof *b->reads);
+    b->racc = mcir_arena_grow(b->a, b->racc, &b->cap_racc, b->n_reads + 1, sizeof *b->racc);
+    b->reads[b->n_reads] = base;
+    mcir_kernel_access *x = &b->racc[b->n_reads];
+    x->tensor = base;
+    x->logical = logical;
+    x->folded = first;
+    x->rank = logical->rank;
+    if (!exact || rank != logical->rank) {
+        /* not one strided view (a reshape merging split dims): the
+         * kernel's value emitter still maps each index back */
+        compute_strides(logical, stride);
+        for (int k = 0; k < logical->rank; k++) perm[k] = k;
+    }
+    for (int k = 0; k < logical->rank; k++) {
+        x->perm[k] = perm[k];
+        x->strides[k] = stride[k];
+    }
+    b->n_reads++;
+}
+
 /* Fills kernel k from region r (unit index u). */
 static void build_kernel(part_ctx *c, mcir_kernel_plan *k, region *r, int u) {
     mcir_arena *a = c->p->arena;
@@ -556,13 +736,16 @@ static void build_kernel(part_ctx *c, mcir_kernel_plan *k, region *r, int u) {
     for (int i = 0; i < r->n; i++) {
         mcir_node *v = r->nodes[i];
         for (int j = 0; j < v->n_inputs; j++) {
-            mcir_node *pr = v->inputs[j]->producer;
-            if (!pr || pr->dead || c->role[pr->id] != ROLE_FOLD_IN) continue;
-            bool dup = false;
-            for (int q = 0; q < n_nodes; q++) dup |= nodes[q] == pr;
-            if (dup) continue;
-            nodes = mcir_arena_grow(a, nodes, &cap_nodes, n_nodes + 1, sizeof *nodes);
-            nodes[n_nodes++] = pr;
+            /* folded transposes and split views (with their reshapes) */
+            for (mcir_node *pr = v->inputs[j]->producer;
+                 pr && !pr->dead && (c->role[pr->id] == ROLE_FOLD_IN || c->role[pr->id] == ROLE_VIEW);
+                 pr = pr->inputs[0]->producer) {
+                bool dup = false;
+                for (int q = 0; q < n_nodes; q++) dup |= nodes[q] == pr;
+                if (dup) continue;
+                nodes = mcir_arena_grow(a, nodes, &cap_nodes, n_nodes + 1, sizeof *nodes);
+                nodes[n_nodes++] = pr;
+            }
         }
         nodes = mcir_arena_grow(a, nodes, &cap_nodes, n_nodes + 1, sizeof *nodes);
         nodes[n_nodes++] = v;
@@ -594,7 +777,9 @@ static void build_kernel(part_ctx *c, mcir_kernel_plan *k, region *r, int u) {
             mcir_tensor *t = v->inputs[j];
             mcir_node *pr = t->producer;
             if (pr && !pr->dead && in_region(c, pr, u)) continue;     /* internal */
-            if (pr && !pr->dead && c->role[pr->id] == ROLE_FOLD_IN) {
+            if (pr && !pr->dead && through_view(c, pr)) {
+                add_view_read(c, &b, t);
+            } else if (pr && !pr->dead && c->role[pr->id] == ROLE_FOLD_IN) {
                 int perm[MCIR_MAX_RANK];
                 node_perm(pr, perm);
                 add_read(&b, pr->inputs[0], t, pr, perm);

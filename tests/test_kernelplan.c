@@ -360,6 +360,91 @@ START_TEST(head_split_folds_into_elementwise_and_slices) {
 }
 END_TEST
 
+/* x -> exp -> split in three along the last axis -> per part reshape to
+ * heads and transpose -> attention (GPT-2's fused QKV), and a fourth part
+ * read by `reader` (an op name) so the split's fate can be steered. */
+static mcir_graph *split_qkv_graph(mcir_op reader) {
+    mcir_graph *g = mcir_graph_new("split");
+    mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 3, (int64_t[]){1, 16, 128});
+    mcir_node *e = node(g, MCIR_OP_EXP, "e", 1, &x, "ex");
+    mcir_tensor *parts[4];
+    const char *names[] = {"q", "k", "v", "r"};
+    for (int i = 0; i < 4; i++)
+        parts[i] = mcir_graph_add_tensor(g, names[i], MCIR_DTYPE_F32, -1, NULL,
+                                         MCIR_TENSOR_INTERMEDIATE);
+    mcir_node *sp = mcir_graph_add_node(g, MCIR_OP_SPLIT, "sp", 1, (mcir_tensor *[]){out_of(e)},
+                                        4, parts);
+    mcir_node_set_int(g, sp, "axis", -1);
+    mcir_node_set_ints(g, sp, "sizes", 4, (int64_t[]){32, 32, 32, 32});
+    mcir_tensor *h[3];
+    for (int i = 0; i < 3; i++) {
+        mcir_node *rs = node(g, MCIR_OP_RESHAPE, mcir_arena_printf(g->arena, "rs%d", i), 1,
+                             &parts[i], mcir_arena_printf(g->arena, "%s_s", names[i]));
+        mcir_node_set_ints(g, rs, "shape", 4, (int64_t[]){1, 16, 2, 16});
+        mcir_node *t = node(g, MCIR_OP_TRANSPOSE, mcir_arena_printf(g->arena, "t%d", i), 1,
+                            (mcir_tensor *[]){out_of(rs)},
+                            mcir_arena_printf(g->arena, "%s_h", names[i]));
+        mcir_node_set_ints(g, t, "perm", 4, (int64_t[]){0, 2, 1, 3});
+        h[i] = out_of(t);
+    }
+    mcir_node *at = node(g, MCIR_OP_ATTENTION, "att", 3, h, "o");
+    mcir_tensor *w = weight(g, "w", MCIR_DTYPE_F32, 2, (int64_t[]){32, 8});
+    mcir_node *rd = reader == MCIR_OP_MATMUL
+                        ? node(g, MCIR_OP_MATMUL, "rd", 2, (mcir_tensor *[]){parts[3], w}, "z")
+                        : node(g, reader, "rd", 1, &parts[3], "z");
+    mcir_graph_mark_output(g, out_of(rd));
+    finish(g, out_of(at));
+    return g;
+}
+
+START_TEST(split_folds_into_strided_views) {
+    mcir_graph *g = split_qkv_graph(MCIR_OP_RELU);
+    mcir_trace *tr = mcir_trace_new();
+    mcir_diag d = mcir_diag_stderr();
+    mcir_plan *p = mcir_plan_build(g, mcir_target_find("sm_90"), tr, &d);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(mcir_plan_verify(p, &d));
+    ck_assert_int_eq(p->n_kernels, 3);   /* exp, attention, relu: no copy for the split */
+    const mcir_kernel_plan *k = &p->kernels[1];
+    ck_assert_int_eq(k->tpl, MCIR_TEMPLATE_STREAMING_ATTENTION);
+    ck_assert(kernel_has_node(k, "sp"));
+    ck_assert(kernel_has_node(k, "rs1"));
+    ck_assert_int_eq(k->n_reads, 3);
+    const mcir_kernel_access *kv = mcir_kernel_access_of(k, mcir_graph_find_tensor(g, "k_h"));
+    ck_assert_ptr_nonnull(kv);
+    ck_assert_str_eq(kv->tensor->name, "ex");   /* the bytes: the split's input */
+    /* k_h [1, 2, 16, 16] inside ex [1, 16, 128]: heads 16 apart, rows 128 */
+    ck_assert_int_eq(kv->strides[1], 16);
+    ck_assert_int_eq(kv->strides[2], 128);
+    ck_assert_int_eq(kv->strides[3], 1);
+    ck_assert(kernel_has_node(&p->kernels[2], "sp"));
+    ck_assert_str_eq(p->kernels[2].reads[0]->name, "ex");
+    ck_assert_int_eq(p->last_use[mcir_graph_find_tensor(g, "ex")->id], 2);
+    bool applied = false;
+    for (int i = 0; i < mcir_trace_count(tr); i++) {
+        json_t *r = mcir_trace_get(tr, i);
+        if (!strcmp(json_string_value(json_object_get(r, "rule")), "split_view"))
+            applied = !strcmp(json_string_value(json_object_get(r, "decision")), "applied");
+    }
+    ck_assert(applied);
+    mcir_memory_plan *m = memory_of(p, NULL);
+    ck_assert_int_eq(m->n_buffers, 1);   /* ex only */
+    mcir_memory_plan_free(m);
+    mcir_plan_free(p);
+    mcir_trace_free(tr);
+    mcir_graph_free(g);
+
+    /* a part read whole by a matmul: the split stays a copy */
+    g = split_qkv_graph(MCIR_OP_MATMUL);
+    p = plan_of(g, "sm_90");
+    ck_assert_int_eq(p->n_kernels, 4);
+    ck_assert_int_eq(p->kernels[1].tpl, MCIR_TEMPLATE_COPY);
+    ck_assert(kernel_has_node(&p->kernels[1], "sp"));
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 START_TEST(unfoldable_transpose_is_a_copy) {
     mcir_graph *g = mcir_graph_new("tcopy");
     mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 2, (int64_t[]){64, 96});
@@ -924,6 +1009,7 @@ static Suite *kernelplan_suite(void) {
     tcase_add_test(t, transpose_folds_into_matmul);
     tcase_add_test(t, transposes_fold_into_attention);
     tcase_add_test(t, unfoldable_transpose_is_a_copy);
+    tcase_add_test(t, split_folds_into_strided_views);
     tcase_add_test(t, head_split_folds_into_elementwise_and_slices);
     tcase_add_test(t, group_with_outsider_between_is_an_error);
     tcase_add_test(t, templates_follow_the_anchor);
