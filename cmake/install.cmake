@@ -11,7 +11,8 @@
 # and cuBLAS are dlopen'd from there at run time.
 #
 # Layout under the prefix:
-#   bin/      mcirc, mcir-memplan, mcir-compare, test_gpu, the benchmarks
+#   bin/      mcirc, mcir-memplan, mcir-compare, test_gpu, the benchmarks,
+#             mcir-gpu-check (scripts/gpu-check.sh)
 #   lib/      the static libraries, the bundled shared libraries,
 #             pkgconfig/mcir.pc
 #   include/mcir/<folder>/*.h   the public headers (no *-impl.h)
@@ -44,6 +45,8 @@ if(TARGET test_gpu)
 endif()
 set_target_properties(${MCIR_INSTALL_PROGRAMS} PROPERTIES INSTALL_RPATH "${MCIR_INSTALL_RPATH}")
 install(TARGETS ${MCIR_INSTALL_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/gpu-check.sh
+        DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME mcir-gpu-check)
 
 # The libraries, in link order (a library before the ones it uses).
 set(MCIR_INSTALL_LIBS)

@@ -347,8 +347,11 @@ static void print_summary(const mcir_compilation *c, FILE *out) {
 }
 
 static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out) {
-    fprintf(out, "  run      %s, %.3f s\n",
+    fprintf(out, "  run      %s, %.3f s",
             c->ran_on_gpu ? c->gpu_stats.device_name : "cpu reference", c->run_seconds);
+    if (c->ran_on_gpu)   /* scripts/gpu-check.sh compares the --alloc modes by this */
+        fprintf(out, ", peak %" PRId64 " device bytes", c->gpu_stats.peak_device_bytes);
+    fputc('\n', out);
     for (int i = 0; i < c->graph->n_outputs; i++) {
         const mcir_tensor *t = c->graph->outputs[i];
         const float *v = mcir_env_get(c->env, t);

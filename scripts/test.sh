@@ -12,6 +12,13 @@ export MCIR_CACHE_DIR=${MCIR_CACHE_DIR:-$PWD/build/kernel-cache}
 echo "== build (RelWithDebInfo)"
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd build && ctest --output-on-failure -j"$jobs")
+echo "== gpu-check (exits 77 without a GPU)"
+rc=0
+scripts/gpu-check.sh build || rc=$?
+if ((rc != 0 && rc != 77)); then
+  echo "gpu-check failed (exit $rc)" >&2
+  exit 1
+fi
 echo "== build-asan (ASan + UBSan)"
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCIR_SANITIZE=ON
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

@@ -6,7 +6,8 @@
 # libraries resolve inside the package (ldd), except the C library's and
 # CUDA's; mcirc compiles an example and runs another on the CPU matching
 # PyTorch's output (mcir-compare); a program built against the package
-# with pkg-config links and runs.
+# with pkg-config links and runs; mcir-gpu-check finds its programs and,
+# without a GPU, exits 77.
 set -euo pipefail
 src=$1 build=$2 work=$3
 fail() { echo "package_check: FAIL: $*" >&2; exit 1; }
@@ -83,5 +84,13 @@ ${CC:-cc} -std=c11 -o "$work/consumer" "$work/consumer.c" $(pkg-config --cflags 
   fail "cannot build a program with pkg-config --cflags --libs mcir"
 grep -q 'after rewriting' <<<"$("$work/consumer" "$ex/gpt2_block/graph.json")" || fail "the pkg-config program failed"
 
+# 4. the GPU check finds its programs in the package (77: no GPU here)
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  set +e
+  msg=$("$pkg/bin/mcir-gpu-check" 2>&1)
+  rc=$?
+  set -e
+  [ $rc -eq 77 ] || fail "mcir-gpu-check without a GPU: exit $rc, wanted 77: $msg"
+fi
 echo "package_check: ok ($checked programs, $size tarball)"
 rm -rf "$work"
