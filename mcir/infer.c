@@ -128,10 +128,12 @@ static bool set_output(mcir_node *n, mcir_diag *d, int i, mcir_dtype dt, int ran
     MCIR_ASSERT(rank >= 0 && rank <= MCIR_MAX_RANK);
     for (int k = 0; k < rank; k++) {
         MCIR_ASSERT(shape[k] >= 1);
-        if (mcir_mul_overflows(numel, shape[k], &numel) ||
-            mcir_mul_overflows(numel, 4, &(int64_t){0}))
-            return node_error(d, n, "output '%s' of shape %s has too many elements",
-                              n->outputs[i]->name, shape_fmt(rank, shape, &b));
+        if (mcir_mul_overflows(numel, shape[k], &numel) || numel > MCIR_MAX_ELEMS)
+            return node_error(d, n,
+                              "output '%s' of shape %s has too many elements (more than "
+                              "%s, the limit of one tensor)",
+                              n->outputs[i]->name, shape_fmt(rank, shape, &b),
+                              MCIR_MAX_ELEMS_TEXT);
     }
     mcir_tensor *t = n->outputs[i];
     t->dtype = dt;
@@ -618,6 +620,12 @@ bool mcir_infer_pool2d(mcir_graph *g, mcir_node *n, mcir_diag *d) {
     if (!ints_attr(n, d, "kernel", 2, 1, NULL, kernel)) return false;
     if (!ints_attr(n, d, "strides", 2, 1, kernel, strides)) return false;
     if (!ints_attr(n, d, "pads", 4, 0, zeros, pads)) return false;
+    /* the reference kernel and the generated one visit kernel[0]*kernel[1]
+     * elements per output: a window is bounded like a tensor */
+    int64_t area;
+    if (mcir_mul_overflows(kernel[0], kernel[1], &area) || area > MCIR_MAX_ELEMS)
+        return node_error(d, n, "kernel %lldx%lld has too many elements (more than %s)",
+                          (long long)kernel[0], (long long)kernel[1], MCIR_MAX_ELEMS_TEXT);
     for (int k = 0; k < 4; k++)
         if (pads[k] >= kernel[k % 2])
             return node_error(d, n,

@@ -322,16 +322,13 @@ static bool parse_shape(reader *r, json_t *v, int pv, const char *who, mcir_dtyp
             continue;
         }
         shape[i] = dim;
-        if (ok && mcir_mul_overflows(numel, dim, &numel)) {
-            err(r, at(r, pv), "%s: shape has too many elements (overflows 64 bits)", who);
+        if (ok && (mcir_mul_overflows(numel, dim, &numel) || numel > MCIR_MAX_ELEMS)) {
+            err(r, at(r, pv), "%s: shape has too many elements (more than %s, the limit "
+                              "of one tensor)", who, MCIR_MAX_ELEMS_TEXT);
             ok = false;
         }
     }
-    int64_t bytes;
-    if (ok && mcir_mul_overflows(numel, (int64_t)mcir_dtype_size(dtype), &bytes)) {
-        err(r, at(r, pv), "%s: shape has too many elements (overflows 64 bits)", who);
-        ok = false;
-    }
+    (void)dtype; /* bytes = numel * 2 or 4 cannot overflow under MCIR_MAX_ELEMS */
     *rank = (int)n;
     return ok;
 }

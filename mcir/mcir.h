@@ -61,6 +61,28 @@ void *mcir_arena_grow(mcir_arena *a, void *p, int *cap, int n, size_t elem);
 /* Overflow-checked size arithmetic for sizes computed from input. */
 bool mcir_mul_overflows(int64_t a, int64_t b, int64_t *out);
 
+/* The most elements one tensor (input, weight, intermediate, .npy array,
+ * pooling window) may hold: 2^29, 2 GiB of f32. Every reader and shape
+ * inference checks it, so sizes derived from element counts (bytes, work,
+ * arena offsets) stay far from int64 overflow, and a typo such as a
+ * 10^9-element weight is rejected before anything is allocated. The
+ * largest single weight of a Llama-3-70B block (8192 x 28672) is 2^27.8. */
+#define MCIR_MAX_ELEMS ((int64_t)1 << 29)
+#define MCIR_MAX_ELEMS_TEXT "2^29"
+
+/* The element count of a shape in *numel; false if it overflows or
+ * exceeds MCIR_MAX_ELEMS (then *numel is 0 or the count so far). */
+static inline bool mcir_numel_bounded(int rank, const int64_t *shape, int64_t *numel) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        if (mcir_mul_overflows(n, shape[i], &n) || n > MCIR_MAX_ELEMS) {
+            *numel = 0;
+            return false;
+        }
+    *numel = n;
+    return true;
+}
+
 /* ----------------------------------------------------------- diagnostics */
 
 /* A source position. line/col are 1-based; line 0 means "no position"

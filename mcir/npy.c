@@ -207,16 +207,13 @@ bool mcir_npy_load(const char *path, mcir_npy *out, char *why, size_t wn) {
         fail(why, wn, "fortran_order arrays are not supported (expected C order)");
         goto done;
     }
-    int64_t numel = 1, bytes;
-    for (int i = 0; i < h.rank; i++)
-        if (mcir_mul_overflows(numel, h.shape[i], &numel)) {
-            fail(why, wn, "shape has too many elements");
-            goto done;
-        }
-    if (mcir_mul_overflows(numel, (int64_t)mcir_dtype_size(out->dtype), &bytes)) {
-        fail(why, wn, "shape has too many elements");
+    int64_t numel, bytes;
+    if (!mcir_numel_bounded(h.rank, h.shape, &numel)) {
+        fail(why, wn, "shape has too many elements (more than %s, the limit of one tensor)",
+             MCIR_MAX_ELEMS_TEXT);
         goto done;
     }
+    bytes = numel * (int64_t)mcir_dtype_size(out->dtype);
     uint64_t want = pre_len + hlen + (uint64_t)bytes;
     if ((uint64_t)st.st_size != want) {
         fail(why, wn, "file size is %lld bytes, expected %llu for %lld element%s of %s",

@@ -729,7 +729,7 @@ static void pool_run(const mcir_node *n, const float *x, float *y, bool avg) {
                   .KW = kernel[1], .sh = strides[0], .sw = strides[1],
                   .pt = pads[0], .pl = pads[1], .avg = avg};
     int64_t planes = X->shape[0] * X->shape[1];
-    mcir_parallel_for(planes, (double)numel_of(Y) * (double)(kernel[0] * kernel[1]),
+    mcir_parallel_for(planes, (double)numel_of(Y) * (double)kernel[0] * (double)kernel[1],
                       pool_range, &c);
 }
 
