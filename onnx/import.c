@@ -147,15 +147,21 @@ static const char *const attr_type_names[] = {
     [ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS] = "floats",
 };
 
-/* The attribute `name` if present (and marks it read); NULL if absent or
- * of the wrong type (error). */
+/* The attribute `name` if present (and marks it read); NULL if absent, of
+ * the wrong type, or holding no value of that type (error). Every accessor
+ * goes through here, so a caller may dereference the value field it asked
+ * for. As in ONNX's checker, a scalar (int, float, string) with its type
+ * but no value field is the field's proto default (proto3 writers omit
+ * zeros); a tensor has no default, so a TENSOR attribute without one is an
+ * error. */
 static const Onnx__AttributeProto *attr_get(ox *x, const char *name, int type) {
     for (size_t i = 0; i < x->node->n_attribute; i++) {
         const Onnx__AttributeProto *a = x->node->attribute[i];
         if (!a || !a->name || strcmp(a->name, name) != 0) continue;
         if (i < 64) x->used_attrs |= 1ull << i;
+        bool typed = a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED;
         bool ok;
-        if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED)
+        if (typed)
             ok = (int)a->type == type;
         else
             switch (type) {
@@ -169,6 +175,17 @@ static const Onnx__AttributeProto *attr_get(ox *x, const char *name, int type) {
             }
         if (!ok) {
             ox_error(x, "attribute '%s' must be of type %s", name, attr_type_names[type]);
+            return NULL;
+        }
+        if (type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR && !a->t) {
+            ox_error(x, "attribute '%s' has type tensor but holds no tensor", name);
+            return NULL;
+        }
+        if ((type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS && a->n_ints && !a->ints) ||
+            (type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS && a->n_floats &&
+             !a->floats) ||
+            (type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING && a->s.len && !a->s.data)) {
+            ox_error(x, "attribute '%s' holds no value", name);
             return NULL;
         }
         return a;
@@ -315,6 +332,10 @@ static uint8_t *read_external(ox *x, const Onnx__TensorProto *tp, const char *wh
 
 /* A TensorProto as a constant value. */
 static ox_value *tensor_value(ox *x, const Onnx__TensorProto *tp, const char *what) {
+    if (!tp) {
+        ox_error(x, "%s holds no tensor", what);
+        return NULL;
+    }
     int elem = tp->has_data_type ? tp->data_type : 0;
     if (!ox_elem_supported(elem)) {
         ox_error(x, "%s has element type %s (%d), which is not supported", what,
@@ -1884,8 +1905,9 @@ static bool import_input(ox *x, const Onnx__ValueInfoProto *vi, const mcir_onnx_
     int64_t numel = 1;
     for (int i = 0; i < rank; i++)
         if (shape[i] < 1 || mcir_mul_overflows(numel, shape[i], &numel) ||
-            mcir_mul_overflows(numel, 4, &(int64_t){0}))
-            return ox_error(x, "graph input '%s' has too many elements", name);
+            numel > MCIR_MAX_ELEMS)
+            return ox_error(x, "graph input '%s' has too many elements (more than %s, the "
+                               "limit of one tensor)", name, MCIR_MAX_ELEMS_TEXT);
     mcir_tensor *t = mcir_graph_add_tensor(x->g, name, dt, rank, shape, MCIR_TENSOR_INPUT);
     if (!t) return ox_error(x, "graph input '%s' is declared twice", name);
     return define(x, name, runtime_value(x, t));
