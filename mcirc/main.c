@@ -607,6 +607,9 @@ int main(int argc, char **argv) {
     }
     if (o.want_ptx) o.want_plan = true;
     if (o.want_cuda) o.want_plan = true;
+    /* a CPU run or --verify with only the summary: a graph the GPU cannot
+     * hold still runs (the pipeline warns) */
+    o.plan_optional = (o.run || o.verify) && emit == EMIT_NONE && !out_dir && !report_path;
 
     mcir_diag d = mcir_diag_stderr();
     mcir_compilation c;

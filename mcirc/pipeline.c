@@ -210,6 +210,41 @@ static int64_t unfused_hbm_bytes(const mcir_graph *g, const mcir_target *t) {
     return cost.hbm_bytes;
 }
 
+/* The GPU plan where only the summary of a CPU run wants it: built with its
+ * messages held back; if it cannot be built, they are reported as warnings
+ * (the CPU reference is not bound by the target's shared memory) and NULL
+ * is returned. */
+static mcir_plan *plan_or_warn(mcir_compilation *c, mcir_diag *d) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *sink = open_memstream(&buf, &len);
+    if (!sink) return mcir_plan_build(c->graph, c->target, c->trace, d);
+    mcir_diag held = mcir_diag_to(sink);
+    mcir_plan *p = mcir_plan_build(c->graph, c->target, c->trace, &held);
+    fclose(sink);
+    if (!p && d && d->out) {
+        /* each held line "WHERE: error: WHAT" comes out as a warning */
+        for (char *line = buf, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next) *next++ = 0;
+            char *kind = strstr(line, ": error: ");
+            if (kind) {
+                *kind = 0;
+                fprintf(d->out, "%s: warning: %s; no plan for %s, the CPU reference runs "
+                        "without one\n", line, kind + 9, c->target->name);
+                d->n_warnings++;
+            } else {
+                fprintf(d->out, "%s\n", line);
+            }
+        }
+    } else if (p && len && d && d->out) {
+        fputs(buf, d->out); /* warnings of a plan that was built */
+        d->n_warnings += held.n_warnings;
+    }
+    free(buf);
+    return p;
+}
+
 /* ------------------------------------------------------------ the driver */
 
 int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
@@ -252,9 +287,14 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     /* plan kernels, then memory: partition, tiles, liveness, arena offsets */
     bool gpu_run = o->run && o->device != MCIR_DEVICE_CPU &&
                    (o->device == MCIR_DEVICE_GPU || mcir_gpu_available(NULL, 0));
-    if (o->want_plan || o->want_cuda || o->want_ptx || gpu_run) {
+    bool plan_optional = o->plan_optional && !o->want_cuda && !o->want_ptx && !gpu_run;
+    if (plan_optional) {
+        c->plan = plan_or_warn(c, d);
+    } else if (o->want_plan || o->want_cuda || o->want_ptx || gpu_run) {
         c->plan = mcir_plan_build(c->graph, c->target, c->trace, d);
         if (!c->plan) return MCIR_EXIT_INVALID;
+    }
+    if (c->plan) {
         if (o->no_rewrite) {
             mcir_plan_cost own;
             mcir_cost_plan(c->plan, &own);

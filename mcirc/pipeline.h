@@ -57,6 +57,10 @@ typedef struct mcir_options {
     int n_pools;
 
     bool want_plan;              /* kernel partition + memory plan */
+    bool plan_optional;          /* the plan only feeds the summary of a CPU run or
+                                    --verify: a graph the GPU target cannot hold (a
+                                    working set over its shared memory) is a warning,
+                                    and the CPU reference still runs */
     bool want_cuda;              /* generated sources */
     bool want_ptx;               /* NVRTC compile (PTX + cubin) */
     bool verify;
