@@ -553,6 +553,10 @@ int main(int argc, char **argv) {
             inputs[o.n_inputs++].path = eq + 1;
         } else if (is_opt(a, "--shape")) {
             VALUE("--shape");
+#ifndef MCIR_HAVE_ONNX
+            status = usage_error("--shape %s: this mcirc was built without ONNX import", val);
+            goto done;
+#endif
             if (!mcir_onnx_parse_shape(val, &shapes[o.n_shapes])) {
                 status = usage_error("--shape: '%s' is not NAME=D1xD2x...", val);
                 goto done;

@@ -19,6 +19,17 @@ if ((rc != 0 && rc != 77)); then
   echo "gpu-check failed (exit $rc)" >&2
   exit 1
 fi
+echo "== build-noonnx (-DMCIR_ONNX=OFF: mcirc and test_cli)"
+cuda=()
+[ -d /usr/local/cuda ] && cuda=(-DCUDAToolkit_ROOT=/usr/local/cuda)
+mkdir -p build-noonnx
+if ! { cmake -S . -B build-noonnx "${cuda[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCIR_ONNX=OFF &&
+       cmake --build build-noonnx -j"$jobs" --target mcirc test_cli; } >build-noonnx/build.log 2>&1; then
+  cat build-noonnx/build.log >&2
+  echo "build-noonnx failed (log: build-noonnx/build.log)" >&2
+  exit 1
+fi
+(cd build-noonnx && ctest -R '^test_cli$' --output-on-failure)
 echo "== build-asan (ASan + UBSan)"
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCIR_SANITIZE=ON
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

@@ -330,6 +330,7 @@ START_TEST(catalog_error_has_yaml_position) {
 }
 END_TEST
 
+#ifdef MCIR_HAVE_ONNX
 START_TEST(onnx_model_compiles_and_verifies) {
     const char *m = cli_src("tests/data/onnx/models/encoder_layer_op14/model.onnx");
     cli_result r = RUN("--verify", m);
@@ -346,6 +347,7 @@ START_TEST(onnx_model_compiles_and_verifies) {
     cli_result_free(&r);
 }
 END_TEST
+#endif
 
 /* Runs mcirc over every file with the suffix in a corpus directory, as
  * the graph (or with `--catalog FILE` / `--input x=FILE`) and requires exit
@@ -380,8 +382,23 @@ static void run_corpus(const char *dir_rel, const char *suffix, const char *mode
 
 START_TEST(malformed_graphs_never_crash) { run_corpus("tests/data/bad", ".json", "graph"); }
 END_TEST
+#ifdef MCIR_HAVE_ONNX
 START_TEST(malformed_onnx_never_crash) { run_corpus("tests/data/onnx/bad", ".onnx", "graph"); }
 END_TEST
+#else
+/* Built with -DMCIR_ONNX=OFF: a model is refused, saying why. */
+START_TEST(onnx_model_without_importer_is_exit_3) {
+    const char *m = cli_src("tests/data/onnx/models/encoder_layer_op14/model.onnx");
+    cli_result r = RUN(m);
+    ck_assert_int_eq(r.status, 3);
+    ck_assert_msg(strstr(r.err, "model.onnx: error: ") && strstr(r.err, "without ONNX import"), "%s", r.err);
+    cli_result_free(&r);
+    r = RUN("--shape", "x=1x4", cli_src("examples/mlp_tiny/graph.json"));
+    ck_assert_int_eq(r.status, 2);
+    cli_result_free(&r);
+}
+END_TEST
+#endif
 START_TEST(malformed_catalogs_never_crash) {
     run_corpus("tests/data/catalog/bad", ".yaml", "catalog");
 }
@@ -425,6 +442,7 @@ static char *read_all(const char *path, size_t *n) {
     return buf;
 }
 
+#ifdef MCIR_HAVE_ONNX
 /* -o on an imported model: large weights go to weights/NAME.npy, and the
  * artifact compiles and runs to the very same outputs as the model. */
 START_TEST(out_dir_artifact_reruns_identically) {
@@ -454,6 +472,7 @@ START_TEST(out_dir_artifact_reruns_identically) {
     free(b);
 }
 END_TEST
+#endif
 
 int main(void) {
     Suite *s = suite_create("cli");
@@ -477,11 +496,15 @@ int main(void) {
     tcase_add_test(tc, bad_catalog_is_exit_1);
     tcase_add_test(tc, user_catalog_without_default);
     tcase_add_test(tc, catalog_error_has_yaml_position);
+#ifdef MCIR_HAVE_ONNX
     tcase_add_test(tc, onnx_model_compiles_and_verifies);
-    tcase_add_test(tc, artifact_round_trips_nonfinite_weights);
     tcase_add_test(tc, out_dir_artifact_reruns_identically);
-    tcase_add_test(tc, malformed_graphs_never_crash);
     tcase_add_test(tc, malformed_onnx_never_crash);
+#else
+    tcase_add_test(tc, onnx_model_without_importer_is_exit_3);
+#endif
+    tcase_add_test(tc, artifact_round_trips_nonfinite_weights);
+    tcase_add_test(tc, malformed_graphs_never_crash);
     tcase_add_test(tc, malformed_catalogs_never_crash);
     tcase_add_test(tc, malformed_npy_inputs_never_crash);
     suite_add_tcase(s, tc);
