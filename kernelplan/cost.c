@@ -109,9 +109,44 @@ static elem_cost epilogue_cost(const mcir_kernel_plan *k, const mcir_tensor *anc
     return c;
 }
 
+/* Whether a region node consumes t, or the kernel writes it. */
+static bool used_in(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    if (write_index(k, t) >= 0) return true;
+    for (int i = 0; i < k->n_nodes; i++)
+        for (int j = 0; j < k->nodes[i]->n_inputs; j++)
+            if (k->nodes[i]->inputs[j] == t) return true;
+    return false;
+}
+
+/* The bytes of read r the kernel touches: all of it, unless every region
+ * node consuming it is a slice or a split, which touch their parts (a
+ * split folded into strided views reads one part of a fused projection). */
+static int64_t touched_bytes(const mcir_kernel_plan *k, const mcir_tensor *r) {
+    int64_t whole = mcir_tensor_bytes(r), part = 0;
+    bool consumed = false;
+    for (int i = 0; i < k->n_nodes; i++) {
+        const mcir_node *n = k->nodes[i];
+        bool reads_r = false;
+        for (int j = 0; j < n->n_inputs; j++) reads_r |= n->inputs[j] == r;
+        if (!reads_r) continue;
+        consumed = true;
+        if (n->op != MCIR_OP_SLICE && n->op != MCIR_OP_SPLIT) return whole;
+        for (int o = 0; o < n->n_outputs; o++)
+            if (n->op == MCIR_OP_SLICE || used_in(k, n->outputs[o]))
+                part += mcir_tensor_numel(n->outputs[o]) * esize(r);
+    }
+    return consumed && part < whole ? part : whole;
+}
+
+/* Each distinct tensor the kernel reads, once (the same tensor may be
+ * several reads: the parts of a folded split). */
 static int64_t reads_bytes(const mcir_kernel_plan *k) {
     int64_t b = 0;
-    for (int i = 0; i < k->n_reads; i++) b += mcir_tensor_bytes(k->reads[i]);
+    for (int i = 0; i < k->n_reads; i++) {
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) seen = k->reads[j] == k->reads[i];
+        if (!seen) b += touched_bytes(k, k->reads[i]);
+    }
     return b;
 }
 
@@ -500,7 +535,7 @@ static void cost_matmul(cost_ctx *x) {
     }
     /* cuBLAS writes the f32 product, the epilogue kernel re-reads it */
     double staged = outs * 4.0;
-    int64_t ab = mcir_tensor_bytes(sa) + (sb != sa ? mcir_tensor_bytes(sb) : 0);
+    int64_t ab = touched_bytes(k, sa) + (sb != sa ? touched_bytes(k, sb) : 0);
     c->staging_bytes = (int64_t)(2 * staged);
     c->global_bytes = (int64_t)(loads + staged + outs * (4.0 + epi.bytes));
     c->flops = 2.0 * mnk + outs * epi.flops;

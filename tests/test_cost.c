@@ -301,6 +301,27 @@ START_TEST(elementwise_chain_counts_paths) {
 }
 END_TEST
 
+/* A kernel reading a part of a tensor (a slice, the parts of a folded
+ * split) moves that part across DRAM, once however many reads name it. */
+START_TEST(reads_of_a_part_count_the_part) {
+    mcir_graph *g = graph_of(
+        "{\"mcir\":1,\"name\":\"part\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[4,1000]}],"
+        "\"nodes\":[{\"name\":\"s\",\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"t\"],"
+        "\"attrs\":{\"axis\":1,\"start\":0,\"end\":250}},"
+        "{\"name\":\"e\",\"op\":\"exp\",\"inputs\":[\"t\"],\"outputs\":[\"y\"]}],"
+        "\"outputs\":[\"y\"]}");
+    fuse(g, (const char *const[]){"s", "e"}, 2);
+    mcir_plan *p = plan_of(g, "sm_90");
+    ck_assert_int_eq(p->n_kernels, 1);
+    mcir_kernel_cost c;
+    mcir_cost_kernel(&p->kernels[0], p->target, NULL, &c);
+    ck_assert_int_eq(c.hbm_bytes, 2 * 4 * 250 * 4);
+    ck_assert_int_eq(c.global_bytes, 2 * 4 * 250 * 4);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 /* Totals: the sum over kernels; compulsory = inputs and weights read once
  * plus outputs written once; unfused as the pipeline set it. */
 START_TEST(plan_totals_and_compulsory_bytes) {
@@ -383,6 +404,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, norm_rereads_rows_too_wide_to_cache);
     tcase_add_test(tc, attention_rereads_kv_per_q_tile);
     tcase_add_test(tc, elementwise_chain_counts_paths);
+    tcase_add_test(tc, reads_of_a_part_count_the_part);
     tcase_add_test(tc, plan_totals_and_compulsory_bytes);
 #ifdef MCIR_HAVE_PIPELINE
     tcase_add_test(tc, examples_fused_move_fewer_bytes_than_unfused);
