@@ -8,8 +8,10 @@
  * overwritten by the rebuild). A cache that cannot be read or written is
  * never an error: compilation just goes to NVRTC.
  *
- * Layout of DIR/<key>.kbin: "MCIRKC1\0", key[32], 5 x int64 (registers,
- * spill, stack, ptx bytes, cubin bytes), ptx, cubin, uint64 checksum.
+ * Layout of DIR/<key>.kbin: "MCIRKC2\0", key[32], 7 x int64 (registers,
+ * spill stores, spill loads, stack, static smem, ptx bytes, cubin bytes),
+ * ptx, cubin, uint64 checksum. (Entries of version 1, without the spill
+ * split and shared memory, are ignored and rebuilt.)
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -73,7 +75,8 @@ static bool entry_path(const char *key, char *buf, size_t n) {
     return (size_t)snprintf(buf, n, "%s/%s.kbin", dir, key) < n;
 }
 
-static const char MAGIC[8] = "MCIRKC1";
+static const char MAGIC[8] = "MCIRKC2";
+enum { HDR_N = 7 };
 
 bool cg_cache_load(const char *key, mcir_compiled *out) {
     char path[1024];
@@ -82,17 +85,21 @@ bool cg_cache_load(const char *key, mcir_compiled *out) {
     FILE *f = fopen(path, "rb");
     if (!f) goto miss;
     char magic[8], k[32];
-    int64_t hdr[5];
+    int64_t hdr[HDR_N];
     bool ok = fread(magic, 1, 8, f) == 8 && memcmp(magic, MAGIC, 8) == 0 &&
               fread(k, 1, 32, f) == 32 && memcmp(k, key, 32) == 0 &&
-              fread(hdr, sizeof(int64_t), 5, f) == 5 && hdr[3] >= 0 && hdr[4] >= 0 &&
-              hdr[3] < (1ll << 30) && hdr[4] < (1ll << 30);
+              fread(hdr, sizeof(int64_t), HDR_N, f) == HDR_N && hdr[5] >= 0 && hdr[6] >= 0 &&
+              hdr[5] < (1ll << 30) && hdr[6] < (1ll << 30);
+    for (int i = 0; ok && i < 5; i++) ok = hdr[i] >= -1 && hdr[i] < (1ll << 30);
     if (ok) {
         out->registers = (int)hdr[0];
-        out->spill_bytes = (int)hdr[1];
-        out->stack_bytes = (int)hdr[2];
-        out->ptx_size = (size_t)hdr[3];
-        out->cubin_size = (size_t)hdr[4];
+        out->spill_store_bytes = (int)hdr[1];
+        out->spill_load_bytes = (int)hdr[2];
+        out->spill_bytes = out->spill_store_bytes + out->spill_load_bytes;
+        out->stack_bytes = (int)hdr[3];
+        out->smem_static_bytes = (int)hdr[4];
+        out->ptx_size = (size_t)hdr[5];
+        out->cubin_size = (size_t)hdr[6];
         out->ptx = malloc(out->ptx_size + 1);
         out->cubin = malloc(out->cubin_size + 1);
         uint64_t sum = 0;
@@ -128,13 +135,14 @@ void cg_cache_store(const char *key, const mcir_compiled *c) {
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), atomic_fetch_add(&seq, 1));
     FILE *f = fopen(tmp, "wb");
     if (!f) return;
-    int64_t hdr[5] = {c->registers, c->spill_bytes, c->stack_bytes, (int64_t)c->ptx_size,
-                      (int64_t)c->cubin_size};
+    int64_t hdr[HDR_N] = {c->registers,         c->spill_store_bytes, c->spill_load_bytes,
+                          c->stack_bytes,       c->smem_static_bytes, (int64_t)c->ptx_size,
+                          (int64_t)c->cubin_size};
     uint64_t h = fnv1a(1469598103934665603ull, hdr, sizeof hdr);
     h = fnv1a(h, c->ptx, c->ptx_size);
     h = fnv1a(h, c->cubin, c->cubin_size);
     bool ok = fwrite(MAGIC, 1, 8, f) == 8 && fwrite(key, 1, 32, f) == 32 &&
-              fwrite(hdr, sizeof(int64_t), 5, f) == 5 &&
+              fwrite(hdr, sizeof(int64_t), HDR_N, f) == HDR_N &&
               fwrite(c->ptx, 1, c->ptx_size, f) == c->ptx_size &&
               fwrite(c->cubin, 1, c->cubin_size, f) == c->cubin_size &&
               fwrite(&h, sizeof h, 1, f) == 1;

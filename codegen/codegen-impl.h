@@ -129,8 +129,19 @@ typedef struct cg_kernel {
     int block[3];
     int64_t smem;            /* dynamic shared memory bytes */
     cg_gemm_desc gemm;
-    mcir_compiled bin;
+    mcir_compiled bin;       /* owner < 0 only; a sharer's is its owner's */
     bool compiled;
+    /* The compile unit (codegen.c): the source as NVRTC compiles it —
+     * entry named by content, value functions renumbered, comments
+     * blanked, line numbers kept — so identical layers share one compile
+     * and one module. owner: the first kernel with the same unit, or -1. */
+    char *unit;
+    char entry[64];
+    int owner;
+    int64_t unit_smem;       /* largest dynamic smem among the kernels sharing it */
+    char *epi_unit;
+    char epi_entry[64];
+    int epi_owner;
 } cg_kernel;
 
 struct mcir_codegen {
@@ -139,7 +150,15 @@ struct mcir_codegen {
     int n;
     cg_kernel *k;
     char arch[16];
+    mcir_compile_stats stats;
 };
+
+/* Kernel i's compiled object (its owner's where it shares one). */
+const mcir_compiled *cg_kernel_bin(const mcir_codegen *cg, int i);
+const mcir_compiled *cg_kernel_epi_bin(const mcir_codegen *cg, int i);
+/* The compile unit of a generated source (see cg_kernel.unit): malloc'd;
+ * entry receives "mc_<prefix>_<16 hex digits>". */
+char *cg_compile_unit(const char *source, const char *name, const char *prefix, char entry[64]);
 
 typedef bool (*cg_generate_fn)(cg_kernel *k, const mcir_target *target, mcir_diag *d);
 
@@ -169,6 +188,10 @@ void cg_error(mcir_diag *d, const mcir_kernel_plan *kp, const char *fmt, ...)
 
 /* ---------------------------------------------------------- NVRTC, cache */
 
+/* Reports a failed compile: why, NVRTC's log and the source lines it
+ * points at ("NAME.cu(LINE)"). */
+void cg_nvrtc_report(mcir_diag *d, const char *name, const char *source, const char *why,
+                     const char *log);
 /* Raw compile, no cache (counts invocations). log: malloc'd. */
 bool cg_nvrtc_compile(const char *name, const char *source, const char *arch,
                       mcir_compiled *out, char **log, char *why, size_t n);
@@ -177,6 +200,15 @@ bool cg_cache_load(const char *key, mcir_compiled *out);
 void cg_cache_store(const char *key, const mcir_compiled *c);
 /* 64-bit FNV-1a over several strings, as 16 hex digits + 1 NUL. */
 void cg_hash_key(char out[33], const char *source, const char *arch, const char *version);
+
+/* ---------------------------------------------------------------- audit */
+
+/* Static counts of instruction classes in PTX text into a. */
+void cg_ptx_census(const char *ptx, mcir_kernel_audit *a);
+/* The audit of one compiled entry launched with `threads` per block and
+ * dynamic_smem bytes (occupancy needs t; NULL leaves it 0). */
+void cg_audit_fill(mcir_kernel_audit *a, const mcir_compiled *bin, const char *entry,
+                   int threads, int64_t dynamic_smem, const mcir_target *t);
 
 /* One checking macro for NVRTC / CUDA / cuBLAS calls: records the call,
  * file and line into `why` and jumps to `fail`. */

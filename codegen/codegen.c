@@ -2,13 +2,24 @@
  * codegen.c — the codegen pass. Requires: a kernel plan (kernelplan/) whose
  * tensors have inferred shapes; provides: one CUDA C source per kernel
  * (from the template table below), compiled by NVRTC through the cache,
- * with registers / spills written back into the plan, and writers for the
- * cuda / ptx artifacts.
+ * with registers / spills / the audit written back into the plan, and
+ * writers for the cuda / ptx artifacts.
+ *
+ * Compile units: kernels whose sources differ only in names (the kernel's
+ * own, node and tensor names in comments, tensor ids in value functions
+ * v<ID>) — the layers of a stack — compile once. The unit is the source
+ * with comments blanked (newlines kept, so NVRTC's line numbers are the
+ * generated source's), v<ID> renumbered in order of first use, and the
+ * entry renamed mc_<template>_<hash of the rest>; the first kernel with a
+ * unit owns its compiled object, the others share it. Units missing from
+ * the cache compile in parallel, one NVRTC program per thread.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "codegen/codegen-impl.h"
@@ -37,6 +48,122 @@ const char *cg_template_name(mcir_template t) {
     return d ? d->name : "?";
 }
 
+/* ------------------------------------------------------ compile units */
+
+static bool ident_start(char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
+
+/* "v123" → true: a value function of the emitter (codegen/emit.c). */
+static bool value_fn(const char *s, size_t n) {
+    if (n < 2 || s[0] != 'v') return false;
+    for (size_t i = 1; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return false;
+    return true;
+}
+
+/* Placeholder for the entry while hashing: cannot occur in C source. */
+#define ENTRY_MARK "\x01"
+
+char *cg_compile_unit(const char *src, const char *name, const char *prefix, char entry[64]) {
+    size_t name_len = strlen(name);
+    cg_sb b = {0};
+    /* v<ID> renumbering: ids in order of first use */
+    int n_ids = 0, cap_ids = 0;
+    long *ids = NULL;
+    const char *p = src;
+    while (*p) {
+        if (p[0] == '/' && p[1] == '/') {   /* line comment: dropped, newline kept */
+            while (*p && *p != '\n') p++;
+        } else if (p[0] == '/' && p[1] == '*') {   /* block comment: its newlines kept */
+            for (p += 2; *p && !(p[0] == '*' && p[1] == '/'); p++)
+                if (*p == '\n') cg_sb_puts(&b, "\n");
+            if (*p) p += 2;
+        } else if (*p == '"' || *p == '\'') {   /* literal, verbatim */
+            const char *q = p + 1;
+            while (*q && *q != *p && *q != '\n') q += (q[0] == '\\' && q[1]) ? 2 : 1;
+            if (*q == *p) q++;
+            cg_sb_printf(&b, "%.*s", (int)(q - p), p);
+            p = q;
+        } else if (*p >= '0' && *p <= '9') {   /* pp-number: 1e-5f, 0x1fu, 42LL */
+            const char *q = p;
+            while (ident_char(*q) || *q == '.' ||
+                   ((*q == '+' || *q == '-') && strchr("eEpP", q[-1])))
+                q++;
+            cg_sb_printf(&b, "%.*s", (int)(q - p), p);
+            p = q;
+        } else if (ident_start(*p)) {
+            const char *q = p;
+            while (ident_char(*q)) q++;
+            size_t n = (size_t)(q - p);
+            if (n == name_len && !memcmp(p, name, n)) {
+                cg_sb_puts(&b, ENTRY_MARK);
+            } else if (value_fn(p, n)) {
+                long id = strtol(p + 1, NULL, 10);
+                int k = 0;
+                while (k < n_ids && ids[k] != id) k++;
+                if (k == n_ids) {
+                    if (n_ids == cap_ids) {
+                        cap_ids = cap_ids ? 2 * cap_ids : 16;
+                        ids = realloc(ids, sizeof *ids * (size_t)cap_ids);
+                        MCIR_ASSERT(ids != NULL);
+                    }
+                    ids[n_ids++] = id;
+                }
+                cg_sb_printf(&b, "v%d", k);
+            } else {
+                cg_sb_printf(&b, "%.*s", (int)n, p);
+            }
+            p = q;
+        } else {
+            cg_sb_printf(&b, "%c", *p++);
+        }
+    }
+    free(ids);
+    char *marked = cg_sb_take(&b);
+    char key[33];
+    cg_hash_key(key, marked, prefix, "unit");
+    snprintf(entry, 64, "mc_%s_%.16s", prefix, key);
+    for (const char *q = marked; *q; q++) {
+        if (*q == ENTRY_MARK[0]) cg_sb_puts(&b, entry);
+        else cg_sb_printf(&b, "%c", *q);
+    }
+    free(marked);
+    return cg_sb_take(&b);
+}
+
+/* Links every kernel to the first one with the same unit (an O(n·units)
+ * scan on the 16-digit content hash in the entry, confirmed by the text). */
+static void share_units(mcir_codegen *cg) {
+    for (int i = 0; i < cg->n; i++) {
+        cg_kernel *k = &cg->k[i];
+        k->owner = k->epi_owner = -1;
+        k->unit_smem = k->smem;
+        for (int j = 0; j < i && k->unit && k->owner < 0; j++) {
+            cg_kernel *o = &cg->k[j];
+            if (o->unit && o->owner < 0 && !strcmp(o->entry, k->entry) && !strcmp(o->unit, k->unit)) {
+                k->owner = j;
+                if (k->smem > o->unit_smem) o->unit_smem = k->smem;
+            }
+        }
+        for (int j = 0; j < i && k->epi_unit && k->epi_owner < 0; j++) {
+            cg_kernel *o = &cg->k[j];
+            if (o->epi_unit && o->epi_owner < 0 && !strcmp(o->epi_entry, k->epi_entry) &&
+                !strcmp(o->epi_unit, k->epi_unit))
+                k->epi_owner = j;
+        }
+    }
+}
+
+const mcir_compiled *cg_kernel_bin(const mcir_codegen *cg, int i) {
+    int o = cg->k[i].owner;
+    return o >= 0 ? &cg->k[o].bin : &cg->k[i].bin;
+}
+
+const mcir_compiled *cg_kernel_epi_bin(const mcir_codegen *cg, int i) {
+    int o = cg->k[i].epi_owner;
+    return o >= 0 ? &cg->k[o].epi_bin : &cg->k[i].epi_bin;
+}
+
 mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memory_plan *m, mcir_diag *d) {
     mcir_codegen *cg = calloc(1, sizeof *cg);
     MCIR_ASSERT(cg != NULL);
@@ -52,6 +179,8 @@ mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memory_plan *m, mcir_dia
         k->kp = &p->kernels[i];
         k->kp->registers = -1;
         k->kp->spill_bytes = -1;
+        memset(&k->kp->audit, 0, sizeof k->kp->audit);
+        memset(&k->kp->epilogue_audit, 0, sizeof k->kp->epilogue_audit);
         const cg_template_desc *t = cg_template_find(k->kp->tpl);
         if (!t) {
             cg_error(d, k->kp, "no template for '%s'", cg_template_name(k->kp->tpl));
@@ -78,11 +207,14 @@ mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memory_plan *m, mcir_dia
             }
             k->kp->smem_bytes = k->smem;
         }
+        k->unit = cg_compile_unit(k->source, k->kp->name, t->name, k->entry);
+        if (k->epi_source) k->epi_unit = cg_compile_unit(k->epi_source, k->epi_name, "epilogue", k->epi_entry);
     }
     if (!ok) {
         mcir_codegen_free(cg);
         return NULL;
     }
+    share_units(cg);
     return cg;
 }
 
@@ -91,6 +223,8 @@ void mcir_codegen_free(mcir_codegen *cg) {
     for (int i = 0; i < cg->n; i++) {
         free(cg->k[i].source);
         free(cg->k[i].epi_source);
+        free(cg->k[i].unit);
+        free(cg->k[i].epi_unit);
         mcir_compiled_free(&cg->k[i].bin);
         mcir_compiled_free(&cg->k[i].epi_bin);
     }
@@ -101,8 +235,12 @@ void mcir_codegen_free(mcir_codegen *cg) {
 int mcir_codegen_kernel_count(const mcir_codegen *cg) { return cg->n; }
 const char *mcir_codegen_kernel_source(const mcir_codegen *cg, int i) { return cg->k[i].source; }
 const char *mcir_codegen_kernel_ptx(const mcir_codegen *cg, int i) {
-    return cg->k[i].compiled ? cg->k[i].bin.ptx : NULL;
+    return cg->k[i].compiled ? cg_kernel_bin(cg, i)->ptx : NULL;
 }
+const char *mcir_codegen_kernel_entry(const mcir_codegen *cg, int i) {
+    return cg->k[i].unit ? cg->k[i].entry : NULL;
+}
+void mcir_codegen_compile_stats(const mcir_codegen *cg, mcir_compile_stats *out) { *out = cg->stats; }
 int64_t mcir_codegen_kernel_smem(const mcir_codegen *cg, int i) { return cg->k[i].smem; }
 
 const char *mcir_codegen_kernel_epilogue(const mcir_codegen *cg, int i, const char **name,
@@ -121,6 +259,54 @@ void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], 
     *smem = cg->k[i].smem;
 }
 
+/* One compile unit missing from the cache, compiled by a worker. */
+typedef struct unit_job {
+    const char *name, *unit;   /* name: the owning kernel's, for NVRTC's log */
+    mcir_compiled *out;
+    char key[33];
+    bool ok;
+    char why[512];
+    char *log;
+} unit_job;
+
+typedef struct unit_pool {
+    unit_job *jobs;
+    int n;
+    const char *arch;
+    pthread_mutex_t mu;
+    int next;
+} unit_pool;
+
+static void *unit_worker(void *arg) {
+    unit_pool *pool = arg;
+    for (;;) {
+        pthread_mutex_lock(&pool->mu);
+        int i = pool->next++;
+        pthread_mutex_unlock(&pool->mu);
+        if (i >= pool->n) return NULL;
+        unit_job *j = &pool->jobs[i];
+        j->ok = cg_nvrtc_compile(j->name, j->unit, pool->arch, j->out, &j->log, j->why, sizeof j->why);
+        if (j->ok) cg_cache_store(j->key, j->out);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* NVRTC worker threads: the machine's cores, at most 16 and at most one per
+ * unit; MCIR_NVRTC_THREADS overrides. */
+static int worker_count(int jobs) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *e = getenv("MCIR_NVRTC_THREADS");
+    if (e && atoi(e) > 0) n = atoi(e);
+    if (n > 16) n = 16;
+    if (n > jobs) n = jobs;
+    return n < 1 ? 1 : (int)n;
+}
+
 bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
     char why[256];
     if (!mcir_nvrtc_available(why, sizeof why)) {
@@ -133,29 +319,94 @@ bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
         return false;
     }
     snprintf(cg->arch, sizeof cg->arch, "%s", arch);
-    bool ok = true;
+    const mcir_target *target = mcir_target_find(arch);
+    double t0 = now_s();
+    memset(&cg->stats, 0, sizeof cg->stats);
+
+    /* the units this plan owns: from the cache, or a job */
+    unit_job *jobs = calloc((size_t)(2 * cg->n + 1), sizeof *jobs);
+    MCIR_ASSERT(jobs != NULL);
+    int n_jobs = 0;
+    const char *version = mcir_nvrtc_version();
     for (int i = 0; i < cg->n; i++) {
         cg_kernel *k = &cg->k[i];
-        if (!k->source) continue;
         mcir_compiled_free(&k->bin);
-        k->compiled = false;
-        if (!mcir_nvrtc_compile_source(k->kp->name, k->source, arch, &k->bin, d)) {
-            ok = false;
-            continue;
-        }
-        k->compiled = true;
-        k->kp->registers = k->bin.registers;
-        k->kp->spill_bytes = k->bin.spill_bytes;
         mcir_compiled_free(&k->epi_bin);
-        k->epi_compiled = false;
-        if (k->epi_source) {
-            if (!mcir_nvrtc_compile_source(k->epi_name, k->epi_source, arch, &k->epi_bin, d)) {
-                ok = false;
-                continue;
-            }
-            k->epi_compiled = true;
+        k->compiled = k->epi_compiled = false;
+        memset(&k->kp->audit, 0, sizeof k->kp->audit);
+        memset(&k->kp->epilogue_audit, 0, sizeof k->kp->epilogue_audit);
+        for (int e = 0; e < 2; e++) {
+            const char *unit = e ? k->epi_unit : k->unit;
+            if (!unit) continue;
+            cg->stats.kernels++;
+            if ((e ? k->epi_owner : k->owner) >= 0) continue;
+            cg->stats.units++;
+            unit_job *j = &jobs[n_jobs];
+            j->name = e ? k->epi_name : k->kp->name;
+            j->unit = unit;
+            j->out = e ? &k->epi_bin : &k->bin;
+            cg_hash_key(j->key, unit, arch, version);
+            if (cg_cache_load(j->key, j->out)) cg->stats.cache_hits++;
+            else n_jobs++;
         }
     }
+    cg->stats.nvrtc_compiles = n_jobs;
+    cg->stats.threads = n_jobs ? worker_count(n_jobs) : 0;
+    unit_pool pool = {.jobs = jobs, .n = n_jobs, .arch = arch, .mu = PTHREAD_MUTEX_INITIALIZER};
+    pthread_t th[16];
+    int started = 0;
+    for (int t = 1; t < cg->stats.threads; t++)
+        if (pthread_create(&th[started], NULL, unit_worker, &pool) == 0) started++;
+    unit_worker(&pool);
+    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&pool.mu);
+
+    bool ok = true;
+    for (int i = 0; i < n_jobs; i++) {
+        unit_job *j = &jobs[i];
+        if (!j->ok) {
+            cg_nvrtc_report(d, j->name, j->unit, j->why, j->log);
+            free(j->log);
+            ok = false;
+        } else {
+            j->out->log = j->log;
+        }
+    }
+    free(jobs);
+
+    /* every kernel whose unit compiled: plan fields and the audit */
+    for (int i = 0; i < cg->n; i++) {
+        cg_kernel *k = &cg->k[i];
+        if (k->unit) {
+            const mcir_compiled *bin = cg_kernel_bin(cg, i);
+            if (bin->ptx) {
+                k->compiled = true;
+                k->kp->registers = bin->registers;
+                k->kp->spill_bytes = bin->spill_bytes;
+                cg_audit_fill(&k->kp->audit, bin, k->entry, k->block[0] * k->block[1] * k->block[2],
+                              k->smem, target);
+            }
+        }
+        if (k->epi_unit) {
+            const mcir_compiled *bin = cg_kernel_epi_bin(cg, i);
+            if (bin->ptx) {
+                k->epi_compiled = true;
+                cg_audit_fill(&k->kp->epilogue_audit, bin, k->epi_entry, 256, 0, target);
+            }
+        }
+    }
+    for (int i = 0; i < cg->n; i++) {   /* shared_by: kernels per unit */
+        cg_kernel *k = &cg->k[i];
+        if (k->compiled && k->owner >= 0) cg->k[k->owner].kp->audit.shared_by++;
+        if (k->epi_compiled && k->epi_owner >= 0) cg->k[k->epi_owner].kp->epilogue_audit.shared_by++;
+    }
+    for (int i = 0; i < cg->n; i++) {
+        cg_kernel *k = &cg->k[i];
+        if (k->compiled && k->owner >= 0) k->kp->audit.shared_by = cg->k[k->owner].kp->audit.shared_by;
+        if (k->epi_compiled && k->epi_owner >= 0)
+            k->kp->epilogue_audit.shared_by = cg->k[k->epi_owner].kp->epilogue_audit.shared_by;
+    }
+    cg->stats.seconds = now_s() - t0;
     return ok;
 }
 
@@ -180,12 +431,12 @@ bool mcir_codegen_write_ptx(const mcir_codegen *cg, FILE *out) {
         const cg_kernel *k = &cg->k[i];
         if (!k->source) continue;
         if (!k->compiled) return false;
-        fprintf(out, "// kernel %s\n", k->kp->name);
-        fputs(k->bin.ptx, out);
+        fprintf(out, "// kernel %s (entry %s)\n", k->kp->name, k->entry);
+        fputs(cg_kernel_bin(cg, i)->ptx, out);
         fputs("\n", out);
         if (k->epi_source && k->epi_compiled) {
-            fprintf(out, "// kernel %s\n", k->epi_name);
-            fputs(k->epi_bin.ptx, out);
+            fprintf(out, "// kernel %s (entry %s)\n", k->epi_name, k->epi_entry);
+            fputs(cg_kernel_epi_bin(cg, i)->ptx, out);
             fputs("\n", out);
         }
     }
@@ -232,12 +483,14 @@ bool mcir_codegen_write_dir(const mcir_codegen *cg, const char *dir, mcir_diag *
             if (!write_atomic(path, k->epi_source, strlen(k->epi_source), d)) return false;
         }
         if (k->compiled) {
+            const mcir_compiled *bin = cg_kernel_bin(cg, i);
             snprintf(path, sizeof path, "%s/kernels/%s.ptx", dir, k->kp->name);
-            if (!write_atomic(path, k->bin.ptx, k->bin.ptx_size, d)) return false;
+            if (!write_atomic(path, bin->ptx, bin->ptx_size, d)) return false;
         }
         if (k->epi_compiled) {
+            const mcir_compiled *bin = cg_kernel_epi_bin(cg, i);
             snprintf(path, sizeof path, "%s/kernels/%s.ptx", dir, k->epi_name);
-            if (!write_atomic(path, k->epi_bin.ptx, k->epi_bin.ptx_size, d)) return false;
+            if (!write_atomic(path, bin->ptx, bin->ptx_size, d)) return false;
         }
     }
     return true;

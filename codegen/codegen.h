@@ -47,14 +47,30 @@ void mcir_codegen_free(mcir_codegen *cg);
 
 /* NVRTC → PTX and cubin for arch ("sm_80", "sm_86", "sm_89", "sm_90"),
  * through the kernel cache; fills p->kernels[i].registers / spill_bytes
- * (from ptxas's report). On a compile error: false, NVRTC's log and the
- * offending source lines in the diagnostic. */
+ * and .audit / .epilogue_audit (from ptxas's report and the PTX). On a
+ * compile error: false, NVRTC's log and the offending source lines in the
+ * diagnostic. */
 bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d);
+
+/* What the last mcir_codegen_compile did. */
+typedef struct mcir_compile_stats {
+    int kernels;         /* compiled kernels, cuBLAS epilogue kernels included */
+    int units;           /* distinct compile units among them */
+    int nvrtc_compiles;  /* NVRTC calls (units not in the cache) */
+    int cache_hits;
+    int threads;         /* NVRTC worker threads */
+    double seconds;      /* wall time */
+} mcir_compile_stats;
+void mcir_codegen_compile_stats(const mcir_codegen *cg, mcir_compile_stats *out);
 
 /* Each kernel preceded by a comment line "// kernel NAME (template)". */
 bool mcir_codegen_write_cuda(const mcir_codegen *cg, FILE *out);
 /* NVRTC's PTX, each kernel preceded by "// kernel NAME". Needs compile. */
 bool mcir_codegen_write_ptx(const mcir_codegen *cg, FILE *out);
+/* The kernel audit as a table, one row per compiled kernel (epilogues
+ * included): registers, spills, local and shared memory, occupancy, PTX
+ * instruction classes (docs/codegen.md "Kernel audit"). Needs compile. */
+bool mcir_codegen_write_audit(const mcir_codegen *cg, FILE *out);
 /* DIR/kernels/NAME.cu, and NAME.ptx once compiled (temp name + rename). */
 bool mcir_codegen_write_dir(const mcir_codegen *cg, const char *dir, mcir_diag *d);
 
@@ -62,6 +78,10 @@ bool mcir_codegen_write_dir(const mcir_codegen *cg, const char *dir, mcir_diag *
 int mcir_codegen_kernel_count(const mcir_codegen *cg);
 /* NULL for kernels without source (alias). */
 const char *mcir_codegen_kernel_source(const mcir_codegen *cg, int i);
+/* The function kernel i launches: named by the content of its source
+ * ("mc_streaming_attention_0123456789abcdef"), shared by every kernel of
+ * the plan whose source differs only in names; NULL without source. */
+const char *mcir_codegen_kernel_entry(const mcir_codegen *cg, int i);
 const char *mcir_codegen_kernel_ptx(const mcir_codegen *cg, int i);
 /* Dynamic shared memory the generated kernel launches with. */
 int64_t mcir_codegen_kernel_smem(const mcir_codegen *cg, int i);
@@ -95,7 +115,9 @@ typedef struct mcir_compiled {
     size_t cubin_size;
     int registers;
     int spill_bytes;   /* spill stores + spill loads, bytes */
-    int stack_bytes;
+    int stack_bytes;   /* the entry's stack frame: its local memory per thread */
+    int spill_store_bytes, spill_load_bytes;
+    int smem_static_bytes;   /* __shared__ arrays (dynamic smem is a launch parameter) */
     char *log;         /* NVRTC's log (warnings), may be NULL */
 } mcir_compiled;
 
@@ -106,6 +128,11 @@ bool mcir_nvrtc_compile_source(const char *name, const char *source,
 void mcir_compiled_free(mcir_compiled *c);
 /* Registers, spill bytes (stores + loads) and stack bytes from ptxas -v. */
 void mcir_ptxas_parse(const char *log, int *registers, int *spill_bytes, int *stack_bytes);
+/* The whole ptxas -v report of a one-entry compile into c's resource
+ * fields: registers of the entry, spill stores and loads summed over every
+ * function (a non-inlined callee spills too), the entry's stack frame,
+ * static shared memory. Fields ptxas does not print stay 0 (registers -1). */
+void mcir_ptxas_report(const char *log, mcir_compiled *c);
 
 /* ---------------------------------------------------------------- cache */
 

@@ -59,26 +59,70 @@ void mcir_compiled_free(mcir_compiled *c) {
     memset(c, 0, sizeof *c);
 }
 
-void mcir_ptxas_parse(const char *log, int *registers, int *spill_bytes, int *stack) {
-    *registers = -1;
-    *spill_bytes = 0;
-    *stack = 0;
+/* The number in front of `what` on the same line ("24 bytes stack frame"
+ * → 24), or 0. */
+static int number_before(const char *line_start, const char *what) {
+    const char *q = what;
+    while (q > line_start && q[-1] == ' ') q--;
+    while (q > line_start && isdigit((unsigned char)q[-1])) q--;
+    return atoi(q);
+}
+
+void mcir_ptxas_report(const char *log, mcir_compiled *c) {
+    c->registers = -1;
+    c->spill_bytes = c->spill_store_bytes = c->spill_load_bytes = 0;
+    c->stack_bytes = c->smem_static_bytes = 0;
     if (!log) return;
-    const char *p = strstr(log, "Used ");
-    if (p) *registers = atoi(p + 5);
-    p = strstr(log, "bytes stack frame");
-    if (p) {
-        const char *q = p;
-        while (q > log && (isdigit((unsigned char)q[-1]) || q[-1] == ' ')) q--;
-        *stack = atoi(q);
-        const char *s = strstr(p, "bytes spill stores");
-        const char *l = strstr(p, "bytes spill loads");
-        if (s && l) {
-            const char *a = strchr(p, ',');
-            const char *b2 = a ? strchr(a + 1, ',') : NULL;
-            if (a && b2) *spill_bytes = atoi(a + 1) + atoi(b2 + 1);
+    /* ptxas -v, one block per function:
+     *   ptxas info    : Compiling entry function 'E' for 'sm_90'
+     *   ptxas info    : Function properties for E
+     *   ptxas         .     24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+     *   ptxas info    : Used 168 registers, used 1 barriers, 8704 bytes smem, 400 bytes cmem[0]
+     * Non-inlined callees get a "Function properties" block of their own. */
+    char entry[256] = "";
+    bool in_entry = false;
+    int props = 0;   /* the block a stack line belongs to: 0 the entry's (unnamed), 1 the entry, 2 a callee */
+    for (const char *line = log; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
+        const char *p;
+        if ((p = strstr(buf, "Compiling entry function '"))) {
+            in_entry = true;
+            props = 0;
+            p += strlen("Compiling entry function '");
+            const char *q = strchr(p, '\'');
+            snprintf(entry, sizeof entry, "%.*s", q ? (int)(q - p) : 0, p);
+        } else if ((p = strstr(buf, "Function properties for "))) {
+            props = strcmp(p + strlen("Function properties for "), entry) == 0 ? 1 : 2;
+        } else if ((p = strstr(buf, "bytes stack frame"))) {
+            if (in_entry && props != 2 && c->registers < 0) c->stack_bytes = number_before(buf, p);
+            const char *s = strstr(buf, "bytes spill stores");
+            const char *l = strstr(buf, "bytes spill loads");
+            if (s) c->spill_store_bytes += number_before(buf, s);
+            if (l) c->spill_load_bytes += number_before(buf, l);
+        } else if ((p = strstr(buf, "Used ")) && strstr(buf, "registers")) {
+            if (in_entry && c->registers < 0) {
+                c->registers = atoi(p + 5);
+                const char *sm = strstr(buf, "bytes smem");
+                if (sm) c->smem_static_bytes = number_before(buf, sm);
+            }
         }
+        line += len + (end ? 1 : 0);
     }
+    /* a log without "Compiling entry function" (an older ptxas): first Used line */
+    if (c->registers < 0 && (log = strstr(log, "Used "))) c->registers = atoi(log + 5);
+    c->spill_bytes = c->spill_store_bytes + c->spill_load_bytes;
+}
+
+void mcir_ptxas_parse(const char *log, int *registers, int *spill_bytes, int *stack) {
+    mcir_compiled c;
+    memset(&c, 0, sizeof c);
+    mcir_ptxas_report(log, &c);
+    *registers = c.registers;
+    *spill_bytes = c.spill_bytes;
+    *stack = c.stack_bytes;
 }
 
 #ifdef MCIR_HAVE_NVRTC
@@ -118,7 +162,7 @@ bool cg_nvrtc_compile(const char *name, const char *source, const char *arch,
     out->cubin = malloc(out->cubin_size ? out->cubin_size : 1);
     MCIR_ASSERT(out->cubin != NULL);
     CG_CHECK("NVRTC", nvrtcGetCUBIN(prog, (char *)out->cubin), NVRTC_SUCCESS, nvrtc_err, why, n);
-    mcir_ptxas_parse(*log, &out->registers, &out->spill_bytes, &out->stack_bytes);
+    mcir_ptxas_report(*log, out);
     nvrtcDestroyProgram(&prog);
     return true;
 fail:
@@ -153,6 +197,12 @@ static void quote_lines(mcir_diag *d, const char *name, const char *source, cons
     }
 }
 
+void cg_nvrtc_report(mcir_diag *d, const char *name, const char *source, const char *why,
+                     const char *log) {
+    mcir_error(d, (mcir_loc){.path = name}, "%s: %s%s%s", name, why, log ? "\n" : "", log ? log : "");
+    if (log) quote_lines(d, name, source, log);
+}
+
 bool mcir_nvrtc_compile_source(const char *name, const char *source, const char *arch,
                                mcir_compiled *out, mcir_diag *d) {
     char key[33];
@@ -160,9 +210,7 @@ bool mcir_nvrtc_compile_source(const char *name, const char *source, const char 
     if (cg_cache_load(key, out)) return true;
     char why[512], *log = NULL;
     if (!cg_nvrtc_compile(name, source, arch, out, &log, why, sizeof why)) {
-        mcir_error(d, (mcir_loc){.path = name}, "%s: %s%s%s", name, why, log ? "\n" : "",
-                   log ? log : "");
-        if (log) quote_lines(d, name, source, log);
+        cg_nvrtc_report(d, name, source, why, log);
         free(log);
         return false;
     }

@@ -306,18 +306,26 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
     for (int i = 0; i < cg->n; i++) {
         cg_kernel *k = &cg->k[i];
         if (!k->source) continue;
-        CU_CHECK(cu.cuModuleLoadData(&mods[i], k->bin.cubin), s.why, W);
-        CU_CHECK(cu.cuModuleGetFunction(&funcs[i], mods[i], k->kp->name), s.why, W);
-        if (k->smem > 0)   /* dynamic + static may pass the default 48 KB */
-            CU_CHECK(cu.cuFuncSetAttribute(funcs[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->smem),
+        /* one module per compile unit: identical layers share it */
+        if (k->owner >= 0) {
+            funcs[i] = funcs[k->owner];
+        } else {
+            CU_CHECK(cu.cuModuleLoadData(&mods[i], k->bin.cubin), s.why, W);
+            CU_CHECK(cu.cuModuleGetFunction(&funcs[i], mods[i], k->entry), s.why, W);
+        }
+        if (k->owner < 0 && k->unit_smem > 0)   /* dynamic + static may pass the default 48 KB */
+            CU_CHECK(cu.cuFuncSetAttribute(funcs[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           (int)k->unit_smem),
                      s.why, W);
         if (k->gemm.ok && !blas) {
             char bw[256];
             if (!cg_cublas_open(&blas, stream, bw, sizeof bw)) blas = NULL;   /* generated kernel instead */
         }
-        if (k->epi_source && k->epi_compiled) {
+        if (k->epi_source && k->epi_compiled && k->epi_owner >= 0) {
+            epi_funcs[i] = epi_funcs[k->epi_owner];
+        } else if (k->epi_source && k->epi_compiled) {
             CU_CHECK(cu.cuModuleLoadData(&epi_mods[i], k->epi_bin.cubin), s.why, W);
-            CU_CHECK(cu.cuModuleGetFunction(&epi_funcs[i], epi_mods[i], k->epi_name), s.why, W);
+            CU_CHECK(cu.cuModuleGetFunction(&epi_funcs[i], epi_mods[i], k->epi_entry), s.why, W);
         }
     }
     for (int i = 0; i < cg->n && blas; i++) {

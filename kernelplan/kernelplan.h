@@ -77,6 +77,26 @@ typedef struct mcir_tiling {
     const char *reason;                         /* why this tile, in words */
 } mcir_tiling;
 
+/* What a compiled kernel really uses, from ptxas's report and the PTX
+ * (codegen/audit.c; docs/codegen.md "Kernel audit"). */
+typedef struct mcir_kernel_audit {
+    bool valid;                  /* false: not compiled */
+    char entry[64];              /* the compiled function, named by content */
+    int shared_by;               /* kernels of the plan sharing that function */
+    int registers;               /* per thread */
+    int spill_store_bytes, spill_load_bytes;
+    int local_bytes;             /* stack frame per thread (local memory) */
+    int smem_static_bytes;       /* __shared__ arrays, from ptxas */
+    int64_t smem_dynamic_bytes;  /* dynamic shared memory of the launch */
+    int threads;                 /* per block */
+    int blocks_per_sm;           /* theoretical occupancy from the target table */
+    double occupancy;            /* resident warps / the SM's maximum */
+    const char *occupancy_limit; /* "registers" | "shared memory" | "warps" | "blocks" */
+    /* Instruction classes: static counts in the PTX. */
+    int mma, wgmma, ldmatrix, cp_async, cp_async_bulk;
+    int ld_global[3], st_global[3];   /* scalar, .v2, .v4 */
+} mcir_kernel_audit;
+
 /* How a kernel touches one tensor in global memory. `tensor` holds the
  * bytes (reads[i] / writes[i]); `logical` is the tensor the kernel's
  * nodes name. They differ where a transpose was folded:
@@ -140,6 +160,9 @@ typedef struct mcir_kernel_plan {
     /* Filled by codegen after NVRTC (-1: not compiled). */
     int registers;
     int spill_bytes;
+    /* Filled by codegen after NVRTC: the kernel as compiled, and the
+     * cuBLAS epilogue kernel of a MATMUL where there is one. */
+    mcir_kernel_audit audit, epilogue_audit;
 } mcir_kernel_plan;
 
 typedef struct mcir_plan {

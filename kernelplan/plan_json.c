@@ -32,6 +32,41 @@ static json_t *access_json(const mcir_kernel_access *x) {
 /* microseconds to 3 decimals: the model is not more precise than that */
 static double round_us(double us) { return (double)(int64_t)(us * 1000.0 + 0.5) / 1000.0; }
 
+/* The kernel as compiled (codegen/audit.c), docs/codegen.md "Kernel audit". */
+static json_t *audit_json(const mcir_kernel_audit *a) {
+    json_t *o = json_object();
+    json_object_set_new(o, "entry", json_string(a->entry));
+    json_object_set_new(o, "shared_by", json_integer(a->shared_by));
+    json_object_set_new(o, "registers", json_integer(a->registers));
+    json_object_set_new(o, "spill_store_bytes", json_integer(a->spill_store_bytes));
+    json_object_set_new(o, "spill_load_bytes", json_integer(a->spill_load_bytes));
+    json_object_set_new(o, "local_bytes", json_integer(a->local_bytes));
+    json_object_set_new(o, "smem_static_bytes", json_integer(a->smem_static_bytes));
+    json_object_set_new(o, "smem_dynamic_bytes", json_integer(a->smem_dynamic_bytes));
+    json_t *occ = json_object();
+    json_object_set_new(occ, "threads_per_block", json_integer(a->threads));
+    json_object_set_new(occ, "blocks_per_sm", json_integer(a->blocks_per_sm));
+    json_object_set_new(occ, "fraction", json_real(a->occupancy));
+    json_object_set_new(occ, "limit", json_string(a->occupancy_limit ? a->occupancy_limit : ""));
+    json_object_set_new(o, "occupancy", occ);
+    json_t *ins = json_object();
+    json_object_set_new(ins, "mma", json_integer(a->mma));
+    json_object_set_new(ins, "wgmma", json_integer(a->wgmma));
+    json_object_set_new(ins, "ldmatrix", json_integer(a->ldmatrix));
+    json_object_set_new(ins, "cp_async", json_integer(a->cp_async));
+    json_object_set_new(ins, "cp_async_bulk", json_integer(a->cp_async_bulk));
+    static const char *const widths[] = {"scalar", "v2", "v4"};
+    json_t *ld = json_object(), *st = json_object();
+    for (int i = 0; i < 3; i++) {
+        json_object_set_new(ld, widths[i], json_integer(a->ld_global[i]));
+        json_object_set_new(st, widths[i], json_integer(a->st_global[i]));
+    }
+    json_object_set_new(ins, "ld_global", ld);
+    json_object_set_new(ins, "st_global", st);
+    json_object_set_new(o, "instructions", ins);
+    return o;
+}
+
 static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(k->name));
@@ -87,6 +122,12 @@ static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     json_object_set_new(o, "scratch_bytes", json_integer(k->scratch_bytes));
     if (k->registers >= 0) json_object_set_new(o, "registers", json_integer(k->registers));
     if (k->spill_bytes >= 0) json_object_set_new(o, "spill_bytes", json_integer(k->spill_bytes));
+    if (k->audit.valid) {
+        json_t *a = audit_json(&k->audit);
+        if (k->epilogue_audit.valid) json_object_set_new(a, "epilogue", audit_json(&k->epilogue_audit));
+        json_object_set_new(o, "audit", a);
+    }
+
     /* the cost model (cost.c): traffic, flops, launches, roofline time */
     mcir_kernel_cost c;
     mcir_cost_kernel(k, p->target, NULL, &c);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "codegen/codegen-impl.h"
 #include "codegen_util.h"
 
 static char cache_dir[256];
@@ -235,6 +236,12 @@ typedef struct job {
 
 static const char *ARCHS[] = {"sm_80", "sm_90"};
 
+/* f16/bf16 attention (every sweep head dim is a multiple of 8) runs on
+ * tensor cores: the mma path of the template. */
+static bool wants_mma(const char *label) {
+    return !strncmp(label, "attention f16 ", 14) || !strncmp(label, "attention bf16 ", 15);
+}
+
 static bool compile_case(sweep_case *c, const char *arch, int *kernels) {
     mcir_graph *g = cgt_graph(c->json);
     mcir_plan *p = c->n_kernels ? cgt_plan(g, arch, c->n_kernels, c->ks) : cgt_plan_naive(g, arch);
@@ -246,7 +253,13 @@ static bool compile_case(sweep_case *c, const char *arch, int *kernels) {
         for (int i = 0; i < p->n_kernels; i++) {
             if (!mcir_codegen_kernel_source(cg, i)) continue;
             (*kernels)++;
-            if (p->kernels[i].registers <= 0) ok = false;
+            const mcir_kernel_audit *a = &p->kernels[i].audit;
+            if (p->kernels[i].registers <= 0 || !a->valid || a->registers != p->kernels[i].registers)
+                ok = false;
+            if (wants_mma(c->label) && a->mma == 0) {
+                fprintf(stderr, "%s (%s): no mma.sync in the PTX\n", c->label, arch);
+                ok = false;
+            }
             if (getenv("MCIR_SWEEP_VERBOSE"))
                 fprintf(stderr, "  %-28s %-6s %-40s regs %3d spill %d smem %lld\n", c->label, arch,
                         p->kernels[i].name, p->kernels[i].registers, p->kernels[i].spill_bytes,
@@ -363,6 +376,98 @@ START_TEST(test_cache_second_compile_skips_nvrtc) {
 }
 END_TEST
 
+/* Kernels whose sources differ only in names share one compile unit: two
+ * identical relu chains on different tensors compile once, a third with
+ * another constant on its own; the missing units compile in parallel. */
+START_TEST(test_identical_sources_compile_once) {
+    need_nvrtc();
+    mcir_graph *g = cgt_graph(
+        "{\"mcir\":1,\"name\":\"twins\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[9,13]}],"
+        "\"nodes\":[{\"name\":\"r0\",\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+        "{\"name\":\"r1\",\"op\":\"relu\",\"inputs\":[\"a\"],\"outputs\":[\"b\"]},"
+        "{\"name\":\"s2\",\"op\":\"scale\",\"inputs\":[\"b\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":0.25}}],"
+        "\"outputs\":[\"y\"]}");
+    mcir_plan *p = cgt_plan_naive(g, "sm_89");
+    mcir_diag d = mcir_diag_stderr();
+    mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
+    ck_assert_ptr_nonnull(cg);
+    ck_assert_str_ne(p->kernels[0].name, p->kernels[1].name);   /* the plan keeps its names */
+    ck_assert_str_eq(mcir_codegen_kernel_entry(cg, 0), mcir_codegen_kernel_entry(cg, 1));
+    ck_assert_str_ne(mcir_codegen_kernel_entry(cg, 0), mcir_codegen_kernel_entry(cg, 2));
+    ck_assert_ptr_nonnull(strstr(mcir_codegen_kernel_entry(cg, 0), "mc_elementwise_"));
+    setenv("MCIR_NVRTC_THREADS", "2", 1);
+    long c0 = mcir_nvrtc_invocations();
+    ck_assert(mcir_codegen_compile(cg, "sm_89", &d));
+    unsetenv("MCIR_NVRTC_THREADS");
+    mcir_compile_stats st;
+    mcir_codegen_compile_stats(cg, &st);
+    ck_assert_int_eq(mcir_nvrtc_invocations() - c0, 2);
+    ck_assert_int_eq(st.nvrtc_compiles, 2);
+    ck_assert_int_eq(st.kernels, 3);
+    ck_assert_int_eq(st.units, 2);
+    ck_assert_int_eq(st.threads, 2);
+    ck_assert_int_eq(st.cache_hits, 0);
+    ck_assert_ptr_eq(mcir_codegen_kernel_ptx(cg, 0), mcir_codegen_kernel_ptx(cg, 1));
+    ck_assert_int_eq(p->kernels[1].audit.shared_by, 2);
+    ck_assert_int_eq(p->kernels[2].audit.shared_by, 1);
+    ck_assert_int_gt(p->kernels[1].registers, 0);
+    ck_assert_str_eq(p->kernels[1].audit.entry, mcir_codegen_kernel_entry(cg, 1));
+    char target[96];
+    snprintf(target, sizeof target, ".entry %s(", mcir_codegen_kernel_entry(cg, 2));
+    ck_assert_ptr_nonnull(strstr(mcir_codegen_kernel_ptx(cg, 2), target));
+    /* again: both units from the cache */
+    ck_assert(mcir_codegen_compile(cg, "sm_89", &d));
+    mcir_codegen_compile_stats(cg, &st);
+    ck_assert_int_eq(st.nvrtc_compiles, 0);
+    ck_assert_int_eq(st.cache_hits, 2);
+    ck_assert_int_eq(mcir_nvrtc_invocations() - c0, 2);
+    mcir_codegen_free(cg);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* The compile unit: comments blanked (lines kept), v<ID> renumbered by first
+ * use, the entry named by what remains; literals and numbers verbatim. */
+START_TEST(test_compile_unit_ignores_names) {
+    static const char a[] =
+        "// kernel layer0_mlp (matmul)\n/* region: h0.mlp */\n#define S \"// not a comment\"\n"
+        "__device__ float v17(float x) { return x * 1.5e-3f; }   // h0.b read\n"
+        "__device__ float v9(float x) { return v17(x) + 0x1eLL; }\n"
+        "extern \"C\" __global__ void layer0_mlp(float* p) { p[0] = v9(p[1]); }\n";
+    static const char b[] =
+        "// kernel layer7_mlp (matmul)\n/* region: h7.mlp */\n#define S \"// not a comment\"\n"
+        "__device__ float v41(float x) { return x * 1.5e-3f; }   // h7.b read\n"
+        "__device__ float v40(float x) { return v41(x) + 0x1eLL; }\n"
+        "extern \"C\" __global__ void layer7_mlp(float* p) { p[0] = v40(p[1]); }\n";
+    char ea[64], eb[64], ec[64];
+    char *ua = cg_compile_unit(a, "layer0_mlp", "matmul", ea);
+    char *ub = cg_compile_unit(b, "layer7_mlp", "matmul", eb);
+    ck_assert_str_eq(ea, eb);
+    ck_assert_str_eq(ua, ub);
+    ck_assert_ptr_nonnull(strstr(ua, "\"// not a comment\""));
+    ck_assert_ptr_nonnull(strstr(ua, "__device__ float v0(float x) { return x * 1.5e-3f; }"));
+    ck_assert_ptr_nonnull(strstr(ua, "return v0(x) + 0x1eLL;"));
+    ck_assert_ptr_null(strstr(ua, "h0."));
+    ck_assert_ptr_null(strstr(ua, "layer0"));
+    char decl[100];
+    snprintf(decl, sizeof decl, "void %s(float* p) { p[0] = v1(p[1]); }", ea);
+    ck_assert_ptr_nonnull(strstr(ua, decl));
+    int lines_a = 0, lines_u = 0;
+    for (const char *q = a; *q; q++) lines_a += *q == '\n';
+    for (const char *q = ua; *q; q++) lines_u += *q == '\n';
+    ck_assert_int_eq(lines_a, lines_u);
+    /* another constant: another unit */
+    char *c = strdup(a);
+    *strstr(c, "1.5e-3f") = '2';
+    char *uc = cg_compile_unit(c, "layer0_mlp", "matmul", ec);
+    ck_assert_str_ne(ea, ec);
+    free(ua);
+    free(ub);
+    free(uc);
+    free(c);
+}
+END_TEST
+
 START_TEST(test_cache_dir_from_environment) {
     char buf[512];
     setenv("MCIR_CACHE_DIR", "/x/y", 1);
@@ -417,6 +522,102 @@ START_TEST(test_ptxas_report_parsed) {
 }
 END_TEST
 
+/* The entry's registers, stack and static shared memory; spills of a
+ * non-inlined callee count too, its stack frame does not. */
+START_TEST(test_ptxas_report_entry_and_callee) {
+    mcir_compiled c;
+    memset(&c, 0, sizeof c);
+    mcir_ptxas_report(
+        "ptxas info    : 0 bytes gmem\n"
+        "ptxas info    : Function properties for helper_fn\n"
+        "ptxas         .     64 bytes stack frame, 4 bytes spill stores, 8 bytes spill loads\n"
+        "ptxas info    : Compiling entry function 'entry_k' for 'sm_80'\n"
+        "ptxas info    : Function properties for entry_k\n"
+        "ptxas         .     16 bytes stack frame, 16 bytes spill stores, 32 bytes spill loads\n"
+        "ptxas info    : Used 96 registers, used 1 barriers, 8704 bytes smem, 400 bytes cmem[0]\n"
+        "ptxas info    : Compile time = 95.895 ms\n",
+        &c);
+    ck_assert_int_eq(c.registers, 96);
+    ck_assert_int_eq(c.stack_bytes, 16);
+    ck_assert_int_eq(c.spill_store_bytes, 20);
+    ck_assert_int_eq(c.spill_load_bytes, 40);
+    ck_assert_int_eq(c.spill_bytes, 60);
+    ck_assert_int_eq(c.smem_static_bytes, 8704);
+    mcir_ptxas_report(NULL, &c);
+    ck_assert_int_eq(c.registers, -1);
+    ck_assert_int_eq(c.spill_bytes, 0);
+}
+END_TEST
+
+/* Instruction classes are static counts of PTX opcodes (predicated or
+ * not); commit/wait of async copies and comments are not copies. */
+START_TEST(test_ptx_census_counts_instruction_classes) {
+    static const char ptx[] =
+        "//\n// mma.sync in a comment\n.visible .entry k(\n)\n{\n"
+        "\tld.global.nc.v4.u32 \t{%r1, %r2, %r3, %r4}, [%rd1];\n"
+        "\tld.global.v2.f32 \t{%f1, %f2}, [%rd2];\n"
+        "\t@%p1 ld.global.f32 \t%f3, [%rd3];\n"
+        "\tld.shared.v4.f32 \t{%f1, %f2, %f3, %f4}, [%r9];\n"
+        "\tst.global.v4.f32 \t[%rd4], {%f1, %f2, %f3, %f4};\n"
+        "\t@!%p2 st.global.u16 \t[%rd5], %rs1;\n"
+        "\tmma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%f1,%f2,%f3,%f4};\n"
+        "\twgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {...};\n"
+        "\tldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r1, %r2, %r3, %r4}, [%r7];\n"
+        "\tcp.async.cg.shared.global [%r8], [%rd6], 16;\n"
+        "\tcp.async.commit_group;\n\tcp.async.wait_group 0;\n"
+        "\tcp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd7, {%r2, %r3}], [%r4];\n"
+        "\tcp.async.bulk.commit_group;\n"
+        "$L__BB0_2:\n\tret;\n}\n";
+    mcir_kernel_audit a;
+    memset(&a, 0, sizeof a);
+    cg_ptx_census(ptx, &a);
+    ck_assert_int_eq(a.mma, 1);
+    ck_assert_int_eq(a.wgmma, 1);
+    ck_assert_int_eq(a.ldmatrix, 1);
+    ck_assert_int_eq(a.cp_async, 1);
+    ck_assert_int_eq(a.cp_async_bulk, 1);
+    ck_assert_int_eq(a.ld_global[0], 1);
+    ck_assert_int_eq(a.ld_global[1], 1);
+    ck_assert_int_eq(a.ld_global[2], 1);
+    ck_assert_int_eq(a.st_global[0], 1);
+    ck_assert_int_eq(a.st_global[1], 0);
+    ck_assert_int_eq(a.st_global[2], 1);
+}
+END_TEST
+
+/* Theoretical occupancy by the occupancy calculator's rules. */
+START_TEST(test_occupancy_from_target_table) {
+    static const struct {
+        const char *arch;
+        int threads, regs, smem_static;
+        int64_t smem_dynamic;
+        int blocks;
+        const char *limit;
+        double fraction;
+    } occ[] = {
+        {"sm_90", 128, 128, 0, 24704, 4, "registers", 0.25},     /* 4096 regs/warp: 4 warps per partition */
+        {"sm_90", 256, 40, 8704, 0, 6, "registers", 0.75},       /* 1280 regs/warp: 12 per partition */
+        {"sm_90", 32, 16, 0, 0, 32, "blocks", 0.5},               /* 32 blocks of one warp */
+        {"sm_90", 128, 32, 0, 100 * 1024, 2, "shared memory", 0.125},  /* 101 KiB per block in 228 */
+        {"sm_86", 1024, 32, 0, 0, 1, "warps", 32.0 / 48.0},       /* 48 warps per SM */
+        {"sm_89", 64, 24, 0, 0, 24, "blocks", 1.0},
+        {"sm_80", 1024, 255, 0, 0, 0, "registers", 0.0},         /* cannot launch */
+    };
+    for (size_t i = 0; i < sizeof occ / sizeof *occ; i++) {
+        mcir_compiled c;
+        memset(&c, 0, sizeof c);
+        c.registers = occ[i].regs;
+        c.smem_static_bytes = occ[i].smem_static;
+        c.ptx = (char *)"";
+        mcir_kernel_audit a;
+        cg_audit_fill(&a, &c, "k", occ[i].threads, occ[i].smem_dynamic, mcir_target_find(occ[i].arch));
+        ck_assert_msg(a.blocks_per_sm == occ[i].blocks && !strcmp(a.occupancy_limit, occ[i].limit),
+                      "case %zu: %d blocks (%s)", i, a.blocks_per_sm, a.occupancy_limit);
+        ck_assert_double_eq_tol(a.occupancy, occ[i].fraction, 1e-9);
+    }
+}
+END_TEST
+
 START_TEST(test_write_cuda_and_dir) {
     need_nvrtc();
     mcir_graph *g = cgt_graph(TINY);
@@ -435,7 +636,10 @@ START_TEST(test_write_cuda_and_dir) {
     f = open_memstream(&buf, &n);
     ck_assert(mcir_codegen_write_ptx(cg, f));
     fclose(f);
-    ck_assert_ptr_nonnull(strstr(buf, ".entry tiny_r"));
+    ck_assert_ptr_nonnull(strstr(buf, "// kernel tiny_r (entry mc_elementwise_"));
+    char entry[96];
+    snprintf(entry, sizeof entry, ".entry %s(", mcir_codegen_kernel_entry(cg, 0));
+    ck_assert_ptr_nonnull(strstr(buf, entry));
     free(buf);
     char dir[400], path[600];
     snprintf(dir, sizeof dir, "%s/out", cache_dir);
@@ -485,6 +689,35 @@ typedef struct ex_job {
     pthread_mutex_t mu;
 } ex_job;
 
+/* The static audit of an example's kernel: compiled, no spills (the
+ * epilogue kernel's neither), static + dynamic shared memory within the
+ * target's opt-in limit, and f16/bf16 attention on tensor cores. */
+static bool audit_ok(const char *example, const mcir_kernel_plan *kp, const mcir_target *t) {
+    const mcir_kernel_audit *as[2] = {&kp->audit, &kp->epilogue_audit};
+    bool ok = kp->audit.valid;
+    for (int i = 0; i < 2; i++) {
+        const mcir_kernel_audit *a = as[i];
+        if (!a->valid) continue;
+        if (a->spill_store_bytes || a->spill_load_bytes) {
+            fprintf(stderr, "%s: %s%s spills %d B stored, %d B loaded\n", example, kp->name,
+                    i ? " (epilogue)" : "", a->spill_store_bytes, a->spill_load_bytes);
+            ok = false;
+        }
+        if (a->smem_static_bytes + a->smem_dynamic_bytes > t->smem_per_block_optin ||
+            a->smem_static_bytes > t->smem_per_block || a->blocks_per_sm < 1) {
+            fprintf(stderr, "%s: %s does not fit an SM of %s\n", example, kp->name, t->name);
+            ok = false;
+        }
+    }
+    mcir_dtype dt = kp->anchor ? kp->anchor->inputs[0]->dtype : MCIR_DTYPE_F32;
+    if (kp->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && dt != MCIR_DTYPE_F32 && kp->audit.mma == 0) {
+        fprintf(stderr, "%s: %s (%s attention) has no tensor-core instruction\n", example, kp->name,
+                mcir_dtype_name(dt));
+        ok = false;
+    }
+    return ok;
+}
+
 static void *example_worker(void *arg) {
     ex_job *j = arg;
     for (;;) {
@@ -523,11 +756,39 @@ static void *example_worker(void *arg) {
                 if (!mcir_codegen_kernel_source(cg, k)) continue;
                 kernels++;
                 if (p->kernels[k].registers <= 0) ok = false;
+                if (!audit_ok(j->names[i], &p->kernels[k], p->target)) ok = false;
                 if (getenv("MCIR_SWEEP_VERBOSE"))
                     fprintf(stderr, "  %-16s %-44s %-20s regs %3d spill %d\n", j->names[i], p->kernels[k].name,
                             cg_template_label(p->kernels[k].tpl), p->kernels[k].registers,
                             p->kernels[k].spill_bytes);
             }
+#ifdef MCIR_HAVE_PIPELINE
+        if (ok && !strcmp(j->names[i], "gpt2_stack")) {
+            /* 12 identical layers: a cold compile makes one NVRTC call per
+             * distinct source, at most 15 (issue 13) */
+            mcir_compile_stats st;
+            mcir_codegen_compile_stats(cg, &st);
+            fprintf(stderr, "gpt2_stack: %d kernels, %d distinct sources, %d NVRTC compiles, %d cache hits\n",
+                    st.kernels, st.units, st.nvrtc_compiles, st.cache_hits);
+            if (st.units > 15 || st.kernels < 12 * 8 || st.nvrtc_compiles + st.cache_hits != st.units)
+                ok = false;
+        }
+        if (ok) {   /* every compiled kernel's audit reaches plan.json */
+            char *buf = NULL;
+            size_t n = 0;
+            FILE *f = open_memstream(&buf, &n);
+            ok = mcir_plan_write_json(p, f);
+            fclose(f);
+            int audits = 0;
+            for (const char *q = buf; (q = strstr(q, "\"audit\": {")); q++) audits++;
+            if (audits != kernels || !strstr(buf, "\"spill_store_bytes\"") ||
+                !strstr(buf, "\"blocks_per_sm\"") || !strstr(buf, "\"ld_global\": {")) {
+                fprintf(stderr, "%s: %d audits in plan.json for %d kernels\n", j->names[i], audits, kernels);
+                ok = false;
+            }
+            free(buf);
+        }
+#endif
         if (!ok) fprintf(stderr, "FAILED: example %s\n", j->names[i]);
 #ifdef MCIR_HAVE_PIPELINE
         mcir_compilation_free(&c);
@@ -596,6 +857,12 @@ START_TEST(test_all_documented_archs) {
         snprintf(target, sizeof target, ".target %s", archs[a]);
         ck_assert_ptr_nonnull(strstr(ptx, target));
         ck_assert_ptr_nonnull(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+        const mcir_kernel_audit *au = &p->kernels[0].audit;
+        ck_assert(au->valid);
+        ck_assert_int_gt(au->mma, 0);
+        ck_assert_int_eq(au->spill_store_bytes + au->spill_load_bytes, 0);
+        ck_assert_int_eq(au->registers, p->kernels[0].registers);
+        ck_assert_int_ge(au->blocks_per_sm, 1);
         mcir_codegen_free(cg);
     }
     mcir_graph_free(g);
@@ -608,6 +875,11 @@ static Suite *suite(void) {
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_cache_dir_from_environment);
     tcase_add_test(tc, test_ptxas_report_parsed);
+    tcase_add_test(tc, test_compile_unit_ignores_names);
+    tcase_add_test(tc, test_identical_sources_compile_once);
+    tcase_add_test(tc, test_ptxas_report_entry_and_callee);
+    tcase_add_test(tc, test_ptx_census_counts_instruction_classes);
+    tcase_add_test(tc, test_occupancy_from_target_table);
     tcase_add_test(tc, test_syntax_error_reports_log_and_line);
     tcase_add_test(tc, test_write_cuda_and_dir);
     tcase_add_test(tc, test_all_documented_archs);
