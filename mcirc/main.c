@@ -28,7 +28,7 @@ static const char usage_text[] =
     "\n"
     "options:\n"
     "  --emit WHAT          print one artifact on stdout: mcir, trace, plan, memory,\n"
-    "                       cuda, ptx, dot (without --emit and -o: a summary)\n"
+    "                       cuda, ptx, dot, audit (without --emit and -o: a summary)\n"
     "  -o, --out DIR        write every artifact into DIR\n"
     "  --report FILE.html   write a self-contained HTML report of the compilation\n"
     "  --catalog FILE       load a YAML rule catalog after the built-in one (repeatable)\n"
@@ -59,7 +59,7 @@ static const char usage_text[] =
     "2 usage error, 3 toolchain or device failure.\n";
 
 #define EMITS(X) X(MCIR, "mcir") X(TRACE, "trace") X(PLAN, "plan") \
-    X(MEMORY, "memory") X(CUDA, "cuda") X(PTX, "ptx") X(DOT, "dot")
+    X(MEMORY, "memory") X(CUDA, "cuda") X(PTX, "ptx") X(DOT, "dot") X(AUDIT, "audit")
 typedef enum {
     EMIT_NONE,
 #define X(id, name) EMIT_##id,
@@ -126,8 +126,12 @@ static bool art_dot(const mcir_compilation *c, FILE *out) {
     return mcir_graph_write_dot(c->graph, out);
 }
 
-static const artifact_fn emit_fns[] = {NULL,     art_mcir, art_trace, art_plan,
-                                       art_memory, art_cuda, art_ptx,   art_dot};
+static bool art_audit(const mcir_compilation *c, FILE *out) {
+    return mcir_codegen_write_audit(c->codegen, out);
+}
+
+static const artifact_fn emit_fns[] = {NULL,     art_mcir, art_trace, art_plan, art_memory,
+                                       art_cuda, art_ptx,  art_dot,   art_audit};
 
 static bool write_file(const char *path, const mcir_compilation *c, artifact_fn fn) {
     FILE *f = fopen(path, "w");
@@ -344,6 +348,15 @@ static void print_summary(const mcir_compilation *c, FILE *out) {
         fprintf(out, "  arena    %s for %d buffers, lower bound %s (%.3fx, planner %s)\n", a,
                 c->memory->n_buffers, lb, ratio, c->memory->planner);
     }
+    mcir_compile_stats cs = {0};
+    if (c->codegen) mcir_codegen_compile_stats(c->codegen, &cs);
+    if (cs.kernels > 0) {   /* compiled: -o with NVRTC, --run on a GPU */
+        char threads[32] = "";
+        if (cs.threads > 0)
+            snprintf(threads, sizeof threads, " on %d thread%s", cs.threads, cs.threads == 1 ? "" : "s");
+        fprintf(out, "  nvrtc    %d compiles (%d kernels, %d distinct sources), %.2f s%s, %d cache hits\n",
+                cs.nvrtc_compiles, cs.kernels, cs.units, cs.seconds, threads, cs.cache_hits);
+    }
 }
 
 static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out) {
@@ -453,7 +466,7 @@ int main(int argc, char **argv) {
                 if (!strcmp(val, emit_names[k])) emit = (emit_kind)k;
             if (emit == EMIT_NONE) {
                 status = usage_error("--emit: unknown artifact '%s' (mcir, trace, plan, "
-                                     "memory, cuda, ptx, dot)", val);
+                                     "memory, cuda, ptx, dot, audit)", val);
                 goto done;
             }
         } else if (is_opt(a, "-o") || is_opt(a, "--out")) {
@@ -603,8 +616,8 @@ int main(int argc, char **argv) {
     bool nvrtc = mcir_nvrtc_available(NULL, 0);
     o.want_plan = emit == EMIT_PLAN || emit == EMIT_MEMORY || out_dir ||
                   (emit == EMIT_NONE && !out_dir);
-    o.want_cuda = emit == EMIT_CUDA || emit == EMIT_PTX || out_dir;
-    o.want_ptx = emit == EMIT_PTX || (out_dir && nvrtc);
+    o.want_cuda = emit == EMIT_CUDA || emit == EMIT_PTX || emit == EMIT_AUDIT || out_dir;
+    o.want_ptx = emit == EMIT_PTX || emit == EMIT_AUDIT || (out_dir && nvrtc);
     if (report_path || out_dir) {
         o.want_plan = true;
         o.keep_original = true;

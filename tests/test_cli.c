@@ -245,6 +245,34 @@ START_TEST(out_dir_has_every_artifact) {
 }
 END_TEST
 
+/* --emit audit: one row per compiled kernel (NVRTC needed, else exit 3);
+ * -o's summary reports the NVRTC compiles. */
+START_TEST(emit_audit_is_a_table) {
+    cli_result r = RUN("--emit", "audit", mlp());
+    if (r.status == 3) {   /* built without NVRTC */
+        ck_assert_ptr_nonnull(strstr(r.err, "cannot compile kernels"));
+        cli_result_free(&r);
+        return;
+    }
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "# kernel audit for sm_90"));
+    ck_assert_ptr_nonnull(strstr(r.out, "occupancy"));
+    ck_assert_ptr_nonnull(strstr(r.out, " mc_"));   /* the content-named entry */
+    int rows = 0;
+    for (const char *q = r.out; (q = strstr(q, " mc_")); q++) rows++;
+    ck_assert_int_ge(rows, 1);
+    cli_result_free(&r);
+    char *dir = cli_tempdir();
+    r = RUN("-o", dir, mlp());
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "  nvrtc    "));
+    ck_assert_ptr_nonnull(strstr(r.out, "distinct sources"));
+    cli_result_free(&r);
+    cli_remove_tree(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(inputs_are_checked) {
     cli_result r = RUN("--run", "--device", "cpu", "--input", "nosuch=x.npy", mlp());
     ck_assert_int_eq(r.status, 2);
@@ -504,6 +532,7 @@ int main(void) {
     tcase_add_test(tc, onnx_model_without_importer_is_exit_3);
 #endif
     tcase_add_test(tc, artifact_round_trips_nonfinite_weights);
+    tcase_add_test(tc, emit_audit_is_a_table);
     tcase_add_test(tc, malformed_graphs_never_crash);
     tcase_add_test(tc, malformed_catalogs_never_crash);
     tcase_add_test(tc, malformed_npy_inputs_never_crash);
