@@ -335,8 +335,12 @@ typedef struct memplan_inst_store {
     int64_t *size, *alignment;
     int32_t *lower, *upper;
     int64_t *span;
+    size_t stab_leaves;
     size_t *adj_start;
     uint32_t *adj;
+    uint32_t *by_lower, *stab;
+    int32_t *lower_sorted;
+    size_t *stab_start, *degree;
 } memplan_inst_store;
 
 static void memplan_inst_free(memplan_inst_store *s)
@@ -348,6 +352,11 @@ static void memplan_inst_free(memplan_inst_store *s)
     free(s->span);
     free(s->adj_start);
     free(s->adj);
+    free(s->by_lower);
+    free(s->stab);
+    free(s->lower_sorted);
+    free(s->stab_start);
+    free(s->degree);
     memset(s, 0, sizeof *s);
 }
 
@@ -355,6 +364,26 @@ static int memplan_cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
+}
+
+static int memplan_cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* How many of the ascending v[0..n) are below x. */
+static size_t memplan_count_below(const int32_t *v, size_t n, int32_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 static int32_t memplan_step_index(const int64_t *pts, size_t n, int64_t v)
@@ -382,6 +411,101 @@ static int memplan_cmp_key(const void *a, const void *b)
     if (x->key != y->key)
         return x->key < y->key ? -1 : 1;
     return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The interval index of an instance: buffers by birth, and a segment tree
+ * over the sections in which every lifetime is stored at its O(log)
+ * canonical nodes.  O(n log n) memory, whatever the number of overlaps.
+ * Also each buffer's number of lifetime overlaps (explicit conflicts are
+ * added by the caller). */
+static bool memplan_index_build(memplan_inst_store *s, const memplan_key *keys, size_t m,
+                                int32_t n_sec)
+{
+    size_t m1 = m ? m : 1, leaves = 1;
+    while (leaves < (size_t)n_sec)
+        leaves *= 2;
+    s->stab_leaves = leaves;
+    s->by_lower = malloc(m1 * sizeof *s->by_lower);
+    s->lower_sorted = malloc(m1 * sizeof *s->lower_sorted);
+    s->degree = calloc(m1, sizeof *s->degree);
+    s->stab_start = calloc(2 * leaves + 2, sizeof *s->stab_start);
+    int32_t *upper_sorted = malloc(m1 * sizeof *upper_sorted);
+    bool ok = false;
+    if (!s->by_lower || !s->lower_sorted || !s->degree || !s->stab_start || !upper_sorted)
+        goto out;
+    for (size_t k = 0; k < m; k++) {
+        s->by_lower[k] = keys[k].idx;
+        s->lower_sorted[k] = s->lower[keys[k].idx];
+        upper_sorted[k] = s->upper[k];
+    }
+    qsort(upper_sorted, m, sizeof *upper_sorted, memplan_cmp_i32);
+    /* overlaps of i: born before i dies, minus those dead when i is born */
+    for (size_t i = 0; i < m; i++) {
+        size_t born = memplan_count_below(s->lower_sorted, m, s->upper[i]);
+        size_t dead = memplan_count_below(upper_sorted, m, s->lower[i] + 1);
+        s->degree[i] = born - dead - 1;
+    }
+    size_t total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < m; i++)
+            for (size_t a = leaves + (size_t)s->lower[i], b = leaves + (size_t)s->upper[i];
+                 a < b; a >>= 1, b >>= 1) {
+                if (a & 1) {
+                    if (pass == 0)
+                        s->stab_start[a + 1]++;
+                    else
+                        s->stab[s->stab_start[a] + upper_sorted[a]++] = (uint32_t)i;
+                    a++;
+                }
+                if (b & 1) {
+                    --b;
+                    if (pass == 0)
+                        s->stab_start[b + 1]++;
+                    else
+                        s->stab[s->stab_start[b] + upper_sorted[b]++] = (uint32_t)i;
+                }
+            }
+        if (pass == 0) {
+            for (size_t v = 0; v < 2 * leaves + 1; v++)
+                s->stab_start[v + 1] += s->stab_start[v];
+            total = s->stab_start[2 * leaves + 1];
+            s->stab = malloc((total ? total : 1) * sizeof *s->stab);
+            free(upper_sorted); /* reused as the fill counters, per node */
+            upper_sorted = calloc(2 * leaves + 1, sizeof *upper_sorted);
+            if (!s->stab || !upper_sorted)
+                goto out;
+        }
+    }
+    ok = true;
+out:
+    free(upper_sorted);
+    return ok;
+}
+
+size_t mcir_memplan_neighbours(const mcir_memplan_instance *in, size_t i, uint32_t *out)
+{
+    size_t k = 0;
+    if (!in->by_lower) {
+        for (size_t j = 0; j < in->n; j++)
+            if (j != i && in->lower[j] < in->upper[i] && in->lower[i] < in->upper[j])
+                out[k++] = (uint32_t)j;
+    } else {
+        /* born while i lives: a run of the birth order */
+        for (size_t r = memplan_count_below(in->lower_sorted, in->n, in->lower[i]);
+             r < in->n && in->lower_sorted[r] < in->upper[i]; r++)
+            if (in->by_lower[r] != i)
+                out[k++] = in->by_lower[r];
+        /* born before i and still live at its birth: the lifetimes stored
+         * on the path from the leaf of that section to the root */
+        for (size_t v = in->stab_leaves + (size_t)in->lower[i]; v >= 1; v >>= 1)
+            for (size_t e = in->stab_start[v]; e < in->stab_start[v + 1]; e++)
+                if (in->lower[in->stab[e]] < in->lower[i])
+                    out[k++] = in->stab[e];
+    }
+    if (in->adj_start)
+        for (size_t e = in->adj_start[i]; e < in->adj_start[i + 1]; e++)
+            out[k++] = in->adj[e];
+    return k;
 }
 
 /* Builds the instance of the groups `members[0..m)`; `local` maps a group
@@ -432,22 +556,12 @@ static bool memplan_inst_build(const mcir_memplan_problem *pb,
         keys[k].key = s->lower[k];
         keys[k].idx = (uint32_t)k;
     }
-    /* Lifetime overlaps by a sweep in order of birth. */
+    /* Lifetime overlaps are not listed: an index answers them (see
+     * mcir_memplan_neighbours).  Buffers in order of birth: */
     qsort(keys, m, sizeof *keys, memplan_cmp_key);
-    for (size_t a = 0; a < m; a++) {
-        uint32_t i = keys[a].idx;
-        for (size_t b = a + 1; b < m && keys[b].key < s->upper[i]; b++) {
-            if (n_pairs + 2 > cap_pairs) {
-                cap_pairs = cap_pairs ? 2 * cap_pairs : 1024;
-                uint32_t *np2 = realloc(pairs, cap_pairs * sizeof *pairs);
-                if (!np2)
-                    goto out;
-                pairs = np2;
-            }
-            pairs[n_pairs++] = i;
-            pairs[n_pairs++] = keys[b].idx;
-        }
-    }
+    int32_t n_sec = np > 0 ? (int32_t)np - 1 : 0;
+    if (!memplan_index_build(s, keys, m, n_sec))
+        goto out;
     bool extra = false;
     for (size_t c = 0; c < pb->n_conflicts; c++) {
         size_t ga = local[prep->group_of[pb->conflicts[c].a]];
@@ -467,8 +581,10 @@ static bool memplan_inst_build(const mcir_memplan_problem *pb,
         pairs[n_pairs++] = (uint32_t)gb;
         extra = true;
     }
-    for (size_t k = 0; k < n_pairs; k++)
+    for (size_t k = 0; k < n_pairs; k++) {
         deg[pairs[k]]++;
+        s->degree[pairs[k]]++;
+    }
     for (size_t k = 0; k < m; k++)
         s->adj_start[k + 1] = s->adj_start[k] + deg[k];
     s->adj = malloc((n_pairs ? n_pairs : 1) * sizeof *s->adj);
@@ -496,6 +612,13 @@ static bool memplan_inst_build(const mcir_memplan_problem *pb,
             lb = run;
     }
     free(live);
+    size_t max_degree = 0;
+    uint64_t sum_degree = 0;
+    for (size_t k = 0; k < m; k++) {
+        if (s->degree[k] > max_degree)
+            max_degree = s->degree[k];
+        sum_degree += s->degree[k];
+    }
     s->inst = (mcir_memplan_instance){
         .n = m,
         .size = s->size,
@@ -507,6 +630,14 @@ static bool memplan_inst_build(const mcir_memplan_problem *pb,
         .adj_start = s->adj_start,
         .adj = s->adj,
         .has_extra_conflicts = extra,
+        .by_lower = s->by_lower,
+        .lower_sorted = s->lower_sorted,
+        .stab_leaves = s->stab_leaves,
+        .stab_start = s->stab_start,
+        .stab = s->stab,
+        .degree = s->degree,
+        .max_degree = max_degree,
+        .n_pairs = sum_degree / 2,
         .capacity = capacity,
         .lower_bound = lb,
     };

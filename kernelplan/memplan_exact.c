@@ -57,7 +57,8 @@ typedef struct exact {
     int64_t *minoff, *off, *solution; /* off < 0: unplaced */
     int32_t *rank;
     exact_undo *mundo, *fundo; /* min-offset and floor undo stacks */
-    size_t mundo_n, fundo_n;
+    size_t mundo_n, fundo_n, mundo_cap;
+    uint32_t *nb; /* neighbours of the buffer being placed */
     exact_cand *cand;
     size_t cand_n, cand_cap;
     uint32_t *list; /* partitions' buffer lists, stacked */
@@ -214,8 +215,16 @@ static int exact_search(exact *ex, size_t list_at, size_t count, int32_t s0,
         bool ok = true, hatless = true;
         ex->off[b] = cd.off;
         size_t mmark = ex->mundo_n, fmark = ex->fundo_n;
-        for (size_t e = in->adj_start[b]; e < in->adj_start[b + 1]; e++) {
-            uint32_t j = in->adj[e];
+        size_t deg = mcir_memplan_neighbours(in, b, ex->nb);
+        if (!exact_grow((void **)&ex->mundo, &ex->mundo_cap, ex->mundo_n + deg,
+                        sizeof *ex->mundo)) {
+            ex->oom = true;
+            ex->off[b] = -1;
+            ex->cand_n = cbase;
+            return EXACT_STOP;
+        }
+        for (size_t e = 0; e < deg; e++) {
+            uint32_t j = ex->nb[e];
             if (ex->off[j] >= 0 || in->size[j] == 0)
                 continue;
             hatless = false;
@@ -396,6 +405,7 @@ static void exact_free(exact *ex)
     free(ex->solution);
     free(ex->rank);
     free(ex->mundo);
+    free(ex->nb);
     free(ex->fundo);
     free(ex->cand);
     free(ex->list);
@@ -426,11 +436,13 @@ static bool exact_init(exact *ex, const mcir_memplan_instance *in)
     ex->off = malloc(n1 * sizeof *ex->off);
     ex->solution = calloc(n1, sizeof *ex->solution);
     ex->rank = calloc(n1, sizeof *ex->rank);
-    ex->mundo = malloc((in->adj_start[in->n] + 1) * sizeof *ex->mundo);
+    ex->nb = malloc((in->degree ? in->max_degree + 1 : n1) * sizeof *ex->nb);
+    ex->mundo_cap = n1;
+    ex->mundo = malloc(ex->mundo_cap * sizeof *ex->mundo);
     ex->fundo = malloc((spans + 1) * sizeof *ex->fundo);
     if (!ex->sec_start || !ex->sec_buf || !ex->floor || !ex->total ||
         !ex->cuts || !ex->cliques || !starts || !ends || !ex->minoff || !ex->off ||
-        !ex->solution || !ex->rank || !ex->mundo || !ex->fundo) {
+        !ex->solution || !ex->rank || !ex->mundo || !ex->fundo || !ex->nb) {
         free(starts);
         free(ends);
         return false;
@@ -555,6 +567,12 @@ int64_t mcir_memplan_plan_exact(const mcir_memplan_instance *in,
  * many the instance is far beyond what the search can finish in a budget
  * anyway, and the incumbent plan is returned as is. */
 #define EXACT_MAX_SPANS ((size_t)1 << 26)
+/* Likewise for lifetime overlaps: each placement walks its neighbours and
+ * may push one undo entry per neighbour, so the undo stack grows with the
+ * overlaps along a search path.  Past this many pairs (a few thousand
+ * buffers all live at once) the greedy plan is returned, unproven unless
+ * it meets the lower bound. */
+#define EXACT_MAX_PAIRS ((uint64_t)1 << 24)
 
 int64_t mcir_memplan_plan_exact_from(const mcir_memplan_instance *in,
                                      int64_t *offsets, int64_t best,
@@ -568,7 +586,7 @@ int64_t mcir_memplan_plan_exact_from(const mcir_memplan_instance *in,
         return best;
     for (size_t i = 0; i < n; i++)
         spans += (size_t)(in->upper[i] - in->lower[i]);
-    if (spans > EXACT_MAX_SPANS)
+    if (spans > EXACT_MAX_SPANS || in->n_pairs > EXACT_MAX_PAIRS)
         return best;
     exact ex;
     if (!exact_init(&ex, in)) {

@@ -3,7 +3,7 @@
  *
  * Invariant: a buffer is placed at the lowest aligned offset where it
  * overlaps no already placed neighbour (lifetime overlap or explicit
- * conflict); the family members differ only in the order buffers are
+ * conflict, found by mcir_memplan_neighbours: no list of pairs is kept); the family members differ only in the order buffers are
  * visited, so each ordering is one comparison key.
  */
 #include "kernelplan/memplan.h"
@@ -63,25 +63,23 @@ static int64_t greedy_first_fit(const mcir_memplan_instance *inst,
                                 greedy_key *keys, int64_t *offsets,
                                 mcir_memplan_stats *stats)
 {
-    size_t n = inst->n, maxdeg = 0;
+    size_t n = inst->n, maxdeg = inst->degree ? inst->max_degree : n;
     qsort(keys, n, sizeof *keys, greedy_cmp_key);
-    for (size_t i = 0; i < n; i++) {
-        size_t d = inst->adj_start[i + 1] - inst->adj_start[i];
-        if (d > maxdeg)
-            maxdeg = d;
-    }
     bool *placed = calloc(n ? n : 1, sizeof *placed);
     greedy_span *spans = malloc((maxdeg ? maxdeg : 1) * sizeof *spans);
-    if (!placed || !spans) {
+    uint32_t *nb = malloc((maxdeg ? maxdeg : 1) * sizeof *nb);
+    if (!placed || !spans || !nb) {
         free(placed);
         free(spans);
+        free(nb);
         return -1;
     }
     int64_t height = 0;
     for (size_t k = 0; k < n; k++) {
         size_t i = keys[k].idx, ns = 0;
-        for (size_t e = inst->adj_start[i]; e < inst->adj_start[i + 1]; e++) {
-            uint32_t j = inst->adj[e];
+        size_t deg = mcir_memplan_neighbours(inst, i, nb);
+        for (size_t e = 0; e < deg; e++) {
+            uint32_t j = nb[e];
             if (placed[j])
                 spans[ns++] = (greedy_span){offsets[j], offsets[j] + inst->size[j]};
         }
@@ -101,6 +99,7 @@ static int64_t greedy_first_fit(const mcir_memplan_instance *inst,
     }
     free(placed);
     free(spans);
+    free(nb);
     stats->optimal = height == inst->lower_bound;
     return height;
 }
@@ -126,10 +125,16 @@ int64_t mcir_memplan_plan_greedy_conflict(const mcir_memplan_instance *inst,
     greedy_key *keys = malloc((inst->n ? inst->n : 1) * sizeof *keys);
     if (!keys)
         return -1;
+    uint32_t *nb = inst->degree ? NULL : malloc((inst->n ? inst->n : 1) * sizeof *nb);
+    if (!inst->degree && !nb) {
+        free(keys);
+        return -1;
+    }
     for (size_t i = 0; i < inst->n; i++)
         keys[i] = (greedy_key){
-            (int64_t)(inst->adj_start[i + 1] - inst->adj_start[i]),
+            (int64_t)(inst->degree ? inst->degree[i] : mcir_memplan_neighbours(inst, i, nb)),
             inst->size[i], 0, i};
+    free(nb);
     int64_t h = greedy_first_fit(inst, keys, offsets, stats);
     free(keys);
     return h;
