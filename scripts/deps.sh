@@ -4,7 +4,8 @@
 # it mcir builds and runs on the CPU, and --emit ptx says why it can't).
 set -euo pipefail
 pkgs=(cmake make gcc g++ pkg-config libyaml-dev libpcre2-dev check libsubunit-dev libjansson-dev
-      libonnx-dev protobuf-c-compiler libprotobuf-c-dev)
+      libonnx-dev protobuf-c-compiler libprotobuf-c-dev
+      clang libclang-rt-14-dev)   # libFuzzer (scripts/fuzz.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -35,3 +35,12 @@ scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCIR_SANITIZE=ON
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j"$jobs")
+echo "== fuzz (libFuzzer + ASan/UBSan, ${MCIR_FUZZ_SECONDS:-20} s per harness; docs/fuzzing.md)"
+rc=0
+FUZZ_BUILD=build-fuzzer scripts/fuzz.sh "${MCIR_FUZZ_SECONDS:-20}" || rc=$?
+if ((rc == 77)); then
+  echo "fuzz: skipped: clang with libFuzzer is not installed" >&2
+elif ((rc != 0)); then
+  echo "fuzz: findings (see above)" >&2
+  exit 1
+fi
