@@ -707,6 +707,170 @@ static bool check_pointwise_consumers(const mcir_check_ctx *c, const mcir_param_
     return each_tensor(c, &p[0], p, one_pointwise_consumers, d, n);
 }
 
+/* ------------------------------------------------- horizontal matmuls */
+
+/* A matmul whose product (or its only reader's result) is a graph output:
+ * its part would have to be stored on its own, so it stays a matmul. */
+static bool feeds_graph_output(const mcir_graph *g, const mcir_node *mm) {
+    const mcir_tensor *y = mm->outputs[0];
+    if (y->is_output) return true;
+    mcir_node *cons[2];
+    return mcir_graph_consumers(g, y, cons, 2) == 1 && cons[0]->op == MCIR_OP_ADD &&
+           cons[0]->outputs[0]->is_output;
+}
+
+static bool constant_rhs(const mcir_node *mm, int64_t *k) {
+    const mcir_tensor *b = mm->inputs[1];
+    if (mm->n_inputs != 2 || b->kind != MCIR_TENSOR_WEIGHT || b->rank != 2) return false;
+    *k = mcir_node_bool(mm, "transpose_b") ? b->shape[1] : b->shape[0];
+    return true;
+}
+
+/* Whether t is computed from one of the products prods[0..n) within a few
+ * elementwise steps. */
+static bool from_products(const mcir_tensor *t, const mcir_tensor *const *prods, int n,
+                          int depth) {
+    for (int i = 0; i < n; i++)
+        if (t == prods[i]) return true;
+    const mcir_node *p = t->producer;
+    if (depth > 4 || !p || p->dead || !(mcir_op_desc_of(p->op)->flags & MCIR_OPF_ELEMENTWISE))
+        return false;
+    for (int j = 0; j < p->n_inputs; j++)
+        if (from_products(p->inputs[j], prods, n, depth + 1)) return true;
+    return false;
+}
+
+/* A product (after its bias add) whose readers are an elementwise chain
+ * of its own — an epilogue the matmul would lose to a separate kernel if
+ * it became a part of a wider GEMM. A chain that meets another product
+ * (SwiGLU's silu(gate) * up) is no loss: it needs both parts anyway. */
+static bool private_epilogue(const mcir_graph *g, const mcir_node *mm,
+                             const mcir_tensor *const *prods, int n) {
+    const mcir_tensor *t = mm->outputs[0];
+    mcir_node *cons[4];
+    bool chain = false;
+    for (int depth = 0; depth < 6; depth++) {
+        int k = mcir_graph_consumers(g, t, cons, 4);
+        if (k != 1 || !(mcir_op_desc_of(cons[0]->op)->flags & MCIR_OPF_ELEMENTWISE)) return chain;
+        const mcir_node *x = cons[0];
+        bool bias = false;
+        for (int j = 0; j < x->n_inputs; j++) {
+            if (x->inputs[j] == t) continue;
+            if (from_products(x->inputs[j], prods, n, 0)) return false;
+            bias |= depth == 0 && x->op == MCIR_OP_ADD && x->inputs[j]->kind == MCIR_TENSOR_WEIGHT;
+        }
+        chain |= !bias;
+        t = x->outputs[0];
+    }
+    return chain;
+}
+
+/* Every reader of t, through reshapes and transposes, can take a part of
+ * a wider product as a strided view (attention's Q/K/V, pointwise ops):
+ * otherwise the split back into parts would be a copy. */
+static bool readers_take_views(const mcir_graph *g, const mcir_tensor *t, int depth) {
+    mcir_node *cons[16];
+    int k = mcir_graph_consumers(g, t, cons, 16);
+    if (k < 1 || k > 16 || t->is_output || depth > 8) return false;
+    for (int i = 0; i < k; i++) {
+        const mcir_node *x = cons[i];
+        if (x->op == MCIR_OP_RESHAPE || x->op == MCIR_OP_TRANSPOSE) {
+            if (!readers_take_views(g, x->outputs[0], depth + 1)) return false;
+        } else if (x->op == MCIR_OP_ATTENTION) {
+            for (int j = 3; j < x->n_inputs; j++)
+                if (x->inputs[j] == t) return false;
+        } else if (!(mcir_op_desc_of(x->op)->flags & MCIR_OPF_ELEMENTWISE) &&
+                   !remaps_index(x->op)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The part of the product readers see: after the bias add, if one. */
+static const mcir_tensor *part_of(const mcir_graph *g, const mcir_node *mm) {
+    const mcir_tensor *y = mm->outputs[0];
+    mcir_node *cons[2];
+    if (mcir_graph_consumers(g, y, cons, 2) == 1 && cons[0]->op == MCIR_OP_ADD &&
+        cons[0]->n_inputs == 2) {
+        const mcir_tensor *b = cons[0]->inputs[0] == y ? cons[0]->inputs[1] : cons[0]->inputs[0];
+        if (b->kind == MCIR_TENSOR_WEIGHT && b->rank == 1) return cons[0]->outputs[0];
+    }
+    return y;
+}
+
+int mcir_matmul_siblings(const mcir_graph *g, const mcir_node *mm, mcir_node **out, int max) {
+    int64_t k0, k;
+    if (mm->dead || mm->op != MCIR_OP_MATMUL || mm->group >= 0 || !constant_rhs(mm, &k0) ||
+        feeds_graph_output(g, mm))
+        return 0;
+    mcir_node *cons[64], *cand[65];
+    int nc = mcir_graph_consumers(g, mm->inputs[0], cons, 64);
+    int n = 0;
+    cand[n++] = (mcir_node *)mm;
+    for (int i = 0; i < nc && i < 64; i++) {
+        const mcir_node *x = cons[i];
+        if (x == mm || x->op != MCIR_OP_MATMUL || x->group >= 0 || x->inputs[0] != mm->inputs[0] ||
+            x->inputs[1] == mm->inputs[0] || !constant_rhs(x, &k) || k != k0 ||
+            x->inputs[1]->dtype != mm->inputs[1]->dtype ||
+            mcir_node_bool(x, "transpose_a") != mcir_node_bool(mm, "transpose_a") ||
+            mcir_node_bool(x, "transpose_b") != mcir_node_bool(mm, "transpose_b") ||
+            feeds_graph_output(g, x))
+            continue;
+        cand[n++] = cons[i];
+    }
+    /* drop the ones that would lose an epilogue of their own */
+    const mcir_tensor *prods[65];
+    for (int i = 0; i < n; i++) prods[i] = cand[i]->outputs[0];
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        const mcir_tensor *others[65];
+        int no = 0;
+        for (int j = 0; j < n; j++)
+            if (j != i) others[no++] = prods[j];
+        if (private_epilogue(g, cand[i], others, no) ||
+            !readers_take_views(g, part_of(g, cand[i]), 0)) {
+            if (i == 0) return 0;
+            continue;
+        }
+        if (kept < max) out[kept] = cand[i];
+        kept++;
+    }
+    return kept;
+}
+
+static bool check_horizontal_siblings(const mcir_check_ctx *c, const mcir_param_value *p,
+                                      char *d, size_t n) {
+    const mcir_node *mm = p[0].set && p[0].n > 0 ? c->match->nodes[p[0].refs[0]] : NULL;
+    if (!mm) {
+        say(d, n, "no matmul bound");
+        return false;
+    }
+    mcir_node *sib[MCIR_MAX_HORIZONTAL];
+    int k = mcir_matmul_siblings(c->match->graph, mm, sib, MCIR_MAX_HORIZONTAL);
+    if (k < 2) {
+        say(d, n, "'%s' is the only ungrouped matmul reading '%s' with a constant weight of its "
+            "shape class", mm->name, mm->inputs[0]->name);
+        return false;
+    }
+    if (k > MCIR_MAX_HORIZONTAL) {
+        say(d, n, "%d matmuls read '%s', more than %d", k, mm->inputs[0]->name,
+            MCIR_MAX_HORIZONTAL);
+        return false;
+    }
+    int64_t cols = 0;
+    char names[256] = "";
+    for (int i = 0; i < k; i++) {
+        const mcir_tensor *b = sib[i]->inputs[1];
+        cols += mcir_node_bool(sib[i], "transpose_b") ? b->shape[0] : b->shape[1];
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", sib[i]->name);
+    }
+    say(d, n, "%d matmuls read '%s' (%s): one GEMM of N = %lld over weights concatenated at "
+        "compile time", k, mm->inputs[0]->name, names, (long long)cols);
+    return true;
+}
+
 /* ------------------------------------------------------ working set */
 
 static const char *const ws_model_names[] = {"attention", "matmul", "conv2d", "norm", "auto",
@@ -905,6 +1069,8 @@ static const mcir_param_spec p_tensors[] = {
     {"tensors", MCIR_PARAM_TENSORS, true, "pattern variables to check", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_nodes[] = {
     {"nodes", MCIR_PARAM_NODES, false, "pattern nodes (default: every matched node)", NULL, MCIR_RANGE_ANY}};
+static const mcir_param_spec p_node[] = {
+    {"node", MCIR_PARAM_NODE, true, "pattern node", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_dtype_allowed[] = {
     {"tensors", MCIR_PARAM_TENSORS, true, "pattern variables to check", NULL, MCIR_RANGE_ANY},
     {"dtypes", MCIR_PARAM_DTYPES, true, "allowed dtypes", NULL, MCIR_RANGE_ANY}};
@@ -964,6 +1130,9 @@ const mcir_check_desc mcir_checks[] = {
      "concatenations and splits", SPECS(p_nodes), check_pointwise_group},
     {"pointwise_consumers", "each tensor is read only by pointwise ops (at most 16)",
      SPECS(p_tensors), check_pointwise_consumers},
+    {"horizontal_siblings", "other matmuls read the node's A with constant weights of the "
+     "same contraction length, dtype and flags (at most 8 in all)", SPECS(p_node),
+     check_horizontal_siblings},
 };
 const int mcir_n_checks = (int)(sizeof mcir_checks / sizeof mcir_checks[0]);
 
@@ -990,6 +1159,8 @@ const mcir_lowering_desc mcir_lowerings[] = {
      "producer's kernel, never stored"},
     {"smem_tiled", "tiles sized from the target's shared memory and registers"},
     {"write_in_place", "the output is written over a dying input's buffer"},
+    {"one_gemm_concatenated_weights", "one GEMM over weights concatenated at compile time; "
+     "the shared activation is read once and the parts are strided views of the product"},
 };
 const int mcir_n_lowerings = (int)(sizeof mcir_lowerings / sizeof mcir_lowerings[0]);
 
@@ -1036,6 +1207,8 @@ static const mcir_param_spec a_annotate_only[] = {
     {"nodes", MCIR_PARAM_NODES, false, "nodes to annotate (default: the anchor)", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_fuse_group[] = {
     {"nodes", MCIR_PARAM_NODES, true, "nodes that become one kernel", NULL, MCIR_RANGE_ANY}};
+static const mcir_param_spec a_horizontal[] = {
+    {"node", MCIR_PARAM_NODE, true, "a matmul whose siblings join it", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_inplace[] = {
     {"node", MCIR_PARAM_NODE, true, "the elementwise node that writes in place", NULL, MCIR_RANGE_ANY},
     {"input", MCIR_PARAM_TENSOR, true, "the input whose buffer it reuses", NULL, MCIR_RANGE_ANY}};
@@ -1057,6 +1230,9 @@ const mcir_action_desc mcir_action_descs[MCIR_ACTION_COUNT] = {
                                 SPECS(a_fuse_group)},
     [MCIR_ACTION_INPLACE] = {"inplace", "write the output over a dying input",
                              SPECS(a_inplace)},
+    [MCIR_ACTION_FUSE_HORIZONTAL_MATMUL] = {"fuse_horizontal_matmul",
+        "matmuls sharing A -> one matmul over concatenated weights (+ concatenated bias), "
+        "split back into the original outputs", SPECS(a_horizontal)},
 };
 
 bool mcir_action_parse(const char *name, mcir_action *out) {

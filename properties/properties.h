@@ -122,7 +122,8 @@ const mcir_check_desc *mcir_check_find(const char *name);
     X(REPLACE_OP, "replace_op")              \
     X(ANNOTATE_ONLY, "annotate_only")        \
     X(FUSE_GROUP, "fuse_group")              \
-    X(INPLACE, "inplace")
+    X(INPLACE, "inplace")                    \
+    X(FUSE_HORIZONTAL_MATMUL, "fuse_horizontal_matmul")
 
 typedef enum mcir_action {
 #define X(id, name) MCIR_ACTION_##id,
@@ -194,5 +195,16 @@ char *mcir_bytes_str(int64_t bytes, char *buf, size_t n);
  * the weight seed 0 when it has none); n = mcir_tensor_numel(t). Returns
  * false if t is not a weight. */
 bool mcir_weight_values(const mcir_tensor *t, float *out);
+/* The matmuls that could run as one GEMM with mm (mm first): live,
+ * ungrouped, reading mm's A as their A, each B a constant rank-2 weight of
+ * mm's dtype and contraction length, the same transpose flags, and no
+ * product (or bias-added product) a graph output, and none whose product
+ * feeds an elementwise chain of its own (an epilogue it would lose; a
+ * chain joining two products, SwiGLU's, is no loss), and every part read
+ * only where a strided view does (attention Q/K/V, pointwise ops, through
+ * reshapes and transposes). Returns the
+ * count (at most max written). */
+#define MCIR_MAX_HORIZONTAL 8
+int mcir_matmul_siblings(const mcir_graph *g, const mcir_node *mm, mcir_node **out, int max);
 
 #endif /* MCIR_PROPERTIES_H */

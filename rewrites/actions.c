@@ -518,6 +518,162 @@ static bool done_inplace(const mcir_action_ctx *a) {
     return n && n->inplace_input >= 0;
 }
 
+/* ------------------------------------------------- horizontal matmul */
+
+/* The bias add right after a matmul: its only consumer, an add of a
+ * constant [N] weight of the output's dtype, ungrouped; or NULL. */
+static mcir_node *bias_after(const mcir_graph *g, const mcir_node *mm, mcir_tensor **bias) {
+    mcir_tensor *y = mm->outputs[0];
+    mcir_node *cons[2];
+    if (y->is_output || mcir_graph_consumers(g, y, cons, 2) != 1) return NULL;
+    mcir_node *ad = cons[0];
+    if (ad->op != MCIR_OP_ADD || ad->group >= 0 || ad->n_inputs != 2) return NULL;
+    mcir_tensor *b = ad->inputs[0] == y ? ad->inputs[1] : ad->inputs[0];
+    if (b == y || b->kind != MCIR_TENSOR_WEIGHT || b->rank != 1 || b->dtype != y->dtype ||
+        b->shape[0] != y->shape[y->rank - 1])
+        return NULL;
+    *bias = b;
+    return ad;
+}
+
+/* Stores f32 values (already representable) in dtype dt at element i. */
+static void store_value(unsigned char *data, mcir_dtype dt, int64_t i, float v) {
+    if (dt == MCIR_DTYPE_F32) {
+        memcpy(data + 4 * i, &v, 4);
+    } else {
+        uint16_t h = dt == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v) : mcir_f32_to_bf16(v);
+        memcpy(data + 2 * i, &h, 2);
+    }
+}
+
+/* A new constant weight: the parts concatenated along `axis` (0 or 1 of
+ * rank 2, or 0 of rank 1), their values taken once now. */
+static mcir_tensor *concat_weights(mcir_action_ctx *a, const char *name, mcir_tensor **parts,
+                                   int n, int axis) {
+    mcir_graph *g = a->g;
+    int rank = parts[0]->rank;
+    int64_t shape[2] = {parts[0]->shape[0], rank == 2 ? parts[0]->shape[1] : 1};
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += parts[i]->shape[axis];
+    shape[axis] = total;
+    mcir_dtype dt = parts[0]->dtype;
+    mcir_tensor *t = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, name), dt, rank, shape,
+                                           MCIR_TENSOR_WEIGHT);
+    MCIR_ASSERT(t);
+    int64_t numel = mcir_tensor_numel(t);
+    unsigned char *data = mcir_arena_alloc(g->arena, (size_t)numel * mcir_dtype_size(dt));
+    int64_t cols = rank == 2 ? shape[1] : total, off = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t pn = mcir_tensor_numel(parts[i]);
+        float *v = malloc((size_t)pn * sizeof *v);
+        MCIR_ASSERT(v);
+        mcir_weight_values(parts[i], v);
+        int64_t prow = rank == 2 ? parts[i]->shape[1] : pn, prows = pn / prow;
+        for (int64_t r = 0; r < prows; r++)
+            for (int64_t c = 0; c < prow; c++) {
+                /* axis 0: rows follow each other; axis 1: columns side by side */
+                int64_t at = axis == 0 ? (off + r) * cols + c : r * cols + off + c;
+                if (rank == 1) at = off + c;
+                store_value(data, dt, at, v[r * prow + c]);
+            }
+        off += axis == 0 && rank == 2 ? prows : parts[i]->shape[axis];
+        free(v);
+    }
+    t->data = data;
+    return t;
+}
+
+/* The longest dotted prefix the names share ("l0.attn." of q_proj and
+ * k_proj) plus stem, made unique. */
+static const char *shared_name(mcir_action_ctx *a, mcir_node **nodes, int n, const char *stem) {
+    size_t common = strlen(nodes[0]->name);
+    for (int i = 1; i < n; i++) {
+        size_t k = 0;
+        while (k < common && nodes[i]->name[k] == nodes[0]->name[k]) k++;
+        common = k;
+    }
+    size_t cut = 0;
+    for (size_t i = 0; i < common; i++)
+        if (nodes[0]->name[i] == '.' || nodes[0]->name[i] == '/') cut = i + 1;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%.*s%s", (int)(cut < 400 ? cut : 400), nodes[0]->name, stem);
+    return mcir_graph_fresh_name(a->g, buf);
+}
+
+static bool apply_fuse_horizontal_matmul(mcir_action_ctx *a) {
+    mcir_node *mm = param_node(a, "node");
+    if (!mm) return fail(a, "the match binds no matmul");
+    mcir_node *sib[MCIR_MAX_HORIZONTAL];
+    int n = mcir_matmul_siblings(a->g, mm, sib, MCIR_MAX_HORIZONTAL);
+    if (n < 2 || n > MCIR_MAX_HORIZONTAL)
+        return fail(a, "'%s' has %d matmul siblings", mm->name, n - 1);
+    bool tb = mcir_node_bool(mm, "transpose_b");
+    int64_t weights = 0;
+    mcir_tensor *w[MCIR_MAX_HORIZONTAL], *bias[MCIR_MAX_HORIZONTAL], *outs[MCIR_MAX_HORIZONTAL];
+    mcir_node *adds[MCIR_MAX_HORIZONTAL];
+    int64_t sizes[MCIR_MAX_HORIZONTAL];
+    int n_bias = 0;
+    for (int i = 0; i < n; i++) {
+        w[i] = sib[i]->inputs[1];
+        weights += mcir_tensor_numel(w[i]);
+        sizes[i] = tb ? w[i]->shape[0] : w[i]->shape[1];
+        adds[i] = bias_after(a->g, sib[i], &bias[i]);
+        n_bias += adds[i] != NULL;
+    }
+    if (weights > ((int64_t)1 << 28))
+        return fail(a, "the concatenated weight would hold %lld elements", (long long)weights);
+    bool with_bias = n_bias == n;   /* all or none: a partial bias stays an add per part */
+    for (int i = 0; i < n; i++) outs[i] = with_bias ? adds[i]->outputs[0] : sib[i]->outputs[0];
+
+    mcir_tensor *A = mm->inputs[0];
+    mcir_tensor *wcat = concat_weights(a, shared_name(a, sib, n, "horizontal.weight"), w, n,
+                                       tb ? 0 : 1);
+    mcir_node *built[3] = {NULL, NULL, NULL};
+    mcir_node *gm = build(a, MCIR_OP_MATMUL, shared_name(a, sib, n, "horizontal.matmul"), 2,
+                          (mcir_tensor *[]){A, wcat});
+    built[0] = gm;
+    mcir_node_set_bool(a->g, gm, "transpose_a", mcir_node_bool(mm, "transpose_a"));
+    mcir_node_set_bool(a->g, gm, "transpose_b", tb);
+    if (!infer(a, gm)) goto undo;
+    mcir_tensor *prod = gm->outputs[0];
+    if (with_bias) {
+        mcir_tensor *bcat = concat_weights(a, shared_name(a, sib, n, "horizontal.bias"), bias, n, 0);
+        mcir_node *ad = build(a, MCIR_OP_ADD, shared_name(a, sib, n, "horizontal.bias_add"), 2,
+                              (mcir_tensor *[]){prod, bcat});
+        built[1] = ad;
+        if (!infer(a, ad)) goto undo;
+        prod = ad->outputs[0];
+    }
+    /* the parts: the original tensors, so names, readers and graph outputs stay */
+    for (int i = 0; i < n; i++) {
+        if (with_bias) adds[i]->dead = true;
+        sib[i]->dead = true;
+    }
+    mcir_node *sp = mcir_graph_add_node(a->g, MCIR_OP_SPLIT, shared_name(a, sib, n, "horizontal.split"),
+                                        1, &prod, n, outs);
+    built[2] = sp;
+    sp->origin_rule = a->p->name;
+    sp->origin_nodes = a->origin_nodes;
+    sp->loc = mm->loc;
+    mcir_node_set_int(a->g, sp, "axis", -1);
+    mcir_node_set_ints(a->g, sp, "sizes", n, sizes);
+    if (!infer(a, sp)) {
+        for (int i = 0; i < n; i++) {
+            sib[i]->dead = false;
+            if (with_bias) adds[i]->dead = false;
+            outs[i]->producer = with_bias ? adds[i] : sib[i];
+        }
+        goto undo;
+    }
+    for (int i = 0; i < 3; i++)
+        if (built[i]) add_result(a, built[i]);
+    return true;
+undo:
+    discard(built, 3);
+    a->n_results = 0;
+    return false;
+}
+
 /* ---------------------------------------------------------------- table */
 
 const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
@@ -529,4 +685,5 @@ const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_ANNOTATE_ONLY] = {apply_annotate_only, done_annotate_only, false},
     [MCIR_ACTION_FUSE_GROUP] = {apply_fuse_group, done_fuse_group, false},
     [MCIR_ACTION_INPLACE] = {apply_inplace, done_inplace, false},
+    [MCIR_ACTION_FUSE_HORIZONTAL_MATMUL] = {apply_fuse_horizontal_matmul, NULL, true},
 };

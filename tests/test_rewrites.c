@@ -520,16 +520,17 @@ typedef struct example_expect {
     const char *name;
     int nodes_before, nodes_after;
     int attention, layernorm, rmsnorm, gelu, silu;
+    int matmul, split;      /* horizontal fusion: one matmul + split per shared input */
     int attention_inputs;   /* of the first attention: 3, or 4 with a mask */
     bool causal;
 } example_expect;
 
 static const example_expect examples[] = {
-    {"gpt2_block", 51, 23, 1, 2, 0, 1, 0, 3, true},
-    {"bert_layer", 50, 26, 1, 2, 0, 1, 0, 4, false},
-    {"llama_block", 51, 36, 1, 0, 2, 0, 1, 3, true},
-    {"cross_attention", 18, 14, 1, 0, 0, 0, 0, 3, false},
-    {"resnet_small", 35, 35, 0, 0, 0, 0, 0, 0, false},
+    {"gpt2_block", 51, 23, 1, 2, 0, 1, 0, 4, 1, 3, true},
+    {"bert_layer", 50, 23, 1, 2, 0, 1, 0, 4, 1, 4, false},      /* Q, K, V: one matmul */
+    {"llama_block", 51, 35, 1, 0, 2, 0, 1, 4, 2, 3, true},      /* QKV; gate and up */
+    {"cross_attention", 18, 14, 1, 0, 0, 0, 0, 3, 1, 3, false},  /* K and V of the context */
+    {"resnet_small", 35, 35, 0, 0, 0, 0, 0, 1, 0, 0, false},
 };
 
 START_TEST(test_examples) {
@@ -546,6 +547,9 @@ START_TEST(test_examples) {
     ck_assert_int_eq(count_op(r.g, MCIR_OP_RMSNORM), x->rmsnorm);
     ck_assert_int_eq(count_op(r.g, MCIR_OP_GELU), x->gelu);
     ck_assert_int_eq(count_op(r.g, MCIR_OP_SILU), x->silu);
+    ck_assert_msg(count_op(r.g, MCIR_OP_MATMUL) == x->matmul, "%s: %d matmuls", x->name,
+                  count_op(r.g, MCIR_OP_MATMUL));
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_SPLIT), x->split);
     mcir_node *a = first_op(r.g, MCIR_OP_ATTENTION);
     if (a) {
         ck_assert_int_eq(a->n_inputs, x->attention_inputs);

@@ -223,6 +223,36 @@ CASES["rotary_partial"] = graph(
      node("mm.head", "slice", ["mm.bias.y"], ["z"], axis=-1, start=0, end=6)],
     ["y", "z"])
 
+# Horizontal fusion on shapes and layouts unlike the examples: f16 Q, K
+# and V projections with [K, N] weights (transpose_b false) and biases,
+# 2 heads of 8, become one matmul over the weights and biases concatenated
+# at compile time and a split the attention reads as views; a projection
+# through a transposed weight, and one with a ReLU epilogue of its own,
+# keep their matmuls.
+def heads(prefix, src, perm=(0, 2, 1, 3)):
+    return [node(prefix + ".heads", "reshape", [src], [prefix + ".heads.y"], shape=[2, 6, 2, 8]),
+            node(prefix + ".t", "transpose", [prefix + ".heads.y"], [prefix + ".t.y"],
+                 perm=list(perm))]
+
+
+CASES["horizontal_f16"] = graph(
+    "horizontal_f16",
+    [inp("x", [2, 6, 24], "f16")],
+    [w("wq", [24, 16], dt="f16"), w("bq", [16], dt="f16"),
+     w("wk", [24, 16], dt="f16"), w("bk", [16], dt="f16"),
+     w("wv", [24, 16], dt="f16"), w("bv", [16], dt="f16"),
+     w("wt", [16, 24], dt="f16"), w("wr", [24, 16], dt="f16"), w("c.scale", [], 0.35, dt="f16")]
+    ,
+    [node("pq", "matmul", ["x", "wq"], ["pq.y"]), node("pq.b", "add", ["pq.y", "bq"], ["q"]),
+     node("pk", "matmul", ["x", "wk"], ["pk.y"]), node("pk.b", "add", ["bk", "pk.y"], ["k"]),
+     node("pv_proj", "matmul", ["x", "wv"], ["pv.y"]), node("pv.b", "add", ["pv.y", "bv"], ["v"])]
+    + heads("q", "q") + heads("k", "k", (0, 2, 3, 1)) + heads("v", "v")
+    + attention_chain("att.", "q.t.y", "k.t.y", "v.t.y", ("mul", "c.scale"), None, "o")
+    + [node("pt", "matmul", ["x", "wt"], ["t.y"], transpose_b=True),
+       node("pr", "matmul", ["x", "wr"], ["r.y"]),
+       node("pr.relu", "relu", ["r.y"], ["r"])],
+    ["o", "t.y", "r"])
+
 # The same structures in half precision: the fused ops are checked against
 # the decomposed ones within the f16/bf16 tolerance.
 def retyped(g, name, dtype):
