@@ -130,7 +130,8 @@ bool bench_time_kernel(bench_gpu *g, bench_graph *b, int k, int warmup, int reps
         params[j] = &ptr[j];
     }
     void *fn = NULL;
-    if (ok) ok = bench_gpu_load(g, ck->bin.cubin, kp->name, ck->smem, &fn);
+    /* the compile unit: shared by identical kernels, launched as its content-named entry */
+    if (ok) ok = bench_gpu_load(g, cg_kernel_bin(b->cg, k)->cubin, ck->entry, ck->smem, &fn);
     if (ok) ok = bench_gpu_time(g, fn, ck->grid, ck->block, ck->smem, params, warmup, reps, t);
     if (ok && kp->n_writes > 0) {   /* the output must be finite */
         const mcir_tensor *o = kp->writes[0];
