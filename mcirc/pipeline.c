@@ -261,18 +261,23 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
 
     /* parse + verify + infer: graph.json or ONNX → a sorted, shape-inferred graph */
 #ifdef MCIR_HAVE_ONNX
-    if (mcir_onnx_is_model_path(o->graph_path))
+    if (o->graph)
+        c->graph = o->graph;
+    else if (mcir_onnx_is_model_path(o->graph_path))
         c->graph = mcir_onnx_read(o->graph_path, o->shapes, o->n_shapes, d);
     else
         c->graph = mcir_graph_read_json(o->graph_path, d);
 #else   /* -DMCIR_ONNX=OFF */
-    size_t path_len = strlen(o->graph_path);
-    if (path_len >= 5 && !strcmp(o->graph_path + path_len - 5, ".onnx")) {
+    size_t path_len = o->graph ? 0 : strlen(o->graph_path);
+    if (o->graph) {
+        c->graph = o->graph;
+    } else if (path_len >= 5 && !strcmp(o->graph_path + path_len - 5, ".onnx")) {
         mcir_error(d, (mcir_loc){o->graph_path, 0, 0},
                    "this mcirc was built without ONNX import (configure with -DMCIR_ONNX=ON)");
         return MCIR_EXIT_TOOLCHAIN;
+    } else {
+        c->graph = mcir_graph_read_json(o->graph_path, d);
     }
-    c->graph = mcir_graph_read_json(o->graph_path, d);
 #endif
     if (!c->graph) return MCIR_EXIT_INVALID;
     c->nodes_before = c->nodes_after = mcir_graph_live_nodes(c->graph);

@@ -44,6 +44,8 @@ typedef struct mcir_input_file {
 
 typedef struct mcir_options {
     const char *graph_path;      /* graph.json, or an ONNX model (*.onnx) */
+    mcir_graph *graph;           /* or a graph built in memory (the Python API): the
+                                    compilation takes it over and frees it */
     const mcir_onnx_shape *shapes; /* --shape: pinned ONNX input shapes */
     int n_shapes;
     const char **catalogs;       /* --catalog, in order */

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what only the test suite uses, when missing: Graphviz (the
-# report's drawings) and Chromium (the report is opened in a headless
-# browser). A failure here is not fatal: those tests then skip (exit 77)
-# or check the page without drawings.
+# report's drawings), Chromium (the report is opened in a headless
+# browser), and Debian's PyTorch with torchvision and NumPy (the Python
+# API is tested against them). A failure here is not fatal: those tests
+# then skip (exit 77) or check the page without drawings.
 set -uo pipefail
-pkgs=(graphviz chromium)
+pkgs=(graphviz chromium python3-torch python3-torchvision python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

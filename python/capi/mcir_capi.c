@@ -1,0 +1,219 @@
+/*
+ * mcir_capi.c — the C entry points of the Python package (python/mcir,
+ * docs/python.md), built as libmcir_capi.so. Python adds no second
+ * pipeline: it builds graph.json text and weight buffers, and these
+ * functions hand them to mcir_compile (mcirc/pipeline.c) as mcirc would,
+ * then return the artifacts as text and run the compiled graph.
+ *
+ * Every function reports problems as text (the same PATH:LINE:COL: error:
+ * lines mcirc prints) through mcir_capi_errors; none exits or aborts on bad
+ * input. Strings returned are owned by the handle.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcirc/pipeline.h"
+#include "rewrites/rewrites.h"
+
+typedef struct mcir_capi {
+    mcir_compilation c;
+    int status;
+    char *errors;          /* diagnostics of the last call */
+    char *artifact;        /* the last artifact asked for */
+} mcir_capi;
+
+#define CAPI_VERSION 1
+int mcir_capi_version(void) { return CAPI_VERSION; }
+
+/* Runs fn with a diagnostics sink whose text lands in h->errors. */
+typedef struct sink {
+    char *buf;
+    size_t len;
+    FILE *f;
+    mcir_diag d;
+} sink;
+
+static void sink_open(sink *s) {
+    s->buf = NULL;
+    s->len = 0;
+    s->f = open_memstream(&s->buf, &s->len);
+    s->d = mcir_diag_to(s->f);
+}
+
+static void sink_close(sink *s, mcir_capi *h) {
+    if (s->f) fclose(s->f);
+    free(h->errors);
+    h->errors = s->buf ? s->buf : strdup("");
+}
+
+const char *mcir_capi_errors(const mcir_capi *h) { return h && h->errors ? h->errors : ""; }
+int mcir_capi_status(const mcir_capi *h) { return h ? h->status : MCIR_EXIT_USAGE; }
+
+/* Compiles graph.json text. Weights named in weight_names take their
+ * values from the matching buffers (storage dtype, C order, weight_bytes
+ * long) instead of "data"/"value"/seeding. arch: "sm_90" etc. or NULL;
+ * flags: MCIR_CAPI_NO_REWRITE, _CODE (generate CUDA C), _PTX (NVRTC).
+ * Returns a handle even on failure: mcir_capi_status is then non-zero and
+ * mcir_capi_errors says why. */
+enum { MCIR_CAPI_NO_REWRITE = 1, MCIR_CAPI_CODE = 2, MCIR_CAPI_PTX = 4 };
+
+mcir_capi *mcir_capi_compile(const char *graph_json, const char *name, int n_weights,
+                             const char *const *weight_names, const void *const *weight_data,
+                             const long long *weight_bytes, const char *arch, int flags,
+                             const char *const *catalogs, int n_catalogs) {
+    mcir_capi *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    sink s;
+    sink_open(&s);
+    mcir_diag *d = &s.d;
+    h->status = MCIR_EXIT_INVALID;
+    mcir_graph *g = mcir_graph_read_json_string(graph_json, name ? name : "<python>", d);
+    bool ok = g != NULL;
+    for (int i = 0; ok && i < n_weights; i++) {
+        mcir_tensor *t = mcir_graph_find_tensor(g, weight_names[i]);
+        if (!t || t->kind != MCIR_TENSOR_WEIGHT) {
+            mcir_error(d, (mcir_loc){name, 0, 0}, "weight '%s': the graph has no such weight",
+                       weight_names[i]);
+            ok = false;
+        } else if ((long long)mcir_tensor_bytes(t) != weight_bytes[i]) {
+            mcir_error(d, (mcir_loc){name, 0, 0},
+                       "weight '%s': %lld bytes given, the graph declares %lld", t->name,
+                       weight_bytes[i], (long long)mcir_tensor_bytes(t));
+            ok = false;
+        } else {
+            t->data = mcir_arena_memdup(g->arena, weight_data[i], (size_t)weight_bytes[i]);
+            t->data_path = NULL;
+        }
+    }
+    if (!ok) {
+        mcir_graph_free(g);
+        sink_close(&s, h);
+        return h;
+    }
+    mcir_options o = mcir_options_default();
+    o.graph = g;
+    o.graph_path = name ? name : "<python>";
+    o.arch = arch;
+    o.no_rewrite = flags & MCIR_CAPI_NO_REWRITE;
+    o.want_plan = true;
+    o.keep_original = true;
+    o.want_cuda = (flags & (MCIR_CAPI_CODE | MCIR_CAPI_PTX)) != 0;
+    o.want_ptx = (flags & MCIR_CAPI_PTX) != 0;
+    o.catalogs = (const char **)catalogs;
+    o.n_catalogs = n_catalogs;
+    h->status = mcir_compile(&o, &h->c, d);
+    sink_close(&s, h);
+    return h;
+}
+
+void mcir_capi_free(mcir_capi *h) {
+    if (!h) return;
+    mcir_compilation_free(&h->c);
+    free(h->errors);
+    free(h->artifact);
+    free(h);
+}
+
+/* Counts of the summary: nodes before, after, kernels, applied rewrites. */
+void mcir_capi_counts(const mcir_capi *h, int *nodes_before, int *nodes_after, int *kernels,
+                      int *rewrites) {
+    *nodes_before = h->c.nodes_before;
+    *nodes_after = h->c.nodes_after;
+    *kernels = h->c.plan ? h->c.plan->n_kernels : 0;
+    *rewrites = h->c.rewrites_applied;
+}
+
+/* An artifact as mcirc --emit writes it: "mcir", "trace", "plan",
+ * "memory", "cuda", "dot". NULL if it does not exist. */
+const char *mcir_capi_artifact(mcir_capi *h, const char *what) {
+    if (!h || h->status) return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    const mcir_compilation *c = &h->c;
+    bool ok = false;
+    if (!strcmp(what, "mcir")) ok = mcir_graph_write_json(c->graph, f);
+    else if (!strcmp(what, "trace")) ok = mcir_trace_write_jsonl(c->trace, f);
+    else if (!strcmp(what, "plan") && c->plan) ok = mcir_plan_write_json(c->plan, f);
+    else if (!strcmp(what, "memory") && c->memory)
+        ok = mcir_memory_plan_write_json(c->memory, c->plan, f);
+    else if (!strcmp(what, "cuda") && c->codegen) ok = mcir_codegen_write_cuda(c->codegen, f);
+    else if (!strcmp(what, "dot")) ok = mcir_graph_write_dot(c->graph, f);
+    fclose(f);
+    free(h->artifact);
+    h->artifact = ok ? buf : NULL;
+    if (!ok) free(buf);
+    return h->artifact;
+}
+
+/* Runs the compiled (rewritten) graph: inputs by name from buffers in
+ * their storage dtype (unset inputs are seeded with seed), outputs written
+ * into the buffers given in graph output order (storage dtype, C order).
+ * device: "cpu" (the reference interpreter) or "gpu" (the generated
+ * kernels; needs MCIR_CAPI_PTX at compile time and a GPU). 0 on success. */
+int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *const *names,
+                  const void *const *data, const long long *bytes, void *const *outputs,
+                  const long long *output_bytes, unsigned long long seed) {
+    if (!h || h->status) return MCIR_EXIT_USAGE;
+    sink s;
+    sink_open(&s);
+    mcir_diag *d = &s.d;
+    mcir_compilation *c = &h->c;
+    const mcir_graph *g = c->graph;
+    int st = MCIR_EXIT_OK;
+    mcir_env *env = mcir_env_new(g, seed);
+    for (int i = 0; !st && i < n_inputs; i++) {
+        const mcir_tensor *t = mcir_graph_find_tensor((mcir_graph *)g, names[i]);
+        if (!t || t->kind != MCIR_TENSOR_INPUT) {
+            mcir_error(d, (mcir_loc){g->path, 0, 0}, "input '%s': the graph has no such input",
+                       names[i]);
+            st = MCIR_EXIT_USAGE;
+        } else if ((long long)mcir_tensor_bytes(t) != bytes[i]) {
+            mcir_error(d, (mcir_loc){g->path, 0, 0},
+                       "input '%s': %lld bytes given, the graph declares %lld", t->name,
+                       bytes[i], (long long)mcir_tensor_bytes(t));
+            st = MCIR_EXIT_INVALID;
+        } else {
+            mcir_env_set_raw(env, t, data[i]);
+        }
+    }
+    bool gpu = device && !strcmp(device, "gpu");
+    if (!st && gpu) {
+        char why[256];
+        if (!c->codegen || !mcir_gpu_available(why, sizeof why)) {
+            mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'gpu': %s",
+                       c->codegen ? why : "compile with ptx=True first");
+            st = MCIR_EXIT_TOOLCHAIN;
+        } else if (!mcir_gpu_run(c->codegen, env, MCIR_ALLOC_POOL, &c->gpu_stats, d)) {
+            st = MCIR_EXIT_TOOLCHAIN;
+        }
+    } else if (!st && !mcir_interp_run(g, env, d)) {
+        st = MCIR_EXIT_INVALID;
+    }
+    for (int i = 0; !st && i < g->n_outputs; i++) {
+        const mcir_tensor *t = g->outputs[i];
+        if ((long long)mcir_tensor_bytes(t) != output_bytes[i]) {
+            mcir_error(d, (mcir_loc){g->path, 0, 0},
+                       "output '%s': a buffer of %lld bytes, the graph makes %lld", t->name,
+                       output_bytes[i], (long long)mcir_tensor_bytes(t));
+            st = MCIR_EXIT_INVALID;
+            break;
+        }
+        const float *v = mcir_env_get(env, t);
+        int64_t n = mcir_tensor_numel(t);
+        for (int64_t k = 0; k < n; k++) {
+            if (t->dtype == MCIR_DTYPE_F32) {
+                memcpy((char *)outputs[i] + 4 * k, &v[k], 4);
+            } else {
+                uint16_t b = t->dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v[k])
+                                                        : mcir_f32_to_bf16(v[k]);
+                memcpy((char *)outputs[i] + 2 * k, &b, 2);
+            }
+        }
+    }
+    mcir_env_free(env);
+    sink_close(&s, h);
+    return st;
+}

@@ -1,0 +1,20 @@
+"""mcir — the memory-centric compiler for deep-learning graphs, from Python.
+
+    import torch, mcir
+    g = mcir.capture(model.eval(), (x,))     # torch.fx → an mcir Graph
+    c = mcir.compile(g)                      # rewrites, plans, memory plan
+    print(c.summary()); c.applied("attention_decomposed")
+    y = c(x)                                 # CPU reference (device="gpu" on a GPU)
+
+    opt = torch.compile(model, backend=mcir.backend)   # torch >= 2.0
+
+Everything runs through mcir's C library (libmcir_capi.so): the same
+pipeline, catalog and diagnostics as `mcirc`. docs/python.md has the rest.
+"""
+from ._lib import McirError
+from .graph import Compiled, Graph, compile
+from .fx import UnsupportedError, capture, capture_fx
+from .backend import backend
+
+__all__ = ["capture", "capture_fx", "compile", "backend", "Graph", "Compiled", "McirError",
+           "UnsupportedError"]

@@ -1,0 +1,89 @@
+"""ctypes bindings of libmcir_capi.so (python/capi/mcir_capi.c).
+
+The library is found, in order: the MCIR_CAPI_LIB environment variable (a
+path to the .so), then beside an installed package prefix (lib/), then the
+repository's build/python/ (a source checkout built with scripts/build.sh).
+"""
+import ctypes
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_CANDIDATES = [
+    os.path.join(_HERE, "..", "..", "build", "python", "libmcir_capi.so"),
+    os.path.join(_HERE, "..", "..", "..", "lib", "libmcir_capi.so"),
+]
+
+NO_REWRITE, CODE, PTX = 1, 2, 4
+
+
+class McirError(Exception):
+    """A compilation or run failed; the message holds mcir's diagnostics
+    (PATH:LINE:COL: error: ... lines)."""
+
+
+def _find():
+    env = os.environ.get("MCIR_CAPI_LIB")
+    if env:
+        return env
+    for c in _CANDIDATES:
+        if os.path.exists(c):
+            return os.path.abspath(c)
+    raise McirError(
+        "libmcir_capi.so not found: build mcir (scripts/build.sh) or set MCIR_CAPI_LIB")
+
+
+_lib = None
+
+
+def lib():
+    """The loaded library, its functions typed."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    L = ctypes.CDLL(_find())
+    c_char_pp = ctypes.POINTER(ctypes.c_char_p)
+    c_void_pp = ctypes.POINTER(ctypes.c_void_p)
+    c_ll_p = ctypes.POINTER(ctypes.c_longlong)
+    L.mcir_capi_version.restype = ctypes.c_int
+    L.mcir_capi_compile.restype = ctypes.c_void_p
+    L.mcir_capi_compile.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, c_char_pp,
+                                    c_void_pp, c_ll_p, ctypes.c_char_p, ctypes.c_int, c_char_pp,
+                                    ctypes.c_int]
+    L.mcir_capi_free.argtypes = [ctypes.c_void_p]
+    L.mcir_capi_status.argtypes = [ctypes.c_void_p]
+    L.mcir_capi_status.restype = ctypes.c_int
+    L.mcir_capi_errors.argtypes = [ctypes.c_void_p]
+    L.mcir_capi_errors.restype = ctypes.c_char_p
+    L.mcir_capi_artifact.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    L.mcir_capi_artifact.restype = ctypes.c_char_p
+    ip = ctypes.POINTER(ctypes.c_int)
+    L.mcir_capi_counts.argtypes = [ctypes.c_void_p, ip, ip, ip, ip]
+    L.mcir_capi_run.restype = ctypes.c_int
+    L.mcir_capi_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, c_char_pp,
+                                c_void_pp, c_ll_p, c_void_pp, c_ll_p, ctypes.c_ulonglong]
+    if L.mcir_capi_version() != 1:
+        raise McirError("libmcir_capi.so speaks version %d, this package 1" %
+                        L.mcir_capi_version())
+    _lib = L
+    return L
+
+
+def strings(items):
+    arr = (ctypes.c_char_p * max(1, len(items)))()
+    for i, s in enumerate(items):
+        arr[i] = s.encode()
+    return arr
+
+
+def pointers(arrays):
+    arr = (ctypes.c_void_p * max(1, len(arrays)))()
+    for i, a in enumerate(arrays):
+        arr[i] = a.ctypes.data
+    return arr
+
+
+def sizes(arrays):
+    arr = (ctypes.c_longlong * max(1, len(arrays)))()
+    for i, a in enumerate(arrays):
+        arr[i] = a.nbytes
+    return arr

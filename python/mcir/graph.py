@@ -1,0 +1,204 @@
+"""Graphs in Python: the graph.json form (docs/graph-format.md) plus weight
+values held in memory, and what mcir.compile returns."""
+import ctypes
+import json
+
+import numpy as np
+
+from . import _lib
+
+_NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
+
+
+def storage(values, dtype):
+    """values (anything numpy takes, or a torch tensor) as a C-order numpy
+    array in mcir's storage dtype (bf16: the upper 16 bits of f32, rounded
+    to nearest even, as mcir stores it)."""
+    if hasattr(values, "detach"):  # a torch tensor
+        t = values.detach().cpu()
+        if dtype == "bf16":
+            import torch
+            return np.ascontiguousarray(t.to(torch.bfloat16).view(torch.int16).numpy()
+                                        .view(np.uint16))
+        values = t.float().numpy() if dtype != "f16" else t.half().numpy()
+    a = np.asarray(values)
+    if dtype == "bf16":
+        if a.dtype == np.uint16:
+            return np.ascontiguousarray(a)
+        u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+        rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        return rounded.astype(np.uint16)
+    return np.ascontiguousarray(a, dtype=_NP_DTYPE[dtype])
+
+
+def from_storage(a, dtype):
+    """A storage array back to float32 numpy."""
+    if dtype == "bf16":
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float32)
+
+
+class Graph:
+    """A graph being built: inputs, weights (with in-memory values), nodes,
+    outputs. `to_json()` is graph.json text; weights' values travel apart."""
+
+    def __init__(self, name="graph"):
+        self.name = name
+        self.inputs = []        # {"name", "dtype", "shape"}
+        self.weights = []       # {"name", "dtype", "shape"}
+        self.values = {}        # weight name -> storage array
+        self.nodes = []
+        self.outputs = []
+        self._names = set()
+
+    def fresh(self, base):
+        base = base.replace("/", ".") or "t"
+        name, k = base, 1
+        while name in self._names:
+            name = "%s_%d" % (base, k)
+            k += 1
+        self._names.add(name)
+        return name
+
+    def input(self, name, dtype, shape):
+        name = self.fresh(name)
+        self.inputs.append({"name": name, "dtype": dtype, "shape": list(shape)})
+        return name
+
+    def weight(self, name, dtype, shape, values):
+        name = self.fresh(name)
+        self.weights.append({"name": name, "dtype": dtype, "shape": list(shape)})
+        self.values[name] = storage(values, dtype).reshape(tuple(shape))
+        return name
+
+    def node(self, op, inputs, name=None, attrs=None, n_outputs=1):
+        name = self.fresh(name or op)
+        outs = [self.fresh(name + (".y" if n_outputs == 1 else ".y%d" % i))
+                for i in range(n_outputs)]
+        n = {"name": name, "op": op, "inputs": list(inputs), "outputs": outs}
+        if attrs:
+            n["attrs"] = attrs
+        self.nodes.append(n)
+        return outs[0] if n_outputs == 1 else outs
+
+    def prune(self):
+        """Drops nodes whose outputs nothing uses (views a capture made on
+        the way), and weights no node reads."""
+        used = set(self.outputs)
+        keep = []
+        for n in reversed(self.nodes):
+            if any(o in used for o in n["outputs"]):
+                keep.append(n)
+                used.update(n["inputs"])
+        self.nodes = keep[::-1]
+        self.weights = [w for w in self.weights if w["name"] in used]
+        self.values = {k: v for k, v in self.values.items() if k in used}
+
+    def to_json(self):
+        return json.dumps({"mcir": 1, "name": self.name, "inputs": self.inputs,
+                           "weights": self.weights, "nodes": self.nodes,
+                           "outputs": self.outputs}, indent=1)
+
+
+class Compiled:
+    """A compiled graph: its artifacts as Python objects, and __call__ to
+    run it (the CPU reference interpreter, or the GPU)."""
+
+    def __init__(self, graph, handle):
+        self.graph = graph
+        self._h = handle
+        L = _lib.lib()
+        self.trace = [json.loads(line) for line in
+                      self._artifact("trace").splitlines() if line.strip()]
+        self.plan = json.loads(self._artifact("plan"))
+        self.memory = json.loads(self._artifact("memory"))
+        counts = [ctypes.c_int() for _ in range(4)]
+        L.mcir_capi_counts(self._h, *[ctypes.byref(c) for c in counts])
+        self.nodes_before, self.nodes_after, self.kernels, self.rewrites = \
+            [c.value for c in counts]
+
+    def _artifact(self, what):
+        text = _lib.lib().mcir_capi_artifact(self._h, what.encode())
+        return text.decode() if text else ""
+
+    def artifact(self, what):
+        """Text of an artifact as `mcirc --emit WHAT` prints it: mcir,
+        trace, plan, memory, cuda, dot."""
+        return self._artifact(what)
+
+    def applied(self, rule=None):
+        """Applied rewrite records (of one rule)."""
+        return [r for r in self.trace if r.get("decision") == "applied" and
+                r.get("stage", "rewrite") == "rewrite" and (rule is None or r["rule"] == rule)]
+
+    def summary(self):
+        return ("%s: %d nodes before, %d after rewriting (%d rewrites applied), %d kernels, "
+                "arena %d bytes (lower bound %d)" %
+                (self.graph.name, self.nodes_before, self.nodes_after, self.rewrites,
+                 self.kernels, self.memory.get("arena_bytes", 0),
+                 self.memory.get("lower_bound_bytes", 0)))
+
+    def __call__(self, *inputs, device="cpu", seed=0):
+        """Runs on the inputs (torch tensors or numpy arrays, in the graph's
+        input order); returns the outputs as torch tensors when torch
+        tensors came in, else numpy arrays (float32 values)."""
+        g = self.graph
+        if len(inputs) != len(g.inputs):
+            raise _lib.McirError("%s takes %d inputs, %d given" %
+                                 (g.name, len(g.inputs), len(inputs)))
+        want_torch = any(hasattr(x, "detach") for x in inputs)
+        arrays = []
+        for x, spec in zip(inputs, g.inputs):
+            a = storage(x, spec["dtype"])
+            if list(a.shape) != list(spec["shape"]):
+                raise _lib.McirError("input '%s' is %s, the graph declares %s" %
+                                     (spec["name"], list(a.shape), spec["shape"]))
+            arrays.append(a)
+        outs = []
+        for name in g.outputs:
+            spec = self._output_spec(name)
+            outs.append(np.empty(spec[1], dtype=_NP_DTYPE[spec[0]]))
+        L = _lib.lib()
+        st = L.mcir_capi_run(self._h, device.encode(), len(arrays),
+                             _lib.strings([s["name"] for s in g.inputs]), _lib.pointers(arrays),
+                             _lib.sizes(arrays), _lib.pointers(outs), _lib.sizes(outs), seed)
+        if st != 0:
+            raise _lib.McirError(L.mcir_capi_errors(self._h).decode())
+        results = [from_storage(o, self._output_spec(n)[0]) for o, n in zip(outs, g.outputs)]
+        if want_torch:
+            import torch
+            results = [torch.from_numpy(r) for r in results]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _output_spec(self, name):
+        if not hasattr(self, "_specs"):
+            graph = json.loads(self._artifact("mcir"))
+            self._specs = {n: (t["dtype"], tuple(t["shape"]))
+                           for n, t in graph.get("tensors", {}).items()}
+        return self._specs[name]
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _lib.lib().mcir_capi_free(self._h)
+            self._h = None
+
+
+def compile(graph, arch=None, rewrite=True, code=False, ptx=False, catalogs=()):
+    """Compiles a Graph (mcir.capture makes one) through the whole pipeline
+    as mcirc does; raises McirError with mcir's diagnostics on failure."""
+    L = _lib.lib()
+    names = list(graph.values)
+    arrays = [graph.values[n] for n in names]
+    flags = (0 if rewrite else _lib.NO_REWRITE) | (_lib.CODE if code else 0) | \
+        (_lib.PTX if ptx else 0)
+    h = L.mcir_capi_compile(graph.to_json().encode(), graph.name.encode(), len(names),
+                            _lib.strings(names), _lib.pointers(arrays), _lib.sizes(arrays),
+                            arch.encode() if arch else None, flags,
+                            _lib.strings(list(catalogs)), len(catalogs))
+    if not h:
+        raise _lib.McirError("out of memory")
+    if L.mcir_capi_status(h) != 0:
+        msg = L.mcir_capi_errors(h).decode()
+        L.mcir_capi_free(h)
+        raise _lib.McirError(msg.strip() or "compilation failed")
+    return Compiled(graph, h)

@@ -1,0 +1,140 @@
+"""The Python API on real model shapes: capture with PyTorch, compile
+through mcir's C library, compare with PyTorch on the CPU, and read the
+trace for the fusions that must happen. Run by tests/python.cmake through
+run_tests.py (skips, exit 77, where torch is not installed)."""
+import json
+import os
+import sys
+import unittest
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mcir  # noqa: E402
+import models  # noqa: E402
+
+
+def rel_err(got, ref):
+    got, ref = np.asarray(got, dtype=np.float64), ref.detach().double().numpy()
+    assert np.isfinite(ref).all() and np.abs(ref).max() > 0, "reference must be finite, nonzero"
+    return float(np.abs(got - ref).max() / np.abs(ref).max())
+
+
+class Blocks(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+
+    def check(self, model, x, rules, tol=1e-4):
+        model.eval()
+        g = mcir.capture(model, (x,))
+        c = mcir.compile(g)
+        applied = {r["rule"] for r in c.applied()}
+        for rule in rules:
+            self.assertIn(rule, applied, "%s not applied: %s" % (rule, sorted(applied)))
+        with torch.no_grad():
+            ref = model(x)
+        y = c(x)
+        self.assertIsInstance(y, torch.Tensor)
+        self.assertEqual(tuple(y.shape), tuple(ref.shape))
+        self.assertLess(rel_err(y, ref), tol)
+        self.assertLess(c.nodes_after, c.nodes_before + 1)
+        return c
+
+    def test_gpt2_block(self):
+        c = self.check(models.GPT2Block(), torch.randn(2, 32, 64),
+                       ["attention_decomposed", "norm_native"])
+        att = [k for k in c.plan["kernels"] if k["template"] == "streaming_attention"]
+        self.assertEqual(len(att), 1)
+
+    def test_llama_block(self):
+        self.check(models.LlamaBlock(), torch.randn(2, 16, 64),
+                   ["attention_decomposed", "rmsnorm_decomposed"])
+
+    def test_small_cnn(self):
+        m = models.SmallCNN()
+        m.bn1.running_mean.uniform_(-0.5, 0.5)
+        m.bn1.running_var.uniform_(0.5, 1.5)
+        self.check(m, torch.randn(2, 3, 16, 16), ["conv_bias_relu"])
+
+    @unittest.skipUnless(__import__("importlib").util.find_spec("torchvision"),
+                         "torchvision not installed")
+    def test_torchvision_resnet18(self):
+        import torchvision
+        m = torchvision.models.resnet18()
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.2, 0.2)
+                mod.running_var.uniform_(0.8, 1.2)
+        c = self.check(m, torch.randn(1, 3, 32, 32), ["elementwise_epilogue"])
+        # batch norm (a per-channel mul and add), ReLU and the residual add
+        # run in the epilogue of their convolution: no elementwise kernel
+        tpl = [k["template"] for k in c.plan["kernels"]]
+        self.assertEqual(tpl.count("conv2d"), 20)
+        self.assertEqual(tpl.count("elementwise"), 0, tpl)
+
+
+class Api(unittest.TestCase):
+    def test_weights_stay_in_memory(self):
+        g = mcir.capture(models.GPT2Block().eval(), (torch.randn(1, 32, 64),))
+        doc = json.loads(g.to_json())
+        self.assertTrue(doc["weights"])
+        self.assertFalse(any("data" in w or "value" in w for w in doc["weights"]))
+        self.assertEqual(set(g.values), {w["name"] for w in doc["weights"]})
+
+    def test_fx_mode_and_artifacts(self):
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                torch.nn.Linear(32, 8)).eval()
+        x = torch.randn(4, 16)
+        c = mcir.compile(mcir.capture(m, (x,), mode="fx"))
+        self.assertLess(rel_err(c(x), m(x)), 1e-4)
+        self.assertIn("kernels", json.loads(c.artifact("plan")))
+        self.assertIn("digraph", c.artifact("dot"))
+        self.assertIn("nodes", c.summary())
+
+    def test_no_rewrite_is_the_baseline(self):
+        m, x = models.LlamaBlock().eval(), torch.randn(1, 16, 64)
+        g = mcir.capture(m, (x,))
+        base = mcir.compile(g, rewrite=False)
+        self.assertEqual(base.applied(), [])
+        self.assertEqual(base.nodes_before, base.nodes_after)
+        self.assertLess(rel_err(base(x), m(x)), 1e-4)
+
+    def test_unsupported_op_is_named_with_its_line(self):
+        class Cum(torch.nn.Module):
+            def forward(self, x):
+                return torch.cumsum(x, 1)
+        with self.assertRaises(mcir.UnsupportedError) as e:
+            mcir.capture(Cum(), (torch.randn(2, 3),), mode="fx")
+        self.assertIn("cumsum", str(e.exception))
+        self.assertIn("test_api.py", str(e.exception))
+        with self.assertRaises(mcir.UnsupportedError) as e:
+            mcir.capture(Cum(), (torch.randn(2, 3),))
+        self.assertIn("aten::cumsum", str(e.exception))
+
+    def test_mcir_errors_come_back_as_text(self):
+        g = mcir.Graph("bad")
+        x = g.input("x", "f32", [2, 3])
+        w = g.weight("w", "f32", [4, 5], np.ones((4, 5), np.float32))
+        g.outputs.append(g.node("matmul", [x, w]))
+        with self.assertRaises(mcir.McirError) as e:
+            mcir.compile(g)
+        self.assertIn("error:", str(e.exception))
+        self.assertIn("matmul", str(e.exception))
+
+    def test_wrong_input_shape_is_an_error(self):
+        m = torch.nn.Linear(8, 4).eval()
+        c = mcir.compile(mcir.capture(m, (torch.randn(2, 8),)))
+        with self.assertRaises(mcir.McirError):
+            c(torch.randn(3, 8))
+
+    @unittest.skipUnless(hasattr(torch, "compile"), "torch.compile needs torch >= 2.0")
+    def test_torch_compile_backend(self):
+        m, x = models.GPT2Block().eval(), torch.randn(1, 32, 64)
+        opt = torch.compile(m, backend=mcir.backend)
+        with torch.no_grad():
+            self.assertLess(rel_err(opt(x), m(x)), 1e-4)
+
+
+if __name__ == "__main__":
+    unittest.main()
