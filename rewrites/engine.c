@@ -13,6 +13,16 @@
  * rewrite the scan restarts at the first pattern, so earlier rules keep
  * their priority.
  *
+ * The restart does not redo the work: a (pattern, node) pair tried since
+ * the last change near that node would give the same answer (a rejection
+ * already traced, a near miss already noted), so the engine keeps a dirty
+ * mark per pair and tries only the marked ones, in the same order. A
+ * rewrite marks the nodes it matched or made, their producers and
+ * consumers, everything downstream of those within the depth of the
+ * largest pattern (a match reaches that far up from its anchor), and every
+ * member of a fusion group that holds a non-elementwise op (groupable looks
+ * at whole groups). Each pass is then proportional to what changed.
+ *
  * Requires: g sorted and inferred. Provides: g rewritten, sorted, inferred,
  * verified; properties and memory states set; trace records appended.
  */
@@ -37,6 +47,22 @@ typedef struct engine {
     int n_misses, cap_misses;
     struct near_miss *misses;
     bool failed;
+    /* the worklist: dirty[id * n_patterns + pattern] */
+    int n_patterns, depth;
+    int cap_nodes;
+    unsigned char *dirty;
+    int *n_dirty;        /* per pattern */
+    int *top;            /* per pattern: nothing dirty above this position */
+    /* consumers of each tensor (by tensor id), valid between changes of
+     * structure */
+    int *cons_start;
+    mcir_node **cons;
+    int n_indexed;       /* tensors the index covers */
+    int *stamp, stamp_now;   /* per node id, for the closure walk */
+    /* nodes the last applied rewrite matched or made */
+    int n_touched;
+    mcir_node *touched[2 * MCIR_ACTION_MAX_RESULTS + 64];
+    bool garbage;        /* the graph may hold dead nodes or unused tensors */
 } engine;
 
 /* A near miss is kept as the matcher's facts and becomes a record only at
@@ -176,13 +202,218 @@ static void trace_rejection(engine *e, const attempt *at, json_t *rec) {
     mcir_trace_append(e->trace, rec);
 }
 
+/* ------------------------------------------------------------ worklist */
+
+static void index_consumers(engine *e) {
+    mcir_graph *g = e->g;
+    free(e->cons_start);
+    free(e->cons);
+    e->cons_start = calloc((size_t)g->n_tensors + 1, sizeof *e->cons_start);
+    int edges = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead) edges += g->nodes[i]->n_inputs;
+    e->cons = malloc((size_t)(edges ? edges : 1) * sizeof *e->cons);
+    int *fill = calloc((size_t)g->n_tensors + 1, sizeof *fill);
+    MCIR_ASSERT(e->cons_start && e->cons && fill);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mcir_node *nd = g->nodes[i];
+        if (nd->dead) continue;
+        for (int k = 0; k < nd->n_inputs; k++) e->cons_start[nd->inputs[k]->id + 1]++;
+    }
+    for (int t = 0; t < g->n_tensors; t++) e->cons_start[t + 1] += e->cons_start[t];
+    for (int i = 0; i < g->n_nodes; i++) {
+        mcir_node *nd = g->nodes[i];
+        if (nd->dead) continue;
+        for (int k = 0; k < nd->n_inputs; k++) {
+            int t = nd->inputs[k]->id;
+            e->cons[e->cons_start[t] + fill[t]++] = nd;
+        }
+    }
+    free(fill);
+    e->n_indexed = g->n_tensors;
+}
+
+/* Sizes the per-node arrays for g->n_nodes; new positions start dirty. */
+static void worklist_reserve(engine *e) {
+    int n = e->g->n_nodes;
+    if (n <= e->cap_nodes) return;
+    int cap = e->cap_nodes ? e->cap_nodes : 64;
+    while (cap < n) cap *= 2;
+    size_t P = (size_t)e->n_patterns;
+    e->dirty = realloc(e->dirty, (size_t)cap * P + 1);
+    e->stamp = realloc(e->stamp, (size_t)cap * sizeof *e->stamp);
+    MCIR_ASSERT(e->dirty && e->stamp);
+    memset(&e->dirty[(size_t)e->cap_nodes * P], 0, (size_t)(cap - e->cap_nodes) * P);
+    for (int i = e->cap_nodes; i < cap; i++) e->stamp[i] = 0;
+    e->cap_nodes = cap;
+}
+
+static void mark_dirty(engine *e, const mcir_node *nd) {
+    if (nd->dead) return;
+    unsigned char *d = &e->dirty[(size_t)nd->id * (size_t)e->n_patterns];
+    for (int p = 0; p < e->n_patterns; p++)
+        if (!d[p]) {
+            d[p] = 1;
+            e->n_dirty[p]++;
+            if (e->top[p] < nd->id) e->top[p] = nd->id;
+        }
+}
+
+static void worklist_init(engine *e) {
+    e->n_patterns = mcir_catalog_n_patterns(e->c);
+    e->depth = 1;
+    for (int p = 0; p < e->n_patterns; p++)
+        if (mcir_catalog_pattern(e->c, p)->n_nodes > e->depth)
+            e->depth = mcir_catalog_pattern(e->c, p)->n_nodes;
+    e->n_dirty = calloc((size_t)e->n_patterns + 1, sizeof *e->n_dirty);
+    e->top = malloc(((size_t)e->n_patterns + 1) * sizeof *e->top);
+    MCIR_ASSERT(e->n_dirty && e->top);
+    for (int p = 0; p < e->n_patterns; p++) e->top[p] = -1;
+    worklist_reserve(e);
+    if (e->cap_nodes) memset(e->dirty, 0, (size_t)e->cap_nodes * (size_t)e->n_patterns);
+    for (int i = 0; i < e->g->n_nodes; i++) {
+        e->g->nodes[i]->id = i;
+        mark_dirty(e, e->g->nodes[i]);
+    }
+    index_consumers(e);
+}
+
+static void worklist_free(engine *e) {
+    free(e->dirty);
+    free(e->n_dirty);
+    free(e->top);
+    free(e->cons_start);
+    free(e->cons);
+    free(e->stamp);
+}
+
+/* After nodes moved (sort, compaction): the marks follow their nodes;
+ * prev[0..n_prev) is the order before, new nodes are all dirty. */
+static void worklist_remap(engine *e, mcir_node **prev, int n_prev) {
+    size_t P = (size_t)e->n_patterns;
+    unsigned char *old = malloc((size_t)n_prev * P + 1);
+    MCIR_ASSERT(old);
+    if (n_prev) memcpy(old, e->dirty, (size_t)n_prev * P);
+    worklist_reserve(e);
+    memset(e->dirty, 1, (size_t)e->g->n_nodes * P);
+    for (int j = 0; j < n_prev; j++)
+        if (!prev[j]->dead && prev[j]->id < e->g->n_nodes && e->g->nodes[prev[j]->id] == prev[j])
+            memcpy(&e->dirty[(size_t)prev[j]->id * P], &old[(size_t)j * P], P);
+    free(old);
+    for (int p = 0; p < e->n_patterns; p++) {
+        e->n_dirty[p] = 0;
+        e->top[p] = -1;
+    }
+    for (int i = 0; i < e->g->n_nodes; i++)
+        for (int p = 0; p < e->n_patterns; p++)
+            if (e->dirty[(size_t)i * P + (size_t)p]) {
+                e->n_dirty[p]++;
+                e->top[p] = i;
+            }
+    index_consumers(e);
+}
+
+static mcir_node **order_copy(const mcir_graph *g) {
+    mcir_node **prev = malloc(((size_t)g->n_nodes + 1) * sizeof *prev);
+    MCIR_ASSERT(prev);
+    if (g->n_nodes) memcpy(prev, g->nodes, (size_t)g->n_nodes * sizeof *prev);
+    return prev;
+}
+
+/* Compaction that keeps the worklist in step. */
+static void compact_tracked(engine *e) {
+    mcir_graph *g = e->g;
+    int n_prev = g->n_nodes;
+    mcir_node **prev = order_copy(g);
+    for (int i = 0; i < n_prev; i++) g->nodes[i]->id = i;
+    mcir_graph_compact(g);
+    worklist_remap(e, prev, n_prev);
+    free(prev);
+    e->garbage = false;
+}
+
+static void walk_mark(engine *e, mcir_node *nd, int depth) {
+    if (!nd || nd->dead || nd->id >= e->g->n_nodes || e->g->nodes[nd->id] != nd) return;
+    if (e->stamp[nd->id] == e->stamp_now) return;
+    e->stamp[nd->id] = e->stamp_now;
+    mark_dirty(e, nd);
+    if (depth <= 0) return;
+    for (int k = 0; k < nd->n_outputs; k++) {
+        const mcir_tensor *t = nd->outputs[k];
+        if (t->id >= e->n_indexed || e->g->tensors[t->id] != t) continue;
+        for (int c = e->cons_start[t->id]; c < e->cons_start[t->id + 1]; c++)
+            walk_mark(e, e->cons[c], depth - 1);
+    }
+}
+
+/* Marks what the last rewrite may have changed the answer for. */
+static void mark_touched(engine *e) {
+    mcir_graph *g = e->g;
+    int n_seed = 0, cap_seed = 4 * e->n_touched + 16;
+    mcir_node **seed = malloc((size_t)cap_seed * sizeof *seed);
+    MCIR_ASSERT(seed);
+#define SEED(x)                                                             \
+    do {                                                                    \
+        if (n_seed == cap_seed) {                                           \
+            cap_seed *= 2;                                                  \
+            seed = realloc(seed, (size_t)cap_seed * sizeof *seed);          \
+            MCIR_ASSERT(seed);                                              \
+        }                                                                   \
+        seed[n_seed++] = (x);                                               \
+    } while (0)
+    bool whole_groups = false;
+    for (int i = 0; i < e->n_touched; i++) {
+        mcir_node *nd = e->touched[i];
+        SEED(nd);
+        for (int k = 0; k < nd->n_inputs; k++)
+            if (nd->inputs[k]->producer) SEED(nd->inputs[k]->producer);
+        if (!nd->dead && nd->group >= 0) whole_groups = true;
+    }
+    if (whole_groups) {
+        /* groupable looks at every member of the groups in a match: if a
+         * touched group holds an op that is not elementwise, all of it */
+        for (int i = 0; i < e->n_touched; i++) {
+            mcir_node *nd = e->touched[i];
+            if (nd->dead || nd->group < 0) continue;
+            int gid = nd->group;
+            bool compute = false;
+            for (int j = 0; j < g->n_nodes && !compute; j++)
+                if (!g->nodes[j]->dead && g->nodes[j]->group == gid &&
+                    !(mcir_op_desc_of(g->nodes[j]->op)->flags & MCIR_OPF_ELEMENTWISE))
+                    compute = true;
+            if (!compute) continue;
+            for (int j = 0; j < g->n_nodes; j++)
+                if (!g->nodes[j]->dead && g->nodes[j]->group == gid) {
+                    mcir_node *m = g->nodes[j];
+                    SEED(m);
+                    for (int k = 0; k < m->n_inputs; k++)
+                        if (m->inputs[k]->producer) SEED(m->inputs[k]->producer);
+                }
+        }
+    }
+#undef SEED
+    e->stamp_now++;
+    for (int i = 0; i < n_seed; i++) walk_mark(e, seed[i], e->depth + 1);
+    free(seed);
+    e->n_touched = 0;
+}
+
 /* Sort, compact, infer and verify after a change; false on a broken
  * invariant (reported). */
 static bool settle(engine *e, const char *rule) {
     mcir_graph *g = e->g;
     int before = e->d->n_errors;
-    if (!mcir_graph_sort(g, e->d)) goto broken;
-    mcir_graph_compact(g);
+    int n_prev = g->n_nodes;
+    mcir_node **prev = order_copy(g);
+    for (int i = 0; i < n_prev; i++) g->nodes[i]->id = i;
+    bool sorted = mcir_graph_sort(g, e->d);
+    if (sorted) {
+        mcir_graph_compact(g);
+        e->garbage = false;
+    }
+    if (e->dirty) worklist_remap(e, prev, n_prev);
+    free(prev);
+    if (!sorted) goto broken;
     if (!mcir_graph_infer(g, e->d) || !mcir_graph_verify(g, e->d)) goto broken;
     return true;
 broken:
@@ -278,6 +509,10 @@ static bool on_match(const mcir_match *m, void *ctx) {
         bool ok = impl->apply(&ac);
         if (ok) {
             at->applied = true;
+            e->n_touched = 0;
+            for (int i = 0; i < m->n_nodes; i++)
+                if (m->nodes[i]) e->touched[e->n_touched++] = m->nodes[i];
+            for (int i = 0; i < ac.n_results; i++) e->touched[e->n_touched++] = ac.results[i];
             for (int i = 0; i < ac.n_results; i++)
                 for (int k = 0; k < p->n_properties; k++)
                     mcir_node_add_property(e->g, ac.results[i], p->properties[k]->name);
@@ -386,37 +621,54 @@ static void renumber_groups(mcir_graph *g) {
     free(remap);
 }
 
-/* One pass over the candidates of one pattern; true if it applied one. */
-static bool run_pattern(engine *e, const mcir_pattern *p) {
+/* One pass over the dirty candidates of one pattern, last to first; true
+ * if it applied one. */
+static bool run_pattern(engine *e, int pi) {
     mcir_graph *g = e->g;
-    int n = g->n_nodes;
-    mcir_node **cands = malloc((size_t)(n ? n : 1) * sizeof *cands);
-    MCIR_ASSERT(cands);
-    if (n) memcpy(cands, g->nodes, (size_t)n * sizeof *cands);
-    bool applied = false;
-    for (int i = n - 1; i >= 0 && !applied; i--) {
-        mcir_node *cand = cands[i];
+    const mcir_pattern *p = mcir_catalog_pattern(e->c, pi);
+    bool structural = mcir_action_impls[p->action].structural;
+    size_t P = (size_t)e->n_patterns;
+    if (e->top[pi] >= g->n_nodes) e->top[pi] = g->n_nodes - 1;
+    for (int i = e->top[pi]; i >= 0 && e->n_dirty[pi] > 0; i = e->top[pi]) {
+        e->top[pi] = i - 1;
+        unsigned char *dirty = &e->dirty[(size_t)i * P + (size_t)pi];
+        if (!*dirty) continue;
+        *dirty = 0;
+        e->n_dirty[pi]--;
+        mcir_node *cand = g->nodes[i];
         if (cand->dead) continue;
+        int n_nodes = g->n_nodes, n_tensors = g->n_tensors;
         attempt at = {.e = e, .p = p, .candidate = cand};
         mcir_match_miss miss;
         int found = mcir_pattern_match(p, g, cand, on_match, &at, &miss);
+        if (g->n_nodes != n_nodes || g->n_tensors != n_tensors) {
+            /* nodes or tensors appended by an action: new work */
+            e->garbage = true;
+            worklist_reserve(e);
+            for (int k = n_nodes; k < g->n_nodes; k++) {
+                g->nodes[k]->id = k;
+                mark_dirty(e, g->nodes[k]);
+            }
+        }
         if (at.applied) {
             json_decref(at.best);
-            applied = true;
             /* annotations, groups and in-place marks leave the structure
              * as it was: only structural rewrites need the graph settled */
-            if (mcir_action_impls[p->action].structural) settle(e, p->name);
+            if (structural) {
+                if (!settle(e, p->name)) return true;
+            }
+            mark_touched(e);
+            return true;
         } else if (at.best && at.done) {
             json_decref(at.best);
         } else if (at.best) {
             trace_rejection(e, &at, at.best);
-            if (mcir_action_impls[p->action].structural) mcir_graph_compact(g);
+            if (structural && e->garbage) compact_tracked(e);
         } else if (found == 0) {
             note_near_miss(e, &at, &miss);
         }
     }
-    free(cands);
-    return applied;
+    return false;
 }
 
 bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *target,
@@ -426,10 +678,12 @@ bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *t
     MCIR_ASSERT(e.target);
     int applied = 0;
     bool again = true;
+    e.garbage = true;   /* as read: unused weights, say, until compacted */
+    worklist_init(&e);
     while (again && !e.failed) {
         again = false;
-        for (int i = 0; i < mcir_catalog_n_patterns(c) && !again && !e.failed; i++)
-            if (run_pattern(&e, mcir_catalog_pattern(c, i))) {
+        for (int i = 0; i < e.n_patterns && !again && !e.failed; i++)
+            if (run_pattern(&e, i)) {
                 again = true;
                 if (++applied >= MAX_APPLIED) {
                     mcir_error(d, (mcir_loc){g->path, 0, 0},
@@ -442,6 +696,7 @@ bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *t
         renumber_groups(g);
         settle(&e, "(final)");
     }
+    worklist_free(&e);
     flush_near_misses(&e);
     for (int i = 0; i < e.cap_seen; i++) free(e.seen[i]);
     free(e.seen);
