@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpu-check.sh — everything mcir can only prove on a GPU, in one command.
 #
-#   scripts/gpu-check.sh [--log DIR] [--jobs N] [BUILD_DIR]     from a source tree
-#   PREFIX/bin/mcir-gpu-check [--log DIR] [--jobs N] [PREFIX]   from the package
+#   scripts/gpu-check.sh [--log DIR] [--jobs N] [--budget S] [BUILD_DIR]
+#   PREFIX/bin/mcir-gpu-check [--log DIR] [--jobs N] [--budget S] [PREFIX]
 #
 # Checks, one summary line each (PASS / FAIL / SKIP), then "N passed, N
 # failed, N skipped":
@@ -23,7 +23,9 @@
 # Logs: DIR (default ./gpu-check-YYYYmmdd-HHMMSS): summary.txt, one log per
 # check, the outputs under run/, the kernel cache (unless MCIR_CACHE_DIR
 # names one). Independent checks run N at a time (default: half the cores,
-# at most 8).
+# at most 8). Time budget S seconds (default 480): no check starts after it,
+# each command's timeout ends with it (a check not started is a SKIP line),
+# so the whole run ends within about S seconds.
 #
 # Exit status: 0 all passed, 1 a check failed, 2 usage error or programs
 # not found, 77 no GPU here (nvidia-smi absent or listing no device) —
@@ -36,18 +38,22 @@ usage() {   # the comment above; exit status $1 (default 2, to stderr)
   exit "$st"
 }
 
-log_dir="" jobs="" target=""
+log_dir="" jobs="" target="" budget=480
 while (($#)); do
   case $1 in
     --log) (($# >= 2)) || usage; log_dir=$2; shift 2 ;;
     --log=*) log_dir=${1#--log=}; shift ;;
     --jobs) (($# >= 2)) || usage; jobs=$2; shift 2 ;;
     --jobs=*) jobs=${1#--jobs=}; shift ;;
+    --budget) (($# >= 2)) || usage; budget=$2; shift 2 ;;
+    --budget=*) budget=${1#--budget=}; shift ;;
     -h|--help) usage 0 ;;
     -*) echo "gpu-check: unknown option $1" >&2; usage ;;
     *) [ -z "$target" ] || usage; target=$1; shift ;;
   esac
 done
+[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu-check: --budget $budget is not a number of seconds" >&2; exit 2; }
+[ -z "$jobs" ] || [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: --jobs $jobs is not a count" >&2; exit 2; }
 
 # ------------------------------------------------------------- the programs
 self=$(readlink -f "$0")
@@ -101,14 +107,17 @@ find_lib() {   # NAME DIR... : the first DIR holding NAME
   return 1
 }
 add_path() { case ":${LD_LIBRARY_PATH:-}:" in *":$1:"*) ;; *) export LD_LIBRARY_PATH=$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;; esac; }
-nvrtc_so=$(ldd "$mcirc" 2>/dev/null | awk '/libnvrtc/ {print $1; exit}')
-if [ -n "$nvrtc_so" ] && ldd "$mcirc" | grep -q "$nvrtc_so => not found"; then
+# (outputs are read whole before grep: grep -q in a pipe would SIGPIPE the writer)
+deps=$(ldd "$mcirc" 2>/dev/null)
+cache=$(ldconfig -p 2>/dev/null)
+nvrtc_so=$(awk '/libnvrtc/ {print $1; exit}' <<<"$deps")
+if [ -n "$nvrtc_so" ] && grep -q "$nvrtc_so => not found" <<<"$deps"; then
   d=$(find_lib "$nvrtc_so" "${lib_dirs[@]}") && add_path "$d"
 fi
-if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+if ! grep -q 'libcuda\.so\.1 ' <<<"$cache"; then
   d=$(find_lib libcuda.so.1 "${drv_dirs[@]}") && add_path "$d"
 fi
-if ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.1[23] '; then   # else "cuBLAS not loaded": generated kernels
+if ! grep -q 'libcublas\.so\.1[23] ' <<<"$cache"; then   # else "cuBLAS not loaded": generated kernels
   d=$(find_lib libcublas.so.13 "${lib_dirs[@]}" || find_lib libcublas.so.12 "${lib_dirs[@]}") && add_path "$d"
 fi
 sanitizer=$(command -v compute-sanitizer 2>/dev/null || true)
@@ -129,6 +138,7 @@ if [ -z "$jobs" ]; then
   ((jobs > 8)) && jobs=8
 fi
 start=$(date +%s)
+deadline=$((start + budget))
 {
   echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "mcirc:     $mcirc ($("$mcirc" --version 2>&1))"
@@ -138,16 +148,30 @@ start=$(date +%s)
   echo "nvrtc:     $(ldd "$mcirc" | awk '/libnvrtc/ {print $1, $2, $3}')"
   echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
   echo "sanitizer: ${sanitizer:-not found}"
-  echo "jobs:      $jobs"
+  echo "jobs:      $jobs, budget $budget s"
 } | tee "$log_dir/summary.txt"
 
+# largest graph first: the longest runs start early (the summary is sorted by name)
 examples=()
-for g in "$data"/examples/*/graph.json; do examples+=("$(basename "$(dirname "$g")")"); done
+while read -r g; do examples+=("$(basename "$(dirname "$g")")"); done \
+  < <(ls -S "$data"/examples/*/graph.json)
 
 # result ORDER STATUS TEXT: one summary line, printed in ORDER at the end
 result() { printf '%s\t%s\n' "$2" "$3" >"$log_dir/results/$1"; echo "$2 $3"; }
-# pool of background jobs
-spawn() { while (($(jobs -rp | wc -l) >= jobs)); do wait -n; done; "$@" & }
+# seconds a command may still take: at most $1, at least 5, ending by the deadline
+tmo() { local l=$((deadline - $(date +%s))); ((l > $1)) && l=$1; ((l < 5)) && l=5; echo "$l"; }
+# spawn ORDER LABEL CMD...: CMD in the pool of background jobs, unless the
+# budget is spent (then a SKIP line in ORDER)
+spawn() {
+  local order=$1 label=$2
+  shift 2
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n; done
+  if (($(date +%s) >= deadline)); then
+    result "$order" SKIP "$label: not started, the time budget ($budget s) was spent"
+    return
+  fi
+  "$@" &
+}
 inputs_of() {   # --input NAME=FILE for examples/E/inputs/NAME.npy
   local f
   for f in "$data/examples/$1"/inputs/*.npy; do
@@ -157,8 +181,9 @@ inputs_of() {   # --input NAME=FILE for examples/E/inputs/NAME.npy
 
 # ------------------------------------------------------------------ checks
 check_test_gpu() {
-  local t0=$SECONDS rc m i=0 name fails oks lg=$log_dir/test_gpu.log
-  timeout 420 "$test_gpu" >"$lg" 2>&1
+  local t0=$SECONDS rc m i=0 name fails oks lg=$log_dir/test_gpu.log t
+  t=$(tmo 420)
+  timeout "$t" "$test_gpu" >"$lg" 2>&1
   rc=$?
   for m in "pool" "lazy" "eager" "pool, no cuBLAS"; do
     name="test_gpu [$m]" i=$((i + 1))
@@ -171,7 +196,7 @@ check_test_gpu() {
     fi
   done
   if ((rc == 0)); then result 11-test_gpu PASS "test_gpu: exit 0 in $((SECONDS - t0)) s"
-  elif ((rc == 124)); then result 11-test_gpu FAIL "test_gpu: timed out after 420 s (log: $lg)"
+  elif ((rc == 124)); then result 11-test_gpu FAIL "test_gpu: timed out after $t s (log: $lg)"
   else result 11-test_gpu FAIL "test_gpu: exit $rc (log: $lg)"
   fi
 }
@@ -184,8 +209,12 @@ check_example() {   # E: cpu reference, gpu in 4 ways, compare, peak bytes
   local -a in
   mapfile -t in < <(inputs_of "$e")
   mkdir -p "$dir"
-  if ! timeout 600 "$mcirc" --run --device cpu -o "$dir/cpu" "${in[@]}" "$g" >"$dir/cpu.log" 2>&1; then
-    result "20-ex-$e" FAIL "example $e: the CPU reference run failed (log: $dir/cpu.log)"
+  local t rc
+  t=$(tmo 400)
+  timeout "$t" "$mcirc" --run --device cpu -o "$dir/cpu" "${in[@]}" "$g" >"$dir/cpu.log" 2>&1
+  rc=$?
+  if ((rc != 0)); then
+    result "20-ex-$e" FAIL "example $e: the CPU reference run $( ((rc == 124)) && echo "timed out after $t s" || echo "failed (exit $rc)") (log: $dir/cpu.log)"
     result "30-peak-$e" FAIL "peak $e: no runs"
     return
   fi
@@ -193,9 +222,12 @@ check_example() {   # E: cpu reference, gpu in 4 ways, compare, peak bytes
   for w in "${ways[@]}"; do
     local alloc=$w env=()
     [ "$w" = nocublas ] && alloc=pool env=(MCIR_NO_CUBLAS=1)
-    if ! env "${env[@]}" timeout 300 "$mcirc" --run --device gpu --alloc "$alloc" -o "$dir/gpu-$w" \
-        "${in[@]}" "$g" >"$dir/gpu-$w.log" 2>&1; then
-      bad+=("$w: run failed")
+    t=$(tmo 300)
+    env "${env[@]}" timeout "$t" "$mcirc" --run --device gpu --alloc "$alloc" -o "$dir/gpu-$w" \
+        "${in[@]}" "$g" >"$dir/gpu-$w.log" 2>&1
+    rc=$?
+    if ((rc != 0)); then
+      bad+=("$w: $( ((rc == 124)) && echo "timed out after $t s" || echo "run failed (exit $rc)")")
       continue
     fi
     outs=0
@@ -211,7 +243,7 @@ check_example() {   # E: cpu reference, gpu in 4 ways, compare, peak bytes
   if ((${#bad[@]} == 0)); then
     result "20-ex-$e" PASS "example $e: gpu pool/lazy/eager/no-cuBLAS match cpu (worst rel err ${worst:-?}, $((SECONDS - t0)) s)"
   else
-    result "20-ex-$e" FAIL "example $e: ${bad[*]} (logs: $dir)"
+    result "20-ex-$e" FAIL "example $e: $(printf '%s; ' "${bad[@]}")logs: $dir"
   fi
   # pool <= lazy (+ alignment of each planned buffer) and lazy <= eager
   local pool lazy eager align nbuf slack
@@ -229,17 +261,18 @@ check_example() {   # E: cpu reference, gpu in 4 ways, compare, peak bytes
 }
 
 sanitize() {   # TOOL ORDER E: compute-sanitizer TOOL over mcirc --run --device gpu
-  local tool=$1 order=$2 e=$3 g=$data/examples/$3/graph.json lg=$log_dir/$1-$3.log rc t0=$SECONDS
+  local tool=$1 order=$2 e=$3 g=$data/examples/$3/graph.json lg=$log_dir/$1-$3.log rc t0=$SECONDS t
   local -a in opts=(--tool "$tool" --error-exitcode 99 --print-limit 20) env=()
   mapfile -t in < <(inputs_of "$e")
   [ "$tool" = memcheck ] && opts+=(--leak-check full)
   [ "$tool" = memcheck ] || env=(MCIR_NO_CUBLAS=1)
-  env "${env[@]}" timeout 400 "$sanitizer" "${opts[@]}" "$mcirc" --run --device gpu "${in[@]}" "$g" >"$lg" 2>&1
+  t=$(tmo 400)
+  env "${env[@]}" timeout "$t" "$sanitizer" "${opts[@]}" "$mcirc" --run --device gpu "${in[@]}" "$g" >"$lg" 2>&1
   rc=$?
   if ((rc == 0)) && grep -q 'ERROR SUMMARY: 0 errors' "$lg"; then
     result "$order-$tool-$e" PASS "$tool $e: 0 errors ($((SECONDS - t0)) s)"
   elif ((rc == 124)); then
-    result "$order-$tool-$e" FAIL "$tool $e: timed out after 400 s (log: $lg)"
+    result "$order-$tool-$e" FAIL "$tool $e: timed out after $t s (log: $lg)"
   else
     result "$order-$tool-$e" FAIL "$tool $e: $(grep -m1 'ERROR SUMMARY' "$lg" || echo "exit $rc") (log: $lg)"
   fi
@@ -251,17 +284,17 @@ if ! "$mcirc" --run --device gpu "$data/examples/mlp_tiny/graph.json" >"$probe" 
   result 00-probe FAIL "probe: mcirc --run --device gpu fails here: $(grep -m1 error "$probe") (log: $probe)"
 else
   result 00-probe PASS "probe: mcirc runs on $(sed -n 's/^  run      \(.*\), [0-9.]* s.*/\1/p' "$probe")"
-  spawn check_test_gpu
-  for e in "${examples[@]}"; do spawn check_example "$e"; done
+  spawn 10-test_gpu-0 test_gpu check_test_gpu
+  for e in "${examples[@]}"; do spawn "20-ex-$e" "example $e" check_example "$e"; done
   if [ -z "$sanitizer" ]; then
     result 40-memcheck SKIP "compute-sanitizer: not found (PATH, $cuda_home/bin): memcheck, racecheck, initcheck not run"
   else
-    for e in "${examples[@]}"; do spawn sanitize memcheck 40 "$e"; done
+    for e in "${examples[@]}"; do spawn "40-memcheck-$e" "memcheck $e" sanitize memcheck 40 "$e"; done
     for e in "${examples[@]}"; do
-      if "$mcirc" --emit plan "$data/examples/$e/graph.json" 2>/dev/null |
-          grep -q '"template": *"[a-z_]*\(attention\|norm\)"'; then
-        spawn sanitize racecheck 50 "$e"
-        spawn sanitize initcheck 60 "$e"
+      plan=$("$mcirc" --emit plan "$data/examples/$e/graph.json" 2>/dev/null)
+      if grep -q '"template": *"[a-z_]*\(attention\|norm\)"' <<<"$plan"; then
+        spawn "50-racecheck-$e" "racecheck $e" sanitize racecheck 50 "$e"
+        spawn "60-initcheck-$e" "initcheck $e" sanitize initcheck 60 "$e"
       fi
     done
   fi
