@@ -64,6 +64,20 @@ static bool value_fn(const char *s, size_t n) {
 /* Placeholder for the entry while hashing: cannot occur in C source. */
 #define ENTRY_MARK "\x01"
 
+/* Appends n bytes (the hot path: a unit is built token by token). */
+static void put(cg_sb *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->len + n + 1) cap *= 2;
+        b->s = realloc(b->s, cap);
+        MCIR_ASSERT(b->s != NULL);
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
 char *cg_compile_unit(const char *src, const char *name, const char *prefix, char entry[64]) {
     size_t name_len = strlen(name);
     cg_sb b = {0};
@@ -72,31 +86,26 @@ char *cg_compile_unit(const char *src, const char *name, const char *prefix, cha
     long *ids = NULL;
     const char *p = src;
     while (*p) {
+        const char *q = p;
         if (p[0] == '/' && p[1] == '/') {   /* line comment: dropped, newline kept */
-            while (*p && *p != '\n') p++;
+            while (*q && *q != '\n') q++;
         } else if (p[0] == '/' && p[1] == '*') {   /* block comment: its newlines kept */
-            for (p += 2; *p && !(p[0] == '*' && p[1] == '/'); p++)
-                if (*p == '\n') cg_sb_puts(&b, "\n");
-            if (*p) p += 2;
+            for (q += 2; *q && !(q[0] == '*' && q[1] == '/'); q++)
+                if (*q == '\n') put(&b, "\n", 1);
+            if (*q) q += 2;
         } else if (*p == '"' || *p == '\'') {   /* literal, verbatim */
-            const char *q = p + 1;
-            while (*q && *q != *p && *q != '\n') q += (q[0] == '\\' && q[1]) ? 2 : 1;
+            for (q++; *q && *q != *p && *q != '\n'; q += (q[0] == '\\' && q[1]) ? 2 : 1) {}
             if (*q == *p) q++;
-            cg_sb_printf(&b, "%.*s", (int)(q - p), p);
-            p = q;
+            put(&b, p, (size_t)(q - p));
         } else if (*p >= '0' && *p <= '9') {   /* pp-number: 1e-5f, 0x1fu, 42LL */
-            const char *q = p;
-            while (ident_char(*q) || *q == '.' ||
-                   ((*q == '+' || *q == '-') && strchr("eEpP", q[-1])))
+            while (ident_char(*q) || *q == '.' || ((*q == '+' || *q == '-') && strchr("eEpP", q[-1])))
                 q++;
-            cg_sb_printf(&b, "%.*s", (int)(q - p), p);
-            p = q;
+            put(&b, p, (size_t)(q - p));
         } else if (ident_start(*p)) {
-            const char *q = p;
             while (ident_char(*q)) q++;
             size_t n = (size_t)(q - p);
             if (n == name_len && !memcmp(p, name, n)) {
-                cg_sb_puts(&b, ENTRY_MARK);
+                put(&b, ENTRY_MARK, 1);
             } else if (value_fn(p, n)) {
                 long id = strtol(p + 1, NULL, 10);
                 int k = 0;
@@ -109,26 +118,33 @@ char *cg_compile_unit(const char *src, const char *name, const char *prefix, cha
                     }
                     ids[n_ids++] = id;
                 }
-                cg_sb_printf(&b, "v%d", k);
+                char v[16];
+                put(&b, v, (size_t)snprintf(v, sizeof v, "v%d", k));
             } else {
-                cg_sb_printf(&b, "%.*s", (int)n, p);
+                put(&b, p, n);
             }
-            p = q;
-        } else {
-            cg_sb_printf(&b, "%c", *p++);
+        } else {   /* punctuation and spaces, up to the next token that matters */
+            for (q++; *q && *q != '/' && *q != '"' && *q != '\'' && !ident_char(*q); q++) {}
+            put(&b, p, (size_t)(q - p));
         }
+        p = q;
     }
     free(ids);
-    char *marked = cg_sb_take(&b);
     char key[33];
-    cg_hash_key(key, marked, prefix, "unit");
+    cg_hash_key(key, b.s ? b.s : "", prefix, "unit");
     snprintf(entry, 64, "mc_%s_%.16s", prefix, key);
-    for (const char *q = marked; *q; q++) {
-        if (*q == ENTRY_MARK[0]) cg_sb_puts(&b, entry);
-        else cg_sb_printf(&b, "%c", *q);
+    cg_sb u = {0};
+    size_t entry_len = strlen(entry);
+    for (const char *r = b.s ? b.s : ""; *r;) {
+        const char *m = strchr(r, ENTRY_MARK[0]);
+        size_t n = m ? (size_t)(m - r) : strlen(r);
+        put(&u, r, n);
+        if (!m) break;
+        put(&u, entry, entry_len);
+        r = m + 1;
     }
-    free(marked);
-    return cg_sb_take(&b);
+    cg_sb_free(&b);
+    return cg_sb_take(&u);
 }
 
 /* Links every kernel to the first one with the same unit (an O(n·units)
