@@ -14,14 +14,15 @@
 #include <string.h>
 
 #include "mcirc/pipeline.h"
+#include "python/capi/mcir_capi.h"
 #include "rewrites/rewrites.h"
 
-typedef struct mcir_capi {
+struct mcir_capi {
     mcir_compilation c;
     int status;
     char *errors;          /* diagnostics of the last call */
     char *artifact;        /* the last artifact asked for */
-} mcir_capi;
+};
 
 #define CAPI_VERSION 1
 int mcir_capi_version(void) { return CAPI_VERSION; }
@@ -56,8 +57,6 @@ int mcir_capi_status(const mcir_capi *h) { return h ? h->status : MCIR_EXIT_USAG
  * flags: MCIR_CAPI_NO_REWRITE, _CODE (generate CUDA C), _PTX (NVRTC).
  * Returns a handle even on failure: mcir_capi_status is then non-zero and
  * mcir_capi_errors says why. */
-enum { MCIR_CAPI_NO_REWRITE = 1, MCIR_CAPI_CODE = 2, MCIR_CAPI_PTX = 4 };
-
 mcir_capi *mcir_capi_compile(const char *graph_json, const char *name, int n_weights,
                              const char *const *weight_names, const void *const *weight_data,
                              const long long *weight_bytes, const char *arch, int flags,

@@ -1,0 +1,28 @@
+/*
+ * mcir_capi.h — the C entry points of the Python package (libmcir_capi.so;
+ * python/mcir/_lib.py binds them with ctypes). mcir_capi.c says what each
+ * does; docs/python.md how Python uses them.
+ */
+#ifndef MCIR_CAPI_H
+#define MCIR_CAPI_H
+
+typedef struct mcir_capi mcir_capi;
+
+enum { MCIR_CAPI_NO_REWRITE = 1, MCIR_CAPI_CODE = 2, MCIR_CAPI_PTX = 4 };
+
+int mcir_capi_version(void);
+mcir_capi *mcir_capi_compile(const char *graph_json, const char *name, int n_weights,
+                             const char *const *weight_names, const void *const *weight_data,
+                             const long long *weight_bytes, const char *arch, int flags,
+                             const char *const *catalogs, int n_catalogs);
+void mcir_capi_free(mcir_capi *h);
+int mcir_capi_status(const mcir_capi *h);
+const char *mcir_capi_errors(const mcir_capi *h);
+void mcir_capi_counts(const mcir_capi *h, int *nodes_before, int *nodes_after, int *kernels,
+                      int *rewrites);
+const char *mcir_capi_artifact(mcir_capi *h, const char *what);
+int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *const *names,
+                  const void *const *data, const long long *bytes, void *const *outputs,
+                  const long long *output_bytes, unsigned long long seed);
+
+#endif /* MCIR_CAPI_H */
