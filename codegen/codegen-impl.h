@@ -115,6 +115,13 @@ typedef struct cg_gemm_desc {
     int read_a, read_b, write_c;    /* write_c -1: the staging buffer */
     mcir_dtype dtype;                /* A and B */
     mcir_dtype c_dtype;              /* C: the write's, or f32 when staged */
+    /* cuBLASLt runs the whole region in one call (where it loads):
+     * D = act(A·B + bias + R), written in the output's dtype. */
+    bool lt;
+    int lt_epilogue;                 /* cublasLtEpilogue_t */
+    int read_bias, read_residual;    /* read indices, -1: none */
+    int write_d;
+    mcir_dtype d_dtype;
 } cg_gemm_desc;
 
 typedef struct cg_kernel {

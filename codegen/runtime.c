@@ -276,7 +276,7 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
     CUfunction *epi_funcs = calloc((size_t)(cg->n ? cg->n : 1), sizeof *epi_funcs);
     CUdeviceptr staging = 0;      /* f32 product of cuBLAS matmuls with an epilogue */
     int64_t staging_bytes = 0;
-    void *blas = NULL;
+    void *blas = NULL, *blas_lt = NULL;
     bool ok = false;
     size_t W = sizeof s.why;
     MCIR_ASSERT(mods && funcs && epi_mods && epi_funcs);
@@ -321,6 +321,10 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
             char bw[256];
             if (!cg_cublas_open(&blas, stream, bw, sizeof bw)) blas = NULL;   /* generated kernel instead */
         }
+        if (k->gemm.ok && k->gemm.lt && !blas_lt) {
+            char bw[256];
+            if (!cg_cublaslt_open(&blas_lt, bw, sizeof bw)) blas_lt = NULL;   /* cuBLAS + epilogue instead */
+        }
         if (k->epi_source && k->epi_compiled && k->epi_owner >= 0) {
             epi_funcs[i] = epi_funcs[k->epi_owner];
         } else if (k->epi_source && k->epi_compiled) {
@@ -331,7 +335,8 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
     for (int i = 0; i < cg->n && blas; i++) {
         const cg_gemm_desc *gd = &cg->k[i].gemm;
         int64_t bytes = gd->batch * gd->m * gd->n * 4;
-        if (gd->ok && gd->epilogue && epi_funcs[i] && bytes > staging_bytes) staging_bytes = bytes;
+        if (gd->ok && gd->epilogue && !(gd->lt && blas_lt) && epi_funcs[i] && bytes > staging_bytes)
+            staging_bytes = bytes;   /* cuBLASLt stages nothing */
     }
     if (staging_bytes > 0) {
         int rc = cu.cuMemAlloc_v2(&staging, (size_t)staging_bytes);
@@ -397,7 +402,14 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
             for (int j = 0; j < np; j++) params[j] = &args[j];
             int dummy = 0;
             void *dummy_param[1] = {&dummy};
-            if (blas && k->gemm.ok && (!k->gemm.epilogue || (epi_funcs[i] && staging))) {
+            if (blas_lt && k->gemm.ok && k->gemm.lt) {
+                const cg_gemm_desc *gd = &k->gemm;
+                if (!cg_cublaslt_matmul(blas_lt, stream, gd, args[gd->read_a], args[gd->read_b],
+                                        gd->read_bias >= 0 ? args[gd->read_bias] : 0,
+                                        gd->read_residual >= 0 ? args[gd->read_residual] : 0,
+                                        args[kp->n_reads + gd->write_d], s.why, W))
+                    goto fail;
+            } else if (blas && k->gemm.ok && (!k->gemm.epilogue || (epi_funcs[i] && staging))) {
                 CUdeviceptr c = k->gemm.epilogue ? staging : args[kp->n_reads + k->gemm.write_c];
                 if (!cg_cublas_gemm(blas, &k->gemm, args[k->gemm.read_a], args[k->gemm.read_b], c, s.why, W))
                     goto fail;
@@ -462,6 +474,7 @@ fail:
     if (!ok) mcir_error(d, (mcir_loc){0}, "GPU run failed: %s", s.why);
     if (stream) cu.cuStreamSynchronize(stream);
     cg_cublas_close(blas);
+    cg_cublaslt_close(blas_lt);
     for (int t = 0; t < s.nt; t++)
         if (s.owned[t]) dev_free(&s, s.g->tensors[t]);
     for (int pl = 0; pl < s.n_pools; pl++) cu.cuMemFree_v2(s.pools[pl]);

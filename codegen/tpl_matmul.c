@@ -1,9 +1,14 @@
 /*
  * tpl_matmul.c — a MATMUL KernelPlan becomes (1) a generated tiled kernel
  * (templates/matmul.cuh) carrying the group's fused epilogue, always
- * compiled, and (2) where the group is a bare matmul over plain kernel
- * reads with uniform batch strides, a cuBLAS description
- * (cublasGemmStridedBatchedEx) that the runtime prefers when cuBLAS loads.
+ * compiled, and (2) where the operands are plain kernel reads with uniform
+ * batch strides, a library description the runtime prefers where the
+ * library loads: a bare matmul is one cublasGemmStridedBatchedEx; a matmul
+ * whose epilogue is cuBLASLt's form (bias, ReLU / tanh-GELU, residual
+ * through beta·C; mcir_kernel_gemm_epilogue) is one cublasLtMatmul writing
+ * the output's dtype (cuBLAS + a staged f32 product + NAME_epilogue where
+ * only cuBLAS loads). Any other epilogue runs in the generated kernel's
+ * registers: one launch, no product staged.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +161,25 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         g->write_c = bare ? wc : -1;
         g->dtype = sa_t->dtype;
         g->c_dtype = bare ? C->dtype : MCIR_DTYPE_F32;
+        g->read_bias = g->read_residual = g->write_d = -1;
+        mcir_gemm_epilogue le;
+        if (!bare && !mcir_kernel_gemm_epilogue(kp, &le)) {
+            /* an epilogue no library call expresses: the generated GEMM
+             * applies it in registers, one launch, nothing staged */
+            memset(g, 0, sizeof *g);
+            return true;
+        }
+        if (!bare) {
+            g->lt = true;
+            g->lt_epilogue = le.code;
+            g->read_bias = le.bias ? cg_read_index(kp, le.bias) : -1;
+            g->read_residual = le.residual ? cg_read_index(kp, le.residual) : -1;
+            g->write_d = cg_write_index(kp, le.out);
+            g->d_dtype = le.out->dtype;
+            if ((le.bias && g->read_bias < 0) || (le.residual && g->read_residual < 0) ||
+                g->write_d < 0)
+                g->lt = false;
+        }
         if (!bare) {
             /* the epilogue kernel: every write from the staged f32 product */
             cg_sb eb = {0};

@@ -471,7 +471,11 @@ static int matmul_path(const mcir_kernel_plan *k, const mcir_tensor **sa, const 
     int64_t Kd = mcir_node_bool(n, "transpose_a") ? A->shape[A->rank - 2] : A->shape[A->rank - 1];
     if (M >= lim || N >= lim || Kd >= lim || mcir_tensor_numel(C) / (M * N > 0 ? M * N : 1) >= lim)
         return 0;
-    return bare ? 1 : 2;
+    if (bare) return 1;
+    /* an epilogue cuBLASLt computes in the same call: one launch, nothing
+     * staged; any other runs in the generated kernel (codegen/tpl_matmul.c) */
+    mcir_gemm_epilogue le;
+    return mcir_kernel_gemm_epilogue(k, &le) ? 3 : 0;
 }
 
 static void cost_matmul(cost_ctx *x) {
@@ -524,8 +528,15 @@ static void cost_matmul(cost_ctx *x) {
         add_launch(x, (double)c->hbm_bytes, c->flops, "f32_fma");
         return;
     }
-    c->library = "cublas";
+    c->library = path == 3 ? "cublasLt" : "cublas";
     const char *unit = tensor_unit(sa->dtype);
+    if (path == 3) {
+        c->global_bytes = (int64_t)(loads + outs * (double)esize(C) + outs * epi.bytes);
+        c->flops = 2.0 * mnk + outs * epi.flops;
+        c->hbm_bytes = once + c->l2_spill_bytes;
+        add_launch(x, (double)c->hbm_bytes, c->flops, unit);
+        return;
+    }
     if (path == 1) {
         c->global_bytes = (int64_t)(loads + outs * (double)esize(C));
         c->flops = 2.0 * mnk;

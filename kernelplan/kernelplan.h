@@ -198,6 +198,23 @@ void mcir_plan_free(mcir_plan *p);
  * tiles fit the target. Reports each problem. */
 bool mcir_plan_verify(const mcir_plan *p, mcir_diag *d);
 bool mcir_plan_write_json(const mcir_plan *p, FILE *out);
+/* A MATMUL kernel's epilogue as one library call can compute it:
+ * D = act(op(A)·op(B) + bias + R), the cuBLASLt form (bias a constant [N]
+ * vector, act ReLU or tanh-GELU and only without R, R a read of the
+ * output's shape and dtype through beta·C), batch 1, operands plain reads
+ * (or folded transposes). `code` is cuBLASLt's cublasLtEpilogue_t. */
+typedef struct mcir_gemm_epilogue {
+    int code;                      /* 1 default, 2 relu, 4 bias, 6 relu+bias, 32 gelu, 36 gelu+bias */
+    const mcir_tensor *bias;       /* NULL: none */
+    const mcir_tensor *residual;   /* NULL: none (beta 0) */
+    const mcir_tensor *out;        /* D: the kernel's one write */
+    const char *why;               /* when it cannot: what breaks the form */
+} mcir_gemm_epilogue;
+
+/* True if kernel k is a matmul with a non-empty epilogue of that form
+ * (fills e); false with e->why otherwise (a bare matmul too: "no epilogue"). */
+bool mcir_kernel_gemm_epilogue(const mcir_kernel_plan *k, mcir_gemm_epilogue *e);
+
 /* The access through which kernel k reads or writes the tensor its nodes
  * call `logical`, or NULL if it is not at the kernel's boundary. */
 const mcir_kernel_access *mcir_kernel_access_of(const mcir_kernel_plan *k,

@@ -543,6 +543,104 @@ static const tile_fn tile_fns[MCIR_TEMPLATE_COUNT] = {
     [MCIR_TEMPLATE_ELEMENTWISE] = tile_elementwise,
 };
 
+/* ------------------------------------------------ library epilogues */
+
+static bool kernel_reads(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    const mcir_kernel_access *x = mcir_kernel_access_of(k, t);
+    return x && x >= k->read_access && x < k->read_access + k->n_reads;
+}
+
+/* The one region node reading t, or NULL (none or several). */
+static const mcir_node *sole_reader(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    const mcir_node *found = NULL;
+    for (int i = 0; i < k->n_nodes; i++)
+        for (int j = 0; j < k->nodes[i]->n_inputs; j++)
+            if (k->nodes[i]->inputs[j] == t) {
+                if (found && found != k->nodes[i]) return NULL;
+                found = k->nodes[i];
+            }
+    return found;
+}
+
+bool mcir_kernel_gemm_epilogue(const mcir_kernel_plan *k, mcir_gemm_epilogue *e) {
+    memset(e, 0, sizeof *e);
+    const mcir_node *mm = k->anchor;
+    if (k->tpl != MCIR_TEMPLATE_MATMUL || mm->op != MCIR_OP_MATMUL) {
+        e->why = "not a matmul";
+        return false;
+    }
+    const mcir_tensor *A = mm->inputs[0], *B = mm->inputs[1], *t = mm->outputs[0];
+    if (t->rank < 2 || mcir_tensor_numel(t) != t->shape[t->rank - 1] * t->shape[t->rank - 2]) {
+        e->why = "batched";
+        return false;
+    }
+    if (!kernel_reads(k, A) || !kernel_reads(k, B) || A->dtype != B->dtype) {
+        e->why = "an operand is computed in the kernel (a prologue) or the dtypes differ";
+        return false;
+    }
+    int64_t n_cols = t->shape[t->rank - 1];
+    bool act = false, relu = false;
+    int chain = 0;
+    while (k->n_writes != 1 || k->write_access[0].logical != t) {
+        const mcir_node *x = sole_reader(k, t);
+        if (!x || mcir_kernel_access_of(k, t)) {
+            e->why = "an intermediate of the epilogue is stored or read twice";
+            return false;
+        }
+        const mcir_tensor *o = x->outputs[0];
+        if ((x->op == MCIR_OP_RELU || (x->op == MCIR_OP_GELU &&
+             strcmp(mcir_node_string(x, "approximate"), "tanh") == 0)) && !act && !e->residual) {
+            act = true;
+            relu = x->op == MCIR_OP_RELU;
+        } else if (x->op == MCIR_OP_ADD && x->n_inputs == 2 && !act) {
+            const mcir_tensor *other = x->inputs[0] == t ? x->inputs[1] : x->inputs[0];
+            if (other == t || other->dtype != o->dtype) {
+                e->why = "an add that is neither a bias nor a residual";
+                return false;
+            }
+            if (!e->bias && other->kind == MCIR_TENSOR_WEIGHT && other->rank == 1 &&
+                other->shape[0] == n_cols && kernel_reads(k, other)) {
+                e->bias = other;
+            } else if (!e->residual && kernel_reads(k, other) && other->rank == o->rank &&
+                       memcmp(other->shape, o->shape, sizeof(int64_t) * (size_t)o->rank) == 0) {
+                e->residual = other;
+            } else {
+                e->why = "an add that is neither a bias nor a residual";
+                return false;
+            }
+        } else {
+            e->why = "an op the library epilogues lack (only bias, ReLU, tanh-GELU, residual)";
+            return false;
+        }
+        if (o->dtype != t->dtype && chain > 0) {
+            e->why = "the epilogue changes dtype";
+            return false;
+        }
+        t = o;
+        if (++chain > 4) {
+            e->why = "too long";
+            return false;
+        }
+    }
+    if (chain == 0) {
+        e->why = "no epilogue";
+        return false;
+    }
+    int fused_nodes = 1 + chain;
+    for (int i = 0; i < k->n_nodes; i++)
+        if (k->nodes[i]->op == MCIR_OP_TRANSPOSE || k->nodes[i]->op == MCIR_OP_RESHAPE ||
+            k->nodes[i]->op == MCIR_OP_SPLIT)
+            fused_nodes++;   /* folded operand views */
+    if (fused_nodes != k->n_nodes) {
+        e->why = "the region holds more than the matmul and its epilogue chain";
+        return false;
+    }
+    e->out = t;
+    e->code = act ? (relu ? 2 : 32) : 1;
+    if (e->bias) e->code = act ? e->code | 4 : 4;
+    return true;
+}
+
 bool mcir_plan_choose_tiling(mcir_plan *p, mcir_kernel_plan *k, mcir_diag *d) {
     tile_ctx c = {.p = p, .k = k, .t = p->target, .a = p->arena, .d = d};
     memset(&k->tiling, 0, sizeof k->tiling);

@@ -112,22 +112,21 @@ START_TEST(bare_matmul_is_one_cublas_launch) {
 }
 END_TEST
 
-/* With an epilogue, cuBLAS stages an f32 product that the generated
- * epilogue kernel re-reads: two launches, 2 x M x N x 4 more DRAM bytes. */
-START_TEST(matmul_epilogue_stages_the_product) {
+/* A bias epilogue is cuBLASLt's: one call computes the product and adds
+ * the bias, nothing staged (the product never reaches DRAM). */
+START_TEST(matmul_bias_epilogue_is_one_library_call) {
     mcir_graph *g = matmul_graph("f32", 128, 256, 192, true);
     mcir_plan *p = plan_of(g, "sm_80");
     const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_MATMUL);
     ck_assert_int_eq(k->n_nodes, 2);
     mcir_kernel_cost c;
     mcir_cost_kernel(k, p->target, NULL, &c);
-    ck_assert_str_eq(c.library, "cublas");
-    ck_assert_int_eq(c.launches, 2);
-    int64_t staged = 128 * 192 * 4;
-    ck_assert_int_eq(c.staging_bytes, 2 * staged);
+    ck_assert_str_eq(c.library, "cublasLt");
+    ck_assert_int_eq(c.launches, 1);
+    ck_assert_int_eq(c.staging_bytes, 0);
     int64_t once = (128 * 256 + 256 * 192 + 192 + 128 * 192) * 4;
-    ck_assert_int_eq(c.hbm_bytes, once + 2 * staged);
-    ck_assert_double_eq_tol(c.launch_us, 2 * p->target->launch_us, 1e-12);
+    ck_assert_int_eq(c.hbm_bytes, once);
+    ck_assert_double_eq_tol(c.launch_us, p->target->launch_us, 1e-12);
 
     /* the generated kernel (what the emulator runs) keeps the epilogue in
      * registers: one launch, no staging, 64 x 64 tiles of templates/matmul.cuh */
@@ -330,8 +329,8 @@ START_TEST(plan_totals_and_compulsory_bytes) {
     mcir_plan_cost t;
     mcir_cost_plan(p, &t);
     ck_assert_int_eq(t.compulsory_bytes, (128 * 256 + 256 * 192 + 192 + 128 * 192) * 4);
-    ck_assert_int_eq(t.launches, 2);
-    ck_assert_int_eq(t.hbm_bytes, t.compulsory_bytes + 2 * 128 * 192 * 4);
+    ck_assert_int_eq(t.launches, 1);   /* matmul + bias: one cuBLASLt call */
+    ck_assert_int_eq(t.hbm_bytes, t.compulsory_bytes);
     ck_assert_int_eq(t.unfused_hbm_bytes, 0);
     p->unfused_hbm_bytes = 12345;
     mcir_cost_plan(p, &t);
@@ -398,7 +397,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("model");
     tcase_add_test(tc, targets_have_a_roofline);
     tcase_add_test(tc, bare_matmul_is_one_cublas_launch);
-    tcase_add_test(tc, matmul_epilogue_stages_the_product);
+    tcase_add_test(tc, matmul_bias_epilogue_is_one_library_call);
     tcase_add_test(tc, candidate_tiles_change_the_rereads);
     tcase_add_test(tc, rereads_beyond_l2_spill_to_dram);
     tcase_add_test(tc, norm_rereads_rows_too_wide_to_cache);

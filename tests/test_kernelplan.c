@@ -445,6 +445,73 @@ START_TEST(split_folds_into_strided_views) {
 }
 END_TEST
 
+/* x [64, 32] . w [32, 48] + b, then `act` (an op, or -1), then + r (if
+ * residual), all one fusion group. */
+static mcir_graph *gemm_epilogue_graph(int act, const char *approx, bool residual, bool act_last) {
+    mcir_graph *g = mcir_graph_new("epi");
+    mcir_tensor *x = input(g, "x", MCIR_DTYPE_F16, 2, (int64_t[]){64, 32});
+    mcir_tensor *r = input(g, "r", MCIR_DTYPE_F16, 2, (int64_t[]){64, 48});
+    mcir_tensor *w = weight(g, "w", MCIR_DTYPE_F16, 2, (int64_t[]){32, 48});
+    mcir_tensor *b = weight(g, "b", MCIR_DTYPE_F16, 1, (int64_t[]){48});
+    mcir_node *mm = node(g, MCIR_OP_MATMUL, "mm", 2, (mcir_tensor *[]){x, w}, "c");
+    mcir_node *ad = node(g, MCIR_OP_ADD, "bias", 2, (mcir_tensor *[]){b, out_of(mm)}, "cb");
+    mm->group = ad->group = 0;
+    mcir_tensor *y = out_of(ad);
+    if (residual && !act_last) {
+        mcir_node *rs = node(g, MCIR_OP_ADD, "res", 2, (mcir_tensor *[]){y, r}, "cr");
+        rs->group = 0;
+        y = out_of(rs);
+    }
+    if (act >= 0) {
+        mcir_node *a = node(g, (mcir_op)act, "act", 1, &y, "ca");
+        if (approx) mcir_node_set_string(g, a, "approximate", approx);
+        a->group = 0;
+        y = out_of(a);
+    }
+    if (residual && act_last) {
+        mcir_node *rs = node(g, MCIR_OP_ADD, "res", 2, (mcir_tensor *[]){y, r}, "cr");
+        rs->group = 0;
+        y = out_of(rs);
+    }
+    finish(g, y);
+    return g;
+}
+
+START_TEST(gemm_epilogues_take_the_library_form) {
+    static const struct {
+        int act;
+        const char *approx;
+        bool residual, act_first, ok;
+        int code;
+    } cases[] = {
+        {-1, NULL, false, false, true, 4},                  /* bias */
+        {MCIR_OP_GELU, "tanh", false, false, true, 36},     /* GELU(x + b), tanh form */
+        {MCIR_OP_RELU, NULL, false, false, true, 6},        /* ReLU(x + b) */
+        {-1, NULL, true, false, true, 4},                   /* x + b + r: r through beta·C */
+        {MCIR_OP_GELU, "none", false, false, false, 0},     /* erf GELU: generated kernel */
+        {MCIR_OP_RELU, NULL, true, true, false, 0},         /* r after the activation */
+        {MCIR_OP_SIGMOID, NULL, false, false, false, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        mcir_graph *g = gemm_epilogue_graph(cases[i].act, cases[i].approx, cases[i].residual,
+                                            cases[i].act_first);
+        mcir_plan *p = plan_of(g, "sm_90");
+        ck_assert_int_eq(p->n_kernels, 1);
+        mcir_gemm_epilogue e;
+        bool ok = mcir_kernel_gemm_epilogue(&p->kernels[0], &e);
+        ck_assert_msg(ok == cases[i].ok, "case %zu: %s", i, ok ? "fused" : e.why);
+        if (ok) {
+            ck_assert_int_eq(e.code, cases[i].code);
+            ck_assert_str_eq(e.bias->name, "b");
+            ck_assert(cases[i].residual ? e.residual && !strcmp(e.residual->name, "r") : !e.residual);
+            ck_assert_ptr_eq(e.out, p->kernels[0].writes[0]);
+        }
+        mcir_plan_free(p);
+        mcir_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(unfoldable_transpose_is_a_copy) {
     mcir_graph *g = mcir_graph_new("tcopy");
     mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 2, (int64_t[]){64, 96});
@@ -1010,6 +1077,7 @@ static Suite *kernelplan_suite(void) {
     tcase_add_test(t, transposes_fold_into_attention);
     tcase_add_test(t, unfoldable_transpose_is_a_copy);
     tcase_add_test(t, split_folds_into_strided_views);
+    tcase_add_test(t, gemm_epilogues_take_the_library_form);
     tcase_add_test(t, head_split_folds_into_elementwise_and_slices);
     tcase_add_test(t, group_with_outsider_between_is_an_error);
     tcase_add_test(t, templates_follow_the_anchor);
