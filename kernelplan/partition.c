@@ -725,6 +725,128 @@ static void add_view_read(part_ctx *c, kbuild *b, mcir_tensor *logical) {
     b->n_reads++;
 }
 
+/* ------------------------------------------- batching pointwise groups */
+
+/* A fusion group of pointwise work only (what the rewrites' pointwise
+ * rules make): elementwise ops, slices, concatenations. */
+static bool pointwise_group_region(const part_ctx *c, const region *r) {
+    if (r->group < 0 || r->n == 0) return false;
+    for (int i = 0; i < r->n; i++) {
+        const mcir_node *v = r->nodes[i];
+        unsigned fl = mcir_op_desc_of(v->op)->flags;
+        if (c->role[v->id] != ROLE_KERNEL || !(fl & MCIR_OPF_PURE) ||
+            !((fl & MCIR_OPF_ELEMENTWISE) || v->op == MCIR_OP_SLICE || v->op == MCIR_OP_CONCAT))
+            return false;
+    }
+    return true;
+}
+
+/* The tensor whose bytes a read of t touches: through aliases, folded
+ * transposes and split views. */
+static const mcir_tensor *source_of(const part_ctx *c, const mcir_tensor *t) {
+    for (int guard = 0; guard < 64; guard++) {
+        const mcir_node *pr = t->producer;
+        if (!pr || pr->dead || c->unit_of[pr->id] >= 0) return t;
+        t = pr->inputs[0];
+    }
+    return t;
+}
+
+/* Whether region `to` is reachable from region `from` (through the
+ * consumers of every tensor `from` produces, nodes without a region —
+ * aliases, folded transposes, views — passed through). */
+static bool region_reaches(const part_ctx *c, int from, int to, const region *regions,
+                           unsigned char *seen) {
+    if (from == to) return true;
+    if (seen[from]) return false;
+    seen[from] = 1;
+    const region *r = &regions[from];
+    /* a small explicit stack of tensors to expand */
+    for (int i = 0; i < r->n; i++) {
+        const mcir_node *v = r->nodes[i];
+        for (int o = 0; o < v->n_outputs; o++) {
+            const mcir_tensor *stack[64];
+            int sp = 0;
+            stack[sp++] = v->outputs[o];
+            while (sp > 0) {
+                const mcir_tensor *t = stack[--sp];
+                mcir_node **cons;
+                int nc = consumers_of(c, t, &cons);
+                for (int q = 0; q < nc; q++) {
+                    int w = c->unit_of[cons[q]->id];
+                    if (w == from) continue;
+                    if (w >= 0) {
+                        if (region_reaches(c, w, to, regions, seen)) return true;
+                    } else {
+                        for (int oo = 0; oo < cons[q]->n_outputs && sp < 64; oo++)
+                            stack[sp++] = cons[q]->outputs[oo];
+                    }
+                }
+            }
+        }
+    }
+    return false;
+}
+
+static bool regions_share_a_source(const part_ctx *c, const region *a, const region *b) {
+    for (int i = 0; i < a->n; i++)
+        for (int j = 0; j < a->nodes[i]->n_inputs; j++) {
+            const mcir_tensor *sa = source_of(c, a->nodes[i]->inputs[j]);
+            if (mcir_tensor_numel(sa) <= 1) continue;   /* scalars say nothing */
+            for (int k = 0; k < b->n; k++)
+                for (int l = 0; l < b->nodes[k]->n_inputs; l++)
+                    if (source_of(c, b->nodes[k]->inputs[l]) == sa) return true;
+        }
+    return false;
+}
+
+/* Independent pointwise groups that read the same tensor (RoPE on Q and
+ * on K: the same projection, the same cos/sin tables) run as one launch:
+ * one grid over both outputs, each read once from L2's point of view.
+ * Only rewrite-made groups: ungrouped nodes stay a kernel each. */
+static void batch_pointwise_groups(part_ctx *c, region *regions, int *n_regions) {
+    int n = *n_regions;
+    if (n < 2) return;
+    unsigned char *seen = calloc((size_t)n, 1);
+    MCIR_ASSERT(seen);
+    mcir_arena *a = c->p->arena;
+    for (int u = 0; u < n; u++) {
+        if (!pointwise_group_region(c, &regions[u])) continue;
+        for (int w = u + 1; w < n; w++) {
+            if (!pointwise_group_region(c, &regions[w]) ||
+                !regions_share_a_source(c, &regions[u], &regions[w]))
+                continue;
+            memset(seen, 0, (size_t)n);
+            bool uw = region_reaches(c, u, w, regions, seen);
+            memset(seen, 0, (size_t)n);
+            bool wu = !uw && region_reaches(c, w, u, regions, seen);
+            json_t *ck = json_array();
+            json_array_append_new(ck, legality("independent", !uw && !wu,
+                mcir_arena_printf(a, uw || wu ? "'%s' and '%s' depend on each other"
+                                              : "'%s' and '%s' share a read and neither "
+                                                "depends on the other",
+                                  regions[u].nodes[0]->name, regions[w].nodes[0]->name)));
+            trace_fold(c, regions[w].nodes[0], "batch_pointwise", !uw && !wu, ck,
+                       !uw && !wu ? regions[u].nodes[0]->name : NULL);
+            if (uw || wu) continue;
+            for (int i = 0; i < regions[w].n; i++) {
+                region_add(a, &regions[u], regions[w].nodes[i], c->pos[regions[w].nodes[i]->id]);
+                c->unit_of[regions[w].nodes[i]->id] = u;
+            }
+            /* drop w: later regions move down one */
+            for (int q = w + 1; q < n; q++) {
+                regions[q - 1] = regions[q];
+                for (int i = 0; i < regions[q - 1].n; i++)
+                    c->unit_of[regions[q - 1].nodes[i]->id] = q - 1;
+            }
+            n--;
+            w--;
+        }
+    }
+    free(seen);
+    *n_regions = n;
+}
+
 /* Fills kernel k from region r (unit index u). */
 static void build_kernel(part_ctx *c, mcir_kernel_plan *k, region *r, int u) {
     mcir_arena *a = c->p->arena;
@@ -971,6 +1093,8 @@ mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_
         region_add(a, &regions[u], v, i);
         c.unit_of[v->id] = u;
     }
+
+    batch_pointwise_groups(&c, regions, &n_regions);
 
     /* order regions: a region runs once every region it reads from ran;
      * among the ready ones, the earliest in the graph order (regions are

@@ -512,6 +512,49 @@ START_TEST(gemm_epilogues_take_the_library_form) {
 }
 END_TEST
 
+/* Two pointwise groups reading the same input run as one launch; a third
+ * that depends on the first through a reduction does not join it. */
+START_TEST(independent_pointwise_groups_share_a_launch) {
+    mcir_graph *g = mcir_graph_new("batch");
+    mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 2, (int64_t[]){8, 32});
+    mcir_node *e = node(g, MCIR_OP_EXP, "e", 1, &x, "ex");
+    mcir_node *n = node(g, MCIR_OP_NEG, "n", 1, (mcir_tensor *[]){out_of(e)}, "y1");
+    mcir_node *r = node(g, MCIR_OP_RELU, "r", 1, &x, "rx");
+    mcir_node *q = node(g, MCIR_OP_SQRT, "q", 1, (mcir_tensor *[]){out_of(r)}, "y2");
+    mcir_node *s = node(g, MCIR_OP_REDUCE_SUM, "s", 1, (mcir_tensor *[]){out_of(n)}, "sum");
+    mcir_node_set_ints(g, s, "axes", 1, (int64_t[]){-1});
+    mcir_node *a = node(g, MCIR_OP_ADD, "a", 2, (mcir_tensor *[]){x, out_of(s)}, "ax");
+    mcir_node *b = node(g, MCIR_OP_TANH, "b", 1, (mcir_tensor *[]){out_of(a)}, "y3");
+    e->group = n->group = 0;
+    r->group = q->group = 1;
+    a->group = b->group = 2;
+    mcir_graph_mark_output(g, out_of(q));
+    mcir_graph_mark_output(g, out_of(n));
+    finish(g, out_of(b));
+    mcir_trace *tr = mcir_trace_new();
+    mcir_diag d = mcir_diag_stderr();
+    mcir_plan *p = mcir_plan_build(g, mcir_target_find("sm_90"), tr, &d);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(mcir_plan_verify(p, &d));
+    ck_assert_int_eq(p->n_kernels, 3);   /* {e, n, r, q}, s, {a, b} */
+    ck_assert(kernel_has_node(&p->kernels[0], "q"));
+    ck_assert_int_eq(p->kernels[0].n_writes, 2);
+    ck_assert(kernel_has_node(&p->kernels[2], "b"));
+    int applied = 0, rejected = 0;
+    for (int i = 0; i < mcir_trace_count(tr); i++) {
+        json_t *rec = mcir_trace_get(tr, i);
+        if (strcmp(json_string_value(json_object_get(rec, "rule")), "batch_pointwise")) continue;
+        if (!strcmp(json_string_value(json_object_get(rec, "decision")), "applied")) applied++;
+        else rejected++;
+    }
+    ck_assert_int_eq(applied, 1);
+    ck_assert_int_eq(rejected, 1);
+    mcir_plan_free(p);
+    mcir_trace_free(tr);
+    mcir_graph_free(g);
+}
+END_TEST
+
 START_TEST(unfoldable_transpose_is_a_copy) {
     mcir_graph *g = mcir_graph_new("tcopy");
     mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 2, (int64_t[]){64, 96});
@@ -1078,6 +1121,7 @@ static Suite *kernelplan_suite(void) {
     tcase_add_test(t, unfoldable_transpose_is_a_copy);
     tcase_add_test(t, split_folds_into_strided_views);
     tcase_add_test(t, gemm_epilogues_take_the_library_form);
+    tcase_add_test(t, independent_pointwise_groups_share_a_launch);
     tcase_add_test(t, head_split_folds_into_elementwise_and_slices);
     tcase_add_test(t, group_with_outsider_between_is_an_error);
     tcase_add_test(t, templates_follow_the_anchor);
