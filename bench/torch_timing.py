@@ -27,7 +27,7 @@ def attention_shapes(suite="all"):
         for b in (1, 8, 64):
             nk = 1024
             while nk <= 131072:
-                if b * nk <= (1 << 20) and (nk in (1024, 4096, 16384) or nk >= 65536):
+                if b * nk <= (1 << 18) and (nk in (1024, 4096, 16384) or nk >= 65536):
                     out.append(("decode", "f16", b, 16, 1, nk, 128, False))
                 nk *= 2
     if suite in ("all", "cross"):
