@@ -347,8 +347,9 @@ static bool consumer_folds(const part_ctx *c, const mcir_node *t, const mcir_nod
 
 /* Can every reader of t (through reshapes and transposes) read it as a
  * strided view of a split's input? Attention through its strided tile
- * loads (Q, K, V), and kernels of pointwise work (elementwise, copy)
- * through the value emitter's index remap; not a matmul, norm, reduction,
+ * loads (Q, K, V), and pointwise ops in elementwise, copy or matmul
+ * kernels (a prologue or epilogue of the generated GEMM) through the value
+ * emitter's index remap; not a matmul operand itself, a norm, reduction,
  * pool or conv, which read their operands as whole tensors. */
 static bool view_readers_ok(const part_ctx *c, const mcir_tensor *t, int depth, const char **who,
                             const char **why) {
@@ -373,9 +374,10 @@ static bool view_readers_ok(const part_ctx *c, const mcir_tensor *t, int depth, 
         bool pointwise = (fl & MCIR_OPF_ELEMENTWISE) || x->op == MCIR_OP_SLICE ||
                          x->op == MCIR_OP_CONCAT || x->op == MCIR_OP_SPLIT ||
                          x->op == MCIR_OP_TRANSPOSE || x->op == MCIR_OP_RESHAPE;
-        if (!pointwise || region_rank(c, x) > lowering_of(MCIR_OP_ADD).rank) {
-            *why = "reads its operand as a whole tensor (matmul, norm, reduction, pool, conv, "
-                   "or their epilogue)";
+        int rk = region_rank(c, x);
+        if (!pointwise || (rk > lowering_of(MCIR_OP_ADD).rank && rk != lowering_of(MCIR_OP_MATMUL).rank)) {
+            *why = "reads its operand as a whole tensor (norm, reduction, pool, conv, or their "
+                   "epilogue)";
             return false;
         }
     }

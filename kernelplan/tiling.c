@@ -545,9 +545,13 @@ static const tile_fn tile_fns[MCIR_TEMPLATE_COUNT] = {
 
 /* ------------------------------------------------ library epilogues */
 
-static bool kernel_reads(const mcir_kernel_plan *k, const mcir_tensor *t) {
+/* t is read by k as stored (a library call gets its pointer): no view,
+ * at most a folded transpose of the last two dims for an operand. */
+static bool kernel_reads(const mcir_kernel_plan *k, const mcir_tensor *t, bool operand) {
     const mcir_kernel_access *x = mcir_kernel_access_of(k, t);
-    return x && x >= k->read_access && x < k->read_access + k->n_reads;
+    if (!x || x < k->read_access || x >= k->read_access + k->n_reads) return false;
+    if (!x->folded) return true;
+    return operand && x->folded->op == MCIR_OP_TRANSPOSE && x->folded->inputs[0] == x->tensor;
 }
 
 /* The one region node reading t, or NULL (none or several). */
@@ -574,7 +578,7 @@ bool mcir_kernel_gemm_epilogue(const mcir_kernel_plan *k, mcir_gemm_epilogue *e)
         e->why = "batched";
         return false;
     }
-    if (!kernel_reads(k, A) || !kernel_reads(k, B) || A->dtype != B->dtype) {
+    if (!kernel_reads(k, A, true) || !kernel_reads(k, B, true) || A->dtype != B->dtype) {
         e->why = "an operand is computed in the kernel (a prologue) or the dtypes differ";
         return false;
     }
@@ -599,9 +603,9 @@ bool mcir_kernel_gemm_epilogue(const mcir_kernel_plan *k, mcir_gemm_epilogue *e)
                 return false;
             }
             if (!e->bias && other->kind == MCIR_TENSOR_WEIGHT && other->rank == 1 &&
-                other->shape[0] == n_cols && kernel_reads(k, other)) {
+                other->shape[0] == n_cols && kernel_reads(k, other, false)) {
                 e->bias = other;
-            } else if (!e->residual && kernel_reads(k, other) && other->rank == o->rank &&
+            } else if (!e->residual && kernel_reads(k, other, false) && other->rank == o->rank &&
                        memcmp(other->shape, o->shape, sizeof(int64_t) * (size_t)o->rank) == 0) {
                 e->residual = other;
             } else {

@@ -253,6 +253,23 @@ CASES["horizontal_f16"] = graph(
        node("pr.relu", "relu", ["r.y"], ["r"])],
     ["o", "t.y", "r"])
 
+# A SwiGLU MLP unlike llama's (bf16, [K, N] weights, names of its own):
+# gate and up become one matmul over concatenated weights; silu(gate)·up
+# reads the parts as views and is computed as the down projection loads A.
+CASES["swiglu_bf16"] = graph(
+    "swiglu_bf16",
+    [inp("h", [3, 5, 16], "bf16")],
+    [w("ffn.wg", [16, 40], dt="bf16"), w("ffn.wu", [16, 40], dt="bf16"),
+     w("ffn.wd", [40, 16], dt="bf16")],
+    [node("ffn.g", "matmul", ["h", "ffn.wg"], ["ffn.g.y"]),
+     node("ffn.u", "matmul", ["h", "ffn.wu"], ["ffn.u.y"]),
+     node("ffn.sig", "sigmoid", ["ffn.g.y"], ["ffn.sig.y"]),
+     node("ffn.act", "mul", ["ffn.sig.y", "ffn.g.y"], ["ffn.act.y"]),
+     node("ffn.gate", "mul", ["ffn.u.y", "ffn.act.y"], ["ffn.gate.y"]),
+     node("ffn.d", "matmul", ["ffn.gate.y", "ffn.wd"], ["ffn.d.y"]),
+     node("ffn.res", "add", ["h", "ffn.d.y"], ["y"])],
+    ["y"])
+
 # The same structures in half precision: the fused ops are checked against
 # the decomposed ones within the f16/bf16 tolerance.
 def retyped(g, name, dtype):
