@@ -114,9 +114,17 @@ def main(argv):
     mp = rows(d, "memplan.csv")
     if mp:
         print("### memplan\n")
-        print(",".join(mp[0].keys()))
-        for x in mp:
-            print(",".join(x.values()))
+        body = []
+        for inst in sorted({x["instance"] for x in mp}):
+            by = {x["planner"]: x for x in mp if x["instance"] == inst}
+            fit = by.get("exact (fit)", {})
+            body.append([inst.split(".")[0], fit.get("buffers", "–"), fit.get("lower_bound", "–")] +
+                        [f(by.get(pl, {}).get("height_over_capacity")) for pl in
+                         ("greedy-size", "greedy-conflict", "greedy-breadth", "exact (fit)")] +
+                        [fit.get("nodes", "–"), f(fit.get("seconds"), "%.2f"), f(by.get("best", {}).get("height_over_capacity"))
+                         + (" optimal" if by.get("best", {}).get("optimal") == "1" else "")])
+        print(table(["instance", "buffers", "lower bound", "greedy-size", "greedy-conflict", "greedy-breadth",
+                     "exact (fit)", "nodes", "exact (fit), s", "best, 10 s"], body))
     return 0
 
 
