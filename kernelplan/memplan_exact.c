@@ -57,8 +57,9 @@ typedef struct exact {
     int64_t *minoff, *off, *solution; /* off < 0: unplaced */
     int32_t *rank;
     exact_undo *mundo, *fundo; /* min-offset and floor undo stacks */
-    size_t mundo_n, fundo_n, mundo_cap;
-    uint32_t *nb; /* neighbours of the buffer being placed */
+    size_t mundo_n, fundo_n;
+    size_t *adj_start; /* neighbours (overlaps and conflicts), CSR */
+    uint32_t *adj;
     exact_cand *cand;
     size_t cand_n, cand_cap;
     uint32_t *list; /* partitions' buffer lists, stacked */
@@ -215,16 +216,8 @@ static int exact_search(exact *ex, size_t list_at, size_t count, int32_t s0,
         bool ok = true, hatless = true;
         ex->off[b] = cd.off;
         size_t mmark = ex->mundo_n, fmark = ex->fundo_n;
-        size_t deg = mcir_memplan_neighbours(in, b, ex->nb);
-        if (!exact_grow((void **)&ex->mundo, &ex->mundo_cap, ex->mundo_n + deg,
-                        sizeof *ex->mundo)) {
-            ex->oom = true;
-            ex->off[b] = -1;
-            ex->cand_n = cbase;
-            return EXACT_STOP;
-        }
-        for (size_t e = 0; e < deg; e++) {
-            uint32_t j = ex->nb[e];
+        for (size_t e = ex->adj_start[b]; e < ex->adj_start[b + 1]; e++) {
+            uint32_t j = ex->adj[e];
             if (ex->off[j] >= 0 || in->size[j] == 0)
                 continue;
             hatless = false;
@@ -405,7 +398,8 @@ static void exact_free(exact *ex)
     free(ex->solution);
     free(ex->rank);
     free(ex->mundo);
-    free(ex->nb);
+    free(ex->adj_start);
+    free(ex->adj);
     free(ex->fundo);
     free(ex->cand);
     free(ex->list);
@@ -436,13 +430,23 @@ static bool exact_init(exact *ex, const mcir_memplan_instance *in)
     ex->off = malloc(n1 * sizeof *ex->off);
     ex->solution = calloc(n1, sizeof *ex->solution);
     ex->rank = calloc(n1, sizeof *ex->rank);
-    ex->nb = malloc((in->degree ? in->max_degree + 1 : n1) * sizeof *ex->nb);
-    ex->mundo_cap = n1;
-    ex->mundo = malloc(ex->mundo_cap * sizeof *ex->mundo);
+    /* The search walks neighbour lists in its innermost loop: it keeps
+     * its own, which the pair bound above keeps within 2 * 2^23 entries. */
+    ex->adj_start = calloc(n1 + 1, sizeof *ex->adj_start);
+    uint32_t *nb = malloc((in->degree ? in->max_degree + 1 : n1) * sizeof *nb);
+    if (ex->adj_start && nb) {
+        for (size_t i = 0; i < in->n; i++)
+            ex->adj_start[i + 1] = ex->adj_start[i] + mcir_memplan_neighbours(in, i, nb);
+        ex->adj = malloc((ex->adj_start[in->n] + 1) * sizeof *ex->adj);
+        for (size_t i = 0; ex->adj && i < in->n; i++)
+            mcir_memplan_neighbours(in, i, ex->adj + ex->adj_start[i]);
+    }
+    free(nb);
+    ex->mundo = malloc(((ex->adj ? ex->adj_start[in->n] : 0) + 1) * sizeof *ex->mundo);
     ex->fundo = malloc((spans + 1) * sizeof *ex->fundo);
     if (!ex->sec_start || !ex->sec_buf || !ex->floor || !ex->total ||
         !ex->cuts || !ex->cliques || !starts || !ends || !ex->minoff || !ex->off ||
-        !ex->solution || !ex->rank || !ex->mundo || !ex->fundo || !ex->nb) {
+        !ex->solution || !ex->rank || !ex->mundo || !ex->fundo || !ex->adj) {
         free(starts);
         free(ends);
         return false;
@@ -567,12 +571,12 @@ int64_t mcir_memplan_plan_exact(const mcir_memplan_instance *in,
  * many the instance is far beyond what the search can finish in a budget
  * anyway, and the incumbent plan is returned as is. */
 #define EXACT_MAX_SPANS ((size_t)1 << 26)
-/* Likewise for lifetime overlaps: each placement walks its neighbours and
- * may push one undo entry per neighbour, so the undo stack grows with the
- * overlaps along a search path.  Past this many pairs (a few thousand
- * buffers all live at once) the greedy plan is returned, unproven unless
- * it meets the lower bound. */
-#define EXACT_MAX_PAIRS ((uint64_t)1 << 24)
+/* Likewise for lifetime overlaps: the search keeps neighbour lists and an
+ * undo stack as long as them.  Past this many pairs (some 4 000 buffers
+ * all live at once) the greedy plan is returned, unproven unless it meets
+ * the lower bound: the planner's memory stays bounded (64 MiB here) where
+ * the pairs grow as n². */
+#define EXACT_MAX_PAIRS ((uint64_t)1 << 23)
 
 int64_t mcir_memplan_plan_exact_from(const mcir_memplan_instance *in,
                                      int64_t *offsets, int64_t best,

@@ -41,6 +41,24 @@ static void hash_insert(mcir_graph *g, mcir_tensor *t) {
     g->hash[j] = t;
 }
 
+/* Deletion from linear probing without tombstones: the entries after the
+ * hole move back if their home slot allows (Knuth's algorithm R). */
+static void hash_remove(mcir_graph *g, const mcir_tensor *t) {
+    size_t mask = (size_t)g->hash_cap - 1;
+    size_t i = hash_name(t->name) & mask;
+    while (g->hash[i] && g->hash[i] != t) i = (i + 1) & mask;
+    if (!g->hash[i]) return;
+    for (size_t k = (i + 1) & mask; g->hash[k]; k = (k + 1) & mask) {
+        size_t home = hash_name(g->hash[k]->name) & mask;
+        /* k may move to i unless home lies cyclically in (i, k] */
+        bool stays = i <= k ? (home > i && home <= k) : (home > i || home <= k);
+        if (stays) continue;
+        g->hash[i] = g->hash[k];
+        i = k;
+    }
+    g->hash[i] = NULL;
+}
+
 static void hash_rebuild(mcir_graph *g) {
     memset(g->hash, 0, (size_t)g->hash_cap * sizeof *g->hash);
     for (int i = 0; i < g->n_tensors; i++) {
@@ -72,7 +90,9 @@ mcir_graph *mcir_graph_new(const char *name) {
 }
 
 void mcir_graph_free(mcir_graph *g) {
-    if (g) mcir_arena_free(g->arena);
+    if (!g) return;
+    mcir_graph_index_uses(g, false);
+    mcir_arena_free(g->arena);
 }
 
 static void push_tensor(mcir_graph *g, mcir_tensor ***list, int *n, mcir_tensor *t) {
@@ -126,6 +146,7 @@ mcir_node *mcir_graph_add_node(mcir_graph *g, mcir_op op, const char *name,
                                int n_inputs, mcir_tensor *const *inputs,
                                int n_outputs, mcir_tensor *const *outputs) {
     MCIR_ASSERT(op >= 0 && op < MCIR_OP_COUNT);
+    mcir_graph_index_uses(g, false);
     mcir_node *n = mcir_arena_alloc(g->arena, sizeof *n);
     n->id = g->n_nodes;
     n->op = op;
@@ -548,8 +569,63 @@ mcir_graph *mcir_graph_clone(const mcir_graph *g) {
     return c;
 }
 
+struct mcir_use_index {
+    int n_tensors;
+    int *start;          /* consumers of tensor id t: cons[start[t]..start[t+1]) */
+    mcir_node **cons;    /* live nodes, in node order, each once per tensor */
+};
+
+void mcir_graph_index_uses(mcir_graph *g, bool on) {
+    if (g->uses) {
+        free(g->uses->start);
+        free(g->uses->cons);
+        free(g->uses);
+        g->uses = NULL;
+    }
+    if (!on) return;
+    struct mcir_use_index *u = calloc(1, sizeof *u);
+    MCIR_ASSERT(u);
+    u->n_tensors = g->n_tensors;
+    u->start = calloc((size_t)g->n_tensors + 1, sizeof *u->start);
+    int edges = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead) edges += g->nodes[i]->n_inputs;
+    u->cons = malloc((size_t)(edges ? edges : 1) * sizeof *u->cons);
+    int *fill = calloc((size_t)g->n_tensors + 1, sizeof *fill);
+    MCIR_ASSERT(u->start && u->cons && fill);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < g->n_nodes; i++) {
+            mcir_node *n = g->nodes[i];
+            if (n->dead) continue;
+            for (int j = 0; j < n->n_inputs; j++) {
+                int t = n->inputs[j]->id;
+                bool again = false;   /* a node reading t twice counts once */
+                for (int k = 0; k < j && !again; k++) again = n->inputs[k] == n->inputs[j];
+                if (again || t < 0 || t >= g->n_tensors || g->tensors[t] != n->inputs[j])
+                    continue;
+                if (pass == 0) u->start[t + 1]++;
+                else u->cons[u->start[t] + fill[t]++] = n;
+            }
+        }
+        if (pass == 0)
+            for (int t = 0; t < g->n_tensors; t++) u->start[t + 1] += u->start[t];
+    }
+    free(fill);
+    g->uses = u;
+}
+
 int mcir_graph_consumers(const mcir_graph *g, const mcir_tensor *t, mcir_node **out,
                          int max) {
+    const struct mcir_use_index *u = g->uses;
+    if (u && t->id >= 0 && t->id < u->n_tensors && g->tensors[t->id] == t) {
+        int k = 0;
+        for (int e = u->start[t->id]; e < u->start[t->id + 1]; e++) {
+            if (u->cons[e]->dead) continue;
+            if (out && k < max) out[k] = u->cons[e];
+            k++;
+        }
+        return k;
+    }
     int k = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         mcir_node *n = g->nodes[i];
@@ -565,6 +641,7 @@ int mcir_graph_consumers(const mcir_graph *g, const mcir_tensor *t, mcir_node **
 }
 
 void mcir_graph_replace_uses(mcir_graph *g, mcir_tensor *from, mcir_tensor *to) {
+    mcir_graph_index_uses(g, false);
     for (int i = 0; i < g->n_nodes; i++) {
         mcir_node *n = g->nodes[i];
         if (n->dead) continue;
@@ -585,6 +662,7 @@ void mcir_graph_replace_uses(mcir_graph *g, mcir_tensor *from, mcir_tensor *to) 
 }
 
 void mcir_graph_compact(mcir_graph *g) {
+    mcir_graph_index_uses(g, false);
     int k = 0;
     for (int i = 0; i < g->n_nodes; i++)
         if (!g->nodes[i]->dead) g->nodes[k++] = g->nodes[i];
@@ -608,11 +686,17 @@ void mcir_graph_compact(mcir_graph *g) {
     for (int i = 0; i < g->n_weights; i++)
         if (used[g->weights[i]->id]) g->weights[w++] = g->weights[i];
     g->n_weights = w;
+    /* a few names leave the hash one by one; many, a rebuild */
+    int dropped = 0;
+    for (int i = 0; i < g->n_tensors; i++) dropped += !used[i];
+    bool rebuild = dropped > g->n_tensors / 8;
+    for (int i = 0; i < g->n_tensors && !rebuild; i++)
+        if (!used[i]) hash_remove(g, g->tensors[i]);
     int t = 0;
     for (int i = 0; i < g->n_tensors; i++)
         if (used[i]) g->tensors[t++] = g->tensors[i];
     g->n_tensors = t;
     for (int i = 0; i < g->n_tensors; i++) g->tensors[i]->id = i;
     free(used);
-    hash_rebuild(g);
+    if (rebuild) hash_rebuild(g);
 }

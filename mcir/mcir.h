@@ -371,6 +371,9 @@ struct mcir_graph {
     int hash_cap;
     mcir_tensor **hash;
     int next_auto_name;
+    /* consumers by tensor id while the structure holds still; internal,
+     * see mcir_graph_index_uses */
+    struct mcir_use_index *uses;
 };
 
 mcir_graph *mcir_graph_new(const char *name);
@@ -410,6 +413,11 @@ void mcir_graph_compact(mcir_graph *g);
  * max into out, which may be NULL). */
 int mcir_graph_consumers(const mcir_graph *g, const mcir_tensor *t,
                          mcir_node **out, int max);
+/* Builds (on) or drops (off) an index that makes mcir_graph_consumers
+ * O(answer) instead of a scan of every node. Adding nodes, compaction and
+ * mcir_graph_replace_uses drop it; whoever rewires node inputs directly
+ * must drop it first (the rewrite engine does around structural rewrites). */
+void mcir_graph_index_uses(mcir_graph *g, bool on);
 /* Rewires every live use of `from` (node inputs and graph outputs) to `to`. */
 void mcir_graph_replace_uses(mcir_graph *g, mcir_tensor *from, mcir_tensor *to);
 int mcir_graph_live_nodes(const mcir_graph *g);

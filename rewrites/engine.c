@@ -231,6 +231,7 @@ static void index_consumers(engine *e) {
     }
     free(fill);
     e->n_indexed = g->n_tensors;
+    mcir_graph_index_uses(g, true);   /* for the checks' consumer queries */
 }
 
 /* Sizes the per-node arrays for g->n_nodes; new positions start dirty. */
@@ -506,7 +507,10 @@ static bool on_match(const mcir_match *m, void *ctx) {
     json_object_set_new(rec, "legality", legality);
     if (failed == 0) {
         ac.origin_nodes = origin_of(e->g, m);
+        /* a structural action rewires inputs: the use index goes */
+        if (impl->structural) mcir_graph_index_uses(e->g, false);
         bool ok = impl->apply(&ac);
+        if (!ok && impl->structural) mcir_graph_index_uses(e->g, true);
         if (ok) {
             at->applied = true;
             e->n_touched = 0;
@@ -649,6 +653,7 @@ static bool run_pattern(engine *e, int pi) {
                 g->nodes[k]->id = k;
                 mark_dirty(e, g->nodes[k]);
             }
+            if (!at.applied) index_consumers(e);
         }
         if (at.applied) {
             json_decref(at.best);
@@ -697,6 +702,7 @@ bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *t
         settle(&e, "(final)");
     }
     worklist_free(&e);
+    mcir_graph_index_uses(g, false);
     flush_near_misses(&e);
     for (int i = 0; i < e.cap_seen; i++) free(e.seen[i]);
     free(e.seen);
