@@ -80,7 +80,7 @@ def main(argv):
             ratio = float(x["mcir_fused_cpu_s"]) / best_t if best_t > 0 and float(x["mcir_fused_cpu_s"]) > 0 else None
             body.append([n, f(x["mcir_fused_s"], "%.4f"), f(x["mcir_fused_cpu_s"], "%.4f"), f(x["mcir_unfused_cpu_s"], "%.4f"),
                          f(te.get("median_s"), "%.4f"), f(te.get("cpu_s"), "%.4f"), f(tm.get("cpu_s"), "%.4f"),
-                         f(ratio, "%.2f"), f(te.get("max_rel_err"), "%.1e"), mib(te.get("peak_bytes"))])
+                         f(ratio, "%.3f"), f(te.get("max_rel_err"), "%.1e"), mib(te.get("peak_bytes"))])
         print(table(["example", "mcir wall, s", "mcir CPU s", "mcir no-rewrite CPU s", "torch graph wall, s",
                      "torch graph CPU s", "torch module CPU s", "mcir / best torch (CPU s)", "torch vs expected",
                      "torch CPU peak, MiB"], body))

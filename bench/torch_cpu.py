@@ -90,12 +90,15 @@ def op_fn(torch, op, xs, a):
                          a.get("dilations", [1, 1]), a.get("groups", 1))]
     if op in ("max_pool2d", "avg_pool2d"):
         k = a["kernel"]
-        p = a.get("pads", [0, 0, 0, 0])
-        if p[0] != p[2] or p[1] != p[3]:
-            raise ValueError("asymmetric pool padding")
-        f = F.max_pool2d if op == "max_pool2d" else F.avg_pool2d
-        kw = {} if op == "max_pool2d" else {"count_include_pad": False}
-        return [f(x, k, a.get("strides", k), p[:2], **kw)]
+        st = a.get("strides", k)
+        p = a.get("pads", [0, 0, 0, 0])   # top, left, bottom, right
+        if op == "max_pool2d":
+            x = F.pad(x, (p[1], p[3], p[0], p[2]), value=float("-inf"))
+            return [F.max_pool2d(x, k, st)]
+        # average over the window's elements inside the input (padding not counted)
+        ones = F.pad(torch.ones_like(x[:1, :1]), (p[1], p[3], p[0], p[2]))
+        x = F.pad(x, (p[1], p[3], p[0], p[2]))
+        return [F.avg_pool2d(x, k, st) / F.avg_pool2d(ones, k, st)]
     if op == "global_avg_pool":
         return [x.mean(dim=(2, 3), keepdim=True)]
     if op == "attention":
