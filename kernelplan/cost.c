@@ -450,9 +450,13 @@ static bool uniform_batch(const mcir_tensor *t, const mcir_tensor *out) {
 }
 
 /* How the runtime runs a MATMUL kernel (mirrors cg_gen_matmul): 0 the
- * generated kernel, 1 cuBLAS writing C, 2 cuBLAS into an f32 staging
- * buffer then the generated NAME_epilogue kernel. */
-static int matmul_path(const mcir_kernel_plan *k, const mcir_tensor **sa, const mcir_tensor **sb) {
+ * generated kernel (epilogue in registers), 1 cuBLAS writing C, 3 one
+ * cuBLASLt call computing the epilogue (mcir_kernel_gemm_epilogue), 2
+ * where cuBLASLt is not used (absent: `no_cublaslt`, or its bias or
+ * residual is not a plain read) cuBLAS into an f32 staging buffer, then
+ * the generated NAME_epilogue kernel. */
+static int matmul_path(const mcir_kernel_plan *k, bool no_cublaslt, const mcir_tensor **sa,
+                       const mcir_tensor **sb) {
     const mcir_node *n = k->anchor;
     const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
     *sa = gemm_operand(k, A);
@@ -475,7 +479,11 @@ static int matmul_path(const mcir_kernel_plan *k, const mcir_tensor **sa, const 
     /* an epilogue cuBLASLt computes in the same call: one launch, nothing
      * staged; any other runs in the generated kernel (codegen/tpl_matmul.c) */
     mcir_gemm_epilogue le;
-    return mcir_kernel_gemm_epilogue(k, &le) ? 3 : 0;
+    if (!mcir_kernel_gemm_epilogue(k, &le)) return 0;
+    bool lt = !no_cublaslt && write_index(k, le.out) >= 0 &&
+              (!le.bias || read_index(k, le.bias) >= 0) &&
+              (!le.residual || read_index(k, le.residual) >= 0);
+    return lt ? 3 : 2;
 }
 
 static void cost_matmul(cost_ctx *x) {
@@ -492,7 +500,8 @@ static void cost_matmul(cost_ctx *x) {
     int64_t MN = M * N > 0 ? M * N : 1, batch = mcir_tensor_numel(C) / MN;
     double mnk = (double)batch * (double)M * (double)N * (double)Kd;
     const mcir_tensor *sa = NULL, *sb = NULL;
-    int path = x->o && x->o->generated_only ? 0 : matmul_path(k, &sa, &sb);
+    int path = x->o && x->o->generated_only
+                   ? 0 : matmul_path(k, x->o && x->o->no_cublaslt, &sa, &sb);
     const mcir_tiling *ti = x->o && x->o->tiles ? x->o->tiles : &k->tiling;
     /* tiles: the generated kernel's fixed 64 x 64 (templates/matmul.cuh
      * MM_BM / MM_BN) unless a candidate is scored; cuBLAS: the plan's */
@@ -531,7 +540,7 @@ static void cost_matmul(cost_ctx *x) {
     c->library = path == 3 ? "cublasLt" : "cublas";
     const char *unit = tensor_unit(sa->dtype);
     if (path == 3) {
-        c->global_bytes = (int64_t)(loads + outs * (double)esize(C) + outs * epi.bytes);
+        c->global_bytes = (int64_t)(loads + outs * epi.bytes);   /* epi: loads + stores */
         c->flops = 2.0 * mnk + outs * epi.flops;
         c->hbm_bytes = once + c->l2_spill_bytes;
         add_launch(x, (double)c->hbm_bytes, c->flops, unit);

@@ -234,7 +234,7 @@ typedef struct mcir_kernel_cost {
     int64_t l2_spill_bytes;  /* part of hbm: tile re-reads whose reuse span exceeds L2 */
     double flops;            /* FMA = 2 */
     int launches;            /* GPU launches, library calls included */
-    const char *library;     /* "cublas", or NULL: generated kernels only */
+    const char *library;     /* "cublas", "cublasLt", or NULL: generated kernels only */
     const char *unit;        /* "f32_fma", "f16_tensor_core", "bf16_tensor_core" */
     double memory_us, compute_us, launch_us;
     double modelled_us;      /* sum over launches of max(memory, compute) + launch overhead */
@@ -248,6 +248,9 @@ typedef struct mcir_cost_options {
     /* Model the generated kernel even where the runtime would call cuBLAS
      * (what the CPU emulator runs). */
     bool generated_only;
+    /* Model the runtime where only cuBLAS loads (no cuBLASLt): a matmul
+     * epilogue stages the f32 product for a generated epilogue kernel. */
+    bool no_cublaslt;
 } mcir_cost_options;
 
 /* The cost of kernel k on target t; options may be NULL.

@@ -127,6 +127,19 @@ START_TEST(matmul_bias_epilogue_is_one_library_call) {
     int64_t once = (128 * 256 + 256 * 192 + 192 + 128 * 192) * 4;
     ck_assert_int_eq(c.hbm_bytes, once);
     ck_assert_double_eq_tol(c.launch_us, p->target->launch_us, 1e-12);
+    int64_t bm = tile(&k->tiling, "M"), bn = tile(&k->tiling, "N");
+    ck_assert_int_eq(c.global_bytes, (128 * 256 * cdiv(192, bn) + 256 * 192 * cdiv(128, bm)) * 4 +
+                                         128 * 192 * (4 + 4));   /* bias load + store */
+
+    /* where only cuBLAS loads, the product is staged in f32 and re-read by
+     * the generated epilogue kernel: two launches, 2 x M x N x 4 more bytes */
+    mcir_kernel_cost st;
+    mcir_cost_kernel(k, p->target, &(mcir_cost_options){.no_cublaslt = true}, &st);
+    ck_assert_str_eq(st.library, "cublas");
+    ck_assert_int_eq(st.launches, 2);
+    ck_assert_int_eq(st.staging_bytes, 2 * 128 * 192 * 4);
+    ck_assert_int_eq(st.hbm_bytes, once + st.staging_bytes);
+    ck_assert_double_eq_tol(st.launch_us, 2 * p->target->launch_us, 1e-12);
 
     /* the generated kernel (what the emulator runs) keeps the epilogue in
      * registers: one launch, no staging, 64 x 64 tiles of templates/matmul.cuh */
