@@ -37,6 +37,8 @@ static const char usage_text[] =
     "                       it carries (no graph needed); exit 1 if any fails\n"
     "  --no-rewrite         compile without any rewrite (the baseline)\n"
     "  --trace              print the rewrite trace in human form on stderr\n"
+    "  --trace=all          the same, with every near miss (a rule that matched part\n"
+    "                       of its pattern): where and why the match stopped\n"
     "  --arch sm_XX         NVRTC target: sm_80, sm_86, sm_89, sm_90 (default sm_90)\n"
     "  --planner NAME       memory planner; --planner help lists them\n"
     "  --planner-time S     time budget of the exact planner in seconds (default 10)\n"
@@ -317,8 +319,16 @@ static void human_bytes(int64_t b, char *buf, size_t n) {
 static void print_summary(const mcir_compilation *c, FILE *out) {
     const mcir_graph *g = c->graph;
     fprintf(out, "%s (%s)\n", g->name, g->path);
-    fprintf(out, "  nodes    %d before, %d after rewriting (%d rewrites applied)\n",
-            c->nodes_before, c->nodes_after, c->rewrites_applied);
+    /* fusions first: annotations and in-place marks are bookkeeping */
+    const mcir_rewrite_stats *rs = &c->rewrite_stats;
+    int fusions = rs->structural + rs->groups;
+    if (fusions)
+        fprintf(out, "  nodes    %d before, %d after rewriting (%d fusions: %d ops fused, %d "
+                "groups; %d rewrites applied)\n", c->nodes_before, c->nodes_after, fusions,
+                rs->structural, rs->groups, c->rewrites_applied);
+    else
+        fprintf(out, "  nodes    %d before, %d after rewriting (0 fusions; %d rewrites applied)\n",
+                c->nodes_before, c->nodes_after, c->rewrites_applied);
     if (c->plan) {
         int launches = 0;
         for (int i = 0; i < c->plan->n_kernels; i++)
@@ -485,8 +495,9 @@ int main(int argc, char **argv) {
             o.no_default_catalog = true;
         } else if (!strcmp(a, "--no-rewrite")) {
             o.no_rewrite = true;
-        } else if (!strcmp(a, "--trace")) {
+        } else if (!strcmp(a, "--trace") || !strcmp(a, "--trace=all")) {
             trace_human = true;
+            o.trace_all = a[7] == '=';
         } else if (is_opt(a, "--arch")) {
             VALUE("--arch");
             if (!mcir_target_find(val)) {

@@ -93,19 +93,6 @@ static int stage_catalog(const mcir_options *o, mcir_compilation *c, mcir_diag *
     return MCIR_EXIT_OK;
 }
 
-static int count_applied_rewrites(const mcir_trace *t) {
-    int k = 0;
-    for (int i = 0; i < mcir_trace_count(t); i++) {
-        json_t *r = mcir_trace_get(t, i);
-        const char *stage = json_string_value(json_object_get(r, "stage"));
-        const char *decision = json_string_value(json_object_get(r, "decision"));
-        if (stage && decision && strcmp(stage, "rewrite") == 0 &&
-            strcmp(decision, "applied") == 0)
-            k++;
-    }
-    return k;
-}
-
 static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     bool gpu = o->device == MCIR_DEVICE_GPU;
     char why[256] = "";
@@ -292,9 +279,11 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
 
     /* detect properties, check legality, annotate, rewrite to a fixpoint */
     if (!o->no_rewrite) {
-        if (!mcir_rewrite_run(c->graph, c->catalog, c->target, c->trace, d))
+        mcir_rewrite_options ro = {.all_near_misses = o->trace_all};
+        if (!mcir_rewrite_run_ex(c->graph, c->catalog, c->target, c->trace, &ro,
+                                 &c->rewrite_stats, d))
             return MCIR_EXIT_INVALID;
-        c->rewrites_applied = count_applied_rewrites(c->trace);
+        c->rewrites_applied = c->rewrite_stats.applied;
         c->nodes_after = mcir_graph_live_nodes(c->graph);
     }
     MCIR_ASSERT(mcir_graph_verify(c->graph, d));
@@ -339,7 +328,14 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     if (o->run && (st = stage_run(o, c, d))) return st;
 
     /* verify: original vs rewritten through the reference interpreter */
-    if (o->verify && (st = stage_verify(o, c, d))) return st;
+    if (o->verify && (st = stage_verify(o, c, d))) {
+        /* which rewrite broke it: bisect over the applied ones */
+        if (st == MCIR_EXIT_INVALID && c->original && !o->no_rewrite && o->n_inputs == 0 &&
+            c->verify)
+            mcir_rewrite_bisect(c->original, c->catalog, c->target, c->rewrites_applied,
+                                o->seed, d && d->out ? d->out : stderr);
+        return st;
+    }
     return MCIR_EXIT_OK;
 }
 

@@ -67,6 +67,7 @@ typedef struct mcir_options {
     bool want_ptx;               /* NVRTC compile (PTX + cubin) */
     bool verify;
     bool keep_original;          /* keep the graph as read (the report draws it) */
+    bool trace_all;              /* --trace=all: every near miss in the trace */
     uint64_t seed;
     bool run;
     mcir_device device;
@@ -92,6 +93,7 @@ typedef struct mcir_compilation {
     const mcir_target *target;
 
     int nodes_before, nodes_after, rewrites_applied;
+    mcir_rewrite_stats rewrite_stats;   /* fusions vs bookkeeping */
 
     mcir_env *env;               /* --run: values of the executed graph */
     bool ran_on_gpu;

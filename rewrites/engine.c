@@ -63,7 +63,23 @@ typedef struct engine {
     int n_touched;
     mcir_node *touched[2 * MCIR_ACTION_MAX_RESULTS + 64];
     bool garbage;        /* the graph may hold dead nodes or unused tensors */
+    const mcir_rewrite_options *opt;
+    mcir_rewrite_stats stats;
+    /* the states structural rewrites left behind: a signature of each
+     * rewritten region before and after (open addressing, cap a power of 2)
+     * and the rule and anchor that made it, to find rules that undo each
+     * other; and (pattern, region) pairs refused for reproducing their
+     * match, so they are not tried again */
+    int n_states, cap_states;
+    struct region_state *states;
 } engine;
+
+typedef struct region_state {
+    uint64_t sig;            /* 0: empty slot */
+    int pattern;             /* refused pairs: the pattern; states: -1 */
+    const char *rule, *anchor;
+    int seq;                 /* the applied rewrite that made it (1-based) */
+} region_state;
 
 /* A near miss is kept as the matcher's facts and becomes a record only at
  * the end, if its nodes survived and a trace wants it. */
@@ -118,6 +134,112 @@ static bool seen_before(engine *e, const char *key) {
     MCIR_ASSERT(e->seen[h]);
     e->n_seen++;
     return false;
+}
+
+/* ------------------------------------------------------ region states */
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0x100000001b3ull;
+}
+
+static uint64_t attr_hash(const mcir_attr *a) {
+    uint64_t h = key_hash(a->name);
+    switch (a->type) {
+    case MCIR_ATTR_INT: return mix(h, (uint64_t)a->i);
+    case MCIR_ATTR_BOOL: return mix(h, (uint64_t)a->b);
+    case MCIR_ATTR_STRING: return mix(h, key_hash(a->s ? a->s : ""));
+    case MCIR_ATTR_FLOAT: {
+        uint64_t bits;
+        memcpy(&bits, &a->f, sizeof bits);
+        return mix(h, bits);
+    }
+    case MCIR_ATTR_INTS:
+        for (int i = 0; i < a->n; i++) h = mix(h, (uint64_t)a->ints[i]);
+        return h;
+    }
+    return h;
+}
+
+/* The hash of node k of a region: its op and attributes, its inputs (a
+ * tensor the region makes by the hash of its maker, any other by name) and
+ * the names of the outputs no node of the region reads. Names made inside
+ * the region do not count, so "tanh(x) → y" hashes alike however often it
+ * is remade. */
+static uint64_t node_sig(mcir_node *const *nodes, int n, int k, int depth) {
+    const mcir_node *nd = nodes[k];
+    uint64_t h = mix(0x84222325cbf29ce4ull, (uint64_t)nd->op + 1);
+    for (int i = 0; i < nd->n_attrs; i++) h ^= attr_hash(&nd->attrs[i]);   /* any order */
+    for (int i = 0; i < nd->n_inputs; i++) {
+        const mcir_tensor *t = nd->inputs[i];
+        int from = -1;
+        for (int j = 0; j < n && from < 0; j++)
+            if (nodes[j] && t->producer == nodes[j]) from = j;
+        h = mix(h, from >= 0 && depth < 32 ? node_sig(nodes, n, from, depth + 1)
+                                           : key_hash(t->name));
+    }
+    for (int o = 0; o < nd->n_outputs; o++) {
+        const mcir_tensor *t = nd->outputs[o];
+        bool inner = false;
+        for (int j = 0; j < n && !inner; j++)
+            for (int i = 0; nodes[j] && i < nodes[j]->n_inputs && !inner; i++)
+                inner = nodes[j]->inputs[i] == t;
+        h = mix(h, inner && !t->is_output ? 1 : key_hash(t->name));
+    }
+    return h;
+}
+
+/* A region's signature: its nodes' hashes, in any order. */
+static uint64_t region_sig(mcir_node *const *nodes, int n) {
+    uint64_t sum = 0, x = 0;
+    for (int k = 0; k < n; k++)
+        if (nodes[k] && !nodes[k]->dead) {
+            uint64_t h = node_sig(nodes, n, k, 0);
+            sum += h;
+            x ^= h * 0x2545f4914f6cdd1dull;
+        }
+    uint64_t s = mix(sum, x);
+    return s ? s : 1;
+}
+
+static region_state *state_find(engine *e, uint64_t sig, int pattern) {
+    if (!e->cap_states) return NULL;
+    size_t mask = (size_t)e->cap_states - 1;
+    for (size_t h = (size_t)(sig ^ (uint64_t)(pattern + 1)) & mask; e->states[h].sig;
+         h = (h + 1) & mask)
+        if (e->states[h].sig == sig && e->states[h].pattern == pattern) return &e->states[h];
+    return NULL;
+}
+
+static void state_add(engine *e, uint64_t sig, int pattern, const char *rule,
+                      const char *anchor, int seq) {
+    if (state_find(e, sig, pattern)) return;
+    if (2 * (e->n_states + 1) > e->cap_states) {
+        int cap = e->cap_states ? 2 * e->cap_states : 256;
+        region_state *t = calloc((size_t)cap, sizeof *t);
+        MCIR_ASSERT(t);
+        for (int i = 0; i < e->cap_states; i++) {
+            region_state *r = &e->states[i];
+            if (!r->sig) continue;
+            size_t h = (size_t)(r->sig ^ (uint64_t)(r->pattern + 1)) & (size_t)(cap - 1);
+            while (t[h].sig) h = (h + 1) & (size_t)(cap - 1);
+            t[h] = *r;
+        }
+        free(e->states);
+        e->states = t;
+        e->cap_states = cap;
+    }
+    size_t mask = (size_t)e->cap_states - 1;
+    size_t h = (size_t)(sig ^ (uint64_t)(pattern + 1)) & mask;
+    while (e->states[h].sig) h = (h + 1) & mask;
+    e->states[h] = (region_state){sig, pattern, rule, anchor, seq};
+    e->n_states++;
+}
+
+static int pattern_index(const engine *e, const mcir_pattern *p) {
+    for (int i = 0; i < e->n_patterns; i++)
+        if (mcir_catalog_pattern(e->c, i) == p) return i;
+    return -1;
 }
 
 static const char *origin_of(mcir_graph *g, const mcir_match *m) {
@@ -505,22 +627,78 @@ static bool on_match(const mcir_match *m, void *ctx) {
         failed += !ok;
     }
     json_object_set_new(rec, "legality", legality);
+    uint64_t before = 0;
+    int pi = -1;
+    if (failed == 0 && impl->structural) {
+        before = region_sig(m->nodes, m->n_nodes);
+        pi = pattern_index(e, p);
+        if (state_find(e, before, pi)) {   /* refused before: it would remake itself */
+            json_decref(rec);
+            at->done = true;
+            return true;
+        }
+    }
     if (failed == 0) {
         ac.origin_nodes = origin_of(e->g, m);
         /* a structural action rewires inputs: the use index goes */
         if (impl->structural) mcir_graph_index_uses(e->g, false);
         bool ok = impl->apply(&ac);
         if (!ok && impl->structural) mcir_graph_index_uses(e->g, true);
+        bool refused = false;
+        if (ok && impl->structural) {
+            uint64_t after = region_sig(ac.results, ac.n_results);
+            const char *anchor = m->nodes[0] ? m->nodes[0]->name : at->candidate->name;
+            if (after == before) {
+                /* the same ops on the same tensors: the graph stays as good
+                 * as it was; say so once, and never try this pair again */
+                refused = true;
+                state_add(e, before, pi, p->name, anchor, 0);
+                e->stats.refused++;
+            } else {
+                const region_state *back = state_find(e, after, -1);
+                if (back) {
+                    mcir_error(e->d, (mcir_loc){e->g->path, 0, 0},
+                               "rules do not reach a fixpoint: '%s' at '%s' (rewrite %d) brings "
+                               "back the subgraph that '%s' rewrote at '%s' (rewrite %d); the "
+                               "rules undo each other (give one a condition, or remove it)",
+                               p->name, anchor, e->stats.applied + 1, back->rule, back->anchor,
+                               back->seq);
+                    e->failed = true;
+                }
+                state_add(e, before, -1, p->name, anchor, e->stats.applied + 1);
+                state_add(e, after, -1, p->name, anchor, e->stats.applied + 1);
+            }
+        }
         if (ok) {
             at->applied = true;
+            if (!refused) {
+                e->stats.applied++;
+                switch (p->action) {
+                case MCIR_ACTION_FUSE_GROUP: e->stats.groups++; break;
+                case MCIR_ACTION_ANNOTATE_ONLY: e->stats.annotations++; break;
+                case MCIR_ACTION_INPLACE: e->stats.in_place++; break;
+                default: e->stats.structural += impl->structural; break;
+                }
+            }
             e->n_touched = 0;
             for (int i = 0; i < m->n_nodes; i++)
                 if (m->nodes[i]) e->touched[e->n_touched++] = m->nodes[i];
             for (int i = 0; i < ac.n_results; i++) e->touched[e->n_touched++] = ac.results[i];
-            for (int i = 0; i < ac.n_results; i++)
+            for (int i = 0; i < ac.n_results && !refused; i++)
                 for (int k = 0; k < p->n_properties; k++)
                     mcir_node_add_property(e->g, ac.results[i], p->properties[k]->name);
             if (impl->structural) remove_unused(e->g, m);
+            if (refused) {
+                char check[96];
+                snprintf(check, sizeof check, "rewrite:%s", mcir_action_descs[p->action].name);
+                legality_add(legality, check, false,
+                             "the result is the subgraph it matched: the rule changes nothing "
+                             "and would apply forever");
+                json_object_set_new(rec, "decision", json_string("rejected"));
+                if (e->trace && p->trace_rejections) mcir_trace_append(e->trace, rec);
+                else json_decref(rec);
+                return true;
+            }
             json_object_set_new(rec, "decision", json_string("applied"));
             json_t *result = json_array();
             for (int i = 0; i < ac.n_results; i++)
@@ -559,7 +737,12 @@ static void note_near_miss(engine *e, attempt *at, const mcir_match_miss *miss) 
     int req = required_nodes(at->p);
     int need = req / 2 + 1;
     if (need < 2) need = 2;
-    if (miss->node < 0 || miss->required_matched < need) return;
+    if (e->opt && e->opt->all_near_misses) {
+        /* every match that got past its anchor, optional nodes counted */
+        if (miss->node < 0 || miss->matched < 2) return;
+    } else if (miss->node < 0 || miss->required_matched < need) {
+        return;
+    }
     if (!at->p->trace_rejections || !e->trace) return;   /* nobody would read it */
     if (e->n_misses == e->cap_misses) {
         e->cap_misses = e->cap_misses ? 2 * e->cap_misses : 16;
@@ -678,19 +861,31 @@ static bool run_pattern(engine *e, int pi) {
 
 bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *target,
                       mcir_trace *trace, mcir_diag *d) {
-    engine e = {.g = g, .c = c, .trace = trace, .d = d};
+    return mcir_rewrite_run_ex(g, c, target, trace, NULL, NULL, d);
+}
+
+bool mcir_rewrite_run_ex(mcir_graph *g, const mcir_catalog *c, const mcir_target *target,
+                         mcir_trace *trace, const mcir_rewrite_options *options,
+                         mcir_rewrite_stats *stats, mcir_diag *d) {
+    engine e = {.g = g, .c = c, .trace = trace, .d = d, .opt = options};
+    int limit = options && options->max_applied > 0 ? options->max_applied : MAX_APPLIED;
     e.target = target ? target : mcir_target_find(MCIR_DEFAULT_ARCH);
     MCIR_ASSERT(e.target);
     int applied = 0;
     bool again = true;
     e.garbage = true;   /* as read: unused weights, say, until compacted */
     worklist_init(&e);
+    bool stopped = false;
     while (again && !e.failed) {
         again = false;
-        for (int i = 0; i < e.n_patterns && !again && !e.failed; i++)
+        for (int i = 0; i < e.n_patterns && !again && !e.failed && !stopped; i++)
             if (run_pattern(&e, i)) {
                 again = true;
-                if (++applied >= MAX_APPLIED) {
+                ++applied;
+                if (e.stats.applied >= limit && limit < MAX_APPLIED) {
+                    stopped = true;   /* on request: the graph as it stands */
+                    again = false;
+                } else if (applied >= MAX_APPLIED) {
                     mcir_error(d, (mcir_loc){g->path, 0, 0},
                                "rewriting did not reach a fixpoint after %d rewrites", applied);
                     e.failed = true;
@@ -706,6 +901,8 @@ bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *t
     flush_near_misses(&e);
     for (int i = 0; i < e.cap_seen; i++) free(e.seen[i]);
     free(e.seen);
+    free(e.states);
+    if (stats) *stats = e.stats;
     return !e.failed;
 }
 

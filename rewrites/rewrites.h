@@ -32,6 +32,37 @@
 bool mcir_rewrite_run(mcir_graph *g, const mcir_catalog *c, const mcir_target *target,
                       mcir_trace *trace, mcir_diag *d);
 
+/* What a run did, by kind of rewrite. "Fusions" are what a user counts:
+ * structural rewrites (decomposed ops → one op) and fusion groups; the
+ * annotations and in-place marks are bookkeeping. */
+typedef struct mcir_rewrite_stats {
+    int applied;          /* every applied record */
+    int structural;       /* ops replaced (fuse_attention, replace_op, ...) */
+    int groups;           /* fuse_group */
+    int annotations;      /* annotate_only */
+    int in_place;         /* inplace */
+    int refused;          /* rewrites that would have reproduced what they matched */
+} mcir_rewrite_stats;
+
+typedef struct mcir_rewrite_options {
+    /* Stop after this many applied rewrites (0: run to the fixpoint), for
+     * finding the first rewrite after which outputs diverge. */
+    int max_applied;
+    /* Near misses: record every pattern that matched its anchor and at
+     * least one more node before it stopped (--trace=all), not only those
+     * that got most of the way. */
+    bool all_near_misses;
+} mcir_rewrite_options;
+
+/* mcir_rewrite_run with options (may be NULL) and statistics (may be NULL).
+ * A rewrite whose result is the subgraph it matched is refused (traced as
+ * rejected, "rewrite:ACTION"); rules that undo each other's rewrites are an
+ * error naming them and the node they keep rewriting, found when the
+ * graph first returns to a state it was in. */
+bool mcir_rewrite_run_ex(mcir_graph *g, const mcir_catalog *c, const mcir_target *target,
+                         mcir_trace *trace, const mcir_rewrite_options *options,
+                         mcir_rewrite_stats *stats, mcir_diag *d);
+
 /* The --trace form: for every record, the rule, the matched nodes, each
  * legality check with what it measured, the decision and the result. */
 void mcir_trace_print_human(const mcir_trace *t, FILE *out);
@@ -46,6 +77,15 @@ bool mcir_rewrite_verify(const mcir_graph *before, const mcir_graph *after, uint
                          FILE *report, mcir_diag *d);
 /* Relative tolerance for a dtype: f32 1e-4, f16/bf16 2e-2. */
 double mcir_rewrite_tolerance(mcir_dtype dtype);
+
+/* When the rewritten graph does not verify: reruns the rewrites on copies
+ * of original (the graph as read), stopping after k of the `applied` ones,
+ * and bisects for the first k after which outputs diverge (seeded inputs).
+ * Prints that rewrite (rule, anchor, matched and made nodes) and the
+ * errors after it to report; returns k, or 0 if every prefix agrees (a
+ * divergence that needs the whole sequence, or inputs from files). */
+int mcir_rewrite_bisect(const mcir_graph *original, const mcir_catalog *c,
+                        const mcir_target *target, int applied, uint64_t seed, FILE *report);
 
 /* --------------------------------------------------- pattern matching */
 

@@ -6,3 +6,10 @@ add_test(NAME mcirc_test_catalog
 add_test(NAME mcirc_test_catalog_tutorial
          COMMAND mcirc --test-catalog examples/rules/rms_reciprocal.yaml
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+# --verify names the rewrite after which the outputs diverge.
+add_test(NAME mcirc_verify_bisect
+         COMMAND mcirc --catalog tests/data/catalog/good/wrong_tanh.yaml --verify
+                 examples/gpt2_block/graph.json
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(mcirc_verify_bisect PROPERTIES
+  PASS_REGULAR_EXPRESSION "first diverge after rewrite [0-9]+ of [0-9]+: rule 'tanh_is_not_sigmoid'")
