@@ -196,7 +196,7 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
             cg_sb_printf(&eb, "extern \"C\" __global__ void __launch_bounds__(256) %s(MC_PARAMS, const float* mc_acc) {\n"
                               "    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < %lldLL;\n"
                               "         i += (i64)gridDim.x * blockDim.x)\n"
-                              "        epilogue(i, mc_acc[i], MC_ARGS);\n}\n",
+                              "        epilogue(i, MC_GLD(mc_acc, i), MC_ARGS);\n}\n",
                          k->epi_name, (long long)(batch * M * N));
             cg_emitter_free(&ee);
             k->epi_source = cg_sb_take(&eb);

@@ -22,19 +22,19 @@ static void emit_x_load(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor 
             cg_sb_printf(b,
                 "    const float* p = r%d + xi;\n"
                 "    if ((((unsigned long long)p) & 15ull) == 0) {\n"
-                "        float4 v = *(const float4*)p;\n"
+                "        float4 v = MC_GLDV(float4, r%d, xi);\n"
                 "        out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;\n"
                 "        return;\n"
-                "    }\n", ri);
+                "    }\n", ri, ri);
         else
             cg_sb_printf(b,
                 "    const unsigned short* p = r%d + xi;\n"
                 "    if ((((unsigned long long)p) & 7ull) == 0) {\n"
-                "        uint2 v = *(const uint2*)p;\n"
+                "        uint2 v = MC_GLDV(uint2, r%d, xi);\n"
                 "        out[0] = mc_%s_to_f32((unsigned short)(v.x & 0xffffu)); out[1] = mc_%s_to_f32((unsigned short)(v.x >> 16));\n"
                 "        out[2] = mc_%s_to_f32((unsigned short)(v.y & 0xffffu)); out[3] = mc_%s_to_f32((unsigned short)(v.y >> 16));\n"
                 "        return;\n"
-                "    }\n", ri, cg_dsuffix(x->dtype), cg_dsuffix(x->dtype), cg_dsuffix(x->dtype),
+                "    }\n", ri, ri, cg_dsuffix(x->dtype), cg_dsuffix(x->dtype), cg_dsuffix(x->dtype),
                 cg_dsuffix(x->dtype));
     }
     cg_sb_printf(b, "    for (int u = 0; u < %d; u++) out[u] = v%d(xi + u, 0.0f, MC_ARGS);\n}\n", vec, x->id);

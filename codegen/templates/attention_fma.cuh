@@ -29,7 +29,7 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
         for (int c = threadIdx.x; c < ATT_BM * ATT_D; c += blockDim.x) {
             int r = c / ATT_D, d = c % ATT_D;
             i64 qi = q0 + r;
-            Qs[c] = qi < ATT_NQ ? ATT_LD_Q(Q, qb + qi * Q_SR + (i64)d * Q_SD) : 0.0f;
+            MC_SST(Qs[c], qi < ATT_NQ ? ATT_LD_Q(Q, qb + qi * Q_SR + (i64)d * Q_SD) : 0.0f);
         }
         i64 kv_end = ATT_NK;
 #if ATT_CAUSAL
@@ -54,12 +54,12 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
             for (int c = threadIdx.x; c < ATT_BN * ATT_D; c += blockDim.x) {
                 int r = c / ATT_D, d = c % ATT_D;
                 i64 kj = kv0 + r;
-                Ks[r * ATT_LDK + d] = kj < ATT_NK ? ATT_LD_K(K, kb + kj * K_SR + (i64)d * K_SD) : 0.0f;
+                MC_SST(Ks[r * ATT_LDK + d], kj < ATT_NK ? ATT_LD_K(K, kb + kj * K_SR + (i64)d * K_SD) : 0.0f);
             }
             for (int c = threadIdx.x; c < ATT_BN * ATT_LDV; c += blockDim.x) {
                 int r = c / ATT_LDV, d = c % ATT_LDV;
                 i64 kj = kv0 + r;
-                Vs[c] = (kj < ATT_NK && d < ATT_DV) ? ATT_LD_V(V, vb + kj * V_SR + (i64)d * V_SD) : 0.0f;
+                MC_SST(Vs[c], (kj < ATT_NK && d < ATT_DV) ? ATT_LD_V(V, vb + kj * V_SR + (i64)d * V_SD) : 0.0f);
             }
             __syncthreads();
             const i64 kj = kv0 + lane;
@@ -67,9 +67,9 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
 #pragma unroll
             for (int i = 0; i < ATT_RPW; i++) s[i] = 0.0f;
             for (int d = 0; d < ATT_D; d++) {
-                const float kv = Ks[lane * ATT_LDK + d];
+                const float kv = MC_SLD(Ks[lane * ATT_LDK + d]);
 #pragma unroll
-                for (int i = 0; i < ATT_RPW; i++) s[i] = fmaf(Qs[(warp * ATT_RPW + i) * ATT_D + d], kv, s[i]);
+                for (int i = 0; i < ATT_RPW; i++) s[i] = fmaf(MC_SLD(Qs[(warp * ATT_RPW + i) * ATT_D + d]), kv, s[i]);
             }
 #pragma unroll
             for (int i = 0; i < ATT_RPW; i++) {
@@ -94,7 +94,7 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
                 for (int j = 0; j < ATT_BN; j++) {
                     const float pj = __shfl_sync(0xffffffffu, p, j);
 #pragma unroll
-                    for (int k = 0; k < ATT_DVL; k++) o[i][k] = fmaf(pj, Vs[j * ATT_LDV + k * 32 + lane], o[i][k]);
+                    for (int k = 0; k < ATT_DVL; k++) o[i][k] = fmaf(pj, MC_SLD(Vs[j * ATT_LDV + k * 32 + lane]), o[i][k]);
                 }
             }
         }

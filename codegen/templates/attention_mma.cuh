@@ -60,16 +60,16 @@ __device__ __forceinline__ void att_load16(unsigned short* s, const unsigned sho
             int r = c / chunks, col = (c % chunks) * 8;
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
             i64 row = row0 + r;
-            if (row < n && col < cols) v = *(const uint4*)(g + base + row * sr + col);
-            *(uint4*)(s + r * lds + col) = v;
+            if (row < n && col < cols) v = MC_GLDV(uint4, g, base + row * sr + col);
+            MC_SST(*(uint4*)(s + r * lds + col), v);
         }
     } else {
         for (int c = threadIdx.x; c < rows * cols_pad; c += nt) {
             int r = c / cols_pad, col = c % cols_pad;
             i64 row = row0 + r;
             unsigned short v = 0;
-            if (row < n && col < cols) v = g[base + row * sr + (i64)col * sd];
-            s[r * lds + col] = v;
+            if (row < n && col < cols) v = MC_GLD(g, base + row * sr + (i64)col * sd);
+            MC_SST(s[r * lds + col], v);
         }
     }
 }
@@ -121,16 +121,16 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
             for (int kk = 0; kk < ATT_DP / 16; kk++) {
                 const unsigned short* qs = Qs + (warp * 16) * ATT_LDQ + kk * 16 + 2 * tq;
                 u32 a[4];
-                a[0] = *(const u32*)(qs + g * ATT_LDQ);
-                a[1] = *(const u32*)(qs + (g + 8) * ATT_LDQ);
-                a[2] = *(const u32*)(qs + g * ATT_LDQ + 8);
-                a[3] = *(const u32*)(qs + (g + 8) * ATT_LDQ + 8);
+                a[0] = MC_SLD(*(const u32*)(qs + g * ATT_LDQ));
+                a[1] = MC_SLD(*(const u32*)(qs + (g + 8) * ATT_LDQ));
+                a[2] = MC_SLD(*(const u32*)(qs + g * ATT_LDQ + 8));
+                a[3] = MC_SLD(*(const u32*)(qs + (g + 8) * ATT_LDQ + 8));
 #pragma unroll
                 for (int nt = 0; nt < ATT_BN / 8; nt++) {
                     const unsigned short* ks = Ks + (nt * 8 + g) * ATT_LDK + kk * 16 + 2 * tq;
                     u32 bb[2];
-                    bb[0] = *(const u32*)ks;
-                    bb[1] = *(const u32*)(ks + 8);
+                    bb[0] = MC_SLD(*(const u32*)ks);
+                    bb[1] = MC_SLD(*(const u32*)(ks + 8));
                     att_mma(s[nt], a, bb);
                 }
             }
@@ -195,8 +195,8 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
                 for (int nt = 0; nt < ATT_DVP / 8; nt++) {
                     const unsigned short* v = vs + nt * 8;
                     u32 bb[2];
-                    bb[0] = (u32)v[0] | ((u32)v[ATT_LDV] << 16);
-                    bb[1] = (u32)v[8 * ATT_LDV] | ((u32)v[9 * ATT_LDV] << 16);
+                    bb[0] = (u32)MC_SLD(v[0]) | ((u32)MC_SLD(v[ATT_LDV]) << 16);
+                    bb[1] = (u32)MC_SLD(v[8 * ATT_LDV]) | ((u32)MC_SLD(v[9 * ATT_LDV]) << 16);
                     att_mma(o[nt], a, bb);
                 }
             }

@@ -35,7 +35,7 @@ __device__ __forceinline__ void mc_matmul(MC_PARAMS) {
                 const int mm = c / MM_BK, kk = c % MM_BK;   // k fastest: A is stored [M, K]
 #endif
                 const i64 gm = m0 + mm, gk = k0 + kk;
-                As[kk][mm] = (gm < MM_M && gk < MM_K) ? a_at(bb, gm, gk, MC_ARGS) : 0.0f;
+                MC_SST(As[kk][mm], (gm < MM_M && gk < MM_K) ? a_at(bb, gm, gk, MC_ARGS) : 0.0f);
             }
             for (int c = threadIdx.x; c < MM_BK * MM_BN; c += blockDim.x) {
 #if MM_TRANS_B
@@ -44,16 +44,16 @@ __device__ __forceinline__ void mc_matmul(MC_PARAMS) {
                 const int nn = c % MM_BN, kk = c / MM_BN;   // n fastest: B is stored [K, N]
 #endif
                 const i64 gn = n0 + nn, gk = k0 + kk;
-                Bs[kk][nn] = (gn < MM_N && gk < MM_K) ? b_at(bb, gk, gn, MC_ARGS) : 0.0f;
+                MC_SST(Bs[kk][nn], (gn < MM_N && gk < MM_K) ? b_at(bb, gk, gn, MC_ARGS) : 0.0f);
             }
             __syncthreads();
 #pragma unroll
             for (int kk = 0; kk < MM_BK; kk++) {
                 float a[4], bv[4];
 #pragma unroll
-                for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];
+                for (int i = 0; i < 4; i++) a[i] = MC_SLD(As[kk][ty + 16 * i]);
 #pragma unroll
-                for (int j = 0; j < 4; j++) bv[j] = Bs[kk][tx + 16 * j];
+                for (int j = 0; j < 4; j++) bv[j] = MC_SLD(Bs[kk][tx + 16 * j]);
 #pragma unroll
                 for (int i = 0; i < 4; i++)
 #pragma unroll

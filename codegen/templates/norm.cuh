@@ -152,21 +152,21 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
             for (int u = 0; u < NORM_V; u++) {
                 norm_add(s, v[u]);
 #if NORM_CACHE
-                cache[j + u] = v[u];
+                MC_SST(cache[j + u], v[u]);
 #endif
             }
         }
         s = norm_warp_merge(s);
         __syncthreads();   // part[] free from the previous row
-        if (lane == 0) part[warp] = s;
+        if (lane == 0) MC_SST(part[warp], s);
         __syncthreads();
-        s = lane < nw ? part[lane] : norm_identity();
+        s = lane < nw ? MC_SLD(part[lane]) : norm_identity();
         s = norm_warp_merge(s);
         for (i64 j = (i64)threadIdx.x * NORM_V; j < NORM_W; j += (i64)NORM_CHUNK) {
             float v[NORM_V];
 #if NORM_CACHE
 #pragma unroll
-            for (int u = 0; u < NORM_V; u++) v[u] = cache[j + u];   // written by this same thread
+            for (int u = 0; u < NORM_V; u++) v[u] = MC_SLD(cache[j + u]);   // written by this same thread
 #else
             x_load(norm_index(row, j), v, MC_ARGS);
 #endif

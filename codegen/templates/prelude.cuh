@@ -5,9 +5,21 @@ typedef unsigned int u32;
 #define MC_INF __int_as_float(0x7f800000)
 #define MC_NINF __int_as_float(0xff800000)
 
-// MC_EMULATE: the CPU emulator of the tests (tests/cuda_emu.h) provides the
-// conversions, dynamic shared memory and the warp primitives instead.
+// Every global and shared memory access of the templates goes through these
+// macros, so the CPU emulator of the tests (tests/cuda_emu.h, MC_EMULATE)
+// can check it: bounds of the buffer the pointer belongs to, races between
+// barriers, uninitialised reads, bytes requested. On the GPU they are the
+// plain accesses. MC_GLD(p, i) / MC_GST(p, i, v): element i of kernel
+// argument p; MC_GLDV(T, p, i): a T-wide vector load at element i of p;
+// MC_SLD(x) / MC_SST(x, v): the shared-memory lvalue x.
+// MC_EMULATE also provides the conversions, dynamic shared memory and the
+// warp primitives.
 #ifndef MC_EMULATE
+#define MC_GLD(p, i) ((p)[i])
+#define MC_GST(p, i, v) ((p)[i] = (v))
+#define MC_GLDV(T, p, i) (*(const T*)((p) + (i)))
+#define MC_SLD(x) (x)
+#define MC_SST(x, v) ((x) = (v))
 #define MC_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 __device__ __forceinline__ float mc_f16_to_f32(unsigned short h) {
     float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -22,12 +34,12 @@ __device__ __forceinline__ unsigned short mc_f32_to_bf16(float f) {
     unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
 }
 #endif
-__device__ __forceinline__ float mc_ld_f32(const float* p, i64 i) { return p[i]; }
-__device__ __forceinline__ float mc_ld_f16(const unsigned short* p, i64 i) { return mc_f16_to_f32(p[i]); }
-__device__ __forceinline__ float mc_ld_bf16(const unsigned short* p, i64 i) { return mc_bf16_to_f32(p[i]); }
-__device__ __forceinline__ void mc_st_f32(float* p, i64 i, float v) { p[i] = v; }
-__device__ __forceinline__ void mc_st_f16(unsigned short* p, i64 i, float v) { p[i] = mc_f32_to_f16(v); }
-__device__ __forceinline__ void mc_st_bf16(unsigned short* p, i64 i, float v) { p[i] = mc_f32_to_bf16(v); }
+__device__ __forceinline__ float mc_ld_f32(const float* p, i64 i) { return MC_GLD(p, i); }
+__device__ __forceinline__ float mc_ld_f16(const unsigned short* p, i64 i) { return mc_f16_to_f32(MC_GLD(p, i)); }
+__device__ __forceinline__ float mc_ld_bf16(const unsigned short* p, i64 i) { return mc_bf16_to_f32(MC_GLD(p, i)); }
+__device__ __forceinline__ void mc_st_f32(float* p, i64 i, float v) { MC_GST(p, i, v); }
+__device__ __forceinline__ void mc_st_f16(unsigned short* p, i64 i, float v) { MC_GST(p, i, mc_f32_to_f16(v)); }
+__device__ __forceinline__ void mc_st_bf16(unsigned short* p, i64 i, float v) { MC_GST(p, i, mc_f32_to_bf16(v)); }
 __device__ __forceinline__ float mc_round_f32(float v) { return v; }
 __device__ __forceinline__ float mc_round_f16(float v) { return mc_f16_to_f32(mc_f32_to_f16(v)); }
 __device__ __forceinline__ float mc_round_bf16(float v) { return mc_bf16_to_f32(mc_f32_to_bf16(v)); }
@@ -57,18 +69,18 @@ __device__ __forceinline__ float mc_block_sum(float v, float* scratch) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
     v = mc_warp_sum(v);
     __syncthreads();
-    if (lane == 0) scratch[warp] = v;
+    if (lane == 0) MC_SST(scratch[warp], v);
     __syncthreads();
-    v = lane < nw ? scratch[lane] : 0.0f;
+    v = lane < nw ? MC_SLD(scratch[lane]) : 0.0f;
     return mc_warp_sum(v);
 }
 __device__ __forceinline__ float mc_block_max(float v, float* scratch) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
     v = mc_warp_max(v);
     __syncthreads();
-    if (lane == 0) scratch[warp] = v;
+    if (lane == 0) MC_SST(scratch[warp], v);
     __syncthreads();
-    v = lane < nw ? scratch[lane] : MC_NINF;
+    v = lane < nw ? MC_SLD(scratch[lane]) : MC_NINF;
     return mc_warp_max(v);
 }
 // ---- end of prelude
