@@ -63,6 +63,13 @@ typedef struct engine {
     int n_touched;
     mcir_node *touched[2 * MCIR_ACTION_MAX_RESULTS + 64];
     bool garbage;        /* the graph may hold dead nodes or unused tensors */
+    /* fusion groups known to hold a non-elementwise op, by group id, and
+     * the groups a fuse_group rewrite merged (read before it ran) */
+    unsigned char *group_compute;
+    int cap_groups;
+    int n_merged;
+    int merged[2 * MCIR_ACTION_MAX_RESULTS + 64];
+    mcir_action last_action;
     const mcir_rewrite_options *opt;
     mcir_rewrite_stats stats;
     /* the states structural rewrites left behind: a signature of each
@@ -382,6 +389,18 @@ static void mark_dirty(engine *e, const mcir_node *nd) {
         }
 }
 
+static void group_note(engine *e, int gid, bool compute) {
+    if (gid >= e->cap_groups) {
+        int cap = e->cap_groups ? e->cap_groups : 64;
+        while (cap <= gid) cap *= 2;
+        e->group_compute = realloc(e->group_compute, (size_t)cap);
+        MCIR_ASSERT(e->group_compute);
+        memset(e->group_compute + e->cap_groups, 0, (size_t)(cap - e->cap_groups));
+        e->cap_groups = cap;
+    }
+    e->group_compute[gid] = compute;
+}
+
 static void worklist_init(engine *e) {
     e->n_patterns = mcir_catalog_n_patterns(e->c);
     e->depth = 1;
@@ -398,6 +417,12 @@ static void worklist_init(engine *e) {
         e->g->nodes[i]->id = i;
         mark_dirty(e, e->g->nodes[i]);
     }
+    for (int i = 0; i < e->g->n_nodes; i++) {
+        const mcir_node *nd = e->g->nodes[i];
+        if (nd->dead || nd->group < 0) continue;
+        bool was = nd->group < e->cap_groups && e->group_compute[nd->group];
+        group_note(e, nd->group, was || !(mcir_op_desc_of(nd->op)->flags & MCIR_OPF_ELEMENTWISE));
+    }
     index_consumers(e);
 }
 
@@ -408,6 +433,7 @@ static void worklist_free(engine *e) {
     free(e->cons_start);
     free(e->cons);
     free(e->stamp);
+    free(e->group_compute);
 }
 
 /* After nodes moved (sort, compaction): the marks follow their nodes;
@@ -492,6 +518,26 @@ static void mark_touched(engine *e) {
             if (nd->inputs[k]->producer) SEED(nd->inputs[k]->producer);
         if (!nd->dead && nd->group >= 0) whole_groups = true;
     }
+    /* Annotations and in-place marks leave groups as they were. A
+     * fuse_group merge holds a non-elementwise op if a merged group or a
+     * matched node did: known without walking the graph (an elementwise
+     * chain fuses one node at a time). Other actions: look. */
+    if (e->last_action == MCIR_ACTION_ANNOTATE_ONLY || e->last_action == MCIR_ACTION_INPLACE)
+        whole_groups = false;
+    if (whole_groups && e->last_action == MCIR_ACTION_FUSE_GROUP) {
+        bool compute = false;
+        int gid = -1;
+        for (int i = 0; i < e->n_merged; i++)
+            compute |= e->merged[i] < e->cap_groups && e->group_compute[e->merged[i]];
+        for (int i = 0; i < e->n_touched; i++) {
+            const mcir_node *nd = e->touched[i];
+            if (nd->dead) continue;
+            if (nd->group >= 0) gid = nd->group;
+            compute |= !(mcir_op_desc_of(nd->op)->flags & MCIR_OPF_ELEMENTWISE);
+        }
+        if (gid >= 0) group_note(e, gid, compute);
+        whole_groups = compute;
+    }
     if (whole_groups) {
         /* groupable looks at every member of the groups in a match: if a
          * touched group holds an op that is not elementwise, all of it */
@@ -504,6 +550,7 @@ static void mark_touched(engine *e) {
                 if (!g->nodes[j]->dead && g->nodes[j]->group == gid &&
                     !(mcir_op_desc_of(g->nodes[j]->op)->flags & MCIR_OPF_ELEMENTWISE))
                     compute = true;
+            group_note(e, gid, compute);
             if (!compute) continue;
             for (int j = 0; j < g->n_nodes; j++)
                 if (!g->nodes[j]->dead && g->nodes[j]->group == gid) {
@@ -642,6 +689,10 @@ static bool on_match(const mcir_match *m, void *ctx) {
         ac.origin_nodes = origin_of(e->g, m);
         /* a structural action rewires inputs: the use index goes */
         if (impl->structural) mcir_graph_index_uses(e->g, false);
+        e->n_merged = 0;
+        for (int i = 0; i < m->n_nodes; i++)
+            if (m->nodes[i] && m->nodes[i]->group >= 0) e->merged[e->n_merged++] = m->nodes[i]->group;
+        e->last_action = p->action;
         bool ok = impl->apply(&ac);
         if (!ok && impl->structural) mcir_graph_index_uses(e->g, true);
         bool refused = false;
