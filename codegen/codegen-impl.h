@@ -132,6 +132,11 @@ typedef struct cg_kernel {
     mcir_compiled epi_bin;
     bool epi_compiled;
     int64_t epi_grid;        /* blocks of 256 threads */
+    /* split-KV attention: the kernel takes the plan's scratch as one more
+     * argument, and a second entry (entry + "_merge", in the same unit,
+     * same arguments) merges the partials: merge_grid blocks of merge_block */
+    int64_t merge_grid;      /* 0: no merge kernel */
+    int merge_block;
     int64_t grid[3];
     int block[3];
     int64_t smem;            /* dynamic shared memory bytes */

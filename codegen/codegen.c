@@ -275,6 +275,12 @@ void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], 
     *smem = cg->k[i].smem;
 }
 
+bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int *block) {
+    if (grid) *grid = cg->k[i].merge_grid;
+    if (block) *block = cg->k[i].merge_block;
+    return cg->k[i].merge_grid > 0;
+}
+
 /* One compile unit missing from the cache, compiled by a worker. */
 typedef struct unit_job {
     const char *name, *unit;   /* name: the owning kernel's, for NVRTC's log */

@@ -94,6 +94,11 @@ const char *mcir_codegen_kernel_epilogue(const mcir_codegen *cg, int i, const ch
 /* The launch configuration of kernel i (grid, block, dynamic smem). */
 void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], int block[3],
                                 int64_t *smem);
+/* Split-KV attention: true when kernel i takes the plan's scratch
+ * (kp->scratch_bytes) as one more argument after its reads and writes, and
+ * is followed by a merge kernel in the same source, entry `<name>_merge`
+ * with the same arguments, launched as grid blocks of block threads. */
+bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int *block);
 
 /* ---------------------------------------------------------------- NVRTC */
 

@@ -240,6 +240,18 @@ static bool arena_locate(const mcir_memory_plan *m, const mcir_tensor *t, int *p
     return true;
 }
 
+/* The arena bytes the memory plan gave kernel i's scratch (split-KV partials). */
+static bool scratch_locate(const mcir_memory_plan *m, int i, int *pool, int64_t *off) {
+    for (int b = 0; m && b < m->n_buffers; b++)
+        if (!m->buffers[b].tensor && m->buffers[b].first == i && m->buffers[b].pool >= 0 &&
+            m->buffers[b].pool < m->n_pools) {
+            *pool = m->buffers[b].pool;
+            *off = m->buffers[b].offset;
+            return true;
+        }
+    return false;
+}
+
 static void note_use(run_state *s, const mcir_tensor *t, int k) {
     const mcir_tensor *r = root_of(s, t);
     if (s->first[r->id] < 0) s->first[r->id] = k;
@@ -276,10 +288,13 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
     CUfunction *epi_funcs = calloc((size_t)(cg->n ? cg->n : 1), sizeof *epi_funcs);
     CUdeviceptr staging = 0;      /* f32 product of cuBLAS matmuls with an epilogue */
     int64_t staging_bytes = 0;
+    CUfunction *merge_funcs = calloc((size_t)(cg->n ? cg->n : 1), sizeof *merge_funcs);
+    CUdeviceptr scratch = 0;      /* split-KV partials outside a pool plan */
+    int64_t scratch_bytes = 0;
     void *blas = NULL, *blas_lt = NULL;
     bool ok = false;
     size_t W = sizeof s.why;
-    MCIR_ASSERT(mods && funcs && epi_mods && epi_funcs);
+    MCIR_ASSERT(mods && funcs && epi_mods && epi_funcs && merge_funcs);
 
     CU_CHECK(cu.cuDeviceGet(&dev, 0), s.why, W);
     CU_CHECK(cu.cuDevicePrimaryCtxRetain(&ctx, dev), s.why, W);
@@ -313,6 +328,18 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
             CU_CHECK(cu.cuModuleLoadData(&mods[i], k->bin.cubin), s.why, W);
             CU_CHECK(cu.cuModuleGetFunction(&funcs[i], mods[i], k->entry), s.why, W);
         }
+        if (k->merge_grid > 0 && k->owner >= 0) {
+            merge_funcs[i] = merge_funcs[k->owner];
+        } else if (k->merge_grid > 0) {
+            char me[80];
+            snprintf(me, sizeof me, "%s_merge", k->entry);
+            CU_CHECK(cu.cuModuleGetFunction(&merge_funcs[i], mods[i], me), s.why, W);
+        }
+        int sp;
+        int64_t so;
+        if (k->merge_grid > 0 && k->kp->scratch_bytes > scratch_bytes &&
+            !(mode == MCIR_ALLOC_POOL && scratch_locate(m, i, &sp, &so)))
+            scratch_bytes = k->kp->scratch_bytes;   /* one buffer for all: kernels run in order */
         if (k->owner < 0 && k->unit_smem > 0)   /* dynamic + static may pass the default 48 KB */
             CU_CHECK(cu.cuFuncSetAttribute(funcs[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            (int)k->unit_smem),
@@ -337,6 +364,11 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
         int64_t bytes = gd->batch * gd->m * gd->n * 4;
         if (gd->ok && gd->epilogue && !(gd->lt && blas_lt) && epi_funcs[i] && bytes > staging_bytes)
             staging_bytes = bytes;   /* cuBLASLt stages nothing */
+    }
+    if (scratch_bytes > 0) {
+        CU_CHECK(cu.cuMemAlloc_v2(&scratch, (size_t)scratch_bytes), s.why, W);
+        s.cur += scratch_bytes;
+        if (s.cur > s.peak) s.peak = s.cur;
     }
     if (staging_bytes > 0) {
         int rc = cu.cuMemAlloc_v2(&staging, (size_t)staging_bytes);
@@ -423,6 +455,29 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
                                                eparams, NULL),
                              s.why, W);
                 }
+            } else if (k->merge_grid > 0) {
+                /* split-KV attention: partials into the scratch, then the merge */
+                CUdeviceptr sargs[np + 1];
+                void *sparams[np + 1];
+                for (int j = 0; j < np; j++) sargs[j] = args[j];
+                int sp;
+                int64_t so;
+                sargs[np] = scratch;
+                if (mode == MCIR_ALLOC_POOL && scratch_locate(m, i, &sp, &so) && sp < s.n_pools)
+                    sargs[np] = s.pools[sp] + (CUdeviceptr)so;
+                if (!sargs[np]) {
+                    snprintf(s.why, W, "kernel %s: split-KV attention has no scratch buffer", kp->name);
+                    goto fail;
+                }
+                for (int j = 0; j <= np; j++) sparams[j] = &sargs[j];
+                CU_CHECK(cu.cuLaunchKernel(funcs[i], (unsigned)k->grid[0], (unsigned)k->grid[1],
+                                           (unsigned)k->grid[2], (unsigned)k->block[0],
+                                           (unsigned)k->block[1], (unsigned)k->block[2],
+                                           (unsigned)k->smem, stream, sparams, NULL),
+                         s.why, W);
+                CU_CHECK(cu.cuLaunchKernel(merge_funcs[i], (unsigned)k->merge_grid, 1, 1,
+                                           (unsigned)k->merge_block, 1, 1, 0, stream, sparams, NULL),
+                         s.why, W);
             } else {
                 CU_CHECK(cu.cuLaunchKernel(funcs[i], (unsigned)k->grid[0], (unsigned)k->grid[1],
                                            (unsigned)k->grid[2], (unsigned)k->block[0],
@@ -483,6 +538,7 @@ fail:
         if (epi_mods[i]) cu.cuModuleUnload(epi_mods[i]);
     }
     if (staging) cu.cuMemFree_v2(staging);
+    if (scratch) cu.cuMemFree_v2(scratch);
     if (ev0) cu.cuEventDestroy_v2(ev0);
     if (ev1) cu.cuEventDestroy_v2(ev1);
     if (stream) cu.cuStreamDestroy_v2(stream);
@@ -491,6 +547,7 @@ fail:
     free(funcs);
     free(epi_mods);
     free(epi_funcs);
+    free(merge_funcs);
     free(s.ptr);
     free(s.owned);
     free(s.bytes);

@@ -129,6 +129,18 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         return false;
     }
     int64_t qtiles = (NQ + bm - 1) / bm;
+    /* split-KV (decode): the plan's "kv_split" tile is the keys per split,
+     * a multiple of the K/V tile; partials go to the kernel's scratch */
+    int64_t chunk = tile_of(&kp->tiling, "kv_split"), splits = 1;
+    if (chunk > 0 && chunk < NK && chunk % (mma ? bn : 32) == 0) {
+        splits = (NK + chunk - 1) / chunk;
+        int64_t need = NB * NQ * splits * (DV + 2) * 4;
+        if (kp->scratch_bytes < need) {
+            cg_error(d, kp, "split-KV attention needs %lld bytes of scratch, the plan gives %lld",
+                     (long long)need, (long long)kp->scratch_bytes);
+            return false;
+        }
+    }
 
     cg_sb b = {0};
     cg_emitter e;
@@ -148,6 +160,15 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      vec_ok(&v.v, v.v.rank - 2, DV) ? "true" : "false");
     else
         cg_sb_printf(&b, "#define ATT_RPW %d\n", rpw);
+    if (splits > 1)
+        cg_sb_printf(&b,
+            "#define ATT_SPLITS %lldLL\n#define ATT_CHUNK %lldLL\n"
+            "// partials in the scratch P: O [NB][NQ][SPLITS][DV], then (max, sum) [NB][NQ][SPLITS][2]\n"
+            "__device__ __forceinline__ i64 att_partial_o(i64 b, i64 qi, i64 s) {\n"
+            "    return ((b * ATT_NQ + qi) * ATT_SPLITS + s) * ATT_DV;\n}\n"
+            "__device__ __forceinline__ i64 att_partial_ml(i64 b, i64 qi, i64 s) {\n"
+            "    return ATT_NB * ATT_NQ * ATT_SPLITS * ATT_DV + ((b * ATT_NQ + qi) * ATT_SPLITS + s) * 2;\n}\n",
+            (long long)splits, (long long)chunk);
     cg_sb_puts(&b, "#define ATT_SCALE ");
     cg_sb_float(&b, scale);
     cg_sb_puts(&b, "\n");
@@ -187,8 +208,45 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     }
     int threads = warps * 32;
     cg_emit_signature(&b, kp, threads);
-    cg_sb_printf(&b, " {\n    mc_attention(%s, %s, %s, %s, %s);\n}\n", q.pname, kk.pname, v.pname,
-                 M ? m.pname : "(const float*)0", o.pname);
+    if (splits > 1) {
+        /* the split kernel takes the scratch after its reads and writes */
+        size_t len = b.len;
+        MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
+        b.s[len - 1] = '\0';
+        b.len = len - 1;
+        cg_sb_puts(&b, ", float* mc_scratch)");
+    }
+    cg_sb_printf(&b, " {\n    mc_attention(%s, %s, %s, %s, %s%s);\n}\n", q.pname, kk.pname, v.pname,
+                 M ? m.pname : "(const float*)0", o.pname, splits > 1 ? ", mc_scratch" : "");
+    if (splits > 1) {
+        /* the merge: per query row, m = max_s m_s, l = sum_s l_s e^(m_s - m),
+         * O = sum_s O_s e^(m_s - m) / l (weighted_streaming_reduction's
+         * online-softmax merge); the entry is the kernel's name + "_merge" */
+        int mt = DV <= 32 ? 32 : DV <= 64 ? 64 : 128;
+        cg_sb_printf(&b,
+            "#define MC_MERGE_ENTRY_(n) n##_merge\n#define MC_MERGE_ENTRY(n) MC_MERGE_ENTRY_(n)\n"
+            "extern \"C\" __global__ void __launch_bounds__(%d) MC_MERGE_ENTRY(%s)(MC_PARAMS, const float* P) {\n"
+            "    for (i64 row = blockIdx.x; row < ATT_NB * ATT_NQ; row += gridDim.x) {\n"
+            "        const i64 b = row / ATT_NQ, qi = row %% ATT_NQ;\n"
+            "        float m = MC_NINF, l = 0.0f;\n"
+            "        for (int s = 0; s < ATT_SPLITS; s++) m = fmaxf(m, mc_ld_f32(P, att_partial_ml(b, qi, s)));\n"
+            "        for (int s = 0; s < ATT_SPLITS; s++) {\n"
+            "            const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s));\n"
+            "            if (ms != MC_NINF) l += mc_ld_f32(P, att_partial_ml(b, qi, s) + 1) * expf(ms - m);\n"
+            "        }\n"
+            "        for (int dv = threadIdx.x; dv < ATT_DV; dv += blockDim.x) {\n"
+            "            float acc = 0.0f;\n"
+            "            for (int s = 0; s < ATT_SPLITS; s++) {\n"
+            "                const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s));\n"
+            "                if (ms != MC_NINF) acc += mc_ld_f32(P, att_partial_o(b, qi, s) + dv) * expf(ms - m);\n"
+            "            }\n"
+            "            ATT_ST_O(%s, o_off(b) + qi * O_SR + (i64)dv * O_SD, l > 0.0f ? acc / l : 0.0f);\n"
+            "        }\n"
+            "    }\n}\n",
+            mt, kp->name, o.pname);
+        k->merge_block = mt;
+        k->merge_grid = NB * NQ < (1ll << 30) ? NB * NQ : (1ll << 30);
+    }
     bool ok = e.ok;
     cg_emitter_free(&e);
     if (!ok) {
@@ -196,7 +254,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         return false;
     }
     k->source = cg_sb_take(&b);
-    int64_t blocks = NB * qtiles;
+    int64_t blocks = NB * qtiles * splits;
     int64_t sms = target ? target->sm_count : 132;
     (void)sms;
     k->grid[0] = blocks < (1ll << 30) ? blocks : (1ll << 30);

@@ -139,10 +139,22 @@ static bool tile_attention(tile_ctx *c) {
         if (b > bps) { bps = b; stages = st; limit = lim; }
     }
     int64_t ws = ATT_WS(stages);
+    /* split-KV (flash-decoding): when the (q-block, batch*head) grid cannot
+     * fill the SMs (decode: Nq = 1), Nk is split so the grid reaches about
+     * two blocks per SM, each split streaming at least 256 keys; a split is
+     * a multiple of 128 keys (every K/V tile codegen may pick divides it).
+     * Decode-sized Nq only (<= 16 rows: one query tile, e.g. speculative
+     * decoding); a short prefill on few heads keeps the unsplit kernel */
+    int64_t qblocks = plan_ceil_div(nq, bm) * bh, splits = 1, chunk = 0;
+    if (nq <= 16 && qblocks < t->sm_count && nk >= 512) {
+        splits = clamp64(plan_ceil_div(2 * t->sm_count, qblocks), 1, nk / 256);
+        chunk = round_up(plan_ceil_div(nk, splits), 128);
+        splits = plan_ceil_div(nk, chunk);
+    }
     mcir_tiling *ti = &k->tiling;
-    static const char *const names[] = {"q", "kv", "d"};
-    int64_t tile[] = {bm, bn, dp};
-    set_dims(ti, 3, names, tile);
+    static const char *const names[] = {"q", "kv", "d", "kv_split"};
+    int64_t tile[] = {bm, bn, dp, chunk};
+    set_dims(ti, splits > 1 ? 4 : 3, names, tile);
     ti->warps = warps;
     ti->stages = stages;
     ti->vector_width = vector_width(d, Q->dtype);
@@ -161,7 +173,16 @@ static bool tile_attention(tile_ctx *c) {
         (long long)plan_ceil_div(nq, bm), (long long)bh);
 #undef ATT_WS
 #undef ATT_REGS
-    launch(k, plan_ceil_div(nq, bm), bh, 1, threads);
+    if (splits > 1) {
+        k->scratch_bytes = bh * nq * splits * (dv + 2) * 4;
+        ti->reason = mcir_arena_printf(
+            c->a, "%s; split-KV: %lld blocks < %d SMs, so Nk=%lld is split into %lld chunks of %lld "
+                  "keys (about 2 blocks per SM, >= 256 keys each); partial O, max and sum per split "
+                  "in %s of f32 scratch, merged by a second kernel (online-softmax merge)",
+            ti->reason, (long long)qblocks, t->sm_count, (long long)nk, (long long)splits,
+            (long long)chunk, kib(c, k->scratch_bytes));
+    }
+    launch(k, plan_ceil_div(nq, bm), bh, splits, threads);
     k->smem_bytes = ws;
     return true;
 }

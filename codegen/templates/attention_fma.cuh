@@ -5,7 +5,8 @@
 // shared memory (as f32); lane j scores column j of the tile for each of the
 // warp's rows, the warp keeps a running max and sum per row (online
 // softmax), and lane l accumulates output columns l, l+32, ... .
-// Same bounds / causal / mask / fully-masked-row rules as the mma path.
+// Same bounds / causal / mask / fully-masked-row rules as the mma path, and
+// the same split-KV partials when ATT_SPLITS is defined.
 
 #define ATT_BN 32
 #define ATT_LDK (ATT_D + 1)          // +1: lanes read different rows of Ks, no bank conflicts
@@ -13,7 +14,11 @@
 #define ATT_LDV (ATT_DVL * 32)
 
 __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K, const ATT_V_T* V,
-                                             const ATT_M_T* M, ATT_O_T* O) {
+                                             const ATT_M_T* M, ATT_O_T* O
+#ifdef ATT_SPLITS
+                                             , float* P
+#endif
+                                             ) {
     MC_DYNAMIC_SMEM(mc_smem);
     float* Qs = (float*)mc_smem;               // ATT_BM x ATT_D
     float* Ks = Qs + ATT_BM * ATT_D;           // 32 x ATT_LDK
@@ -21,9 +26,16 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     (void)M;
 
+#ifdef ATT_SPLITS
+    for (i64 tile = blockIdx.x; tile < (i64)ATT_NB * ATT_QTILES * ATT_SPLITS; tile += gridDim.x) {
+        const i64 split = tile % ATT_SPLITS;
+        const i64 b = tile / ATT_SPLITS / ATT_QTILES;
+        const i64 q0 = (tile / ATT_SPLITS % ATT_QTILES) * ATT_BM;
+#else
     for (i64 tile = blockIdx.x; tile < (i64)ATT_NB * ATT_QTILES; tile += gridDim.x) {
         const i64 b = tile / ATT_QTILES;
         const i64 q0 = (tile % ATT_QTILES) * ATT_BM;
+#endif
         const i64 qb = q_off(b), kb = k_off(b), vb = v_off(b), ob = o_off(b);
         __syncthreads();
         for (int c = threadIdx.x; c < ATT_BM * ATT_D; c += blockDim.x) {
@@ -40,6 +52,12 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
             if (lim < kv_end) kv_end = lim;
         }
 #endif
+#ifdef ATT_SPLITS
+        const i64 kv_begin = split * ATT_CHUNK;
+        if (kv_end > kv_begin + ATT_CHUNK) kv_end = kv_begin + ATT_CHUNK;
+#else
+        const i64 kv_begin = 0;
+#endif
         float o[ATT_RPW][ATT_DVL];
         float m_r[ATT_RPW], l_r[ATT_RPW];
 #pragma unroll
@@ -49,7 +67,7 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
 #pragma unroll
             for (int k = 0; k < ATT_DVL; k++) o[i][k] = 0.0f;
         }
-        for (i64 kv0 = 0; kv0 < kv_end; kv0 += ATT_BN) {
+        for (i64 kv0 = kv_begin; kv0 < kv_end; kv0 += ATT_BN) {
             __syncthreads();
             for (int c = threadIdx.x; c < ATT_BN * ATT_D; c += blockDim.x) {
                 int r = c / ATT_D, d = c % ATT_D;
@@ -102,12 +120,25 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
         for (int i = 0; i < ATT_RPW; i++) {
             const i64 qi = q0 + warp * ATT_RPW + i;
             const float l = mc_warp_sum(l_r[i]);
+#ifdef ATT_SPLITS
+            (void)ob;
+#pragma unroll
+            for (int k = 0; k < ATT_DVL; k++) {
+                const int dv = k * 32 + lane;
+                if (qi < ATT_NQ && dv < ATT_DV) mc_st_f32(P, att_partial_o(b, qi, split) + dv, o[i][k]);
+            }
+            if (lane == 0 && qi < ATT_NQ) {
+                mc_st_f32(P, att_partial_ml(b, qi, split), m_r[i]);
+                mc_st_f32(P, att_partial_ml(b, qi, split) + 1, l);
+            }
+#else
 #pragma unroll
             for (int k = 0; k < ATT_DVL; k++) {
                 const int dv = k * 32 + lane;
                 if (qi < ATT_NQ && dv < ATT_DV)
                     ATT_ST_O(O, ob + qi * O_SR + (i64)dv * O_SD, l > 0.0f ? o[i][k] / l : 0.0f);
             }
+#endif
         }
     }
 }

@@ -16,6 +16,11 @@
 // masked when j > i + (NK - NQ), and K/V tiles past the last unmasked column
 // of the block's last row are never loaded. A row whose every score is -inf
 // gets 0 (like the reference).
+//
+// Split-KV (ATT_SPLITS defined, decode shapes): work item = (batch*head,
+// q-tile, split); a split streams keys [split*ATT_CHUNK, +ATT_CHUNK) and
+// writes its unnormalised O, running max and running sum to the f32
+// scratch P (see att_partial_store); the merge kernel combines them.
 
 #define ATT_LDQ (ATT_DP + 8)
 #define ATT_LDK (ATT_DP + 8)
@@ -76,7 +81,11 @@ __device__ __forceinline__ void att_load16(unsigned short* s, const unsigned sho
 
 __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsigned short* K,
                                              const unsigned short* V, const ATT_M_T* M,
-                                             ATT_O_T* O) {
+                                             ATT_O_T* O
+#ifdef ATT_SPLITS
+                                             , float* P
+#endif
+                                             ) {
     MC_DYNAMIC_SMEM(mc_smem);
     unsigned short* Qs = (unsigned short*)mc_smem;
     unsigned short* Ks = Qs + ATT_BM * ATT_LDQ;
@@ -85,9 +94,16 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
     const int g = lane >> 2, tq = lane & 3;
     (void)M;
 
+#ifdef ATT_SPLITS
+    for (i64 tile = blockIdx.x; tile < (i64)ATT_NB * ATT_QTILES * ATT_SPLITS; tile += gridDim.x) {
+        const i64 split = tile % ATT_SPLITS;
+        const i64 b = tile / ATT_SPLITS / ATT_QTILES;
+        const i64 q0 = (tile / ATT_SPLITS % ATT_QTILES) * ATT_BM;
+#else
     for (i64 tile = blockIdx.x; tile < (i64)ATT_NB * ATT_QTILES; tile += gridDim.x) {
         const i64 b = tile / ATT_QTILES;
         const i64 q0 = (tile % ATT_QTILES) * ATT_BM;
+#endif
         const i64 qb = q_off(b), kb = k_off(b), vb = v_off(b), ob = o_off(b);
         __syncthreads();   // the previous tile is done with Qs
         att_load16<ATT_BM, ATT_D, ATT_DP, ATT_LDQ, ATT_VEC_Q>(Qs, Q, qb, Q_SR, Q_SD, q0, ATT_NQ);
@@ -101,13 +117,19 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
             if (lim < kv_end) kv_end = lim;
         }
 #endif
+#ifdef ATT_SPLITS
+        const i64 kv_begin = split * ATT_CHUNK;
+        if (kv_end > kv_begin + ATT_CHUNK) kv_end = kv_begin + ATT_CHUNK;
+#else
+        const i64 kv_begin = 0;
+#endif
         float o[ATT_DVP / 8][4];
 #pragma unroll
         for (int nt = 0; nt < ATT_DVP / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
         float m_r[2] = {MC_NINF, MC_NINF}, l_r[2] = {0.0f, 0.0f};
         const i64 row_a = q0 + warp * 16 + g, row_b = row_a + 8;
 
-        for (i64 kv0 = 0; kv0 < kv_end; kv0 += ATT_BN) {
+        for (i64 kv0 = kv_begin; kv0 < kv_end; kv0 += ATT_BN) {
             __syncthreads();   // everyone is done with the previous K/V tile
             att_load16<ATT_BN, ATT_D, ATT_DP, ATT_LDK, ATT_VEC_K>(Ks, K, kb, K_SR, K_SD, kv0, ATT_NK);
             att_load16<ATT_BN, ATT_DV, ATT_DVP, ATT_LDV, ATT_VEC_V>(Vs, V, vb, V_SR, V_SD, kv0, ATT_NK);
@@ -208,6 +230,26 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 1);
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 2);
         }
+#ifdef ATT_SPLITS
+        (void)ob;
+#pragma unroll
+        for (int nt = 0; nt < ATT_DVP / 8; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const i64 qi = (e < 2) ? row_a : row_b;
+                const int dv = nt * 8 + 2 * tq + (e & 1);
+                if (qi < ATT_NQ && dv < ATT_DV) mc_st_f32(P, att_partial_o(b, qi, split) + dv, o[nt][e]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const i64 qi = r ? row_b : row_a;
+            if (tq == 0 && qi < ATT_NQ) {
+                mc_st_f32(P, att_partial_ml(b, qi, split), m_r[r]);
+                mc_st_f32(P, att_partial_ml(b, qi, split) + 1, l_r[r]);
+            }
+        }
+#else
 #pragma unroll
         for (int nt = 0; nt < ATT_DVP / 8; nt++) {
 #pragma unroll
@@ -219,6 +261,7 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
                     ATT_ST_O(O, ob + qi * O_SR + (i64)dv * O_SD, l > 0.0f ? o[nt][e] / l : 0.0f);
             }
         }
+#endif
     }
 }
 // ---- end of streaming attention (mma)
