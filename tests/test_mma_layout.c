@@ -206,6 +206,46 @@ START_TEST(test_product_of_distinct_integers) {
 }
 END_TEST
 
+/* wgmma_m64nNk16.txt (kept for the wgmma emulator to come): each operand
+ * covers its tile exactly once, and warp w of the warp group holds rows
+ * 16w..16w+15 (the ISA's rule that each warp owns a quarter of M). */
+START_TEST(test_wgmma_vectors_cover_tiles) {
+    char path[600], line[256], cur[8] = "";
+    snprintf(path, sizeof path, "%s/tests/data/layouts/wgmma_m64nNk16.txt", src_dir());
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    static unsigned char seen[64][256];
+    int operands = 0, count = 0, cols = 0;
+    for (;;) {
+        char *got = fgets(line, sizeof line, f);
+        char op[8] = "";
+        int t = 0, v = 0, row = 0, col = 0;
+        if (got && (line[0] == '#' || line[0] == '\n')) continue;
+        if (got) ck_assert_int_eq(sscanf(line, "%7s %d %d %d %d", op, &t, &v, &row, &col), 5);
+        if (!got || strcmp(op, cur) != 0) {
+            if (cur[0]) {   /* close the previous operand: every element once */
+                ck_assert_int_eq(count, 64 * cols);
+                for (int r = 0; r < 64; r++)
+                    for (int c = 0; c < cols; c++) ck_assert_int_eq(seen[r][c], 1);
+                operands++;
+            }
+            if (!got) break;
+            snprintf(cur, sizeof cur, "%s", op);
+            cols = op[0] == 'A' ? 16 : atoi(op + 1);
+            ck_assert(cols > 0 && cols <= 256);
+            memset(seen, 0, sizeof seen);
+            count = 0;
+        }
+        ck_assert(t >= 0 && t < 128 && row >= 0 && row < 64 && col >= 0 && col < cols);
+        ck_assert_int_eq(row / 16, t / 32);
+        seen[row][col]++;
+        count++;
+    }
+    fclose(f);
+    ck_assert_int_eq(operands, 5);
+}
+END_TEST
+
 int main(void) {
     if (system("c++ --version > /dev/null 2>&1") != 0) {
         printf("skip: no C++ compiler for the kernel emulator\n");
@@ -221,6 +261,7 @@ int main(void) {
     tcase_add_test(tc, test_a_fragment_one_hot);
     tcase_add_test(tc, test_b_fragment_one_hot);
     tcase_add_test(tc, test_product_of_distinct_integers);
+    tcase_add_test(tc, test_wgmma_vectors_cover_tiles);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_set_fork_status(r, CK_NOFORK);

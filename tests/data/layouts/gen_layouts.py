@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes mma_m16n8k16.txt: the thread/value -> (row, col) maps of
+"""Writes mma_m16n8k16.txt and wgmma_m64nNk16.txt (below). mma_m16n8k16.txt: the thread/value -> (row, col) maps of
 mma.sync.aligned.m16n8k16.row.col (f16 / bf16 inputs, f32 or f16
 accumulators), evaluated from CuTe's layout definitions, transcribed below
 from NVIDIA/cutlass include/cute/atom/mma_traits_sm80.hpp
@@ -69,5 +69,48 @@ def main():
         for name, layout in (("A", A), ("B", B), ("C", C)):
             f.write("\n".join(rows(name, layout, name)) + "\n")
 
+# wgmma (SM90 GMMA), from NVIDIA/cutlass include/cute/atom/mma_traits_sm90_gmma.hpp:
+# GMMA::CLayout_64xN = ((4,8,4),(2,2,N/8)) : ((128,1,16),(64,8,512)) over the
+# (M=64, N) accumulator tile, 128 threads (a warp group); the register-source
+# A operand of 16-bit types is GMMA::ALayout_64x16 = CLayout_64x16 over the
+# (M=64, K=16) tile.
+WGMMA_N = (8, 16, 64, 128)
+
+def gmma_c(n):
+    return (((4, 8, 4), (2, 2, n // 8)), ((128, 1, 16), (64, 8, 512)), 64)
+
+def gmma_rows(name, layout):
+    (tshape, vshape), (tstride, vstride), nrows = layout
+    nval = 1
+    for s_, _ in flat(vshape, vstride):
+        nval *= s_
+    out = []
+    for t in range(128):
+        for v in range(nval):
+            idx = evaluate(tshape, tstride, t) + evaluate(vshape, vstride, v)
+            out.append(f"{name} {t} {v} {idx % nrows} {idx // nrows}")
+    return out
+
+def main_wgmma():
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "wgmma_m64nNk16.txt"), "w") as f:
+        f.write(
+            "# wgmma.mma_async.m64nNk16 (f16/bf16 inputs, f32 accumulators): which\n"
+            "# tile element each thread's fragment value holds, for a later emulator.\n"
+            "# Source: CuTe, NVIDIA/cutlass include/cute/atom/mma_traits_sm90_gmma.hpp,\n"
+            "# GMMA::CLayout_64xN (accumulator C/D, N = " + ", ".join(map(str, WGMMA_N)) + " here;\n"
+            "# other N follow the same rule with N/8 value groups) and GMMA::ALayout_64x16\n"
+            "# (A from registers, 16-bit types), evaluated by gen_layouts.py.\n"
+            "# Independent of tests/cuda_emu.h.\n"
+            "# Columns: operand thread value row col\n"
+            "#   C<N>: thread 0..127 of the warp group, value v = d[v] (f32) -> D[row=m][col=n]\n"
+            "#   A:    value v of the 8 halves in a0..a3 (reg v/2, half v%2) -> A[row=m][col=k]\n")
+        lines = []
+        for n in WGMMA_N:
+            lines += gmma_rows(f"C{n}", gmma_c(n))
+        lines += gmma_rows("A", gmma_c(16))
+        f.write("\n".join(lines) + "\n")
+
 if __name__ == "__main__":
     main()
+    main_wgmma()
