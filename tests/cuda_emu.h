@@ -287,19 +287,16 @@ static void *emu_global(const void *p, long long i, size_t sz, size_t n, bool wr
                    b->name, off, b->bytes, into);
         return emu_sink;
     }
-    if ((L->checks & EMU_CHECK_BOUNDS) && ((uintptr_t)a % n) != 0)
+    if ((L->checks & EMU_CHECK_BOUNDS) && ((uintptr_t)a & (n - 1) & ((n & (n - 1)) ? 0 : ~(uintptr_t)0)) != 0)
         emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): misaligned %zu-byte %s at byte %lld of '%s'",
                    emu_block.x, emu_cur_i, n, write ? "store" : "load", off, b->name);
     if ((L->checks & EMU_CHECK_INIT) && b->init) {
+        const unsigned char *z;
         if (write) memset(b->init + off, 1, n);
-        else
-            for (size_t k = 0; k < n; k++)
-                if (!b->init[off + k]) {
-                    emu_report(EMU_FIND_INIT, "thread (block %u, thread %d) reads byte %lld of '%s', "
-                               "which no kernel of the run wrote", emu_block.x, emu_cur_i, off + (long long)k,
-                               b->name);
-                    break;
-                }
+        else if ((z = (const unsigned char *)memchr(b->init + off, 0, n)) != NULL)
+            emu_report(EMU_FIND_INIT, "thread (block %u, thread %d) reads byte %lld of '%s', "
+                       "which no kernel of the run wrote", emu_block.x, emu_cur_i, (long long)(z - b->init),
+                       b->name);
     }
     if (emu_gb[bi].cells)
         emu_race(emu_gb[bi].cells + off / 2, (n + (size_t)(off & 1) + 1) / 2, write, true, b->name,
