@@ -171,8 +171,8 @@ static void coverage_key(const mcir_kernel_plan *kp, const char *src, bool stage
         ADD(!has(src, "TR_R"), "strided");
         break;
     case MCIR_TEMPLATE_REDUCE:
-        ADD(has(src, "mc_block_"), "block-row");
-        ADD(!has(src, "mc_block_"), "warp-row");
+        ADD(has(src, "a, scratch)"), "block-row");   /* mc_block_sum / max; every prelude defines them */
+        ADD(!has(src, "a, scratch)"), "warp-row");
         break;
     case MCIR_TEMPLATE_POOL:
         ADD(has(src, "P_H * P_W + q"), "global-avg");
@@ -550,6 +550,49 @@ static const char *const ATTENTION[] = {
     ATT("e_att_f32_m", "f32", 20, 37, 64, 64, ",{\"name\":\"m\",\"dtype\":\"f32\",\"shape\":[37]}", ",\"m\"", "\"scale\":0.3"),
 };
 
+/* The cost model (kernelplan/cost.c) against the kernels: every emulated
+ * launch of a generated kernel requests within 10 % of the global_bytes
+ * the model gives its generated path (emu_stats counts every load and
+ * store, re-reads included), and a staged cuBLAS epilogue runs only where
+ * the model puts a library epilogue. Installed as launch_hook by
+ * test_cost_model_counts_what_kernels_request, it checks every launch of
+ * the tests that run after it (the unit graphs and the examples). */
+static int cost_checked;
+
+static void check_cost_model(const mcir_kernel_plan *kp, bool staged, const emu_launch *L) {
+    const mcir_target *t = mcir_target_find("sm_90");   /* global bytes do not depend on it */
+    mcir_kernel_cost model;
+    if (staged) {
+        mcir_cost_kernel(kp, t, NULL, &model);
+        ck_assert_msg(model.library && (model.launches == 2 || !strcmp(model.library, "cublasLt")),
+                      "%s: codegen staged an epilogue the cost model does not expect", kp->name);
+        return;
+    }
+    mcir_cost_kernel(kp, t, &(mcir_cost_options){.generated_only = true}, &model);
+    double got = (double)(L->stats.bytes_read + L->stats.bytes_written), want = (double)model.global_bytes;
+    ck_assert_msg(fabs(got - want) <= 0.1 * want,
+                  "%s (%s): the kernel requested %.0f global bytes, the cost model says %.0f",
+                  kp->name, mcir_template_name(kp->tpl), got, want);
+    cost_checked++;
+}
+
+START_TEST(test_cost_model_counts_what_kernels_request) {
+    launch_hook = check_cost_model;   /* stays installed for the tests after this one */
+    mcir_graph *g = cgt_graph(
+        "{\"mcir\":1,\"name\":\"e_cost\",\"inputs\":[{\"name\":\"a\",\"dtype\":\"f32\",\"shape\":[2,40,24]}],"
+        "\"weights\":[{\"name\":\"w\",\"dtype\":\"f32\",\"shape\":[24,72]},{\"name\":\"b\",\"dtype\":\"f32\",\"shape\":[72]}],"
+        "\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]},"
+        "{\"name\":\"ad\",\"op\":\"add\",\"inputs\":[\"y\",\"b\"],\"outputs\":[\"z\"]},"
+        "{\"name\":\"sm\",\"op\":\"softmax\",\"inputs\":[\"z\"],\"outputs\":[\"s\"]}],\"outputs\":[\"s\"]}");
+    cgt_kspec ks[] = {{MCIR_TEMPLATE_MATMUL, "mm", "mm,ad"}, {MCIR_TEMPLATE_STREAMING_NORM, "sm", "sm"}};
+    mcir_plan *p = cgt_plan(g, "sm_90", 2, ks);
+    ck_assert(run_emulated(g, p, NULL, g->name, false));
+    ck_assert(run_emulated(g, p, NULL, g->name, true));
+    ck_assert_int_ge(cost_checked, 3);
+    mcir_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_attention_emulated) {
     int failed = 0;
     for (size_t i = 0; i < sizeof ATTENTION / sizeof *ATTENTION; i++) {
@@ -772,6 +815,7 @@ int main(void) {
     suite_add_tcase(s, td);
     TCase *tc = tcase_create("emu");
     tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_cost_model_counts_what_kernels_request);   /* first: installs the check */
     tcase_add_test(tc, test_norms_reductions_copies_conv_emulated);
     tcase_add_test(tc, test_fused_chains_emulated);
     tcase_add_test(tc, test_attention_emulated);
