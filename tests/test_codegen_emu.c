@@ -523,6 +523,38 @@ START_TEST(test_detector_uninitialised_reads) {
 }
 END_TEST
 
+START_TEST(test_detector_in_place_race) {
+    /* the memory plan put y_out on y_in's bytes (in place): thread t reads
+     * y_in[t] but writes y_out[t + 1], which thread t + 1 reads — a race
+     * between two buffers that share an address */
+    static float arena[256] __attribute__((aligned(256)));
+    static unsigned char out_init[256 * 4];
+    for (int i = 0; i < 256; i++) arena[i] = (float)i;
+    memset(out_init, 0, sizeof out_init);
+    emu_buffer bufs[2] = {{"y_in", (unsigned char *)arena, 256 * 4, NULL},
+                          {"y_out", (unsigned char *)arena, 256 * 4, out_init}};
+    const char *src = "extern \"C\" __global__ void k_in_place(const float* a, float* b) {\n"
+                      "    int t = threadIdx.x;\n"
+                      "    float v = MC_GLD(a, t);\n"
+                      "    MC_GST(b, (t + 1) % 256, v * 2.0f);\n"
+                      "}\n";
+    void *h = compile_source("k_in_place", src, "k_in_place((const float*)a[0], (float*)a[1]);");
+    ck_assert_ptr_nonnull(h);
+    emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
+    void (*body)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
+    ck_assert(run && body);
+    void *args[2] = {arena, arena};
+    int arg_buf[2] = {0, 1};
+    emu_launch L = {.kernel = "k_in_place", .body = body, .args = args, .n_args = 2, .grid = 1, .block = 256,
+                    .write_args = 2, .buffers = bufs, .n_buffers = 2, .arg_buffer = arg_buf,
+                    .checks = EMU_CHECK_ALL};
+    ck_assert_int_ne(run(&L), 0);
+    ck_assert_int_gt(L.findings[EMU_FIND_RACE], 0);
+    ck_assert_int_eq(L.findings[EMU_FIND_BOUNDS] + L.findings[EMU_FIND_INIT], 0);
+    dlclose(h);
+}
+END_TEST
+
 START_TEST(test_emu_stats_count_requested_bytes) {
     /* re-reads count: 3 loads of x per thread, one f32 store */
     broken_run r = run_broken("k_traffic", KERNEL("k_traffic",
@@ -812,6 +844,7 @@ int main(void) {
     tcase_add_test(td, test_detector_global_race_across_blocks);
     tcase_add_test(td, test_detector_bounds_into_neighbour);
     tcase_add_test(td, test_detector_uninitialised_reads);
+    tcase_add_test(td, test_detector_in_place_race);
     suite_add_tcase(s, td);
     TCase *tc = tcase_create("emu");
     tcase_set_timeout(tc, 900);
