@@ -31,7 +31,7 @@ def parse(path):
         if f[0] in ("graph", "buffers"):
             section = f[0]
             continue
-        if "timeout:" in line or "failed" in line:
+        if "timeout:" in line or "failed" in line or "stopped" in line:
             rows.setdefault(f[0], []).append((int(f[1]), None, None, None))
             continue
         if section == "graph":
