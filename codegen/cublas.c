@@ -85,8 +85,8 @@ static struct {
     fn_lt_matmul matmul;
 } lt;
 
-/* cublasLt.h values (checked against the header by test_codegen where the
- * toolkit is installed). */
+/* cublasLt.h values (cublasLtMatmulDescAttributes_t), copied by hand:
+ * nothing here includes the toolkit's headers. */
 enum { LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_DESC_EPILOGUE = 7, LT_DESC_BIAS_POINTER = 8,
        LT_DESC_BIAS_DATA_TYPE = 26 };
 
