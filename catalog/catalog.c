@@ -91,7 +91,11 @@ bool mcir_pattern_form_name_ok(const mcir_pattern_form *f, const char *name) {
     int rc = pcre2_match(code, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md,
                          (pcre2_match_context *)f->name_match_ctx);
     pcre2_match_data_free(md);
-    return rc >= 0;   /* no match, or a limit hit: not a match */
+    if ((rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT) && f->name_limit_hits) {
+        (*f->name_limit_hits)++;   /* not a match, but the trace will say why */
+        *f->name_limit_last = name;
+    }
+    return rc >= 0;
 }
 
 /* --------------------------------------------------------------- loader */
@@ -900,6 +904,8 @@ static bool parse_form(loader *L, builder *b, const yaml_node_t *n, mcir_pattern
         f->name_regex = mcir_arena_strdup(a, scalar(v));
         f->name_code = compile_regex(L, v, f->name_regex);
         if (!f->name_code) return false;
+        f->name_limit_hits = mcir_arena_alloc(a, sizeof *f->name_limit_hits);
+        f->name_limit_last = mcir_arena_alloc(a, sizeof *f->name_limit_last);
         f->name_match_ctx = L->c->match_ctx;
     }
     yaml_node_t *in = map_get(L, n, "in");

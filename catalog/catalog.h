@@ -52,6 +52,11 @@ typedef struct mcir_pattern_form {
     const char *name_regex;          /* graph node name constraint, or NULL */
     void *name_code;                 /* compiled name regex (pcre2_code *) */
     void *name_match_ctx;            /* its match limits (pcre2_match_context *) */
+    /* Names on which the regex hit PCRE2's match or depth limit (counted
+     * as not matching) since the count was last reset, and the last one:
+     * the rewrite engine resets them per run and traces them. */
+    int *name_limit_hits;
+    const char **name_limit_last;
     int n_inputs;
     int *input_vars;                 /* variable index, -1 for "_" */
     bool *input_optional;            /* "X?": may be absent (trailing) */

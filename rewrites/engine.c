@@ -825,6 +825,43 @@ static json_t *near_miss_record(engine *e, const near_miss *nm) {
 
 /* A near miss matters only if its nodes survived: a structure another rule
  * rewrote (the tanh GELU the erf rule almost matched) was no miss. */
+/* Name regexes: reset their limit counters (start of a run), or trace
+ * every one that hit PCRE2's limits (end): a node whose name could not be
+ * decided counted as not matching, which would otherwise pass silently. */
+static void name_limits(engine *e, bool trace) {
+    for (int pi = 0; pi < mcir_catalog_n_patterns(e->c); pi++) {
+        const mcir_pattern *p = mcir_catalog_pattern(e->c, pi);
+        for (int k = 0; k < p->n_nodes; k++)
+            for (int f = 0; f < p->nodes[k].n_forms; f++) {
+                const mcir_pattern_form *form = &p->nodes[k].forms[f];
+                if (!form->name_limit_hits) continue;
+                if (trace && *form->name_limit_hits && e->trace) {
+                    json_t *rec = json_object();
+                    json_object_set_new(rec, "stage", json_string("rewrite"));
+                    json_object_set_new(rec, "rule", json_string(p->name));
+                    json_object_set_new(rec, "property", json_string(p->property->name));
+                    json_object_set_new(rec, "action",
+                                        json_string(mcir_action_descs[p->action].name));
+                    json_object_set_new(rec, "anchor", json_string(*form->name_limit_last));
+                    json_object_set_new(rec, "matched", json_array());
+                    char detail[DETAIL_SIZE];
+                    snprintf(detail, sizeof detail,
+                             "pattern node '%s': its name regex hit PCRE2's match or depth "
+                             "limit on %d node name%s (the last '%s'); they counted as not "
+                             "matching — simplify the regex", p->nodes[k].id,
+                             *form->name_limit_hits, *form->name_limit_hits == 1 ? "" : "s",
+                             *form->name_limit_last);
+                    json_t *legality = json_array();
+                    legality_add(legality, "name", false, detail);
+                    json_object_set_new(rec, "legality", legality);
+                    json_object_set_new(rec, "decision", json_string("rejected"));
+                    mcir_trace_append(e->trace, rec);
+                }
+                *form->name_limit_hits = 0;
+            }
+    }
+}
+
 static void flush_near_misses(engine *e) {
     for (int i = 0; i < e->n_misses; i++) {
         near_miss *nm = &e->misses[i];
@@ -926,6 +963,7 @@ bool mcir_rewrite_run_ex(mcir_graph *g, const mcir_catalog *c, const mcir_target
     bool again = true;
     e.garbage = true;   /* as read: unused weights, say, until compacted */
     worklist_init(&e);
+    name_limits(&e, false);
     bool stopped = false;
     while (again && !e.failed) {
         again = false;
@@ -950,6 +988,7 @@ bool mcir_rewrite_run_ex(mcir_graph *g, const mcir_catalog *c, const mcir_target
     worklist_free(&e);
     mcir_graph_index_uses(g, false);
     flush_near_misses(&e);
+    name_limits(&e, true);
     for (int i = 0; i < e.cap_seen; i++) free(e.seen[i]);
     free(e.seen);
     free(e.states);

@@ -324,6 +324,40 @@ START_TEST(test_all_near_misses) {
 }
 END_TEST
 
+/* A name regex that hits PCRE2's limits on a node name: not a match, and
+ * the trace says so instead of staying silent. */
+START_TEST(test_name_regex_limit_is_traced) {
+    mcir_catalog *c = catalog_with(
+        "mcir_catalog: 1\npatterns:\n  - name: catastrophic\n"
+        "    property: rematerializable_intermediate\n"
+        "    match: [{id: r, op: relu, name: \"(a|aa)+\", in: [X]}]\n    legality: [pure]\n"
+        "    rewrite: {action: replace_op, op: relu, inputs: [X]}\n");
+    const char *text =
+        "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4]}],\n"
+        " \"nodes\": [{\"name\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaac\", \"op\": \"relu\","
+        " \"inputs\": [\"x\"], \"outputs\": [\"y\"]}], \"outputs\": [\"y\"]}\n";
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g = mcir_graph_read_json_string(text, "names.json", &d);
+    ck_assert_ptr_nonnull(g);
+    mcir_trace *t = mcir_trace_new();
+    ck_assert(mcir_rewrite_run(g, c, NULL, t, &d));
+    int notes = 0;
+    for (int i = 0; i < mcir_trace_count(t); i++) {
+        json_t *r = mcir_trace_get(t, i);
+        if (strcmp(json_string_value(json_object_get(r, "rule")), "catastrophic") != 0) continue;
+        ck_assert_str_eq(json_string_value(json_object_get(r, "decision")), "rejected");
+        char *l = json_dumps(json_object_get(r, "legality"), 0);
+        ck_assert_ptr_nonnull(strstr(l, "PCRE2's match or depth limit"));
+        free(l);
+        notes++;
+    }
+    ck_assert_int_eq(notes, 1);
+    mcir_trace_free(t);
+    mcir_graph_free(g);
+    mcir_catalog_free(c);
+}
+END_TEST
+
 static Suite *ruletest_suite(void) {
     Suite *s = suite_create("ruletest");
     TCase *tc = tcase_create("core");
@@ -338,6 +372,7 @@ static Suite *ruletest_suite(void) {
     tcase_add_test(tc, test_bisect_names_the_breaking_rewrite);
     tcase_add_test(tc, test_stats_tell_fusions_from_bookkeeping);
     tcase_add_test(tc, test_all_near_misses);
+    tcase_add_test(tc, test_name_regex_limit_is_traced);
     suite_add_tcase(s, tc);
     return s;
 }
