@@ -79,23 +79,28 @@ START_TEST(test_plan_splits_decode_shapes_only) {
             ck_assert_int_eq(k->grid[2], splits);
             ck_assert_int_eq(k->scratch_bytes, 2 * 4 * 1 * splits * (128 + 2) * 4);
             ck_assert_ptr_nonnull(strstr(k->tiling.reason, "split-KV"));
+            mcir_plan_free(p);
             mcir_graph_free(g);
             free(js);
         }
         /* prefill: 16 q-blocks x 32 (batch, head) fill the GPU — no split */
         char *js = decode_graph("f16", 2, 16, 2048, 2048, 128, true);
         mcir_graph *g = cgt_graph(js);
-        const mcir_kernel_plan *k = attention_kernel(plan_of(g, arch[a]));
+        mcir_plan *p = plan_of(g, arch[a]);
+        const mcir_kernel_plan *k = attention_kernel(p);
         ck_assert_int_eq(split_chunk(k), 0);
         ck_assert_int_eq(k->scratch_bytes, 0);
         ck_assert_ptr_null(strstr(k->tiling.reason, "split-KV"));
+        mcir_plan_free(p);
         mcir_graph_free(g);
         free(js);
         /* short decode: too few keys to split */
         js = decode_graph("f32", 1, 1, 1, 300, 64, false);
         g = cgt_graph(js);
-        k = attention_kernel(plan_of(g, arch[a]));
+        p = plan_of(g, arch[a]);
+        k = attention_kernel(p);
         ck_assert_int_eq(split_chunk(k), 0);
+        mcir_plan_free(p);
         mcir_graph_free(g);
         free(js);
     }
@@ -136,6 +141,7 @@ START_TEST(test_split_kernels_compile_nvrtc) {
             ck_assert_ptr_nonnull(ptx);
             ck_assert_ptr_nonnull(strstr(ptx, "_merge("));
             mcir_codegen_free(cg);
+            mcir_plan_free(p);
             mcir_graph_free(g);
             free(js);
         }
@@ -288,6 +294,7 @@ static bool run_split_emulated(const shape *sh) {
     free(arena);
     mcir_env_free(cpu);
     mcir_codegen_free(cg);
+    mcir_plan_free(p);
     mcir_graph_free(g);
     free(js);
     return ok;
