@@ -61,7 +61,8 @@ static bool value_fn(const char *s, size_t n) {
     return true;
 }
 
-/* Placeholder for the entry while hashing: cannot occur in C source. */
+/* Stands for the entry name while a unit is hashed (the name comes from the
+ * hash); a byte that cannot occur in C source. */
 #define ENTRY_MARK "\x01"
 
 /* Appends n bytes (the hot path: a unit is built token by token). */

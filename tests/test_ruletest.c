@@ -23,20 +23,27 @@ static char *path_of(const char *rel) {
     return b;
 }
 
-/* Loads the built-in catalog, then `file`; runs the tests of `file`.
- * Returns the failures; *run and the report text come back. */
-static int run_file(const char *file, int *run, char **report) {
+/* Loads the built-in catalog, then `file` (or `text` under the name
+ * `file`), and runs the tests it carries. Returns the failures; *run and
+ * the report text (diagnostics included) come back. */
+static int run_tests(const char *file, const char *text, int *run, char **report) {
     size_t len;
     FILE *out = open_memstream(report, &len);
     ck_assert_ptr_nonnull(out);
     mcir_diag d = mcir_diag_to(out);
     mcir_catalog *c = mcir_catalog_new();
     ck_assert(mcir_catalog_load_default(c, &d));
-    ck_assert_msg(mcir_catalog_load_file(c, file, &d), "%s does not load", file);
+    bool loaded = text ? mcir_catalog_load_string(c, text, strlen(text), file, &d)
+                       : mcir_catalog_load_file(c, file, &d);
+    ck_assert_msg(loaded, "%s does not load", file);
     int failed = mcir_rule_tests_run(c, file, mcir_target_find("sm_90"), out, run, &d);
     mcir_catalog_free(c);
     fclose(out);
     return failed;
+}
+
+static int run_file(const char *file, int *run, char **report) {
+    return run_tests(file, NULL, run, report);
 }
 
 START_TEST(test_builtin_rule_tests_pass) {
@@ -99,16 +106,8 @@ START_TEST(test_wrong_expectations_fail) {
              "  - rule: softmax_decomposed\n    expect: applied\n%s",
              graph, graph, graph, graph);
     char *report = NULL;
-    size_t len;
-    FILE *out = open_memstream(&report, &len);
-    mcir_diag d = mcir_diag_to(out);
-    mcir_catalog *c = mcir_catalog_new();
-    ck_assert(mcir_catalog_load_default(c, &d));
-    ck_assert(mcir_catalog_load_string(c, text, strlen(text), "wrong.yaml", &d));
     int run = 0;
-    int failed = mcir_rule_tests_run(c, "wrong.yaml", mcir_target_find("sm_90"), out, &run, &d);
-    mcir_catalog_free(c);
-    fclose(out);
+    int failed = run_tests("wrong.yaml", text, &run, &report);
     ck_assert_int_eq(run, 4);
     ck_assert_msg(failed == 4, "%s", report);
     ck_assert_ptr_nonnull(strstr(report, "it matched and was applied"));
@@ -128,16 +127,8 @@ START_TEST(test_bad_inline_graph_fails) {
                        "    expect: applied\n"
                        "    graph: '{\"mcir\": 1, \"inputs\": []}'\n";
     char *report = NULL;
-    size_t len;
-    FILE *out = open_memstream(&report, &len);
-    mcir_diag d = mcir_diag_to(out);
-    mcir_catalog *c = mcir_catalog_new();
-    ck_assert(mcir_catalog_load_default(c, &d));
-    ck_assert(mcir_catalog_load_string(c, text, strlen(text), "bad.yaml", &d));
     int run = 0;
-    int failed = mcir_rule_tests_run(c, NULL, NULL, out, &run, &d);
-    mcir_catalog_free(c);
-    fclose(out);
+    int failed = run_tests("bad.yaml", text, &run, &report);
     ck_assert_int_eq(failed, 1);
     ck_assert_ptr_nonnull(strstr(report, "bad.yaml:5 (test 1, inline graph)"));
     ck_assert_ptr_nonnull(strstr(report, "its graph does not read"));
