@@ -152,10 +152,19 @@ typedef struct mcir_kernel_plan {
      * node's transpose_a/_b xor a folded last-two-dims transpose). */
     bool trans_a, trans_b;
 
+    /* The launch, decided at plan time by the launch model (kernelplan/)
+     * and realised by codegen exactly (codegen asserts, never changes). */
     int64_t grid[3];
     int block[3];
     int64_t smem_bytes;          /* dynamic shared memory per block */
+    int64_t smem_static_bytes;   /* __shared__ arrays of the template, per block */
     int64_t scratch_bytes;       /* workspace in the arena (0: none) */
+    /* Where a library runs the kernel instead of a generated one:
+     * "cublas" / "cublasLt" and the operation it is asked for
+     * (e.g. "cublasGemmStridedBatchedEx f16 NT, f32 accumulate"); NULL:
+     * the generated kernel runs with the launch above. */
+    const char *library;
+    const char *library_op;
 
     /* Filled by codegen after NVRTC (-1: not compiled). */
     int registers;
