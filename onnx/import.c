@@ -695,15 +695,31 @@ static bool h_identity(ox *x, ox_value **in, int n_in) {
     const char *op = x->node->op_type;
     if (!strcmp(op, "Dropout")) {
         attr_int(x, "seed", 0);          /* only matters in training */
-        attr_float(x, "ratio", 0.5f);    /* opset < 12 */
+        double ratio = attr_float(x, "ratio", 0.5f); /* opset < 12 */
         if (n_in > 2 && in[2]) {
             if (!in[2]->is_const)
-                return ox_error(x, "training_mode '%s' must be a constant false", in[2]->name);
-            if (in[2]->numel && ox_geti(in[2], 0))
-                return ox_error(x, "training_mode is true; only inference (identity) is "
-                                   "supported");
+                return ox_error(x, "training_mode '%s' must be a constant", in[2]->name);
+            /* training with ratio 0 drops nothing: the identity too */
+            bool training = in[2]->numel && ox_geti(in[2], 0);
+            if (training && n_in > 1 && in[1]) {
+                if (!in[1]->is_const || in[1]->numel != 1)
+                    return ox_error(x, "ratio '%s' must be a scalar constant in training mode",
+                                    in[1]->name);
+                ratio = ox_get(in[1], 0);
+            }
+            if (training && ratio != 0)
+                return ox_error(x, "training_mode is true with ratio %g; only inference or "
+                                   "a ratio of 0 (the identity) is supported",
+                                ratio);
         }
-        if (!only_first_output(x)) return false;
+        const char *mask = out_name(x, 1);
+        ox_entry *me = mask ? lookup(x, mask, false) : NULL;
+        if (me && me->uses > 0) { /* nothing dropped: the mask is all true */
+            ox_value *m = ox_const_new(x, OX_BOOL, in[0]->rank, in[0]->shape);
+            if (!m) return false;
+            for (int64_t i = 0; i < m->numel; i++) m->iv[i] = 1;
+            if (!define_out(x, 1, m)) return false;
+        }
     }
     if (x->failed) return false;
     return define_out(x, 0, in[0]);
@@ -1112,6 +1128,9 @@ static bool h_layernorm(ox *x, ox_value **in, int n_in) {
     return true;
 }
 
+static bool reduce_composite(ox *x, const char *op, ox_value *X, int n_axes,
+                             const int64_t *axes, bool keep);
+
 static bool h_reduce(ox *x, ox_value **in, int n_in) {
     const char *op = x->node->op_type;
     int64_t keep = attr_int(x, "keepdims", 1);
@@ -1134,6 +1153,8 @@ static bool h_reduce(ox *x, ox_value **in, int n_in) {
         for (int i = 0; i < X->rank; i++) axes[i] = i;
     }
     if (X->rank == 0) return define_out(x, 0, X);
+    if (strcmp(op, "ReduceSum") && strcmp(op, "ReduceMean") && strcmp(op, "ReduceMax"))
+        return reduce_composite(x, op, X, n_axes, axes, keep != 0);
     mcir_op mop = !strcmp(op, "ReduceSum")    ? MCIR_OP_REDUCE_SUM
                   : !strcmp(op, "ReduceMean") ? MCIR_OP_REDUCE_MEAN
                                               : MCIR_OP_REDUCE_MAX;
@@ -1719,6 +1740,680 @@ static bool h_global_avg_pool(ox *x, ox_value **in, int n_in) {
     return define_rt(x, 0, done(x, emit1(x, MCIR_OP_GLOBAL_AVG_POOL, 1, &t, 0)));
 }
 
+/* ------------------------------------------ decomposed ops (docs/onnx.md)
+ *
+ * Clip, HardSigmoid, HardSwish, LogSoftmax, BatchNormalization, the
+ * reductions beyond sum/mean/max, Pad, Resize and ConvTranspose are written
+ * out as existing MCIR ops where that is exact (or, for the interpolation
+ * matrices of Resize and the zero insertion of ConvTranspose, a matmul by a
+ * constant whose rows hold the ONNX taps): every backend already runs
+ * them. Each step folds at import time when all its operands are constants.
+ */
+
+/* A scalar constant of element type elem (the type of the tensor it is
+ * combined with). */
+static ox_value *scalar_of(ox *x, int elem, const char *stem, double val) {
+    ox_value *c = ox_const_new(x, ox_is_float(elem) ? elem : OX_FLOAT, 0, NULL);
+    if (!c) return NULL;
+    ox_set(c, 0, val);
+    c->name = fresh(x, stem);
+    return c;
+}
+
+/* One elementwise step: ONNX op `op` (one of ew_map) on a (and b), folded
+ * when all operands are constants, else an MCIR node whose output is ONNX
+ * output out_index (-1: an intermediate). */
+static ox_value *ew_step(ox *x, const char *op, ox_value *a, ox_value *b, int out_index) {
+    if (!a || x->failed) return NULL;
+    ox_value *in[2] = {a, b};
+    int n = b ? 2 : 1;
+    if (all_const(in, n)) {
+        ox_value *o;
+        ox_fold r = ox_fold_elementwise(x, op, in, n, &o);
+        if (r != OX_FOLD_OK) {
+            if (!x->failed) ox_error(x, "cannot fold %s", op);
+            return NULL;
+        }
+        return o;
+    }
+    int mop = -1;
+    for (size_t i = 0; i < sizeof ew_map / sizeof ew_map[0]; i++)
+        if (!strcmp(ew_map[i].op, op)) mop = ew_map[i].mop;
+    MCIR_ASSERT(mop >= 0);
+    mcir_dtype dt = node_dtype(in, n);
+    mcir_tensor *ts[2] = {operand(x, a, dt, b ? &b : NULL, b ? 1 : 0), NULL};
+    if (!ts[0]) return NULL;
+    if (b && !(ts[1] = operand(x, b, dt, &a, 1))) return NULL;
+    mcir_tensor *t = done(x, emit1(x, (mcir_op)mop, n, ts, out_index));
+    return t ? runtime_value(x, t) : NULL;
+}
+
+/* A reduction of runtime (or materialised constant) v over axes. */
+static ox_value *reduce_step(ox *x, mcir_op mop, ox_value *v, int n_axes, const int64_t *axes,
+                             bool keep, int out_index) {
+    if (!v) return NULL;
+    mcir_tensor *t = runtime(x, v, node_dtype(&v, 1));
+    if (!t) return NULL;
+    mcir_node *n = emit1(x, mop, 1, &t, out_index);
+    mcir_node_set_ints(x->g, n, "axes", n_axes, axes);
+    mcir_node_set_bool(x->g, n, "keepdims", keep);
+    t = done(x, n);
+    return t ? runtime_value(x, t) : NULL;
+}
+
+/* v reshaped (folded, aliased or a reshape node; never an ONNX output). */
+static ox_value *reshape_step(ox *x, ox_value *v, int rank, const int64_t *shape) {
+    if (!v) return NULL;
+    if (v->is_const) return ox_fold_reshape(x, v, rank, shape);
+    if (!v->expand && rank == v->rank &&
+        !memcmp(shape, v->shape, sizeof(int64_t) * (size_t)rank))
+        return v;
+    mcir_tensor *t = runtime(x, v, v->t->dtype);
+    if (!t) return NULL;
+    mcir_node *n = emit1(x, MCIR_OP_RESHAPE, 1, &t, -1);
+    mcir_node_set_ints(x->g, n, "shape", rank, shape);
+    t = done(x, n);
+    return t ? runtime_value(x, t) : NULL;
+}
+
+/* Slice of v on one axis (folded for constants). */
+static ox_value *slice_step(ox *x, ox_value *v, int ax, int64_t first, int64_t len,
+                            int64_t step) {
+    if (v->is_const) return ox_fold_slice(x, v, ax, first, step, len);
+    if (first == 0 && step == 1 && len == v->shape[ax]) return v;
+    mcir_tensor *t = runtime(x, v, v->t->dtype);
+    t = t ? slice_rt(x, t, ax, first, len, step, -1) : NULL;
+    return t ? runtime_value(x, t) : NULL;
+}
+
+/* Concat along ax (folded when every piece is constant). */
+static ox_value *concat_step(ox *x, ox_value **pieces, int n, int ax, int out_index) {
+    if (n == 1) return pieces[0];
+    if (all_const(pieces, n)) return ox_fold_concat(x, pieces, n, ax);
+    mcir_dtype dt = node_dtype(pieces, n);
+    mcir_tensor *ts[256];
+    MCIR_ASSERT(n <= 256);
+    for (int i = 0; i < n; i++)
+        if (!(ts[i] = runtime(x, pieces[i], dt))) return NULL;
+    mcir_node *nd = emit1(x, MCIR_OP_CONCAT, n, ts, out_index);
+    mcir_node_set_int(x->g, nd, "axis", ax);
+    mcir_tensor *t = done(x, nd);
+    return t ? runtime_value(x, t) : NULL;
+}
+
+static bool h_clip(ox *x, ox_value **in, int n_in) {
+    ox_value *X = in[0], *lo = NULL, *hi = NULL;
+    if (x->opset < 11) {
+        float mn = attr_float(x, "min", -FLT_MAX), mx = attr_float(x, "max", FLT_MAX);
+        if (x->failed) return false;
+        if (mn > -FLT_MAX && !(lo = scalar_of(x, X->elem, "clip_min", mn))) return false;
+        if (mx < FLT_MAX && !(hi = scalar_of(x, X->elem, "clip_max", mx))) return false;
+    } else {
+        lo = n_in > 1 ? in[1] : NULL;
+        hi = n_in > 2 ? in[2] : NULL;
+        for (int i = 1; i < n_in; i++)
+            if (in[i] && in[i]->rank != 0 && in[i]->numel != 1)
+                return ox_error(x, "min and max must be scalars");
+    }
+    ox_value *y = X;
+    if (lo && !(y = ew_step(x, "Max", y, lo, hi ? -1 : 0))) return false;
+    if (hi && !(y = ew_step(x, "Min", y, hi, 0))) return false;
+    return define_out(x, 0, y);
+}
+
+/* max(0, min(1, alpha·x + beta)), times x for HardSwish. */
+static bool h_hard_sigmoid(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    bool swish = !strcmp(x->node->op_type, "HardSwish");
+    float alpha = swish ? 1.0f / 6 : attr_float(x, "alpha", 0.2f);
+    float beta = swish ? 0.5f : attr_float(x, "beta", 0.5f);
+    if (x->failed) return false;
+    ox_value *X = in[0];
+    ox_value *y = ew_step(x, "Mul", X, scalar_of(x, X->elem, "hard_sigmoid_alpha", alpha), -1);
+    y = ew_step(x, "Add", y, scalar_of(x, X->elem, "hard_sigmoid_beta", beta), -1);
+    y = ew_step(x, "Min", y, scalar_of(x, X->elem, "one", 1.0), -1);
+    y = ew_step(x, "Max", y, scalar_of(x, X->elem, "zero", 0.0), swish ? -1 : 0);
+    if (swish) y = ew_step(x, "Mul", X, y, 0);
+    return y && define_out(x, 0, y);
+}
+
+/* x - max - log(sum(exp(x - max))) over the axis (opset < 13: the axes
+ * from `axis` on, the input flattened to 2-D there). */
+static bool h_log_softmax(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    int64_t axis = attr_int(x, "axis", x->opset >= 13 ? -1 : 1);
+    int ax;
+    ox_value *X = in[0];
+    if (x->failed || !norm_axis(x, axis, X->rank, "axis", &ax)) return false;
+    int64_t axes[MCIR_MAX_RANK];
+    int n_axes = 0;
+    for (int k = ax; k < (x->opset >= 13 ? ax + 1 : X->rank); k++) axes[n_axes++] = k;
+    ox_value *m = reduce_step(x, MCIR_OP_REDUCE_MAX, X, n_axes, axes, true, -1);
+    ox_value *d = ew_step(x, "Sub", X, m, -1);
+    ox_value *s = reduce_step(x, MCIR_OP_REDUCE_SUM, ew_step(x, "Exp", d, NULL, -1), n_axes,
+                              axes, true, -1);
+    ox_value *y = ew_step(x, "Sub", d, ew_step(x, "Log", s, NULL, -1), 0);
+    return y && define_out(x, 0, y);
+}
+
+/* Inference batch norm over axis 1: a per-channel affine y = x·s + t, with
+ * s = scale / sqrt(var + eps) and t = B - mean·s folded at import time when
+ * the parameters are constants (the catalog's conv_affine_fold then folds
+ * it into a preceding conv); runtime parameters compute
+ * (x - mean) / sqrt(var + eps) · scale + B. */
+static bool h_batchnorm(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    float eps = attr_float(x, "epsilon", 1e-5f);
+    attr_float(x, "momentum", 0.9f); /* training only */
+    int64_t training = x->opset >= 14 ? attr_int(x, "training_mode", 0) : 0;
+    int64_t spatial = x->opset < 9 ? attr_int(x, "spatial", 1) : 1;
+    if (x->failed || !only_first_output(x)) return false;
+    if (training) return ox_error(x, "training_mode 1 is not supported (inference only)");
+    if (spatial != 1) return ox_error(x, "spatial 0 is not supported");
+    ox_value *X = in[0];
+    if (X->rank < 2) return ox_error(x, "input '%s' must have rank >= 2 (N, C, ...)", X->name);
+    int64_t C = X->shape[1], pshape[MCIR_MAX_RANK];
+    int prank = X->rank - 1;
+    pshape[0] = C;
+    for (int k = 1; k < prank; k++) pshape[k] = 1;
+    for (int i = 1; i < 5; i++)
+        if (in[i]->numel != C)
+            return ox_error(x, "'%s' must have %lld values (one per channel)", in[i]->name,
+                            (long long)C);
+    int elem = X->is_const ? X->elem : dtype_elem(X->t ? X->t->dtype : MCIR_DTYPE_F32);
+    if (in[1]->is_const && in[2]->is_const && in[3]->is_const && in[4]->is_const) {
+        ox_value *s = ox_const_new(x, elem, prank, pshape), *t = ox_const_new(x, elem, prank, pshape);
+        if (!s || !t) return false;
+        for (int64_t c = 0; c < C; c++) {
+            double sc = ox_get(in[1], c) / sqrt(ox_get(in[4], c) + (double)eps);
+            ox_set(s, c, sc);
+            ox_set(t, c, ox_get(in[2], c) - ox_get(in[3], c) * sc);
+        }
+        const char *o = out_name(x, 0);
+        s->name = fresh(x, mcir_arena_printf(x->a, "%s_bn_scale", o));
+        t->name = fresh(x, mcir_arena_printf(x->a, "%s_bn_shift", o));
+        ox_value *y = ew_step(x, "Add", ew_step(x, "Mul", X, s, -1), t, 0);
+        return y && define_out(x, 0, y);
+    }
+    ox_value *p[5];
+    for (int i = 1; i < 5; i++)
+        if (!(p[i] = reshape_step(x, in[i], prank, pshape))) return false;
+    ox_value *sd = ew_step(x, "Sqrt", ew_step(x, "Add", p[4], scalar_of(x, elem, "bn_eps", eps), -1),
+                           NULL, -1);
+    ox_value *y = ew_step(x, "Div", ew_step(x, "Sub", X, p[3], -1), sd, -1);
+    y = ew_step(x, "Add", ew_step(x, "Mul", y, p[1], -1), p[2], 0);
+    return y && define_out(x, 0, y);
+}
+
+/* Pad: per axis, a crop (negative pads) then a concat of the border pieces
+ * — constant blocks, mirrored slices (reflect), repeated edge slices (edge)
+ * or the opposite end (wrap) — with the tensor. */
+static bool h_pad(ox *x, ox_value **in, int n_in) {
+    char mbuf[16];
+    const char *mode = attr_str(x, "mode", "constant", mbuf, sizeof mbuf);
+    ox_value *X = in[0];
+    int64_t pads[2 * MCIR_MAX_RANK], axes[MCIR_MAX_RANK];
+    int np = 0, na = -1;
+    double value = 0;
+    if (x->opset < 11) {
+        np = attr_ints(x, "pads", pads, 2 * MCIR_MAX_RANK);
+        value = attr_float(x, "value", 0.0f);
+        if (x->failed) return false;
+        if (np < 0) return ox_error(x, "missing attribute 'pads'");
+    } else {
+        if (n_in < 2 || !in[1]) return ox_error(x, "pads is required");
+        if (!ox_ints_of(x, in[1], "pads", pads, &np, 2 * MCIR_MAX_RANK)) return false;
+        if (n_in > 2 && in[2]) {
+            if (!in[2]->is_const || in[2]->numel != 1)
+                return ox_error(x, "constant_value '%s' must be a scalar constant", in[2]->name);
+            value = ox_get(in[2], 0);
+        }
+        if (n_in > 3 && in[3] && !ox_ints_of(x, in[3], "axes", axes, &na, MCIR_MAX_RANK))
+            return false;
+    }
+    if (x->failed) return false;
+    int n_ax = na >= 0 ? na : X->rank;
+    if (np != 2 * n_ax)
+        return ox_error(x, "pads has %d values for %d axes", np, n_ax);
+    int kind = !strcmp(mode, "constant") ? 0 : !strcmp(mode, "reflect") ? 1
+               : !strcmp(mode, "edge") ? 2 : !strcmp(mode, "wrap") ? 3 : -1;
+    if (kind < 0) return ox_error(x, "mode \"%s\" is not supported", mode);
+    int64_t begin[MCIR_MAX_RANK] = {0}, end[MCIR_MAX_RANK] = {0};
+    for (int i = 0; i < n_ax; i++) {
+        int a;
+        if (!norm_axis(x, na >= 0 ? axes[i] : i, X->rank, "axis", &a)) return false;
+        begin[a] = pads[i], end[a] = pads[n_ax + i];
+    }
+    ox_value *v = X;
+    int last = -1;
+    for (int a = 0; a < X->rank; a++)
+        if (begin[a] || end[a]) last = a;
+    if (last < 0) return define_out(x, 0, X);
+    for (int a = 0; a <= last; a++) {
+        int64_t b = begin[a], e = end[a], dim = v->shape[a];
+        if (b < 0 || e < 0) {
+            int64_t cb = b < 0 ? -b : 0, ce = e < 0 ? -e : 0;
+            if (cb + ce >= dim) return ox_error(x, "pads crop axis %d to nothing", a);
+            if (!(v = slice_step(x, v, a, cb, dim - cb - ce, 1))) return false;
+            dim -= cb + ce;
+            b = b < 0 ? 0 : b, e = e < 0 ? 0 : e;
+        }
+        if (!b && !e) continue;
+        if (b > (1 << 20) || e > (1 << 20)) return ox_error(x, "pads are too large");
+        if ((kind == 1 && (b >= dim || e >= dim)) || (kind == 3 && (b > dim || e > dim)))
+            return ox_error(x, "%s pads of %lld and %lld are larger than axis %d (%lld)", mode,
+                            (long long)b, (long long)e, a, (long long)dim);
+        ox_value *pieces[256];
+        int n = 0;
+        for (int side = 0; side < 2; side++) {
+            int64_t w = side ? e : b;
+            if (!w) {
+                if (!side) pieces[n++] = v;
+                continue;
+            }
+            if (kind == 0) {
+                int64_t shape[MCIR_MAX_RANK];
+                memcpy(shape, v->shape, sizeof shape);
+                shape[a] = w;
+                int elem = v->is_const ? v->elem : dtype_elem(v->t->dtype);
+                ox_value *c = ox_const_new(x, elem, v->rank, shape);
+                if (!c) return false;
+                for (int64_t i = 0; i < c->numel; i++) ox_set(c, i, value);
+                c->name = fresh(x, "pad_value");
+                pieces[n++] = c;
+            } else if (kind == 1) {
+                pieces[n++] = slice_step(x, v, a, side ? dim - 2 : w, w, -1);
+            } else if (kind == 3) {
+                pieces[n++] = slice_step(x, v, a, side ? 0 : dim - w, w, 1);
+            } else {
+                if (w > 200) return ox_error(x, "edge pads wider than 200 are not supported");
+                ox_value *edge = slice_step(x, v, a, side ? dim - 1 : 0, 1, 1);
+                for (int64_t i = 0; i < w; i++) pieces[n++] = edge;
+            }
+            if (!pieces[n - 1]) return false;
+            if (!side) pieces[n++] = v;
+        }
+        if (!(v = concat_step(x, pieces, n, a, a == last ? 0 : -1))) return false;
+    }
+    return define_out(x, 0, v);
+}
+
+/* Multiplies axis ax of v by the constant matrix A [out, in] (row o holds
+ * the weights of the input positions that output position o reads): a
+ * matmul on the last two axes, a transpose around it for the others. */
+static ox_value *axis_matrix(ox *x, ox_value *v, int ax, const double *A, int64_t out,
+                             int64_t in_len, const char *stem, int out_index) {
+    if (!v) return NULL;
+    mcir_dtype dt = node_dtype(&v, 1);
+    mcir_tensor *t = runtime(x, v, dt);
+    if (!t) return NULL;
+    int r = t->rank;
+    bool last = ax == r - 1, second = r >= 2 && ax == r - 2;
+    int64_t perm[MCIR_MAX_RANK];
+    if (!last && !second) {
+        for (int k = 0; k < r; k++) perm[k] = k;
+        perm[ax] = r - 1, perm[r - 1] = ax;
+        mcir_node *n = emit1(x, MCIR_OP_TRANSPOSE, 1, &t, -1);
+        mcir_node_set_ints(x->g, n, "perm", r, perm);
+        if (!(t = done(x, n))) return NULL;
+        last = true;
+    }
+    int64_t shape[2] = {last ? in_len : out, last ? out : in_len};
+    ox_value *m = new_float_const(x, stem, dt, 2, shape);
+    if (!m) return NULL;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t i = 0; i < in_len; i++)
+            ox_set(m, last ? i * out + o : o * in_len + i, A[o * in_len + i]);
+    mcir_tensor *w = runtime(x, m, dt);
+    mcir_tensor *ins[2] = {last ? t : w, last ? w : t};
+    bool back = ax != r - 1 && ax != r - 2;
+    if (!(t = done(x, emit1(x, MCIR_OP_MATMUL, 2, ins, back ? -1 : out_index)))) return NULL;
+    if (back) {
+        mcir_node *n = emit1(x, MCIR_OP_TRANSPOSE, 1, &t, out_index);
+        mcir_node_set_ints(x->g, n, "perm", r, perm);
+        if (!(t = done(x, n))) return NULL;
+    }
+    return runtime_value(x, t);
+}
+
+static bool is_identity_matrix(const double *A, int64_t out, int64_t in_len) {
+    if (out != in_len) return false;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t i = 0; i < in_len; i++)
+            if (A[o * in_len + i] != (o == i)) return false;
+    return true;
+}
+
+enum { RS_NEAREST, RS_LINEAR, RS_CUBIC };
+enum { CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC,
+       CT_HALF_PIXEL_SYMMETRIC };
+enum { NM_ROUND_PREFER_FLOOR, NM_ROUND_PREFER_CEIL, NM_FLOOR, NM_CEIL };
+
+typedef struct resize_mode {
+    int mode, ct, nearest;
+    double cubic_a;
+    bool exclude_outside;
+} resize_mode;
+
+/* The interpolation matrix [out, in] of one axis, as ONNX's reference
+ * computes it (onnx/reference/ops/op_resize.py: the source coordinate, the
+ * n taps nearest to it in the edge-padded input, their coefficients). */
+static void resize_matrix(const resize_mode *rm, double scale, int64_t in_len, int64_t out,
+                          double *A) {
+    int n = rm->mode == RS_CUBIC ? 4 : 2, pad = (n + 1) / 2;
+    int64_t padded = in_len + 2 * pad;
+    double out_w = scale * (double)in_len;
+    memset(A, 0, sizeof(double) * (size_t)(out * in_len));
+    for (int64_t o = 0; o < out; o++) {
+        double xr = (double)o, xo;
+        switch (rm->ct) {
+        case CT_ALIGN_CORNERS: xo = out_w == 1 ? 0 : xr * (double)(in_len - 1) / (out_w - 1); break;
+        case CT_ASYMMETRIC: xo = xr / scale; break;
+        case CT_HALF_PIXEL_SYMMETRIC: {
+            double center = (double)in_len / 2, adjust = (double)out / out_w;
+            xo = center * (1 - adjust) + (xr + 0.5) / scale - 0.5;
+            break;
+        }
+        case CT_PYTORCH_HALF_PIXEL: xo = out_w == 1 ? -0.5 : (xr + 0.5) / scale - 0.5; break;
+        default: xo = (xr + 0.5) / scale - 0.5; break;
+        }
+        double ratio = xo == floor(xo) ? 1.0 : xo - floor(xo), c[4];
+        if (rm->mode == RS_NEAREST) {
+            bool right = ratio == 1.0;
+            if (!right) switch (rm->nearest) {
+                case NM_ROUND_PREFER_CEIL: right = ratio >= 0.5; break;
+                case NM_FLOOR: right = false; break;
+                case NM_CEIL: right = true; break;
+                default: right = ratio > 0.5; break;
+                }
+            c[0] = !right, c[1] = right;
+        } else if (rm->mode == RS_LINEAR) {
+            c[0] = 1 - ratio, c[1] = ratio;
+        } else {
+            double a = rm->cubic_a, r = ratio, s = 1 - ratio;
+            c[0] = ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a;
+            c[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
+            c[2] = ((a + 2) * s - (a + 3)) * s * s + 1;
+            c[3] = ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a;
+        }
+        /* the n padded positions nearest to xo + pad (ties: the lower) */
+        double xp = xo + pad;
+        int64_t idx[4];
+        int k = 0;
+        for (int64_t p = 0; p < padded; p++) {
+            double dp = fabs(xp - (double)p);
+            int j = k < n ? k++ : n;
+            if (j == n) {
+                if (dp >= fabs(xp - (double)idx[n - 1])) continue;
+                j = n - 1;
+            }
+            while (j > 0 && fabs(xp - (double)idx[j - 1]) > dp) idx[j] = idx[j - 1], j--;
+            idx[j] = p;
+        }
+        for (int i = 1; i < n; i++) /* ascending positions */
+            for (int j = i; j > 0 && idx[j - 1] > idx[j]; j--) {
+                int64_t tmp = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = tmp;
+            }
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t src = idx[i] - pad;
+            if (rm->exclude_outside && (src < 0 || src >= in_len)) c[i] = 0;
+            sum += c[i];
+        }
+        for (int i = 0; i < n; i++) {
+            int64_t src = idx[i] - pad;
+            src = src < 0 ? 0 : src >= in_len ? in_len - 1 : src;
+            A[o * in_len + src] += rm->exclude_outside && sum != 0 ? c[i] / sum : c[i];
+        }
+    }
+}
+
+static int pick(const char *s, const char *const *names) {
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+/* Resize (opset >= 10) and Upsample: separable; each axis whose matrix is
+ * not the identity is one matmul by its interpolation matrix. */
+static bool h_resize(ox *x, ox_value **in, int n_in) {
+    static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
+    static const char *const cts[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
+                                      "asymmetric", "half_pixel_symmetric", NULL};
+    static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                      "ceil", NULL};
+    bool old = x->opset < 11 || !strcmp(x->node->op_type, "Upsample");
+    char b1[32], b2[32], b3[32], b4[32];
+    resize_mode rm = {0};
+    rm.mode = pick(attr_str(x, "mode", "nearest", b1, sizeof b1), modes);
+    const char *ct = old ? "asymmetric" : attr_str(x, "coordinate_transformation_mode",
+                                                   "half_pixel", b2, sizeof b2);
+    rm.ct = pick(ct, cts);
+    rm.nearest = old ? NM_FLOOR : pick(attr_str(x, "nearest_mode", "round_prefer_floor", b3,
+                                                sizeof b3), nms);
+    rm.cubic_a = old ? -0.75 : attr_float(x, "cubic_coeff_a", -0.75f);
+    rm.exclude_outside = old ? false : attr_int(x, "exclude_outside", 0) != 0;
+    if (!old) attr_float(x, "extrapolation_value", 0.0f); /* tf_crop_and_resize only */
+    int64_t antialias = x->opset >= 18 ? attr_int(x, "antialias", 0) : 0;
+    const char *policy = x->opset >= 18 ? attr_str(x, "keep_aspect_ratio_policy", "stretch",
+                                                    b4, sizeof b4) : "stretch";
+    int64_t axes[MCIR_MAX_RANK];
+    int na = x->opset >= 18 ? attr_ints(x, "axes", axes, MCIR_MAX_RANK) : -1;
+    if (x->failed) return false;
+    if (rm.mode < 0) return ox_error(x, "mode \"%s\" is not supported", b1);
+    if (rm.ct < 0) return ox_error(x, "coordinate_transformation_mode \"%s\" is not supported", ct);
+    if (rm.nearest < 0) return ox_error(x, "nearest_mode \"%s\" is not supported", b3);
+    if (antialias) return ox_error(x, "antialias 1 is not supported");
+    int keep_ratio = !strcmp(policy, "not_larger") ? 1 : !strcmp(policy, "not_smaller") ? 2 : 0;
+    if (!keep_ratio && strcmp(policy, "stretch") != 0)
+        return ox_error(x, "keep_aspect_ratio_policy \"%s\" is not supported", policy);
+    ox_value *X = in[0], *scales = NULL, *sizes = NULL;
+    if (old) scales = n_in > 1 ? in[1] : NULL;
+    else scales = n_in > 2 ? in[2] : NULL, sizes = n_in > 3 ? in[3] : NULL;
+    if (scales && scales->numel == 0) scales = NULL;
+    if (sizes && sizes->numel == 0) sizes = NULL;
+    if (!scales == !sizes) return ox_error(x, "exactly one of scales and sizes must be given");
+    ox_value *given = scales ? scales : sizes;
+    if (!given->is_const) return ox_error(x, "scales and sizes must be constants");
+    int n_ax = na >= 0 ? na : X->rank;
+    if (given->numel != n_ax)
+        return ox_error(x, "%s has %lld values for %d axes", scales ? "scales" : "sizes",
+                        (long long)given->numel, n_ax);
+    double sc[MCIR_MAX_RANK];
+    int64_t out[MCIR_MAX_RANK];
+    for (int k = 0; k < X->rank; k++) sc[k] = 1, out[k] = X->shape[k];
+    for (int i = 0; i < n_ax; i++) {
+        int a;
+        if (!norm_axis(x, na >= 0 ? axes[i] : i, X->rank, "axis", &a)) return false;
+        if (scales) {
+            sc[a] = ox_get(scales, i);
+            if (!(sc[a] > 0) || sc[a] > 1e6) return ox_error(x, "scale %g is not supported", sc[a]);
+            out[a] = (int64_t)(sc[a] * (double)X->shape[a]);
+        } else {
+            out[a] = ox_geti(sizes, i);
+            if (out[a] < 1 || out[a] > (1 << 24))
+                return ox_error(x, "size %lld is not supported", (long long)out[a]);
+            sc[a] = (double)out[a] / (double)X->shape[a];
+        }
+        if (out[a] < 1) return ox_error(x, "axis %d would have size 0", a);
+    }
+    if (sizes && keep_ratio) { /* one scale for the given axes: the smallest or largest */
+        double keep = keep_ratio == 1 ? INFINITY : 0;
+        int ax_of[MCIR_MAX_RANK];
+        for (int i = 0; i < n_ax; i++) {
+            norm_axis(x, na >= 0 ? axes[i] : i, X->rank, "axis", &ax_of[i]);
+            double s = sc[ax_of[i]];
+            keep = keep_ratio == 1 ? (s < keep ? s : keep) : (s > keep ? s : keep);
+        }
+        for (int i = 0; i < n_ax; i++) {
+            sc[ax_of[i]] = keep;
+            out[ax_of[i]] = (int64_t)(keep * (double)X->shape[ax_of[i]] + 0.5);
+            if (out[ax_of[i]] < 1) return ox_error(x, "axis %d would have size 0", ax_of[i]);
+        }
+    }
+    ox_value *v = X;
+    int lastax = -1;
+    double *mats[MCIR_MAX_RANK] = {0};
+    for (int a = 0; a < X->rank; a++) {
+        if (out[a] * X->shape[a] > ((int64_t)1 << 26))
+            return ox_error(x, "axis %d is too large for an interpolation matrix", a);
+        mats[a] = mcir_arena_alloc(x->a, sizeof(double) * (size_t)(out[a] * X->shape[a]));
+        resize_matrix(&rm, sc[a], X->shape[a], out[a], mats[a]);
+        if (!is_identity_matrix(mats[a], out[a], X->shape[a])) lastax = a;
+    }
+    if (lastax < 0) return define_out(x, 0, X);
+    for (int a = 0; a <= lastax; a++)
+        if (!is_identity_matrix(mats[a], out[a], X->shape[a]) &&
+            !(v = axis_matrix(x, v, a, mats[a], out[a], X->shape[a], "resize_weights",
+                              a == lastax ? 0 : -1)))
+            return false;
+    return define_out(x, 0, v);
+}
+
+/* ConvTranspose (2-D, and 1-D as 2-D): the input, with stride-1 zeros
+ * inserted and padded by d·(k-1) - pads (negative: cropped) plus
+ * output_padding, is one matmul per spatial axis by a constant 0/1
+ * matrix; a stride-1 conv2d with the flipped, transposed kernel follows. */
+static bool h_conv_transpose(ox *x, ox_value **in, int n_in) {
+    ox_value *X = in[0], *W = in[1];
+    char apb[32];
+    const char *auto_pad = attr_str(x, "auto_pad", "NOTSET", apb, sizeof apb);
+    int64_t group = attr_int(x, "group", 1), buf[8], in_hw[2];
+    int64_t kernel[2], strides[2] = {1, 1}, dil[2] = {1, 1}, pads[4] = {0}, opad[2] = {0},
+            oshape[2];
+    int nsp = 2, n;
+    bool has_oshape = false;
+    if (x->failed || !spatial_dims(x, X, &nsp, in_hw)) return false;
+    int off = 2 - nsp;
+    if (W->rank != X->rank) return ox_error(x, "weight '%s' must have rank %d", W->name, X->rank);
+    if (!W->is_const) return ox_error(x, "weight '%s' must be a constant", W->name);
+    kernel[0] = nsp == 2 ? W->shape[2] : 1, kernel[1] = W->shape[W->rank - 1];
+#define CT_ATTR(nm, dst, cnt)                                                              \
+    if ((n = attr_ints(x, nm, buf, 8)) >= 0) {                                           \
+        if (n != (cnt) * nsp) return ox_error(x, nm " must have %d values", (cnt) * nsp); \
+        for (int k = 0; k < n; k++) dst[(k / nsp) * 2 + off + k % nsp] = buf[k];         \
+    }
+    CT_ATTR("kernel_shape", kernel, 1)
+    CT_ATTR("strides", strides, 1)
+    CT_ATTR("dilations", dil, 1)
+    CT_ATTR("pads", pads, 2)
+    CT_ATTR("output_padding", opad, 1)
+    if ((n = attr_ints(x, "output_shape", buf, 8)) >= 0) {
+        if (n != nsp) return ox_error(x, "output_shape must have %d values", nsp);
+        oshape[0] = 1;
+        for (int k = 0; k < n; k++) oshape[off + k] = buf[k];
+        has_oshape = true;
+    }
+#undef CT_ATTR
+    if (x->failed) return false;
+    int64_t Cin = X->shape[1], Cout_g = W->shape[1];
+    if (group < 1 || Cin % group || W->shape[0] != Cin)
+        return ox_error(x, "group %lld does not divide the %lld input channels of weight '%s'",
+                        (long long)group, (long long)Cin, W->name);
+    if (kernel[0] != (nsp == 2 ? W->shape[2] : 1) || kernel[1] != W->shape[W->rank - 1])
+        return ox_error(x, "kernel_shape does not match the weight");
+    bool same = !strcmp(auto_pad, "SAME_UPPER") || !strcmp(auto_pad, "SAME_LOWER");
+    if (!same && strcmp(auto_pad, "NOTSET") && strcmp(auto_pad, "VALID"))
+        return ox_error(x, "auto_pad \"%s\" is not supported", auto_pad);
+    for (int k = 0; k < 2; k++) {
+        if (strides[k] < 1 || dil[k] < 1 || strides[k] > 4096 || dil[k] > 4096 ||
+            opad[k] < 0 || opad[k] >= (strides[k] > dil[k] ? strides[k] : dil[k]) ||
+            pads[k] < 0 || pads[k + 2] < 0 || pads[k] > 4096 || pads[k + 2] > 4096)
+            return ox_error(x, "strides, dilations, pads or output_padding are out of range");
+        if (has_oshape || same) {
+            int64_t want = has_oshape ? oshape[k] : in_hw[k] * strides[k];
+            int64_t total = strides[k] * (in_hw[k] - 1) + opad[k] +
+                            (kernel[k] - 1) * dil[k] + 1 - want;
+            bool upper = !strcmp(auto_pad, "SAME_UPPER");
+            int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor */
+            pads[k] = upper ? half : total - half;
+            pads[k + 2] = total - pads[k];
+        }
+    }
+    if (!strcmp(auto_pad, "VALID")) memset(pads, 0, sizeof pads);
+    mcir_dtype dt = node_dtype(in, n_in);
+    ox_value *v = X;
+    if (nsp == 1) {
+        int64_t s4[4] = {X->shape[0], X->shape[1], 1, X->shape[2]};
+        if (!(v = reshape_step(x, X, 4, s4))) return false;
+    }
+    for (int k = 0; k < 2; k++) {
+        int64_t lo = dil[k] * (kernel[k] - 1) - pads[k];
+        int64_t hi = dil[k] * (kernel[k] - 1) - pads[k + 2] + opad[k];
+        int64_t len = (in_hw[k] - 1) * strides[k] + 1 + lo + hi;
+        if (len - dil[k] * (kernel[k] - 1) < 1)
+            return ox_error(x, "the output would be empty on spatial axis %d", k);
+        if (len * in_hw[k] > ((int64_t)1 << 26))
+            return ox_error(x, "spatial axis %d is too large", k);
+        double *A = mcir_arena_alloc(x->a, sizeof(double) * (size_t)(len * in_hw[k]));
+        memset(A, 0, sizeof(double) * (size_t)(len * in_hw[k]));
+        for (int64_t i = 0; i < in_hw[k]; i++) {
+            int64_t r = i * strides[k] + lo;
+            if (r >= 0 && r < len) A[r * in_hw[k] + i] = 1;
+        }
+        if (!is_identity_matrix(A, len, in_hw[k]) &&
+            !(v = axis_matrix(x, v, 2 + k, A, len, in_hw[k], "conv_transpose_scatter", -1)))
+            return false;
+    }
+    /* W [Cin, Cout/g, kh, kw] -> W' [g·Cout/g, Cin/g, kh, kw], flipped */
+    int64_t Cin_g = Cin / group, kh = kernel[0], kw = kernel[1];
+    int64_t wshape[4] = {Cout_g * group, Cin_g, kh, kw};
+    ox_value *w2 = ox_const_new(x, dtype_elem(dt), 4, wshape);
+    if (!w2) return false;
+    for (int64_t g = 0; g < group; g++)
+        for (int64_t o = 0; o < Cout_g; o++)
+            for (int64_t i = 0; i < Cin_g; i++)
+                for (int64_t a = 0; a < kh; a++)
+                    for (int64_t b = 0; b < kw; b++)
+                        ox_set(w2, (((g * Cout_g + o) * Cin_g + i) * kh + a) * kw + b,
+                               ox_get(W, (((g * Cin_g + i) * Cout_g + o) * kh + (kh - 1 - a)) * kw +
+                                             (kw - 1 - b)));
+    w2->name = fresh(x, mcir_arena_printf(x->a, "%s_transposed", W->name));
+    mcir_tensor *ins[3] = {runtime(x, v, dt), runtime(x, w2, dt), NULL};
+    if (!ins[0] || !ins[1]) return false;
+    int k = 2;
+    if (n_in > 2 && in[2] && !(ins[k++] = runtime(x, in[2], dt))) return false;
+    mcir_node *nd = emit1(x, MCIR_OP_CONV2D, k, ins, nsp == 2 ? 0 : -1);
+    mcir_node_set_ints(x->g, nd, "dilations", 2, dil);
+    if (group != 1) mcir_node_set_int(x->g, nd, "groups", group);
+    return define_window_out(x, done(x, nd), nsp);
+}
+
+/* The reductions MCIR has no op for, from the ones it has. */
+static bool reduce_composite(ox *x, const char *op, ox_value *X, int n_axes,
+                             const int64_t *axes, bool keep) {
+    ox_value *y;
+    if (!strcmp(op, "ReduceMin")) {
+        y = reduce_step(x, MCIR_OP_REDUCE_MAX, ew_step(x, "Neg", X, NULL, -1), n_axes, axes,
+                        keep, -1);
+        y = ew_step(x, "Neg", y, NULL, 0);
+    } else if (!strcmp(op, "ReduceSumSquare")) {
+        y = reduce_step(x, MCIR_OP_REDUCE_SUM, ew_step(x, "Mul", X, X, -1), n_axes, axes, keep, 0);
+    } else if (!strcmp(op, "ReduceL2")) {
+        y = reduce_step(x, MCIR_OP_REDUCE_SUM, ew_step(x, "Mul", X, X, -1), n_axes, axes, keep, -1);
+        y = ew_step(x, "Sqrt", y, NULL, 0);
+    } else if (!strcmp(op, "ReduceLogSum")) {
+        y = ew_step(x, "Log", reduce_step(x, MCIR_OP_REDUCE_SUM, X, n_axes, axes, keep, -1), NULL, 0);
+    } else { /* ReduceLogSumExp: max + log(sum(exp(x - max))) */
+        ox_value *m = reduce_step(x, MCIR_OP_REDUCE_MAX, X, n_axes, axes, true, -1);
+        ox_value *s = reduce_step(x, MCIR_OP_REDUCE_SUM,
+                                  ew_step(x, "Exp", ew_step(x, "Sub", X, m, -1), NULL, -1),
+                                  n_axes, axes, true, -1);
+        y = ew_step(x, "Add", ew_step(x, "Log", s, NULL, -1), m, keep ? 0 : -1);
+        if (y && !keep) {
+            int64_t shape[MCIR_MAX_RANK];
+            int r = 0;
+            for (int k = 0; k < X->rank; k++) {
+                bool red = false;
+                for (int i = 0; i < n_axes; i++) red |= (axes[i] < 0 ? axes[i] + X->rank : axes[i]) == k;
+                if (!red) shape[r++] = X->shape[k];
+            }
+            y = reshape_step(x, y, r, shape);
+        }
+    }
+    return y && define_out(x, 0, y);
+}
+
 /* The op table: every ONNX op the importer knows, its input arity and
  * handler. Ops marked import-time fold constants only. */
 static const struct {
@@ -1771,6 +2466,16 @@ static const struct {
     {"MaxPool", 1, 1, h_pool},
     {"AveragePool", 1, 1, h_pool},
     {"GlobalAveragePool", 1, 1, h_global_avg_pool},
+    {"Clip", 1, 3, h_clip},
+    {"HardSigmoid", 1, 1, h_hard_sigmoid}, {"HardSwish", 1, 1, h_hard_sigmoid},
+    {"LogSoftmax", 1, 1, h_log_softmax},
+    {"BatchNormalization", 5, 5, h_batchnorm},
+    {"ReduceMin", 1, 2, h_reduce}, {"ReduceL2", 1, 2, h_reduce},
+    {"ReduceSumSquare", 1, 2, h_reduce}, {"ReduceLogSum", 1, 2, h_reduce},
+    {"ReduceLogSumExp", 1, 2, h_reduce},
+    {"Pad", 1, 4, h_pad},
+    {"Resize", 1, 4, h_resize}, {"Upsample", 2, 2, h_resize},
+    {"ConvTranspose", 2, 3, h_conv_transpose},
 };
 
 static bool import_node(ox *x) {
@@ -1883,6 +2588,12 @@ static bool import_input(ox *x, const Onnx__ValueInfoProto *vi, const mcir_onnx_
                                    "model fixes it to %lld",
                                 pin->name, i, name, (long long)pin->dims[i],
                                 (long long)dm->dim_value);
+            if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                dm->dim_value == 0)
+                return ox_error(x, "graph input '%s' has a zero-size dimension %d (static, "
+                                   "0); MCIR tensors need at least one element along every "
+                                   "dimension",
+                                name, i);
             if (!fixed && !pin)
                 return ox_error(x, "graph input '%s' has a dynamic dimension %d%s%s%s; pin it "
                                    "with --shape %s=D1xD2x...",

@@ -144,6 +144,9 @@ MAPPED = {
     "MaxPool", "AveragePool", "GlobalAveragePool", "Identity", "Dropout",
     "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "ConstantOfShape",
     "Expand", "Equal", "Cast", "Range",
+    "Clip", "HardSigmoid", "HardSwish", "LogSoftmax", "BatchNormalization", "ReduceMin",
+    "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "Pad", "Resize",
+    "Upsample", "ConvTranspose",
 }
 
 # Candidates the importer rejects on purpose, with the reason (docs/onnx.md
@@ -153,7 +156,11 @@ SKIP = [
     (r"test_cast_STRING_to_FLOAT", "string tensors are not supported"),
     (r"test_(max|average)pool_2d_dilations", "dilated pooling is not supported (MCIR's pools have no dilations)"),
     (r"test_(max|average)pool_3d_default", "3-D pooling is not supported (MCIR has 2-D windows; 1-D runs as 2-D)"),
-    (r"test_training_dropout", "Dropout with training_mode=true is not supported (inference only)"),
+    (r"test_training_dropout(_default)?$", "Dropout with training_mode=true and a ratio other than 0 is not supported (inference only)"),
+    (r"test_batchnorm_.*training_mode", "BatchNormalization in training mode is not supported (inference only)"),
+    (r"test_convtranspose_3d", "3-D ConvTranspose is not supported (MCIR has 2-D windows; 1-D runs as 2-D)"),
+    (r"test_resize_.*antialias", "Resize with antialias is not supported"),
+    (r"test_resize_tf_crop_and_resize", "Resize with tf_crop_and_resize is not supported"),
 ]
 
 # Tests whose float inputs are consumed at import time (Range's bounds):
@@ -216,7 +223,11 @@ def gen_node():
         d = os.path.join(dst, test)
         os.makedirs(d)
         for k, (vi, arr) in enumerate(zip(graph_inputs, ins)):
-            if arr.dtype == np.float32 and test not in ALL_IMPORT_TIME:
+            # Resize's roi/scales and Upsample's scales are read at import time
+            # (and Pad's constant_value, ConvTranspose's weight, Dropout's ratio, as in exports)
+            import_time = test in ALL_IMPORT_TIME or (
+                k > 0 and re.match(r"test_(resize|upsample|constant_pad|convtranspose|training_dropout)", test))
+            if arr.dtype == np.float32 and not import_time:
                 keep.append(vi)
                 f = f"input_{len(files)}.npy"
                 np.save(os.path.join(d, f), arr.astype("<f4"))
@@ -491,15 +502,144 @@ def gen_bad():
     print("bad, errors, misc written")
 
 
+def gen_ops():
+    """ops/: one small model per case of the decomposed ops (Clip,
+    HardSigmoid, HardSwish, LogSoftmax, BatchNormalization, the composite
+    reductions, Pad, Resize, Upsample, ConvTranspose, Dropout with ratio 0),
+    outputs from onnxruntime; and their refusals in errors/."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(15)
+    V = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+    I64 = lambda n, v: numpy_helper.from_array(np.array(v, np.int64), n)
+    F32 = lambda n, v: numpy_helper.from_array(np.array(v, np.float32), n)
+    cases = {}
+    X4 = [2, 3, 5, 6]
+
+    def add(name, nodes, ins, inits=(), opset=17):
+        g = helper.make_graph(nodes, "g", [V(n, s) for n, s in ins], [V("y", None)], list(inits))
+        cases[name] = (helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), ins)
+    add("clip", [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], [("x", X4)],
+        [F32("lo", -0.5), F32("hi", 0.7)])
+    add("clip_min_only", [helper.make_node("Clip", ["x", "lo"], ["y"])], [("x", X4)], [F32("lo", 0.1)])
+    add("clip_opset6", [helper.make_node("Clip", ["x"], ["y"], min=0.0, max=6.0)], [("x", X4)], opset=6)
+    add("hardsigmoid", [helper.make_node("HardSigmoid", ["x"], ["y"], alpha=0.3, beta=0.4)], [("x", X4)])
+    add("hardswish", [helper.make_node("HardSwish", ["x"], ["y"])], [("x", X4)])
+    add("logsoftmax_axis1", [helper.make_node("LogSoftmax", ["x"], ["y"], axis=1)], [("x", X4)])
+    add("logsoftmax_opset11", [helper.make_node("LogSoftmax", ["x"], ["y"], axis=2)], [("x", X4)], opset=11)
+    bn = lambda c: [F32("s", rng.standard_normal(c)), F32("b", rng.standard_normal(c)),
+                    F32("m", rng.standard_normal(c)), F32("v", rng.random(c) + 0.5)]
+    add("batchnorm", [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                                       epsilon=1e-3)], [("x", X4)], bn(3))
+    add("batchnorm_runtime_params", [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])],
+        [("x", X4), ("s", [3]), ("b", [3]), ("m", [3]), ("v", [3])])
+    add("conv_batchnorm", [helper.make_node("Conv", ["x", "w", "cb"], ["c"], pads=[1, 1, 1, 1]),
+                           helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])],
+        [("x", X4)], [F32("w", rng.standard_normal((4, 3, 3, 3))), F32("cb", rng.standard_normal(4))] + bn(4))
+    for r in ["ReduceMin", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceLogSum"]:
+        pre = [helper.make_node("Exp", ["x"], ["e"])] if r == "ReduceLogSum" else []
+        src = "e" if pre else "x"
+        add(r.lower(), pre + [helper.make_node(r, [src, "ax"], ["y"], keepdims=0)], [("x", X4)],
+            [I64("ax", [1, 3])], opset=18)
+        add(r.lower() + "_opset13", pre + [helper.make_node(r, [src], ["y"], axes=[2])], [("x", X4)], opset=13)
+    for mode in ["constant", "reflect", "edge", "wrap"]:
+        add("pad_" + mode, [helper.make_node("Pad", ["x", "p", "cv"], ["y"], mode=mode)], [("x", X4)],
+            [I64("p", [0, 1, 2, 3, 0, 0, 3, -1]), F32("cv", 1.5)], opset=19)
+    add("pad_axes", [helper.make_node("Pad", ["x", "p", "", "ax"], ["y"], mode="reflect")], [("x", X4)],
+        [I64("p", [1, 2, 2, 1]), I64("ax", [2, 3])], opset=18)
+    add("pad_opset2", [helper.make_node("Pad", ["x"], ["y"], pads=[0, 0, 1, 2, 0, 0, 2, 1], value=-1.0)],
+        [("x", X4)], opset=2)
+    for mode, ct, nm in [("nearest", "asymmetric", "floor"), ("nearest", "half_pixel", "round_prefer_floor"),
+                         ("nearest", "align_corners", "round_prefer_ceil"), ("nearest", "pytorch_half_pixel", "ceil"),
+                         ("linear", "half_pixel", None), ("linear", "align_corners", None),
+                         ("linear", "pytorch_half_pixel", None), ("linear", "asymmetric", None),
+                         ("cubic", "half_pixel", None)]:
+        kw = dict(mode=mode, coordinate_transformation_mode=ct)
+        if nm:
+            kw["nearest_mode"] = nm
+        add(f"resize_{mode}_{ct}_scales", [helper.make_node("Resize", ["x", "", "sc"], ["y"], **kw)],
+            [("x", X4)], [F32("sc", [1, 1, 2.0, 1.5])], opset=13)
+        add(f"resize_{mode}_{ct}_sizes", [helper.make_node("Resize", ["x", "", "", "sz"], ["y"], **kw)],
+            [("x", X4)], [I64("sz", [2, 3, 3, 13])], opset=13)
+    add("resize_cubic_exclude_outside", [helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="cubic",
+                                                          exclude_outside=1, cubic_coeff_a=-0.5)],
+        [("x", X4)], [F32("sc", [1, 1, 0.6, 2.0])], opset=13)
+    add("resize_opset10", [helper.make_node("Resize", ["x", "sc"], ["y"], mode="nearest")], [("x", X4)],
+        [F32("sc", [1, 1, 2, 3])], opset=10)
+    add("upsample_opset9", [helper.make_node("Upsample", ["x", "sc"], ["y"], mode="nearest")], [("x", X4)],
+        [F32("sc", [1, 1, 2, 3])], opset=9)
+    for nm, kw, wshape in [("convtranspose", dict(), (3, 2, 3, 3)),
+                           ("convtranspose_stride_pads", dict(strides=[2, 2], pads=[1, 0, 0, 1], output_padding=[1, 1]), (3, 2, 3, 2)),
+                           ("convtranspose_group_dilation", dict(strides=[2, 1], group=3, dilations=[1, 2]), (3, 2, 2, 3)),
+                           ("convtranspose_output_shape", dict(strides=[2, 2], output_shape=[10, 12], auto_pad="SAME_UPPER"), (3, 4, 3, 3))]:
+        add(nm, [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **kw)], [("x", X4)],
+            [F32("w", rng.standard_normal(wshape)), F32("b", rng.standard_normal(wshape[1] * kw.get("group", 1)))])
+    add("convtranspose_1d", [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[3], pads=[1, 2])],
+        [("x", [2, 3, 7])], [F32("w", rng.standard_normal((3, 4, 4)))])
+    add("dropout_training_ratio0", [helper.make_node("Dropout", ["x", "r", "t"], ["y"])], [("x", X4)],
+        [F32("r", 0.0), numpy_helper.from_array(np.array(True), "t")])
+    dst = os.path.join(OUT, "ops")
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    index = {}
+    for name, (m, ins) in cases.items():
+        d = os.path.join(dst, name)
+        os.makedirs(d)
+        p = os.path.join(d, "model.onnx")
+        onnx.save(m, p)
+        feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in ins}
+        if name == "batchnorm_runtime_params":
+            feeds["v"] = np.abs(feeds["v"]) + 0.5
+        (y,) = ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(None, feeds)
+        files = []
+        for i, (n, _) in enumerate(ins):
+            np.save(os.path.join(d, f"input_{i}.npy"), feeds[n])
+            files.append(f"ops/{name}/input_{i}.npy")
+        np.save(os.path.join(d, "output_0.npy"), y.astype("<f4"))
+        index[name] = {"model": f"ops/{name}/model.onnx", "opset": m.opset_import[0].version,
+                       "ops": sorted({n.op_type for n in m.graph.node}), "inputs": files,
+                       "outputs": [f"ops/{name}/output_0.npy"]}
+    with open(os.path.join(dst, "index.json"), "w") as f:
+        json.dump(index, f, indent=1, sort_keys=True)
+        f.write("\n")
+    # refusals of the new ops, added to errors/
+    errs = os.path.join(OUT, "errors")
+    ep = os.path.join(errs, "errors.json")
+    expect = json.load(open(ep))
+    def err(name, nodes, ins, inits, opset, *frags):
+        g = helper.make_graph(nodes, "g", [V(n, s) for n, s in ins], [V("y", None)], list(inits))
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]),
+                  os.path.join(errs, name))
+        expect[name] = list(frags)
+    err("zero_size_input.onnx", [helper.make_node("Relu", ["x"], ["y"], name="relu0")],
+        [("x", [2, 0, 4])], [], 17, "graph input 'x' has a zero-size dimension 1")
+    err("dropout_training.onnx", [helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="drop0")],
+        [("x", [2, 4])], [F32("r", 0.5), numpy_helper.from_array(np.array(True), "t")], 13,
+        "node 'drop0'", "training_mode is true with ratio 0.5")
+    err("resize_antialias.onnx", [helper.make_node("Resize", ["x", "", "sc"], ["y"], name="rs0",
+                                                   mode="linear", antialias=1)],
+        [("x", [1, 1, 4, 4])], [F32("sc", [1, 1, 0.5, 0.5])], 18, "node 'rs0'", "antialias 1")
+    err("pad_reflect_too_wide.onnx", [helper.make_node("Pad", ["x", "p"], ["y"], name="pad0", mode="reflect")],
+        [("x", [1, 4])], [I64("p", [0, 4, 0, 0])], 13, "node 'pad0'", "reflect pads", "larger than axis 1")
+    err("convtranspose_runtime_weight.onnx", [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="ct0")],
+        [("x", [1, 2, 4, 4]), ("w", [2, 2, 3, 3])], [], 17, "node 'ct0'", "weight 'w' must be a constant")
+    with open(ep, "w") as f:
+        json.dump(expect, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"{len(index)} op cases")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--node", action="store_true")
     ap.add_argument("--models", action="store_true")
     ap.add_argument("--bad", action="store_true")
+    ap.add_argument("--ops", action="store_true")
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
-    if not a.node and not a.models and not a.bad:
-        a.node = a.models = a.bad = True
+    if not a.node and not a.models and not a.bad and not a.ops:
+        a.node = a.models = a.bad = a.ops = True
     if a.models:
         idx = gen_models([14, 17], a.only)
         p = os.path.join(OUT, "models", "index.json")
@@ -514,6 +654,8 @@ def main():
         gen_node()
     if a.bad:
         gen_bad()
+    if a.ops:
+        gen_ops()
 
 
 if __name__ == "__main__":

@@ -165,7 +165,10 @@ START_TEST(every_mapped_op_has_backend_tests) {
         "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "Transpose", "Reshape",
         "Flatten", "Split", "Slice", "Concat", "Conv", "MaxPool", "AveragePool",
         "GlobalAveragePool", "Identity", "Dropout", "Constant", "Gather", "Unsqueeze",
-        "Squeeze", "ConstantOfShape", "Expand", "Cast", "Range", NULL};
+        "Squeeze", "ConstantOfShape", "Expand", "Cast", "Range", "Clip", "HardSigmoid",
+        "HardSwish", "LogSoftmax", "BatchNormalization", "ReduceMin", "ReduceL2",
+        "ReduceSumSquare", "ReduceLogSum", "Pad", "Resize", "Upsample",
+        "ConvTranspose", NULL};
     for (int i = 0; ops[i]; i++) {
         bool found = false;
         for (int k = 0; k < n_node && !found; k++) {
@@ -175,6 +178,43 @@ START_TEST(every_mapped_op_has_backend_tests) {
         }
         ck_assert_msg(found, "no backend node test exercises %s", ops[i]);
     }
+}
+END_TEST
+
+/* ------------------------------------------------- decomposed ops */
+
+/* ops/: each case of the ops the importer writes out as other MCIR ops
+ * (Clip, HardSwish, BatchNormalization, Pad, Resize, ConvTranspose, ...)
+ * matches onnxruntime on the reference interpreter. */
+static json_t *ops_index;
+static const char *ops_names[256];
+static int n_ops;
+
+START_TEST(decomposed_op_matches_onnxruntime) {
+    run_entry(ops_names[_i], json_object_get(ops_index, ops_names[_i]));
+}
+END_TEST
+
+/* Standalone BatchNormalization with constant parameters is one mul and
+ * one add of per-channel constants; Clip is max then min; Resize and
+ * ConvTranspose leave no op MCIR lacks. */
+START_TEST(decompositions_use_existing_ops) {
+    mcir_graph *g = import_ok(data_path("ops/batchnorm/model.onnx"));
+    ck_assert_int_eq(g->n_nodes, 2);
+    ck_assert_int_eq(g->nodes[0]->op, MCIR_OP_MUL);
+    ck_assert_int_eq(g->nodes[1]->op, MCIR_OP_ADD);
+    ck_assert_int_eq(g->nodes[0]->inputs[1]->shape[0], 3);
+    ck_assert_int_eq(g->nodes[0]->inputs[1]->rank, 3);
+    mcir_graph_free(g);
+    g = import_ok(data_path("ops/clip/model.onnx"));
+    ck_assert_int_eq(g->n_nodes, 2);
+    ck_assert_int_eq(g->nodes[0]->op, MCIR_OP_MAX);
+    ck_assert_int_eq(g->nodes[1]->op, MCIR_OP_MIN);
+    mcir_graph_free(g);
+    g = import_ok(data_path("ops/convtranspose_stride_pads/model.onnx"));
+    ck_assert_int_eq(g->nodes[g->n_nodes - 1]->op, MCIR_OP_CONV2D);
+    ck_assert_int_eq(g->n_nodes, 3); /* zero insertion along H and W, then the conv */
+    mcir_graph_free(g);
 }
 END_TEST
 
@@ -450,6 +490,11 @@ static Suite *onnx_suite(void) {
     tcase_add_test(tc, every_mapped_op_has_backend_tests);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("ops");
+    tcase_add_loop_test(tc, decomposed_op_matches_onnxruntime, 0, n_ops);
+    tcase_add_test(tc, decompositions_use_existing_ops);
+    suite_add_tcase(s, tc);
+
     tc = tcase_create("pytorch");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, pytorch_export, 0, n_model);
@@ -474,6 +519,8 @@ static Suite *onnx_suite(void) {
 int main(void) {
     node_index = load_json("node/index.json");
     model_index = load_json("models/index.json");
+    ops_index = load_json("ops/index.json");
+    n_ops = keys_of(ops_index, ops_names, 256);
     n_node = keys_of(node_index, node_names, 1024);
     n_model = keys_of(model_index, model_names, 64);
     list_bad();
@@ -483,6 +530,7 @@ int main(void) {
     srunner_free(sr);
     json_decref(node_index);
     json_decref(model_index);
+    json_decref(ops_index);
     for (int i = 0; i < n_bad; i++) free(bad_files[i]);
     return failed ? 1 : 0;
 }
