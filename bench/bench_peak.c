@@ -149,7 +149,7 @@ static const mcir_tensor *root_of(const mcir_plan *p, const mcir_tensor *t) {
     return p->alias_root ? p->alias_root[t->id] : t;
 }
 
-static void simulate(const mcir_plan *p, const mcir_memory_plan *m, peaks *out) {
+static void simulate(const mcir_plan *p, const mcir_memplan *m, peaks *out) {
     const mcir_graph *g = p->graph;
     int nt = g->n_tensors, nk = p->n_kernels;
     int *first = malloc(sizeof *first * (size_t)nt), *last = malloc(sizeof *last * (size_t)nt);
@@ -183,7 +183,7 @@ static void simulate(const mcir_plan *p, const mcir_memory_plan *m, peaks *out) 
         if (is_graph_tensor(r)) {
             out->graph_bytes += bytes;
             handle[t] = caching_alloc(&c, bytes);
-        } else if (!(m && mcir_memory_plan_locate(m, p, r, &pool, &off))) {
+        } else if (!(m && mcir_memplan_locate(m, p, r, &pool, &off))) {
             out->pool += bytes;   /* placed on its own by the runtime */
         }
     }

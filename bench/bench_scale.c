@@ -179,8 +179,8 @@ static void compile_graph(const char *kind, int size, const char *path) {
     mcir_plan *plan = mcir_plan_build(g, target, trace, &d);
     if (!plan) exit(1);
     double t3 = now();
-    mcir_memory_plan_options mo = {0};
-    mcir_memory_plan *mem = mcir_memory_plan_build(plan, &mo, trace, &d);
+    mcir_memplan_build_options mo = {0};
+    mcir_memplan *mem = mcir_memplan_build(plan, &mo, trace, &d);
     if (!mem) exit(1);
     double t4 = now();
     mcir_codegen *cg = mcir_codegen_new(plan, mem, &d);
@@ -190,7 +190,7 @@ static void compile_graph(const char *kind, int size, const char *path) {
            before, mcir_graph_live_nodes(g), t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0,
            w5 - w0, peak_rss_mib());
     mcir_codegen_free(cg);
-    mcir_memory_plan_free(mem);
+    mcir_memplan_free(mem);
     mcir_plan_free(plan);
     mcir_trace_free(trace);
     mcir_catalog_free(c);

@@ -81,7 +81,7 @@ bool bench_graph_build(bench_graph *b, const char *json, const char *name, const
     if (!mcir_rewrite_run(b->graph, b->catalog, b->target, b->trace, d)) return false;
     b->plan = mcir_plan_build(b->graph, b->target, b->trace, d);
     if (!b->plan) return false;
-    b->memory = mcir_memory_plan_build(b->plan, NULL, b->trace, d);
+    b->memory = mcir_memplan_build(b->plan, NULL, b->trace, d);
     if (!b->memory) return false;
     b->cg = mcir_codegen_new(b->plan, b->memory, d);
     if (!b->cg) return false;
@@ -97,7 +97,7 @@ bool bench_graph_build(bench_graph *b, const char *json, const char *name, const
 
 void bench_graph_free(bench_graph *b) {
     mcir_codegen_free(b->cg);
-    mcir_memory_plan_free(b->memory);
+    mcir_memplan_free(b->memory);
     mcir_plan_free(b->plan);
     mcir_catalog_free(b->catalog);
     mcir_trace_free(b->trace);

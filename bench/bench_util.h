@@ -25,7 +25,7 @@ typedef struct bench_graph {
     mcir_catalog *catalog;
     mcir_trace *trace;
     mcir_plan *plan;
-    mcir_memory_plan *memory;
+    mcir_memplan *memory;
     mcir_codegen *cg;
     const mcir_target *target;
     double pipeline_s;   /* read → generate (no NVRTC) */

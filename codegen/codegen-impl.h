@@ -158,7 +158,7 @@ typedef struct cg_kernel {
 
 struct mcir_codegen {
     mcir_plan *plan;
-    const mcir_memory_plan *mem;
+    const mcir_memplan *mem;
     int n;
     cg_kernel *k;
     char arch[16];

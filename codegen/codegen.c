@@ -181,7 +181,7 @@ const mcir_compiled *cg_kernel_epi_bin(const mcir_codegen *cg, int i) {
     return o >= 0 ? &cg->k[o].epi_bin : &cg->k[i].epi_bin;
 }
 
-mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memory_plan *m, mcir_diag *d) {
+mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memplan *m, mcir_diag *d) {
     mcir_codegen *cg = calloc(1, sizeof *cg);
     MCIR_ASSERT(cg != NULL);
     cg->plan = p;

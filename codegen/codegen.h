@@ -42,7 +42,7 @@ typedef struct mcir_codegen mcir_codegen;
  * group has no epilogue). m may be NULL (then mcir_gpu_run cannot run).
  * Returns NULL with a diagnostic naming the kernel if a region cannot be
  * lowered. The plan must outlive the result. */
-mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memory_plan *m, mcir_diag *d);
+mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memplan *m, mcir_diag *d);
 void mcir_codegen_free(mcir_codegen *cg);
 
 /* NVRTC → PTX and cubin for arch ("sm_80", "sm_86", "sm_89", "sm_90"),

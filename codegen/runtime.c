@@ -231,7 +231,7 @@ static void *leaf_bytes(const mcir_tensor *t, mcir_env *env) {
 }
 
 /* Where the memory plan put t (by its buffer; aliases share their root's). */
-static bool arena_locate(const mcir_memory_plan *m, const mcir_tensor *t, int *pool, int64_t *off) {
+static bool arena_locate(const mcir_memplan *m, const mcir_tensor *t, int *pool, int64_t *off) {
     if (!m->buffer_of) return false;
     int b = m->buffer_of[t->id];
     if (b < 0 || b >= m->n_buffers || m->buffers[b].pool < 0 || m->buffers[b].pool >= m->n_pools) return false;
@@ -241,7 +241,7 @@ static bool arena_locate(const mcir_memory_plan *m, const mcir_tensor *t, int *p
 }
 
 /* The arena bytes the memory plan gave kernel i's scratch (split-KV partials). */
-static bool scratch_locate(const mcir_memory_plan *m, int i, int *pool, int64_t *off) {
+static bool scratch_locate(const mcir_memplan *m, int i, int *pool, int64_t *off) {
     for (int b = 0; m && b < m->n_buffers; b++)
         if (!m->buffers[b].tensor && m->buffers[b].first == i && m->buffers[b].pool >= 0 &&
             m->buffers[b].pool < m->n_pools) {
@@ -266,7 +266,7 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
         mcir_error(d, (mcir_loc){0}, "cannot run on the GPU: %s", cu.why);
         return false;
     }
-    const mcir_memory_plan *m = cg->mem;
+    const mcir_memplan *m = cg->mem;
     if (mode == MCIR_ALLOC_POOL && !m) mode = MCIR_ALLOC_EAGER;   /* no arena plan: one per tensor */
     s.nt = s.g->n_tensors;
     s.ptr = calloc((size_t)s.nt, sizeof *s.ptr);

@@ -5,18 +5,18 @@
  * every intermediate into one arena (through the mcir_memplan library).
  *
  *     mcir_plan *p = mcir_plan_build(g, mcir_target_find("sm_90"), trace, &d);
- *     mcir_memory_plan_options mo = {.planner = "best"};   // or NULL options
- *     mcir_memory_plan *m = mcir_memory_plan_build(p, &mo, trace, &d);
+ *     mcir_memplan_build_options mo = {.planner = "best"};   // or NULL options
+ *     mcir_memplan *m = mcir_memplan_build(p, &mo, trace, &d);
  *     mcir_plan_write_json(p, stdout);
- *     mcir_memory_plan_write_json(m, p, stdout);
- *     assert(mcir_memory_plan_check(m, &d));
- *     mcir_memory_plan_free(m); mcir_plan_free(p);
+ *     mcir_memplan_write_json(m, p, stdout);
+ *     assert(mcir_memplan_verify(m, &d));
+ *     mcir_memplan_free(m); mcir_plan_free(p);
  *
  * A plan borrows the graph: the graph must outlive it and not change.
  *
  * How codegen finds a tensor's bytes: every tensor a kernel names is
  * either a graph input / weight / output (its own allocation), or stored
- * in the arena at mcir_memory_plan_locate(); reshapes are aliases (the
+ * in the arena at mcir_memplan_locate(); reshapes are aliases (the
  * tensor shares the bytes of p->alias_root[t->id]); folded transposes are
  * described by the kernel's read_access / write_access (a permutation and
  * element strides per logical dimension).
@@ -299,7 +299,7 @@ typedef struct mcir_buffer_plan {
     int share_with;              /* in place: buffer whose bytes this one takes over (-1) */
 } mcir_buffer_plan;
 
-typedef struct mcir_memory_plan {
+typedef struct mcir_memplan {
     const char *planner;         /* as requested ("best" by default) */
     const char *algorithm;       /* the planner whose placement was kept */
     bool optimal;                /* proven minimal by the planner library */
@@ -315,35 +315,34 @@ typedef struct mcir_memory_plan {
     int64_t *pool_capacity;      /* 0: unbounded */
     int64_t *pool_bytes;         /* used */
     mcir_arena *arena;
-} mcir_memory_plan;
+} mcir_memplan;
 
-typedef struct mcir_memory_plan_options {
+typedef struct mcir_memplan_build_options {
     const char *planner;             /* NULL: "best" */
     double time_limit_s;             /* exact search budget; <= 0: library default */
     const mcir_memplan_pool *pools;  /* in order of preference; NULL: one
                                         unbounded pool "arena" */
     int n_pools;
-} mcir_memory_plan_options;
+} mcir_memplan_build_options;
 
 /* Liveness over the kernel order, in-place merging, and one call of the
  * mcir_memplan library. options NULL: defaults. Returns NULL with an error
  * for an unknown planner name (callers that must tell a usage error apart
  * check mcir_memplan_planner_find first) or when the last pool overflows. */
-mcir_memory_plan *mcir_memory_plan_build(const mcir_plan *p,
-                                         const mcir_memory_plan_options *options,
-                                         mcir_trace *trace, mcir_diag *d);
-void mcir_memory_plan_free(mcir_memory_plan *m);
+mcir_memplan *mcir_memplan_build(const mcir_plan *p, const mcir_memplan_build_options *options,
+                                mcir_trace *trace, mcir_diag *d);
+void mcir_memplan_free(mcir_memplan *m);
 /* Where tensor t's bytes are: true and its pool and byte offset when it is
  * in the arena (directly or as an alias), false for inputs, weights,
  * outputs (and tensors only internal to a kernel). */
-bool mcir_memory_plan_locate(const mcir_memory_plan *m, const mcir_plan *p,
-                             const mcir_tensor *t, int *pool, int64_t *offset);
-bool mcir_memory_plan_write_json(const mcir_memory_plan *m, const mcir_plan *p, FILE *out);
+bool mcir_memplan_locate(const mcir_memplan *m, const mcir_plan *p,
+                         const mcir_tensor *t, int *pool, int64_t *offset);
+bool mcir_memplan_write_json(const mcir_memplan *m, const mcir_plan *p, FILE *out);
 /* Offset against time (kernel index), one box per buffer. */
-bool mcir_memory_plan_write_svg(const mcir_memory_plan *m, const mcir_plan *p, FILE *out);
+bool mcir_memplan_write_svg(const mcir_memplan *m, const mcir_plan *p, FILE *out);
 /* The independent checker over the graph-level plan (no overlap of buffers
  * live at the same kernel except an in-place hand-over, inside pools,
  * aligned, lifetimes inside the kernel range). Reports each problem. */
-bool mcir_memory_plan_check(const mcir_memory_plan *m, mcir_diag *d);
+bool mcir_memplan_verify(const mcir_memplan *m, mcir_diag *d);
 
 #endif /* MCIR_KERNELPLAN_H */

@@ -55,7 +55,7 @@ static json_t *check_rec(const char *check, bool ok, const char *detail) {
 /* In place: kernel kid's write buffer bw takes over the bytes of the
  * input its producer names in node->inplace_input, when that input dies
  * here. */
-static void plan_inplace(const mcir_plan *p, mcir_memory_plan *m, int kid, int bw,
+static void plan_inplace(const mcir_plan *p, mcir_memplan *m, int kid, int bw,
                          mcir_trace *trace) {
     const mcir_kernel_plan *k = &p->kernels[kid];
     mcir_buffer_plan *w = &m->buffers[bw];
@@ -134,10 +134,9 @@ static int cmp_buffers(const void *x, const void *y) {
     return (a->tensor == NULL) - (b->tensor == NULL);
 }
 
-mcir_memory_plan *mcir_memory_plan_build(const mcir_plan *p,
-                                         const mcir_memory_plan_options *options,
-                                         mcir_trace *trace, mcir_diag *d) {
-    mcir_memory_plan_options o = options ? *options : (mcir_memory_plan_options){0};
+mcir_memplan *mcir_memplan_build(const mcir_plan *p, const mcir_memplan_build_options *options,
+                                mcir_trace *trace, mcir_diag *d) {
+    mcir_memplan_build_options o = options ? *options : (mcir_memplan_build_options){0};
     const char *planner = o.planner ? o.planner : "best";
     if (!mcir_memplan_planner_find(planner)) {
         mcir_error(d, (mcir_loc){"--planner", 0, 0},
@@ -146,7 +145,7 @@ mcir_memory_plan *mcir_memory_plan_build(const mcir_plan *p,
     }
     const mcir_graph *g = p->graph;
     mcir_arena *a = mcir_arena_new();
-    mcir_memory_plan *m = mcir_arena_alloc(a, sizeof *m);
+    mcir_memplan *m = mcir_arena_alloc(a, sizeof *m);
     m->arena = a;
     m->planner = mcir_arena_strdup(a, planner);
     m->alignment = MCIR_ARENA_ALIGNMENT;
@@ -247,12 +246,12 @@ mcir_memory_plan *mcir_memory_plan_build(const mcir_plan *p,
     return m;
 }
 
-void mcir_memory_plan_free(mcir_memory_plan *m) {
+void mcir_memplan_free(mcir_memplan *m) {
     if (m) mcir_arena_free(m->arena);
 }
 
-bool mcir_memory_plan_locate(const mcir_memory_plan *m, const mcir_plan *p, const mcir_tensor *t,
-                             int *pool, int64_t *offset) {
+bool mcir_memplan_locate(const mcir_memplan *m, const mcir_plan *p, const mcir_tensor *t,
+                         int *pool, int64_t *offset) {
     (void)p;
     int b = m->buffer_of[t->id];
     if (b < 0) return false;
@@ -265,13 +264,13 @@ bool mcir_memory_plan_locate(const mcir_memory_plan *m, const mcir_plan *p, cons
 
 /* Written apart from the planner: plain O(n^2) over pairs of buffers. */
 
-static int chain_root(const mcir_memory_plan *m, int b) {
+static int chain_root(const mcir_memplan *m, int b) {
     for (int steps = 0; m->buffers[b].share_with >= 0 && steps <= m->n_buffers; steps++)
         b = m->buffers[b].share_with;
     return b;
 }
 
-bool mcir_memory_plan_check(const mcir_memory_plan *m, mcir_diag *d) {
+bool mcir_memplan_verify(const mcir_memplan *m, mcir_diag *d) {
     int errors = 0;
     int64_t al = m->alignment > 0 ? m->alignment : 1;
     int64_t total = 0;

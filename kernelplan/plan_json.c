@@ -194,7 +194,7 @@ bool mcir_plan_write_json(const mcir_plan *p, FILE *out) {
     return dump(root, out);
 }
 
-bool mcir_memory_plan_write_json(const mcir_memory_plan *m, const mcir_plan *p, FILE *out) {
+bool mcir_memplan_write_json(const mcir_memplan *m, const mcir_plan *p, FILE *out) {
     (void)p;
     json_t *root = json_object();
     json_object_set_new(root, "planner", json_string(m->planner));

@@ -35,7 +35,7 @@ static void human(char *buf, size_t n, int64_t b) {
 
 static int64_t aligned(int64_t x, int64_t a) { return a > 1 ? (x + a - 1) / a * a : x; }
 
-bool mcir_memory_plan_write_svg(const mcir_memory_plan *m, const mcir_plan *p, FILE *out) {
+bool mcir_memplan_write_svg(const mcir_memplan *m, const mcir_plan *p, FILE *out) {
     const double left = 90, right = 20, top = 56, bottom = 44, plot_w = 860, band_gap = 28;
     const double plot_h = 440;
     int nk = m->n_kernels > 0 ? m->n_kernels : 1;

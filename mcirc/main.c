@@ -109,10 +109,10 @@ static bool art_plan(const mcir_compilation *c, FILE *out) {
     return mcir_plan_write_json(c->plan, out);
 }
 static bool art_memory(const mcir_compilation *c, FILE *out) {
-    return mcir_memory_plan_write_json(c->memory, c->plan, out);
+    return mcir_memplan_write_json(c->memory, c->plan, out);
 }
 static bool art_svg(const mcir_compilation *c, FILE *out) {
-    return mcir_memory_plan_write_svg(c->memory, c->plan, out);
+    return mcir_memplan_write_svg(c->memory, c->plan, out);
 }
 static bool art_report(const mcir_compilation *c, FILE *out) {
     mcir_diag quiet = mcir_diag_to(NULL);

@@ -305,11 +305,11 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
             unfused = own.hbm_bytes;
         }
         c->plan->unfused_hbm_bytes = unfused;
-        mcir_memory_plan_options mo = {.planner = o->planner,
-                                       .time_limit_s = o->planner_time_limit_s,
-                                       .pools = o->pools,
-                                       .n_pools = o->n_pools};
-        c->memory = mcir_memory_plan_build(c->plan, &mo, c->trace, d);
+        mcir_memplan_build_options mo = {.planner = o->planner,
+                                         .time_limit_s = o->planner_time_limit_s,
+                                         .pools = o->pools,
+                                         .n_pools = o->n_pools};
+        c->memory = mcir_memplan_build(c->plan, &mo, c->trace, d);
         if (!c->memory) return MCIR_EXIT_INVALID;
     }
 
@@ -342,7 +342,7 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
 void mcir_compilation_free(mcir_compilation *c) {
     mcir_env_free(c->env);
     mcir_codegen_free(c->codegen);
-    mcir_memory_plan_free(c->memory);
+    mcir_memplan_free(c->memory);
     mcir_plan_free(c->plan);
     mcir_catalog_free(c->catalog);
     mcir_trace_free(c->trace);

@@ -88,7 +88,7 @@ typedef struct mcir_compilation {
     mcir_catalog *catalog;
     mcir_trace *trace;
     mcir_plan *plan;
-    mcir_memory_plan *memory;
+    mcir_memplan *memory;
     mcir_codegen *codegen;
     const mcir_target *target;
 

@@ -242,7 +242,7 @@ static bool plan_writer(const void *p, const void *unused, FILE *out) {
     return mcir_plan_write_json(p, out);
 }
 static bool memory_writer(const void *m, const void *p, FILE *out) {
-    return mcir_memory_plan_write_json(m, p, out);
+    return mcir_memplan_write_json(m, p, out);
 }
 
 /* The JSON the script reads, with "</" broken so it cannot end the
@@ -506,7 +506,7 @@ bool mcir_report_write(const mcir_compilation *c, FILE *out, mcir_diag *d) {
         char *buf = NULL;
         size_t len = 0;
         FILE *mem = open_memstream(&buf, &len);
-        if (mem && mcir_memory_plan_write_svg(c->memory, c->plan, mem)) {
+        if (mem && mcir_memplan_write_svg(c->memory, c->plan, mem)) {
             fclose(mem);
             const char *svg = buf ? strstr(buf, "<svg") : NULL;
             if (svg) fputs(svg, out);

@@ -218,7 +218,7 @@ static void coverage_print(void) {
  * lives in one allocation (inputs and weights initialised, the rest
  * garbage and marked uninitialised), as on the GPU, so only the emulator's
  * per-buffer bounds see a kernel stray into a neighbour. */
-static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memory_plan *mp, const char *what,
+static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, const char *what,
                          bool via_epilogue) {
     mcir_diag d = mcir_diag_stderr();
     mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);

@@ -33,7 +33,7 @@ static const char *src_dir(void) {
 
 typedef struct planned {
     mcir_plan *plan;
-    mcir_memory_plan *mem;
+    mcir_memplan *mem;
     bool own;   /* from the real planner: free with mcir_plan_free */
 } planned;
 
@@ -42,7 +42,7 @@ static planned plan_graph(mcir_graph *g, mcir_diag *d) {
 #ifdef MCIR_HAVE_KERNELPLAN
     r.plan = mcir_plan_build(g, mcir_target_find("sm_90"), NULL, d);
     if (r.plan) {
-        r.mem = mcir_memory_plan_build(r.plan, NULL, NULL, d);
+        r.mem = mcir_memplan_build(r.plan, NULL, NULL, d);
         r.own = true;
         return r;
     }
@@ -55,7 +55,7 @@ static planned plan_graph(mcir_graph *g, mcir_diag *d) {
 static void planned_free(planned *r) {
 #ifdef MCIR_HAVE_KERNELPLAN
     if (r->own) {
-        if (r->mem) mcir_memory_plan_free(r->mem);
+        if (r->mem) mcir_memplan_free(r->mem);
         mcir_plan_free(r->plan);
     }
 #endif

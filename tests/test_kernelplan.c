@@ -75,12 +75,12 @@ static bool has_tensor(mcir_tensor *const *ts, int n, const char *name) {
     return false;
 }
 
-static mcir_memory_plan *memory_of(const mcir_plan *p, const char *planner) {
+static mcir_memplan *memory_of(const mcir_plan *p, const char *planner) {
     mcir_diag d = mcir_diag_stderr();
-    mcir_memory_plan_options o = {.planner = planner, .time_limit_s = 2};
-    mcir_memory_plan *m = mcir_memory_plan_build(p, &o, NULL, &d);
+    mcir_memplan_build_options o = {.planner = planner, .time_limit_s = 2};
+    mcir_memplan *m = mcir_memplan_build(p, &o, NULL, &d);
     ck_assert_ptr_nonnull(m);
-    ck_assert(mcir_memory_plan_check(m, &d));
+    ck_assert(mcir_memplan_verify(m, &d));
     return m;
 }
 
@@ -125,10 +125,10 @@ START_TEST(fused_group_is_one_kernel) {
     }
     ck_assert_int_eq(records, 1);
     /* nothing in the arena: internals are never stored */
-    mcir_memory_plan *m = memory_of(p, NULL);
+    mcir_memplan *m = memory_of(p, NULL);
     ck_assert_int_eq(m->n_buffers, 0);
     ck_assert_int_eq(m->arena_bytes, 0);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_trace_free(tr);
     mcir_graph_free(g);
@@ -148,12 +148,12 @@ START_TEST(ungrouped_nodes_are_kernels_each) {
     ck_assert_int_eq(p->last_use[out_of(a)->id], 1);
     ck_assert_str_eq(p->kernels[0].recompute_policy, "none");
     ck_assert_int_eq(p->kernels[0].tiling.vector_width, 4);   /* 1000 % 4 == 0 */
-    mcir_memory_plan *m = memory_of(p, NULL);
+    mcir_memplan *m = memory_of(p, NULL);
     ck_assert_int_eq(m->n_buffers, 1);
     ck_assert_int_eq(m->buffers[0].size, 4000);
     ck_assert_int_eq(m->lower_bound_bytes, 4096);   /* aligned to 256 */
     ck_assert_int_eq(m->arena_bytes, 4096);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_graph_free(g);
 }
@@ -177,17 +177,17 @@ START_TEST(reshape_is_an_alias) {
     ck_assert_ptr_eq(p->alias_root[out_of(rs)->id], out_of(r1));
     /* the alias's readers extend the root's life */
     ck_assert_int_eq(p->last_use[out_of(r1)->id], 2);
-    mcir_memory_plan *m = memory_of(p, NULL);
+    mcir_memplan *m = memory_of(p, NULL);
     int pa, pb;
     int64_t oa, ob;
-    ck_assert(mcir_memory_plan_locate(m, p, out_of(r1), &pa, &oa));
-    ck_assert(mcir_memory_plan_locate(m, p, out_of(rs), &pb, &ob));
+    ck_assert(mcir_memplan_locate(m, p, out_of(r1), &pa, &oa));
+    ck_assert(mcir_memplan_locate(m, p, out_of(rs), &pb, &ob));
     ck_assert_int_eq(oa, ob);
     ck_assert_int_eq(pa, pb);
-    ck_assert(!mcir_memory_plan_locate(m, p, x, NULL, NULL));
+    ck_assert(!mcir_memplan_locate(m, p, x, NULL, NULL));
     for (int i = 0; i < m->n_buffers; i++) ck_assert_str_ne(m->buffers[i].name, "b");
     ck_assert_int_eq(m->n_buffers, 3);   /* a, c, d */
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_graph_free(g);
 }
@@ -204,9 +204,9 @@ START_TEST(reshape_to_output_writes_into_the_output) {
     mcir_plan *p = plan_of(g, "sm_90");
     ck_assert_int_eq(p->n_kernels, 1);
     ck_assert_ptr_eq(p->alias_root[out_of(r1)->id], out_of(rs));
-    mcir_memory_plan *m = memory_of(p, NULL);
+    mcir_memplan *m = memory_of(p, NULL);
     ck_assert_int_eq(m->n_buffers, 0);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_graph_free(g);
     /* input reshaped straight to an output: two storages, a copy */
@@ -322,9 +322,9 @@ START_TEST(transposes_fold_into_attention) {
     ck_assert_int_eq(k->grid[0], 128 / k->tiling.block_tile[0]);
     ck_assert_int_eq(k->grid[1], 12);
     /* the output reshape aliases the written tensor onto the graph output */
-    mcir_memory_plan *m = memory_of(p, NULL);
+    mcir_memplan *m = memory_of(p, NULL);
     ck_assert_int_eq(m->n_buffers, 0);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_graph_free(g);
 }
@@ -427,9 +427,9 @@ START_TEST(split_folds_into_strided_views) {
             applied = !strcmp(json_string_value(json_object_get(r, "decision")), "applied");
     }
     ck_assert(applied);
-    mcir_memory_plan *m = memory_of(p, NULL);
+    mcir_memplan *m = memory_of(p, NULL);
     ck_assert_int_eq(m->n_buffers, 1);   /* ex only */
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_trace_free(tr);
     mcir_graph_free(g);
@@ -760,9 +760,9 @@ START_TEST(inplace_takes_over_the_input) {
     mcir_plan *p = plan_of(g, "sm_90");
     mcir_trace *tr = mcir_trace_new();
     mcir_diag d = mcir_diag_stderr();
-    mcir_memory_plan *m = mcir_memory_plan_build(p, NULL, tr, &d);
+    mcir_memplan *m = mcir_memplan_build(p, NULL, tr, &d);
     ck_assert_ptr_nonnull(m);
-    ck_assert(mcir_memory_plan_check(m, &d));
+    ck_assert(mcir_memplan_verify(m, &d));
     ck_assert_int_eq(m->n_buffers, 2);
     ck_assert_int_eq(m->buffers[1].share_with, 0);
     ck_assert_int_eq(m->buffers[0].offset, m->buffers[1].offset);
@@ -776,7 +776,7 @@ START_TEST(inplace_takes_over_the_input) {
             applied = !strcmp(json_string_value(json_object_get(r, "decision")), "applied");
     }
     ck_assert(applied);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_trace_free(tr);
     mcir_plan_free(p);
     mcir_graph_free(g);
@@ -793,7 +793,7 @@ START_TEST(inplace_takes_over_the_input) {
     m = memory_of(p, NULL);
     ck_assert_int_eq(m->buffers[1].share_with, -1);
     ck_assert_int_eq(m->arena_bytes, 32768);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_graph_free(g);
 }
@@ -812,9 +812,9 @@ START_TEST(inplace_never_races_with_a_matmul_operand) {
     finish(g, out_of(ng));
     mcir_plan *p = plan_of(g, "sm_90");
     ck_assert_int_eq(p->n_kernels, 3);
-    mcir_memory_plan *m = memory_of(p, NULL);
+    mcir_memplan *m = memory_of(p, NULL);
     for (int i = 0; i < m->n_buffers; i++) ck_assert_int_eq(m->buffers[i].share_with, -1);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_graph_free(g);
 }
@@ -827,8 +827,8 @@ START_TEST(unknown_planner_is_an_error) {
     finish(g, out_of(a));
     mcir_plan *p = plan_of(g, "sm_90");
     mcir_diag d = quiet();
-    mcir_memory_plan_options o = {.planner = "no-such-planner"};
-    ck_assert_ptr_null(mcir_memory_plan_build(p, &o, NULL, &d));
+    mcir_memplan_build_options o = {.planner = "no-such-planner"};
+    ck_assert_ptr_null(mcir_memplan_build(p, &o, NULL, &d));
     ck_assert_int_eq(d.n_errors, 1);
     mcir_plan_free(p);
     mcir_graph_free(g);
@@ -855,13 +855,13 @@ START_TEST(large_graphs_plan_quickly) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     mcir_plan *p = plan_of(g, "sm_90");
-    mcir_memory_plan *m = memory_of(p, "greedy-size");
+    mcir_memplan *m = memory_of(p, "greedy-size");
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     ck_assert_int_eq(p->n_kernels, 4000);
     ck_assert_int_eq(m->arena_bytes, 2 * 65536);
     ck_assert_msg(s < 5.0, "4000 kernels took %.2f s", s);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_graph_free(g);
 }
@@ -871,11 +871,11 @@ START_TEST(pools_fall_back_in_order) {
     mcir_graph *g = ladder(6);
     mcir_plan *p = plan_of(g, "sm_90");
     mcir_memplan_pool pools[] = {{"smem_pool", 65536}, {"hbm", 0}};
-    mcir_memory_plan_options o = {.pools = pools, .n_pools = 2, .time_limit_s = 2};
+    mcir_memplan_build_options o = {.pools = pools, .n_pools = 2, .time_limit_s = 2};
     mcir_diag d = mcir_diag_stderr();
-    mcir_memory_plan *m = mcir_memory_plan_build(p, &o, NULL, &d);
+    mcir_memplan *m = mcir_memplan_build(p, &o, NULL, &d);
     ck_assert_ptr_nonnull(m);
-    ck_assert(mcir_memory_plan_check(m, &d));
+    ck_assert(mcir_memplan_verify(m, &d));
     ck_assert_int_eq(m->n_pools, 2);
     int in0 = 0, in1 = 0;
     for (int i = 0; i < m->n_buffers; i++) {
@@ -889,7 +889,7 @@ START_TEST(pools_fall_back_in_order) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    ck_assert(mcir_memory_plan_write_json(m, p, f));
+    ck_assert(mcir_memplan_write_json(m, p, f));
     fclose(f);
     json_error_t err;
     json_t *j = json_loads(buf, 0, &err);
@@ -900,12 +900,12 @@ START_TEST(pools_fall_back_in_order) {
     ck_assert_int_eq(json_integer_value(json_object_get(j, "alignment")), 256);
     json_decref(j);
     free(buf);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     /* a last pool too small: an error, no plan */
     mcir_memplan_pool tiny[] = {{"tiny", 1024}};
-    o = (mcir_memory_plan_options){.pools = tiny, .n_pools = 1, .time_limit_s = 1};
+    o = (mcir_memplan_build_options){.pools = tiny, .n_pools = 1, .time_limit_s = 1};
     d = quiet();
-    ck_assert_ptr_null(mcir_memory_plan_build(p, &o, NULL, &d));
+    ck_assert_ptr_null(mcir_memplan_build(p, &o, NULL, &d));
     ck_assert_int_ge(d.n_errors, 1);
     mcir_plan_free(p);
     mcir_graph_free(g);
@@ -932,7 +932,7 @@ END_TEST
 START_TEST(checker_catches_broken_plans) {
     mcir_graph *g = ladder(6);
     mcir_plan *p = plan_of(g, "sm_90");
-    mcir_memory_plan *m = memory_of(p, "greedy-size");
+    mcir_memplan *m = memory_of(p, "greedy-size");
     ck_assert_int_ge(m->n_buffers, 3);
     mcir_diag d = quiet();
     /* two buffers live at the same kernel moved onto each other */
@@ -944,19 +944,19 @@ START_TEST(checker_catches_broken_plans) {
     ck_assert_int_ge(i, 0);
     int64_t saved = m->buffers[j].offset;
     m->buffers[j].offset = m->buffers[i].offset;
-    ck_assert(!mcir_memory_plan_check(m, &d));
+    ck_assert(!mcir_memplan_verify(m, &d));
     m->buffers[j].offset = saved;
     d = quiet();
-    ck_assert(mcir_memory_plan_check(m, &d));
+    ck_assert(mcir_memplan_verify(m, &d));
     /* misaligned */
     m->buffers[0].offset += 8;
-    ck_assert(!mcir_memory_plan_check(m, &d));
+    ck_assert(!mcir_memplan_verify(m, &d));
     m->buffers[0].offset -= 8;
     /* outside its pool */
     d = quiet();
     m->buffers[0].offset = m->pool_bytes[0];
-    ck_assert(!mcir_memory_plan_check(m, &d));
-    mcir_memory_plan_free(m);
+    ck_assert(!mcir_memplan_verify(m, &d));
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_graph_free(g);
 }
@@ -965,7 +965,7 @@ END_TEST
 START_TEST(writers_produce_the_contract_fields) {
     mcir_graph *g = heads_graph(64, 4, 32, MCIR_DTYPE_F32);
     mcir_plan *p = plan_of(g, "sm_80");
-    mcir_memory_plan *m = memory_of(p, NULL);
+    mcir_memplan *m = memory_of(p, NULL);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -993,12 +993,12 @@ START_TEST(writers_produce_the_contract_fields) {
 
     buf = NULL;
     f = open_memstream(&buf, &len);
-    ck_assert(mcir_memory_plan_write_svg(m, p, f));
+    ck_assert(mcir_memplan_write_svg(m, p, f));
     fclose(f);
     ck_assert_ptr_nonnull(strstr(buf, "<svg"));
     ck_assert_ptr_nonnull(strstr(buf, "</svg>"));
     free(buf);
-    mcir_memory_plan_free(m);
+    mcir_memplan_free(m);
     mcir_plan_free(p);
     mcir_graph_free(g);
 }
@@ -1046,10 +1046,10 @@ START_TEST(examples_pass_the_checker_with_every_planner) {
             for (int k = 0; k < p->n_kernels; k++)
                 ck_assert_int_le(p->kernels[k].smem_bytes, p->target->smem_per_block_optin);
             for (size_t i = 0; i < np && a == 0; i++) {
-                mcir_memory_plan_options o = {.planner = planners[i].name, .time_limit_s = 2};
-                mcir_memory_plan *m = mcir_memory_plan_build(p, &o, NULL, &d);
+                mcir_memplan_build_options o = {.planner = planners[i].name, .time_limit_s = 2};
+                mcir_memplan *m = mcir_memplan_build(p, &o, NULL, &d);
                 ck_assert_msg(m, "%s: planner %s failed", example_names[e], planners[i].name);
-                ck_assert_msg(mcir_memory_plan_check(m, &d), "%s: planner %s: checker failed",
+                ck_assert_msg(mcir_memplan_verify(m, &d), "%s: planner %s: checker failed",
                               example_names[e], planners[i].name);
                 ck_assert_int_ge(m->arena_bytes, m->lower_bound_bytes);
                 if (!strcmp(planners[i].name, "best")) {
@@ -1060,7 +1060,7 @@ START_TEST(examples_pass_the_checker_with_every_planner) {
                                   "%s: best arena %lld > lower bound %lld", example_names[e],
                                   (long long)m->arena_bytes, (long long)m->lower_bound_bytes);
                 }
-                mcir_memory_plan_free(m);
+                mcir_memplan_free(m);
             }
             mcir_plan_free(p);
         }
@@ -1087,10 +1087,10 @@ START_TEST(rewritten_examples_reach_the_lower_bound) {
             ck_assert(mcir_plan_verify(p, &d));
             for (int k = 0; k < p->n_kernels; k++)
                 ck_assert_int_le(p->kernels[k].smem_bytes, p->target->smem_per_block_optin);
-            mcir_memory_plan_options o = {.time_limit_s = 2};
-            mcir_memory_plan *m = mcir_memory_plan_build(p, &o, tr, &d);
+            mcir_memplan_build_options o = {.time_limit_s = 2};
+            mcir_memplan *m = mcir_memplan_build(p, &o, tr, &d);
             ck_assert_ptr_nonnull(m);
-            ck_assert(mcir_memory_plan_check(m, &d));
+            ck_assert(mcir_memplan_verify(m, &d));
             if (a == 0)
                 fprintf(stderr, "%-16s rewritten: %3d kernels %3d buffers arena %9lld lower bound %9lld\n",
                         example_names[e], p->n_kernels, m->n_buffers, (long long)m->arena_bytes,
@@ -1098,7 +1098,7 @@ START_TEST(rewritten_examples_reach_the_lower_bound) {
             ck_assert_msg(m->arena_bytes == m->lower_bound_bytes,
                           "%s (rewritten): best arena %lld > lower bound %lld", example_names[e],
                           (long long)m->arena_bytes, (long long)m->lower_bound_bytes);
-            mcir_memory_plan_free(m);
+            mcir_memplan_free(m);
             mcir_plan_free(p);
         }
         mcir_trace_free(tr);

@@ -137,7 +137,7 @@ const char *mcir_capi_artifact(mcir_capi *h, const char *what) {
     else if (!strcmp(what, "trace")) ok = mcir_trace_write_jsonl(c->trace, f);
     else if (!strcmp(what, "plan") && c->plan) ok = mcir_plan_write_json(c->plan, f);
     else if (!strcmp(what, "memory") && c->memory)
-        ok = mcir_memory_plan_write_json(c->memory, c->plan, f);
+        ok = mcir_memplan_write_json(c->memory, c->plan, f);
     else if (!strcmp(what, "cuda") && c->codegen) ok = mcir_codegen_write_cuda(c->codegen, f);
     else if (!strcmp(what, "dot")) ok = mcir_graph_write_dot(c->graph, f);
     fclose(f);
