@@ -69,16 +69,19 @@ void cg_sb_float(cg_sb *b, float f) {
 }
 
 const char *cg_ctype(mcir_dtype t) {
-    return t == MCIR_DTYPE_F32 ? "float" : "unsigned short";
-}
-
-const char *cg_dsuffix(mcir_dtype t) {
     switch (t) {
-    case MCIR_DTYPE_F16: return "f16";
-    case MCIR_DTYPE_BF16: return "bf16";
-    default: return "f32";
+    case MCIR_DTYPE_F32: return "float";
+    case MCIR_DTYPE_I32: return "int";
+    case MCIR_DTYPE_I64: return "long long";
+    case MCIR_DTYPE_U8:
+    case MCIR_DTYPE_BOOL: return "unsigned char";
+    default: return "unsigned short";
     }
 }
+
+/* The suffix of the prelude's mc_ld_ / mc_st_ / mc_round_ for a dtype: its
+ * name. */
+const char *cg_dsuffix(mcir_dtype t) { return mcir_dtype_name(t); }
 
 void cg_error(mcir_diag *d, const mcir_kernel_plan *kp, const char *fmt, ...) {
     char msg[512];
@@ -413,12 +416,103 @@ static const unary_expr binary_exprs[] = {
     {MCIR_OP_ADD, "x_ + y_"}, {MCIR_OP_SUB, "x_ - y_"}, {MCIR_OP_MUL, "x_ * y_"},
     {MCIR_OP_DIV, "x_ / y_"}, {MCIR_OP_POW, "powf(x_, y_)"},
     {MCIR_OP_MAX, "mc_max_nan(x_, y_)"}, {MCIR_OP_MIN, "mc_min_nan(x_, y_)"},
+    /* comparisons: bool as 1/0 (NaN compares false, not_equal true) */
+    {MCIR_OP_EQUAL, "x_ == y_ ? 1.0f : 0.0f"}, {MCIR_OP_NOT_EQUAL, "x_ != y_ ? 1.0f : 0.0f"},
+    {MCIR_OP_LESS, "x_ < y_ ? 1.0f : 0.0f"}, {MCIR_OP_LESS_EQUAL, "x_ <= y_ ? 1.0f : 0.0f"},
+    {MCIR_OP_GREATER, "x_ > y_ ? 1.0f : 0.0f"}, {MCIR_OP_GREATER_EQUAL, "x_ >= y_ ? 1.0f : 0.0f"},
 };
 
 static const char *find_expr(const unary_expr *tab, size_t n, mcir_op op) {
     for (size_t i = 0; i < n; i++)
         if (tab[i].op == op) return tab[i].expr;
     return NULL;
+}
+
+/* The body of the value function of t, made by an integer op (cast,
+ * where, gather, argmax/argmin, arange; comparisons are binary_exprs):
+ * declares float r_, the value before rounding to t's dtype, exactly as
+ * mcir/ops_int.c computes it. Gather clamps an index out of range (the
+ * CPU path reports it instead; docs/ops.md); argmax/argmin loop over their
+ * axis in the thread of the output element. */
+static void emit_int_op(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
+    switch (n->op) {
+    case MCIR_OP_CAST: {
+        const mcir_tensor *x = n->inputs[0];
+        cg_sb_printf(b, "    float x_ = v%d(i, acc, MC_ARGS);\n", x->id);
+        bool wrap = mcir_dtype_is_integer(x->dtype) && x->dtype != MCIR_DTYPE_BOOL;
+        if (wrap && t->dtype == MCIR_DTYPE_U8)   /* integers wrap modulo 2^8 / 2^32 */
+            cg_sb_puts(b, "    float r_ = (float)((i64)x_ & 0xff);\n");
+        else if (wrap && t->dtype == MCIR_DTYPE_I32)
+            cg_sb_puts(b, "    float r_ = (float)(int)(u32)(i64)x_;\n");
+        else
+            cg_sb_puts(b, "    float r_ = x_;\n");
+        break;
+    }
+    case MCIR_OP_WHERE:
+        for (int k = 0; k < 3; k++) {
+            char dst[8];
+            snprintf(dst, sizeof dst, "j%d", k);
+            emit_bcast_index(b, t->rank, t->shape, n->inputs[k], "i", dst);
+        }
+        cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS) != 0.0f ? v%d(j1, acc, MC_ARGS) : "
+                        "v%d(j2, acc, MC_ARGS);\n",
+                     n->inputs[0]->id, n->inputs[1]->id, n->inputs[2]->id);
+        break;
+    case MCIR_OP_GATHER: {
+        const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1];
+        int axis;
+        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+        long long dim = (long long)x->shape[axis];
+        emit_coords(b, t, "i");
+        cg_sb_puts(b, "    i64 li_ = 0");
+        int64_t s = 1;
+        for (int k = idx->rank - 1; k >= 0; k--) {
+            cg_sb_printf(b, " + c%d * %lldLL", axis + k, (long long)s);
+            s *= idx->shape[k];
+        }
+        cg_sb_printf(b, ";\n    float f_ = v%d(li_, acc, MC_ARGS);\n", idx->id);
+        cg_sb_printf(b, "    f_ = f_ != f_ ? 0.0f : f_ < -%lld.0f ? -%lld.0f : f_ > %lld.0f ? %lld.0f : f_;\n",
+                     dim, dim, dim - 1, dim - 1);
+        cg_sb_printf(b, "    i64 g_ = (i64)f_;\n    if (g_ < 0) g_ += %lldLL;\n", dim);
+        cg_sb_puts(b, "    i64 j0 = 0");
+        s = 1;
+        for (int k = x->rank - 1; k >= 0; k--) {
+            if (k == axis) cg_sb_printf(b, " + g_ * %lldLL", (long long)s);
+            else cg_sb_printf(b, " + c%d * %lldLL", k < axis ? k : k - 1 + idx->rank, (long long)s);
+            s *= x->shape[k];
+        }
+        cg_sb_printf(b, ";\n    float r_ = v%d(j0, acc, MC_ARGS);\n", x->id);
+        break;
+    }
+    case MCIR_OP_ARGMAX:
+    case MCIR_OP_ARGMIN: {
+        const mcir_tensor *x = n->inputs[0];
+        int axis;
+        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+        bool keep = mcir_node_bool(n, "keepdims");
+        emit_coords(b, t, "i");
+        cg_sb_puts(b, "    i64 j0 = 0");
+        int64_t s = 1, axis_stride = 1;
+        for (int k = x->rank - 1; k >= 0; k--) {
+            if (k == axis) axis_stride = s;
+            else cg_sb_printf(b, " + c%d * %lldLL", keep || k < axis ? k : k - 1, (long long)s);
+            s *= x->shape[k];
+        }
+        cg_sb_printf(b, ";\n    float bv_ = v%d(j0, acc, MC_ARGS);\n    i64 best_ = 0;\n", x->id);
+        cg_sb_printf(b, "    for (i64 k_ = 1; k_ < %lldLL && bv_ == bv_; k_++) {\n"
+                        "        float x_ = v%d(j0 + k_ * %lldLL, acc, MC_ARGS);\n"
+                        "        if (x_ != x_ || x_ %s bv_) { bv_ = x_; best_ = k_; }\n    }\n",
+                     (long long)x->shape[axis], x->id, (long long)axis_stride,
+                     n->op == MCIR_OP_ARGMAX ? ">" : "<");
+        cg_sb_puts(b, "    float r_ = (float)best_;\n");
+        break;
+    }
+    case MCIR_OP_ARANGE:
+        cg_sb_printf(b, "    float r_ = (float)(%lldLL + i * %lldLL);\n",
+                     (long long)mcir_node_int(n, "start"), (long long)mcir_node_int(n, "step"));
+        break;
+    default: MCIR_ASSERT(!"not an integer op with a value function");
+    }
 }
 
 bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_tensor *anchor_out) {
@@ -486,6 +580,8 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
         cg_sb_printf(b, "    float x_ = v%d(j0, acc, MC_ARGS);\n", n->inputs[0]->id);
         cg_sb_printf(b, "    float y_ = v%d(j1, acc, MC_ARGS);\n", n->inputs[1]->id);
         cg_sb_printf(b, "    float r_ = %s;\n", be);
+    } else if (n->op >= MCIR_OP_CAST && n->op <= MCIR_OP_ARANGE) {
+        emit_int_op(b, n, t);
     } else if (n->op == MCIR_OP_RESHAPE) {
         cg_sb_printf(b, "    float r_ = v%d(i, acc, MC_ARGS);\n", n->inputs[0]->id);
     } else if (n->op == MCIR_OP_TRANSPOSE) {

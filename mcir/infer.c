@@ -69,9 +69,27 @@ bool mcir_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
     return true;
 }
 
-/* Checks arity, that every input has a shape, and that all inputs share a
- * dtype, which it returns in *dt. */
+/* Checks the node (mcir_infer_check_node), that all inputs share a dtype,
+ * which it returns in *dt, and that an op without MCIR_OPF_INTS gets no
+ * integer or bool tensor. */
 static bool prelude(mcir_node *n, mcir_diag *d, mcir_dtype *dt) {
+    if (!mcir_infer_check_node(n, d)) return false;
+    for (int i = 0; i < n->n_inputs; i++) {
+        const mcir_tensor *t = n->inputs[i];
+        if (t->dtype != n->inputs[0]->dtype)
+            return node_error(d, n,
+                              "inputs must share one dtype: '%s' is %s but '%s' is %s",
+                              n->inputs[0]->name, mcir_dtype_name(n->inputs[0]->dtype),
+                              t->name, mcir_dtype_name(t->dtype));
+    }
+    *dt = n->inputs[0]->dtype;
+    if (mcir_dtype_is_integer(*dt) && !(mcir_op_desc_of(n->op)->flags & MCIR_OPF_INTS))
+        return node_error(d, n, "takes floating-point tensors, but '%s' is %s (cast it first)",
+                          n->inputs[0]->name, mcir_dtype_name(*dt));
+    return true;
+}
+
+bool mcir_infer_check_node(mcir_node *n, mcir_diag *d) {
     const mcir_op_desc *desc = mcir_op_desc_of(n->op);
     if (n->n_inputs < desc->min_inputs ||
         (desc->max_inputs >= 0 && n->n_inputs > desc->max_inputs)) {
@@ -106,17 +124,9 @@ static bool prelude(mcir_node *n, mcir_diag *d, mcir_dtype *dt) {
                                   s->name, a->s);
         }
     }
-    for (int i = 0; i < n->n_inputs; i++) {
-        const mcir_tensor *t = n->inputs[i];
-        if (t->rank < 0)
-            return node_error(d, n, "input '%s' has no known shape", t->name);
-        if (t->dtype != n->inputs[0]->dtype)
-            return node_error(d, n,
-                              "inputs must share one dtype: '%s' is %s but '%s' is %s",
-                              n->inputs[0]->name, mcir_dtype_name(n->inputs[0]->dtype),
-                              t->name, mcir_dtype_name(t->dtype));
-    }
-    *dt = n->inputs[0]->dtype;
+    for (int i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i]->rank < 0)
+            return node_error(d, n, "input '%s' has no known shape", n->inputs[i]->name);
     return true;
 }
 

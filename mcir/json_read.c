@@ -281,12 +281,12 @@ static bool json_int_in(const json_t *v, int64_t lo, int64_t hi, int64_t *out) {
 
 static bool parse_dtype(reader *r, json_t *v, int pv, const char *who, mcir_dtype *out) {
     if (!json_is_string(v)) {
-        err(r, at(r, pv), "%s: 'dtype' must be a string (f32, f16 or bf16), got %s", who,
+        err(r, at(r, pv), "%s: 'dtype' must be a string (f32, f16, bf16, i32, i64, u8 or bool), got %s", who,
             json_kind(v));
         return false;
     }
     if (!mcir_dtype_parse(json_string_value(v), out)) {
-        err(r, at(r, pv), "%s: unknown dtype '%s' (expected f32, f16 or bf16)", who,
+        err(r, at(r, pv), "%s: unknown dtype '%s' (expected f32, f16, bf16, i32, i64, u8 or bool)", who,
             json_string_value(v));
         return false;
     }
@@ -433,6 +433,24 @@ static bool check_value_shape(reader *r, json_t *v, int pv, const char *who, con
 /* Stores the leaves in C order as storage-dtype bytes. */
 static bool store_value(reader *r, json_t *v, int pv, const char *who, const mcir_tensor *t,
                         unsigned char *data, int64_t *k) {
+    if (!json_is_array(v) && mcir_dtype_is_integer(t->dtype)) {
+        /* integers: an integral number the dtype holds exactly */
+        double x = json_number_value(v);
+        bool whole = json_is_integer(v) || (json_is_real(v) && x == trunc(x));
+        int64_t iv = json_is_integer(v) ? (int64_t)json_integer_value(v) : (int64_t)0;
+        if (whole && !json_is_integer(v)) iv = mcir_value_to_int(MCIR_DTYPE_I64, x);
+        bool in_range = whole && (double)mcir_value_to_int(t->dtype, (double)iv) == (double)iv &&
+                        (t->dtype != MCIR_DTYPE_BOOL || iv == 0 || iv == 1);
+        if (!in_range) {
+            err(r, at(r, pv), "%s: value %g is not %s for %s", who, x,
+                whole ? "in range" : "an integer", mcir_dtype_name(t->dtype));
+            return false;
+        }
+        if (t->dtype == MCIR_DTYPE_I64) memcpy(data + *k * 8, &iv, 8);
+        else mcir_value_set(t->dtype, data, *k, (double)iv);
+        (*k)++;
+        return true;
+    }
     if (!json_is_array(v)) {
         double x = json_number_value(v);
         float f = 0.0f;
@@ -494,7 +512,7 @@ static void read_weight_data(reader *r, mcir_tensor *t, json_t *v, int pv, const
     if (npy.dtype != t->dtype) {
         err(r, at(r, pv), "%s: data file '%s' holds %s (%s), declared dtype is %s", who, file,
             mcir_dtype_name(npy.dtype),
-            npy.dtype == MCIR_DTYPE_F32 ? "<f4" : npy.dtype == MCIR_DTYPE_F16 ? "<f2" : "<u2",
+            mcir_npy_descr(npy.dtype),
             mcir_dtype_name(t->dtype));
     } else if (npy.rank != t->rank || memcmp(npy.shape, t->shape, sizeof(int64_t) * (size_t)t->rank)) {
         err(r, at(r, pv), "%s: data file '%s' has shape %s, declared shape is %s", who, file, got,

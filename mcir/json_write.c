@@ -172,15 +172,8 @@ static json_t *shape_json(const mcir_tensor *t) {
 }
 
 static double element(const mcir_tensor *t, int64_t i) {
-    const unsigned char *p = t->data;
-    float f;
-    uint16_t h;
-    switch (t->dtype) {
-    case MCIR_DTYPE_F32: memcpy(&f, p + 4 * i, 4); break;
-    case MCIR_DTYPE_F16: memcpy(&h, p + 2 * i, 2); f = mcir_f16_to_f32(h); break;
-    default: memcpy(&h, p + 2 * i, 2); f = mcir_bf16_to_f32(h); break;
-    }
-    return float_as_short_double(f);
+    if (mcir_dtype_is_integer(t->dtype)) return mcir_value_get(t->dtype, t->data, i);
+    return float_as_short_double((float)mcir_value_get(t->dtype, t->data, i));
 }
 
 /* Nested lists in C order for dims [dim, rank); *k walks the elements. */

@@ -24,6 +24,18 @@ bool mcir_infer_conv2d(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_pool2d(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_global_avg_pool(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_attention(mcir_graph *g, mcir_node *n, mcir_diag *d);
+/* Arity, output count, attribute presence and types, input shapes known:
+ * the checks every inference function starts with. */
+bool mcir_infer_check_node(mcir_node *n, mcir_diag *d);
+
+/* Integer and bool ops (ops_int.c): inference and run-time checks. */
+bool mcir_infer_cast(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_compare(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_where(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_gather(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_argreduce(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_arange(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_check_gather(const mcir_node *n, const float *const *in, mcir_diag *d);
 
 /* Reference kernels (ref.c). One per op; see mcir_ref_fn. */
 #define X(id, name) \

@@ -1,7 +1,8 @@
 /*
  * npy.c — NumPy .npy files: read format versions 1.0, 2.0 and 3.0, write
- * 1.0. Only the three storage dtypes of mcir are accepted: <f4 (f32),
- * <f2 (f16) and <u2 (bf16 bit patterns); data must be little-endian and
+ * 1.0. Only the storage dtypes of mcir are accepted: <f4 (f32), <f2
+ * (f16), <u2 (bf16 bit patterns), <i4 (i32), <i8 (i64), |u1 (u8) and |b1
+ * (bool); data must be little-endian and
  * C-ordered, and the file exactly as long as the header says. Writes go to
  * a temporary name in the same directory and are renamed into place, so a
  * failed write never leaves a partial file.
@@ -137,17 +138,40 @@ static bool parse_header(npy_header *h, char *why, size_t wn) {
     return true;
 }
 
+/* NumPy's type code of each dtype, by mcir_dtype (bf16: its bit patterns;
+ * one-byte types are written '|', read with '|' or '<'). */
+static const char *const descr_of_dtype[MCIR_DTYPE_COUNT] = {
+    [MCIR_DTYPE_F32] = "f4", [MCIR_DTYPE_F16] = "f2", [MCIR_DTYPE_BF16] = "u2",
+    [MCIR_DTYPE_I32] = "i4", [MCIR_DTYPE_I64] = "i8", [MCIR_DTYPE_U8] = "u1",
+    [MCIR_DTYPE_BOOL] = "b1",
+};
+
+const char *mcir_npy_descr(mcir_dtype t) {
+    static const char *const full[MCIR_DTYPE_COUNT] = {
+        [MCIR_DTYPE_F32] = "<f4", [MCIR_DTYPE_F16] = "<f2", [MCIR_DTYPE_BF16] = "<u2",
+        [MCIR_DTYPE_I32] = "<i4", [MCIR_DTYPE_I64] = "<i8", [MCIR_DTYPE_U8] = "|u1",
+        [MCIR_DTYPE_BOOL] = "|b1",
+    };
+    MCIR_ASSERT(t >= 0 && t < MCIR_DTYPE_COUNT);
+    return full[t];
+}
+
 static bool dtype_of_descr(const char *descr, mcir_dtype *out, char *why, size_t wn) {
-    if (strcmp(descr, "<f4") == 0) *out = MCIR_DTYPE_F32;
-    else if (strcmp(descr, "<f2") == 0) *out = MCIR_DTYPE_F16;
-    else if (strcmp(descr, "<u2") == 0) *out = MCIR_DTYPE_BF16;
-    else if (descr[0] == '>' && (!strcmp(descr + 1, "f4") || !strcmp(descr + 1, "f2") ||
-                                 !strcmp(descr + 1, "u2")))
-        return fail(why, wn, "big-endian dtype '%s' is not supported (expected little-endian)",
-                    descr);
-    else
-        return fail(why, wn, "unsupported dtype '%s' (expected <f4, <f2 or <u2)", descr);
-    return true;
+    for (int t = 0; t < MCIR_DTYPE_COUNT; t++) {
+        const char *code = descr_of_dtype[t];
+        bool one_byte = code[1] == '1';
+        if (strcmp(descr + 1, code) != 0) continue;
+        if (descr[0] == '<' || (one_byte && descr[0] == '|')) {
+            *out = (mcir_dtype)t;
+            return true;
+        }
+        if (descr[0] == '>')
+            return fail(why, wn, "big-endian dtype '%s' is not supported (expected little-endian)",
+                        descr);
+    }
+    return fail(why, wn,
+                "unsupported dtype '%s' (expected <f4, <f2, <u2 (bf16), <i4, <i8, |u1 or |b1)",
+                descr);
 }
 
 /* ---------------------------------------------------------------- read */
@@ -257,10 +281,10 @@ bool mcir_npy_write(const char *path, mcir_dtype dtype, int rank,
                     const int64_t *shape, const void *data, mcir_diag *d) {
     mcir_loc loc = {path, 0, 0};
     MCIR_ASSERT(rank >= 0 && rank <= MCIR_MAX_RANK);
-    const char *descr = dtype == MCIR_DTYPE_F32 ? "<f4" : dtype == MCIR_DTYPE_F16 ? "<f2" : "<u2";
+    const char *code = descr_of_dtype[dtype];
     char dict[512];
-    int k = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     descr);
+    int k = snprintf(dict, sizeof dict, "{'descr': '%c%s', 'fortran_order': False, 'shape': (",
+                     code[1] == '1' ? '|' : '<', code);
     int64_t numel = 1, bytes;
     for (int i = 0; i < rank; i++) {
         k += snprintf(dict + k, sizeof dict - (size_t)k, "%s%lld", i ? ", " : "",

@@ -55,6 +55,21 @@ static const mcir_attr_spec pool2d_attrs[] = {
 static const mcir_attr_spec attention_attrs[] = {
     OPT("scale", MCIR_ATTR_FLOAT), DEF_B("causal", false)};
 
+/* integer and bool ops */
+static const char *const dtype_names[] = {
+#define X(id, name, size) name,
+    MCIR_DTYPES(X)
+#undef X
+    NULL};
+static const mcir_attr_spec cast_attrs[] = {
+    {.name = "to", .type = MCIR_ATTR_STRING, .required = true, .choices = dtype_names}};
+static const mcir_attr_spec gather_attrs[] = {DEF_I("axis", 0)};
+static const mcir_attr_spec argreduce_attrs[] = {DEF_I("axis", -1), DEF_B("keepdims", false)};
+static const mcir_attr_spec arange_attrs[] = {
+    DEF_I("start", 0), REQ("end", MCIR_ATTR_INT), DEF_I("step", 1),
+    {.name = "dtype", .type = MCIR_ATTR_STRING, .has_default = true, .def_s = "i64",
+     .choices = dtype_names}};
+
 enum {
     PURE = MCIR_OPF_PURE,
     EW_UNARY = MCIR_OPF_PURE | MCIR_OPF_ELEMENTWISE | MCIR_OPF_UNARY | MCIR_OPF_INPLACE,
@@ -62,25 +77,32 @@ enum {
     EW_COMM = EW_BINARY | MCIR_OPF_COMMUTATIVE,
     REDUCE = MCIR_OPF_PURE | MCIR_OPF_REDUCTION,
     NORM = MCIR_OPF_PURE | MCIR_OPF_NORM,
+    INTS = MCIR_OPF_INTS,
 };
 
 #define UNARY(ID, nm) \
     [MCIR_OP_##ID] = {nm, 1, 1, 1, EW_UNARY, NO_ATTRS, mcir_infer_unary, mcir_ref_##ID}
 #define BINARY(ID, nm, fl) \
     [MCIR_OP_##ID] = {nm, 2, 2, 1, fl, NO_ATTRS, mcir_infer_binary, mcir_ref_##ID}
+/* Comparisons: elementwise, broadcasting, bool out (never in place: the
+ * output's dtype differs). */
+#define COMPARE(ID, nm, fl)                                                           \
+    [MCIR_OP_##ID] = {nm, 2, 2, 1,                                                     \
+                      MCIR_OPF_PURE | MCIR_OPF_ELEMENTWISE | MCIR_OPF_BINARY | INTS | (fl), \
+                      NO_ATTRS, mcir_infer_compare, mcir_ref_##ID}
 #define REDUCTION(ID, nm) \
     [MCIR_OP_##ID] = {nm, 1, 1, 1, REDUCE, ATTRS(reduce_attrs), mcir_infer_reduce, mcir_ref_##ID}
 
 const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     [MCIR_OP_MATMUL] = {"matmul", 2, 2, 1, PURE, ATTRS(matmul_attrs),
                         mcir_infer_matmul, mcir_ref_MATMUL},
-    BINARY(ADD, "add", EW_COMM),
-    BINARY(SUB, "sub", EW_BINARY),
-    BINARY(MUL, "mul", EW_COMM),
+    BINARY(ADD, "add", EW_COMM | INTS),
+    BINARY(SUB, "sub", EW_BINARY | INTS),
+    BINARY(MUL, "mul", EW_COMM | INTS),
     BINARY(DIV, "div", EW_BINARY),
     BINARY(POW, "pow", EW_BINARY),
-    BINARY(MAX, "max", EW_COMM),
-    BINARY(MIN, "min", EW_COMM),
+    BINARY(MAX, "max", EW_COMM | INTS),
+    BINARY(MIN, "min", EW_COMM | INTS),
     [MCIR_OP_SCALE] = {"scale", 1, 1, 1, EW_UNARY, ATTRS(scale_attrs),
                        mcir_infer_unary, mcir_ref_SCALE},
     UNARY(RELU, "relu"),
@@ -91,7 +113,7 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     UNARY(ERF, "erf"),
     UNARY(SQRT, "sqrt"),
     UNARY(RSQRT, "rsqrt"),
-    UNARY(NEG, "neg"),
+    [MCIR_OP_NEG] = {"neg", 1, 1, 1, EW_UNARY | INTS, NO_ATTRS, mcir_infer_unary, mcir_ref_NEG},
     UNARY(RECIPROCAL, "reciprocal"),
     UNARY(SILU, "silu"),
     [MCIR_OP_GELU] = {"gelu", 1, 1, 1, EW_UNARY, ATTRS(gelu_attrs),
@@ -105,15 +127,15 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     REDUCTION(REDUCE_SUM, "reduce_sum"),
     REDUCTION(REDUCE_MEAN, "reduce_mean"),
     REDUCTION(REDUCE_MAX, "reduce_max"),
-    [MCIR_OP_TRANSPOSE] = {"transpose", 1, 1, 1, PURE, ATTRS(transpose_attrs),
+    [MCIR_OP_TRANSPOSE] = {"transpose", 1, 1, 1, PURE | INTS, ATTRS(transpose_attrs),
                            mcir_infer_transpose, mcir_ref_TRANSPOSE},
-    [MCIR_OP_RESHAPE] = {"reshape", 1, 1, 1, PURE | MCIR_OPF_VIEW,
+    [MCIR_OP_RESHAPE] = {"reshape", 1, 1, 1, PURE | MCIR_OPF_VIEW | INTS,
                          ATTRS(reshape_attrs), mcir_infer_reshape, mcir_ref_RESHAPE},
-    [MCIR_OP_SPLIT] = {"split", 1, 1, -1, PURE, ATTRS(split_attrs),
+    [MCIR_OP_SPLIT] = {"split", 1, 1, -1, PURE | INTS, ATTRS(split_attrs),
                        mcir_infer_split, mcir_ref_SPLIT},
-    [MCIR_OP_CONCAT] = {"concat", 1, -1, 1, PURE, ATTRS(concat_attrs),
+    [MCIR_OP_CONCAT] = {"concat", 1, -1, 1, PURE | INTS, ATTRS(concat_attrs),
                         mcir_infer_concat, mcir_ref_CONCAT},
-    [MCIR_OP_SLICE] = {"slice", 1, 1, 1, PURE, ATTRS(slice_attrs),
+    [MCIR_OP_SLICE] = {"slice", 1, 1, 1, PURE | INTS, ATTRS(slice_attrs),
                        mcir_infer_slice, mcir_ref_SLICE},
     [MCIR_OP_CONV2D] = {"conv2d", 2, 3, 1, PURE, ATTRS(conv2d_attrs),
                         mcir_infer_conv2d, mcir_ref_CONV2D},
@@ -125,6 +147,26 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
                                  mcir_infer_global_avg_pool, mcir_ref_GLOBAL_AVG_POOL},
     [MCIR_OP_ATTENTION] = {"attention", 3, 4, 1, PURE, ATTRS(attention_attrs),
                            mcir_infer_attention, mcir_ref_ATTENTION},
+
+    /* ---- integer and bool ops (ops_int.c; docs/ops.md) ---- */
+    [MCIR_OP_CAST] = {"cast", 1, 1, 1, MCIR_OPF_PURE | MCIR_OPF_ELEMENTWISE | MCIR_OPF_UNARY | INTS,
+                      ATTRS(cast_attrs), mcir_infer_cast, mcir_ref_CAST},
+    COMPARE(EQUAL, "equal", MCIR_OPF_COMMUTATIVE),
+    COMPARE(NOT_EQUAL, "not_equal", MCIR_OPF_COMMUTATIVE),
+    COMPARE(LESS, "less", 0),
+    COMPARE(LESS_EQUAL, "less_equal", 0),
+    COMPARE(GREATER, "greater", 0),
+    COMPARE(GREATER_EQUAL, "greater_equal", 0),
+    [MCIR_OP_WHERE] = {"where", 3, 3, 1, MCIR_OPF_PURE | MCIR_OPF_ELEMENTWISE | INTS, NO_ATTRS,
+                       mcir_infer_where, mcir_ref_WHERE},
+    [MCIR_OP_GATHER] = {"gather", 2, 2, 1, PURE | INTS, ATTRS(gather_attrs), mcir_infer_gather,
+                        mcir_ref_GATHER, mcir_check_gather},
+    [MCIR_OP_ARGMAX] = {"argmax", 1, 1, 1, PURE | INTS, ATTRS(argreduce_attrs),
+                        mcir_infer_argreduce, mcir_ref_ARGMAX},
+    [MCIR_OP_ARGMIN] = {"argmin", 1, 1, 1, PURE | INTS, ATTRS(argreduce_attrs),
+                        mcir_infer_argreduce, mcir_ref_ARGMIN},
+    [MCIR_OP_ARANGE] = {"arange", 0, 0, 1, PURE | INTS, ATTRS(arange_attrs), mcir_infer_arange,
+                        mcir_ref_ARANGE},
 };
 
 const char *mcir_op_name(mcir_op op) {

@@ -235,16 +235,6 @@ uint16_t mcir_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-float mcir_dtype_round(mcir_dtype t, float f) {
-    switch (t) {
-    case MCIR_DTYPE_F32: return f;
-    case MCIR_DTYPE_F16: return mcir_f16_to_f32(mcir_f32_to_f16(f));
-    case MCIR_DTYPE_BF16: return mcir_bf16_to_f32(mcir_f32_to_bf16(f));
-    default: MCIR_ASSERT(!"bad dtype");
-    }
-    return f;
-}
-
 /* --------------------------------------------------------------- tensors */
 
 const char *mcir_tensor_kind_name(mcir_tensor_kind k) {
@@ -294,7 +284,9 @@ char *mcir_shape_str(const mcir_tensor *t, char *buf, size_t n) {
 
 /* FNV-1a over the tensor name, mixed with the seed; then SplitMix64.
  * Element i takes the top 24 bits of the i-th output: u in [0, 1) exactly
- * representable in f32, value 2u - 1. See docs/ir.md. */
+ * representable in f32, value 2u - 1; integer dtypes take floor(16u) (in
+ * [0, 16): valid indices for any axis of 16 or more), bool u >= 0.5.
+ * See docs/ir.md. */
 void mcir_fill_seeded(const mcir_tensor *t, uint64_t seed, float *out) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (const unsigned char *p = (const unsigned char *)t->name; *p; p++) {
@@ -315,6 +307,8 @@ void mcir_fill_seeded(const mcir_tensor *t, uint64_t seed, float *out) {
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
         z ^= z >> 31;
         float u = (float)(z >> 40) * 0x1p-24f;
-        out[i] = mcir_dtype_round(t->dtype, (2.0f * u - 1.0f) * scale);
+        if (t->dtype == MCIR_DTYPE_BOOL) out[i] = u >= 0.5f;
+        else if (mcir_dtype_is_integer(t->dtype)) out[i] = floorf(16.0f * u);
+        else out[i] = mcir_dtype_round(t->dtype, (2.0f * u - 1.0f) * scale);
     }
 }

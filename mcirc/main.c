@@ -277,14 +277,7 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
             char stem[256];
             unsigned char *raw = malloc(n * es + 1);
             MCIR_ASSERT(raw);
-            for (size_t k = 0; k < n; k++) {
-                if (t->dtype == MCIR_DTYPE_F32) memcpy(raw + 4 * k, &v[k], 4);
-                else {
-                    uint16_t h = t->dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v[k])
-                                                            : mcir_f32_to_bf16(v[k]);
-                    memcpy(raw + 2 * k, &h, 2);
-                }
-            }
+            mcir_values_from_f32(t->dtype, v, raw, (int64_t)n);
             ok = join_path(path, sizeof path, tmp, output_file_stem(t->name, stem, sizeof stem),
                            ".npy") &&
                  mcir_npy_write(path, t->dtype, t->rank, t->shape, raw, d);

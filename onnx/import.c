@@ -517,15 +517,7 @@ static mcir_tensor *weight_of(ox *x, ox_value *v, mcir_dtype dt) {
     MCIR_ASSERT(t);
     size_t es = mcir_dtype_size(dt);
     uint8_t *data = mcir_arena_alloc(x->g->arena, (size_t)(v->numel ? v->numel : 1) * es);
-    for (int64_t i = 0; i < v->numel; i++) {
-        float f = v->fv[i];
-        if (dt == MCIR_DTYPE_F32) {
-            memcpy(data + 4 * i, &f, 4);
-        } else {
-            uint16_t h = dt == MCIR_DTYPE_F16 ? mcir_f32_to_f16(f) : mcir_f32_to_bf16(f);
-            memcpy(data + 2 * i, &h, 2);
-        }
-    }
+    mcir_values_from_f32(dt, v->fv, data, v->numel);
     t->data = data;
     t->loc = (mcir_loc){x->path, 0, 0};
     v->weight[dt] = t;

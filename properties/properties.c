@@ -61,25 +61,7 @@ bool mcir_weight_values(const mcir_tensor *t, float *out) {
         mcir_fill_seeded(t, 0, out);
         return true;
     }
-    const unsigned char *p = t->data;
-    for (int64_t i = 0; i < n; i++) {
-        switch (t->dtype) {
-        case MCIR_DTYPE_F32: memcpy(&out[i], p + 4 * i, 4); break;
-        case MCIR_DTYPE_F16: {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            out[i] = mcir_f16_to_f32(h);
-            break;
-        }
-        case MCIR_DTYPE_BF16: {
-            uint16_t b;
-            memcpy(&b, p + 2 * i, 2);
-            out[i] = mcir_bf16_to_f32(b);
-            break;
-        }
-        default: MCIR_ASSERT(!"dtype");
-        }
-    }
+    mcir_values_to_f32(t->dtype, t->data, out, n);
     return true;
 }
 

@@ -186,14 +186,7 @@ static mcir_tensor *constant_fill(mcir_action_ctx *a, const char *stem, mcir_dty
     MCIR_ASSERT(t);
     size_t es = mcir_dtype_size(dt);
     unsigned char *data = mcir_arena_alloc(g->arena, (size_t)count * es);
-    for (int64_t i = 0; i < count; i++) {
-        if (dt == MCIR_DTYPE_F32) {
-            memcpy(data + 4 * i, &value, 4);
-        } else {
-            uint16_t h = dt == MCIR_DTYPE_F16 ? mcir_f32_to_f16(value) : mcir_f32_to_bf16(value);
-            memcpy(data + 2 * i, &h, 2);
-        }
-    }
+    for (int64_t i = 0; i < count; i++) mcir_value_set(dt, data, i, value);
     t->data = data;
     return t;
 }
@@ -538,12 +531,7 @@ static mcir_node *bias_after(const mcir_graph *g, const mcir_node *mm, mcir_tens
 
 /* Stores f32 values (already representable) in dtype dt at element i. */
 static void store_value(unsigned char *data, mcir_dtype dt, int64_t i, float v) {
-    if (dt == MCIR_DTYPE_F32) {
-        memcpy(data + 4 * i, &v, 4);
-    } else {
-        uint16_t h = dt == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v) : mcir_f32_to_bf16(v);
-        memcpy(data + 2 * i, &h, 2);
-    }
+    mcir_value_set(dt, data, i, v);
 }
 
 /* A new constant weight: the parts concatenated along `axis` (0 or 1 of

@@ -10,9 +10,7 @@
 
 #include "rewrites/rewrites.h"
 
-double mcir_rewrite_tolerance(mcir_dtype dtype) {
-    return dtype == MCIR_DTYPE_F32 ? 1e-4 : 2e-2;
-}
+double mcir_rewrite_tolerance(mcir_dtype dtype) { return mcir_compare_tolerance(dtype); }
 
 bool mcir_rewrite_verify(const mcir_graph *before, const mcir_graph *after, uint64_t seed,
                          FILE *report, mcir_diag *d) {
@@ -36,28 +34,13 @@ bool mcir_rewrite_verify(const mcir_graph *before, const mcir_graph *after, uint
             ok = false;
             break;
         }
-        int64_t n = mcir_tensor_numel(tb);
-        double max_abs = 0, max_ref = 0;
-        bool nan_mismatch = false;
-        for (int64_t k = 0; k < n; k++) {
-            double a = va[k], b = vb[k];
-            if (isnan(a) != isnan(b)) nan_mismatch = true;
-            if (isnan(a) || isnan(b)) continue;
-            if (isinf(a) || isinf(b)) {
-                if (a != b) nan_mismatch = true;
-                continue;
-            }
-            double e = fabs(a - b);
-            if (e > max_abs) max_abs = e;
-            if (fabs(b) > max_ref) max_ref = fabs(b);
-        }
-        double rel = max_ref > 0 ? max_abs / max_ref : max_abs;
-        double tol = mcir_rewrite_tolerance(tb->dtype);
-        bool pass = !nan_mismatch && rel <= tol;
+        mcir_compare_result r;
+        mcir_values_compare(va, vb, mcir_tensor_numel(tb), &r);
+        bool pass = mcir_compare_within(&r, mcir_rewrite_tolerance(tb->dtype));
         if (report)
             fprintf(report, "output %s: max abs err %.3g, max rel err %.3g%s\n", tb->name,
-                    max_abs, rel,
-                    pass ? "" : nan_mismatch ? " (NaN/Inf mismatch)" : " (beyond tolerance)");
+                    r.max_abs, r.max_rel,
+                    pass ? "" : r.nonfinite_mismatch ? " (NaN/Inf mismatch)" : " (beyond tolerance)");
         if (!pass) ok = false;
     }
     mcir_env_free(eb);

@@ -178,17 +178,11 @@ static void *compile_source(const char *name, const char *source, const char *la
 static size_t arena_round(int64_t bytes) { return (size_t)((bytes + 255) / 256 * 256); }
 
 static void to_storage(const mcir_tensor *t, const float *v, void *out) {
-    int64_t n = mcir_tensor_numel(t);
-    if (t->dtype == MCIR_DTYPE_F32) memcpy(out, v, (size_t)n * 4);
-    else
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)out)[i] = t->dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v[i]) : mcir_f32_to_bf16(v[i]);
+    mcir_values_from_f32(t->dtype, v, out, mcir_tensor_numel(t));
 }
 
 static float from_storage(const mcir_tensor *t, const void *raw, int64_t i) {
-    return t->dtype == MCIR_DTYPE_F32 ? ((const float *)raw)[i]
-           : t->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(((const uint16_t *)raw)[i])
-                                        : mcir_bf16_to_f32(((const uint16_t *)raw)[i]);
+    return (float)mcir_value_get(t->dtype, raw, i);
 }
 
 /* Runs the graph's single attention kernel (split + merge) on the emulator:

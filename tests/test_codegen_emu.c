@@ -92,11 +92,7 @@ static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, cons
 static size_t arena_round(int64_t bytes) { return (size_t)((bytes + 255) / 256 * 256); }
 
 static void *to_storage(const mcir_tensor *t, const float *v, void *out) {
-    int64_t n = mcir_tensor_numel(t);
-    if (t->dtype == MCIR_DTYPE_F32) memcpy(out, v, (size_t)n * 4);
-    else
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)out)[i] = t->dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v[i]) : mcir_f32_to_bf16(v[i]);
+    mcir_values_from_f32(t->dtype, v, out, mcir_tensor_numel(t));
     return out;
 }
 
@@ -347,19 +343,15 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
         double maxref = 0, maxerr = 0;
         for (int64_t k = 0; k < n; k++) {
             nonfinite += !isfinite(c[k]);
-            float v = t->dtype == MCIR_DTYPE_F32 ? ((const float *)raw)[k]
-                      : t->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(((const uint16_t *)raw)[k])
-                                                   : mcir_bf16_to_f32(((const uint16_t *)raw)[k]);
+            float v = (float)mcir_value_get(t->dtype, raw, k);
             if (fabs(c[k]) > maxref) maxref = fabs(c[k]);
             double e = isnan(v) != isnan(c[k]) ? INFINITY : fabs((double)v - (double)c[k]);
             if (isnan(v) && isnan(c[k])) e = 0;
             if (e > maxerr) { maxerr = e; worst = k; }
         }
         double rel = maxerr / (maxref > 1e-6 ? maxref : 1e-6);
-        double tol = t->dtype == MCIR_DTYPE_F32 ? 1e-3 : 2e-2;
-        float wv = n == 0 ? 0.0f : t->dtype == MCIR_DTYPE_F32 ? ((const float *)raw)[worst]
-                   : t->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(((const uint16_t *)raw)[worst])
-                                                : mcir_bf16_to_f32(((const uint16_t *)raw)[worst]);
+        double tol = mcir_dtype_is_integer(t->dtype) ? 0 : t->dtype == MCIR_DTYPE_F32 ? 1e-3 : 2e-2;
+        float wv = n == 0 ? 0.0f : (float)mcir_value_get(t->dtype, raw, worst);
         /* a comparison that can fail: an output that is empty, all zero or
          * mostly NaN / inf in the reference says nothing about the kernel */
         const char *vacuous = n == 0 ? "empty" : 2 * nonfinite > n ? "mostly non-finite" : maxref == 0 ? "all zero" : NULL;

@@ -70,13 +70,8 @@ static double compare_npy(const char *got_path, const char *want_path, char *why
         double worst = 0, scale = 0;
         for (int64_t i = 0; i < count; i++) {
             double a, b;
-#define VAL(npy, i)                                                                       \
-    ((npy).dtype == MCIR_DTYPE_F32 ? (double)((float *)(npy).data)[i]                     \
-     : (npy).dtype == MCIR_DTYPE_F16 ? (double)mcir_f16_to_f32(((uint16_t *)(npy).data)[i]) \
-                                     : (double)mcir_bf16_to_f32(((uint16_t *)(npy).data)[i]))
-            a = VAL(got, i);
-            b = VAL(want, i);
-#undef VAL
+            a = mcir_value_get(got.dtype, got.data, i);
+            b = mcir_value_get(want.dtype, want.data, i);
             if (isnan(a) || isnan(b)) {
                 worst = INFINITY;
                 break;

@@ -22,10 +22,7 @@ static double gpu_tolerance(mcir_dtype t) { return t == MCIR_DTYPE_F32 ? 1e-3 : 
 static float *as_f32(const mcir_npy *a, int64_t n) {
     float *v = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     if (!v) return NULL;
-    for (int64_t i = 0; i < n; i++)
-        v[i] = a->dtype == MCIR_DTYPE_F32   ? ((const float *)a->data)[i]
-               : a->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(((const uint16_t *)a->data)[i])
-                                            : mcir_bf16_to_f32(((const uint16_t *)a->data)[i]);
+    mcir_values_to_f32(a->dtype, a->data, v, n);
     return v;
 }
 

@@ -43,6 +43,31 @@ __device__ __forceinline__ void mc_st_bf16(unsigned short* p, i64 i, float v) { 
 __device__ __forceinline__ float mc_round_f32(float v) { return v; }
 __device__ __forceinline__ float mc_round_f16(float v) { return mc_f16_to_f32(mc_f32_to_f16(v)); }
 __device__ __forceinline__ float mc_round_bf16(float v) { return mc_bf16_to_f32(mc_f32_to_bf16(v)); }
+// Integer and bool storage: values travel as f32 like the reference
+// interpreter's (exact to 2^24); rounding truncates toward zero and
+// saturates at the type's range (NaN: 0), bool is v != 0 (mcir/value.c).
+__device__ __forceinline__ float mc_sat(float v, float lo, float hi) {
+    v = truncf(v);
+    return v != v ? 0.0f : v < lo ? lo : v > hi ? hi : v;
+}
+__device__ __forceinline__ float mc_round_i32(float v) { return mc_sat(v, -2147483648.0f, 2147483648.0f); }
+__device__ __forceinline__ float mc_round_i64(float v) { return mc_sat(v, -9223372036854775808.0f, 9223372036854775808.0f); }
+__device__ __forceinline__ float mc_round_u8(float v) { return mc_sat(v, 0.0f, 255.0f); }
+__device__ __forceinline__ float mc_round_bool(float v) { return v != 0.0f ? 1.0f : 0.0f; }
+__device__ __forceinline__ float mc_ld_i32(const int* p, i64 i) { return (float)MC_GLD(p, i); }
+__device__ __forceinline__ float mc_ld_i64(const long long* p, i64 i) { return (float)MC_GLD(p, i); }
+__device__ __forceinline__ float mc_ld_u8(const unsigned char* p, i64 i) { return (float)MC_GLD(p, i); }
+__device__ __forceinline__ float mc_ld_bool(const unsigned char* p, i64 i) { return MC_GLD(p, i) ? 1.0f : 0.0f; }
+__device__ __forceinline__ void mc_st_i32(int* p, i64 i, float v) {
+    v = mc_round_i32(v);
+    MC_GST(p, i, v >= 2147483648.0f ? 2147483647 : (int)v);
+}
+__device__ __forceinline__ void mc_st_i64(long long* p, i64 i, float v) {
+    v = mc_round_i64(v);
+    MC_GST(p, i, v >= 9223372036854775808.0f ? 9223372036854775807LL : (long long)v);
+}
+__device__ __forceinline__ void mc_st_u8(unsigned char* p, i64 i, float v) { MC_GST(p, i, (unsigned char)mc_round_u8(v)); }
+__device__ __forceinline__ void mc_st_bool(unsigned char* p, i64 i, float v) { MC_GST(p, i, (unsigned char)(v != 0.0f)); }
 // Two f32 packed into one 32-bit register of f16x2 / bf16x2 (lo = a).
 __device__ __forceinline__ u32 mc_pack_f16(float a, float b) {
     return (u32)mc_f32_to_f16(a) | ((u32)mc_f32_to_f16(b) << 16);

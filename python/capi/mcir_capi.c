@@ -202,15 +202,7 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
         }
         const float *v = mcir_env_get(env, t);
         int64_t n = mcir_tensor_numel(t);
-        for (int64_t k = 0; k < n; k++) {
-            if (t->dtype == MCIR_DTYPE_F32) {
-                memcpy((char *)outputs[i] + 4 * k, &v[k], 4);
-            } else {
-                uint16_t b = t->dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v[k])
-                                                        : mcir_f32_to_bf16(v[k]);
-                memcpy((char *)outputs[i] + 2 * k, &b, 2);
-            }
-        }
+        mcir_values_from_f32(t->dtype, v, outputs[i], n);
     }
     mcir_env_free(env);
     sink_close(&s, h);
