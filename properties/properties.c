@@ -1191,6 +1191,11 @@ static const mcir_param_spec a_fuse_group[] = {
     {"nodes", MCIR_PARAM_NODES, true, "nodes that become one kernel", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_horizontal[] = {
     {"node", MCIR_PARAM_NODE, true, "a matmul whose siblings join it", NULL, MCIR_RANGE_ANY}};
+static const mcir_param_spec a_fold_conv_affine[] = {
+    {"conv", MCIR_PARAM_NODE, true, "the conv2d with a constant weight (and bias)", NULL, MCIR_RANGE_ANY},
+    {"scale", MCIR_PARAM_NODE, true, "the mul of its output by one constant per output channel", NULL, MCIR_RANGE_ANY},
+    {"shift", MCIR_PARAM_NODE, false, "the add of one constant per output channel after it", NULL, MCIR_RANGE_ANY},
+    {"output", MCIR_PARAM_TENSOR, true, "the tensor the folded conv produces", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_inplace[] = {
     {"node", MCIR_PARAM_NODE, true, "the elementwise node that writes in place", NULL, MCIR_RANGE_ANY},
     {"input", MCIR_PARAM_TENSOR, true, "the input whose buffer it reuses", NULL, MCIR_RANGE_ANY}};
@@ -1215,6 +1220,9 @@ const mcir_action_desc mcir_action_descs[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_FUSE_HORIZONTAL_MATMUL] = {"fuse_horizontal_matmul",
         "matmuls sharing A -> one matmul over concatenated weights (+ concatenated bias), "
         "split back into the original outputs", SPECS(a_horizontal)},
+    [MCIR_ACTION_FOLD_CONV_AFFINE] = {"fold_conv_affine",
+        "conv2d then a per-channel mul (+ add) of constants -> one conv2d with the scale folded "
+        "into its weight and bias (inference batch norm)", SPECS(a_fold_conv_affine)},
 };
 
 bool mcir_action_parse(const char *name, mcir_action *out) {

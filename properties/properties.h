@@ -123,7 +123,8 @@ const mcir_check_desc *mcir_check_find(const char *name);
     X(ANNOTATE_ONLY, "annotate_only")        \
     X(FUSE_GROUP, "fuse_group")              \
     X(INPLACE, "inplace")                    \
-    X(FUSE_HORIZONTAL_MATMUL, "fuse_horizontal_matmul")
+    X(FUSE_HORIZONTAL_MATMUL, "fuse_horizontal_matmul") \
+    X(FOLD_CONV_AFFINE, "fold_conv_affine")
 
 typedef enum mcir_action {
 #define X(id, name) MCIR_ACTION_##id,

@@ -662,6 +662,93 @@ undo:
     return false;
 }
 
+/* ------------------------------------------------------ conv affine fold */
+
+/* The values of constant c, one per output channel of a conv output of
+ * rank `rank` ([N, C, H, W]): c broadcasts to it with every dim 1 except,
+ * possibly, the channel's. */
+static bool channel_values(const mcir_tensor *c, int64_t channels, int rank, float *out) {
+    if (!c || c->kind != MCIR_TENSOR_WEIGHT || c->rank > rank) return false;
+    for (int k = 0; k < c->rank; k++) {
+        int ax = rank - c->rank + k;
+        if (c->shape[k] != 1 && !(ax == 1 && c->shape[k] == channels)) return false;
+    }
+    int64_t n = mcir_tensor_numel(c);
+    float *v = malloc((size_t)n * sizeof *v);
+    MCIR_ASSERT(v);
+    mcir_weight_values(c, v);
+    for (int64_t i = 0; i < channels; i++) out[i] = v[n == 1 ? 0 : i];
+    free(v);
+    return true;
+}
+
+/* conv2d(X, W, B) · s (+ t), s and t one constant per output channel (what
+ * the ONNX importer makes of inference BatchNormalization) -> conv2d(X,
+ * W·s, B·s + t): the weight and bias are computed once, here. */
+static bool apply_fold_conv_affine(mcir_action_ctx *a) {
+    mcir_node *conv = param_node(a, "conv"), *mul = param_node(a, "scale"),
+              *add = param_node(a, "shift");
+    mcir_tensor *out = param_tensor(a, "output");
+    if (!conv || !mul || !out) return fail(a, "the match binds no conv, scale or output");
+    mcir_tensor *C = conv->outputs[0], *W = conv->inputs[1];
+    mcir_tensor *B = conv->n_inputs > 2 ? conv->inputs[2] : NULL;
+    if (W->kind != MCIR_TENSOR_WEIGHT || (B && B->kind != MCIR_TENSOR_WEIGHT))
+        return fail(a, "'%s' has a weight or bias computed at run time", conv->name);
+    char s1[96], s2[96];
+    if (out->rank != C->rank || memcmp(out->shape, C->shape, sizeof(int64_t) * (size_t)C->rank))
+        return fail(a, "'%s' is %s, the conv output '%s' %s: the affine broadcasts it",
+                    out->name, mcir_shape_str(out, s1, sizeof s1), C->name,
+                    mcir_shape_str(C, s2, sizeof s2));
+    int64_t co = W->shape[0], per = mcir_tensor_numel(W) / co;
+    float *sv = malloc((size_t)co * sizeof *sv), *tv = calloc((size_t)co, sizeof *tv);
+    float *wv = malloc((size_t)(co * per) * sizeof *wv), *bv = calloc((size_t)co, sizeof *bv);
+    MCIR_ASSERT(sv && tv && wv && bv);
+    mcir_tensor *s = mul->inputs[0] == C ? mul->inputs[1] : mul->inputs[0];
+    mcir_tensor *t = !add ? NULL : add->inputs[0] == mul->outputs[0] ? add->inputs[1] : add->inputs[0];
+    bool ok = channel_values(s, co, C->rank, sv) && (!t || channel_values(t, co, C->rank, tv));
+    mcir_node *n = NULL;
+    if (!ok) {
+        fail(a, "'%s'%s%s is not one constant per output channel of '%s'", s->name,
+             t ? " or " : "", t ? t->name : "", conv->name);
+        goto out;
+    }
+    mcir_weight_values(W, wv);
+    if (B) mcir_weight_values(B, bv);
+    mcir_graph *g = a->g;
+    mcir_tensor *w2 = mcir_graph_add_tensor(
+        g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.folded", W->name)), W->dtype,
+        W->rank, W->shape, MCIR_TENSOR_WEIGHT);
+    int64_t bshape[1] = {co};
+    mcir_tensor *b2 = mcir_graph_add_tensor(
+        g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.folded_bias", conv->name)),
+        W->dtype, 1, bshape, MCIR_TENSOR_WEIGHT);
+    MCIR_ASSERT(w2 && b2);
+    unsigned char *wd = mcir_arena_alloc(g->arena, (size_t)(co * per) * mcir_dtype_size(W->dtype));
+    unsigned char *bd = mcir_arena_alloc(g->arena, (size_t)co * mcir_dtype_size(W->dtype));
+    for (int64_t o = 0; o < co; o++) {
+        for (int64_t i = 0; i < per; i++)
+            store_value(wd, W->dtype, o * per + i, (float)((double)wv[o * per + i] * sv[o]));
+        store_value(bd, W->dtype, o, (float)((double)bv[o] * sv[o] + tv[o]));
+    }
+    w2->data = wd;
+    b2->data = bd;
+    n = build(a, MCIR_OP_CONV2D, fused_name(a, "conv_folded"), 3,
+              (mcir_tensor *[]){conv->inputs[0], w2, b2});
+    for (int i = 0; i < conv->n_attrs; i++) {
+        const mcir_attr *at = &conv->attrs[i];
+        if (at->type == MCIR_ATTR_INTS) mcir_node_set_ints(g, n, at->name, at->n, at->ints);
+        else if (at->type == MCIR_ATTR_INT) mcir_node_set_int(g, n, at->name, at->i);
+    }
+    ok = infer(a, n) && take_over(a, n, out);
+    if (!ok) {
+        discard(&n, 1);
+        a->n_results = 0;
+    }
+out:
+    free(sv), free(tv), free(wv), free(bv);
+    return ok;
+}
+
 /* ---------------------------------------------------------------- table */
 
 const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
@@ -674,4 +761,5 @@ const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_FUSE_GROUP] = {apply_fuse_group, done_fuse_group, false},
     [MCIR_ACTION_INPLACE] = {apply_inplace, done_inplace, false},
     [MCIR_ACTION_FUSE_HORIZONTAL_MATMUL] = {apply_fuse_horizontal_matmul, NULL, true},
+    [MCIR_ACTION_FOLD_CONV_AFFINE] = {apply_fold_conv_affine, NULL, true},
 };
