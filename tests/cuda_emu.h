@@ -12,8 +12,12 @@
 // (blocks run one after another). emu_mma_m16n8k16 implements the PTX
 // fragment layouts of mma.m16n8k16.row.col (A: a0..a3 rows g/g+8, cols
 // 2t(+1)/2t+8(+1); B: rows 2t(+1)/2t+8(+1), col g; C: rows g/g+8, cols
-// 2t(+1)). Only what the mcir templates use is provided. Compiled as C++ by
-// the test with the generated source after it.
+// 2t(+1)). The sm_90a section emulates wgmma.mma_async (shared-memory
+// descriptors with swizzle, deferred to wgmma.wait_group), TMA tile loads
+// from tensor maps, mbarriers with transaction counts, named barriers and
+// setmaxnreg (docs/codegen.md "The sm_90a emulator"). Only what the mcir
+// templates use is provided. Compiled as C++ by the test with the generated
+// source after it.
 //
 // The sanitizer: the templates reach memory only through the MC_GLD /
 // MC_GST / MC_GLDV / MC_SLD / MC_SST macros of the prelude, which here
@@ -35,12 +39,68 @@
 #define MCIR_CUDA_EMU_H
 
 #include <stddef.h>
+#include <string.h>
 
 /* Global memory one launch requested: every load and store of a kernel
  * argument, re-reads included, whatever caches would absorb. */
 typedef struct emu_stats {
     unsigned long long bytes_read, bytes_written, loads, stores;
+    /* sm_90a: wgmma.mma_async executed (per warp group), TMA tile loads,
+     * bytes they moved; maxnreg[wg]: the last setmaxnreg of warp group wg
+     * (+n: inc, -n: dec, 0: none) */
+    unsigned long long wgmma, tma_loads, tma_bytes;
+    int maxnreg[8];
 } emu_stats;
+
+/* A TMA tensor map as the emulator reads it: the arguments of the driver's
+ * cuTensorMapEncodeTiled, packed into the 128 bytes of a CUtensorMap
+ * (emu_tensor_map_encode_tiled; the runtime encodes the same values with
+ * the driver on a GPU). Enum values are the driver's: dtype
+ * CU_TENSOR_MAP_DATA_TYPE_* (6 f16, 7 f32, 9 bf16), swizzle 0 none, 1 32B,
+ * 2 64B, 3 128B; oob_nan: CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA. */
+typedef struct emu_tensor_map {
+    void *base;
+    unsigned long long strides[5];   /* strides[0] = element bytes, then bytes per dim */
+    unsigned dims[5], box[5], estride[5];
+    unsigned char rank, esize, swizzle, oob_nan;
+} emu_tensor_map;
+
+/* 0, or -1 when the arguments break a rule of cuTensorMapEncodeTiled that
+ * the emulator relies on (rank, 16-byte aligned base and strides, box <=
+ * 256 with a 16-byte multiple inner extent no wider than the swizzle span). */
+static inline int emu_tensor_map_encode_tiled(void *map128, int dtype, unsigned rank, void *base,
+                                              const unsigned long long *dims, const unsigned long long *strides,
+                                              const unsigned *box, const unsigned *estride, int interleave,
+                                              int swizzle, int l2promotion, int oob_fill) {
+    emu_tensor_map m;
+    unsigned k;
+    int es = dtype == 6 || dtype == 9 || dtype == 1 ? 2 : dtype == 7 || dtype == 2 || dtype == 3 ? 4 : dtype == 0 ? 1 : 8;
+    (void)l2promotion;
+    if (rank < 1 || rank > 5 || interleave != 0 || swizzle < 0 || swizzle > 3 || ((unsigned long long)base & 15)) return -1;
+    if (box[0] * (unsigned)es % 16 != 0 || (swizzle && box[0] * (unsigned)es > (16u << swizzle))) return -1;
+    for (k = 0; k < 5; k++) m.dims[k] = 1, m.strides[k] = 0, m.box[k] = 1, m.estride[k] = 1;
+    m.base = base;
+    m.rank = (unsigned char)rank;
+    m.esize = (unsigned char)es;
+    m.swizzle = (unsigned char)swizzle;
+    m.oob_nan = oob_fill != 0;
+    m.strides[0] = (unsigned long long)es;
+    for (k = 0; k < rank; k++) {
+        if (dims[k] == 0 || dims[k] > 0xffffffffull || box[k] == 0 || box[k] > 256 || estride[k] == 0 ||
+            estride[k] > 8)
+            return -1;
+        m.dims[k] = (unsigned)dims[k];
+        m.box[k] = box[k];
+        m.estride[k] = k ? estride[k] : 1;
+        if (k) {
+            if (strides[k - 1] % 16 != 0) return -1;
+            m.strides[k] = strides[k - 1];
+        }
+    }
+    memset(map128, 0, 128);
+    memcpy(map128, &m, sizeof m);
+    return 0;
+}
 
 /* A buffer of the run's "device memory": a root tensor in the arena or an
  * input / weight. init: per byte, nonzero once written in the run (the
@@ -89,7 +149,8 @@ typedef int (*emu_run_fn)(emu_launch *launch);
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
+#define __grid_constant__
 #define __shared__ static __attribute__((section("emu_smem")))
 #define __align__(n) __attribute__((aligned(n)))
 #define MC_DYNAMIC_SMEM(name) unsigned char *name = emu_dyn_smem
@@ -173,6 +234,11 @@ static int emu_failed;
 struct emu_cell { uint32_t ws, rs, r2s; uint16_t wt, rt, r2t; };   /* per 2-byte granule */
 struct emu_gbuf { const emu_buffer *b; emu_cell *cells; };
 static uint32_t emu_clock, emu_bstart, emu_blast, emu_wstamp[32];
+/* emu_seen[t][u]: the latest stamp of warp u (32: the TMA unit) that
+ * happens before warp t's current interval through mbarriers and named
+ * barriers (sm_90a section below) */
+enum { EMU_TMA_WARP = 32, EMU_WARPS = 33 };
+static uint32_t emu_seen[EMU_WARPS][EMU_WARPS];
 static unsigned char emu_wsync[32];
 static uint32_t *emu_block_stamp;   /* stamp at which each block began */
 static emu_gbuf *emu_gb;            /* per buffer of the run */
@@ -211,7 +277,7 @@ static bool emu_unordered(uint32_t s, int u, bool global) {
     int t = emu_cur_i;
     if (u == t) return false;
     if ((u >> 5) == (t >> 5)) return s == emu_wstamp[t >> 5];
-    return s >= emu_blast;
+    return s >= emu_blast && s > emu_seen[t >> 5][u >> 5];
 }
 
 /* Records an access to the granules of cells[0..n) and reports a race with
@@ -230,12 +296,14 @@ static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char 
         else if (write && emu_unordered(c->rs, c->rt, global)) { ps = c->rs; pu = c->rt; }
         else if (write && emu_unordered(c->r2s, c->r2t, global)) { ps = c->r2s; pu = c->r2t; }
         if (ps) {
-            emu_report(EMU_FIND_RACE, "%s%s%s byte %zu: thread (block %u, thread %d) %s it, "
+            emu_report(EMU_FIND_RACE, "%s%s%s byte %zu: thread (block %u, thread %d%s) %s it, "
                        "thread (block %u, thread %d) %s it with no %s between",
                        global ? "global '" : "", space, global ? "'" : " memory", off + 2 * k, emu_block_of(ps), pu,
-                       pw ? "wrote" : "read", emu_block.x, t, write ? "writes" : "reads",
+                       pu >> 5 == 32 ? ": the TMA unit" : "", pw ? "wrote" : "read", emu_block.x, t,
+                       write ? "writes" : "reads",
                        ps < emu_bstart ? "ordering (another block of the launch)"
-                       : (pu >> 5) == (t >> 5) ? "__syncwarp or __syncthreads" : "__syncthreads");
+                       : (pu >> 5) == (t >> 5) ? "__syncwarp or __syncthreads"
+                                                   : "__syncthreads or barrier wait");
             break;
         }
         if (write) {
@@ -414,6 +482,430 @@ static inline void emu_mma_m16n8k16(float *c, const unsigned *a, const unsigned 
     for (int e = 0; e < 4; e++) c[e] = out[e];
 }
 
+/* ---- sm_90a: shared addresses, mbarriers, TMA, wgmma, named barriers
+ * (what the Hopper attention template uses). A shared address (what
+ * __cvta_generic_to_shared gives, and descriptors and mbarrier operands
+ * hold) is the byte offset in the block's window: dynamic shared memory
+ * at 0 (1024-aligned, so swizzle patterns that follow address bits match
+ * the GPU's), the static __shared__ section after it.
+ *
+ * Ordering for the race detector: besides __syncthreads and __syncwarp,
+ * an mbarrier phase, a named barrier and the TMA order accesses. Each warp
+ * knows, per other warp (and the TMA unit, warp EMU_TMA_WARP), the latest
+ * stamp that happens before its current interval (emu_seen); arriving on
+ * an mbarrier or a named barrier publishes the warp's knowledge and starts
+ * a new interval; completing a wait acquires what the barrier's completed
+ * phase published. A TMA copy writes shared memory under a fresh stamp of
+ * the TMA unit, published by complete_tx on its mbarrier. Granularity is
+ * the warp: an arrive by one lane orders its warp-mates too (a race between
+ * lanes of one warp across an mbarrier is missed).
+ *
+ * Asynchrony: TMA copies land at issue; wgmma.mma_async operations are
+ * queued per warp group and executed, in order, when wgmma.wait_group
+ * retires their commit group (shared operands read and accumulators
+ * written then), so a kernel that reads accumulators or overwrites an
+ * operand's shared memory before the wait sees wrong values or a race. */
+enum { EMU_MBAR = EMU_DONE + 1, EMU_NAMED, EMU_WGROUP };
+
+static uint32_t emu_smem_static_at() { return (uint32_t)((emu_L->smem + 1023) / 1024 * 1024); }
+static inline uint32_t __cvta_generic_to_shared(const void *p) {
+    const unsigned char *a = (const unsigned char *)p;
+    if (a >= emu_dyn_smem && a <= emu_dyn_smem + emu_L->smem) return (uint32_t)(a - emu_dyn_smem);
+    if (__start_emu_smem && a >= (unsigned char *)__start_emu_smem && a <= (unsigned char *)__stop_emu_smem)
+        return emu_smem_static_at() + (uint32_t)(a - (unsigned char *)__start_emu_smem);
+    emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d) takes the shared address of %p, which is not "
+               "shared memory", emu_block.x, emu_cur_i, p);
+    return 0xffffffffu;
+}
+/* The host pointer of shared address s, or the sink (reported) */
+static unsigned char *emu_sptr(uint32_t s, size_t n) {
+    uint32_t st = emu_smem_static_at();
+    size_t nst = __start_emu_smem ? (size_t)(__stop_emu_smem - __start_emu_smem) : 0;
+    if ((size_t)s + n <= emu_L->smem) return emu_dyn_smem + s;
+    if (s >= st && (size_t)(s - st) + n <= nst) return (unsigned char *)__start_emu_smem + (s - st);
+    emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): shared address %u (+%zu bytes) is outside the "
+               "block's %zu dynamic and %zu static bytes", emu_block.x, emu_cur_i, s, n, emu_L->smem, nst);
+    return emu_sink;
+}
+
+/* Joins what warp w knows into acc (release) and starts w's next interval. */
+static void emu_publish(uint32_t *acc, int w) {
+    for (int x = 0; x < EMU_WARPS; x++)
+        if (emu_seen[w][x] > acc[x]) acc[x] = emu_seen[w][x];
+    if (emu_wstamp[w] > acc[w]) acc[w] = emu_wstamp[w];
+    emu_wstamp[w] = emu_clock++;
+}
+static void emu_acquire(int w, const uint32_t *acc) {
+    for (int x = 0; x < EMU_WARPS; x++)
+        if (acc[x] > emu_seen[w][x]) emu_seen[w][x] = acc[x];
+}
+
+/* mbarriers: side table by shared address (the 8 bytes hold nothing) */
+struct emu_mbar {
+    uint32_t at;
+    unsigned count, pending, phase;
+    long long tx;
+    uint32_t acc[EMU_WARPS], done[EMU_WARPS];
+};
+enum { EMU_MAX_MBARS = 64 };
+static emu_mbar emu_mbars[EMU_MAX_MBARS];
+static int emu_n_mbars;
+static int emu_wait_arg[1024];   /* per thread: mbarrier index / barrier id */
+static unsigned emu_wait_parity[1024];
+
+static emu_mbar *emu_mbar_find(const void *bar, bool create) {
+    uint32_t at = __cvta_generic_to_shared(bar);
+    if ((at & 7) != 0 && at != 0xffffffffu)
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): mbarrier at shared address %u is not 8-byte "
+                   "aligned", emu_block.x, emu_cur_i, at);
+    for (int i = 0; i < emu_n_mbars; i++)
+        if (emu_mbars[i].at == at) return &emu_mbars[i];
+    if (!create || emu_n_mbars == EMU_MAX_MBARS) {
+        emu_report(EMU_FIND_INIT, "thread (block %u, thread %d) uses an mbarrier at shared address %u that "
+                   "was never initialised", emu_block.x, emu_cur_i, at);
+        return NULL;
+    }
+    emu_mbar *m = &emu_mbars[emu_n_mbars++];
+    memset(m, 0, sizeof *m);
+    m->at = at;
+    return m;
+}
+
+/* The phase completes when every expected arrival came and the
+ * transaction count is back to zero: waiters of that parity wake. */
+static void emu_mbar_progress(emu_mbar *m) {
+    if (m->pending != 0 || m->tx != 0) return;
+    memcpy(m->done, m->acc, sizeof m->done);
+    memset(m->acc, 0, sizeof m->acc);
+    m->phase++;
+    m->pending = m->count;
+    int mi = (int)(m - emu_mbars);
+    for (int t = 0; t < emu_nthreads; t++)
+        if (emu_threads[t].state == EMU_MBAR && emu_wait_arg[t] == mi && (m->phase & 1) != emu_wait_parity[t]) {
+            emu_acquire(t >> 5, m->done);
+            emu_threads[t].state = EMU_RUN;
+        }
+}
+
+static inline void emu_mbar_init(void *bar, unsigned count) {
+    emu_mbar *m = emu_mbar_find(bar, true);
+    if (!m) return;
+    if (count == 0 || count >= (1u << 20))
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): mbarrier.init with count %u", emu_block.x,
+                   emu_cur_i, count);
+    m->count = m->pending = count;
+    m->phase = 0;
+    m->tx = 0;
+    memset(m->acc, 0, sizeof m->acc);
+    memset(m->done, 0, sizeof m->done);
+    emu_publish(m->done, emu_cur_i >> 5);   /* waiting on the init orders after it */
+}
+static inline void emu_mbar_expect_tx(void *bar, unsigned bytes) {
+    emu_mbar *m = emu_mbar_find(bar, false);
+    if (m) m->tx += bytes;
+}
+static inline void emu_mbar_arrive(void *bar) {
+    emu_mbar *m = emu_mbar_find(bar, false);
+    if (!m) return;
+    if (m->pending == 0) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): arrival on mbarrier %u beyond its count %u in "
+                   "phase %u", emu_block.x, emu_cur_i, m->at, m->count, m->phase);
+        return;
+    }
+    emu_publish(m->acc, emu_cur_i >> 5);
+    m->pending--;
+    emu_mbar_progress(m);
+}
+static inline void emu_mbar_arrive_expect_tx(void *bar, unsigned bytes) {
+    emu_mbar_expect_tx(bar, bytes);
+    emu_mbar_arrive(bar);
+}
+/* try_wait.parity: true once the phase of that parity completed; the
+ * emulator parks the thread until then (the GPU's retry loop collapses). */
+static inline bool emu_mbar_try_wait_parity(void *bar, unsigned parity) {
+    emu_mbar *m = emu_mbar_find(bar, false);
+    if (!m) return true;
+    if ((m->phase & 1) == (parity & 1)) {
+        emu_wait_arg[emu_cur_i] = (int)(m - emu_mbars);
+        emu_wait_parity[emu_cur_i] = parity & 1;
+        emu_park(EMU_MBAR);   /* woken by emu_mbar_progress, clocks acquired */
+    } else {
+        emu_acquire(emu_cur_i >> 5, m->done);
+    }
+    return true;
+}
+
+/* Named barriers (bar.sync / bar.arrive id, count): released at once when
+ * the count-th thread arrives. */
+struct emu_nbar { unsigned arrived, count; uint32_t acc[EMU_WARPS]; };
+static emu_nbar emu_nbars[16];
+static void emu_nbar_arrive(int id, unsigned count, bool wait) {
+    if (id < 0 || id > 15 || count == 0 || count % 32 != 0 || count > (unsigned)emu_nthreads) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): bar id %d count %u (id 0..15, count a "
+                   "multiple of 32 up to the block's %d threads)", emu_block.x, emu_cur_i, id, count, emu_nthreads);
+        return;
+    }
+    emu_nbar *b = &emu_nbars[id];
+    if (b->arrived && b->count != count)
+        emu_report(EMU_FIND_HANG, "thread (block %u, thread %d): barrier %d used with counts %u and %u",
+                   emu_block.x, emu_cur_i, id, b->count, count);
+    b->count = count;
+    emu_publish(b->acc, emu_cur_i >> 5);
+    if (++b->arrived < count) {
+        if (wait) {
+            emu_wait_arg[emu_cur_i] = id;
+            emu_park(EMU_NAMED);
+        }
+        return;
+    }
+    for (int t = 0; t < emu_nthreads; t++)
+        if (emu_threads[t].state == EMU_NAMED && emu_wait_arg[t] == id) {
+            emu_acquire(t >> 5, b->acc);
+            emu_threads[t].state = EMU_RUN;
+        }
+    if (wait) emu_acquire(emu_cur_i >> 5, b->acc);
+    b->arrived = 0;
+    memset(b->acc, 0, sizeof b->acc);
+}
+static inline void emu_bar_sync(int id, unsigned count) { emu_nbar_arrive(id, count, true); }
+static inline void emu_bar_arrive(int id, unsigned count) { emu_nbar_arrive(id, count, false); }
+
+/* setmaxnreg: registers are not modelled; the request is checked and
+ * recorded per warp group in emu_stats.maxnreg. */
+static inline void emu_setmaxnreg(bool inc, int n) {
+    if (n < 24 || n > 256 || n % 8 != 0)
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): setmaxnreg %d (24..256, a multiple of 8)",
+                   emu_block.x, emu_cur_i, n);
+    if (emu_cur_i / 128 < 8) emu_L->stats.maxnreg[emu_cur_i / 128] = inc ? n : -n;
+}
+
+/* A shared write of n bytes at p by the async proxy (TMA), ordered after
+ * what the issuing thread knows; its granules take the TMA's stamp. */
+static void emu_async_write(unsigned char *p, size_t n, uint32_t stamp) {
+    emu_launch *L = emu_L;
+    if (!L->checks || p == emu_sink) return;
+    emu_cell *c = NULL;
+    size_t off = 0;
+    const char *space = "dynamic shared";
+    if (p >= emu_dyn_smem && p + n <= emu_dyn_smem + L->smem) c = emu_dyn_cells, off = (size_t)(p - emu_dyn_smem);
+    else c = emu_st_cells, off = (size_t)(p - (unsigned char *)__start_emu_smem), space = "static shared";
+    c += off / 2;
+    size_t g = (n + (off & 1) + 1) / 2;
+    if (L->checks & EMU_CHECK_RACES) emu_race(c, g, true, false, space, off & ~(size_t)1);
+    for (size_t k = 0; k < g; k++) c[k].ws = stamp, c[k].wt = (uint16_t)(EMU_TMA_WARP * 32);
+}
+
+static inline unsigned emu_swizzle(unsigned addr, int mode) {   /* mode: 0 none, 1 32B, 2 64B, 3 128B */
+    return mode ? addr ^ ((addr >> 3) & (((1u << mode) - 1) << 4)) : addr;
+}
+
+/* cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes
+ * [dst], [map, {c0..}], [bar]: the box at coords (innermost first), written
+ * row after row at dst with the map's swizzle of the shared address bits,
+ * out-of-bound elements zero (or NaN); the box's bytes complete on bar. */
+struct __attribute__((aligned(64))) CUtensorMap { unsigned long long opaque[16]; };
+static_assert(sizeof(emu_tensor_map) <= sizeof(CUtensorMap), "tensor map fits a CUtensorMap");
+static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *coords, void *bar) {
+    emu_tensor_map m;
+    memcpy(&m, tmap, sizeof m);
+    uint32_t s0 = __cvta_generic_to_shared(dst);
+    unsigned need = m.swizzle ? 128u << m.swizzle : 128u;
+    if (s0 % need != 0)
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): TMA destination at shared address %u is not "
+                   "%u-byte aligned (%s)", emu_block.x, emu_cur_i, s0, need, m.swizzle ? "swizzle repeat" : "bulk copy");
+    unsigned n[5];
+    size_t total = 1;
+    for (int k = 0; k < 5; k++) {
+        n[k] = (m.box[k] + m.estride[k] - 1) / m.estride[k];
+        total *= n[k];
+    }
+    size_t rowb = (size_t)n[0] * m.esize, bytes = total * m.esize;
+    uint32_t stamp = emu_clock++;
+    emu_L->stats.tma_loads++;
+    emu_L->stats.tma_bytes += bytes;
+    unsigned char *base = emu_sptr(s0, bytes);
+    unsigned char fill[8];
+    memset(fill, 0, sizeof fill);
+    if (m.oob_nan) memset(fill, 0xff, sizeof fill);
+    for (size_t e = 0; e < total && base != emu_sink; e++) {
+        size_t r = e;
+        long long off = 0;
+        bool oob = false;
+        for (int k = 0; k < 5; k++) {
+            long long c = (long long)(k < m.rank ? coords[k] : 0) + (long long)(r % n[k]) * m.estride[k];
+            r /= n[k];
+            if (c < 0 || c >= (long long)m.dims[k]) oob = true;
+            off += c * (long long)m.strides[k];
+        }
+        size_t lin = (e % n[0]) * m.esize + (e / n[0]) * rowb;
+        unsigned char *to = emu_sptr(emu_swizzle(s0 + (uint32_t)lin, m.swizzle), m.esize);
+        const void *from = fill;
+        if (!oob) from = emu_global(m.base, off, 1, m.esize, false);
+        emu_async_write(to, m.esize, stamp);
+        memcpy(to, from, m.esize);
+    }
+    emu_mbar *mb = emu_mbar_find(bar, false);
+    if (mb) {
+        int w = emu_cur_i >> 5;
+        for (int x = 0; x < EMU_WARPS; x++)
+            if (emu_seen[w][x] > mb->acc[x]) mb->acc[x] = emu_seen[w][x];
+        if (emu_wstamp[w] > mb->acc[w]) mb->acc[w] = emu_wstamp[w];
+        if (stamp > mb->acc[EMU_TMA_WARP]) mb->acc[EMU_TMA_WARP] = stamp;
+        mb->tx -= (long long)bytes;
+        emu_mbar_progress(mb);
+    }
+}
+
+/* ---- wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}: queued per warp
+ * group, executed at wgmma.wait_group. Fragments (thread t of the group:
+ * warp w = t/32, g = lane/4, q = lane%4):
+ *   D value v: row 16w + g + 8((v/2)%2), col 8(v/4) + 2q + v%2;
+ *   A register r half h (A from registers): row 16w + g + 8(r%2), col 2q + h + 8(r/2).
+ * Shared operands through a 64-bit matrix descriptor: start address
+ * bits 0..13, leading byte offset 16..29, stride byte offset 32..45 (each
+ * >> 4), base offset 49..51 (must be 0 here), layout 62..63 (0 none,
+ * 1 128B, 2 64B, 3 32B swizzle); element (mn, k) of a K-major (tnsp 0) or
+ * MN-major (tnsp 1) operand is at emu_desc_addr. */
+struct emu_wgop {
+    int n, tnsp_a, tnsp_b, scale_d, bf16, a_regs, group, issued;
+    unsigned long long da, db;
+    float *d[128];
+    unsigned a[128][4];
+};
+enum { EMU_WGQ = 64 };
+static emu_wgop emu_wgq[8][EMU_WGQ];
+static int emu_wg_head[8], emu_wg_tail[8], emu_wg_arrived[8], emu_wg_keep[8];
+static int emu_th_issue[1024], emu_th_group[1024];
+
+static unsigned emu_desc_addr(unsigned long long desc, bool mn_major, int mn, int k) {
+    unsigned start = (unsigned)(desc & 0x3fff) << 4, lbo = (unsigned)((desc >> 16) & 0x3fff) << 4;
+    unsigned sbo = (unsigned)((desc >> 32) & 0x3fff) << 4, lay = (unsigned)(desc >> 62) & 3;
+    int mode = lay == 1 ? 3 : lay == 2 ? 2 : lay == 3 ? 1 : 0, w = 1 << mode;   /* w: 16-byte units per row */
+    unsigned a;
+    if (!mn_major) {
+        a = start + (unsigned)(mn / 8) * sbo + (unsigned)(k % 8) * 2;
+        a += mode ? (unsigned)(mn % 8) * 16u * (unsigned)w + (unsigned)(k / 8) * 16u
+                  : (unsigned)(mn % 8) * 16u + (unsigned)(k / 8) * lbo;
+    } else {
+        a = start + (unsigned)(mn % 8) * 2;
+        a += mode ? (unsigned)((mn / 8) % w) * 16u + (unsigned)(mn / (8 * w)) * lbo + (unsigned)(k % 8) * 16u * (unsigned)w +
+                        (unsigned)(k / 8) * sbo
+                  : (unsigned)(mn / 8) * sbo + (unsigned)(k % 8) * 16u + (unsigned)(k / 8) * lbo;
+    }
+    return emu_swizzle(a, mode);
+}
+
+static float emu_desc_load(unsigned long long desc, bool mn_major, int mn, int k, int bf16) {
+    if ((desc >> 49) & 7)
+        emu_report(EMU_FIND_BOUNDS, "block %u: wgmma descriptor with base offset %llu (not modelled: align the "
+                   "operand to its swizzle repeat)", emu_block.x, (desc >> 49) & 7);
+    unsigned char *p = emu_sptr(emu_desc_addr(desc, mn_major, mn, k), 2);
+    unsigned short h;
+    memcpy(&h, emu_shared(p, 2, 2, false), 2);
+    return bf16 ? mc_bf16_to_f32(h) : mc_f16_to_f32(h);
+}
+
+static void emu_wgop_run(int wg, emu_wgop *op) {
+    static float A[64][16], B[16][256];
+    emu_L->stats.wgmma++;
+    if (op->issued != 128) {
+        emu_report(EMU_FIND_HANG, "block %u warp group %d: wgmma issued by %d of 128 threads", emu_block.x, wg,
+                   op->issued);
+        emu_failed = 1;
+        return;
+    }
+    for (int t = 0; t < 128; t++)
+        for (int r = 0; r < 4 && op->a_regs; r++)
+            for (int h = 0; h < 2; h++) {
+                int lane = t & 31, row = 16 * (t >> 5) + (lane >> 2) + 8 * (r % 2), col = 2 * (lane & 3) + h + 8 * (r / 2);
+                A[row][col] = emu_half(op->a[t][r], h, op->bf16);
+            }
+    for (int m = 0; m < 64 && !op->a_regs; m++)
+        for (int k = 0; k < 16; k++) A[m][k] = emu_desc_load(op->da, op->tnsp_a, m, k, op->bf16);
+    for (int nn = 0; nn < op->n; nn++)
+        for (int k = 0; k < 16; k++) B[k][nn] = emu_desc_load(op->db, op->tnsp_b, nn, k, op->bf16);
+    for (int t = 0; t < 128; t++)
+        for (int v = 0; v < op->n / 2; v++) {
+            int lane = t & 31, row = 16 * (t >> 5) + (lane >> 2) + 8 * ((v / 2) % 2), col = 8 * (v / 4) + 2 * (lane & 3) + v % 2;
+            float acc = op->scale_d ? op->d[t][v] : 0.0f;
+            for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col];
+            op->d[t][v] = acc;
+        }
+}
+
+/* d: this thread's n/2 accumulators; a: its 4 A registers, or NULL (A
+ * from shared memory through da). */
+static inline void emu_wgmma(float *d, int n, const unsigned *a, unsigned long long da, unsigned long long db,
+                             int tnsp_a, int tnsp_b, int scale_d, int bf16) {
+    int t = emu_cur_i, wg = t / 128;
+    if (n < 8 || n > 256 || n % 8 != 0 || emu_nthreads % 128 != 0 || wg >= 8) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): wgmma m64n%dk16 (N a multiple of 8 up to "
+                   "256, blocks of whole warp groups)", emu_block.x, t, n);
+        return;
+    }
+    int i = emu_th_issue[t]++;
+    if (i - emu_wg_head[wg] >= EMU_WGQ) {
+        emu_report(EMU_FIND_HANG, "block %u warp group %d: more than %d wgmma operations in flight", emu_block.x,
+                   wg, EMU_WGQ);
+        emu_failed = 1;
+        return;
+    }
+    emu_wgop *op = &emu_wgq[wg][i % EMU_WGQ];
+    if (i == emu_wg_tail[wg]) {
+        emu_wg_tail[wg]++;
+        op->n = n, op->tnsp_a = tnsp_a, op->tnsp_b = tnsp_b, op->scale_d = scale_d, op->bf16 = bf16;
+        op->a_regs = a != NULL, op->da = da, op->db = db, op->group = emu_th_group[t], op->issued = 0;
+    } else if (op->n != n || op->a_regs != (a != NULL) || op->db != db || (!a && op->da != da) ||
+               op->tnsp_b != tnsp_b || op->scale_d != scale_d || op->group != emu_th_group[t]) {
+        emu_report(EMU_FIND_HANG, "thread (block %u, thread %d): wgmma %d differs from the one its warp group "
+                   "issued (shape, descriptors or commit group)", emu_block.x, t, i);
+    }
+    op->issued++;
+    op->d[t % 128] = d;
+    if (a) memcpy(op->a[t % 128], a, 16);
+}
+static inline void emu_wgmma_fence() {}
+static inline void emu_wgmma_commit() { emu_th_group[emu_cur_i]++; }
+/* wgmma.wait_group N: the warp group's threads meet; operations of all but
+ * the newest N committed groups run. */
+static inline void emu_wgmma_wait(int keep) {
+    int t = emu_cur_i, wg = t / 128;
+    if (wg >= 8) return;
+    if (emu_wg_arrived[wg] && emu_wg_keep[wg] != keep)
+        emu_report(EMU_FIND_HANG, "thread (block %u, thread %d): wgmma.wait_group %d while its warp group waits "
+                   "with %d", emu_block.x, t, keep, emu_wg_keep[wg]);
+    emu_wg_keep[wg] = keep;
+    if (++emu_wg_arrived[wg] < 128) {
+        emu_park(EMU_WGROUP);
+        return;
+    }
+    emu_wg_arrived[wg] = 0;
+    int done = emu_th_group[t] - keep;
+    while (emu_wg_head[wg] < emu_wg_tail[wg] && emu_wgq[wg][emu_wg_head[wg] % EMU_WGQ].group < done) {
+        emu_wgop_run(wg, &emu_wgq[wg][emu_wg_head[wg] % EMU_WGQ]);
+        emu_wg_head[wg]++;
+    }
+    for (int u = wg * 128; u < wg * 128 + 128; u++)
+        if (emu_threads[u].state == EMU_WGROUP) emu_threads[u].state = EMU_RUN;
+}
+
+static void emu_sm90_block_begin() {
+    memset(emu_seen, 0, sizeof emu_seen);
+    emu_n_mbars = 0;
+    memset(emu_nbars, 0, sizeof emu_nbars);
+    memset(emu_wg_head, 0, sizeof emu_wg_head);
+    memset(emu_wg_tail, 0, sizeof emu_wg_tail);
+    memset(emu_wg_arrived, 0, sizeof emu_wg_arrived);
+    memset(emu_th_issue, 0, sizeof emu_th_issue);
+    memset(emu_th_group, 0, sizeof emu_th_group);
+}
+static void emu_sm90_block_end() {
+    for (int wg = 0; wg < 8; wg++)
+        if (emu_wg_head[wg] < emu_wg_tail[wg])
+            emu_report(EMU_FIND_HANG, "block %u warp group %d: %d wgmma operations never retired by "
+                       "wgmma.wait_group", emu_block.x, wg, emu_wg_tail[wg] - emu_wg_head[wg]);
+}
+
 static void emu_entry() {
     emu_L->body(emu_L->args);
     emu_threads[emu_cur_i].state = EMU_DONE;
@@ -442,7 +934,7 @@ extern "C" int emu_run(emu_launch *L) {
     emu_gdim = {grid, 1, 1};
     emu_nthreads = (int)block;
     emu_threads = (emu_thread *)calloc(block, sizeof(emu_thread));
-    emu_dyn_smem = (unsigned char *)aligned_alloc(16, smem ? (smem + 15) / 16 * 16 : 16);
+    emu_dyn_smem = (unsigned char *)aligned_alloc(1024, smem ? (smem + 1023) / 1024 * 1024 : 1024);
     for (unsigned t = 0; t < block; t++) emu_threads[t].stack = (char *)malloc(STACK);
     /* shadows: races on the buffers the kernel writes, shared memory */
     emu_clock = 1;
@@ -494,6 +986,7 @@ extern "C" int emu_run(emu_launch *L) {
         emu_bstart = emu_block_stamp[bx] = emu_clock;
         emu_barrier_stamps();
         memset(emu_wsync, 0, sizeof emu_wsync);
+        emu_sm90_block_begin();
         for (unsigned t = 0; t < block; t++) {
             emu_thread *th = &emu_threads[t];
             th->tid = {t, 0, 0};
@@ -531,19 +1024,24 @@ extern "C" int emu_run(emu_launch *L) {
             }
             if (emu_failed) break;
             if (released) continue;
-            int done = 0, bar = 0;
+            int done = 0, bar = 0, other = 0;
             for (int t = 0; t < emu_nthreads; t++) {
                 done += emu_threads[t].state == EMU_DONE;
                 bar += emu_threads[t].state == EMU_BARRIER;
+                other += emu_threads[t].state > EMU_DONE;
             }
-            if (done == emu_nthreads) break;
+            if (done == emu_nthreads) {
+                emu_sm90_block_end();
+                break;
+            }
             if (bar + done == emu_nthreads && done == 0) {
                 for (int t = 0; t < emu_nthreads; t++) emu_threads[t].state = EMU_RUN;
                 emu_barrier_stamps();
                 continue;
             }
-            emu_report(EMU_FIND_HANG, "block %u: %d threads at __syncthreads, %d exited (barrier divergence)", bx,
-                       bar, done);
+            emu_report(EMU_FIND_HANG, "block %u: %d threads at __syncthreads, %d at an mbarrier, named barrier "
+                       "or wgmma wait, %d exited (barrier divergence or a wait nobody completes)", bx, bar, other,
+                       done);
             emu_failed = 1;
         }
     }
