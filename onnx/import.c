@@ -2371,6 +2371,100 @@ static bool h_conv_transpose(ox *x, ox_value **in, int n_in) {
     return define_window_out(x, done(x, nd), nsp);
 }
 
+/* ScatterND with constant indices. Constants fold (every reduction). A
+ * runtime `data` keeps its elements through a 0/1 mask and takes the
+ * updates from a constant with zeros elsewhere (constant updates) or from
+ * a matmul of a one-hot placement matrix with the updates (runtime
+ * updates): data·mask + scattered, exact. */
+static bool h_scatter_nd(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    char rbuf[16];
+    const char *red = x->opset >= 16 ? attr_str(x, "reduction", "none", rbuf, sizeof rbuf) : "none";
+    if (x->failed) return false;
+    ox_value *D = in[0], *I = in[1], *U = in[2];
+    if (!I->is_const || ox_is_float(I->elem))
+        return ox_error(x, "indices '%s' must be integer constants known at import time", I->name);
+    if (I->rank < 1) return ox_error(x, "indices '%s' must have rank >= 1", I->name);
+    int q = (int)I->shape[I->rank - 1];
+    if (q < 1 || q > D->rank) return ox_error(x, "indices' last dim %d is out of range", q);
+    int64_t n_idx = I->numel / q, slice = 1, prefix = 1;
+    for (int k = q; k < D->rank; k++) slice *= D->shape[k];
+    for (int k = 0; k < q; k++) prefix *= D->shape[k];
+    if (U->numel != n_idx * slice)
+        return ox_error(x, "updates '%s' has %lld elements, indices and data need %lld", U->name,
+                        (long long)U->numel, (long long)(n_idx * slice));
+    int64_t *pos = mcir_arena_alloc(x->a, sizeof(int64_t) * (size_t)(n_idx ? n_idx : 1));
+    for (int64_t i = 0; i < n_idx; i++) {
+        int64_t p = 0;
+        for (int k = 0; k < q; k++) {
+            int64_t t = I->iv[i * q + k], dim = D->shape[k];
+            if (t < -dim || t >= dim)
+                return ox_error(x, "index %lld is out of range for axis %d of size %lld",
+                                (long long)t, k, (long long)dim);
+            p = p * dim + (t < 0 ? t + dim : t);
+        }
+        pos[i] = p;
+    }
+    int rk = !strcmp(red, "none") ? 0 : !strcmp(red, "add") ? 1 : !strcmp(red, "mul") ? 2
+             : !strcmp(red, "max") ? 3 : !strcmp(red, "min") ? 4 : -1;
+    if (rk < 0) return ox_error(x, "reduction \"%s\" is not supported", red);
+    if (D->is_const && U->is_const) {
+        ox_value *o = ox_const_new(x, D->elem, D->rank, D->shape);
+        if (!o) return false;
+        for (int64_t i = 0; i < D->numel; i++) ox_copy_elem(o, i, D, i);
+        for (int64_t i = 0; i < n_idx; i++)
+            for (int64_t j = 0; j < slice; j++) {
+                int64_t at = pos[i] * slice + j;
+                if (rk == 0) {
+                    ox_copy_elem(o, at, U, i * slice + j);
+                } else if (o->fv) {
+                    double a = ox_get(o, at), b = ox_get(U, i * slice + j);
+                    ox_set(o, at, rk == 1 ? a + b : rk == 2 ? a * b : rk == 3 ? fmax(a, b) : fmin(a, b));
+                } else {
+                    int64_t a = ox_geti(o, at), b = ox_geti(U, i * slice + j);
+                    ox_seti(o, at, rk == 1 ? a + b : rk == 2 ? a * b : rk == 3 ? (a > b ? a : b)
+                                                                         : (a < b ? a : b));
+                }
+            }
+        return define_out(x, 0, o);
+    }
+    if (rk != 0) return ox_error(x, "reduction \"%s\" on runtime tensors is not supported", red);
+    unsigned char *hit = mcir_arena_alloc(x->a, (size_t)prefix);
+    memset(hit, 0, (size_t)prefix);
+    for (int64_t i = 0; i < n_idx; i++) {
+        if (hit[pos[i]]) return ox_error(x, "indices repeat a position (undefined in ONNX)");
+        hit[pos[i]] = 1;
+    }
+    mcir_dtype dt = node_dtype(in, 3);
+    int elem = dtype_elem(dt);
+    int64_t mshape[MCIR_MAX_RANK];
+    for (int k = 0; k < D->rank; k++) mshape[k] = k < q ? D->shape[k] : 1;
+    ox_value *mask = ox_const_new(x, elem, D->rank, mshape);
+    if (!mask) return false;
+    for (int64_t p = 0; p < prefix; p++) ox_set(mask, p, hit[p] ? 0.0 : 1.0);
+    mask->name = fresh(x, "scatter_nd_keep");
+    ox_value *scattered;
+    if (U->is_const) {
+        scattered = ox_const_new(x, elem, D->rank, D->shape);
+        if (!scattered) return false;
+        for (int64_t i = 0; i < n_idx; i++)
+            for (int64_t j = 0; j < slice; j++)
+                ox_set(scattered, pos[i] * slice + j, ox_get(U, i * slice + j));
+        scattered->name = fresh(x, "scatter_nd_updates");
+    } else {
+        int64_t s2[2] = {n_idx, slice};
+        if (prefix * n_idx > ((int64_t)1 << 26)) return ox_error(x, "too many positions");
+        double *P = mcir_arena_alloc(x->a, sizeof(double) * (size_t)(prefix * n_idx));
+        memset(P, 0, sizeof(double) * (size_t)(prefix * n_idx));
+        for (int64_t i = 0; i < n_idx; i++) P[pos[i] * n_idx + i] = 1;
+        ox_value *u2 = reshape_step(x, U, 2, s2);
+        scattered = axis_matrix(x, u2, 0, P, prefix, n_idx, "scatter_nd_placement", -1);
+        scattered = reshape_step(x, scattered, D->rank, D->shape);
+    }
+    ox_value *y = ew_step(x, "Add", ew_step(x, "Mul", D, mask, -1), scattered, 0);
+    return y && define_out(x, 0, y);
+}
+
 /* The reductions MCIR has no op for, from the ones it has. */
 static bool reduce_composite(ox *x, const char *op, ox_value *X, int n_axes,
                              const int64_t *axes, bool keep) {
@@ -2468,6 +2562,7 @@ static const struct {
     {"Pad", 1, 4, h_pad},
     {"Resize", 1, 4, h_resize}, {"Upsample", 2, 2, h_resize},
     {"ConvTranspose", 2, 3, h_conv_transpose},
+    {"ScatterND", 3, 3, h_scatter_nd},
 };
 
 static bool import_node(ox *x) {

@@ -81,7 +81,34 @@ def torch_models():
         # (0.7M with 10 classes) has the same op mix plus ceil-mode pooling.
         return torchvision.models.squeezenet1_1(num_classes=10)
 
+    def random_norms(m):
+        # default running statistics make every batch norm an identity
+        g = torch.Generator().manual_seed(2)
+        for mod in m.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                c = mod.num_features
+                with torch.no_grad():
+                    mod.running_mean.copy_(0.1 * torch.randn(c, generator=g))
+                    mod.running_var.copy_(0.5 + torch.rand(c, generator=g))
+                    mod.weight.copy_(1 + 0.1 * torch.randn(c, generator=g))
+                    mod.bias.copy_(0.1 * torch.randn(c, generator=g))
+        return m
+
+    def mobilenet():
+        # mobilenet_v3_small at width 1/4 (0.12M parameters): HardSwish,
+        # HardSigmoid squeeze-excitation, depthwise convs
+        return random_norms(torchvision.models.mobilenet_v3_small(width_mult=0.25, num_classes=10))
+
+    def densenet():
+        # a two-block DenseNet: batch norms after concats stay standalone
+        # (mul + add), those after convs fold (conv_affine_fold)
+        return random_norms(torchvision.models.DenseNet(growth_rate=8, block_config=(2, 2),
+                                                        num_init_features=16, bn_size=2,
+                                                        num_classes=10))
+
     return [
+        ("mobilenet_v3_tiny", mobilenet, (1, 3, 64, 64)),
+        ("densenet_tiny", densenet, (1, 3, 32, 32)),
         ("encoder_layer", encoder, (2, 16, 64)),
         ("causal_block", CausalBlock, (2, 16, 64)),
         ("vit", vit, (1, 3, 32, 32)),
@@ -96,7 +123,7 @@ def gen_models(opsets, only=None):
         if only and name not in only:
             continue
         for opset in opsets:
-            if name == "squeezenet" and opset != 17:
+            if name in ("squeezenet", "mobilenet_v3_tiny", "densenet_tiny") and opset != 17:
                 continue  # its opset-14 export differs only in the opset number
             torch.manual_seed(0)
             m = make().eval()
@@ -146,7 +173,7 @@ MAPPED = {
     "Expand", "Equal", "Cast", "Range",
     "Clip", "HardSigmoid", "HardSwish", "LogSoftmax", "BatchNormalization", "ReduceMin",
     "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "Pad", "Resize",
-    "Upsample", "ConvTranspose",
+    "Upsample", "ConvTranspose", "ScatterND",
 }
 
 # Candidates the importer rejects on purpose, with the reason (docs/onnx.md
@@ -161,6 +188,7 @@ SKIP = [
     (r"test_convtranspose_3d", "3-D ConvTranspose is not supported (MCIR has 2-D windows; 1-D runs as 2-D)"),
     (r"test_resize_.*antialias", "Resize with antialias is not supported"),
     (r"test_resize_tf_crop_and_resize", "Resize with tf_crop_and_resize is not supported"),
+    (r"test_scatternd_(add|multiply|max|min)", "ScatterND with a reduction on a runtime tensor is not supported (constants only)"),
 ]
 
 # Tests whose float inputs are consumed at import time (Range's bounds):
@@ -577,6 +605,17 @@ def gen_ops():
             [F32("w", rng.standard_normal(wshape)), F32("b", rng.standard_normal(wshape[1] * kw.get("group", 1)))])
     add("convtranspose_1d", [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[3], pads=[1, 2])],
         [("x", [2, 3, 7])], [F32("w", rng.standard_normal((3, 4, 4)))])
+    idx = numpy_helper.from_array(np.array([[1, 0], [0, 2], [1, 1]], np.int64), "i")
+    add("scatternd_constant_updates", [helper.make_node("ScatterND", ["x", "i", "u"], ["y"])],
+        [("x", X4)], [idx, F32("u", rng.standard_normal((3, 5, 6)))], opset=16)
+    add("scatternd_runtime_updates", [helper.make_node("ScatterND", ["x", "i", "u"], ["y"])],
+        [("x", X4), ("u", [3, 5, 6])], [idx], opset=16)
+    add("scatternd_folded_mask", [helper.make_node("ConstantOfShape", ["shp"], ["z"],
+                                                   value=numpy_helper.from_array(np.array([0.0], np.float32))),
+                                  helper.make_node("ScatterND", ["z", "i1", "u1"], ["m"], reduction="add"),
+                                  helper.make_node("ScatterND", ["m", "i1", "u1"], ["m2"], reduction="max"),
+                                  helper.make_node("Add", ["x", "m2"], ["y"])],
+        [("x", [5, 6])], [I64("shp", [5, 6]), I64("i1", [[1], [3], [1]]), F32("u1", rng.standard_normal((3, 6)))], opset=18)
     add("dropout_training_ratio0", [helper.make_node("Dropout", ["x", "r", "t"], ["y"])], [("x", X4)],
         [F32("r", 0.0), numpy_helper.from_array(np.array(True), "t")])
     dst = os.path.join(OUT, "ops")
@@ -622,6 +661,8 @@ def gen_ops():
         [("x", [1, 1, 4, 4])], [F32("sc", [1, 1, 0.5, 0.5])], 18, "node 'rs0'", "antialias 1")
     err("pad_reflect_too_wide.onnx", [helper.make_node("Pad", ["x", "p"], ["y"], name="pad0", mode="reflect")],
         [("x", [1, 4])], [I64("p", [0, 4, 0, 0])], 13, "node 'pad0'", "reflect pads", "larger than axis 1")
+    err("scatternd_repeated_index.onnx", [helper.make_node("ScatterND", ["x", "i", "u"], ["y"], name="sc0")],
+        [("x", [4, 3]), ("u", [2, 3])], [I64("i", [[1], [1]])], 16, "node 'sc0'", "indices repeat a position")
     err("convtranspose_runtime_weight.onnx", [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="ct0")],
         [("x", [1, 2, 4, 4]), ("w", [2, 2, 3, 3])], [], 17, "node 'ct0'", "weight 'w' must be a constant")
     with open(ep, "w") as f:

@@ -271,6 +271,34 @@ START_TEST(rewrites_fuse_attention_and_layernorm) {
 }
 END_TEST
 
+/* Conv then BatchNormalization: the importer's per-channel mul + add folds
+ * into the conv (catalog rule conv_affine_fold), and the result still
+ * matches onnxruntime. */
+START_TEST(batchnorm_folds_into_the_conv) {
+    json_t *entry = json_object_get(ops_index, "conv_batchnorm");
+    ck_assert_ptr_nonnull(entry);
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g = import_ok(data_path("ops/conv_batchnorm/model.onnx"));
+    ck_assert_int_eq(g->n_nodes, 3);
+    mcir_graph *before = mcir_graph_clone(g);
+    mcir_catalog *c = mcir_catalog_new();
+    ck_assert(mcir_catalog_load_default(c, &d));
+    ck_assert(mcir_rewrite_run(g, c, NULL, NULL, &d));
+    mcir_catalog_free(c);
+    ck_assert_int_eq(count_op(g, MCIR_OP_CONV2D), 1);
+    ck_assert_int_eq(count_op(g, MCIR_OP_MUL), 0);
+    ck_assert_int_eq(count_op(g, MCIR_OP_ADD), 0);
+    ck_assert(mcir_rewrite_verify(before, g, 0, NULL, &d));
+    mcir_env *e = mcir_env_new(g, 0);
+    set_inputs(g, e, json_object_get(entry, "inputs"));
+    ck_assert(mcir_interp_run(g, e, &d));
+    check_outputs(g, e, json_object_get(entry, "outputs"), "conv_batchnorm");
+    mcir_env_free(e);
+    mcir_graph_free(before);
+    mcir_graph_free(g);
+}
+END_TEST
+
 /* The causal block's masked_fill becomes an additive mask: no mul by a
  * 0/1 selector, one add of a constant that is 0 or very negative. */
 START_TEST(where_becomes_additive_mask) {
@@ -500,6 +528,7 @@ static Suite *onnx_suite(void) {
     tcase_add_loop_test(tc, pytorch_export, 0, n_model);
     tcase_add_loop_test(tc, rewrites_fuse_attention_and_layernorm, 0, 6);
     tcase_add_test(tc, where_becomes_additive_mask);
+    tcase_add_test(tc, batchnorm_folds_into_the_conv);
     tcase_add_loop_test(tc, imported_graph_round_trips_through_graph_json, 0, 3);
     tcase_add_test(tc, identity_is_a_rename);
     tcase_add_test(tc, import_time_evaluation_and_runtime_shape_ops);
