@@ -454,8 +454,9 @@ static void emit_int_op(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
             snprintf(dst, sizeof dst, "j%d", k);
             emit_bcast_index(b, t->rank, t->shape, n->inputs[k], "i", dst);
         }
-        cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS) != 0.0f ? v%d(j1, acc, MC_ARGS) : "
-                        "v%d(j2, acc, MC_ARGS);\n",
+        /* both values are loaded (a select, no divergent branch) */
+        cg_sb_printf(b, "    float c_ = v%d(j0, acc, MC_ARGS), x_ = v%d(j1, acc, MC_ARGS), "
+                        "y_ = v%d(j2, acc, MC_ARGS);\n    float r_ = c_ != 0.0f ? x_ : y_;\n",
                      n->inputs[0]->id, n->inputs[1]->id, n->inputs[2]->id);
         break;
     case MCIR_OP_GATHER: {

@@ -85,6 +85,15 @@ static elem_cost chain_cost(const mcir_kernel_plan *k, const mcir_tensor *t,
         }
         return c;
     }
+    if (n->op == MCIR_OP_ARGMAX || n->op == MCIR_OP_ARGMIN) {   /* its whole axis per element */
+        int axis;
+        const mcir_tensor *x = n->inputs[0];
+        double len = mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis) ? (double)x->shape[axis] : 1;
+        elem_cost in = chain_cost(k, x, anchor_out, depth + 1);
+        c.bytes = len * in.bytes;
+        c.flops = len * (in.flops + 1);
+        return c;
+    }
     bool moves = n->op == MCIR_OP_RESHAPE || n->op == MCIR_OP_TRANSPOSE ||
                  n->op == MCIR_OP_SLICE || n->op == MCIR_OP_SPLIT;
     int inputs = moves ? 1 : n->n_inputs;
