@@ -92,6 +92,7 @@ mcir_graph *mcir_graph_new(const char *name) {
 void mcir_graph_free(mcir_graph *g) {
     if (!g) return;
     mcir_graph_index_uses(g, false);
+    mcir_graph_index_groups(g, false);
     mcir_arena_free(g->arena);
 }
 
@@ -347,6 +348,7 @@ static int heap_pop(int *h, int *n) {
 bool mcir_graph_sort(mcir_graph *g, mcir_diag *d) {
     int n = g->n_nodes;
     if (n == 0) return true;
+    mcir_graph_index_groups(g, false);
     for (int i = 0; i < n; i++) g->nodes[i]->id = i;
     int *indeg = calloc((size_t)n, sizeof *indeg);
     int *start = calloc((size_t)n + 1, sizeof *start);
@@ -640,6 +642,159 @@ int mcir_graph_consumers(const mcir_graph *g, const mcir_tensor *t, mcir_node **
     return k;
 }
 
+/* ------------------------------------------------------ fusion groups */
+
+/* Each group's members as a list linked by node id, in id (= node) order,
+ * with its live size; the largest group with a member. Nodes appended
+ * later are in no group, so the per-node arrays grow on demand. */
+struct mcir_group_index {
+    int cap_nodes;
+    int *prev, *next;    /* by node id; -1: none */
+    int cap_groups;
+    int *head, *tail, *size;   /* by group id */
+    int max_group;
+};
+
+static void group_reserve(struct mcir_group_index *x, int nodes, int groups) {
+    if (nodes > x->cap_nodes) {
+        int cap = x->cap_nodes ? x->cap_nodes : 64;
+        while (cap < nodes) cap *= 2;
+        x->prev = realloc(x->prev, (size_t)cap * sizeof *x->prev);
+        x->next = realloc(x->next, (size_t)cap * sizeof *x->next);
+        MCIR_ASSERT(x->prev && x->next);
+        for (int i = x->cap_nodes; i < cap; i++) x->prev[i] = x->next[i] = -1;
+        x->cap_nodes = cap;
+    }
+    if (groups > x->cap_groups) {
+        int cap = x->cap_groups ? x->cap_groups : 64;
+        while (cap < groups) cap *= 2;
+        x->head = realloc(x->head, (size_t)cap * sizeof *x->head);
+        x->tail = realloc(x->tail, (size_t)cap * sizeof *x->tail);
+        x->size = realloc(x->size, (size_t)cap * sizeof *x->size);
+        MCIR_ASSERT(x->head && x->tail && x->size);
+        for (int i = x->cap_groups; i < cap; i++) {
+            x->head[i] = x->tail[i] = -1;
+            x->size[i] = 0;
+        }
+        x->cap_groups = cap;
+    }
+}
+
+/* Links node id into group gid's list at its place in id order: from the
+ * tail back (a group grows at its ends: new members are next to old). */
+static void group_link(struct mcir_group_index *x, int id, int gid) {
+    group_reserve(x, id + 1, gid + 1);
+    int after = x->tail[gid];
+    if (x->head[gid] >= 0 && id < x->head[gid]) after = -1;
+    while (after >= 0 && after > id) after = x->prev[after];
+    int before = after >= 0 ? x->next[after] : x->head[gid];
+    x->prev[id] = after;
+    x->next[id] = before;
+    if (after >= 0) x->next[after] = id;
+    else x->head[gid] = id;
+    if (before >= 0) x->prev[before] = id;
+    else x->tail[gid] = id;
+    x->size[gid]++;
+    if (gid > x->max_group) x->max_group = gid;
+}
+
+static void group_unlink(struct mcir_group_index *x, int id, int gid) {
+    int p = x->prev[id], n = x->next[id];
+    if (p >= 0) x->next[p] = n;
+    else x->head[gid] = n;
+    if (n >= 0) x->prev[n] = p;
+    else x->tail[gid] = p;
+    x->prev[id] = x->next[id] = -1;
+    x->size[gid]--;
+    while (x->max_group >= 0 && x->size[x->max_group] == 0) x->max_group--;
+}
+
+void mcir_graph_index_groups(mcir_graph *g, bool on) {
+    struct mcir_group_index *x = g->groups;
+    if (x) {
+        free(x->prev);
+        free(x->next);
+        free(x->head);
+        free(x->tail);
+        free(x->size);
+        free(x);
+        g->groups = NULL;
+    }
+    if (!on) return;
+    x = calloc(1, sizeof *x);
+    MCIR_ASSERT(x);
+    x->max_group = -1;
+    group_reserve(x, g->n_nodes, 1);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mcir_node *n = g->nodes[i];
+        MCIR_ASSERT(n->id == i);
+        if (!n->dead && n->group >= 0) group_link(x, i, n->group);
+    }
+    g->groups = x;
+}
+
+void mcir_graph_set_group(mcir_graph *g, mcir_node *n, int gid) {
+    struct mcir_group_index *x = g->groups;
+    if (x && !n->dead && n->group != gid) {
+        MCIR_ASSERT(n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n);
+        if (n->group >= 0) group_unlink(x, n->id, n->group);
+        if (gid >= 0) group_link(x, n->id, gid);
+    }
+    n->group = gid;
+}
+
+int mcir_graph_group_members(const mcir_graph *g, const int *gids, int n_gids,
+                             const mcir_node **out, int max) {
+    const struct mcir_group_index *x = g->groups;
+    int k = 0;
+    if (!x) {
+        for (int i = 0; i < g->n_nodes && k < max; i++) {
+            const mcir_node *n = g->nodes[i];
+            if (n->dead || n->group < 0) continue;
+            for (int j = 0; j < n_gids; j++)
+                if (n->group == gids[j]) {
+                    out[k++] = n;
+                    break;
+                }
+        }
+        return k;
+    }
+    /* merge the lists: the smallest id at the front of any of them */
+    int at[64], n_at = 0;
+    for (int j = 0; j < n_gids && n_at < 64; j++) {
+        int gid = gids[j];
+        bool dup = gid < 0 || gid >= x->cap_groups;
+        for (int i = 0; i < j && !dup; i++) dup = gids[i] == gid;
+        if (!dup && x->head[gid] >= 0) at[n_at++] = x->head[gid];
+    }
+    while (k < max && n_at > 0) {
+        int best = 0;
+        for (int j = 1; j < n_at; j++)
+            if (at[j] < at[best]) best = j;
+        const mcir_node *n = g->nodes[at[best]];
+        if (!n->dead) out[k++] = n;
+        at[best] = x->next[at[best]];
+        if (at[best] < 0) at[best] = at[--n_at];
+    }
+    return k;
+}
+
+int mcir_graph_group_size(const mcir_graph *g, int gid) {
+    const struct mcir_group_index *x = g->groups;
+    if (x) return gid >= 0 && gid < x->cap_groups ? x->size[gid] : 0;
+    int k = 0;
+    for (int i = 0; i < g->n_nodes; i++) k += !g->nodes[i]->dead && g->nodes[i]->group == gid;
+    return k;
+}
+
+int mcir_graph_max_group(const mcir_graph *g) {
+    if (g->groups) return g->groups->max_group;
+    int max = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead && g->nodes[i]->group > max) max = g->nodes[i]->group;
+    return max;
+}
+
 void mcir_graph_replace_uses(mcir_graph *g, mcir_tensor *from, mcir_tensor *to) {
     mcir_graph_index_uses(g, false);
     for (int i = 0; i < g->n_nodes; i++) {
@@ -663,6 +818,7 @@ void mcir_graph_replace_uses(mcir_graph *g, mcir_tensor *from, mcir_tensor *to) 
 
 void mcir_graph_compact(mcir_graph *g) {
     mcir_graph_index_uses(g, false);
+    mcir_graph_index_groups(g, false);
     int k = 0;
     for (int i = 0; i < g->n_nodes; i++)
         if (!g->nodes[i]->dead) g->nodes[k++] = g->nodes[i];

@@ -145,15 +145,27 @@ static bool one_only_used_in_match(const mcir_check_ctx *c, int v, const mcir_te
         say(d, n, "'%s' (%s) is a graph output", t->name, var_name(c, v));
         return false;
     }
-    for (int i = 0; i < g->n_nodes; i++) {
-        const mcir_node *nd = g->nodes[i];
-        if (nd->dead || in_match(c->match, nd)) continue;
-        for (int k = 0; k < nd->n_inputs; k++)
-            if (nd->inputs[k] == t) {
+    /* the first live reader outside the match, in node order */
+    mcir_node *cons[64];
+    int k = mcir_graph_consumers(g, t, cons, 64);
+    for (int i = 0; i < k && i < 64; i++)
+        if (!in_match(c->match, cons[i])) {
+            say(d, n, "'%s' (%s) is also used by '%s' (%s) outside the pattern", t->name,
+                var_name(c, v), cons[i]->name, mcir_op_name(cons[i]->op));
+            return false;
+        }
+    if (k > 64) {   /* more readers than a match has nodes: one is outside */
+        mcir_node **all = malloc((size_t)k * sizeof *all);
+        MCIR_ASSERT(all);
+        mcir_graph_consumers(g, t, all, k);
+        for (int i = 64; i < k; i++)
+            if (!in_match(c->match, all[i])) {
                 say(d, n, "'%s' (%s) is also used by '%s' (%s) outside the pattern", t->name,
-                    var_name(c, v), nd->name, mcir_op_name(nd->op));
+                    var_name(c, v), all[i]->name, mcir_op_name(all[i]->op));
+                free(all);
                 return false;
             }
+        free(all);
     }
     say(d, n, "'%s' (%s) is used only inside the pattern", t->name, var_name(c, v));
     return true;
@@ -549,36 +561,40 @@ static int group_members(const mcir_check_ctx *c, const mcir_param_value *p,
         if (nd->group >= 0 && n_groups < 64) groups[n_groups++] = nd->group;
         else if (nd->group < 0 && n_members < cap) members[n_members++] = nd;
     }
-    for (int i = 0; i < g->n_nodes; i++) {
-        const mcir_node *nd = g->nodes[i];
-        if (nd->dead || nd->group < 0) continue;
-        for (int k = 0; k < n_groups; k++)
-            if (nd->group == groups[k] && n_members < cap) {
-                members[n_members++] = nd;
-                break;
-            }
-    }
-    return n_members;
+    return n_members + mcir_graph_group_members(g, groups, n_groups, members + n_members,
+                                                cap - n_members);
 }
 
 /* A node outside the merged group that reads from it and feeds it: the
  * group could not run as one kernel (g->nodes is topological). */
 static const mcir_node *outsider_between(const mcir_graph *g, const mcir_node *const *members,
                                          int n_members) {
-    unsigned char *in = calloc((size_t)g->n_nodes + 1, 1), *tainted = calloc((size_t)g->n_nodes + 1, 1);
+    /* Only the nodes from the first member to the last can be tainted and
+     * feed one: when ids are positions, scan just those. */
+    int lo = 0, hi = g->n_nodes - 1;
+    bool positions = n_members > 0;
+    for (int i = 0; i < n_members && positions; i++) {
+        int id = members[i]->id;
+        positions = id >= 0 && id < g->n_nodes && g->nodes[id] == members[i];
+        if (i == 0 || id < lo) lo = id;
+        if (i == 0 || id > hi) hi = id;
+    }
+    if (!positions) lo = 0, hi = g->n_nodes - 1;
+    size_t span = (size_t)(hi - lo + 1);
+    unsigned char *in = calloc(span + 1, 1), *tainted = calloc(span + 1, 1);
     MCIR_ASSERT(in && tainted);
     for (int i = 0; i < n_members; i++)
-        if (members[i]->id >= 0 && members[i]->id < g->n_nodes) in[members[i]->id] = 1;
+        if (members[i]->id >= lo && members[i]->id <= hi) in[members[i]->id - lo] = 1;
     const mcir_node *bad = NULL;
-    for (int i = 0; i < g->n_nodes && !bad; i++) {
+    for (int i = lo; i <= hi && !bad; i++) {
         const mcir_node *nd = g->nodes[i];
-        if (nd->dead) continue;
+        if (nd->dead || nd->id < lo || nd->id > hi) continue;
         for (int j = 0; j < nd->n_inputs; j++) {
             const mcir_node *pr = nd->inputs[j]->producer;
-            if (!pr || pr->dead || pr->id < 0 || pr->id >= g->n_nodes) continue;
-            bool from_group = in[pr->id], from_outsider = !in[pr->id] && tainted[pr->id];
-            if (in[nd->id] && from_outsider) bad = pr;
-            if (!in[nd->id] && (from_group || from_outsider)) tainted[nd->id] = 1;
+            if (!pr || pr->dead || pr->id < lo || pr->id > hi) continue;
+            bool from_group = in[pr->id - lo], from_outsider = !in[pr->id - lo] && tainted[pr->id - lo];
+            if (in[nd->id - lo] && from_outsider) bad = pr;
+            if (!in[nd->id - lo] && (from_group || from_outsider)) tainted[nd->id - lo] = 1;
         }
     }
     free(in);

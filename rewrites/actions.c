@@ -459,20 +459,23 @@ static bool apply_fuse_group(mcir_action_ctx *a) {
     mcir_node *nodes[MCIR_ACTION_MAX_RESULTS];
     int k = target_nodes(a, nodes, MCIR_ACTION_MAX_RESULTS);
     if (k < 2) return fail(a, "a group needs two nodes");
-    int gid = -1, max_gid = -1;
+    int gid = -1;
     for (int i = 0; i < k; i++)
         if (nodes[i]->group >= 0 && (gid < 0 || nodes[i]->group < gid)) gid = nodes[i]->group;
-    for (int i = 0; i < a->g->n_nodes; i++)
-        if (!a->g->nodes[i]->dead && a->g->nodes[i]->group > max_gid)
-            max_gid = a->g->nodes[i]->group;
-    if (gid < 0) gid = max_gid + 1;
-    /* merge the other groups the nodes were in */
+    if (gid < 0) gid = mcir_graph_max_group(a->g) + 1;
+    /* merge the other groups the nodes were in (the group index, when the
+     * engine keeps one, lists their members) */
     for (int i = 0; i < k; i++) {
         int old = nodes[i]->group;
-        if (old >= 0 && old != gid)
-            for (int j = 0; j < a->g->n_nodes; j++)
-                if (a->g->nodes[j]->group == old) a->g->nodes[j]->group = gid;
-        nodes[i]->group = gid;
+        if (old >= 0 && old != gid) {
+            int n = mcir_graph_group_size(a->g, old);
+            const mcir_node **members = malloc((size_t)(n ? n : 1) * sizeof *members);
+            MCIR_ASSERT(members);
+            n = mcir_graph_group_members(a->g, &old, 1, members, n);
+            for (int j = 0; j < n; j++) mcir_graph_set_group(a->g, (mcir_node *)members[j], gid);
+            free(members);
+        }
+        mcir_graph_set_group(a->g, nodes[i], gid);
         add_result(a, nodes[i]);
     }
     return true;

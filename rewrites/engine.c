@@ -361,6 +361,7 @@ static void index_consumers(engine *e) {
     free(fill);
     e->n_indexed = g->n_tensors;
     mcir_graph_index_uses(g, true);   /* for the checks' consumer queries */
+    if (!g->groups) mcir_graph_index_groups(g, true);   /* for groupable and fuse_group */
 }
 
 /* Sizes the per-node arrays for g->n_nodes; new positions start dirty. */
@@ -545,20 +546,21 @@ static void mark_touched(engine *e) {
             mcir_node *nd = e->touched[i];
             if (nd->dead || nd->group < 0) continue;
             int gid = nd->group;
+            int n_members = mcir_graph_group_size(g, gid);
+            const mcir_node **members = malloc((size_t)(n_members + 1) * sizeof *members);
+            MCIR_ASSERT(members);
+            n_members = mcir_graph_group_members(g, &gid, 1, members, n_members);
             bool compute = false;
-            for (int j = 0; j < g->n_nodes && !compute; j++)
-                if (!g->nodes[j]->dead && g->nodes[j]->group == gid &&
-                    !(mcir_op_desc_of(g->nodes[j]->op)->flags & MCIR_OPF_ELEMENTWISE))
-                    compute = true;
+            for (int j = 0; j < n_members && !compute; j++)
+                compute = !(mcir_op_desc_of(members[j]->op)->flags & MCIR_OPF_ELEMENTWISE);
             group_note(e, gid, compute);
-            if (!compute) continue;
-            for (int j = 0; j < g->n_nodes; j++)
-                if (!g->nodes[j]->dead && g->nodes[j]->group == gid) {
-                    mcir_node *m = g->nodes[j];
-                    SEED(m);
-                    for (int k = 0; k < m->n_inputs; k++)
-                        if (m->inputs[k]->producer) SEED(m->inputs[k]->producer);
-                }
+            for (int j = 0; j < n_members && compute; j++) {
+                mcir_node *m = (mcir_node *)members[j];
+                SEED(m);
+                for (int k = 0; k < m->n_inputs; k++)
+                    if (m->inputs[k]->producer) SEED(m->inputs[k]->producer);
+            }
+            free(members);
         }
     }
 #undef SEED
@@ -981,6 +983,7 @@ bool mcir_rewrite_run_ex(mcir_graph *g, const mcir_catalog *c, const mcir_target
                 }
             }
     }
+    mcir_graph_index_groups(g, false);
     if (!e.failed) {
         renumber_groups(g);
         settle(&e, "(final)");
