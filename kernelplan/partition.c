@@ -119,6 +119,9 @@ typedef struct part_ctx {
     int *unit_of;        /* by node id: region index (-1: none) */
     int *cons_start;     /* by tensor id: consumers cons[cons_start[t]..cons_start[t+1]) */
     mcir_node **cons;
+    /* names of the kernels built so far: open addressing, cap a power of 2 */
+    int n_names, cap_names;
+    const char **names;
 } part_ctx;
 
 static mcir_loc node_loc(const mcir_node *n) { return n->loc; }
@@ -601,6 +604,33 @@ static bool in_region(part_ctx *c, const mcir_node *v, int unit) {
 }
 
 /* A C identifier from the graph and anchor names, unique in the plan. */
+static size_t name_slot(const part_ctx *c, const char *name) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *q = name; *q; q++) h = (h ^ (unsigned char)*q) * 0x100000001b3ull;
+    size_t mask = (size_t)c->cap_names - 1, i = (size_t)h & mask;
+    while (c->names[i] && strcmp(c->names[i], name) != 0) i = (i + 1) & mask;
+    return i;
+}
+
+/* Whether a kernel built so far has this name (a set, not a scan of every
+ * kernel: a graph of n kernels names them in O(n)). */
+static bool name_taken(const part_ctx *c, const char *name) {
+    return c->cap_names && c->names[name_slot(c, name)];
+}
+
+static void name_add(part_ctx *c, const char *name) {
+    if (2 * (c->n_names + 1) > c->cap_names) {
+        const char **old = c->names;
+        int old_cap = c->cap_names;
+        c->cap_names = old_cap ? 2 * old_cap : 64;
+        c->names = mcir_arena_alloc(c->p->arena, (size_t)c->cap_names * sizeof *c->names);
+        for (int i = 0; i < old_cap; i++)
+            if (old[i]) c->names[name_slot(c, old[i])] = old[i];
+    }
+    c->names[name_slot(c, name)] = name;
+    c->n_names++;
+}
+
 static const char *kernel_name(part_ctx *c, const mcir_node *anchor) {
     mcir_arena *a = c->p->arena;
     char *s = mcir_arena_printf(a, "%s_%s", c->g->name ? c->g->name : "graph", anchor->name);
@@ -609,13 +639,9 @@ static const char *kernel_name(part_ctx *c, const mcir_node *anchor) {
             *q = '_';
     if (s[0] >= '0' && s[0] <= '9') s = mcir_arena_printf(a, "k_%s", s);
     const char *name = s;
-    for (int n = 2;; n++) {
-        bool taken = false;
-        for (int k = 0; k < c->p->n_kernels; k++)
-            if (c->p->kernels[k].name && strcmp(c->p->kernels[k].name, name) == 0) taken = true;
-        if (!taken) return name;
-        name = mcir_arena_printf(a, "%s_%d", s, n);
-    }
+    for (int n = 2; name_taken(c, name); n++) name = mcir_arena_printf(a, "%s_%d", s, n);
+    name_add(c, name);
+    return name;
 }
 
 /* Whether reading pr's output goes through a split view. */
