@@ -254,6 +254,10 @@ static void run_case(case_kind k, int size) {
     if (pid == 0) {
         struct rlimit cpu = {timeout_s, timeout_s + 1};
         setrlimit(RLIMIT_CPU, &cpu);
+        /* codegen emits a fused kernel's value expression recursively, one
+         * frame per op: a 50 000-op chain needs more than the usual 8 MiB */
+        struct rlimit stack = {64ull << 20, 64ull << 20};
+        setrlimit(RLIMIT_STACK, &stack);
         switch (k) {
         case CASE_GPT2: compile_graph("gpt2", size, write_gpt2_stack(size)); break;
         case CASE_CHAIN: compile_graph("chain", size, write_chain(size)); break;
@@ -266,8 +270,10 @@ static void run_case(case_kind k, int size) {
     int status;
     waitpid(pid, &status, 0);
     static const char *const names[] = {"gpt2", "chain", "alllive", "random"};
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
+    if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGXCPU || WTERMSIG(status) == SIGKILL))
         printf("%-7s %7d  timeout: more than %u CPU s\n", names[k], size, timeout_s);
+    else if (WIFSIGNALED(status))
+        printf("%-7s %7d  failed: signal %d\n", names[k], size, WTERMSIG(status));
     else if (!WIFEXITED(status) || WEXITSTATUS(status))
         printf("%-7s %7d  failed\n", names[k], size);
 }
