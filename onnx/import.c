@@ -2247,7 +2247,7 @@ static bool h_resize(ox *x, ox_value **in, int n_in) {
     int lastax = -1;
     double *mats[MCIR_MAX_RANK] = {0};
     for (int a = 0; a < X->rank; a++) {
-        if (out[a] * X->shape[a] > ((int64_t)1 << 26))
+        if (out[a] * X->shape[a] > ((int64_t)1 << 24))
             return ox_error(x, "axis %d is too large for an interpolation matrix", a);
         mats[a] = mcir_arena_alloc(x->a, sizeof(double) * (size_t)(out[a] * X->shape[a]));
         resize_matrix(&rm, sc[a], X->shape[a], out[a], mats[a]);
@@ -2335,7 +2335,7 @@ static bool h_conv_transpose(ox *x, ox_value **in, int n_in) {
         int64_t len = (in_hw[k] - 1) * strides[k] + 1 + lo + hi;
         if (len - dil[k] * (kernel[k] - 1) < 1)
             return ox_error(x, "the output would be empty on spatial axis %d", k);
-        if (len * in_hw[k] > ((int64_t)1 << 26))
+        if (len * in_hw[k] > ((int64_t)1 << 24))
             return ox_error(x, "spatial axis %d is too large", k);
         double *A = mcir_arena_alloc(x->a, sizeof(double) * (size_t)(len * in_hw[k]));
         memset(A, 0, sizeof(double) * (size_t)(len * in_hw[k]));
@@ -2453,7 +2453,7 @@ static bool h_scatter_nd(ox *x, ox_value **in, int n_in) {
         scattered->name = fresh(x, "scatter_nd_updates");
     } else {
         int64_t s2[2] = {n_idx, slice};
-        if (prefix * n_idx > ((int64_t)1 << 26)) return ox_error(x, "too many positions");
+        if (prefix * n_idx > ((int64_t)1 << 24)) return ox_error(x, "too many positions");
         double *P = mcir_arena_alloc(x->a, sizeof(double) * (size_t)(prefix * n_idx));
         memset(P, 0, sizeof(double) * (size_t)(prefix * n_idx));
         for (int64_t i = 0; i < n_idx; i++) P[pos[i] * n_idx + i] = 1;

@@ -22,7 +22,9 @@ INTS = [-(1 << 62), -(1 << 31), -100, -5, -2, -1, 0, 1, 2, 3, 7, 64, 1 << 31, 1 
 OPS = ["MatMul", "Gemm", "Add", "Where", "Softmax", "LayerNormalization", "ReduceMean",
        "ReduceSum", "Transpose", "Reshape", "Flatten", "Split", "Slice", "Concat", "Conv",
        "MaxPool", "AveragePool", "GlobalAveragePool", "Gather", "Unsqueeze", "Squeeze",
-       "Expand", "ConstantOfShape", "Range", "Shape", "Cast", "Equal", "Pow", "Max"]
+       "Expand", "ConstantOfShape", "Range", "Shape", "Cast", "Equal", "Pow", "Max",
+       "Clip", "HardSwish", "LogSoftmax", "BatchNormalization", "ReduceL2", "Pad", "Resize",
+       "ConvTranspose", "ScatterND"]
 
 
 def mutate(m, rnd):
@@ -72,6 +74,7 @@ def main():
     rnd = random.Random(int(sys.argv[3]) if len(sys.argv) > 3 else 0)
     models = sorted(glob.glob(os.path.join(ROOT, "tests/data/onnx/node/*/model.onnx")))
     models += glob.glob(os.path.join(ROOT, "tests/data/onnx/misc/*.onnx"))
+    models += sorted(glob.glob(os.path.join(ROOT, "tests/data/onnx/ops/*/model.onnx")))
     models += [os.path.join(ROOT, "tests/data/onnx/models", k, "model.onnx")
                for k in ("causal_block_op14", "vit_op17", "encoder_layer_op17")]
     crashes = 0
