@@ -2084,15 +2084,22 @@ enum { NM_ROUND_PREFER_FLOOR, NM_ROUND_PREFER_CEIL, NM_FLOOR, NM_CEIL };
 typedef struct resize_mode {
     int mode, ct, nearest;
     double cubic_a;
-    bool exclude_outside;
+    bool exclude_outside, antialias;
 } resize_mode;
+
+#define RS_MAX_TAPS 64
 
 /* The interpolation matrix [out, in] of one axis, as ONNX's reference
  * computes it (onnx/reference/ops/op_resize.py: the source coordinate, the
  * n taps nearest to it in the edge-padded input, their coefficients). */
-static void resize_matrix(const resize_mode *rm, double scale, int64_t in_len, int64_t out,
+static bool resize_matrix(const resize_mode *rm, double scale, int64_t in_len, int64_t out,
                           double *A) {
-    int n = rm->mode == RS_CUBIC ? 4 : 2, pad = (n + 1) / 2;
+    /* antialias (downsampling): a kernel stretched by 1/scale, normalised */
+    double s_aa = scale > 1 ? 1 : scale;
+    int64_t start = rm->mode == RS_CUBIC ? -1 : 0;
+    if (rm->antialias) start = (int64_t)floor((rm->mode == RS_CUBIC ? -2 : -1) / s_aa) + 1;
+    if (2 - 2 * start > RS_MAX_TAPS) return false;
+    int n = (int)(2 - 2 * start), pad = (n + 1) / 2;
     int64_t padded = in_len + 2 * pad;
     double out_w = scale * (double)in_len;
     memset(A, 0, sizeof(double) * (size_t)(out * in_len));
@@ -2109,8 +2116,18 @@ static void resize_matrix(const resize_mode *rm, double scale, int64_t in_len, i
         case CT_PYTORCH_HALF_PIXEL: xo = out_w == 1 ? -0.5 : (xr + 0.5) / scale - 0.5; break;
         default: xo = (xr + 0.5) / scale - 0.5; break;
         }
-        double ratio = xo == floor(xo) ? 1.0 : xo - floor(xo), c[4];
-        if (rm->mode == RS_NEAREST) {
+        double ratio = xo == floor(xo) ? 1.0 : xo - floor(xo), c[RS_MAX_TAPS];
+        if (rm->antialias) {
+            double a = rm->cubic_a, sum = 0;
+            for (int i = 0; i < n; i++) {
+                double t = fabs(s_aa * ((double)(start + i) - ratio));
+                if (rm->mode == RS_LINEAR) c[i] = t < 1 ? 1 - t : 0;
+                else c[i] = t <= 1 ? ((a + 2) * t - (a + 3)) * t * t + 1
+                          : t < 2 ? ((a * t - 5 * a) * t + 8 * a) * t - 4 * a : 0;
+                sum += c[i];
+            }
+            for (int i = 0; i < n; i++) c[i] /= sum;
+        } else if (rm->mode == RS_NEAREST) {
             bool right = ratio == 1.0;
             if (!right) switch (rm->nearest) {
                 case NM_ROUND_PREFER_CEIL: right = ratio >= 0.5; break;
@@ -2130,7 +2147,7 @@ static void resize_matrix(const resize_mode *rm, double scale, int64_t in_len, i
         }
         /* the n padded positions nearest to xo + pad (ties: the lower) */
         double xp = xo + pad;
-        int64_t idx[4];
+        int64_t idx[RS_MAX_TAPS];
         int k = 0;
         for (int64_t p = 0; p < padded; p++) {
             double dp = fabs(xp - (double)p);
@@ -2158,6 +2175,7 @@ static void resize_matrix(const resize_mode *rm, double scale, int64_t in_len, i
             A[o * in_len + src] += rm->exclude_outside && sum != 0 ? c[i] / sum : c[i];
         }
     }
+    return true;
 }
 
 static int pick(const char *s, const char *const *names) {
@@ -2186,7 +2204,7 @@ static bool h_resize(ox *x, ox_value **in, int n_in) {
     rm.cubic_a = old ? -0.75 : attr_float(x, "cubic_coeff_a", -0.75f);
     rm.exclude_outside = old ? false : attr_int(x, "exclude_outside", 0) != 0;
     if (!old) attr_float(x, "extrapolation_value", 0.0f); /* tf_crop_and_resize only */
-    int64_t antialias = x->opset >= 18 ? attr_int(x, "antialias", 0) : 0;
+    rm.antialias = x->opset >= 18 && attr_int(x, "antialias", 0) != 0;
     const char *policy = x->opset >= 18 ? attr_str(x, "keep_aspect_ratio_policy", "stretch",
                                                     b4, sizeof b4) : "stretch";
     int64_t axes[MCIR_MAX_RANK];
@@ -2195,7 +2213,8 @@ static bool h_resize(ox *x, ox_value **in, int n_in) {
     if (rm.mode < 0) return ox_error(x, "mode \"%s\" is not supported", b1);
     if (rm.ct < 0) return ox_error(x, "coordinate_transformation_mode \"%s\" is not supported", ct);
     if (rm.nearest < 0) return ox_error(x, "nearest_mode \"%s\" is not supported", b3);
-    if (antialias) return ox_error(x, "antialias 1 is not supported");
+    if (rm.antialias && rm.mode == RS_NEAREST)
+        return ox_error(x, "antialias 1 is not supported with mode \"nearest\"");
     int keep_ratio = !strcmp(policy, "not_larger") ? 1 : !strcmp(policy, "not_smaller") ? 2 : 0;
     if (!keep_ratio && strcmp(policy, "stretch") != 0)
         return ox_error(x, "keep_aspect_ratio_policy \"%s\" is not supported", policy);
@@ -2250,7 +2269,9 @@ static bool h_resize(ox *x, ox_value **in, int n_in) {
         if (out[a] * X->shape[a] > ((int64_t)1 << 24))
             return ox_error(x, "axis %d is too large for an interpolation matrix", a);
         mats[a] = mcir_arena_alloc(x->a, sizeof(double) * (size_t)(out[a] * X->shape[a]));
-        resize_matrix(&rm, sc[a], X->shape[a], out[a], mats[a]);
+        if (!resize_matrix(&rm, sc[a], X->shape[a], out[a], mats[a]))
+            return ox_error(x, "antialias over axis %d (scale %g) needs more than %d taps", a,
+                            sc[a], RS_MAX_TAPS);
         if (!is_identity_matrix(mats[a], out[a], X->shape[a])) lastax = a;
     }
     if (lastax < 0) return define_out(x, 0, X);

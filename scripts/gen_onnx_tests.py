@@ -186,7 +186,6 @@ SKIP = [
     (r"test_training_dropout(_default)?$", "Dropout with training_mode=true and a ratio other than 0 is not supported (inference only)"),
     (r"test_batchnorm_.*training_mode", "BatchNormalization in training mode is not supported (inference only)"),
     (r"test_convtranspose_3d", "3-D ConvTranspose is not supported (MCIR has 2-D windows; 1-D runs as 2-D)"),
-    (r"test_resize_.*antialias", "Resize with antialias is not supported"),
     (r"test_resize_tf_crop_and_resize", "Resize with tf_crop_and_resize is not supported"),
     (r"test_scatternd_(add|multiply|max|min)", "ScatterND with a reduction on a runtime tensor is not supported (constants only)"),
 ]
@@ -593,6 +592,10 @@ def gen_ops():
     add("resize_cubic_exclude_outside", [helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="cubic",
                                                           exclude_outside=1, cubic_coeff_a=-0.5)],
         [("x", X4)], [F32("sc", [1, 1, 0.6, 2.0])], opset=13)
+    for mode in ["linear", "cubic"]:
+        add(f"resize_{mode}_antialias", [helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode,
+                                                          antialias=1)],
+            [("x", [1, 2, 12, 9])], [F32("sc", [1, 1, 0.4, 0.75])], opset=18)
     add("resize_opset10", [helper.make_node("Resize", ["x", "sc"], ["y"], mode="nearest")], [("x", X4)],
         [F32("sc", [1, 1, 2, 3])], opset=10)
     add("upsample_opset9", [helper.make_node("Upsample", ["x", "sc"], ["y"], mode="nearest")], [("x", X4)],
@@ -656,8 +659,8 @@ def gen_ops():
     err("dropout_training.onnx", [helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="drop0")],
         [("x", [2, 4])], [F32("r", 0.5), numpy_helper.from_array(np.array(True), "t")], 13,
         "node 'drop0'", "training_mode is true with ratio 0.5")
-    err("resize_antialias.onnx", [helper.make_node("Resize", ["x", "", "sc"], ["y"], name="rs0",
-                                                   mode="linear", antialias=1)],
+    err("resize_antialias_nearest.onnx", [helper.make_node("Resize", ["x", "", "sc"], ["y"], name="rs0",
+                                                           mode="nearest", antialias=1)],
         [("x", [1, 1, 4, 4])], [F32("sc", [1, 1, 0.5, 0.5])], 18, "node 'rs0'", "antialias 1")
     err("pad_reflect_too_wide.onnx", [helper.make_node("Pad", ["x", "p"], ["y"], name="pad0", mode="reflect")],
         [("x", [1, 4])], [I64("p", [0, 4, 0, 0])], 13, "node 'pad0'", "reflect pads", "larger than axis 1")
