@@ -125,16 +125,25 @@ static void discard(mcir_node **built, int n) {
         if (built[i]) built[i]->dead = true;
 }
 
-/* Whether tensor t is computed from `target` (t itself or an ancestor). */
+static bool at_position(const mcir_graph *g, const mcir_node *n) {
+    return n && n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n;
+}
+
+/* Whether tensor t is computed from `target` (t itself or an ancestor).
+ * Nodes placed before position `first` (the first matched node's; g->nodes
+ * was topological before the action, which only takes over tensors of
+ * matched nodes) have all their ancestors there too, none of them
+ * target's: the walk stops at them instead of climbing to the inputs. */
 static bool depends_on(const mcir_graph *g, const mcir_tensor *t, const mcir_tensor *target,
-                       unsigned char *seen) {
+                       unsigned char *seen, int first) {
     if (t == target) return true;
     if (t->id < 0 || t->id >= g->n_tensors || g->tensors[t->id] != t || seen[t->id]) return false;
     seen[t->id] = 1;
     const mcir_node *p = t->producer;
     if (!p || p->dead) return false;
+    if (at_position(g, p) && p->id < first) return false;
     for (int i = 0; i < p->n_inputs; i++)
-        if (depends_on(g, p->inputs[i], target, seen)) return true;
+        if (depends_on(g, p->inputs[i], target, seen, first)) return true;
     return false;
 }
 
@@ -156,9 +165,16 @@ static bool take_over(mcir_action_ctx *a, mcir_node *n, mcir_tensor *target) {
         return fail(a, "'%s' is not produced by a matched node", target->name);
     unsigned char *seen = calloc((size_t)a->g->n_tensors + 1, 1);
     MCIR_ASSERT(seen);
+    int first = a->g->n_nodes;
+    for (int i = 0; i < a->m->n_nodes; i++) {
+        const mcir_node *mn = a->m->nodes[i];
+        if (!mn) continue;
+        if (!at_position(a->g, mn)) first = -1;
+        else if (first >= 0 && mn->id < first) first = mn->id;
+    }
     bool cycle = false;
     for (int i = 0; i < n->n_inputs && !cycle; i++)
-        cycle = depends_on(a->g, n->inputs[i], target, seen);
+        cycle = depends_on(a->g, n->inputs[i], target, seen, first);
     free(seen);
     if (cycle)
         return fail(a, "the fused %s would read its own output '%s'", mcir_op_name(n->op),

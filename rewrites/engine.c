@@ -596,9 +596,27 @@ broken:
     return false;
 }
 
+/* Whether a live node reads t, after an action that appended nodes from
+ * position `built` on: actions never rewire the inputs of nodes they did
+ * not build, so the readers are t's indexed consumers and new nodes. */
+static bool has_reader(const engine *e, const mcir_tensor *t, int built) {
+    const mcir_graph *g = e->g;
+    if (t->id < 0 || t->id >= e->n_indexed || g->tensors[t->id] != t)
+        return mcir_graph_consumers(g, t, NULL, 0) > 0;
+    for (int c = e->cons_start[t->id]; c < e->cons_start[t->id + 1]; c++)
+        if (!e->cons[c]->dead) return true;
+    for (int i = built; i < g->n_nodes; i++) {
+        const mcir_node *n = g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] == t) return true;
+    }
+    return false;
+}
+
 /* Removes matched nodes whose outputs were taken over or are no longer
  * used, until none is left to remove. */
-static void remove_unused(mcir_graph *g, const mcir_match *m) {
+static void remove_unused(const engine *e, const mcir_match *m, int built) {
     bool changed = true;
     while (changed) {
         changed = false;
@@ -609,7 +627,7 @@ static void remove_unused(mcir_graph *g, const mcir_match *m) {
             for (int k = 0; k < n->n_outputs && !needed; k++) {
                 const mcir_tensor *t = n->outputs[k];
                 if (t->producer != n) continue;
-                if (t->is_output || mcir_graph_consumers(g, t, NULL, 0) > 0) needed = true;
+                if (t->is_output || has_reader(e, t, built)) needed = true;
             }
             if (!needed) {
                 n->dead = true;
@@ -695,6 +713,7 @@ static bool on_match(const mcir_match *m, void *ctx) {
         for (int i = 0; i < m->n_nodes; i++)
             if (m->nodes[i] && m->nodes[i]->group >= 0) e->merged[e->n_merged++] = m->nodes[i]->group;
         e->last_action = p->action;
+        int n_built = e->g->n_nodes;
         bool ok = impl->apply(&ac);
         if (!ok && impl->structural) mcir_graph_index_uses(e->g, true);
         bool refused = false;
@@ -740,7 +759,7 @@ static bool on_match(const mcir_match *m, void *ctx) {
             for (int i = 0; i < ac.n_results && !refused; i++)
                 for (int k = 0; k < p->n_properties; k++)
                     mcir_node_add_property(e->g, ac.results[i], p->properties[k]->name);
-            if (impl->structural) remove_unused(e->g, m);
+            if (impl->structural) remove_unused(e, m, n_built);
             if (refused) {
                 char check[96];
                 snprintf(check, sizeof check, "rewrite:%s", mcir_action_descs[p->action].name);
