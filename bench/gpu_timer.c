@@ -1,7 +1,7 @@
 /*
- * gpu_timer.c — the benchmarks' own small view of the CUDA driver, loaded
- * with dlopen exactly as codegen/runtime.c loads it (its table is private
- * to the runtime): buffers, module loading, event timing with an L2 flush.
+ * gpu_timer.c — the benchmarks' timing over the CUDA driver table the
+ * runtime uses (codegen/cuda_driver.h, dlopen'd): buffers, module loading,
+ * event timing with an L2 flush.
  *
  * Invariant: every timed interval holds one launch and nothing else; the
  * flush (a memset of 4× L2, at least 256 MiB) runs on the same stream
@@ -10,134 +10,46 @@
  */
 #include "bench/gpu_timer.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef uint64_t CUdeviceptr;   /* the driver's unsigned long long: 64 bits on every CUDA host */
+#include "codegen/cuda_driver.h"
 
-enum { CU_OK = 0, ATTR_L2_CACHE_SIZE = 38, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76,
-       FUNC_ATTR_MAX_DYNAMIC_SMEM = 8 };
-
-#define BG_FUNCS(X)                                                                       \
-    X(cuInit, (unsigned))                                                                 \
-    X(cuDeviceGetCount, (int *))                                                          \
-    X(cuDeviceGet, (int *, int))                                                          \
-    X(cuDeviceGetName, (char *, int, int))                                                \
-    X(cuDeviceGetAttribute, (int *, int, int))                                            \
-    X(cuDeviceTotalMem_v2, (size_t *, int))                                               \
-    X(cuDevicePrimaryCtxRetain, (void **, int))                                           \
-    X(cuDevicePrimaryCtxRelease_v2, (int))                                                \
-    X(cuCtxSetCurrent, (void *))                                                          \
-    X(cuModuleLoadData, (void **, const void *))                                          \
-    X(cuModuleUnload, (void *))                                                           \
-    X(cuModuleGetFunction, (void **, void *, const char *))                               \
-    X(cuFuncSetAttribute, (void *, int, int))                                             \
-    X(cuLaunchKernel, (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
-                       unsigned, void *, void **, void **))                               \
-    X(cuMemAlloc_v2, (CUdeviceptr *, size_t))                                             \
-    X(cuMemFree_v2, (CUdeviceptr))                                                        \
-    X(cuMemcpyHtoD_v2, (CUdeviceptr, const void *, size_t))                               \
-    X(cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t))                                     \
-    X(cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, void *))                   \
-    X(cuMemsetD32Async, (CUdeviceptr, unsigned, size_t, void *))                          \
-    X(cuStreamCreate, (void **, unsigned))                                                \
-    X(cuStreamSynchronize, (void *))                                                      \
-    X(cuStreamDestroy_v2, (void *))                                                       \
-    X(cuEventCreate, (void **, unsigned))                                                 \
-    X(cuEventRecord, (void *, void *))                                                    \
-    X(cuEventSynchronize, (void *))                                                       \
-    X(cuEventDestroy_v2, (void *))
-
-static struct {
-    bool tried, ok;
-    char why[256];
-    void *lib;
-#define X(name, args) CUresult(*name) args;
-    BG_FUNCS(X)
-#undef X
-    CUresult (*cuEventElapsedTime)(float *, void *, void *);
-    CUresult (*cuGetErrorString)(CUresult, const char **);
-} cu;
-
-static const char *cu_err(int rc) {
-    const char *s = NULL;
-    if (cu.cuGetErrorString && cu.cuGetErrorString(rc, &s) == CU_OK && s) return s;
-    return "CUDA error";
-}
+static const mcir_cu_driver *cu;   /* set by bench_gpu_open */
 
 /* Records call, file and line in g->why and jumps to fail. */
 #define BG_CHECK(g, call)                                                                       \
     do {                                                                                        \
         int bg_rc_ = (int)(call);                                                               \
-        if (bg_rc_ != CU_OK) {                                                                  \
+        if (bg_rc_ != CUDA_SUCCESS) {                                                           \
             snprintf((g)->why, sizeof (g)->why, "CUDA error %d (%s) in %s at %s:%d", bg_rc_,     \
-                     cu_err(bg_rc_), #call, __FILE__, __LINE__);                                \
+                     mcir_cu_error(bg_rc_), #call, __FILE__, __LINE__);                         \
             goto fail;                                                                          \
         }                                                                                       \
     } while (0)
 
-static bool driver_load(void) {
-    if (cu.tried) return cu.ok;
-    cu.tried = true;
-    cu.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!cu.lib) {
-        snprintf(cu.why, sizeof cu.why, "no CUDA driver: cannot load libcuda.so.1 (%s)", dlerror());
-        return false;
-    }
-#define X(name, args)                                                                  \
-    if (!(cu.name = (CUresult(*) args)dlsym(cu.lib, #name))) {                          \
-        snprintf(cu.why, sizeof cu.why, "the CUDA driver lacks %s", #name);            \
-        return false;                                                                   \
-    }
-    BG_FUNCS(X)
-#undef X
-    cu.cuEventElapsedTime = (CUresult(*)(float *, void *, void *))dlsym(cu.lib, "cuEventElapsedTime_v2");
-    if (!cu.cuEventElapsedTime)
-        cu.cuEventElapsedTime = (CUresult(*)(float *, void *, void *))dlsym(cu.lib, "cuEventElapsedTime");
-    cu.cuGetErrorString = (CUresult(*)(CUresult, const char **))dlsym(cu.lib, "cuGetErrorString");
-    if (!cu.cuEventElapsedTime) {
-        snprintf(cu.why, sizeof cu.why, "the CUDA driver lacks cuEventElapsedTime");
-        return false;
-    }
-    int rc = cu.cuInit(0), count = 0;
-    if (rc != CU_OK) {
-        snprintf(cu.why, sizeof cu.why, "cuInit failed: %s (%d)", cu_err(rc), rc);
-        return false;
-    }
-    rc = cu.cuDeviceGetCount(&count);
-    if (rc != CU_OK || count < 1) {
-        snprintf(cu.why, sizeof cu.why, "no CUDA device (cuDeviceGetCount: %d devices, rc %d)", count, rc);
-        return false;
-    }
-    cu.ok = true;
-    return true;
-}
-
 bool bench_gpu_open(bench_gpu *g, char *why, size_t n) {
     memset(g, 0, sizeof *g);
-    if (!driver_load()) {
-        snprintf(why, n, "%s", cu.why);
-        return false;
-    }
+    if (!(cu = mcir_cu_load(why, n))) return false;
     int major = 0, minor = 0;
-    BG_CHECK(g, cu.cuDeviceGet(&g->device, 0));
-    BG_CHECK(g, cu.cuDevicePrimaryCtxRetain(&g->ctx, g->device));
-    BG_CHECK(g, cu.cuCtxSetCurrent(g->ctx));
-    BG_CHECK(g, cu.cuDeviceGetName(g->name, sizeof g->name, g->device));
-    BG_CHECK(g, cu.cuDeviceGetAttribute(&major, ATTR_CC_MAJOR, g->device));
-    BG_CHECK(g, cu.cuDeviceGetAttribute(&minor, ATTR_CC_MINOR, g->device));
-    BG_CHECK(g, cu.cuDeviceGetAttribute(&g->l2_bytes, ATTR_L2_CACHE_SIZE, g->device));
-    BG_CHECK(g, cu.cuDeviceTotalMem_v2(&g->total_bytes, g->device));
+    BG_CHECK(g, cu->cuDeviceGet(&g->device, 0));
+    BG_CHECK(g, cu->cuDevicePrimaryCtxRetain(&g->ctx, g->device));
+    BG_CHECK(g, cu->cuCtxSetCurrent(g->ctx));
+    BG_CHECK(g, cu->cuDeviceGetName(g->name, sizeof g->name, g->device));
+    BG_CHECK(g, cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->device));
+    BG_CHECK(g, cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->device));
+    BG_CHECK(g, cu->cuDeviceGetAttribute(&g->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g->device));
+    BG_CHECK(g, cu->cuDeviceTotalMem_v2(&g->total_bytes, g->device));
     snprintf(g->arch, sizeof g->arch, "sm_%d%d", major, minor);
-    BG_CHECK(g, cu.cuStreamCreate(&g->stream, 0));
-    BG_CHECK(g, cu.cuEventCreate(&g->ev0, 0));
-    BG_CHECK(g, cu.cuEventCreate(&g->ev1, 0));
+    BG_CHECK(g, cu->cuStreamCreate(&g->stream, 0));
+    BG_CHECK(g, cu->cuEventCreate(&g->ev0, 0));
+    BG_CHECK(g, cu->cuEventCreate(&g->ev1, 0));
     g->flush_bytes = (size_t)g->l2_bytes * 4;
     if (g->flush_bytes < ((size_t)256 << 20)) g->flush_bytes = (size_t)256 << 20;
-    BG_CHECK(g, cu.cuMemAlloc_v2(&g->flush, g->flush_bytes));
+    CUdeviceptr flush = 0;
+    BG_CHECK(g, cu->cuMemAlloc_v2(&flush, g->flush_bytes));
+    g->flush = flush;
     return true;
 fail:
     snprintf(why, n, "%s", g->why);
@@ -146,15 +58,15 @@ fail:
 }
 
 void bench_gpu_close(bench_gpu *g) {
-    if (!cu.ok) return;
-    if (g->stream) cu.cuStreamSynchronize(g->stream);
-    for (int i = 0; i < g->n_modules; i++) cu.cuModuleUnload(g->modules[i]);
+    if (!cu) return;
+    if (g->stream) cu->cuStreamSynchronize(g->stream);
+    for (int i = 0; i < g->n_modules; i++) cu->cuModuleUnload(g->modules[i]);
     free(g->modules);
-    if (g->flush) cu.cuMemFree_v2(g->flush);
-    if (g->ev0) cu.cuEventDestroy_v2(g->ev0);
-    if (g->ev1) cu.cuEventDestroy_v2(g->ev1);
-    if (g->stream) cu.cuStreamDestroy_v2(g->stream);
-    if (g->ctx) cu.cuDevicePrimaryCtxRelease_v2(g->device);
+    if (g->flush) cu->cuMemFree_v2(g->flush);
+    if (g->ev0) cu->cuEventDestroy_v2(g->ev0);
+    if (g->ev1) cu->cuEventDestroy_v2(g->ev1);
+    if (g->stream) cu->cuStreamDestroy_v2(g->stream);
+    if (g->ctx) cu->cuDevicePrimaryCtxRelease_v2(g->device);
     g->modules = NULL;
     g->n_modules = 0;
     g->flush = 0;
@@ -164,7 +76,7 @@ void bench_gpu_close(bench_gpu *g) {
 bool bench_gpu_alloc(bench_gpu *g, size_t bytes, uint64_t *ptr) {
     CUdeviceptr p = 0;
     *ptr = 0;
-    BG_CHECK(g, cu.cuMemAlloc_v2(&p, bytes ? bytes : 1));
+    BG_CHECK(g, cu->cuMemAlloc_v2(&p, bytes ? bytes : 1));
     *ptr = p;
     return true;
 fail:
@@ -173,7 +85,7 @@ fail:
 
 void bench_gpu_free(bench_gpu *g, uint64_t ptr) {
     (void)g;
-    if (ptr && cu.ok) cu.cuMemFree_v2(ptr);
+    if (ptr && cu) cu->cuMemFree_v2(ptr);
 }
 
 bool bench_gpu_fill(bench_gpu *g, uint64_t ptr, int64_t n, mcir_dtype dtype, uint64_t seed) {
@@ -191,9 +103,9 @@ bool bench_gpu_fill(bench_gpu *g, uint64_t ptr, int64_t n, mcir_dtype dtype, uin
             if (dtype == MCIR_DTYPE_F32) ((float *)h)[i] = v;
             else ((uint16_t *)h)[i] = dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v) : mcir_f32_to_bf16(v);
         }
-        int rc = cu.cuMemcpyHtoD_v2(ptr + (uint64_t)at * es, h, (size_t)m * es);
-        if (rc != CU_OK) {
-            snprintf(g->why, sizeof g->why, "CUDA error %d (%s) in cuMemcpyHtoD_v2", rc, cu_err(rc));
+        int rc = cu->cuMemcpyHtoD_v2(ptr + (uint64_t)at * es, h, (size_t)m * es);
+        if (rc != CUDA_SUCCESS) {
+            snprintf(g->why, sizeof g->why, "CUDA error %d (%s) in cuMemcpyHtoD_v2", rc, mcir_cu_error(rc));
             ok = false;
         }
     }
@@ -202,7 +114,7 @@ bool bench_gpu_fill(bench_gpu *g, uint64_t ptr, int64_t n, mcir_dtype dtype, uin
 }
 
 bool bench_gpu_download(bench_gpu *g, void *host, uint64_t ptr, size_t bytes) {
-    BG_CHECK(g, cu.cuMemcpyDtoH_v2(host, ptr, bytes));
+    BG_CHECK(g, cu->cuMemcpyDtoH_v2(host, ptr, bytes));
     return true;
 fail:
     return false;
@@ -210,15 +122,15 @@ fail:
 
 bool bench_gpu_load(bench_gpu *g, const void *cubin, const char *name, int64_t smem, void **fn) {
     void *mod = NULL;
-    BG_CHECK(g, cu.cuModuleLoadData(&mod, cubin));
+    BG_CHECK(g, cu->cuModuleLoadData(&mod, cubin));
     if (g->n_modules == g->cap_modules) {
         g->cap_modules = g->cap_modules ? 2 * g->cap_modules : 16;
         g->modules = realloc(g->modules, sizeof *g->modules * (size_t)g->cap_modules);
         MCIR_ASSERT(g->modules != NULL);
     }
     g->modules[g->n_modules++] = mod;
-    BG_CHECK(g, cu.cuModuleGetFunction(fn, mod, name));
-    if (smem > 0) BG_CHECK(g, cu.cuFuncSetAttribute(*fn, FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)smem));
+    BG_CHECK(g, cu->cuModuleGetFunction(fn, mod, name));
+    if (smem > 0) BG_CHECK(g, cu->cuFuncSetAttribute(*fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem));
     return true;
 fail:
     return false;
@@ -254,11 +166,11 @@ typedef struct launch {
 
 static bool run_one(bench_gpu *g, const launch *l) {
     if (l->fn)
-        BG_CHECK(g, cu.cuLaunchKernel(l->fn, (unsigned)l->grid[0], (unsigned)l->grid[1], (unsigned)l->grid[2],
+        BG_CHECK(g, cu->cuLaunchKernel(l->fn, (unsigned)l->grid[0], (unsigned)l->grid[1], (unsigned)l->grid[2],
                                       (unsigned)l->block[0], (unsigned)l->block[1], (unsigned)l->block[2],
                                       (unsigned)l->smem, g->stream, l->params, NULL));
     else
-        BG_CHECK(g, cu.cuMemcpyDtoDAsync_v2(l->dst, l->src, l->bytes, g->stream));
+        BG_CHECK(g, cu->cuMemcpyDtoDAsync_v2(l->dst, l->src, l->bytes, g->stream));
     return true;
 fail:
     return false;
@@ -270,15 +182,15 @@ static bool time_launch(bench_gpu *g, const launch *l, int warmup, int reps, ben
     MCIR_ASSERT(ms != NULL);
     for (int i = 0; i < warmup; i++)
         if (!run_one(g, l)) goto fail;
-    BG_CHECK(g, cu.cuStreamSynchronize(g->stream));
+    BG_CHECK(g, cu->cuStreamSynchronize(g->stream));
     for (int i = 0; i < reps; i++) {
-        BG_CHECK(g, cu.cuMemsetD32Async(g->flush, (unsigned)i + 1u, g->flush_bytes / 4, g->stream));
-        BG_CHECK(g, cu.cuEventRecord(g->ev0, g->stream));
+        BG_CHECK(g, cu->cuMemsetD32Async(g->flush, (unsigned)i + 1u, g->flush_bytes / 4, g->stream));
+        BG_CHECK(g, cu->cuEventRecord(g->ev0, g->stream));
         if (!run_one(g, l)) goto fail;
-        BG_CHECK(g, cu.cuEventRecord(g->ev1, g->stream));
-        BG_CHECK(g, cu.cuEventSynchronize(g->ev1));
+        BG_CHECK(g, cu->cuEventRecord(g->ev1, g->stream));
+        BG_CHECK(g, cu->cuEventSynchronize(g->ev1));
         float f = 0.0f;
-        BG_CHECK(g, cu.cuEventElapsedTime(&f, g->ev0, g->ev1));
+        BG_CHECK(g, cu->cuEventElapsedTime(&f, g->ev0, g->ev1));
         ms[i] = f;
     }
     timing_from(ms, reps, t);

@@ -2,8 +2,8 @@
  * codegen.h — from KernelPlans to CUDA: one CUDA C source per kernel
  * (a template of codegen/templates/ instantiated with the plan's shapes,
  * dtypes, strides and fused elementwise chains), compiled at run time by
- * NVRTC to PTX and cubin through an on-disk cache, and a GPU runtime that
- * loads the CUDA driver with dlopen and runs the plan on one arena.
+ * NVRTC to PTX and cubin through an on-disk cache. Running the result on
+ * a GPU is runtime.h's.
  *
  * Invariants: a generated source is a pure function of the plan (same plan,
  * same bytes — the cache key depends on it); every kernel is an
@@ -16,11 +16,7 @@
  *     mcir_codegen *cg = mcir_codegen_new(plan, mem, &d);
  *     if (!cg || !mcir_codegen_compile(cg, "sm_90", &d)) return 3;
  *     mcir_codegen_write_dir(cg, "out", &d);       // out/kernels/NAME.cu, .ptx
- *     if (mcir_gpu_available(why, sizeof why)) {
- *         mcir_env *env = mcir_env_new(g, seed);
- *         mcir_gpu_stats st;
- *         mcir_gpu_run(cg, env, MCIR_ALLOC_POOL, &st, &d);
- *     }
+ *     mcir_gpu_run(cg, env, MCIR_ALLOC_POOL, &st, &d);   // runtime.h
  *     mcir_codegen_free(cg);
  */
 #ifndef MCIR_CODEGEN_H
@@ -39,7 +35,8 @@ typedef struct mcir_codegen mcir_codegen;
 /* Generates CUDA C for every kernel of the plan (ALIAS kernels get none;
  * MATMUL kernels get a generated tiled kernel with the fused epilogue, and
  * a cuBLAS call description the runtime prefers when cuBLAS loads and the
- * group has no epilogue). m may be NULL (then mcir_gpu_run cannot run).
+ * group has no epilogue). m may be NULL (then mcir_gpu_run gives
+ * every tensor an allocation of its own).
  * Returns NULL with a diagnostic naming the kernel if a region cannot be
  * lowered. The plan must outlive the result. */
 mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memplan *m, mcir_diag *d);
@@ -99,6 +96,21 @@ void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], 
  * is followed by a merge kernel in the same source, entry `<name>_merge`
  * with the same arguments, launched as grid blocks of block threads. */
 bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int *block);
+/* sm_90a attention: the TMA tensor maps kernel i takes as __grid_constant__
+ * CUtensorMap parameters after its pointers, in order — the arguments of
+ * cuTensorMapEncodeTiled for read `read` of the kernel, from element
+ * `offset` of its buffer. Returns how many (0: none; at most max written). */
+typedef struct mcir_tensor_map_desc {
+    int read;                   /* the kernel read (index into kp->reads) */
+    int64_t offset;             /* elements from the read's base */
+    int dtype;                  /* CUtensorMapDataType: 6 f16, 9 bf16 */
+    int rank;
+    uint64_t dims[5];           /* innermost first */
+    uint64_t strides[4];        /* bytes, of dims 1.. */
+    unsigned box[5];
+    int swizzle;                /* CUtensorMapSwizzle: 3 = 128 bytes */
+} mcir_tensor_map_desc;
+int mcir_codegen_kernel_tensor_maps(const mcir_codegen *cg, int i, mcir_tensor_map_desc *out, int max);
 
 /* ---------------------------------------------------------------- NVRTC */
 
@@ -147,43 +159,5 @@ bool mcir_cache_dir(char *buf, size_t n);
 /* Cache hits / misses of this process. */
 long mcir_cache_hits(void);
 long mcir_cache_misses(void);
-
-/* -------------------------------------------------------------- runtime */
-
-typedef enum { MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY, MCIR_ALLOC_EAGER } mcir_alloc_mode;
-const char *mcir_alloc_mode_name(mcir_alloc_mode m);
-bool mcir_alloc_mode_parse(const char *s, mcir_alloc_mode *out);
-
-typedef struct {
-    int64_t peak_device_bytes;  /* arena/tensors + weights + inputs/outputs */
-    double elapsed_ms;          /* launches of the plan, stream-timed */
-    char device_name[128];
-} mcir_gpu_stats;
-
-/* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.
- * Otherwise false and why. */
-bool mcir_gpu_available(char *why, size_t n);
-/* True when cuBLAS loads (dlopen libcublas.so.13 / .12). */
-bool mcir_cublas_available(char *why, size_t n);
-
-/* Runs the compiled plan on device 0: inputs from env (set, or seeded as
- * the interpreter does), weights from their data (or seeded), outputs
- * written back into env. Needs mcir_codegen_compile first. */
-bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
-                  mcir_gpu_stats *stats, mcir_diag *d);
-
-/* ------------------------------------------------------------- backend */
-
-/* GPU execution behind a table of function pointers (house style), so the
- * pipeline can ask whether a backend supports a plan before running it. */
-typedef struct mcir_backend {
-    const char *name;                                   /* "cuda" */
-    bool (*available)(char *why, size_t n);
-    bool (*supports)(const mcir_kernel_plan *k, char *why, size_t n);
-    bool (*run)(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
-                mcir_gpu_stats *stats, mcir_diag *d);
-} mcir_backend;
-
-const mcir_backend *mcir_backend_cuda(void);
 
 #endif /* MCIR_CODEGEN_H */

@@ -6,6 +6,7 @@
 #define MCIR_RUNTIME_IMPL_H
 
 #include "codegen/codegen-impl.h"
+#include "codegen/runtime.h"
 
 bool cg_cublas_open(void **handle, void *stream, char *why, size_t n);
 void cg_cublas_close(void *handle);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/runtime.h"
 #include "codegen_util.h"
 
 #ifdef MCIR_HAVE_KERNELPLAN

@@ -1,0 +1,85 @@
+/*
+ * cuda_driver.h — the CUDA driver API as mcir uses it: loaded once with
+ * dlopen (libcuda.so.1) and declared here with its own minimal types, so
+ * nothing links to libcuda and every program starts where there is no
+ * driver. The runtime (runtime.c) and the benchmarks' timer
+ * (bench/gpu_timer.c) share this one table.
+ *
+ * Usage:
+ *     char why[256];
+ *     const mcir_cu_driver *cu = mcir_cu_load(why, sizeof why);
+ *     if (!cu) return fail(why);           // no driver, cuInit failed, no device
+ *     CUdeviceptr p; int rc = cu->cuMemAlloc_v2(&p, bytes);
+ *     if (rc != CUDA_SUCCESS) report(mcir_cu_error(rc));
+ *
+ * Invariants: the table is loaded and cuInit'd once per process; a
+ * non-NULL table has every function of MCIR_CU_FUNCS, and cuInit succeeded
+ * on a machine with at least one device.
+ */
+#ifndef MCIR_CUDA_DRIVER_H
+#define MCIR_CUDA_DRIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+    CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+};
+
+/* Every entry point mcir calls: X(name, (parameter types)). */
+#define MCIR_CU_FUNCS(X)                                                                  \
+    X(cuInit, (unsigned))                                                                 \
+    X(cuDeviceGetCount, (int *))                                                          \
+    X(cuDeviceGet, (CUdevice *, int))                                                     \
+    X(cuDeviceGetName, (char *, int, CUdevice))                                           \
+    X(cuDeviceGetAttribute, (int *, int, CUdevice))                                       \
+    X(cuDeviceTotalMem_v2, (size_t *, CUdevice))                                          \
+    X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                  \
+    X(cuDevicePrimaryCtxRelease_v2, (CUdevice))                                           \
+    X(cuCtxSetCurrent, (CUcontext))                                                       \
+    X(cuModuleLoadData, (CUmodule *, const void *))                                       \
+    X(cuModuleUnload, (CUmodule))                                                         \
+    X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                        \
+    X(cuFuncSetAttribute, (CUfunction, int, int))                                         \
+    X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,      \
+                       unsigned, unsigned, CUstream, void **, void **))                   \
+    X(cuMemAlloc_v2, (CUdeviceptr *, size_t))                                             \
+    X(cuMemFree_v2, (CUdeviceptr))                                                        \
+    X(cuMemGetInfo_v2, (size_t *, size_t *))                                              \
+    X(cuMemcpyHtoD_v2, (CUdeviceptr, const void *, size_t))                               \
+    X(cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t))                                     \
+    X(cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                 \
+    X(cuMemsetD32Async, (CUdeviceptr, unsigned, size_t, CUstream))                        \
+    X(cuStreamCreate, (CUstream *, unsigned))                                             \
+    X(cuStreamSynchronize, (CUstream))                                                    \
+    X(cuStreamDestroy_v2, (CUstream))                                                     \
+    X(cuEventCreate, (CUevent *, unsigned))                                               \
+    X(cuEventRecord, (CUevent, CUstream))                                                 \
+    X(cuEventSynchronize, (CUevent))                                                      \
+    X(cuEventDestroy_v2, (CUevent))                                                       \
+    X(cuEventElapsedTime, (float *, CUevent, CUevent))
+
+typedef struct mcir_cu_driver {
+#define MCIR_CU_FIELD(name, args) CUresult(*name) args;
+    MCIR_CU_FUNCS(MCIR_CU_FIELD)
+#undef MCIR_CU_FIELD
+    CUresult (*cuGetErrorString)(CUresult, const char **);   /* may be NULL */
+} mcir_cu_driver;
+
+/* The driver table, loaded and cuInit'd on the first call; NULL and why
+ * (no libcuda.so.1, a missing entry point, cuInit failed, no device). */
+const mcir_cu_driver *mcir_cu_load(char *why, size_t n);
+/* The driver's name for a CUresult ("out of memory"), or "CUDA error". */
+const char *mcir_cu_error(int rc);
+
+#endif /* MCIR_CUDA_DRIVER_H */

@@ -1,0 +1,59 @@
+/*
+ * runtime.h — runs a compiled plan on the GPU: the CUDA driver and cuBLAS
+ * loaded with dlopen (nothing links to them, so every program starts and
+ * its CPU path works where there is no driver), device memory laid out by
+ * the memory plan, kernels launched in plan order on one stream, outputs
+ * copied back into the environment.
+ *
+ * Usage:
+ *     mcir_codegen *cg = mcir_codegen_new(plan, mem, &d);   // codegen.h
+ *     if (mcir_gpu_available(why, sizeof why)) {
+ *         mcir_env *env = mcir_env_new(g, seed);
+ *         mcir_gpu_stats st;
+ *         if (!mcir_gpu_run(cg, env, MCIR_ALLOC_POOL, &st, &d)) return 3;
+ *         float *y = mcir_env_get(env, g->outputs[0]);
+ *     }
+ *
+ * Invariants: a run is open → place → launch → copy back → close
+ * (runtime.c); everything it allocates on the device or the host is
+ * released on every path, and a failure is one diagnostic naming the
+ * driver call, file and line.
+ */
+#ifndef MCIR_RUNTIME_H
+#define MCIR_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen/codegen.h"
+#include "mcir/mcir.h"
+
+/* Where intermediates live on the device: POOL, the memory plan's arena
+ * pools (the default); LAZY, one allocation each between the kernels that
+ * first and last touch it; EAGER, one each for the whole run. */
+typedef enum { MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY, MCIR_ALLOC_EAGER } mcir_alloc_mode;
+const char *mcir_alloc_mode_name(mcir_alloc_mode m);
+/* "pool", "lazy", "eager"; false for anything else. */
+bool mcir_alloc_mode_parse(const char *s, mcir_alloc_mode *out);
+
+typedef struct {
+    int64_t peak_device_bytes;  /* arena/tensors + weights + inputs/outputs */
+    double elapsed_ms;          /* launches of the plan, stream-timed */
+    char device_name[128];
+} mcir_gpu_stats;
+
+/* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.
+ * Otherwise false and why. */
+bool mcir_gpu_available(char *why, size_t n);
+/* True when cuBLAS loads (dlopen libcublas.so.13 / .12). */
+bool mcir_cublas_available(char *why, size_t n);
+
+/* Runs the compiled plan on device 0 (compiling it for the device's arch
+ * first where it was compiled for another): inputs from env, or seeded
+ * with env's seed as the interpreter seeds them; weights from their data,
+ * or seeded with seed 0; outputs written back into env. */
+bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
+                  mcir_gpu_stats *stats, mcir_diag *d);
+
+#endif /* MCIR_RUNTIME_H */
