@@ -128,6 +128,8 @@ mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed) {
 
 uint64_t mcir_env_seed(const mcir_env *e) { return e->seed; }
 
+uint64_t mcir_env_seed(const mcir_env *e) { return e->seed; }
+
 void mcir_env_free(mcir_env *e) {
     if (!e) return;
     for (int i = 0; i < e->n; i++) free(e->values[i]);
@@ -243,30 +245,11 @@ void mcir_env_set(mcir_env *e, const mcir_tensor *t, const float *values) {
     round_values(t->dtype, v, count);
 }
 
-static void storage_to_f32(mcir_dtype dt, const void *data, float *v, int64_t count) {
-    const unsigned char *p = data;
-    for (int64_t i = 0; i < count; i++) {
-        uint16_t h;
-        switch (dt) {
-        case MCIR_DTYPE_F32: memcpy(&v[i], p + 4 * i, 4); break;
-        case MCIR_DTYPE_F16:
-            memcpy(&h, p + 2 * i, 2);
-            v[i] = mcir_f16_to_f32(h);
-            break;
-        case MCIR_DTYPE_BF16:
-            memcpy(&h, p + 2 * i, 2);
-            v[i] = mcir_bf16_to_f32(h);
-            break;
-        default: MCIR_ASSERT(!"bad dtype");
-        }
-    }
-}
-
 void mcir_env_set_raw(mcir_env *e, const mcir_tensor *t, const void *data) {
     int64_t count;
     float *v = env_slot(e, t, &count);
     MCIR_ASSERT(v);
-    storage_to_f32(t->dtype, data, v, count);
+    mcir_values_to_f32(t->dtype, data, v, count);
 }
 
 /* ---------------------------------------------------------------- run */
@@ -290,7 +273,7 @@ static void fill_leaves(void *ctx, int64_t lo, int64_t hi) {
         const mcir_tensor *t = c->pending[i];
         float *v = c->e->values[t->id];
         if (t->kind == MCIR_TENSOR_WEIGHT && t->data)
-            storage_to_f32(t->dtype, t->data, v, mcir_tensor_numel(t));
+            mcir_values_to_f32(t->dtype, t->data, v, mcir_tensor_numel(t));
         else
             mcir_fill_seeded(t, t->kind == MCIR_TENSOR_INPUT ? c->e->seed : 0, v);
     }
@@ -366,6 +349,11 @@ bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
             if (!outp[i]) ok = too_large(n->outputs[i], d);
         }
         if (!ok) break;
+        mcir_value_check_fn check = mcir_op_desc_of(n->op)->check;
+        if (check && !check(n, (const float *const *)inp, d)) {
+            ok = false;
+            break;
+        }
         mcir_ref_run_node(n, (const float *const *)inp, (float *const *)outp);
         for (int i = 0; i < n->n_outputs; i++)
             round_values(n->outputs[i]->dtype, outp[i], mcir_tensor_numel(n->outputs[i]));

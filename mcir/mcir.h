@@ -112,7 +112,11 @@ void mcir_verror(mcir_diag *d, mcir_loc loc, const char *kind,
 #define MCIR_DTYPES(X) \
     X(F32, "f32", 4)   \
     X(F16, "f16", 2)   \
-    X(BF16, "bf16", 2)
+    X(BF16, "bf16", 2) \
+    X(I32, "i32", 4)   \
+    X(I64, "i64", 8)   \
+    X(U8, "u8", 1)     \
+    X(BOOL, "bool", 1)
 
 typedef enum mcir_dtype {
 #define X(id, name, size) MCIR_DTYPE_##id,
@@ -129,8 +133,43 @@ float mcir_f16_to_f32(uint16_t h);
 uint16_t mcir_f32_to_f16(float f);      /* round to nearest even */
 float mcir_bf16_to_f32(uint16_t b);
 uint16_t mcir_f32_to_bf16(float f);     /* round to nearest even */
+/* ------------------------------------------- values (mcir/value.c) */
+
+/* Every conversion between storage bytes and numbers goes through these.
+ * Float to integer truncates toward zero and saturates (NaN: 0); bool is
+ * v != 0. Example: copying a tensor's bytes to f32 for the interpreter,
+ *     mcir_values_to_f32(t->dtype, t->data, v, mcir_tensor_numel(t));  */
+bool mcir_dtype_is_float(mcir_dtype t);       /* f32 f16 bf16 */
+bool mcir_dtype_is_integer(mcir_dtype t);     /* i32 i64 u8 bool */
 /* Round an f32 value to what the storage dtype can hold. */
 float mcir_dtype_round(mcir_dtype t, float f);
+/* v converted to integer dtype t (truncated, saturated). */
+int64_t mcir_value_to_int(mcir_dtype t, double v);
+/* Element i of storage bytes p; as an integer (floats truncated). */
+double mcir_value_get(mcir_dtype t, const void *p, int64_t i);
+int64_t mcir_value_get_int(mcir_dtype t, const void *p, int64_t i);
+void mcir_value_set(mcir_dtype t, void *p, int64_t i, double v);
+void mcir_values_to_f32(mcir_dtype t, const void *src, float *dst, int64_t n);
+void mcir_values_to_f64(mcir_dtype t, const void *src, double *dst, int64_t n);
+void mcir_values_to_int(mcir_dtype t, const void *src, int64_t *dst, int64_t n);
+void mcir_values_from_f32(mcir_dtype t, const float *src, void *dst, int64_t n);
+void mcir_values_from_f64(mcir_dtype t, const double *src, void *dst, int64_t n);
+
+/* The one comparison of computed values with expected ones: the largest
+ * absolute error, and that error relative to the largest expected
+ * magnitude (absolute when every expected value is 0); a NaN or Inf on
+ * one side without the same on the other makes both infinite. */
+typedef struct mcir_compare_result {
+    double max_abs, max_rel;
+    int64_t worst;               /* index of the worst element, -1: none */
+    bool nonfinite_mismatch;
+} mcir_compare_result;
+
+void mcir_values_compare(const float *got, const float *want, int64_t n,
+                         mcir_compare_result *r);
+/* Relative tolerance per dtype: f32 1e-4, f16/bf16 2e-2, integers exact. */
+double mcir_compare_tolerance(mcir_dtype t);
+bool mcir_compare_within(const mcir_compare_result *r, double tolerance);
 
 /* --------------------------------------------------------------- tensors */
 
@@ -241,7 +280,18 @@ typedef struct mcir_attr_spec {
     X(CONCAT, "concat") X(SLICE, "slice")                                  \
     X(CONV2D, "conv2d") X(MAX_POOL2D, "max_pool2d")                        \
     X(AVG_POOL2D, "avg_pool2d") X(GLOBAL_AVG_POOL, "global_avg_pool")      \
-    X(ATTENTION, "attention")
+    X(ATTENTION, "attention")                                              \
+    MCIR_INT_OPS(X)
+
+/* Ops on integer and bool tensors (mcir/ops_int.c): casts, comparisons,
+ * select, index lookups, arg-reductions, index ranges. */
+#define MCIR_INT_OPS(X)                                                    \
+    X(CAST, "cast")                                                        \
+    X(EQUAL, "equal") X(NOT_EQUAL, "not_equal") X(LESS, "less")            \
+    X(LESS_EQUAL, "less_equal") X(GREATER, "greater")                      \
+    X(GREATER_EQUAL, "greater_equal")                                      \
+    X(WHERE, "where") X(GATHER, "gather")                                  \
+    X(ARGMAX, "argmax") X(ARGMIN, "argmin") X(ARANGE, "arange")
 
 typedef enum mcir_op {
 #define X(id, name) MCIR_OP_##id,
@@ -261,6 +311,7 @@ enum {
     MCIR_OPF_NORM = 1u << 6,        /* softmax, layernorm, rmsnorm */
     MCIR_OPF_VIEW = 1u << 7,        /* reshape: same bytes, new shape */
     MCIR_OPF_COMMUTATIVE = 1u << 8, /* binary op with swappable inputs */
+    MCIR_OPF_INTS = 1u << 9,        /* takes integer and bool tensors too */
 };
 
 typedef struct mcir_graph mcir_graph;
@@ -275,6 +326,10 @@ typedef bool (*mcir_infer_fn)(mcir_graph *g, mcir_node *n, mcir_diag *d);
  * interpreter afterwards. */
 typedef void (*mcir_ref_fn)(const mcir_node *n, const float *const *in,
                             float *const *out);
+/* Run-time check of input values before the reference kernel runs (an
+ * index out of range); false with an error at the node. NULL: none. */
+typedef bool (*mcir_value_check_fn)(const mcir_node *n, const float *const *in,
+                                    mcir_diag *d);
 
 typedef struct mcir_op_desc {
     const char *name;
@@ -285,6 +340,7 @@ typedef struct mcir_op_desc {
     int n_attrs;
     mcir_infer_fn infer;
     mcir_ref_fn reference;
+    mcir_value_check_fn check;
 } mcir_op_desc;
 
 extern const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT];
@@ -374,6 +430,9 @@ struct mcir_graph {
     /* consumers by tensor id while the structure holds still; internal,
      * see mcir_graph_index_uses */
     struct mcir_use_index *uses;
+    /* fusion-group members by group while rewriting; internal, see
+     * mcir_graph_index_groups */
+    struct mcir_group_index *groups;
 };
 
 mcir_graph *mcir_graph_new(const char *name);
@@ -418,6 +477,22 @@ int mcir_graph_consumers(const mcir_graph *g, const mcir_tensor *t,
  * mcir_graph_replace_uses drop it; whoever rewires node inputs directly
  * must drop it first (the rewrite engine does around structural rewrites). */
 void mcir_graph_index_uses(mcir_graph *g, bool on);
+/* Builds (on) or drops (off) an index of each fusion group's members in
+ * node order, for the rewrite engine: while it is on, node ids are
+ * positions in g->nodes, groups change only through mcir_graph_set_group,
+ * and the queries below cost O(answer) instead of a scan of every node.
+ * Sorting and compaction drop it. */
+void mcir_graph_index_groups(mcir_graph *g, bool on);
+/* Puts n into fusion group gid (-1: none), keeping the index. */
+void mcir_graph_set_group(mcir_graph *g, mcir_node *n, int gid);
+/* The first max live members of the groups gids[0..n_gids), in node
+ * order; returns how many it wrote. */
+int mcir_graph_group_members(const mcir_graph *g, const int *gids, int n_gids,
+                             const mcir_node **out, int max);
+/* Live members of group gid; the largest group id a live node holds (-1:
+ * none). */
+int mcir_graph_group_size(const mcir_graph *g, int gid);
+int mcir_graph_max_group(const mcir_graph *g);
 /* Rewires every live use of `from` (node inputs and graph outputs) to `to`. */
 void mcir_graph_replace_uses(mcir_graph *g, mcir_tensor *from, mcir_tensor *to);
 int mcir_graph_live_nodes(const mcir_graph *g);
@@ -442,7 +517,8 @@ bool mcir_graph_write_json_split(const mcir_graph *g, FILE *out, const char *dir
                                  const char *subdir, int64_t inline_max, mcir_diag *d);
 bool mcir_graph_write_dot(const mcir_graph *g, FILE *out);
 
-/* .npy files: f32 (<f4), f16 (<f2), bf16 (<u2). */
+/* .npy files: f32 (<f4), f16 (<f2), bf16 (<u2), i32 (<i4), i64 (<i8),
+ * u8 (|u1), bool (|b1). */
 typedef struct mcir_npy {
     mcir_dtype dtype;
     int rank;
@@ -454,6 +530,8 @@ bool mcir_npy_read(const char *path, mcir_npy *out, mcir_diag *d);
 bool mcir_npy_write(const char *path, mcir_dtype dtype, int rank,
                     const int64_t *shape, const void *data, mcir_diag *d);
 void mcir_npy_free(mcir_npy *n);
+/* NumPy's descr of a dtype ("<f4", "|b1", ...). */
+const char *mcir_npy_descr(mcir_dtype t);
 
 /* ------------------------------------------------- reference interpreter */
 
@@ -463,6 +541,8 @@ typedef struct mcir_env mcir_env;
 
 mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed);
 void mcir_env_free(mcir_env *e);
+/* The seed unset inputs are filled with (mcir_env_new's). */
+uint64_t mcir_env_seed(const mcir_env *e);
 /* The seed unset inputs are filled with (mcir_env_new's). */
 uint64_t mcir_env_seed(const mcir_env *e);
 /* The tensor's values, or NULL if not computed / set yet. After a run,
