@@ -146,6 +146,7 @@ typedef int (*emu_run_fn)(emu_launch *launch);
 #include <ucontext.h>
 
 #define MC_EMULATE 1
+#pragma GCC diagnostic ignored "-Wpsabi"   /* CUtensorMap (64-byte aligned) passed by value */
 #define __global__
 #define __device__
 #define __forceinline__ inline

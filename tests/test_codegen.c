@@ -256,8 +256,8 @@ static bool compile_case(sweep_case *c, const char *arch, int *kernels) {
             const mcir_kernel_audit *a = &p->kernels[i].audit;
             if (p->kernels[i].registers <= 0 || !a->valid || a->registers != p->kernels[i].registers)
                 ok = false;
-            if (wants_mma(c->label) && a->mma == 0) {
-                fprintf(stderr, "%s (%s): no mma.sync in the PTX\n", c->label, arch);
+            if (wants_mma(c->label) && a->mma == 0 && a->wgmma == 0) {
+                fprintf(stderr, "%s (%s): no mma.sync or wgmma in the PTX\n", c->label, arch);
                 ok = false;
             }
             if (getenv("MCIR_SWEEP_VERBOSE"))
@@ -710,7 +710,8 @@ static bool audit_ok(const char *example, const mcir_kernel_plan *kp, const mcir
         }
     }
     mcir_dtype dt = kp->anchor ? kp->anchor->inputs[0]->dtype : MCIR_DTYPE_F32;
-    if (kp->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && dt != MCIR_DTYPE_F32 && kp->audit.mma == 0) {
+    if (kp->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && dt != MCIR_DTYPE_F32 && kp->audit.mma == 0 &&
+        kp->audit.wgmma == 0) {
         fprintf(stderr, "%s: %s (%s attention) has no tensor-core instruction\n", example, kp->name,
                 mcir_dtype_name(dt));
         ok = false;

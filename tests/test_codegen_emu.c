@@ -83,7 +83,8 @@ static void *compile_source(const char *name, const char *source, const char *la
 
 /* A generated kernel: name is the plan's kernel (or its epilogue's); with
  * acc, the launcher passes one more pointer, the staged product. */
-static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, const char *source, bool acc) {
+static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, const char *source, bool acc,
+                              int n_maps) {
     char call[2048];
     int n = snprintf(call, sizeof call, "%s(", name);
     for (int i = 0; i < kp->n_reads; i++)
@@ -94,6 +95,8 @@ static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, cons
                       ctype(kp->writes[i]->dtype), kp->n_reads + i);
     if (kp->n_reads + kp->n_writes == 0) n += snprintf(call + n, sizeof call - (size_t)n, "0");
     if (acc) n += snprintf(call + n, sizeof call - (size_t)n, ", (const float*)a[%d]", kp->n_reads + kp->n_writes);
+    for (int m = 0; m < n_maps; m++)   /* sm_90a attention: its TMA tensor maps, by value */
+        n += snprintf(call + n, sizeof call - (size_t)n, ", *(const CUtensorMap*)a[%d]", kp->n_reads + kp->n_writes + m);
     snprintf(call + n, sizeof call - (size_t)n, ");");
     return compile_source(name, source, call);
 }
@@ -294,7 +297,10 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
         int64_t epi_grid = 0;
         const char *epi = mcir_codegen_kernel_epilogue(cg, i, &epi_name, &epi_grid);
         bool staged = via_epilogue && epi;
-        void *h = staged ? compile_emulated(kp, epi_name, epi, true) : compile_emulated(kp, kp->name, src, false);
+        mcir_tensor_map_desc tmaps[3];
+        int n_maps = staged ? 0 : mcir_codegen_kernel_tensor_maps(cg, i, tmaps, 3);
+        void *h = staged ? compile_emulated(kp, epi_name, epi, true, 0)
+                         : compile_emulated(kp, kp->name, src, false, n_maps);
         ck_assert_ptr_nonnull(h);
         emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
         void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
@@ -319,6 +325,18 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
             L.write_args |= 1ull << L.n_args;
             arg_buf[L.n_args] = buf_of[r];
             args[L.n_args++] = mem[r];
+        }
+        static unsigned char maps[3][128] __attribute__((aligned(64)));
+        for (int m = 0; m < n_maps; m++) {   /* encoded as the runtime does, for the emulator's TMA */
+            unsigned es[5] = {1, 1, 1, 1, 1};
+            ck_assert_int_eq(emu_tensor_map_encode_tiled(maps[m], tmaps[m].dtype, (unsigned)tmaps[m].rank,
+                                                         (unsigned char *)args[tmaps[m].read] + tmaps[m].offset * 2,
+                                                         (const unsigned long long *)tmaps[m].dims,
+                                                         (const unsigned long long *)tmaps[m].strides, tmaps[m].box,
+                                                         es, 0, tmaps[m].swizzle, 2, 0),
+                             0);
+            arg_buf[L.n_args] = -1;
+            args[L.n_args++] = maps[m];
         }
         int64_t grid[3], smem;
         int block[3];
