@@ -402,6 +402,14 @@ static bool launch_kernel(gpu_run *r, int i) {
                  r->why, W);
         return true;
     }
+    if (k->n_tmaps > 0) {   /* sm_90a attention: + its TMA tensor maps, by value */
+        _Alignas(64) unsigned char maps[3][128];
+        void *tparams[np + 3];
+        if (k->n_tmaps > 3 || !cg_tensor_maps_encode(k, args, maps, r->why, W)) return false;
+        for (int j = 0; j < np; j++) tparams[j] = &args[j];
+        for (int j = 0; j < k->n_tmaps; j++) tparams[np + j] = maps[j];
+        return launch_grid(r, r->funcs[i], k, tparams);
+    }
     return launch_grid(r, r->funcs[i], k, params);   /* no parameters: params[0] is unread */
 fail:
     return false;
