@@ -7,7 +7,7 @@
  * Invariant: every plan it reports has passed the independent checker; a
  * plan that fails it makes the run exit 1.
  */
-#include "kernelplan/memplan.h"
+#include "memplan/memplan.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -24,7 +24,7 @@
 #ifndef MCIR_KERNELPLAN_H
 #define MCIR_KERNELPLAN_H
 
-#include "kernelplan/memplan.h"
+#include "memplan/memplan.h"
 #include "mcir/mcir.h"
 #include "properties/target.h"
 

@@ -6,7 +6,7 @@
  * all first-fit orders on tiny instances (some order reproduces an optimal
  * packing, so the minimum over orders is the optimum).
  */
-#include "kernelplan/memplan.h"
+#include "memplan/memplan-impl.h"
 
 #include <check.h>
 #include <stdlib.h>

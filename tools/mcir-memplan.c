@@ -7,7 +7,7 @@
  * and is renamed, so a failed run leaves no partial file behind.
  * Exit status: 0 success, 1 bad input or no fit, 2 usage error.
  */
-#include "kernelplan/memplan.h"
+#include "memplan/memplan.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * would dominate the run time).
  */
 #include "fuzz.h"
-#include "kernelplan/memplan.h"
+#include "memplan/memplan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static char empty[1];

@@ -1,4 +1,4 @@
-/* memplan_check.c — the independent checker of a memory plan.
+/* check.c — the independent checker of a memory plan.
  *
  * Deliberately naive and separate from the planners: it reads only the
  * caller's problem (inclusive lifetimes, raw sizes, explicit conflicts,
@@ -6,7 +6,7 @@
  * never trusts the planner's compressed instance, merged groups or
  * adjacency lists, so a bug there cannot hide itself.
  */
-#include "kernelplan/memplan.h"
+#include "memplan/memplan-impl.h"
 
 #include <stdarg.h>
 

@@ -8,7 +8,7 @@
  * that must not overlap, and the sum of all sizes plus alignments fits in
  * an int64_t with room to spare, so planners never check for overflow.
  */
-#include "kernelplan/memplan.h"
+#include "memplan/memplan-impl.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* memplan_csv.c — reader and writer of the public planning-problem CSV
+/* csv.c — reader and writer of the public planning-problem CSV
  * (`id,lower,upper,size`, half-open lifetimes), as used by MiniMalloc's
  * benchmarks and by mcir-memplan.
  *
@@ -7,7 +7,7 @@
  * "path:line:col: error: ..." pointing at the offending field; it never
  * reads past a line and never trusts a field's length.
  */
-#include "kernelplan/memplan.h"
+#include "memplan/memplan-impl.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* memplan_exact.c — the exact planner: branch and bound over canonical
+/* exact.c — the exact planner: branch and bound over canonical
  * placements, after MiniMalloc (Moffitt, 2023).
  *
  * A canonical solution places buffers one at a time, each at the lowest
@@ -21,7 +21,7 @@
  * min offsets, section floors and totals, cut counts) is exactly restored;
  * a found solution lives only in `solution`.
  */
-#include "kernelplan/memplan.h"
+#include "memplan/memplan-impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* memplan_greedy.c — the quick planners: `none` (no reuse) and the greedy
+/* greedy.c — the quick planners: `none` (no reuse) and the greedy
  * first-fit family (by size, by conflicts, by breadth).
  *
  * Invariant: a buffer is placed at the lowest aligned offset where it
@@ -6,7 +6,7 @@
  * conflict, found by mcir_memplan_neighbours: no list of pairs is kept); the family members differ only in the order buffers are
  * visited, so each ordering is one comparison key.
  */
-#include "kernelplan/memplan.h"
+#include "memplan/memplan-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
