@@ -111,21 +111,6 @@ typedef struct mcir_tensor_map_desc {
     int swizzle;                /* CUtensorMapSwizzle: 3 = 128 bytes */
 } mcir_tensor_map_desc;
 int mcir_codegen_kernel_tensor_maps(const mcir_codegen *cg, int i, mcir_tensor_map_desc *out, int max);
-/* sm_90a attention: the TMA tensor maps kernel i takes as __grid_constant__
- * CUtensorMap parameters after its pointers, in order — the arguments of
- * cuTensorMapEncodeTiled for read `read` of the kernel, from element
- * `offset` of its buffer. Returns how many (0: none; at most max written). */
-typedef struct mcir_tensor_map_desc {
-    int read;                   /* the kernel read (index into kp->reads) */
-    int64_t offset;             /* elements from the read's base */
-    int dtype;                  /* CUtensorMapDataType: 6 f16, 9 bf16 */
-    int rank;
-    uint64_t dims[5];           /* innermost first */
-    uint64_t strides[4];        /* bytes, of dims 1.. */
-    unsigned box[5];
-    int swizzle;                /* CUtensorMapSwizzle: 3 = 128 bytes */
-} mcir_tensor_map_desc;
-int mcir_codegen_kernel_tensor_maps(const mcir_codegen *cg, int i, mcir_tensor_map_desc *out, int max);
 
 /* ---------------------------------------------------------------- NVRTC */
 
