@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """plot_scale.py — the log-log chart of docs/performance.md, "Compile-time
-scaling", from two outputs of bench/bench_scale (before and after):
+scaling", from outputs of bench/bench_scale, oldest first (each labelled
+by its file name without "scale_"):
 
-    /usr/bin/python3 bench/plot_scale.py BEFORE.txt AFTER.txt docs/performance/compile_scaling.png
+    /usr/bin/python3 bench/plot_scale.py RUN.txt... docs/performance/compile_scaling.png
 
 Left: CPU seconds of mcirc's default pipeline against live nodes (GPT-2
 stacks and elementwise chains); right: the planner's peak RSS against the
@@ -42,14 +43,18 @@ def parse(path):
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: plot_scale.py BEFORE.txt AFTER.txt OUT.png")
+    if len(sys.argv) < 3:
+        sys.exit("usage: plot_scale.py RUN.txt... OUT.png")
     need_matplotlib()
+    import os
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [("before", parse(sys.argv[1]), "--"), ("after", parse(sys.argv[2]), "-")]
+    files = sys.argv[1:-1]
+    styles = ["--", "-.", ":", "-"][-len(files):] if len(files) <= 4 else ["-"] * len(files)
+    runs = [(os.path.basename(f).removesuffix(".txt").removeprefix("scale_"), parse(f), st)
+            for f, st in zip(files, styles)]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
     colours = {"gpt2": "tab:blue", "chain": "tab:orange", "alllive": "tab:green",
                "random": "tab:red"}
@@ -65,7 +70,8 @@ def main():
                 right.loglog(*zip(*pts), style, marker="o", color=colours[fam],
                              label=f"{fam} {name}")
     n = [500, 50000]
-    left.loglog(n, [x * 1e-4 for x in n], ":", color="grey", label="linear (reference)")
+    left.loglog(n, [x * 1e-4 for x in n], color="grey", linewidth=0.8,
+                label="linear (reference)")
     left.set_xlabel("live nodes in the graph")
     left.set_ylabel("CPU seconds (read to CUDA source)")
     left.set_title("mcirc default pipeline")
@@ -78,7 +84,7 @@ def main():
     right.grid(True, which="both", alpha=0.3)
     right.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(sys.argv[3], dpi=110)
+    fig.savefig(sys.argv[-1], dpi=110)
 
 
 if __name__ == "__main__":
