@@ -223,7 +223,8 @@ bool cg_nvrtc_compile(const char *name, const char *source, const char *arch,
 
 bool cg_cache_load(const char *key, mcir_compiled *out);
 void cg_cache_store(const char *key, const mcir_compiled *c);
-/* 64-bit FNV-1a over several strings, as 16 hex digits + 1 NUL. */
+/* Two 64-bit FNV-1a hashes (differently seeded) over several strings, as
+ * 32 hex digits + 1 NUL. */
 void cg_hash_key(char out[33], const char *source, const char *arch, const char *version);
 
 /* ---------------------------------------------------------------- audit */

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
-#include "mcir/interp-impl.h"
 
 /* ------------------------------------------------------------ strings */
 

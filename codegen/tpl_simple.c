@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
-#include "mcir/interp-impl.h"
 
 #define THREADS 256
 

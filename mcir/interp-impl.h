@@ -1,19 +1,13 @@
 /*
  * interp-impl.h — internals shared by shape inference (infer.c), the
- * reference kernels (ref*.c) and the interpreter (interp.c): the one
- * definition of slice bounds, the thread pool and the f32 GEMM.
+ * reference kernels (ref*.c) and the interpreter (interp.c): the thread
+ * pool and the f32 GEMM.
  * Not part of the public API.
  */
 #ifndef MCIR_INTERP_IMPL_H
 #define MCIR_INTERP_IMPL_H
 
 #include "mcir-impl.h"
-
-/* NumPy slice bounds of x[start:end:step] on a dim of size `dim` (step !=
- * 0): the first index taken and the number of elements (0 if empty).
- * Inference and the reference kernel both call this, so they agree. */
-void mcir_slice_range(int64_t dim, int64_t start, int64_t end, int64_t step,
-                      int64_t *first, int64_t *len);
 
 /* Runs fn(ctx, lo, hi) over [0, n) split into contiguous chunks, one per
  * worker (at most mcir_get_threads(), fewer when n is small or the work
@@ -33,11 +27,6 @@ void mcir_sgemm(int64_t m, int64_t n, int64_t k,
                 const float *a, int64_t rsa, int64_t csa,
                 const float *b, int64_t rsb, int64_t csb,
                 float *c, int64_t ldc, bool accumulate);
-
-/* Keep every intermediate's values after mcir_interp_run (default: an
- * intermediate is freed after its last consumer ran). Public in mcir.h
- * once the lead adds it there. */
-void mcir_env_keep_all(mcir_env *e, bool keep);
 
 /* Tests: use the baseline x86-64 micro-kernel even where AVX2 exists. */
 void mcir_sgemm_force_baseline(bool on);

@@ -128,8 +128,6 @@ mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed) {
 
 uint64_t mcir_env_seed(const mcir_env *e) { return e->seed; }
 
-uint64_t mcir_env_seed(const mcir_env *e) { return e->seed; }
-
 void mcir_env_free(mcir_env *e) {
     if (!e) return;
     for (int i = 0; i < e->n; i++) free(e->values[i]);

@@ -43,7 +43,4 @@ bool mcir_check_gather(const mcir_node *n, const float *const *in, mcir_diag *d)
 MCIR_OPS(X)
 #undef X
 
-/* Normalises a possibly negative axis against rank; false if out of range. */
-bool mcir_norm_axis(int64_t axis, int rank, int *out);
-
 #endif /* MCIR_IMPL_H */

@@ -219,6 +219,13 @@ bool mcir_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
 int64_t mcir_tensor_bytes(const mcir_tensor *t);
 /* "[1, 128, 768]" into buf; returns buf. */
 char *mcir_shape_str(const mcir_tensor *t, char *buf, size_t n);
+/* Normalises a possibly negative axis against rank; false if out of range. */
+bool mcir_norm_axis(int64_t axis, int rank, int *out);
+/* NumPy slice bounds of x[start:end:step] on a dim of size `dim` (step !=
+ * 0): the first index taken and the number of elements (0 if empty).
+ * Inference, the reference kernel and codegen all call this, so they agree. */
+void mcir_slice_range(int64_t dim, int64_t start, int64_t end, int64_t step,
+                      int64_t *first, int64_t *len);
 
 /* ------------------------------------------------------------ attributes */
 
@@ -541,8 +548,6 @@ typedef struct mcir_env mcir_env;
 
 mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed);
 void mcir_env_free(mcir_env *e);
-/* The seed unset inputs are filled with (mcir_env_new's). */
-uint64_t mcir_env_seed(const mcir_env *e);
 /* The seed unset inputs are filled with (mcir_env_new's). */
 uint64_t mcir_env_seed(const mcir_env *e);
 /* The tensor's values, or NULL if not computed / set yet. After a run,
