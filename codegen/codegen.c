@@ -1,7 +1,9 @@
 /*
  * codegen.c — the codegen pass. Requires: a kernel plan (kernelplan/) whose
  * tensors have inferred shapes; provides: one CUDA C source per kernel
- * (from the template table below), compiled by NVRTC through the cache,
+ * (from the template table below) realising the plan's launch exactly
+ * (checked: a template that would launch differently is an internal
+ * error), compiled by NVRTC through the cache,
  * with registers / spills / the audit written back into the plan, and
  * writers for the cuda / ptx artifacts.
  *
@@ -181,6 +183,27 @@ const mcir_compiled *cg_kernel_epi_bin(const mcir_codegen *cg, int i) {
     return o >= 0 ? &cg->k[o].epi_bin : &cg->k[i].epi_bin;
 }
 
+/* The template's launch equals the plan's: grid, block, dynamic and
+ * static shared memory. */
+static bool launch_matches(const cg_kernel *k, mcir_diag *d) {
+    const mcir_kernel_plan *kp = k->kp;
+    /* The GEMM-shaped templates check the plan's launch against their
+     * layout themselves (cg_gemm_launch, tpl_matmul.c / tpl_conv.c). */
+    if (kp->tpl == MCIR_TEMPLATE_MATMUL || kp->tpl == MCIR_TEMPLATE_CONV2D) return true;
+    bool same = k->smem == kp->smem_bytes && k->smem_static == kp->smem_static_bytes;
+    for (int j = 0; j < 3; j++) same = same && k->grid[j] == kp->grid[j] && k->block[j] == kp->block[j];
+    if (same) return true;
+    cg_error(d, kp,
+             "internal error: the template launches grid [%lld, %lld, %lld] x block [%d, %d, %d] with "
+             "%lld + %lld B of shared memory, the plan says grid [%lld, %lld, %lld] x block "
+             "[%d, %d, %d] with %lld + %lld B",
+             (long long)k->grid[0], (long long)k->grid[1], (long long)k->grid[2], k->block[0],
+             k->block[1], k->block[2], (long long)k->smem, (long long)k->smem_static,
+             (long long)kp->grid[0], (long long)kp->grid[1], (long long)kp->grid[2], kp->block[0],
+             kp->block[1], kp->block[2], (long long)kp->smem_bytes, (long long)kp->smem_static_bytes);
+    return false;
+}
+
 mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memplan *m, mcir_diag *d) {
     mcir_codegen *cg = calloc(1, sizeof *cg);
     MCIR_ASSERT(cg != NULL);
@@ -215,14 +238,11 @@ mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memplan *m, mcir_diag *d
             ok = false;
             continue;
         }
-        /* The plan reports what is launched: the template has the last
-         * word on grid, block and dynamic shared memory. */
-        if (k->block[0] > 0) {
-            for (int j = 0; j < 3; j++) {
-                k->kp->grid[j] = k->grid[j];
-                k->kp->block[j] = k->block[j];
-            }
-            k->kp->smem_bytes = k->smem;
+        /* The plan decided the launch (kernelplan/launch.c, launch_gemm.c);
+         * the template realised it. A difference is a bug in one of them. */
+        if (!launch_matches(k, d)) {
+            ok = false;
+            continue;
         }
         k->unit = cg_compile_unit(k->source, k->kp->name, t->name, k->entry);
         if (k->epi_source) k->epi_unit = cg_compile_unit(k->epi_source, k->epi_name, "epilogue", k->epi_entry);
@@ -276,11 +296,6 @@ void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], 
     *smem = cg->k[i].smem;
 }
 
-int mcir_codegen_kernel_tensor_maps(const mcir_codegen *cg, int i, mcir_tensor_map_desc *out, int max) {
-    for (int j = 0; j < cg->k[i].n_tmaps && j < max; j++) out[j] = cg->k[i].tmaps[j];
-    return cg->k[i].n_tmaps;
-}
-
 bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int *block) {
     if (grid) *grid = cg->k[i].merge_grid;
     if (block) *block = cg->k[i].merge_block;
@@ -290,7 +305,6 @@ bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int
 /* One compile unit missing from the cache, compiled by a worker. */
 typedef struct unit_job {
     const char *name, *unit;   /* name: the owning kernel's, for NVRTC's log */
-    const char *arch;          /* sm_90a for the kernels that need wgmma / TMA */
     mcir_compiled *out;
     char key[33];
     bool ok;
@@ -314,7 +328,7 @@ static void *unit_worker(void *arg) {
         pthread_mutex_unlock(&pool->mu);
         if (i >= pool->n) return NULL;
         unit_job *j = &pool->jobs[i];
-        j->ok = cg_nvrtc_compile(j->name, j->unit, j->arch, j->out, &j->log, j->why, sizeof j->why);
+        j->ok = cg_nvrtc_compile(j->name, j->unit, pool->arch, j->out, &j->log, j->why, sizeof j->why);
         if (j->ok) cg_cache_store(j->key, j->out);
     }
 }
@@ -374,8 +388,7 @@ bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
             j->name = e ? k->epi_name : k->kp->name;
             j->unit = unit;
             j->out = e ? &k->epi_bin : &k->bin;
-            j->arch = !e && k->sm90a && strcmp(arch, "sm_90") == 0 ? "sm_90a" : arch;
-            cg_hash_key(j->key, unit, j->arch, version);
+            cg_hash_key(j->key, unit, arch, version);
             if (cg_cache_load(j->key, j->out)) cg->stats.cache_hits++;
             else n_jobs++;
         }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
+#include "kernelplan/launch.h"
 
 typedef struct operand {
     cg_view v;
@@ -50,13 +51,6 @@ static bool vec_ok(const cg_view *v, int rl_view, int64_t cols) {
     return true;
 }
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-static int64_t tile_of(const mcir_tiling *t, const char *dim) {
-    for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
-        if (t->dim_names[i] && strcmp(t->dim_names[i], dim) == 0) return t->block_tile[i];
-    return 0;
-}
 
 bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     mcir_kernel_plan *kp = k->kp;
@@ -66,7 +60,6 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  mcir_op_name(n->op));
         return false;
     }
-    if (cg_attention_sm90_planned(kp)) return cg_gen_attention_sm90(k, target, d);
     const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2];
     const mcir_tensor *M = n->n_inputs > 3 ? n->inputs[3] : NULL, *O = n->outputs[0];
     operand q, kk, v, m, o;
@@ -104,43 +97,28 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     bool mma = Q->dtype != MCIR_DTYPE_F32 && Q->dtype == K->dtype && Q->dtype == V->dtype;
     if (D % 8 != 0 || DV % 8 != 0) mma = false;   /* the FMA path takes any head dim */
 
-    /* tiles */
-    int warps, bm, bn = 32, rpw = 0;
-    int64_t DP = round_up(D, 16), DVP = round_up(DV, 16);
-    int64_t want_q = tile_of(&kp->tiling, "q"), want_kv = tile_of(&kp->tiling, "kv");
-    if (mma) {
-        bm = 64;
-        bn = DP <= 64 ? 64 : 32;
-        if (want_q >= 16 && want_q <= 128 && want_q % 16 == 0) bm = (int)want_q;
-        if (want_kv >= 16 && want_kv <= 128 && want_kv % 16 == 0) bn = (int)want_kv;
-        if (DVP > 128 && bn > 64) bn = 64;   /* keep the S fragments in registers */
-        warps = bm / 16;
-        k->smem = 2 * ((int64_t)bm * (DP + 8) + (int64_t)bn * (DP + 8) + (int64_t)bn * (DVP + 8));
-    } else {
-        warps = 4;
-        rpw = D > 128 || DV > 128 ? 4 : 8;
-        if (want_q >= 4 && want_q <= 4 * rpw && want_q % 4 == 0) rpw = (int)(want_q / 4);   /* at most the default rows per warp: registers */
-        bm = warps * rpw;
-        k->smem = 4 * ((int64_t)bm * D + 32 * (D + 1) + 32 * round_up(DV, 32));
-    }
-    int64_t limit = target ? target->smem_per_block_optin : 99 * 1024;
-    if (k->smem > limit) {
-        cg_error(d, kp, "attention tile needs %lld bytes of shared memory, the target allows %lld",
-                 (long long)k->smem, (long long)limit);
+    /* the plan's tiles (kernelplan/launch.c), realised as planned */
+    mcir_attention_problem g;
+    mcir_attention_layout l;
+    const char *why = "";
+    if (!mcir_attention_problem_of(kp, &g) ||
+        !mcir_attention_layout_of_tiling(target, &g, &kp->tiling, &l, &why)) {
+        cg_error(d, kp, "internal error: the plan's attention tiling cannot be realised: %s", why);
         return false;
     }
-    int64_t qtiles = (NQ + bm - 1) / bm;
-    /* split-KV (decode): the plan's "kv_split" tile is the keys per split,
-     * a multiple of the K/V tile; partials go to the kernel's scratch */
-    int64_t chunk = tile_of(&kp->tiling, "kv_split"), splits = 1;
-    if (chunk > 0 && chunk < NK && chunk % (mma ? bn : 32) == 0) {
-        splits = (NK + chunk - 1) / chunk;
-        int64_t need = NB * NQ * splits * (DV + 2) * 4;
-        if (kp->scratch_bytes < need) {
-            cg_error(d, kp, "split-KV attention needs %lld bytes of scratch, the plan gives %lld",
-                     (long long)need, (long long)kp->scratch_bytes);
-            return false;
-        }
+    if (g.mma != mma) {
+        cg_error(d, kp, "internal error: the launch model and the template disagree on the %s path",
+                 mma ? "tensor-core" : "FMA");
+        return false;
+    }
+    int warps = l.warps, bm = (int)l.bm, bn = (int)l.bn, rpw = l.rows_per_warp;
+    int64_t qtiles = l.qtiles, chunk = l.chunk, splits = l.splits;
+    k->smem = l.smem_bytes;
+    k->smem_static = l.smem_static_bytes;
+    if (splits > 1 && kp->scratch_bytes < l.scratch_bytes) {
+        cg_error(d, kp, "split-KV attention needs %lld bytes of scratch, the plan gives %lld",
+                 (long long)l.scratch_bytes, (long long)kp->scratch_bytes);
+        return false;
     }
 
     cg_sb b = {0};
@@ -151,7 +129,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         "#define ATT_NQ %lldLL\n#define ATT_NK %lldLL\n#define ATT_D %lld\n#define ATT_DV %lld\n"
         "#define ATT_DP %lld\n#define ATT_DVP %lld\n#define ATT_NB %lldLL\n#define ATT_QTILES %lldLL\n"
         "#define ATT_BM %d\n#define ATT_WARPS %d\n#define ATT_CAUSAL %d\n#define ATT_HAS_MASK %d\n",
-        (long long)NQ, (long long)NK, (long long)D, (long long)DV, (long long)DP, (long long)DVP,
+        (long long)NQ, (long long)NK, (long long)D, (long long)DV, (long long)l.dp, (long long)l.dvp,
         (long long)NB, (long long)qtiles, bm, warps, causal, M != NULL);
     if (mma)
         cg_sb_printf(&b, "#define ATT_BN %d\n#define ATT_BF16 %d\n#define ATT_VEC_Q %s\n"
@@ -223,7 +201,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         /* the merge: per query row, m = max_s m_s, l = sum_s l_s e^(m_s - m),
          * O = sum_s O_s e^(m_s - m) / l (weighted_streaming_reduction's
          * online-softmax merge); the entry is the kernel's name + "_merge" */
-        int mt = DV <= 32 ? 32 : DV <= 64 ? 64 : 128;
+        int mt = l.merge_block;
         cg_sb_printf(&b,
             "#define MC_MERGE_ENTRY_(n) n##_merge\n#define MC_MERGE_ENTRY(n) MC_MERGE_ENTRY_(n)\n"
             "extern \"C\" __global__ void __launch_bounds__(%d) MC_MERGE_ENTRY(%s)(MC_PARAMS, const float* P) {\n"
@@ -246,7 +224,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
             "    }\n}\n",
             mt, kp->name, o.pname);
         k->merge_block = mt;
-        k->merge_grid = NB * NQ < (1ll << 30) ? NB * NQ : (1ll << 30);
+        k->merge_grid = l.merge_grid;
     }
     bool ok = e.ok;
     cg_emitter_free(&e);
@@ -255,10 +233,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         return false;
     }
     k->source = cg_sb_take(&b);
-    int64_t blocks = NB * qtiles * splits;
-    int64_t sms = target ? target->sm_count : 132;
-    (void)sms;
-    k->grid[0] = blocks < (1ll << 30) ? blocks : (1ll << 30);
+    k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;
     k->block[0] = threads;
     k->block[1] = k->block[2] = 1;

@@ -1,8 +1,9 @@
 /*
  * tpl_norm.c — instantiates templates/norm.cuh (softmax, layernorm,
- * rmsnorm) from a streaming-norm KernelPlan: picks a warp per row (row in
- * registers) for rows up to 1024 elements, else a block per row with the
- * row cached in shared memory up to 11776 elements (46 KB, no opt-in) and
+ * rmsnorm) from a streaming-norm KernelPlan, realising the plan's row
+ * layout (kernelplan/launch.c): a warp per row (row in registers, the
+ * plan's warps = rows per block) or a block per row with the row cached in
+ * dynamic shared memory up to 11776 elements (46 KB, no opt-in) and
  * re-read beyond; 4-wide vector loads where the row is contiguous in a
  * kernel read. A fused prologue (elementwise ops producing X) and epilogue
  * (elementwise ops after the norm) come from the value emitter.
@@ -11,6 +12,8 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
+#include "kernelplan/launch.h"
+#include "mcir/mcir-impl.h"
 
 /* Statements loading NORM_V values of X at xi into out[]. */
 static void emit_x_load(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor *x, int vec) {
@@ -55,7 +58,6 @@ static void emit_param_at(cg_sb *b, const char *name, const mcir_tensor *x, cons
 }
 
 bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
-    (void)target;
     mcir_kernel_plan *kp = k->kp;
     const mcir_node *n = kp->anchor;
     int kind = n->op == MCIR_OP_SOFTMAX ? 0 : n->op == MCIR_OP_LAYERNORM ? 1 : n->op == MCIR_OP_RMSNORM ? 2 : -1;
@@ -72,19 +74,20 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_error(d, kp, "axis out of range");
         return false;
     }
-    int64_t W = 1, inner = 1, rows;
-    if (kind == 0) {
-        W = x->shape[axis];
-        for (int i = axis + 1; i < x->rank; i++) inner *= x->shape[i];
-    } else {
-        for (int i = axis; i < x->rank; i++) W *= x->shape[i];
+    /* the plan's launch (kernelplan/launch.c), realised as planned */
+    mcir_rows_problem g;
+    mcir_rows_layout l;
+    const char *why = "";
+    if (!mcir_rows_problem_of(kp, &g) || !mcir_rows_layout_of_tiling(target, &g, &kp->tiling, &l, &why)) {
+        cg_error(d, kp, "internal error: the plan's norm tiling cannot be realised: %s", why);
+        return false;
     }
-    rows = mcir_tensor_numel(x) / W;
-    int vec = (inner == 1 && W % 4 == 0 && cg_read_index(kp, x) >= 0) ? 4 : 1;
-    bool warp_row = W <= 1024;
-    int threads = warp_row ? 256 : (W <= 8192 ? 256 : 512);
-    bool cache = !warp_row && W * 4 <= 46 * 1024;   /* + the static part[] stays under 48 KB */
+    int64_t W = g.width, inner = g.inner, rows = g.rows;
+    int vec = l.vector_width;
+    bool warp_row = l.warp_row, cache = l.cache;
+    int threads = l.threads;
     int lanes = warp_row ? 32 : threads;
+    (void)axis;
 
     cg_sb b = {0};
     cg_emitter e;
@@ -115,13 +118,11 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_puts(&b, " {\n    mc_norm(MC_ARGS);\n}\n");
     cg_emitter_free(&e);
     k->source = cg_sb_take(&b);
-    int64_t blocks = warp_row ? (rows + 7) / 8 : rows;
-    if (blocks > (1ll << 20)) blocks = 1ll << 20;
-    if (blocks < 1) blocks = 1;
-    k->grid[0] = blocks;
+    k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;
     k->block[0] = threads;
     k->block[1] = k->block[2] = 1;
-    k->smem = cache ? W * 4 : 0;
+    k->smem = l.smem_bytes;
+    k->smem_static = l.smem_static_bytes;
     return true;
 }

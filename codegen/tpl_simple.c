@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
+#include "kernelplan/launch.h"
+#include "mcir/interp-impl.h"
 
 #define THREADS 256
 
@@ -31,6 +33,34 @@ static void set_launch(cg_kernel *k, int64_t gx, int64_t gy, int threads, int64_
     k->smem = smem;
 }
 
+/* The plan's launch of an elementwise, copy or windowed-pool kernel
+ * (kernelplan/launch.c), realised by a template of `threads` threads. */
+static bool plan_flat(cg_kernel *k, mcir_flat_kind kind, const mcir_target *t, mcir_diag *d) {
+    mcir_flat_layout l;
+    if (!mcir_flat_layout_of(t, k->kp, &l) || l.kind != kind || l.threads != THREADS) {
+        cg_error(d, k->kp, "internal error: the launch model has no %d-thread layout for this kernel",
+                 THREADS);
+        return false;
+    }
+    set_launch(k, l.grid, 1, l.threads, 0);
+    k->smem_static = l.smem_static_bytes;
+    return true;
+}
+
+/* The plan's row layout of a reduction or global-average pool. */
+static bool plan_rows(cg_kernel *k, const mcir_target *t, mcir_rows_layout *l, mcir_diag *d) {
+    mcir_rows_problem g;
+    const char *why = "not a row kernel";
+    if (!mcir_rows_problem_of(k->kp, &g) || !mcir_rows_layout_of_tiling(t, &g, &k->kp->tiling, l, &why) ||
+        l->threads != THREADS) {
+        cg_error(d, k->kp, "internal error: the plan's row tiling cannot be realised: %s", why);
+        return false;
+    }
+    set_launch(k, l->grid, 1, l->threads, l->smem_bytes);
+    k->smem_static = l->smem_static_bytes;
+    return true;
+}
+
 static bool finish(cg_kernel *k, cg_sb *b, cg_emitter *e) {
     bool ok = e->ok;
     cg_emitter_free(e);
@@ -46,8 +76,9 @@ static bool finish(cg_kernel *k, cg_sb *b, cg_emitter *e) {
 
 /* Every write of the region, one element per thread iteration, from the
  * emitted value functions (the whole chain recomputed per element). */
-static bool gen_pointwise(cg_kernel *k, mcir_diag *d) {
+static bool gen_pointwise(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     mcir_kernel_plan *kp = k->kp;
+    if (!plan_flat(k, MCIR_FLAT_POINTWISE, target, d)) return false;
     cg_sb b = {0};
     cg_emitter e;
     cg_begin_source(&b, kp);
@@ -76,13 +107,11 @@ static bool gen_pointwise(cg_kernel *k, mcir_diag *d) {
         base = end;
     }
     cg_sb_puts(&b, "    }\n}\n");
-    set_launch(k, grid_for(total, THREADS), 1, THREADS, 0);
     return finish(k, &b, &e);
 }
 
 bool cg_gen_elementwise(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
-    (void)t;
-    return gen_pointwise(k, d);
+    return gen_pointwise(k, t, d);
 }
 
 /* ----------------------------------------------------------------- copy */
@@ -90,24 +119,10 @@ bool cg_gen_elementwise(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
 /* A single transpose swapping the last two dims, read to write: 32x32
  * tiles through shared memory (+1 column against bank conflicts), so both
  * the loads and the stores are coalesced. */
-static bool is_last2_transpose(const mcir_kernel_plan *kp) {
-    if (kp->n_nodes != 1 || kp->nodes[0]->op != MCIR_OP_TRANSPOSE) return false;
-    const mcir_node *n = kp->nodes[0];
-    if (kp->n_reads != 1 || kp->n_writes != 1 || kp->reads[0] != n->inputs[0] ||
-        kp->writes[0] != n->outputs[0])
-        return false;
-    const int64_t *perm;
-    int r = mcir_node_ints(n, "perm", &perm);
-    if (r < 2) return false;
-    for (int i = 0; i < r - 2; i++)
-        if (perm[i] != i) return false;
-    return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
-}
-
 bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
-    (void)t;
     mcir_kernel_plan *kp = k->kp;
-    if (!is_last2_transpose(kp)) return gen_pointwise(k, d);
+    if (!mcir_kernel_is_last2_transpose(kp)) return gen_pointwise(k, t, d);
+    if (!plan_flat(k, MCIR_FLAT_TRANSPOSE, t, d)) return false;
     const mcir_tensor *x = kp->reads[0], *y = kp->writes[0];
     int64_t R = x->shape[x->rank - 2], C = x->shape[x->rank - 1];
     int64_t B = mcir_tensor_numel(x) / (R * C);
@@ -141,16 +156,15 @@ bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
         "    }\n"
         "}\n",
         cg_dsuffix(x->dtype), cg_dsuffix(y->dtype));
-    int64_t tiles = B * ((R + 31) / 32) * ((C + 31) / 32);
-    set_launch(k, grid_for(tiles, 1), 1, THREADS, 0);
     return finish(k, &b, &e);
 }
 
 /* ------------------------------------------------------------ reduction */
 
 bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
-    (void)t;
     mcir_kernel_plan *kp = k->kp;
+    mcir_rows_layout l;
+    if (!plan_rows(k, t, &l, d)) return false;
     const mcir_node *n = kp->anchor;
     const mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
     bool red[MCIR_MAX_RANK] = {0};
@@ -187,7 +201,7 @@ bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     }
     cg_sb_puts(&b, "    return j;\n}\n");
     bool is_max = n->op == MCIR_OP_REDUCE_MAX, is_mean = n->op == MCIR_OP_REDUCE_MEAN;
-    bool warp_per_row = inner <= 1024;
+    bool warp_per_row = l.warp_row;
     cg_sb_printf(&b, "#define RED_OUTER %lldLL\n#define RED_INNER %lldLL\n", (long long)outer,
                  (long long)inner);
     cg_emit_signature(&b, kp, THREADS);
@@ -216,7 +230,6 @@ bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
                      is_max ? "mc_block_max" : "mc_block_sum");
     cg_sb_printf(&b, "epilogue(o, %s, MC_ARGS);\n    }\n    (void)scratch;\n}\n",
                  is_mean ? "a / (float)RED_INNER" : "a");
-    set_launch(k, warp_per_row ? grid_for(outer, THREADS / 32) : grid_for(outer, 1), 1, THREADS, 0);
     return finish(k, &b, &e);
 }
 
@@ -234,7 +247,6 @@ static void ints_or(const mcir_node *n, const char *name, int count, const int64
 }
 
 bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
-    (void)t;
     mcir_kernel_plan *kp = k->kp;
     const mcir_node *n = kp->anchor;
     const mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
@@ -253,6 +265,12 @@ bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     cg_sb_printf(&b, "#define P_H %lldLL\n#define P_W %lldLL\n", (long long)H, (long long)W);
     if (n->op == MCIR_OP_GLOBAL_AVG_POOL) {
         /* a warp per (n, c) plane */
+        mcir_rows_layout l;
+        if (!plan_rows(k, t, &l, d)) {
+            cg_emitter_free(&e);
+            cg_sb_free(&b);
+            return false;
+        }
         cg_emit_signature(&b, kp, THREADS);
         cg_sb_printf(&b,
             " {\n"
@@ -266,7 +284,6 @@ bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
             "    }\n"
             "}\n",
             (long long)(N * C), x->id);
-        set_launch(k, grid_for(N * C, THREADS / 32), 1, THREADS, 0);
         return finish(k, &b, &e);
     }
     static const int64_t zeros[4] = {0, 0, 0, 0};
@@ -276,6 +293,11 @@ bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     ints_or(n, "pads", 4, zeros, pads);
     int64_t OH = y->shape[2], OW = y->shape[3];
     bool avg = n->op == MCIR_OP_AVG_POOL2D;
+    if (!plan_flat(k, MCIR_FLAT_POOL, t, d)) {
+        cg_emitter_free(&e);
+        cg_sb_free(&b);
+        return false;
+    }
     cg_emit_signature(&b, kp, THREADS);
     cg_sb_printf(&b,
         " {\n"
@@ -301,7 +323,6 @@ bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
         (long long)OW, (long long)str[0], (long long)pads[0], (long long)str[1], (long long)pads[1],
         (long long)kern[0], (long long)kern[1], x->id,
         avg ? "cnt > 0 ? sum / (float)cnt : 0.0f" : "mx");
-    set_launch(k, grid_for(N * C * OH * OW, THREADS), 1, THREADS, 0);
     return finish(k, &b, &e);
 }
 

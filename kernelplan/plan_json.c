@@ -3,6 +3,7 @@
  * field names are a contract; fields beyond the contract are additions
  * documented in docs/kernelplan.md.
  */
+#include "kernelplan/launch.h"
 #include "kernelplan/plan-impl.h"
 
 static json_t *int_array(const int64_t *v, int n) {
@@ -119,7 +120,22 @@ static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     int64_t block[3] = {k->block[0], k->block[1], k->block[2]};
     json_object_set_new(o, "block", int_array(block, 3));
     json_object_set_new(o, "smem_bytes", json_integer(k->smem_bytes));
+    json_object_set_new(o, "smem_static_bytes", json_integer(k->smem_static_bytes));
     json_object_set_new(o, "scratch_bytes", json_integer(k->scratch_bytes));
+    /* split-KV attention's second kernel, NAME_merge (launch.c) */
+    mcir_launch la;
+    if (k->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && mcir_launch_of(p->target, k, &la, NULL) &&
+        la.merge_grid > 0) {
+        json_t *mg = json_object();
+        json_object_set_new(mg, "name", json_string(mcir_arena_printf(p->arena, "%s_merge", k->name)));
+        int64_t grid[3] = {la.merge_grid, 1, 1}, mblock[3] = {la.merge_block, 1, 1};
+        json_object_set_new(mg, "grid", int_array(grid, 3));
+        json_object_set_new(mg, "block", int_array(mblock, 3));
+        json_object_set_new(mg, "smem_bytes", json_integer(0));
+        json_object_set_new(o, "merge", mg);
+    }
+    json_object_set_new(o, "library", k->library ? json_string(k->library) : json_null());
+    json_object_set_new(o, "library_op", k->library_op ? json_string(k->library_op) : json_null());
     if (k->registers >= 0) json_object_set_new(o, "registers", json_integer(k->registers));
     if (k->spill_bytes >= 0) json_object_set_new(o, "spill_bytes", json_integer(k->spill_bytes));
     if (k->audit.valid) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernelplan/launch.h"
 #include "properties/properties.h"
 
 /* --------------------------------------------------------------- detail */
@@ -883,56 +884,55 @@ bool mcir_ws_model_parse(const char *name, mcir_ws_model *out) {
     return false;
 }
 
-static int64_t ws_bytes(mcir_ws_model model, const int64_t *dims, int64_t es,
-                        const int *tile) {
-    switch (model) {
-    case MCIR_WS_ATTENTION: {
-        int64_t d = dims[0], dv = dims[1], br = tile[0], bc = tile[1];
-        /* Q tile, K and V tiles in the storage dtype; scores tile, output
-         * accumulator and the running (max, sum) per row in f32 */
-        return es * (br * d + bc * d + bc * dv) + 4 * (br * bc) + 4 * (br * dv) + 8 * br;
+/* GEMM tiles: A and B tiles, two pipeline stages. */
+static int64_t gemm_ws_bytes(int64_t es, const int *tile) {
+    return 2 * es * ((int64_t)tile[0] * tile[2] + (int64_t)tile[2] * tile[1]);
+}
+
+/* Attention and norms: the launch model of their templates
+ * (kernelplan/launch.c) — the tile the planner would choose, its shared
+ * memory (static + dynamic) exactly as the kernel declares it. */
+static void ws_launch_model(const mcir_target *target, mcir_ws_model model, const int64_t *dims,
+                            mcir_dtype dtype, mcir_working_set *out) {
+    memset(out->tile, 0, sizeof out->tile);
+    if (model == MCIR_WS_ATTENTION) {
+        mcir_attention_problem g;
+        mcir_attention_problem_dims(dims[0], dims[1], dtype, &g);
+        mcir_attention_layout l;
+        if (mcir_attention_candidates(target, &g, &l, 1) == 1) {
+            out->fits = true;
+        } else {   /* the smallest tile the template takes, and why it fails */
+            const char *why;
+            mcir_attention_layout_of(target, &g, g.mma ? 16 : 4, g.mma ? 16 : 32, 0, &l, &why);
+        }
+        out->bytes = l.smem_bytes + l.smem_static_bytes;
+        out->tile[0] = (int)l.bm;
+        out->tile[1] = (int)l.bn;
+        return;
     }
-    case MCIR_WS_MATMUL:
-    case MCIR_WS_CONV2D:
-        /* A and B tiles, two pipeline stages */
-        return 2 * es * ((int64_t)tile[0] * tile[2] + (int64_t)tile[2] * tile[1]);
-    case MCIR_WS_NORM:
-        /* the rows a block normalises, staged in f32 for the second pass */
-        return (int64_t)tile[0] * dims[0] * 4;
-    case MCIR_WS_AUTO: break;
-    }
-    return 0;
+    mcir_rows_problem g = {.kind = MCIR_ROWS_NORM, .rows = 1, .width = dims[0], .inner = 1,
+                           .direct_read = true, .dtype = dtype};
+    mcir_rows_layout l;
+    out->fits = mcir_rows_candidates(target, &g, &l, 1) == 1;
+    out->bytes = out->fits ? l.smem_bytes + l.smem_static_bytes : 0;
+    out->tile[0] = out->fits ? (int)l.rows_per_block : 1;
 }
 
 void mcir_working_set_compute(const mcir_target *target, mcir_ws_model model,
                               const int64_t *dims, mcir_dtype dtype, mcir_working_set *out) {
-    static const int attention_tiles[][3] = {
-        {128, 128, 0}, {128, 64, 0}, {64, 64, 0}, {64, 32, 0}, {32, 32, 0}, {16, 16, 0}};
     static const int gemm_tiles[][3] = {
         {128, 128, 32}, {128, 64, 32}, {64, 64, 32}, {32, 32, 32}, {16, 16, 16}};
-    static const int norm_tiles[][3] = {{4, 0, 0}, {2, 0, 0}, {1, 0, 0}};
-    const int (*tiles)[3];
-    int n_tiles;
-    switch (model) {
-    case MCIR_WS_ATTENTION:
-        tiles = attention_tiles;
-        n_tiles = (int)(sizeof attention_tiles / sizeof attention_tiles[0]);
-        break;
-    case MCIR_WS_NORM:
-        tiles = norm_tiles;
-        n_tiles = (int)(sizeof norm_tiles / sizeof norm_tiles[0]);
-        break;
-    default:
-        tiles = gemm_tiles;
-        n_tiles = (int)(sizeof gemm_tiles / sizeof gemm_tiles[0]);
-        break;
-    }
     int64_t es = (int64_t)mcir_dtype_size(dtype);
     out->limit = target->smem_per_block_optin;
     out->fits = false;
+    if (model == MCIR_WS_ATTENTION || model == MCIR_WS_NORM) {
+        ws_launch_model(target, model, dims, dtype, out);
+        return;
+    }
+    int n_tiles = (int)(sizeof gemm_tiles / sizeof gemm_tiles[0]);
     for (int i = 0; i < n_tiles; i++) {
-        out->bytes = ws_bytes(model, dims, es, tiles[i]);
-        memcpy(out->tile, tiles[i], sizeof out->tile);
+        out->bytes = gemm_ws_bytes(es, gemm_tiles[i]);
+        memcpy(out->tile, gemm_tiles[i], sizeof out->tile);
         if (out->bytes <= out->limit) {
             out->fits = true;
             return;
@@ -1054,8 +1054,13 @@ static bool check_fits_on_chip(const mcir_check_ctx *c, const mcir_param_value *
                  ws.tile[2]);
         break;
     }
-    say(d, n, "working set %s %s %s (%s, %s)", mcir_bytes_str(ws.bytes, a, sizeof a),
-        ws.fits ? "<=" : ">", mcir_bytes_str(ws.limit, b, sizeof b), c->target->name, tile);
+    if (!ws.fits && ws.bytes <= ws.limit)   /* attention: the accumulators, not the tiles */
+        say(d, n, "working set %s <= %s but the accumulators exceed %d registers per thread (%s, %s)",
+            mcir_bytes_str(ws.bytes, a, sizeof a), mcir_bytes_str(ws.limit, b, sizeof b),
+            c->target->regs_per_thread, c->target->name, tile);
+    else
+        say(d, n, "working set %s %s %s (%s, %s)", mcir_bytes_str(ws.bytes, a, sizeof a),
+            ws.fits ? "<=" : ">", mcir_bytes_str(ws.limit, b, sizeof b), c->target->name, tile);
     return ws.fits;
 }
 

@@ -1,6 +1,8 @@
 /* codegen_util.c — see codegen_util.h. */
 #include "codegen_util.h"
 
+#include "kernelplan/plan-impl.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +61,22 @@ static void fill_kernel(mcir_graph *g, mcir_kernel_plan *k, int id, mcir_templat
             }
             if (outside) add_unique(a, &k->writes, &k->n_writes, &cw, t);
         }
+    /* nothing folded: every access is the tensor itself, C order */
+    k->read_access = mcir_arena_alloc(a, sizeof *k->read_access * (size_t)(k->n_reads + 1));
+    k->write_access = mcir_arena_alloc(a, sizeof *k->write_access * (size_t)(k->n_writes + 1));
+    for (int i = 0; i < k->n_reads + k->n_writes; i++) {
+        mcir_kernel_access *x = i < k->n_reads ? &k->read_access[i] : &k->write_access[i - k->n_reads];
+        mcir_tensor *t = i < k->n_reads ? k->reads[i] : k->writes[i - k->n_reads];
+        memset(x, 0, sizeof *x);
+        x->tensor = x->logical = t;
+        x->rank = t->rank;
+        int64_t stride = 1;
+        for (int r = t->rank - 1; r >= 0; r--) {
+            x->perm[r] = r;
+            x->strides[r] = stride;
+            stride *= t->shape[r];
+        }
+    }
     k->tiling.n_dims = 0;
     k->recompute_policy = "recompute_in_consumer";
     k->registers = k->spill_bytes = -1;
@@ -74,6 +92,21 @@ static mcir_plan *plan_new(mcir_graph *g, const char *arch, int n) {
     for (int i = 0; i < g->n_tensors; i++) p->alias_root[i] = g->tensors[i];
     p->arena = g->arena;
     return p;
+}
+
+/* The generated templates other than the GEMM-shaped ones get the launch
+ * model's tile and launch (kernelplan/launch.c), as mcir_plan_build gives
+ * them: codegen realises the plan's launch and checks it. */
+static void plan_launches(mcir_plan *p) {
+    mcir_diag d = mcir_diag_stderr();
+    for (int i = 0; i < p->n_kernels; i++) {
+        mcir_kernel_plan *k = &p->kernels[i];
+        if (k->tpl != MCIR_TEMPLATE_MATMUL && k->tpl != MCIR_TEMPLATE_CONV2D &&
+            k->tpl != MCIR_TEMPLATE_ALIAS) {
+            bool ok = mcir_plan_choose_tiling(p, k, &d);
+            MCIR_ASSERT(ok);
+        }
+    }
 }
 
 static void resolve_aliases(mcir_plan *p) {
@@ -103,6 +136,7 @@ mcir_plan *cgt_plan(mcir_graph *g, const char *arch, int n, const cgt_kspec *ks)
         fill_kernel(g, &p->kernels[i], i, ks[i].tpl, anchor, nodes, nn);
     }
     resolve_aliases(p);
+    plan_launches(p);
     return p;
 }
 
@@ -138,6 +172,7 @@ mcir_plan *cgt_plan_naive(mcir_graph *g, const char *arch) {
         k++;
     }
     resolve_aliases(p);
+    plan_launches(p);
     return p;
 }
 

@@ -76,7 +76,7 @@ START_TEST(test_plan_splits_decode_shapes_only) {
             ck_assert_int_ge(splits, 2);
             ck_assert_int_eq(chunk % 128, 0);
             ck_assert_int_ge(chunk, 256);
-            ck_assert_int_eq(k->grid[2], splits);
+            ck_assert_int_eq(k->grid[0], 2 * 4 * splits);   /* (batch*head, split) per block */
             ck_assert_int_eq(k->scratch_bytes, 2 * 4 * 1 * splits * (128 + 2) * 4);
             ck_assert_ptr_nonnull(strstr(k->tiling.reason, "split-KV"));
             mcir_plan_free(p);

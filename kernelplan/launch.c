@@ -1,0 +1,543 @@
+/*
+ * launch.c — the launch model of the generated templates other than the
+ * GEMM-shaped ones (those are launch_gemm.c): for a problem and a tile it
+ * computes what the template does with them — tiles, warps, grid, block,
+ * static and dynamic shared memory, registers, occupancy — from the
+ * template's own code (codegen/templates/attention_{mma,fma}.cuh,
+ * norm.cuh, codegen/tpl_simple.c). docs/kernelplan.md "Launch model".
+ *
+ * Invariant: a layout this file returns is one the template realises
+ * exactly; codegen derives its launch from the same functions and the
+ * plan's tiling, and fails (internal error) where the two differ. Register
+ * figures are estimates calibrated against ptxas -v (sm_80 and sm_90).
+ */
+#include <string.h>
+
+#include "kernelplan/launch.h"
+#include "mcir/mcir-impl.h"
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t v, int64_t unit) { return unit > 0 ? ceil_div(v, unit) * unit : v; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static int64_t next_pow2(int64_t x) {
+    int64_t v = 1;
+    while (v < x) v <<= 1;
+    return v;
+}
+
+static int64_t tile_dim(const mcir_tiling *ti, const char *name) {
+    for (int i = 0; i < ti->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
+        if (ti->dim_names[i] && strcmp(ti->dim_names[i], name) == 0) return ti->block_tile[i];
+    return 0;
+}
+
+int mcir_launch_occupancy(const mcir_target *t, int threads, int regs, int64_t smem,
+                          const char **limit) {
+    const char *dummy;
+    if (!limit) limit = &dummy;
+    int warps = (int)round_up(threads > 0 ? threads : 1, t->warp_size) / t->warp_size;
+    int max_warps = t->max_threads_per_sm / t->warp_size;
+    int b = t->max_blocks_per_sm;
+    *limit = "blocks";
+    if (max_warps / warps < b) {
+        b = max_warps / warps;
+        *limit = "warps";
+    }
+    if (regs > 0) {
+        int64_t per_warp = round_up((int64_t)regs * t->warp_size, t->reg_alloc_unit);
+        int by_regs = (int)((t->regs_per_sm / t->sm_partitions) / per_warp * t->sm_partitions / warps);
+        if (by_regs < b) {
+            b = by_regs;
+            *limit = "registers";
+        }
+    }
+    int64_t s = round_up(smem + t->smem_reserved_per_block, t->smem_alloc_unit);
+    if (s > 0 && t->smem_per_sm / s < b) {
+        b = (int)(t->smem_per_sm / s);
+        *limit = "shared memory";
+    }
+    return b;
+}
+
+/* ------------------------------------------------------------ attention */
+
+static bool is_half(mcir_dtype t) { return t == MCIR_DTYPE_F16 || t == MCIR_DTYPE_BF16; }
+
+bool mcir_attention_problem_of(const mcir_kernel_plan *k, mcir_attention_problem *g) {
+    memset(g, 0, sizeof *g);
+    const mcir_node *n = k->anchor;
+    if (k->tpl != MCIR_TEMPLATE_STREAMING_ATTENTION || !n || n->op != MCIR_OP_ATTENTION ||
+        n->n_inputs < 3)
+        return false;
+    const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2], *O = n->outputs[0];
+    if (Q->rank < 2 || K->rank < 2 || V->rank < 2 || O->rank < 2) return false;
+    g->nq = Q->shape[Q->rank - 2];
+    g->d = Q->shape[Q->rank - 1];
+    g->nk = K->shape[K->rank - 2];
+    g->dv = V->shape[V->rank - 1];
+    g->batch_heads = 1;
+    for (int i = 0; i < O->rank - 2; i++) g->batch_heads *= O->shape[i];
+    g->dtype = Q->dtype;
+    /* tpl_attention.c: the mma template is all-16-bit and takes head dims
+     * in steps of 8; the FMA template takes the rest */
+    g->mma = is_half(Q->dtype) && Q->dtype == K->dtype && Q->dtype == V->dtype && g->d % 8 == 0 &&
+             g->dv % 8 == 0;
+    return true;
+}
+
+void mcir_attention_problem_dims(int64_t d, int64_t dv, mcir_dtype dtype, mcir_attention_problem *g) {
+    memset(g, 0, sizeof *g);
+    g->nq = g->nk = 128;
+    g->d = d;
+    g->dv = dv;
+    g->batch_heads = 1;
+    g->dtype = dtype;
+    g->mma = is_half(dtype) && d % 8 == 0 && dv % 8 == 0;
+}
+
+/* Registers per thread, fitted to ptxas -v (CUDA 12, sm_80 / sm_90;
+ * docs/kernelplan.md "Launch model" lists the misses). mma: the O
+ * accumulators (dvp/2 floats per thread), the S fragments (bn/2), twice
+ * that for head dims >= 128 where ptxas keeps P packed beside S, and 40
+ * for addresses and row state. FMA: ptxas unrolls the 32-key loop of P V
+ * when a warp owns 2 or more rows and keeps ~33 values per 32 output
+ * columns (43 from 4 rows on); one row, or head dims > 128, stay rolled. */
+static int attention_registers(const mcir_attention_layout *l, const mcir_attention_problem *g) {
+    int64_t r;
+    if (g->mma) {
+        r = 40 + l->dvp / 2 + l->bn / 2 + (l->dvp >= 128 ? l->bn / 2 : 0);
+    } else {
+        int64_t dvl = ceil_div(g->dv, 32), rpw = l->rows_per_warp;
+        if (rpw == 1) r = 32 + dvl;
+        else if (dvl > 4) r = 32 + 8 * rpw;
+        else r = 30 + dvl * (rpw >= 4 ? 43 : 33);
+    }
+    return (int)r;
+}
+
+bool mcir_attention_layout_of(const mcir_target *t, const mcir_attention_problem *g, int64_t bm,
+                              int64_t bn, int64_t chunk, mcir_attention_layout *l,
+                              const char **why) {
+    const char *dummy;
+    if (!why) why = &dummy;
+    memset(l, 0, sizeof *l);
+    l->bm = bm;
+    l->bn = bn;
+    l->dp = round_up(g->d, 16);
+    l->dvp = round_up(g->dv, 16);
+    l->stages = 1;
+    if (g->mma) {
+        /* attention_mma.cuh: a warp per 16 query rows, K/V tiles of bn rows
+         * in steps of 16 (two n8 tiles per k16 step of P V) */
+        if (bm < 16 || bm > 128 || bm % 16 || bn < 16 || bn > 128 || bn % 16) {
+            *why = "the tensor-core template takes query and K/V tiles of 16..128 in steps of 16";
+            return false;
+        }
+        if (l->dvp > 128 && bn > 64) {
+            *why = "head dim > 128 keeps the S fragments in registers only with K/V tiles <= 64";
+            return false;
+        }
+        l->warps = (int)(bm / 16);
+        l->vector_width = 8;
+        /* Q, K, V tiles of 16-bit values, rows padded by 8 (bank conflicts) */
+        l->smem_bytes = 2 * (bm * (l->dp + 8) + bn * (l->dp + 8) + bn * (l->dvp + 8));
+    } else {
+        /* attention_fma.cuh: 4 warps, rows_per_warp query rows each, K/V
+         * tiles of 32 rows staged as f32 */
+        int max_rpw = g->d > 128 || g->dv > 128 ? 4 : 8;
+        if (bn != 32 || bm < 4 || bm % 4 || bm / 4 > max_rpw) {
+            *why = "the FMA template takes K/V tiles of 32 and 4..32 query rows in steps of 4 "
+                   "(4..16 for head dims > 128)";
+            return false;
+        }
+        l->warps = 4;
+        l->rows_per_warp = (int)(bm / 4);
+        l->vector_width = 1;
+        l->smem_bytes = 4 * (bm * g->d + 32 * (g->d + 1) + 32 * round_up(g->dv, 32));
+    }
+    l->threads = l->warps * t->warp_size;
+    l->smem_static_bytes = 0;
+    l->registers = attention_registers(l, g);
+    if (l->smem_bytes > t->smem_per_block_optin) {
+        *why = "the Q and K/V tiles exceed the shared memory per block";
+        return false;
+    }
+    if (l->registers > t->regs_per_thread) {
+        *why = "the accumulators exceed the registers per thread";
+        return false;
+    }
+    l->qtiles = ceil_div(g->nq, bm);
+    l->splits = 1;
+    l->chunk = 0;
+    if (chunk > 0 && chunk < g->nk) {
+        if (chunk % bn) {
+            *why = "a split-KV chunk must be a multiple of the K/V tile";
+            return false;
+        }
+        l->chunk = chunk;
+        l->splits = ceil_div(g->nk, chunk);
+        l->scratch_bytes = g->batch_heads * g->nq * l->splits * (g->dv + 2) * 4;
+        l->merge_block = g->dv <= 32 ? 32 : g->dv <= 64 ? 64 : 128;
+        l->merge_grid = min64(g->batch_heads * g->nq, MCIR_LAUNCH_MAX_ATT_GRID);
+    }
+    int64_t blocks = g->batch_heads * l->qtiles * l->splits;
+    l->grid = blocks < 1 ? 1 : min64(blocks, MCIR_LAUNCH_MAX_ATT_GRID);
+    l->blocks_per_sm = mcir_launch_occupancy(t, l->threads, l->registers,
+                                             l->smem_bytes + l->smem_static_bytes,
+                                             &l->occupancy_limit);
+    if (l->blocks_per_sm < 1) {
+        *why = "no block fits on an SM";
+        return false;
+    }
+    return true;
+}
+
+bool mcir_attention_layout_of_tiling(const mcir_target *t, const mcir_attention_problem *g,
+                                     const mcir_tiling *ti, mcir_attention_layout *l,
+                                     const char **why) {
+    bool ok = mcir_attention_layout_of(t, g, tile_dim(ti, "q"), tile_dim(ti, "kv"),
+                                       tile_dim(ti, "kv_split"), l, why);
+    if (ok && ti->warps != l->warps) {
+        if (why) *why = "the tiling's warps differ from the template's for its query tile";
+        return false;
+    }
+    return ok;
+}
+
+int mcir_attention_candidates(const mcir_target *t, const mcir_attention_problem *g,
+                              mcir_attention_layout *out, int max) {
+    int n = 0;
+    int64_t dmax = round_up(g->d > g->dv ? g->d : g->dv, 16);
+    if (g->mma) {
+        /* FlashAttention-2/3's preferences by head dim, then smaller tiles;
+         * query tiles no taller than the queries (decode: 16 rows) */
+        int64_t bm0 = dmax <= 128 ? 128 : 64, bn0 = dmax <= 64 && t->has_wgmma ? 128 : 64;
+        int64_t bm_cap = next_pow2(g->nq) < 16 ? 16 : next_pow2(g->nq);
+        int64_t bn_cap = next_pow2(g->nk) < 16 ? 16 : next_pow2(g->nk);
+        for (int64_t bm = min64(bm0, bm_cap); bm >= 16 && n < max; bm /= 2)
+            for (int64_t bn = min64(bn0, bn_cap); bn >= 16 && n < max; bn /= 2)
+                if (mcir_attention_layout_of(t, g, bm, bn, 0, &out[n], NULL)) n++;
+    } else {
+        int max_rpw = g->d > 128 || g->dv > 128 ? 4 : 8;
+        for (int rpw = max_rpw; rpw >= 1 && n < max; rpw /= 2) {
+            if (rpw > 1 && rpw / 2 >= ceil_div(g->nq, 4)) continue;   /* half as tall covers the queries */
+            if (mcir_attention_layout_of(t, g, 4 * rpw, 32, 0, &out[n], NULL)) n++;
+        }
+    }
+    return n;
+}
+
+int64_t mcir_attention_split_chunk(const mcir_target *t, const mcir_attention_problem *g,
+                                   const mcir_attention_layout *l) {
+    /* flash-decoding: when the (q-tile, batch*head) blocks cannot fill the
+     * SMs (Nq <= 16: decode, speculative decoding), Nk is split so the grid
+     * reaches about two blocks per SM, each split streaming >= 256 keys; a
+     * split is a multiple of 128 keys (every K/V tile divides it) */
+    int64_t qblocks = l->qtiles * g->batch_heads;
+    if (g->nq > 16 || qblocks >= t->sm_count || g->nk < 512) return 0;
+    int64_t splits = ceil_div(2 * t->sm_count, qblocks);
+    if (splits > g->nk / 256) splits = g->nk / 256;
+    if (splits < 2) return 0;
+    int64_t chunk = round_up(ceil_div(g->nk, splits), 128);
+    return chunk < g->nk ? chunk : 0;
+}
+
+/* ------------------------------------------------- norms and row reductions */
+
+bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *g) {
+    memset(g, 0, sizeof *g);
+    const mcir_node *n = k->anchor;
+    if (!n || n->n_inputs < 1) return false;
+    const mcir_tensor *X = n->inputs[0];
+    g->dtype = X->dtype;
+    g->inner = 1;
+    if (k->tpl == MCIR_TEMPLATE_STREAMING_NORM) {
+        if (n->op != MCIR_OP_SOFTMAX && n->op != MCIR_OP_LAYERNORM && n->op != MCIR_OP_RMSNORM)
+            return false;
+        int axis;
+        if (!mcir_norm_axis(mcir_node_int(n, "axis"), X->rank, &axis)) return false;
+        g->kind = MCIR_ROWS_NORM;
+        g->width = 1;
+        if (n->op == MCIR_OP_SOFTMAX) {
+            g->width = X->shape[axis];
+            for (int i = axis + 1; i < X->rank; i++) g->inner *= X->shape[i];
+        } else {
+            for (int i = axis; i < X->rank; i++) g->width *= X->shape[i];
+        }
+        for (int i = 0; i < k->n_reads; i++)
+            if (k->reads[i] == X) g->direct_read = true;
+    } else if (k->tpl == MCIR_TEMPLATE_REDUCE) {
+        const int64_t *axes;
+        int na = mcir_node_ints(n, "axes", &axes);
+        g->kind = MCIR_ROWS_REDUCE;
+        g->width = 1;
+        bool red[MCIR_MAX_RANK] = {false};
+        for (int i = 0; i < na; i++) {
+            int a;
+            if (!mcir_norm_axis(axes[i], X->rank, &a)) return false;
+            red[a] = true;
+        }
+        for (int i = 0; i < X->rank; i++)
+            if (red[i]) g->width *= X->shape[i];
+    } else if (k->tpl == MCIR_TEMPLATE_POOL && n->op == MCIR_OP_GLOBAL_AVG_POOL) {
+        if (X->rank != 4) return false;
+        g->kind = MCIR_ROWS_GLOBAL_POOL;
+        g->width = X->shape[2] * X->shape[3];
+    } else {
+        return false;
+    }
+    int64_t numel = mcir_tensor_numel(X);
+    g->rows = g->width > 0 ? numel / g->width : 0;
+    return true;
+}
+
+/* Registers per thread (calibrated against ptxas -v): a warp-per-row norm
+ * keeps ceil(W / (32 V)) * V row values per lane; the other row kernels
+ * keep a running value or statistics only. */
+static int rows_registers(const mcir_rows_problem *g, const mcir_rows_layout *l) {
+    if (g->kind != MCIR_ROWS_NORM) return 20;
+    if (l->warp_row) {
+        int64_t per_lane = ceil_div(g->width, 32 * (int64_t)l->vector_width) * l->vector_width;
+        return (int)(per_lane + 30);
+    }
+    return 40;
+}
+
+bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps,
+                         mcir_rows_layout *l, const char **why) {
+    const char *dummy;
+    if (!why) why = &dummy;
+    memset(l, 0, sizeof *l);
+    l->warp_row = warp_row;
+    l->warps = warps;
+    l->threads = warps * t->warp_size;
+    if (warps < 1 || l->threads > t->max_threads_per_block) {
+        *why = "warps per block out of range";
+        return false;
+    }
+    if (g->kind == MCIR_ROWS_NORM) {
+        if (warp_row && g->width > 1024) {
+            *why = "a warp per row keeps at most 1024 elements in registers";
+            return false;
+        }
+        if (!warp_row && warps < 4) {
+            *why = "a block per row has at least 4 warps";
+            return false;
+        }
+        l->vector_width = g->inner == 1 && g->width % 4 == 0 && g->direct_read ? 4 : 1;
+        /* norm.cuh: a block per row merges its warps' statistics in
+         * __shared__ norm_stat part[32] (3 floats each), and caches the row
+         * as f32 in dynamic shared memory while it and part[] stay under
+         * the 48 KB every block may use without opt-in */
+        if (!warp_row) {
+            l->smem_static_bytes = 32 * 12;
+            l->cache = g->width * 4 <= 46 * 1024;
+            l->smem_bytes = l->cache ? g->width * 4 : 0;
+        }
+    } else {
+        if (g->kind == MCIR_ROWS_GLOBAL_POOL && !warp_row) {
+            *why = "the global-average pool is a warp per plane";
+            return false;
+        }
+        l->vector_width = 1;
+        /* tpl_simple.c's reduction: __shared__ float scratch[32] for the
+         * block-wide sum (ptxas drops it where a warp owns a row) */
+        if (g->kind == MCIR_ROWS_REDUCE && !warp_row) l->smem_static_bytes = 32 * 4;
+    }
+    l->rows_per_block = warp_row ? warps : 1;
+    int64_t grid = ceil_div(g->rows, l->rows_per_block);
+    l->grid = grid < 1 ? 1 : min64(grid, MCIR_LAUNCH_MAX_GRID);
+    l->registers = rows_registers(g, l);
+    l->blocks_per_sm = mcir_launch_occupancy(t, l->threads, l->registers,
+                                             l->smem_bytes + l->smem_static_bytes,
+                                             &l->occupancy_limit);
+    if (l->smem_bytes + l->smem_static_bytes > t->smem_per_block_optin || l->blocks_per_sm < 1) {
+        *why = "the block does not fit on an SM";
+        return false;
+    }
+    return true;
+}
+
+bool mcir_rows_layout_of_tiling(const mcir_target *t, const mcir_rows_problem *g,
+                                const mcir_tiling *ti, mcir_rows_layout *l, const char **why) {
+    int64_t rows = tile_dim(ti, "row");
+    bool warp_row = rows == ti->warps && rows > 1;
+    if (rows != 1 && rows != ti->warps) {
+        if (why) *why = "rows per block must be 1 (a block per row) or the warps (a warp per row)";
+        return false;
+    }
+    return mcir_rows_layout_of(t, g, warp_row, ti->warps, l, why);
+}
+
+int mcir_rows_candidates(const mcir_target *t, const mcir_rows_problem *g, mcir_rows_layout *out,
+                         int max) {
+    int n = 0;
+    /* a warp per row where the row fits in registers (norms) or is short
+     * (reductions): 8 warps per block first (256 threads), then 4; a block
+     * per row beyond: 256 threads up to 8192 elements, 512 beyond */
+    bool warp_row = g->kind == MCIR_ROWS_GLOBAL_POOL || g->width <= 1024;
+    if (warp_row) {
+        static const int warps[] = {8, 4};
+        for (int i = 0; i < 2 && n < max; i++)
+            if (mcir_rows_layout_of(t, g, true, warps[i], &out[n], NULL)) n++;
+    } else {
+        int first = g->kind == MCIR_ROWS_NORM && g->width > 8192 ? 16 : 8;
+        int warps[] = {first, first == 16 ? 8 : 16};
+        for (int i = 0; i < 2 && n < max; i++)
+            if (mcir_rows_layout_of(t, g, false, warps[i], &out[n], NULL)) n++;
+    }
+    return n;
+}
+
+/* ------------------------------------- elementwise, copies, windowed pools */
+
+bool mcir_kernel_is_last2_transpose(const mcir_kernel_plan *kp) {
+    if (kp->tpl != MCIR_TEMPLATE_COPY || kp->n_nodes != 1 || kp->nodes[0]->op != MCIR_OP_TRANSPOSE)
+        return false;
+    const mcir_node *n = kp->nodes[0];
+    if (kp->n_reads != 1 || kp->n_writes != 1 || kp->reads[0] != n->inputs[0] ||
+        kp->writes[0] != n->outputs[0])
+        return false;
+    const int64_t *perm;
+    int r = mcir_node_ints(n, "perm", &perm);
+    if (r < 2) return false;
+    for (int i = 0; i < r - 2; i++)
+        if (perm[i] != i) return false;
+    return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
+}
+
+bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_flat_layout *l) {
+    memset(l, 0, sizeof *l);
+    l->threads = 256;
+    l->registers = 32;
+    if (k->tpl == MCIR_TEMPLATE_POOL) {
+        const mcir_node *n = k->anchor;
+        if (!n || n->op == MCIR_OP_GLOBAL_AVG_POOL) return false;
+        l->kind = MCIR_FLAT_POOL;
+        l->items = mcir_tensor_numel(n->outputs[0]);
+        l->per_block = 256;
+    } else if (k->tpl == MCIR_TEMPLATE_COPY && mcir_kernel_is_last2_transpose(k)) {
+        const mcir_tensor *x = k->reads[0];
+        int64_t R = x->shape[x->rank - 2], C = x->shape[x->rank - 1];
+        int64_t B = R * C > 0 ? mcir_tensor_numel(x) / (R * C) : 0;
+        l->kind = MCIR_FLAT_TRANSPOSE;
+        l->items = B * ceil_div(R, 32) * ceil_div(C, 32);
+        l->per_block = 1;
+        l->smem_static_bytes = 32 * 33 * 4;
+    } else if (k->tpl == MCIR_TEMPLATE_COPY || k->tpl == MCIR_TEMPLATE_ELEMENTWISE) {
+        l->kind = MCIR_FLAT_POINTWISE;
+        for (int i = 0; i < k->n_writes; i++) l->items += mcir_tensor_numel(k->writes[i]);
+        l->per_block = 256;
+    } else {
+        return false;
+    }
+    int64_t grid = ceil_div(l->items, l->per_block);
+    l->grid = grid < 1 ? 1 : min64(grid, MCIR_LAUNCH_MAX_GRID);
+    l->blocks_per_sm = mcir_launch_occupancy(t, l->threads, l->registers, l->smem_static_bytes,
+                                             &l->occupancy_limit);
+    return true;
+}
+
+/* ------------------------------------------------------------- the launch */
+
+static void set_1d(mcir_launch *o, int64_t grid, int threads) {
+    o->grid[0] = grid;
+    o->grid[1] = o->grid[2] = 1;
+    o->block[0] = threads;
+    o->block[1] = o->block[2] = 1;
+}
+
+static void set_plan_launch(mcir_kernel_plan *k, int64_t grid, int threads, int64_t smem,
+                            int64_t smem_static) {
+    k->grid[0] = grid;
+    k->grid[1] = k->grid[2] = 1;
+    k->block[0] = threads;
+    k->block[1] = k->block[2] = 1;
+    k->smem_bytes = smem;
+    k->smem_static_bytes = smem_static;
+}
+
+static void set_tiling(mcir_tiling *ti, int n, const char *const *names, const int64_t *tile, int warps,
+                       int vec, int64_t working_set, int bps, int regs) {
+    ti->n_dims = n;
+    for (int i = 0; i < n; i++) {
+        ti->dim_names[i] = names[i];
+        ti->block_tile[i] = tile[i];
+    }
+    ti->warps = warps;
+    ti->stages = 1;
+    ti->vector_width = vec;
+    ti->working_set_bytes = working_set;
+    ti->blocks_per_sm = bps;
+    ti->registers_estimate = regs;
+}
+
+void mcir_attention_apply(mcir_kernel_plan *k, const mcir_attention_problem *g,
+                          const mcir_attention_layout *l) {
+    static const char *const names[] = {"q", "kv", "d", "kv_split"};
+    int64_t tile[] = {l->bm, l->bn, g->mma ? l->dp : g->d, l->chunk};
+    set_tiling(&k->tiling, l->splits > 1 ? 4 : 3, names, tile, l->warps, l->vector_width,
+               l->smem_bytes + l->smem_static_bytes, l->blocks_per_sm, l->registers);
+    k->tiling.stages = l->stages;
+    set_plan_launch(k, l->grid, l->threads, l->smem_bytes, l->smem_static_bytes);
+    k->scratch_bytes = l->scratch_bytes;
+}
+
+void mcir_rows_apply(mcir_kernel_plan *k, const mcir_rows_problem *g, const mcir_rows_layout *l) {
+    static const char *const names[] = {"row", "col"};
+    int64_t tile[] = {l->rows_per_block, g->width};
+    set_tiling(&k->tiling, 2, names, tile, l->warps, l->vector_width,
+               l->smem_bytes + l->smem_static_bytes, l->blocks_per_sm, l->registers);
+    set_plan_launch(k, l->grid, l->threads, l->smem_bytes, l->smem_static_bytes);
+    k->scratch_bytes = 0;
+}
+
+void mcir_flat_apply(const mcir_target *t, mcir_kernel_plan *k, const mcir_flat_layout *l) {
+    static const char *const flat_names[] = {"elements"}, *const tr_names[] = {"rows", "cols"};
+    int64_t flat_tile[] = {l->per_block}, tr_tile[] = {32, 32};
+    bool tr = l->kind == MCIR_FLAT_TRANSPOSE;
+    set_tiling(&k->tiling, tr ? 2 : 1, tr ? tr_names : flat_names, tr ? tr_tile : flat_tile,
+               l->threads / t->warp_size, 1, l->smem_static_bytes, l->blocks_per_sm, l->registers);
+    set_plan_launch(k, l->grid, l->threads, 0, l->smem_static_bytes);
+    k->scratch_bytes = 0;
+}
+
+bool mcir_launch_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_launch *o,
+                    const char **why) {
+    const char *dummy;
+    if (!why) why = &dummy;
+    memset(o, 0, sizeof *o);
+    mcir_attention_problem ag;
+    mcir_rows_problem rg;
+    if (mcir_attention_problem_of(k, &ag)) {
+        mcir_attention_layout l;
+        if (!mcir_attention_layout_of_tiling(t, &ag, &k->tiling, &l, why)) return false;
+        set_1d(o, l.grid, l.threads);
+        o->smem_bytes = l.smem_bytes;
+        o->smem_static_bytes = l.smem_static_bytes;
+        o->scratch_bytes = l.scratch_bytes;
+        o->registers = l.registers;
+        o->merge_grid = l.merge_grid;
+        o->merge_block = l.merge_block;
+        return true;
+    }
+    if (mcir_rows_problem_of(k, &rg)) {
+        mcir_rows_layout l;
+        if (!mcir_rows_layout_of_tiling(t, &rg, &k->tiling, &l, why)) return false;
+        set_1d(o, l.grid, l.threads);
+        o->smem_bytes = l.smem_bytes;
+        o->smem_static_bytes = l.smem_static_bytes;
+        o->registers = l.registers;
+        return true;
+    }
+    mcir_flat_layout f;
+    if (mcir_flat_layout_of(t, k, &f)) {
+        set_1d(o, f.grid, f.threads);
+        o->smem_static_bytes = f.smem_static_bytes;
+        o->registers = f.registers;
+        return true;
+    }
+    *why = "no launch model for this template (GEMM-shaped kernels: launch_gemm.c)";
+    return false;
+}

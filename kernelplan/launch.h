@@ -1,0 +1,183 @@
+/*
+ * launch.h — the launch model of every generated template except the
+ * GEMM-shaped ones (launch_gemm.c): streaming attention (with its split-KV
+ * merge kernel), streaming norms and row reductions, elementwise chains,
+ * copies and pools. Given a problem (shapes, dtype) and a tile, it says
+ * exactly how the template realises it: tile sizes, warps, grid, block,
+ * static and dynamic shared memory, working set, registers, occupancy.
+ *
+ * One model, three users: the legality check fits_on_chip
+ * (properties/properties.c) asks whether some tile fits; tile choice
+ * (tiling.c) picks among the candidates and writes the launch into the
+ * plan; codegen (codegen/tpl_*.c) reads the plan's tile, realises it with
+ * the same layout function and asserts that the launch it would perform is
+ * the plan's (docs/kernelplan.md "Launch model").
+ *
+ *     mcir_attention_problem g;
+ *     mcir_attention_layout l;
+ *     if (mcir_attention_problem_of(k, &g) &&
+ *         mcir_attention_layout_of(t, &g, 64, 64, 0, &l, &why)) ... l.smem_bytes
+ *
+ * The library (mcir_launch) needs only mcir_core and the target table, so
+ * properties/ can link it without the kernel planner.
+ */
+#ifndef MCIR_LAUNCH_H
+#define MCIR_LAUNCH_H
+
+#include "kernelplan/kernelplan.h"
+
+/* Grids are capped here; every template is a grid-stride loop beyond. */
+#define MCIR_LAUNCH_MAX_GRID (1ll << 20)
+#define MCIR_LAUNCH_MAX_ATT_GRID (1ll << 30)
+
+/* Resident blocks per SM for a block of `threads` threads, `regs`
+ * registers each and `smem` bytes of shared memory (static + dynamic),
+ * by the occupancy calculator's rules (as codegen/audit.c); limit names
+ * the resource that bounds it. */
+int mcir_launch_occupancy(const mcir_target *t, int threads, int regs, int64_t smem,
+                          const char **limit);
+
+/* ------------------------------------------------------------ attention */
+
+typedef struct mcir_attention_problem {
+    int64_t nq, nk, d, dv;       /* query / key rows, head dims of Q/K and V */
+    int64_t batch_heads;         /* product of O's leading dims */
+    mcir_dtype dtype;            /* Q's */
+    bool mma;                    /* templates/attention_mma.cuh (f16/bf16 Q=K=V, d, dv % 8 == 0) */
+} mcir_attention_problem;
+
+typedef struct mcir_attention_layout {
+    int64_t bm, bn;              /* query rows per block, keys per K/V tile */
+    int64_t dp, dvp;             /* head dims padded to 16 (mma) */
+    int warps, threads;
+    int rows_per_warp;           /* FMA: query rows per warp (bm = 4 * rows_per_warp) */
+    int stages;                  /* K/V tiles in flight: 1 (load, sync, compute) */
+    int vector_width;            /* elements per global load of Q/K/V: 8 (mma, 16 bytes) or 1 */
+    int64_t qtiles;              /* ceil(nq / bm) */
+    int64_t splits, chunk;       /* split-KV: keys per split (0, 1: not split) */
+    int64_t grid;                /* blocks: batch_heads * qtiles * splits, capped */
+    int64_t smem_bytes;          /* dynamic: Q tile + K tile + V tile (padded) */
+    int64_t smem_static_bytes;   /* none: the templates declare no __shared__ arrays */
+    int64_t scratch_bytes;       /* split-KV partials (f32 O, max, sum per split) */
+    int registers;               /* per thread, the model's estimate */
+    int blocks_per_sm;
+    const char *occupancy_limit;
+    int64_t merge_grid;          /* split-KV: the NAME_merge kernel (0: none) */
+    int merge_block;
+} mcir_attention_layout;
+
+/* The problem of an attention kernel (anchor op attention); false otherwise. */
+bool mcir_attention_problem_of(const mcir_kernel_plan *k, mcir_attention_problem *out);
+/* The problem from head dims alone (the legality check, before a plan). */
+void mcir_attention_problem_dims(int64_t d, int64_t dv, mcir_dtype dtype, mcir_attention_problem *out);
+/* How the template realises query tile bm, K/V tile bn and split chunk
+ * (0: none) on t; false with why (may be NULL) when it cannot. */
+bool mcir_attention_layout_of(const mcir_target *t, const mcir_attention_problem *g, int64_t bm,
+                              int64_t bn, int64_t chunk, mcir_attention_layout *out,
+                              const char **why);
+/* The layout of a planned kernel from its tiling ("q", "kv", "kv_split"). */
+bool mcir_attention_layout_of_tiling(const mcir_target *t, const mcir_attention_problem *g,
+                                     const mcir_tiling *ti, mcir_attention_layout *out,
+                                     const char **why);
+/* Every realisable (bm, bn) of the problem, in order of preference (the
+ * chooser takes the first that fits); returns the count (at most max). */
+int mcir_attention_candidates(const mcir_target *t, const mcir_attention_problem *g,
+                              mcir_attention_layout *out, int max);
+/* The split-KV chunk for a layout (0: do not split): decode shapes whose
+ * grid cannot fill the SMs. */
+int64_t mcir_attention_split_chunk(const mcir_target *t, const mcir_attention_problem *g,
+                                   const mcir_attention_layout *l);
+
+/* ------------------------------------------------- norms and row reductions */
+
+typedef enum mcir_rows_kind {
+    MCIR_ROWS_NORM,              /* templates/norm.cuh */
+    MCIR_ROWS_REDUCE,            /* tpl_simple.c cg_gen_reduce */
+    MCIR_ROWS_GLOBAL_POOL        /* tpl_simple.c cg_gen_pool, global average */
+} mcir_rows_kind;
+
+typedef struct mcir_rows_problem {
+    mcir_rows_kind kind;
+    int64_t rows, width;         /* rows, elements per row */
+    int64_t inner;               /* stride between row elements (softmax over a non-last axis) */
+    bool direct_read;            /* NORM: X is a kernel read (not computed by a prologue) */
+    mcir_dtype dtype;
+} mcir_rows_problem;
+
+typedef struct mcir_rows_layout {
+    bool warp_row;               /* a warp per row (row in registers), else a block per row */
+    int warps, threads;
+    int64_t rows_per_block;
+    int vector_width;            /* NORM: 4 or 1 */
+    bool cache;                  /* NORM block per row: the row cached in dynamic smem */
+    int64_t grid;
+    int64_t smem_bytes, smem_static_bytes;
+    int registers;
+    int blocks_per_sm;
+    const char *occupancy_limit;
+} mcir_rows_layout;
+
+bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *out);
+/* warps: per block; warp_row: a warp per row (the row must be <= 1024
+ * elements for a norm). */
+bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps,
+                         mcir_rows_layout *out, const char **why);
+/* From a plan's tiling ("row" = rows per block; warp per row when it
+ * equals warps). */
+bool mcir_rows_layout_of_tiling(const mcir_target *t, const mcir_rows_problem *g,
+                                const mcir_tiling *ti, mcir_rows_layout *out, const char **why);
+int mcir_rows_candidates(const mcir_target *t, const mcir_rows_problem *g, mcir_rows_layout *out,
+                         int max);
+
+/* ------------------------------------- elementwise, copies, windowed pools */
+
+typedef enum mcir_flat_kind {
+    MCIR_FLAT_POINTWISE,         /* a thread per element of every write (elementwise, copies) */
+    MCIR_FLAT_TRANSPOSE,         /* 32x32 tiles through a 32x33 f32 __shared__ tile */
+    MCIR_FLAT_POOL               /* a thread per output of max/avg pool */
+} mcir_flat_kind;
+
+typedef struct mcir_flat_layout {
+    mcir_flat_kind kind;
+    int64_t items;               /* elements, or 32x32 tiles */
+    int64_t per_block;           /* items per block per grid-stride step */
+    int threads;
+    int64_t grid;
+    int64_t smem_static_bytes;
+    int registers;
+    int blocks_per_sm;
+    const char *occupancy_limit;
+} mcir_flat_layout;
+
+/* The layout of an ELEMENTWISE, COPY or (windowed) POOL kernel. */
+bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_flat_layout *out);
+/* COPY kernels that the tiled transpose runs: one transpose of the last two dims. */
+bool mcir_kernel_is_last2_transpose(const mcir_kernel_plan *k);
+
+/* ------------------------------------------------------------- the launch */
+
+/* Writes a layout into kernel k: the tiling (dims, warps, stages, vector
+ * width, working set, occupancy, registers; the reason is left alone),
+ * grid, block, dynamic and static shared memory, scratch. */
+void mcir_attention_apply(mcir_kernel_plan *k, const mcir_attention_problem *g,
+                          const mcir_attention_layout *l);
+void mcir_rows_apply(mcir_kernel_plan *k, const mcir_rows_problem *g, const mcir_rows_layout *l);
+void mcir_flat_apply(const mcir_target *t, mcir_kernel_plan *k, const mcir_flat_layout *l);
+
+/* The launch kernel k's template performs for its plan's tiling, for every
+ * template this model covers (false for MATMUL / CONV2D and ALIAS, or when
+ * the tiling cannot be realised: why says so). */
+typedef struct mcir_launch {
+    int64_t grid[3];
+    int block[3];
+    int64_t smem_bytes, smem_static_bytes;
+    int64_t scratch_bytes;
+    int registers;
+    int64_t merge_grid;          /* split-KV attention's merge kernel (0: none) */
+    int merge_block;
+} mcir_launch;
+
+bool mcir_launch_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_launch *out,
+                    const char **why);
+
+#endif /* MCIR_LAUNCH_H */
