@@ -139,19 +139,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_attention: --suite %s: expected fa3, decode, cross or all\n", suite);
         return 2;
     }
-    if (reps < 20 && !dry) {
-        fprintf(stderr, "bench_attention: --reps %d: at least 20 timed runs\n", reps);
-        return 2;
-    }
-
     bench_gpu g;
-    char why[512] = "";
-    bool gpu = !dry && bench_gpu_open(&g, why, sizeof why);
-    if (!dry && !gpu) {
-        printf("bench_attention: skipped, no GPU: %s (--dry-run compiles without one)\n", why);
-        return 77;
-    }
-    if (!arch) arch = gpu ? g.arch : MCIR_DEFAULT_ARCH;
+    bool gpu;
+    int st = bench_gpu_start("bench_attention", dry, reps, &g, &gpu, &arch);
+    if (st >= 0) return st;
     if (!mcir_target_find(arch)) {
         fprintf(stderr, "bench_attention: no mcir target for %s (known: sm_80, sm_86, sm_89, sm_90)\n", arch);
         if (gpu) bench_gpu_close(&g);

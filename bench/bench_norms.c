@@ -60,18 +60,10 @@ int main(int argc, char **argv) {
             return strcmp(a, "--help") == 0 ? 0 : 2;
         }
     }
-    if (reps < 20 && !dry) {
-        fprintf(stderr, "bench_norms: --reps %d: at least 20 timed runs\n", reps);
-        return 2;
-    }
     bench_gpu g;
-    char why[512] = "";
-    bool gpu = !dry && bench_gpu_open(&g, why, sizeof why);
-    if (!dry && !gpu) {
-        printf("bench_norms: skipped, no GPU: %s (--dry-run compiles without one)\n", why);
-        return 77;
-    }
-    if (!arch) arch = gpu ? g.arch : MCIR_DEFAULT_ARCH;
+    bool gpu;
+    int st = bench_gpu_start("bench_norms", dry, reps, &g, &gpu, &arch);
+    if (st >= 0) return st;
     FILE *csv = bench_csv_open(csv_path);
     if (!csv || !mcir_target_find(arch)) {
         fprintf(stderr, "bench_norms: %s\n", csv ? "unknown --arch" : "cannot write the CSV");

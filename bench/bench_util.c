@@ -13,6 +13,21 @@
 
 #include "codegen/codegen-impl.h"
 
+int bench_gpu_start(const char *prog, bool dry, int reps, bench_gpu *g, bool *gpu, const char **arch) {
+    if (reps < 20 && !dry) {
+        fprintf(stderr, "%s: --reps %d: at least 20 timed runs\n", prog, reps);
+        return 2;
+    }
+    char why[512] = "";
+    *gpu = !dry && bench_gpu_open(g, why, sizeof why);
+    if (!dry && !*gpu) {
+        printf("%s: skipped, no GPU: %s (--dry-run compiles without one)\n", prog, why);
+        return 77;
+    }
+    if (!*arch) *arch = *gpu ? g->arch : MCIR_DEFAULT_ARCH;
+    return -1;
+}
+
 double bench_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);

@@ -48,6 +48,12 @@ int bench_graph_kernel(const bench_graph *b, mcir_template t);
 bool bench_time_kernel(bench_gpu *g, bench_graph *b, int k, int warmup, int reps, bench_gpu_timing *t,
                        char *status, size_t n);
 
+/* The GPU benchmarks' start: at least 20 timed runs unless dry, the GPU
+ * opened (*gpu; not for a dry run), *arch the device's where not given.
+ * Returns -1 to go on, else the exit status (2: bad --reps, 77: no GPU
+ * and not a dry run; the reason printed, prefixed with prog). */
+int bench_gpu_start(const char *prog, bool dry, int reps, bench_gpu *g, bool *gpu, const char **arch);
+
 double bench_now(void);
 /* Median of v[0..n) (sorts v). */
 double bench_median(double *v, int n);
