@@ -552,10 +552,7 @@ int main(int argc, char **argv) {
             }
         } else if (is_opt(a, "--alloc")) {
             VALUE("--alloc");
-            if (!strcmp(val, "pool")) o.alloc = MCIR_ALLOC_POOL;
-            else if (!strcmp(val, "lazy")) o.alloc = MCIR_ALLOC_LAZY;
-            else if (!strcmp(val, "eager")) o.alloc = MCIR_ALLOC_EAGER;
-            else {
+            if (!mcir_alloc_mode_parse(val, &o.alloc)) {
                 status = usage_error("--alloc: '%s' is not pool, lazy or eager", val);
                 goto done;
             }
