@@ -59,7 +59,7 @@ endforeach()
 install(TARGETS ${MCIR_INSTALL_LIBS} ARCHIVE DESTINATION ${MCIR_INSTALL_LIBDIR})
 
 # Public headers, by folder, as the sources include them ("mcir/mcir.h").
-foreach(dir mcir catalog properties rewrites kernelplan codegen onnx mcirc)
+foreach(dir mcir catalog properties rewrites memplan kernelplan codegen onnx mcirc)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mcir/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "*-impl.h" EXCLUDE PATTERN "templates" EXCLUDE)

@@ -32,6 +32,7 @@ extern const char mcir_tpl_attention_mma[];
 extern const char mcir_tpl_attention_fma[];
 extern const char mcir_tpl_norm[];
 extern const char mcir_tpl_matmul[];
+extern const char mcir_tpl_attention_sm90[];
 
 /* -------------------------------------------------------------- views */
 
@@ -136,6 +137,11 @@ typedef struct cg_kernel {
      * argument, and a second entry (entry + "_merge", in the same unit,
      * same arguments) merges the partials: merge_grid blocks of merge_block */
     int64_t merge_grid;      /* 0: no merge kernel */
+    /* sm_90a attention (tpl_attention_sm90.c): compiled for sm_90a, takes
+     * n_tmaps CUtensorMap parameters after its pointers */
+    bool sm90a;
+    int n_tmaps;
+    mcir_tensor_map_desc tmaps[3];
     int merge_block;
     int64_t grid[3];
     int block[3];
@@ -192,6 +198,13 @@ bool cg_gen_conv2d(cg_kernel *k, const mcir_target *t, mcir_diag *d);
 bool cg_gen_norm(cg_kernel *k, const mcir_target *t, mcir_diag *d);
 bool cg_gen_matmul(cg_kernel *k, const mcir_target *t, mcir_diag *d);
 bool cg_gen_attention(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+/* The planner gave attention kernel kp the sm_90a path (tiling dim "wg"). */
+bool cg_attention_sm90_planned(const mcir_kernel_plan *kp);
+/* Encodes k's n_tmaps tensor maps (tensor_map.c) for the device pointers
+ * of its reads into maps (64-byte aligned); false and why on failure. */
+bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *read_ptrs, unsigned char (*maps)[128],
+                           char *why, size_t n);
 
 /* Starts a kernel source: header comment, the prelude. */
 void cg_begin_source(cg_sb *b, const mcir_kernel_plan *kp);
@@ -211,7 +224,8 @@ bool cg_nvrtc_compile(const char *name, const char *source, const char *arch,
 
 bool cg_cache_load(const char *key, mcir_compiled *out);
 void cg_cache_store(const char *key, const mcir_compiled *c);
-/* 64-bit FNV-1a over several strings, as 16 hex digits + 1 NUL. */
+/* Two 64-bit FNV-1a hashes (differently seeded) over several strings, as
+ * 32 hex digits + 1 NUL. */
 void cg_hash_key(char out[33], const char *source, const char *arch, const char *version);
 
 /* ---------------------------------------------------------------- audit */

@@ -296,6 +296,11 @@ void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], 
     *smem = cg->k[i].smem;
 }
 
+int mcir_codegen_kernel_tensor_maps(const mcir_codegen *cg, int i, mcir_tensor_map_desc *out, int max) {
+    for (int j = 0; j < cg->k[i].n_tmaps && j < max; j++) out[j] = cg->k[i].tmaps[j];
+    return cg->k[i].n_tmaps;
+}
+
 bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int *block) {
     if (grid) *grid = cg->k[i].merge_grid;
     if (block) *block = cg->k[i].merge_block;
@@ -305,6 +310,7 @@ bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int
 /* One compile unit missing from the cache, compiled by a worker. */
 typedef struct unit_job {
     const char *name, *unit;   /* name: the owning kernel's, for NVRTC's log */
+    const char *arch;          /* sm_90a for the kernels that need wgmma / TMA */
     mcir_compiled *out;
     char key[33];
     bool ok;
@@ -328,7 +334,7 @@ static void *unit_worker(void *arg) {
         pthread_mutex_unlock(&pool->mu);
         if (i >= pool->n) return NULL;
         unit_job *j = &pool->jobs[i];
-        j->ok = cg_nvrtc_compile(j->name, j->unit, pool->arch, j->out, &j->log, j->why, sizeof j->why);
+        j->ok = cg_nvrtc_compile(j->name, j->unit, j->arch, j->out, &j->log, j->why, sizeof j->why);
         if (j->ok) cg_cache_store(j->key, j->out);
     }
 }
@@ -388,7 +394,8 @@ bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
             j->name = e ? k->epi_name : k->kp->name;
             j->unit = unit;
             j->out = e ? &k->epi_bin : &k->bin;
-            cg_hash_key(j->key, unit, arch, version);
+            j->arch = !e && k->sm90a && strcmp(arch, "sm_90") == 0 ? "sm_90a" : arch;
+            cg_hash_key(j->key, unit, j->arch, version);
             if (cg_cache_load(j->key, j->out)) cg->stats.cache_hits++;
             else n_jobs++;
         }

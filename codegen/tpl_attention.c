@@ -60,6 +60,13 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  mcir_op_name(n->op));
         return false;
     }
+    if (cg_attention_sm90_planned(kp)) {
+        /* the sm_90a template realises launch_sm90.c's plan, its static
+         * shared memory (barriers) included */
+        if (!cg_gen_attention_sm90(k, target, d)) return false;
+        k->smem_static = kp->smem_static_bytes;
+        return true;
+    }
     const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2];
     const mcir_tensor *M = n->n_inputs > 3 ? n->inputs[3] : NULL, *O = n->outputs[0];
     operand q, kk, v, m, o;

@@ -13,7 +13,6 @@
 
 #include "codegen/codegen-impl.h"
 #include "kernelplan/launch.h"
-#include "mcir/mcir-impl.h"
 
 /* Statements loading NORM_V values of X at xi into out[]. */
 static void emit_x_load(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor *x, int vec) {

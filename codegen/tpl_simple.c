@@ -13,7 +13,6 @@
 
 #include "codegen/codegen-impl.h"
 #include "kernelplan/launch.h"
-#include "mcir/interp-impl.h"
 
 #define THREADS 256
 

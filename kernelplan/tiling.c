@@ -13,6 +13,7 @@
 
 #include "kernelplan/launch.h"
 #include "kernelplan/plan-impl.h"
+#include "kernelplan/launch_sm90.h"
 
 typedef struct tile_ctx {
     mcir_plan *p;
@@ -448,6 +449,7 @@ bool mcir_plan_choose_tiling(mcir_plan *p, mcir_kernel_plan *k, mcir_diag *d) {
     k->smem_static_bytes = 0;
     MCIR_ASSERT(tile_fns[k->tpl]);
     if (!tile_fns[k->tpl](&c)) return false;
+    if (k->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION) mcir_attention_sm90_choose(p->target, k, p->arena);
     MCIR_ASSERT(k->smem_bytes <= p->target->smem_per_block_optin);
     MCIR_ASSERT(k->block[0] * k->block[1] * k->block[2] <= p->target->max_threads_per_block);
     return true;

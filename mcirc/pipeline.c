@@ -92,21 +92,6 @@ static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     c->env = mcir_env_new(c->graph, o->seed);
     int st = set_input_files(o, c->graph, c->env, d);
     if (st) return st;
-    if (gpu) {
-        /* the runtime seeds unset inputs with seed 0; give it --seed's */
-        for (int i = 0; i < c->graph->n_inputs; i++) {
-            const mcir_tensor *t = c->graph->inputs[i];
-            if (mcir_env_get(c->env, t)) continue;
-            float *v = malloc((size_t)mcir_tensor_numel(t) * sizeof *v + 1);
-            if (!v) {
-                mcir_error(d, t->loc, "input '%s': out of host memory", t->name);
-                return MCIR_EXIT_TOOLCHAIN;
-            }
-            mcir_fill_seeded(t, o->seed, v);
-            mcir_env_set(c->env, t, v);
-            free(v);
-        }
-    }
     double t0 = now_seconds();
     if (gpu) {
         if (!c->codegen || !mcir_gpu_run(c->codegen, c->env, o->alloc, &c->gpu_stats, d))

@@ -896,6 +896,52 @@ START_TEST(test_golden) {
 }
 END_TEST
 
+/* The engine's fusion-group index answers as a scan of every node does:
+ * members in node order across merged groups, the largest live group. */
+START_TEST(test_group_index_matches_scan) {
+    mcir_graph *g = mcir_graph_new("groups");
+    int64_t shape[1] = {8};
+    mcir_tensor *t = mcir_graph_add_tensor(g, "x", MCIR_DTYPE_F32, 1, shape, MCIR_TENSOR_INPUT);
+    mcir_node *n[8];
+    for (int i = 0; i < 8; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "t%d", i);
+        mcir_tensor *o = mcir_graph_add_tensor(g, name, MCIR_DTYPE_F32, 1, shape,
+                                               MCIR_TENSOR_INTERMEDIATE);
+        n[i] = mcir_graph_add_node(g, MCIR_OP_RELU, NULL, 1, &t, 1, &o);
+        t = o;
+    }
+    mcir_graph_index_groups(g, true);
+    /* groups grow at both ends and merge, as fuse_group makes them */
+    mcir_graph_set_group(g, n[5], 0);
+    mcir_graph_set_group(g, n[4], 0);
+    mcir_graph_set_group(g, n[6], 0);
+    mcir_graph_set_group(g, n[1], 1);
+    mcir_graph_set_group(g, n[2], 1);
+    mcir_graph_set_group(g, n[7], 2);
+    ck_assert_int_eq(mcir_graph_max_group(g), 2);
+    mcir_graph_set_group(g, n[7], 0);   /* group 2 empties: the max drops */
+    ck_assert_int_eq(mcir_graph_max_group(g), 1);
+    ck_assert_int_eq(mcir_graph_group_size(g, 0), 4);
+    const mcir_node *idx[8], *scan[8];
+    int both[2] = {0, 1};
+    int k = mcir_graph_group_members(g, both, 2, idx, 8);
+    int first3 = mcir_graph_group_members(g, both, 2, idx, 3);
+    ck_assert_int_eq(first3, 3);
+    k = mcir_graph_group_members(g, both, 2, idx, 8);
+    mcir_graph_index_groups(g, false);
+    int ks = mcir_graph_group_members(g, both, 2, scan, 8);
+    ck_assert_int_eq(k, 6);
+    ck_assert_int_eq(ks, k);
+    for (int i = 0; i < k; i++) ck_assert_ptr_eq(idx[i], scan[i]);
+    ck_assert_ptr_eq(idx[0], n[1]);   /* node order, not group order */
+    ck_assert_ptr_eq(idx[2], n[4]);
+    ck_assert_ptr_eq(idx[5], n[7]);
+    ck_assert_int_eq(mcir_graph_max_group(g), 1);
+    mcir_graph_free(g);
+}
+END_TEST
+
 static Suite *rewrites_suite(void) {
     Suite *s = suite_create("rewrites");
     TCase *tc = tcase_create("rules");
@@ -916,6 +962,7 @@ static Suite *rewrites_suite(void) {
     tcase_add_test(tc, test_near_miss);
     tcase_add_test(tc, test_trace_human);
     tcase_add_test(tc, test_graph_without_nodes);
+    tcase_add_test(tc, test_group_index_matches_scan);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("examples");
     tcase_set_timeout(ex, 900);
