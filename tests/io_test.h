@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "mcir/mcir.h"
+#include "test_util.h"
 
 typedef struct capture {
     char *buf;
@@ -36,20 +37,7 @@ static inline char *cap_close(capture *c) {
 }
 
 /* The whole file, NUL-terminated (malloc'd), or NULL. */
-static inline char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(s);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    if (len) *len = got;
-    return s;
-}
+static inline char *slurp(const char *path, size_t *len) { return test_slurp(path, len); }
 
 static inline int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);

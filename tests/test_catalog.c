@@ -11,19 +11,7 @@
 #include <string.h>
 
 #include "catalog/catalog.h"
-
-static const char *source_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
-
-static char *path_of(const char *rel) {
-    static char buf[4][1024];
-    static int k;
-    char *b = buf[k++ % 4];
-    snprintf(b, sizeof buf[0], "%s/%s", source_dir(), rel);
-    return b;
-}
+#include "test_util.h"
 
 /* Diagnostics captured as text. */
 typedef struct capture {
@@ -97,7 +85,7 @@ END_TEST
 START_TEST(test_default_is_embedded_copy) {
     /* the library carries the bytes of catalog/default.yaml */
     size_t len;
-    char *text = read_text(path_of("catalog/default.yaml"), &len);
+    char *text = read_text(test_path("catalog/default.yaml"), &len);
     ck_assert_uint_eq(len, mcir_catalog_default_yaml_size);
     ck_assert(memcmp(text, mcir_catalog_default_yaml, len) == 0);
     free(text);
@@ -106,7 +94,7 @@ END_TEST
 
 /* Every file of the bad corpus fails with its expected message. */
 START_TEST(test_bad_corpus) {
-    const char *dir = path_of("tests/data/catalog/bad");
+    const char *dir = test_path("tests/data/catalog/bad");
     DIR *dp = opendir(dir);
     ck_assert_msg(dp != NULL, "no %s", dir);
     struct dirent *de;
@@ -164,7 +152,7 @@ START_TEST(test_good_files) {
         capture_begin(&c);
         mcir_catalog *cat = mcir_catalog_new();
         bool ok = mcir_catalog_load_default(cat, &c.d) &&
-                  mcir_catalog_load_file(cat, path_of(files[i]), &c.d);
+                  mcir_catalog_load_file(cat, test_path(files[i]), &c.d);
         capture_end(&c);
         ck_assert_msg(ok, "%s: %s", files[i], c.text);
         mcir_catalog_free(cat);
@@ -174,7 +162,7 @@ START_TEST(test_good_files) {
     capture c;
     capture_begin(&c);
     mcir_catalog *cat = mcir_catalog_new();
-    bool ok = mcir_catalog_load_file(cat, path_of("tests/data/catalog/good/user_silu.yaml"), &c.d);
+    bool ok = mcir_catalog_load_file(cat, test_path("tests/data/catalog/good/user_silu.yaml"), &c.d);
     capture_end(&c);
     ck_assert_msg(ok, "user_silu: %s", c.text);
     ck_assert_int_eq(mcir_catalog_n_patterns(cat), 1);
@@ -192,7 +180,7 @@ START_TEST(test_replace_keeps_position) {
     for (int i = 0; i < n; i++)
         if (strcmp(mcir_catalog_pattern(cat, i)->name, "tile_fit") == 0) at = i;
     ck_assert_int_ge(at, 0);
-    ck_assert(mcir_catalog_load_file(cat, path_of("tests/data/catalog/good/replace_builtin.yaml"),
+    ck_assert(mcir_catalog_load_file(cat, test_path("tests/data/catalog/good/replace_builtin.yaml"),
                                      &d));
     ck_assert_int_eq(mcir_catalog_n_patterns(cat), n);
     const mcir_pattern *p = mcir_catalog_pattern(cat, at);
@@ -328,10 +316,4 @@ static Suite *catalog_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(catalog_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return test_main(catalog_suite()); }

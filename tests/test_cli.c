@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_util.h"
+#include "test_util.h"
 
 #define RUN(...) cli_run((const char *const[]){__VA_ARGS__, NULL})
 
@@ -537,9 +538,5 @@ int main(void) {
     tcase_add_test(tc, malformed_catalogs_never_crash);
     tcase_add_test(tc, malformed_npy_inputs_never_crash);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_main(s);
 }

@@ -5,6 +5,7 @@
  * message names the node, the op, the tensors and their shapes.
  */
 #include "interp_test.h"
+#include "test_util.h"
 
 static mcir_graph *G;
 
@@ -464,10 +465,4 @@ static Suite *infer_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(infer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return test_main(infer_suite()); }

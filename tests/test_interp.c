@@ -7,6 +7,7 @@
  * fuses agreeing with the attention op (causal, masked, fully masked).
  */
 #include "interp_test.h"
+#include "test_util.h"
 
 static mcir_diag quiet(void) {
     static FILE *null;
@@ -418,10 +419,4 @@ static Suite *interp_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(interp_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return test_main(interp_suite()); }

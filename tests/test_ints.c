@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "mcir/mcir.h"
+#include "test_util.h"
 
 /* Reads a graph from JSON text; errors go to `errs` (may be NULL). */
 static mcir_graph *graph_of(const char *json, char *errs, size_t n) {
@@ -378,9 +379,5 @@ int main(void) {
     tcase_add_test(to, arange_counts_in_steps);
     tcase_add_test(to, seeded_integer_inputs_are_small_indices);
     suite_add_tcase(s, to);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_main(s);
 }

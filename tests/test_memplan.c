@@ -7,6 +7,7 @@
  * packing, so the minimum over orders is the optimum).
  */
 #include "memplan/memplan-impl.h"
+#include "test_util.h"
 
 #include <check.h>
 #include <stdlib.h>
@@ -58,12 +59,6 @@ static void random_instance(uint64_t seed, size_t n, int64_t steps,
         if (aligned)
             b[i].alignment = aligns[rng_range(0, 2)];
     }
-}
-
-static const char *source_dir(void)
-{
-    const char *d = getenv("MCIR_SOURCE_DIR");
-    return d ? d : "..";
 }
 
 /* ---- The checker on hand-made bad placements. --------------------------- */
@@ -555,7 +550,7 @@ END_TEST
 static void read_instance(const char *name, mcir_memplan_csv *csv)
 {
     char path[4096], why[512];
-    snprintf(path, sizeof path, "%s/bench/data/minimalloc/%s", source_dir(),
+    snprintf(path, sizeof path, "%s/bench/data/minimalloc/%s", test_source_dir(),
              name);
     ck_assert_msg(mcir_memplan_csv_read(path, NULL, csv, why, sizeof why),
                   "%s", why);
@@ -632,7 +627,7 @@ START_TEST(csv_reads_good_file)
 {
     char path[4096], why[512];
     snprintf(path, sizeof path, "%s/tests/data/memplan/good.csv",
-             source_dir());
+             test_source_dir());
     mcir_memplan_csv csv;
     ck_assert_msg(mcir_memplan_csv_read(path, NULL, &csv, why, sizeof why),
                   "%s", why);
@@ -677,7 +672,7 @@ static const struct {
 START_TEST(csv_rejects_malformed_files)
 {
     char path[4096], why[512];
-    snprintf(path, sizeof path, "%s/tests/data/memplan/%s", source_dir(),
+    snprintf(path, sizeof path, "%s/tests/data/memplan/%s", test_source_dir(),
              bad_csvs[_i].file);
     mcir_memplan_csv csv;
     ck_assert(!mcir_memplan_csv_read(path, NULL, &csv, why, sizeof why));
@@ -693,7 +688,7 @@ START_TEST(csv_huge_sizes_are_rejected_by_the_planner)
 {
     char path[4096], why[512];
     snprintf(path, sizeof path, "%s/tests/data/memplan/huge_sizes.csv",
-             source_dir());
+             test_source_dir());
     mcir_memplan_csv csv;
     ck_assert(mcir_memplan_csv_read(path, NULL, &csv, why, sizeof why));
     mcir_memplan_problem pb = {.buffers = csv.buffers, .n_buffers = csv.n};
@@ -752,11 +747,4 @@ static Suite *memplan_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(memplan_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return test_main(memplan_suite()); }

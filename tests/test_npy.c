@@ -15,6 +15,7 @@
 
 #include "io_test.h"
 #include "mcir/mcir.h"
+#include "test_util.h"
 
 static char tmpdir[256];
 
@@ -229,10 +230,4 @@ static Suite *suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
-}
+int main(void) { return test_main(suite()); }

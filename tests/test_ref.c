@@ -7,6 +7,7 @@
  * products. Also checks that results do not depend on the thread count.
  */
 #include "interp_test.h"
+#include "test_util.h"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -1007,10 +1008,4 @@ static Suite *ref_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(ref_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return test_main(ref_suite()); }

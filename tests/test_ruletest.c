@@ -9,19 +9,7 @@
 #include <string.h>
 
 #include "rewrites/rewrites.h"
-
-static const char *source_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
-
-static char *path_of(const char *rel) {
-    static char buf[4][1024];
-    static int k;
-    char *b = buf[k++ % 4];
-    snprintf(b, sizeof buf[0], "%s/%s", source_dir(), rel);
-    return b;
-}
+#include "test_util.h"
 
 /* Loads the built-in catalog, then `file` (or `text` under the name
  * `file`), and runs the tests it carries. Returns the failures; *run and
@@ -49,7 +37,7 @@ static int run_file(const char *file, int *run, char **report) {
 START_TEST(test_builtin_rule_tests_pass) {
     int run = 0;
     char *report = NULL;
-    int failed = run_file(path_of("catalog/default.tests.yaml"), &run, &report);
+    int failed = run_file(test_path("catalog/default.tests.yaml"), &run, &report);
     ck_assert_msg(failed == 0, "built-in rule tests failed:\n%s", report);
     ck_assert_int_ge(run, 20);
     ck_assert_ptr_null(strstr(report, "FAIL"));
@@ -63,7 +51,7 @@ START_TEST(test_every_builtin_rule_has_a_test) {
     mcir_catalog *c = mcir_catalog_new();
     ck_assert(mcir_catalog_load_default(c, &d));
     int builtin = mcir_catalog_n_patterns(c);
-    ck_assert(mcir_catalog_load_file(c, path_of("catalog/default.tests.yaml"), &d));
+    ck_assert(mcir_catalog_load_file(c, test_path("catalog/default.tests.yaml"), &d));
     for (int i = 0; i < builtin; i++) {
         const char *name = mcir_catalog_pattern(c, i)->name;
         bool tested = false;
@@ -79,7 +67,7 @@ END_TEST
 START_TEST(test_tutorial_rule_passes) {
     int run = 0;
     char *report = NULL;
-    int failed = run_file(path_of("examples/rules/rms_reciprocal.yaml"), &run, &report);
+    int failed = run_file(test_path("examples/rules/rms_reciprocal.yaml"), &run, &report);
     ck_assert_msg(failed == 0, "%s", report);
     ck_assert_int_eq(run, 3);
     ck_assert_ptr_nonnull(strstr(report, "rmsnorm_reciprocal: applied, verified"));
@@ -224,8 +212,8 @@ START_TEST(test_bisect_names_the_breaking_rewrite) {
     mcir_diag d = mcir_diag_stderr();
     mcir_catalog *c = mcir_catalog_new();
     ck_assert(mcir_catalog_load_default(c, &d));
-    ck_assert(mcir_catalog_load_file(c, path_of("tests/data/catalog/good/wrong_tanh.yaml"), &d));
-    mcir_graph *g = mcir_graph_read_json(path_of("examples/gpt2_block/graph.json"), &d);
+    ck_assert(mcir_catalog_load_file(c, test_path("tests/data/catalog/good/wrong_tanh.yaml"), &d));
+    mcir_graph *g = mcir_graph_read_json(test_path("examples/gpt2_block/graph.json"), &d);
     ck_assert_ptr_nonnull(g);
     mcir_graph *original = mcir_graph_clone(g);
     mcir_rewrite_stats st;
@@ -263,7 +251,7 @@ START_TEST(test_stats_tell_fusions_from_bookkeeping) {
     mcir_diag d = mcir_diag_stderr();
     mcir_catalog *c = mcir_catalog_new();
     ck_assert(mcir_catalog_load_default(c, &d));
-    mcir_graph *g = mcir_graph_read_json(path_of("examples/gpt2_block/graph.json"), &d);
+    mcir_graph *g = mcir_graph_read_json(test_path("examples/gpt2_block/graph.json"), &d);
     ck_assert_ptr_nonnull(g);
     mcir_trace *t = mcir_trace_new();
     mcir_rewrite_stats st;
@@ -293,7 +281,7 @@ START_TEST(test_all_near_misses) {
     ck_assert(mcir_catalog_load_default(c, &d));
     int counts[2];
     for (int all = 0; all < 2; all++) {
-        mcir_graph *g = mcir_graph_read_json(path_of("examples/rules/rms_reciprocal.json"), &d);
+        mcir_graph *g = mcir_graph_read_json(test_path("examples/rules/rms_reciprocal.json"), &d);
         ck_assert_ptr_nonnull(g);
         mcir_trace *t = mcir_trace_new();
         mcir_rewrite_options o = {.all_near_misses = all};
@@ -368,10 +356,4 @@ static Suite *ruletest_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(ruletest_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return test_main(ruletest_suite()); }

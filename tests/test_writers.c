@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "mcir/mcir.h"
+#include "test_util.h"
 
 static char *write_json(const mcir_graph *g) {
     char *buf = NULL;
@@ -251,10 +252,4 @@ static Suite *suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
-}
+int main(void) { return test_main(suite()); }
