@@ -15,6 +15,7 @@ docs/examples.md, "The seeded fill"):
         u  = float32(z >> 40) * 2^-24                 (exact in f32)
         v  = (2u - 1) * scale                         (f32 arithmetic)
         out[i] = round_to_dtype(v)                    (RNE for f16 / bf16)
+    integer dtypes: out[i] = floor(16u); bool: out[i] = u >= 0.5
 
     scale = 1.0f / sqrtf((float)fan_in), fan_in = numel / shape[0], for
     weights of rank >= 2; scale = 1 otherwise (rank 0/1 weights, inputs).
@@ -111,6 +112,10 @@ def fill(name, shape, dtype="f32", kind="weight", seed=0):
         z = (z ^ (z >> np.uint64(27))) * _M2
         z ^= z >> np.uint64(31)
     u = (z >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24)
+    if dtype == "bool":
+        return (u >= np.float32(0.5)).astype(np.float32).reshape(shape)
+    if dtype in ("i32", "i64", "u8"):   # floor(16u): small valid indices
+        return np.floor(np.float32(16.0) * u).astype(np.float32).reshape(shape)
     v = (np.float32(2.0) * u - np.float32(1.0)) * scale_for(shape, kind)
     v = v.astype(np.float32)
     return round_to_dtype(v, dtype).reshape(shape)

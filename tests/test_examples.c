@@ -3,8 +3,9 @@
  * line: `--run --device cpu -o DIR` must reproduce the outputs PyTorch
  * computed for the same seeded weights and inputs (examples/index.json;
  * 1e-4 relative for f32, 2e-2 for f16/bf16, relative to the largest
- * magnitude of the expected output), and `--verify` must show that the
- * rewrites kept the meaning of the graph.
+ * magnitude of the expected output; integer outputs exactly), and
+ * `--verify` must show that the rewrites kept the meaning of the graph;
+ * the decode step's plan splits its attention over the keys.
  */
 #include <check.h>
 #include <jansson.h>
@@ -46,7 +47,8 @@ static int add_inputs(json_t *ex, const char **args, int k, char paths[][1024]) 
     return k;
 }
 
-static double compare_npy(const char *got_path, const char *want_path, char *why, size_t n) {
+static double compare_npy(const char *got_path, const char *want_path, char *why, size_t n,
+                          double *tol) {
     mcir_diag d = mcir_diag_stderr();
     mcir_npy got, want;
     if (!mcir_npy_read(got_path, &got, &d)) {
@@ -66,21 +68,19 @@ static double compare_npy(const char *got_path, const char *want_path, char *why
     }
     double rel = INFINITY;
     if (!same) snprintf(why, n, "%s: shape differs from %s", got_path, want_path);
-    else {
-        double worst = 0, scale = 0;
-        for (int64_t i = 0; i < count; i++) {
-            double a, b;
-            a = mcir_value_get(got.dtype, got.data, i);
-            b = mcir_value_get(want.dtype, want.data, i);
-            if (isnan(a) || isnan(b)) {
-                worst = INFINITY;
-                break;
-            }
-            if (fabs(a - b) > worst) worst = fabs(a - b);
-            if (fabs(b) > scale) scale = fabs(b);
-        }
-        rel = worst / (scale > 1e-30 ? scale : 1e-30);
-        snprintf(why, n, "%s: max abs err %.3g, max rel err %.3g", got_path, worst, rel);
+    else {   /* the one comparison (mcir/value.c) */
+        float *a = malloc(sizeof(float) * (size_t)(count ? count : 1));
+        float *b = malloc(sizeof(float) * (size_t)(count ? count : 1));
+        ck_assert(a && b);
+        mcir_values_to_f32(got.dtype, got.data, a, count);
+        mcir_values_to_f32(want.dtype, want.data, b, count);
+        mcir_compare_result r;
+        mcir_values_compare(a, b, count, &r);
+        if (mcir_dtype_is_integer(got.dtype)) *tol = mcir_compare_tolerance(got.dtype);
+        rel = r.max_rel;
+        snprintf(why, n, "%s: max abs err %.3g, max rel err %.3g", got_path, r.max_abs, rel);
+        free(a);
+        free(b);
     }
     mcir_npy_free(&got);
     mcir_npy_free(&want);
@@ -111,8 +111,9 @@ START_TEST(example_matches_pytorch) {
         snprintf(want_path, sizeof want_path, "%s/examples/%s",
                  getenv("MCIR_SOURCE_DIR") ? getenv("MCIR_SOURCE_DIR") : "..",
                  json_string_value(want));
-        double rel = compare_npy(got_path, want_path, why, sizeof why);
-        ck_assert_msg(rel <= tol, "%s output %s: %s (tolerance %g)", name, out, why, tol);
+        double out_tol = tol;   /* integer outputs (token ids): exact */
+        double rel = compare_npy(got_path, want_path, why, sizeof why, &out_tol);
+        ck_assert_msg(rel <= out_tol, "%s output %s: %s (tolerance %g)", name, out, why, out_tol);
     }
     cli_result_free(&r);
     cli_remove_tree(dir);
@@ -140,6 +141,33 @@ START_TEST(example_rewrites_verify) {
 }
 END_TEST
 
+/* The decode step attends with one query over 1024 cached keys: the
+ * planner splits the keys (split-KV) so the few heads fill the GPU. */
+START_TEST(decode_step_plans_split_kv_attention) {
+    char *dir = cli_tempdir();
+    const char *args[] = {"--emit", "plan", "-o", dir, cli_src("examples/gpt2_decode/graph.json"), NULL};
+    cli_result r = cli_run(args);
+    ck_assert_msg(r.status == 0, "mcirc exit %d\n%s", r.status, r.err);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char buf[1 << 16];
+    int splits = 0, attention = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        char *k = strstr(buf, "\"kv_split\": ");
+        if (k && atoi(k + 12) > 1) splits++;
+        if (strstr(buf, "\"template\": \"streaming_attention\"")) attention++;
+    }
+    fclose(f);
+    ck_assert_int_eq(attention, 2);   /* one per block */
+    ck_assert_int_eq(splits, 2);
+    cli_result_free(&r);
+    cli_remove_tree(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void) {
     load_index();
     Suite *s = suite_create("examples");
@@ -151,6 +179,10 @@ int main(void) {
     tcase_set_timeout(verify, 600);
     tcase_add_loop_test(verify, example_rewrites_verify, 0, n_names);
     suite_add_tcase(s, verify);
+    TCase *plan = tcase_create("plans");
+    tcase_set_timeout(plan, 600);
+    tcase_add_test(plan, decode_step_plans_split_kv_attention);
+    suite_add_tcase(s, plan);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
