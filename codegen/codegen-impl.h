@@ -206,6 +206,13 @@ bool cg_attention_sm90_planned(const mcir_kernel_plan *kp);
 bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *read_ptrs, unsigned char (*maps)[128],
                            char *why, size_t n);
 
+/* GEMM-shaped kernels (tpl_matmul.c, tpl_conv.c): the MM_* tile macros of
+ * templates/matmul.cuh, and the plan's launch checked against the layout
+ * and copied to the kernel. */
+void cg_emit_gemm_tile(cg_sb *b, const mcir_gemm_problem *g, const mcir_gemm_layout *l);
+void cg_emit_gemm_signature(cg_sb *b, const mcir_kernel_plan *kp, const mcir_gemm_layout *l);
+bool cg_gemm_launch(cg_kernel *k, const mcir_gemm_problem *g, const mcir_gemm_layout *l, mcir_diag *d);
+
 /* Starts a kernel source: header comment, the prelude. */
 void cg_begin_source(cg_sb *b, const mcir_kernel_plan *kp);
 /* Reports "kernel NAME: ..." at the anchor's location. */

@@ -74,8 +74,50 @@ static bool region_is(const mcir_kernel_plan *kp, const mcir_node *mm, const mci
     return true;
 }
 
+/* The tile macros of templates/matmul.cuh from the plan's layout. */
+void cg_emit_gemm_tile(cg_sb *b, const mcir_gemm_problem *g, const mcir_gemm_layout *l) {
+    cg_sb_printf(b, "#define MM_BM %lld\n#define MM_BN %lld\n#define MM_BK %lld\n#define MM_WARPS %d\n"
+                    "#define MM_STAGES %d\n#define MM_MMA %d\n#define MM_BF16 %d\n#define MM_WM %d\n"
+                    "#define MM_WN %d\n",
+                 (long long)l->bm, (long long)l->bn, (long long)l->bk, l->warps, l->stages, g->mma,
+                 g->dtype == MCIR_DTYPE_BF16, l->wm, l->wn);
+}
+
+/* The entry: __launch_bounds__(threads, min_blocks), so ptxas allocates
+ * within the register budget the launch model planned, 1/8 above its
+ * estimate (with the thread count alone it guessed its own occupancy,
+ * capped small blocks at 40 registers and spilled). The emulator ignores
+ * launch bounds. */
+void cg_emit_gemm_signature(cg_sb *b, const mcir_kernel_plan *kp, const mcir_gemm_layout *l) {
+    cg_sb_printf(b, "#ifdef MC_EMULATE\n#define MM_LAUNCH_BOUNDS\n#else\n"
+                    "#define MM_LAUNCH_BOUNDS __launch_bounds__(%d, %d)\n#endif\n"
+                    "extern \"C\" __global__ void MM_LAUNCH_BOUNDS %s(MC_PARAMS)",
+                 l->threads, l->min_blocks, kp->name);
+}
+
+/* The launch the plan recorded for the layout: codegen asserts it, never
+ * changes it (a plan built elsewhere that disagrees is an error). */
+bool cg_gemm_launch(cg_kernel *k, const mcir_gemm_problem *g, const mcir_gemm_layout *l, mcir_diag *d) {
+    mcir_kernel_plan *kp = k->kp;
+    int64_t items = g->batch * ((g->m + l->bm - 1) / l->bm) * ((g->n + l->bn - 1) / l->bn);
+    int64_t grid = items < 1 ? 1 : items > INT32_MAX ? INT32_MAX : items;
+    if (kp->grid[0] != grid || kp->grid[1] != 1 || kp->grid[2] != 1 || kp->block[0] != l->threads ||
+        kp->block[1] != 1 || kp->block[2] != 1 || kp->smem_bytes != l->smem_bytes) {
+        cg_error(d, kp, "the plan's launch (grid %lld, block %d, %lld B shared) is not the tile's "
+                        "(grid %lld, block %d, %lld B)",
+                 (long long)kp->grid[0], kp->block[0], (long long)kp->smem_bytes, (long long)grid,
+                 l->threads, (long long)l->smem_bytes);
+        return false;
+    }
+    for (int j = 0; j < 3; j++) {
+        k->grid[j] = kp->grid[j];
+        k->block[j] = kp->block[j];
+    }
+    k->smem = kp->smem_bytes;
+    return true;
+}
+
 bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
-    (void)target;
     mcir_kernel_plan *kp = k->kp;
     const mcir_node *n = kp->anchor;
     if (n->op != MCIR_OP_MATMUL) {
@@ -104,9 +146,20 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_sb_free(&b);
         return false;
     }
+    /* the plan's tile, realised as the launch model lays it out */
+    mcir_gemm_problem gp;
+    mcir_gemm_layout l;
+    const char *why = "not a GEMM";
+    if (!mcir_gemm_problem_of(kp, &gp) || !mcir_gemm_layout_of(target, &gp, &kp->tiling, &l, &why)) {
+        cg_error(d, kp, "the plan's GEMM tile cannot be realised: %s", why);
+        cg_emitter_free(&e);
+        cg_sb_free(&b);
+        return false;
+    }
     cg_sb_printf(&b, "#define MM_M %lldLL\n#define MM_N %lldLL\n#define MM_K %lldLL\n#define MM_BATCH %lldLL\n"
                      "#define MM_TRANS_A %d\n#define MM_TRANS_B %d\n",
                  (long long)M, (long long)N, (long long)K, (long long)batch, ta, tb);
+    cg_emit_gemm_tile(&b, &gp, &l);
     emit_batch_off(&b, "a_boff", A, C);
     emit_batch_off(&b, "b_boff", B, C);
     cg_sb_printf(&b, "__device__ __forceinline__ float a_at(i64 bb, i64 m, i64 kk, MC_PARAMS) {\n"
@@ -115,17 +168,14 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_printf(&b, "__device__ __forceinline__ float b_at(i64 bb, i64 kk, i64 nn, MC_PARAMS) {\n"
                      "    return v%d(b_boff(bb) + %s, 0.0f, MC_ARGS);\n}\n",
                  B->id, tb ? "nn * MM_K + kk" : "kk * MM_N + nn");
+    cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
+                   "    epilogue((bb * MM_M + m) * MM_N + n, acc, MC_ARGS);\n}\n");
     cg_sb_puts(&b, mcir_tpl_matmul);
-    cg_emit_signature(&b, kp, 256);
+    cg_emit_gemm_signature(&b, kp, &l);
     cg_sb_puts(&b, " {\n    mc_matmul(MC_ARGS);\n}\n");
     cg_emitter_free(&e);
     k->source = cg_sb_take(&b);
-    int64_t tiles = batch * ((M + 63) / 64) * ((N + 63) / 64);
-    k->grid[0] = tiles < (1ll << 30) ? tiles : (1ll << 30);
-    k->grid[1] = k->grid[2] = 1;
-    k->block[0] = 256;
-    k->block[1] = k->block[2] = 1;
-    k->smem = 0;
+    if (!cg_gemm_launch(k, &gp, &l, d)) return false;
 
     /* cuBLAS: operands that are kernel reads (or a folded last-two-dims
      * transpose of one), uniform batch strides. A bare matmul writes C

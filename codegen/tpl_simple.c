@@ -16,13 +16,6 @@
 
 #define THREADS 256
 
-static int64_t grid_for(int64_t items, int per_block) {
-    int64_t g = (items + per_block - 1) / per_block;
-    if (g < 1) g = 1;
-    if (g > (1ll << 20)) g = 1ll << 20;   /* grid-stride loops cover the rest */
-    return g;
-}
-
 static void set_launch(cg_kernel *k, int64_t gx, int64_t gy, int threads, int64_t smem) {
     k->grid[0] = gx;
     k->grid[1] = gy;
@@ -325,77 +318,4 @@ bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     return finish(k, &b, &e);
 }
 
-/* --------------------------------------------------------------- conv2d */
-
-/* Direct convolution: a thread per output element (n, oc, oh, ow), f32
- * accumulation over (ci, kh, kw) of its group, bias, then the fused
- * epilogue (relu, ...). Weights are read through the read-only cache. */
-bool cg_gen_conv2d(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
-    (void)t;
-    mcir_kernel_plan *kp = k->kp;
-    const mcir_node *n = kp->anchor;
-    const mcir_tensor *x = n->inputs[0], *w = n->inputs[1], *y = n->outputs[0];
-    const mcir_tensor *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
-    if (x->rank != 4 || w->rank != 4) {
-        cg_error(d, kp, "conv2d needs NCHW input and OIHW weights");
-        return false;
-    }
-    static const int64_t ones[2] = {1, 1}, zeros[4] = {0, 0, 0, 0};
-    int64_t str[2], pads[4], dil[2];
-    ints_or(n, "strides", 2, ones, str);
-    ints_or(n, "pads", 4, zeros, pads);
-    ints_or(n, "dilations", 2, ones, dil);
-    int64_t groups = mcir_node_int(n, "groups");
-    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
-    int64_t O = w->shape[0], KH = w->shape[2], KW = w->shape[3], OH = y->shape[2], OW = y->shape[3];
-    int64_t cg = C / groups, og = O / groups;
-    cg_sb b = {0};
-    cg_emitter e;
-    cg_begin_source(&b, kp);
-    cg_emitter_init(&e, kp, &b, y, d);
-    cg_emit_value(&e, x);
-    cg_emit_value(&e, w);
-    if (bias) cg_emit_value(&e, bias);
-    cg_emit_epilogue(&e, 1);
-    if (!e.ok) return finish(k, &b, &e);
-    cg_sb_printf(&b,
-        "#define CV_C %lldLL\n#define CV_H %lldLL\n#define CV_W %lldLL\n#define CV_O %lldLL\n"
-        "#define CV_KH %lldLL\n#define CV_KW %lldLL\n#define CV_OH %lldLL\n#define CV_OW %lldLL\n"
-        "#define CV_CG %lldLL\n#define CV_OG %lldLL\n#define CV_SH %lldLL\n#define CV_SW %lldLL\n"
-        "#define CV_PT %lldLL\n#define CV_PL %lldLL\n#define CV_DH %lldLL\n#define CV_DW %lldLL\n",
-        (long long)C, (long long)H, (long long)W, (long long)O, (long long)KH, (long long)KW,
-        (long long)OH, (long long)OW, (long long)cg, (long long)og, (long long)str[0],
-        (long long)str[1], (long long)pads[0], (long long)pads[1], (long long)dil[0],
-        (long long)dil[1]);
-    cg_emit_signature(&b, kp, THREADS);
-    cg_sb_printf(&b,
-        " {\n"
-        "    const i64 total = %lldLL;\n"
-        "    for (i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += (i64)gridDim.x * blockDim.x) {\n"
-        "        i64 ow = o %% CV_OW, oh = (o / CV_OW) %% CV_OH, oc = (o / (CV_OW * CV_OH)) %% CV_O;\n"
-        "        i64 img = o / (CV_OW * CV_OH * CV_O), g = oc / CV_OG;\n"
-        "        float acc = 0.0f;\n"
-        "        for (i64 ci = 0; ci < CV_CG; ci++) {\n"
-        "            const i64 xplane = (img * CV_C + g * CV_CG + ci) * CV_H;\n"
-        "            const i64 wbase = (oc * CV_CG + ci) * CV_KH;\n"
-        "            for (i64 kh = 0; kh < CV_KH; kh++) {\n"
-        "                i64 ih = oh * CV_SH - CV_PT + kh * CV_DH;\n"
-        "                if (ih < 0 || ih >= CV_H) continue;\n"
-        "                for (i64 kw = 0; kw < CV_KW; kw++) {\n"
-        "                    i64 iw = ow * CV_SW - CV_PL + kw * CV_DW;\n"
-        "                    if (iw < 0 || iw >= CV_W) continue;\n"
-        "                    acc += v%d((xplane + ih) * CV_W + iw, 0.0f, MC_ARGS) *\n"
-        "                           v%d((wbase + kh) * CV_KW + kw, 0.0f, MC_ARGS);\n"
-        "                }\n"
-        "            }\n"
-        "        }\n",
-        (long long)(N * O * OH * OW), x->id, w->id);
-    if (bias) {
-        /* bias is [O] (or broadcastable): element oc of its last dim */
-        cg_sb_printf(&b, "        acc += v%d(%s, 0.0f, MC_ARGS);\n", bias->id,
-                     mcir_tensor_numel(bias) == 1 ? "0" : "oc");
-    }
-    cg_sb_puts(&b, "        epilogue(o, acc, MC_ARGS);\n    }\n}\n");
-    set_launch(k, grid_for(N * O * OH * OW, THREADS), 1, THREADS, 0);
-    return finish(k, &b, &e);
-}
+/* conv2d: implicit GEMM, codegen/tpl_conv.c */

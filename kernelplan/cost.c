@@ -288,14 +288,19 @@ static void cost_pool(cost_ctx *x) {
     simple_kernel(x, loads * e.bytes + outs * epi.bytes, loads * (e.flops + 1) + outs * epi.flops);
 }
 
-/* codegen/tpl_simple.c cg_gen_conv2d: direct convolution, a thread per
- * output reading its whole receptive field (inside the image) of x and w. */
+static double gemm_schedule(cost_ctx *x, const mcir_tiling *ti);
+
+/* codegen/tpl_conv.c: implicit GEMM per group on templates/matmul.cuh —
+ * every column of tiles gathers its rows of the im2col view (taps inside
+ * the image only), every row of tiles re-reads the group's weights; bias
+ * and the epilogue once per output. */
 static void cost_conv2d(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
     const mcir_node *n = k->anchor;
     const mcir_tensor *in = n->inputs[0], *w = n->inputs[1], *y = n->outputs[0];
     const mcir_tensor *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
-    if (in->rank != 4 || w->rank != 4 || y->rank != 4) {
+    mcir_gemm_problem g;
+    if (in->rank != 4 || w->rank != 4 || y->rank != 4 || !mcir_gemm_problem_of(k, &g)) {
         simple_kernel(x, (double)(reads_bytes(k) + writes_bytes(k)), 0);
         return;
     }
@@ -304,22 +309,45 @@ static void cost_conv2d(cost_ctx *x) {
     ints_or(n, "strides", 2, ones, str);
     ints_or(n, "pads", 4, zeros, pads);
     ints_or(n, "dilations", 2, ones, dil);
-    int64_t groups = mcir_node_int(n, "groups");
-    if (groups < 1) groups = 1;
-    int64_t cg = in->shape[1] / groups;
-    double taps = (double)(y->shape[0] * y->shape[1] * cg) *
+    const mcir_tiling *ti = x->o && x->o->tiles ? x->o->tiles : &k->tiling;
+    int64_t bm = tile_dim(ti, "M"), bn = tile_dim(ti, "N");
+    if (bm < 1) bm = 64;
+    if (bn < 1) bn = 64;
+    int64_t tm = (g.m + bm - 1) / bm, tn = (g.n + bn - 1) / bn;
+    int64_t cg = in->shape[1] / g.batch;
+    /* im2col elements inside the image, per group */
+    double taps = (double)(y->shape[0] * cg) *
                   (double)window_hits(y->shape[2], in->shape[2], w->shape[2], str[0], pads[0], dil[0]) *
                   (double)window_hits(y->shape[3], in->shape[3], w->shape[3], str[1], pads[1], dil[1]);
     elem_cost ex = chain_cost(k, in, y, 0), ew = chain_cost(k, w, y, 0), epi = epilogue_cost(k, y);
-    double outs = (double)mcir_tensor_numel(y);
-    double global = taps * (ex.bytes + ew.bytes) + outs * epi.bytes;
-    double flops = taps * (2 + ex.flops + ew.flops) + outs * epi.flops;
+    double outs = (double)mcir_tensor_numel(y), groups = (double)g.batch;
+    double xl = groups * taps * (double)tn, wl = groups * (double)(g.n * g.k) * (double)tm;
+    double global = xl * ex.bytes + wl * ew.bytes + outs * epi.bytes;
+    double gemm_flops = 2.0 * groups * (double)g.m * (double)g.n * (double)g.k;
+    double flops = gemm_flops + xl * ex.flops + wl * ew.flops + outs * epi.flops;
     if (bias) {
         elem_cost eb = chain_cost(k, bias, y, 0);
         global += outs * eb.bytes;
         flops += outs * (1 + eb.flops);
     }
-    simple_kernel(x, global, flops);
+    mcir_kernel_cost *c = x->c;
+    c->global_bytes = (int64_t)global;
+    c->flops = flops;
+    c->hbm_bytes = reads_bytes(k) + writes_bytes(k);
+    double sched = gemm_schedule(x, ti);
+    const char *unit = g.mma ? tensor_unit(g.dtype) : "f32_fma";
+    if (sched < 0) {
+        add_launch(x, (double)c->hbm_bytes, flops, unit);
+        return;
+    }
+    double mem = (double)c->hbm_bytes / (x->t->dram_gbps * 1e3);
+    double comp = sched + (flops - gemm_flops) / (x->t->f32_fma_tflops * 1e6);
+    c->memory_us = mem;
+    c->compute_us = comp;
+    c->launch_us = x->t->launch_us;
+    c->modelled_us = (mem > comp ? mem : comp) + x->t->launch_us;
+    c->launches = 1;
+    c->unit = unit;
 }
 
 /* -------------------------------------------------------------- norms */
@@ -495,6 +523,52 @@ static int matmul_path(const mcir_kernel_plan *k, bool no_cublaslt, const mcir_t
     return lt ? 3 : 2;
 }
 
+/* The generated GEMM (templates/matmul.cuh) running tile ti as the
+ * launch model lays it out (mcir_gemm_layout_of): work items of
+ * BLOCK_M x BLOCK_N run in waves of blocks_per_sm x SMs; an SM's mma
+ * (or FMA) throughput scales with its resident warps up to 8 (two per
+ * scheduler keep the pipes issuing), and each block also pays its
+ * shared-memory cycles (warp-wide fragment loads and tile stores, one
+ * wavefront each) at one per SM clock. The clock is the tensor-core peak
+ * over the SMs' dense f16 rate per clock (2048 flops, 4096 with wgmma;
+ * mma.sync reaches half of Hopper's). Returns the compute time in us and
+ * fills waves, blocks_per_sm and smem_us; < 0 when ti is not a tile the
+ * template realises (then the caller's roofline applies). */
+static double gemm_schedule(cost_ctx *x, const mcir_tiling *ti) {
+    const mcir_target *t = x->t;
+    mcir_gemm_problem g;
+    mcir_gemm_layout l;
+    if (!mcir_gemm_problem_of(x->k, &g) || !mcir_gemm_layout_of(t, &g, ti, &l, NULL)) return -1;
+    double tc = g.dtype == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops;
+    double clock_per_us = tc * 1e6 / ((double)t->sm_count * (t->has_wgmma ? 4096.0 : 2048.0));
+    double peak = g.mma ? tc * (t->has_wgmma ? 0.5 : 1.0) : t->f32_fma_tflops;
+    double sm_peak = peak * 1e6 / (double)t->sm_count;   /* flop/us per SM */
+    int64_t kpad = (g.k + l.bk - 1) / l.bk * l.bk;
+    double block_flops = 2.0 * (double)(l.bm * l.bn) * (double)kpad;
+    double frag = g.mma ? (double)l.warps * (l.tm * 4 + l.tn * 2) * (double)(kpad / 16)
+                        : (double)l.warps * (l.tm + l.tn) * (double)kpad;
+    double block_smem = frag + (double)((l.bm + l.bn) * kpad) / 32.0;   /* wavefronts */
+    int64_t items = g.batch * ((g.m + l.bm - 1) / l.bm) * ((g.n + l.bn - 1) / l.bn);
+    int64_t slots = (int64_t)t->sm_count * l.blocks_per_sm;
+    int64_t full = items / slots, rem = items % slots;
+    double us = 0, smem_us = 0;
+    for (int w = 0; w < 2; w++) {
+        int64_t per_sm = w == 0 ? l.blocks_per_sm : (rem + t->sm_count - 1) / t->sm_count;
+        double times = w == 0 ? (double)full : rem > 0 ? 1.0 : 0.0;
+        if (times == 0 || per_sm == 0) continue;
+        double eff = (double)(per_sm * l.warps) / 8.0;
+        if (eff > 1) eff = 1;
+        double comp = (double)per_sm * block_flops / (sm_peak * eff);
+        double sm = (double)per_sm * block_smem / clock_per_us;
+        us += times * (comp > sm ? comp : sm);
+        smem_us += times * sm;
+    }
+    x->c->waves = (double)items / (double)slots;
+    x->c->blocks_per_sm = l.blocks_per_sm;
+    x->c->smem_us = smem_us;
+    return us;
+}
+
 static void cost_matmul(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
     mcir_kernel_cost *c = x->c;
@@ -512,10 +586,9 @@ static void cost_matmul(cost_ctx *x) {
     int path = x->o && x->o->generated_only
                    ? 0 : matmul_path(k, x->o && x->o->no_cublaslt, &sa, &sb);
     const mcir_tiling *ti = x->o && x->o->tiles ? x->o->tiles : &k->tiling;
-    /* tiles: the generated kernel's fixed 64 x 64 (templates/matmul.cuh
-     * MM_BM / MM_BN) unless a candidate is scored; cuBLAS: the plan's */
-    int64_t bm = path || (x->o && x->o->tiles) ? tile_dim(ti, "M") : 64;
-    int64_t bn = path || (x->o && x->o->tiles) ? tile_dim(ti, "N") : 64;
+    /* tiles: the plan's (or a candidate's), which the generated kernel
+     * realises; cuBLAS's own are modelled as the same */
+    int64_t bm = tile_dim(ti, "M"), bn = tile_dim(ti, "N");
     if (bm < 1) bm = 64;
     if (bn < 1) bn = 64;
     int64_t tm = (M + bm - 1) / bm, tn = (N + bn - 1) / bn;
@@ -543,7 +616,22 @@ static void cost_matmul(cost_ctx *x) {
         c->global_bytes = (int64_t)(loads + outs * epi.bytes);
         c->flops = flops + outs * epi.flops;
         c->hbm_bytes = once + c->l2_spill_bytes;
-        add_launch(x, (double)c->hbm_bytes, c->flops, "f32_fma");
+        double sched = gemm_schedule(x, ti);
+        mcir_gemm_problem g;
+        bool mma = mcir_gemm_problem_of(k, &g) && g.mma;
+        if (sched < 0) {
+            add_launch(x, (double)c->hbm_bytes, c->flops, mma ? tensor_unit(A->dtype) : "f32_fma");
+            return;
+        }
+        /* the GEMM's schedule, then the chains' flops on the FMA units */
+        double chain_us = (c->flops - 2.0 * mnk) / (x->t->f32_fma_tflops * 1e6);
+        double mem = (double)c->hbm_bytes / (x->t->dram_gbps * 1e3), comp = sched + chain_us;
+        c->memory_us = mem;
+        c->compute_us = comp;
+        c->launch_us = x->t->launch_us;
+        c->modelled_us = (mem > comp ? mem : comp) + x->t->launch_us;
+        c->launches = 1;
+        c->unit = mma ? tensor_unit(A->dtype) : "f32_fma";
         return;
     }
     c->library = path == 3 ? "cublasLt" : "cublas";

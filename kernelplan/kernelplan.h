@@ -229,6 +229,109 @@ bool mcir_kernel_gemm_epilogue(const mcir_kernel_plan *k, mcir_gemm_epilogue *e)
 const mcir_kernel_access *mcir_kernel_access_of(const mcir_kernel_plan *k,
                                                 const mcir_tensor *logical);
 
+/* ------------------------------------------------------- GEMM launch model */
+
+/* The GEMM-shaped kernels — MATMUL, and CONV2D as implicit GEMM — run the
+ * tile of k->tiling (dims "M", "N", "K", warps, stages) through
+ * codegen/templates/matmul.cuh; kernelplan/launch_gemm.c chooses it among
+ * candidates scored by mcir_cost_kernel (docs/kernelplan.md "GEMM tiles").
+ *
+ *     mcir_gemm_problem g;
+ *     mcir_gemm_layout l;
+ *     if (mcir_gemm_problem_of(k, &g) &&
+ *         mcir_gemm_layout_of(t, &g, &k->tiling, &l, NULL)) ... l.smem_bytes
+ */
+typedef struct mcir_gemm_problem {
+    int64_t m, n, k, batch;      /* conv2d: M = N*OH*OW, N = OC/groups, K = C/groups*KH*KW, batch = groups */
+    mcir_dtype dtype;            /* operand A's */
+    bool mma;                    /* f16/bf16 operands of one dtype: mma.sync m16n8k16, f32 accumulate */
+    bool implicit;               /* conv2d: A gathered from the image (im2col index math) */
+} mcir_gemm_problem;
+
+typedef struct mcir_gemm_layout {
+    int64_t bm, bn, bk;
+    int warps, stages, threads;
+    int wm, wn;                  /* mma: warp grid (wm * wn == warps); FMA: thread grid 16 x threads/16 */
+    int tm, tn;                  /* accumulators per thread: mma m16n8 tiles per warp; FMA outputs */
+    int64_t smem_bytes;          /* dynamic shared memory per block */
+    int registers;               /* per thread, the model's estimate */
+    int blocks_per_sm;           /* occupancy on the target */
+    int min_blocks;              /* __launch_bounds__ minimum blocks per SM: the occupancy
+                                    of 1/4 + 8 more registers than the estimate: ptxas's budget */
+    const char *occupancy_limit; /* "registers" | "shared memory" | "warps" | "blocks" */
+} mcir_gemm_layout;
+
+/* The GEMM of kernel k (MATMUL or CONV2D); false for another template. */
+bool mcir_gemm_problem_of(const mcir_kernel_plan *k, mcir_gemm_problem *out);
+/* How the template realises tile ti for problem g on target t; false, with
+ * why (may be NULL), when it cannot (warp grid, shared memory, registers). */
+bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g,
+                         const mcir_tiling *ti, mcir_gemm_layout *out, const char **why);
+
+/* A tile candidate of a GEMM kernel and the cost model's time for it. */
+typedef struct mcir_gemm_candidate {
+    mcir_tiling tiling;
+    double modelled_us;
+} mcir_gemm_candidate;
+
+/* Every legal candidate of kernel k on p->target, best first (at most
+ * max; the count of legal ones is returned). */
+int mcir_gemm_candidates(const mcir_plan *p, const mcir_kernel_plan *k,
+                         mcir_gemm_candidate *out, int max);
+/* Gives k the tile ti and the launch that realises it; reason replaces
+ * the tiling's (NULL: keep it). false if ti is not legal for k. */
+bool mcir_gemm_apply(mcir_plan *p, mcir_kernel_plan *k, const mcir_tiling *ti,
+                     const char *reason);
+
+/* ----------------------------------------------------------- tuning cache */
+
+/* Measured winners of the tunable kernels (kernelplan/tune.c): a text
+ * file next to the kernel cache, one line per (shape key, arch, driver).
+ * `mcirc --tune` times the top candidates and fills it; later compiles
+ * apply it (docs/kernelplan.md "Tuning").
+ *
+ *     mcir_tuning *t = mcir_tuning_load("~/.cache/mcir/tuning.tsv", &d);
+ *     mcir_tuning_apply(plan, t, "cuda-13000");   // plan's reasons say "tuned: ..."
+ *     mcir_tuning_free(t);
+ */
+typedef struct mcir_tuning mcir_tuning;
+
+typedef struct mcir_tuning_entry {
+    char key[256];               /* mcir_tuning_key */
+    char arch[16];               /* "sm_90" */
+    char driver[64];             /* the CUDA driver the times come from */
+    int64_t bm, bn, bk;
+    int warps, stages;
+    double measured_us;          /* the winner */
+    double model_pick_us;        /* the cost model's pick, measured alike */
+} mcir_tuning_entry;
+
+/* A missing file is an empty cache; a malformed line is an error. */
+mcir_tuning *mcir_tuning_load(const char *path, mcir_diag *d);
+/* Writes the cache back (temporary name + rename). */
+bool mcir_tuning_save(const mcir_tuning *t, mcir_diag *d);
+void mcir_tuning_free(mcir_tuning *t);
+int mcir_tuning_count(const mcir_tuning *t);
+/* The shape key of a tunable kernel (template, dtype, GEMM shape,
+ * operand layout, fused ops); false for a kernel that is not tunable. */
+bool mcir_tuning_key(const mcir_kernel_plan *k, char *buf, size_t n);
+const mcir_tuning_entry *mcir_tuning_find(const mcir_tuning *t, const char *key,
+                                          const char *arch, const char *driver);
+void mcir_tuning_put(mcir_tuning *t, const mcir_tuning_entry *e);
+/* Gives every kernel of p with an entry for (p->target, driver) its
+ * measured winner; returns how many kernels changed. */
+int mcir_tuning_apply(mcir_plan *p, const mcir_tuning *t, const char *driver);
+
+/* Microseconds kernel `kernel` of p takes with its current tiling; < 0:
+ * the measurement failed (why in the timer's own context). */
+typedef double (*mcir_kernel_timer)(void *ctx, mcir_plan *p, int kernel);
+/* Times the top_n candidates of every tunable kernel of p (the model's
+ * pick among them), gives each kernel the fastest and records it in t
+ * under driver; log (may be NULL) gets one line per candidate. Returns
+ * the kernels tuned, or -1 when the timer failed. */
+int mcir_plan_tune(mcir_plan *p, int top_n, mcir_kernel_timer timer, void *ctx,
+                   mcir_tuning *t, const char *driver, FILE *log);
+
 /* ------------------------------------------------------------- cost model */
 
 /* The traffic and time of one kernel on a target (kernelplan/cost.c,
@@ -247,6 +350,12 @@ typedef struct mcir_kernel_cost {
     const char *unit;        /* "f32_fma", "f16_tensor_core", "bf16_tensor_core" */
     double memory_us, compute_us, launch_us;
     double modelled_us;      /* sum over launches of max(memory, compute) + launch overhead */
+    /* The generated GEMM's schedule (0 elsewhere): waves of blocks over
+     * the SMs, blocks resident per SM, and the shared-memory time inside
+     * compute_us (fragment and tile traffic at the SMs' bandwidth). */
+    double waves;
+    int blocks_per_sm;
+    double smem_us;
 } mcir_kernel_cost;
 
 typedef struct mcir_cost_options {

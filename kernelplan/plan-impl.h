@@ -12,6 +12,9 @@
  * fits the target. */
 bool mcir_plan_choose_tiling(mcir_plan *p, mcir_kernel_plan *k, mcir_diag *d);
 
+/* Tile and launch of a MATMUL or CONV2D kernel (launch_gemm.c). */
+bool mcir_launch_gemm(mcir_plan *p, mcir_kernel_plan *k, mcir_diag *d);
+
 static inline int64_t plan_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Bytes in words: "16 KiB", "1.5 MiB", "200 B". */

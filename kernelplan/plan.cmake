@@ -9,6 +9,8 @@ target_link_libraries(mcir_launch PUBLIC mcir_core mcir_target)
 add_library(mcir_kernelplan STATIC
   ${PROJECT_SOURCE_DIR}/kernelplan/partition.c
   ${PROJECT_SOURCE_DIR}/kernelplan/tiling.c
+  ${PROJECT_SOURCE_DIR}/kernelplan/launch_gemm.c
+  ${PROJECT_SOURCE_DIR}/kernelplan/tune.c
   ${PROJECT_SOURCE_DIR}/kernelplan/launch_sm90.c
   ${PROJECT_SOURCE_DIR}/kernelplan/cost.c
   ${PROJECT_SOURCE_DIR}/kernelplan/memory.c

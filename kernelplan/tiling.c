@@ -23,59 +23,6 @@ typedef struct tile_ctx {
     mcir_diag *d;
 } tile_ctx;
 
-static int64_t next_pow2(int64_t x) {
-    int64_t v = 1;
-    while (v < x) v <<= 1;
-    return v;
-}
-
-static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
-    return x < lo ? lo : x > hi ? hi : x;
-}
-
-static int64_t round_up(int64_t x, int64_t m) { return plan_ceil_div(x, m) * m; }
-
-/* Blocks of one kernel resident on an SM, and what limits them. */
-static int blocks_per_sm(const mcir_target *t, int64_t smem, int threads, int regs,
-                         const char **limit) {
-    int by_threads = t->max_threads_per_sm / threads;
-    int64_t by_smem = smem > 0 ? t->smem_per_sm / (smem + 1024) : 32;  /* 1 KiB reserved per block */
-    int regs_alloc = (int)round_up(regs > 0 ? regs : 32, 8);
-    int by_regs = t->regs_per_sm / (regs_alloc * threads);
-    int b = 32;
-    *limit = "the 32-block limit";
-    if (by_threads < b) { b = by_threads; *limit = "threads"; }
-    if (by_regs < b) { b = by_regs; *limit = "registers"; }
-    if (by_smem < b) { b = (int)by_smem; *limit = "shared memory"; }
-    return b;
-}
-
-static void set_dims(mcir_tiling *ti, int n, const char *const *names, const int64_t *tile) {
-    ti->n_dims = n;
-    for (int i = 0; i < n; i++) {
-        ti->dim_names[i] = names[i];
-        ti->block_tile[i] = tile[i];
-    }
-}
-
-static void launch(mcir_kernel_plan *k, int64_t gx, int64_t gy, int64_t gz, int threads) {
-    k->grid[0] = gx < 1 ? 1 : gx;
-    k->grid[1] = gy < 1 ? 1 : gy;
-    k->grid[2] = gz < 1 ? 1 : gz;
-    k->block[0] = threads;
-    k->block[1] = 1;
-    k->block[2] = 1;
-}
-
-static bool is_half(mcir_dtype t) { return t == MCIR_DTYPE_F16 || t == MCIR_DTYPE_BF16; }
-
-/* Widest load (16 bytes at most) that divides `len` elements. */
-static int vector_width(int64_t len, mcir_dtype dt) {
-    int v = 16 / (int)mcir_dtype_size(dt);
-    while (v > 1 && len % v) v /= 2;
-    return v;
-}
-
 static const char *kib(tile_ctx *c, int64_t b) { return mcir_plan_bytes_str(c->a, b); }
 
 /* ------------------------------------------------------------ attention */
@@ -199,93 +146,8 @@ static bool tile_rows(tile_ctx *c) {
 
 /* ------------------------------------------------------ GEMM-shaped kernels */
 
-static bool tile_gemm(tile_ctx *c, int64_t M, int64_t N, int64_t K, int64_t batch,
-                      mcir_dtype dt, const char *what) {
-    mcir_kernel_plan *k = c->k;
-    const mcir_target *t = c->t;
-    bool tc = is_half(dt);
-    int64_t es = (int64_t)mcir_dtype_size(dt);
-    int64_t bk = tc ? 32 : 8;
-    int64_t bm = clamp64(next_pow2(M), 16, 128), bn = clamp64(next_pow2(N), 16, 128);
-    /* fill the machine: smaller tiles while there are fewer tiles than SMs */
-    const char *split = "";
-    while (plan_ceil_div(M, bm) * plan_ceil_div(N, bn) * batch < t->sm_count &&
-           (bm > 32 || bn > 32)) {
-        if (bn >= bm && bn > 32) bn /= 2;
-        else bm /= 2;
-        split = mcir_arena_printf(c->a, " (halved until %lld tiles >= %d SMs or 32x32)",
-                                  (long long)(plan_ceil_div(M, bm) * plan_ceil_div(N, bn) * batch),
-                                  t->sm_count);
-    }
-    int warps = (int)clamp64(bm * bn / (tc ? 4096 : 2048), 2, 8);
-    int threads = warps * 32;
-    int regs = (int)(bm * bn / threads + (tc ? 64 : 40));
-    if (regs > t->regs_per_thread) regs = t->regs_per_thread;
-    int max_stages = tc ? (t->sm >= 90 ? 4 : 3) : 2;
-    int stages = 1, bps = -1;
-    const char *limit = "";
-    for (int st = max_stages; st >= 1; st--) {
-        int64_t ws = st * (bm * bk + bk * bn) * es;
-        if (ws > t->smem_per_block_optin) continue;
-        const char *lim;
-        int b = blocks_per_sm(t, ws, threads, regs, &lim);
-        if (b > bps) { bps = b; stages = st; limit = lim; }
-    }
-    int64_t ws = stages * (bm * bk + bk * bn) * es;
-    mcir_tiling *ti = &k->tiling;
-    static const char *const names[] = {"M", "N", "K"};
-    int64_t tile[] = {bm, bn, bk};
-    set_dims(ti, 3, names, tile);
-    ti->warps = warps;
-    ti->stages = stages;
-    ti->vector_width = vector_width(K, dt);
-    ti->working_set_bytes = ws;
-    ti->blocks_per_sm = bps;
-    ti->registers_estimate = regs;
-    ti->reason = mcir_arena_printf(
-        c->a,
-        "%s M=%lld N=%lld K=%lld batch=%lld, %s %s: BLOCK_M=%lld BLOCK_N=%lld BLOCK_K=%lld%s, "
-        "%d warps, %d stages x (A %s + B %s) = %s <= %s (%s opt-in); %d block%s/SM "
-        "(limited by %s)",
-        what, (long long)M, (long long)N, (long long)K, (long long)batch,
-        mcir_dtype_name(dt), tc ? "tensor cores" : "FMA", (long long)bm, (long long)bn,
-        (long long)bk, split, warps, stages, kib(c, bm * bk * es), kib(c, bk * bn * es),
-        kib(c, ws), kib(c, t->smem_per_block_optin), t->name, bps, bps == 1 ? "" : "s", limit);
-    launch(k, plan_ceil_div(N, bn), plan_ceil_div(M, bm), batch, threads);
-    k->smem_bytes = ws;
-    return true;
-}
-
-static bool tile_matmul(tile_ctx *c) {
-    const mcir_node *n = c->k->anchor;
-    const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *Y = n->outputs[0];
-    bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
-    int ra = A->rank, rb = B->rank;
-    int64_t M = ra >= 2 ? (ta ? A->shape[ra - 1] : A->shape[ra - 2]) : 1;
-    int64_t K = ra >= 2 ? (ta ? A->shape[ra - 2] : A->shape[ra - 1]) : A->shape[0];
-    int64_t N = rb >= 2 ? (tb ? B->shape[rb - 2] : B->shape[rb - 1]) : 1;
-    int64_t batch = mcir_tensor_numel(Y) / (M * N > 0 ? M * N : 1);
-    int epilogue = 0;
-    for (int i = 0; i < c->k->n_nodes; i++)
-        epilogue += c->k->nodes[i] != n && c->k->nodes[i]->op != MCIR_OP_TRANSPOSE;
-    const char *what = epilogue
-        ? mcir_arena_printf(c->a, "matmul + %d-node epilogue,", epilogue)
-        : "matmul";
-    return tile_gemm(c, M, N, K, batch < 1 ? 1 : batch, A->dtype, what);
-}
-
-static bool tile_conv2d(tile_ctx *c) {
-    const mcir_node *n = c->k->anchor;
-    const mcir_tensor *X = n->inputs[0], *W = n->inputs[1], *Y = n->outputs[0];
-    int64_t groups = mcir_node_int(n, "groups");
-    int64_t M = Y->shape[0] * Y->shape[2] * Y->shape[3];
-    int64_t N = Y->shape[1] / groups;
-    int64_t K = W->shape[1] * W->shape[2] * W->shape[3];
-    const char *what = mcir_arena_printf(
-        c->a, "implicit GEMM (M=N*OH*OW, N=OC/groups, K=C/groups*KH*KW%s),",
-        c->k->n_nodes > 1 ? ", bias/activation epilogue" : "");
-    return tile_gemm(c, M, N, K, groups, X->dtype, what);
-}
+/* matmul and conv2d: candidates scored by the cost model (launch_gemm.c) */
+static bool tile_gemm_kernel(tile_ctx *c) { return mcir_launch_gemm(c->p, c->k, c->d); }
 
 /* ------------------------------------------------------ data-parallel kernels */
 
@@ -332,8 +194,8 @@ typedef bool (*tile_fn)(tile_ctx *c);
 static const tile_fn tile_fns[MCIR_TEMPLATE_COUNT] = {
     [MCIR_TEMPLATE_STREAMING_ATTENTION] = tile_attention,
     [MCIR_TEMPLATE_STREAMING_NORM] = tile_rows,
-    [MCIR_TEMPLATE_MATMUL] = tile_matmul,
-    [MCIR_TEMPLATE_CONV2D] = tile_conv2d,
+    [MCIR_TEMPLATE_MATMUL] = tile_gemm_kernel,
+    [MCIR_TEMPLATE_CONV2D] = tile_gemm_kernel,
     [MCIR_TEMPLATE_REDUCE] = tile_rows,
     [MCIR_TEMPLATE_POOL] = tile_pool,
     [MCIR_TEMPLATE_COPY] = tile_flat,

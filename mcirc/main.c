@@ -55,6 +55,9 @@ static const char usage_text[] =
     "  --shape NAME=DIMS    pin a dynamic input dimension of an ONNX model,\n"
     "                       e.g. --shape input_ids=1x128 (repeatable)\n"
     "  --threads N          threads of the CPU reference (default: all cores)\n"
+    "  --tune               time the top candidate tiles of every matmul and conv\n"
+    "                       on the GPU and keep the fastest in the tuning cache\n"
+    "                       (later compiles use it); --tune-top N candidates (4)\n"
     "  --version, --help    the usual\n"
     "\n"
     "exit status: 0 success, 1 invalid input or --verify beyond tolerance,\n"
@@ -576,6 +579,17 @@ int main(int argc, char **argv) {
                 goto done;
             }
             o.n_shapes++;
+        } else if (!strcmp(a, "--tune")) {
+            o.tune = true;
+        } else if (is_opt(a, "--tune-top")) {
+            VALUE("--tune-top");
+            char *end;
+            long n = strtol(val, &end, 10);
+            if (*end || n < 1 || n > 64) {
+                status = usage_error("--tune-top: '%s' is not a count from 1 to 64", val);
+                goto done;
+            }
+            o.tune_top = (int)n;
         } else if (is_opt(a, "--threads")) {
             VALUE("--threads");
             char *end;
@@ -625,6 +639,7 @@ int main(int argc, char **argv) {
     }
     if (o.want_ptx) o.want_plan = true;
     if (o.want_cuda) o.want_plan = true;
+    if (o.tune) o.want_plan = true;
     /* a CPU run or --verify with only the summary: a graph the GPU cannot
      * hold still runs (the pipeline warns) */
     o.plan_optional = (o.run || o.verify) && emit == EMIT_NONE && !out_dir && !report_path;

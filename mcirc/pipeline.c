@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "mcirc/pipeline.h"
+#include "mcirc/tune.h"
 
 mcir_options mcir_options_default(void) {
     return (mcir_options){.arch = MCIR_DEFAULT_ARCH, .device = MCIR_DEVICE_AUTO,
@@ -284,6 +285,8 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
                                          .n_pools = o->n_pools};
         c->memory = mcir_memplan_build(c->plan, &mo, c->trace, d);
         if (!c->memory) return MCIR_EXIT_INVALID;
+        /* tiles by measurement: the tuning cache, or --tune (mcirc/tune.c) */
+        if ((st = mcirc_tune_stage(o, c, d))) return st;
     }
 
     /* generate CUDA C per kernel plan (each template realises the plan's

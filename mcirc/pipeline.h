@@ -75,6 +75,11 @@ typedef struct mcir_options {
     mcir_alloc_mode alloc;
     const mcir_input_file *inputs;
     int n_inputs;
+    /* --tune: time the top tune_top candidates of every tunable kernel
+     * (GPU, or the timer MCIR_TUNE_TIMER injects) and store the winners
+     * in the tuning cache next to the kernel cache (mcirc/tune.c) */
+    bool tune;
+    int tune_top;
 } mcir_options;
 
 typedef struct mcir_verify_result {

@@ -94,9 +94,42 @@ static mcir_plan *plan_new(mcir_graph *g, const char *arch, int n) {
     return p;
 }
 
-/* The generated templates other than the GEMM-shaped ones get the launch
- * model's tile and launch (kernelplan/launch.c), as mcir_plan_build gives
- * them: codegen realises the plan's launch and checks it. */
+/* Plain accesses (nothing folded: identity permutation, C-order strides). */
+static mcir_kernel_access *plain_accesses(mcir_arena *a, mcir_tensor **ts, int n) {
+    mcir_kernel_access *x = mcir_arena_alloc(a, sizeof *x * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        memset(&x[i], 0, sizeof x[i]);
+        x[i].tensor = x[i].logical = ts[i];
+        x[i].rank = ts[i]->rank;
+        int64_t st = 1;
+        for (int r = ts[i]->rank - 1; r >= 0; r--) {
+            x[i].perm[r] = r;
+            x[i].strides[r] = st;
+            st *= ts[i]->shape[r];
+        }
+    }
+    return x;
+}
+
+/* GEMM-shaped kernels get the launch model's tile and launch, as
+ * mcir_plan_build gives them (their templates realise the plan's); the
+ * model reads the kernel's accesses. */
+static void plan_gemm_launches(mcir_plan *p) {
+    mcir_diag d = mcir_diag_stderr();
+    for (int i = 0; i < p->n_kernels; i++) {
+        mcir_kernel_plan *k = &p->kernels[i];
+        if (k->tpl == MCIR_TEMPLATE_MATMUL || k->tpl == MCIR_TEMPLATE_CONV2D) {
+            if (!k->read_access) k->read_access = plain_accesses(p->arena, k->reads, k->n_reads);
+            if (!k->write_access) k->write_access = plain_accesses(p->arena, k->writes, k->n_writes);
+            bool ok = mcir_launch_gemm(p, k, &d);
+            MCIR_ASSERT(ok);
+        }
+    }
+}
+
+/* The other generated templates get the launch model's tile and launch
+ * (kernelplan/launch.c), as mcir_plan_build gives them: codegen realises
+ * the plan's launch and checks it. */
 static void plan_launches(mcir_plan *p) {
     mcir_diag d = mcir_diag_stderr();
     for (int i = 0; i < p->n_kernels; i++) {
@@ -137,6 +170,7 @@ mcir_plan *cgt_plan(mcir_graph *g, const char *arch, int n, const cgt_kspec *ks)
     }
     resolve_aliases(p);
     plan_launches(p);
+    plan_gemm_launches(p);
     return p;
 }
 
@@ -173,6 +207,7 @@ mcir_plan *cgt_plan_naive(mcir_graph *g, const char *arch) {
     }
     resolve_aliases(p);
     plan_launches(p);
+    plan_gemm_launches(p);
     return p;
 }
 

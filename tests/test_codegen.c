@@ -260,6 +260,20 @@ static bool compile_case(sweep_case *c, const char *arch, int *kernels) {
                 fprintf(stderr, "%s (%s): no mma.sync or wgmma in the PTX\n", c->label, arch);
                 ok = false;
             }
+            /* f16/bf16 GEMMs (matmul, conv2d as implicit GEMM): tensor
+             * cores, no spills, registers inside the budget the plan gives
+             * ptxas (launch bounds: the estimate + 1/4 + 8) */
+            mcir_gemm_problem gp;
+            if (mcir_gemm_problem_of(&p->kernels[i], &gp) && gp.mma) {
+                int est = p->kernels[i].tiling.registers_estimate;
+                if (a->mma == 0 || a->spill_store_bytes + a->spill_load_bytes > 0 ||
+                    a->registers > est + est / 4 + 8) {
+                    fprintf(stderr, "%s (%s) %s: mma %d, spills %d/%d B, registers %d vs plan %d\n",
+                            c->label, arch, p->kernels[i].name, a->mma, a->spill_store_bytes,
+                            a->spill_load_bytes, a->registers, est);
+                    ok = false;
+                }
+            }
             if (getenv("MCIR_SWEEP_VERBOSE"))
                 fprintf(stderr, "  %-28s %-6s %-40s regs %3d spill %d smem %lld\n", c->label, arch,
                         p->kernels[i].name, p->kernels[i].registers, p->kernels[i].spill_bytes,
@@ -709,7 +723,7 @@ static bool audit_ok(const char *example, const mcir_kernel_plan *kp, const mcir
             ok = false;
         }
     }
-    mcir_dtype dt = kp->anchor && kp->anchor->n_inputs ? kp->anchor->inputs[0]->dtype : MCIR_DTYPE_F32;
+    mcir_dtype dt = kp->anchor ? kp->anchor->inputs[0]->dtype : MCIR_DTYPE_F32;
     if (kp->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && dt != MCIR_DTYPE_F32 && kp->audit.mma == 0 &&
         kp->audit.wgmma == 0) {
         fprintf(stderr, "%s: %s (%s attention) has no tensor-core instruction\n", example, kp->name,

@@ -142,14 +142,14 @@ START_TEST(matmul_bias_epilogue_is_one_library_call) {
     ck_assert_double_eq_tol(st.launch_us, 2 * p->target->launch_us, 1e-12);
 
     /* the generated kernel (what the emulator runs) keeps the epilogue in
-     * registers: one launch, no staging, 64 x 64 tiles of templates/matmul.cuh */
+     * registers: one launch, no staging, the plan's tiles */
     mcir_cost_options gen = {.generated_only = true};
     mcir_kernel_cost e;
     mcir_cost_kernel(k, p->target, &gen, &e);
     ck_assert_ptr_null(e.library);
     ck_assert_int_eq(e.launches, 1);
     ck_assert_int_eq(e.hbm_bytes, once);
-    int64_t loads = (128 * 256 * cdiv(192, 64) + 256 * 192 * cdiv(128, 64)) * 4;
+    int64_t loads = (128 * 256 * cdiv(192, bn) + 256 * 192 * cdiv(128, bm)) * 4;
     int64_t epilogue = 128 * 192 * (4 + 4);   /* bias load + store per element */
     ck_assert_int_eq(e.global_bytes, loads + epilogue);
     mcir_plan_free(p);

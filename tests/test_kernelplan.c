@@ -251,7 +251,10 @@ START_TEST(transpose_folds_into_matmul) {
     ck_assert_int_eq(x->strides[0], 1536);
     ck_assert_int_eq(x->strides[1], 1);
     ck_assert_int_eq(x->strides[2], 32);
-    ck_assert_int_eq(k->grid[2], 2);
+    /* one block per (batch, M tile, N tile) work item of the plan's tile */
+    int64_t bm = k->tiling.block_tile[0], bn = k->tiling.block_tile[1];
+    ck_assert_int_eq(k->grid[0], 2 * ((64 + bm - 1) / bm) * ((48 + bn - 1) / bn));
+    ck_assert_int_eq(k->block[0], 32 * k->tiling.warps);
     /* the fold is in the trace, applied */
     bool seen = false;
     for (int i = 0; i < mcir_trace_count(tr); i++) {
@@ -736,8 +739,9 @@ START_TEST(matmul_and_conv_tiles_fit) {
         ck_assert_int_eq(k0->tpl, MCIR_TEMPLATE_MATMUL);
         ck_assert_int_eq(k0->tiling.block_tile[0], 128);
         ck_assert_int_eq(k0->tiling.block_tile[1], 128);
-        ck_assert_int_eq(k0->grid[0], 32);
-        ck_assert_int_eq(k0->grid[1], 32);
+        ck_assert_int_eq(k0->grid[0], 32 * 32);   /* (M, N) work items, one block each */
+        ck_assert_int_eq(k0->grid[1], 1);
+        ck_assert_int_eq(k0->block[0], 32 * k0->tiling.warps);
         ck_assert_int_eq(k1->tpl, MCIR_TEMPLATE_CONV2D);
         ck_assert_int_eq(k1->n_internal, 1);
         for (int k = 0; k < 2; k++) {

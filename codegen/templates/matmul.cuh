@@ -1,72 +1,259 @@
-// ---- tiled matmul (the fallback when cuBLAS is absent, and the kernel
-// ---- that carries a fused epilogue): C[b] = A[b] . B[b], f32 accumulation.
+// ---- tiled GEMM (matmul, and conv2d as implicit GEMM): C[b] = A[b] . B[b],
+// ---- f32 accumulation; every size comes from the KernelPlan.
 //
-// Generated before this text: MM_M, MM_N, MM_K, MM_BATCH, and
-// a_at(b, m, k) / b_at(b, k, n) returning operand elements as f32 (folded
-// transposes, broadcast batch dims and fused prologues are inside them),
-// epilogue(i, acc) storing element i = (b * M + m) * N + n of the output.
-// A block computes a 64 x 64 tile with 256 threads, 4 x 4 outputs each,
-// through 16-deep slices of A and B in shared memory; out-of-range rows and
-// columns load as 0 and are never stored.
+// Generated before this text: the problem MM_M, MM_N, MM_K, MM_BATCH,
+// MM_TRANS_A / MM_TRANS_B (which index runs fastest in memory, for
+// coalesced loads); the plan's tile MM_BM x MM_BN x MM_BK, MM_WARPS,
+// MM_STAGES (shared-memory buffers of the K loop); MM_MMA (1: tensor
+// cores, f16 / bf16 operands, MM_BF16, warp grid MM_WM x MM_WN), and
+//   a_at(b, m, k) / b_at(b, k, n): operand elements as f32 (folded
+//     transposes, broadcast batch dims, fused prologues, im2col inside);
+//     called for in-range elements only;
+//   mm_store(b, m, n, acc): the fused epilogue storing output (b, m, n).
+// Out-of-range rows, columns and K are zero in shared memory and never
+// stored. A block walks the (batch, M tile, N tile) work items with a
+// grid stride; MM_STAGES >= 2 loads tile k + STAGES - 1 while tile k is
+// multiplied (one barrier per K step), MM_STAGES == 1 loads, then
+// multiplies (two barriers).
+//
+// MM_MMA: shared A is [BM][BK + 8] and B is [BN][BK + 8] halves (k
+// contiguous: the +8 keeps the eight rows of a fragment load on distinct
+// banks); warp (wm, wn) owns a (BM / WM) x (BN / WN) warp tile of
+// m16n8 accumulators fed by mma.sync.m16n8k16.row.col (A rows g / g+8,
+// k 2t / 2t+8; B k 2t / 2t+8, column g; C rows g / g+8, columns 2t, 2t+1).
+// FMA: shared A is [BK][BM + 4], B [BK][BN + 4] f32; a 16 x (threads/16)
+// thread grid, thread (tx, ty) owns rows ty + (threads/16) i and columns
+// tx + 16 j (conflict-free, broadcast reads).
 
-#define MM_BM 64
-#define MM_BN 64
-#define MM_BK 16
+#define MM_THREADS (MM_WARPS * 32)
+
+#if MM_MMA
+#define MM_LDS (MM_BK + 8)
+#define MM_WTM (MM_BM / MM_WM)
+#define MM_WTN (MM_BN / MM_WN)
+#define MM_MI (MM_WTM / 16)
+#define MM_NI (MM_WTN / 8)
+
+__device__ __forceinline__ void mm_mma(float* c, const u32* a, const u32* b) {
+#ifdef MC_EMULATE
+    emu_mma_m16n8k16(c, a, b, MM_BF16);
+#elif MM_BF16
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+__device__ __forceinline__ unsigned short mm_half(float v) {
+#if MM_BF16
+    return mc_f32_to_bf16(v);
+#else
+    return mc_f32_to_f16(v);
+#endif
+}
+
+// K slice [k0, k0 + BK) of the A rows [m0, m0 + BM) and B columns [n0, n0 + BN).
+__device__ __forceinline__ void mm_load_tile(unsigned short* As, unsigned short* Bs, i64 bb, i64 m0,
+                                             i64 n0, i64 k0, MC_PARAMS) {
+    for (int c = threadIdx.x; c < MM_BM * MM_BK; c += MM_THREADS) {
+#if MM_TRANS_A
+        const int mm = c % MM_BM, kk = c / MM_BM;
+#else
+        const int mm = c / MM_BK, kk = c % MM_BK;
+#endif
+        const i64 gm = m0 + mm, gk = k0 + kk;
+        MC_SST(As[mm * MM_LDS + kk],
+               (gm < MM_M && gk < MM_K) ? mm_half(a_at(bb, gm, gk, MC_ARGS)) : (unsigned short)0);
+    }
+    for (int c = threadIdx.x; c < MM_BN * MM_BK; c += MM_THREADS) {
+#if MM_TRANS_B
+        const int nn = c / MM_BK, kk = c % MM_BK;
+#else
+        const int nn = c % MM_BN, kk = c / MM_BN;
+#endif
+        const i64 gn = n0 + nn, gk = k0 + kk;
+        MC_SST(Bs[nn * MM_LDS + kk],
+               (gn < MM_N && gk < MM_K) ? mm_half(b_at(bb, gk, gn, MC_ARGS)) : (unsigned short)0);
+    }
+}
+
+__device__ __forceinline__ void mm_compute_tile(const unsigned short* As, const unsigned short* Bs,
+                                                float (*acc)[MM_NI][4], int wm, int wn, int g, int tq) {
+#pragma unroll
+    for (int kk = 0; kk < MM_BK / 16; kk++) {
+        u32 a[MM_MI][4], b[MM_NI][2];
+#pragma unroll
+        for (int i = 0; i < MM_MI; i++) {
+            const unsigned short* p = As + (wm * MM_WTM + i * 16 + g) * MM_LDS + kk * 16 + 2 * tq;
+            a[i][0] = MC_SLD(*(const u32*)p);
+            a[i][1] = MC_SLD(*(const u32*)(p + 8 * MM_LDS));
+            a[i][2] = MC_SLD(*(const u32*)(p + 8));
+            a[i][3] = MC_SLD(*(const u32*)(p + 8 * MM_LDS + 8));
+        }
+#pragma unroll
+        for (int j = 0; j < MM_NI; j++) {
+            const unsigned short* p = Bs + (wn * MM_WTN + j * 8 + g) * MM_LDS + kk * 16 + 2 * tq;
+            b[j][0] = MC_SLD(*(const u32*)p);
+            b[j][1] = MC_SLD(*(const u32*)(p + 8));
+        }
+#pragma unroll
+        for (int i = 0; i < MM_MI; i++)
+#pragma unroll
+            for (int j = 0; j < MM_NI; j++) mm_mma(acc[i][j], a[i], b[j]);
+    }
+}
 
 __device__ __forceinline__ void mc_matmul(MC_PARAMS) {
-    __shared__ float As[MM_BK][MM_BM + 4];
-    __shared__ float Bs[MM_BK][MM_BN + 4];
-    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    MC_DYNAMIC_SMEM(mc_smem);
+    unsigned short* As = (unsigned short*)mc_smem;                  // [STAGES][BM][LDS]
+    unsigned short* Bs = As + MM_STAGES * MM_BM * MM_LDS;           // [STAGES][BN][LDS]
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+    const int wm = warp / MM_WN, wn = warp % MM_WN;
     const i64 tiles_m = (MM_M + MM_BM - 1) / MM_BM, tiles_n = (MM_N + MM_BN - 1) / MM_BN;
+    const i64 nk = (MM_K + MM_BK - 1) / MM_BK;
     for (i64 t = blockIdx.x; t < (i64)MM_BATCH * tiles_m * tiles_n; t += gridDim.x) {
         const i64 bb = t / (tiles_m * tiles_n), r = t % (tiles_m * tiles_n);
         const i64 m0 = (r / tiles_n) * MM_BM, n0 = (r % tiles_n) * MM_BN;
-        float acc[4][4];
+        float acc[MM_MI][MM_NI][4];
 #pragma unroll
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < MM_MI; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
-        for (i64 k0 = 0; k0 < MM_K; k0 += MM_BK) {
-            __syncthreads();
-            for (int c = threadIdx.x; c < MM_BM * MM_BK; c += blockDim.x) {
-#if MM_TRANS_A
-                const int mm = c % MM_BM, kk = c / MM_BM;   // m fastest: A is stored [K, M]
-#else
-                const int mm = c / MM_BK, kk = c % MM_BK;   // k fastest: A is stored [M, K]
-#endif
-                const i64 gm = m0 + mm, gk = k0 + kk;
-                MC_SST(As[kk][mm], (gm < MM_M && gk < MM_K) ? a_at(bb, gm, gk, MC_ARGS) : 0.0f);
+            for (int j = 0; j < MM_NI; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+        __syncthreads();   // the previous work item is done with shared memory
+#if MM_STAGES > 1
+        for (int s = 0; s < MM_STAGES - 1; s++)
+            if (s < nk) mm_load_tile(As + s * MM_BM * MM_LDS, Bs + s * MM_BN * MM_LDS, bb, m0, n0, s * MM_BK, MC_ARGS);
+        for (i64 kt = 0; kt < nk; kt++) {
+            __syncthreads();   // tile kt is in shared memory; tile kt - 1 is consumed
+            const i64 nt = kt + MM_STAGES - 1;
+            if (nt < nk) {
+                const int s = (int)(nt % MM_STAGES);
+                mm_load_tile(As + s * MM_BM * MM_LDS, Bs + s * MM_BN * MM_LDS, bb, m0, n0, nt * MM_BK, MC_ARGS);
             }
-            for (int c = threadIdx.x; c < MM_BK * MM_BN; c += blockDim.x) {
-#if MM_TRANS_B
-                const int nn = c / MM_BK, kk = c % MM_BK;   // k fastest: B is stored [N, K]
-#else
-                const int nn = c % MM_BN, kk = c / MM_BN;   // n fastest: B is stored [K, N]
-#endif
-                const i64 gn = n0 + nn, gk = k0 + kk;
-                MC_SST(Bs[kk][nn], (gn < MM_N && gk < MM_K) ? b_at(bb, gk, gn, MC_ARGS) : 0.0f);
-            }
-            __syncthreads();
-#pragma unroll
-            for (int kk = 0; kk < MM_BK; kk++) {
-                float a[4], bv[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) a[i] = MC_SLD(As[kk][ty + 16 * i]);
-#pragma unroll
-                for (int j = 0; j < 4; j++) bv[j] = MC_SLD(Bs[kk][tx + 16 * j]);
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], bv[j], acc[i][j]);
-            }
+            const int s = (int)(kt % MM_STAGES);
+            mm_compute_tile(As + s * MM_BM * MM_LDS, Bs + s * MM_BN * MM_LDS, acc, wm, wn, g, tq);
         }
+#else
+        for (i64 kt = 0; kt < nk; kt++) {
+            if (kt) __syncthreads();
+            mm_load_tile(As, Bs, bb, m0, n0, kt * MM_BK, MC_ARGS);
+            __syncthreads();
+            mm_compute_tile(As, Bs, acc, wm, wn, g, tq);
+        }
+#endif
 #pragma unroll
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < MM_MI; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const i64 m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-                if (m < MM_M && n < MM_N) epilogue((bb * MM_M + m) * MM_N + n, acc[i][j], MC_ARGS);
+            for (int j = 0; j < MM_NI; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const i64 m = m0 + wm * MM_WTM + i * 16 + g + (e >= 2 ? 8 : 0);
+                    const i64 n = n0 + wn * MM_WTN + j * 8 + 2 * tq + (e & 1);
+                    if (m < MM_M && n < MM_N) mm_store(bb, m, n, acc[i][j][e], MC_ARGS);
+                }
+    }
+}
+
+#else   // FMA
+
+#define MM_TY (MM_THREADS / 16)
+#define MM_TM (MM_BM / MM_TY)
+#define MM_TN (MM_BN / 16)
+#define MM_LDA (MM_BM + 4)
+#define MM_LDB (MM_BN + 4)
+
+__device__ __forceinline__ void mm_load_tile(float* As, float* Bs, i64 bb, i64 m0, i64 n0, i64 k0,
+                                             MC_PARAMS) {
+    for (int c = threadIdx.x; c < MM_BM * MM_BK; c += MM_THREADS) {
+#if MM_TRANS_A
+        const int mm = c % MM_BM, kk = c / MM_BM;   // m fastest: A is stored [K, M]
+#else
+        const int mm = c / MM_BK, kk = c % MM_BK;   // k fastest: A is stored [M, K]
+#endif
+        const i64 gm = m0 + mm, gk = k0 + kk;
+        MC_SST(As[kk * MM_LDA + mm], (gm < MM_M && gk < MM_K) ? a_at(bb, gm, gk, MC_ARGS) : 0.0f);
+    }
+    for (int c = threadIdx.x; c < MM_BK * MM_BN; c += MM_THREADS) {
+#if MM_TRANS_B
+        const int nn = c / MM_BK, kk = c % MM_BK;   // k fastest: B is stored [N, K]
+#else
+        const int nn = c % MM_BN, kk = c / MM_BN;   // n fastest: B is stored [K, N]
+#endif
+        const i64 gn = n0 + nn, gk = k0 + kk;
+        MC_SST(Bs[kk * MM_LDB + nn], (gn < MM_N && gk < MM_K) ? b_at(bb, gk, gn, MC_ARGS) : 0.0f);
+    }
+}
+
+__device__ __forceinline__ void mm_compute_tile(const float* As, const float* Bs, float (*acc)[MM_TN],
+                                                int tx, int ty) {
+#pragma unroll
+    for (int kk = 0; kk < MM_BK; kk++) {
+        float a[MM_TM], bv[MM_TN];
+#pragma unroll
+        for (int i = 0; i < MM_TM; i++) a[i] = MC_SLD(As[kk * MM_LDA + ty + MM_TY * i]);
+#pragma unroll
+        for (int j = 0; j < MM_TN; j++) bv[j] = MC_SLD(Bs[kk * MM_LDB + tx + 16 * j]);
+#pragma unroll
+        for (int i = 0; i < MM_TM; i++)
+#pragma unroll
+            for (int j = 0; j < MM_TN; j++) acc[i][j] = fmaf(a[i], bv[j], acc[i][j]);
+    }
+}
+
+__device__ __forceinline__ void mc_matmul(MC_PARAMS) {
+    MC_DYNAMIC_SMEM(mc_smem);
+    float* As = (float*)mc_smem;                          // [STAGES][BK][BM + 4]
+    float* Bs = As + MM_STAGES * MM_BK * MM_LDA;          // [STAGES][BK][BN + 4]
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const i64 tiles_m = (MM_M + MM_BM - 1) / MM_BM, tiles_n = (MM_N + MM_BN - 1) / MM_BN;
+    const i64 nk = (MM_K + MM_BK - 1) / MM_BK;
+    for (i64 t = blockIdx.x; t < (i64)MM_BATCH * tiles_m * tiles_n; t += gridDim.x) {
+        const i64 bb = t / (tiles_m * tiles_n), r = t % (tiles_m * tiles_n);
+        const i64 m0 = (r / tiles_n) * MM_BM, n0 = (r % tiles_n) * MM_BN;
+        float acc[MM_TM][MM_TN];
+#pragma unroll
+        for (int i = 0; i < MM_TM; i++)
+#pragma unroll
+            for (int j = 0; j < MM_TN; j++) acc[i][j] = 0.0f;
+        __syncthreads();   // the previous work item is done with shared memory
+#if MM_STAGES > 1
+        for (int s = 0; s < MM_STAGES - 1; s++)
+            if (s < nk) mm_load_tile(As + s * MM_BK * MM_LDA, Bs + s * MM_BK * MM_LDB, bb, m0, n0, s * MM_BK, MC_ARGS);
+        for (i64 kt = 0; kt < nk; kt++) {
+            __syncthreads();   // tile kt is in shared memory; tile kt - 1 is consumed
+            const i64 nt = kt + MM_STAGES - 1;
+            if (nt < nk) {
+                const int s = (int)(nt % MM_STAGES);
+                mm_load_tile(As + s * MM_BK * MM_LDA, Bs + s * MM_BK * MM_LDB, bb, m0, n0, nt * MM_BK, MC_ARGS);
+            }
+            const int s = (int)(kt % MM_STAGES);
+            mm_compute_tile(As + s * MM_BK * MM_LDA, Bs + s * MM_BK * MM_LDB, acc, tx, ty);
+        }
+#else
+        for (i64 kt = 0; kt < nk; kt++) {
+            if (kt) __syncthreads();
+            mm_load_tile(As, Bs, bb, m0, n0, kt * MM_BK, MC_ARGS);
+            __syncthreads();
+            mm_compute_tile(As, Bs, acc, tx, ty);
+        }
+#endif
+#pragma unroll
+        for (int i = 0; i < MM_TM; i++)
+#pragma unroll
+            for (int j = 0; j < MM_TN; j++) {
+                const i64 m = m0 + ty + MM_TY * i, n = n0 + tx + 16 * j;
+                if (m < MM_M && n < MM_N) mm_store(bb, m, n, acc[i][j], MC_ARGS);
             }
     }
 }
-// ---- end of tiled matmul
+
+#endif
+// ---- end of tiled GEMM
