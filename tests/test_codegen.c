@@ -723,7 +723,7 @@ static bool audit_ok(const char *example, const mcir_kernel_plan *kp, const mcir
             ok = false;
         }
     }
-    mcir_dtype dt = kp->anchor ? kp->anchor->inputs[0]->dtype : MCIR_DTYPE_F32;
+    mcir_dtype dt = kp->anchor && kp->anchor->n_inputs ? kp->anchor->inputs[0]->dtype : MCIR_DTYPE_F32;
     if (kp->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && dt != MCIR_DTYPE_F32 && kp->audit.mma == 0 &&
         kp->audit.wgmma == 0) {
         fprintf(stderr, "%s: %s (%s attention) has no tensor-core instruction\n", example, kp->name,
