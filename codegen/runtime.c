@@ -134,10 +134,7 @@ static void *to_storage(const mcir_tensor *t, const float *v) {
     int64_t n = mcir_tensor_numel(t);
     void *out = malloc((size_t)mcir_tensor_bytes(t));
     MCIR_ASSERT(out != NULL);
-    if (t->dtype == MCIR_DTYPE_F32) memcpy(out, v, (size_t)n * 4);
-    else
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)out)[i] = t->dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v[i]) : mcir_f32_to_bf16(v[i]);
+    mcir_values_from_f32(t->dtype, v, out, n);
     return out;
 }
 
@@ -145,12 +142,7 @@ static float *from_storage(const mcir_tensor *t, const void *raw) {
     int64_t n = mcir_tensor_numel(t);
     float *v = malloc((size_t)n * sizeof(float));
     MCIR_ASSERT(v != NULL);
-    if (t->dtype == MCIR_DTYPE_F32) memcpy(v, raw, (size_t)n * 4);
-    else
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = ((const uint16_t *)raw)[i];
-            v[i] = t->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(h) : mcir_bf16_to_f32(h);
-        }
+    mcir_values_to_f32(t->dtype, raw, v, n);
     return v;
 }
 
