@@ -1055,6 +1055,39 @@ START_TEST(test_examples_emulated) {
 END_TEST
 #endif
 
+#ifdef MCIR_HAVE_PIPELINE
+/* The ONNX ops the importer writes out as other MCIR ops (docs/onnx.md):
+ * the imported graphs through the pipeline and the emulator, against the
+ * interpreter — interpolation and zero-insertion matmuls with a broadcast
+ * constant A, reversed slices and concats (Pad), masks and placement
+ * matmuls (ScatterND), the clamps and reductions of the others. */
+START_TEST(test_onnx_decompositions_emulated) {
+    static const char *const models[] = {
+        "resize_linear_half_pixel_scales", "resize_cubic_exclude_outside", "pad_reflect",
+        "pad_edge", "convtranspose_stride_pads", "convtranspose_group_dilation",
+        "scatternd_runtime_updates", "hardswish", "logsoftmax_axis1",
+        "batchnorm_runtime_params", "reducel2", "clip"};
+    int failed = 0;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char path[1400];
+        snprintf(path, sizeof path, "%s/tests/data/onnx/ops/%s/model.onnx", src_dir(), models[i]);
+        mcir_options o = mcir_options_default();
+        o.graph_path = path;
+        o.want_plan = true;
+        o.want_cuda = true;
+        mcir_compilation c;
+        mcir_diag d = mcir_diag_stderr();
+        int st = mcir_compile(&o, &c, &d);
+        if (st == 3) return;   /* built without ONNX import */
+        ck_assert_msg(st == 0, "pipeline failed on %s", models[i]);
+        if (!run_emulated(c.graph, c.plan, c.memory, models[i], false)) failed++;
+        mcir_compilation_free(&c);
+    }
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+#endif
+
 int main(void) {
     if (system("c++ --version > /dev/null 2>&1") != 0) {
         printf("skip: no C++ compiler for the kernel emulator\n");
@@ -1089,6 +1122,7 @@ int main(void) {
     tcase_set_timeout(te, 900);
     tcase_add_test(te, test_examples_emulated);
     tcase_add_test(te, test_gemm_tiles_emulated);
+    tcase_add_test(te, test_onnx_decompositions_emulated);
     suite_add_tcase(s, te);
 #endif
     SRunner *r = srunner_create(s);
