@@ -603,14 +603,25 @@ static const mcir_node *outsider_between(const mcir_graph *g, const mcir_node *c
     return bad;
 }
 
+/* The most ops one fused kernel takes: the legality checks below see every
+ * member up to this, and codegen emits a member's value function per op
+ * (recursively, one stack frame each). A longer chain becomes several
+ * kernels of at most this many ops. */
+#define MCIR_MAX_GROUP_OPS 256
+
 /* Merging the groups of these nodes must leave at most one non-elementwise
  * op per kernel, that op must be able to take an epilogue, index remaps
  * (slice, concat) only in a kernel without one, and nothing outside the
  * group may sit between its members. */
 static bool check_groupable(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
                             size_t n) {
-    const mcir_node *members[256];
-    int n_members = group_members(c, p, members, 256);
+    const mcir_node *members[MCIR_MAX_GROUP_OPS + 1];
+    int n_members = group_members(c, p, members, MCIR_MAX_GROUP_OPS + 1);
+    if (n_members > MCIR_MAX_GROUP_OPS) {
+        say(d, n, "would make one kernel of more than %d ops (the limit of a fused kernel)",
+            MCIR_MAX_GROUP_OPS);
+        return false;
+    }
     const mcir_node *head = NULL, *remap = NULL;
     for (int i = 0; i < n_members; i++) {
         const mcir_node *nd = members[i];
@@ -655,8 +666,13 @@ static bool check_groupable(const mcir_check_ctx *c, const mcir_param_value *p, 
  * broadcasts and index remaps are free to fuse. */
 static bool check_pointwise_group(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
                                   size_t n) {
-    const mcir_node *members[256];
-    int n_members = group_members(c, p, members, 256), remaps = 0;
+    const mcir_node *members[MCIR_MAX_GROUP_OPS + 1];
+    int n_members = group_members(c, p, members, MCIR_MAX_GROUP_OPS + 1), remaps = 0;
+    if (n_members > MCIR_MAX_GROUP_OPS) {
+        say(d, n, "would make one kernel of more than %d ops (the limit of a fused kernel)",
+            MCIR_MAX_GROUP_OPS);
+        return false;
+    }
     for (int i = 0; i < n_members; i++) {
         const mcir_node *nd = members[i];
         if (remaps_index(nd->op)) {
