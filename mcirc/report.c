@@ -170,9 +170,20 @@ static void write_dot(const mcir_graph *g, const mcir_plan *plan, FILE *out) {
     free(kernel_of);
 }
 
+#define MAX_DRAWN_NODES 2000
+
 /* Runs dot on graph g; returns the SVG element (malloc'd) or NULL with a
  * reason in why. */
 static char *draw(const mcir_graph *g, const mcir_plan *plan, char *why, size_t why_size) {
+    /* dot's layout grows much faster than linearly: 8 000 nodes take about
+     * a minute, 50 000 several; a drawing that large is unreadable anyway */
+    int live = 0;
+    for (int i = 0; i < g->n_nodes; i++) live += !g->nodes[i]->dead;
+    if (live > MAX_DRAWN_NODES) {
+        snprintf(why, why_size, "the graph has %d nodes, more than the %d drawn (Graphviz's "
+                 "layout would take minutes); the drawings are left out", live, MAX_DRAWN_NODES);
+        return NULL;
+    }
     char dot_path[] = "/tmp/mcir-report-XXXXXX";
     int fd = mkstemp(dot_path);
     if (fd < 0) {
