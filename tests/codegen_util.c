@@ -3,7 +3,11 @@
 
 #include "kernelplan/plan-impl.h"
 
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 mcir_graph *cgt_graph(const char *json) {
@@ -218,3 +222,48 @@ void cgt_temp_cache(char *dir, size_t n) {
     snprintf(dir, n, "%s", d);
     setenv("MCIR_CACHE_DIR", dir, 1);
 }
+
+void *cgt_emu_compile(const char *work_dir, const char *src_dir, const char *name,
+                      const char *source, const char *launcher, bool *compiled) {
+    char cpp[600], so[600], cmd[2400];
+    if (compiled) *compiled = false;
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = source; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (const char *c = launcher; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    snprintf(cpp, sizeof cpp, "%s/%s_%016llx.cpp", work_dir, name, (unsigned long long)h);
+    snprintf(so, sizeof so, "%s/%s_%016llx.so", work_dir, name, (unsigned long long)h);
+    if (access(so, R_OK) == 0) {
+        void *again = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+        if (again) return again;
+    }
+    FILE *f = fopen(cpp, "w");
+    if (!f) {
+        fprintf(stderr, "cannot write %s\n", cpp);
+        return NULL;
+    }
+    fprintf(f, "#include \"cuda_emu.h\"\n%s\nextern \"C\" void emu_kernel(void **a) {\n    (void)a;\n    %s\n}\n",
+            source, launcher);
+    fclose(f);
+    /* -fno-gnu-unique: each kernel's __shared__ statics stay in its own
+     * object (its emu_smem section), not bound process-wide.
+     * In the sanitizer build the kernels are instrumented too: an access
+     * the emulator's checks miss (a kernel-local array) is reported */
+#if defined(__SANITIZE_ADDRESS__)
+    const char *san = "-fsanitize=address -fno-omit-frame-pointer";
+#else
+    const char *san = "";
+#endif
+    snprintf(cmd, sizeof cmd,
+             "c++ -std=c++17 -O1 -w -Wno-psabi -shared -fPIC -fno-gnu-unique %s -I%s/tests -o %s %s",
+             san, src_dir, so, cpp);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "emulated compile failed: %s\n", cmd);
+        return NULL;
+    }
+    if (compiled) *compiled = true;
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) fprintf(stderr, "dlopen: %s\n", dlerror());
+    return lib;
+}
+
+size_t cgt_arena_round(int64_t bytes) { return (size_t)((bytes + 255) / 256 * 256); }

@@ -24,4 +24,17 @@ mcir_plan *cgt_plan_naive(mcir_graph *g, const char *arch);
 /* Makes a fresh temporary cache directory and points MCIR_CACHE_DIR at it. */
 void cgt_temp_cache(char *dir, size_t n);
 
+/* The CPU emulator (tests/cuda_emu.h) for a generated kernel: compiles
+ * source plus its launcher (the body of `extern "C" void emu_kernel(void **a)`)
+ * as C++ into a shared object under work_dir, with src_dir/tests on the
+ * include path, and returns the dlopen handle (NULL, with the reason on
+ * stderr, on failure). One object per distinct source and launcher: a
+ * repeat dlopens the one built before (*compiled, when given, says whether
+ * this call ran the compiler). In the sanitizer build the kernels are
+ * instrumented too. */
+void *cgt_emu_compile(const char *work_dir, const char *src_dir, const char *name,
+                      const char *source, const char *launcher, bool *compiled);
+/* Bytes a buffer takes in an emulated arena (the runtime's 256-byte alignment). */
+size_t cgt_arena_round(int64_t bytes);
+
 #endif

@@ -148,40 +148,13 @@ END_TEST
 
 /* ------------------------------------------------------------ emulated */
 
-static void *compile_source(const char *name, const char *source, const char *launcher) {
-    char cpp[600], so[600], cmd[2400];
-    snprintf(cpp, sizeof cpp, "%s/%s.cpp", work_dir, name);
-    snprintf(so, sizeof so, "%s/%s.so", work_dir, name);
-    FILE *f = fopen(cpp, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "#include \"cuda_emu.h\"\n%s\nextern \"C\" void emu_kernel(void **a) {\n    (void)a;\n    %s\n}\n",
-            source, launcher);
-    fclose(f);
-#if defined(__SANITIZE_ADDRESS__)
-    const char *san = "-fsanitize=address -fno-omit-frame-pointer";
-#else
-    const char *san = "";
-#endif
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -Wno-psabi -shared -fPIC -fno-gnu-unique %s -I%s/tests -o %s %s",
-             san, src_dir(), so, cpp);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "emulated compile failed: %s\n", cmd);
-        return NULL;
-    }
-    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) fprintf(stderr, "dlopen: %s\n", dlerror());
-    return lib;
-}
 
 static void to_storage(const mcir_tensor *t, const float *v, void *out) {
-    int64_t n = mcir_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++)
-        ((uint16_t *)out)[i] = t->dtype == MCIR_DTYPE_F16 ? mcir_f32_to_f16(v[i]) : mcir_f32_to_bf16(v[i]);
+    mcir_values_from_f32(t->dtype, v, out, mcir_tensor_numel(t));
 }
 
 static float from_storage(const mcir_tensor *t, const void *raw, int64_t i) {
-    return t->dtype == MCIR_DTYPE_F16 ? mcir_f16_to_f32(((const uint16_t *)raw)[i])
-                                      : mcir_bf16_to_f32(((const uint16_t *)raw)[i]);
+    return (float)mcir_value_get(t->dtype, raw, i);
 }
 
 /* Runs the plan's attention kernel on the emulator, every block, its
@@ -254,7 +227,7 @@ static bool run_emulated(const shape *sh) {
     int64_t grid[3], smem;
     int block[3];
     mcir_codegen_kernel_launch(cg, 0, grid, block, &smem);
-    void *h = compile_source(kp->name, mcir_codegen_kernel_source(cg, 0), call);
+    void *h = cgt_emu_compile(work_dir, src_dir(), kp->name, mcir_codegen_kernel_source(cg, 0), call, NULL);
     ck_assert_ptr_nonnull(h);
     emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
     void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");

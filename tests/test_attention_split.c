@@ -5,8 +5,8 @@
  * kernel and its merge kernel compile with NVRTC for sm_80 and sm_90; and,
  * executed on the CPU emulator (tests/cuda_emu.h) with the partials in a
  * scratch buffer, they match the reference interpreter (f16 tolerance 2e-2
- * relative, f32 1e-3, as test_codegen_emu). compile_source and the arena
- * layout are a trimmed copy of test_codegen_emu.c's (static there).
+ * relative, f32 1e-3, as test_codegen_emu); the emulator's compile and
+ * arena rounding are codegen_util's.
  */
 #include <check.h>
 #include <dlfcn.h>
@@ -150,32 +150,6 @@ END_TEST
 
 /* ------------------------------------------------------------ emulated */
 
-static void *compile_source(const char *name, const char *source, const char *launcher) {
-    char cpp[600], so[600], cmd[2400];
-    snprintf(cpp, sizeof cpp, "%s/%s.cpp", work_dir, name);
-    snprintf(so, sizeof so, "%s/%s.so", work_dir, name);
-    FILE *f = fopen(cpp, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "#include \"cuda_emu.h\"\n%s\nextern \"C\" void emu_kernel(void **a) {\n    (void)a;\n    %s\n}\n",
-            source, launcher);
-    fclose(f);
-#if defined(__SANITIZE_ADDRESS__)
-    const char *san = "-fsanitize=address -fno-omit-frame-pointer";
-#else
-    const char *san = "";
-#endif
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -fno-gnu-unique %s -I%s/tests -o %s %s",
-             san, src_dir(), so, cpp);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "emulated compile failed: %s\n", cmd);
-        return NULL;
-    }
-    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) fprintf(stderr, "dlopen: %s\n", dlerror());
-    return lib;
-}
-
-static size_t arena_round(int64_t bytes) { return (size_t)((bytes + 255) / 256 * 256); }
 
 static void to_storage(const mcir_tensor *t, const float *v, void *out) {
     mcir_values_from_f32(t->dtype, v, out, mcir_tensor_numel(t));
@@ -222,7 +196,7 @@ static bool run_split_emulated(const shape *sh) {
         ts[i] = i < nr ? kp->reads[i] : i < nr + nw ? kp->writes[i - nr] : NULL;
         int64_t bytes = ts[i] ? mcir_tensor_bytes(ts[i]) : kp->scratch_bytes;
         at[i] = total;
-        total += arena_round(bytes);
+        total += cgt_arena_round(bytes);
         bufs[i] = (emu_buffer){.name = ts[i] ? ts[i]->name : "scratch", .bytes = (size_t)bytes};
     }
     unsigned char *arena = aligned_alloc(256, total);
@@ -253,7 +227,7 @@ static bool run_split_emulated(const shape *sh) {
     for (int m = 0; m < 2 && ok; m++) {
         char name[300];
         snprintf(name, sizeof name, "%s%s", kp->name, m ? "_merge" : "");
-        void *h = compile_source(name, mcir_codegen_kernel_source(cg, 0), call[m]);
+        void *h = cgt_emu_compile(work_dir, src_dir(), name, mcir_codegen_kernel_source(cg, 0), call[m], NULL);
         ck_assert_ptr_nonnull(h);
         emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
         void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");

@@ -41,45 +41,6 @@ static const char *ctype(mcir_dtype t) {
     }
 }
 
-/* Compiles a CUDA source and its launcher (the body of
- * `extern "C" void emu_kernel(void **a)`) into a shared object; returns the
- * dlopen handle. One shared object per distinct source: kernels shared by
- * several runs are compiled once. */
-static void *compile_source(const char *name, const char *source, const char *launcher) {
-    char cpp[600], so[600], cmd[2400];
-    uint64_t h = 1469598103934665603ull;
-    for (const char *c = source; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    for (const char *c = launcher; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    snprintf(cpp, sizeof cpp, "%s/%s_%016llx.cpp", work_dir, name, (unsigned long long)h);
-    snprintf(so, sizeof so, "%s/%s_%016llx.so", work_dir, name, (unsigned long long)h);
-    if (access(so, R_OK) == 0) {
-        void *again = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-        if (again) return again;
-    }
-    FILE *f = fopen(cpp, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "#include \"cuda_emu.h\"\n%s\nextern \"C\" void emu_kernel(void **a) {\n    (void)a;\n    %s\n}\n",
-            source, launcher);
-    fclose(f);
-    /* -fno-gnu-unique: each kernel's __shared__ statics stay in its own
-     * object (its emu_smem section), not bound process-wide.
-     * In the sanitizer build the kernels are instrumented too: an access
-     * the emulator's checks miss (a kernel-local array) is reported */
-#if defined(__SANITIZE_ADDRESS__)
-    const char *san = "-fsanitize=address -fno-omit-frame-pointer";
-#else
-    const char *san = "";
-#endif
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -fno-gnu-unique %s -I%s/tests -o %s %s", san, src_dir(), so, cpp);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "emulated compile failed: %s\n", cmd);
-        return NULL;
-    }
-    compiled_count++;
-    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) fprintf(stderr, "dlopen: %s\n", dlerror());
-    return lib;
-}
 
 /* A generated kernel: name is the plan's kernel (or its epilogue's); with
  * acc, the launcher passes one more pointer, the staged product. */
@@ -98,11 +59,11 @@ static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, cons
     for (int m = 0; m < n_maps; m++)   /* sm_90a attention: its TMA tensor maps, by value */
         n += snprintf(call + n, sizeof call - (size_t)n, ", *(const CUtensorMap*)a[%d]", kp->n_reads + kp->n_writes + m);
     snprintf(call + n, sizeof call - (size_t)n, ");");
-    return compile_source(name, source, call);
+    bool fresh;
+    void *h = cgt_emu_compile(work_dir, src_dir(), name, source, call, &fresh);
+    compiled_count += fresh;
+    return h;
 }
-
-/* Bytes each buffer takes in the emulated arena (the runtime's alignment). */
-static size_t arena_round(int64_t bytes) { return (size_t)((bytes + 255) / 256 * 256); }
 
 static void *to_storage(const mcir_tensor *t, const float *v, void *out) {
     mcir_values_from_f32(t->dtype, v, out, mcir_tensor_numel(t));
@@ -262,7 +223,7 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
     ck_assert_int_le(npools, 16);
     for (int pl = 0; pl < npools; pl++) {
         pool_at[pl] = arena_bytes;
-        arena_bytes += arena_round(mp->pool_bytes[pl]);
+        arena_bytes += cgt_arena_round(mp->pool_bytes[pl]);
     }
     for (int t = 0; t < g->n_tensors; t++) {
         const mcir_tensor *x = g->tensors[t];
@@ -278,7 +239,7 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
             place[t] = (int64_t)pool_at[pool] + at;
         } else {
             place[t] = (int64_t)arena_bytes;
-            arena_bytes += arena_round(mcir_tensor_bytes(x));
+            arena_bytes += cgt_arena_round(mcir_tensor_bytes(x));
         }
     }
     unsigned char *arena = aligned_alloc(256, arena_bytes ? arena_bytes : 256);
@@ -438,7 +399,7 @@ static broken_run run_broken(const char *name, const char *source, unsigned grid
                           {"z", (unsigned char *)(arena + BX + BY), BZ * 4, z_init}};
     char call[256];
     snprintf(call, sizeof call, "%s((const float*)a[0], (float*)a[1]);", name);
-    void *h = compile_source(name, source, call);
+    void *h = cgt_emu_compile(work_dir, src_dir(), name, source, call, NULL);
     ck_assert_ptr_nonnull(h);
     emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
     void (*body)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
@@ -571,7 +532,7 @@ START_TEST(test_detector_in_place_race) {
                       "    float v = MC_GLD(a, t);\n"
                       "    MC_GST(b, (t + 1) % 256, v * 2.0f);\n"
                       "}\n";
-    void *h = compile_source("k_in_place", src, "k_in_place((const float*)a[0], (float*)a[1]);");
+    void *h = cgt_emu_compile(work_dir, src_dir(), "k_in_place", src, "k_in_place((const float*)a[0], (float*)a[1]);", NULL);
     ck_assert_ptr_nonnull(h);
     emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
     void (*body)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");

@@ -292,30 +292,6 @@ END_TEST
 
 /* ------------------------------------------------------------ emulated */
 
-static void *compile_source(const char *name, const char *source, const char *launcher) {
-    char cpp[600], so[600], cmd[2400];
-    snprintf(cpp, sizeof cpp, "%s/%s.cpp", work_dir, name);
-    snprintf(so, sizeof so, "%s/%s.so", work_dir, name);
-    FILE *f = fopen(cpp, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "#include \"cuda_emu.h\"\n%s\nextern \"C\" void emu_kernel(void **a) {\n    (void)a;\n    %s\n}\n",
-            source, launcher);
-    fclose(f);
-#if defined(__SANITIZE_ADDRESS__)
-    const char *san = "-fsanitize=address -fno-omit-frame-pointer";
-#else
-    const char *san = "";
-#endif
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -fno-gnu-unique %s -I%s/tests -o %s %s",
-             san, src_dir(), so, cpp);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "emulated compile failed: %s\n", cmd);
-        return NULL;
-    }
-    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) fprintf(stderr, "dlopen: %s\n", dlerror());
-    return lib;
-}
 
 static const char *ctype(mcir_dtype t) { return t == MCIR_DTYPE_F32 ? "float" : "unsigned short"; }
 
@@ -358,7 +334,7 @@ static double run_emulated(mcir_graph *g, mcir_plan *p, const char *tag) {
                       i < nr ? "const " : "", ctype(t->dtype), i);
     }
     snprintf(call + n, sizeof call - (size_t)n, ");");
-    void *h = compile_source(tag, mcir_codegen_kernel_source(cg, 0), call);
+    void *h = cgt_emu_compile(work_dir, src_dir(), tag, mcir_codegen_kernel_source(cg, 0), call, NULL);
     ck_assert_ptr_nonnull(h);
     emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
     void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
