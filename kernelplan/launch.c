@@ -96,24 +96,44 @@ void mcir_attention_problem_dims(int64_t d, int64_t dv, mcir_dtype dtype, mcir_a
     g->mma = is_half(dtype) && d % 8 == 0 && dv % 8 == 0;
 }
 
-/* Registers per thread, fitted to ptxas -v (CUDA 12, sm_80 / sm_90;
- * docs/kernelplan.md "Launch model" lists the misses). mma: the O
+/* ptxas 13.0 -v registers of the tensor-core template (sm_80 and sm_90
+ * agree within 10 %) by query tile, K/V tile and padded head dim: ptxas
+ * settles at 128 for many of them whatever the accumulators need, so the
+ * measured figure is the estimate; other variants take the formula. */
+static const struct {
+    int bm, bn, dvp, regs;
+} attention_mma_calibrated[] = {
+    {64, 64, 16, 90},    {64, 64, 32, 76},    {64, 64, 64, 96},    {64, 64, 80, 96},
+    {64, 64, 96, 128},   {64, 64, 128, 128},  {64, 64, 256, 243},  {128, 64, 16, 106},
+    {128, 64, 32, 97},   {128, 64, 64, 127},  {128, 64, 80, 128},  {128, 64, 96, 128},
+    {128, 64, 128, 164}, {128, 128, 16, 127}, {128, 128, 32, 151}, {128, 128, 64, 128},
+};
+
+/* The FMA template by rows per warp (1, 2, 4, 8; others round up) and
+ * 32-column groups of the output per lane (1..4; more keep P V rolled):
+ * ptxas unrolls the 32-key loop of P V from 2 rows per warp on. */
+static const int attention_fma_calibrated[4][4] = {
+    {33, 34, 35, 36}, {54, 80, 106, 132}, {59, 100, 127, 143}, {79, 128, 168, 250}};
+
+/* Registers per thread, fitted to ptxas 13.0 -v on sm_80 / sm_90
+ * (docs/kernelplan.md "Registers"). mma outside the table: the O
  * accumulators (dvp/2 floats per thread), the S fragments (bn/2), twice
  * that for head dims >= 128 where ptxas keeps P packed beside S, and 40
- * for addresses and row state. FMA: ptxas unrolls the 32-key loop of P V
- * when a warp owns 2 or more rows and keeps ~33 values per 32 output
- * columns (43 from 4 rows on); one row, or head dims > 128, stay rolled. */
+ * for addresses and row state, at least 66. FMA: the table above; head
+ * dims > 128 keep 32 + 8 per row of the warp. */
 static int attention_registers(const mcir_attention_layout *l, const mcir_attention_problem *g) {
-    int64_t r;
     if (g->mma) {
-        r = 40 + l->dvp / 2 + l->bn / 2 + (l->dvp >= 128 ? l->bn / 2 : 0);
-    } else {
-        int64_t dvl = ceil_div(g->dv, 32), rpw = l->rows_per_warp;
-        if (rpw == 1) r = 32 + dvl;
-        else if (dvl > 4) r = 32 + 8 * rpw;
-        else r = 30 + dvl * (rpw >= 4 ? 43 : 33);
+        for (size_t i = 0; i < sizeof attention_mma_calibrated / sizeof *attention_mma_calibrated; i++)
+            if (attention_mma_calibrated[i].bm == l->bm && attention_mma_calibrated[i].bn == l->bn &&
+                attention_mma_calibrated[i].dvp == l->dvp)
+                return attention_mma_calibrated[i].regs;
+        int64_t r = 40 + l->dvp / 2 + l->bn / 2 + (l->dvp >= 128 ? l->bn / 2 : 0);
+        return (int)(r < 66 ? 66 : r);
     }
-    return (int)r;
+    int64_t dvl = ceil_div(g->dv, 32), rpw = l->rows_per_warp;
+    if (dvl > 4) return (int)(32 + 8 * rpw);
+    int row = rpw <= 1 ? 0 : rpw <= 2 ? 1 : rpw <= 4 ? 2 : 3;
+    return attention_fma_calibrated[row][dvl < 1 ? 0 : dvl - 1];
 }
 
 bool mcir_attention_layout_of(const mcir_target *t, const mcir_attention_problem *g, int64_t bm,
@@ -278,8 +298,10 @@ bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *g) {
             if (!mcir_norm_axis(axes[i], X->rank, &a)) return false;
             red[a] = true;
         }
-        for (int i = 0; i < X->rank; i++)
+        for (int i = 0; i < X->rank; i++) {
             if (red[i]) g->width *= X->shape[i];
+            else if (i > 0 && red[i - 1] && X->shape[i] > 1) g->strided = true;
+        }
     } else if (k->tpl == MCIR_TEMPLATE_POOL && n->op == MCIR_OP_GLOBAL_AVG_POOL) {
         if (X->rank != 4) return false;
         g->kind = MCIR_ROWS_GLOBAL_POOL;
@@ -292,14 +314,19 @@ bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *g) {
     return true;
 }
 
-/* Registers per thread (calibrated against ptxas -v): a warp-per-row norm
- * keeps ceil(W / (32 V)) * V row values per lane; the other row kernels
- * keep a running value or statistics only. */
+/* Registers per thread (calibrated against ptxas 13.0 -v, sm_80 / sm_90,
+ * docs/kernelplan.md): a warp-per-row norm keeps P = ceil(W / (32 V)) * V
+ * row values per lane: 17 + 3P up to 4 (tiny rows: the fixed part
+ * dominates; 18..32 measured), 29 + 5(P - 4)/4 beyond (54 for 768 f32,
+ * 64 for 1024); a block per row 40. Reductions and the global pool keep a
+ * running value: 15 (13..17), 23 when a kept axis follows a reduced one
+ * (22..24: the row is strided). */
 static int rows_registers(const mcir_rows_problem *g, const mcir_rows_layout *l) {
-    if (g->kind != MCIR_ROWS_NORM) return 20;
+    if (g->kind != MCIR_ROWS_NORM) return g->strided ? 23 : 15;
     if (l->warp_row) {
         int64_t per_lane = ceil_div(g->width, 32 * (int64_t)l->vector_width) * l->vector_width;
-        return (int)(per_lane + 30);
+        if (per_lane <= 4) return (int)(17 + 3 * per_lane);
+        return (int)(29 + 5 * (per_lane - 4) / 4);
     }
     return 40;
 }
@@ -407,10 +434,37 @@ bool mcir_kernel_is_last2_transpose(const mcir_kernel_plan *kp) {
     return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
 }
 
+/* Registers per thread of the flat kernels, fitted to ptxas 13.0 -v on
+ * sm_80 / sm_90 (docs/kernelplan.md "Registers"): the 64-bit index
+ * decomposition and the chain's values. One item: ptxas folds the loop
+ * away (8..12). Windowed pools: a 1x1 window 24..26; an average over a
+ * padded window 40..48; otherwise 39..40 on sm_80, 30..31 on sm_90. The
+ * transpose tile 28..30; a gather 22; a copy of one tensor 24..26; a
+ * chain of 10 or more ops 28..32; other pointwise kernels 22..30. */
+static int flat_registers(const mcir_target *t, const mcir_kernel_plan *k, const mcir_flat_layout *l) {
+    if (l->items <= 1) return 10;
+    if (l->kind == MCIR_FLAT_POOL) {
+        const int64_t *win, *pads;
+        int nw = mcir_node_ints(k->anchor, "kernel", &win);
+        int np = mcir_node_ints(k->anchor, "pads", &pads);
+        int64_t area = 1;
+        bool padded = false;
+        for (int i = 0; i < nw; i++) area *= win[i];
+        for (int i = 0; i < np; i++) padded |= pads[i] > 0;
+        if (area == 1) return 25;
+        if (k->anchor->op == MCIR_OP_AVG_POOL2D && padded) return 44;
+        return t->sm >= 90 ? 30 : 40;
+    }
+    if (l->kind == MCIR_FLAT_TRANSPOSE) return 29;
+    if (k->n_nodes == 1 && k->anchor && k->anchor->op == MCIR_OP_GATHER) return 22;
+    if (k->tpl == MCIR_TEMPLATE_COPY) return 25;
+    return k->n_nodes >= 10 ? 30 : 27;
+}
+
 bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_flat_layout *l) {
     memset(l, 0, sizeof *l);
     l->threads = 256;
-    l->registers = 32;
+    l->registers = 27;
     if (k->tpl == MCIR_TEMPLATE_POOL) {
         const mcir_node *n = k->anchor;
         if (!n || n->op == MCIR_OP_GLOBAL_AVG_POOL) return false;
@@ -432,6 +486,7 @@ bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_f
     } else {
         return false;
     }
+    l->registers = flat_registers(t, k, l);
     int64_t grid = ceil_div(l->items, l->per_block);
     l->grid = grid < 1 ? 1 : min64(grid, MCIR_LAUNCH_MAX_GRID);
     l->blocks_per_sm = mcir_launch_occupancy(t, l->threads, l->registers, l->smem_static_bytes,

@@ -101,6 +101,7 @@ typedef struct mcir_rows_problem {
     int64_t rows, width;         /* rows, elements per row */
     int64_t inner;               /* stride between row elements (softmax over a non-last axis) */
     bool direct_read;            /* NORM: X is a kernel read (not computed by a prologue) */
+    bool strided;                /* REDUCE: the reduced axes are not the trailing ones */
     mcir_dtype dtype;
 } mcir_rows_problem;
 

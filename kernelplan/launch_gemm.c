@@ -96,16 +96,37 @@ static int occupancy(const mcir_target *t, int threads, int regs, int64_t smem, 
     return b;
 }
 
-/* Registers per thread the template needs: accumulators, one K step's
- * fragments, and addressing, loop and epilogue state (calibrated against
- * ptxas -v on sm_80 / sm_90, docs/kernelplan.md). */
+static bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+/* Registers per thread the template needs, fitted to ptxas 13.0 -v on
+ * sm_80 / sm_90 over the examples' and golden graphs' GEMMs
+ * (docs/kernelplan.md "Registers"). mma: the accumulators, ~2 K steps of
+ * fragments, and addressing, loop and epilogue state. FMA: ptxas sees the
+ * problem's sizes as constants, so it drops the outputs a one-tile
+ * dimension never reaches (N = 4 keeps one of tn columns); the rest is
+ * a least-squares fit on those live outputs: 41 + live outputs + live
+ * rows + 6 per live column, + 6 per tile count that is not a power of two
+ * (the 64-bit division of the tile index stays a division), - 5 when K is
+ * not a multiple of BLOCK_K (ptxas no longer unrolls the load loops), + 4
+ * for a single tile; the implicit-GEMM conv + 2 (its im2col math varies
+ * with the kernel window, which the problem does not carry). */
 static int estimate_registers(const mcir_gemm_layout *l, const mcir_gemm_problem *g) {
     if (g->mma) {
         int acc = l->tm * l->tn * 4, frags = l->tm * 4 + l->tn * 2;
-        return acc + frags + (frags < 16 ? frags : 16) + 27;   /* ~2 K steps of fragments in flight */
+        return acc + frags + (frags < 16 ? frags : 16) + 27;
     }
-    /* the FMA conv keeps its im2col index math live across the K loop */
-    return l->tm * l->tn + l->tm + l->tn + 38 + (g->implicit ? 8 : 0);
+    int64_t tiles_m = (g->m + l->bm - 1) / l->bm, tiles_n = (g->n + l->bn - 1) / l->bn;
+    int64_t ty = l->threads / 16;
+    int tm = l->tm, tn = l->tn;
+    if (tiles_m == 1)
+        for (tm = 0; tm < l->tm && ty * tm < g->m; tm++) {}
+    if (tiles_n == 1)
+        for (tn = 0; tn < l->tn && 16 * tn < g->n; tn++) {}
+    int r = 41 + tm * tn + tm + 6 * tn;
+    r += 6 * (!is_pow2(tiles_n) + !is_pow2(tiles_m * tiles_n));
+    if (g->k % l->bk) r -= 5;
+    if (g->batch * tiles_m * tiles_n == 1) r += 4;
+    return r + (g->implicit ? 2 : 0);
 }
 
 bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const mcir_tiling *ti,

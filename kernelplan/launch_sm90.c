@@ -110,7 +110,13 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
     ti->vector_width = 64;   /* TMA boxes of 64 columns */
     ti->working_set_bytes = l.smem_bytes;
     ti->blocks_per_sm = 1;
-    ti->registers_estimate = l.consumer_regs;
+    /* the kernel's register count (what occupancy sees; setmaxnreg moves
+     * registers between the warp groups at run time): ptxas fills the
+     * 65536 / threads cap (168 for 384 threads) with two consumer groups,
+     * ~80 + 3d/8 with one (ptxas 13.0: 104..110 d=64, 140 d=128, 178 d=256) */
+    int cap = (65536 / l.threads) / 8 * 8;
+    int regs = l.consumers > 1 ? cap : 80 + (int)(3 * l.d / 8);
+    ti->registers_estimate = regs < cap ? regs : cap;
     ti->reason = mcir_arena_printf(
         a,
         "sm_90a path (TMA + mbarriers + wgmma, warp specialised), d=%lld: BLOCK_M=%lld (%d consumer warp "
