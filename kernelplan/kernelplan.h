@@ -246,6 +246,7 @@ typedef struct mcir_gemm_problem {
     mcir_dtype dtype;            /* operand A's */
     bool mma;                    /* f16/bf16 operands of one dtype: mma.sync m16n8k16, f32 accumulate */
     bool implicit;               /* conv2d: A gathered from the image (im2col index math) */
+    int epilogue_ops;            /* nodes fused after the GEMM (bias, activation, residual) */
 } mcir_gemm_problem;
 
 typedef struct mcir_gemm_layout {

@@ -67,6 +67,7 @@ bool mcir_gemm_problem_of(const mcir_kernel_plan *k, mcir_gemm_problem *g) {
         return false;
     }
     if (g->batch < 1) g->batch = 1;
+    g->epilogue_ops = k->n_nodes > 1 ? k->n_nodes - 1 : 0;
     return true;
 }
 
@@ -100,8 +101,10 @@ static bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
 /* Registers per thread the template needs, fitted to ptxas 13.0 -v on
  * sm_80 / sm_90 over the examples' and golden graphs' GEMMs
- * (docs/kernelplan.md "Registers"). mma: the accumulators, ~2 K steps of
- * fragments, and addressing, loop and epilogue state. FMA: ptxas sees the
+ * (docs/kernelplan.md "Registers"). mma (a least-squares fit, the f16
+ * matmuls of the examples and of 10 shapes): 28 + 7/4 per accumulator,
+ * + 5 per tile count that is not a power of two, + 4 when K is not a
+ * multiple of BLOCK_K, + 14 with a fused epilogue, + 5 on sm_90. FMA: ptxas sees the
  * problem's sizes as constants, so it drops the outputs a one-tile
  * dimension never reaches (N = 4 keeps one of tn columns); the rest is
  * a least-squares fit on those live outputs: 41 + live outputs + live
@@ -110,12 +113,15 @@ static bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
  * not a multiple of BLOCK_K (ptxas no longer unrolls the load loops), + 4
  * for a single tile; the implicit-GEMM conv + 2 (its im2col math varies
  * with the kernel window, which the problem does not carry). */
-static int estimate_registers(const mcir_gemm_layout *l, const mcir_gemm_problem *g) {
-    if (g->mma) {
-        int acc = l->tm * l->tn * 4, frags = l->tm * 4 + l->tn * 2;
-        return acc + frags + (frags < 16 ? frags : 16) + 27;
-    }
+static int estimate_registers(const mcir_target *t, const mcir_gemm_layout *l,
+                              const mcir_gemm_problem *g) {
     int64_t tiles_m = (g->m + l->bm - 1) / l->bm, tiles_n = (g->n + l->bn - 1) / l->bn;
+    int np2 = !is_pow2(tiles_n) + !is_pow2(tiles_m * tiles_n);
+    if (g->mma) {
+        int acc = l->tm * l->tn * 4;
+        return 28 + acc * 7 / 4 + 5 * np2 + (g->k % l->bk ? 4 : 0) + (g->epilogue_ops > 0 ? 14 : 0) +
+               (t->sm >= 90 ? 5 : 0);
+    }
     int64_t ty = l->threads / 16;
     int tm = l->tm, tn = l->tn;
     if (tiles_m == 1)
@@ -123,7 +129,7 @@ static int estimate_registers(const mcir_gemm_layout *l, const mcir_gemm_problem
     if (tiles_n == 1)
         for (tn = 0; tn < l->tn && 16 * tn < g->n; tn++) {}
     int r = 41 + tm * tn + tm + 6 * tn;
-    r += 6 * (!is_pow2(tiles_n) + !is_pow2(tiles_m * tiles_n));
+    r += 6 * np2;
     if (g->k % l->bk) r -= 5;
     if (g->batch * tiles_m * tiles_n == 1) r += 4;
     return r + (g->implicit ? 2 : 0);
@@ -196,7 +202,7 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
         *why = "shared memory beyond the opt-in limit";
         return false;
     }
-    l->registers = estimate_registers(l, g);
+    l->registers = estimate_registers(t, l, g);
     if (l->registers > t->regs_per_thread) {
         *why = "registers beyond the per-thread limit";
         return false;

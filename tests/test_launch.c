@@ -193,15 +193,15 @@ END_TEST
  * (docs/kernelplan.md "Registers"): 10 %, or 2 registers under 24 (ptxas's
  * granularity there); wider for the model classes the docs list as not yet
  * within 10 % (bounds = their worst case on the examples and golden graphs,
- * ptxas 13.0): FMA GEMM / conv 30 %, tensor-core GEMM 25 %, copies 15 %,
+ * ptxas 13.0): FMA GEMM / conv 30 %, tensor-core GEMM 15 %, copies 15 %,
  * FMA attention with head dims > 128 15 %. */
 static double regs_tolerance(const mcir_kernel_plan *k, int ptxas, const char **cls) {
     double pct = 0.10;
     *cls = "10 %";
     if (k->tpl == MCIR_TEMPLATE_MATMUL || k->tpl == MCIR_TEMPLATE_CONV2D) {
         bool fma = tile_dim(&k->tiling, "K") % 16 != 0;
-        pct = fma ? 0.30 : 0.25;
-        *cls = fma ? "FMA GEMM 30 %" : "tensor-core GEMM 25 %";
+        pct = fma ? 0.30 : 0.15;
+        *cls = fma ? "FMA GEMM 30 %" : "tensor-core GEMM 15 %";
     } else if (k->tpl == MCIR_TEMPLATE_COPY) {
         pct = 0.15;
         *cls = "copy 15 %";
