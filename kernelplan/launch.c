@@ -111,17 +111,21 @@ static const struct {
 
 /* The FMA template by rows per warp (1, 2, 4, 8; others round up) and
  * 32-column groups of the output per lane (1..4; more keep P V rolled):
- * ptxas unrolls the 32-key loop of P V from 2 rows per warp on. */
+ * ptxas unrolls the 32-key loop of P V from 2 rows per warp on; with 4
+ * rows per warp and a single K/V tile it keeps fewer of them live. */
 static const int attention_fma_calibrated[4][4] = {
-    {33, 34, 35, 36}, {54, 80, 106, 132}, {59, 100, 127, 143}, {79, 128, 168, 250}};
+    {32, 32, 32, 32}, {54, 95, 127, 165}, {60, 98, 159, 168}, {79, 128, 168, 250}};
+static const int attention_fma_one_tile_rpw4[4] = {59, 100, 127, 143};
 
 /* Registers per thread, fitted to ptxas 13.0 -v on sm_80 / sm_90
  * (docs/kernelplan.md "Registers"). mma outside the table: the O
  * accumulators (dvp/2 floats per thread), the S fragments (bn/2), twice
  * that for head dims >= 128 where ptxas keeps P packed beside S, and 40
- * for addresses and row state, at least 66. FMA: the table above; head
- * dims > 128 keep 32 + 8 per row of the warp. */
-static int attention_registers(const mcir_attention_layout *l, const mcir_attention_problem *g) {
+ * for addresses and row state, at least 66. FMA: the tables above; head
+ * dims > 128 keep 32 + 8 per row of the warp (32 for one row; 4 rows:
+ * + 4, or - 3 with a single K/V tile). */
+static int attention_registers(const mcir_attention_layout *l, const mcir_attention_problem *g,
+                               int64_t keys) {
     if (g->mma) {
         for (size_t i = 0; i < sizeof attention_mma_calibrated / sizeof *attention_mma_calibrated; i++)
             if (attention_mma_calibrated[i].bm == l->bm && attention_mma_calibrated[i].bn == l->bn &&
@@ -131,9 +135,12 @@ static int attention_registers(const mcir_attention_layout *l, const mcir_attent
         return (int)(r < 66 ? 66 : r);
     }
     int64_t dvl = ceil_div(g->dv, 32), rpw = l->rows_per_warp;
-    if (dvl > 4) return (int)(32 + 8 * rpw);
     int row = rpw <= 1 ? 0 : rpw <= 2 ? 1 : rpw <= 4 ? 2 : 3;
-    return attention_fma_calibrated[row][dvl < 1 ? 0 : dvl - 1];
+    bool one_tile = keys <= l->bn;
+    if (dvl > 4) return rpw <= 1 ? 32 : (int)(32 + 8 * rpw) + (row == 2 ? (one_tile ? -3 : 4) : 0);
+    int col = dvl < 1 ? 0 : (int)dvl - 1;
+    if (row == 2 && one_tile) return attention_fma_one_tile_rpw4[col];
+    return attention_fma_calibrated[row][col];
 }
 
 bool mcir_attention_layout_of(const mcir_target *t, const mcir_attention_problem *g, int64_t bm,
@@ -178,7 +185,7 @@ bool mcir_attention_layout_of(const mcir_target *t, const mcir_attention_problem
     }
     l->threads = l->warps * t->warp_size;
     l->smem_static_bytes = 0;
-    l->registers = attention_registers(l, g);
+    l->registers = attention_registers(l, g, chunk > 0 && chunk < g->nk ? chunk : g->nk);
     if (l->smem_bytes > t->smem_per_block_optin) {
         *why = "the Q and K/V tiles exceed the shared memory per block";
         return false;
