@@ -42,10 +42,11 @@ static const char *ctype(mcir_dtype t) {
 }
 
 
-/* A generated kernel: name is the plan's kernel (or its epilogue's); with
- * acc, the launcher passes one more pointer, the staged product. */
+/* A generated kernel: name is the plan's kernel (or its epilogue's, or
+ * its split-KV merge's); with acc, the launcher passes one more pointer,
+ * the staged product, and with scratch the plan's scratch (split-KV). */
 static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, const char *source, bool acc,
-                              int n_maps) {
+                              bool scratch, int n_maps) {
     char call[2048];
     int n = snprintf(call, sizeof call, "%s(", name);
     for (int i = 0; i < kp->n_reads; i++)
@@ -55,7 +56,9 @@ static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, cons
         n += snprintf(call + n, sizeof call - (size_t)n, "%s(%s*)a[%d]", kp->n_reads + i ? ", " : "",
                       ctype(kp->writes[i]->dtype), kp->n_reads + i);
     if (kp->n_reads + kp->n_writes == 0) n += snprintf(call + n, sizeof call - (size_t)n, "0");
-    if (acc) n += snprintf(call + n, sizeof call - (size_t)n, ", (const float*)a[%d]", kp->n_reads + kp->n_writes);
+    if (acc || scratch)
+        n += snprintf(call + n, sizeof call - (size_t)n, ", (%sfloat*)a[%d]", acc ? "const " : "",
+                      kp->n_reads + kp->n_writes);
     for (int m = 0; m < n_maps; m++)   /* sm_90a attention: its TMA tensor maps, by value */
         n += snprintf(call + n, sizeof call - (size_t)n, ", *(const CUtensorMap*)a[%d]", kp->n_reads + kp->n_writes + m);
     snprintf(call + n, sizeof call - (size_t)n, ");");
@@ -118,6 +121,7 @@ static void coverage_key(const mcir_kernel_plan *kp, const char *src, bool stage
         ADD(has(src, "ATT_CAUSAL 1"), "causal");
         ADD(has(src, "ATT_HAS_MASK 1"), "mask");
         ADD(has(src, "ATT_VEC_Q true") || has(src, "ATT_VEC_K true"), "vec16B");
+        ADD(has(src, "mc_scratch"), "split-kv+merge");
         ADD(strcmp(dt, odt) != 0, "mixed-out");
         break;
     case MCIR_TEMPLATE_STREAMING_NORM:
@@ -268,8 +272,11 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
         bool staged = via_epilogue && epi;
         mcir_tensor_map_desc tmaps[3];
         int n_maps = staged ? 0 : mcir_codegen_kernel_tensor_maps(cg, i, tmaps, 3);
-        void *h = staged ? compile_emulated(kp, epi_name, epi, true, 0)
-                         : compile_emulated(kp, kp->name, src, false, n_maps);
+        int64_t merge_grid = 0;
+        int merge_block = 0;
+        bool split = !staged && mcir_codegen_kernel_merge(cg, i, &merge_grid, &merge_block);
+        void *h = staged ? compile_emulated(kp, epi_name, epi, true, false, 0)
+                         : compile_emulated(kp, kp->name, src, false, split, n_maps);
         ck_assert_ptr_nonnull(h);
         emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
         void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
@@ -310,6 +317,19 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
         int64_t grid[3], smem;
         int block[3];
         mcir_codegen_kernel_launch(cg, i, grid, block, &smem);
+        unsigned char *scratch = NULL;
+        if (split) {   /* split-KV attention: the kernel writes the scratch, its merge reads it */
+            ck_assert_int_gt(kp->scratch_bytes, 0);
+            scratch = aligned_alloc(256, cgt_arena_round(kp->scratch_bytes));
+            ck_assert_ptr_nonnull(scratch);
+            memset(scratch, 0xff, (size_t)kp->scratch_bytes);
+            bufs[nb] = (emu_buffer){.name = "scratch", .base = scratch, .bytes = (size_t)kp->scratch_bytes,
+                                    .init = calloc((size_t)kp->scratch_bytes, 1)};
+            L.n_buffers = nb + 1;
+            arg_buf[L.n_args] = nb;
+            args[L.n_args++] = scratch;
+            L.write_args = 1ull << (L.n_args - 1);
+        }
         if (staged) {
             float *product = mcir_env_get(cpu, kp->anchor->outputs[0]);
             ck_assert_ptr_nonnull(product);
@@ -327,6 +347,32 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
         L.smem = (size_t)smem;
         double t0 = cpu_now();
         if (run(&L) != 0) ok = false;
+        if (split && ok) {   /* the merge: same arguments, it writes the kernel's outputs */
+            char merge_name[300];
+            snprintf(merge_name, sizeof merge_name, "%s_merge", kp->name);
+            void *hm = compile_emulated(kp, merge_name, src, false, true, 0);
+            ck_assert_ptr_nonnull(hm);
+            emu_launch M = L;
+            M.kernel = merge_name;
+            M.body = (void (*)(void **))dlsym(hm, "emu_kernel");
+            emu_run_fn run_merge = (emu_run_fn)dlsym(hm, "emu_run");
+            ck_assert(M.body && run_merge);
+            M.write_args = ((1ull << kp->n_writes) - 1) << kp->n_reads;
+            M.grid = (unsigned)(merge_grid < 3 ? merge_grid : 3);
+            M.block = (unsigned)merge_block;
+            M.smem = 0;
+            if (run_merge(&M) != 0) ok = false;
+            L.stats.bytes_read += M.stats.bytes_read;   /* the kernel's traffic: both launches */
+            L.stats.bytes_written += M.stats.bytes_written;
+            L.stats.loads += M.stats.loads;
+            L.stats.stores += M.stats.stores;
+            total_launches++;
+            dlclose(hm);
+        }
+        if (split) {
+            free(bufs[nb].init);
+            free(scratch);
+        }
         emu_cpu_s += cpu_now() - t0;
         if (launch_hook) launch_hook(kp, staged, &L);
         char key[120];
@@ -984,9 +1030,6 @@ START_TEST(test_examples_emulated) {
         struct dirent *e;
         while ((e = readdir(dd))) {
             if (e->d_name[0] == '.' || strcmp(e->d_name, "gpt2_stack") == 0) continue;   /* = 4 x gpt2_block */
-            /* its split-KV attention (scratch + merge kernel) is emulated by
-             * test_attention_split; its other kernels are gpt2_lm's */
-            if (strcmp(e->d_name, "gpt2_decode") == 0) continue;
             if (only && !strstr(e->d_name, only)) continue;
             snprintf(path, sizeof path, "%s/%s/%s", dir, e->d_name, files[pass]);
             if (access(path, R_OK) != 0) continue;
