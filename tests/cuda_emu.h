@@ -50,6 +50,8 @@ typedef struct emu_stats {
      * (+n: inc, -n: dec, 0: none) */
     unsigned long long wgmma, tma_loads, tma_bytes;
     int maxnreg[8];
+    /* bar.arrive executed (threads); TMA tile stores, the bytes they wrote */
+    unsigned long long bar_arrives, tma_stores, tma_store_bytes;
 } emu_stats;
 
 /* A TMA tensor map as the emulator reads it: the arguments of the driver's
@@ -647,6 +649,7 @@ static void emu_nbar_arrive(int id, unsigned count, bool wait) {
         return;
     }
     emu_nbar *b = &emu_nbars[id];
+    if (!wait) emu_L->stats.bar_arrives++;
     if (b->arrived && b->count != count)
         emu_report(EMU_FIND_HANG, "thread (block %u, thread %d): barrier %d used with counts %u and %u",
                    emu_block.x, emu_cur_i, id, b->count, count);
@@ -905,6 +908,12 @@ static void emu_sm90_block_end() {
         if (emu_wg_head[wg] < emu_wg_tail[wg])
             emu_report(EMU_FIND_HANG, "block %u warp group %d: %d wgmma operations never retired by "
                        "wgmma.wait_group", emu_block.x, wg, emu_wg_tail[wg] - emu_wg_head[wg]);
+    /* a bar.arrive nobody syncs on: an unbalanced hand-over protocol */
+    for (int id = 1; id < 16; id++)
+        if (emu_nbars[id].arrived)
+            emu_report(EMU_FIND_HANG, "block %u: named barrier %d exits with %u of %u arrivals pending (a "
+                       "bar.arrive no bar.sync consumed)", emu_block.x, id, emu_nbars[id].arrived,
+                       emu_nbars[id].count);
 }
 
 static void emu_entry() {

@@ -71,6 +71,7 @@ static const shape SHAPES[] = {
     {"f16", 1, 1, 77, 133, 256, false}, {"f16", 1, 1, 77, 133, 256, true},
     {"f16", 1, 1, 200, 150, 64, true},  /* two q-tiles, Nq > Nk (rows with nothing to see) */
     {"f16", 2, 2, 1, 133, 128, false},  /* decode */
+    {"f16", 1, 2, 200, 40, 64, true},   /* 4 items on 3 blocks: 0 K/V tiles, then 1 (the turns run on) */
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -256,9 +257,12 @@ static bool run_emulated(const shape *sh) {
             sh->dt, sh->b, sh->h, sh->nq, sh->nk, sh->d, sh->causal ? " causal" : "       ", L.grid, L.block,
             L.stats.wgmma, L.stats.tma_loads, rel, ok && rel <= 2e-2 && maxref > 0 ? "ok" : "FAIL");
     ok = ok && rel <= 2e-2 && maxref > 0 && L.stats.wgmma > 0 && L.stats.tma_loads > 0;
-    /* two consumer groups: the producer gives registers to them */
+    /* two consumer groups: the producer gives registers to them, and they
+     * take turns (group 1 opens group 0's first, then one hand-over per
+     * K/V tile each: bar.arrive by 128 threads) */
     if (L.block == 384)
-        ok = ok && L.stats.maxnreg[0] == -24 && L.stats.maxnreg[1] == 240 && L.stats.maxnreg[2] == 240;
+        ok = ok && L.stats.maxnreg[0] == -24 && L.stats.maxnreg[1] == 240 && L.stats.maxnreg[2] == 240 &&
+             L.stats.bar_arrives >= 128 * L.grid && L.stats.bar_arrives % 128 == 0;
     free(bufs[nr].init);
     free(arena);
     mcir_env_free(cpu);

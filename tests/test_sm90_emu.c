@@ -81,7 +81,7 @@ static const char PROBE[] =
     "/* mode 2: a two-stage ring, a producer warp group (warp 0 lane 0 loads rows of a [rows][64] f16\n"
     " * tensor), a consumer warp group summing each row; cfg = {rows, bug}: bug 1: consumers skip the full\n"
     " * wait, bug 2: the producer skips the empty wait, bug 3: the named-barrier handshake dropped, bug 4:\n"
-    " * a wait nobody completes. out[0] = the sum (thread 128 after bar.sync 1, 128). */\n"
+    " * a wait nobody completes, bug 5: a bar.arrive nobody syncs on (pending at exit). out[0] = the sum (thread 128 after bar.sync 1, 128). */\n"
     "static void ring_probe(const CUtensorMap* map, float* out, const int* cfg) {\n"
     "    MC_DYNAMIC_SMEM(sm);\n"
     "    __shared__ __align__(8) u64 full[2], empty[2];\n"
@@ -116,6 +116,7 @@ static const char PROBE[] =
     "    }\n"
     "    if (lane == 0) MC_SST(part[warp - 4], acc);\n"
     "    if (bug != 3) emu_bar_sync(1, 128);\n"
+    "    if (bug == 5) emu_bar_arrive(2, 256);\n"
     "    if (t == 128) MC_GST(out, 0, MC_SLD(part[0]) + MC_SLD(part[1]) + MC_SLD(part[2]) + MC_SLD(part[3]));\n"
     "}\n"
     "/* mode 3: accumulators are written at the wait: d read between commit and wait keeps C. */\n"
@@ -476,8 +477,9 @@ END_TEST
 START_TEST(test_dropped_waits_are_found) {
     setup();
     static const char *const what[] = {"", "consumers skip the full wait", "producer skips the empty wait",
-                                       "named barrier dropped", "a wait nobody completes"};
-    for (int bug = 1; bug <= 4; bug++) {
+                                       "named barrier dropped", "a wait nobody completes",
+                                       "a bar.arrive left pending"};
+    for (int bug = 1; bug <= 5; bug++) {
         ring_result r = run_ring(bug);
         fprintf(stderr, "  ring, %s: %d races, %d hangs\n", what[bug], r.findings[EMU_FIND_RACE],
                 r.findings[EMU_FIND_HANG]);

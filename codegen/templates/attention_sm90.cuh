@@ -115,6 +115,20 @@ __device__ __forceinline__ void att_wgmma_wait0() {
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void att_wgmma_wait1() {
+#ifdef MC_EMULATE
+    emu_wgmma_wait(1);
+#else
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void att_bar_arrive(int id, int count) {
+#ifdef MC_EMULATE
+    emu_bar_arrive(id, (unsigned)count);
+#else
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+#endif
+}
 __device__ __forceinline__ void att_bar_sync(int id, int count) {
 #ifdef MC_EMULATE
     emu_bar_sync(id, (unsigned)count);
@@ -161,6 +175,36 @@ __device__ __forceinline__ int att_kv_tiles(i64 q0) {
     (void)q0;
 #endif
     return kv_end > 0 ? (int)((kv_end + ATT_BN - 1) / ATT_BN) : 0;
+}
+
+// Ping-pong between the two consumer groups (FlashAttention-3's
+// inter-warpgroup overlap): named barrier ATT_TURN + c (count 256: the 128
+// threads of group c waiting, the other group's 128 arriving) opens group
+// c's turn to issue its GEMMs; at the end of the turn it arrives on the
+// other group's barrier. Group 1 opens group 0's first turn; both take one
+// turn per K/V tile of a work item (the same count), and group 0 consumes
+// the last hand-over before exiting.
+#define ATT_TURN 1
+__device__ __forceinline__ void att_turn_begin(int c) {
+#if ATT_CWG > 1
+    att_bar_sync(ATT_TURN + c, 256);
+#else
+    (void)c;
+#endif
+}
+__device__ __forceinline__ void att_turn_end(int c) {
+#if ATT_CWG > 1
+    att_bar_arrive(ATT_TURN + 1 - c, 256);
+#else
+    (void)c;
+#endif
+}
+// O += P V for one K/V tile: P in registers (A fragments), V MN-major
+__device__ __forceinline__ void att_pv(float* o, const u32* pa, u32 v_at) {
+    att_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < ATT_BN / 16; kk++)
+        att_wgmma_o(o, pa + 4 * kk, att_desc(v_at + kk * 16 * 128, ATT_KVBOX, 1024));
 }
 
 __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
@@ -225,15 +269,20 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 #endif
     const int c = wg - 1, w = warp & 3, g = lane >> 2, tq4 = lane & 3;
     const u32 q_at = att_saddr(Qs + c * ATT_DB * ATT_QBOX);
+#if ATT_CWG > 1
+    if (c == 1) att_bar_arrive(ATT_TURN + 0, 256);   // group 0 takes the first turn
+#endif
     int tn = 0, it = 0;
     for (i64 tile = blockIdx.x; tile < n_tiles; tile += gridDim.x, tn++) {
         const i64 b = tile / ATT_QTILES, q0 = (tile % ATT_QTILES) * ATT_BM;
-        const int tiles = att_kv_tiles(q0);
+        const int tiles = att_kv_tiles(q0);   // the block's count: both groups take as many turns
         const i64 row_a = q0 + 64 * c + 16 * w + g, row_b = row_a + 8;
         float o[ATT_D / 2];
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v++) o[v] = 0.0f;
         float m_r[2] = {MC_NINF, MC_NINF}, l_r[2] = {0.0f, 0.0f};
+        u32 pa[ATT_BN / 4];   // P of the previous K/V tile as wgmma A fragments
+        u32 v_prev = 0;       // its V tile's shared address
         att_mbar_wait(&q_full, (unsigned)(tn & 1));
 
         for (int i = 0; i < tiles; i++, it++) {
@@ -242,18 +291,28 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             att_mbar_wait(&kv_full[s], (unsigned)((it / ATT_STAGES) & 1));
             const u32 k_at = att_saddr(KVs + s * ATT_STAGE), v_at = k_at + ATT_DB * ATT_KVBOX;
 
-            // S = Q K^T: 64 x ATT_BN, k-steps of 16 head-dim columns (32
-            // bytes inside a 128-byte swizzle row, a new box every 4)
+            // this group's turn: S = Q K^T of this tile (64 x ATT_BN,
+            // k-steps of 16 head-dim columns: 32 bytes inside a 128-byte
+            // swizzle row, a new box every 4), then O += P V of the previous
+            // tile, both issued back to back; the other group's softmax runs
+            // meanwhile, and this group's runs while the other one issues
             float sc[ATT_BN / 2];
 #pragma unroll
             for (int v = 0; v < ATT_BN / 2; v++) sc[v] = 0.0f;
+            att_turn_begin(c);
             att_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < ATT_D / 16; kk++)
                 att_wgmma_s(sc, att_desc(q_at + (kk / 4) * ATT_QBOX + (kk % 4) * 32, 16, 1024),
                             att_desc(k_at + (kk / 4) * ATT_KVBOX + (kk % 4) * 32, 16, 1024), kk > 0);
             att_wgmma_commit();
-            att_wgmma_wait0();
+            if (i > 0) {
+                att_pv(o, pa, v_prev);
+                att_wgmma_commit();
+            }
+            att_turn_end(c);
+            if (i > 0) att_wgmma_wait1();   // S has landed; P V may still run
+            else att_wgmma_wait0();
 
             // scale, mask, running max; value v: row (v/2)%2 ? row_b : row_a,
             // column 8(v/4) + 2 tq4 + v%2
@@ -283,32 +342,36 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
                 l_r[r] *= alpha[r];
             }
 #pragma unroll
-            for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
-#pragma unroll
             for (int v = 0; v < ATT_BN / 2; v++) {
                 const float m = m_r[(v >> 1) & 1];
                 const float p = (m == MC_NINF) ? 0.0f : __expf(sc[v] - m);
                 sc[v] = p;
                 l_r[(v >> 1) & 1] += p;   // per-thread partial; the quad is summed at the end
             }
-
-            // O += P V: P's A fragment for keys 16kk..16kk+15 is S values
+            // P's A fragment for keys 16kk..16kk+15 is S values
             // 4(2kk + r/2) + 2(r%2) (+1) of register r
-            att_wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < ATT_BN / 16; kk++) {
-                u32 a[4];
+            for (int kk = 0; kk < ATT_BN / 16; kk++)
 #pragma unroll
                 for (int r = 0; r < 4; r++) {
                     const int v = 4 * (2 * kk + (r >> 1)) + 2 * (r & 1);
-                    a[r] = att_pack(sc[v], sc[v + 1]);
+                    pa[4 * kk + r] = att_pack(sc[v], sc[v + 1]);
                 }
-                att_wgmma_o(o, a, att_desc(v_at + kk * 16 * 128, ATT_KVBOX, 1024));
+            if (i > 0) {   // the previous tile's P V is done: its stage goes back, O may be rescaled
+                att_wgmma_wait0();
+                __syncwarp();
+                if (lane == 0) att_mbar_arrive(&kv_empty[(it - 1) % ATT_STAGES]);
             }
+#pragma unroll
+            for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
+            v_prev = v_at;
+        }
+        if (tiles > 0) {   // the last tile's O += P V, outside the turns
+            att_pv(o, pa, v_prev);
             att_wgmma_commit();
             att_wgmma_wait0();
             __syncwarp();
-            if (lane == 0) att_mbar_arrive(&kv_empty[s]);
+            if (lane == 0) att_mbar_arrive(&kv_empty[(it - 1) % ATT_STAGES]);
         }
         __syncwarp();
         if (lane == 0) att_mbar_arrive(&q_empty);   // the producer may load the next Q
@@ -328,5 +391,8 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             if (qi < ATT_NQ) ATT_ST_O(O, ob + qi * O_SR + (i64)dv * O_SD, l > 0.0f ? o[v] / l : 0.0f);
         }
     }
+#if ATT_CWG > 1
+    if (c == 0) att_bar_sync(ATT_TURN + 0, 256);   // group 1's last hand-over: no arrival left pending
+#endif
 }
 // ---- end of streaming attention (sm_90a)
