@@ -25,7 +25,8 @@
 // - bounds: a global access must lie inside the buffer its kernel argument
 //   points into (the run's buffers share one arena, so a neighbour is
 //   named); a shared access inside the block's shared memory; alignment;
-// - races: two threads touching the same 2-byte granule of shared memory
+// - races: two threads touching the same 2-byte granule (byte, with
+//   EMU_CHECK_BYTES) of shared memory
 //   with no __syncthreads between them (same-warp lanes: no __syncthreads
 //   or __syncwarp; shuffles and mma order nothing), one writing; the same
 //   for global memory, where threads of different blocks are never ordered;
@@ -114,7 +115,11 @@ typedef struct emu_buffer {
     unsigned char *init;
 } emu_buffer;
 
-enum { EMU_CHECK_BOUNDS = 1, EMU_CHECK_RACES = 2, EMU_CHECK_INIT = 4, EMU_CHECK_ALL = 7 };
+/* EMU_CHECK_BYTES: the race shadow per byte, for launches that touch 1-byte
+ * elements (bool, u8, i8); else per 2-byte granule (exact when every access
+ * is 2-byte aligned and at least 2 bytes; about 25 % less CPU), and a 1-byte
+ * access is reported as a race finding rather than tracked inexactly. */
+enum { EMU_CHECK_BOUNDS = 1, EMU_CHECK_RACES = 2, EMU_CHECK_INIT = 4, EMU_CHECK_ALL = 7, EMU_CHECK_BYTES = 8 };
 enum { EMU_FIND_BOUNDS, EMU_FIND_RACE, EMU_FIND_INIT, EMU_FIND_HANG, EMU_FIND_KINDS };
 
 typedef struct emu_launch {
@@ -234,7 +239,7 @@ static int emu_failed;
  * thread u) and the current one (thread t) are unordered when s belongs to
  * an earlier block (global memory only), or u and t share a warp and s is
  * still the warp's stamp, or they are in different warps and s >= emu_blast. */
-struct emu_cell { uint32_t ws, rs, r2s; uint16_t wt, rt, r2t; };   /* per 2-byte granule */
+struct emu_cell { uint32_t ws, rs, r2s; uint16_t wt, rt, r2t; };   /* per granule */
 struct emu_gbuf { const emu_buffer *b; emu_cell *cells; };
 static uint32_t emu_clock, emu_bstart, emu_blast, emu_wstamp[32];
 /* emu_seen[t][u]: the latest stamp of warp u (32: the TMA unit) that
@@ -247,6 +252,7 @@ static uint32_t *emu_block_stamp;   /* stamp at which each block began */
 static emu_gbuf *emu_gb;            /* per buffer of the run */
 static int *emu_arg_buf;            /* per kernel argument: its buffer, or -1 */
 static emu_cell *emu_dyn_cells, *emu_st_cells;
+static int emu_gshift;              /* race shadow granule: 1 << emu_gshift bytes */
 static int emu_reports[EMU_FIND_KINDS];
 static emu_stats emu_last_stats;
 static unsigned char emu_sink[64] __attribute__((aligned(16)));
@@ -289,6 +295,23 @@ static bool emu_live(uint32_t s, bool global) {
     return s && (s >= emu_blast || (global && s < emu_bstart));
 }
 
+/* The granules an access of n bytes at byte off covers. */
+static size_t emu_granules(size_t off, size_t n) {
+    return ((off + n - 1) >> emu_gshift) - (off >> emu_gshift) + 1;
+}
+
+static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char *space, size_t off);
+
+/* An access of n bytes at byte off of the race shadow, per granule; a
+ * 1-byte access under 2-byte granules is reported (it cannot be tracked). */
+static void emu_race_at(emu_cell *cells, size_t off, size_t n, bool write, bool global, const char *space) {
+    if (emu_gshift && ((off | n) & 1))   /* reported, not tracked */
+        emu_report(EMU_FIND_RACE, "%s%s%s byte %zu: thread (block %u, thread %d) %s %zu bytes; the race shadow "
+                   "has 2-byte granules (run the launch with EMU_CHECK_BYTES)", global ? "global '" : "", space,
+                   global ? "'" : " memory", off, emu_block.x, emu_cur_i, write ? "writes" : "reads", n);
+    else emu_race(cells + (off >> emu_gshift), emu_granules(off, n), write, global, space, off >> emu_gshift << emu_gshift);
+}
+
 static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char *space, size_t off) {
     int t = emu_cur_i;
     uint32_t now = emu_wstamp[t >> 5];
@@ -301,7 +324,7 @@ static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char 
         if (ps) {
             emu_report(EMU_FIND_RACE, "%s%s%s byte %zu: thread (block %u, thread %d%s) %s it, "
                        "thread (block %u, thread %d) %s it with no %s between",
-                       global ? "global '" : "", space, global ? "'" : " memory", off + 2 * k, emu_block_of(ps), pu,
+                       global ? "global '" : "", space, global ? "'" : " memory", off + (k << emu_gshift), emu_block_of(ps), pu,
                        pu >> 5 == 32 ? ": the TMA unit" : "", pw ? "wrote" : "read", emu_block.x, t,
                        write ? "writes" : "reads",
                        ps < emu_bstart ? "ordering (another block of the launch)"
@@ -370,8 +393,7 @@ static void *emu_global(const void *p, long long i, size_t sz, size_t n, bool wr
                        b->name);
     }
     if (emu_gb[bi].cells)
-        emu_race(emu_gb[bi].cells + off / 2, (n + (size_t)(off & 1) + 1) / 2, write, true, b->name,
-                 (size_t)(off & ~1ll));
+        emu_race_at(emu_gb[bi].cells, (size_t)off, n, write, true, b->name);
     return a;
 }
 
@@ -401,16 +423,17 @@ static void *emu_shared(void *p, size_t n, size_t align, bool write) {
     if ((L->checks & EMU_CHECK_BOUNDS) && ((uintptr_t)a % align) != 0)
         emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): misaligned %zu-byte shared %s at %s offset %zu",
                    emu_block.x, emu_cur_i, n, write ? "store" : "load", space, off);
-    emu_cell *c = cells + off / 2;
-    size_t g = (n + (off & 1) + 1) / 2;
+    emu_cell *c = cells + (off >> emu_gshift);
+    size_t g = emu_granules(off, n);
     if (!write && (L->checks & EMU_CHECK_INIT))
         for (size_t k = 0; k < g; k++)
             if (c[k].ws < emu_bstart) {
                 emu_report(EMU_FIND_INIT, "thread (block %u, thread %d) reads %s memory at offset %zu, "
-                           "which this block never wrote", emu_block.x, emu_cur_i, space, (off & ~(size_t)1) + 2 * k);
+                           "which this block never wrote", emu_block.x, emu_cur_i, space,
+                           (off >> emu_gshift << emu_gshift) + (k << emu_gshift));
                 break;
             }
-    if (L->checks & EMU_CHECK_RACES) emu_race(c, g, write, false, space, off & ~(size_t)1);
+    if (L->checks & EMU_CHECK_RACES) emu_race_at(cells, off, n, write, false, space);
     else if (write) for (size_t k = 0; k < g; k++) c[k].ws = emu_wstamp[emu_cur_i >> 5];
     return a;
 }
@@ -684,7 +707,7 @@ static inline void emu_setmaxnreg(bool inc, int n) {
 }
 
 /* A shared write of n bytes at p by the async proxy (TMA), ordered after
- * what the issuing thread knows; its granules take the TMA's stamp. */
+ * what the issuing thread knows; its bytes take the TMA's stamp. */
 static void emu_async_write(unsigned char *p, size_t n, uint32_t stamp) {
     emu_launch *L = emu_L;
     if (!L->checks || p == emu_sink) return;
@@ -693,9 +716,9 @@ static void emu_async_write(unsigned char *p, size_t n, uint32_t stamp) {
     const char *space = "dynamic shared";
     if (p >= emu_dyn_smem && p + n <= emu_dyn_smem + L->smem) c = emu_dyn_cells, off = (size_t)(p - emu_dyn_smem);
     else c = emu_st_cells, off = (size_t)(p - (unsigned char *)__start_emu_smem), space = "static shared";
-    c += off / 2;
-    size_t g = (n + (off & 1) + 1) / 2;
-    if (L->checks & EMU_CHECK_RACES) emu_race(c, g, true, false, space, off & ~(size_t)1);
+    if (L->checks & EMU_CHECK_RACES) emu_race_at(c, off, n, true, false, space);
+    size_t g = emu_granules(off, n);
+    c += off >> emu_gshift;
     for (size_t k = 0; k < g; k++) c[k].ws = stamp, c[k].wt = (uint16_t)(EMU_TMA_WARP * 32);
 }
 
@@ -929,7 +952,7 @@ static void emu_barrier_stamps() {
 }
 
 static emu_cell *emu_cells(size_t bytes) {
-    return bytes ? (emu_cell *)calloc((bytes + 1) / 2, sizeof(emu_cell)) : NULL;
+    return bytes ? (emu_cell *)calloc(emu_granules(0, bytes), sizeof(emu_cell)) : NULL;
 }
 
 extern "C" int emu_run(emu_launch *L) {
@@ -964,6 +987,7 @@ extern "C" int emu_run(emu_launch *L) {
      * shares them (the memory plan reuses arena bytes, in place too), by
      * address: a read of A and a write of B at the same byte meet */
     emu_cell *span_cells = NULL;
+    emu_gshift = (L->checks & EMU_CHECK_BYTES) ? 0 : 1;
     for (int j = 0; j < L->n_buffers; j++) emu_gb[j].b = &L->buffers[j];
     if (L->checks & EMU_CHECK_RACES) {
         unsigned char *lo = NULL, *hi = NULL;
@@ -980,11 +1004,11 @@ extern "C" int emu_run(emu_launch *L) {
                 if (!lo || L->buffers[j].base < lo) lo = L->buffers[j].base;
                 if (!hi || L->buffers[j].base + L->buffers[j].bytes > hi) hi = L->buffers[j].base + L->buffers[j].bytes;
             }
-        lo = (unsigned char *)((uintptr_t)lo & ~(uintptr_t)1);
+        lo = (unsigned char *)((uintptr_t)lo >> emu_gshift << emu_gshift);
         if (lo && hi > lo) span_cells = emu_cells((size_t)(hi - lo));
-        for (int j = 0; j < L->n_buffers && span_cells; j++)
-            if (tracked[j] && ((uintptr_t)L->buffers[j].base & 1) == 0)
-                emu_gb[j].cells = span_cells + (L->buffers[j].base - lo) / 2;
+        for (int j = 0; j < L->n_buffers && span_cells; j++)   /* granule-aligned buffers */
+            if (tracked[j] && ((uintptr_t)L->buffers[j].base >> emu_gshift << emu_gshift) == (uintptr_t)L->buffers[j].base)
+                emu_gb[j].cells = span_cells + (L->buffers[j].base - lo) / (1 << emu_gshift);
         free(tracked);
     }
     emu_dyn_cells = emu_cells(smem);

@@ -270,8 +270,8 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
         int64_t epi_grid = 0;
         const char *epi = mcir_codegen_kernel_epilogue(cg, i, &epi_name, &epi_grid);
         bool staged = via_epilogue && epi;
-        mcir_tensor_map_desc tmaps[3];
-        int n_maps = staged ? 0 : mcir_codegen_kernel_tensor_maps(cg, i, tmaps, 3);
+        mcir_tensor_map_desc tmaps[4];
+        int n_maps = staged ? 0 : mcir_codegen_kernel_tensor_maps(cg, i, tmaps, 4);
         int64_t merge_grid = 0;
         int merge_block = 0;
         bool split = !staged && mcir_codegen_kernel_merge(cg, i, &merge_grid, &merge_block);
@@ -285,11 +285,10 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
         int arg_buf[64];
         emu_launch L = {.kernel = staged ? epi_name : kp->name, .body = launch, .args = args,
                         .buffers = bufs, .n_buffers = nb, .arg_buffer = arg_buf, .checks = emu_checks()};
-        /* the race shadow has 2-byte granules: neighbouring threads storing
-         * neighbouring u8/bool elements would look like a race, so a kernel
-         * that stores one-byte elements runs without the race detector */
-        for (int j = 0; j < kp->n_writes; j++)
-            if (mcir_dtype_size(kp->writes[j]->dtype) == 1) L.checks &= ~EMU_CHECK_RACES;
+        /* a kernel touching 1-byte elements: the race shadow per byte */
+        for (int j = 0; j < kp->n_reads + kp->n_writes; j++)
+            if (mcir_dtype_size((j < kp->n_reads ? kp->reads[j] : kp->writes[j - kp->n_reads])->dtype) == 1)
+                L.checks |= L.checks & EMU_CHECK_RACES ? EMU_CHECK_BYTES : 0;
         ck_assert_int_lt(kp->n_reads + kp->n_writes, 63);
         for (int j = 0; j < kp->n_reads; j++) {
             int r = p->alias_root[kp->reads[j]->id]->id;
@@ -302,7 +301,7 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
             arg_buf[L.n_args] = buf_of[r];
             args[L.n_args++] = mem[r];
         }
-        static unsigned char maps[3][128] __attribute__((aligned(64)));
+        static unsigned char maps[4][128] __attribute__((aligned(64)));
         for (int m = 0; m < n_maps; m++) {   /* encoded as the runtime does, for the emulator's TMA */
             unsigned es[5] = {1, 1, 1, 1, 1};
             ck_assert_int_eq(emu_tensor_map_encode_tiled(maps[m], tmaps[m].dtype, (unsigned)tmaps[m].rank,
@@ -433,7 +432,8 @@ typedef struct broken_run {
     int rc;
 } broken_run;
 
-static broken_run run_broken(const char *name, const char *source, unsigned grid, unsigned block, size_t smem) {
+static broken_run run_broken_checks(const char *name, const char *source, unsigned grid, unsigned block, size_t smem,
+                                    int checks) {
     static float arena[BX + BY + BZ] __attribute__((aligned(256)));
     static unsigned char y_init[BY * 4], z_init[BZ * 4];
     for (int i = 0; i < BX; i++) arena[i] = (float)(i % 17) - 8.0f;
@@ -452,12 +452,16 @@ static broken_run run_broken(const char *name, const char *source, unsigned grid
     ck_assert(run && body);
     void *args[2] = {bufs[0].base, bufs[1].base};
     broken_run r = {.L = {.kernel = name, .body = body, .args = args, .n_args = 2, .grid = grid, .block = block,
-                          .smem = smem, .write_args = 2, .buffers = bufs, .n_buffers = 3, .checks = EMU_CHECK_ALL}};
+                          .smem = smem, .write_args = 2, .buffers = bufs, .n_buffers = 3, .checks = checks}};
     r.rc = run(&r.L);
     r.L.args = NULL;
     r.L.buffers = NULL;
     dlclose(h);
     return r;
+}
+
+static broken_run run_broken(const char *name, const char *source, unsigned grid, unsigned block, size_t smem) {
+    return run_broken_checks(name, source, grid, block, smem, EMU_CHECK_ALL);
 }
 
 #define KERNEL(name, body) \
@@ -519,6 +523,44 @@ START_TEST(test_detector_global_race_across_blocks) {
         "    if (blockIdx.x == 0) MC_GST(y, i, MC_GLD(x, i));\n"
         "    else MC_GST(y, i, MC_GLD(y, i - 100) + 1.0f);"), 2, 100, 0);
     ck_assert_int_gt(r.L.findings[EMU_FIND_RACE], 0);
+}
+END_TEST
+
+START_TEST(test_detector_one_byte_race) {
+    /* bool/u8 outputs: the race shadow is byte-exact, so neighbouring
+     * threads storing neighbouring bytes are clean ... */
+    static const char BYTES_OK[] = KERNEL("k_bytes_ok",
+        "    unsigned char* b = (unsigned char*)y;\n"
+        "    int i = blockIdx.x * 128 + threadIdx.x;\n"
+        "    MC_GST(b, i, (unsigned char)(MC_GLD(x, i) > 0.0f));");
+    const int bytes = EMU_CHECK_ALL | EMU_CHECK_BYTES;
+    broken_run r = run_broken_checks("k_bytes_ok", BYTES_OK, 2, 128, 0, bytes);
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert_int_eq(r.L.findings[EMU_FIND_RACE] + r.L.findings[EMU_FIND_INIT] + r.L.findings[EMU_FIND_BOUNDS], 0);
+    /* (2-byte granules cannot track them: every 1-byte store is reported) */
+    r = run_broken("k_bytes_ok", BYTES_OK, 2, 128, 0);
+    ck_assert_int_eq(r.L.findings[EMU_FIND_RACE], 256);
+    /* ... and two threads of different warps storing one byte race, with
+     * the neighbouring bytes stored by others (a 2-byte granule would
+     * also have flagged the clean kernel above) */
+    r = run_broken_checks("k_bytes_race", KERNEL("k_bytes_race",
+        "    unsigned char* b = (unsigned char*)y;\n"
+        "    int t = threadIdx.x;\n"
+        "    MC_GST(b, t == 127 ? 0 : t, (unsigned char)t);"), 1, 128, 0, bytes);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_int_eq(r.L.findings[EMU_FIND_RACE], 1);
+    ck_assert_int_eq(r.L.findings[EMU_FIND_BOUNDS], 0);
+    /* the same in shared memory: a byte written by one warp and read by
+     * another without a barrier; the neighbouring bytes are clean */
+    r = run_broken_checks("k_bytes_smem", KERNEL("k_bytes_smem",
+        "    __shared__ unsigned char s[64];\n"
+        "    int t = threadIdx.x;\n"
+        "    MC_SST(s[t], (unsigned char)t);\n"
+        "    __syncthreads();\n"
+        "    if (t == 40) MC_SST(s[3], 7);\n"
+        "    MC_GST(y, t, (float)MC_SLD(s[t ^ 1]));"), 1, 64, 0, bytes);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_int_eq(r.L.findings[EMU_FIND_RACE], 1);
 }
 END_TEST
 
@@ -1108,6 +1150,7 @@ int main(void) {
     tcase_add_test(td, test_detector_smem_race_missing_barrier);
     tcase_add_test(td, test_detector_smem_race_within_warp);
     tcase_add_test(td, test_detector_global_race_across_blocks);
+    tcase_add_test(td, test_detector_one_byte_race);
     tcase_add_test(td, test_detector_bounds_into_neighbour);
     tcase_add_test(td, test_detector_uninitialised_reads);
     tcase_add_test(td, test_detector_in_place_race);
