@@ -138,10 +138,11 @@ typedef struct cg_kernel {
      * same arguments) merges the partials: merge_grid blocks of merge_block */
     int64_t merge_grid;      /* 0: no merge kernel */
     /* sm_90a attention (tpl_attention_sm90.c): compiled for sm_90a, takes
-     * n_tmaps CUtensorMap parameters after its pointers */
+     * n_tmaps CUtensorMap parameters after its pointers (Q, K, V and,
+     * where O's view has one, O for the TMA store) */
     bool sm90a;
     int n_tmaps;
-    mcir_tensor_map_desc tmaps[3];
+    mcir_tensor_map_desc tmaps[4];
     int merge_block;
     int64_t grid[3];
     int block[3];
@@ -202,8 +203,9 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *t, mcir_diag *d);
 /* The planner gave attention kernel kp the sm_90a path (tiling dim "wg"). */
 bool cg_attention_sm90_planned(const mcir_kernel_plan *kp);
 /* Encodes k's n_tmaps tensor maps (tensor_map.c) for the device pointers
- * of its reads into maps (64-byte aligned); false and why on failure. */
-bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *read_ptrs, unsigned char (*maps)[128],
+ * of its pointer parameters (reads, then writes) into maps (64-byte
+ * aligned); false and why on failure. */
+bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *ptrs, unsigned char (*maps)[128],
                            char *why, size_t n);
 
 /* GEMM-shaped kernels (tpl_matmul.c, tpl_conv.c): the MM_* tile macros of

@@ -97,11 +97,13 @@ void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], 
  * with the same arguments, launched as grid blocks of block threads. */
 bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int *block);
 /* sm_90a attention: the TMA tensor maps kernel i takes as __grid_constant__
- * CUtensorMap parameters after its pointers, in order — the arguments of
- * cuTensorMapEncodeTiled for read `read` of the kernel, from element
- * `offset` of its buffer. Returns how many (0: none; at most max written). */
+ * CUtensorMap parameters after its pointers, in order (at most 4: Q, K, V,
+ * then O where it is stored by TMA) — the arguments of
+ * cuTensorMapEncodeTiled for pointer parameter `read` of the kernel (its
+ * reads, then its writes), from element `offset` of its buffer. Returns
+ * how many (0: none; at most max written). */
 typedef struct mcir_tensor_map_desc {
-    int read;                   /* the kernel read (index into kp->reads) */
+    int read;                   /* the pointer parameter: kp->reads[read], or kp->writes[read - n_reads] */
     int64_t offset;             /* elements from the read's base */
     int dtype;                  /* CUtensorMapDataType: 6 f16, 9 bf16 */
     int rank;

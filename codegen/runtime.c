@@ -395,9 +395,9 @@ static bool launch_kernel(gpu_run *r, int i) {
         return true;
     }
     if (k->n_tmaps > 0) {   /* sm_90a attention: + its TMA tensor maps, by value */
-        _Alignas(64) unsigned char maps[3][128];
-        void *tparams[np + 3];
-        if (k->n_tmaps > 3 || !cg_tensor_maps_encode(k, args, maps, r->why, W)) return false;
+        _Alignas(64) unsigned char maps[4][128];
+        void *tparams[np + 4];
+        if (k->n_tmaps > 4 || !cg_tensor_maps_encode(k, args, maps, r->why, W)) return false;
         for (int j = 0; j < np; j++) tparams[j] = &args[j];
         for (int j = 0; j < k->n_tmaps; j++) tparams[np + j] = maps[j];
         return launch_grid(r, r->funcs[i], k, tparams);

@@ -16,7 +16,7 @@ typedef int (*encode_tiled_fn)(void *map, int dtype, unsigned rank, void *base, 
                                const unsigned long long *strides, const unsigned *box, const unsigned *estrides,
                                int interleave, int swizzle, int l2promotion, int oobfill);
 
-bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *read_ptrs, unsigned char (*maps)[128],
+bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *ptrs, unsigned char (*maps)[128],
                            char *why, size_t n) {
     static encode_tiled_fn encode;
     if (!encode) {
@@ -31,7 +31,7 @@ bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *read_pt
     for (int i = 0; i < k->n_tmaps; i++) {
         const mcir_tensor_map_desc *m = &k->tmaps[i];
         unsigned es[5] = {1, 1, 1, 1, 1};
-        void *base = (void *)(uintptr_t)(read_ptrs[m->read] + (unsigned long long)m->offset * 2);
+        void *base = (void *)(uintptr_t)(ptrs[m->read] + (unsigned long long)m->offset * 2);
         int rc = encode(maps[i], m->dtype, (unsigned)m->rank, base, (const unsigned long long *)m->dims,
                         (const unsigned long long *)m->strides, m->box, es, 0, m->swizzle,
                         2 /* L2 promotion 128B */, 0 /* out of bounds: zeros */);

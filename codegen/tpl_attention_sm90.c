@@ -8,7 +8,8 @@
  * columns x BLOCK rows, 128-byte swizzle — that the runtime encodes with
  * cuTensorMapEncodeTiled from the kernel's tensor-map descriptions
  * (mcir_codegen_kernel_tensor_maps) and passes as __grid_constant__
- * CUtensorMap parameters after the pointers. O is stored through its view.
+ * CUtensorMap parameters after the pointers. O is stored by the TMA
+ * through a fourth map where its view has one (else through its view).
  * The wgmma wrappers are generated here: their asm names one register per
  * accumulator (N/2 per thread).
  */
@@ -136,6 +137,23 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
         k->tmaps[i] = maps[i];
     }
     k->n_tmaps = 3;
+    /* O through a TMA store where its view has a tensor map with O's lead
+     * dims (boxes of 64 columns x 64 rows); else the per-thread stores */
+    const char *o_store = "per-thread stores";
+    mcir_tensor_map_desc om;
+    if (ov.root->dtype != Q->dtype) o_store = "per-thread stores (O's buffer is not Q's dtype)";
+    else if (!tensor_map_of(&ov, kp->n_reads + op, ov.root->dtype, 64, &om))
+        o_store = "per-thread stores (O's view has no tensor map)";
+    else {
+        bool same = true;
+        for (int j = 2; j < 5; j++)
+            same = same && om.dims[j] == (uint64_t)(rl - 1 - (j - 2) >= 0 ? O->shape[rl - 1 - (j - 2)] : 1);
+        if (!same) o_store = "per-thread stores (O's view does not keep O's leading dims)";
+        else {
+            k->tmaps[k->n_tmaps++] = om;
+            o_store = "TMA store";
+        }
+    }
     k->sm90a = true;
     float scale = mcir_node_attr(n, "scale") ? (float)mcir_node_float(n, "scale") : (float)(1.0 / sqrt((double)D));
     bool causal = mcir_node_bool(n, "causal"), bf16 = Q->dtype == MCIR_DTYPE_BF16;
@@ -149,9 +167,10 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     cg_sb_printf(&b,
                  "#define ATT_NQ %lldLL\n#define ATT_NK %lldLL\n#define ATT_D %lld\n#define ATT_BN %d\n"
                  "#define ATT_CWG %d\n#define ATT_STAGES %d\n#define ATT_NB %lldLL\n#define ATT_QTILES %lldLL\n"
-                 "#define ATT_CAUSAL %d\n#define ATT_BF16 %d\n#define ATT_SCALE ",
+                 "#define ATT_CAUSAL %d\n#define ATT_BF16 %d\n",
                  (long long)NQ, (long long)NK, (long long)D, bn, cwg, stages, (long long)NB, (long long)qtiles,
                  causal, bf16);
+    cg_sb_printf(&b, "#define ATT_TMA_STORE %d   // O: %s\n#define ATT_SCALE ", k->n_tmaps > 3, o_store);
     cg_sb_float(&b, scale);
     cg_sb_printf(&b, "\n#define ATT_O_T %s\n#define ATT_ST_O mc_st_%s\n#define O_SR %lldLL\n#define O_SD %lldLL\n",
                  cg_ctype(ov.root->dtype), cg_dsuffix(ov.root->dtype), (long long)ov.stride[ov.rank - 2],
@@ -181,10 +200,11 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     b.s[len - 1] = '\0';
     b.len = len - 1;
     cg_sb_puts(&b, ", const __grid_constant__ CUtensorMap mc_tmap_q, const __grid_constant__ CUtensorMap mc_tmap_k, "
-                   "const __grid_constant__ CUtensorMap mc_tmap_v)");
+                   "const __grid_constant__ CUtensorMap mc_tmap_v");
+    cg_sb_puts(&b, k->n_tmaps > 3 ? ", const __grid_constant__ CUtensorMap mc_tmap_o)" : ")");
     cg_sb_printf(&b, " {\n    (void)r%d; (void)r%d; (void)r%d;\n"
-                     "    mc_attention_sm90(&mc_tmap_q, &mc_tmap_k, &mc_tmap_v, w%d);\n}\n",
-                 qp, kpar, vp, op);
+                     "    mc_attention_sm90(&mc_tmap_q, &mc_tmap_k, &mc_tmap_v, %s, w%d);\n}\n",
+                 qp, kpar, vp, k->n_tmaps > 3 ? "&mc_tmap_o" : "(const CUtensorMap*)0", op);
     bool ok = e.ok;
     cg_emitter_free(&e);
     if (!ok) {

@@ -783,6 +783,52 @@ static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *c
     }
 }
 
+/* cp.async.bulk.tensor.Nd.global.shared::cta.bulk_group [map, {c0..}], [src]:
+ * the box at the coordinates read from src (the map's swizzle of the
+ * shared-address bits) and written to global memory; elements outside the
+ * tensor are not written (PTX: the box is clipped). Executed at issue: the
+ * shared reads are the issuing thread's (ordered by what it knows: a named
+ * barrier after the other threads' writes), the global writes too.
+ * commit_group / wait_group[.read] have nothing left to wait for. */
+static inline void emu_tma_store(const CUtensorMap *tmap, const int *coords, const void *src) {
+    emu_tensor_map m;
+    memcpy(&m, tmap, sizeof m);
+    uint32_t s0 = __cvta_generic_to_shared(src);
+    unsigned need = m.swizzle ? 128u << m.swizzle : 16u;
+    if (s0 % need != 0)
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): TMA store source at shared address %u is not "
+                   "%u-byte aligned", emu_block.x, emu_cur_i, s0, need);
+    unsigned n[5];
+    size_t total = 1;
+    for (int k = 0; k < 5; k++) {
+        n[k] = (m.box[k] + m.estride[k] - 1) / m.estride[k];
+        total *= n[k];
+    }
+    size_t rowb = (size_t)n[0] * m.esize;
+    emu_L->stats.tma_stores++;
+    for (size_t e = 0; e < total; e++) {
+        size_t r = e;
+        long long off = 0;
+        bool oob = false;
+        for (int k = 0; k < 5; k++) {
+            long long c = (long long)(k < m.rank ? coords[k] : 0) + (long long)(r % n[k]) * m.estride[k];
+            r /= n[k];
+            if (c < 0 || c >= (long long)m.dims[k]) oob = true;
+            off += c * (long long)m.strides[k];
+        }
+        if (oob) continue;
+        size_t lin = (e % n[0]) * m.esize + (e / n[0]) * rowb;
+        unsigned char *from = emu_sptr(emu_swizzle(s0 + (uint32_t)lin, m.swizzle), m.esize);
+        if (from == emu_sink) break;
+        from = (unsigned char *)emu_shared(from, m.esize, 1, false);
+        void *to = emu_global(m.base, off, 1, m.esize, true);
+        memcpy(to, from, m.esize);
+        emu_L->stats.tma_store_bytes += m.esize;
+    }
+}
+static inline void emu_bulk_commit() {}
+static inline void emu_bulk_wait(int n, bool read) { (void)n; (void)read; }
+
 /* ---- wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}: queued per warp
  * group, executed at wgmma.wait_group. Fragments (thread t of the group:
  * warp w = t/32, g = lane/4, q = lane%4):
@@ -908,10 +954,18 @@ static inline void emu_wgmma_wait(int keep) {
     }
     emu_wg_arrived[wg] = 0;
     int done = emu_th_group[t] - keep;
+    /* the retired operations read shared memory as this (the last) warp,
+     * in an interval of their own that every warp of the group has seen
+     * once its wait returns: the group may overwrite their operands then */
+    const int w = t >> 5;
+    const uint32_t ops = emu_wstamp[w] = emu_clock++;
     while (emu_wg_head[wg] < emu_wg_tail[wg] && emu_wgq[wg][emu_wg_head[wg] % EMU_WGQ].group < done) {
         emu_wgop_run(wg, &emu_wgq[wg][emu_wg_head[wg] % EMU_WGQ]);
         emu_wg_head[wg]++;
     }
+    emu_wstamp[w] = emu_clock++;
+    for (int x = wg * 4; x < wg * 4 + 4; x++)
+        if (emu_seen[x][w] < ops) emu_seen[x][w] = ops;
     for (int u = wg * 128; u < wg * 128 + 128; u++)
         if (emu_threads[u].state == EMU_WGROUP) emu_threads[u].state = EMU_RUN;
 }

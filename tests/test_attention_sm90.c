@@ -170,8 +170,10 @@ static bool run_emulated(const shape *sh) {
     ck_assert(sm90_tiled(kp));
     mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
     ck_assert_ptr_nonnull(cg);
-    mcir_tensor_map_desc maps[3];
-    ck_assert_int_eq(mcir_codegen_kernel_tensor_maps(cg, 0, maps, 3), 3);
+    mcir_tensor_map_desc maps[4];
+    const int n_maps = mcir_codegen_kernel_tensor_maps(cg, 0, maps, 4);
+    ck_assert_int_eq(n_maps, 4);   /* Q, K, V, and O for the TMA store */
+    ck_assert_int_eq(maps[3].read, kp->n_reads);
 
     mcir_env *cpu = mcir_env_new(g, 5);
     for (int i = 0; i < g->n_inputs; i++) {
@@ -199,7 +201,7 @@ static bool run_emulated(const shape *sh) {
     memset(arena, 0xff, total);
     void *args[8];
     int arg_buf[8];
-    static unsigned char tmaps[3][128] __attribute__((aligned(64)));
+    static unsigned char tmaps[4][128] __attribute__((aligned(64)));
     for (int i = 0; i < nb; i++) {
         bufs[i].base = arena + at[i];
         args[i] = bufs[i].base;
@@ -207,10 +209,10 @@ static bool run_emulated(const shape *sh) {
         if (i < nr) to_storage(ts[i], mcir_env_get(cpu, ts[i]), bufs[i].base);
         else bufs[i].init = calloc(bufs[i].bytes, 1);
     }
-    for (int m = 0; m < 3; m++) {
+    for (int m = 0; m < n_maps; m++) {
         const mcir_tensor_map_desc *x = &maps[m];
         unsigned es[5] = {1, 1, 1, 1, 1};
-        ck_assert(x->read >= 0 && x->read < nr);
+        ck_assert(x->read >= 0 && x->read < nb);
         ck_assert_int_eq(emu_tensor_map_encode_tiled(tmaps[m], x->dtype, (unsigned)x->rank,
                                                      bufs[x->read].base + x->offset * 2, (const unsigned long long *)x->dims,
                                                      (const unsigned long long *)x->strides, x->box, es, 0, x->swizzle,
@@ -223,8 +225,9 @@ static bool run_emulated(const shape *sh) {
     int n = snprintf(call, sizeof call, "%s(", kp->name);
     for (int i = 0; i < nr; i++) n += snprintf(call + n, sizeof call - (size_t)n, "(const unsigned short*)a[%d], ", i);
     snprintf(call + n, sizeof call - (size_t)n,
-             "(unsigned short*)a[%d], *(const CUtensorMap*)a[%d], *(const CUtensorMap*)a[%d], *(const CUtensorMap*)a[%d]);",
-             nr, nb, nb + 1, nb + 2);
+             "(unsigned short*)a[%d], *(const CUtensorMap*)a[%d], *(const CUtensorMap*)a[%d], *(const CUtensorMap*)a[%d], "
+             "*(const CUtensorMap*)a[%d]);",
+             nr, nb, nb + 1, nb + 2, nb + 3);
     int64_t grid[3], smem;
     int block[3];
     mcir_codegen_kernel_launch(cg, 0, grid, block, &smem);
@@ -233,7 +236,7 @@ static bool run_emulated(const shape *sh) {
     emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
     void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
     ck_assert(run && launch);
-    emu_launch L = {.kernel = kp->name, .body = launch, .args = args, .n_args = nb + 3, .buffers = bufs,
+    emu_launch L = {.kernel = kp->name, .body = launch, .args = args, .n_args = nb + n_maps, .buffers = bufs,
                     .n_buffers = nb, .arg_buffer = arg_buf, .checks = EMU_CHECK_ALL};
     L.write_args = 1ull << nr;
     L.grid = (unsigned)(grid[0] < 3 ? grid[0] : 3);   /* the decode shape's 4 items: a block takes two */
@@ -253,10 +256,14 @@ static bool run_emulated(const shape *sh) {
     }
     double rel = maxerr / (maxref > 1e-6 ? maxref : 1e-6);
     fprintf(stderr, "  sm_90a %-4s b%d h%d Nq=%-3d Nk=%-3d d=%-3d%s: %u blocks x %u threads, %llu wgmma, %llu TMA "
-                    "loads, rel err %.3g %s\n",
+                    "loads, %llu TMA stores (%llu bytes), rel err %.3g %s\n",
             sh->dt, sh->b, sh->h, sh->nq, sh->nk, sh->d, sh->causal ? " causal" : "       ", L.grid, L.block,
-            L.stats.wgmma, L.stats.tma_loads, rel, ok && rel <= 2e-2 && maxref > 0 ? "ok" : "FAIL");
-    ok = ok && rel <= 2e-2 && maxref > 0 && L.stats.wgmma > 0 && L.stats.tma_loads > 0;
+            L.stats.wgmma, L.stats.tma_loads, L.stats.tma_stores, L.stats.tma_store_bytes, rel,
+            ok && rel <= 2e-2 && maxref > 0 ? "ok" : "FAIL");
+    ok = ok && rel <= 2e-2 && maxref > 0 && L.stats.wgmma > 0 && L.stats.tma_loads > 0 && L.stats.tma_stores > 0;
+    /* every element of O written once, by the TMA: the box rows past Nq
+     * are clipped (the grid-stride loop covers every item on <= 3 blocks) */
+    ok = ok && L.stats.tma_store_bytes == (unsigned long long)mcir_tensor_bytes(ts[nr]);
     /* two consumer groups: the producer gives registers to them, and they
      * take turns (group 1 opens group 0's first, then one hand-over per
      * K/V tile each: bar.arrive by 128 threads) */

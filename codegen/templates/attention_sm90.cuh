@@ -14,13 +14,14 @@
 // O += P V with wgmma (V MN-major). Tiles are 64 head-dim columns wide
 // (one 128-byte swizzle row); the tensor maps are 5-D: (d, row, lead dims
 // innermost first), so rows past NQ / NK of a head are out of bounds and
-// arrive as zeros. Score columns >= NK are -inf; causal: column j of row i
+// arrive as zeros. Group c's O tile leaves through its Q slice and a TMA
+// store (ATT_TMA_STORE; else per-thread stores). Score columns >= NK are -inf; causal: column j of row i
 // is masked when j > i + (NK - NQ), and K/V tiles past the block's last
 // unmasked column are never loaded. A row whose every score is -inf gets 0.
 //
 // Generated before this text: ATT_NQ, ATT_NK, ATT_D (= DV: 64, 128, 256),
 // ATT_BN, ATT_CWG, ATT_STAGES, ATT_NB, ATT_QTILES, ATT_CAUSAL, ATT_BF16,
-// ATT_SCALE, O_SR / O_SD / o_off / ATT_ST_O (the output view), att_lead(b,
+// ATT_TMA_STORE, ATT_SCALE, O_SR / O_SD / o_off / ATT_ST_O (the output view), att_lead(b,
 // c) (the (batch, head) index as tensor-map coordinates 2..4), and the
 // wgmma wrappers att_wgmma_s (m64n<ATT_BN>k16, shared A and B) and
 // att_wgmma_o (m64n<ATT_D>k16, A from registers, B transposed).
@@ -92,6 +93,47 @@ __device__ __forceinline__ void att_tma(void* dst, const CUtensorMap* map, int c
         "%6}], [%7];" ::"r"(att_saddr(dst)),
         "l"((u64)map), "r"(col), "r"(row), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(att_saddr(bar))
         : "memory");
+#endif
+}
+// cp.async.bulk.tensor store of one 64 x 64 box of O from shared memory
+// (rows past NQ are outside the map: the TMA clips them), its bulk group,
+// and the generic -> async proxy fence the consumers' shared writes need
+__device__ __forceinline__ void att_tma_store(const CUtensorMap* map, const void* src, int col, int row,
+                                              const int* c) {
+#ifdef MC_EMULATE
+    int xy[5] = {col, row, c[0], c[1], c[2]};
+    emu_tma_store(map, xy, src);
+#else
+    asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(
+                     (u64)map),
+                 "r"(att_saddr(src)), "r"(col), "r"(row), "r"(c[0]), "r"(c[1]), "r"(c[2])
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void att_bulk_commit() {
+#ifdef MC_EMULATE
+    emu_bulk_commit();
+#else
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void att_bulk_wait_read0() {   // the sources may be overwritten
+#ifdef MC_EMULATE
+    emu_bulk_wait(0, true);
+#else
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void att_bulk_wait0() {   // the writes are done
+#ifdef MC_EMULATE
+    emu_bulk_wait(0, false);
+#else
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void att_fence_proxy_async() {
+#ifndef MC_EMULATE
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void att_wgmma_fence() {
@@ -185,6 +227,7 @@ __device__ __forceinline__ int att_kv_tiles(i64 q0) {
 // turn per K/V tile of a work item (the same count), and group 0 consumes
 // the last hand-over before exiting.
 #define ATT_TURN 1
+#define ATT_OBAR 3   // 3 + c: group c's O tile is in shared memory (count 128)
 __device__ __forceinline__ void att_turn_begin(int c) {
 #if ATT_CWG > 1
     att_bar_sync(ATT_TURN + c, 256);
@@ -208,7 +251,7 @@ __device__ __forceinline__ void att_pv(float* o, const u32* pa, u32 v_at) {
 }
 
 __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                                                  ATT_O_T* O) {
+                                                  const CUtensorMap* to, ATT_O_T* O) {
     MC_DYNAMIC_SMEM(mc_smem_raw);
     __shared__ __align__(8) u64 q_full, q_empty, kv_full[ATT_STAGES], kv_empty[ATT_STAGES];
     // the swizzle follows shared-address bits: tiles start 1024-aligned
@@ -373,8 +416,10 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             __syncwarp();
             if (lane == 0) att_mbar_arrive(&kv_empty[(it - 1) % ATT_STAGES]);
         }
+#if !ATT_TMA_STORE
         __syncwarp();
         if (lane == 0) att_mbar_arrive(&q_empty);   // the producer may load the next Q
+#endif
 
         // normalise and store (rows < NQ)
 #pragma unroll
@@ -382,6 +427,34 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 1);
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 2);
         }
+#if ATT_TMA_STORE
+        // O goes through this group's Q slice (its last S = Q K^T has
+        // retired): 128-byte swizzled 64 x 64 boxes like Q's, column pairs
+        // as one 32-bit store, then one thread stores the boxes with the
+        // TMA and, once they are read, lets the producer reload the slice
+        (void)O;
+        unsigned char* os = Qs + c * ATT_DB * ATT_QBOX;
+#pragma unroll
+        for (int v = 0; v < ATT_D / 2; v += 2) {
+            const int r = 16 * w + g + 8 * ((v >> 1) & 1), dv = 8 * (v >> 2) + 2 * tq4;
+            const float l = l_r[(v >> 1) & 1];
+            const u32 lin = (u32)((dv / 64) * ATT_QBOX + r * 128 + (dv % 64) * 2);
+            MC_SST(*(u32*)(os + (lin ^ ((lin >> 3) & 0x70u))),
+                   att_pack(l > 0.0f ? o[v] / l : 0.0f, l > 0.0f ? o[v + 1] / l : 0.0f));
+        }
+        att_fence_proxy_async();
+        att_bar_sync(ATT_OBAR + c, 128);   // the group's slice is written
+        if (w == 0 && lane == 0) {
+            int lead[3];
+            att_lead(b, lead);
+            for (int j = 0; j < ATT_DB; j++) att_tma_store(to, os + j * ATT_QBOX, 64 * j, (int)(q0 + 64 * c), lead);
+            att_bulk_commit();
+            att_bulk_wait_read0();
+        }
+        __syncwarp();
+        if (lane == 0) att_mbar_arrive(&q_empty);   // the producer may load the next Q
+#else
+        (void)to;
         const i64 ob = o_off(b);
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v++) {
@@ -390,7 +463,11 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             const float l = l_r[(v >> 1) & 1];
             if (qi < ATT_NQ) ATT_ST_O(O, ob + qi * O_SR + (i64)dv * O_SD, l > 0.0f ? o[v] / l : 0.0f);
         }
+#endif
     }
+#if ATT_TMA_STORE
+    if (w == 0 && lane == 0) att_bulk_wait0();   // O's writes are done before the block exits
+#endif
 #if ATT_CWG > 1
     if (c == 0) att_bar_sync(ATT_TURN + 0, 256);   // group 1's last hand-over: no arrival left pending
 #endif
