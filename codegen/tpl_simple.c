@@ -153,6 +153,60 @@ bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
 
 /* ------------------------------------------------------------ reduction */
 
+/* argmax / argmin as a row reduction: each thread keeps (value, index) of
+ * its strided share of the row, then the pairs combine across the warp
+ * (and the block through shared memory) — as mcir/ops_int.c: the first
+ * extreme wins ties, the first NaN wins over everything. The index
+ * travels as a float (exact: rows are at most 2^24 long), -1 for none. */
+static bool gen_arg_reduce(cg_kernel *k, cg_sb *b, cg_emitter *e, const mcir_tensor *x, bool is_max,
+                           bool warp_per_row) {
+    const char *op = is_max ? ">" : "<";
+    cg_sb_printf(b,
+        "__device__ __forceinline__ void red_take(float& a, float& ai, float v, float vi) {\n"
+        "    if (vi < 0.0f) return;\n"
+        "    bool take = ai < 0.0f || (v != v ? (a == a || vi < ai) : (a == a && (v %s a || (v == a && vi < ai))));\n"
+        "    if (take) { a = v; ai = vi; }\n"
+        "}\n"
+        "__device__ __forceinline__ void red_warp(float& a, float& ai) {\n"
+        "#pragma unroll\n"
+        "    for (int o = 16; o > 0; o >>= 1) {\n"
+        "        float v = __shfl_xor_sync(0xffffffffu, a, o), vi = __shfl_xor_sync(0xffffffffu, ai, o);\n"
+        "        red_take(a, ai, v, vi);\n"
+        "    }\n"
+        "}\n", op);
+    cg_emit_signature(b, k->kp, THREADS);
+    cg_sb_puts(b, " {\n    __shared__ float scratch[64];\n");
+    if (warp_per_row)
+        cg_sb_puts(b,
+            "    const int lane = threadIdx.x & 31;\n"
+            "    const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);\n"
+            "    for (i64 o = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); o < RED_OUTER; o += warps) {\n"
+            "        i64 start = lane, step = 32;\n");
+    else
+        cg_sb_puts(b,
+            "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;\n"
+            "    for (i64 o = blockIdx.x; o < RED_OUTER; o += gridDim.x) {\n"
+            "        i64 start = threadIdx.x, step = blockDim.x;\n");
+    cg_sb_printf(b,
+        "        float a = 0.0f, ai = -1.0f;\n"
+        "        for (i64 r = start; r < RED_INNER; r += step)\n"
+        "            red_take(a, ai, v%d(x_index(o, r), 0.0f, MC_ARGS), (float)r);\n"
+        "        red_warp(a, ai);\n", x->id);
+    if (warp_per_row)
+        cg_sb_puts(b, "        if (lane == 0) ");
+    else
+        cg_sb_puts(b,
+            "        __syncthreads();\n"
+            "        if (lane == 0) { MC_SST(scratch[warp], a); MC_SST(scratch[32 + warp], ai); }\n"
+            "        __syncthreads();\n"
+            "        a = lane < nw ? MC_SLD(scratch[lane]) : 0.0f;\n"
+            "        ai = lane < nw ? MC_SLD(scratch[32 + lane]) : -1.0f;\n"
+            "        red_warp(a, ai);\n"
+            "        if (threadIdx.x == 0) ");
+    cg_sb_puts(b, "epilogue(o, ai, MC_ARGS);\n    }\n    (void)scratch;\n}\n");
+    return finish(k, b, e);
+}
+
 bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     mcir_kernel_plan *kp = k->kp;
     mcir_rows_layout l;
@@ -161,7 +215,13 @@ bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     const mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
     bool red[MCIR_MAX_RANK] = {0};
     const int64_t *axes;
-    int na = mcir_node_ints(n, "axes", &axes);
+    int64_t axis = 0;
+    bool is_arg = n->op == MCIR_OP_ARGMAX || n->op == MCIR_OP_ARGMIN;
+    int na = is_arg ? 1 : mcir_node_ints(n, "axes", &axes);
+    if (is_arg) {   /* argmax / argmin: one axis */
+        axis = mcir_node_int(n, "axis");
+        axes = &axis;
+    }
     for (int i = 0; i < na; i++) {
         int a;
         if (!mcir_norm_axis(axes[i], x->rank, &a)) {
@@ -174,6 +234,10 @@ bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     for (int i = 0; i < x->rank; i++) {
         if (red[i]) inner *= x->shape[i];
         else outer *= x->shape[i];
+    }
+    if (is_arg && inner > (1LL << 24)) {   /* the index travels as a float */
+        cg_error(d, kp, "argmax/argmin over more than 2^24 elements");
+        return false;
     }
     cg_sb b = {0};
     cg_emitter e;
@@ -196,6 +260,7 @@ bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     bool warp_per_row = l.warp_row;
     cg_sb_printf(&b, "#define RED_OUTER %lldLL\n#define RED_INNER %lldLL\n", (long long)outer,
                  (long long)inner);
+    if (is_arg) return gen_arg_reduce(k, &b, &e, x, n->op == MCIR_OP_ARGMAX, warp_per_row);
     cg_emit_signature(&b, kp, THREADS);
     cg_sb_puts(&b, " {\n    __shared__ float scratch[32];\n");
     if (warp_per_row)

@@ -296,8 +296,12 @@ bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *g) {
             if (k->reads[i] == X) g->direct_read = true;
     } else if (k->tpl == MCIR_TEMPLATE_REDUCE) {
         const int64_t *axes;
-        int na = mcir_node_ints(n, "axes", &axes);
+        bool arg = n->op == MCIR_OP_ARGMAX || n->op == MCIR_OP_ARGMIN;
+        int64_t axis = arg ? mcir_node_int(n, "axis") : 0;   /* argmax / argmin: one axis */
+        int na = arg ? 1 : mcir_node_ints(n, "axes", &axes);
+        if (arg) axes = &axis;
         g->kind = MCIR_ROWS_REDUCE;
+        g->pairs = arg;
         g->width = 1;
         bool red[MCIR_MAX_RANK] = {false};
         for (int i = 0; i < na; i++) {
@@ -376,8 +380,9 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
         }
         l->vector_width = 1;
         /* tpl_simple.c's reduction: __shared__ float scratch[32] for the
-         * block-wide sum (ptxas drops it where a warp owns a row) */
-        if (g->kind == MCIR_ROWS_REDUCE && !warp_row) l->smem_static_bytes = 32 * 4;
+         * block-wide sum, [64] for argmax/argmin's (value, index) pairs
+         * (ptxas drops it where a warp owns a row) */
+        if (g->kind == MCIR_ROWS_REDUCE && !warp_row) l->smem_static_bytes = (g->pairs ? 64 : 32) * 4;
     }
     l->rows_per_block = warp_row ? warps : 1;
     int64_t grid = ceil_div(g->rows, l->rows_per_block);

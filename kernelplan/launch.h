@@ -102,6 +102,7 @@ typedef struct mcir_rows_problem {
     int64_t inner;               /* stride between row elements (softmax over a non-last axis) */
     bool direct_read;            /* NORM: X is a kernel read (not computed by a prologue) */
     bool strided;                /* REDUCE: the reduced axes are not the trailing ones */
+    bool pairs;                  /* REDUCE: argmax / argmin, (value, index) pairs */
     mcir_dtype dtype;
 } mcir_rows_problem;
 

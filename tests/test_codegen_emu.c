@@ -153,8 +153,9 @@ static void coverage_key(const mcir_kernel_plan *kp, const char *src, bool stage
         ADD(!has(src, "TR_R"), "strided");
         break;
     case MCIR_TEMPLATE_REDUCE:
-        ADD(has(src, "a, scratch)"), "block-row");   /* mc_block_sum / max; every prelude defines them */
-        ADD(!has(src, "a, scratch)"), "warp-row");
+        ADD(has(src, "red_take("), "arg");
+        ADD(has(src, "a, scratch)") || has(src, "MC_SST(scratch[warp], a)"), "block-row");   /* mc_block_sum / max; every prelude defines them */
+        ADD(!has(src, "a, scratch)") && !has(src, "MC_SST(scratch[warp], a)"), "warp-row");
         break;
     case MCIR_TEMPLATE_POOL:
         ADD(has(src, "P_H * P_W + q"), "global-avg");
@@ -877,6 +878,47 @@ START_TEST(test_integer_ops_emulated) {
 }
 END_TEST
 
+/* argmax / argmin in the reduce template: rows shorter than a warp's
+ * stride and longer than a block (256), a strided axis, f32 and f16
+ * inputs; ties (values rounded to integers through casts: the first index
+ * must win) and NaN (sqrt of negatives: the first NaN wins), exactly the
+ * interpreter's indices. */
+static const char ARG_OPS[] =
+    "{\"mcir\":1,\"name\":\"e_args\",\"inputs\":[{\"name\":\"a\",\"dtype\":\"f32\",\"shape\":[3,37]},"
+    "{\"name\":\"b\",\"dtype\":\"f32\",\"shape\":[2,3000]},{\"name\":\"c\",\"dtype\":\"f16\",\"shape\":[5,300]}],"
+    "\"nodes\":[{\"name\":\"s1\",\"op\":\"scale\",\"inputs\":[\"a\"],\"outputs\":[\"a3\"],\"attrs\":{\"value\":3.0}},"
+    "{\"name\":\"i1\",\"op\":\"cast\",\"inputs\":[\"a3\"],\"outputs\":[\"ai\"],\"attrs\":{\"to\":\"i32\"}},"
+    "{\"name\":\"t1\",\"op\":\"cast\",\"inputs\":[\"ai\"],\"outputs\":[\"at\"],\"attrs\":{\"to\":\"f32\"}},"
+    "{\"name\":\"am1\",\"op\":\"argmax\",\"inputs\":[\"at\"],\"outputs\":[\"y1\"],\"attrs\":{\"axis\":1}},"
+    "{\"name\":\"an1\",\"op\":\"argmin\",\"inputs\":[\"at\"],\"outputs\":[\"y2\"],\"attrs\":{\"axis\":-1,\"keepdims\":true}},"
+    "{\"name\":\"s2\",\"op\":\"scale\",\"inputs\":[\"b\"],\"outputs\":[\"b3\"],\"attrs\":{\"value\":3.0}},"
+    "{\"name\":\"i2\",\"op\":\"cast\",\"inputs\":[\"b3\"],\"outputs\":[\"bi\"],\"attrs\":{\"to\":\"i32\"}},"
+    "{\"name\":\"t2\",\"op\":\"cast\",\"inputs\":[\"bi\"],\"outputs\":[\"bt\"],\"attrs\":{\"to\":\"f32\"}},"
+    "{\"name\":\"am2\",\"op\":\"argmax\",\"inputs\":[\"bt\"],\"outputs\":[\"y3\"],\"attrs\":{\"axis\":1}},"
+    "{\"name\":\"an2\",\"op\":\"argmin\",\"inputs\":[\"b\"],\"outputs\":[\"y4\"],\"attrs\":{\"axis\":0}},"
+    "{\"name\":\"am3\",\"op\":\"argmax\",\"inputs\":[\"c\"],\"outputs\":[\"y5\"],\"attrs\":{\"axis\":1}},"
+    "{\"name\":\"sq\",\"op\":\"sqrt\",\"inputs\":[\"c\"],\"outputs\":[\"cs\"]},"
+    "{\"name\":\"an3\",\"op\":\"argmin\",\"inputs\":[\"cs\"],\"outputs\":[\"y6\"],\"attrs\":{\"axis\":1}},"
+    "{\"name\":\"am4\",\"op\":\"argmax\",\"inputs\":[\"cs\"],\"outputs\":[\"y7\"],\"attrs\":{\"axis\":0}}],"
+    "\"outputs\":[\"y1\",\"y2\",\"y3\",\"y4\",\"y5\",\"y6\",\"y7\"]}";
+
+START_TEST(test_argmax_reduce_emulated) {
+    mcir_graph *g = cgt_graph(ARG_OPS);
+    cgt_kspec ks[] = {{MCIR_TEMPLATE_ELEMENTWISE, NULL, "s1,i1,t1"}, {MCIR_TEMPLATE_REDUCE, "am1", "am1"},
+                      {MCIR_TEMPLATE_REDUCE, "an1", "an1"}, {MCIR_TEMPLATE_REDUCE, "am2", "s2,i2,t2,am2"},
+                      {MCIR_TEMPLATE_REDUCE, "an2", "an2"}, {MCIR_TEMPLATE_REDUCE, "am3", "am3"},
+                      {MCIR_TEMPLATE_ELEMENTWISE, NULL, "sq"}, {MCIR_TEMPLATE_REDUCE, "an3", "an3"},
+                      {MCIR_TEMPLATE_REDUCE, "am4", "am4"}};
+    mcir_plan *p = cgt_plan(g, "sm_90", 9, ks);
+    int reduce = 0;
+    for (int i = 0; i < p->n_kernels; i++)
+        reduce += p->kernels[i].tpl == MCIR_TEMPLATE_REDUCE;
+    ck_assert_int_eq(reduce, 7);   /* every argmax / argmin a row reduction */
+    ck_assert(run_emulated(g, p, NULL, "e_args (reduce template)", false));
+    mcir_graph_free(g);
+}
+END_TEST
+
 #ifdef MCIR_HAVE_PIPELINE
 #include <dirent.h>
 
@@ -1161,6 +1203,7 @@ int main(void) {
     tcase_add_test(tc, test_norms_reductions_copies_conv_emulated);
     tcase_add_test(tc, test_fused_chains_emulated);
     tcase_add_test(tc, test_integer_ops_emulated);
+    tcase_add_test(tc, test_argmax_reduce_emulated);
     tcase_add_test(tc, test_attention_emulated);
     tcase_add_test(tc, test_attention_head_split_merge_emulated);
     suite_add_tcase(s, tc);
