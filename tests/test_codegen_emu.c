@@ -919,6 +919,33 @@ START_TEST(test_argmax_reduce_emulated) {
 }
 END_TEST
 
+/* A slice whose start is known only at run time, with a static length
+ * (graph.json's slice takes constant attributes): gather(x, arange(0, L)
+ * + start, axis) — docs/ops.md "Runtime-start slices". The start is an
+ * i64 input (seeded in [0, 16)); a kernel per node and all in one chain. */
+static const char DYN_SLICE[] =
+    "{\"mcir\":1,\"name\":\"e_dyn_slice\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[4,50]},"
+    "{\"name\":\"start\",\"dtype\":\"i64\",\"shape\":[1]}],"
+    "\"nodes\":[{\"name\":\"ar\",\"op\":\"arange\",\"inputs\":[],\"outputs\":[\"r\"],"
+    "\"attrs\":{\"start\":0,\"end\":8,\"step\":1,\"dtype\":\"i64\"}},"
+    "{\"name\":\"ad\",\"op\":\"add\",\"inputs\":[\"r\",\"start\"],\"outputs\":[\"idx\"]},"
+    "{\"name\":\"ga\",\"op\":\"gather\",\"inputs\":[\"x\",\"idx\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":1}}],"
+    "\"outputs\":[\"y\"]}";
+
+START_TEST(test_runtime_start_slice_emulated) {
+    mcir_graph *g = cgt_graph(DYN_SLICE);
+    ck_assert_int_eq(g->outputs[0]->shape[1], 8);   /* the shape stays static */
+    mcir_plan *p = cgt_plan_naive(g, "sm_90");
+    ck_assert(run_emulated(g, p, NULL, "e_dyn_slice (a kernel per node)", false));
+    mcir_graph_free(g);
+    g = cgt_graph(DYN_SLICE);
+    cgt_kspec ks[] = {{MCIR_TEMPLATE_ELEMENTWISE, NULL, "ar,ad,ga"}};
+    p = cgt_plan(g, "sm_90", 1, ks);
+    ck_assert(run_emulated(g, p, NULL, "e_dyn_slice (one chain)", false));
+    mcir_graph_free(g);
+}
+END_TEST
+
 #ifdef MCIR_HAVE_PIPELINE
 #include <dirent.h>
 
@@ -1204,6 +1231,7 @@ int main(void) {
     tcase_add_test(tc, test_fused_chains_emulated);
     tcase_add_test(tc, test_integer_ops_emulated);
     tcase_add_test(tc, test_argmax_reduce_emulated);
+    tcase_add_test(tc, test_runtime_start_slice_emulated);
     tcase_add_test(tc, test_attention_emulated);
     tcase_add_test(tc, test_attention_head_split_merge_emulated);
     suite_add_tcase(s, tc);
