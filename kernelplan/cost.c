@@ -414,7 +414,13 @@ static void attention_tiles(const mcir_kernel_plan *k, const mcir_tiling *ti, bo
 
 /* templates/attention_{mma,fma}.cuh: per (batch*head, Q tile) the Q tile
  * once, then K and V tiles up to the causal limit (rows past Nk not
- * loaded), the mask at every in-range score of those tiles, O once. */
+ * loaded), the mask at every in-range score of those tiles, O once.
+ * Split-KV (tiling "kv_split": keys per split, codegen/tpl_attention.c):
+ * every (Q tile, split) item loads its Q tile and streams its chunk of
+ * keys, and writes f32 partials (O row, max, sum) to the scratch instead
+ * of O; a second launch, NAME_merge (merge_block threads per query row),
+ * reads them back and writes O. The scratch is staging: written and
+ * re-read across DRAM. */
 static void cost_attention(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
     const mcir_node *n = k->anchor;
@@ -426,8 +432,13 @@ static void cost_attention(cost_ctx *x) {
     for (int i = 0; i < O->rank - 2; i++) NB *= O->shape[i];
     bool causal = mcir_node_bool(n, "causal"), mma;
     int64_t bm, bn;
-    attention_tiles(k, x->o && x->o->tiles ? x->o->tiles : &k->tiling, &mma, &bm, &bn);
-    double kv_rows = 0, scores = 0;   /* per batch*head, summed over Q tiles */
+    const mcir_tiling *ti = x->o && x->o->tiles ? x->o->tiles : &k->tiling;
+    attention_tiles(k, ti, &mma, &bm, &bn);
+    /* mirrors mcir_attention_layout_of: a chunk below Nk splits */
+    int64_t chunk = tile_dim(&k->tiling, "kv_split"), splits = 1;
+    if (chunk > 0 && chunk < NK && chunk % bn == 0) splits = (NK + chunk - 1) / chunk;
+    else chunk = NK;
+    double kv_rows = 0, scores = 0;   /* per batch*head, summed over Q tiles and splits */
     int64_t qtiles = (NQ + bm - 1) / bm;
     for (int64_t q0 = 0; q0 < NQ; q0 += bm) {
         int64_t rows = NQ - q0 < bm ? NQ - q0 : bm, kv_end = NK;
@@ -436,24 +447,47 @@ static void cost_attention(cost_ctx *x) {
             int64_t lim = last + (NK - NQ) + 1;
             if (lim < kv_end) kv_end = lim;
         }
-        int64_t loaded = kv_end <= 0 ? 0 : (kv_end + bn - 1) / bn * bn;
-        if (loaded > NK) loaded = NK;
-        kv_rows += (double)loaded;
-        scores += (double)rows * (double)loaded;
+        for (int64_t s = 0; s < splits; s++) {
+            int64_t b0 = s * chunk, e = kv_end < b0 + chunk ? kv_end : b0 + chunk;
+            int64_t loaded = e <= b0 ? 0 : (e - b0 + bn - 1) / bn * bn;
+            if (b0 + loaded > NK) loaded = NK - b0;
+            kv_rows += (double)loaded;
+            scores += (double)rows * (double)loaded;
+        }
     }
-    double nb = (double)NB;
-    double global = nb * ((double)(NQ * D * esize(Q)) + kv_rows * (double)(D * esize(K) + DV * esize(V)) +
-                          (double)(NQ * DV) * (double)esize(k->writes[0]));
+    double nb = (double)NB, rows_all = nb * (double)NQ;
+    double out = splits > 1 ? rows_all * (double)splits * (double)(DV + 2) * 4.0   /* the partials */
+                            : rows_all * (double)DV * (double)esize(k->writes[0]);
+    double global = nb * ((double)splits * (double)(NQ * D * esize(Q)) +
+                          kv_rows * (double)(D * esize(K) + DV * esize(V))) + out;
     if (M) global += nb * scores * (double)esize(M);
     double flops = nb * scores * 2.0 * (double)(D + DV);
     mcir_kernel_cost *c = x->c;
-    c->global_bytes = (int64_t)global;
-    c->flops = flops;
     /* one head's K and V are re-read by every Q tile of that head; blocks
      * run head by head, so that is the span the L2 must hold */
     c->l2_spill_bytes = l2_spill(x->t, (double)(NK * (D * esize(K) + DV * esize(V))), qtiles, NB);
-    c->hbm_bytes = reads_bytes(k) + writes_bytes(k) + c->l2_spill_bytes;
-    add_launch(x, (double)c->hbm_bytes, flops, mma ? tensor_unit(Q->dtype) : "f32_fma");
+    const char *unit = mma ? tensor_unit(Q->dtype) : "f32_fma";
+    if (splits == 1) {
+        c->global_bytes = (int64_t)global;
+        c->flops = flops;
+        c->hbm_bytes = reads_bytes(k) + writes_bytes(k) + c->l2_spill_bytes;
+        add_launch(x, (double)c->hbm_bytes, flops, unit);
+        return;
+    }
+    /* the merge (tpl_attention.c): per query row every thread reads each
+     * split's max (twice) and sum, then per output column each split's
+     * max and O partial; O written once */
+    int mt = DV <= 32 ? 32 : DV <= 64 ? 64 : 128;   /* mirrors mcir_attention_layout_of */
+    double sp = (double)splits, scratch = out;
+    double merge_global = rows_all * ((double)mt * 3.0 * sp * 4.0 + (double)DV * sp * 8.0 +
+                                      (double)DV * (double)esize(k->writes[0]));
+    double merge_flops = rows_all * sp * (2.0 * (double)DV + 3.0);
+    c->global_bytes = (int64_t)(global + merge_global);
+    c->flops = flops + merge_flops;
+    c->staging_bytes = (int64_t)(2.0 * scratch);
+    c->hbm_bytes = reads_bytes(k) + writes_bytes(k) + c->staging_bytes + c->l2_spill_bytes;
+    add_launch(x, (double)(reads_bytes(k) + c->l2_spill_bytes) + scratch, flops, unit);
+    add_launch(x, scratch + (double)writes_bytes(k), merge_flops, "f32_fma");
 }
 
 /* ------------------------------------------------------------- matmul */

@@ -291,6 +291,48 @@ START_TEST(attention_rereads_kv_per_q_tile) {
 }
 END_TEST
 
+/* Split-KV decode: the kernel loads Q once per split, streams each split's
+ * keys, writes f32 partials (O row, max, sum) to the scratch; the merge is
+ * a second launch that reads them back (every thread each split's max
+ * twice and sum, then per column each split's max and partial) and writes
+ * O. The scratch crosses DRAM twice (staging). */
+START_TEST(split_kv_counts_the_merge) {
+    mcir_graph *g = attention_graph("f16", 1, 4096, 64, false);
+    mcir_plan *p = plan_of(g, "sm_80");
+    const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_STREAMING_ATTENTION);
+    int64_t chunk = tile(&k->tiling, "kv_split");
+    ck_assert_msg(chunk > 0 && chunk < 4096, "%s", k->tiling.reason);
+    int64_t splits = cdiv(4096, chunk), rows = 8;   /* batch*heads x Nq */
+    int64_t scratch = rows * splits * (64 + 2) * 4, q = 8 * 64 * 2, kv = 8 * 4096 * 64 * 2;
+    ck_assert_int_eq(k->scratch_bytes, scratch);
+    mcir_kernel_cost c;
+    mcir_cost_kernel(k, p->target, NULL, &c);
+    ck_assert_int_eq(c.launches, 2);
+    ck_assert_int_eq(c.staging_bytes, 2 * scratch);
+    ck_assert_int_eq(c.l2_spill_bytes, 0);
+    ck_assert_int_eq(c.hbm_bytes, q + 2 * kv + q + 2 * scratch);
+    int64_t main_global = splits * q + 2 * kv + scratch;
+    int64_t merge_global = rows * (64 * 3 * splits * 4 + 64 * splits * 8 + 64 * 2);   /* 64 merge threads */
+    ck_assert_int_eq(c.global_bytes, main_global + merge_global);
+    ck_assert_double_eq(c.flops, 8.0 * 4096 * 2 * 128 + (double)rows * (double)splits * (2 * 64 + 3));
+    ck_assert_str_eq(c.unit, "f16_tensor_core");
+    ck_assert_double_eq_tol(c.launch_us, 2 * p->target->launch_us, 1e-9);
+    /* the same graph unsplit (Nk a single chunk) is one launch, no staging */
+    mcir_graph *g2 = attention_graph("f16", 256, 4096, 64, false);
+    mcir_plan *p2 = plan_of(g2, "sm_80");
+    const mcir_kernel_plan *k2 = kernel_with(p2, MCIR_TEMPLATE_STREAMING_ATTENTION);
+    ck_assert_int_eq(tile(&k2->tiling, "kv_split"), 0);
+    mcir_kernel_cost c2;
+    mcir_cost_kernel(k2, p2->target, NULL, &c2);
+    ck_assert_int_eq(c2.launches, 1);
+    ck_assert_int_eq(c2.staging_bytes, 0);
+    mcir_plan_free(p2);
+    mcir_graph_free(g2);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 /* A fused elementwise chain requests each read once per path that reaches
  * it (no common subexpressions in the value functions of codegen/emit.c);
  * DRAM sees each tensor once. */
@@ -415,6 +457,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, rereads_beyond_l2_spill_to_dram);
     tcase_add_test(tc, norm_rereads_rows_too_wide_to_cache);
     tcase_add_test(tc, attention_rereads_kv_per_q_tile);
+    tcase_add_test(tc, split_kv_counts_the_merge);
     tcase_add_test(tc, elementwise_chain_counts_paths);
     tcase_add_test(tc, reads_of_a_part_count_the_part);
     tcase_add_test(tc, plan_totals_and_compulsory_bytes);
