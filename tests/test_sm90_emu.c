@@ -119,6 +119,23 @@ static const char PROBE[] =
     "    if (bug == 5) emu_bar_arrive(2, 256);\n"
     "    if (t == 128) MC_GST(out, 0, MC_SLD(part[0]) + MC_SLD(part[1]) + MC_SLD(part[2]) + MC_SLD(part[3]));\n"
     "}\n"
+    "/* mode 4: the threads write a 64 x 8 f16 box into shared memory with the 128-byte swizzle, thread 0\n"
+    " * stores it with the TMA at cfg = {col, row} (clipped to the tensor). */\n"
+    "static void store_probe(const CUtensorMap* map, const unsigned short* img, const int* cfg) {\n"
+    "    MC_DYNAMIC_SMEM(sm);\n"
+    "    const int t = threadIdx.x;\n"
+    "    for (int i = t; i < 8 * 64; i += blockDim.x) {\n"
+    "        const unsigned lin = (unsigned)((i / 64) * 128 + (i % 64) * 2);\n"
+    "        MC_SST(*(unsigned short*)(sm + (lin ^ ((lin >> 3) & 0x70u))), MC_GLD(img, i));\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "    if (t == 0) {\n"
+    "        int c[5] = {cfg[0], cfg[1], 0, 0, 0};\n"
+    "        emu_tma_store(map, c, sm);\n"
+    "        emu_bulk_commit();\n"
+    "        emu_bulk_wait(0, false);\n"
+    "    }\n"
+    "}\n"
     "/* mode 3: accumulators are written at the wait: d read between commit and wait keeps C. */\n"
     "static void defer_probe(const unsigned short* img, float* out) {\n"
     "    MC_DYNAMIC_SMEM(sm);\n"
@@ -142,6 +159,7 @@ static const char PROBE[] =
     "    case 1: tma_probe((const CUtensorMap*)p[1], (unsigned short*)p[2], (const int*)p[3]); break;\n"
     "    case 2: ring_probe((const CUtensorMap*)p[1], (float*)p[2], (const int*)p[3]); break;\n"
     "    case 3: defer_probe((const unsigned short*)p[1], (float*)p[2]); break;\n"
+    "    case 4: store_probe((const CUtensorMap*)p[1], (const unsigned short*)p[2], (const int*)p[3]); break;\n"
     "    }\n"
     "}\n";
 
@@ -510,6 +528,37 @@ START_TEST(test_accumulators_land_at_wait_group) {
 }
 END_TEST
 
+/* cp.async.bulk.tensor store: a 64 x 8 box of f16 (128-byte swizzle, as
+ * the threads wrote it into shared memory) stored at row -2 of a 64 x 5
+ * tensor whose buffer has 8 rows: box rows 2..6 land in rows 0..4, box
+ * rows 0, 1 and 7 fall outside the tensor and are not written (the
+ * buffer's rows 5..7 keep their bytes, no bounds finding). */
+START_TEST(test_tma_store_clips_the_box) {
+    setup();
+    static unsigned short img[8 * 64], dst[8 * 64];
+    for (int i = 0; i < 8 * 64; i++) img[i] = mcir_f32_to_f16((float)(i % 61) - 30.0f);
+    for (int i = 0; i < 8 * 64; i++) dst[i] = 0x7777;
+    unsigned char map[128] __attribute__((aligned(64)));
+    unsigned long long dims[2] = {64, 5}, strides[1] = {128};
+    unsigned box[2] = {64, 8}, est[2] = {1, 1};
+    ck_assert_int_eq(emu_tensor_map_encode_tiled(map, 6, 2, dst, dims, strides, box, est, 0, 3, 2, 0), 0);
+    int mode = 4, cfg[2] = {0, -2};
+    emu_buffer bufs[5] = {{"mode", (unsigned char *)&mode, sizeof mode, NULL}, {"map", map, sizeof map, NULL},
+                          {"img", (unsigned char *)img, sizeof img, NULL},
+                          {"cfg", (unsigned char *)cfg, sizeof cfg, NULL},
+                          {"dst", (unsigned char *)dst, sizeof dst, NULL}};
+    void *args[4] = {&mode, map, img, cfg};
+    emu_launch L = {.kernel = "store_probe", .body = probe_body, .args = args, .n_args = 4, .grid = 1, .block = 128,
+                    .smem = 1024, .buffers = bufs, .n_buffers = 5, .checks = EMU_CHECK_ALL};
+    ck_assert_int_eq(probe_run(&L), 0);
+    ck_assert_int_eq(L.stats.tma_stores, 1);
+    ck_assert_int_eq(L.stats.tma_store_bytes, 5 * 64 * 2);
+    for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 64; c++)
+            ck_assert_uint_eq(dst[r * 64 + c], r < 5 ? img[(r + 2) * 64 + c] : 0x7777);
+}
+END_TEST
+
 int main(void) {
     if (system("c++ --version > /dev/null 2>&1") != 0) {
         printf("skip: no C++ compiler for the kernel emulator\n");
@@ -528,6 +577,7 @@ int main(void) {
     tcase_add_test(tc, test_ring_through_mbarriers_is_clean);
     tcase_add_test(tc, test_dropped_waits_are_found);
     tcase_add_test(tc, test_accumulators_land_at_wait_group);
+    tcase_add_test(tc, test_tma_store_clips_the_box);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_set_fork_status(r, CK_NOFORK);
