@@ -113,9 +113,12 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
     /* the kernel's register count (what occupancy sees; setmaxnreg moves
      * registers between the warp groups at run time): ptxas fills the
      * 65536 / threads cap (168 for 384 threads) with two consumer groups,
-     * ~80 + 3d/8 with one (ptxas 13.0: 104..110 d=64, 140 d=128, 178 d=256) */
+     * ~205 with one since the pipelined loop (P of the previous tile kept
+     * as A fragments) and the TMA store of O (ptxas 13.0, Nq 1/64, causal
+     * or not, Nk 300: 180..232 d=64, 184..222 d=128, 207..212 d=256;
+     * before them 104..110 / 140 / 178) */
     int cap = (65536 / l.threads) / 8 * 8;
-    int regs = l.consumers > 1 ? cap : 80 + (int)(3 * l.d / 8);
+    int regs = l.consumers > 1 ? cap : 205;
     ti->registers_estimate = regs < cap ? regs : cap;
     ti->reason = mcir_arena_printf(
         a,
