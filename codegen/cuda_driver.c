@@ -1,6 +1,8 @@
 /*
  * cuda_driver.c — loads the CUDA driver table of cuda_driver.h once:
  * dlopen libcuda.so.1, dlsym every entry point, cuInit, count devices.
+ * The symbols are looked up before cuInit, so the driver's version is
+ * known on a machine with a driver and no device.
  * The reason of a failed load is kept and given to every later caller.
  */
 #include "codegen/cuda_driver.h"
@@ -42,6 +44,7 @@ static bool load(void) {
     MCIR_CU_FUNCS(MCIR_CU_SYM)
 #undef MCIR_CU_SYM
     drv.fn.cuGetErrorString = (CUresult(*)(CUresult, const char **))dlsym(drv.lib, "cuGetErrorString");
+    *(void **)&drv.fn.cuTensorMapEncodeTiled = dlsym(drv.lib, "cuTensorMapEncodeTiled");
     int rc = drv.fn.cuInit(0), count = 0;
     if (rc != CUDA_SUCCESS) {
         snprintf(drv.why, sizeof drv.why, "cuInit failed: %s (%d)", mcir_cu_error(rc), rc);
@@ -63,4 +66,10 @@ const mcir_cu_driver *mcir_cu_load(char *why, size_t n) {
     }
     if (why && n) snprintf(why, n, "%s", drv.ok ? "" : drv.why);
     return drv.ok ? &drv.fn : NULL;
+}
+
+bool mcir_cu_driver_version(int *version) {
+    mcir_cu_load(NULL, 0);
+    *version = 0;
+    return drv.fn.cuDriverGetVersion && drv.fn.cuDriverGetVersion(version) == CUDA_SUCCESS;
 }

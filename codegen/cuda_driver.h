@@ -39,6 +39,7 @@ enum {
 /* Every entry point mcir calls: X(name, (parameter types)). */
 #define MCIR_CU_FUNCS(X)                                                                  \
     X(cuInit, (unsigned))                                                                 \
+    X(cuDriverGetVersion, (int *))                                                        \
     X(cuDeviceGetCount, (int *))                                                          \
     X(cuDeviceGet, (CUdevice *, int))                                                     \
     X(cuDeviceGetName, (char *, int, CUdevice))                                           \
@@ -74,11 +75,19 @@ typedef struct mcir_cu_driver {
     MCIR_CU_FUNCS(MCIR_CU_FIELD)
 #undef MCIR_CU_FIELD
     CUresult (*cuGetErrorString)(CUresult, const char **);   /* may be NULL */
+    /* TMA tensor maps (CUDA 12+; may be NULL: only sm_90a kernels need it) */
+    CUresult (*cuTensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *base,
+                                       const unsigned long long *dims, const unsigned long long *strides,
+                                       const unsigned *box, const unsigned *elem_strides, int interleave,
+                                       int swizzle, int l2promotion, int oobfill);
 } mcir_cu_driver;
 
 /* The driver table, loaded and cuInit'd on the first call; NULL and why
  * (no libcuda.so.1, a missing entry point, cuInit failed, no device). */
 const mcir_cu_driver *mcir_cu_load(char *why, size_t n);
+/* The driver's version (cuDriverGetVersion, e.g. 12040) where libcuda.so.1
+ * loads, with or without a device; false where it does not. */
+bool mcir_cu_driver_version(int *version);
 /* The driver's name for a CUresult ("out of memory"), or "CUDA error". */
 const char *mcir_cu_error(int rc);
 

@@ -13,12 +13,13 @@
  *              the tile (so a candidate other than the model's pick wins);
  * its driver key is "injected-<name>", never a real driver's.
  */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mcirc/tune.h"
+
+#include "codegen/cuda_driver.h"
 
 enum { TUNE_TOP_DEFAULT = 4 };
 
@@ -75,14 +76,10 @@ static bool driver_key(char *buf, size_t n, int *mode) {
         return true;
     }
     *mode = 0;
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return false;
-    int (*version)(int *) = (int (*)(int *))dlsym(h, "cuDriverGetVersion");
-    int v = 0;
-    bool ok = version && version(&v) == 0;
-    if (ok) snprintf(buf, n, "cuda-%d", v);
-    dlclose(h);
-    return ok;
+    int v;
+    if (!mcir_cu_driver_version(&v)) return false;
+    snprintf(buf, n, "cuda-%d", v);
+    return true;
 }
 
 static bool has_tunable(const mcir_plan *p) {
