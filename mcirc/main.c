@@ -435,195 +435,196 @@ static bool is_opt(const char *arg, const char *opt) {
     return !strncmp(arg, opt, n) && (arg[n] == 0 || arg[n] == '=');
 }
 
-int main(int argc, char **argv) {
-    mcir_options o = mcir_options_default();
-    emit_kind emit = EMIT_NONE;
-    const char *out_dir = NULL, *test_file = NULL, *report_path = NULL;
-    bool trace_human = false;
-    const char **catalogs = calloc((size_t)argc, sizeof *catalogs);
-    mcir_input_file *inputs = calloc((size_t)argc, sizeof *inputs);
-    mcir_memplan_pool *pools = calloc((size_t)argc, sizeof *pools);
-    mcir_onnx_shape *shapes = calloc((size_t)argc, sizeof *shapes);
-    MCIR_ASSERT(catalogs && inputs && pools && shapes);
-    o.shapes = shapes;
-    o.catalogs = catalogs;
-    o.inputs = inputs;
-    o.pools = pools;
-    int status = MCIR_EXIT_OK;
+/* What the command line asks for beyond mcir_options. */
+typedef struct cli_args {
+    mcir_options o;              /* its arrays have room for argc entries */
+    const char **catalogs;       /* o's arrays, writable */
+    mcir_input_file *inputs;
+    mcir_memplan_pool *pools;
+    mcir_onnx_shape *shapes;
+    emit_kind emit;
+    const char *out_dir, *test_file, *report_path;
+    bool trace_human;
+    bool finished;               /* --help, --version, --planner help: printed */
+} cli_args;
 
+/* Parses the options and the graph into cl; MCIR_EXIT_OK, or the usage
+ * error's status, reported on stderr. */
+static int parse_args(int argc, char **argv, cli_args *cl) {
+    mcir_options *o = &cl->o;
 #define VALUE(opt)                                                  \
     const char *val = take_value(argc, argv, &i, opt);              \
     if (!val) {                                                     \
-        status = usage_error("option '%s' needs a value", opt);     \
-        goto done;                                                  \
+        return usage_error("option '%s' needs a value", opt);     \
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(usage_text, stdout);
-            goto done;
+            cl->finished = true;
+            return MCIR_EXIT_OK;
         } else if (!strcmp(a, "--version")) {
             printf("mcirc %s\n", MCIR_VERSION_STRING);
-            goto done;
+            cl->finished = true;
+            return MCIR_EXIT_OK;
         } else if (is_opt(a, "--emit")) {
             VALUE("--emit");
-            emit = EMIT_NONE;
+            cl->emit = EMIT_NONE;
             for (int k = 1; k < (int)(sizeof emit_names / sizeof *emit_names); k++)
-                if (!strcmp(val, emit_names[k])) emit = (emit_kind)k;
-            if (emit == EMIT_NONE) {
-                status = usage_error("--emit: unknown artifact '%s' (mcir, trace, plan, "
+                if (!strcmp(val, emit_names[k])) cl->emit = (emit_kind)k;
+            if (cl->emit == EMIT_NONE) {
+                return usage_error("--emit: unknown artifact '%s' (mcir, trace, plan, "
                                      "memory, cuda, ptx, dot, audit)", val);
-                goto done;
             }
         } else if (is_opt(a, "-o") || is_opt(a, "--out")) {
             VALUE(a[1] == 'o' ? "-o" : "--out");
-            out_dir = val;
+            cl->out_dir = val;
         } else if (is_opt(a, "--catalog")) {
             VALUE("--catalog");
-            catalogs[o.n_catalogs++] = val;
+            o->catalogs[o->n_catalogs++] = val;
         } else if (is_opt(a, "--report")) {
             VALUE("--report");
-            report_path = val;
+            cl->report_path = val;
         } else if (is_opt(a, "--test-catalog")) {
             VALUE("--test-catalog");
-            test_file = val;
+            cl->test_file = val;
         } else if (!strcmp(a, "--no-default-catalog")) {
-            o.no_default_catalog = true;
+            o->no_default_catalog = true;
         } else if (!strcmp(a, "--no-rewrite")) {
-            o.no_rewrite = true;
+            o->no_rewrite = true;
         } else if (!strcmp(a, "--trace") || !strcmp(a, "--trace=all")) {
-            trace_human = true;
-            o.trace_all = a[7] == '=';
+            cl->trace_human = true;
+            o->trace_all = a[7] == '=';
         } else if (is_opt(a, "--arch")) {
             VALUE("--arch");
             if (!mcir_target_find(val)) {
-                status = usage_error("--arch: unknown architecture '%s' (sm_80, sm_86, "
+                return usage_error("--arch: unknown architecture '%s' (sm_80, sm_86, "
                                      "sm_89, sm_90)", val);
-                goto done;
             }
-            o.arch = val;
+            o->arch = val;
         } else if (is_opt(a, "--planner")) {
             VALUE("--planner");
             if (!strcmp(val, "help")) {
                 mcir_memplan_planners_print(stdout);
-                goto done;
+                cl->finished = true;
+                return MCIR_EXIT_OK;
             }
             if (!mcir_memplan_planner_find(val)) {
-                status = usage_error("--planner: unknown planner '%s'; --planner help "
+                return usage_error("--planner: unknown planner '%s'; --planner help "
                                      "lists them", val);
-                goto done;
             }
-            o.planner = val;
+            o->planner = val;
         } else if (is_opt(a, "--planner-time")) {
             VALUE("--planner-time");
             char *end;
-            o.planner_time_limit_s = strtod(val, &end);
-            if (*end || !(o.planner_time_limit_s > 0)) {
-                status = usage_error("--planner-time: '%s' is not a positive number", val);
-                goto done;
+            o->planner_time_limit_s = strtod(val, &end);
+            if (*end || !(o->planner_time_limit_s > 0)) {
+                return usage_error("--planner-time: '%s' is not a positive number", val);
             }
         } else if (is_opt(a, "--pool")) {
             VALUE("--pool");
             const char *eq = strchr(val, '=');
             int64_t cap;
             if (!eq || eq == val || !parse_bytes(eq + 1, &cap)) {
-                status = usage_error("--pool: '%s' is not NAME=BYTES", val);
-                goto done;
+                return usage_error("--pool: '%s' is not NAME=BYTES", val);
             }
-            pools[o.n_pools].name = strndup(val, (size_t)(eq - val));
-            pools[o.n_pools++].capacity = cap;
+            o->pools[o->n_pools].name = strndup(val, (size_t)(eq - val));
+            o->pools[o->n_pools++].capacity = cap;
         } else if (!strcmp(a, "--verify")) {
-            o.verify = true;
+            o->verify = true;
         } else if (is_opt(a, "--seed")) {
             VALUE("--seed");
             char *end;
             errno = 0;
-            o.seed = strtoull(val, &end, 10);
+            o->seed = strtoull(val, &end, 10);
             if (errno || *end || !*val || *val == '-') {
-                status = usage_error("--seed: '%s' is not a non-negative integer", val);
-                goto done;
+                return usage_error("--seed: '%s' is not a non-negative integer", val);
             }
         } else if (!strcmp(a, "--run")) {
-            o.run = true;
+            o->run = true;
         } else if (is_opt(a, "--device")) {
             VALUE("--device");
-            if (!strcmp(val, "cpu")) o.device = MCIR_DEVICE_CPU;
-            else if (!strcmp(val, "gpu")) o.device = MCIR_DEVICE_GPU;
+            if (!strcmp(val, "cpu")) o->device = MCIR_DEVICE_CPU;
+            else if (!strcmp(val, "gpu")) o->device = MCIR_DEVICE_GPU;
             else {
-                status = usage_error("--device: '%s' is neither cpu nor gpu", val);
-                goto done;
+                return usage_error("--device: '%s' is neither cpu nor gpu", val);
             }
         } else if (is_opt(a, "--alloc")) {
             VALUE("--alloc");
-            if (!mcir_alloc_mode_parse(val, &o.alloc)) {
-                status = usage_error("--alloc: '%s' is not pool, lazy or eager", val);
-                goto done;
+            if (!mcir_alloc_mode_parse(val, &o->alloc)) {
+                return usage_error("--alloc: '%s' is not pool, lazy or eager", val);
             }
         } else if (is_opt(a, "--input")) {
             VALUE("--input");
             const char *eq = strchr(val, '=');
             if (!eq || eq == val || !eq[1]) {
-                status = usage_error("--input: '%s' is not NAME=FILE.npy", val);
-                goto done;
+                return usage_error("--input: '%s' is not NAME=FILE.npy", val);
             }
-            inputs[o.n_inputs].name = strndup(val, (size_t)(eq - val));
-            inputs[o.n_inputs++].path = eq + 1;
+            (cl->inputs)[o->n_inputs].name = strndup(val, (size_t)(eq - val));
+            (cl->inputs)[o->n_inputs++].path = eq + 1;
         } else if (is_opt(a, "--shape")) {
             VALUE("--shape");
 #ifndef MCIR_HAVE_ONNX
-            status = usage_error("--shape %s: this mcirc was built without ONNX import", val);
-            goto done;
+            return usage_error("--shape %s: this mcirc was built without ONNX import", val);
 #endif
-            if (!mcir_onnx_parse_shape(val, &shapes[o.n_shapes])) {
-                status = usage_error("--shape: '%s' is not NAME=D1xD2x...", val);
-                goto done;
+            if (!mcir_onnx_parse_shape(val, &cl->shapes[o->n_shapes])) {
+                return usage_error("--shape: '%s' is not NAME=D1xD2x...", val);
             }
-            o.n_shapes++;
+            o->n_shapes++;
         } else if (!strcmp(a, "--tune")) {
-            o.tune = true;
+            o->tune = true;
         } else if (is_opt(a, "--tune-top")) {
             VALUE("--tune-top");
             char *end;
             long n = strtol(val, &end, 10);
             if (*end || n < 1 || n > 64) {
-                status = usage_error("--tune-top: '%s' is not a count from 1 to 64", val);
-                goto done;
+                return usage_error("--tune-top: '%s' is not a count from 1 to 64", val);
             }
-            o.tune_top = (int)n;
+            o->tune_top = (int)n;
         } else if (is_opt(a, "--threads")) {
             VALUE("--threads");
             char *end;
             long n = strtol(val, &end, 10);
             if (*end || n < 1 || n > 1024) {
-                status = usage_error("--threads: '%s' is not a thread count", val);
-                goto done;
+                return usage_error("--threads: '%s' is not a thread count", val);
             }
             mcir_set_threads((int)n);
         } else if (a[0] == '-' && a[1]) {
-            status = usage_error("unknown option '%s'", a);
-            goto done;
-        } else if (o.graph_path) {
-            status = usage_error("more than one graph given ('%s')", a);
-            goto done;
+            return usage_error("unknown option '%s'", a);
+        } else if (o->graph_path) {
+            return usage_error("more than one graph given ('%s')", a);
         } else {
-            o.graph_path = a;
+            o->graph_path = a;
         }
     }
 #undef VALUE
-    if (test_file) {
-        if (o.graph_path) {
-            status = usage_error("--test-catalog takes no graph ('%s')", o.graph_path);
-            goto done;
-        }
-        status = test_catalog(&o, test_file);
-        goto done;
+    if (cl->test_file) {
+        if (o->graph_path) return usage_error("--test-catalog takes no graph ('%s')", o->graph_path);
+        return MCIR_EXIT_OK;
     }
-    if (!o.graph_path) {
-        status = usage_error("no graph given%s", "");
-        goto done;
-    }
-    if (o.device != MCIR_DEVICE_AUTO && !o.run) {
-        status = usage_error("--device needs --run%s", "");
+    if (!o->graph_path) return usage_error("no graph given%s", "");
+    if (o->device != MCIR_DEVICE_AUTO && !o->run) return usage_error("--device needs --run%s", "");
+    return MCIR_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    cli_args cl = {.o = mcir_options_default()};
+    cl.catalogs = calloc((size_t)argc, sizeof *cl.catalogs);
+    cl.inputs = calloc((size_t)argc, sizeof *cl.inputs);
+    cl.pools = calloc((size_t)argc, sizeof *cl.pools);
+    cl.shapes = calloc((size_t)argc, sizeof *cl.shapes);
+    MCIR_ASSERT(cl.catalogs && cl.inputs && cl.pools && cl.shapes);
+    cl.o.catalogs = cl.catalogs;
+    cl.o.inputs = cl.inputs;
+    cl.o.pools = cl.pools;
+    cl.o.shapes = cl.shapes;
+    int status = parse_args(argc, argv, &cl);
+    mcir_options o = cl.o;
+    emit_kind emit = cl.emit;
+    const char *out_dir = cl.out_dir, *report_path = cl.report_path;
+    if (status != MCIR_EXIT_OK || cl.finished) goto done;
+    if (cl.test_file) {
+        status = test_catalog(&o, cl.test_file);
         goto done;
     }
 
@@ -647,7 +648,7 @@ int main(int argc, char **argv) {
     mcir_diag d = mcir_diag_stderr();
     mcir_compilation c;
     status = mcir_compile(&o, &c, &d);
-    if (trace_human && c.trace) mcir_trace_print_human(c.trace, stderr);
+    if (cl.trace_human && c.trace) mcir_trace_print_human(c.trace, stderr);
     /* --verify reports even when it fails; the report goes to stdout unless
      * stdout carries an artifact. */
     FILE *report = emit != EMIT_NONE ? stderr : stdout;
@@ -677,12 +678,12 @@ int main(int argc, char **argv) {
     mcir_compilation_free(&c);
 
 done:
-    for (int i = 0; i < o.n_inputs; i++) free((char *)inputs[i].name);
-    for (int i = 0; i < o.n_pools; i++) free((char *)pools[i].name);
-    free(catalogs);
-    free(inputs);
-    free(pools);
-    free(shapes);
+    for (int i = 0; i < cl.o.n_inputs; i++) free((char *)cl.inputs[i].name);
+    for (int i = 0; i < cl.o.n_pools; i++) free((char *)cl.pools[i].name);
+    free(cl.catalogs);
+    free(cl.inputs);
+    free(cl.pools);
+    free(cl.shapes);
     if (fflush(stdout) != 0 && status == MCIR_EXIT_OK) status = MCIR_EXIT_TOOLCHAIN;
     return status;
 }
