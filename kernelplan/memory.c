@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "kernelplan/plan-impl.h"
 
 static mcir_loc plan_loc(void) { return (mcir_loc){"memory plan", 0, 0}; }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "kernelplan/plan-impl.h"
 #include "mcir/mcir-impl.h"
 

@@ -3,6 +3,8 @@
  * field names are a contract; fields beyond the contract are additions
  * documented in docs/kernelplan.md.
  */
+#include <jansson.h>
+
 #include "kernelplan/launch.h"
 #include "kernelplan/plan-impl.h"
 

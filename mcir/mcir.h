@@ -31,7 +31,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <jansson.h>
+/* jansson's object type; only the trace API takes one (a client that
+ * calls it includes <jansson.h> itself). */
+struct json_t;
 
 #define MCIR_VERSION_STRING "0.1.0"
 #define MCIR_MAX_RANK 8
@@ -592,9 +594,9 @@ typedef struct mcir_trace mcir_trace;
 mcir_trace *mcir_trace_new(void);
 void mcir_trace_free(mcir_trace *t);
 /* Takes ownership of `record` (a JSON object). */
-void mcir_trace_append(mcir_trace *t, json_t *record);
+void mcir_trace_append(mcir_trace *t, struct json_t *record);
 int mcir_trace_count(const mcir_trace *t);
-json_t *mcir_trace_get(const mcir_trace *t, int i);   /* borrowed */
+struct json_t *mcir_trace_get(const mcir_trace *t, int i);   /* borrowed */
 /* JSON lines, one record a line, keys in insertion order. */
 bool mcir_trace_write_jsonl(const mcir_trace *t, FILE *out);
 

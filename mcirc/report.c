@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "mcirc/report.h"
 #include "rewrites/rewrites.h"
 

@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "rewrites/rewrites-impl.h"
 
 #define MAX_APPLIED 100000

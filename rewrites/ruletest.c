@@ -11,6 +11,8 @@
  */
 #include <string.h>
 
+#include <jansson.h>
+
 #include "rewrites/rewrites.h"
 
 static const char *expect_name(mcir_rule_expect e) {

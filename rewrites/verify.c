@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "rewrites/rewrites.h"
 
 double mcir_rewrite_tolerance(mcir_dtype dtype) { return mcir_compare_tolerance(dtype); }

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "codegen/runtime.h"
 #include "codegen_util.h"
 

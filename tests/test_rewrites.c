@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "rewrites/rewrites.h"
 
 static const char *source_dir(void) {

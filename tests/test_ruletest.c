@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "rewrites/rewrites.h"
 #include "test_util.h"
 
