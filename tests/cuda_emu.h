@@ -726,6 +726,22 @@ static inline unsigned emu_swizzle(unsigned addr, int mode) {   /* mode: 0 none,
     return mode ? addr ^ ((addr >> 3) & (((1u << mode) - 1) << 4)) : addr;
 }
 
+/* Element e of a TMA box (n[k] elements along dimension k, innermost
+ * first) at coords: its global element offset, and whether it lies outside
+ * the tensor. */
+static inline bool emu_tma_element(const emu_tensor_map *m, const int *coords, const unsigned *n, size_t e,
+                                   long long *off) {
+    bool oob = false;
+    *off = 0;
+    for (int k = 0; k < 5; k++) {
+        long long c = (long long)(k < m->rank ? coords[k] : 0) + (long long)(e % n[k]) * m->estride[k];
+        e /= n[k];
+        if (c < 0 || c >= (long long)m->dims[k]) oob = true;
+        *off += c * (long long)m->strides[k];
+    }
+    return oob;
+}
+
 /* cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes
  * [dst], [map, {c0..}], [bar]: the box at coords (innermost first), written
  * row after row at dst with the map's swizzle of the shared address bits,
@@ -755,15 +771,8 @@ static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *c
     memset(fill, 0, sizeof fill);
     if (m.oob_nan) memset(fill, 0xff, sizeof fill);
     for (size_t e = 0; e < total && base != emu_sink; e++) {
-        size_t r = e;
-        long long off = 0;
-        bool oob = false;
-        for (int k = 0; k < 5; k++) {
-            long long c = (long long)(k < m.rank ? coords[k] : 0) + (long long)(r % n[k]) * m.estride[k];
-            r /= n[k];
-            if (c < 0 || c >= (long long)m.dims[k]) oob = true;
-            off += c * (long long)m.strides[k];
-        }
+        long long off;
+        bool oob = emu_tma_element(&m, coords, n, e, &off);
         size_t lin = (e % n[0]) * m.esize + (e / n[0]) * rowb;
         unsigned char *to = emu_sptr(emu_swizzle(s0 + (uint32_t)lin, m.swizzle), m.esize);
         const void *from = fill;
@@ -807,15 +816,8 @@ static inline void emu_tma_store(const CUtensorMap *tmap, const int *coords, con
     size_t rowb = (size_t)n[0] * m.esize;
     emu_L->stats.tma_stores++;
     for (size_t e = 0; e < total; e++) {
-        size_t r = e;
-        long long off = 0;
-        bool oob = false;
-        for (int k = 0; k < 5; k++) {
-            long long c = (long long)(k < m.rank ? coords[k] : 0) + (long long)(r % n[k]) * m.estride[k];
-            r /= n[k];
-            if (c < 0 || c >= (long long)m.dims[k]) oob = true;
-            off += c * (long long)m.strides[k];
-        }
+        long long off;
+        bool oob = emu_tma_element(&m, coords, n, e, &off);
         if (oob) continue;
         size_t lin = (e % n[0]) * m.esize + (e / n[0]) * rowb;
         unsigned char *from = emu_sptr(emu_swizzle(s0 + (uint32_t)lin, m.swizzle), m.esize);
