@@ -26,24 +26,6 @@
 #define ATT_LDK (ATT_DP + 8)
 #define ATT_LDV (ATT_DVP + 8)
 
-__device__ __forceinline__ void att_mma(float* c, const u32* a, const u32* b) {
-#ifdef MC_EMULATE
-    emu_mma_m16n8k16(c, a, b, ATT_BF16);
-#elif ATT_BF16
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-
 __device__ __forceinline__ u32 att_pack(float lo, float hi) {
 #if ATT_BF16
     return mc_pack_bf16(lo, hi);
@@ -153,7 +135,7 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
                     u32 bb[2];
                     bb[0] = MC_SLD(*(const u32*)ks);
                     bb[1] = MC_SLD(*(const u32*)(ks + 8));
-                    att_mma(s[nt], a, bb);
+                    mc_mma_m16n8k16(s[nt], a, bb, ATT_BF16);
                 }
             }
 
@@ -219,7 +201,7 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
                     u32 bb[2];
                     bb[0] = (u32)MC_SLD(v[0]) | ((u32)MC_SLD(v[ATT_LDV]) << 16);
                     bb[1] = (u32)MC_SLD(v[8 * ATT_LDV]) | ((u32)MC_SLD(v[9 * ATT_LDV]) << 16);
-                    att_mma(o[nt], a, bb);
+                    mc_mma_m16n8k16(o[nt], a, bb, ATT_BF16);
                 }
             }
         }

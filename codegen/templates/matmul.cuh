@@ -34,24 +34,6 @@
 #define MM_MI (MM_WTM / 16)
 #define MM_NI (MM_WTN / 8)
 
-__device__ __forceinline__ void mm_mma(float* c, const u32* a, const u32* b) {
-#ifdef MC_EMULATE
-    emu_mma_m16n8k16(c, a, b, MM_BF16);
-#elif MM_BF16
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-
 __device__ __forceinline__ unsigned short mm_half(float v) {
 #if MM_BF16
     return mc_f32_to_bf16(v);
@@ -107,7 +89,7 @@ __device__ __forceinline__ void mm_compute_tile(const unsigned short* As, const 
 #pragma unroll
         for (int i = 0; i < MM_MI; i++)
 #pragma unroll
-            for (int j = 0; j < MM_NI; j++) mm_mma(acc[i][j], a[i], b[j]);
+            for (int j = 0; j < MM_NI; j++) mc_mma_m16n8k16(acc[i][j], a[i], b[j], MM_BF16);
     }
 }
 

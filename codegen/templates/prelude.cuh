@@ -75,6 +75,28 @@ __device__ __forceinline__ u32 mc_pack_f16(float a, float b) {
 __device__ __forceinline__ u32 mc_pack_bf16(float a, float b) {
     return (u32)mc_f32_to_bf16(a) | ((u32)mc_f32_to_bf16(b) << 16);
 }
+// C += A·B, one warp-wide mma.sync m16n8k16 (row.col, f32 accumulation):
+// per lane a: 4 registers of f16x2/bf16x2, b: 2, c: 4 floats, laid out as
+// the PTX ISA's m16n8k16 figures (tests/data/layouts/mma_m16n8k16.txt).
+// bf16 is a compile-time constant of the template (the branch folds away).
+__device__ __forceinline__ void mc_mma_m16n8k16(float* c, const u32* a, const u32* b, const bool bf16) {
+#ifdef MC_EMULATE
+    emu_mma_m16n8k16(c, a, b, bf16);
+#else
+    if (bf16)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
 // NumPy maximum/minimum: a NaN in either operand propagates.
 __device__ __forceinline__ float mc_max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float mc_min_nan(float a, float b) { return (a != a || a < b) ? a : b; }
