@@ -726,6 +726,17 @@ static inline unsigned emu_swizzle(unsigned addr, int mode) {   /* mode: 0 none,
     return mode ? addr ^ ((addr >> 3) & (((1u << mode) - 1) << 4)) : addr;
 }
 
+/* A TMA box's elements along each dimension (n[k], innermost first; the
+ * box over the element strides) and in all. */
+static inline size_t emu_tma_box(const emu_tensor_map *m, unsigned n[5]) {
+    size_t total = 1;
+    for (int k = 0; k < 5; k++) {
+        n[k] = (m->box[k] + m->estride[k] - 1) / m->estride[k];
+        total *= n[k];
+    }
+    return total;
+}
+
 /* Element e of a TMA box (n[k] elements along dimension k, innermost
  * first) at coords: its global element offset, and whether it lies outside
  * the tensor. */
@@ -757,11 +768,7 @@ static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *c
         emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): TMA destination at shared address %u is not "
                    "%u-byte aligned (%s)", emu_block.x, emu_cur_i, s0, need, m.swizzle ? "swizzle repeat" : "bulk copy");
     unsigned n[5];
-    size_t total = 1;
-    for (int k = 0; k < 5; k++) {
-        n[k] = (m.box[k] + m.estride[k] - 1) / m.estride[k];
-        total *= n[k];
-    }
+    size_t total = emu_tma_box(&m, n);
     size_t rowb = (size_t)n[0] * m.esize, bytes = total * m.esize;
     uint32_t stamp = emu_clock++;
     emu_L->stats.tma_loads++;
@@ -808,11 +815,7 @@ static inline void emu_tma_store(const CUtensorMap *tmap, const int *coords, con
         emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): TMA store source at shared address %u is not "
                    "%u-byte aligned", emu_block.x, emu_cur_i, s0, need);
     unsigned n[5];
-    size_t total = 1;
-    for (int k = 0; k < 5; k++) {
-        n[k] = (m.box[k] + m.estride[k] - 1) / m.estride[k];
-        total *= n[k];
-    }
+    size_t total = emu_tma_box(&m, n);
     size_t rowb = (size_t)n[0] * m.esize;
     emu_L->stats.tma_stores++;
     for (size_t e = 0; e < total; e++) {
