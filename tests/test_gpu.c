@@ -21,6 +21,7 @@
 
 #include "codegen/runtime.h"
 #include "codegen_util.h"
+#include "test_util.h"
 
 #ifdef MCIR_HAVE_KERNELPLAN
 static const bool have_planner = true;
@@ -29,10 +30,6 @@ static const bool have_planner = false;
 #endif
 
 static char cache_dir[256];
-static const char *src_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
 
 typedef struct planned {
     mcir_plan *plan;
@@ -166,7 +163,7 @@ static bool check_graph(mcir_graph *g, const char *what, json_t *inputs, const c
 
 START_TEST(test_examples_match_cpu) {
     char dir[1024], path[1400];
-    snprintf(dir, sizeof dir, "%s/examples", src_dir());
+    snprintf(dir, sizeof dir, "%s/examples", test_source_dir());
     snprintf(path, sizeof path, "%s/index.json", dir);
     json_t *index = json_load_file(path, 0, NULL);
     DIR *dd = opendir(dir);
@@ -286,14 +283,8 @@ END_TEST
 
 int main(void) {
     char why[256];
-    if (!mcir_gpu_available(why, sizeof why)) {
-        printf("skip: %s\n", why);
-        return 77;
-    }
-    if (!mcir_nvrtc_available(why, sizeof why)) {
-        printf("skip: %s\n", why);
-        return 77;
-    }
+    if (!mcir_gpu_available(why, sizeof why) || !mcir_nvrtc_available(why, sizeof why))
+        return test_skip(why);
     cgt_temp_cache(cache_dir, sizeof cache_dir);
     Suite *s = suite_create("gpu");
     TCase *tc = tcase_create("gpu");
@@ -302,13 +293,7 @@ int main(void) {
     tcase_add_test(tc, test_out_of_device_memory_reports_sizes);
     tcase_add_test(tc, test_examples_match_cpu);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cache_dir);
-    return failed ? 1 : 0;
+    int failed = test_main_nofork(s);
+    test_remove_dir(cache_dir);
+    return failed;
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "kernelplan/kernelplan.h"
+#include "test_util.h"
 #ifdef MCIR_KP_REWRITES
 #include "rewrites/rewrites.h"
 #endif
@@ -1018,9 +1019,8 @@ static char example_names[64][128];
 static int n_examples;
 
 static void find_examples(void) {
-    const char *src = getenv("MCIR_SOURCE_DIR");
     char dir[900];
-    snprintf(dir, sizeof dir, "%s/examples", src ? src : "..");
+    snprintf(dir, sizeof dir, "%s/examples", test_source_dir());
     DIR *dp = opendir(dir);
     if (!dp) return;
     struct dirent *e;
@@ -1160,9 +1160,5 @@ static Suite *kernelplan_suite(void) {
 
 int main(void) {
     find_examples();
-    SRunner *r = srunner_create(kernelplan_suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return test_main(kernelplan_suite());
 }

@@ -18,25 +18,20 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "mcir/mcir.h"
 #include "cuda_emu.h"
+#include "test_util.h"
 
 static char work_dir[256];
-
-static const char *src_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
 
 /* The data file's maps: per lane and value, row and col (reg/half checked
  * to be v/2, v%2 for A and B and v for C when read). */
 static int a_rc[32][8][2], b_rc[32][4][2], c_rc[32][4][2];
 
 static void load_maps(void) {
-    char path[600], line[256];
-    snprintf(path, sizeof path, "%s/tests/data/layouts/mma_m16n8k16.txt", src_dir());
+    char line[256];
+    const char *path = test_path("tests/data/layouts/mma_m16n8k16.txt");
     FILE *f = fopen(path, "r");
     ck_assert_msg(f != NULL, "cannot open %s", path);
     int seen[3] = {0, 0, 0};
@@ -92,7 +87,7 @@ static void *compile_probe(void) {
     fprintf(f, "#include \"cuda_emu.h\"\n%s", PROBE);
     fclose(f);
     snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -fno-gnu-unique -I%s/tests -o %s %s",
-             src_dir(), so, cpp);
+             test_source_dir(), so, cpp);
     ck_assert_msg(system(cmd) == 0, "emulated compile failed: %s", cmd);
     void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     ck_assert_msg(lib != NULL, "dlopen: %s", dlerror());
@@ -210,8 +205,8 @@ END_TEST
  * covers its tile exactly once, and warp w of the warp group holds rows
  * 16w..16w+15 (the ISA's rule that each warp owns a quarter of M). */
 START_TEST(test_wgmma_vectors_cover_tiles) {
-    char path[600], line[256], cur[8] = "";
-    snprintf(path, sizeof path, "%s/tests/data/layouts/wgmma_m64nNk16.txt", src_dir());
+    char line[256], cur[8] = "";
+    const char *path = test_path("tests/data/layouts/wgmma_m64nNk16.txt");
     FILE *f = fopen(path, "r");
     ck_assert_msg(f != NULL, "cannot open %s", path);
     static unsigned char seen[64][256];
@@ -247,14 +242,8 @@ START_TEST(test_wgmma_vectors_cover_tiles) {
 END_TEST
 
 int main(void) {
-    if (system("c++ --version > /dev/null 2>&1") != 0) {
-        printf("skip: no C++ compiler for the kernel emulator\n");
-        return 77;
-    }
-    char tmpl[] = "/tmp/mcir-mma-XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    if (!dir) return 1;
-    snprintf(work_dir, sizeof work_dir, "%s", dir);
+    if (!test_have_cxx()) return test_skip("no C++ compiler for the kernel emulator");
+    if (!test_tempdir("mma", work_dir, sizeof work_dir)) return 1;
     Suite *s = suite_create("mma_layout");
     TCase *tc = tcase_create("m16n8k16");
     tcase_set_timeout(tc, 300);
@@ -263,14 +252,8 @@ int main(void) {
     tcase_add_test(tc, test_product_of_distinct_integers);
     tcase_add_test(tc, test_wgmma_vectors_cover_tiles);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
+    int failed = test_main_nofork(s);
     if (probe_lib) dlclose(probe_lib);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", work_dir);
-    return failed ? 1 : 0;
+    test_remove_dir(work_dir);
+    return failed;
 }

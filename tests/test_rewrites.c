@@ -15,25 +15,13 @@
 #include <jansson.h>
 
 #include "rewrites/rewrites.h"
-
-static const char *source_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
-
-static const char *path_of(const char *rel) {
-    static char buf[8][1024];
-    static int k;
-    char *b = buf[k++ % 8];
-    snprintf(b, sizeof buf[0], "%s/%s", source_dir(), rel);
-    return b;
-}
+#include "test_util.h"
 
 static mcir_catalog *default_catalog(const char *extra) {
     mcir_diag d = mcir_diag_stderr();
     mcir_catalog *c = mcir_catalog_new();
     ck_assert(mcir_catalog_load_default(c, &d));
-    if (extra) ck_assert(mcir_catalog_load_file(c, path_of(extra), &d));
+    if (extra) ck_assert(mcir_catalog_load_file(c, test_path(extra), &d));
     return c;
 }
 
@@ -53,7 +41,7 @@ static rewritten rewrite_graph(mcir_graph *g, const mcir_catalog *c, const char 
 
 static rewritten rewrite_file(const char *rel, const mcir_catalog *c) {
     mcir_diag d = mcir_diag_stderr();
-    mcir_graph *g = mcir_graph_read_json(path_of(rel), &d);
+    mcir_graph *g = mcir_graph_read_json(test_path(rel), &d);
     ck_assert_msg(g != NULL, "cannot read %s", rel);
     return rewrite_graph(g, c, NULL);
 }
@@ -367,7 +355,7 @@ END_TEST
 START_TEST(test_user_rule_without_default) {
     mcir_diag d = mcir_diag_stderr();
     mcir_catalog *c = mcir_catalog_new();
-    ck_assert(mcir_catalog_load_file(c, path_of("tests/data/catalog/good/user_silu.yaml"), &d));
+    ck_assert(mcir_catalog_load_file(c, test_path("tests/data/catalog/good/user_silu.yaml"), &d));
     const char *json =
         "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f16\", \"shape\": [4, 8]}],"
         " \"nodes\": [{\"name\": \"g\", \"op\": \"sigmoid\", \"inputs\": [\"x\"], \"outputs\": [\"s\"]},"
@@ -406,7 +394,7 @@ END_TEST
 START_TEST(test_misused_actions_refused) {
     mcir_diag d = mcir_diag_stderr();
     mcir_catalog *c = mcir_catalog_new();
-    ck_assert(mcir_catalog_load_file(c, path_of("tests/data/catalog/good/misuse.yaml"), &d));
+    ck_assert(mcir_catalog_load_file(c, test_path("tests/data/catalog/good/misuse.yaml"), &d));
     const char *json =
         "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4, 8]}],"
         " \"nodes\": [{\"name\": \"g\", \"op\": \"sigmoid\", \"inputs\": [\"x\"], \"outputs\": [\"s\"]},"
@@ -794,20 +782,6 @@ END_TEST
 
 /* -------------------------------------------------------------- golden */
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = 0;
-    fclose(f);
-    return buf;
-}
-
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
     ck_assert_msg(f != NULL, "cannot write %s", path);
@@ -841,7 +815,7 @@ static void check_golden(const char *dir, const char *file, const char *got, boo
         write_text(path, got);
         return;
     }
-    char *want = slurp(path);
+    char *want = test_slurp(path, NULL);
     ck_assert_msg(want != NULL, "%s is missing (run with MCIR_UPDATE_GOLDEN=1)", path);
     if (strcmp(want, got) != 0) {
         char diff[1024];
@@ -852,7 +826,7 @@ static void check_golden(const char *dir, const char *file, const char *got, boo
 }
 
 START_TEST(test_golden) {
-    const char *root = path_of("tests/golden");
+    const char *root = test_path("tests/golden");
     bool update = getenv("MCIR_UPDATE_GOLDEN") && strcmp(getenv("MCIR_UPDATE_GOLDEN"), "0");
     DIR *dp = opendir(root);
     ck_assert_ptr_nonnull(dp);
@@ -979,10 +953,4 @@ static Suite *rewrites_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(rewrites_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return test_main(rewrites_suite()); }

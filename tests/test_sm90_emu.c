@@ -28,17 +28,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "mcir/mcir.h"
 #include "cuda_emu.h"
+#include "test_util.h"
 
 static char work_dir[256];
-
-static const char *src_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
 
 /* The probe kernels; emu_kernel dispatches on p[0][0]. */
 static const char PROBE[] =
@@ -184,7 +179,7 @@ static void setup(void) {
     const char *san = "";
 #endif
     snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -fno-gnu-unique %s -I%s/tests -o %s %s", san,
-             src_dir(), so, cpp);
+             test_source_dir(), so, cpp);
     ck_assert_msg(system(cmd) == 0, "emulated compile failed: %s", cmd);
     probe_lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     ck_assert_msg(probe_lib != NULL, "dlopen: %s", dlerror());
@@ -197,7 +192,7 @@ static void setup(void) {
 
 static FILE *open_data(const char *name) {
     char path[600];
-    snprintf(path, sizeof path, "%s/tests/data/layouts/%s", src_dir(), name);
+    snprintf(path, sizeof path, "%s/tests/data/layouts/%s", test_source_dir(), name);
     FILE *f = fopen(path, "r");
     ck_assert_msg(f != NULL, "cannot open %s", path);
     return f;
@@ -560,14 +555,8 @@ START_TEST(test_tma_store_clips_the_box) {
 END_TEST
 
 int main(void) {
-    if (system("c++ --version > /dev/null 2>&1") != 0) {
-        printf("skip: no C++ compiler for the kernel emulator\n");
-        return 77;
-    }
-    char tmpl[] = "/tmp/mcir-sm90-XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    if (!dir) return 1;
-    snprintf(work_dir, sizeof work_dir, "%s", dir);
+    if (!test_have_cxx()) return test_skip("no C++ compiler for the kernel emulator");
+    if (!test_tempdir("sm90", work_dir, sizeof work_dir)) return 1;
     Suite *s = suite_create("sm90_emu");
     TCase *tc = tcase_create("sm90");
     tcase_set_timeout(tc, 300);
@@ -579,15 +568,9 @@ int main(void) {
     tcase_add_test(tc, test_accumulators_land_at_wait_group);
     tcase_add_test(tc, test_tma_store_clips_the_box);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
+    int failed = test_main_nofork(s);
     if (probe_lib) dlclose(probe_lib);
     free(cases);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", work_dir);
-    return failed ? 1 : 0;
+    test_remove_dir(work_dir);
+    return failed;
 }

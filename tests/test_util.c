@@ -6,13 +6,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-int test_main(Suite *s) {
+/* Runs s; fork is CK_NOFORK, or CK_FORK_GETENV (Check's default: fork
+ * unless the environment says CK_FORK=no). */
+static int run_suite(Suite *s, enum fork_status fork) {
     SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, fork);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? 1 : 0;
 }
+
+int test_main(Suite *s) { return run_suite(s, CK_FORK_GETENV); }
+
+int test_main_nofork(Suite *s) { return run_suite(s, CK_NOFORK); }
 
 const char *test_source_dir(void) {
     const char *s = getenv("MCIR_SOURCE_DIR");
@@ -40,4 +47,25 @@ char *test_slurp(const char *path, size_t *len) {
     s[got] = 0;
     if (len) *len = got;
     return s;
+}
+
+bool test_tempdir(const char *name, char *dir, size_t n) {
+    char tmpl[256];
+    snprintf(tmpl, sizeof tmpl, "/tmp/mcir-%s-XXXXXX", name);
+    if (!mkdtemp(tmpl)) return false;
+    snprintf(dir, n, "%s", tmpl);
+    return true;
+}
+
+void test_remove_dir(const char *dir) {
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+bool test_have_cxx(void) { return system("c++ --version > /dev/null 2>&1") == 0; }
+
+int test_skip(const char *why) {
+    printf("skip: %s\n", why);
+    return 77;
 }
