@@ -1,6 +1,9 @@
 /*
- * onnx-impl.h — internals of the ONNX importer shared by import.c (model
- * parsing, op mapping, graph building) and eval.c (the import-time
+ * onnx-impl.h — internals of the ONNX importer shared by its files:
+ * import.c (the model walk, onnx.h's entry points, diagnostics),
+ * protobuf.c (the nesting bound, attributes, TensorProto data), values.c
+ * (the name table, runtime values and the MCIR nodes emitted for them),
+ * ops.c (the op handlers and their table) and eval.c (the import-time
  * evaluator of constant tensors).
  *
  * Every ONNX tensor name maps to one ox_value: either a constant known at
@@ -93,6 +96,59 @@ void ox_copy_elem(ox_value *out, int64_t j, const ox_value *v, int64_t i);
  * not one. count <= max. */
 bool ox_ints_of(ox *x, const ox_value *v, const char *what, int64_t *out, int *count,
                 int max);
+
+/* protobuf.c. Messages nest at most OX_MAX_NESTING deep: ox_nesting_ok
+ * checks the encoded bytes of a message of type desc before protobuf-c
+ * unpacks them (recursively). */
+#define OX_MAX_NESTING 64
+bool ox_nesting_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                   const uint8_t *end, int depth);
+/* The current node's attribute `name` of the given type, marked read;
+ * NULL if absent (or on an error). The typed getters return def when it
+ * is absent; ox_attr_ints its count, or -1. */
+const Onnx__AttributeProto *ox_attr_get(ox *x, const char *name, int type);
+int64_t ox_attr_int(ox *x, const char *name, int64_t def);
+float ox_attr_float(ox *x, const char *name, float def);
+const char *ox_attr_str(ox *x, const char *name, const char *def, char *buf, size_t n);
+int ox_attr_ints(ox *x, const char *name, int64_t *out, int max);
+/* A TensorProto (initializer, attribute) as a constant; what names it in
+ * errors. */
+ox_value *ox_tensor_value(ox *x, const Onnx__TensorProto *tp, const char *what);
+
+/* values.c: the name table. */
+ox_entry *ox_lookup(ox *x, const char *name, bool create);
+const char *ox_fresh(ox *x, const char *stem);
+const char *ox_fresh_node_name(ox *x, const char *stem);
+bool ox_define(ox *x, const char *name, ox_value *v);
+const char *ox_out_name(ox *x, int i);
+bool ox_define_out(ox *x, int i, ox_value *v);
+bool ox_only_first_output(ox *x);
+
+/* values.c: runtime values. Emitted nodes belong to the current ONNX
+ * node; out_index >= 0 names an output after ONNX output out_index, -1
+ * makes an intermediate. */
+bool ox_elem_dtype(int elem, mcir_dtype *dt);
+int ox_dtype_elem(mcir_dtype dt);
+ox_value *ox_runtime_value(ox *x, mcir_tensor *t);
+mcir_dtype ox_node_dtype(ox_value *const *in, int n_in);
+bool ox_infer_now(ox *x, mcir_node *n);
+mcir_node *ox_emit(ox *x, mcir_op op, int n_in, mcir_tensor *const *ins, int n_out,
+                   const int *onnx_out);
+mcir_node *ox_emit1(ox *x, mcir_op op, int n_in, mcir_tensor *const *ins, int out_index);
+mcir_tensor *ox_done(ox *x, mcir_node *n);
+bool ox_define_rt(ox *x, int i, mcir_tensor *t);
+mcir_tensor *ox_weight_of(ox *x, ox_value *v, mcir_dtype dt);
+ox_value *ox_new_float_const(ox *x, const char *stem, mcir_dtype dt, int rank,
+                             const int64_t *shape);
+mcir_tensor *ox_runtime(ox *x, ox_value *v, mcir_dtype dt);
+mcir_tensor *ox_operand(ox *x, ox_value *v, mcir_dtype dt, ox_value *const *others,
+                        int n_others);
+bool ox_all_const(ox_value *const *in, int n_in);
+bool ox_reshape_to(ox *x, ox_value *v, int rank, const int64_t *shape, int out_index);
+bool ox_norm_axis(ox *x, int64_t axis, int rank, const char *what, int *out);
+
+/* ops.c: imports the current node (x->node) through its handler. */
+bool ox_import_node(ox *x);
 
 
 /* The import-time evaluator: ops over constants. Returns true and sets
