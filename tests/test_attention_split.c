@@ -13,18 +13,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "codegen_util.h"
 #include "cuda_emu.h"
 #include "kernelplan/kernelplan.h"
+#include "test_util.h"
 
 static char work_dir[256];
-
-static const char *src_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
 
 /* {"q":[B,H,NQ,D], "k":[B,H,NK,D], "v":[B,H,NK,D]} -> attention -> y */
 static char *decode_graph(const char *dt, int b, int h, int nq, int nk, int d, bool causal) {
@@ -227,7 +222,7 @@ static bool run_split_emulated(const shape *sh) {
     for (int m = 0; m < 2 && ok; m++) {
         char name[300];
         snprintf(name, sizeof name, "%s%s", kp->name, m ? "_merge" : "");
-        void *h = cgt_emu_compile(work_dir, src_dir(), name, mcir_codegen_kernel_source(cg, 0), call[m], NULL);
+        void *h = cgt_emu_compile(work_dir, test_source_dir(), name, mcir_codegen_kernel_source(cg, 0), call[m], NULL);
         ck_assert_ptr_nonnull(h);
         emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
         void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
@@ -269,7 +264,7 @@ static bool run_split_emulated(const shape *sh) {
 }
 
 START_TEST(test_split_decode_matches_reference_emulated) {
-    if (system("c++ --version > /dev/null 2>&1") != 0) {
+    if (!test_have_cxx()) {
         fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
         return;
     }
@@ -280,10 +275,7 @@ START_TEST(test_split_decode_matches_reference_emulated) {
 END_TEST
 
 int main(void) {
-    char tmpl[] = "/tmp/mcir-split-XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    if (!dir) return 1;
-    snprintf(work_dir, sizeof work_dir, "%s", dir);
+    if (!test_tempdir("split", work_dir, sizeof work_dir)) return 1;
     char cache[256];
     cgt_temp_cache(cache, sizeof cache);
     Suite *s = suite_create("attention_split");
@@ -293,13 +285,8 @@ int main(void) {
     tcase_add_test(tc, test_split_kernels_compile_nvrtc);
     tcase_add_test(tc, test_split_decode_matches_reference_emulated);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", work_dir, cache);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", work_dir);
-    return failed ? 1 : 0;
+    int failed = test_main_nofork(s);
+    test_remove_dir(work_dir);
+    test_remove_dir(cache);
+    return failed;
 }
