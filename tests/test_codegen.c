@@ -19,6 +19,7 @@
 
 #include "codegen/codegen-impl.h"
 #include "codegen_util.h"
+#include "test_util.h"
 
 static char cache_dir[256];
 
@@ -823,9 +824,8 @@ static void *example_worker(void *arg) {
 
 START_TEST(test_examples_emit_and_compile) {
     need_nvrtc();
-    const char *src = getenv("MCIR_SOURCE_DIR");
     char dir[1024], path[1400];
-    snprintf(dir, sizeof dir, "%s/examples", src ? src : "..");
+    snprintf(dir, sizeof dir, "%s/examples", test_source_dir());
     DIR *dd = opendir(dir);
     ck_assert_ptr_nonnull(dd);
     static ex_job j;
@@ -907,13 +907,7 @@ static Suite *suite(void) {
 
 int main(void) {
     cgt_temp_cache(cache_dir, sizeof cache_dir);
-    SRunner *r = srunner_create(suite());
-    srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cache_dir);
-    return failed ? 1 : 0;
+    int failed = test_main_nofork(suite());
+    test_remove_dir(cache_dir);
+    return failed;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernelplan/kernelplan.h"
+#include "test_util.h"
 #ifdef MCIR_HAVE_PIPELINE
 #include "mcirc/pipeline.h"
 #endif
@@ -420,10 +421,9 @@ END_TEST
  * and the unfused baseline, which costs more launches' worth of bytes. */
 START_TEST(examples_fused_move_fewer_bytes_than_unfused) {
     static const char *const examples[] = {"gpt2_block", "llama_block", "bert_layer"};
-    const char *src = getenv("MCIR_SOURCE_DIR");
     for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
         char path[512];
-        snprintf(path, sizeof path, "%s/examples/%s/graph.json", src ? src : "..", examples[i]);
+        snprintf(path, sizeof path, "%s/examples/%s/graph.json", test_source_dir(), examples[i]);
         mcir_options o = mcir_options_default();
         o.graph_path = path;
         o.want_plan = true;
@@ -468,10 +468,4 @@ static Suite *suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
-}
+int main(void) { return test_main(suite()); }
