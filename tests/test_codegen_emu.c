@@ -20,14 +20,10 @@
 
 #include "codegen_util.h"
 #include "cuda_emu.h"
+#include "test_util.h"
 
 static char work_dir[256];
 static int compiled_count;
-
-static const char *src_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
 
 /* The storage type of a kernel argument (codegen's cg_ctype). */
 static const char *ctype(mcir_dtype t) {
@@ -63,7 +59,7 @@ static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, cons
         n += snprintf(call + n, sizeof call - (size_t)n, ", *(const CUtensorMap*)a[%d]", kp->n_reads + kp->n_writes + m);
     snprintf(call + n, sizeof call - (size_t)n, ");");
     bool fresh;
-    void *h = cgt_emu_compile(work_dir, src_dir(), name, source, call, &fresh);
+    void *h = cgt_emu_compile(work_dir, test_source_dir(), name, source, call, &fresh);
     compiled_count += fresh;
     return h;
 }
@@ -446,7 +442,7 @@ static broken_run run_broken_checks(const char *name, const char *source, unsign
                           {"z", (unsigned char *)(arena + BX + BY), BZ * 4, z_init}};
     char call[256];
     snprintf(call, sizeof call, "%s((const float*)a[0], (float*)a[1]);", name);
-    void *h = cgt_emu_compile(work_dir, src_dir(), name, source, call, NULL);
+    void *h = cgt_emu_compile(work_dir, test_source_dir(), name, source, call, NULL);
     ck_assert_ptr_nonnull(h);
     emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
     void (*body)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
@@ -621,7 +617,7 @@ START_TEST(test_detector_in_place_race) {
                       "    float v = MC_GLD(a, t);\n"
                       "    MC_GST(b, (t + 1) % 256, v * 2.0f);\n"
                       "}\n";
-    void *h = cgt_emu_compile(work_dir, src_dir(), "k_in_place", src, "k_in_place((const float*)a[0], (float*)a[1]);", NULL);
+    void *h = cgt_emu_compile(work_dir, test_source_dir(), "k_in_place", src, "k_in_place((const float*)a[0], (float*)a[1]);", NULL);
     ck_assert_ptr_nonnull(h);
     emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
     void (*body)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
@@ -1014,7 +1010,7 @@ START_TEST(test_gemm_tiles_emulated) {
     int n = 0;
     static const char *const archs[] = {"sm_80", "sm_90"};
     char dir[1024], path[1400];
-    snprintf(dir, sizeof dir, "%s/examples", src_dir());
+    snprintf(dir, sizeof dir, "%s/examples", test_source_dir());
     DIR *dd = opendir(dir);
     ck_assert_ptr_nonnull(dd);
     struct dirent *e;
@@ -1135,7 +1131,7 @@ START_TEST(test_examples_emulated) {
     const char *only = getenv("MCIR_EMU_ONLY");   /* debugging: graphs whose directory name contains it */
     for (int pass = 0; pass < 2; pass++) {
         char dir[1024], path[1400];
-        snprintf(dir, sizeof dir, "%s/%s", src_dir(), dirs[pass]);
+        snprintf(dir, sizeof dir, "%s/%s", test_source_dir(), dirs[pass]);
         DIR *dd = opendir(dir);
         ck_assert_ptr_nonnull(dd);
         struct dirent *e;
@@ -1185,7 +1181,7 @@ START_TEST(test_onnx_decompositions_emulated) {
     int failed = 0;
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char path[1400];
-        snprintf(path, sizeof path, "%s/tests/data/onnx/ops/%s/model.onnx", src_dir(), models[i]);
+        snprintf(path, sizeof path, "%s/tests/data/onnx/ops/%s/model.onnx", test_source_dir(), models[i]);
         mcir_options o = mcir_options_default();
         o.graph_path = path;
         o.want_plan = true;
@@ -1204,14 +1200,8 @@ END_TEST
 #endif
 
 int main(void) {
-    if (system("c++ --version > /dev/null 2>&1") != 0) {
-        printf("skip: no C++ compiler for the kernel emulator\n");
-        return 77;
-    }
-    char tmpl[] = "/tmp/mcir-emu-XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    if (!dir) return 1;
-    snprintf(work_dir, sizeof work_dir, "%s", dir);
+    if (!test_have_cxx()) return test_skip("no C++ compiler for the kernel emulator");
+    if (!test_tempdir("emu", work_dir, sizeof work_dir)) return 1;
     Suite *s = suite_create("codegen_emu");
     TCase *td = tcase_create("detectors");   /* CK_RUN_CASE=detectors runs these alone */
     tcase_set_timeout(td, 300);
@@ -1243,16 +1233,10 @@ int main(void) {
     tcase_add_test(te, test_onnx_decompositions_emulated);
     suite_add_tcase(s, te);
 #endif
-    SRunner *r = srunner_create(s);
-    srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
+    int failed = test_main_nofork(s);
     coverage_print();
     fprintf(stderr, "%d kernels emulated, %d launches (%.1f CPU s, checks %d), %llu bytes read and %llu written (global)\n",
             compiled_count, total_launches, emu_cpu_s, emu_checks(), total_stats.bytes_read, total_stats.bytes_written);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", work_dir);
-    return failed ? 1 : 0;
+    test_remove_dir(work_dir);
+    return failed;
 }

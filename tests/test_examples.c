@@ -15,6 +15,7 @@
 
 #include "cli_util.h"
 #include "mcir/mcir.h"
+#include "test_util.h"
 
 static json_t *index_json;
 static const char *names[64];
@@ -22,7 +23,7 @@ static int n_names;
 
 static void load_index(void) {
     json_error_t err;
-    index_json = json_load_file(cli_src("examples/index.json"), 0, &err);
+    index_json = json_load_file(test_path("examples/index.json"), 0, &err);
     if (!index_json) {
         fprintf(stderr, "examples/index.json: %s\n", err.text);
         exit(1);
@@ -39,8 +40,7 @@ static int add_inputs(json_t *ex, const char **args, int k, char paths[][1024]) 
     int i = 0;
     json_object_foreach(json_object_get(ex, "inputs"), in, p) {
         snprintf(paths[i], 1024, "%s=%s/examples/%s", in,
-                 getenv("MCIR_SOURCE_DIR") ? getenv("MCIR_SOURCE_DIR") : "..",
-                 json_string_value(p));
+                 test_source_dir(), json_string_value(p));
         args[k++] = "--input";
         args[k++] = paths[i++];
     }
@@ -95,8 +95,7 @@ START_TEST(example_matches_pytorch) {
     char *dir = cli_tempdir();
     char graph[1024], paths[16][1024];
     snprintf(graph, sizeof graph, "%s/examples/%s",
-             getenv("MCIR_SOURCE_DIR") ? getenv("MCIR_SOURCE_DIR") : "..",
-             json_string_value(json_object_get(ex, "graph")));
+             test_source_dir(), json_string_value(json_object_get(ex, "graph")));
     const char *args[64] = {"--run", "--device", "cpu", "-o", dir};
     int k = add_inputs(ex, args, 5, paths);
     args[k++] = graph;
@@ -109,8 +108,7 @@ START_TEST(example_matches_pytorch) {
         char got_path[1200], want_path[1200], why[4096];
         snprintf(got_path, sizeof got_path, "%s/%s.npy", dir, out);
         snprintf(want_path, sizeof want_path, "%s/examples/%s",
-                 getenv("MCIR_SOURCE_DIR") ? getenv("MCIR_SOURCE_DIR") : "..",
-                 json_string_value(want));
+                 test_source_dir(), json_string_value(want));
         double out_tol = tol;   /* integer outputs (token ids): exact */
         double rel = compare_npy(got_path, want_path, why, sizeof why, &out_tol);
         ck_assert_msg(rel <= out_tol, "%s output %s: %s (tolerance %g)", name, out, why, out_tol);
@@ -126,8 +124,7 @@ START_TEST(example_rewrites_verify) {
     json_t *ex = json_object_get(index_json, name);
     char graph[1024], paths[16][1024];
     snprintf(graph, sizeof graph, "%s/examples/%s",
-             getenv("MCIR_SOURCE_DIR") ? getenv("MCIR_SOURCE_DIR") : "..",
-             json_string_value(json_object_get(ex, "graph")));
+             test_source_dir(), json_string_value(json_object_get(ex, "graph")));
     const char *args[64] = {"--verify"};
     int k = add_inputs(ex, args, 1, paths);
     args[k++] = graph;
@@ -145,7 +142,7 @@ END_TEST
  * planner splits the keys (split-KV) so the few heads fill the GPU. */
 START_TEST(decode_step_plans_split_kv_attention) {
     char *dir = cli_tempdir();
-    const char *args[] = {"--emit", "plan", "-o", dir, cli_src("examples/gpt2_decode/graph.json"), NULL};
+    const char *args[] = {"--emit", "plan", "-o", dir, test_path("examples/gpt2_decode/graph.json"), NULL};
     cli_result r = cli_run(args);
     ck_assert_msg(r.status == 0, "mcirc exit %d\n%s", r.status, r.err);
     char path[1200];
@@ -183,10 +180,7 @@ int main(void) {
     tcase_set_timeout(plan, 600);
     tcase_add_test(plan, decode_step_plans_split_kv_attention);
     suite_add_tcase(s, plan);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = test_main(s);
     json_decref(index_json);
-    return failed ? 1 : 0;
+    return failed;
 }
