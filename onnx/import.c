@@ -95,7 +95,7 @@ static bool import_input(ox *x, const Onnx__ValueInfoProto *vi, const mcir_onnx_
     mcir_dtype dt;
     if (!ox_elem_dtype(elem, &dt))
         return ox_error(x, "graph input '%s' has element type %s; runtime inputs must be "
-                           "float, float16 or bfloat16",
+                           "float, float16, bfloat16, int32, int64, uint8 or bool",
                         name, ox_elem_name(elem));
     const mcir_onnx_shape *pin = NULL;
     for (int i = 0; i < n_shapes; i++)

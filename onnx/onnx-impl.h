@@ -8,9 +8,9 @@
  *
  * Every ONNX tensor name maps to one ox_value: either a constant known at
  * import time (initializers, Constant nodes, folded subgraphs; int64, bool
- * and float element types) or a runtime MCIR tensor. Constants become MCIR
- * weights only when a runtime op consumes them, which is why int64 data is
- * fine as long as it is consumed at import time (shapes, axes, indices).
+ * and float element types) or a runtime MCIR tensor (f32, f16, bf16, i32,
+ * i64, u8 or bool). Constants become MCIR weights only when a runtime op
+ * consumes them: shapes, axes and constant indices never reach the graph.
  */
 #ifndef MCIR_ONNX_IMPL_H
 #define MCIR_ONNX_IMPL_H
@@ -129,6 +129,9 @@ bool ox_only_first_output(ox *x);
  * makes an intermediate. */
 bool ox_elem_dtype(int elem, mcir_dtype *dt);
 int ox_dtype_elem(mcir_dtype dt);
+/* The MCIR dtype value v has at run time (a constant: its element type's);
+ * false + error if MCIR has no such dtype. */
+bool ox_value_dtype(ox *x, const ox_value *v, mcir_dtype *dt);
 ox_value *ox_runtime_value(ox *x, mcir_tensor *t);
 mcir_dtype ox_node_dtype(ox_value *const *in, int n_in);
 bool ox_infer_now(ox *x, mcir_node *n);

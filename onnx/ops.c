@@ -83,13 +83,22 @@ static bool h_identity(ox *x, ox_value **in, int n_in) {
     return ox_define_out(x, 0, in[0]);
 }
 
+static bool cast_to(ox *x, ox_value *v, int to);
+static bool h_activation(ox *x, ox_value **in, int n_in);
+
 static bool h_cast(ox *x, ox_value **in, int n_in) {
     (void)n_in;
     const Onnx__AttributeProto *a = ox_attr_get(x, "to", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     int64_t saturate = ox_attr_int(x, "saturate", 1);
     (void)saturate; /* only affects float8 targets, which are rejected below */
     if (!a) return x->failed ? false : ox_error(x, "missing attribute 'to'");
-    int to = (int)a->i;
+    return cast_to(x, in[0], (int)a->i);
+}
+
+/* Output 0 is v cast to element type `to`: folded for a constant, MCIR's
+ * cast for a runtime tensor, a rename when the dtype is already `to`. */
+static bool cast_to(ox *x, ox_value *v, int to) {
+    ox_value *in[1] = {v};
     if (!ox_elem_supported(to))
         return ox_error(x, "cast to %s (%d) is not supported", ox_elem_name(to), to);
     if (in[0]->is_const) {
@@ -97,11 +106,16 @@ static bool h_cast(ox *x, ox_value **in, int n_in) {
         return o && ox_define_out(x, 0, o);
     }
     mcir_dtype dt;
-    if (!ox_elem_dtype(to, &dt) || dt != in[0]->t->dtype)
-        return ox_error(x, "cast of runtime tensor '%s' from %s to %s is not supported (only "
-                           "casts to its own dtype, which are identities)",
-                        in[0]->name, mcir_dtype_name(in[0]->t->dtype), ox_elem_name(to));
-    return ox_define_out(x, 0, in[0]);
+    if (!ox_elem_dtype(to, &dt))
+        return ox_error(x, "cast of runtime tensor '%s' to %s is not supported (runtime tensors "
+                           "are float, float16, bfloat16, int32, int64, uint8 or bool)",
+                        in[0]->name, ox_elem_name(to));
+    if (dt == in[0]->t->dtype) return ox_define_out(x, 0, in[0]);
+    mcir_tensor *t = ox_runtime(x, in[0], in[0]->t->dtype);
+    if (!t) return false;
+    mcir_node *n = ox_emit1(x, MCIR_OP_CAST, 1, &t, 0);
+    mcir_node_set_string(x->g, n, "to", mcir_dtype_name(dt));
+    return ox_define_rt(x, 0, ox_done(x, n));
 }
 
 static bool h_shape(ox *x, ox_value **in, int n_in) {
@@ -187,7 +201,42 @@ static const struct {
     {"Relu", MCIR_OP_RELU}, {"Sigmoid", MCIR_OP_SIGMOID}, {"Tanh", MCIR_OP_TANH},
     {"Exp", MCIR_OP_EXP}, {"Log", MCIR_OP_LOG}, {"Erf", MCIR_OP_ERF},
     {"Sqrt", MCIR_OP_SQRT}, {"Reciprocal", MCIR_OP_RECIPROCAL}, {"Neg", MCIR_OP_NEG},
+    {"Equal", MCIR_OP_EQUAL}, {"Less", MCIR_OP_LESS}, {"Greater", MCIR_OP_GREATER},
+    {"LessOrEqual", MCIR_OP_LESS_EQUAL}, {"GreaterOrEqual", MCIR_OP_GREATER_EQUAL},
+    {"Xor", MCIR_OP_NOT_EQUAL},
 };
+
+/* A bool scalar weight (false or true) for the logical ops. */
+static mcir_tensor *bool_scalar(ox *x, bool v) {
+    ox_value *c = ox_const_new(x, OX_BOOL, 0, NULL);
+    if (!c) return NULL;
+    c->iv[0] = v;
+    c->name = ox_fresh(x, v ? "true" : "false");
+    return ox_weight_of(x, c, MCIR_DTYPE_BOOL);
+}
+
+/* Not, And and Or on runtime bool tensors, written with MCIR's comparison
+ * and select: Not a = (a == false), And = where(a, b, false), Or =
+ * where(a, true, b). Xor is not_equal (ew_map). */
+static bool logical_rt(ox *x, const char *op, ox_value **in, int n_in) {
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->elem != OX_BOOL)
+            return ox_error(x, "%s needs bool operands, '%s' is %s", op, in[i]->name,
+                            ox_elem_name(in[i]->elem));
+    mcir_tensor *a = ox_operand(x, in[0], MCIR_DTYPE_BOOL, in + 1, n_in - 1);
+    if (!a) return false;
+    if (!strcmp(op, "Not")) {
+        mcir_tensor *ins[2] = {a, bool_scalar(x, false)};
+        if (!ins[1]) return false;
+        return ox_define_rt(x, 0, ox_done(x, ox_emit1(x, MCIR_OP_EQUAL, 2, ins, 0)));
+    }
+    mcir_tensor *b = ox_operand(x, in[1], MCIR_DTYPE_BOOL, in, 1);
+    bool and_ = !strcmp(op, "And");
+    mcir_tensor *k = bool_scalar(x, !and_);
+    if (!b || !k) return false;
+    mcir_tensor *ins[3] = {a, and_ ? b : k, and_ ? k : b};
+    return ox_define_rt(x, 0, ox_done(x, ox_emit1(x, MCIR_OP_WHERE, 3, ins, 0)));
+}
 
 static bool h_elementwise(ox *x, ox_value **in, int n_in) {
     const char *op = x->node->op_type;
@@ -206,6 +255,8 @@ static bool h_elementwise(ox *x, ox_value **in, int n_in) {
         MCIR_ASSERT(r == OX_FOLD_OK);
         return ox_define_out(x, 0, o);
     }
+    if (!strcmp(op, "Not") || !strcmp(op, "And") || !strcmp(op, "Or")) return logical_rt(x, op, in, n_in);
+    if (!strcmp(op, "Abs")) return h_activation(x, in, n_in);
     int mop = -1;
     for (size_t i = 0; i < sizeof ew_map / sizeof ew_map[0]; i++)
         if (!strcmp(ew_map[i].op, op)) mop = ew_map[i].mop;
@@ -253,18 +304,21 @@ static bool h_where(ox *x, ox_value **in, int n_in) {
         return ox_define_out(x, 0, o);
     }
     ox_value *C = in[0];
-    if (!C->is_const)
-        return ox_error(x, "condition '%s' is a runtime tensor; Where needs a condition known "
-                           "at import time",
-                        C->name);
-    if (ox_is_float(C->elem))
+    if (C->elem != OX_BOOL)
         return ox_error(x, "condition '%s' must be bool, got %s", C->name, ox_elem_name(C->elem));
+    mcir_dtype dt = ox_node_dtype(in + 1, 2);
+    if (!C->is_const || !mcir_dtype_is_float(dt)) {
+        /* a runtime condition, or integer / bool values: MCIR's where */
+        mcir_tensor *ins[3] = {ox_operand(x, C, MCIR_DTYPE_BOOL, in + 1, 2),
+                               ox_operand(x, in[1], dt, in, 1), ox_operand(x, in[2], dt, in, 1)};
+        if (!ins[0] || !ins[1] || !ins[2]) return false;
+        return ox_define_rt(x, 0, ox_done(x, ox_emit1(x, MCIR_OP_WHERE, 3, ins, 0)));
+    }
     for (int side = 1; side <= 2; side++)
         if (in[side]->is_const && !ox_is_float(in[side]->elem))
             return ox_error(x, "%s tensor '%s' would be used at run time (Where's values must "
-                               "be float when the other one is a runtime tensor)",
-                            ox_elem_name(in[side]->elem), in[side]->name);
-    mcir_dtype dt = ox_node_dtype(in + 1, 2);
+                               "share one element type; the other one is %s)",
+                            ox_elem_name(in[side]->elem), in[side]->name, mcir_dtype_name(dt));
     /* value (side 1 = taken where c, side 2 = where !c) at broadcast index */
     int rm, rf;
     int64_t sm[MCIR_MAX_RANK], sf[MCIR_MAX_RANK];
@@ -809,9 +863,20 @@ static bool h_gather(ox *x, ox_value **in, int n_in) {
     int64_t axis = ox_attr_int(x, "axis", 0);
     int ax;
     if (x->failed || !ox_norm_axis(x, axis, D->rank, "axis", &ax)) return false;
-    if (!I->is_const || ox_is_float(I->elem))
-        return ox_error(x, "indices '%s' must be integer constants known at import time",
-                        I->name);
+    if (I->elem != OX_INT32 && I->elem != OX_INT64)
+        return ox_error(x, "indices '%s' must be int32 or int64, got %s", I->name,
+                        ox_elem_name(I->elem));
+    if (!I->is_const) {
+        /* runtime indices (an embedding lookup): MCIR's gather, which
+         * checks them on the CPU and clamps them on the GPU */
+        mcir_dtype dt;
+        if (!ox_value_dtype(x, D, &dt)) return false;
+        mcir_tensor *ins[2] = {ox_runtime(x, D, dt), ox_runtime(x, I, I->t->dtype)};
+        if (!ins[0] || !ins[1]) return false;
+        mcir_node *n = ox_emit1(x, MCIR_OP_GATHER, 2, ins, 0);
+        mcir_node_set_int(x->g, n, "axis", ax);
+        return ox_define_rt(x, 0, ox_done(x, n));
+    }
     int64_t dim = D->shape[ax];
     for (int64_t i = 0; i < I->numel; i++) {
         int64_t t = I->iv[i];
@@ -1111,9 +1176,10 @@ static bool h_global_avg_pool(ox *x, ox_value **in, int n_in) {
 /* A scalar constant of element type elem (the type of the tensor it is
  * combined with). */
 static ox_value *scalar_of(ox *x, int elem, const char *stem, double val) {
-    ox_value *c = ox_const_new(x, ox_is_float(elem) ? elem : OX_FLOAT, 0, NULL);
+    ox_value *c = ox_const_new(x, elem, 0, NULL);
     if (!c) return NULL;
-    ox_set(c, 0, val);
+    if (ox_is_float(elem)) ox_set(c, 0, val);
+    else ox_seti(c, 0, (int64_t)val);
     c->name = ox_fresh(x, stem);
     return c;
 }
@@ -1853,6 +1919,43 @@ static bool h_scatter_nd(ox *x, ox_value **in, int n_in) {
 }
 
 /* The reductions MCIR has no op for, from the ones it has. */
+/* |v| = max(v, -v): exact, also for integers. */
+static ox_value *abs_step(ox *x, ox_value *v) {
+    return ew_step(x, "Max", v, ew_step(x, "Neg", v, NULL, -1), -1);
+}
+
+/* The product over axes: per reduced axis a chain of muls of its slices
+ * (exact in the order ONNX's reference multiplies them), up to
+ * OX_MAX_PROD_SLICES slices per axis. */
+#define OX_MAX_PROD_SLICES 256
+static bool reduce_prod(ox *x, ox_value *X, int n_axes, const int64_t *axes, bool keep) {
+    ox_value *y = X;
+    bool red[MCIR_MAX_RANK] = {false};
+    for (int i = 0; i < n_axes; i++) {
+        int ax;
+        if (!ox_norm_axis(x, axes[i], X->rank, "axes", &ax)) return false;
+        if (red[ax]) return ox_error(x, "axis %d is reduced twice", ax);
+        red[ax] = true;
+        int64_t d = X->shape[ax];
+        if (d > OX_MAX_PROD_SLICES)
+            return ox_error(x, "ReduceProd over an axis of %lld elements (at most %d: it is "
+                               "written out as a chain of muls)",
+                            (long long)d, OX_MAX_PROD_SLICES);
+        ox_value *acc = slice_step(x, y, ax, 0, 1, 1);
+        for (int64_t k = 1; k < d && acc; k++) acc = ew_step(x, "Mul", acc, slice_step(x, y, ax, k, 1, 1), -1);
+        y = acc;
+        if (!y) return false;
+    }
+    if (!keep) {
+        int64_t shape[MCIR_MAX_RANK];
+        int r = 0;
+        for (int k = 0; k < X->rank; k++)
+            if (!red[k]) shape[r++] = X->shape[k];
+        y = reshape_step(x, y, r, shape);
+    }
+    return y && ox_define_out(x, 0, y);
+}
+
 static bool reduce_composite(ox *x, const char *op, ox_value *X, int n_axes,
                              const int64_t *axes, bool keep) {
     ox_value *y;
@@ -1865,6 +1968,10 @@ static bool reduce_composite(ox *x, const char *op, ox_value *X, int n_axes,
     } else if (!strcmp(op, "ReduceL2")) {
         y = reduce_step(x, MCIR_OP_REDUCE_SUM, ew_step(x, "Mul", X, X, -1), n_axes, axes, keep, -1);
         y = ew_step(x, "Sqrt", y, NULL, 0);
+    } else if (!strcmp(op, "ReduceL1")) {
+        y = reduce_step(x, MCIR_OP_REDUCE_SUM, abs_step(x, X), n_axes, axes, keep, 0);
+    } else if (!strcmp(op, "ReduceProd")) {
+        return reduce_prod(x, X, n_axes, axes, keep);
     } else if (!strcmp(op, "ReduceLogSum")) {
         y = ew_step(x, "Log", reduce_step(x, MCIR_OP_REDUCE_SUM, X, n_axes, axes, keep, -1), NULL, 0);
     } else { /* ReduceLogSumExp: max + log(sum(exp(x - max))) */
@@ -1885,6 +1992,274 @@ static bool reduce_composite(ox *x, const char *op, ox_value *X, int n_axes,
         }
     }
     return y && ox_define_out(x, 0, y);
+}
+
+/* ArgMax / ArgMin: MCIR's argmax / argmin (first index of the extreme,
+ * int64); ONNX's axis defaults to 0 and keepdims to 1. */
+static bool h_argmax(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    bool max = !strcmp(x->node->op_type, "ArgMax");
+    int64_t axis = ox_attr_int(x, "axis", 0), keep = ox_attr_int(x, "keepdims", 1);
+    int64_t last = ox_attr_int(x, "select_last_index", 0);
+    int ax;
+    if (x->failed || !ox_norm_axis(x, axis, in[0]->rank, "axis", &ax)) return false;
+    if (last)
+        return ox_error(x, "select_last_index=1 is not supported (MCIR's %s returns the first "
+                           "index of the extreme)",
+                        max ? "argmax" : "argmin");
+    mcir_dtype dt;
+    if (!ox_value_dtype(x, in[0], &dt)) return false;
+    mcir_tensor *t = ox_runtime(x, in[0], dt);
+    if (!t) return false;
+    mcir_node *n = ox_emit1(x, max ? MCIR_OP_ARGMAX : MCIR_OP_ARGMIN, 1, &t, 0);
+    mcir_node_set_int(x->g, n, "axis", ax);
+    mcir_node_set_bool(x->g, n, "keepdims", keep != 0);
+    return ox_define_rt(x, 0, ox_done(x, n));
+}
+
+/* Where as a step: MCIR's where (a bool condition, values of one dtype),
+ * folded when everything is constant. */
+static ox_value *where_step(ox *x, ox_value *c, ox_value *a, ox_value *b, int out_index) {
+    if (!c || !a || !b || x->failed) return NULL;
+    ox_value *in[3] = {c, a, b}, *o;
+    if (ox_all_const(in, 3))
+        return ox_fold_elementwise(x, "Where", in, 3, &o) == OX_FOLD_OK ? o : NULL;
+    mcir_dtype dt = ox_node_dtype(in + 1, 2);
+    mcir_tensor *ts[3] = {ox_operand(x, c, MCIR_DTYPE_BOOL, in + 1, 2), ox_operand(x, a, dt, in, 1),
+                          ox_operand(x, b, dt, in, 1)};
+    if (!ts[0] || !ts[1] || !ts[2]) return NULL;
+    mcir_tensor *t = ox_done(x, ox_emit1(x, MCIR_OP_WHERE, 3, ts, out_index));
+    return t ? ox_runtime_value(x, t) : NULL;
+}
+
+/* The activations MCIR has no op for, written with where, comparisons and
+ * the elementwise ops as ONNX's reference defines them (x < 0 picks the
+ * negative branch):
+ *   Abs              max(x, -x)
+ *   LeakyRelu        where(x < 0, alpha·x, x)                 alpha 0.01
+ *   PRelu            where(x < 0, slope·x, x)                 slope an input
+ *   Elu              where(x < 0, alpha·(exp x − 1), x)       alpha 1
+ *   Selu             gamma·where(x ≤ 0, alpha·exp x − alpha, x)
+ *   ThresholdedRelu  where(x > alpha, x, 0)                   alpha 1
+ *   Softplus         log(exp x + 1)
+ *   Softsign         x / (1 + |x|)
+ *   Mish             x·tanh(log(exp x + 1))
+ *   Shrink           where(x < −lambd, x + bias, where(x > lambd, x − bias, 0)) */
+static bool h_activation(ox *x, ox_value **in, int n_in) {
+    const char *op = x->node->op_type;
+    ox_value *X = in[0], *y = NULL;
+    int e = X->elem;
+    if (!strcmp(op, "Abs")) {
+        y = abs_step(x, X);
+    } else if (!strcmp(op, "LeakyRelu") || !strcmp(op, "PRelu") || !strcmp(op, "Elu")) {
+        ox_value *neg;
+        if (!strcmp(op, "PRelu")) {
+            if (n_in < 2) return ox_error(x, "PRelu needs a slope");
+            neg = ew_step(x, "Mul", X, in[1], -1);
+        } else if (!strcmp(op, "LeakyRelu")) {
+            neg = ew_step(x, "Mul", X, scalar_of(x, e, "alpha", ox_attr_float(x, "alpha", 0.01f)), -1);
+        } else {
+            ox_value *a = scalar_of(x, e, "alpha", ox_attr_float(x, "alpha", 1.0f));
+            neg = ew_step(x, "Mul", ew_step(x, "Sub", ew_step(x, "Exp", X, NULL, -1),
+                                            scalar_of(x, e, "one", 1), -1), a, -1);
+        }
+        y = where_step(x, ew_step(x, "Less", X, scalar_of(x, e, "zero", 0), -1), neg, X, -1);
+    } else if (!strcmp(op, "Selu")) {
+        ox_value *a = scalar_of(x, e, "alpha", ox_attr_float(x, "alpha", 1.67326319217681884765625f));
+        ox_value *g = scalar_of(x, e, "gamma", ox_attr_float(x, "gamma", 1.05070102214813232421875f));
+        ox_value *neg = ew_step(x, "Sub", ew_step(x, "Mul", a, ew_step(x, "Exp", X, NULL, -1), -1), a, -1);
+        y = where_step(x, ew_step(x, "LessOrEqual", X, scalar_of(x, e, "zero", 0), -1), neg, X, -1);
+        y = ew_step(x, "Mul", y, g, -1);
+    } else if (!strcmp(op, "ThresholdedRelu")) {
+        ox_value *a = scalar_of(x, e, "alpha", ox_attr_float(x, "alpha", 1.0f));
+        y = where_step(x, ew_step(x, "Greater", X, a, -1), X, scalar_of(x, e, "zero", 0), -1);
+    } else if (!strcmp(op, "Softplus") || !strcmp(op, "Mish")) {
+        y = ew_step(x, "Log", ew_step(x, "Add", ew_step(x, "Exp", X, NULL, -1), scalar_of(x, e, "one", 1), -1),
+                    NULL, -1);
+        if (!strcmp(op, "Mish")) y = ew_step(x, "Mul", X, ew_step(x, "Tanh", y, NULL, -1), -1);
+    } else if (!strcmp(op, "Softsign")) {
+        y = ew_step(x, "Div", X, ew_step(x, "Add", scalar_of(x, e, "one", 1), abs_step(x, X), -1), -1);
+    } else { /* Shrink */
+        float l = ox_attr_float(x, "lambd", 0.5f), b = ox_attr_float(x, "bias", 0.0f);
+        ox_value *zero = scalar_of(x, e, "zero", 0);
+        ox_value *hi = where_step(x, ew_step(x, "Greater", X, scalar_of(x, e, "lambd", l), -1),
+                                  ew_step(x, "Sub", X, scalar_of(x, e, "bias", b), -1), zero, -1);
+        y = where_step(x, ew_step(x, "Less", X, scalar_of(x, e, "neg_lambd", -l), -1),
+                       ew_step(x, "Add", X, scalar_of(x, e, "bias", b), -1), hi, -1);
+    }
+    return y && ox_define_out(x, 0, y);
+}
+
+/* CastLike: Cast to the element type of the second input. */
+static bool h_cast_like(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_attr_int(x, "saturate", 1); /* only affects float8 targets */
+    return cast_to(x, in[0], in[1]->elem);
+}
+
+/* Trilu: where(mask, x, 0) with the constant triangle mask of the last two
+ * dims (j − i ≥ k for upper, j − i ≤ k for lower). */
+static bool h_trilu(ox *x, ox_value **in, int n_in) {
+    int64_t upper = ox_attr_int(x, "upper", 1), k = 0;
+    if (x->failed) return false;
+    ox_value *X = in[0];
+    if (n_in > 1 && in[1]) {
+        if (!in[1]->is_const || in[1]->numel != 1 || ox_is_float(in[1]->elem))
+            return ox_error(x, "k must be an integer scalar constant");
+        k = ox_geti(in[1], 0);
+    }
+    if (X->rank < 2) return ox_error(x, "input '%s' has rank %d; Trilu needs 2 or more", X->name, X->rank);
+    int64_t n = X->shape[X->rank - 2], m = X->shape[X->rank - 1], shape[2] = {n, m};
+    ox_value *mask = ox_const_new(x, OX_BOOL, 2, shape);
+    if (!mask) return false;
+    mask->name = ox_fresh(x, upper ? "triu_mask" : "tril_mask");
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < m; j++) mask->iv[i * m + j] = upper ? j - i >= k : j - i <= k;
+    ox_value *y = where_step(x, mask, X, scalar_of(x, X->elem, "zero", 0), 0);
+    return y && ox_define_out(x, 0, y);
+}
+
+/* Hardmax: 1 at the first maximum along axis, 0 elsewhere —
+ * cast(equal(argmax(x, keepdims), index along axis)). Opset < 13
+ * flattens from axis on; only the last axis is the same there. */
+static bool h_hardmax(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *X = in[0];
+    int64_t axis = ox_attr_int(x, "axis", x->opset >= 13 ? -1 : 1);
+    int ax;
+    if (x->failed || !ox_norm_axis(x, axis, X->rank, "axis", &ax)) return false;
+    if (x->opset < 13 && ax != X->rank - 1)
+        return ox_error(x, "Hardmax before opset 13 on axis %d (not the last) is not supported", ax);
+    mcir_dtype dt;
+    if (!ox_value_dtype(x, X, &dt)) return false;
+    mcir_tensor *t = ox_runtime(x, X, dt);
+    if (!t) return false;
+    mcir_node *n = ox_emit1(x, MCIR_OP_ARGMAX, 1, &t, -1);
+    mcir_node_set_int(x->g, n, "axis", ax);
+    mcir_node_set_bool(x->g, n, "keepdims", true);
+    mcir_tensor *am = ox_done(x, n);
+    if (!am) return false;
+    int64_t ishape[MCIR_MAX_RANK];
+    for (int k = 0; k < X->rank; k++) ishape[k] = k == ax ? X->shape[ax] : 1;
+    ox_value *idx = ox_const_new(x, OX_INT64, X->rank, ishape);
+    if (!idx) return false;
+    idx->name = ox_fresh(x, "hardmax_index");
+    for (int64_t i = 0; i < X->shape[ax]; i++) idx->iv[i] = i;
+    ox_value *eq = ew_step(x, "Equal", ox_runtime_value(x, am), idx, -1);
+    if (!eq) return false;
+    return cast_to(x, eq, ox_dtype_elem(dt));
+}
+
+/* OneHot(indices, depth, values): where(indices' == range(depth), on, off)
+ * along axis, a negative index counting from depth. depth and values
+ * must be constants. */
+static bool h_one_hot(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *I = in[0], *D = in[1], *V = in[2];
+    int64_t axis = ox_attr_int(x, "axis", -1);
+    if (x->failed) return false;
+    if (!D->is_const || D->numel != 1) return ox_error(x, "depth must be a scalar constant");
+    if (!V->is_const || V->numel != 2) return ox_error(x, "values must be a constant [off, on]");
+    if (ox_is_float(I->elem)) { /* float indices are truncated to int64 */
+        if (I->is_const) {
+            I = ox_fold_cast(x, I, OX_INT64);
+        } else {
+            mcir_tensor *t = ox_runtime(x, I, I->t->dtype);
+            mcir_node *n = t ? ox_emit1(x, MCIR_OP_CAST, 1, &t, -1) : NULL;
+            if (n) mcir_node_set_string(x->g, n, "to", "i64");
+            I = n && (t = ox_done(x, n)) ? ox_runtime_value(x, t) : NULL;
+        }
+        if (!I) return false;
+    }
+    if (I->elem != OX_INT32 && I->elem != OX_INT64)
+        return ox_error(x, "indices '%s' must be numeric, got %s", I->name, ox_elem_name(I->elem));
+    int64_t depth = ox_is_float(D->elem) ? (int64_t)ox_get(D, 0) : ox_geti(D, 0);
+    if (depth < 1 || depth > (1 << 24)) return ox_error(x, "depth %lld is out of range", (long long)depth);
+    int ax;
+    if (I->rank + 1 > MCIR_MAX_RANK || !ox_norm_axis(x, axis, I->rank + 1, "axis", &ax)) return false;
+    int64_t ushape[MCIR_MAX_RANK], rshape[MCIR_MAX_RANK];
+    for (int k = 0, j = 0; k <= I->rank; k++) {
+        ushape[k] = k == ax ? 1 : I->shape[j++];
+        rshape[k] = k == ax ? depth : 1;
+    }
+    ox_value *range = ox_const_new(x, I->elem, I->rank + 1, rshape);
+    if (!range) return false;
+    range->name = ox_fresh(x, "one_hot_range");
+    for (int64_t i = 0; i < depth; i++) range->iv[i] = i;
+    ox_value *u = reshape_step(x, I, I->rank + 1, ushape);
+    ox_value *zero = scalar_of(x, I->elem, "zero", 0);
+    ox_value *wrapped = ew_step(x, "Add", u, scalar_of(x, I->elem, "depth", (double)depth), -1);
+    u = where_step(x, ew_step(x, "Less", u, zero, -1), wrapped, u, -1);
+    ox_value *off = slice_step(x, V, 0, 0, 1, 1), *on = slice_step(x, V, 0, 1, 1, 1);
+    ox_value *y = where_step(x, ew_step(x, "Equal", u, range, -1), reshape_step(x, on, 0, NULL),
+                             reshape_step(x, off, 0, NULL), 0);
+    return y && ox_define_out(x, 0, y);
+}
+
+/* CumSum(x, axis): a matmul by the constant 0/1 triangle along the axis
+ * (exclusive and reverse pick the triangle), moved to the last axis by
+ * transposes where it is not already there. At most 4096 along the axis. */
+static bool h_cumsum(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *X = in[0];
+    int64_t excl = ox_attr_int(x, "exclusive", 0), rev = ox_attr_int(x, "reverse", 0), a;
+    int cnt, ax;
+    if (x->failed || !ox_ints_of(x, in[1], "axis", &a, &cnt, 1)) return false;
+    if (cnt != 1) return ox_error(x, "axis must be one integer");
+    if (!ox_norm_axis(x, a, X->rank, "axis", &ax)) return false;
+    if (!ox_is_float(X->elem)) return ox_error(x, "CumSum of %s tensors is not supported", ox_elem_name(X->elem));
+    int64_t d = X->shape[ax];
+    if (d > 4096) return ox_error(x, "CumSum over %lld elements (at most 4096: a matmul by a triangle)", (long long)d);
+    mcir_dtype dt;
+    if (!ox_value_dtype(x, X, &dt)) return false;
+    /* y[.., j] = sum_i x[.., i] T[i, j] */
+    int64_t tshape[2] = {d, d};
+    ox_value *T = ox_new_float_const(x, "cumsum_triangle", dt, 2, tshape);
+    if (!T) return false;
+    for (int64_t i = 0; i < d; i++)
+        for (int64_t j = 0; j < d; j++) {
+            bool on = rev ? (excl ? i > j : i >= j) : (excl ? i < j : i <= j);
+            T->fv[i * d + j] = on ? 1.0f : 0.0f;
+        }
+    int64_t perm[MCIR_MAX_RANK];
+    for (int k = 0; k < X->rank; k++) perm[k] = k;
+    perm[ax] = X->rank - 1;
+    perm[X->rank - 1] = ax;
+    mcir_tensor *t = ox_runtime(x, X, dt);
+    if (!t) return false;
+    bool move = ax != X->rank - 1;
+    if (move) {
+        mcir_node *n = ox_emit1(x, MCIR_OP_TRANSPOSE, 1, &t, -1);
+        mcir_node_set_ints(x->g, n, "perm", X->rank, perm);
+        if (!(t = ox_done(x, n))) return false;
+    }
+    mcir_tensor *ins[2] = {t, ox_weight_of(x, T, dt)};
+    if (!(t = ox_done(x, ox_emit1(x, MCIR_OP_MATMUL, 2, ins, move ? -1 : 0)))) return false;
+    if (move) {
+        mcir_node *n = ox_emit1(x, MCIR_OP_TRANSPOSE, 1, &t, 0);
+        mcir_node_set_ints(x->g, n, "perm", X->rank, perm);
+        if (!(t = ox_done(x, n))) return false;
+    }
+    return ox_define_rt(x, 0, t);
+}
+
+/* EyeLike: a constant (only the input's shape is read). */
+static bool h_eye_like(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *X = in[0];
+    int64_t k = ox_attr_int(x, "k", 0);
+    int elem = (int)ox_attr_int(x, "dtype", X->elem);
+    if (x->failed) return false;
+    if (X->rank != 2) return ox_error(x, "EyeLike needs a rank-2 input, '%s' has rank %d", X->name, X->rank);
+    if (!ox_elem_supported(elem)) return ox_error(x, "dtype %s is not supported", ox_elem_name(elem));
+    ox_value *o = ox_const_new(x, elem, 2, X->shape);
+    if (!o) return false;
+    for (int64_t i = 0; i < X->shape[0]; i++)
+        for (int64_t j = 0; j < X->shape[1]; j++) {
+            if (ox_is_float(elem)) ox_set(o, i * X->shape[1] + j, j - i == k);
+            else ox_seti(o, i * X->shape[1] + j, j - i == k);
+        }
+    return ox_define_out(x, 0, o);
 }
 
 /* The op table: every ONNX op the importer knows, its input arity and
@@ -1950,6 +2325,15 @@ static const struct {
     {"Resize", 1, 4, h_resize}, {"Upsample", 2, 2, h_resize},
     {"ConvTranspose", 2, 3, h_conv_transpose},
     {"ScatterND", 3, 3, h_scatter_nd},
+    {"ArgMax", 1, 1, h_argmax}, {"ArgMin", 1, 1, h_argmax},
+    {"ReduceL1", 1, 2, h_reduce}, {"ReduceProd", 1, 2, h_reduce},
+    {"LeakyRelu", 1, 1, h_activation}, {"PRelu", 2, 2, h_activation},
+    {"Elu", 1, 1, h_activation}, {"Selu", 1, 1, h_activation},
+    {"ThresholdedRelu", 1, 1, h_activation}, {"Softplus", 1, 1, h_activation},
+    {"Softsign", 1, 1, h_activation}, {"Mish", 1, 1, h_activation},
+    {"Shrink", 1, 1, h_activation},
+    {"CastLike", 2, 2, h_cast_like}, {"Trilu", 1, 2, h_trilu}, {"Hardmax", 1, 1, h_hardmax},
+    {"OneHot", 3, 3, h_one_hot}, {"CumSum", 2, 2, h_cumsum}, {"EyeLike", 1, 1, h_eye_like},
 };
 
 bool ox_import_node(ox *x) {

@@ -105,12 +105,35 @@ bool ox_elem_dtype(int elem, mcir_dtype *dt) {
     case OX_FLOAT: *dt = MCIR_DTYPE_F32; return true;
     case OX_FLOAT16: *dt = MCIR_DTYPE_F16; return true;
     case OX_BFLOAT16: *dt = MCIR_DTYPE_BF16; return true;
+    case OX_INT32: *dt = MCIR_DTYPE_I32; return true;
+    case OX_INT64: *dt = MCIR_DTYPE_I64; return true;
+    case OX_UINT8: *dt = MCIR_DTYPE_U8; return true;
+    case OX_BOOL: *dt = MCIR_DTYPE_BOOL; return true;
     default: return false;
     }
 }
 
 int ox_dtype_elem(mcir_dtype dt) {
-    return dt == MCIR_DTYPE_F16 ? OX_FLOAT16 : dt == MCIR_DTYPE_BF16 ? OX_BFLOAT16 : OX_FLOAT;
+    switch (dt) {
+    case MCIR_DTYPE_F16: return OX_FLOAT16;
+    case MCIR_DTYPE_BF16: return OX_BFLOAT16;
+    case MCIR_DTYPE_I32: return OX_INT32;
+    case MCIR_DTYPE_I64: return OX_INT64;
+    case MCIR_DTYPE_U8: return OX_UINT8;
+    case MCIR_DTYPE_BOOL: return OX_BOOL;
+    default: return OX_FLOAT;
+    }
+}
+
+bool ox_value_dtype(ox *x, const ox_value *v, mcir_dtype *dt) {
+    if (!v->is_const) {
+        *dt = v->t->dtype;
+        return true;
+    }
+    if (ox_elem_dtype(v->elem, dt)) return true;
+    return ox_error(x, "%s tensor '%s' would be used at run time; runtime tensors are float, "
+                       "float16, bfloat16, int32, int64, uint8 or bool",
+                    ox_elem_name(v->elem), v->name);
 }
 
 ox_value *ox_runtime_value(ox *x, mcir_tensor *t) {
@@ -124,11 +147,13 @@ ox_value *ox_runtime_value(ox *x, mcir_tensor *t) {
 }
 
 /* The dtype a node computes in: its first runtime input's, else its first
- * float constant's, else f32. */
+ * float constant's, else its first integer or bool constant's, else f32. */
 mcir_dtype ox_node_dtype(ox_value *const *in, int n_in) {
     mcir_dtype dt;
     for (int i = 0; i < n_in; i++)
         if (in[i] && !in[i]->is_const) return in[i]->t ? in[i]->t->dtype : MCIR_DTYPE_F32;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && ox_is_float(in[i]->elem) && ox_elem_dtype(in[i]->elem, &dt)) return dt;
     for (int i = 0; i < n_in; i++)
         if (in[i] && ox_elem_dtype(in[i]->elem, &dt)) return dt;
     return MCIR_DTYPE_F32;
@@ -199,7 +224,12 @@ mcir_tensor *ox_weight_of(ox *x, ox_value *v, mcir_dtype dt) {
     MCIR_ASSERT(t);
     size_t es = mcir_dtype_size(dt);
     uint8_t *data = mcir_arena_alloc(x->g->arena, (size_t)(v->numel ? v->numel : 1) * es);
-    mcir_values_from_f32(dt, v->fv, data, v->numel);
+    if (ox_is_float(v->elem))
+        mcir_values_from_f32(dt, v->fv, data, v->numel);
+    else if (dt == MCIR_DTYPE_I64) /* int64 storage stays exact */
+        memcpy(data, v->iv, (size_t)v->numel * sizeof(int64_t));
+    else
+        for (int64_t i = 0; i < v->numel; i++) mcir_value_set(dt, data, i, (double)v->iv[i]);
     t->data = data;
     t->loc = (mcir_loc){x->path, 0, 0};
     v->weight[dt] = t;
@@ -217,14 +247,16 @@ ox_value *ox_new_float_const(ox *x, const char *stem, mcir_dtype dt, int rank,
 static mcir_tensor *materialise_expand(ox *x, ox_value *v);
 
 /* The MCIR tensor for value v used at run time in dtype dt. Constants
- * become weights here; integer and bool constants cannot. */
+ * become weights here: a float constant in a float dtype, an integer or
+ * bool one in an integer or bool dtype (int64 storage exact). */
 mcir_tensor *ox_runtime(ox *x, ox_value *v, mcir_dtype dt) {
     if (v->is_const) {
-        if (!ox_is_float(v->elem)) {
-            ox_error(x, "%s tensor '%s' would be used at run time; integer and bool tensors "
-                        "are only supported where they are consumed at import time (shapes, "
-                        "axes, indices, conditions)",
-                     ox_elem_name(v->elem), v->name);
+        mcir_dtype own;
+        if (!ox_elem_dtype(v->elem, &own) || mcir_dtype_is_float(own) != mcir_dtype_is_float(dt)) {
+            ox_error(x, "%s tensor '%s' would be used at run time in a %s computation (ONNX "
+                        "operands share one element type; runtime tensors are float, float16, "
+                        "bfloat16, int32, int64, uint8 or bool)",
+                     ox_elem_name(v->elem), v->name, mcir_dtype_name(dt));
             return NULL;
         }
         if (v->numel == 0) {

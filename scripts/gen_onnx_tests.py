@@ -106,7 +106,30 @@ def torch_models():
                                                         num_init_features=16, bn_size=2,
                                                         num_classes=10))
 
+    class Gpt2Tiny(nn.Module):
+        """GPT-2-style language model from int64 token ids to logits: token
+        + position embeddings (a Gather with runtime indices, and one of an
+        arange folded at export), two causal blocks, a final layer norm and
+        an LM head tied to the token embedding."""
+
+        def __init__(self, vocab=128, d=64, t=16):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d)
+            self.wpe = nn.Embedding(t, d)
+            self.blocks = nn.ModuleList([CausalBlock(d, 4, t) for _ in range(2)])
+            self.ln_f = nn.LayerNorm(d)
+            with torch.no_grad():
+                self.wpe.weight.mul_(0.1)
+
+        def forward(self, ids):
+            pos = torch.arange(ids.size(1), dtype=torch.long)
+            x = self.wte(ids) + self.wpe(pos)
+            for b in self.blocks:
+                x = b(x)
+            return self.ln_f(x) @ self.wte.weight.t()
+
     return [
+        ("gpt2_tiny", Gpt2Tiny, ("ids", (1, 16), 128)),
         ("mobilenet_v3_tiny", mobilenet, (1, 3, 64, 64)),
         ("densenet_tiny", densenet, (1, 3, 32, 32)),
         ("encoder_layer", encoder, (2, 16, 64)),
@@ -123,11 +146,14 @@ def gen_models(opsets, only=None):
         if only and name not in only:
             continue
         for opset in opsets:
-            if name in ("squeezenet", "mobilenet_v3_tiny", "densenet_tiny") and opset != 17:
+            if name in ("squeezenet", "mobilenet_v3_tiny", "densenet_tiny", "gpt2_tiny") and opset != 17:
                 continue  # its opset-14 export differs only in the opset number
             torch.manual_seed(0)
             m = make().eval()
-            x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+            if shape[0] == "ids":  # int64 token ids below the vocabulary size
+                x = torch.randint(0, shape[2], shape[1], generator=torch.Generator().manual_seed(1))
+            else:
+                x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
             with torch.no_grad():
                 y = m(x)
             key = f"{name}_op{opset}"
@@ -135,9 +161,11 @@ def gen_models(opsets, only=None):
             os.makedirs(d, exist_ok=True)
             path = os.path.join(d, "model.onnx")
             torch.onnx.export(m, (x,), path, opset_version=opset,
-                              input_names=["x"], output_names=["y"],
+                              input_names=["input_ids" if shape[0] == "ids" else "x"],
+                              output_names=["y"],
                               do_constant_folding=True)
-            np.save(os.path.join(d, "input_0.npy"), x.numpy().astype("<f4"))
+            np.save(os.path.join(d, "input_0.npy"),
+                    x.numpy().astype("<i8" if x.dtype == torch.long else "<f4"))
             np.save(os.path.join(d, "output_0.npy"), y.numpy().astype("<f4"))
             ops = []
             try:
@@ -150,7 +178,7 @@ def gen_models(opsets, only=None):
             try:
                 import onnxruntime as ort
                 s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-                (r,) = s.run(None, {"x": x.numpy()})
+                (r,) = s.run(None, {s.get_inputs()[0].name: x.numpy()})
                 err = float(np.abs(r - y.numpy()).max() / np.abs(y.numpy()).max())
             except ImportError:
                 pass
@@ -174,16 +202,44 @@ MAPPED = {
     "Clip", "HardSigmoid", "HardSwish", "LogSoftmax", "BatchNormalization", "ReduceMin",
     "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "Pad", "Resize",
     "Upsample", "ConvTranspose", "ScatterND",
+    "ArgMax", "ArgMin", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+    "Abs", "ReduceL1", "ReduceProd", "LeakyRelu", "PRelu", "Elu", "Selu", "ThresholdedRelu",
+    "Softplus", "Softsign", "Mish", "Shrink", "CastLike", "Trilu", "Hardmax", "OneHot", "CumSum",
+    "EyeLike",
 }
+
+# Ops that take an integer or bool tensor at run time, and the input slots
+# of each that are read at import time (shapes, axes, pads) whatever the
+# element type. An integer or bool test input stays a graph input (a
+# runtime tensor) when every node reading it is one of these ops, through
+# a runtime slot; otherwise it becomes an initializer, as exporters write
+# such values.
+RUNTIME_INT_OPS = {
+    "Gather": set(), "Where": set(), "Equal": set(), "Less": set(), "Greater": set(),
+    "LessOrEqual": set(), "GreaterOrEqual": set(), "Not": set(), "And": set(), "Or": set(),
+    "Xor": set(), "Cast": set(), "ArgMax": set(), "ArgMin": set(), "Add": set(), "Sub": set(),
+    "Mul": set(), "Max": set(), "Min": set(), "Concat": set(), "Transpose": set(), "Abs": set(),
+    "CastLike": set(), "OneHot": {1, 2}, "Trilu": {1}, "CumSum": {1}, "EyeLike": set(),
+    "Identity": set(), "Flatten": set(), "Reshape": {1}, "Unsqueeze": {1}, "Squeeze": {1},
+    "Expand": {1}, "Slice": {1, 2, 3, 4}, "Split": {1},
+}
+
+# The element types a runtime tensor may have (test inputs and outputs).
+RUNTIME_DTYPES = {np.dtype(t) for t in ("float32", "float16", "int32", "int64", "uint8", "bool")}
 
 # Candidates the importer rejects on purpose, with the reason (docs/onnx.md
 # lists these).
 SKIP = [
-    (r"test_cast_.*FLOAT8", "float8 element types are not supported"),
-    (r"test_cast_STRING_to_FLOAT", "string tensors are not supported"),
+    (r"test_cast(like)?_.*FLOAT8", "float8 element types are not supported"),
+    (r"test_cast(like)?_STRING_to_FLOAT", "string tensors are not supported"),
     (r"test_(max|average)pool_2d_dilations", "dilated pooling is not supported (MCIR's pools have no dilations)"),
     (r"test_(max|average)pool_3d_default", "3-D pooling is not supported (MCIR has 2-D windows; 1-D runs as 2-D)"),
-    (r"test_training_dropout(_default)?$", "Dropout with training_mode=true and a ratio other than 0 is not supported (inference only)"),
+    (r"test_arg(max|min)_.*select_last_index", "ArgMax/ArgMin with select_last_index=1 is not supported (MCIR's argmax/argmin return the first index of the extreme)"),
+    (r"test_equal_string", "string tensors are not supported"),
+    (r"test_maxpool_2d_uint8", "pooling u8 tensors is not supported (MCIR's pools take floating-point tensors)"),
+    (r"test_maxpool_with_argmax", "MaxPool's second output (the indices) is not supported"),
+    (r"test_pow_types_int(32|64)_float32", "Pow of an integer base by a float exponent is not supported (the operands of an MCIR op share one dtype)"),
+    (r"test_training_dropout(_default)?(_mask)?$", "Dropout with training_mode=true and a ratio other than 0 is not supported (inference only)"),
     (r"test_batchnorm_.*training_mode", "BatchNormalization in training mode is not supported (inference only)"),
     (r"test_convtranspose_3d", "3-D ConvTranspose is not supported (MCIR has 2-D windows; 1-D runs as 2-D)"),
     (r"test_resize_tf_crop_and_resize", "Resize with tf_crop_and_resize is not supported"),
@@ -230,10 +286,10 @@ def gen_node():
                 out.append(numpy_helper.to_array(t))
             return out
         ins, outs = load("input"), load("output")
-        bad = [o.dtype for o in outs if o.dtype != np.float32]
+        bad = [o.dtype for o in outs if o.dtype not in RUNTIME_DTYPES]
         if bad:
-            skipped[test] = (f"output is {bad[0]}: only float32 cases are run (runtime tensors "
-                             "are f32/f16/bf16; integer and bool ops run at import time)")
+            skipped[test] = (f"output is {bad[0]}: MCIR's runtime tensors are f32, f16, bf16, "
+                             "i32, i64, u8 and bool")
             continue
         if any(0 in o.shape for o in outs):
             skipped[test] = "empty output (MCIR shapes are positive)"
@@ -253,11 +309,15 @@ def gen_node():
             # Resize's roi/scales and Upsample's scales are read at import time
             # (and Pad's constant_value, ConvTranspose's weight, Dropout's ratio, as in exports)
             import_time = test in ALL_IMPORT_TIME or (
-                k > 0 and re.match(r"test_(resize|upsample|constant_pad|convtranspose|training_dropout)", test))
-            if arr.dtype == np.float32 and not import_time:
+                k > 0 and re.match(r"test_(resize|upsample|constant_pad|convtranspose|training_dropout|onehot|castlike)", test))
+            readers = [(n.op_type, j) for n in m.graph.node for j, nm in enumerate(n.input)
+                       if nm == vi.name]
+            runtime_int = arr.dtype in RUNTIME_DTYPES and arr.dtype != np.float32 and all(
+                op in RUNTIME_INT_OPS and j not in RUNTIME_INT_OPS[op] for op, j in readers)
+            if (arr.dtype == np.float32 or runtime_int) and not import_time:
                 keep.append(vi)
                 f = f"input_{len(files)}.npy"
-                np.save(os.path.join(d, f), arr.astype("<f4"))
+                np.save(os.path.join(d, f), arr.astype("<f4") if arr.dtype == np.float32 else arr)
                 files.append(f"node/{test}/{f}")
             else:
                 t = onnx.TensorProto()  # the original bytes (bfloat16 stays bfloat16)
@@ -272,7 +332,7 @@ def gen_node():
         onnx.save(m, os.path.join(d, "model.onnx"))
         ofiles = []
         for i, arr in enumerate(outs):
-            np.save(os.path.join(d, f"output_{i}.npy"), arr.astype("<f4"))
+            np.save(os.path.join(d, f"output_{i}.npy"), arr.astype("<f4") if arr.dtype == np.float32 else arr)
             ofiles.append(f"node/{test}/output_{i}.npy")
         opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
         index[test] = {"model": f"node/{test}/model.onnx", "opset": opset,
@@ -393,8 +453,16 @@ def gen_bad():
     put("attr_wrong_type.onnx", m.SerializeToString())
     m = onnx.ModelProto(); m.CopyFrom(good)
     del m.graph.input[0].type.tensor_type.shape.dim[:]
-    m.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
-    put("int64_input.onnx", m.SerializeToString())
+    m.graph.input[0].type.tensor_type.elem_type = TensorProto.DOUBLE
+    put("double_input.onnx", m.SerializeToString())
+    # a TENSOR attribute that holds no tensor
+    for fname, op in [("constant_tensor_attr_empty.onnx", "Constant"),
+                      ("constant_of_shape_tensor_attr_empty.onnx", "ConstantOfShape")]:
+        n = helper.make_node(op, [] if op == "Constant" else ["s"], ["y"])
+        a = n.attribute.add()
+        a.name, a.type = "value", onnx.AttributeProto.TENSOR
+        put(fname, model([n], [], [Y], [numpy_helper.from_array(np.array([2, 4], np.int64), "s")]
+                         if op != "Constant" else []).SerializeToString())
     m = onnx.ModelProto(); m.CopyFrom(good)
     m.graph.initializer[0].ClearField("raw_data")
     m.graph.initializer[0].data_location = TensorProto.EXTERNAL
@@ -430,11 +498,20 @@ def gen_bad():
     err("int64_runtime.onnx",
         model([helper.make_node("Add", ["x", "k"], ["y"], name="add0")], [X], [Y],
               [numpy_helper.from_array(np.ones((2, 4), np.int64), "k")]),
-        "node 'add0'", "int64 tensor 'k'", "import time")
-    C = helper.make_tensor_value_info("c", TensorProto.BOOL, [2, 4])
-    err("runtime_condition.onnx",
+        "node 'add0'", "int64 tensor 'k'", "f32 computation")
+    C = helper.make_tensor_value_info("c", TensorProto.DOUBLE, [2, 4])
+    err("double_input.onnx",
         model([helper.make_node("Where", ["c", "x", "x"], ["y"], name="where0")], [C, X], [Y]),
-        "graph input 'c'", "bool")
+        "graph input 'c'", "double", "int64, uint8 or bool")
+    IDS = helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 4])
+    err("argmax_select_last.onnx",
+        model([helper.make_node("ArgMax", ["x"], ["y"], name="am0", select_last_index=1)], [X],
+              [helper.make_tensor_value_info("y", TensorProto.INT64, None)]),
+        "node 'am0'", "select_last_index=1")
+    err("gather_float_indices.onnx",
+        model([helper.make_node("Cast", ["ids"], ["f"], to=TensorProto.FLOAT),
+               helper.make_node("Gather", ["x", "f"], ["y"], name="g0")], [X, IDS], [Y]),
+        "node 'g0'", "must be int32 or int64")
     err("wrong_domain.onnx",
         model([helper.make_node("Relu", ["x"], ["y"], name="r", domain="com.microsoft")], [X], [Y]),
         "node 'r'", "domain 'com.microsoft'")
@@ -544,8 +621,15 @@ def gen_ops():
     cases = {}
     X4 = [2, 3, 5, 6]
 
-    def add(name, nodes, ins, inits=(), opset=17):
-        g = helper.make_graph(nodes, "g", [V(n, s) for n, s in ins], [V("y", None)], list(inits))
+    # an input is (name, shape) for float32, or (name, shape, type, high):
+    # integer inputs in [0, high) (indices), bool ones at random
+    ELEM = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "bool": TensorProto.BOOL,
+            "uint8": TensorProto.UINT8, "float": TensorProto.FLOAT}
+    def add(name, nodes, ins, inits=(), opset=17, out="float"):
+        vis = [helper.make_tensor_value_info(i[0], ELEM[i[2]] if len(i) > 2 else TensorProto.FLOAT, i[1])
+               for i in ins]
+        g = helper.make_graph(nodes, "g", vis, [helper.make_tensor_value_info("y", ELEM[out], None)],
+                              list(inits))
         cases[name] = (helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), ins)
     add("clip", [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], [("x", X4)],
         [F32("lo", -0.5), F32("hi", 0.7)])
@@ -621,6 +705,67 @@ def gen_ops():
         [("x", [5, 6])], [I64("shp", [5, 6]), I64("i1", [[1], [3], [1]]), F32("u1", rng.standard_normal((3, 6)))], opset=18)
     add("dropout_training_ratio0", [helper.make_node("Dropout", ["x", "r", "t"], ["y"])], [("x", X4)],
         [F32("r", 0.0), numpy_helper.from_array(np.array(True), "t")])
+    # integer and bool tensors at run time (constants from their own
+    # generator, so the cases above keep their data)
+    crng = np.random.default_rng(16)
+    # (tables of 16 rows: mcir's seeded integer inputs, used by the emulator
+    # test, lie in [0, 16))
+    E = [16, 8]
+    add("gather_runtime_ids", [helper.make_node("Gather", ["emb", "ids"], ["y"])],
+        [("ids", [2, 5], "int64", 16)], [F32("emb", crng.standard_normal(E))])
+    add("gather_runtime_ids_negative", [helper.make_node("Gather", ["emb", "ids"], ["g"], axis=1),
+                                        helper.make_node("Mul", ["g", "g"], ["y"])],
+        [("emb", [3, 16]), ("ids", [4], "int32", 16)], [])
+    add("cast_runtime", [helper.make_node("Cast", ["ids"], ["f"], to=TensorProto.FLOAT),
+                         helper.make_node("Cast", ["x"], ["xi"], to=TensorProto.INT32),
+                         helper.make_node("Cast", ["xi"], ["xf"], to=TensorProto.FLOAT),
+                         helper.make_node("Add", ["f", "xf"], ["y"])],
+        [("ids", [2, 6], "int64", 50), ("x", [2, 6])])
+    add("compare_where_runtime", [helper.make_node("Less", ["x", "z"], ["c"]),
+                                  helper.make_node("GreaterOrEqual", ["x", "h"], ["c2"]),
+                                  helper.make_node("Or", ["c", "c2"], ["c3"]),
+                                  helper.make_node("Not", ["c3"], ["c4"]),
+                                  helper.make_node("Where", ["c4", "x", "k"], ["y"])],
+        [("x", X4)], [F32("z", -0.3), F32("h", 0.8), F32("k", 2.5)])
+    add("where_runtime_condition", [helper.make_node("Where", ["c", "x", "w"], ["y"])],
+        [("c", [5, 6], "bool"), ("x", [2, 3, 5, 6])], [F32("w", crng.standard_normal((1, 6)))])
+    add("int64_arith_equal", [helper.make_node("Add", ["ids", "one"], ["p"]),
+                              helper.make_node("Mul", ["p", "two"], ["q"]),
+                              helper.make_node("Equal", ["q", "eight"], ["e"]),
+                              helper.make_node("Xor", ["e", "m"], ["x2"]),
+                              helper.make_node("And", ["x2", "m"], ["a"]),
+                              helper.make_node("Cast", ["a"], ["y"], to=TensorProto.FLOAT)],
+        [("ids", [3, 8], "int64", 6), ("m", [3, 8], "bool")],
+        [I64("one", 1), I64("two", [2]), I64("eight", 8)])
+    add("argmax_keepdims", [helper.make_node("ArgMax", ["x"], ["y"], axis=1)], [("x", X4)], out="int64")
+    add("argmin_last_axis", [helper.make_node("ArgMin", ["x"], ["y"], axis=-1, keepdims=0)], [("x", X4)],
+        opset=13, out="int64")
+    add("greater_bool_output", [helper.make_node("Greater", ["x", "t"], ["y"])], [("x", X4), ("t", [6])],
+        out="bool")
+    # activations and ops written with where / comparisons / argmax / matmul
+    add("activations", [helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.2),
+                        helper.make_node("Elu", ["a"], ["b"], alpha=0.7),
+                        helper.make_node("Selu", ["b"], ["c"]),
+                        helper.make_node("Softplus", ["c"], ["d"]),
+                        helper.make_node("PRelu", ["x", "slope"], ["e"]),
+                        helper.make_node("Mish", ["e"], ["f"]),
+                        helper.make_node("Shrink", ["f"], ["g"], lambd=0.3, bias=0.1),
+                        helper.make_node("Softsign", ["g"], ["h"]),
+                        helper.make_node("ThresholdedRelu", ["x"], ["i"], alpha=0.4),
+                        helper.make_node("Abs", ["i"], ["j"]),
+                        helper.make_node("Sum", ["d", "h", "j"], ["y"])],
+        [("x", X4)], [F32("slope", crng.standard_normal((3, 1, 1)))], opset=18)
+    add("reduce_prod_l1", [helper.make_node("ReduceProd", ["x", "ax"], ["p"], keepdims=1),
+                           helper.make_node("ReduceL1", ["x", "ax"], ["l"], keepdims=1),
+                           helper.make_node("Add", ["p", "l"], ["y"])],
+        [("x", X4)], [I64("ax", [1, 2])], opset=18)
+    add("trilu_hardmax_cumsum", [helper.make_node("Trilu", ["x", "k"], ["t"], upper=0),
+                                 helper.make_node("Hardmax", ["t"], ["h"], axis=2),
+                                 helper.make_node("CumSum", ["t", "ax"], ["c"], reverse=1),
+                                 helper.make_node("Add", ["h", "c"], ["y"])],
+        [("x", X4)], [I64("k", 1), I64("ax", 2)])
+    add("onehot_runtime", [helper.make_node("OneHot", ["ids", "depth", "vals"], ["y"], axis=1)],
+        [("ids", [3, 4], "int64", 16)], [I64("depth", 12), F32("vals", [-0.5, 2.0])])
     dst = os.path.join(OUT, "ops")
     shutil.rmtree(dst, ignore_errors=True)
     os.makedirs(dst)
@@ -630,15 +775,25 @@ def gen_ops():
         os.makedirs(d)
         p = os.path.join(d, "model.onnx")
         onnx.save(m, p)
-        feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in ins}
+        irng = np.random.default_rng(len(name))
+        feeds = {}
+        for i in ins:
+            if len(i) == 2:
+                feeds[i[0]] = rng.standard_normal(i[1]).astype(np.float32)
+            elif i[2] == "bool":
+                feeds[i[0]] = irng.random(i[1]) < 0.5
+            else:
+                feeds[i[0]] = irng.integers(0, i[3], i[1]).astype(i[2])
+        if name in ("gather_runtime_ids_negative", "onehot_runtime"):
+            feeds["ids"] -= 8  # negative indices count from the end
         if name == "batchnorm_runtime_params":
             feeds["v"] = np.abs(feeds["v"]) + 0.5
         (y,) = ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(None, feeds)
         files = []
-        for i, (n, _) in enumerate(ins):
-            np.save(os.path.join(d, f"input_{i}.npy"), feeds[n])
+        for i, inp in enumerate(ins):
+            np.save(os.path.join(d, f"input_{i}.npy"), feeds[inp[0]])
             files.append(f"ops/{name}/input_{i}.npy")
-        np.save(os.path.join(d, "output_0.npy"), y.astype("<f4"))
+        np.save(os.path.join(d, "output_0.npy"), y if y.dtype != np.float32 else y.astype("<f4"))
         index[name] = {"model": f"ops/{name}/model.onnx", "opset": m.opset_import[0].version,
                        "ops": sorted({n.op_type for n in m.graph.node}), "inputs": files,
                        "outputs": [f"ops/{name}/output_0.npy"]}

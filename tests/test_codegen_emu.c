@@ -1171,13 +1171,21 @@ END_TEST
  * the imported graphs through the pipeline and the emulator, against the
  * interpreter — interpolation and zero-insertion matmuls with a broadcast
  * constant A, reversed slices and concats (Pad), masks and placement
- * matmuls (ScatterND), the clamps and reductions of the others. */
+ * matmuls (ScatterND), the clamps and reductions of the others; and the
+ * imported integer and bool graphs (gather, cast, comparisons, where,
+ * argmax) with their seeded inputs. */
 START_TEST(test_onnx_decompositions_emulated) {
     static const char *const models[] = {
         "resize_linear_half_pixel_scales", "resize_cubic_exclude_outside", "pad_reflect",
         "pad_edge", "convtranspose_stride_pads", "convtranspose_group_dilation",
         "scatternd_runtime_updates", "hardswish", "logsoftmax_axis1",
-        "batchnorm_runtime_params", "reducel2", "clip"};
+        "batchnorm_runtime_params", "reducel2", "clip",
+        /* integer and bool tensors at run time, and the ops written with
+         * where, comparisons, argmax and matmul */
+        "gather_runtime_ids", "gather_runtime_ids_negative", "cast_runtime",
+        "compare_where_runtime", "where_runtime_condition", "int64_arith_equal",
+        "argmax_keepdims", "argmin_last_axis", "greater_bool_output", "activations",
+        "reduce_prod_l1", "trilu_hardmax_cumsum", "onehot_runtime"};
     int failed = 0;
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char path[1400];
