@@ -23,20 +23,15 @@
 #include "catalog/catalog.h"
 #include "onnx/onnx.h"
 #include "rewrites/rewrites.h"
+#include "test_util.h"
 
 #define REL_TOL 1e-4
 
-static const char *src_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
-
+/* tests/data/onnx/rel under the source tree (test_path's rotating buffers). */
 static const char *data_path(const char *rel) {
-    static char buf[8][4096];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/tests/data/onnx/%s", src_dir(), rel);
-    return buf[k];
+    char r[2048];
+    snprintf(r, sizeof r, "tests/data/onnx/%s", rel);
+    return test_path(r);
 }
 
 static json_t *load_json(const char *rel) {
@@ -560,13 +555,10 @@ int main(void) {
     n_node = keys_of(node_index, node_names, 1024);
     n_model = keys_of(model_index, model_names, 64);
     list_bad();
-    SRunner *sr = srunner_create(onnx_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = test_main(onnx_suite());
     json_decref(node_index);
     json_decref(model_index);
     json_decref(ops_index);
     for (int i = 0; i < n_bad; i++) free(bad_files[i]);
-    return failed ? 1 : 0;
+    return failed;
 }
