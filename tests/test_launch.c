@@ -22,13 +22,9 @@
 #include "cuda_emu.h"
 #include "kernelplan/launch.h"
 #include "mcirc/pipeline.h"
+#include "test_util.h"
 
 static char work_dir[256];
-
-static const char *src_dir(void) {
-    const char *s = getenv("MCIR_SOURCE_DIR");
-    return s ? s : "..";
-}
 
 static double now_s(void) {
     struct timespec ts;
@@ -39,8 +35,8 @@ static double now_s(void) {
 /* The example and golden graphs, sorted. */
 static int graph_paths(glob_t *gl) {
     char pat[2][600];
-    snprintf(pat[0], sizeof pat[0], "%s/examples/*/graph.json", src_dir());
-    snprintf(pat[1], sizeof pat[1], "%s/tests/golden/*/input.json", src_dir());
+    snprintf(pat[0], sizeof pat[0], "%s/examples/*/graph.json", test_source_dir());
+    snprintf(pat[1], sizeof pat[1], "%s/tests/golden/*/input.json", test_source_dir());
     ck_assert_int_eq(glob(pat[0], 0, NULL, gl), 0);
     ck_assert_int_eq(glob(pat[1], GLOB_APPEND, NULL, gl), 0);
     return (int)gl->gl_pathc;
@@ -165,7 +161,7 @@ START_TEST(test_plan_smem_equals_ptxas) {
     int audited = 0, statics = 0;
     for (size_t g = 0; g < sizeof graphs / sizeof *graphs; g++) {
         char path[600];
-        snprintf(path, sizeof path, "%s/%s", src_dir(), graphs[g]);
+        snprintf(path, sizeof path, "%s/%s", test_source_dir(), graphs[g]);
         mcir_compilation c;
         ck_assert_int_eq(compile_graph(path, true, &c), 0);
         for (int i = 0; i < c.plan->n_kernels; i++) {
@@ -328,7 +324,7 @@ END_TEST
 /* codegen refuses a plan whose tiling its template cannot realise. */
 START_TEST(test_codegen_refuses_a_changed_plan) {
     char path[600];
-    snprintf(path, sizeof path, "%s/examples/gpt2_block/graph.json", src_dir());
+    snprintf(path, sizeof path, "%s/examples/gpt2_block/graph.json", test_source_dir());
     mcir_compilation c;
     ck_assert_int_eq(compile_graph(path, false, &c), 0);
     mcir_diag d = mcir_diag_stderr();
@@ -402,7 +398,7 @@ static double run_emulated(mcir_graph *g, mcir_plan *p, const char *tag) {
                       i < nr ? "const " : "", ctype(t->dtype), i);
     }
     snprintf(call + n, sizeof call - (size_t)n, ");");
-    void *h = cgt_emu_compile(work_dir, src_dir(), tag, mcir_codegen_kernel_source(cg, 0), call, NULL);
+    void *h = cgt_emu_compile(work_dir, test_source_dir(), tag, mcir_codegen_kernel_source(cg, 0), call, NULL);
     ck_assert_ptr_nonnull(h);
     emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
     void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
@@ -506,7 +502,7 @@ static bool same_problem(const problem *x, const problem *y) {
 }
 
 START_TEST(test_every_candidate_runs_emulated) {
-    if (system("c++ --version > /dev/null 2>&1") != 0) {
+    if (!test_have_cxx()) {
         fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
         return;
     }
@@ -515,7 +511,7 @@ START_TEST(test_every_candidate_runs_emulated) {
     int np = 0;
     glob_t gl;
     char pat[600];
-    snprintf(pat, sizeof pat, "%s/examples/*/graph.json", src_dir());
+    snprintf(pat, sizeof pat, "%s/examples/*/graph.json", test_source_dir());
     ck_assert_int_eq(glob(pat, 0, NULL, &gl), 0);
     for (size_t gi = 0; gi < gl.gl_pathc; gi++) {
         mcir_compilation c;
@@ -598,10 +594,7 @@ START_TEST(test_every_candidate_runs_emulated) {
 END_TEST
 
 int main(void) {
-    char tmpl[] = "/tmp/mcir-launch-XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    if (!dir) return 1;
-    snprintf(work_dir, sizeof work_dir, "%s", dir);
+    if (!test_tempdir("launch", work_dir, sizeof work_dir)) return 1;
     char cache[256];
     cgt_temp_cache(cache, sizeof cache);
     Suite *s = suite_create("launch");
@@ -615,13 +608,8 @@ int main(void) {
     tcase_add_test(tc, test_plan_registers_near_ptxas);
     tcase_add_test(tc, test_every_candidate_runs_emulated);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", work_dir, cache);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", work_dir);
-    return failed ? 1 : 0;
+    int failed = test_main_nofork(s);
+    test_remove_dir(work_dir);
+    test_remove_dir(cache);
+    return failed;
 }
