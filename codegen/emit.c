@@ -2,7 +2,8 @@
  * emit.c — the pieces every template shares: a string builder, the value
  * emitter (a region's elementwise, reshape, transpose, slice, concat and
  * split nodes become device functions v<ID>(i, acc) computing one element,
- * so intermediates are rematerialised, never stored), strided views for
+ * so intermediates are rematerialised, never stored; each op's body is
+ * written by its entry of a table indexed by op), strided views for
  * transposes folded into a kernel's loads and stores, and the kernel
  * signature.
  *
@@ -396,123 +397,278 @@ static void emit_linear(cg_sb *b, const mcir_tensor *t, const char *dst, int axi
     cg_sb_puts(b, ";\n");
 }
 
-typedef struct { mcir_op op; const char *expr; } unary_expr;
-/* %1$s is the operand (printed by position, one use each via x_). */
-static const unary_expr unary_exprs[] = {
-    {MCIR_OP_RELU, "x_ < 0.0f ? 0.0f : x_"},
-    {MCIR_OP_SIGMOID, "1.0f / (1.0f + expf(-x_))"},
-    {MCIR_OP_TANH, "tanhf(x_)"},
-    {MCIR_OP_EXP, "expf(x_)"},
-    {MCIR_OP_LOG, "logf(x_)"},
-    {MCIR_OP_ERF, "erff(x_)"},
-    {MCIR_OP_SQRT, "sqrtf(x_)"},
-    {MCIR_OP_RSQRT, "1.0f / sqrtf(x_)"},
-    {MCIR_OP_NEG, "-x_"},
-    {MCIR_OP_RECIPROCAL, "1.0f / x_"},
-    {MCIR_OP_SILU, "x_ / (1.0f + expf(-x_))"},
-};
-static const unary_expr binary_exprs[] = {
-    {MCIR_OP_ADD, "x_ + y_"}, {MCIR_OP_SUB, "x_ - y_"}, {MCIR_OP_MUL, "x_ * y_"},
-    {MCIR_OP_DIV, "x_ / y_"}, {MCIR_OP_POW, "powf(x_, y_)"},
-    {MCIR_OP_MAX, "mc_max_nan(x_, y_)"}, {MCIR_OP_MIN, "mc_min_nan(x_, y_)"},
-    /* comparisons: bool as 1/0 (NaN compares false, not_equal true) */
-    {MCIR_OP_EQUAL, "x_ == y_ ? 1.0f : 0.0f"}, {MCIR_OP_NOT_EQUAL, "x_ != y_ ? 1.0f : 0.0f"},
-    {MCIR_OP_LESS, "x_ < y_ ? 1.0f : 0.0f"}, {MCIR_OP_LESS_EQUAL, "x_ <= y_ ? 1.0f : 0.0f"},
-    {MCIR_OP_GREATER, "x_ > y_ ? 1.0f : 0.0f"}, {MCIR_OP_GREATER_EQUAL, "x_ >= y_ ? 1.0f : 0.0f"},
-};
+/* ----------------------------------------------------- value emitters */
 
-static const char *find_expr(const unary_expr *tab, size_t n, mcir_op op) {
-    for (size_t i = 0; i < n; i++)
-        if (tab[i].op == op) return tab[i].expr;
-    return NULL;
+/* One op's part of a value function v<ID>: statements declaring float r_,
+ * element i of t (an output of n) before rounding to t's dtype, computed
+ * exactly as the reference interpreter does (mcir/ref.c, mcir/ops_int.c).
+ * cg_emit_value writes the function around them. `expr` is the table
+ * entry's own piece of CUDA, for emitters shared by a family of ops. */
+typedef void (*value_emit_fn)(cg_sb *b, const mcir_node *n, const mcir_tensor *t,
+                              const char *expr);
+
+typedef struct value_emitter {
+    value_emit_fn emit;
+    const char *expr;
+} value_emitter;
+
+/* Declares x_: the operand of a unary op, broadcast to t. */
+static void emit_unary_operand(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
+    emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
+    cg_sb_printf(b, "    float x_ = v%d(j0, acc, MC_ARGS);\n", n->inputs[0]->id);
 }
 
-/* The body of the value function of t, made by an integer op (cast,
- * where, gather, argmax/argmin, arange; comparisons are binary_exprs):
- * declares float r_, the value before rounding to t's dtype, exactly as
- * mcir/ops_int.c computes it. Gather clamps an index out of range (the
- * CPU path reports it instead; docs/ops.md); argmax/argmin loop over their
- * axis in the thread of the output element. */
-static void emit_int_op(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
-    switch (n->op) {
-    case MCIR_OP_CAST: {
-        const mcir_tensor *x = n->inputs[0];
-        cg_sb_printf(b, "    float x_ = v%d(i, acc, MC_ARGS);\n", x->id);
-        bool wrap = mcir_dtype_is_integer(x->dtype) && x->dtype != MCIR_DTYPE_BOOL;
-        if (wrap && t->dtype == MCIR_DTYPE_U8)   /* integers wrap modulo 2^8 / 2^32 */
-            cg_sb_puts(b, "    float r_ = (float)((i64)x_ & 0xff);\n");
-        else if (wrap && t->dtype == MCIR_DTYPE_I32)
-            cg_sb_puts(b, "    float r_ = (float)(int)(u32)(i64)x_;\n");
+/* Unary elementwise: expr is a function of x_. */
+static void emit_unary(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    emit_unary_operand(b, n, t);
+    cg_sb_printf(b, "    float r_ = %s;\n", expr);
+}
+
+static void emit_scale(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    emit_unary_operand(b, n, t);
+    cg_sb_puts(b, "    float r_ = x_ * ");
+    cg_sb_float(b, (float)mcir_node_float(n, "value"));
+    cg_sb_puts(b, ";\n");
+}
+
+static void emit_gelu(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    emit_unary_operand(b, n, t);
+    bool th = strcmp(mcir_node_string(n, "approximate"), "tanh") == 0;
+    cg_sb_printf(b, "    float r_ = %s;\n",
+                 th ? "0.5f * x_ * (1.0f + tanhf(0.79788456080286536f * (x_ + 0.044715f * x_ * x_ * x_)))"
+                    : "0.5f * x_ * (1.0f + erff(x_ * 0.70710678118654752f))");
+}
+
+/* Binary elementwise and comparisons: expr is a function of x_ and y_,
+ * both operands broadcast to t. */
+static void emit_binary(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
+    emit_bcast_index(b, t->rank, t->shape, n->inputs[1], "i", "j1");
+    cg_sb_printf(b, "    float x_ = v%d(j0, acc, MC_ARGS);\n", n->inputs[0]->id);
+    cg_sb_printf(b, "    float y_ = v%d(j1, acc, MC_ARGS);\n", n->inputs[1]->id);
+    cg_sb_printf(b, "    float r_ = %s;\n", expr);
+}
+
+/* Integers wrap modulo 2^8 / 2^32 when cast to u8 / i32; anything else is
+ * exact in the f32 value (rounding to t's dtype does the rest). */
+static void emit_cast(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    const mcir_tensor *x = n->inputs[0];
+    cg_sb_printf(b, "    float x_ = v%d(i, acc, MC_ARGS);\n", x->id);
+    bool wrap = mcir_dtype_is_integer(x->dtype) && x->dtype != MCIR_DTYPE_BOOL;
+    if (wrap && t->dtype == MCIR_DTYPE_U8)
+        cg_sb_puts(b, "    float r_ = (float)((i64)x_ & 0xff);\n");
+    else if (wrap && t->dtype == MCIR_DTYPE_I32)
+        cg_sb_puts(b, "    float r_ = (float)(int)(u32)(i64)x_;\n");
+    else
+        cg_sb_puts(b, "    float r_ = x_;\n");
+}
+
+/* Both values are loaded (a select, no divergent branch). */
+static void emit_where(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    for (int k = 0; k < 3; k++) {
+        char dst[8];
+        snprintf(dst, sizeof dst, "j%d", k);
+        emit_bcast_index(b, t->rank, t->shape, n->inputs[k], "i", dst);
+    }
+    cg_sb_printf(b, "    float c_ = v%d(j0, acc, MC_ARGS), x_ = v%d(j1, acc, MC_ARGS), "
+                    "y_ = v%d(j2, acc, MC_ARGS);\n    float r_ = c_ != 0.0f ? x_ : y_;\n",
+                 n->inputs[0]->id, n->inputs[1]->id, n->inputs[2]->id);
+}
+
+/* An index out of range is clamped (the CPU path reports it instead;
+ * docs/ops.md). */
+static void emit_gather(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1];
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+    long long dim = (long long)x->shape[axis];
+    emit_coords(b, t, "i");
+    cg_sb_puts(b, "    i64 li_ = 0");
+    int64_t s = 1;
+    for (int k = idx->rank - 1; k >= 0; k--) {
+        cg_sb_printf(b, " + c%d * %lldLL", axis + k, (long long)s);
+        s *= idx->shape[k];
+    }
+    cg_sb_printf(b, ";\n    float f_ = v%d(li_, acc, MC_ARGS);\n", idx->id);
+    cg_sb_printf(b, "    f_ = f_ != f_ ? 0.0f : f_ < -%lld.0f ? -%lld.0f : f_ > %lld.0f ? %lld.0f : f_;\n",
+                 dim, dim, dim - 1, dim - 1);
+    cg_sb_printf(b, "    i64 g_ = (i64)f_;\n    if (g_ < 0) g_ += %lldLL;\n", dim);
+    cg_sb_puts(b, "    i64 j0 = 0");
+    s = 1;
+    for (int k = x->rank - 1; k >= 0; k--) {
+        if (k == axis) cg_sb_printf(b, " + g_ * %lldLL", (long long)s);
+        else cg_sb_printf(b, " + c%d * %lldLL", k < axis ? k : k - 1 + idx->rank, (long long)s);
+        s *= x->shape[k];
+    }
+    cg_sb_printf(b, ";\n    float r_ = v%d(j0, acc, MC_ARGS);\n", x->id);
+}
+
+/* argmax / argmin (expr: the comparison that makes a new best) loop over
+ * their axis in the thread of the output element; the first NaN wins. */
+static void emit_argreduce(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    const mcir_tensor *x = n->inputs[0];
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+    bool keep = mcir_node_bool(n, "keepdims");
+    emit_coords(b, t, "i");
+    cg_sb_puts(b, "    i64 j0 = 0");
+    int64_t s = 1, axis_stride = 1;
+    for (int k = x->rank - 1; k >= 0; k--) {
+        if (k == axis) axis_stride = s;
+        else cg_sb_printf(b, " + c%d * %lldLL", keep || k < axis ? k : k - 1, (long long)s);
+        s *= x->shape[k];
+    }
+    cg_sb_printf(b, ";\n    float bv_ = v%d(j0, acc, MC_ARGS);\n    i64 best_ = 0;\n", x->id);
+    cg_sb_printf(b, "    for (i64 k_ = 1; k_ < %lldLL && bv_ == bv_; k_++) {\n"
+                    "        float x_ = v%d(j0 + k_ * %lldLL, acc, MC_ARGS);\n"
+                    "        if (x_ != x_ || x_ %s bv_) { bv_ = x_; best_ = k_; }\n    }\n",
+                 (long long)x->shape[axis], x->id, (long long)axis_stride, expr);
+    cg_sb_puts(b, "    float r_ = (float)best_;\n");
+}
+
+static void emit_arange(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)t;
+    (void)expr;
+    cg_sb_printf(b, "    float r_ = (float)(%lldLL + i * %lldLL);\n",
+                 (long long)mcir_node_int(n, "start"), (long long)mcir_node_int(n, "step"));
+}
+
+/* A reshape keeps the C-order linear index. */
+static void emit_reshape(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)t;
+    (void)expr;
+    cg_sb_printf(b, "    float r_ = v%d(i, acc, MC_ARGS);\n", n->inputs[0]->id);
+}
+
+static void emit_transpose(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    const mcir_tensor *in = n->inputs[0];
+    const int64_t *perm;
+    int np = mcir_node_ints(n, "perm", &perm);
+    MCIR_ASSERT(np == t->rank && np == in->rank);
+    /* out coord k is in coord perm[k]: in coord p = out coord inv[p] */
+    int inv[MCIR_MAX_RANK];
+    for (int k = 0; k < np; k++) inv[perm[k] < 0 ? perm[k] + np : perm[k]] = k;
+    emit_coords(b, t, "i");
+    emit_linear(b, in, "j0", -1, NULL, inv);
+    cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
+}
+
+static void emit_slice(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    const mcir_tensor *in = n->inputs[0];
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), in->rank, &axis));
+    int64_t first, len, step = mcir_node_int(n, "step");
+    mcir_slice_range(in->shape[axis], mcir_node_int(n, "start"), mcir_node_int(n, "end"),
+                     step, &first, &len);
+    char ax[96];
+    snprintf(ax, sizeof ax, "%lldLL + c%d * %lldLL", (long long)first, axis, (long long)step);
+    emit_coords(b, t, "i");
+    emit_linear(b, in, "j0", axis, ax, NULL);
+    cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
+}
+
+/* Output t of the split starts after the sizes of the outputs before it. */
+static void emit_split(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    const mcir_tensor *in = n->inputs[0];
+    int axis, which = -1;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), in->rank, &axis));
+    const int64_t *sizes;
+    int ns = mcir_node_ints(n, "sizes", &sizes);
+    int64_t off = 0;
+    for (int k = 0; k < n->n_outputs && k < ns; k++) {
+        if (n->outputs[k] == t) { which = k; break; }
+        off += sizes[k];
+    }
+    MCIR_ASSERT(which >= 0);
+    char ax[96];
+    snprintf(ax, sizeof ax, "%lldLL + c%d", (long long)off, axis);
+    emit_coords(b, t, "i");
+    emit_linear(b, in, "j0", axis, ax, NULL);
+    cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
+}
+
+static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), t->rank, &axis));
+    emit_coords(b, t, "i");
+    cg_sb_puts(b, "    float r_;\n");
+    int64_t off = 0;
+    for (int k = 0; k < n->n_inputs; k++) {
+        const mcir_tensor *in = n->inputs[k];
+        int64_t end = off + in->shape[axis];
+        char ax[96];
+        snprintf(ax, sizeof ax, "c%d - %lldLL", axis, (long long)off);
+        if (k == n->n_inputs - 1) /* the rest: c < end holds for every valid coordinate */
+            cg_sb_puts(b, k ? "    else {\n" : "    {\n");
         else
-            cg_sb_puts(b, "    float r_ = x_;\n");
-        break;
+            cg_sb_printf(b, "    %sif (c%d < %lldLL) {\n", k ? "else " : "", axis, (long long)end);
+        emit_linear(b, in, "j0", axis, ax, NULL);
+        cg_sb_printf(b, "    r_ = v%d(j0, acc, MC_ARGS);\n    }\n", in->id);
+        off = end;
     }
-    case MCIR_OP_WHERE:
-        for (int k = 0; k < 3; k++) {
-            char dst[8];
-            snprintf(dst, sizeof dst, "j%d", k);
-            emit_bcast_index(b, t->rank, t->shape, n->inputs[k], "i", dst);
-        }
-        /* both values are loaded (a select, no divergent branch) */
-        cg_sb_printf(b, "    float c_ = v%d(j0, acc, MC_ARGS), x_ = v%d(j1, acc, MC_ARGS), "
-                        "y_ = v%d(j2, acc, MC_ARGS);\n    float r_ = c_ != 0.0f ? x_ : y_;\n",
-                     n->inputs[0]->id, n->inputs[1]->id, n->inputs[2]->id);
-        break;
-    case MCIR_OP_GATHER: {
-        const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1];
-        int axis;
-        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
-        long long dim = (long long)x->shape[axis];
-        emit_coords(b, t, "i");
-        cg_sb_puts(b, "    i64 li_ = 0");
-        int64_t s = 1;
-        for (int k = idx->rank - 1; k >= 0; k--) {
-            cg_sb_printf(b, " + c%d * %lldLL", axis + k, (long long)s);
-            s *= idx->shape[k];
-        }
-        cg_sb_printf(b, ";\n    float f_ = v%d(li_, acc, MC_ARGS);\n", idx->id);
-        cg_sb_printf(b, "    f_ = f_ != f_ ? 0.0f : f_ < -%lld.0f ? -%lld.0f : f_ > %lld.0f ? %lld.0f : f_;\n",
-                     dim, dim, dim - 1, dim - 1);
-        cg_sb_printf(b, "    i64 g_ = (i64)f_;\n    if (g_ < 0) g_ += %lldLL;\n", dim);
-        cg_sb_puts(b, "    i64 j0 = 0");
-        s = 1;
-        for (int k = x->rank - 1; k >= 0; k--) {
-            if (k == axis) cg_sb_printf(b, " + g_ * %lldLL", (long long)s);
-            else cg_sb_printf(b, " + c%d * %lldLL", k < axis ? k : k - 1 + idx->rank, (long long)s);
-            s *= x->shape[k];
-        }
-        cg_sb_printf(b, ";\n    float r_ = v%d(j0, acc, MC_ARGS);\n", x->id);
-        break;
-    }
-    case MCIR_OP_ARGMAX:
-    case MCIR_OP_ARGMIN: {
-        const mcir_tensor *x = n->inputs[0];
-        int axis;
-        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
-        bool keep = mcir_node_bool(n, "keepdims");
-        emit_coords(b, t, "i");
-        cg_sb_puts(b, "    i64 j0 = 0");
-        int64_t s = 1, axis_stride = 1;
-        for (int k = x->rank - 1; k >= 0; k--) {
-            if (k == axis) axis_stride = s;
-            else cg_sb_printf(b, " + c%d * %lldLL", keep || k < axis ? k : k - 1, (long long)s);
-            s *= x->shape[k];
-        }
-        cg_sb_printf(b, ";\n    float bv_ = v%d(j0, acc, MC_ARGS);\n    i64 best_ = 0;\n", x->id);
-        cg_sb_printf(b, "    for (i64 k_ = 1; k_ < %lldLL && bv_ == bv_; k_++) {\n"
-                        "        float x_ = v%d(j0 + k_ * %lldLL, acc, MC_ARGS);\n"
-                        "        if (x_ != x_ || x_ %s bv_) { bv_ = x_; best_ = k_; }\n    }\n",
-                     (long long)x->shape[axis], x->id, (long long)axis_stride,
-                     n->op == MCIR_OP_ARGMAX ? ">" : "<");
-        cg_sb_puts(b, "    float r_ = (float)best_;\n");
-        break;
-    }
-    case MCIR_OP_ARANGE:
-        cg_sb_printf(b, "    float r_ = (float)(%lldLL + i * %lldLL);\n",
-                     (long long)mcir_node_int(n, "start"), (long long)mcir_node_int(n, "step"));
-        break;
-    default: MCIR_ASSERT(!"not an integer op with a value function");
-    }
+}
+
+/* The emitter of each op that can be a region's non-anchor member, indexed
+ * like mcir_op_descs[]. The others (matmul, conv, pools, reductions,
+ * norms, attention) are template anchors: reached here they cannot be
+ * fused. Comparisons give bool as 1/0 (NaN compares false, not_equal
+ * true). */
+static const value_emitter value_emitters[MCIR_OP_COUNT] = {
+    [MCIR_OP_ADD] = {emit_binary, "x_ + y_"},
+    [MCIR_OP_SUB] = {emit_binary, "x_ - y_"},
+    [MCIR_OP_MUL] = {emit_binary, "x_ * y_"},
+    [MCIR_OP_DIV] = {emit_binary, "x_ / y_"},
+    [MCIR_OP_POW] = {emit_binary, "powf(x_, y_)"},
+    [MCIR_OP_MAX] = {emit_binary, "mc_max_nan(x_, y_)"},
+    [MCIR_OP_MIN] = {emit_binary, "mc_min_nan(x_, y_)"},
+    [MCIR_OP_SCALE] = {emit_scale, NULL},
+    [MCIR_OP_RELU] = {emit_unary, "x_ < 0.0f ? 0.0f : x_"},
+    [MCIR_OP_SIGMOID] = {emit_unary, "1.0f / (1.0f + expf(-x_))"},
+    [MCIR_OP_TANH] = {emit_unary, "tanhf(x_)"},
+    [MCIR_OP_EXP] = {emit_unary, "expf(x_)"},
+    [MCIR_OP_LOG] = {emit_unary, "logf(x_)"},
+    [MCIR_OP_ERF] = {emit_unary, "erff(x_)"},
+    [MCIR_OP_SQRT] = {emit_unary, "sqrtf(x_)"},
+    [MCIR_OP_RSQRT] = {emit_unary, "1.0f / sqrtf(x_)"},
+    [MCIR_OP_NEG] = {emit_unary, "-x_"},
+    [MCIR_OP_RECIPROCAL] = {emit_unary, "1.0f / x_"},
+    [MCIR_OP_SILU] = {emit_unary, "x_ / (1.0f + expf(-x_))"},
+    [MCIR_OP_GELU] = {emit_gelu, NULL},
+    [MCIR_OP_TRANSPOSE] = {emit_transpose, NULL},
+    [MCIR_OP_RESHAPE] = {emit_reshape, NULL},
+    [MCIR_OP_SPLIT] = {emit_split, NULL},
+    [MCIR_OP_CONCAT] = {emit_concat, NULL},
+    [MCIR_OP_SLICE] = {emit_slice, NULL},
+    [MCIR_OP_CAST] = {emit_cast, NULL},
+    [MCIR_OP_EQUAL] = {emit_binary, "x_ == y_ ? 1.0f : 0.0f"},
+    [MCIR_OP_NOT_EQUAL] = {emit_binary, "x_ != y_ ? 1.0f : 0.0f"},
+    [MCIR_OP_LESS] = {emit_binary, "x_ < y_ ? 1.0f : 0.0f"},
+    [MCIR_OP_LESS_EQUAL] = {emit_binary, "x_ <= y_ ? 1.0f : 0.0f"},
+    [MCIR_OP_GREATER] = {emit_binary, "x_ > y_ ? 1.0f : 0.0f"},
+    [MCIR_OP_GREATER_EQUAL] = {emit_binary, "x_ >= y_ ? 1.0f : 0.0f"},
+    [MCIR_OP_WHERE] = {emit_where, NULL},
+    [MCIR_OP_GATHER] = {emit_gather, NULL},
+    [MCIR_OP_ARGMAX] = {emit_argreduce, ">"},
+    [MCIR_OP_ARGMIN] = {emit_argreduce, "<"},
+    [MCIR_OP_ARANGE] = {emit_arange, NULL},
+};
+
+/* The emitter of op, or NULL. The partitioner may put an elementwise op
+ * anywhere in a region: each has one. */
+static const value_emitter *value_emitter_of(mcir_op op) {
+    MCIR_ASSERT(op >= 0 && op < MCIR_OP_COUNT);
+    const value_emitter *ve = &value_emitters[op];
+    MCIR_ASSERT(ve->emit || !(mcir_op_desc_of(op)->flags & MCIR_OPF_ELEMENTWISE));
+    return ve->emit ? ve : NULL;
 }
 
 bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_tensor *anchor_out) {
@@ -557,97 +713,13 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
         e->done[t->id] = 1;
         return true;
     }
-    const char *ue = find_expr(unary_exprs, sizeof unary_exprs / sizeof *unary_exprs, n->op);
-    const char *be = find_expr(binary_exprs, sizeof binary_exprs / sizeof *binary_exprs, n->op);
-    if (ue || n->op == MCIR_OP_SCALE || n->op == MCIR_OP_GELU) {
-        emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
-        cg_sb_printf(b, "    float x_ = v%d(j0, acc, MC_ARGS);\n", n->inputs[0]->id);
-        if (n->op == MCIR_OP_SCALE) {
-            cg_sb_puts(b, "    float r_ = x_ * ");
-            cg_sb_float(b, (float)mcir_node_float(n, "value"));
-            cg_sb_puts(b, ";\n");
-        } else if (n->op == MCIR_OP_GELU) {
-            bool th = strcmp(mcir_node_string(n, "approximate"), "tanh") == 0;
-            cg_sb_printf(b, "    float r_ = %s;\n",
-                         th ? "0.5f * x_ * (1.0f + tanhf(0.79788456080286536f * (x_ + 0.044715f * x_ * x_ * x_)))"
-                            : "0.5f * x_ * (1.0f + erff(x_ * 0.70710678118654752f))");
-        } else {
-            cg_sb_printf(b, "    float r_ = %s;\n", ue);
-        }
-    } else if (be) {
-        emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
-        emit_bcast_index(b, t->rank, t->shape, n->inputs[1], "i", "j1");
-        cg_sb_printf(b, "    float x_ = v%d(j0, acc, MC_ARGS);\n", n->inputs[0]->id);
-        cg_sb_printf(b, "    float y_ = v%d(j1, acc, MC_ARGS);\n", n->inputs[1]->id);
-        cg_sb_printf(b, "    float r_ = %s;\n", be);
-    } else if (n->op >= MCIR_OP_CAST && n->op <= MCIR_OP_ARANGE) {
-        emit_int_op(b, n, t);
-    } else if (n->op == MCIR_OP_RESHAPE) {
-        cg_sb_printf(b, "    float r_ = v%d(i, acc, MC_ARGS);\n", n->inputs[0]->id);
-    } else if (n->op == MCIR_OP_TRANSPOSE) {
-        const mcir_tensor *in = n->inputs[0];
-        const int64_t *perm;
-        int np = mcir_node_ints(n, "perm", &perm);
-        MCIR_ASSERT(np == t->rank && np == in->rank);
-        /* out coord k is in coord perm[k]: in coord p = out coord inv[p] */
-        int inv[MCIR_MAX_RANK];
-        for (int k = 0; k < np; k++) inv[perm[k] < 0 ? perm[k] + np : perm[k]] = k;
-        emit_coords(b, t, "i");
-        emit_linear(b, in, "j0", -1, NULL, inv);
-        cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
-    } else if (n->op == MCIR_OP_SLICE) {
-        const mcir_tensor *in = n->inputs[0];
-        int axis;
-        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), in->rank, &axis));
-        int64_t first, len, step = mcir_node_int(n, "step");
-        mcir_slice_range(in->shape[axis], mcir_node_int(n, "start"), mcir_node_int(n, "end"),
-                         step, &first, &len);
-        char ax[96];
-        snprintf(ax, sizeof ax, "%lldLL + c%d * %lldLL", (long long)first, axis, (long long)step);
-        emit_coords(b, t, "i");
-        emit_linear(b, in, "j0", axis, ax, NULL);
-        cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
-    } else if (n->op == MCIR_OP_SPLIT) {
-        const mcir_tensor *in = n->inputs[0];
-        int axis, which = -1;
-        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), in->rank, &axis));
-        const int64_t *sizes;
-        int ns = mcir_node_ints(n, "sizes", &sizes);
-        int64_t off = 0;
-        for (int k = 0; k < n->n_outputs && k < ns; k++) {
-            if (n->outputs[k] == t) { which = k; break; }
-            off += sizes[k];
-        }
-        MCIR_ASSERT(which >= 0);
-        char ax[96];
-        snprintf(ax, sizeof ax, "%lldLL + c%d", (long long)off, axis);
-        emit_coords(b, t, "i");
-        emit_linear(b, in, "j0", axis, ax, NULL);
-        cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
-    } else if (n->op == MCIR_OP_CONCAT) {
-        int axis;
-        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), t->rank, &axis));
-        emit_coords(b, t, "i");
-        cg_sb_puts(b, "    float r_;\n");
-        int64_t off = 0;
-        for (int k = 0; k < n->n_inputs; k++) {
-            const mcir_tensor *in = n->inputs[k];
-            int64_t end = off + in->shape[axis];
-            char ax[96];
-            snprintf(ax, sizeof ax, "c%d - %lldLL", axis, (long long)off);
-            if (k == n->n_inputs - 1) /* the rest: c < end holds for every valid coordinate */
-                cg_sb_puts(b, k ? "    else {\n" : "    {\n");
-            else
-                cg_sb_printf(b, "    %sif (c%d < %lldLL) {\n", k ? "else " : "", axis, (long long)end);
-            emit_linear(b, in, "j0", axis, ax, NULL);
-            cg_sb_printf(b, "    r_ = v%d(j0, acc, MC_ARGS);\n    }\n", in->id);
-            off = end;
-        }
-    } else {
+    const value_emitter *ve = value_emitter_of(n->op);
+    if (!ve) {
         cg_error(e->d, kp, "op '%s' (node '%s') cannot be fused into this kernel",
                  mcir_op_name(n->op), n->name);
         return e->ok = false;
     }
+    ve->emit(b, n, t, ve->expr);
     cg_sb_printf(b, "    return mc_round_%s(r_);\n}\n", ds);
     e->done[t->id] = 1;
     return true;
