@@ -6,11 +6,13 @@
  * launches, and a roofline time on the target (properties/target.c).
  *
  * Invariant: the counts follow the code that runs. The generated kernels
- * are codegen/templates/ and codegen/tpl_*.c; where a template
- * realises tiles of its own (the generated matmul's fixed 64x64, the
- * attention tiles it clamps), the functions marked "mirrors" below repeat
- * its rule, and tests/test_codegen_emu.c counts what the emulated kernels
- * request against global_bytes, so the two cannot drift apart unseen.
+ * are codegen/templates/ and codegen/tpl_*.c; attention's tiles and
+ * split-KV are the launch model's layout (kernelplan/launch.h), the one
+ * codegen realises; where a template realises tiles of its own (the
+ * generated matmul's fixed 64x64), the functions marked "mirrors" below
+ * repeat its rule, and tests/test_codegen_emu.c counts what the emulated
+ * kernels request against global_bytes, so the two cannot drift apart
+ * unseen.
  * Value chains (fused prologues and epilogues) are evaluated per element
  * without common subexpressions (codegen/emit.c), so an element of a
  * kernel read is requested once per path that reaches it.
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernelplan/launch.h"
 #include "kernelplan/plan-impl.h"
 #include "mcir/interp-impl.h"
 #include "mcir/mcir-impl.h"
@@ -384,32 +387,22 @@ static void cost_norm(cost_ctx *x) {
 
 /* ---------------------------------------------------------- attention */
 
-/* The tiles codegen/tpl_attention.c realises (mirrors cg_gen_attention):
- * the mma path (16-bit Q, K, V with head dims divisible by 8) takes the
- * plan's q/kv tiles when they are multiples of 16 up to 128, else 64 x
- * (64 or 32); the FMA path runs 4 warps of up to 8 rows and 32-row K/V
- * tiles. */
-static void attention_tiles(const mcir_kernel_plan *k, const mcir_tiling *ti, bool *mma,
-                            int64_t *bm, int64_t *bn) {
-    const mcir_node *n = k->anchor;
-    const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2];
-    int64_t D = Q->shape[Q->rank - 1], DV = V->shape[V->rank - 1];
-    int64_t DP = (D + 15) / 16 * 16, DVP = (DV + 15) / 16 * 16;
-    int64_t want_q = tile_dim(ti, "q"), want_kv = tile_dim(ti, "kv");
-    *mma = Q->dtype != MCIR_DTYPE_F32 && Q->dtype == K->dtype && Q->dtype == V->dtype &&
-           D % 8 == 0 && DV % 8 == 0;
-    if (*mma) {
-        *bm = 64;
-        *bn = DP <= 64 ? 64 : 32;
-        if (want_q >= 16 && want_q <= 128 && want_q % 16 == 0) *bm = want_q;
-        if (want_kv >= 16 && want_kv <= 128 && want_kv % 16 == 0) *bn = want_kv;
-        if (DVP > 128 && *bn > 64) *bn = 64;
-    } else {
-        int64_t rpw = D > 128 || DV > 128 ? 4 : 8;
-        if (want_q >= 4 && want_q <= 4 * rpw && want_q % 4 == 0) rpw = want_q / 4;
-        *bm = 4 * rpw;
-        *bn = 32;
+/* The tiles and split-KV of the kernel that runs, as codegen realises
+ * them: the sm_90a template's query and K/V tiles where the plan took that
+ * path (tiling "wg", launch_sm90.c; it never splits), else the launch
+ * model's layout of the tiling (mcir_attention_layout_of_tiling, which
+ * codegen/tpl_attention.c realises). False when the tiling is not one
+ * the templates realise. */
+static bool attention_layout(const cost_ctx *x, const mcir_tiling *ti,
+                             const mcir_attention_problem *g, mcir_attention_layout *l) {
+    if (tile_dim(ti, "wg") > 0) {
+        memset(l, 0, sizeof *l);
+        l->bm = tile_dim(ti, "q");
+        l->bn = tile_dim(ti, "kv");
+        l->splits = 1;
+        return l->bm > 0 && l->bn > 0;
     }
+    return mcir_attention_layout_of_tiling(x->t, g, ti, l, NULL);
 }
 
 /* templates/attention_{mma,fma}.cuh: per (batch*head, Q tile) the Q tile
@@ -425,19 +418,17 @@ static void cost_attention(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
     const mcir_node *n = k->anchor;
     const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2];
-    const mcir_tensor *M = n->n_inputs > 3 ? n->inputs[3] : NULL, *O = n->outputs[0];
-    int64_t NQ = Q->shape[Q->rank - 2], D = Q->shape[Q->rank - 1];
-    int64_t NK = K->shape[K->rank - 2], DV = V->shape[V->rank - 1];
-    int64_t NB = 1;
-    for (int i = 0; i < O->rank - 2; i++) NB *= O->shape[i];
-    bool causal = mcir_node_bool(n, "causal"), mma;
-    int64_t bm, bn;
+    const mcir_tensor *M = n->n_inputs > 3 ? n->inputs[3] : NULL;
     const mcir_tiling *ti = x->o && x->o->tiles ? x->o->tiles : &k->tiling;
-    attention_tiles(k, ti, &mma, &bm, &bn);
-    /* mirrors mcir_attention_layout_of: a chunk below Nk splits */
-    int64_t chunk = tile_dim(&k->tiling, "kv_split"), splits = 1;
-    if (chunk > 0 && chunk < NK && chunk % bn == 0) splits = (NK + chunk - 1) / chunk;
-    else chunk = NK;
+    mcir_attention_problem g;
+    mcir_attention_layout l;
+    if (!mcir_attention_problem_of(k, &g) || !attention_layout(x, ti, &g, &l)) {
+        simple_kernel(x, (double)(reads_bytes(k) + writes_bytes(k)), 0);   /* no kernel realises it */
+        return;
+    }
+    int64_t NQ = g.nq, NK = g.nk, D = g.d, DV = g.dv, NB = g.batch_heads;
+    int64_t bm = l.bm, bn = l.bn, splits = l.splits, chunk = splits > 1 ? l.chunk : NK;
+    bool causal = mcir_node_bool(n, "causal");
     double kv_rows = 0, scores = 0;   /* per batch*head, summed over Q tiles and splits */
     int64_t qtiles = (NQ + bm - 1) / bm;
     for (int64_t q0 = 0; q0 < NQ; q0 += bm) {
@@ -466,7 +457,7 @@ static void cost_attention(cost_ctx *x) {
     /* one head's K and V are re-read by every Q tile of that head; blocks
      * run head by head, so that is the span the L2 must hold */
     c->l2_spill_bytes = l2_spill(x->t, (double)(NK * (D * esize(K) + DV * esize(V))), qtiles, NB);
-    const char *unit = mma ? tensor_unit(Q->dtype) : "f32_fma";
+    const char *unit = g.mma ? tensor_unit(Q->dtype) : "f32_fma";
     if (splits == 1) {
         c->global_bytes = (int64_t)global;
         c->flops = flops;
@@ -477,9 +468,8 @@ static void cost_attention(cost_ctx *x) {
     /* the merge (tpl_attention.c): per query row every thread reads each
      * split's max (twice) and sum, then per output column each split's
      * max and O partial; O written once */
-    int mt = DV <= 32 ? 32 : DV <= 64 ? 64 : 128;   /* mirrors mcir_attention_layout_of */
-    double sp = (double)splits, scratch = out;
-    double merge_global = rows_all * ((double)mt * 3.0 * sp * 4.0 + (double)DV * sp * 8.0 +
+    double mt = (double)l.merge_block, sp = (double)splits, scratch = out;
+    double merge_global = rows_all * (mt * 3.0 * sp * 4.0 + (double)DV * sp * 8.0 +
                                       (double)DV * (double)esize(k->writes[0]));
     double merge_flops = rows_all * sp * (2.0 * (double)DV + 3.0);
     c->global_bytes = (int64_t)(global + merge_global);
