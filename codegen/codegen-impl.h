@@ -95,7 +95,8 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t);
 /* True if t's value depends on the anchor output. */
 bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_tensor *anchor_out);
 
-/* Kernel signature "extern "C" __global__ void __launch_bounds__(nt) NAME(...)". */
+/* Kernel signature "extern "C" __global__ void __launch_bounds__(nt) NAME(...)"
+ * (__launch_bounds__(nt, kp->launch_min_blocks) where codegen set that). */
 void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads);
 /* For writes depending on the anchor: a device function
  * `void epilogue(i64 i, float acc, <params>)` storing every such write at

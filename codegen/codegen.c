@@ -219,6 +219,7 @@ mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memplan *m, mcir_diag *d
         k->kp = &p->kernels[i];
         k->kp->registers = -1;
         k->kp->spill_bytes = -1;
+        k->kp->launch_min_blocks = 0;
         memset(&k->kp->audit, 0, sizeof k->kp->audit);
         memset(&k->kp->epilogue_audit, 0, sizeof k->kp->epilogue_audit);
         const cg_template_desc *t = cg_template_find(k->kp->tpl);
@@ -356,6 +357,64 @@ static int worker_count(int jobs) {
     return n < 1 ? 1 : (int)n;
 }
 
+/* Kernel i (a unit owner) spilled with the thread count as its only launch
+ * bound: generated again with the plan's occupancy as the minimum blocks
+ * per SM, compiled, and kept where ptxas no longer spills (the kernels
+ * sharing its unit follow); otherwise the first version stays. ptxas,
+ * told only the thread count, picks its own register limit: 128 for the
+ * 256-thread f16 attention tile of examples/attention_f16 on sm_80, 8
+ * bytes spilled; told 2 blocks per SM it fits the same 128 without. */
+static void recompile_for_occupancy(mcir_codegen *cg, int i, const char *arch, const char *version,
+                                    mcir_diag *d) {
+    cg_kernel *k = &cg->k[i];
+    const cg_template_desc *t = cg_template_find(k->kp->tpl);
+    const mcir_target *target = cg->plan->target ? cg->plan->target : mcir_target_find(MCIR_DEFAULT_ARCH);
+    cg_kernel keep = *k;
+    k->kp->launch_min_blocks = k->kp->tiling.blocks_per_sm;
+    k->source = NULL;
+    bool ok = t->generate(k, target, d);
+    if (ok) {
+        k->unit = cg_compile_unit(k->source, k->kp->name, t->name, k->entry);
+        memset(&k->bin, 0, sizeof k->bin);
+        char key[33], why[512];
+        char *log = NULL;
+        cg_hash_key(key, k->unit, arch, version);
+        if (!cg_cache_load(key, &k->bin)) {
+            cg->stats.nvrtc_compiles++;
+            ok = cg_nvrtc_compile(k->kp->name, k->unit, arch, &k->bin, &log, why, sizeof why);
+            if (ok) {
+                cg_cache_store(key, &k->bin);
+                k->bin.log = log;
+            } else {
+                free(log);
+            }
+        }
+        ok = ok && k->bin.ptx && k->bin.spill_bytes == 0;
+    }
+    if (!ok) {   /* the first version stays */
+        if (k->source != keep.source) free(k->source);
+        if (k->unit != keep.unit) free(k->unit);
+        if (k->bin.ptx != keep.bin.ptx) mcir_compiled_free(&k->bin);
+        *k = keep;
+        k->kp->launch_min_blocks = 0;
+        return;
+    }
+    free(keep.source);
+    free(keep.unit);
+    mcir_compiled_free(&keep.bin);
+    for (int j = 0; j < cg->n; j++) {   /* the kernels sharing the unit: the same change */
+        cg_kernel *s = &cg->k[j];
+        if (s->owner != i) continue;
+        s->kp->launch_min_blocks = k->kp->launch_min_blocks;
+        free(s->source);
+        free(s->unit);
+        s->source = NULL;
+        bool same = t->generate(s, target, d);
+        s->unit = same ? cg_compile_unit(s->source, s->kp->name, t->name, s->entry) : NULL;
+        MCIR_ASSERT(same && strcmp(s->unit, k->unit) == 0);
+    }
+}
+
 bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
     char why[256];
     if (!mcir_nvrtc_available(why, sizeof why)) {
@@ -423,6 +482,16 @@ bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
         }
     }
     free(jobs);
+
+    /* spills without a minimum-blocks bound: once more with the plan's
+     * occupancy (not the GEMMs, which set their own budget, nor sm_90a) */
+    for (int i = 0; ok && i < cg->n; i++) {
+        cg_kernel *k = &cg->k[i];
+        if (k->unit && k->owner < 0 && k->bin.ptx && k->bin.spill_bytes > 0 && !k->sm90a &&
+            k->kp->launch_min_blocks == 0 && k->kp->tiling.blocks_per_sm > 0 &&
+            k->kp->tpl != MCIR_TEMPLATE_MATMUL && k->kp->tpl != MCIR_TEMPLATE_CONV2D)
+            recompile_for_occupancy(cg, i, arch, version, d);
+    }
 
     /* every kernel whose unit compiled: plan fields and the audit */
     for (int i = 0; i < cg->n; i++) {

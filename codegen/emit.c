@@ -331,8 +331,12 @@ void cg_emitter_free(cg_emitter *e) {
 }
 
 void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads) {
-    cg_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(MC_PARAMS)", threads,
-                 kp->name);
+    if (kp->launch_min_blocks > 0)
+        cg_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(MC_PARAMS)",
+                     threads, kp->launch_min_blocks, kp->name);
+    else
+        cg_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(MC_PARAMS)", threads,
+                     kp->name);
 }
 
 /* Writes statements computing `i64 DST` (linear index into `in`'s shape)

@@ -169,6 +169,10 @@ typedef struct mcir_kernel_plan {
     /* Filled by codegen after NVRTC (-1: not compiled). */
     int registers;
     int spill_bytes;
+    /* Set by codegen: the minimum blocks per SM the kernel's
+     * __launch_bounds__ names (0: the thread count alone). The plan's
+     * occupancy where ptxas spilled without it and not with it. */
+    int launch_min_blocks;
     /* Filled by codegen after NVRTC: the kernel as compiled, and the
      * cuBLAS epilogue kernel of a MATMUL where there is one. */
     mcir_kernel_audit audit, epilogue_audit;
@@ -257,8 +261,9 @@ typedef struct mcir_gemm_layout {
     int64_t smem_bytes;          /* dynamic shared memory per block */
     int registers;               /* per thread, the model's estimate */
     int blocks_per_sm;           /* occupancy on the target */
-    int min_blocks;              /* __launch_bounds__ minimum blocks per SM: the occupancy
+    int min_blocks;              /* mma: __launch_bounds__ minimum blocks per SM, the occupancy
                                     of 1/4 + 8 more registers than the estimate: ptxas's budget */
+    int max_registers;           /* FMA: __maxnreg__, the estimate + 1/10 (0 for mma) */
     const char *occupancy_limit; /* "registers" | "shared memory" | "warps" | "blocks" */
 } mcir_gemm_layout;
 

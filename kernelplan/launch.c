@@ -452,7 +452,10 @@ bool mcir_kernel_is_last2_transpose(const mcir_kernel_plan *kp) {
  * away (8..12). Windowed pools: a 1x1 window 24..26; an average over a
  * padded window 40..48; otherwise 39..40 on sm_80, 30..31 on sm_90. The
  * transpose tile 28..30; a gather 22; a copy of one tensor 24..26; a
- * chain of 10 or more ops 28..32; other pointwise kernels 22..30. */
+ * concat that also computes an operand (a decode step's KV-cache append,
+ * split -> reshape -> transpose of the new rows fused in) 22..24 on sm_80
+ * and 26..28 on sm_90 (a sweep of 6 cache and head sizes); a chain of 10
+ * or more ops 28..32; other pointwise kernels 22..30. */
 static int flat_registers(const mcir_target *t, const mcir_kernel_plan *k, const mcir_flat_layout *l) {
     if (l->items <= 1) return 10;
     if (l->kind == MCIR_FLAT_POOL) {
@@ -469,6 +472,9 @@ static int flat_registers(const mcir_target *t, const mcir_kernel_plan *k, const
     }
     if (l->kind == MCIR_FLAT_TRANSPOSE) return 29;
     if (k->n_nodes == 1 && k->anchor && k->anchor->op == MCIR_OP_GATHER) return 22;
+    if (k->tpl == MCIR_TEMPLATE_COPY && k->n_reads >= 2 && k->n_nodes > 1 && k->anchor &&
+        k->anchor->op == MCIR_OP_CONCAT)
+        return t->sm >= 90 ? 28 : 23;
     if (k->tpl == MCIR_TEMPLATE_COPY) return 25;
     return k->n_nodes >= 10 ? 30 : 27;
 }
