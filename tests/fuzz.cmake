@@ -28,11 +28,8 @@ endif()
 foreach(h ${MCIR_FUZZ_HARNESSES})
   add_executable(fuzz_replay_${h} ${_fz}/fuzz_${h}.c ${_fz}/driver.c)
   target_link_libraries(fuzz_replay_${h} PRIVATE ${_fz_libs_${h}})
-  set(_inputs ${_fz}/corpus/${h})
-  if(EXISTS ${_fz}/regress/${h})
-    list(APPEND _inputs ${_fz}/regress/${h})
-  endif()
-  add_test(NAME fuzz_regress_${h} COMMAND fuzz_replay_${h} ${_inputs})
+  # the seed corpus and the inputs that once failed (every harness has both)
+  add_test(NAME fuzz_regress_${h} COMMAND fuzz_replay_${h} ${_fz}/corpus/${h} ${_fz}/regress/${h})
   set_tests_properties(fuzz_regress_${h} PROPERTIES
     ENVIRONMENT "MCIR_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
     WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
