@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_util.h"
+#include "mcir/mcir.h"
 #include "test_util.h"
 
 #define RUN(...) cli_run((const char *const[]){__VA_ARGS__, NULL})
@@ -378,6 +379,39 @@ START_TEST(onnx_model_compiles_and_verifies) {
 END_TEST
 #endif
 
+#ifdef MCIR_HAVE_ONNX
+/* A language model from int64 token ids (a PyTorch export, GPT-2 style):
+ * mcirc runs it on the CPU with the committed ids, --verify passes, and
+ * the logits it writes match PyTorch's within 1e-4 of their largest. */
+START_TEST(onnx_language_model_from_token_ids) {
+    char m[1100], ids[1200], want[1100], got[400], dir[256];
+    snprintf(m, sizeof m, "%s", test_path("tests/data/onnx/models/gpt2_tiny_op17/model.onnx"));
+    snprintf(ids, sizeof ids, "input_ids=%s",
+             test_path("tests/data/onnx/models/gpt2_tiny_op17/input_0.npy"));
+    snprintf(want, sizeof want, "%s", test_path("tests/data/onnx/models/gpt2_tiny_op17/output_0.npy"));
+    ck_assert(test_tempdir("cli-gpt2", dir, sizeof dir));
+    cli_result r = RUN("--run", "--device", "cpu", "--verify", "--input", ids, "-o", dir, m);
+    ck_assert_msg(r.status == 0, "%s\n%s", r.out, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, " ok"));
+    cli_result_free(&r);
+    snprintf(got, sizeof got, "%s/y.npy", dir);
+    mcir_diag d = mcir_diag_stderr();
+    mcir_npy a, b;
+    ck_assert(mcir_npy_read(got, &a, &d));
+    ck_assert(mcir_npy_read(want, &b, &d));
+    ck_assert(a.dtype == MCIR_DTYPE_F32 && b.dtype == MCIR_DTYPE_F32 && a.rank == 3 && b.rank == 3);
+    int64_t n = a.shape[0] * a.shape[1] * a.shape[2];
+    ck_assert_int_eq(n, b.shape[0] * b.shape[1] * b.shape[2]);
+    mcir_compare_result c;
+    mcir_values_compare(a.data, b.data, n, &c);
+    ck_assert_msg(mcir_compare_within(&c, 1e-4), "logits rel err %g", c.max_rel);
+    mcir_npy_free(&a);
+    mcir_npy_free(&b);
+    test_remove_dir(dir);
+}
+END_TEST
+#endif
+
 /* Runs mcirc over every file with the suffix in a corpus directory, as
  * the graph (or with `--catalog FILE` / `--input x=FILE`) and requires exit
  * 1 with a GCC-style error on stderr, nothing on stdout, no signal. */
@@ -527,6 +561,7 @@ int main(void) {
     tcase_add_test(tc, catalog_error_has_yaml_position);
 #ifdef MCIR_HAVE_ONNX
     tcase_add_test(tc, onnx_model_compiles_and_verifies);
+    tcase_add_test(tc, onnx_language_model_from_token_ids);
     tcase_add_test(tc, out_dir_artifact_reruns_identically);
     tcase_add_test(tc, malformed_onnx_never_crash);
 #else
