@@ -22,8 +22,6 @@
 
 #include "kernelplan/launch.h"
 #include "kernelplan/plan-impl.h"
-#include "mcir/interp-impl.h"
-#include "mcir/mcir-impl.h"
 
 /* ------------------------------------------------------------- helpers */
 

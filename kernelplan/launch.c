@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "kernelplan/launch.h"
-#include "mcir/mcir-impl.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t v, int64_t unit) { return unit > 0 ? ceil_div(v, unit) * unit : v; }

@@ -17,7 +17,6 @@
 #include <jansson.h>
 
 #include "kernelplan/plan-impl.h"
-#include "mcir/mcir-impl.h"
 
 /* ------------------------------------------------------- template table */
 
