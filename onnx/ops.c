@@ -2191,8 +2191,9 @@ static bool h_one_hot(ox *x, ox_value **in, int n_in) {
     ox_value *wrapped = ew_step(x, "Add", u, scalar_of(x, I->elem, "depth", (double)depth), -1);
     u = where_step(x, ew_step(x, "Less", u, zero, -1), wrapped, u, -1);
     ox_value *off = slice_step(x, V, 0, 0, 1, 1), *on = slice_step(x, V, 0, 1, 1, 1);
-    ox_value *y = where_step(x, ew_step(x, "Equal", u, range, -1), reshape_step(x, on, 0, NULL),
-                             reshape_step(x, off, 0, NULL), 0);
+    const int64_t scalar[1] = {1}; /* rank 0: no dims are read */
+    ox_value *y = where_step(x, ew_step(x, "Equal", u, range, -1), reshape_step(x, on, 0, scalar),
+                             reshape_step(x, off, 0, scalar), 0);
     return y && ox_define_out(x, 0, y);
 }
 
