@@ -374,7 +374,7 @@ ox_value *ox_fold_reshape(ox *x, const ox_value *v, int rank, const int64_t *sha
     ox_value *o = ox_const_new(x, v->elem, 0, NULL);
     if (!o) return NULL;
     o->rank = rank;
-    memcpy(o->shape, shape, sizeof(int64_t) * (size_t)rank);
+    if (rank > 0) memcpy(o->shape, shape, sizeof(int64_t) * (size_t)rank);
     o->numel = v->numel;
     o->iv = v->iv;
     o->fv = v->fv;
