@@ -84,18 +84,18 @@ void cg_emit_gemm_tile(cg_sb *b, const mcir_gemm_problem *g, const mcir_gemm_lay
 }
 
 /* The entry with the register budget the launch model planned: FMA
- * tiles __maxnreg__(estimate + 1/10) (CUDA 12.4 on; an older NVRTC gets
- * the thread count alone), mma tiles __launch_bounds__(threads,
- * min_blocks), the occupancy of 1/4 + 8 above the estimate (with the
- * thread count alone ptxas guessed its own occupancy, capped small blocks
- * at 40 registers and spilled). The emulator ignores both. */
+ * tiles __maxnreg__(estimate + 1/10) (CUDA 12.4 on), mma tiles and an
+ * older NVRTC __launch_bounds__(threads, min_blocks), the occupancy of
+ * 1/4 + 8 above the estimate (with the thread count alone ptxas guessed
+ * its own occupancy, capped small blocks at 40 registers and spilled).
+ * The emulator ignores both. */
 void cg_emit_gemm_signature(cg_sb *b, const mcir_kernel_plan *kp, const mcir_gemm_layout *l) {
     if (l->max_registers > 0)
         cg_sb_printf(b, "#if defined(MC_EMULATE)\n#define MM_LAUNCH_BOUNDS\n"
                         "#elif __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && "
                         "__CUDACC_VER_MINOR__ >= 4)\n#define MM_LAUNCH_BOUNDS __maxnreg__(%d)\n"
-                        "#else\n#define MM_LAUNCH_BOUNDS __launch_bounds__(%d)\n#endif\n",
-                     l->max_registers, l->threads);
+                        "#else\n#define MM_LAUNCH_BOUNDS __launch_bounds__(%d, %d)\n#endif\n",
+                     l->max_registers, l->threads, l->min_blocks);
     else
         cg_sb_printf(b, "#ifdef MC_EMULATE\n#define MM_LAUNCH_BOUNDS\n#else\n"
                         "#define MM_LAUNCH_BOUNDS __launch_bounds__(%d, %d)\n#endif\n",

@@ -261,9 +261,10 @@ typedef struct mcir_gemm_layout {
     int64_t smem_bytes;          /* dynamic shared memory per block */
     int registers;               /* per thread, the model's estimate */
     int blocks_per_sm;           /* occupancy on the target */
-    int min_blocks;              /* mma: __launch_bounds__ minimum blocks per SM, the occupancy
-                                    of 1/4 + 8 more registers than the estimate: ptxas's budget */
-    int max_registers;           /* FMA: __maxnreg__, the estimate + 1/10 (0 for mma) */
+    int min_blocks;              /* __launch_bounds__ minimum blocks per SM, the occupancy of
+                                    1/4 + 8 more registers than the estimate: ptxas's budget */
+    int max_registers;           /* FMA: __maxnreg__, the estimate + 1/10, in place of
+                                    min_blocks where NVRTC has it (0 for mma) */
     const char *occupancy_limit; /* "registers" | "shared memory" | "warps" | "blocks" */
 } mcir_gemm_layout;
 

@@ -212,16 +212,16 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
         *why = "not one block fits an SM";
         return false;
     }
-    /* ptxas's budget. FMA tiles: a cap of the estimate + 1/10
-     * (__maxnreg__): ptxas's own count moves 40..86 for one 16x32x8 conv
-     * tile with the window, padding and sizes, the cap holds it to what
-     * the plan scored, without spills (test_launch, test_codegen). mma
-     * tiles: __launch_bounds__ with the occupancy of the estimate + 1/4 + 8,
-     * within 10 % of the estimate as it is. */
+    /* ptxas's budget. mma tiles: __launch_bounds__ with the occupancy of
+     * the estimate + 1/4 + 8, within 10 % of the estimate as it is. FMA
+     * tiles: a cap of the estimate + 1/10 (__maxnreg__): ptxas's own count
+     * moves 40..86 for one 16x32x8 conv tile with the window, padding and
+     * sizes, the cap holds it to what the plan scored, without spills
+     * (test_launch, test_codegen); an NVRTC older than 12.4 gets the
+     * launch bounds instead. */
     if (!g->mma) {
         l->max_registers = l->registers + l->registers / 10;
         if (l->max_registers > t->regs_per_thread) l->max_registers = t->regs_per_thread;
-        return true;
     }
     const char *lim;
     int budget = l->registers + l->registers / 4 + 8;
