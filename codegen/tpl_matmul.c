@@ -133,13 +133,34 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         return false;
     }
     const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
-    if (A->rank < 2 || B->rank < 2 || C->rank < 2) {
-        cg_error(d, kp, "matmul operands need rank >= 2");
+    bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
+    /* NumPy's rank-1 operands: A [K] is the row [1, K], B [K] the column
+     * [K, 1], and C lacks the dims they add. The indexing below works on
+     * these 2-D forms (a2, b2, c2: the same elements in the same order);
+     * transpose flags mean nothing on rank 1. */
+    mcir_tensor a2 = *A, b2 = *B, c2 = *C;
+    if (A->rank == 1) {
+        a2.rank = 2;
+        a2.shape[0] = 1;
+        a2.shape[1] = A->shape[0];
+        ta = false;
+    }
+    if (B->rank == 1) {
+        b2.rank = 2;
+        b2.shape[0] = B->shape[0];
+        b2.shape[1] = 1;
+        tb = false;
+    }
+    int lead = C->rank - (A->rank >= 2) - (B->rank >= 2);
+    if (A->rank < 1 || B->rank < 1 || lead < 0 || lead + 2 > MCIR_MAX_RANK) {
+        cg_error(d, kp, "matmul operands need rank >= 1");
         return false;
     }
-    bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
-    int64_t M = C->shape[C->rank - 2], N = C->shape[C->rank - 1];
-    int64_t K = ta ? A->shape[A->rank - 2] : A->shape[A->rank - 1];
+    c2.rank = lead + 2;
+    c2.shape[lead] = ta ? a2.shape[a2.rank - 1] : a2.shape[a2.rank - 2];
+    c2.shape[lead + 1] = tb ? b2.shape[b2.rank - 2] : b2.shape[b2.rank - 1];
+    int64_t M = c2.shape[lead], N = c2.shape[lead + 1];
+    int64_t K = ta ? a2.shape[a2.rank - 2] : a2.shape[a2.rank - 1];
     int64_t batch = mcir_tensor_numel(C) / (M * N);
 
     cg_sb b = {0};
@@ -168,8 +189,8 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      "#define MM_TRANS_A %d\n#define MM_TRANS_B %d\n",
                  (long long)M, (long long)N, (long long)K, (long long)batch, ta, tb);
     cg_emit_gemm_tile(&b, &gp, &l);
-    emit_batch_off(&b, "a_boff", A, C);
-    emit_batch_off(&b, "b_boff", B, C);
+    emit_batch_off(&b, "a_boff", &a2, &c2);
+    emit_batch_off(&b, "b_boff", &b2, &c2);
     cg_sb_printf(&b, "__device__ __forceinline__ float a_at(i64 bb, i64 m, i64 kk, MC_PARAMS) {\n"
                      "    return v%d(a_boff(bb) + %s, 0.0f, MC_ARGS);\n}\n",
                  A->id, ta ? "kk * MM_M + m" : "m * MM_K + kk");
@@ -196,8 +217,12 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     int ra = sa_t ? cg_read_index(kp, sa_t) : -1, rb = sb_t ? cg_read_index(kp, sb_t) : -1;
     int wc = cg_write_index(kp, C);
     bool bare = kp->n_writes == 1 && wc >= 0 && region_is(kp, n, sa_t, sb_t);
-    int64_t sa = sa_t ? uniform_stride(sa_t, C) : -1, sb = sb_t ? uniform_stride(sb_t, C) : -1;
-    if (ra >= 0 && rb >= 0 && sa >= 0 && sb >= 0 && sa_t->dtype == sb_t->dtype &&
+    const mcir_tensor *sa2 = sa_t == A ? &a2 : sa_t, *sb2 = sb_t == B ? &b2 : sb_t;   /* 2-D forms */
+    int64_t sa = sa_t ? uniform_stride(sa2, &c2) : -1, sb = sb_t ? uniform_stride(sb2, &c2) : -1;
+    /* (rank-1 operands stay with the generated kernel, as the cost model
+     * plans them: kernelplan/cost.c cost_matmul) */
+    if (A->rank >= 2 && B->rank >= 2 && C->rank >= 2 && ra >= 0 && rb >= 0 && sa >= 0 && sb >= 0 &&
+        sa_t->dtype == sb_t->dtype &&
         (!bare || sa_t->dtype == C->dtype) && M < (1ll << 31) && N < (1ll << 31) &&
         K < (1ll << 31) && batch < (1ll << 31)) {
         g->ok = true;
@@ -208,8 +233,8 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         g->n = N;
         g->k = K;
         g->batch = batch;
-        g->lda = sa_t->shape[sa_t->rank - 1];
-        g->ldb = sb_t->shape[sb_t->rank - 1];
+        g->lda = sa2->shape[sa2->rank - 1];
+        g->ldb = sb2->shape[sb2->rank - 1];
         g->ldc = N;
         g->stride_a = sa;
         g->stride_b = sb;

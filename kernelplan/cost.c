@@ -596,16 +596,20 @@ static void cost_matmul(cost_ctx *x) {
     mcir_kernel_cost *c = x->c;
     const mcir_node *n = k->anchor;
     const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
-    if (A->rank < 2 || B->rank < 2 || C->rank < 2) {
+    /* M, N, K as the template sees them: a rank-1 A is the row [1, K], a
+     * rank-1 B the column [K, 1] (mcir_gemm_problem_of, cg_gen_matmul) */
+    mcir_gemm_problem gp;
+    if (!mcir_gemm_problem_of(k, &gp)) {
         simple_kernel(x, (double)(reads_bytes(k) + writes_bytes(k)), 0);
         return;
     }
-    int64_t M = C->shape[C->rank - 2], N = C->shape[C->rank - 1];
-    int64_t Kd = mcir_node_bool(n, "transpose_a") ? A->shape[A->rank - 2] : A->shape[A->rank - 1];
+    int64_t M = gp.m, N = gp.n, Kd = gp.k;
     int64_t MN = M * N > 0 ? M * N : 1, batch = mcir_tensor_numel(C) / MN;
     double mnk = (double)batch * (double)M * (double)N * (double)Kd;
     const mcir_tensor *sa = NULL, *sb = NULL;
-    int path = x->o && x->o->generated_only
+    /* rank-1 operands stay with the generated kernel (cg_gen_matmul) */
+    bool rank1 = A->rank < 2 || B->rank < 2 || C->rank < 2;
+    int path = (x->o && x->o->generated_only) || rank1
                    ? 0 : matmul_path(k, x->o && x->o->no_cublaslt, &sa, &sb);
     const mcir_tiling *ti = x->o && x->o->tiles ? x->o->tiles : &k->tiling;
     /* tiles: the plan's (or a candidate's), which the generated kernel

@@ -874,6 +874,41 @@ START_TEST(test_integer_ops_emulated) {
 }
 END_TEST
 
+/* matmul with NumPy's rank-1 operands (a row vector times a matrix, a
+ * matrix times a column vector, a dot product to a scalar, a vector times
+ * a batch of matrices, a transposed B, f16 on tensor cores, a fused relu):
+ * the template indexes their 2-D forms. */
+static const char RANK1_MATMULS[] =
+    "{\"mcir\":1,\"name\":\"e_rank1\",\"inputs\":[{\"name\":\"v\",\"dtype\":\"f32\",\"shape\":[40]},"
+    "{\"name\":\"u\",\"dtype\":\"f32\",\"shape\":[24]},{\"name\":\"m\",\"dtype\":\"f32\",\"shape\":[40,24]},"
+    "{\"name\":\"bm\",\"dtype\":\"f32\",\"shape\":[3,40,24]},{\"name\":\"vh\",\"dtype\":\"f16\",\"shape\":[48]},"
+    "{\"name\":\"mh\",\"dtype\":\"f16\",\"shape\":[48,40]}],"
+    "\"nodes\":[{\"name\":\"vm\",\"op\":\"matmul\",\"inputs\":[\"v\",\"m\"],\"outputs\":[\"y1\"]},"
+    "{\"name\":\"mv\",\"op\":\"matmul\",\"inputs\":[\"bm\",\"u\"],\"outputs\":[\"y2\"]},"
+    "{\"name\":\"dot\",\"op\":\"matmul\",\"inputs\":[\"v\",\"v\"],\"outputs\":[\"y3\"]},"
+    "{\"name\":\"vb\",\"op\":\"matmul\",\"inputs\":[\"v\",\"bm\"],\"outputs\":[\"vb\"]},"
+    "{\"name\":\"vr\",\"op\":\"relu\",\"inputs\":[\"vb\"],\"outputs\":[\"y4\"]},"
+    "{\"name\":\"ut\",\"op\":\"matmul\",\"inputs\":[\"u\",\"m\"],\"outputs\":[\"y5\"],\"attrs\":{\"transpose_b\":true}},"
+    "{\"name\":\"hm\",\"op\":\"matmul\",\"inputs\":[\"vh\",\"mh\"],\"outputs\":[\"y6\"]}],"
+    "\"outputs\":[\"y1\",\"y2\",\"y3\",\"y4\",\"y5\",\"y6\"]}";
+
+START_TEST(test_rank1_matmuls_emulated) {
+    mcir_graph *g = cgt_graph(RANK1_MATMULS);
+    ck_assert_int_eq(g->outputs[2]->rank, 0);
+    mcir_plan *p = cgt_plan_naive(g, "sm_90");
+    bool ok = run_emulated(g, p, NULL, "e_rank1 (a kernel per node)", false);
+    mcir_graph_free(g);
+    g = cgt_graph(RANK1_MATMULS);
+    cgt_kspec ks[] = {{MCIR_TEMPLATE_MATMUL, "vm", "vm"}, {MCIR_TEMPLATE_MATMUL, "mv", "mv"},
+                      {MCIR_TEMPLATE_MATMUL, "dot", "dot"}, {MCIR_TEMPLATE_MATMUL, "vb", "vb,vr"},
+                      {MCIR_TEMPLATE_MATMUL, "ut", "ut"}, {MCIR_TEMPLATE_MATMUL, "hm", "hm"}};
+    p = cgt_plan(g, "sm_80", 6, ks);
+    ok &= run_emulated(g, p, NULL, "e_rank1 (relu fused, sm_80)", false);
+    mcir_graph_free(g);
+    ck_assert(ok);
+}
+END_TEST
+
 /* argmax / argmin in the reduce template: rows shorter than a warp's
  * stride and longer than a block (256), a strided axis, f32 and f16
  * inputs; ties (values rounded to integers through casts: the first index
@@ -1228,6 +1263,7 @@ int main(void) {
     tcase_add_test(tc, test_norms_reductions_copies_conv_emulated);
     tcase_add_test(tc, test_fused_chains_emulated);
     tcase_add_test(tc, test_integer_ops_emulated);
+    tcase_add_test(tc, test_rank1_matmuls_emulated);
     tcase_add_test(tc, test_argmax_reduce_emulated);
     tcase_add_test(tc, test_runtime_start_slice_emulated);
     tcase_add_test(tc, test_attention_emulated);
