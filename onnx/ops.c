@@ -84,7 +84,10 @@ static bool h_identity(ox *x, ox_value **in, int n_in) {
 }
 
 static bool cast_to(ox *x, ox_value *v, int to);
+static ox_value *cast_step(ox *x, ox_value *v, mcir_dtype dt, int out_index);
 static bool h_activation(ox *x, ox_value **in, int n_in);
+static bool logical_rt(ox *x, const char *op, ox_value **in, int n_in);
+static ox_value *where_step(ox *x, ox_value *c, ox_value *a, ox_value *b, int out_index);
 
 static bool h_cast(ox *x, ox_value **in, int n_in) {
     (void)n_in;
@@ -111,11 +114,19 @@ static bool cast_to(ox *x, ox_value *v, int to) {
                            "are float, float16, bfloat16, int32, int64, uint8 or bool)",
                         in[0]->name, ox_elem_name(to));
     if (dt == in[0]->t->dtype) return ox_define_out(x, 0, in[0]);
-    mcir_tensor *t = ox_runtime(x, in[0], in[0]->t->dtype);
-    if (!t) return false;
-    mcir_node *n = ox_emit1(x, MCIR_OP_CAST, 1, &t, 0);
+    ox_value *y = cast_step(x, in[0], dt, 0);
+    return y && ox_define_out(x, 0, y);
+}
+
+/* MCIR's cast of runtime v to dt, its result ONNX output out_index (-1:
+ * an intermediate). */
+static ox_value *cast_step(ox *x, ox_value *v, mcir_dtype dt, int out_index) {
+    mcir_tensor *t = ox_runtime(x, v, v->t->dtype);
+    if (!t) return NULL;
+    mcir_node *n = ox_emit1(x, MCIR_OP_CAST, 1, &t, out_index);
     mcir_node_set_string(x->g, n, "to", mcir_dtype_name(dt));
-    return ox_define_rt(x, 0, ox_done(x, n));
+    t = ox_done(x, n);
+    return t ? ox_runtime_value(x, t) : NULL;
 }
 
 static bool h_shape(ox *x, ox_value **in, int n_in) {
@@ -206,38 +217,6 @@ static const struct {
     {"Xor", MCIR_OP_NOT_EQUAL},
 };
 
-/* A bool scalar weight (false or true) for the logical ops. */
-static mcir_tensor *bool_scalar(ox *x, bool v) {
-    ox_value *c = ox_const_new(x, OX_BOOL, 0, NULL);
-    if (!c) return NULL;
-    c->iv[0] = v;
-    c->name = ox_fresh(x, v ? "true" : "false");
-    return ox_weight_of(x, c, MCIR_DTYPE_BOOL);
-}
-
-/* Not, And and Or on runtime bool tensors, written with MCIR's comparison
- * and select: Not a = (a == false), And = where(a, b, false), Or =
- * where(a, true, b). Xor is not_equal (ew_map). */
-static bool logical_rt(ox *x, const char *op, ox_value **in, int n_in) {
-    for (int i = 0; i < n_in; i++)
-        if (in[i]->elem != OX_BOOL)
-            return ox_error(x, "%s needs bool operands, '%s' is %s", op, in[i]->name,
-                            ox_elem_name(in[i]->elem));
-    mcir_tensor *a = ox_operand(x, in[0], MCIR_DTYPE_BOOL, in + 1, n_in - 1);
-    if (!a) return false;
-    if (!strcmp(op, "Not")) {
-        mcir_tensor *ins[2] = {a, bool_scalar(x, false)};
-        if (!ins[1]) return false;
-        return ox_define_rt(x, 0, ox_done(x, ox_emit1(x, MCIR_OP_EQUAL, 2, ins, 0)));
-    }
-    mcir_tensor *b = ox_operand(x, in[1], MCIR_DTYPE_BOOL, in, 1);
-    bool and_ = !strcmp(op, "And");
-    mcir_tensor *k = bool_scalar(x, !and_);
-    if (!b || !k) return false;
-    mcir_tensor *ins[3] = {a, and_ ? b : k, and_ ? k : b};
-    return ox_define_rt(x, 0, ox_done(x, ox_emit1(x, MCIR_OP_WHERE, 3, ins, 0)));
-}
-
 static bool h_elementwise(ox *x, ox_value **in, int n_in) {
     const char *op = x->node->op_type;
     if (!strcmp(op, "Mod")) {
@@ -309,10 +288,8 @@ static bool h_where(ox *x, ox_value **in, int n_in) {
     mcir_dtype dt = ox_node_dtype(in + 1, 2);
     if (!C->is_const || !mcir_dtype_is_float(dt)) {
         /* a runtime condition, or integer / bool values: MCIR's where */
-        mcir_tensor *ins[3] = {ox_operand(x, C, MCIR_DTYPE_BOOL, in + 1, 2),
-                               ox_operand(x, in[1], dt, in, 1), ox_operand(x, in[2], dt, in, 1)};
-        if (!ins[0] || !ins[1] || !ins[2]) return false;
-        return ox_define_rt(x, 0, ox_done(x, ox_emit1(x, MCIR_OP_WHERE, 3, ins, 0)));
+        ox_value *y = where_step(x, C, in[1], in[2], 0);
+        return y && ox_define_out(x, 0, y);
     }
     for (int side = 1; side <= 2; side++)
         if (in[side]->is_const && !ox_is_float(in[side]->elem))
@@ -1919,6 +1896,20 @@ static bool h_scatter_nd(ox *x, ox_value **in, int n_in) {
 }
 
 /* The reductions MCIR has no op for, from the ones it has. */
+/* v (reduced over axes of X with keepdims) without those axes. */
+static ox_value *drop_reduced(ox *x, ox_value *v, const ox_value *X, int n_axes,
+                              const int64_t *axes) {
+    if (!v) return NULL;
+    int64_t shape[MCIR_MAX_RANK];
+    int r = 0;
+    for (int k = 0; k < X->rank; k++) {
+        bool red = false;
+        for (int i = 0; i < n_axes; i++) red |= (axes[i] < 0 ? axes[i] + X->rank : axes[i]) == k;
+        if (!red) shape[r++] = X->shape[k];
+    }
+    return reshape_step(x, v, r, shape);
+}
+
 /* |v| = max(v, -v): exact, also for integers. */
 static ox_value *abs_step(ox *x, ox_value *v) {
     return ew_step(x, "Max", v, ew_step(x, "Neg", v, NULL, -1), -1);
@@ -1946,13 +1937,7 @@ static bool reduce_prod(ox *x, ox_value *X, int n_axes, const int64_t *axes, boo
         y = acc;
         if (!y) return false;
     }
-    if (!keep) {
-        int64_t shape[MCIR_MAX_RANK];
-        int r = 0;
-        for (int k = 0; k < X->rank; k++)
-            if (!red[k]) shape[r++] = X->shape[k];
-        y = reshape_step(x, y, r, shape);
-    }
+    if (!keep) y = drop_reduced(x, y, X, n_axes, axes);
     return y && ox_define_out(x, 0, y);
 }
 
@@ -1980,16 +1965,7 @@ static bool reduce_composite(ox *x, const char *op, ox_value *X, int n_axes,
                                   ew_step(x, "Exp", ew_step(x, "Sub", X, m, -1), NULL, -1),
                                   n_axes, axes, true, -1);
         y = ew_step(x, "Add", ew_step(x, "Log", s, NULL, -1), m, keep ? 0 : -1);
-        if (y && !keep) {
-            int64_t shape[MCIR_MAX_RANK];
-            int r = 0;
-            for (int k = 0; k < X->rank; k++) {
-                bool red = false;
-                for (int i = 0; i < n_axes; i++) red |= (axes[i] < 0 ? axes[i] + X->rank : axes[i]) == k;
-                if (!red) shape[r++] = X->shape[k];
-            }
-            y = reshape_step(x, y, r, shape);
-        }
+        if (!keep) y = drop_reduced(x, y, X, n_axes, axes);
     }
     return y && ox_define_out(x, 0, y);
 }
@@ -2030,6 +2006,24 @@ static ox_value *where_step(ox *x, ox_value *c, ox_value *a, ox_value *b, int ou
     if (!ts[0] || !ts[1] || !ts[2]) return NULL;
     mcir_tensor *t = ox_done(x, ox_emit1(x, MCIR_OP_WHERE, 3, ts, out_index));
     return t ? ox_runtime_value(x, t) : NULL;
+}
+
+/* Not, And and Or on runtime bool tensors, written with MCIR's comparison
+ * and select: Not a = (a == false), And = where(a, b, false), Or =
+ * where(a, true, b). Xor is not_equal (ew_map). */
+static bool logical_rt(ox *x, const char *op, ox_value **in, int n_in) {
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->elem != OX_BOOL)
+            return ox_error(x, "%s needs bool operands, '%s' is %s", op, in[i]->name,
+                            ox_elem_name(in[i]->elem));
+    ox_value *y;
+    if (!strcmp(op, "Not"))
+        y = ew_step(x, "Equal", in[0], scalar_of(x, OX_BOOL, "false", 0), 0);
+    else if (!strcmp(op, "And"))
+        y = where_step(x, in[0], in[1], scalar_of(x, OX_BOOL, "false", 0), 0);
+    else
+        y = where_step(x, in[0], scalar_of(x, OX_BOOL, "true", 1), in[1], 0);
+    return y && ox_define_out(x, 0, y);
 }
 
 /* The activations MCIR has no op for, written with where, comparisons and
@@ -2161,14 +2155,7 @@ static bool h_one_hot(ox *x, ox_value **in, int n_in) {
     if (!D->is_const || D->numel != 1) return ox_error(x, "depth must be a scalar constant");
     if (!V->is_const || V->numel != 2) return ox_error(x, "values must be a constant [off, on]");
     if (ox_is_float(I->elem)) { /* float indices are truncated to int64 */
-        if (I->is_const) {
-            I = ox_fold_cast(x, I, OX_INT64);
-        } else {
-            mcir_tensor *t = ox_runtime(x, I, I->t->dtype);
-            mcir_node *n = t ? ox_emit1(x, MCIR_OP_CAST, 1, &t, -1) : NULL;
-            if (n) mcir_node_set_string(x->g, n, "to", "i64");
-            I = n && (t = ox_done(x, n)) ? ox_runtime_value(x, t) : NULL;
-        }
+        I = I->is_const ? ox_fold_cast(x, I, OX_INT64) : cast_step(x, I, MCIR_DTYPE_I64, -1);
         if (!I) return false;
     }
     if (I->elem != OX_INT32 && I->elem != OX_INT64)
