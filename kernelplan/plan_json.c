@@ -1,5 +1,5 @@
 /*
- * plan_json.c — the `plan` and `memory` artifacts (spec/mcirc-cli.md):
+ * plan_json.c — the `plan` and `memory` artifacts (docs/cli.md):
  * field names are a contract; fields beyond the contract are additions
  * documented in docs/kernelplan.md.
  */

@@ -1,5 +1,5 @@
 /*
- * json_read.c — the graph.json reader (spec/graph-json.md, docs/graph-format.md).
+ * json_read.c — the graph.json reader (docs/graph-format.md; its ops: docs/ops.md).
  *
  * jansson parses; json_pos.c supplies the line:col of every value, so each
  * message points at the offending value. The reader reports every problem

@@ -2,7 +2,7 @@
  * json_write.c — the `mcir` artifact: the graph in graph.json form plus per
  * node "properties" (and "group", "inplace_input", "origin" where set) and
  * a top-level "tensors" object with every tensor's dtype, shape, kind and
- * memory_state (spec/mcirc-cli.md, docs/graph-format.md).
+ * memory_state (docs/cli.md, docs/graph-format.md).
  *
  * Invariant: the output is a function of the graph alone — keys in a fixed
  * order, numbers in their shortest round-tripping form, indent 2 — and

@@ -143,6 +143,19 @@ uint16_t mcir_f32_to_bf16(float f);     /* round to nearest even */
  *     mcir_values_to_f32(t->dtype, t->data, v, mcir_tensor_numel(t));  */
 bool mcir_dtype_is_float(mcir_dtype t);       /* f32 f16 bf16 */
 bool mcir_dtype_is_integer(mcir_dtype t);     /* i32 i64 u8 bool */
+/* The type values of a dtype are computed in, by the interpreter and the
+ * generated kernels alike: f32 for the float dtypes, int64 for the integer
+ * and bool ones (exact; an i32, u8 or bool value is held wrapped into its
+ * dtype's range, mcir_int_wrap). */
+typedef enum mcir_value_type { MCIR_VALUE_F32, MCIR_VALUE_I64 } mcir_value_type;
+mcir_value_type mcir_value_type_of(mcir_dtype t);
+size_t mcir_value_type_size(mcir_value_type v);    /* 4 or 8 */
+/* v wrapped into integer dtype t as two's complement: i32 modulo 2^32,
+ * u8 modulo 2^8 (NumPy's and C's conversions); bool is v != 0. */
+int64_t mcir_int_wrap(mcir_dtype t, int64_t v);
+/* An integer value as integer or float dtype t holds it: wrapped, or
+ * converted to f32 (round to nearest even) and rounded to t. */
+float mcir_int_to_float(mcir_dtype t, int64_t v);
 /* Round an f32 value to what the storage dtype can hold. */
 float mcir_dtype_round(mcir_dtype t, float f);
 /* v converted to integer dtype t (truncated, saturated). */
@@ -156,6 +169,8 @@ void mcir_values_to_f64(mcir_dtype t, const void *src, double *dst, int64_t n);
 void mcir_values_to_int(mcir_dtype t, const void *src, int64_t *dst, int64_t n);
 void mcir_values_from_f32(mcir_dtype t, const float *src, void *dst, int64_t n);
 void mcir_values_from_f64(mcir_dtype t, const double *src, void *dst, int64_t n);
+/* Integer values to storage bytes of t (wrapped, or converted for a float t). */
+void mcir_values_from_int(mcir_dtype t, const int64_t *src, void *dst, int64_t n);
 
 /* The one comparison of computed values with expected ones: the largest
  * absolute error, and that error relative to the largest expected
@@ -169,6 +184,10 @@ typedef struct mcir_compare_result {
 
 void mcir_values_compare(const float *got, const float *want, int64_t n,
                          mcir_compare_result *r);
+/* The same for integer values, exactly (differences taken in f64 of the
+ * exact int64 difference). */
+void mcir_values_compare_int(const int64_t *got, const int64_t *want, int64_t n,
+                             mcir_compare_result *r);
 /* Relative tolerance per dtype: f32 1e-4, f16/bf16 2e-2, integers exact. */
 double mcir_compare_tolerance(mcir_dtype t);
 bool mcir_compare_within(const mcir_compare_result *r, double tolerance);
@@ -293,14 +312,19 @@ typedef struct mcir_attr_spec {
     MCIR_INT_OPS(X)
 
 /* Ops on integer and bool tensors (mcir/ops_int.c): casts, comparisons,
- * select, index lookups, arg-reductions, index ranges. */
+ * select, index lookups, arg-reductions, index ranges, remainders, bitwise
+ * logic and shifts, cumulative sums. */
 #define MCIR_INT_OPS(X)                                                    \
     X(CAST, "cast")                                                        \
     X(EQUAL, "equal") X(NOT_EQUAL, "not_equal") X(LESS, "less")            \
     X(LESS_EQUAL, "less_equal") X(GREATER, "greater")                      \
     X(GREATER_EQUAL, "greater_equal")                                      \
     X(WHERE, "where") X(GATHER, "gather")                                  \
-    X(ARGMAX, "argmax") X(ARGMIN, "argmin") X(ARANGE, "arange")
+    X(ARGMAX, "argmax") X(ARGMIN, "argmin") X(ARANGE, "arange")            \
+    X(MOD, "mod") X(BITWISE_AND, "bitwise_and") X(BITWISE_OR, "bitwise_or") \
+    X(BITWISE_XOR, "bitwise_xor") X(BITWISE_NOT, "bitwise_not")            \
+    X(LEFT_SHIFT, "left_shift") X(RIGHT_SHIFT, "right_shift")              \
+    X(CUMSUM, "cumsum")
 
 typedef enum mcir_op {
 #define X(id, name) MCIR_OP_##id,
@@ -329,15 +353,24 @@ typedef struct mcir_graph mcir_graph;
  * from the inputs and attributes, or reports an error at the node. */
 typedef bool (*mcir_infer_fn)(mcir_graph *g, mcir_node *n, mcir_diag *d);
 
-/* Reference kernel: inputs and outputs are dense f32 arrays in C order
- * with the shapes of n->inputs[i] / n->outputs[i]. Computes in f32 (f64
- * where precision matters); rounding to the storage dtype is done by the
- * interpreter afterwards. */
+/* Reference kernel of a node whose tensors are all floating-point:
+ * inputs and outputs are dense f32 arrays in C order with the shapes of
+ * n->inputs[i] / n->outputs[i]. Computes in f32 (f64 where precision
+ * matters); rounding to the storage dtype is done by the interpreter
+ * afterwards. */
 typedef void (*mcir_ref_fn)(const mcir_node *n, const float *const *in,
                             float *const *out);
+/* Reference kernel of a node with an integer or bool tensor among its
+ * inputs or outputs: each buffer holds the values of its tensor in the
+ * tensor's value type (mcir_value_type: float for f32/f16/bf16, int64_t
+ * for i32/i64/u8/bool), dense, C order. Integer results are computed in
+ * int64 and wrapped to the output's dtype by the kernel itself. */
+typedef void (*mcir_ref_typed_fn)(const mcir_node *n, const void *const *in,
+                                  void *const *out);
 /* Run-time check of input values before the reference kernel runs (an
- * index out of range); false with an error at the node. NULL: none. */
-typedef bool (*mcir_value_check_fn)(const mcir_node *n, const float *const *in,
+ * index out of range); false with an error at the node. NULL: none.
+ * Buffers as for mcir_ref_typed_fn. */
+typedef bool (*mcir_value_check_fn)(const mcir_node *n, const void *const *in,
                                     mcir_diag *d);
 
 typedef struct mcir_op_desc {
@@ -348,8 +381,9 @@ typedef struct mcir_op_desc {
     const mcir_attr_spec *attrs;
     int n_attrs;
     mcir_infer_fn infer;
-    mcir_ref_fn reference;
+    mcir_ref_fn reference;       /* every tensor floating-point (NULL: never) */
     mcir_value_check_fn check;
+    mcir_ref_typed_fn typed;     /* an integer or bool tensor (MCIR_OPF_INTS ops) */
 } mcir_op_desc;
 
 extern const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT];
@@ -508,7 +542,7 @@ int mcir_graph_live_nodes(const mcir_graph *g);
 
 /* ------------------------------------------------------------------- I/O */
 
-/* graph.json reader (spec/graph-json.md). Reports every problem it finds as
+/* graph.json reader (docs/graph-format.md). Reports every problem it finds as
  * PATH:LINE:COL: error: ...; returns NULL if there was any. The graph comes
  * back sorted, shape-inferred and verified. */
 mcir_graph *mcir_graph_read_json(const char *path, mcir_diag *d);
@@ -544,23 +578,38 @@ const char *mcir_npy_descr(mcir_dtype t);
 
 /* ------------------------------------------------- reference interpreter */
 
-/* Values of every tensor of a graph, as f32 host arrays (already rounded
- * to the tensor's storage dtype). Indexed by tensor id. */
+/* Values of every tensor of a graph, indexed by tensor id, each in its
+ * dtype's value type (mcir_value_type_of): f32 arrays for float tensors
+ * (already rounded to the storage dtype), int64 arrays for integer and
+ * bool ones (exact, wrapped into the dtype's range). */
 typedef struct mcir_env mcir_env;
 
 mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed);
 void mcir_env_free(mcir_env *e);
 /* The seed unset inputs are filled with (mcir_env_new's). */
 uint64_t mcir_env_seed(const mcir_env *e);
-/* The tensor's values, or NULL if not computed / set yet. After a run,
- * intermediates have been freed at their last use (NULL) unless
- * mcir_env_keep_all was set; inputs, weights and outputs stay. */
+/* A float tensor's values, or NULL if not computed / set yet. After a
+ * run, intermediates have been freed at their last use (NULL) unless
+ * mcir_env_keep_all was set; inputs, weights and outputs stay. For an
+ * integer or bool tensor: its values converted to f32 (exact up to 2^24
+ * in magnitude) in a copy the env owns until the tensor changes — for
+ * summaries; writing to it changes nothing. Exact values:
+ * mcir_env_get_int, mcir_env_get_raw. */
 float *mcir_env_get(mcir_env *e, const mcir_tensor *t);
+/* An integer or bool tensor's values (NULL: a float tensor, or none yet). */
+int64_t *mcir_env_get_int(mcir_env *e, const mcir_tensor *t);
+/* The tensor's values as storage-dtype bytes (mcir_tensor_bytes of them)
+ * into out, exactly; false if it has none. */
+bool mcir_env_get_raw(mcir_env *e, const mcir_tensor *t, void *out);
 /* Keep every intermediate after a run (for tests and debugging). */
 void mcir_env_keep_all(mcir_env *e, bool keep);
-/* Copies n f32 values in (rounded to the tensor's dtype). */
+/* Copies f32 values in (rounded to a float dtype; truncated and saturated
+ * to an integer one, mcir_value_to_int). */
 void mcir_env_set(mcir_env *e, const mcir_tensor *t, const float *values);
-/* Sets a tensor from storage-dtype bytes. */
+/* Copies integer values in (wrapped to an integer dtype, converted to a
+ * float one). */
+void mcir_env_set_int(mcir_env *e, const mcir_tensor *t, const int64_t *values);
+/* Sets a tensor from storage-dtype bytes (exact). */
 void mcir_env_set_raw(mcir_env *e, const mcir_tensor *t, const void *data);
 
 /* Deterministic pseudo-random fill keyed by (seed, tensor name), so two
@@ -574,9 +623,14 @@ void mcir_fill_seeded(const mcir_tensor *t, uint64_t seed, float *out);
  * the documented weight seed), nodes run in topological order. */
 bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d);
 
-/* Runs one node on given f32 arrays (for tests of single ops). */
+/* Runs one node whose tensors are all floating-point on given f32 arrays
+ * (for tests of single ops). */
 void mcir_ref_run_node(const mcir_node *n, const float *const *in,
                        float *const *out);
+/* Runs any node on buffers of its tensors' value types (mcir_ref_typed_fn):
+ * the float kernel when every tensor is floating-point, else the typed one. */
+void mcir_ref_run_node_typed(const mcir_node *n, const void *const *in,
+                             void *const *out);
 
 /* Number of worker threads the reference kernels may use (default: the
  * number of online CPUs). */

@@ -1,8 +1,9 @@
 /*
- * ops.c — the op descriptor table: one entry per op of spec/graph-json.md
- * with its arity, attribute schema (types, defaults, allowed values),
- * flags, shape-inference function and reference kernel. Everything that
- * asks "what kind of op is this" reads this table.
+ * ops.c — the op descriptor table: one entry per op of docs/ops.md (the
+ * ops graph.json names, docs/graph-format.md) with its arity, attribute
+ * schema (types, defaults, allowed values), flags, shape-inference function
+ * and reference kernel. Everything that asks "what kind of op is this"
+ * reads this table.
  */
 #include <string.h>
 

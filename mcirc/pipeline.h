@@ -29,7 +29,7 @@
 #include "properties/target.h"
 #include "rewrites/rewrites.h"
 
-/* Exit statuses of mcirc (spec/mcirc-cli.md). */
+/* Exit statuses of mcirc (docs/cli.md). */
 enum {
     MCIR_EXIT_OK = 0,
     MCIR_EXIT_INVALID = 1,   /* bad graph, catalog, .npy; --verify beyond tolerance */

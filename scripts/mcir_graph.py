@@ -1,6 +1,6 @@
 """mcir_graph.py — build, check and interpret graph.json files (Python side).
 
-Three things, all following /work/shared/spec/graph-json.md:
+Three things, all following docs/graph-format.md and docs/ops.md:
 
 * ``Graph``: a small builder used by gen_examples.py; ``Graph.write`` writes
   graph.json (one input / weight / node per line) and the ``data`` .npy files.

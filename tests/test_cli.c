@@ -1,5 +1,5 @@
 /*
- * test_cli.c — mcirc by its contract (spec/mcirc-cli.md): options, exit
+ * test_cli.c — mcirc by its contract (docs/cli.md): options, exit
  * statuses, error format, every artifact, atomic writing.
  */
 #include <check.h>
