@@ -148,9 +148,9 @@ int main(int argc, char **argv) {
         if (gpu) bench_gpu_close(&g);
         return 2;
     }
-    FILE *csv = bench_csv_open(csv_path);
-    if (!csv) {
-        fprintf(stderr, "bench_attention: cannot write %s\n", csv_path);
+    bench_csv csv_file;
+    FILE *csv = bench_csv_open(&csv_file, csv_path);
+    if (!csv) {   /* the reason is on stderr */
         if (gpu) bench_gpu_close(&g);
         return 2;
     }
@@ -205,12 +205,12 @@ int main(int argc, char **argv) {
                 (long long)x->nk, (long long)x->d, x->causal, b.pipeline_s, comp, cache, med, mn, tf,
                 gpu ? g.name : "", status);
         fflush(csv);
-        if (csv != stdout && t.reps)
+        if (!csv_file.to_stdout && t.reps)
             printf("%-44s %9.3f ms %8.2f TFLOP/s  (compile %s s)\n", nm, t.median_ms,
                    flops(x) / (t.median_ms * 1e-3) / 1e12, comp);
         bench_graph_free(&b);
     }
-    bench_csv_close(csv);
+    if (!bench_csv_close(&csv_file)) failures++;
     if (gpu) bench_gpu_close(&g);
     free(s.v);
     if (selected == 0) {

@@ -54,7 +54,8 @@ int main(int argc, char **argv) {
         snprintf(device, sizeof device, "%s", g.name);
         bench_gpu_close(&g);
     }
-    FILE *csv = bench_csv_open(csv_path);
+    bench_csv csv_file;
+    FILE *csv = bench_csv_open(&csv_file, csv_path);
     if (!csv) {
         free(paths);
         return 2;
@@ -116,7 +117,7 @@ int main(int argc, char **argv) {
         fflush(csv);
         mcir_compilation_free(&c);
     }
-    bench_csv_close(csv);
+    if (!bench_csv_close(&csv_file)) failures++;
     free(paths);
     return failures ? 1 : 0;
 }

@@ -160,9 +160,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_compile: cannot create a temporary directory\n");
         return 1;
     }
-    FILE *pcsv = bench_csv_open(pcsv_path), *kcsv = kcsv_path ? fopen(kcsv_path, "w") : NULL;
+    bench_csv pcsv_file, kcsv_file;
+    FILE *pcsv = bench_csv_open(&pcsv_file, pcsv_path);
+    FILE *kcsv = pcsv && kcsv_path ? bench_csv_open(&kcsv_file, kcsv_path) : NULL;
     if (!pcsv || (kcsv_path && !kcsv)) {
-        fprintf(stderr, "bench_compile: cannot write the CSV files\n");
+        if (pcsv) mcir_outfile_discard(&pcsv_file.out);
         return 2;
     }
     fprintf(pcsv, "example,kernels,nvrtc_calls,front_s,pipeline_cold_s,pipeline_cached_s,kernel_nvrtc_sum_s,"
@@ -188,12 +190,12 @@ int main(int argc, char **argv) {
         fprintf(pcsv, "%s,%d,%ld,%.4f,%.3f,%.4f,%.3f,%s,%s\n", ex, kernels, calls, front, cold, cached, sum_cold,
                 mcir_nvrtc_version(), arch);
         fflush(pcsv);
-        if (pcsv != stdout)
+        if (!pcsv_file.to_stdout)
             printf("%-16s %3d kernels  front %.3f s  cold %.2f s (%ld NVRTC calls)  cached %.3f s\n", ex,
                    kernels, front, cold, calls, cached);
     }
-    bench_csv_close(pcsv);
-    if (kcsv) fclose(kcsv);
+    if (!bench_csv_close(&pcsv_file)) failures++;
+    if (kcsv && !bench_csv_close(&kcsv_file)) failures++;
     rm_rf_cache();
     for (int i = 0; i < n; i++) free(paths[i]);
     free(paths);

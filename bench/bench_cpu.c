@@ -84,7 +84,8 @@ int main(int argc, char **argv) {
         qsort(paths, (size_t)n, sizeof *paths, cmp_str);
     }
     mcir_set_threads(threads);
-    FILE *csv = bench_csv_open(csv_path);
+    bench_csv csv_file;
+    FILE *csv = bench_csv_open(&csv_file, csv_path);
     if (!csv) return 2;
     fprintf(csv, "example,nodes_unfused,nodes_fused,mcir_fused_s,mcir_unfused_s,mcir_fused_cpu_s,mcir_unfused_cpu_s,threads,reps\n");
     int failures = 0;
@@ -103,6 +104,6 @@ int main(int argc, char **argv) {
         fflush(csv);
         free(paths[i]);
     }
-    bench_csv_close(csv);
+    if (!bench_csv_close(&csv_file)) failures++;
     return failures ? 1 : 0;
 }

@@ -8,6 +8,7 @@
  * plan that fails it makes the run exit 1.
  */
 #include "memplan/memplan.h"
+#include "mcir/mcir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -104,13 +105,12 @@ int main(int argc, char **argv)
     closedir(d);
     qsort(names, n_names, sizeof *names, bench_cmp_str);
     FILE *csv_out = NULL;
+    mcir_outfile csv_file;
     if (csv_path) {
-        csv_out = fopen(csv_path, "w");
-        if (!csv_out) {
-            fprintf(stderr, "%s: error: cannot write: %s\n", csv_path,
-                    strerror(errno));
+        mcir_diag diag = mcir_diag_stderr();
+        if (!mcir_outfile_open(&csv_file, csv_path, &diag))
             return 1;
-        }
+        csv_out = csv_file.f;
         fprintf(csv_out, "instance,buffers,capacity,lower_bound,planner,"
                          "winner,height,height_over_capacity,fits,optimal,"
                          "seconds,nodes\n");
@@ -184,8 +184,11 @@ int main(int argc, char **argv)
         }
         mcir_memplan_csv_free(&csv);
     }
-    if (csv_out && fclose(csv_out) != 0)
-        rc = 1;
+    if (csv_out) {
+        mcir_diag diag = mcir_diag_stderr();
+        if (!mcir_outfile_commit(&csv_file, &diag))
+            rc = 1;
+    }
     for (size_t k = 0; k < n_names; k++)
         free(names[k]);
     free(names);

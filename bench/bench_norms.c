@@ -64,9 +64,13 @@ int main(int argc, char **argv) {
     bool gpu;
     int st = bench_gpu_start("bench_norms", dry, reps, &g, &gpu, &arch);
     if (st >= 0) return st;
-    FILE *csv = bench_csv_open(csv_path);
-    if (!csv || !mcir_target_find(arch)) {
-        fprintf(stderr, "bench_norms: %s\n", csv ? "unknown --arch" : "cannot write the CSV");
+    bench_csv csv_file;
+    FILE *csv = bench_csv_open(&csv_file, csv_path);
+    if (!csv || !mcir_target_find(arch)) {   /* a CSV that cannot be written: said on stderr */
+        if (csv) {
+            fprintf(stderr, "bench_norms: unknown --arch\n");
+            mcir_outfile_discard(&csv_file.out);
+        }
         if (gpu) bench_gpu_close(&g);
         return 2;
     }
@@ -121,14 +125,14 @@ int main(int argc, char **argv) {
                         snprintf(cp, sizeof cp, "%.1f", copy_gbps[ti]);
                         snprintf(fr, sizeof fr, "%.3f", gbps / copy_gbps[ti]);
                     }
-                    if (csv != stdout) printf("%-36s %8.3f ms %8.1f GB/s (copy %s)\n", nm, t.median_ms, gbps, cp);
+                    if (!csv_file.to_stdout) printf("%-36s %8.3f ms %8.1f GB/s (copy %s)\n", nm, t.median_ms, gbps, cp);
                 }
                 fprintf(csv, "%s,mcir,%s,%lld,%lld,%s,%s,%s,%s,%s,%s,%s\n", op, mcir_dtype_name(dt),
                         (long long)rows, (long long)w, med, mn, bw, cp, fr, gpu ? g.name : "", status);
                 fflush(csv);
                 bench_graph_free(&b);
             }
-    bench_csv_close(csv);
+    if (!bench_csv_close(&csv_file)) failures++;
     if (gpu) bench_gpu_close(&g);
     if (selected == 0) {
         fprintf(stderr, "bench_norms: nothing selected\n");

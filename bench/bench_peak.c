@@ -261,7 +261,8 @@ int main(int argc, char **argv) {
         if (dir) closedir(dir);
         qsort(paths, (size_t)n, sizeof *paths, cmp_str);
     }
-    FILE *csv = bench_csv_open(csv_path);
+    bench_csv csv_file;
+    FILE *csv = bench_csv_open(&csv_file, csv_path);
     if (!csv) return 2;
     fprintf(csv, "example,kernels,graph_tensor_bytes,arena_bytes,pool_peak,lazy_exact_peak,lazy_caching_allocated,"
                  "lazy_caching_reserved,eager_peak,torchlike_kernels,torchlike_caching_allocated,"
@@ -289,7 +290,7 @@ int main(int argc, char **argv) {
                 (double)f.pool / (double)u.lazy_alloc, (long long)f.act_exact, (long long)f.act_alloc,
                 (long long)u.act_alloc, u.act_alloc ? (double)f.arena_bytes / (double)u.act_alloc : 0.0);
     }
-    bench_csv_close(csv);
+    if (!bench_csv_close(&csv_file)) failures++;
     for (int i = 0; i < n; i++) free(paths[i]);
     return failures ? 1 : 0;
 }

@@ -69,14 +69,15 @@ void bench_text_free(bench_text *t) {
     memset(t, 0, sizeof *t);
 }
 
-FILE *bench_csv_open(const char *path) {
-    if (!path || strcmp(path, "-") == 0) return stdout;
-    return fopen(path, "w");
+FILE *bench_csv_open(bench_csv *c, const char *path) {
+    mcir_diag d = mcir_diag_stderr();
+    c->to_stdout = mcir_path_is_stdout(path ? path : "-");
+    return mcir_outfile_open(&c->out, path ? path : "-", &d) ? c->out.f : NULL;
 }
 
-void bench_csv_close(FILE *f) {
-    if (f && f != stdout) fclose(f);
-    else if (f) fflush(f);
+bool bench_csv_close(bench_csv *c) {
+    mcir_diag d = mcir_diag_stderr();
+    return mcir_outfile_commit(&c->out, &d);
 }
 
 bool bench_graph_build(bench_graph *b, const char *json, const char *name, const char *arch,

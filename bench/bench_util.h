@@ -66,8 +66,15 @@ typedef struct bench_text {
 void bench_text_printf(bench_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void bench_text_free(bench_text *t);
 
-/* Opens path for the CSV (NULL or "-": stdout). */
-FILE *bench_csv_open(const char *path);
-void bench_csv_close(FILE *f);
+/* A benchmark's CSV through mcir_outfile (NULL or "-": stdout): it
+ * appears whole when the program closes it, never half written. */
+typedef struct bench_csv {
+    mcir_outfile out;
+    bool to_stdout;   /* then the programs leave out their human table */
+} bench_csv;
+/* The stream to write rows to; NULL after an error message on stderr. */
+FILE *bench_csv_open(bench_csv *c, const char *path);
+/* Publishes the CSV; false (reported on stderr) if it cannot be written. */
+bool bench_csv_close(bench_csv *c);
 
 #endif /* MCIR_BENCH_UTIL_H */

@@ -562,25 +562,6 @@ bool mcir_codegen_write_ptx(const mcir_codegen *cg, FILE *out) {
     return !ferror(out);
 }
 
-/* Writes `data` to path through path.tmp + rename. */
-static bool write_atomic(const char *path, const char *data, size_t n, mcir_diag *d) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        mcir_error(d, (mcir_loc){.path = path}, "cannot write: %s", strerror(errno));
-        return false;
-    }
-    bool ok = fwrite(data, 1, n, f) == n;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        mcir_error(d, (mcir_loc){.path = path}, "cannot write: %s", strerror(errno));
-        remove(tmp);
-        return false;
-    }
-    return true;
-}
-
 bool mcir_codegen_write_dir(const mcir_codegen *cg, const char *dir, mcir_diag *d) {
     char path[4096];
     snprintf(path, sizeof path, "%s/kernels", dir);
@@ -596,20 +577,20 @@ bool mcir_codegen_write_dir(const mcir_codegen *cg, const char *dir, mcir_diag *
         const cg_kernel *k = &cg->k[i];
         if (!k->source) continue;
         snprintf(path, sizeof path, "%s/kernels/%s.cu", dir, k->kp->name);
-        if (!write_atomic(path, k->source, strlen(k->source), d)) return false;
+        if (!mcir_outfile_write(path, k->source, strlen(k->source), d)) return false;
         if (k->epi_source) {
             snprintf(path, sizeof path, "%s/kernels/%s.cu", dir, k->epi_name);
-            if (!write_atomic(path, k->epi_source, strlen(k->epi_source), d)) return false;
+            if (!mcir_outfile_write(path, k->epi_source, strlen(k->epi_source), d)) return false;
         }
         if (k->compiled) {
             const mcir_compiled *bin = cg_kernel_bin(cg, i);
             snprintf(path, sizeof path, "%s/kernels/%s.ptx", dir, k->kp->name);
-            if (!write_atomic(path, bin->ptx, bin->ptx_size, d)) return false;
+            if (!mcir_outfile_write(path, bin->ptx, bin->ptx_size, d)) return false;
         }
         if (k->epi_compiled) {
             const mcir_compiled *bin = cg_kernel_epi_bin(cg, i);
             snprintf(path, sizeof path, "%s/kernels/%s.ptx", dir, k->epi_name);
-            if (!write_atomic(path, bin->ptx, bin->ptx_size, d)) return false;
+            if (!mcir_outfile_write(path, bin->ptx, bin->ptx_size, d)) return false;
         }
     }
     return true;

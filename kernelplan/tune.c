@@ -80,29 +80,17 @@ mcir_tuning *mcir_tuning_load(const char *path, mcir_diag *d) {
 }
 
 bool mcir_tuning_save(const mcir_tuning *t, mcir_diag *d) {
-    size_t n = strlen(t->path) + 16;
-    char *tmp = malloc(n);
-    MCIR_ASSERT(tmp != NULL);
-    snprintf(tmp, n, "%s.tmp", t->path);
-    FILE *f = fopen(tmp, "w");
-    bool ok = f != NULL;
-    if (ok) {
-        fprintf(f, "# mcir tuning cache: key, arch, driver, BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, "
-                   "measured us, model's pick us\n");
-        for (int i = 0; i < t->n; i++) {
-            const mcir_tuning_entry *e = &t->e[i];
-            fprintf(f, "%s\t%s\t%s\t%lld\t%lld\t%lld\t%d\t%d\t%.4f\t%.4f\n", e->key, e->arch, e->driver,
-                    (long long)e->bm, (long long)e->bn, (long long)e->bk, e->warps, e->stages,
-                    e->measured_us, e->model_pick_us);
-        }
-        ok = fclose(f) == 0 && rename(tmp, t->path) == 0;
+    mcir_outfile o;
+    if (!mcir_outfile_open(&o, t->path, d)) return false;
+    fprintf(o.f, "# mcir tuning cache: key, arch, driver, BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, "
+                 "measured us, model's pick us\n");
+    for (int i = 0; i < t->n; i++) {
+        const mcir_tuning_entry *e = &t->e[i];
+        fprintf(o.f, "%s\t%s\t%s\t%lld\t%lld\t%lld\t%d\t%d\t%.4f\t%.4f\n", e->key, e->arch,
+                e->driver, (long long)e->bm, (long long)e->bn, (long long)e->bk, e->warps,
+                e->stages, e->measured_us, e->model_pick_us);
     }
-    if (!ok) {
-        mcir_error(d, (mcir_loc){.path = t->path}, "cannot write the tuning cache: %s", strerror(errno));
-        remove(tmp);
-    }
-    free(tmp);
-    return ok;
+    return mcir_outfile_commit(&o, d);
 }
 
 void mcir_tuning_free(mcir_tuning *t) {

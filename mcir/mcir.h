@@ -542,6 +542,43 @@ int mcir_graph_live_nodes(const mcir_graph *g);
 
 /* ------------------------------------------------------------------- I/O */
 
+/* Output files (outfile.c, docs/cli.md "Output files"): every file an
+ * mcir program writes goes through one of these. "-" (or the file stdout
+ * is) means stdout; a symbolic link is written through to its target (a
+ * dangling one creates it); a device or FIFO is written directly; a
+ * regular file is replaced by a rename from a temporary beside it, never
+ * anything else. Nothing reaches the path before the commit, so a failure
+ * leaves no partial file. Errors: "PATH: error: ...".
+ *
+ *     mcir_outfile o;                          // not to be copied while open
+ *     if (!mcir_outfile_open(&o, path, &d)) return false;
+ *     fprintf(o.f, ...);
+ *     return mcir_outfile_commit(&o, &d);      // or mcir_outfile_discard(&o)
+ */
+typedef struct mcir_outfile {
+    FILE *f;                  /* write the contents here */
+    /* private to outfile.c */
+    char *path, *target, *tmp, *buf;
+    size_t len;
+    int kind;
+    bool existed;
+    unsigned mode, uid, gid;  /* of the regular file being replaced */
+} mcir_outfile;
+
+bool mcir_outfile_open(mcir_outfile *o, const char *path, mcir_diag *d);
+/* Publishes what was written (rename, or the buffered bytes); false after
+ * reporting a failure, with nothing left behind. Releases o either way. */
+bool mcir_outfile_commit(mcir_outfile *o, mcir_diag *d);
+void mcir_outfile_discard(mcir_outfile *o);
+/* Open, write n bytes, commit. */
+bool mcir_outfile_write(const char *path, const void *data, size_t n, mcir_diag *d);
+/* Puts the finished file `from` (a private temporary) at path by the same
+ * rules: renamed where path is (or links to) a regular file or nothing,
+ * else copied and removed. */
+bool mcir_outfile_publish(const char *from, const char *path, mcir_diag *d);
+/* Whether path means stdout: "-", or the very file stdout is (/dev/stdout). */
+bool mcir_path_is_stdout(const char *path);
+
 /* graph.json reader (docs/graph-format.md). Reports every problem it finds as
  * PATH:LINE:COL: error: ...; returns NULL if there was any. The graph comes
  * back sorted, shape-inferred and verified. */

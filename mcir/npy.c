@@ -3,9 +3,9 @@
  * 1.0. Only the storage dtypes of mcir are accepted: <f4 (f32), <f2
  * (f16), <u2 (bf16 bit patterns), <i4 (i32), <i8 (i64), |u1 (u8) and |b1
  * (bool); data must be little-endian and
- * C-ordered, and the file exactly as long as the header says. Writes go to
- * a temporary name in the same directory and are renamed into place, so a
- * failed write never leaves a partial file.
+ * C-ordered, and the file exactly as long as the header says. Writes go
+ * through mcir_outfile (outfile.c), so a failed write never leaves a
+ * partial file and a link or a device at the path is written through.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -308,42 +308,17 @@ bool mcir_npy_write(const char *path, mcir_dtype dtype, int rank,
     pre[8] = (unsigned char)(hlen & 0xff);
     pre[9] = (unsigned char)(hlen >> 8);
 
-    char *tmp = malloc(strlen(path) + 16);
-    MCIR_ASSERT(tmp);
-    sprintf(tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        mcir_error(d, loc, "cannot create: %s", strerror(errno));
-        free(tmp);
-        return false;
-    }
-    fchmod(fd, 0644);
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        close(fd);
-        unlink(tmp);
-        mcir_error(d, loc, "cannot write: %s", strerror(errno));
-        free(tmp);
-        return false;
-    }
+    mcir_outfile o;
+    if (!mcir_outfile_open(&o, path, d)) return false;
+    FILE *f = o.f;
     bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)k, f) == (size_t)k;
     for (size_t i = 10 + (size_t)k; ok && i < padded - 1; i++) ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF;
     ok = ok && (bytes == 0 || fwrite(data, 1, (size_t)bytes, f) == (size_t)bytes);
-    ok = ok && fflush(f) == 0;
-    int saved = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        saved = errno;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = false;
-        saved = errno;
-    }
     if (!ok) {
-        unlink(tmp);
-        mcir_error(d, loc, "cannot write: %s", strerror(saved));
+        mcir_error(d, loc, "cannot write: %s", strerror(errno));
+        mcir_outfile_discard(&o);
+        return false;
     }
-    free(tmp);
-    return ok;
+    return mcir_outfile_commit(&o, d);
 }

@@ -138,37 +138,26 @@ static bool art_audit(const mcir_compilation *c, FILE *out) {
 static const artifact_fn emit_fns[] = {NULL,     art_mcir, art_trace, art_plan, art_memory,
                                        art_cuda, art_ptx,  art_dot,   art_audit};
 
-static bool write_file(const char *path, const mcir_compilation *c, artifact_fn fn) {
-    FILE *f = fopen(path, "w");
-    if (!f) return false;
-    bool ok = fn(c, f);
-    ok = (fclose(f) == 0) && ok;
-    return ok;
+/* One artifact into path through mcir_outfile (docs/cli.md "Output files"). */
+static bool write_file(const char *path, const mcir_compilation *c, artifact_fn fn, mcir_diag *d) {
+    mcir_outfile o;
+    if (!mcir_outfile_open(&o, path, d)) return false;
+    if (!fn(c, o.f)) {
+        mcir_outfile_discard(&o);
+        return false;
+    }
+    return mcir_outfile_commit(&o, d);
 }
 
-/* --report FILE: written beside FILE under a temporary name, then renamed,
- * so a failure leaves nothing behind. */
+/* --report FILE: nothing at FILE until the whole page is written. */
 static int write_report(const char *path, const mcir_compilation *c, mcir_diag *d) {
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    MCIR_ASSERT(tmp);
-    snprintf(tmp, n, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd >= 0) {   /* mkstemp makes it private; a report is an ordinary file */
-        mode_t mask = umask(0);
-        umask(mask);
-        fchmod(fd, 0666 & ~mask);
+    mcir_outfile o;
+    if (!mcir_outfile_open(&o, path, d)) return MCIR_EXIT_INVALID;
+    if (!mcir_report_write(c, o.f, d)) {
+        mcir_outfile_discard(&o);
+        return MCIR_EXIT_INVALID;
     }
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    bool ok = f && mcir_report_write(c, f, d);
-    if (f) ok = (fclose(f) == 0) && ok;
-    if (ok) ok = rename(tmp, path) == 0;
-    if (!ok) {
-        mcir_error(d, (mcir_loc){path, 0, 0}, "cannot write the report: %s", strerror(errno));
-        if (fd >= 0) unlink(tmp);
-    }
-    free(tmp);
-    return ok ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
+    return mcir_outfile_commit(&o, d) ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
 }
 
 /* dir/name into buf; false if it does not fit. */
@@ -206,8 +195,9 @@ static bool mkdir_p(const char *path) {
     return !mkdir(buf, 0777) || errno == EEXIST;
 }
 
-/* Moves every file of src (one level of subdirectories) into dst. */
-static bool publish_tree(const char *src, const char *dst) {
+/* Moves every file of src (one level of subdirectories) into dst, each by
+ * mcir_outfile_publish: a link in dst is written through, not replaced. */
+static bool publish_tree(const char *src, const char *dst, mcir_diag *d) {
     DIR *dir = opendir(src);
     if (!dir) return false;
     bool ok = true;
@@ -217,10 +207,21 @@ static bool publish_tree(const char *src, const char *dst) {
         char from[PATH_MAX], to[PATH_MAX];
         struct stat st;
         if (!join_path(from, sizeof from, src, e->d_name, "") ||
-            !join_path(to, sizeof to, dst, e->d_name, "") || stat(from, &st))
+            !join_path(to, sizeof to, dst, e->d_name, "")) {
+            mcir_error(d, (mcir_loc){dst, 0, 0}, "cannot move the artifacts into place: %s",
+                       strerror(ENAMETOOLONG));
             ok = false;
-        else if (S_ISDIR(st.st_mode)) ok = mkdir_p(to) && publish_tree(from, to);
-        else ok = rename(from, to) == 0;
+        } else if (lstat(from, &st)) {
+            mcir_error(d, (mcir_loc){from, 0, 0}, "cannot move into place: %s", strerror(errno));
+            ok = false;
+        } else if (S_ISDIR(st.st_mode)) {
+            ok = mkdir_p(to) && publish_tree(from, to, d);
+            if (!ok && d->n_errors == 0)
+                mcir_error(d, (mcir_loc){to, 0, 0}, "cannot create the directory: %s",
+                           strerror(errno));
+        } else {
+            ok = mcir_outfile_publish(from, to, d);
+        }
     }
     closedir(dir);
     return ok;
@@ -263,13 +264,18 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
     char path[PATH_MAX];
     /* the rewritten graph, its large in-memory weights as weights/NAME.npy */
     bool ok = join_path(path, sizeof path, tmp, "graph.mcir.json", "");
-    FILE *f = ok ? fopen(path, "w") : NULL;
-    ok = f && mcir_graph_write_json_split(c->graph, f, tmp, "weights", 64, d);
-    if (f) ok = (fclose(f) == 0) && ok;
+    mcir_outfile f;
+    ok = ok && mcir_outfile_open(&f, path, d);
+    if (ok && !mcir_graph_write_json_split(c->graph, f.f, tmp, "weights", 64, d)) {
+        mcir_outfile_discard(&f);
+        ok = false;
+    } else if (ok) {
+        ok = mcir_outfile_commit(&f, d);
+    }
     for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
         if (!files[i].present) continue;
         ok = join_path(path, sizeof path, tmp, files[i].file, "") &&
-             write_file(path, c, files[i].fn);
+             write_file(path, c, files[i].fn, d);
     }
     if (ok && c->codegen) ok = mcir_codegen_write_dir(c->codegen, tmp, d);
     if (ok && c->env) {
@@ -294,13 +300,9 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
         remove_tree(tmp);
         return MCIR_EXIT_INVALID;
     }
-    ok = publish_tree(tmp, dir);
+    ok = publish_tree(tmp, dir, d);
     remove_tree(tmp);
-    if (!ok) {
-        mcir_error(d, (mcir_loc){dir, 0, 0}, "cannot move the artifacts into place: %s",
-                   strerror(errno));
-        return MCIR_EXIT_INVALID;
-    }
+    if (!ok) return MCIR_EXIT_INVALID;
     return MCIR_EXIT_OK;
 }
 
@@ -603,6 +605,12 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
         return MCIR_EXIT_OK;
     }
     if (!o->graph_path) return usage_error("no graph given%s", "");
+    /* '-' is stdout for an option that writes one file (docs/cli.md) */
+    if (cl->out_dir && !strcmp(cl->out_dir, "-"))
+        return usage_error("-o writes a directory of files; '-' (stdout) is for options that "
+                           "write one file, such as --report -%s", "");
+    if (cl->report_path && cl->emit != EMIT_NONE && mcir_path_is_stdout(cl->report_path))
+        return usage_error("--emit and --report %s both want stdout", cl->report_path);
     if (o->device != MCIR_DEVICE_AUTO && !o->run) return usage_error("--device needs --run%s", "");
     return MCIR_EXIT_OK;
 }
@@ -650,9 +658,10 @@ int main(int argc, char **argv) {
     status = mcir_compile(&o, &c, &d);
     if (cl.trace_human && c.trace) mcir_trace_print_human(c.trace, stderr);
     /* --verify reports even when it fails; the report goes to stdout unless
-     * stdout carries an artifact. */
-    FILE *report = emit != EMIT_NONE ? stderr : stdout;
-    bool summary = status == MCIR_EXIT_OK && emit == EMIT_NONE;
+     * stdout carries an artifact (--emit, or --report -). */
+    bool stdout_taken = emit != EMIT_NONE || (report_path && mcir_path_is_stdout(report_path));
+    FILE *report = stdout_taken ? stderr : stdout;
+    bool summary = status == MCIR_EXIT_OK && !stdout_taken;
     if (c.verify && !summary) print_verify(&c, report);
     if (status == MCIR_EXIT_OK && out_dir) status = write_out_dir(out_dir, &c, &d);
     if (status == MCIR_EXIT_OK && report_path) status = write_report(report_path, &c, &d);
@@ -669,7 +678,7 @@ int main(int argc, char **argv) {
             status = MCIR_EXIT_TOOLCHAIN;
         }
         free(buf);
-    } else if (status == MCIR_EXIT_OK) {
+    } else if (status == MCIR_EXIT_OK && !stdout_taken) {
         print_summary(&c, stdout);
         if (c.env) print_run(&c, out_dir, stdout);
         if (out_dir) printf("  wrote    %s/\n", out_dir);

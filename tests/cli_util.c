@@ -6,6 +6,7 @@
 #include "cli_util.h"
 
 #include <dirent.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ static char *slurp(FILE *f) {
     return s;
 }
 
-cli_result cli_run(const char *const *args) {
+static cli_result run(const char *const *args, bool unprivileged) {
     int argc = 0;
     while (args[argc]) argc++;
     const char **argv = calloc((size_t)argc + 2, sizeof *argv);
@@ -36,6 +37,11 @@ cli_result cli_run(const char *const *args) {
     if (pid == 0) {
         dup2(fileno(out), 1);
         dup2(fileno(err), 2);
+        if (unprivileged && geteuid() == 0 &&
+            (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) {
+            perror("cli_run_unprivileged: cannot become uid 65534");
+            _exit(126);
+        }
         execv(MCIRC_BINARY, (char *const *)argv);
         _exit(127);
     }
@@ -50,6 +56,10 @@ cli_result cli_run(const char *const *args) {
     free(argv);
     return r;
 }
+
+cli_result cli_run(const char *const *args) { return run(args, false); }
+
+cli_result cli_run_unprivileged(const char *const *args) { return run(args, true); }
 
 void cli_result_free(cli_result *r) {
     free(r->out);

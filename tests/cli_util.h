@@ -17,6 +17,10 @@ typedef struct cli_result {
 /* Runs MCIRC_BINARY with argv (NULL-terminated, without argv[0]) in the
  * tests directory. */
 cli_result cli_run(const char *const *args);
+/* The same as an ordinary user (nobody, uid 65534) when the tests run as
+ * root, whose writes no file permission stops: a read-only directory is
+ * read-only to it. */
+cli_result cli_run_unprivileged(const char *const *args);
 void cli_result_free(cli_result *r);
 /* mkdtemp under /tmp; returns a malloc'd path. */
 char *cli_tempdir(void);

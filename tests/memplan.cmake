@@ -26,4 +26,17 @@ if(TARGET mcir-memplan)
     $t ${_mp}/not_integer.csv 2>&1 | grep -q 'not_integer.csv:3:7: error:' || exit 1
     $t --capacity 10 ${_mp}/good.csv 2>&1 | grep -q 'misses by 14 bytes' || exit 1
   ")
+  # -o as every mcir writer (docs/cli.md \"Output files\"): '-' is stdout,
+  # a link is written through, a failure leaves nothing.
+  add_test(NAME memplan_cli_output_paths COMMAND sh -c "
+    t=$<TARGET_FILE:mcir-memplan> d=$(mktemp -d) || exit 1; trap 'rm -rf $d' EXIT
+    $t -o - ${_mp}/good.csv | grep -q '^id,lower,upper,size,offset' || { echo '-o - is not stdout'; exit 1; }
+    [ ! -e ./- ] || { echo 'wrote a file named -'; exit 1; }
+    ln -s placed.csv $d/link.csv
+    $t -o $d/link.csv ${_mp}/good.csv || exit 1
+    [ -L $d/link.csv ] && grep -q offset $d/placed.csv || { echo 'the link was not written through'; exit 1; }
+    $t -o $d/nodir/x.csv ${_mp}/good.csv 2>$d/err; [ $? = 1 ] || { echo 'exit status'; exit 1; }
+    grep -q '^'$d'/nodir/x.csv: error: cannot create a file in' $d/err || { cat $d/err; exit 1; }
+    [ $(ls -A $d | wc -l) = 3 ] || { ls -A $d; exit 1; }
+  ")
 endif()

@@ -3,11 +3,13 @@
  * `id,lower,upper,size,offset`.
  *
  * Invariant: output is written only for a placement that passed the
- * independent checker and fits the capacity; it goes to a temporary name
- * and is renamed, so a failed run leaves no partial file behind.
+ * independent checker and fits the capacity; it goes through mcir_outfile
+ * (a temporary renamed into place; '-' is stdout; a link or a device is
+ * written through), so a failed run leaves no partial file behind.
  * Exit status: 0 success, 1 bad input or no fit, 2 usage error.
  */
 #include "memplan/memplan.h"
+#include "mcir/mcir.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,7 +27,7 @@ static void memplan_tool_usage(FILE *out)
             "  --fit-only         stop as soon as a placement fits "
             "--capacity\n"
             "  -o FILE            write the placement to FILE (default "
-            "stdout)\n"
+            "stdout, also '-')\n"
             "INPUT.csv has the header id,lower,upper,size; '-' reads stdin.\n");
 }
 
@@ -136,27 +138,19 @@ int main(int argc, char **argv)
         rc = 1;
     }
     if (rc == 0) {
-        char tmp[4096];
-        FILE *out = stdout;
-        if (output) {
-            snprintf(tmp, sizeof tmp, "%s.tmp", output);
-            out = fopen(tmp, "w");
-            if (!out) {
-                fprintf(stderr, "%s: error: cannot write: %s\n", tmp,
-                        strerror(errno));
-                rc = 1;
-            }
-        }
-        if (rc == 0) {
-            bool ok = mcir_memplan_csv_write(out, &csv, res.offsets);
-            ok = (output ? fclose(out) == 0 : fflush(out) == 0) && ok;
-            if (!ok || (output && rename(tmp, output) != 0)) {
-                fprintf(stderr, "%s: error: cannot write: %s\n",
-                        output ? output : "<stdout>", strerror(errno));
-                if (output)
-                    remove(tmp);
-                rc = 1;
-            }
+        /* mcir_outfile: "-" or no -o is stdout; a link or a device is
+         * written through; nothing is left behind on failure */
+        mcir_diag d = mcir_diag_stderr();
+        mcir_outfile out;
+        if (!mcir_outfile_open(&out, output ? output : "-", &d)) {
+            rc = 1;
+        } else if (!mcir_memplan_csv_write(out.f, &csv, res.offsets)) {
+            fprintf(stderr, "%s: error: cannot write: %s\n", output ? output : "<stdout>",
+                    strerror(errno));
+            mcir_outfile_discard(&out);
+            rc = 1;
+        } else if (!mcir_outfile_commit(&out, &d)) {
+            rc = 1;
         }
     }
     if (st == MCIR_MEMPLAN_OK || st == MCIR_MEMPLAN_NO_FIT)
