@@ -28,6 +28,7 @@ void cg_sb_free(cg_sb *b);
 
 /* Embedded template sources (codegen/templates/NAME.cuh, generated at build time). */
 extern const char mcir_tpl_prelude[];
+extern const char mcir_tpl_prelude_int[];
 extern const char mcir_tpl_attention_mma[];
 extern const char mcir_tpl_attention_fma[];
 extern const char mcir_tpl_norm[];
@@ -68,6 +69,12 @@ mcir_node *cg_region_producer(const mcir_kernel_plan *kp, const mcir_tensor *t);
 const char *cg_ctype(mcir_dtype t);
 /* "f32", "f16", "bf16": suffix of the prelude's mc_ld_* / mc_st_* */
 const char *cg_dsuffix(mcir_dtype t);
+/* The type a value function of a tensor of dtype t returns: "float", or
+ * "i64" for integer and bool tensors (exact; mcir_value_type_of). */
+const char *cg_vtype(mcir_dtype t);
+/* Whether a kernel reads, writes or computes an integer or bool tensor:
+ * then its source carries the integer prelude (prelude_int.cuh). */
+bool cg_kernel_has_ints(const mcir_kernel_plan *kp);
 /* An exact float literal: __int_as_float(0x...) */
 void cg_sb_float(cg_sb *b, float f);
 

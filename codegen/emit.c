@@ -9,7 +9,9 @@
  *
  * Invariant: a value function returns exactly what the reference
  * interpreter stores for that element (same formula, rounded to the
- * tensor's storage dtype), up to f32 evaluation order.
+ * tensor's storage dtype), up to f32 evaluation order; its type is the
+ * tensor's value type (float, or i64 for integer and bool tensors: exact),
+ * so a fused chain converts between them only at a cast.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +103,29 @@ void cg_begin_source(cg_sb *b, const mcir_kernel_plan *kp) {
         cg_sb_printf(b, " %s(%s)", kp->nodes[i]->name, mcir_op_name(kp->nodes[i]->op));
     cg_sb_puts(b, "\n");
     cg_sb_puts(b, mcir_tpl_prelude);
+    if (cg_kernel_has_ints(kp)) cg_sb_puts(b, mcir_tpl_prelude_int);
 }
+
+static bool int_tensor(const mcir_tensor *t) {
+    return mcir_value_type_of(t->dtype) == MCIR_VALUE_I64;
+}
+
+bool cg_kernel_has_ints(const mcir_kernel_plan *kp) {
+    for (int i = 0; i < kp->n_reads; i++)
+        if (int_tensor(kp->reads[i])) return true;
+    for (int i = 0; i < kp->n_writes; i++)
+        if (int_tensor(kp->writes[i])) return true;
+    for (int i = 0; i < kp->n_nodes; i++) {
+        const mcir_node *n = kp->nodes[i];
+        for (int j = 0; j < n->n_inputs; j++)
+            if (int_tensor(n->inputs[j])) return true;
+        for (int j = 0; j < n->n_outputs; j++)
+            if (int_tensor(n->outputs[j])) return true;
+    }
+    return false;
+}
+
+const char *cg_vtype(mcir_dtype t) { return mcir_value_type_of(t) == MCIR_VALUE_I64 ? "i64" : "float"; }
 
 /* ------------------------------------------------------------ regions */
 
@@ -403,29 +427,47 @@ static void emit_linear(cg_sb *b, const mcir_tensor *t, const char *dst, int axi
 
 /* ----------------------------------------------------- value emitters */
 
-/* One op's part of a value function v<ID>: statements declaring float r_,
+/* One op's part of a value function v<ID>: statements declaring r_,
  * element i of t (an output of n) before rounding to t's dtype, computed
  * exactly as the reference interpreter does (mcir/ref.c, mcir/ops_int.c).
+ * Every value has its tensor's value type (cg_vtype: float, or i64 for
+ * integer and bool tensors), so a chain converts only at a cast.
  * cg_emit_value writes the function around them. `expr` is the table
- * entry's own piece of CUDA, for emitters shared by a family of ops. */
+ * entry's own piece of CUDA for float operands, `iexpr` for integer ones,
+ * for emitters shared by a family of ops (NULL: the op takes no such
+ * operands). */
 typedef void (*value_emit_fn)(cg_sb *b, const mcir_node *n, const mcir_tensor *t,
                               const char *expr);
 
 typedef struct value_emitter {
     value_emit_fn emit;
-    const char *expr;
+    const char *expr, *iexpr;
 } value_emitter;
+
+/* The expression of entry ve for n's operands (integer or float). */
+static const char *operand_expr(const value_emitter *ve, const mcir_node *n) {
+    const char *e = n->n_inputs > 0 && int_tensor(n->inputs[0]) ? ve->iexpr : ve->expr;
+    MCIR_ASSERT(e != NULL);   /* inference admits only the dtypes the op computes */
+    return e;
+}
 
 /* Declares x_: the operand of a unary op, broadcast to t. */
 static void emit_unary_operand(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
     emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
-    cg_sb_printf(b, "    float x_ = v%d(j0, acc, MC_ARGS);\n", n->inputs[0]->id);
+    cg_sb_printf(b, "    %s x_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(n->inputs[0]->dtype),
+                 n->inputs[0]->id);
 }
 
 /* Unary elementwise: expr is a function of x_. */
 static void emit_unary(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
     emit_unary_operand(b, n, t);
-    cg_sb_printf(b, "    float r_ = %s;\n", expr);
+    cg_sb_printf(b, "    %s r_ = %s;\n", cg_vtype(t->dtype), expr);
+}
+
+/* ~x, and on bool the logical not (NumPy's ~True is False). */
+static void emit_bitwise_not(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    emit_unary(b, n, t, t->dtype == MCIR_DTYPE_BOOL ? "x_ ^ 1" : "~x_");
 }
 
 static void emit_scale(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
@@ -445,29 +487,59 @@ static void emit_gelu(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const 
                     : "0.5f * x_ * (1.0f + erff(x_ * 0.70710678118654752f))");
 }
 
-/* Binary elementwise and comparisons: expr is a function of x_ and y_,
- * both operands broadcast to t. */
-static void emit_binary(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+/* Declares x_ and y_: the operands of a binary op, broadcast to t. */
+static void emit_binary_operands(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
     emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
     emit_bcast_index(b, t->rank, t->shape, n->inputs[1], "i", "j1");
-    cg_sb_printf(b, "    float x_ = v%d(j0, acc, MC_ARGS);\n", n->inputs[0]->id);
-    cg_sb_printf(b, "    float y_ = v%d(j1, acc, MC_ARGS);\n", n->inputs[1]->id);
-    cg_sb_printf(b, "    float r_ = %s;\n", expr);
+    cg_sb_printf(b, "    %s x_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(n->inputs[0]->dtype),
+                 n->inputs[0]->id);
+    cg_sb_printf(b, "    %s y_ = v%d(j1, acc, MC_ARGS);\n", cg_vtype(n->inputs[1]->dtype),
+                 n->inputs[1]->id);
 }
 
-/* Integers wrap modulo 2^8 / 2^32 when cast to u8 / i32; anything else is
- * exact in the f32 value (rounding to t's dtype does the rest). */
+/* Binary elementwise and comparisons: expr is a function of x_ and y_. */
+static void emit_binary(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    emit_binary_operands(b, n, t);
+    cg_sb_printf(b, "    %s r_ = %s;\n", cg_vtype(t->dtype), expr);
+}
+
+/* Shifts count in the bits of the operands' dtype (NumPy). */
+static void emit_shift(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    emit_binary_operands(b, n, t);
+    cg_sb_printf(b, "    i64 r_ = %s(x_, y_, %d);\n", expr, (int)mcir_dtype_size(t->dtype) * 8);
+}
+
+/* mod: integers by mc_imod / mc_ifmod; floats as NumPy's np.mod / np.fmod
+ * (the sign of the divisor, or of the dividend with fmod). */
+static void emit_mod(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    bool fm = mcir_node_bool(n, "fmod");
+    emit_binary_operands(b, n, t);
+    if (int_tensor(t)) {
+        cg_sb_printf(b, "    i64 r_ = %s(x_, y_);\n", fm ? "mc_ifmod" : "mc_imod");
+        return;
+    }
+    cg_sb_puts(b, "    float r_ = fmodf(x_, y_);\n");
+    if (!fm)
+        cg_sb_puts(b, "    if (y_ != 0.0f) r_ = r_ != 0.0f ? ((y_ < 0.0f) != (r_ < 0.0f) ? r_ + y_ : r_)"
+                      " : copysignf(0.0f, y_);\n");
+}
+
+/* Float to float keeps the f32 value (rounding to t's dtype does the
+ * rest); integer to integer wraps (mc_round_<dtype> of the result);
+ * integer to float rounds to nearest; float to integer truncates and
+ * saturates (mc_f2i_<dtype>). */
 static void emit_cast(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
     (void)expr;
     const mcir_tensor *x = n->inputs[0];
-    cg_sb_printf(b, "    float x_ = v%d(i, acc, MC_ARGS);\n", x->id);
-    bool wrap = mcir_dtype_is_integer(x->dtype) && x->dtype != MCIR_DTYPE_BOOL;
-    if (wrap && t->dtype == MCIR_DTYPE_U8)
-        cg_sb_puts(b, "    float r_ = (float)((i64)x_ & 0xff);\n");
-    else if (wrap && t->dtype == MCIR_DTYPE_I32)
-        cg_sb_puts(b, "    float r_ = (float)(int)(u32)(i64)x_;\n");
+    bool xi = int_tensor(x), ti = int_tensor(t);
+    cg_sb_printf(b, "    %s x_ = v%d(i, acc, MC_ARGS);\n", cg_vtype(x->dtype), x->id);
+    if (xi == ti)
+        cg_sb_printf(b, "    %s r_ = x_;\n", cg_vtype(t->dtype));
+    else if (xi)
+        cg_sb_puts(b, "    float r_ = (float)x_;\n");
     else
-        cg_sb_puts(b, "    float r_ = x_;\n");
+        cg_sb_printf(b, "    i64 r_ = mc_f2i_%s(x_);\n", cg_dsuffix(t->dtype));
 }
 
 /* Both values are loaded (a select, no divergent branch). */
@@ -478,9 +550,10 @@ static void emit_where(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const
         snprintf(dst, sizeof dst, "j%d", k);
         emit_bcast_index(b, t->rank, t->shape, n->inputs[k], "i", dst);
     }
-    cg_sb_printf(b, "    float c_ = v%d(j0, acc, MC_ARGS), x_ = v%d(j1, acc, MC_ARGS), "
-                    "y_ = v%d(j2, acc, MC_ARGS);\n    float r_ = c_ != 0.0f ? x_ : y_;\n",
-                 n->inputs[0]->id, n->inputs[1]->id, n->inputs[2]->id);
+    const char *vt = cg_vtype(t->dtype);
+    cg_sb_printf(b, "    i64 c_ = v%d(j0, acc, MC_ARGS);\n    %s x_ = v%d(j1, acc, MC_ARGS), "
+                    "y_ = v%d(j2, acc, MC_ARGS);\n    %s r_ = c_ != 0 ? x_ : y_;\n",
+                 n->inputs[0]->id, vt, n->inputs[1]->id, n->inputs[2]->id, vt);
 }
 
 /* An index out of range is clamped (the CPU path reports it instead;
@@ -498,10 +571,10 @@ static void emit_gather(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
         cg_sb_printf(b, " + c%d * %lldLL", axis + k, (long long)s);
         s *= idx->shape[k];
     }
-    cg_sb_printf(b, ";\n    float f_ = v%d(li_, acc, MC_ARGS);\n", idx->id);
-    cg_sb_printf(b, "    f_ = f_ != f_ ? 0.0f : f_ < -%lld.0f ? -%lld.0f : f_ > %lld.0f ? %lld.0f : f_;\n",
-                 dim, dim, dim - 1, dim - 1);
-    cg_sb_printf(b, "    i64 g_ = (i64)f_;\n    if (g_ < 0) g_ += %lldLL;\n", dim);
+    cg_sb_printf(b, ";\n    i64 g_ = v%d(li_, acc, MC_ARGS);\n", idx->id);
+    cg_sb_printf(b, "    g_ = g_ < -%lldLL ? -%lldLL : g_ > %lldLL ? %lldLL : g_;\n", dim, dim,
+                 dim - 1, dim - 1);
+    cg_sb_printf(b, "    if (g_ < 0) g_ += %lldLL;\n", dim);
     cg_sb_puts(b, "    i64 j0 = 0");
     s = 1;
     for (int k = x->rank - 1; k >= 0; k--) {
@@ -509,11 +582,12 @@ static void emit_gather(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
         else cg_sb_printf(b, " + c%d * %lldLL", k < axis ? k : k - 1 + idx->rank, (long long)s);
         s *= x->shape[k];
     }
-    cg_sb_printf(b, ";\n    float r_ = v%d(j0, acc, MC_ARGS);\n", x->id);
+    cg_sb_printf(b, ";\n    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), x->id);
 }
 
 /* argmax / argmin (expr: the comparison that makes a new best) loop over
- * their axis in the thread of the output element; the first NaN wins. */
+ * their axis in the thread of the output element; the first NaN wins (a
+ * test that integers never pass). */
 static void emit_argreduce(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
     const mcir_tensor *x = n->inputs[0];
     int axis;
@@ -527,26 +601,56 @@ static void emit_argreduce(cg_sb *b, const mcir_node *n, const mcir_tensor *t, c
         else cg_sb_printf(b, " + c%d * %lldLL", keep || k < axis ? k : k - 1, (long long)s);
         s *= x->shape[k];
     }
-    cg_sb_printf(b, ";\n    float bv_ = v%d(j0, acc, MC_ARGS);\n    i64 best_ = 0;\n", x->id);
+    const char *vt = cg_vtype(x->dtype);
+    cg_sb_printf(b, ";\n    %s bv_ = v%d(j0, acc, MC_ARGS);\n    i64 best_ = 0;\n", vt, x->id);
     cg_sb_printf(b, "    for (i64 k_ = 1; k_ < %lldLL && bv_ == bv_; k_++) {\n"
-                    "        float x_ = v%d(j0 + k_ * %lldLL, acc, MC_ARGS);\n"
+                    "        %s x_ = v%d(j0 + k_ * %lldLL, acc, MC_ARGS);\n"
                     "        if (x_ != x_ || x_ %s bv_) { bv_ = x_; best_ = k_; }\n    }\n",
-                 (long long)x->shape[axis], x->id, (long long)axis_stride, expr);
-    cg_sb_puts(b, "    float r_ = (float)best_;\n");
+                 (long long)x->shape[axis], vt, x->id, (long long)axis_stride, expr);
+    cg_sb_puts(b, "    i64 r_ = best_;\n");
+}
+
+/* cumsum: the sum over the axis up to the element (from the end with
+ * reverse; without it with exclusive), in the interpreter's order: f32
+ * sequentially, integers wrapping. Each element loops over its prefix. */
+static void emit_cumsum(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    const mcir_tensor *x = n->inputs[0];
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+    bool excl = mcir_node_bool(n, "exclusive"), rev = mcir_node_bool(n, "reverse");
+    bool ints = int_tensor(t);
+    int64_t len = x->shape[axis], stride = 1;
+    for (int k = axis + 1; k < x->rank; k++) stride *= x->shape[k];
+    emit_coords(b, t, "i");
+    cg_sb_printf(b, "    i64 j0 = i - c%d * %lldLL;\n    %s r_ = 0;\n", axis, (long long)stride,
+                 cg_vtype(t->dtype));
+    if (rev)
+        cg_sb_printf(b, "    for (i64 k_ = %lldLL; k_ %s c%d; k_--)\n", (long long)(len - 1),
+                     excl ? ">" : ">=", axis);
+    else
+        cg_sb_printf(b, "    for (i64 k_ = 0; k_ %s c%d; k_++)\n", excl ? "<" : "<=", axis);
+    if (ints)
+        cg_sb_printf(b, "        r_ = mc_iadd(r_, v%d(j0 + k_ * %lldLL, acc, MC_ARGS));\n", x->id,
+                     (long long)stride);
+    else
+        cg_sb_printf(b, "        r_ += v%d(j0 + k_ * %lldLL, acc, MC_ARGS);\n", x->id,
+                     (long long)stride);
 }
 
 static void emit_arange(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
-    (void)t;
     (void)expr;
-    cg_sb_printf(b, "    float r_ = (float)(%lldLL + i * %lldLL);\n",
-                 (long long)mcir_node_int(n, "start"), (long long)mcir_node_int(n, "step"));
+    long long start = (long long)mcir_node_int(n, "start"), step = (long long)mcir_node_int(n, "step");
+    if (int_tensor(t))
+        cg_sb_printf(b, "    i64 r_ = mc_iadd(%lldLL, mc_imul(i, %lldLL));\n", start, step);
+    else
+        cg_sb_printf(b, "    float r_ = (float)(%lldLL + i * %lldLL);\n", start, step);
 }
 
 /* A reshape keeps the C-order linear index. */
 static void emit_reshape(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
-    (void)t;
     (void)expr;
-    cg_sb_printf(b, "    float r_ = v%d(i, acc, MC_ARGS);\n", n->inputs[0]->id);
+    cg_sb_printf(b, "    %s r_ = v%d(i, acc, MC_ARGS);\n", cg_vtype(t->dtype), n->inputs[0]->id);
 }
 
 static void emit_transpose(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
@@ -560,7 +664,7 @@ static void emit_transpose(cg_sb *b, const mcir_node *n, const mcir_tensor *t, c
     for (int k = 0; k < np; k++) inv[perm[k] < 0 ? perm[k] + np : perm[k]] = k;
     emit_coords(b, t, "i");
     emit_linear(b, in, "j0", -1, NULL, inv);
-    cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
+    cg_sb_printf(b, "    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), in->id);
 }
 
 static void emit_slice(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
@@ -575,7 +679,7 @@ static void emit_slice(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const
     snprintf(ax, sizeof ax, "%lldLL + c%d * %lldLL", (long long)first, axis, (long long)step);
     emit_coords(b, t, "i");
     emit_linear(b, in, "j0", axis, ax, NULL);
-    cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
+    cg_sb_printf(b, "    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), in->id);
 }
 
 /* Output t of the split starts after the sizes of the outputs before it. */
@@ -596,7 +700,7 @@ static void emit_split(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const
     snprintf(ax, sizeof ax, "%lldLL + c%d", (long long)off, axis);
     emit_coords(b, t, "i");
     emit_linear(b, in, "j0", axis, ax, NULL);
-    cg_sb_printf(b, "    float r_ = v%d(j0, acc, MC_ARGS);\n", in->id);
+    cg_sb_printf(b, "    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), in->id);
 }
 
 static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
@@ -604,7 +708,7 @@ static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
     int axis;
     MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), t->rank, &axis));
     emit_coords(b, t, "i");
-    cg_sb_puts(b, "    float r_;\n");
+    cg_sb_printf(b, "    %s r_;\n", cg_vtype(t->dtype));
     int64_t off = 0;
     for (int k = 0; k < n->n_inputs; k++) {
         const mcir_tensor *in = n->inputs[k];
@@ -622,48 +726,56 @@ static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
 }
 
 /* The emitter of each op that can be a region's non-anchor member, indexed
- * like mcir_op_descs[]. The others (matmul, conv, pools, reductions,
- * norms, attention) are template anchors: reached here they cannot be
- * fused. Comparisons give bool as 1/0 (NaN compares false, not_equal
- * true). */
+ * like mcir_op_descs[], with its expression for float and for integer
+ * operands. The others (matmul, conv, pools, reductions, norms, attention)
+ * are template anchors: reached here they cannot be fused. Comparisons
+ * give bool as 1/0 (NaN compares false, not_equal true). */
 static const value_emitter value_emitters[MCIR_OP_COUNT] = {
-    [MCIR_OP_ADD] = {emit_binary, "x_ + y_"},
-    [MCIR_OP_SUB] = {emit_binary, "x_ - y_"},
-    [MCIR_OP_MUL] = {emit_binary, "x_ * y_"},
-    [MCIR_OP_DIV] = {emit_binary, "x_ / y_"},
-    [MCIR_OP_POW] = {emit_binary, "powf(x_, y_)"},
-    [MCIR_OP_MAX] = {emit_binary, "mc_max_nan(x_, y_)"},
-    [MCIR_OP_MIN] = {emit_binary, "mc_min_nan(x_, y_)"},
-    [MCIR_OP_SCALE] = {emit_scale, NULL},
-    [MCIR_OP_RELU] = {emit_unary, "x_ < 0.0f ? 0.0f : x_"},
-    [MCIR_OP_SIGMOID] = {emit_unary, "1.0f / (1.0f + expf(-x_))"},
-    [MCIR_OP_TANH] = {emit_unary, "tanhf(x_)"},
-    [MCIR_OP_EXP] = {emit_unary, "expf(x_)"},
-    [MCIR_OP_LOG] = {emit_unary, "logf(x_)"},
-    [MCIR_OP_ERF] = {emit_unary, "erff(x_)"},
-    [MCIR_OP_SQRT] = {emit_unary, "sqrtf(x_)"},
-    [MCIR_OP_RSQRT] = {emit_unary, "1.0f / sqrtf(x_)"},
-    [MCIR_OP_NEG] = {emit_unary, "-x_"},
-    [MCIR_OP_RECIPROCAL] = {emit_unary, "1.0f / x_"},
-    [MCIR_OP_SILU] = {emit_unary, "x_ / (1.0f + expf(-x_))"},
-    [MCIR_OP_GELU] = {emit_gelu, NULL},
-    [MCIR_OP_TRANSPOSE] = {emit_transpose, NULL},
-    [MCIR_OP_RESHAPE] = {emit_reshape, NULL},
-    [MCIR_OP_SPLIT] = {emit_split, NULL},
-    [MCIR_OP_CONCAT] = {emit_concat, NULL},
-    [MCIR_OP_SLICE] = {emit_slice, NULL},
-    [MCIR_OP_CAST] = {emit_cast, NULL},
-    [MCIR_OP_EQUAL] = {emit_binary, "x_ == y_ ? 1.0f : 0.0f"},
-    [MCIR_OP_NOT_EQUAL] = {emit_binary, "x_ != y_ ? 1.0f : 0.0f"},
-    [MCIR_OP_LESS] = {emit_binary, "x_ < y_ ? 1.0f : 0.0f"},
-    [MCIR_OP_LESS_EQUAL] = {emit_binary, "x_ <= y_ ? 1.0f : 0.0f"},
-    [MCIR_OP_GREATER] = {emit_binary, "x_ > y_ ? 1.0f : 0.0f"},
-    [MCIR_OP_GREATER_EQUAL] = {emit_binary, "x_ >= y_ ? 1.0f : 0.0f"},
-    [MCIR_OP_WHERE] = {emit_where, NULL},
-    [MCIR_OP_GATHER] = {emit_gather, NULL},
-    [MCIR_OP_ARGMAX] = {emit_argreduce, ">"},
-    [MCIR_OP_ARGMIN] = {emit_argreduce, "<"},
-    [MCIR_OP_ARANGE] = {emit_arange, NULL},
+    [MCIR_OP_ADD] = {emit_binary, "x_ + y_", "mc_iadd(x_, y_)"},
+    [MCIR_OP_SUB] = {emit_binary, "x_ - y_", "mc_isub(x_, y_)"},
+    [MCIR_OP_MUL] = {emit_binary, "x_ * y_", "mc_imul(x_, y_)"},
+    [MCIR_OP_DIV] = {emit_binary, "x_ / y_", "mc_idiv(x_, y_)"},
+    [MCIR_OP_POW] = {emit_binary, "powf(x_, y_)", NULL},
+    [MCIR_OP_MAX] = {emit_binary, "mc_max_nan(x_, y_)", "mc_imax(x_, y_)"},
+    [MCIR_OP_MIN] = {emit_binary, "mc_min_nan(x_, y_)", "mc_imin(x_, y_)"},
+    [MCIR_OP_SCALE] = {emit_scale, NULL, NULL},
+    [MCIR_OP_RELU] = {emit_unary, "x_ < 0.0f ? 0.0f : x_", NULL},
+    [MCIR_OP_SIGMOID] = {emit_unary, "1.0f / (1.0f + expf(-x_))", NULL},
+    [MCIR_OP_TANH] = {emit_unary, "tanhf(x_)", NULL},
+    [MCIR_OP_EXP] = {emit_unary, "expf(x_)", NULL},
+    [MCIR_OP_LOG] = {emit_unary, "logf(x_)", NULL},
+    [MCIR_OP_ERF] = {emit_unary, "erff(x_)", NULL},
+    [MCIR_OP_SQRT] = {emit_unary, "sqrtf(x_)", NULL},
+    [MCIR_OP_RSQRT] = {emit_unary, "1.0f / sqrtf(x_)", NULL},
+    [MCIR_OP_NEG] = {emit_unary, "-x_", "mc_ineg(x_)"},
+    [MCIR_OP_RECIPROCAL] = {emit_unary, "1.0f / x_", NULL},
+    [MCIR_OP_SILU] = {emit_unary, "x_ / (1.0f + expf(-x_))", NULL},
+    [MCIR_OP_GELU] = {emit_gelu, NULL, NULL},
+    [MCIR_OP_TRANSPOSE] = {emit_transpose, NULL, NULL},
+    [MCIR_OP_RESHAPE] = {emit_reshape, NULL, NULL},
+    [MCIR_OP_SPLIT] = {emit_split, NULL, NULL},
+    [MCIR_OP_CONCAT] = {emit_concat, NULL, NULL},
+    [MCIR_OP_SLICE] = {emit_slice, NULL, NULL},
+    [MCIR_OP_CAST] = {emit_cast, NULL, NULL},
+    [MCIR_OP_EQUAL] = {emit_binary, "x_ == y_", "x_ == y_"},
+    [MCIR_OP_NOT_EQUAL] = {emit_binary, "x_ != y_", "x_ != y_"},
+    [MCIR_OP_LESS] = {emit_binary, "x_ < y_", "x_ < y_"},
+    [MCIR_OP_LESS_EQUAL] = {emit_binary, "x_ <= y_", "x_ <= y_"},
+    [MCIR_OP_GREATER] = {emit_binary, "x_ > y_", "x_ > y_"},
+    [MCIR_OP_GREATER_EQUAL] = {emit_binary, "x_ >= y_", "x_ >= y_"},
+    [MCIR_OP_WHERE] = {emit_where, NULL, NULL},
+    [MCIR_OP_GATHER] = {emit_gather, NULL, NULL},
+    [MCIR_OP_ARGMAX] = {emit_argreduce, ">", ">"},
+    [MCIR_OP_ARGMIN] = {emit_argreduce, "<", "<"},
+    [MCIR_OP_ARANGE] = {emit_arange, NULL, NULL},
+    [MCIR_OP_MOD] = {emit_mod, NULL, NULL},
+    [MCIR_OP_BITWISE_AND] = {emit_binary, NULL, "x_ & y_"},
+    [MCIR_OP_BITWISE_OR] = {emit_binary, NULL, "x_ | y_"},
+    [MCIR_OP_BITWISE_XOR] = {emit_binary, NULL, "x_ ^ y_"},
+    [MCIR_OP_BITWISE_NOT] = {emit_bitwise_not, NULL, NULL},
+    [MCIR_OP_LEFT_SHIFT] = {emit_shift, NULL, "mc_ishl"},
+    [MCIR_OP_RIGHT_SHIFT] = {emit_shift, NULL, "mc_ishr"},
+    [MCIR_OP_CUMSUM] = {emit_cumsum, NULL, NULL},
 };
 
 /* The emitter of op, or NULL. The partitioner may put an elementwise op
@@ -704,16 +816,17 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
             if (!cg_emit_value(e, n->inputs[j])) return false;
 
     cg_sb_printf(b, "// %s %s\n", t->name, n ? mcir_op_name(n->op) : (ri >= 0 ? "read" : "anchor"));
-    cg_sb_printf(b, "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
-                    "    (void)acc; (void)i;\n", t->id);
+    cg_sb_printf(b, "__device__ __forceinline__ %s v%d(i64 i, float acc, MC_PARAMS) {\n"
+                    "    (void)acc; (void)i;\n", cg_vtype(t->dtype), t->id);
     const char *ds = cg_dsuffix(t->dtype);
-    if (t == e->anchor_out) {
-        cg_sb_printf(b, "    return mc_round_%s(acc);\n}\n", ds);
+    bool ints = int_tensor(t);
+    if (t == e->anchor_out) {   /* a template's f32 result (an integer one: argmax's index) */
+        cg_sb_printf(b, "    return mc_%s_%s(acc);\n}\n", ints ? "f2i" : "round", ds);
         e->done[t->id] = 1;
         return true;
     }
     if (!n) {
-        cg_sb_printf(b, "    return mc_ld_%s(r%d, i);\n}\n", ds, ri);
+        cg_sb_printf(b, "    return mc_ld%s_%s(r%d, i);\n}\n", ints ? "i" : "", ds, ri);
         e->done[t->id] = 1;
         return true;
     }
@@ -723,7 +836,8 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
                  mcir_op_name(n->op), n->name);
         return e->ok = false;
     }
-    ve->emit(b, n, t, ve->expr);
+    /* families with an expression per operand type get theirs */
+    ve->emit(b, n, t, ve->expr || ve->iexpr ? operand_expr(ve, n) : NULL);
     cg_sb_printf(b, "    return mc_round_%s(r_);\n}\n", ds);
     e->done[t->id] = 1;
     return true;

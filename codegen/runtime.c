@@ -129,39 +129,21 @@ static void tensor_free(gpu_run *r, const mcir_tensor *t) {
     r->ptr[t->id] = 0;
 }
 
-/* f32 values into storage-dtype bytes. */
-static void *to_storage(const mcir_tensor *t, const float *v) {
-    int64_t n = mcir_tensor_numel(t);
-    void *out = malloc((size_t)mcir_tensor_bytes(t));
-    MCIR_ASSERT(out != NULL);
-    mcir_values_from_f32(t->dtype, v, out, n);
-    return out;
-}
-
-static float *from_storage(const mcir_tensor *t, const void *raw) {
-    int64_t n = mcir_tensor_numel(t);
-    float *v = malloc((size_t)n * sizeof(float));
-    MCIR_ASSERT(v != NULL);
-    mcir_values_to_f32(t->dtype, raw, v, n);
-    return v;
-}
-
 /* The bytes a leaf (input or weight) starts with: env's values if set,
  * else the weight's data, else seeded like the interpreter (inputs with
  * env's seed, weights with seed 0). */
 static void *leaf_bytes(const mcir_tensor *t, mcir_env *env) {
-    float *v = mcir_env_get(env, t);
-    if (v) return to_storage(t, v);
+    void *out = malloc((size_t)mcir_tensor_bytes(t) + 1);
+    MCIR_ASSERT(out != NULL);
+    if (mcir_env_get_raw(env, t, out)) return out;   /* exact, integers too */
     if (t->kind == MCIR_TENSOR_WEIGHT && t->data) {
-        void *out = malloc((size_t)mcir_tensor_bytes(t));
-        MCIR_ASSERT(out != NULL);
         memcpy(out, t->data, (size_t)mcir_tensor_bytes(t));
         return out;
     }
-    float *tmp = malloc((size_t)mcir_tensor_numel(t) * sizeof(float));
+    float *tmp = malloc((size_t)mcir_tensor_numel(t) * sizeof(float) + 1);
     MCIR_ASSERT(tmp != NULL);
     mcir_fill_seeded(t, t->kind == MCIR_TENSOR_INPUT ? mcir_env_seed(env) : 0, tmp);
-    void *out = to_storage(t, tmp);
+    mcir_values_from_f32(t->dtype, tmp, out, mcir_tensor_numel(t));
     free(tmp);
     return out;
 }
@@ -464,11 +446,7 @@ static bool run_copy_back(gpu_run *r, mcir_env *env) {
         void *h = malloc((size_t)mcir_tensor_bytes(t));
         MCIR_ASSERT(h != NULL);
         int rc = cu->cuMemcpyDtoH_v2(h, src, (size_t)mcir_tensor_bytes(t));
-        if (rc == CUDA_SUCCESS) {
-            float *v = from_storage(t, h);
-            mcir_env_set(env, t, v);
-            free(v);
-        }
+        if (rc == CUDA_SUCCESS) mcir_env_set_raw(env, t, h);
         free(h);
         CU_CHECK(rc, r->why, sizeof r->why);
     }

@@ -125,10 +125,12 @@ bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     cg_sb_printf(&b, "#define TR_R %lldLL\n#define TR_C %lldLL\n#define TR_B %lldLL\n",
                  (long long)R, (long long)C, (long long)B);
     cg_emit_signature(&b, kp, THREADS);
-    /* block of 256 = (32, 8): each thread moves 4 elements of a 32x32 tile */
+    /* block of 256 = (32, 8): each thread moves 4 elements of a 32x32 tile
+     * of the tensor's value type (integers move as i64, exactly) */
+    bool ints = mcir_value_type_of(x->dtype) == MCIR_VALUE_I64;
     cg_sb_printf(&b,
         " {\n"
-        "    __shared__ float tile[32][33];\n"
+        "    __shared__ %s tile[32][33];\n"
         "    const i64 tiles_c = (TR_C + 31) / 32, tiles_r = (TR_R + 31) / 32;\n"
         "    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n"
         "    for (i64 t = blockIdx.x; t < TR_B * tiles_r * tiles_c; t += gridDim.x) {\n"
@@ -138,7 +140,7 @@ bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
         "        __syncthreads();\n"
         "        for (int j = ty; j < 32; j += 8) {\n"
         "            i64 r = row0 + j, c = col0 + tx;\n"
-        "            if (r < TR_R && c < TR_C) MC_SST(tile[j][tx], mc_ld_%s(r0, base + r * TR_C + c));\n"
+        "            if (r < TR_R && c < TR_C) MC_SST(tile[j][tx], mc_ld%s_%s(r0, base + r * TR_C + c));\n"
         "        }\n"
         "        __syncthreads();\n"
         "        for (int j = ty; j < 32; j += 8) {\n"
@@ -147,7 +149,7 @@ bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
         "        }\n"
         "    }\n"
         "}\n",
-        cg_dsuffix(x->dtype), cg_dsuffix(y->dtype));
+        cg_vtype(x->dtype), ints ? "i" : "", cg_dsuffix(x->dtype), cg_dsuffix(y->dtype));
     return finish(k, &b, &e);
 }
 
@@ -156,26 +158,31 @@ bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
 /* argmax / argmin as a row reduction: each thread keeps (value, index) of
  * its strided share of the row, then the pairs combine across the warp
  * (and the block through shared memory) — as mcir/ops_int.c: the first
- * extreme wins ties, the first NaN wins over everything. The index
- * travels as a float (exact: rows are at most 2^24 long), -1 for none. */
+ * extreme wins ties, the first NaN wins over everything. The value has
+ * x's value type (an integer one exact, crossing shuffles as two halves);
+ * the index travels as a float (exact: rows are at most 2^24 long), -1
+ * for none. */
 static bool gen_arg_reduce(cg_kernel *k, cg_sb *b, cg_emitter *e, const mcir_tensor *x, bool is_max,
                            bool warp_per_row) {
     const char *op = is_max ? ">" : "<";
+    bool ints = mcir_value_type_of(x->dtype) == MCIR_VALUE_I64;
+    const char *vt = cg_vtype(x->dtype);
     cg_sb_printf(b,
-        "__device__ __forceinline__ void red_take(float& a, float& ai, float v, float vi) {\n"
+        "__device__ __forceinline__ void red_take(%s& a, float& ai, %s v, float vi) {\n"
         "    if (vi < 0.0f) return;\n"
         "    bool take = ai < 0.0f || (v != v ? (a == a || vi < ai) : (a == a && (v %s a || (v == a && vi < ai))));\n"
         "    if (take) { a = v; ai = vi; }\n"
         "}\n"
-        "__device__ __forceinline__ void red_warp(float& a, float& ai) {\n"
+        "__device__ __forceinline__ void red_warp(%s& a, float& ai) {\n"
         "#pragma unroll\n"
         "    for (int o = 16; o > 0; o >>= 1) {\n"
-        "        float v = __shfl_xor_sync(0xffffffffu, a, o), vi = __shfl_xor_sync(0xffffffffu, ai, o);\n"
+        "        %s v = %s, vi = __shfl_xor_sync(0xffffffffu, ai, o);\n"
         "        red_take(a, ai, v, vi);\n"
         "    }\n"
-        "}\n", op);
+        "}\n", vt, vt, op, vt, vt, ints ? "mc_shfl_xor_i64(a, o)" : "__shfl_xor_sync(0xffffffffu, a, o)");
     cg_emit_signature(b, k->kp, THREADS);
-    cg_sb_puts(b, " {\n    __shared__ float scratch[64];\n");
+    /* integer values: the pairs' values and indices both as i64 in scratch */
+    cg_sb_printf(b, " {\n    __shared__ %s scratch[64];\n", vt);
     if (warp_per_row)
         cg_sb_puts(b,
             "    const int lane = threadIdx.x & 31;\n"
@@ -188,10 +195,10 @@ static bool gen_arg_reduce(cg_kernel *k, cg_sb *b, cg_emitter *e, const mcir_ten
             "    for (i64 o = blockIdx.x; o < RED_OUTER; o += gridDim.x) {\n"
             "        i64 start = threadIdx.x, step = blockDim.x;\n");
     cg_sb_printf(b,
-        "        float a = 0.0f, ai = -1.0f;\n"
+        "        %s a = 0%s; float ai = -1.0f;\n"
         "        for (i64 r = start; r < RED_INNER; r += step)\n"
         "            red_take(a, ai, v%d(x_index(o, r), 0.0f, MC_ARGS), (float)r);\n"
-        "        red_warp(a, ai);\n", x->id);
+        "        red_warp(a, ai);\n", vt, ints ? "" : ".0f", x->id);
     if (warp_per_row)
         cg_sb_puts(b, "        if (lane == 0) ");
     else
@@ -199,8 +206,8 @@ static bool gen_arg_reduce(cg_kernel *k, cg_sb *b, cg_emitter *e, const mcir_ten
             "        __syncthreads();\n"
             "        if (lane == 0) { MC_SST(scratch[warp], a); MC_SST(scratch[32 + warp], ai); }\n"
             "        __syncthreads();\n"
-            "        a = lane < nw ? MC_SLD(scratch[lane]) : 0.0f;\n"
-            "        ai = lane < nw ? MC_SLD(scratch[32 + lane]) : -1.0f;\n"
+            "        a = lane < nw ? MC_SLD(scratch[lane]) : 0;\n"
+            "        ai = lane < nw ? (float)MC_SLD(scratch[32 + lane]) : -1.0f;\n"
             "        red_warp(a, ai);\n"
             "        if (threadIdx.x == 0) ");
     cg_sb_puts(b, "epilogue(o, ai, MC_ARGS);\n    }\n    (void)scratch;\n}\n");

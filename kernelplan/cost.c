@@ -61,6 +61,29 @@ typedef struct elem_cost {
     double flops;
 } elem_cost;
 
+/* What one element of an elementwise op costs in a value chain, in f32
+ * issue slots. A float op is one (transcendentals too). Integer values are
+ * i64 in the generated code (codegen/templates/prelude_int.cuh), which the
+ * GPU computes with 32-bit instructions: add, sub, neg, min/max,
+ * comparisons, bitwise ops and selects two, a multiply three, a shift
+ * four (its range tests), a division or remainder about forty (a software
+ * routine); a cast one; a gather, argmax or where is counted by its
+ * values' type. */
+static double op_cost(const mcir_node *n) {
+    /* the values computed on: where's are its second and third inputs */
+    int v = n->op == MCIR_OP_WHERE ? 1 : 0;
+    bool ints = n->n_inputs > v && mcir_value_type_of(n->inputs[v]->dtype) == MCIR_VALUE_I64;
+    if (!ints || n->op == MCIR_OP_CAST) return 1;
+    switch (n->op) {
+    case MCIR_OP_DIV:
+    case MCIR_OP_MOD: return 40;
+    case MCIR_OP_MUL: return 3;
+    case MCIR_OP_LEFT_SHIFT:
+    case MCIR_OP_RIGHT_SHIFT: return 4;
+    default: return 2;
+    }
+}
+
 /* The loads and flops of evaluating t at one element inside kernel k:
  * `anchor_out` is the template's own result (free), a kernel read is one
  * load of its dtype, a region node evaluates each of its inputs (concat:
@@ -92,7 +115,17 @@ static elem_cost chain_cost(const mcir_kernel_plan *k, const mcir_tensor *t,
         double len = mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis) ? (double)x->shape[axis] : 1;
         elem_cost in = chain_cost(k, x, anchor_out, depth + 1);
         c.bytes = len * in.bytes;
-        c.flops = len * (in.flops + 1);
+        c.flops = len * (in.flops + op_cost(n));
+        return c;
+    }
+    if (n->op == MCIR_OP_CUMSUM) {   /* its prefix along the axis, (len + 1) / 2 on average */
+        int axis;
+        const mcir_tensor *x = n->inputs[0];
+        double len = mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis) ? (double)x->shape[axis] : 1;
+        double terms = mcir_node_bool(n, "exclusive") ? (len - 1) / 2 : (len + 1) / 2;
+        elem_cost in = chain_cost(k, x, anchor_out, depth + 1);
+        c.bytes = terms * in.bytes;
+        c.flops = terms * (in.flops + op_cost(n));
         return c;
     }
     bool moves = n->op == MCIR_OP_RESHAPE || n->op == MCIR_OP_TRANSPOSE ||
@@ -103,7 +136,7 @@ static elem_cost chain_cost(const mcir_kernel_plan *k, const mcir_tensor *t,
         c.bytes += x.bytes;
         c.flops += x.flops;
     }
-    if (!moves) c.flops += 1;   /* one flop per elementwise op, transcendentals too */
+    if (!moves) c.flops += op_cost(n);
     return c;
 }
 

@@ -379,9 +379,12 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
         }
         l->vector_width = 1;
         /* tpl_simple.c's reduction: __shared__ float scratch[32] for the
-         * block-wide sum, [64] for argmax/argmin's (value, index) pairs
-         * (ptxas drops it where a warp owns a row) */
-        if (g->kind == MCIR_ROWS_REDUCE && !warp_row) l->smem_static_bytes = (g->pairs ? 64 : 32) * 4;
+         * block-wide sum, [64] for argmax/argmin's (value, index) pairs, of
+         * i64 where the values are integers (ptxas drops it where a warp
+         * owns a row) */
+        if (g->kind == MCIR_ROWS_REDUCE && !warp_row)
+            l->smem_static_bytes = (g->pairs ? 64 : 32) *
+                                   (int64_t)mcir_value_type_size(mcir_value_type_of(g->dtype));
     }
     l->rows_per_block = warp_row ? warps : 1;
     int64_t grid = ceil_div(g->rows, l->rows_per_block);
@@ -495,7 +498,8 @@ bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_f
         l->kind = MCIR_FLAT_TRANSPOSE;
         l->items = B * ceil_div(R, 32) * ceil_div(C, 32);
         l->per_block = 1;
-        l->smem_static_bytes = 32 * 33 * 4;
+        /* tpl_simple.c's tile[32][33] of the value type (i64 for integers) */
+        l->smem_static_bytes = 32 * 33 * (int64_t)mcir_value_type_size(mcir_value_type_of(x->dtype));
     } else if (k->tpl == MCIR_TEMPLATE_COPY || k->tpl == MCIR_TEMPLATE_ELEMENTWISE) {
         l->kind = MCIR_FLAT_POINTWISE;
         for (int i = 0; i < k->n_writes; i++) l->items += mcir_tensor_numel(k->writes[i]);

@@ -35,11 +35,16 @@ bool mcir_infer_where(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_gather(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_argreduce(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_arange(mcir_graph *g, mcir_node *n, mcir_diag *d);
-bool mcir_check_gather(const mcir_node *n, const float *const *in, mcir_diag *d);
+bool mcir_infer_bitwise(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_cumsum(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_check_gather(const mcir_node *n, const void *const *in, mcir_diag *d);
 
-/* Reference kernels (ref.c). One per op; see mcir_ref_fn. */
+/* Reference kernels (ref.c, ops_int.c): the f32 one of each op that can
+ * have only float tensors (mcir_ref_fn), and the typed one of each op that
+ * takes integer or bool tensors (mcir_ref_typed_fn). */
 #define X(id, name) \
-    void mcir_ref_##id(const mcir_node *n, const float *const *in, float *const *out);
+    void mcir_ref_##id(const mcir_node *n, const float *const *in, float *const *out); \
+    void mcir_typed_##id(const mcir_node *n, const void *const *in, void *const *out);
 MCIR_OPS(X)
 #undef X
 

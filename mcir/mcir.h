@@ -638,6 +638,11 @@ int64_t *mcir_env_get_int(mcir_env *e, const mcir_tensor *t);
 /* The tensor's values as storage-dtype bytes (mcir_tensor_bytes of them)
  * into out, exactly; false if it has none. */
 bool mcir_env_get_raw(mcir_env *e, const mcir_tensor *t, void *out);
+/* mcir_values_compare (floats) or mcir_values_compare_int (integers, bool)
+ * of tensor `got` in env eg against `want` in ew (same dtype and element
+ * count); false if either has no values. */
+bool mcir_env_compare(mcir_env *eg, const mcir_tensor *got, mcir_env *ew,
+                      const mcir_tensor *want, mcir_compare_result *r);
 /* Keep every intermediate after a run (for tests and debugging). */
 void mcir_env_keep_all(mcir_env *e, bool keep);
 /* Copies f32 values in (rounded to a float dtype; truncated and saturated

@@ -66,6 +66,9 @@ static const mcir_attr_spec cast_attrs[] = {
     {.name = "to", .type = MCIR_ATTR_STRING, .required = true, .choices = dtype_names}};
 static const mcir_attr_spec gather_attrs[] = {DEF_I("axis", 0)};
 static const mcir_attr_spec argreduce_attrs[] = {DEF_I("axis", -1), DEF_B("keepdims", false)};
+static const mcir_attr_spec mod_attrs[] = {DEF_B("fmod", false)};
+static const mcir_attr_spec cumsum_attrs[] = {
+    REQ("axis", MCIR_ATTR_INT), DEF_B("exclusive", false), DEF_B("reverse", false)};
 static const mcir_attr_spec arange_attrs[] = {
     DEF_I("start", 0), REQ("end", MCIR_ATTR_INT), DEF_I("step", 1),
     {.name = "dtype", .type = MCIR_ATTR_STRING, .has_default = true, .def_s = "i64",
@@ -85,25 +88,33 @@ enum {
     [MCIR_OP_##ID] = {nm, 1, 1, 1, EW_UNARY, NO_ATTRS, mcir_infer_unary, mcir_ref_##ID}
 #define BINARY(ID, nm, fl) \
     [MCIR_OP_##ID] = {nm, 2, 2, 1, fl, NO_ATTRS, mcir_infer_binary, mcir_ref_##ID}
+/* Binary ops on floats and integers: an f32 and a typed kernel. */
+#define BINARY_INTS(ID, nm, fl)                                                       \
+    [MCIR_OP_##ID] = {nm, 2, 2, 1, (fl) | INTS, NO_ATTRS, mcir_infer_binary, mcir_ref_##ID, \
+                      NULL, mcir_typed_##ID}
 /* Comparisons: elementwise, broadcasting, bool out (never in place: the
- * output's dtype differs). */
+ * output's dtype differs), so always the typed kernel. */
 #define COMPARE(ID, nm, fl)                                                           \
     [MCIR_OP_##ID] = {nm, 2, 2, 1,                                                     \
                       MCIR_OPF_PURE | MCIR_OPF_ELEMENTWISE | MCIR_OPF_BINARY | INTS | (fl), \
-                      NO_ATTRS, mcir_infer_compare, mcir_ref_##ID}
+                      NO_ATTRS, mcir_infer_compare, NULL, NULL, mcir_typed_##ID}
+/* Bitwise ops and shifts: integer (and bool) tensors only. */
+#define BITWISE(ID, nm, fl)                                                           \
+    [MCIR_OP_##ID] = {nm, 2, 2, 1, (fl) | INTS, NO_ATTRS, mcir_infer_bitwise, NULL, NULL, \
+                      mcir_typed_##ID}
 #define REDUCTION(ID, nm) \
     [MCIR_OP_##ID] = {nm, 1, 1, 1, REDUCE, ATTRS(reduce_attrs), mcir_infer_reduce, mcir_ref_##ID}
 
 const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     [MCIR_OP_MATMUL] = {"matmul", 2, 2, 1, PURE, ATTRS(matmul_attrs),
                         mcir_infer_matmul, mcir_ref_MATMUL},
-    BINARY(ADD, "add", EW_COMM | INTS),
-    BINARY(SUB, "sub", EW_BINARY | INTS),
-    BINARY(MUL, "mul", EW_COMM | INTS),
-    BINARY(DIV, "div", EW_BINARY),
+    BINARY_INTS(ADD, "add", EW_COMM),
+    BINARY_INTS(SUB, "sub", EW_BINARY),
+    BINARY_INTS(MUL, "mul", EW_COMM),
+    BINARY_INTS(DIV, "div", EW_BINARY),
     BINARY(POW, "pow", EW_BINARY),
-    BINARY(MAX, "max", EW_COMM | INTS),
-    BINARY(MIN, "min", EW_COMM | INTS),
+    BINARY_INTS(MAX, "max", EW_COMM),
+    BINARY_INTS(MIN, "min", EW_COMM),
     [MCIR_OP_SCALE] = {"scale", 1, 1, 1, EW_UNARY, ATTRS(scale_attrs),
                        mcir_infer_unary, mcir_ref_SCALE},
     UNARY(RELU, "relu"),
@@ -114,7 +125,8 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     UNARY(ERF, "erf"),
     UNARY(SQRT, "sqrt"),
     UNARY(RSQRT, "rsqrt"),
-    [MCIR_OP_NEG] = {"neg", 1, 1, 1, EW_UNARY | INTS, NO_ATTRS, mcir_infer_unary, mcir_ref_NEG},
+    [MCIR_OP_NEG] = {"neg", 1, 1, 1, EW_UNARY | INTS, NO_ATTRS, mcir_infer_unary, mcir_ref_NEG,
+                     NULL, mcir_typed_NEG},
     UNARY(RECIPROCAL, "reciprocal"),
     UNARY(SILU, "silu"),
     [MCIR_OP_GELU] = {"gelu", 1, 1, 1, EW_UNARY, ATTRS(gelu_attrs),
@@ -129,15 +141,20 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     REDUCTION(REDUCE_MEAN, "reduce_mean"),
     REDUCTION(REDUCE_MAX, "reduce_max"),
     [MCIR_OP_TRANSPOSE] = {"transpose", 1, 1, 1, PURE | INTS, ATTRS(transpose_attrs),
-                           mcir_infer_transpose, mcir_ref_TRANSPOSE},
+                           mcir_infer_transpose, mcir_ref_TRANSPOSE, NULL,
+                           mcir_typed_TRANSPOSE},
     [MCIR_OP_RESHAPE] = {"reshape", 1, 1, 1, PURE | MCIR_OPF_VIEW | INTS,
-                         ATTRS(reshape_attrs), mcir_infer_reshape, mcir_ref_RESHAPE},
+                         ATTRS(reshape_attrs), mcir_infer_reshape, mcir_ref_RESHAPE, NULL,
+                           mcir_typed_RESHAPE},
     [MCIR_OP_SPLIT] = {"split", 1, 1, -1, PURE | INTS, ATTRS(split_attrs),
-                       mcir_infer_split, mcir_ref_SPLIT},
+                       mcir_infer_split, mcir_ref_SPLIT, NULL,
+                           mcir_typed_SPLIT},
     [MCIR_OP_CONCAT] = {"concat", 1, -1, 1, PURE | INTS, ATTRS(concat_attrs),
-                        mcir_infer_concat, mcir_ref_CONCAT},
+                        mcir_infer_concat, mcir_ref_CONCAT, NULL,
+                           mcir_typed_CONCAT},
     [MCIR_OP_SLICE] = {"slice", 1, 1, 1, PURE | INTS, ATTRS(slice_attrs),
-                       mcir_infer_slice, mcir_ref_SLICE},
+                       mcir_infer_slice, mcir_ref_SLICE, NULL,
+                           mcir_typed_SLICE},
     [MCIR_OP_CONV2D] = {"conv2d", 2, 3, 1, PURE, ATTRS(conv2d_attrs),
                         mcir_infer_conv2d, mcir_ref_CONV2D},
     [MCIR_OP_MAX_POOL2D] = {"max_pool2d", 1, 1, 1, PURE, ATTRS(pool2d_attrs),
@@ -151,7 +168,7 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
 
     /* ---- integer and bool ops (ops_int.c; docs/ops.md) ---- */
     [MCIR_OP_CAST] = {"cast", 1, 1, 1, MCIR_OPF_PURE | MCIR_OPF_ELEMENTWISE | MCIR_OPF_UNARY | INTS,
-                      ATTRS(cast_attrs), mcir_infer_cast, mcir_ref_CAST},
+                      ATTRS(cast_attrs), mcir_infer_cast, mcir_ref_CAST, NULL, mcir_typed_CAST},
     COMPARE(EQUAL, "equal", MCIR_OPF_COMMUTATIVE),
     COMPARE(NOT_EQUAL, "not_equal", MCIR_OPF_COMMUTATIVE),
     COMPARE(LESS, "less", 0),
@@ -159,15 +176,26 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     COMPARE(GREATER, "greater", 0),
     COMPARE(GREATER_EQUAL, "greater_equal", 0),
     [MCIR_OP_WHERE] = {"where", 3, 3, 1, MCIR_OPF_PURE | MCIR_OPF_ELEMENTWISE | INTS, NO_ATTRS,
-                       mcir_infer_where, mcir_ref_WHERE},
+                       mcir_infer_where, NULL, NULL, mcir_typed_WHERE},
     [MCIR_OP_GATHER] = {"gather", 2, 2, 1, PURE | INTS, ATTRS(gather_attrs), mcir_infer_gather,
-                        mcir_ref_GATHER, mcir_check_gather},
+                        NULL, mcir_check_gather, mcir_typed_GATHER},
     [MCIR_OP_ARGMAX] = {"argmax", 1, 1, 1, PURE | INTS, ATTRS(argreduce_attrs),
-                        mcir_infer_argreduce, mcir_ref_ARGMAX},
+                        mcir_infer_argreduce, NULL, NULL, mcir_typed_ARGMAX},
     [MCIR_OP_ARGMIN] = {"argmin", 1, 1, 1, PURE | INTS, ATTRS(argreduce_attrs),
-                        mcir_infer_argreduce, mcir_ref_ARGMIN},
+                        mcir_infer_argreduce, NULL, NULL, mcir_typed_ARGMIN},
     [MCIR_OP_ARANGE] = {"arange", 0, 0, 1, PURE | INTS, ATTRS(arange_attrs), mcir_infer_arange,
-                        mcir_ref_ARANGE},
+                        mcir_ref_ARANGE, NULL, mcir_typed_ARANGE},
+    [MCIR_OP_MOD] = {"mod", 2, 2, 1, EW_BINARY | INTS, ATTRS(mod_attrs), mcir_infer_binary,
+                     mcir_ref_MOD, NULL, mcir_typed_MOD},
+    BITWISE(BITWISE_AND, "bitwise_and", EW_COMM),
+    BITWISE(BITWISE_OR, "bitwise_or", EW_COMM),
+    BITWISE(BITWISE_XOR, "bitwise_xor", EW_COMM),
+    [MCIR_OP_BITWISE_NOT] = {"bitwise_not", 1, 1, 1, EW_UNARY | INTS, NO_ATTRS, mcir_infer_bitwise,
+                             NULL, NULL, mcir_typed_BITWISE_NOT},
+    BITWISE(LEFT_SHIFT, "left_shift", EW_BINARY),
+    BITWISE(RIGHT_SHIFT, "right_shift", EW_BINARY),
+    [MCIR_OP_CUMSUM] = {"cumsum", 1, 1, 1, PURE | INTS, ATTRS(cumsum_attrs), mcir_infer_cumsum,
+                        mcir_ref_CUMSUM, NULL, mcir_typed_CUMSUM},
 };
 
 const char *mcir_op_name(mcir_op op) {

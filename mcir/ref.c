@@ -3,7 +3,9 @@
  * ops.c: the CPU oracle every rewrite and GPU kernel is checked against.
  *
  * Invariants: inputs and outputs are dense f32 arrays in C order with the
- * shapes already inferred on the node's tensors; a kernel writes every
+ * shapes already inferred on the node's tensors (the data-movement ops
+ * also have typed kernels here, for integer values; the other integer
+ * kernels are in ops_int.c); a kernel writes every
  * output element and never reads past an input. Arithmetic is f32, with f64
  * for statistics and sums (reductions, norms, softmax denominators, pool
  * averages); dot products (matmul, conv2d, attention) go through the
@@ -503,46 +505,75 @@ void mcir_ref_REDUCE_MAX(const mcir_node *n, const float *const *in, float *cons
 
 /* ------------------------------------------------------- data movement */
 
+/* The data-movement kernels copy elements of any size: f32 for float
+ * tensors, int64 for integer and bool ones (their typed kernels below), so
+ * they are exact for every dtype. */
+
+/* y = x transposed by perm, elements of type T. */
+#define TRANSPOSE_T(NAME, T)                                                    \
+    static void NAME(const mcir_node *n, const T *x, T *y) {                    \
+        const mcir_tensor *X = n->inputs[0], *Y = n->outputs[0];                \
+        const int64_t *perm;                                                    \
+        int r = mcir_node_ints(n, "perm", &perm);                               \
+        if (r == 0) {                                                           \
+            y[0] = x[0];                                                        \
+            return;                                                             \
+        }                                                                       \
+        int64_t xstr[MCIR_MAX_RANK], s = 1, src[MCIR_MAX_RANK];                 \
+        for (int i = r - 1; i >= 0; i--) {                                      \
+            xstr[i] = s;                                                        \
+            s *= X->shape[i];                                                   \
+        }                                                                       \
+        for (int i = 0; i < r; i++) {                                           \
+            int a;                                                              \
+            MCIR_ASSERT(mcir_norm_axis(perm[i], r, &a));                        \
+            src[i] = xstr[a]; /* stride in X of output dim i */                 \
+        }                                                                       \
+        int64_t idx[MCIR_MAX_RANK] = {0}, off = 0, last = Y->shape[r - 1];      \
+        int64_t lstr = src[r - 1], ny = numel_of(Y);                            \
+        for (int64_t base = 0; base < ny; base += last) {                       \
+            for (int64_t j = 0; j < last; j++) y[base + j] = x[off + j * lstr]; \
+            for (int k = r - 2; k >= 0; k--) {                                  \
+                off += src[k];                                                  \
+                if (++idx[k] < Y->shape[k]) break;                              \
+                off -= src[k] * idx[k];                                         \
+                idx[k] = 0;                                                     \
+            }                                                                   \
+        }                                                                       \
+    }
+TRANSPOSE_T(transpose_f32, float)
+TRANSPOSE_T(transpose_i64, int64_t)
+#undef TRANSPOSE_T
+
 void mcir_ref_TRANSPOSE(const mcir_node *n, const float *const *in, float *const *out) {
-    const mcir_tensor *X = n->inputs[0], *Y = n->outputs[0];
-    const int64_t *perm;
-    int r = mcir_node_ints(n, "perm", &perm);
-    if (r == 0) {
-        out[0][0] = in[0][0];
-        return;
-    }
-    int64_t xstr[MCIR_MAX_RANK], s = 1, src[MCIR_MAX_RANK];
-    for (int i = r - 1; i >= 0; i--) {
-        xstr[i] = s;
-        s *= X->shape[i];
-    }
-    for (int i = 0; i < r; i++) {
-        int a;
-        MCIR_ASSERT(mcir_norm_axis(perm[i], r, &a));
-        src[i] = xstr[a]; /* stride in X of output dim i */
-    }
-    int64_t idx[MCIR_MAX_RANK] = {0}, off = 0, last = Y->shape[r - 1];
-    int64_t lstr = src[r - 1], ny = numel_of(Y);
-    const float *x = in[0];
-    float *y = out[0];
-    for (int64_t base = 0; base < ny; base += last) {
-        for (int64_t j = 0; j < last; j++) y[base + j] = x[off + j * lstr];
-        for (int k = r - 2; k >= 0; k--) {
-            off += src[k];
-            if (++idx[k] < Y->shape[k]) break;
-            off -= src[k] * idx[k];
-            idx[k] = 0;
-        }
-    }
+    transpose_f32(n, in[0], out[0]);
+}
+
+void mcir_typed_TRANSPOSE(const mcir_node *n, const void *const *in, void *const *out) {
+    transpose_i64(n, in[0], out[0]);
+}
+
+/* Element size of n's values (all its tensors share one value type). */
+static size_t value_size(const mcir_tensor *t) {
+    return mcir_value_type_size(mcir_value_type_of(t->dtype));
+}
+
+static void reshape_run(const mcir_node *n, const void *in, void *out) {
+    if (out != in)
+        memmove(out, in, value_size(n->outputs[0]) * (size_t)numel_of(n->outputs[0]));
 }
 
 void mcir_ref_RESHAPE(const mcir_node *n, const float *const *in, float *const *out) {
-    if (out[0] != in[0])
-        memmove(out[0], in[0], sizeof(float) * (size_t)numel_of(n->outputs[0]));
+    reshape_run(n, in[0], out[0]);
 }
 
-void mcir_ref_SPLIT(const mcir_node *n, const float *const *in, float *const *out) {
+void mcir_typed_RESHAPE(const mcir_node *n, const void *const *in, void *const *out) {
+    reshape_run(n, in[0], out[0]);
+}
+
+static void split_run(const mcir_node *n, const void *const *in, void *const *out) {
     const mcir_tensor *X = n->inputs[0];
+    size_t es = value_size(X);
     int axis;
     MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), X->rank, &axis));
     int64_t outer, len, inner, at = 0;
@@ -550,14 +581,24 @@ void mcir_ref_SPLIT(const mcir_node *n, const float *const *in, float *const *ou
     for (int i = 0; i < n->n_outputs; i++) {
         int64_t part = n->outputs[i]->shape[axis];
         for (int64_t o = 0; o < outer; o++)
-            memcpy(out[i] + o * part * inner, in[0] + (o * len + at) * inner,
-                   sizeof(float) * (size_t)(part * inner));
+            memcpy((char *)out[i] + es * (size_t)(o * part * inner),
+                   (const char *)in[0] + es * (size_t)((o * len + at) * inner),
+                   es * (size_t)(part * inner));
         at += part;
     }
 }
 
-void mcir_ref_CONCAT(const mcir_node *n, const float *const *in, float *const *out) {
+void mcir_ref_SPLIT(const mcir_node *n, const float *const *in, float *const *out) {
+    split_run(n, (const void *const *)in, (void *const *)out);
+}
+
+void mcir_typed_SPLIT(const mcir_node *n, const void *const *in, void *const *out) {
+    split_run(n, in, out);
+}
+
+static void concat_run(const mcir_node *n, const void *const *in, void *const *out) {
     const mcir_tensor *Y = n->outputs[0];
+    size_t es = value_size(Y);
     int axis;
     MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), Y->rank, &axis));
     int64_t outer, len, inner, at = 0;
@@ -565,14 +606,24 @@ void mcir_ref_CONCAT(const mcir_node *n, const float *const *in, float *const *o
     for (int i = 0; i < n->n_inputs; i++) {
         int64_t part = n->inputs[i]->shape[axis];
         for (int64_t o = 0; o < outer; o++)
-            memcpy(out[0] + (o * len + at) * inner, in[i] + o * part * inner,
-                   sizeof(float) * (size_t)(part * inner));
+            memcpy((char *)out[0] + es * (size_t)((o * len + at) * inner),
+                   (const char *)in[i] + es * (size_t)(o * part * inner),
+                   es * (size_t)(part * inner));
         at += part;
     }
 }
 
-void mcir_ref_SLICE(const mcir_node *n, const float *const *in, float *const *out) {
+void mcir_ref_CONCAT(const mcir_node *n, const float *const *in, float *const *out) {
+    concat_run(n, (const void *const *)in, (void *const *)out);
+}
+
+void mcir_typed_CONCAT(const mcir_node *n, const void *const *in, void *const *out) {
+    concat_run(n, in, out);
+}
+
+static void slice_run(const mcir_node *n, const void *x, void *y) {
     const mcir_tensor *X = n->inputs[0];
+    size_t es = value_size(X);
     int axis;
     MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), X->rank, &axis));
     int64_t outer, len, inner, first, count;
@@ -583,9 +634,17 @@ void mcir_ref_SLICE(const mcir_node *n, const float *const *in, float *const *ou
     MCIR_ASSERT(count == n->outputs[0]->shape[axis]);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < count; j++)
-            memcpy(out[0] + (o * count + j) * inner,
-                   in[0] + (o * len + first + j * step) * inner,
-                   sizeof(float) * (size_t)inner);
+            memcpy((char *)y + es * (size_t)((o * count + j) * inner),
+                   (const char *)x + es * (size_t)((o * len + first + j * step) * inner),
+                   es * (size_t)inner);
+}
+
+void mcir_ref_SLICE(const mcir_node *n, const float *const *in, float *const *out) {
+    slice_run(n, in[0], out[0]);
+}
+
+void mcir_typed_SLICE(const mcir_node *n, const void *const *in, void *const *out) {
+    slice_run(n, in[0], out[0]);
 }
 
 /* -------------------------------------------------------- convolutions */

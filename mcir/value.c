@@ -6,8 +6,10 @@
  * tests all use (so they give one answer).
  *
  * Invariant: a float-to-integer conversion truncates toward zero and
- * saturates at the dtype's range (NaN becomes 0); bool is v != 0. Integer
- * values are exact in f32 up to 2^24 in magnitude (docs/ir.md).
+ * saturates at the dtype's range (NaN becomes 0); an integer-to-integer
+ * one wraps (two's complement: i32 modulo 2^32, u8 modulo 2^8); bool is
+ * v != 0. Integer values are computed as int64, never through a float
+ * (docs/ir.md, mcir_value_type_of).
  */
 #include <math.h>
 #include <string.h>
@@ -21,6 +23,28 @@ bool mcir_dtype_is_float(mcir_dtype t) {
 bool mcir_dtype_is_integer(mcir_dtype t) {
     return t == MCIR_DTYPE_I32 || t == MCIR_DTYPE_I64 || t == MCIR_DTYPE_U8 ||
            t == MCIR_DTYPE_BOOL;
+}
+
+mcir_value_type mcir_value_type_of(mcir_dtype t) {
+    return mcir_dtype_is_integer(t) ? MCIR_VALUE_I64 : MCIR_VALUE_F32;
+}
+
+size_t mcir_value_type_size(mcir_value_type v) { return v == MCIR_VALUE_I64 ? 8 : 4; }
+
+int64_t mcir_int_wrap(mcir_dtype t, int64_t v) {
+    switch (t) {
+    case MCIR_DTYPE_I32: return (int32_t)(uint32_t)(uint64_t)v;
+    case MCIR_DTYPE_U8: return (int64_t)((uint64_t)v & 0xff);
+    case MCIR_DTYPE_BOOL: return v != 0;
+    case MCIR_DTYPE_I64: return v;
+    default: MCIR_ASSERT(!"not an integer dtype");
+    }
+    return v;
+}
+
+float mcir_int_to_float(mcir_dtype t, int64_t v) {
+    if (mcir_dtype_is_integer(t)) return (float)mcir_int_wrap(t, v);
+    return mcir_dtype_round(t, (float)v);
 }
 
 /* The range an integer dtype holds, as doubles (exact for the bounds that
@@ -156,6 +180,24 @@ void mcir_values_from_f64(mcir_dtype t, const double *src, void *dst, int64_t n)
     for (int64_t i = 0; i < n; i++) mcir_value_set(t, dst, i, src[i]);
 }
 
+void mcir_values_from_int(mcir_dtype t, const int64_t *src, void *dst, int64_t n) {
+    unsigned char *b = dst;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = mcir_dtype_is_integer(t) ? mcir_int_wrap(t, src[i]) : 0;
+        switch (t) {
+        case MCIR_DTYPE_I64: memcpy(b + 8 * i, &v, 8); break;
+        case MCIR_DTYPE_I32: {
+            int32_t x = (int32_t)v;
+            memcpy(b + 4 * i, &x, 4);
+            break;
+        }
+        case MCIR_DTYPE_U8:
+        case MCIR_DTYPE_BOOL: b[i] = (unsigned char)v; break;
+        default: mcir_value_set(t, dst, i, mcir_int_to_float(t, src[i])); break;
+        }
+    }
+}
+
 /* ------------------------------------------------------------- compare */
 
 double mcir_compare_tolerance(mcir_dtype t) {
@@ -189,6 +231,25 @@ void mcir_values_compare(const float *got, const float *want, int64_t n,
     /* relative to the largest expected magnitude; an all-zero expectation
      * makes the error absolute */
     r->max_rel = r->nonfinite_mismatch ? INFINITY : scale > 0 ? worst / scale : worst;
+}
+
+void mcir_values_compare_int(const int64_t *got, const int64_t *want, int64_t n,
+                             mcir_compare_result *r) {
+    double worst = 0, scale = 0;
+    *r = (mcir_compare_result){.worst = -1};
+    for (int64_t i = 0; i < n; i++) {
+        /* the exact difference, as an unsigned magnitude, then in f64 */
+        uint64_t d = got[i] >= want[i] ? (uint64_t)got[i] - (uint64_t)want[i]
+                                       : (uint64_t)want[i] - (uint64_t)got[i];
+        if (d != 0 && ((double)d > worst || r->worst < 0)) {
+            worst = (double)d;
+            r->worst = i;
+        }
+        double m = want[i] < 0 ? -(double)want[i] : (double)want[i];
+        if (m > scale) scale = m;
+    }
+    r->max_abs = worst;
+    r->max_rel = scale > 0 ? worst / scale : worst;
 }
 
 bool mcir_compare_within(const mcir_compare_result *r, double tolerance) {

@@ -133,8 +133,10 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
         mcir_verify_result *v = &c->verify[i];
         v->output = ref->name;
         v->tolerance = mcir_verify_tolerance(ref->dtype);
-        if (!got || got->rank != ref->rank ||
-            mcir_tensor_numel(got) != mcir_tensor_numel(ref)) {
+        mcir_compare_result r;
+        if (!got || got->rank != ref->rank || got->dtype != ref->dtype ||
+            mcir_tensor_numel(got) != mcir_tensor_numel(ref) ||
+            !mcir_env_compare(after, got, before, ref, &r)) {
             mcir_error(d, (mcir_loc){c->graph->path, 0, 0},
                        "--verify: the rewritten graph lost output '%s' or changed its shape",
                        ref->name);
@@ -142,9 +144,9 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
             v->ok = c->verify_ok = false;
             continue;
         }
-        mcir_compare(mcir_env_get(after, got), mcir_env_get(before, ref),
-                     mcir_tensor_numel(ref), &v->max_abs, &v->max_rel);
-        v->ok = v->max_rel <= v->tolerance;
+        v->max_abs = r.max_abs;
+        v->max_rel = r.max_rel;
+        v->ok = mcir_compare_within(&r, v->tolerance);
         if (!v->ok) c->verify_ok = false;
     }
     mcir_env_free(before);

@@ -29,15 +29,13 @@ bool mcir_rewrite_verify(const mcir_graph *before, const mcir_graph *after, uint
             ok = false;
             break;
         }
-        const float *vb = mcir_env_get(eb, tb), *va = mcir_env_get(ea, ta);
-        if (!vb || !va) {
-            mcir_error(d, (mcir_loc){after->path, 0, 0}, "output '%s' was not computed",
-                       tb->name);
+        mcir_compare_result r;
+        if (ta->dtype != tb->dtype || !mcir_env_compare(ea, ta, eb, tb, &r)) {
+            mcir_error(d, (mcir_loc){after->path, 0, 0},
+                       "output '%s' was not computed or changed dtype", tb->name);
             ok = false;
             break;
         }
-        mcir_compare_result r;
-        mcir_values_compare(va, vb, mcir_tensor_numel(tb), &r);
         bool pass = mcir_compare_within(&r, mcir_rewrite_tolerance(tb->dtype));
         if (report)
             fprintf(report, "output %s: max abs err %.3g, max rel err %.3g%s\n", tb->name,

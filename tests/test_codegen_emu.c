@@ -64,11 +64,6 @@ static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, cons
     return h;
 }
 
-static void *to_storage(const mcir_tensor *t, const float *v, void *out) {
-    mcir_values_from_f32(t->dtype, v, out, mcir_tensor_numel(t));
-    return out;
-}
-
 /* Findings and global traffic over all emulated launches. */
 static emu_stats total_stats;
 static int total_launches;
@@ -255,7 +250,7 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
         b->name = x->name;
         b->base = arena + place[t];
         b->bytes = (size_t)mcir_tensor_bytes(x);
-        if (x->kind == MCIR_TENSOR_INPUT || x->kind == MCIR_TENSOR_WEIGHT) to_storage(x, mcir_env_get(cpu, x), mem[t]);
+        if (x->kind == MCIR_TENSOR_INPUT || x->kind == MCIR_TENSOR_WEIGHT) ck_assert(mcir_env_get_raw(cpu, x, mem[t]));
         else b->init = calloc(b->bytes ? b->bytes : 1, 1);
     }
     bool ok = true;
@@ -382,6 +377,23 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
     for (int j = 0; j < g->n_outputs && ok; j++) {
         const mcir_tensor *t = g->outputs[j];
         const void *raw = mem[p->alias_root[t->id]->id];
+        if (mcir_dtype_is_integer(t->dtype)) {   /* exactly the interpreter's integers */
+            const int64_t *c = mcir_env_get_int(cpu, t);
+            int64_t n = mcir_tensor_numel(t), bad = -1, nonzero = 0;
+            for (int64_t k = 0; k < n; k++) {
+                if (bad < 0 && mcir_value_get_int(t->dtype, raw, k) != c[k]) bad = k;
+                nonzero += c[k] != 0;
+            }
+            fprintf(stderr, "  %-28s%s %-6s %s exact", what, via_epilogue ? " (cuBLAS+epilogue)" : "", t->name,
+                    bad < 0 && nonzero ? "ok  " : "FAIL");
+            if (bad >= 0)
+                fprintf(stderr, " (at %lld: cpu %lld emu %lld)", (long long)bad, (long long)c[bad],
+                        (long long)mcir_value_get_int(t->dtype, raw, bad));
+            if (!nonzero) fprintf(stderr, " (all zero: nothing compared)");
+            fputc('\n', stderr);
+            if (bad >= 0 || !nonzero) ok = false;
+            continue;
+        }
         const float *c = mcir_env_get(cpu, t);
         int64_t n = mcir_tensor_numel(t), worst = 0, nonfinite = 0;
         double maxref = 0, maxerr = 0;

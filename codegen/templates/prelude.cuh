@@ -43,9 +43,9 @@ __device__ __forceinline__ void mc_st_bf16(unsigned short* p, i64 i, float v) { 
 __device__ __forceinline__ float mc_round_f32(float v) { return v; }
 __device__ __forceinline__ float mc_round_f16(float v) { return mc_f16_to_f32(mc_f32_to_f16(v)); }
 __device__ __forceinline__ float mc_round_bf16(float v) { return mc_bf16_to_f32(mc_f32_to_bf16(v)); }
-// Integer and bool storage: values travel as f32 like the reference
-// interpreter's (exact to 2^24); rounding truncates toward zero and
-// saturates at the type's range (NaN: 0), bool is v != 0 (mcir/value.c).
+// Integer and bool storage seen as f32 (the float side of a cast; exact
+// integer values are i64: prelude_int.cuh); rounding truncates toward zero
+// and saturates at the type's range (NaN: 0), bool is v != 0 (value.c).
 __device__ __forceinline__ float mc_sat(float v, float lo, float hi) {
     v = truncf(v);
     return v != v ? 0.0f : v < lo ? lo : v > hi ? hi : v;

@@ -200,9 +200,7 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
             st = MCIR_EXIT_INVALID;
             break;
         }
-        const float *v = mcir_env_get(env, t);
-        int64_t n = mcir_tensor_numel(t);
-        mcir_values_from_f32(t->dtype, v, outputs[i], n);
+        MCIR_ASSERT(mcir_env_get_raw(env, t, outputs[i]));   /* exact, integers too */
     }
     mcir_env_free(env);
     sink_close(&s, h);
