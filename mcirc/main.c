@@ -410,24 +410,100 @@ static const char *take_value(int argc, char **argv, int *i, const char *opt) {
     return argv[++*i];
 }
 
+/* Whether file holds the built-in catalog's text (catalog/default.yaml, or
+ * the package's share/mcir/catalog/default.yaml). */
+static bool is_builtin_catalog(const char *file) {
+    FILE *f = fopen(file, "rb");
+    if (!f) return false;
+    size_t n = mcir_catalog_default_yaml_size;
+    char *text = malloc(n + 1);
+    MCIR_ASSERT(text);
+    bool same = fread(text, 1, n + 1, f) == n && !memcmp(text, mcir_catalog_default_yaml, n);
+    free(text);
+    fclose(f);
+    return same;
+}
+
+/* STEM.tests.yaml beside the catalog STEM.yaml, where its rule tests live
+ * (catalog/default.tests.yaml); malloc'd, NULL when there is none. */
+static char *tests_beside(const char *file) {
+    size_t n = strlen(file);
+    if (n < 5 || strcmp(file + n - 5, ".yaml") || (n >= 11 && !strcmp(file + n - 11, ".tests.yaml")))
+        return NULL;
+    char *path = malloc(n + 7);
+    MCIR_ASSERT(path);
+    snprintf(path, n + 7, "%.*s.tests.yaml", (int)(n - 5), file);
+    if (access(path, R_OK) != 0) {
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+/* How many of the built-in catalog's properties file declares again: all
+ * of them for a copy of the built-in catalog (edited or not). */
+static int builtin_redeclared(const mcir_catalog *builtin, const char *file) {
+    mcir_catalog *alone = mcir_catalog_new();
+    FILE *null = fopen("/dev/null", "w");
+    mcir_diag quiet = mcir_diag_to(null);
+    int n = 0;
+    if (mcir_catalog_load_file(alone, file, &quiet))
+        for (int i = 0; i < mcir_catalog_n_properties(alone); i++)
+            n += mcir_catalog_find_property(builtin, mcir_catalog_property(alone, i)->name) != NULL;
+    if (null) fclose(null);
+    mcir_catalog_free(alone);
+    return n;
+}
+
 /* --test-catalog: the catalogs as a compile loads them, then FILE, whose
- * rule tests run against all of them. */
+ * rule tests run against all of them. FILE may be the built-in catalog
+ * itself (not loaded twice), and a catalog whose tests are in
+ * STEM.tests.yaml beside it runs those. */
 static int test_catalog(const mcir_options *o, const char *file) {
     mcir_diag d = mcir_diag_stderr();
     mcir_catalog *cat = mcir_catalog_new();
     bool ok = o->no_default_catalog || mcir_catalog_load_default(cat, &d);
+    int builtin_properties = o->no_default_catalog ? 0 : mcir_catalog_n_properties(cat);
     for (int i = 0; ok && i < o->n_catalogs; i++) ok = mcir_catalog_load_file(cat, o->catalogs[i], &d);
-    if (ok) ok = mcir_catalog_load_file(cat, file, &d);
+    bool builtin = ok && !o->no_default_catalog && is_builtin_catalog(file);
+    char *beside = ok ? tests_beside(file) : NULL;
     int status = MCIR_EXIT_INVALID;
+    if (builtin && !beside) {
+        mcir_error(&d, (mcir_loc){file, 0, 0},
+                   "this is the built-in catalog, which mcirc loads already; its rule tests are "
+                   "catalog/default.tests.yaml in the source tree (mcirc --test-catalog "
+                   "catalog/default.tests.yaml)");
+        ok = false;
+    } else if (ok && !builtin && !o->no_default_catalog) {
+        int again = builtin_redeclared(cat, file);
+        if (again > 0 && again == builtin_properties) {
+            mcir_error(&d, (mcir_loc){file, 0, 0},
+                       "declares the built-in catalog's %d properties again: a copy of the "
+                       "built-in catalog is tested without it (mcirc --no-default-catalog "
+                       "--test-catalog %s)%s%s", again, file, beside ? "; its tests: " : "",
+                       beside ? beside : "");
+            ok = false;
+        }
+    }
+    if (ok && !builtin) ok = mcir_catalog_load_file(cat, file, &d);
+    const char *tests = file;
+    int run = 0, failed = 0;
+    if (ok && !builtin)
+        failed = mcir_rule_tests_run(cat, file, mcir_target_find(o->arch), stdout, &run, &d);
+    if (ok && run == 0 && beside) {   /* the tests beside it */
+        tests = beside;
+        fprintf(stderr, "%s: its rule tests are in %s\n", file, beside);
+        ok = mcir_catalog_load_file(cat, beside, &d);
+        if (ok) failed = mcir_rule_tests_run(cat, beside, mcir_target_find(o->arch), stdout, &run, &d);
+    }
     if (ok) {
-        int run = 0;
-        int failed = mcir_rule_tests_run(cat, file, mcir_target_find(o->arch), stdout, &run, &d);
         if (run == 0)
-            mcir_error(&d, (mcir_loc){file, 0, 0}, "no rule tests ('tests:') in this file");
+            mcir_error(&d, (mcir_loc){tests, 0, 0}, "no rule tests ('tests:') in this file");
         else
             printf("%d passed, %d failed\n", run - failed, failed);
         if (run > 0 && failed == 0) status = MCIR_EXIT_OK;
     }
+    free(beside);
     mcir_catalog_free(cat);
     return status;
 }
