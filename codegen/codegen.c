@@ -325,6 +325,7 @@ typedef struct unit_pool {
     const char *arch;
     pthread_mutex_t mu;
     int next;
+    mcir_progress *progress;   /* on a terminal: units done of n */
 } unit_pool;
 
 static void *unit_worker(void *arg) {
@@ -337,6 +338,7 @@ static void *unit_worker(void *arg) {
         unit_job *j = &pool->jobs[i];
         j->ok = cg_nvrtc_compile(j->name, j->unit, j->arch, j->out, &j->log, j->why, sizeof j->why);
         if (j->ok) cg_cache_store(j->key, j->out);
+        mcir_progress_add(pool->progress, 1);
     }
 }
 
@@ -462,12 +464,14 @@ bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
     cg->stats.nvrtc_compiles = n_jobs;
     cg->stats.threads = n_jobs ? worker_count(n_jobs) : 0;
     unit_pool pool = {.jobs = jobs, .n = n_jobs, .arch = arch, .mu = PTHREAD_MUTEX_INITIALIZER};
+    if (n_jobs > 0) pool.progress = mcir_progress_begin("nvrtc", "compile units", n_jobs);
     pthread_t th[16];
     int started = 0;
     for (int t = 1; t < cg->stats.threads; t++)
         if (pthread_create(&th[started], NULL, unit_worker, &pool) == 0) started++;
     unit_worker(&pool);
     for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    mcir_progress_end(pool.progress);
     pthread_mutex_destroy(&pool.mu);
 
     bool ok = true;

@@ -136,6 +136,13 @@ static int cmp_buffers(const void *x, const void *y) {
     return (a->tensor == NULL) - (b->tensor == NULL);
 }
 
+/* The exact planner's progress, onto the terminal line. */
+static void search_progress(void *ctx, double seconds, double budget_s, int64_t nodes,
+                            int64_t best_height) {
+    mcir_progress_set(ctx, nodes, " (exact planner, %.0f of %.0f s budget, best %.2f MiB)",
+                      seconds, budget_s, (double)best_height / (1024.0 * 1024.0));
+}
+
 mcir_memplan *mcir_memplan_build(const mcir_plan *p, const mcir_memplan_build_options *options,
                                 mcir_trace *trace, mcir_diag *d) {
     mcir_memplan_build_options o = options ? *options : (mcir_memplan_build_options){0};
@@ -207,8 +214,15 @@ mcir_memplan *mcir_memplan_build(const mcir_plan *p, const mcir_memplan_build_op
                                  .pools = pools, .n_pools = (size_t)m->n_pools,
                                  .alignment = MCIR_ARENA_ALIGNMENT};
     mcir_memplan_options mo = {.planner = planner, .time_limit_s = o.time_limit_s};
+    mcir_progress *progress = NULL;   /* the exact search, on a terminal */
+    if (mcir_progress_wanted()) {
+        progress = mcir_progress_begin("memory", "search nodes", 0);
+        mo.progress = search_progress;
+        mo.progress_ctx = progress;
+    }
     mcir_memplan_result res;
     mcir_memplan_status st = mcir_memplan_run(&prob, &mo, &res);
+    mcir_progress_end(progress);
     free(mb);
     if (st != MCIR_MEMPLAN_OK) {
         mcir_error(d, (mcir_loc){g->path, 0, 0}, "memory plan of '%s': %s", g->name,

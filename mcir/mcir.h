@@ -542,6 +542,25 @@ int mcir_graph_live_nodes(const mcir_graph *g);
 
 /* ------------------------------------------------------------------- I/O */
 
+/* Progress of a long stage (progress.c, docs/cli.md "Progress"): one line
+ * on stderr redrawn in place, only where stderr is a terminal
+ * (MCIR_PROGRESS=0 or 1 overrides) and only once the stage has run a
+ * second; erased at the end. Off a terminal begin returns NULL and the
+ * other calls do nothing. add and set may be called from any thread.
+ *
+ *     mcir_progress *p = mcir_progress_begin("nvrtc", "compile units", n);
+ *     ... mcir_progress_add(p, 1); ...
+ *     mcir_progress_end(p);
+ */
+typedef struct mcir_progress mcir_progress;
+bool mcir_progress_wanted(void);
+mcir_progress *mcir_progress_begin(const char *stage, const char *what, int64_t total);
+void mcir_progress_add(mcir_progress *p, int64_t n);
+/* The count done and a detail after it (" (best 8.04 MiB)"; fmt may be NULL). */
+void mcir_progress_set(mcir_progress *p, int64_t done, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void mcir_progress_end(mcir_progress *p);
+
 /* Output files (outfile.c, docs/cli.md "Output files"): every file an
  * mcir program writes goes through one of these. "-" (or the file stdout
  * is) means stdout; a symbolic link is written through to its target (a

@@ -31,6 +31,9 @@ static const char usage_text[] =
     "                       cuda, ptx, dot, audit (without --emit and -o: a summary)\n"
     "  -o, --out DIR        write every artifact into DIR\n"
     "  --report FILE.html   write a self-contained HTML report of the compilation\n"
+    "                       ('-': on stdout)\n"
+    "  --report-time S      Graphviz's time for the report's drawings, in all\n"
+    "                       (default 8); larger graphs are drawn kernel by kernel\n"
     "  --catalog FILE       load a YAML rule catalog after the built-in one (repeatable)\n"
     "  --no-default-catalog do not load the built-in catalog\n"
     "  --test-catalog FILE  load FILE after the other catalogs and run the rule tests\n"
@@ -117,9 +120,28 @@ static bool art_memory(const mcir_compilation *c, FILE *out) {
 static bool art_svg(const mcir_compilation *c, FILE *out) {
     return mcir_memplan_write_svg(c->memory, c->plan, out);
 }
+/* The report, drawn once however many times it is written (-o DIR and
+ * --report FILE): Graphviz is the slow part. */
+static mcir_report_options report_options;
+static char *report_text;
+static size_t report_len;
+
+static bool render_report(const mcir_compilation *c, mcir_diag *d) {
+    if (report_text) return true;
+    FILE *mem = open_memstream(&report_text, &report_len);
+    MCIR_ASSERT(mem != NULL);
+    bool ok = mcir_report_write(c, &report_options, mem, d);
+    ok = fclose(mem) == 0 && ok;
+    if (!ok) {
+        free(report_text);
+        report_text = NULL;
+    }
+    return ok;
+}
+
 static bool art_report(const mcir_compilation *c, FILE *out) {
     mcir_diag quiet = mcir_diag_to(NULL);
-    return mcir_report_write(c, out, &quiet);
+    return render_report(c, &quiet) && fwrite(report_text, 1, report_len, out) == report_len;
 }
 static bool art_cuda(const mcir_compilation *c, FILE *out) {
     return mcir_codegen_write_cuda(c->codegen, out);
@@ -151,13 +173,8 @@ static bool write_file(const char *path, const mcir_compilation *c, artifact_fn 
 
 /* --report FILE: nothing at FILE until the whole page is written. */
 static int write_report(const char *path, const mcir_compilation *c, mcir_diag *d) {
-    mcir_outfile o;
-    if (!mcir_outfile_open(&o, path, d)) return MCIR_EXIT_INVALID;
-    if (!mcir_report_write(c, o.f, d)) {
-        mcir_outfile_discard(&o);
-        return MCIR_EXIT_INVALID;
-    }
-    return mcir_outfile_commit(&o, d) ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
+    if (!render_report(c, d)) return MCIR_EXIT_INVALID;
+    return mcir_outfile_write(path, report_text, report_len, d) ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
 }
 
 /* dir/name into buf; false if it does not fit. */
@@ -563,6 +580,13 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
         } else if (is_opt(a, "--report")) {
             VALUE("--report");
             cl->report_path = val;
+        } else if (is_opt(a, "--report-time")) {
+            VALUE("--report-time");
+            char *end;
+            report_options.draw_seconds = strtod(val, &end);
+            if (*end || !(report_options.draw_seconds > 0) || report_options.draw_seconds > 86400) {
+                return usage_error("--report-time: '%s' is not a positive number of seconds", val);
+            }
         } else if (is_opt(a, "--test-catalog")) {
             VALUE("--test-catalog");
             cl->test_file = val;
@@ -761,6 +785,7 @@ int main(int argc, char **argv) {
         if (c.verify) print_verify(&c, stdout);
     }
     mcir_compilation_free(&c);
+    free(report_text);
 
 done:
     for (int i = 0; i < cl.o.n_inputs; i++) free((char *)cl.inputs[i].name);

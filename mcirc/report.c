@@ -13,11 +13,15 @@
  * "</" sequences are broken, so no graph can inject markup.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -172,66 +176,299 @@ static void write_dot(const mcir_graph *g, const mcir_plan *plan, FILE *out) {
     free(kernel_of);
 }
 
+/* The kernel that computes t, through the views in no kernel (a reshape
+ * between two kernels) back to one that is; -1 for a graph input or a
+ * weight. */
+static int kernel_producing(const mcir_graph *g, const int *kernel_of, const mcir_tensor *t) {
+    for (int hops = 0; hops < 64 && t; hops++) {
+        const mcir_node *n = t->producer;
+        if (!n || n->dead || n->id < 0 || n->id >= g->n_nodes) return -1;
+        if (kernel_of[n->id] >= 0) return kernel_of[n->id];
+        t = n->n_inputs > 0 ? n->inputs[0] : NULL;
+    }
+    return -1;
+}
+
+/* The kernel-level graph: one box per kernel (id "kernel:NAME", its
+ * template and node count), graph inputs and outputs as ellipses, one edge
+ * per pair of kernels that a tensor connects (styled by the first such
+ * tensor's memory state). Its size is the number of kernels, whatever
+ * the number of nodes. */
+static void write_kernel_dot(const mcir_graph *g, const mcir_plan *plan, FILE *out) {
+    fputs("digraph k {\n  rankdir=TB; nodesep=0.25; ranksep=0.35;\n"
+          "  node [shape=box, style=\"rounded,filled\", fillcolor=\"#ffffff\", "
+          "fontname=\"Helvetica\", fontsize=10, height=0.3];\n"
+          "  edge [arrowsize=0.6];\n",
+          out);
+    int *kernel_of = malloc(((size_t)g->n_nodes + 1) * sizeof *kernel_of);
+    int *seen = malloc(((size_t)plan->n_kernels + (size_t)g->n_tensors + 1) * sizeof *seen);
+    MCIR_ASSERT(kernel_of && seen);
+    for (int i = 0; i < g->n_nodes; i++) kernel_of[i] = -1;
+    for (int k = 0; k < plan->n_kernels; k++)
+        for (int j = 0; j < plan->kernels[k].n_nodes; j++) {
+            const mcir_node *n = plan->kernels[k].nodes[j];
+            if (n->id >= 0 && n->id < g->n_nodes) kernel_of[n->id] = k;
+        }
+    for (int i = 0; i < g->n_tensors; i++) {
+        const mcir_tensor *t = g->tensors[i];
+        if (t->kind != MCIR_TENSOR_INPUT) continue;
+        fprintf(out, "  t%d [shape=ellipse, style=filled, fillcolor=\"#f1f3f5\", label=\"", t->id);
+        dot_escape(out, t->name);
+        fputs("\"];\n", out);
+    }
+    for (int k = 0; k < plan->n_kernels; k++) {
+        const mcir_kernel_plan *kp = &plan->kernels[k];
+        fprintf(out, "  k%d [id=\"kernel:", k);
+        dot_escape(out, kp->name);
+        fputs("\", label=\"", out);
+        dot_escape(out, kp->name);
+        fprintf(out, "\\n%s · %d node%s\", tooltip=\"", mcir_template_name(kp->tpl), kp->n_nodes,
+                kp->n_nodes == 1 ? "" : "s");
+        for (int j = 0; j < kp->n_nodes && j < 12; j++) {
+            if (j) fputs(", ", out);
+            dot_escape(out, kp->nodes[j]->name);
+        }
+        if (kp->n_nodes > 12) fprintf(out, " and %d more", kp->n_nodes - 12);
+        fprintf(out, "\", fillcolor=\"%s\"];\n", palette[k % N_COLORS]);
+    }
+    /* seen[x] == k: the edge x -> k is written (x: a kernel, or
+     * n_kernels + a graph input's tensor id) */
+    for (int i = 0; i < plan->n_kernels + g->n_tensors; i++) seen[i] = -1;
+    for (int k = 0; k < plan->n_kernels; k++) {
+        const mcir_kernel_plan *kp = &plan->kernels[k];
+        for (int r = 0; r < kp->n_reads; r++) {
+            const mcir_tensor *t = kp->reads[r];
+            int from = kernel_producing(g, kernel_of, t);
+            if (from == k) continue;
+            if (from < 0 && t->kind == MCIR_TENSOR_INPUT && t->id >= 0 && t->id < g->n_tensors)
+                from = plan->n_kernels + t->id;
+            if (from < 0 || seen[from] == k) continue;
+            seen[from] = k;
+            if (from < plan->n_kernels) fprintf(out, "  k%d -> k%d", from, k);
+            else fprintf(out, "  t%d -> k%d", t->id, k);
+            fprintf(out, " [%s, tooltip=\"", state_style(t->memory_state));
+            dot_escape(out, t->name);
+            fprintf(out, ": %s\"];\n", mcir_memory_state_name(t->memory_state));
+        }
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        const mcir_tensor *t = g->outputs[i];
+        fprintf(out, "  out%d [shape=ellipse, style=filled, fillcolor=\"#fff3bf\", label=\"", i);
+        dot_escape(out, t->name);
+        fputs("\"];\n", out);
+        int p = kernel_producing(g, kernel_of, t);
+        if (p >= 0) fprintf(out, "  k%d -> out%d;\n", p, i);
+        else if (t->kind == MCIR_TENSOR_INPUT) fprintf(out, "  t%d -> out%d;\n", t->id, i);
+    }
+    fputs("}\n", out);
+    free(seen);
+    free(kernel_of);
+}
+
+/* ---------------------------------------------------- drawing, in time */
+
+/* A graph of more nodes than this is not laid out node by node: dot's
+ * layout grows much faster than linearly (an 8 000-node chain takes about
+ * a minute) and such a drawing cannot be read. */
 #define MAX_DRAWN_NODES 2000
 
-/* Runs dot on graph g; returns the SVG element (malloc'd) or NULL with a
- * reason in why. */
-static char *draw(const mcir_graph *g, const mcir_plan *plan, char *why, size_t why_size) {
-    /* dot's layout grows much faster than linearly: 8 000 nodes take about
-     * a minute, 50 000 several; a drawing that large is unreadable anyway */
-    int live = 0;
-    for (int i = 0; i < g->n_nodes; i++) live += !g->nodes[i]->dead;
-    if (live > MAX_DRAWN_NODES) {
-        snprintf(why, why_size, "the graph has %d nodes, more than the %d drawn (Graphviz's "
-                 "layout would take minutes); the drawings are left out", live, MAX_DRAWN_NODES);
-        return NULL;
-    }
-    char dot_path[] = "/tmp/mcir-report-XXXXXX";
-    int fd = mkstemp(dot_path);
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One run of Graphviz's dot, in its own process group so that a run out
+ * of time is killed whole. */
+typedef struct dot_run {
+    pid_t pid;                 /* > 0 while it runs */
+    char dot_path[PATH_MAX], svg_path[PATH_MAX + 8];
+    char *svg;                 /* the <svg> element, when it succeeded */
+    char why[256];             /* else why not */
+} dot_run;
+
+static bool dot_start(dot_run *r, const mcir_graph *g, const mcir_plan *plan, bool kernels) {
+    memset(r, 0, sizeof *r);
+    const char *tmp = getenv("TMPDIR");
+    int k = snprintf(r->dot_path, sizeof r->dot_path, "%s/mcir-report-XXXXXX",
+                     tmp && *tmp ? tmp : "/tmp");
+    if (k < 0 || (size_t)k >= sizeof r->dot_path)
+        snprintf(r->dot_path, sizeof r->dot_path, "/tmp/mcir-report-XXXXXX");
+    int fd = mkstemp(r->dot_path);
     if (fd < 0) {
-        snprintf(why, why_size, "cannot create a temporary file: %s", strerror(errno));
-        return NULL;
+        snprintf(r->why, sizeof r->why, "cannot create a temporary file: %s", strerror(errno));
+        return false;
     }
     FILE *f = fdopen(fd, "w");
     MCIR_ASSERT(f);
-    write_dot(g, plan, f);
+    if (kernels) write_kernel_dot(g, plan, f);
+    else write_dot(g, plan, f);
     fclose(f);
-    char svg_path[sizeof dot_path + 8];
-    snprintf(svg_path, sizeof svg_path, "%s.svg", dot_path);
-    pid_t pid = fork();
-    if (pid == 0) {
+    snprintf(r->svg_path, sizeof r->svg_path, "%s.svg", r->dot_path);
+    r->pid = fork();
+    if (r->pid == 0) {
+        setpgid(0, 0);
         /* dot's own warnings are of no use on the page */
-        FILE *null = freopen("/dev/null", "w", stderr);
-        (void)null;
-        execlp("dot", "dot", "-Tsvg", "-o", svg_path, dot_path, (char *)NULL);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+        }
+        execlp("dot", "dot", "-Tsvg", "-o", r->svg_path, r->dot_path, (char *)NULL);
         _exit(127);
     }
-    int status = -1;
-    if (pid > 0) waitpid(pid, &status, 0);
-    unlink(dot_path);
-    char *svg = NULL;
-    if (pid < 0)
-        snprintf(why, why_size, "cannot start dot: %s", strerror(errno));
-    else if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        snprintf(why, why_size, "Graphviz's dot is not installed (Debian: apt-get install "
+    if (r->pid < 0) {
+        snprintf(r->why, sizeof r->why, "cannot start dot: %s", strerror(errno));
+        r->pid = 0;
+        unlink(r->dot_path);
+        return false;
+    }
+    setpgid(r->pid, r->pid);   /* also here: whichever runs first */
+    return true;
+}
+
+/* Collects a finished run (or, with kill_it, ends it); false while it
+ * still runs. */
+static bool dot_collect(dot_run *r, bool kill_it) {
+    if (r->pid <= 0) return true;
+    int status = 0;
+    pid_t got = waitpid(r->pid, &status, WNOHANG);
+    if (got == 0 && !kill_it) return false;
+    if (got == 0) {
+        kill(-r->pid, SIGKILL);
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, &status, 0);
+        snprintf(r->why, sizeof r->why, "timeout");
+    } else if (got < 0) {
+        snprintf(r->why, sizeof r->why, "dot vanished: %s", strerror(errno));
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+        snprintf(r->why, sizeof r->why, "Graphviz's dot is not installed (Debian: apt-get install "
                  "graphviz); the drawings are left out");
-    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        snprintf(why, why_size, "dot failed (status %d)", status);
-    else {
-        svg = slurp(svg_path, NULL);
-        if (!svg) snprintf(why, why_size, "dot wrote no SVG");
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(r->why, sizeof r->why, "dot failed (status %d); the drawing is left out", status);
+    } else {
+        char *svg = slurp(r->svg_path, NULL);
+        char *start = svg ? strstr(svg, "<svg") : NULL;
+        if (!start) {   /* the <svg> element only: no XML prolog or DOCTYPE inside HTML */
+            snprintf(r->why, sizeof r->why, "dot wrote no SVG; the drawing is left out");
+            free(svg);
+        } else {
+            memmove(svg, start, strlen(start) + 1);
+            r->svg = svg;
+        }
     }
-    unlink(svg_path);
-    if (!svg) return NULL;
-    /* the <svg> element only: no XML prolog or DOCTYPE inside HTML */
-    char *start = strstr(svg, "<svg");
-    if (!start) {
-        free(svg);
-        snprintf(why, why_size, "dot's output holds no <svg>");
-        return NULL;
+    r->pid = 0;
+    unlink(r->dot_path);
+    unlink(r->svg_path);
+    return true;
+}
+
+/* One drawing of the page and how it came to be. */
+typedef struct drawing {
+    const char *id, *what;     /* "g-after", "after rewriting" */
+    const mcir_graph *g;
+    const mcir_plan *plan;     /* kernels: boxes, and the kernel-level fallback */
+    int live;
+    dot_run run;
+    bool kernels;              /* run draws the kernel-level graph */
+    bool done;
+    char note[768];            /* said above the drawing, or instead of it */
+} drawing;
+
+static bool is_timeout(const dot_run *r) { return !strcmp(r->why, "timeout"); }
+
+static void start_kernel_form(drawing *dr) {
+    dr->kernels = true;
+    if (!dot_start(&dr->run, dr->g, dr->plan, true)) {
+        snprintf(dr->note + strlen(dr->note), sizeof dr->note - strlen(dr->note), " %s",
+                 dr->run.why);
+        dr->done = true;
     }
-    memmove(svg, start, strlen(start) + 1);
-    return svg;
+}
+
+/* Lays out every drawing within budget_s seconds in all, the runs side by
+ * side. A node-level drawing of the graph after rewriting that is not done
+ * by half the budget (or has more than MAX_DRAWN_NODES nodes) is replaced
+ * by the kernel-level graph; whatever is not done by the end is killed and
+ * left out. Each drawing's note says what was left out and why. */
+static void draw_all(drawing *dr, int n, double budget_s) {
+    double t0 = now_s(), half = t0 + budget_s / 2, end = t0 + budget_s;
+    mcir_progress *progress = NULL;
+    for (int i = 0; i < n; i++) {
+        drawing *x = &dr[i];
+        if (!x->g) {
+            snprintf(x->note, sizeof x->note, "The graph %s was not kept.", x->what);
+            x->done = true;
+            continue;
+        }
+        for (int j = 0; j < x->g->n_nodes; j++) x->live += !x->g->nodes[j]->dead;
+        if (x->live > MAX_DRAWN_NODES) {
+            snprintf(x->note, sizeof x->note, "The graph %s has %d nodes, more than the %d drawn "
+                     "node by node (Graphviz's layout would take minutes and could not be read).",
+                     x->what, x->live, MAX_DRAWN_NODES);
+            if (x->plan) {
+                start_kernel_form(x);
+            } else {
+                strcat(x->note, " The drawing is left out.");
+                x->done = true;
+            }
+            continue;
+        }
+        if (!dot_start(&x->run, x->g, x->plan, false)) {
+            snprintf(x->note, sizeof x->note, "%s", x->run.why);
+            x->done = true;
+        }
+    }
+    for (;;) {
+        bool running = false;
+        double now = now_s();
+        for (int i = 0; i < n; i++) {
+            drawing *x = &dr[i];
+            if (x->done) continue;
+            bool late = now >= end || (!x->kernels && x->plan && now >= half);
+            if (!dot_collect(&x->run, late)) {
+                running = true;
+                continue;
+            }
+            size_t used = strlen(x->note);
+            char *tail = x->note + used;
+            size_t room = sizeof x->note - used;
+            if (x->run.svg) {
+                if (x->kernels)
+                    snprintf(tail, room, "%sThis is the kernel-level graph: one box per kernel "
+                             "(%d), the tensors between kernels as edges; the nodes of each "
+                             "kernel are in the Kernels table and the trace, whose rows "
+                             "highlight their kernel here.", used ? " " : "",
+                             x->plan->n_kernels);
+                x->done = true;
+            } else if (!x->kernels && is_timeout(&x->run) && x->plan && now < end) {
+                snprintf(tail, room, "The graph %s (%d nodes) did not lay out within %.3g s, half "
+                         "of the report's drawing time (--report-time %.3g).", x->what, x->live,
+                         budget_s / 2, budget_s);
+                start_kernel_form(x);
+                running = running || !x->done;
+            } else if (is_timeout(&x->run)) {
+                if (x->kernels)
+                    snprintf(tail, room, "%sIts kernel-level graph (%d kernels) did not lay out "
+                             "in the rest of the %.3g s either (--report-time): the drawing is "
+                             "left out.", used ? " " : "", x->plan->n_kernels, budget_s);
+                else
+                    snprintf(tail, room, "The graph %s (%d nodes) did not lay out within the "
+                             "report's drawing time, %.3g s (--report-time): the drawing is left "
+                             "out; the graph after rewriting shows its structure kernel by "
+                             "kernel.", x->what, x->live, budget_s);
+                x->done = true;
+            } else {
+                snprintf(tail, room, "%s%s", used ? " " : "", x->run.why);
+                x->done = true;
+            }
+        }
+        if (!running) break;
+        if (!progress) progress = mcir_progress_begin("report", "drawing the graphs with Graphviz", 0);
+        if (progress) mcir_progress_set(progress, 0, " (at most %.3g s)", budget_s);
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    mcir_progress_end(progress);
 }
 
 /* ------------------------------------------------------------------ data */
@@ -328,9 +565,10 @@ static const char page_js[] =
     "const D=JSON.parse(document.getElementById('data').textContent);\n"
     "function el(t,a,txt){const e=document.createElement(t);"
     "if(a)for(const k in a)e.setAttribute(k,a[k]);if(txt!==undefined)e.textContent=txt;return e;}\n"
+    "const K={};if(D.plan)for(const k of D.plan.kernels)for(const n of (k.nodes||[]))K[n]=k.name;\n"
     "function highlight(names){document.querySelectorAll('g.hl').forEach(g=>g.classList.remove('hl'));"
-    "let first=null;for(const n of names){const esc=CSS.escape('node:'+n);"
-    "document.querySelectorAll('#'+esc).forEach(g=>{g.classList.add('hl');"
+    "let first=null;for(const n of names){const ids=['node:'+n];if(K[n])ids.push('kernel:'+K[n]);"
+    "for(const id of ids)document.querySelectorAll('#'+CSS.escape(id)).forEach(g=>{g.classList.add('hl');"
     "if(!first&&g.closest('.drawing').offsetParent)first=g;});}"
     "if(first)first.scrollIntoView({block:'center',inline:'center'});return first!==null;}\n"
     "function failed(r){return (r.legality||[]).filter(c=>!c.ok)"
@@ -368,9 +606,10 @@ static const char page_js[] =
     "document.getElementById('g-'+w).style.display=w===which?'':'none';"
     "document.getElementById('b-'+w).classList.toggle('on',w===which);}}\n"
     "function search(){const q=document.getElementById('gq').value;if(!q)return;"
-    "const names=[];document.querySelectorAll('g[id^=\"node:\"]').forEach(g=>{"
-    "const n=g.id.slice(5);if(n.indexOf(q)>=0)names.push(n);});"
-    "document.getElementById('gcount').textContent=names.length+' nodes';highlight(names);}\n"
+    "const names=new Set();document.querySelectorAll('g[id^=\"node:\"]').forEach(g=>{"
+    "const n=g.id.slice(5);if(n.indexOf(q)>=0)names.add(n);});"
+    "for(const n in K)if(n.indexOf(q)>=0||K[n].indexOf(q)>=0)names.add(n);"
+    "document.getElementById('gcount').textContent=names.size+' nodes';highlight([...names]);}\n"
     "document.getElementById('tq').oninput=traceTable;"
     "document.getElementById('td').onchange=traceTable;"
     "document.getElementById('ts').onchange=traceTable;"
@@ -402,30 +641,28 @@ static void fact(FILE *out, const char *label, const char *fmt, ...) {
     fputs("</span>", out);
 }
 
-static void drawing(FILE *out, const char *id, const mcir_graph *g, const mcir_plan *plan,
-                    const char *what) {
-    fprintf(out, "<div id=\"%s\">", id);
-    if (!g) {
-        fprintf(out, "<p class=\"note\">The %s graph was not kept.</p></div>\n", what);
-        return;
-    }
-    char why[256] = "";
-    char *svg = draw(g, plan, why, sizeof why);
-    if (svg) {
-        fputs("<div class=\"drawing\">", out);
-        fputs(svg, out);
-        fputs("</div>", out);
-        free(svg);
-    } else {
+static void put_drawing(FILE *out, const drawing *dr) {
+    fprintf(out, "<div id=\"%s\">", dr->id);
+    if (dr->note[0]) {
         fputs("<p class=\"note\">", out);
-        html_escape(out, why);
+        html_escape(out, dr->note);
         fputs("</p>", out);
+    }
+    if (dr->run.svg) {
+        fputs("<div class=\"drawing\">", out);
+        fputs(dr->run.svg, out);
+        fputs("</div>", out);
     }
     fputs("</div>\n", out);
 }
 
-bool mcir_report_write(const mcir_compilation *c, FILE *out, mcir_diag *d) {
+bool mcir_report_write(const mcir_compilation *c, const mcir_report_options *opts, FILE *out,
+                       mcir_diag *d) {
     const mcir_graph *g = c->graph;
+    double budget = opts && opts->draw_seconds > 0 ? opts->draw_seconds : MCIR_REPORT_DRAW_SECONDS;
+    drawing dr[2] = {{.id = "g-after", .what = "after rewriting", .g = c->graph, .plan = c->plan},
+                     {.id = "g-before", .what = "as read", .g = c->original}};
+    draw_all(dr, 2, budget);
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>mcir: ",
           out);
     html_escape(out, g->name);
@@ -474,8 +711,10 @@ bool mcir_report_write(const mcir_compilation *c, FILE *out, mcir_diag *d) {
           "</span><span style=\"color:#2b8a3e\">··· recomputable</span>; weights are left "
           "out; hover for names. Click a trace or kernel row to highlight its nodes.</p>\n",
           out);
-    drawing(out, "g-after", c->graph, c->plan, "rewritten");
-    drawing(out, "g-before", c->original, NULL, "original");
+    put_drawing(out, &dr[0]);
+    put_drawing(out, &dr[1]);
+    free(dr[0].run.svg);
+    free(dr[1].run.svg);
     fputs("</section>\n", out);
 
     /* trace */

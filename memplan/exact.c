@@ -68,6 +68,8 @@ typedef struct exact {
     int64_t nodes, node_limit;
     double deadline;
     bool oom, timed_out;
+    int64_t best;         /* the best height known, for the progress report */
+    double next_report;   /* when the progress report is due */
 } exact;
 
 static int64_t exact_align_up(int64_t x, int64_t a)
@@ -170,9 +172,16 @@ static int exact_search(exact *ex, size_t list_at, size_t count, int32_t s0,
     const mcir_memplan_instance *in = ex->inst;
     if (++ex->nodes > ex->node_limit)
         return EXACT_STOP;
-    if ((ex->nodes & 255) == 0 && mcir_memplan_now() > ex->deadline) {
-        ex->timed_out = true;
-        return EXACT_STOP;
+    if ((ex->nodes & 255) == 0) {
+        double now = mcir_memplan_now();
+        if (now > ex->deadline) {
+            ex->timed_out = true;
+            return EXACT_STOP;
+        }
+        if (in->progress && now >= ex->next_report) {
+            ex->next_report = now + 0.25;
+            in->progress(in->progress_ctx, now - in->started, in->budget_s, ex->nodes, ex->best);
+        }
     }
     int64_t min_height = INT64_MAX;
     bool any = false;
@@ -600,6 +609,7 @@ int64_t mcir_memplan_plan_exact_from(const mcir_memplan_instance *in,
     int64_t lo = in->lower_bound, proven = in->lower_bound;
     bool first = true;
     /* With a capacity, fitting it comes first: it is what the caller needs. */
+    ex.best = best;
     if (in->capacity > 0 && best > in->capacity && in->capacity >= lo) {
         int r = exact_decide(&ex, in->capacity, in->deadline);
         if (r == EXACT_FOUND) {
@@ -612,6 +622,7 @@ int64_t mcir_memplan_plan_exact_from(const mcir_memplan_instance *in,
     if (in->stop_when_fits && in->capacity > 0 && best <= in->capacity)
         lo = best; /* the caller asked only for a fit */
     while (lo < best && !ex.oom) {
+        ex.best = best;
         double now = mcir_memplan_now(), left = in->deadline - now;
         if (left <= 1e-3)
             break;

@@ -40,6 +40,12 @@ struct mcir_memplan_instance {
     int64_t lower_bound; /* largest live total at one step */
     double deadline;     /* mcir_memplan_now() value when search must stop */
     bool stop_when_fits; /* capacity > 0: any plan within it will do */
+    /* mcir_memplan_options' progress report (NULL: none), and the search's
+     * start and budget for it */
+    void (*progress)(void *ctx, double seconds, double budget_s, int64_t nodes,
+                     int64_t best_height);
+    void *progress_ctx;
+    double started, budget_s;
 };
 
 /* Writes every neighbour of buffer i (lifetime overlap or explicit

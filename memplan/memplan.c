@@ -755,8 +755,12 @@ mcir_memplan_status mcir_memplan_run(const mcir_memplan_problem *problem,
         }
         if (p == 0)
             r->lower_bound_bytes = s.inst.lower_bound;
-        s.inst.deadline = mcir_memplan_now() + limit;
+        s.inst.started = mcir_memplan_now();
+        s.inst.deadline = s.inst.started + limit;
+        s.inst.budget_s = limit;
         s.inst.stop_when_fits = options && options->stop_when_fits;
+        s.inst.progress = options ? options->progress : NULL;
+        s.inst.progress_ctx = options ? options->progress_ctx : NULL;
         mcir_memplan_stats stats = {0};
         int64_t h = planner->plan(&s.inst, offs, &stats);
         memplan_inst_free(&s);

@@ -78,6 +78,12 @@ typedef struct mcir_memplan_options {
     double time_limit_s; /* budget of the exact search; <= 0 = 10 s */
     bool stop_when_fits; /* with bounded pools: stop improving a plan once
                             it fits (a decision, not an optimisation) */
+    /* Called about four times a second while the exact search runs, on
+     * its thread: seconds spent and the budget, search nodes so far, the
+     * best height found; NULL: never. */
+    void (*progress)(void *ctx, double seconds, double budget_s, int64_t nodes,
+                     int64_t best_height);
+    void *progress_ctx;
 } mcir_memplan_options;
 
 typedef enum mcir_memplan_status {

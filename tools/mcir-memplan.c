@@ -40,6 +40,13 @@ static int memplan_tool_usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
+static void search_progress(void *ctx, double seconds, double budget_s,
+                            int64_t nodes, int64_t best_height)
+{
+    mcir_progress_set(ctx, nodes, " (%.0f of %.0f s budget, best height %lld)",
+                      seconds, budget_s, (long long)best_height);
+}
+
 int main(int argc, char **argv)
 {
     const char *input = NULL, *output = NULL, *planner = "best";
@@ -119,8 +126,15 @@ int main(int argc, char **argv)
     mcir_memplan_options options = {.planner = planner,
                                     .time_limit_s = time_limit,
                                     .stop_when_fits = fit_only};
+    /* on a terminal, the exact search shows how far it got */
+    mcir_progress *progress = mcir_progress_begin("memplan", "search nodes", 0);
+    if (progress) {
+        options.progress = search_progress;
+        options.progress_ctx = progress;
+    }
     mcir_memplan_result res;
     mcir_memplan_status st = mcir_memplan_run(&problem, &options, &res);
+    mcir_progress_end(progress);
     int rc = 0;
     if (st == MCIR_MEMPLAN_NO_FIT) {
         fprintf(stderr, "%s: error: no placement found within capacity %lld "
