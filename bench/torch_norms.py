@@ -5,7 +5,7 @@ x * rsqrt(mean(x^2) + eps) * w, torch.softmax), timed like bench_norms
 (CUDA events, L2 flushed, median); GB/s counts bytes read + written, next
 to a device-to-device copy of x measured in the same run. Same CSV.
 
-    /usr/bin/python3 bench/torch_norms.py [--op layernorm|rmsnorm|softmax] [--reps 30] [--csv FILE]
+    /usr/bin/python3 bench/torch_norms.py [--op layernorm|rmsnorm|softmax] [--match TEXT] [--reps 30] [--csv FILE]
 
 Exits 77 with one line when torch sees no GPU.
 """
@@ -20,6 +20,7 @@ import torch_timing as tt  # noqa: E402
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--op", default=None, choices=["layernorm", "rmsnorm", "softmax"])
+    ap.add_argument("--match", default=None, help="only shapes whose name OP/DTYPE/rROWS/wWIDTH holds this")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--csv", default=None)
@@ -33,6 +34,8 @@ def main(argv):
     copy_gbps = {}
     for op, dt, rows, w in tt.norm_shapes():
         if a.op and op != a.op:
+            continue
+        if a.match and a.match not in "%s/%s/r%d/w%d" % (op, dt, rows, w):   # as bench_norms names them
             continue
         dtype = tt.torch_dtype(torch, dt)
         es = torch.tensor([], dtype=dtype).element_size()

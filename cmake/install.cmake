@@ -12,11 +12,14 @@
 #
 # Layout under the prefix:
 #   bin/      mcirc, mcir-memplan, mcir-compare, test_gpu, the benchmarks,
-#             mcir-gpu-check (scripts/gpu-check.sh)
+#             mcir-gpu-check (scripts/gpu-check.sh), mcir-gpu-run
+#             (scripts/gpu-run.sh)
 #   lib/      the static libraries, the bundled shared libraries,
 #             pkgconfig/mcir.pc
 #   include/mcir/<folder>/*.h   the public headers (no *-impl.h)
-#   share/mcir/  examples/, catalog/default.yaml, bench/data/
+#   share/mcir/  examples/, catalog/default.yaml, bench/data/, bench/*.py
+#             (PyTorch counterparts, gen_blocks.py), scripts/mcir_graph.py,
+#             build-info.txt (the commit)
 #   share/doc/mcir/  README.md, docs/
 include(GNUInstallDirs)
 set(MCIR_INSTALL_LIBDIR lib)   # not lib64: the RUNPATH below names lib
@@ -47,6 +50,8 @@ set_target_properties(${MCIR_INSTALL_PROGRAMS} PROPERTIES INSTALL_RPATH "${MCIR_
 install(TARGETS ${MCIR_INSTALL_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/gpu-check.sh
         DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME mcir-gpu-check)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/gpu-run.sh
+        DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME mcir-gpu-run)
 
 # The libraries, in link order (a library before the ones it uses).
 set(MCIR_INSTALL_LIBS)
@@ -93,6 +98,19 @@ install(FILES ${PROJECT_BINARY_DIR}/mcir.pc DESTINATION ${MCIR_INSTALL_LIBDIR}/p
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ DESTINATION ${CMAKE_INSTALL_DATADIR}/mcir/examples)
 install(FILES ${PROJECT_SOURCE_DIR}/catalog/default.yaml DESTINATION ${CMAKE_INSTALL_DATADIR}/mcir/catalog)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/bench/data/ DESTINATION ${CMAKE_INSTALL_DATADIR}/mcir/bench/data)
+# mcir-gpu-run's PyTorch side and its block generator (they import
+# ../scripts/mcir_graph.py and mcir_seed.py, installed beside them)
+foreach(f torch_attention.py torch_norms.py torch_blocks.py torch_cpu.py torch_timing.py
+          gen_blocks.py gpu_run_summary.py)
+  install(FILES ${PROJECT_SOURCE_DIR}/bench/${f} DESTINATION ${CMAKE_INSTALL_DATADIR}/mcir/bench)
+endforeach()
+install(FILES ${PROJECT_SOURCE_DIR}/scripts/mcir_graph.py ${PROJECT_SOURCE_DIR}/scripts/mcir_seed.py
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/mcir/scripts)
+# share/mcir/build-info.txt: the commit, for the record of every GPU run
+install(CODE "set(MCIR_INFO_SOURCE \"${PROJECT_SOURCE_DIR}\")
+set(MCIR_INFO_BUILD_TYPE \"${CMAKE_BUILD_TYPE}\")
+set(MCIR_INFO_DATADIR \"${CMAKE_INSTALL_DATADIR}\")")
+install(SCRIPT ${PROJECT_SOURCE_DIR}/cmake/build-info.cmake)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
 

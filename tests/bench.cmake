@@ -7,3 +7,10 @@ if(TARGET bench_attention)
   set_tests_properties(bench_attention_dry_run PROPERTIES
     ENVIRONMENT "MCIR_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache-bench-test")
 endif()
+# The first GPU run's command (scripts/gpu-run.sh, mcir-gpu-run) up to where
+# a GPU is needed: exit 77 with its record; every step reports with a fake
+# nvidia-smi and no driver; the figures' summary from known CSVs. ~10 s.
+add_test(NAME gpu_run_without_gpu
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu_run_test.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/gpu-run)
+set_tests_properties(gpu_run_without_gpu PROPERTIES TIMEOUT 300)

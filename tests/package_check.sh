@@ -6,8 +6,9 @@
 # libraries resolve inside the package (ldd), except the C library's and
 # CUDA's; mcirc compiles an example and runs another on the CPU matching
 # PyTorch's output (mcir-compare); a program built against the package
-# with pkg-config links and runs; mcir-gpu-check finds its programs and,
-# without a GPU, exits 77.
+# with pkg-config links and runs; mcir-gpu-check and mcir-gpu-run find their
+# programs and, without a GPU, exit 77 (the run recording the package's
+# commit); the tarball stays under 48 MiB.
 set -euo pipefail
 src=$1 build=$2 work=$3
 fail() { echo "package_check: FAIL: $*" >&2; exit 1; }
@@ -15,6 +16,7 @@ rm -rf "$work"
 mkdir -p "$work"
 tarball=$("$src/scripts/package.sh" --no-build "$build" "$work/out")
 size=$(du -h "$tarball" | cut -f1)
+bytes=$(stat -c %s "$tarball")
 tar xzf "$tarball" -C "$work"
 top=$(basename "$tarball" .tar.gz)
 [ -d "$work/$top" ] || fail "the tarball has no top directory $top"
@@ -84,13 +86,30 @@ ${CC:-cc} -std=c11 -o "$work/consumer" "$work/consumer.c" $(pkg-config --cflags 
   fail "cannot build a program with pkg-config --cflags --libs mcir"
 grep -q 'after rewriting' <<<"$("$work/consumer" "$ex/gpt2_block/graph.json")" || fail "the pkg-config program failed"
 
-# 4. the GPU check finds its programs in the package (77: no GPU here)
+# 4. the GPU check and the first GPU run find their programs in the
+# package (77: no GPU here); the run records the commit the package was
+# built from (share/mcir/build-info.txt)
+grep -Eq '^commit: ([0-9a-f]{40}|unknown)' "$pkg/share/mcir/build-info.txt" || fail "no commit in share/mcir/build-info.txt"
+for f in torch_attention.py torch_norms.py torch_blocks.py gen_blocks.py gpu_run_summary.py; do
+  [ -f "$pkg/share/mcir/bench/$f" ] || fail "share/mcir/bench/$f is not in the package"
+done
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   set +e
   msg=$("$pkg/bin/mcir-gpu-check" 2>&1)
   rc=$?
   set -e
   [ $rc -eq 77 ] || fail "mcir-gpu-check without a GPU: exit $rc, wanted 77: $msg"
+  set +e
+  msg=$("$pkg/bin/mcir-gpu-run" --out "$work/gpu-run" 2>&1)
+  rc=$?
+  set -e
+  [ $rc -eq 77 ] || fail "mcir-gpu-run without a GPU: exit $rc, wanted 77: $msg"
+  grep -q "^mcir: .*, commit $(sed -n 's/^commit: //p' "$pkg/share/mcir/build-info.txt")" "$work/gpu-run/run-info.txt" ||
+    fail "mcir-gpu-run does not record the package's commit"
 fi
+# 5. small enough to carry to a GPU machine along with the source tree
+# (a lent machine takes 64 MiB in all, the tree is about 15 MiB;
+# docs/performance.md "A first GPU run")
+((bytes < 48 * 1024 * 1024)) || fail "the package is $bytes bytes, over 48 MiB"
 echo "package_check: ok ($checked programs, $size tarball)"
 rm -rf "$work"

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""gpu_run_summary.py — the figures of one mcir-gpu-run (scripts/gpu-run.sh)
+side by side, from the CSVs it wrote: attention TFLOP/s of mcir against the
+best PyTorch SDPA backend per shape, norms GB/s against PyTorch and the
+copy bandwidth, the block's latency and peak memory against PyTorch eager
+and torch.compile. Standard library only; a CSV that is missing or empty
+is said so, not an error.
+
+    python3 bench/gpu_run_summary.py DIR
+"""
+import csv
+import os
+import sys
+
+
+def rows(d, name):
+    p = os.path.join(d, name)
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return list(csv.DictReader(f))
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def fmt(x, spec="%.1f"):
+    return spec % x if x is not None else "–"
+
+
+def attention(d):
+    m, t = rows(d, "attention_gpu.csv"), rows(d, "attention_torch.csv")
+    if not m:
+        return ["attention: no mcir figures (attention_gpu.csv missing or empty)"]
+    key = ("dtype", "batch", "heads", "seq_q", "seq_k", "head_dim", "causal")
+    best = {}
+    for r in t or []:
+        v = num(r.get("tflops"))
+        if v is None or not r["impl"].startswith("sdpa_"):
+            continue
+        k = tuple(r[c] for c in key)
+        if k not in best or v > best[k][0]:
+            best[k] = (v, r["impl"][5:])
+    out = ["attention, TFLOP/s       mcir   best SDPA (backend)   mcir / best"]
+    for r in m:
+        k = tuple(r[c] for c in key)
+        name = "%s d%s q%s %s" % (r["dtype"], r["head_dim"], r["seq_q"], "causal" if r["causal"] == "1" else "full")
+        mv = num(r["tflops"])
+        b = best.get(k)
+        ratio = "%.2fx" % (mv / b[0]) if mv and b and b[0] else "–"
+        extra = "" if mv is not None else "  (%s)" % r["status"]
+        out.append("  %-22s %6s   %6s %-12s   %s%s" % (name, fmt(mv), fmt(b[0]) if b else "–",
+                                                    "(%s)" % b[1] if b else "", ratio, extra))
+    if t is None:
+        out.append("  (no PyTorch figures: attention_torch.csv missing)")
+    return out
+
+
+def norms(d):
+    m, t = rows(d, "norms_gpu.csv"), rows(d, "norms_torch.csv")
+    if not m:
+        return ["norms: no mcir figures (norms_gpu.csv missing or empty)"]
+    tv = {(r["op"], r["dtype"], r["width"]): num(r.get("gbps")) for r in t or []}
+    out = ["norms, GB/s              mcir  torch  copy   mcir / copy"]
+    for r in m:
+        mv, cp = num(r["gbps"]), num(r["copy_gbps"])
+        out.append("  %-22s %6s %6s %6s   %s" % ("%s %s w%s" % (r["op"], r["dtype"], r["width"]), fmt(mv, "%.0f"),
+                                               fmt(tv.get((r["op"], r["dtype"], r["width"])), "%.0f"),
+                                               fmt(cp, "%.0f"), fmt(num(r["fraction_of_copy"]), "%.2f")))
+    return out
+
+
+def blocks(d):
+    m, t = rows(d, "blocks_gpu.csv"), rows(d, "blocks_torch.csv")
+    if not m:
+        return ["block: no mcir figures (blocks_gpu.csv missing or empty)"]
+    out = ["block, ms (peak MiB)"]
+    for r in m:
+        pk = num(r["pool_peak_bytes"])
+        out.append("  %-22s mcir %s ms (%s MiB)%s" % (r["graph"], fmt(num(r["pool_median_ms"]), "%.3f"),
+                                                  fmt(pk / 2**20 if pk else None), "" if r["pool_median_ms"]
+                                                  else "  (%s)" % r["status"]))
+        for x in t or []:
+            if x["graph"] == r["graph"]:
+                al = num(x["max_memory_allocated"])
+                out.append("  %-22s %s %s ms (%s MiB)%s" % ("", x["impl"], fmt(num(x["median_ms"]), "%.3f"),
+                                                        fmt(al / 2**20 if al else None),
+                                                        "" if x["median_ms"] else "  (%s)" % x["status"]))
+    return out
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    d = argv[1]
+    for part in (attention, norms, blocks):
+        print("\n".join(part(d)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
