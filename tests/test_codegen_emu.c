@@ -989,6 +989,24 @@ START_TEST(test_runtime_start_slice_emulated) {
 }
 END_TEST
 
+/* tests/data/ints/exact.json (test_ints checks the interpreter on it
+ * against NumPy byte for byte): every integer op on values beyond 2^24,
+ * 2^31 and 2^53 — wrap-around, division and remainder by zero and -1,
+ * shifts out of range, casts between every pair, gather, argmax, cumsum,
+ * arange — as a kernel per node, exactly the interpreter's values (and so
+ * NumPy's). The pipeline's own plan (fused chains, argmax in the reduce
+ * template) follows with the examples. */
+START_TEST(test_exact_integers_emulated) {
+    char *json = test_slurp(test_path("tests/data/ints/exact.json"), NULL);
+    ck_assert_ptr_nonnull(json);
+    mcir_graph *g = cgt_graph(json);
+    free(json);
+    mcir_plan *p = cgt_plan_naive(g, "sm_90");
+    ck_assert(run_emulated(g, p, NULL, "exact_ints (a kernel per node)", false));
+    mcir_graph_free(g);
+}
+END_TEST
+
 #ifdef MCIR_HAVE_PIPELINE
 #include <dirent.h>
 
@@ -1221,6 +1239,30 @@ END_TEST
  * matmuls (ScatterND), the clamps and reductions of the others; and the
  * imported integer and bool graphs (gather, cast, comparisons, where,
  * argmax) with their seeded inputs. */
+/* exact.json through the pipeline: the partitioner's fused integer chains
+ * (mul -> add -> mod -> cast -> shift in one kernel, the comparisons with
+ * their slices and concat), argmax and argmin over i64 in the reduce
+ * template (values across warp shuffles as two halves), i64 transposes. */
+START_TEST(test_exact_integers_pipeline_emulated) {
+    mcir_options o = mcir_options_default();
+    o.graph_path = test_path("tests/data/ints/exact.json");
+    o.want_plan = true;
+    o.want_cuda = true;
+    mcir_compilation c;
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert_int_eq(mcir_compile(&o, &c, &d), 0);
+    int fused = 0, reduce = 0;
+    for (int i = 0; i < c.plan->n_kernels; i++) {
+        fused += c.plan->kernels[i].n_nodes >= 5;
+        reduce += c.plan->kernels[i].tpl == MCIR_TEMPLATE_REDUCE;
+    }
+    ck_assert_int_ge(fused, 1);
+    ck_assert_int_ge(reduce, 2);
+    ck_assert(run_emulated(c.graph, c.plan, c.memory, "exact_ints (pipeline)", false));
+    mcir_compilation_free(&c);
+}
+END_TEST
+
 START_TEST(test_onnx_decompositions_emulated) {
     static const char *const models[] = {
         "resize_linear_half_pixel_scales", "resize_cubic_exclude_outside", "pad_reflect",
@@ -1278,6 +1320,7 @@ int main(void) {
     tcase_add_test(tc, test_rank1_matmuls_emulated);
     tcase_add_test(tc, test_argmax_reduce_emulated);
     tcase_add_test(tc, test_runtime_start_slice_emulated);
+    tcase_add_test(tc, test_exact_integers_emulated);
     tcase_add_test(tc, test_attention_emulated);
     tcase_add_test(tc, test_attention_head_split_merge_emulated);
     suite_add_tcase(s, tc);
@@ -1287,6 +1330,7 @@ int main(void) {
     tcase_add_test(te, test_examples_emulated);
     tcase_add_test(te, test_gemm_tiles_emulated);
     tcase_add_test(te, test_onnx_decompositions_emulated);
+    tcase_add_test(te, test_exact_integers_pipeline_emulated);
     suite_add_tcase(s, te);
 #endif
     int failed = test_main_nofork(s);

@@ -5,7 +5,9 @@
  * through the interpreter — casts that truncate, saturate and wrap,
  * comparisons and where with broadcasting, gather (axis 0 and 1, negative
  * indices, an index out of range reported as an error), argmax/argmin
- * (first index wins, NaN), arange — plus float-only ops refusing integers.
+ * (first index wins, NaN), arange — plus float-only ops refusing integers;
+ * and every integer op exact beyond 2^24, 2^31 and 2^53, byte for byte
+ * NumPy's (tests/data/ints/).
  */
 #include <check.h>
 #include <math.h>
@@ -361,6 +363,120 @@ START_TEST(seeded_integer_inputs_are_small_indices) {
 }
 END_TEST
 
+/* ------------------------------------------------- exact, against NumPy */
+
+/* tests/data/ints/exact.json: every integer op on values beyond 2^24, 2^31
+ * and 2^53 (wrap-around, divisions by zero and by -1, shifts out of
+ * range, casts between every pair), each output byte for byte NumPy's
+ * (expected/NAME.npy, from gen_exact.py there). */
+START_TEST(integer_ops_are_exact_as_numpy) {
+    char errs[4096];
+    const char *path = test_path("tests/data/ints/exact.json");
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g = mcir_graph_read_json(path, &d);
+    ck_assert_msg(g, "cannot read %s", path);
+    mcir_env *e = run(g, errs, sizeof errs);
+    ck_assert_msg(e, "%s", errs);
+    int beyond_2_53 = 0, wrapped = 0;
+    for (int i = 0; i < g->n_outputs; i++) {
+        const mcir_tensor *t = g->outputs[i];
+        char rel[300];
+        snprintf(rel, sizeof rel, "tests/data/ints/expected/%s.npy", t->name);
+        const char *npy_path = test_path(rel);
+        mcir_npy want;
+        ck_assert_msg(mcir_npy_read(npy_path, &want, &d), "cannot read %s", npy_path);
+        ck_assert_msg(want.dtype == t->dtype && mcir_tensor_bytes(t) > 0, "%s: dtype %s, want %s",
+                      t->name, mcir_dtype_name(t->dtype), mcir_dtype_name(want.dtype));
+        size_t bytes = (size_t)mcir_tensor_bytes(t);
+        unsigned char *got = malloc(bytes);
+        ck_assert(mcir_env_get_raw(e, t, got));
+        for (int64_t k = 0; k < mcir_tensor_numel(t); k++) {
+            int64_t gv = mcir_value_get_int(t->dtype, got, k), wv = mcir_value_get_int(want.dtype, want.data, k);
+            if (mcir_dtype_is_float(t->dtype)) {
+                double gf = mcir_value_get(t->dtype, got, k), wf = mcir_value_get(want.dtype, want.data, k);
+                ck_assert_msg(gf == wf, "%s[%lld]: %.17g, NumPy %.17g", t->name, (long long)k, gf, wf);
+                continue;
+            }
+            ck_assert_msg(gv == wv, "%s[%lld]: %lld, NumPy %lld", t->name, (long long)k, (long long)gv,
+                          (long long)wv);
+            beyond_2_53 += gv > (INT64_C(1) << 53) || gv < -(INT64_C(1) << 53);
+        }
+        ck_assert_msg(memcmp(got, want.data, bytes) == 0, "%s: bytes differ from NumPy's", t->name);
+        wrapped += strstr(t->name, "mul_") || strstr(t->name, "add_") || strstr(t->name, "cumsum");
+        free(got);
+        mcir_npy_free(&want);
+    }
+    ck_assert_int_ge(g->n_outputs, 90);
+    ck_assert_int_gt(beyond_2_53, 40);   /* the data does reach past 2^53 */
+    ck_assert_int_ge(wrapped, 8);
+    mcir_env_free(e);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* The issue's measurements (mcirc --run --device cpu, i64): each was
+ * rounded through f32 before. */
+START_TEST(values_past_2_24_stay_exact) {
+    char errs[2048];
+    mcir_graph *g = graph_of(
+        "{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"i64\",\"shape\":[2]}],"
+        "\"weights\":[{\"name\":\"k\",\"dtype\":\"i64\",\"shape\":[],\"value\":3}],"
+        "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"x\",\"k\"],\"outputs\":[\"s\"]},"
+        "{\"op\":\"max\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"m\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"x\",\"k\"],\"outputs\":[\"p\"]},"
+        "{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"c\"],\"attrs\":{\"to\":\"i32\"}}],"
+        "\"outputs\":[\"s\",\"m\",\"p\",\"c\"]}",
+        errs, sizeof errs);
+    ck_assert_msg(g, "%s", errs);
+    mcir_env *e = mcir_env_new(g, 0);
+    const int64_t x[2] = {(INT64_C(1) << 40) + 1, 16777217};
+    mcir_env_set_int(e, g->inputs[0], x);
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_interp_run(g, e, &d));
+    const int64_t *s = mcir_env_get_int(e, mcir_graph_find_tensor(g, "s")),
+                  *m = mcir_env_get_int(e, mcir_graph_find_tensor(g, "m")),
+                  *p = mcir_env_get_int(e, mcir_graph_find_tensor(g, "p")),
+                  *c = mcir_env_get_int(e, mcir_graph_find_tensor(g, "c"));
+    ck_assert(s[0] == INT64_C(1099511627780) && s[1] == 16777220);
+    ck_assert(m[0] == x[0] && m[1] == 16777217);
+    ck_assert(p[0] == INT64_C(3298534883331) && p[1] == 50331651);
+    ck_assert(c[0] == 1 && c[1] == 16777217);   /* wraps modulo 2^32 */
+    /* the f32 view is for summaries only: exact values come from _get_int / _get_raw */
+    ck_assert(mcir_env_get(e, mcir_graph_find_tensor(g, "m"))[1] == 16777216.0f);
+    int64_t raw[2];
+    ck_assert(mcir_env_get_raw(e, mcir_graph_find_tensor(g, "s"), raw));
+    ck_assert(raw[0] == INT64_C(1099511627780));
+    mcir_env_free(e);
+    mcir_graph_free(g);
+}
+END_TEST
+
+START_TEST(bitwise_ops_refuse_floats_and_shifts_bools) {
+    char errs[2048];
+    static const char *const bad[][3] = {
+        {"bitwise_and", "f32", "takes integer or bool tensors, but 'x' is f32"},
+        {"left_shift", "bool", "takes integer tensors, but 'x' is bool"},
+        {"right_shift", "f16", "takes integer tensors, but 'x' is f16"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":[2]}],"
+                 "\"nodes\":[{\"name\":\"b\",\"op\":\"%s\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"y\"]}],"
+                 "\"outputs\":[\"y\"]}", bad[i][1], bad[i][0]);
+        mcir_graph *g = graph_of(json, errs, sizeof errs);
+        ck_assert(g == NULL);
+        ck_assert_msg(strstr(errs, bad[i][2]), "%s", errs);
+    }
+    mcir_graph *g = graph_of(
+        "{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"bool\",\"shape\":[2]}],"
+        "\"nodes\":[{\"name\":\"c\",\"op\":\"cumsum\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+        "\"attrs\":{\"axis\":0}}],\"outputs\":[\"y\"]}", errs, sizeof errs);
+    ck_assert(g == NULL);
+    ck_assert_msg(strstr(errs, "node 'c' (cumsum): takes numeric tensors, but 'x' is bool"), "%s", errs);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ints");
     TCase *tv = tcase_create("values");
@@ -378,6 +494,9 @@ int main(void) {
     tcase_add_test(to, argmax_argmin_take_the_first_extreme);
     tcase_add_test(to, arange_counts_in_steps);
     tcase_add_test(to, seeded_integer_inputs_are_small_indices);
+    tcase_add_test(to, integer_ops_are_exact_as_numpy);
+    tcase_add_test(to, values_past_2_24_stay_exact);
+    tcase_add_test(to, bitwise_ops_refuse_floats_and_shifts_bools);
     suite_add_tcase(s, to);
     return test_main(s);
 }
