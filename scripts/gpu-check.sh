@@ -19,7 +19,9 @@
 #   - compute-sanitizer memcheck (with leak check) over every example, and
 #     racecheck + initcheck over every example whose plan has an attention
 #     or norm kernel (generated kernels only: MCIR_NO_CUBLAS=1); skipped,
-#     saying so, where compute-sanitizer is not found.
+#     saying so, where compute-sanitizer is not found or does not work on
+#     the machine (a probe on mlp_tiny: "Device not supported" and the like,
+#     told apart from errors it finds, which fail the checks).
 # Logs: DIR (default ./gpu-check-YYYYmmdd-HHMMSS): summary.txt, one log per
 # check, the outputs under run/, the kernel cache (unless MCIR_CACHE_DIR
 # names one). Independent checks run N at a time (default: half the cores,
@@ -286,8 +288,24 @@ else
   result 00-probe PASS "probe: mcirc runs on $(sed -n 's/^  run      \(.*\), [0-9.]* s.*/\1/p' "$probe")"
   spawn 10-test_gpu-0 test_gpu check_test_gpu
   for e in "${examples[@]}"; do spawn "20-ex-$e" "example $e" check_example "$e"; done
+  # compute-sanitizer where it works: some machines refuse it ("Device not
+  # supported", error 999 at the first allocation); one probe on mlp_tiny
+  # tells that apart from errors it finds in mcir's kernels (exit 99)
+  san_probe=$log_dir/sanitizer-probe.log san_why=""
+  if [ -n "$sanitizer" ]; then
+    timeout "$(tmo 300)" "$sanitizer" --tool memcheck --error-exitcode 99 "$mcirc" --run --device gpu \
+      "$data/examples/mlp_tiny/graph.json" >"$san_probe" 2>&1
+    rc=$?
+    if grep -qi 'not supported' "$san_probe"; then
+      san_why=$(grep -m1 -i 'not supported' "$san_probe")
+    elif ((rc != 0 && rc != 99)) || ! grep -q 'ERROR SUMMARY' "$san_probe"; then
+      san_why=$(grep -m1 -i 'error' "$san_probe" || echo "exit $rc")
+    fi
+  fi
   if [ -z "$sanitizer" ]; then
     result 40-memcheck SKIP "compute-sanitizer: not found (PATH, $cuda_home/bin): memcheck, racecheck, initcheck not run"
+  elif [ -n "$san_why" ]; then
+    result 40-memcheck SKIP "compute-sanitizer does not work on this machine: $san_why (log: $san_probe): memcheck, racecheck, initcheck not run"
   else
     for e in "${examples[@]}"; do spawn "40-memcheck-$e" "memcheck $e" sanitize memcheck 40 "$e"; done
     for e in "${examples[@]}"; do
