@@ -174,9 +174,11 @@ static const struct {
     {"Neg", K_UNARY}, {"Abs", K_UNARY}, {"Sqrt", K_UNARY}, {"Reciprocal", K_UNARY},
     {"Exp", K_UNARY}, {"Log", K_UNARY}, {"Relu", K_UNARY}, {"Sigmoid", K_UNARY},
     {"Tanh", K_UNARY}, {"Erf", K_UNARY}, {"Floor", K_UNARY}, {"Ceil", K_UNARY},
-    {"Not", K_UNARY}, {"Sign", K_UNARY},
+    {"Not", K_UNARY}, {"Sign", K_UNARY}, {"BitwiseNot", K_UNARY},
     {"Add", K_BINARY}, {"Sub", K_BINARY}, {"Mul", K_BINARY}, {"Div", K_BINARY},
-    {"Pow", K_BINARY}, {"Mod", K_BINARY},
+    {"Pow", K_BINARY}, {"Mod", K_BINARY}, {"FMod", K_BINARY},
+    {"BitwiseAnd", K_BINARY}, {"BitwiseOr", K_BINARY}, {"BitwiseXor", K_BINARY},
+    {"BitShiftLeft", K_BINARY}, {"BitShiftRight", K_BINARY},
     {"Max", K_VARIADIC}, {"Min", K_VARIADIC}, {"Sum", K_VARIADIC},
     {"Equal", K_COMPARE}, {"Less", K_COMPARE}, {"Greater", K_COMPARE},
     {"LessOrEqual", K_COMPARE}, {"GreaterOrEqual", K_COMPARE},
@@ -212,6 +214,7 @@ static int64_t unary_i(const char *op, int64_t a) {
     if (!strcmp(op, "Not")) return a == 0;
     if (!strcmp(op, "Relu")) return a > 0 ? a : 0;
     if (!strcmp(op, "Sign")) return (a > 0) - (a < 0);
+    if (!strcmp(op, "BitwiseNot")) return ~a;   /* wrapped to the type by ox_seti */
     return a; /* Floor, Ceil: integers already */
 }
 
@@ -221,7 +224,7 @@ static double binary_f(const char *op, double a, double b) {
     if (!strcmp(op, "Mul")) return a * b;
     if (!strcmp(op, "Div")) return a / b;
     if (!strcmp(op, "Pow")) return pow(a, b);
-    if (!strcmp(op, "Mod")) return fmod(a, b);
+    if (!strcmp(op, "Mod") || !strcmp(op, "FMod")) return fmod(a, b);
     if (!strcmp(op, "Max")) return a != a || b != b ? NAN : a > b ? a : b;
     if (!strcmp(op, "Min")) return a != a || b != b ? NAN : a < b ? a : b;
     if (!strcmp(op, "Equal")) return a == b;
@@ -236,19 +239,31 @@ static double binary_f(const char *op, double a, double b) {
 }
 
 /* Integer arithmetic as ONNX's reference does it (C semantics: division
- * truncates; wrap-around instead of overflow). false: division by zero. */
-static bool binary_i(const char *op, int64_t a, int64_t b, int64_t *r) {
+ * truncates; wrap-around instead of overflow), of values of type `elem`
+ * (unsigned ones shift right logically). false: division by zero. */
+static bool binary_i(const char *op, int elem, int64_t a, int64_t b, int64_t *r) {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    int bits = elem == OX_UINT8 || elem == OX_INT8 ? 8 : elem == OX_UINT16 || elem == OX_INT16 ? 16
+               : elem == OX_UINT32 || elem == OX_INT32 ? 32 : 64;
+    bool is_unsigned = elem == OX_UINT8 || elem == OX_UINT16 || elem == OX_UINT32 || elem == OX_UINT64;
     if (!strcmp(op, "Add") || !strcmp(op, "Sum")) *r = (int64_t)(ua + ub);
     else if (!strcmp(op, "Sub")) *r = (int64_t)(ua - ub);
     else if (!strcmp(op, "Mul")) *r = (int64_t)(ua * ub);
-    else if (!strcmp(op, "Div") || !strcmp(op, "Mod")) {
+    else if (!strcmp(op, "BitwiseAnd")) *r = a & b;
+    else if (!strcmp(op, "BitwiseOr")) *r = a | b;
+    else if (!strcmp(op, "BitwiseXor")) *r = a ^ b;
+    else if (!strcmp(op, "BitShiftLeft")) *r = ub < (uint64_t)bits ? (int64_t)(ua << ub) : 0;
+    else if (!strcmp(op, "BitShiftRight")) {
+        if (ub >= (uint64_t)bits) *r = !is_unsigned && a < 0 ? -1 : 0;
+        else if (is_unsigned) *r = (int64_t)(ua >> ub);
+        else *r = a < 0 ? ~(~a >> ub) : a >> ub;
+    } else if (!strcmp(op, "Div") || !strcmp(op, "Mod") || !strcmp(op, "FMod")) {
         if (b == 0) return false;
         if (a == INT64_MIN && b == -1) *r = op[0] == 'D' ? INT64_MIN : 0;
         else if (op[0] == 'D') *r = a / b;
         else {
-            int64_t m = a % b; /* Mod (fmod=0) takes the sign of the divisor */
-            if (m != 0 && ((m < 0) != (b < 0))) m += b;
+            int64_t m = a % b; /* Mod (fmod=0) takes the sign of the divisor, FMod the dividend's */
+            if (op[0] == 'M' && m != 0 && ((m < 0) != (b < 0))) m += b;
             *r = m;
         }
     } else if (!strcmp(op, "Pow")) {
@@ -290,7 +305,7 @@ static ox_value *fold_binary(ox *x, const char *op, fold_kind kind, const ox_val
             ox_seti(o, j, compare_i(op, A->iv[ia], B->iv[ib]));
         } else {
             int64_t v;
-            if (!binary_i(op, A->iv[ia], B->iv[ib], &v)) {
+            if (!binary_i(op, A->elem, A->iv[ia], B->iv[ib], &v)) {
                 ox_error(x, "integer division by zero in '%s'", B->name);
                 return NULL;
             }

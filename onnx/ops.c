@@ -214,17 +214,28 @@ static const struct {
     {"Sqrt", MCIR_OP_SQRT}, {"Reciprocal", MCIR_OP_RECIPROCAL}, {"Neg", MCIR_OP_NEG},
     {"Equal", MCIR_OP_EQUAL}, {"Less", MCIR_OP_LESS}, {"Greater", MCIR_OP_GREATER},
     {"LessOrEqual", MCIR_OP_LESS_EQUAL}, {"GreaterOrEqual", MCIR_OP_GREATER_EQUAL},
-    {"Xor", MCIR_OP_NOT_EQUAL},
+    {"Xor", MCIR_OP_NOT_EQUAL}, {"Mod", MCIR_OP_MOD}, {"FMod", MCIR_OP_MOD},
+    {"BitwiseAnd", MCIR_OP_BITWISE_AND}, {"BitwiseOr", MCIR_OP_BITWISE_OR},
+    {"BitwiseXor", MCIR_OP_BITWISE_XOR}, {"BitwiseNot", MCIR_OP_BITWISE_NOT},
+    {"BitShiftLeft", MCIR_OP_LEFT_SHIFT}, {"BitShiftRight", MCIR_OP_RIGHT_SHIFT},
 };
 
 static bool h_elementwise(ox *x, ox_value **in, int n_in) {
     const char *op = x->node->op_type;
     if (!strcmp(op, "Mod")) {
-        /* the evaluator's Mod: fmod for floats, the divisor's sign for ints */
+        /* ONNX: floats need fmod=1 (C's fmod); integers take the divisor's
+         * sign (fmod=0) or the dividend's (fmod=1, "FMod" here) */
         int64_t fmod = ox_attr_int(x, "fmod", 0);
-        if (!x->failed && (fmod != 0) != (ox_is_float(in[0]->elem) || ox_is_float(in[1]->elem)))
-            return ox_error(x, "fmod=%lld is not supported for %s operands", (long long)fmod,
-                            ox_elem_name(in[0]->elem));
+        if (!x->failed && fmod == 0 && (ox_is_float(in[0]->elem) || ox_is_float(in[1]->elem)))
+            return ox_error(x, "fmod=0 is not supported for %s operands (ONNX requires fmod=1 for "
+                               "floating point)", ox_elem_name(in[0]->elem));
+        if (fmod) op = "FMod";
+    } else if (!strcmp(op, "BitShift")) {
+        char dbuf[16];
+        const char *dir = ox_attr_str(x, "direction", "", dbuf, sizeof dbuf);
+        if (!x->failed && strcmp(dir, "LEFT") && strcmp(dir, "RIGHT"))
+            return ox_error(x, "direction must be LEFT or RIGHT, got '%s'", dir);
+        if (!x->failed) op = strcmp(dir, "LEFT") ? "BitShiftRight" : "BitShiftLeft";
     }
     if (x->failed) return false;
     if (ox_all_const(in, n_in)) {
@@ -254,6 +265,16 @@ static bool h_elementwise(ox *x, ox_value **in, int n_in) {
         mcir_tensor *t = ox_runtime(x, in[0], dt);
         if (!t) return false;
         return ox_define_rt(x, 0, ox_done(x, ox_emit1(x, (mcir_op)mop, 1, &t, 0)));
+    }
+    if (mop == MCIR_OP_MOD && n_in == 2) {   /* one node, with its fmod */
+        mcir_tensor *a = ox_operand(x, in[0], dt, in + 1, 1);
+        ox_value *prev[1] = {in[0]};
+        mcir_tensor *b = a ? ox_operand(x, in[1], dt, prev, 1) : NULL;
+        if (!b) return false;
+        mcir_tensor *ins[2] = {a, b};
+        mcir_node *n = ox_emit1(x, MCIR_OP_MOD, 2, ins, 0);
+        if (n && !strcmp(op, "FMod")) mcir_node_set_bool(x->g, n, "fmod", true);
+        return ox_define_rt(x, 0, ox_done(x, n));
     }
     if (n_in == 1) return ox_define_out(x, 0, in[0]);
     /* variadic Max/Min/Sum fold left */
@@ -2195,7 +2216,17 @@ static bool h_cumsum(ox *x, ox_value **in, int n_in) {
     if (x->failed || !ox_ints_of(x, in[1], "axis", &a, &cnt, 1)) return false;
     if (cnt != 1) return ox_error(x, "axis must be one integer");
     if (!ox_norm_axis(x, a, X->rank, "axis", &ax)) return false;
-    if (!ox_is_float(X->elem)) return ox_error(x, "CumSum of %s tensors is not supported", ox_elem_name(X->elem));
+    if (!ox_is_float(X->elem)) {   /* integers: MCIR's cumsum, exact (wrapping as ONNX) */
+        mcir_dtype it;
+        if (!ox_value_dtype(x, X, &it)) return false;
+        mcir_tensor *t = ox_runtime(x, X, it);
+        mcir_node *n = t ? ox_emit1(x, MCIR_OP_CUMSUM, 1, &t, 0) : NULL;
+        if (!n) return false;
+        mcir_node_set_int(x->g, n, "axis", ax);
+        if (excl) mcir_node_set_bool(x->g, n, "exclusive", true);
+        if (rev) mcir_node_set_bool(x->g, n, "reverse", true);
+        return ox_define_rt(x, 0, ox_done(x, n));
+    }
     int64_t d = X->shape[ax];
     if (d > 4096) return ox_error(x, "CumSum over %lld elements (at most 4096: a matmul by a triangle)", (long long)d);
     mcir_dtype dt;
@@ -2277,6 +2308,9 @@ static const struct {
     {"Neg", 1, 1, h_elementwise}, {"Abs", 1, 1, h_elementwise},
     {"Floor", 1, 1, h_elementwise}, {"Ceil", 1, 1, h_elementwise},
     {"Sign", 1, 1, h_elementwise}, {"Not", 1, 1, h_elementwise},
+    {"BitwiseNot", 1, 1, h_elementwise}, {"BitwiseAnd", 2, 2, h_elementwise},
+    {"BitwiseOr", 2, 2, h_elementwise}, {"BitwiseXor", 2, 2, h_elementwise},
+    {"BitShift", 2, 2, h_elementwise},
     {"Equal", 2, 2, h_elementwise}, {"Less", 2, 2, h_elementwise},
     {"Greater", 2, 2, h_elementwise}, {"LessOrEqual", 2, 2, h_elementwise},
     {"GreaterOrEqual", 2, 2, h_elementwise}, {"And", 2, 2, h_elementwise},

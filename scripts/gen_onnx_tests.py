@@ -205,7 +205,7 @@ MAPPED = {
     "ArgMax", "ArgMin", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
     "Abs", "ReduceL1", "ReduceProd", "LeakyRelu", "PRelu", "Elu", "Selu", "ThresholdedRelu",
     "Softplus", "Softsign", "Mish", "Shrink", "CastLike", "Trilu", "Hardmax", "OneHot", "CumSum",
-    "EyeLike",
+    "EyeLike", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
 }
 
 # Ops that take an integer or bool tensor at run time, and the input slots
@@ -222,6 +222,8 @@ RUNTIME_INT_OPS = {
     "CastLike": set(), "OneHot": {1, 2}, "Trilu": {1}, "CumSum": {1}, "EyeLike": set(),
     "Identity": set(), "Flatten": set(), "Reshape": {1}, "Unsqueeze": {1}, "Squeeze": {1},
     "Expand": {1}, "Slice": {1, 2, 3, 4}, "Split": {1},
+    "Div": set(), "Mod": set(), "Neg": set(), "BitShift": set(), "BitwiseAnd": set(),
+    "BitwiseOr": set(), "BitwiseXor": set(), "BitwiseNot": set(),
 }
 
 # The element types a runtime tensor may have (test inputs and outputs).
