@@ -299,11 +299,10 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
         for (int i = 0; ok && i < c->graph->n_outputs; i++) {
             const mcir_tensor *t = c->graph->outputs[i];
             size_t n = (size_t)mcir_tensor_numel(t), es = mcir_dtype_size(t->dtype);
-            const float *v = mcir_env_get(c->env, t);
             char stem[256];
             unsigned char *raw = malloc(n * es + 1);
             MCIR_ASSERT(raw);
-            mcir_values_from_f32(t->dtype, v, raw, (int64_t)n);
+            MCIR_ASSERT(mcir_env_get_raw(c->env, t, raw));   /* exact, integers too */
             ok = join_path(path, sizeof path, tmp, output_file_stem(t->name, stem, sizeof stem),
                            ".npy") &&
                  mcir_npy_write(path, t->dtype, t->rank, t->shape, raw, d);

@@ -293,6 +293,36 @@ START_TEST(inputs_are_checked) {
 }
 END_TEST
 
+/* --run writes integer outputs exactly: tests/data/ints/exact.json's
+ * values beyond 2^53 land in NAME.npy as NumPy computes them. */
+START_TEST(run_writes_integers_exactly) {
+    char *dir = cli_tempdir();
+    cli_result r = RUN("--run", "--device", "cpu", "-o", dir, cli_src("tests/data/ints/exact.json"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cli_result_free(&r);
+    static const char *const outs[] = {"add_i64", "mul_i64", "cast_a_i32", "cumsum_i64", "gather_big",
+                                       "arange_i64", "where_big"};
+    mcir_diag d = mcir_diag_stderr();
+    for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) {
+        char got_path[1200], rel[200];
+        snprintf(got_path, sizeof got_path, "%s/%s.npy", dir, outs[i]);
+        snprintf(rel, sizeof rel, "tests/data/ints/expected/%s.npy", outs[i]);
+        mcir_npy got, want;
+        ck_assert(mcir_npy_read(got_path, &got, &d));
+        ck_assert(mcir_npy_read(cli_src(rel), &want, &d));
+        int64_t n = 1;
+        for (int k = 0; k < want.rank; k++) n *= want.shape[k];
+        ck_assert_int_eq(got.dtype, want.dtype);
+        ck_assert_msg(memcmp(got.data, want.data, (size_t)n * mcir_dtype_size(want.dtype)) == 0,
+                      "%s differs from NumPy's", outs[i]);
+        mcir_npy_free(&got);
+        mcir_npy_free(&want);
+    }
+    cli_remove_tree(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(gpu_or_clear_exit_3) {
     cli_result r = RUN("--run", "--device", "gpu", mlp());
     /* without a GPU or driver: exit 3 and a message; with one: success */
@@ -544,6 +574,7 @@ int main(void) {
     tcase_add_test(tc, help_and_version);
     tcase_add_test(tc, usage_errors_exit_2);
     tcase_add_test(tc, planner_help_lists_planners);
+    tcase_add_test(tc, run_writes_integers_exactly);
     tcase_add_test(tc, missing_graph_is_exit_1_with_path);
     tcase_add_test(tc, bad_graph_writes_nothing);
     tcase_add_test(tc, summary_by_default);
