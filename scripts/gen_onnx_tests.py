@@ -8,7 +8,7 @@ build and the tests need no Python).
   models/<name>/ PyTorch exports (opsets 14 and 17): model.onnx, input_*.npy,
                  output_*.npy (eval mode, fixed seeds), index.json.
 
-Usage: /usr/bin/python3 scripts/gen_onnx_tests.py [--node] [--models]
+Usage: /usr/bin/python3 scripts/gen_onnx_tests.py [--node] [--models] [--ops] [--int-ops]
 Needs: torch (Debian python3-torch), torchvision, onnx (pip onnx==1.14.1);
 onnxruntime, when installed, is used as a side check of the exports.
 """
@@ -831,14 +831,76 @@ def gen_ops():
     print(f"{len(index)} op cases")
 
 
+def gen_int_ops():
+    """ops/ cases of the exact integer ops, outputs from NumPy (no
+    onnxruntime needed): an int64 CumSum (forward, and exclusive + reverse
+    over values past 2^53, wrapping past 2^63) and an int32 chain of Div
+    (truncating), Mod (fmod 0 and 1), BitwiseAnd and BitShift-free ops;
+    merged into ops/index.json."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(32)
+    index_path = os.path.join(OUT, "ops", "index.json")
+    index = json.load(open(index_path))
+
+    def case(name, nodes, inputs, inits, outputs, opset=17):
+        d = os.path.join(OUT, "ops", name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        vi = lambda n, a: helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+        g = helper.make_graph(nodes, name, [vi(n, a) for n, a in inputs],
+                              [vi(n, a) for n, a in outputs],
+                              [numpy_helper.from_array(a, n) for n, a in inits])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        onnx.checker.check_model(m)
+        onnx.save(m, os.path.join(d, "model.onnx"))
+        entry = {"model": f"ops/{name}/model.onnx", "opset": opset,
+                 "ops": sorted({n.op_type for n in nodes}), "inputs": [], "outputs": []}
+        for k, (n, a) in enumerate(inputs):
+            np.save(os.path.join(d, f"input_{k}.npy"), a)
+            entry["inputs"].append(f"ops/{name}/input_{k}.npy")
+        for k, (n, a) in enumerate(outputs):
+            np.save(os.path.join(d, f"output_{k}.npy"), a)
+            entry["outputs"].append(f"ops/{name}/output_{k}.npy")
+        index[name] = entry
+
+    with np.errstate(over="ignore"):
+        x = np.concatenate([rng.integers(-2 ** 62, 2 ** 62, (2, 5)),
+                            np.array([[2 ** 63 - 7, 2 ** 53 + 1, 3, -1, 2 ** 62]])]).astype(np.int64)
+        fwd = np.cumsum(x, axis=1)
+        rev_excl = np.flip(np.cumsum(np.flip(x, 1), 1) - np.flip(x, 1), 1)
+    case("cumsum_int64", [helper.make_node("CumSum", ["x", "ax"], ["y"]),
+                          helper.make_node("CumSum", ["x", "ax"], ["z"], exclusive=1, reverse=1)],
+         [("x", x)], [("ax", np.array(1, np.int64))], [("y", fwd), ("z", rev_excl)])
+    a = rng.integers(-2 ** 31, 2 ** 31, (3, 4)).astype(np.int32)
+    b = np.array([7, -3, 65537, -1], np.int32)
+    with np.errstate(over="ignore"):
+        q = (np.abs(a.astype(np.int64)) // np.abs(b.astype(np.int64)) *
+             np.sign(a.astype(np.int64)) * np.sign(b.astype(np.int64))).astype(np.int32)   # truncating
+    case("int32_div_mod_bitwise", [helper.make_node("Div", ["a", "b"], ["q"]),
+                                   helper.make_node("Mod", ["a", "b"], ["m"]),
+                                   helper.make_node("Mod", ["a", "b"], ["f"], fmod=1),
+                                   helper.make_node("BitwiseAnd", ["a", "b"], ["n"])],
+         [("a", a), ("b", b)], [], [("q", q), ("m", np.mod(a, b)), ("f", np.fmod(a, b)), ("n", a & b)],
+         opset=18)
+    with open(index_path, "w") as f:
+        json.dump(index, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print("integer op cases written")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--node", action="store_true")
     ap.add_argument("--models", action="store_true")
     ap.add_argument("--bad", action="store_true")
     ap.add_argument("--ops", action="store_true")
+    ap.add_argument("--int-ops", action="store_true")
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
+    if a.int_ops:
+        gen_int_ops()
+        return
     if not a.node and not a.models and not a.bad and not a.ops:
         a.node = a.models = a.bad = a.ops = True
     if a.models:
