@@ -69,6 +69,24 @@ int main(int argc, char **argv) {
     }
     if (!same) {
         fprintf(stderr, "%s: error: shape differs from %s\n", paths[0], paths[1]);
+    } else if (mcir_dtype_is_integer(got.dtype) && mcir_dtype_is_integer(ref.dtype)) {
+        /* integers and bool: exactly, all 64 bits (not through f32) */
+        int64_t *a = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)), *b = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+        if (a && b) {
+            mcir_values_to_int(got.dtype, got.data, a, n);
+            mcir_values_to_int(ref.dtype, ref.data, b, n);
+            mcir_compare_result r;
+            mcir_values_compare_int(a, b, n, &r);
+            if (tol < 0) tol = 0;
+            bool ok = mcir_compare_within(&r, tol);
+            printf("%s: %s, max abs err %.3g, max rel err %.3g (tolerance %.0e) %s\n", paths[0],
+                   mcir_dtype_name(got.dtype), r.max_abs, r.max_rel, tol, ok ? "ok" : "FAIL");
+            status = ok ? 0 : 1;
+        } else {
+            fprintf(stderr, "mcir-compare: error: out of memory\n");
+        }
+        free(a);
+        free(b);
     } else {
         float *a = as_f32(&got, n), *b = as_f32(&ref, n);
         if (a && b) {
