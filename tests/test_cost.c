@@ -356,6 +356,45 @@ START_TEST(elementwise_chain_counts_paths) {
 }
 END_TEST
 
+/* Integer ops count by their i64 cost on 32-bit units: a chain of i64
+ * add (2), mul (3), div (40) and left_shift (4) is 49 slots per element,
+ * the same chain on f32 (add, mul, div, and a pow standing in) 4; a cumsum
+ * of i64 over 10 adds (10 + 1) / 2 loads and terms per element. */
+START_TEST(integer_ops_count_their_cost) {
+    static const char *const dts[] = {"i64", "f32"};
+    for (int k = 0; k < 2; k++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"mcir\":1,\"name\":\"ints\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":[100]}],"
+                 "\"nodes\":[{\"name\":\"a\",\"op\":\"add\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"t1\"]},"
+                 "{\"name\":\"m\",\"op\":\"mul\",\"inputs\":[\"t1\",\"x\"],\"outputs\":[\"t2\"]},"
+                 "{\"name\":\"d\",\"op\":\"div\",\"inputs\":[\"t2\",\"x\"],\"outputs\":[\"t3\"]},"
+                 "{\"name\":\"s\",\"op\":\"%s\",\"inputs\":[\"t3\",\"x\"],\"outputs\":[\"y\"]}],"
+                 "\"outputs\":[\"y\"]}", dts[k], k == 0 ? "left_shift" : "pow");
+        mcir_graph *g = graph_of(json);
+        fuse(g, (const char *const[]){"a", "m", "d", "s"}, 4);
+        mcir_plan *p = plan_of(g, "sm_90");
+        ck_assert_int_eq(p->n_kernels, 1);
+        mcir_kernel_cost c;
+        mcir_cost_kernel(&p->kernels[0], p->target, NULL, &c);
+        ck_assert_double_eq(c.flops, k == 0 ? 100 * 49 : 100 * 4);
+        mcir_plan_free(p);
+        mcir_graph_free(g);
+    }
+    mcir_graph *g = graph_of(
+        "{\"mcir\":1,\"name\":\"cs\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"i64\",\"shape\":[4,10]}],"
+        "\"nodes\":[{\"name\":\"c\",\"op\":\"cumsum\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+        "\"attrs\":{\"axis\":1}}],\"outputs\":[\"y\"]}");
+    mcir_plan *p = plan_of(g, "sm_90");
+    mcir_kernel_cost c;
+    mcir_cost_kernel(&p->kernels[0], p->target, NULL, &c);
+    ck_assert_double_eq(c.flops, 40 * 5.5 * 2);
+    ck_assert_int_eq(c.global_bytes, (int64_t)(40 * 5.5 * 8) + 40 * 8);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 /* A kernel reading a part of a tensor (a slice, the parts of a folded
  * split) moves that part across DRAM, once however many reads name it. */
 START_TEST(reads_of_a_part_count_the_part) {
@@ -452,6 +491,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("model");
     tcase_add_test(tc, targets_have_a_roofline);
     tcase_add_test(tc, bare_matmul_is_one_cublas_launch);
+    tcase_add_test(tc, integer_ops_count_their_cost);
     tcase_add_test(tc, matmul_bias_epilogue_is_one_library_call);
     tcase_add_test(tc, candidate_tiles_change_the_rereads);
     tcase_add_test(tc, rereads_beyond_l2_spill_to_dram);
