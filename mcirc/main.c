@@ -448,7 +448,8 @@ static char *tests_beside(const char *file) {
         return NULL;
     char *path = malloc(n + 7);
     MCIR_ASSERT(path);
-    snprintf(path, n + 7, "%.*s.tests.yaml", (int)(n - 5), file);
+    memcpy(path, file, n - 5);
+    memcpy(path + n - 5, ".tests.yaml", sizeof ".tests.yaml");   /* n - 5 + 12 = n + 7 */
     if (access(path, R_OK) != 0) {
         free(path);
         return NULL;

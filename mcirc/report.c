@@ -452,6 +452,11 @@ static void draw_all(drawing *dr, int n, double budget_s) {
                     snprintf(tail, room, "%sIts kernel-level graph (%d kernels) did not lay out "
                              "in the rest of the %.3g s either (--report-time): the drawing is "
                              "left out.", used ? " " : "", x->plan->n_kernels, budget_s);
+                else if (x->plan)
+                    snprintf(tail, room, "The graph %s (%d nodes) did not lay out within the "
+                             "report's drawing time, %.3g s (--report-time), with no time left "
+                             "for its kernel-level graph: the drawing is left out.", x->what,
+                             x->live, budget_s);
                 else
                     snprintf(tail, room, "The graph %s (%d nodes) did not lay out within the "
                              "report's drawing time, %.3g s (--report-time): the drawing is left "
