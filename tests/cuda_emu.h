@@ -835,7 +835,15 @@ static inline void emu_bulk_commit() {}
 static inline void emu_bulk_wait(int n, bool read) { (void)n; (void)read; }
 
 /* ---- wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}: queued per warp
- * group, executed at wgmma.wait_group. Fragments (thread t of the group:
+ * group, executed at wgmma.wait_group. Its register operands belong to the
+ * asynchronous unit from issue to that wait (PTX ISA: accessing them
+ * earlier is undefined), and the emulator checks it: at issue each thread's
+ * accumulators move to a shadow (the ops compute there) and the registers
+ * get a poison NaN, its A fragments are snapshot; when the wait retires the
+ * ops, A fragments that changed and accumulators that no longer hold the
+ * poison are race findings (written while in flight), then the results
+ * land. A read of in-flight accumulators reads the poison: NaN downstream.
+ * Fragments (thread t of the group:
  * warp w = t/32, g = lane/4, q = lane%4):
  *   D value v: row 16w + g + 8((v/2)%2), col 8(v/4) + 2q + v%2;
  *   A register r half h (A from registers): row 16w + g + 8(r%2), col 2q + h + 8(r/2).
@@ -847,13 +855,26 @@ static inline void emu_bulk_wait(int n, bool read) { (void)n; (void)read; }
 struct emu_wgop {
     int n, tnsp_a, tnsp_b, scale_d, bf16, a_regs, group, issued;
     unsigned long long da, db;
-    float *d[128];
-    unsigned a[128][4];
+    float *d[128];            /* the accumulators' shadow (emu_acc.shadow) */
+    unsigned char acc[128];   /* per thread: its emu_acc slot */
+    unsigned a[128][4];       /* the A fragments at issue */
+    const unsigned *a_at[128];   /* where they live */
 };
 enum { EMU_WGQ = 64 };
 static emu_wgop emu_wgq[8][EMU_WGQ];
 static int emu_wg_head[8], emu_wg_tail[8], emu_wg_arrived[8], emu_wg_keep[8];
 static int emu_th_issue[1024], emu_th_group[1024];
+
+/* A thread's accumulator arrays in flight: the registers (regs, n floats,
+ * poisoned), their shadow and the ops not yet retired that use them. */
+struct emu_acc {
+    float *regs;
+    int n, pending;
+    float shadow[128];
+};
+enum { EMU_ACCS = 4 };
+static emu_acc emu_accs[1024][EMU_ACCS];
+static const uint32_t EMU_POISON = 0x7fbadbadu;   /* a signalling NaN */
 
 static unsigned emu_desc_addr(unsigned long long desc, bool mn_major, int mn, int k) {
     unsigned start = (unsigned)(desc & 0x3fff) << 4, lbo = (unsigned)((desc >> 16) & 0x3fff) << 4;
@@ -892,6 +913,11 @@ static void emu_wgop_run(int wg, emu_wgop *op) {
         emu_failed = 1;
         return;
     }
+    for (int t = 0; t < 128 && op->a_regs; t++)
+        if (memcmp(op->a_at[t], op->a[t], sizeof op->a[t]) != 0)
+            emu_report(EMU_FIND_RACE, "block %u warp group %d thread %d: the A fragment registers of an in-flight "
+                       "wgmma (m64n%dk16, A from registers) were written before the wgmma.wait_group that retires "
+                       "it", emu_block.x, wg, 128 * wg + t, op->n);
     for (int t = 0; t < 128; t++)
         for (int r = 0; r < 4 && op->a_regs; r++)
             for (int h = 0; h < 2; h++) {
@@ -939,8 +965,56 @@ static inline void emu_wgmma(float *d, int n, const unsigned *a, unsigned long l
                    "issued (shape, descriptors or commit group)", emu_block.x, t, i);
     }
     op->issued++;
-    op->d[t % 128] = d;
-    if (a) memcpy(op->a[t % 128], a, 16);
+    /* the accumulators go to their shadow (an array already in flight
+     * keeps its shadow: the ops chain there), the registers are poisoned */
+    emu_acc *acc = NULL;
+    for (int k = 0; k < EMU_ACCS; k++)
+        if (emu_accs[t][k].pending > 0) {
+            float *r0 = emu_accs[t][k].regs;
+            if (r0 == d && emu_accs[t][k].n == n / 2) acc = &emu_accs[t][k];
+            else if (d < r0 + emu_accs[t][k].n && r0 < d + n / 2)
+                emu_report(EMU_FIND_RACE, "thread (block %u, thread %d): wgmma %d's accumulators overlap another "
+                           "in-flight wgmma's", emu_block.x, t, i);
+        }
+    for (int k = 0; k < EMU_ACCS && !acc; k++)
+        if (emu_accs[t][k].pending == 0) {
+            acc = &emu_accs[t][k];
+            acc->regs = d;
+            acc->n = n / 2;
+            memcpy(acc->shadow, d, sizeof(float) * (size_t)(n / 2));
+            for (int v = 0; v < n / 2; v++) memcpy(&d[v], &EMU_POISON, 4);
+        }
+    if (!acc) {
+        emu_report(EMU_FIND_HANG, "thread (block %u, thread %d): more than %d accumulator arrays in flight",
+                   emu_block.x, t, EMU_ACCS);
+        emu_failed = 1;
+        return;
+    }
+    acc->pending++;
+    op->d[t % 128] = acc->shadow;
+    op->acc[t % 128] = (unsigned char)(acc - emu_accs[t]);
+    if (a) {
+        memcpy(op->a[t % 128], a, 16);
+        op->a_at[t % 128] = a;
+    }
+}
+
+/* The ops of warp group wg up to its head retired: accumulators with no op
+ * left land in their registers, which must still hold the poison. */
+static void emu_acc_land(int wg, const emu_wgop *op) {
+    for (int t = 0; t < 128; t++) {
+        int th = 128 * wg + t;
+        emu_acc *acc = &emu_accs[th][op->acc[t]];
+        if (--acc->pending > 0) continue;
+        for (int v = 0; v < acc->n; v++)
+            if (memcmp(&acc->regs[v], &EMU_POISON, 4) != 0) {
+                emu_report(EMU_FIND_RACE, "block %u warp group %d thread %d: accumulator register %d of an "
+                           "in-flight wgmma (m64n%dk16) was written before the wgmma.wait_group that retires it",
+                           emu_block.x, wg, th, v, op->n);
+                break;
+            }
+        memcpy(acc->regs, acc->shadow, sizeof(float) * (size_t)acc->n);
+    }
 }
 static inline void emu_wgmma_fence() {}
 static inline void emu_wgmma_commit() { emu_th_group[emu_cur_i]++; }
@@ -966,6 +1040,7 @@ static inline void emu_wgmma_wait(int keep) {
     const uint32_t ops = emu_wstamp[w] = emu_clock++;
     while (emu_wg_head[wg] < emu_wg_tail[wg] && emu_wgq[wg][emu_wg_head[wg] % EMU_WGQ].group < done) {
         emu_wgop_run(wg, &emu_wgq[wg][emu_wg_head[wg] % EMU_WGQ]);
+        if (emu_wgq[wg][emu_wg_head[wg] % EMU_WGQ].issued == 128) emu_acc_land(wg, &emu_wgq[wg][emu_wg_head[wg] % EMU_WGQ]);
         emu_wg_head[wg]++;
     }
     emu_wstamp[w] = emu_clock++;
@@ -984,6 +1059,7 @@ static void emu_sm90_block_begin() {
     memset(emu_wg_arrived, 0, sizeof emu_wg_arrived);
     memset(emu_th_issue, 0, sizeof emu_th_issue);
     memset(emu_th_group, 0, sizeof emu_th_group);
+    memset(emu_accs, 0, sizeof emu_accs);
 }
 static void emu_sm90_block_end() {
     for (int wg = 0; wg < 8; wg++)

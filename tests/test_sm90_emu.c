@@ -18,7 +18,9 @@
  *    barrier run clean with every check on, and dropping a wait shows a
  *    race (consumer reads before the TMA completes; a buffer refilled
  *    before the consumers released it); a wait nobody completes is a hang;
- *    accumulators are written at wgmma.wait_group, not before;
+ *    the register operands of an in-flight wgmma: accumulators land at
+ *    wgmma.wait_group (a read before it gets the poison), and writing them
+ *    or the A fragments before that wait is a race finding;
  *    setmaxnreg is recorded.
  * Skips (77) without a C++ compiler.
  */
@@ -131,19 +133,26 @@ static const char PROBE[] =
     "        emu_bulk_wait(0, false);\n"
     "    }\n"
     "}\n"
-    "/* mode 3: accumulators are written at the wait: d read between commit and wait keeps C. */\n"
-    "static void defer_probe(const unsigned short* img, float* out) {\n"
+    "/* mode 3: the register operands of an in-flight wgmma (m64n8k16, B from shared memory, A from\n"
+    " * registers when cfg[0] > 1). cfg[0]: 0 the accumulator read between commit and wait (the poison),\n"
+    " * 1 an accumulator written then, 2 the A fragments written then, 3 nothing touched. out[t * 8 + 0]:\n"
+    " * the value read before the wait (mode 0), out[t * 8 + 1]: d[0] after it. */\n"
+    "static void operand_probe(const unsigned short* img, float* out, const int* cfg) {\n"
     "    MC_DYNAMIC_SMEM(sm);\n"
     "    unsigned short* s = (unsigned short*)sm;\n"
-    "    const int t = threadIdx.x;\n"
+    "    const int t = threadIdx.x, bug = cfg[0];\n"
     "    for (int i = t; i < 64 * 16 + 8 * 16; i += blockDim.x) MC_SST(s[i], MC_GLD(img, i));\n"
     "    __syncthreads();\n"
     "    float d[4] = {5.0f, 5.0f, 5.0f, 5.0f};\n"
+    "    unsigned a[4];\n"
+    "    for (int r = 0; r < 4; r++) a[r] = 0x3c003c00u;   /* f16 1.0, 1.0 */\n"
     "    /* K-major, no swizzle: core matrices of 8 rows x 16 B; A 64 x 16 at 0 (LBO 128, SBO 256), B 8 x 16 at 2048 */\n"
     "    const u64 da = (0ull) | (8ull << 16) | (16ull << 32), db = (2048ull >> 4) | (8ull << 16) | (16ull << 32);\n"
-    "    emu_wgmma(d, 8, 0, da, db, 0, 0, 1, 0);\n"
+    "    emu_wgmma(d, 8, bug >= 2 ? a : 0, da, db, 0, 0, 1, 0);\n"
     "    emu_wgmma_commit();\n"
-    "    MC_GST(out, t * 8 + 0, d[0]);\n"
+    "    if (bug == 0) MC_GST(out, t * 8 + 0, d[0]);\n"
+    "    if (bug == 1) d[1] = 7.0f;\n"
+    "    if (bug == 2) a[0] = 0u;\n"
     "    emu_wgmma_wait(0);\n"
     "    MC_GST(out, t * 8 + 1, d[0]);\n"
     "}\n"
@@ -153,7 +162,7 @@ static const char PROBE[] =
     "                        (float*)p[5]); break;\n"
     "    case 1: tma_probe((const CUtensorMap*)p[1], (unsigned short*)p[2], (const int*)p[3]); break;\n"
     "    case 2: ring_probe((const CUtensorMap*)p[1], (float*)p[2], (const int*)p[3]); break;\n"
-    "    case 3: defer_probe((const unsigned short*)p[1], (float*)p[2]); break;\n"
+    "    case 3: operand_probe((const unsigned short*)p[1], (float*)p[2], (const int*)p[3]); break;\n"
     "    case 4: store_probe((const CUtensorMap*)p[1], (const unsigned short*)p[2], (const int*)p[3]); break;\n"
     "    }\n"
     "}\n";
@@ -503,22 +512,37 @@ START_TEST(test_dropped_waits_are_found) {
 }
 END_TEST
 
-START_TEST(test_accumulators_land_at_wait_group) {
+/* The register operands of an in-flight wgmma: its accumulators land at
+ * wgmma.wait_group (read before: the poison, a NaN), writing them or the A
+ * fragments before that wait is a race finding. */
+START_TEST(test_register_operands_belong_to_the_wgmma) {
     setup();
     static unsigned short img[64 * 16 + 8 * 16];
     static float out[128 * 8];
     for (size_t i = 0; i < sizeof img / sizeof *img; i++) img[i] = mcir_f32_to_f16(1.0f);
-    int mode = 3;
-    emu_buffer bufs[3] = {{"mode", (unsigned char *)&mode, sizeof mode, NULL},
-                          {"img", (unsigned char *)img, sizeof img, NULL},
-                          {"out", (unsigned char *)out, sizeof out, NULL}};
-    void *args[3] = {&mode, img, out};
-    emu_launch L = {.kernel = "defer_probe", .body = probe_body, .args = args, .n_args = 3, .grid = 1, .block = 128,
-                    .smem = 4096, .write_args = 1ull << 2, .buffers = bufs, .n_buffers = 3, .checks = EMU_CHECK_ALL};
-    ck_assert_int_eq(probe_run(&L), 0);
-    for (int t = 0; t < 128; t++) {
-        ck_assert_float_eq(out[t * 8 + 0], 5.0f);    /* before the wait: C */
-        ck_assert_float_eq(out[t * 8 + 1], 21.0f);   /* after: C + 16 */
+    for (int bug = 0; bug <= 3; bug++) {
+        int mode = 3, cfg[1] = {bug};
+        memset(out, 0, sizeof out);
+        emu_buffer bufs[4] = {{"mode", (unsigned char *)&mode, sizeof mode, NULL},
+                              {"img", (unsigned char *)img, sizeof img, NULL},
+                              {"out", (unsigned char *)out, sizeof out, NULL},
+                              {"cfg", (unsigned char *)cfg, sizeof cfg, NULL}};
+        void *args[4] = {&mode, img, out, cfg};
+        emu_launch L = {.kernel = "operand_probe", .body = probe_body, .args = args, .n_args = 4, .grid = 1,
+                        .block = 128, .smem = 4096, .write_args = 1ull << 2, .buffers = bufs, .n_buffers = 4,
+                        .checks = EMU_CHECK_ALL};
+        int rc = probe_run(&L);
+        fprintf(stderr, "  in-flight operands, case %d: rc %d, %d races\n", bug, rc, L.findings[EMU_FIND_RACE]);
+        if (bug == 1 || bug == 2) {   /* written while in flight */
+            ck_assert_int_ne(rc, 0);
+            ck_assert_int_gt(L.findings[EMU_FIND_RACE], 0);
+            continue;
+        }
+        ck_assert_int_eq(rc, 0);
+        for (int t = 0; t < 128; t++) {
+            if (bug == 0) ck_assert(isnan(out[t * 8 + 0]));   /* read before the wait: the poison */
+            ck_assert_float_eq(out[t * 8 + 1], 21.0f);   /* after: C + 16 (1 x 1 over k = 16) */
+        }
     }
 }
 END_TEST
@@ -565,7 +589,7 @@ int main(void) {
     tcase_add_test(tc, test_tma_box_matches_driver_rules);
     tcase_add_test(tc, test_ring_through_mbarriers_is_clean);
     tcase_add_test(tc, test_dropped_waits_are_found);
-    tcase_add_test(tc, test_accumulators_land_at_wait_group);
+    tcase_add_test(tc, test_register_operands_belong_to_the_wgmma);
     tcase_add_test(tc, test_tma_store_clips_the_box);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
