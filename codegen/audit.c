@@ -4,7 +4,9 @@
  * report is parsed in nvrtc.c and kept in the kernel cache), the
  * theoretical occupancy those resources allow on the target (the
  * allocation rules of CUDA's occupancy calculator, constants from
- * properties/target.c), and the instruction classes found in the PTX.
+ * properties/target.c), the instruction classes found in the PTX, and
+ * ptxas's performance advisories and warnings (C7514 wgmma serialised,
+ * C7517 warpgroup.wait injected, ...), each a defect of the generated code.
  *
  * Invariant: an audit describes the function that is launched — the
  * compiled source's entry — and is filled only after a successful compile;
@@ -106,6 +108,8 @@ void cg_audit_fill(mcir_kernel_audit *a, const mcir_compiled *bin, const char *e
     a->smem_static_bytes = bin->smem_static_bytes;
     a->smem_dynamic_bytes = dynamic_smem;
     a->threads = threads;
+    a->advisories = bin->advisories;
+    snprintf(a->advisory, sizeof a->advisory, "%s", bin->advisory);
     if (t) occupancy(t, a);
     cg_ptx_census(bin->ptx, a);
 }
@@ -123,11 +127,12 @@ static void print_row(FILE *out, int w, const char *name, const char *tpl, const
     snprintf(smem, sizeof smem, "%d+%lld", a->smem_static_bytes, (long long)a->smem_dynamic_bytes);
     snprintf(ld, sizeof ld, "%d/%d/%d", a->ld_global[0], a->ld_global[1], a->ld_global[2]);
     snprintf(st, sizeof st, "%d/%d/%d", a->st_global[0], a->st_global[1], a->st_global[2]);
-    fprintf(out, "%-*s %-19s %4d %4s %7s %5d %12s %7s  %-26s %4d %5d %4d %5d %4d %10s %10s  %s", w, name,
+    fprintf(out, "%-*s %-19s %4d %4s %7s %5d %12s %7s  %-26s %4d %5d %4d %5d %4d %10s %10s %3d  %s", w, name,
             tpl, a->registers, est, spill, a->local_bytes, smem, plan, occ, a->mma, a->wgmma,
-            a->ldmatrix, a->cp_async, a->cp_async_bulk, ld, st, a->entry);
+            a->ldmatrix, a->cp_async, a->cp_async_bulk, ld, st, a->advisories, a->entry);
     if (a->shared_by > 1) fprintf(out, " (x%d)", a->shared_by);
     fputc('\n', out);
+    if (a->advisories) fprintf(out, "%-*s   ptxas: %s\n", w, "", a->advisory);
 }
 
 bool mcir_codegen_write_audit(const mcir_codegen *cg, FILE *out) {
@@ -143,12 +148,12 @@ bool mcir_codegen_write_audit(const mcir_codegen *cg, FILE *out) {
     const mcir_target *t = mcir_target_find(cg->arch);
     fprintf(out, "# kernel audit for %s (%s): ptxas resources, theoretical occupancy, PTX instruction classes\n",
             cg->arch, t ? t->example_gpu : "unknown target");
-    fprintf(out, "%-*s %-19s %4s %4s %7s %5s %12s %7s  %-26s %4s %5s %4s %5s %4s %10s %10s  %s\n", w,
+    fprintf(out, "%-*s %-19s %4s %4s %7s %5s %12s %7s  %-26s %4s %5s %4s %5s %4s %10s %10s %3s  %s\n", w,
             "kernel", "template", "regs", "est", "spill", "local", "smem", "plan", "occupancy", "mma",
-            "wgmma", "ldsm", "cpasy", "bulk", "ld.global", "st.global", "entry");
-    fprintf(out, "%-*s %-19s %4s %4s %7s %5s %12s %7s  %-26s %4s %5s %4s %5s %4s %10s %10s  %s\n", w, "",
+            "wgmma", "ldsm", "cpasy", "bulk", "ld.global", "st.global", "adv", "entry");
+    fprintf(out, "%-*s %-19s %4s %4s %7s %5s %12s %7s  %-26s %4s %5s %4s %5s %4s %10s %10s %3s  %s\n", w, "",
             "", "", "plan", "st/ld B", "B", "static+dyn B", "smem B", "blocks x thr, warps, limit", "",
-            "", "", "", "", "s/v2/v4", "s/v2/v4", "(xN: kernels sharing it)");
+            "", "", "", "", "s/v2/v4", "s/v2/v4", "", "(xN: kernels sharing it)");
     for (int i = 0; i < cg->n; i++) {
         const cg_kernel *k = &cg->k[i];
         if (!k->source) continue;

@@ -8,10 +8,11 @@
  * overwritten by the rebuild). A cache that cannot be read or written is
  * never an error: compilation just goes to NVRTC.
  *
- * Layout of DIR/<key>.kbin: "MCIRKC2\0", key[32], 7 x int64 (registers,
- * spill stores, spill loads, stack, static smem, ptx bytes, cubin bytes),
- * ptx, cubin, uint64 checksum. (Entries of version 1, without the spill
- * split and shared memory, are ignored and rebuilt.)
+ * Layout of DIR/<key>.kbin: "MCIRKC3\0", key[32], 9 x int64 (registers,
+ * spill stores, spill loads, stack, static smem, ptx bytes, cubin bytes,
+ * ptxas advisories, advisory text bytes), ptx, cubin, advisory text,
+ * uint64 checksum. (Entries of versions 1 and 2, without the advisories,
+ * are ignored and rebuilt.)
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -75,8 +76,8 @@ static bool entry_path(const char *key, char *buf, size_t n) {
     return (size_t)snprintf(buf, n, "%s/%s.kbin", dir, key) < n;
 }
 
-static const char MAGIC[8] = "MCIRKC2";
-enum { HDR_N = 7 };
+static const char MAGIC[8] = "MCIRKC3";
+enum { HDR_N = 9 };
 
 bool cg_cache_load(const char *key, mcir_compiled *out) {
     char path[1024];
@@ -89,7 +90,8 @@ bool cg_cache_load(const char *key, mcir_compiled *out) {
     bool ok = fread(magic, 1, 8, f) == 8 && memcmp(magic, MAGIC, 8) == 0 &&
               fread(k, 1, 32, f) == 32 && memcmp(k, key, 32) == 0 &&
               fread(hdr, sizeof(int64_t), HDR_N, f) == HDR_N && hdr[5] >= 0 && hdr[6] >= 0 &&
-              hdr[5] < (1ll << 30) && hdr[6] < (1ll << 30);
+              hdr[5] < (1ll << 30) && hdr[6] < (1ll << 30) && hdr[7] >= 0 && hdr[7] < (1ll << 30) &&
+              hdr[8] >= 0 && hdr[8] < (int64_t)sizeof out->advisory;
     for (int i = 0; ok && i < 5; i++) ok = hdr[i] >= -1 && hdr[i] < (1ll << 30);
     if (ok) {
         out->registers = (int)hdr[0];
@@ -100,18 +102,21 @@ bool cg_cache_load(const char *key, mcir_compiled *out) {
         out->smem_static_bytes = (int)hdr[4];
         out->ptx_size = (size_t)hdr[5];
         out->cubin_size = (size_t)hdr[6];
+        out->advisories = (int)hdr[7];
         out->ptx = malloc(out->ptx_size + 1);
         out->cubin = malloc(out->cubin_size + 1);
         uint64_t sum = 0;
         ok = out->ptx && out->cubin &&
              fread(out->ptx, 1, out->ptx_size, f) == out->ptx_size &&
              fread(out->cubin, 1, out->cubin_size, f) == out->cubin_size &&
+             fread(out->advisory, 1, (size_t)hdr[8], f) == (size_t)hdr[8] &&
              fread(&sum, sizeof sum, 1, f) == 1;
         if (ok) {
             out->ptx[out->ptx_size] = 0;
             uint64_t h = fnv1a(1469598103934665603ull, hdr, sizeof hdr);
             h = fnv1a(h, out->ptx, out->ptx_size);
             h = fnv1a(h, out->cubin, out->cubin_size);
+            h = fnv1a(h, out->advisory, (size_t)hdr[8]);
             ok = h == sum && fgetc(f) == EOF;
         }
     }
@@ -135,17 +140,19 @@ void cg_cache_store(const char *key, const mcir_compiled *c) {
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), atomic_fetch_add(&seq, 1));
     FILE *f = fopen(tmp, "wb");
     if (!f) return;
+    size_t adv = strnlen(c->advisory, sizeof c->advisory - 1);
     int64_t hdr[HDR_N] = {c->registers,         c->spill_store_bytes, c->spill_load_bytes,
                           c->stack_bytes,       c->smem_static_bytes, (int64_t)c->ptx_size,
-                          (int64_t)c->cubin_size};
+                          (int64_t)c->cubin_size, c->advisories,     (int64_t)adv};
     uint64_t h = fnv1a(1469598103934665603ull, hdr, sizeof hdr);
     h = fnv1a(h, c->ptx, c->ptx_size);
     h = fnv1a(h, c->cubin, c->cubin_size);
+    h = fnv1a(h, c->advisory, adv);
     bool ok = fwrite(MAGIC, 1, 8, f) == 8 && fwrite(key, 1, 32, f) == 32 &&
               fwrite(hdr, sizeof(int64_t), HDR_N, f) == HDR_N &&
               fwrite(c->ptx, 1, c->ptx_size, f) == c->ptx_size &&
               fwrite(c->cubin, 1, c->cubin_size, f) == c->cubin_size &&
-              fwrite(&h, sizeof h, 1, f) == 1;
+              fwrite(c->advisory, 1, adv, f) == adv && fwrite(&h, sizeof h, 1, f) == 1;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) remove(tmp);
 }

@@ -137,6 +137,12 @@ typedef struct mcir_compiled {
     int stack_bytes;   /* the entry's stack frame: its local memory per thread */
     int spill_store_bytes, spill_load_bytes;
     int smem_static_bytes;   /* __shared__ arrays (dynamic smem is a launch parameter) */
+    /* ptxas's advisories and warnings: "(C7514) Potential Performance
+     * Loss: wgmma ... serialized", "(C7517) warpgroup.wait is injected",
+     * "ptxas warning : ..." (each a defect of the generated code); the
+     * first of them, "C7514: ..." */
+    int advisories;
+    char advisory[256];
     char *log;         /* NVRTC's log (warnings), may be NULL */
 } mcir_compiled;
 

@@ -68,19 +68,48 @@ static int number_before(const char *line_start, const char *what) {
     return atoi(q);
 }
 
+/* A ptxas advisory or warning line: "ptxas info    : (C7514) TEXT" or
+ * "ptxas warning : TEXT"; *code: "C7514" or "" */
+static bool advisory_line(const char *buf, char *code, size_t n, const char **text) {
+    const char *p = strstr(buf, "ptxas");
+    if (!p) return false;
+    const char *colon = strchr(p, ':');
+    if (!colon) return false;
+    const char *t = colon + 1;
+    while (*t == ' ') t++;
+    code[0] = 0;
+    if (t[0] == '(' && t[1] == 'C' && strspn(t + 2, "0123456789") == 4 && t[6] == ')') {
+        snprintf(code, n, "%.5s", t + 1);
+        t += 7;
+        while (*t == ' ') t++;
+        *text = t;
+        return true;
+    }
+    if (strncmp(p, "ptxas warning", 13) == 0) {
+        *text = t;
+        return true;
+    }
+    return false;
+}
+
 void mcir_ptxas_report(const char *log, mcir_compiled *c) {
     c->registers = -1;
     c->spill_bytes = c->spill_store_bytes = c->spill_load_bytes = 0;
     c->stack_bytes = c->smem_static_bytes = 0;
+    c->advisories = 0;
+    c->advisory[0] = 0;
     if (!log) return;
     /* ptxas -v, one block per function:
      *   ptxas info    : Compiling entry function 'E' for 'sm_90'
      *   ptxas info    : Function properties for E
      *   ptxas         .     24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
      *   ptxas info    : Used 168 registers, used 1 barriers, 8704 bytes smem, 400 bytes cmem[0]
-     * Non-inlined callees get a "Function properties" block of their own. */
+     * Non-inlined callees get a "Function properties" block of their own.
+     * A unit's split-KV merge (ENTRY_merge) is a helper launch of ENTRY:
+     * the registers, stack and static smem are ENTRY's, whatever order
+     * ptxas compiles them in (spills and advisories count for both). */
     char entry[256] = "";
-    bool in_entry = false;
+    bool in_entry = false, merge = false;
     int props = 0;   /* the block a stack line belongs to: 0 the entry's (unnamed), 1 the entry, 2 a callee */
     for (const char *line = log; *line;) {
         const char *end = strchr(line, '\n');
@@ -88,22 +117,28 @@ void mcir_ptxas_report(const char *log, mcir_compiled *c) {
         char buf[512];
         snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
         const char *p;
-        if ((p = strstr(buf, "Compiling entry function '"))) {
+        char code[8];
+        if (advisory_line(buf, code, sizeof code, &p)) {
+            if (c->advisories++ == 0)
+                snprintf(c->advisory, sizeof c->advisory, "%s%s%s", code, code[0] ? ": " : "warning: ", p);
+        } else if ((p = strstr(buf, "Compiling entry function '"))) {
             in_entry = true;
             props = 0;
             p += strlen("Compiling entry function '");
             const char *q = strchr(p, '\'');
             snprintf(entry, sizeof entry, "%.*s", q ? (int)(q - p) : 0, p);
+            size_t el = strlen(entry);
+            merge = el > 6 && strcmp(entry + el - 6, "_merge") == 0;
         } else if ((p = strstr(buf, "Function properties for "))) {
             props = strcmp(p + strlen("Function properties for "), entry) == 0 ? 1 : 2;
         } else if ((p = strstr(buf, "bytes stack frame"))) {
-            if (in_entry && props != 2 && c->registers < 0) c->stack_bytes = number_before(buf, p);
+            if (in_entry && !merge && props != 2 && c->registers < 0) c->stack_bytes = number_before(buf, p);
             const char *s = strstr(buf, "bytes spill stores");
             const char *l = strstr(buf, "bytes spill loads");
             if (s) c->spill_store_bytes += number_before(buf, s);
             if (l) c->spill_load_bytes += number_before(buf, l);
         } else if ((p = strstr(buf, "Used ")) && strstr(buf, "registers")) {
-            if (in_entry && c->registers < 0) {
+            if (in_entry && !merge && c->registers < 0) {
                 c->registers = atoi(p + 5);
                 const char *sm = strstr(buf, "bytes smem");
                 if (sm) c->smem_static_bytes = number_before(buf, sm);

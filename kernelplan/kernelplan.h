@@ -95,6 +95,10 @@ typedef struct mcir_kernel_audit {
     /* Instruction classes: static counts in the PTX. */
     int mma, wgmma, ldmatrix, cp_async, cp_async_bulk;
     int ld_global[3], st_global[3];   /* scalar, .v2, .v4 */
+    /* ptxas's advisories and warnings for the compile unit (C7514 wgmma
+     * serialised, C7517 wait injected, ...): each a defect; the first */
+    int advisories;
+    char advisory[256];
 } mcir_kernel_audit;
 
 /* How a kernel touches one tensor in global memory. `tensor` holds the
@@ -315,7 +319,7 @@ typedef struct mcir_tuning_entry {
 
 /* A missing file is an empty cache; a malformed line is an error. */
 mcir_tuning *mcir_tuning_load(const char *path, mcir_diag *d);
-/* Writes the cache back (temporary name + rename). */
+/* Writes the cache back (mcir_outfile: a temporary renamed over it). */
 bool mcir_tuning_save(const mcir_tuning *t, mcir_diag *d);
 void mcir_tuning_free(mcir_tuning *t);
 int mcir_tuning_count(const mcir_tuning *t);

@@ -67,6 +67,8 @@ static json_t *audit_json(const mcir_kernel_audit *a) {
     json_object_set_new(ins, "ld_global", ld);
     json_object_set_new(ins, "st_global", st);
     json_object_set_new(o, "instructions", ins);
+    json_object_set_new(o, "advisories", json_integer(a->advisories));
+    if (a->advisories) json_object_set_new(o, "advisory", json_string(a->advisory));
     return o;
 }
 

@@ -564,6 +564,47 @@ START_TEST(test_ptxas_report_entry_and_callee) {
 }
 END_TEST
 
+/* ptxas's advisories and warnings are counted, the first kept ("C7514:
+ * ..."); a unit's split-KV merge entry (ENTRY_merge), compiled first,
+ * does not stand for the unit: the registers are ENTRY's. The log is
+ * NVRTC's for an sm_90a attention whose P was converted before its wait
+ * (the defect #27 fixed), trimmed. */
+START_TEST(test_ptxas_report_advisories_and_merge_entry) {
+    mcir_compiled c;
+    memset(&c, 0, sizeof c);
+    mcir_ptxas_report(
+        "ptxas info    : (C7517) warpgroup.wait is injected in around line 2105 by compiler to allow use of "
+        "registers defined by GMMA in function 'mha_at'\n"
+        "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+        "non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline "
+        "stage in the function 'mha_at'\n"
+        "ptxas warning : Value of threads per SM for entry mha_at is out of range\n"
+        "ptxas info    : 0 bytes gmem\n"
+        "ptxas info    : Compiling entry function 'mha_at_merge' for 'sm_90a'\n"
+        "ptxas info    : Function properties for mha_at_merge\n"
+        "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 32 registers, used 0 barriers\n"
+        "ptxas info    : Compiling entry function 'mha_at' for 'sm_90a'\n"
+        "ptxas info    : Function properties for mha_at\n"
+        "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 168 registers, used 16 barriers, 48 bytes smem\n",
+        &c);
+    ck_assert_int_eq(c.advisories, 3);
+    ck_assert_str_eq(c.advisory, "C7517: warpgroup.wait is injected in around line 2105 by compiler to allow use "
+                                 "of registers defined by GMMA in function 'mha_at'");
+    ck_assert_int_eq(c.registers, 168);
+    ck_assert_int_eq(c.smem_static_bytes, 48);
+    mcir_ptxas_report("ptxas warning : Registers are spilled to local memory in function 'k'\n"
+                      "ptxas info    : Used 40 registers\n",
+                      &c);
+    ck_assert_int_eq(c.advisories, 1);
+    ck_assert_str_eq(c.advisory, "warning: Registers are spilled to local memory in function 'k'");
+    mcir_ptxas_report("ptxas info    : Used 40 registers\n", &c);
+    ck_assert_int_eq(c.advisories, 0);
+    ck_assert_str_eq(c.advisory, "");
+}
+END_TEST
+
 /* Instruction classes are static counts of PTX opcodes (predicated or
  * not); commit/wait of async copies and comments are not copies. */
 START_TEST(test_ptx_census_counts_instruction_classes) {
@@ -893,6 +934,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_compile_unit_ignores_names);
     tcase_add_test(tc, test_identical_sources_compile_once);
     tcase_add_test(tc, test_ptxas_report_entry_and_callee);
+    tcase_add_test(tc, test_ptxas_report_advisories_and_merge_entry);
     tcase_add_test(tc, test_ptx_census_counts_instruction_classes);
     tcase_add_test(tc, test_occupancy_from_target_table);
     tcase_add_test(tc, test_syntax_error_reports_log_and_line);
