@@ -34,6 +34,7 @@ extern const char mcir_tpl_attention_fma[];
 extern const char mcir_tpl_norm[];
 extern const char mcir_tpl_matmul[];
 extern const char mcir_tpl_attention_sm90[];
+extern const char mcir_tpl_hopper[];
 
 /* -------------------------------------------------------------- views */
 
@@ -146,11 +147,12 @@ typedef struct cg_kernel {
      * same arguments) merges the partials: merge_grid blocks of merge_block */
     int64_t merge_grid;      /* 0: no merge kernel */
     /* sm_90a attention (tpl_attention_sm90.c): compiled for sm_90a, takes
-     * n_tmaps CUtensorMap parameters after its pointers (Q, K, V and,
-     * where O's view has one, O for the TMA store) */
+     * n_tmaps CUtensorMap parameters after its pointers and split-KV
+     * scratch (Q, K, V, the mask where there is one and, where O's view
+     * has one, O for the TMA store) */
     bool sm90a;
     int n_tmaps;
-    mcir_tensor_map_desc tmaps[4];
+    mcir_tensor_map_desc tmaps[5];
     int merge_block;
     int64_t grid[3];
     int block[3];
@@ -208,6 +210,14 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *t, mcir_diag *d);
 bool cg_gen_matmul(cg_kernel *k, const mcir_target *t, mcir_diag *d);
 bool cg_gen_attention(cg_kernel *k, const mcir_target *t, mcir_diag *d);
 bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *t, mcir_diag *d);
+/* Split-KV attention (tpl_attention.c, shared by both templates): the
+ * partials' index functions att_partial_o(b, r, s) / att_partial_ml(b, r,
+ * s) over items x rows x splits of dv f32 columns (then max, sum), and the
+ * merge kernel KERNEL_merge (block threads per row) that combines them
+ * into O at att_o_at(b, r) + dv * O_SD through ATT_ST_O(out, ...). */
+void cg_emit_attention_partials(cg_sb *b, int64_t items, int64_t rows, int64_t splits, int64_t dv);
+void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int block, int64_t items,
+                             int64_t rows, int64_t splits, int64_t dv);
 /* The planner gave attention kernel kp the sm_90a path (tiling dim "wg"). */
 bool cg_attention_sm90_planned(const mcir_kernel_plan *kp);
 /* Encodes k's n_tmaps tensor maps (tensor_map.c) for the device pointers

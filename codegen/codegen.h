@@ -105,7 +105,8 @@ bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int
 typedef struct mcir_tensor_map_desc {
     int read;                   /* the pointer parameter: kp->reads[read], or kp->writes[read - n_reads] */
     int64_t offset;             /* elements from the read's base */
-    int dtype;                  /* CUtensorMapDataType: 6 f16, 9 bf16 */
+    int esize;                  /* bytes per element */
+    int dtype;                  /* CUtensorMapDataType: 6 f16, 7 f32, 9 bf16 */
     int rank;
     uint64_t dims[5];           /* innermost first */
     uint64_t strides[4];        /* bytes, of dims 1.. */

@@ -341,7 +341,8 @@ static bool launch_kernel(gpu_run *r, int i) {
     size_t W = sizeof r->why;
     int np = kp->n_reads + kp->n_writes;
     CUdeviceptr args[np + 1];   /* + the staging product or the scratch */
-    void *params[np + 1];
+    void *params[np + 1], *kparams[np + 1 + 5];   /* + the scratch, + tensor maps */
+    _Alignas(64) unsigned char maps[5][128];
     for (int j = 0; j < kp->n_reads; j++) args[j] = r->ptr[root_of(r, kp->reads[j])->id];
     for (int j = 0; j < kp->n_writes; j++) args[kp->n_reads + j] = r->ptr[root_of(r, kp->writes[j])->id];
     for (int j = 0; j <= np; j++) params[j] = &args[j];
@@ -360,6 +361,7 @@ static bool launch_kernel(gpu_run *r, int i) {
                  r->why, W);
         return true;
     }
+    int nk = np;   /* the kernel's parameters: pointers (+ the scratch) (+ tensor maps) */
     if (k->merge_grid > 0) {
         int sp;
         int64_t so;
@@ -370,21 +372,20 @@ static bool launch_kernel(gpu_run *r, int i) {
             snprintf(r->why, W, "kernel %s: split-KV attention has no scratch buffer", kp->name);
             return false;
         }
-        if (!launch_grid(r, r->funcs[i], k, params)) return false;
+        nk = np + 1;
+    }
+    kparams[0] = &args[0];
+    for (int j = 0; j < nk; j++) kparams[j] = &args[j];
+    if (k->n_tmaps > 0) {   /* sm_90a attention: + its TMA tensor maps, by value */
+        if (k->n_tmaps > 5 || !cg_tensor_maps_encode(k, args, maps, r->why, W)) return false;
+        for (int j = 0; j < k->n_tmaps; j++) kparams[nk + j] = maps[j];
+    }
+    if (!launch_grid(r, r->funcs[i], k, kparams)) return false;   /* no parameters: kparams[0] is unread */
+    if (k->merge_grid > 0)   /* the merge takes the pointers and the scratch */
         CU_CHECK(cu->cuLaunchKernel(r->merge_funcs[i], (unsigned)k->merge_grid, 1, 1,
                                     (unsigned)k->merge_block, 1, 1, 0, r->stream, params, NULL),
                  r->why, W);
-        return true;
-    }
-    if (k->n_tmaps > 0) {   /* sm_90a attention: + its TMA tensor maps, by value */
-        _Alignas(64) unsigned char maps[4][128];
-        void *tparams[np + 4];
-        if (k->n_tmaps > 4 || !cg_tensor_maps_encode(k, args, maps, r->why, W)) return false;
-        for (int j = 0; j < np; j++) tparams[j] = &args[j];
-        for (int j = 0; j < k->n_tmaps; j++) tparams[np + j] = maps[j];
-        return launch_grid(r, r->funcs[i], k, tparams);
-    }
-    return launch_grid(r, r->funcs[i], k, params);   /* no parameters: params[0] is unread */
+    return true;
 fail:
     return false;
 }

@@ -1,6 +1,6 @@
 /*
  * tensor_map.c — the TMA tensor maps an sm_90a kernel takes
- * (cg_kernel.tmaps, written by tpl_attention_sm90.c), encoded by the
+ * (cg_kernel.tmaps, written by tpl_attention_sm90.c: Q, K, V, the mask, O), encoded by the
  * driver's cuTensorMapEncodeTiled for the device pointers of its reads.
  * The entry point is the driver table's optional cuTensorMapEncodeTiled
  * (cuda_driver.h), so older drivers without it only fail the kernels that
@@ -23,7 +23,7 @@ bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *ptrs, u
     for (int i = 0; i < k->n_tmaps; i++) {
         const mcir_tensor_map_desc *m = &k->tmaps[i];
         unsigned es[5] = {1, 1, 1, 1, 1};
-        void *base = (void *)(uintptr_t)(ptrs[m->read] + (unsigned long long)m->offset * 2);
+        void *base = (void *)(uintptr_t)(ptrs[m->read] + (unsigned long long)m->offset * (unsigned long long)m->esize);
         int rc = cu->cuTensorMapEncodeTiled(maps[i], m->dtype, (unsigned)m->rank, base, (const unsigned long long *)m->dims,
                         (const unsigned long long *)m->strides, m->box, es, 0, m->swizzle,
                         2 /* L2 promotion 128B */, 0 /* out of bounds: zeros */);

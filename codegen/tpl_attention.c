@@ -52,6 +52,47 @@ static bool vec_ok(const cg_view *v, int rl_view, int64_t cols) {
 }
 
 
+void cg_emit_attention_partials(cg_sb *b, int64_t items, int64_t rows, int64_t splits, int64_t dv) {
+    cg_sb_printf(b,
+        "// partials in the scratch P: O [items][rows][splits][dv], then (max, sum) [items][rows][splits][2]\n"
+        "__device__ __forceinline__ i64 att_partial_o(i64 b, i64 r, i64 s) {\n"
+        "    return ((b * %lldLL + r) * %lldLL + s) * %lldLL;\n}\n"
+        "__device__ __forceinline__ i64 att_partial_ml(i64 b, i64 r, i64 s) {\n"
+        "    return %lldLL + ((b * %lldLL + r) * %lldLL + s) * 2;\n}\n",
+        (long long)rows, (long long)splits, (long long)dv, (long long)(items * rows * splits * dv),
+        (long long)rows, (long long)splits);
+}
+
+/* The merge: per query row, m = max_s m_s, l = sum_s l_s e^(m_s - m),
+ * O = sum_s O_s e^(m_s - m) / l (weighted_streaming_reduction's
+ * online-softmax merge); the entry is the kernel's name + "_merge" and
+ * takes the kernel's pointers and the scratch. */
+void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int block, int64_t items,
+                             int64_t rows, int64_t splits, int64_t dv) {
+    cg_sb_printf(b,
+        "#define MC_MERGE_ENTRY_(n) n##_merge\n#define MC_MERGE_ENTRY(n) MC_MERGE_ENTRY_(n)\n"
+        "extern \"C\" __global__ void __launch_bounds__(%d) MC_MERGE_ENTRY(%s)(MC_PARAMS, const float* P) {\n"
+        "    for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n"
+        "        const i64 b = row / %lldLL, qi = row %% %lldLL;\n"
+        "        float m = MC_NINF, l = 0.0f;\n"
+        "        for (int s = 0; s < %lld; s++) m = fmaxf(m, mc_ld_f32(P, att_partial_ml(b, qi, s)));\n"
+        "        for (int s = 0; s < %lld; s++) {\n"
+        "            const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s));\n"
+        "            if (ms != MC_NINF) l += mc_ld_f32(P, att_partial_ml(b, qi, s) + 1) * expf(ms - m);\n"
+        "        }\n"
+        "        for (int dv = threadIdx.x; dv < %lld; dv += blockDim.x) {\n"
+        "            float acc = 0.0f;\n"
+        "            for (int s = 0; s < %lld; s++) {\n"
+        "                const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s));\n"
+        "                if (ms != MC_NINF) acc += mc_ld_f32(P, att_partial_o(b, qi, s) + dv) * expf(ms - m);\n"
+        "            }\n"
+        "            ATT_ST_O(%s, att_o_at(b, qi) + (i64)dv * O_SD, l > 0.0f ? acc / l : 0.0f);\n"
+        "        }\n"
+        "    }\n}\n",
+        block, kernel, (long long)(items * rows), (long long)rows, (long long)rows, (long long)splits,
+        (long long)splits, (long long)dv, (long long)splits, out);
+}
+
 bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     mcir_kernel_plan *kp = k->kp;
     const mcir_node *n = kp->anchor;
@@ -146,15 +187,10 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      vec_ok(&v.v, v.v.rank - 2, DV) ? "true" : "false");
     else
         cg_sb_printf(&b, "#define ATT_RPW %d\n", rpw);
-    if (splits > 1)
-        cg_sb_printf(&b,
-            "#define ATT_SPLITS %lldLL\n#define ATT_CHUNK %lldLL\n"
-            "// partials in the scratch P: O [NB][NQ][SPLITS][DV], then (max, sum) [NB][NQ][SPLITS][2]\n"
-            "__device__ __forceinline__ i64 att_partial_o(i64 b, i64 qi, i64 s) {\n"
-            "    return ((b * ATT_NQ + qi) * ATT_SPLITS + s) * ATT_DV;\n}\n"
-            "__device__ __forceinline__ i64 att_partial_ml(i64 b, i64 qi, i64 s) {\n"
-            "    return ATT_NB * ATT_NQ * ATT_SPLITS * ATT_DV + ((b * ATT_NQ + qi) * ATT_SPLITS + s) * 2;\n}\n",
-            (long long)splits, (long long)chunk);
+    if (splits > 1) {
+        cg_sb_printf(&b, "#define ATT_SPLITS %lldLL\n#define ATT_CHUNK %lldLL\n", (long long)splits, (long long)chunk);
+        cg_emit_attention_partials(&b, NB, NQ, splits, DV);
+    }
     cg_sb_puts(&b, "#define ATT_SCALE ");
     cg_sb_float(&b, scale);
     cg_sb_puts(&b, "\n");
@@ -205,32 +241,9 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_printf(&b, " {\n    mc_attention(%s, %s, %s, %s, %s%s);\n}\n", q.pname, kk.pname, v.pname,
                  M ? m.pname : "(const float*)0", o.pname, splits > 1 ? ", mc_scratch" : "");
     if (splits > 1) {
-        /* the merge: per query row, m = max_s m_s, l = sum_s l_s e^(m_s - m),
-         * O = sum_s O_s e^(m_s - m) / l (weighted_streaming_reduction's
-         * online-softmax merge); the entry is the kernel's name + "_merge" */
-        int mt = l.merge_block;
-        cg_sb_printf(&b,
-            "#define MC_MERGE_ENTRY_(n) n##_merge\n#define MC_MERGE_ENTRY(n) MC_MERGE_ENTRY_(n)\n"
-            "extern \"C\" __global__ void __launch_bounds__(%d) MC_MERGE_ENTRY(%s)(MC_PARAMS, const float* P) {\n"
-            "    for (i64 row = blockIdx.x; row < ATT_NB * ATT_NQ; row += gridDim.x) {\n"
-            "        const i64 b = row / ATT_NQ, qi = row %% ATT_NQ;\n"
-            "        float m = MC_NINF, l = 0.0f;\n"
-            "        for (int s = 0; s < ATT_SPLITS; s++) m = fmaxf(m, mc_ld_f32(P, att_partial_ml(b, qi, s)));\n"
-            "        for (int s = 0; s < ATT_SPLITS; s++) {\n"
-            "            const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s));\n"
-            "            if (ms != MC_NINF) l += mc_ld_f32(P, att_partial_ml(b, qi, s) + 1) * expf(ms - m);\n"
-            "        }\n"
-            "        for (int dv = threadIdx.x; dv < ATT_DV; dv += blockDim.x) {\n"
-            "            float acc = 0.0f;\n"
-            "            for (int s = 0; s < ATT_SPLITS; s++) {\n"
-            "                const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s));\n"
-            "                if (ms != MC_NINF) acc += mc_ld_f32(P, att_partial_o(b, qi, s) + dv) * expf(ms - m);\n"
-            "            }\n"
-            "            ATT_ST_O(%s, o_off(b) + qi * O_SR + (i64)dv * O_SD, l > 0.0f ? acc / l : 0.0f);\n"
-            "        }\n"
-            "    }\n}\n",
-            mt, kp->name, o.pname);
-        k->merge_block = mt;
+        cg_sb_puts(&b, "__device__ __forceinline__ i64 att_o_at(i64 b, i64 qi) { return o_off(b) + qi * O_SR; }\n");
+        cg_emit_attention_merge(&b, kp->name, o.pname, l.merge_block, NB, NQ, splits, DV);
+        k->merge_block = l.merge_block;
         k->merge_grid = l.merge_grid;
     }
     bool ok = e.ok;

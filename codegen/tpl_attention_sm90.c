@@ -1,16 +1,21 @@
 /*
  * tpl_attention_sm90.c — instantiates templates/attention_sm90.cuh (TMA,
  * mbarriers, wgmma, warp specialisation) for an attention KernelPlan the
- * planner gave the sm_90a path (tiling dim "wg"; kernelplan/launch_sm90.c).
+ * planner gave the sm_90a path (tiling dim "wg"), exactly as
+ * kernelplan/launch_sm90.c laid it out (mcir_attention_sm90_layout: tiles,
+ * GQA packing, the mask's form, split-KV).
  *
- * Q, K and V are read by the Tensor Memory Accelerator through three 5-D
- * tensor maps — (head dim, row, leading dims innermost first), boxes of 64
- * columns x BLOCK rows, 128-byte swizzle — that the runtime encodes with
- * cuTensorMapEncodeTiled from the kernel's tensor-map descriptions
- * (mcir_codegen_kernel_tensor_maps) and passes as __grid_constant__
- * CUtensorMap parameters after the pointers. O is stored by the TMA
- * through a fourth map where its view has one (else through its view).
- * The wgmma wrappers are generated here: their asm names one register per
+ * Q, K, V and the mask are read by the Tensor Memory Accelerator through
+ * 5-D tensor maps — (columns, rows, leading dims innermost first) — that
+ * the runtime encodes with cuTensorMapEncodeTiled from the kernel's
+ * tensor-map descriptions (mcir_codegen_kernel_tensor_maps) and passes as
+ * __grid_constant__ CUtensorMap parameters after the pointers (and the
+ * split-KV scratch). Where K and V broadcast over a leading dim (GQA, MQA)
+ * their map has extent 1 there and the kernel's coordinate is 0: a K/V
+ * head is read in place for every query head that shares it. A packed
+ * GQA group's heads are rows of Q's and O's maps. O is stored by the TMA
+ * through one more map where its view has one (else per thread). The
+ * wgmma wrappers are generated here: their asm names one register per
  * accumulator (N/2 per thread).
  */
 #include <math.h>
@@ -18,6 +23,7 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
+#include "kernelplan/launch_sm90.h"
 
 static int64_t tile_of(const mcir_tiling *t, const char *dim) {
     for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
@@ -61,47 +67,115 @@ static void emit_wgmma(cg_sb *b, const char *name, int n, bool rs, bool bf16) {
     cg_sb_puts(b, "#endif\n}\n");
 }
 
-/* The tensor map of operand view v (rank r, lead dims = O's), read `param`. */
-static bool tensor_map_of(const cg_view *v, int param, mcir_dtype dt, int64_t rows_box, mcir_tensor_map_desc *m) {
-    int r = v->rank, rl = r - 2;
-    if (rl > 3 || v->stride[r - 1] != 1 || (v->offset * 2) % 16 != 0) return false;
+/* The leading dims of an item: O's leading dims but the packed one,
+ * innermost first (at most 3: a map has 5 dims). */
+typedef struct item_dims {
+    int n;
+    int dim[3];        /* O's dim index */
+    int64_t size[3];
+} item_dims;
+
+static void item_dims_of(const mcir_tensor *O, int pack_dim, item_dims *it) {
+    memset(it, 0, sizeof *it);
+    for (int i = O->rank - 3; i >= 0 && it->n < 3; i--)
+        if (i != pack_dim) {
+            it->dim[it->n] = i;
+            it->size[it->n++] = O->shape[i];
+        }
+}
+
+/* View v's dim for O's dim i (right-aligned over O's rank); -1: absent. */
+static int vdim(const cg_view *v, const mcir_tensor *O, int i) {
+    int k = i - (O->rank - v->rank);
+    return k >= 0 ? k : -1;
+}
+
+static int map_dtype(mcir_dtype t) { return t == MCIR_DTYPE_F32 ? 7 : t == MCIR_DTYPE_BF16 ? 9 : 6; }
+
+/* A tensor map of view v (parameter `param`): columns (unit stride), rows
+ * (`rows` of stride `row_stride` elements; 1: never stepped), the item
+ * dims (extent 1 where v broadcasts or lacks them); boxes of box_cols x
+ * box_rows, `swizzle` (CUtensorMapSwizzle). False when a stride is not a
+ * positive multiple of 16 bytes or the base is not 16-byte aligned. */
+static bool map_of(const cg_view *v, const mcir_tensor *O, const item_dims *it, int param, int64_t rows,
+                   int64_t row_stride, unsigned box_cols, unsigned box_rows, int swizzle, mcir_tensor_map_desc *m) {
+    const int es = mcir_dtype_size(v->root->dtype), r = v->rank;
+    if (v->stride[r - 1] != 1 || (v->offset * es) % 16 != 0) return false;
     memset(m, 0, sizeof *m);
     m->read = param;
     m->offset = v->offset;
-    m->dtype = dt == MCIR_DTYPE_BF16 ? 9 : 6;
+    m->esize = es;
+    m->dtype = map_dtype(v->root->dtype);
     m->rank = 5;
-    m->swizzle = 3;
+    m->swizzle = swizzle;
     m->dims[0] = (uint64_t)v->shape[r - 1];
-    m->dims[1] = (uint64_t)v->shape[r - 2];
-    m->box[0] = 64;
-    m->box[1] = (unsigned)rows_box;
-    int64_t st[4] = {v->stride[r - 2], 0, 0, 0}, span = v->stride[r - 2] * v->shape[r - 2];
+    m->dims[1] = (uint64_t)rows;
+    m->box[0] = box_cols;
+    m->box[1] = box_rows;
+    int64_t st[4] = {row_stride, 0, 0, 0}, span = 16;
+    for (int k = 0; k < r; k++)
+        if (v->stride[k] * v->shape[k] > span) span = v->stride[k] * v->shape[k];
     for (int k = 0; k < 3; k++) {
-        int vk = rl - 1 - k;   /* lead dims innermost first */
-        m->dims[2 + k] = vk >= 0 ? (uint64_t)v->shape[vk] : 1;
-        st[1 + k] = vk >= 0 ? v->stride[vk] : 0;
+        int vk = k < it->n ? vdim(v, O, it->dim[k]) : -1;
+        bool real = vk >= 0 && v->shape[vk] != 1;
+        m->dims[2 + k] = real ? (uint64_t)v->shape[vk] : 1;
+        st[1 + k] = real ? v->stride[vk] : 0;
         m->box[2 + k] = 1;
-        if (vk >= 0 && v->stride[vk] * v->shape[vk] > span) span = v->stride[vk] * v->shape[vk];
     }
     for (int k = 0; k < 4; k++) {
         if (m->dims[1 + k] == 1) st[k] = span;   /* never stepped: any legal stride */
-        if (st[k] <= 0 || (st[k] * 2) % 16 != 0) return false;
-        m->strides[k] = (uint64_t)st[k] * 2;
+        if (st[k] <= 0 || (st[k] * es) % 16 != 0) return false;
+        m->strides[k] = (uint64_t)st[k] * (uint64_t)es;
     }
     return true;
+}
+
+/* void att_coords_X(i64 b, int* c): item b's coordinates 2..4 in map m */
+static void emit_coords(cg_sb *b, const char *x, const item_dims *it, const mcir_tensor_map_desc *m) {
+    cg_sb_printf(b, "__device__ __forceinline__ void att_coords_%s(i64 b, int* c) {\n    (void)b;\n", x);
+    for (int k = 0; k < 3; k++) {
+        if (k < it->n && m->dims[2 + k] > 1)
+            cg_sb_printf(b, "    c[%d] = (int)(b %% %lldLL);\n", k, (long long)it->size[k]);
+        else
+            cg_sb_printf(b, "    c[%d] = 0;\n", k);
+        if (k < it->n && k + 1 < it->n) cg_sb_printf(b, "    b /= %lldLL;\n", (long long)it->size[k]);
+    }
+    cg_sb_puts(b, "}\n");
+}
+
+/* The rows of view v (Q, O, a mask that varies over the queries) as the
+ * kernel indexes them: row r of an item is query r % nq of packed head
+ * r / nq; uniform when the packed dim steps by whole heads. Returns the
+ * row stride, or 0 when the rows are not uniform. */
+static int64_t packed_row_stride(const cg_view *v, const mcir_tensor *O, const mcir_attention_sm90 *l) {
+    int64_t sr = v->rank >= 2 && v->shape[v->rank - 2] != 1 ? v->stride[v->rank - 2] : 0;
+    if (l->pack <= 1) return l->nq == 1 ? 1 : sr;   /* one row: never stepped */
+    int j = vdim(v, O, l->pack_dim);
+    int64_t sg = j >= 0 && v->shape[j] != 1 ? v->stride[j] : 0;
+    if (l->nq == 1) return sg;
+    return sg == l->nq * sr ? sr : 0;
 }
 
 bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     mcir_kernel_plan *kp = k->kp;
     const mcir_node *n = kp->anchor;
     const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2], *O = n->outputs[0];
-    (void)target;
-    cg_view qv, kv, vv, ov;
-    int qp, kpar, vp, op;
-    if (n->n_inputs > 3 || !cg_view_of_input(kp, Q, &qv) || !cg_view_of_input(kp, K, &kv) ||
-        !cg_view_of_input(kp, V, &vv) || (qp = cg_read_index(kp, qv.root)) < 0 ||
-        (kpar = cg_read_index(kp, kv.root)) < 0 || (vp = cg_read_index(kp, vv.root)) < 0) {
-        cg_error(d, kp, "the sm_90a attention template reads Q, K and V as kernel reads or views of them, no mask");
+    const mcir_tensor *M = n->n_inputs > 3 ? n->inputs[3] : NULL;
+    mcir_attention_sm90 l;
+    const char *why = NULL;
+    if (!mcir_attention_sm90_layout(target, kp, &l, &why) || tile_of(&kp->tiling, "q") != l.bm ||
+        tile_of(&kp->tiling, "kv") != l.bn || tile_of(&kp->tiling, "wg") != l.consumers) {
+        cg_error(d, kp, "internal error: the plan's sm_90a attention tiling is not the launch model's: %s",
+                 why ? why : "tiles differ");
+        return false;
+    }
+    cg_view qv, kv, vv, mv, ov;
+    int qp, kpar, vp, mp = -1, op;
+    if (!cg_view_of_input(kp, Q, &qv) || !cg_view_of_input(kp, K, &kv) || !cg_view_of_input(kp, V, &vv) ||
+        (qp = cg_read_index(kp, qv.root)) < 0 || (kpar = cg_read_index(kp, kv.root)) < 0 ||
+        (vp = cg_read_index(kp, vv.root)) < 0 ||
+        (M && (!cg_view_of_input(kp, M, &mv) || (mp = cg_read_index(kp, mv.root)) < 0))) {
+        cg_error(d, kp, "the sm_90a attention template reads Q, K, V and the mask as kernel reads or views of them");
         return false;
     }
     if (!cg_view_of_output(kp, O, &ov) || (op = cg_write_index(kp, ov.root)) < 0 || kp->n_writes != 1) {
@@ -109,112 +183,145 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
                  O->name);
         return false;
     }
-    const int rl = O->rank - 2;
-    const int64_t NQ = Q->shape[Q->rank - 2], D = Q->shape[Q->rank - 1], NK = K->shape[K->rank - 2];
-    int64_t NB = 1;
-    for (int i = 0; i < rl; i++) NB *= O->shape[i];
-    const int cwg = (int)tile_of(&kp->tiling, "wg"), bn = (int)tile_of(&kp->tiling, "kv");
-    const int bm = 64 * cwg, stages = kp->tiling.stages > 0 ? kp->tiling.stages : 2;
-    if (cwg < 1 || cwg > 2 || (bn != 64 && bn != 128) || (D != 64 && D != 128 && D != 256) ||
-        V->shape[V->rank - 1] != D) {
-        cg_error(d, kp, "sm_90a attention: tiles wg=%d kv=%d for d=%lld are not the template's", cwg, bn,
-                 (long long)D);
+    const int64_t D = l.d, NR = l.rows;
+    item_dims it;
+    item_dims_of(O, l.pack_dim, &it);
+    int64_t q_sr = packed_row_stride(&qv, O, &l);
+    mcir_tensor_map_desc maps[5];
+    bool ok = q_sr > 0 && map_of(&qv, O, &it, qp, NR, q_sr, 64, 64, 3, &maps[0]) &&
+              map_of(&kv, O, &it, kpar, l.nk, kv.stride[kv.rank - 2], 64, (unsigned)l.bn, 3, &maps[1]) &&
+              map_of(&vv, O, &it, vp, l.nk, vv.stride[vv.rank - 2], 64, (unsigned)l.bn, 3, &maps[2]);
+    int nm = 3;
+    if (ok && l.mask == MCIR_SM90_MASK_ROWS) {
+        int64_t m_sr = packed_row_stride(&mv, O, &l);
+        int mb = l.bn * l.mask_esize < 128 ? (int)(l.bn * l.mask_esize) : 128;   /* box row bytes */
+        ok = m_sr > 0 && map_of(&mv, O, &it, mp, NR, m_sr, (unsigned)(mb / l.mask_esize), 64,
+                                mb == 128 ? 3 : mb == 64 ? 2 : 1, &maps[nm++]);
+    } else if (ok && l.mask == MCIR_SM90_MASK_ONE_ROW) {
+        ok = map_of(&mv, O, &it, mp, 1, 0, (unsigned)l.bn, 1, 0, &maps[nm++]);
+    }
+    if (!ok) {
+        cg_error(d, kp, "internal error: an operand view of the sm_90a attention has no tensor map (innermost "
+                        "stride 1, 16-byte aligned offset and strides, whole packed heads)");
         return false;
     }
-    mcir_tensor_map_desc maps[3];
-    if (!tensor_map_of(&qv, qp, Q->dtype, 64, &maps[0]) || !tensor_map_of(&kv, kpar, K->dtype, bn, &maps[1]) ||
-        !tensor_map_of(&vv, vp, V->dtype, bn, &maps[2])) {
-        cg_error(d, kp, "sm_90a attention: an operand view has no tensor map (innermost stride 1, 16-byte "
-                        "aligned offset and strides, at most 3 leading dims)");
-        return false;
-    }
-    for (int i = 0; i < 3; i++) {
-        for (int j = 2; j < 5; j++)   /* the lead dims agree with O's (no broadcast) */
-            if (maps[i].dims[j] != (uint64_t)(rl - 1 - (j - 2) >= 0 ? O->shape[rl - 1 - (j - 2)] : 1)) {
-                cg_error(d, kp, "sm_90a attention: Q, K or V broadcast over a leading dim");
-                return false;
-            }
-        k->tmaps[i] = maps[i];
-    }
-    k->n_tmaps = 3;
-    /* O through a TMA store where its view has a tensor map with O's lead
+    /* O through a TMA store where its view has a tensor map with O's item
      * dims (boxes of 64 columns x 64 rows); else the per-thread stores */
     const char *o_store = "per-thread stores";
     mcir_tensor_map_desc om;
-    if (ov.root->dtype != Q->dtype) o_store = "per-thread stores (O's buffer is not Q's dtype)";
-    else if (!tensor_map_of(&ov, kp->n_reads + op, ov.root->dtype, 64, &om))
+    int64_t o_sr = packed_row_stride(&ov, O, &l);
+    if (l.splits > 1) o_store = "split-KV partials, merged by NAME_merge";
+    else if (ov.root->dtype != Q->dtype) o_store = "per-thread stores (O's buffer is not Q's dtype)";
+    else if (o_sr <= 0 || !map_of(&ov, O, &it, kp->n_reads + op, NR, o_sr, 64, 64, 3, &om))
         o_store = "per-thread stores (O's view has no tensor map)";
     else {
         bool same = true;
-        for (int j = 2; j < 5; j++)
-            same = same && om.dims[j] == (uint64_t)(rl - 1 - (j - 2) >= 0 ? O->shape[rl - 1 - (j - 2)] : 1);
+        for (int j = 0; j < it.n; j++) same = same && om.dims[2 + j] == (uint64_t)it.size[j];
         if (!same) o_store = "per-thread stores (O's view does not keep O's leading dims)";
-        else {
-            k->tmaps[k->n_tmaps++] = om;
-            o_store = "TMA store";
-        }
+        else o_store = "TMA store";
     }
+    bool tma_store = strcmp(o_store, "TMA store") == 0;
+    k->n_tmaps = 0;
+    for (int i = 0; i < nm; i++) k->tmaps[k->n_tmaps++] = maps[i];
+    if (tma_store) k->tmaps[k->n_tmaps++] = om;
     k->sm90a = true;
     float scale = mcir_node_attr(n, "scale") ? (float)mcir_node_float(n, "scale") : (float)(1.0 / sqrt((double)D));
     bool causal = mcir_node_bool(n, "causal"), bf16 = Q->dtype == MCIR_DTYPE_BF16;
-    int64_t qtiles = (NQ + bm - 1) / bm;
-    k->smem = (int64_t)cwg * 64 * D * 2 + (int64_t)stages * 2 * bn * D * 2 + 1024;
+    k->smem = l.smem_bytes;
 
     cg_sb b = {0};
     cg_emitter e;
     cg_begin_source(&b, kp);
     cg_emitter_init(&e, kp, &b, NULL, d);
     cg_sb_printf(&b,
-                 "#define ATT_NQ %lldLL\n#define ATT_NK %lldLL\n#define ATT_D %lld\n#define ATT_BN %d\n"
-                 "#define ATT_CWG %d\n#define ATT_STAGES %d\n#define ATT_NB %lldLL\n#define ATT_QTILES %lldLL\n"
-                 "#define ATT_CAUSAL %d\n#define ATT_BF16 %d\n",
-                 (long long)NQ, (long long)NK, (long long)D, bn, cwg, stages, (long long)NB, (long long)qtiles,
-                 causal, bf16);
-    cg_sb_printf(&b, "#define ATT_TMA_STORE %d   // O: %s\n#define ATT_SCALE ", k->n_tmaps > 3, o_store);
+                 "#define ATT_NR %lldLL\n#define ATT_NQ %lldLL\n#define ATT_PACK %lld\n#define ATT_NK %lldLL\n"
+                 "#define ATT_D %lld\n#define ATT_BN %lld\n#define ATT_CWG %d\n#define ATT_STAGES %d\n"
+                 "#define ATT_NB %lldLL\n#define ATT_QTILES %lldLL\n#define ATT_SPLITS %lld\n"
+                 "#define ATT_CHUNK %lldLL\n#define ATT_CAUSAL %d\n#define ATT_BF16 %d\n#define ATT_MASK %d\n"
+                 "#define ATT_PRODUCER_REGS %d\n#define ATT_CONSUMER_REGS %d\n",
+                 (long long)NR, (long long)l.nq, (long long)l.pack, (long long)l.nk, (long long)D, (long long)l.bn,
+                 l.consumers, l.stages, (long long)l.items, (long long)l.qtiles, (long long)l.splits,
+                 (long long)l.chunk, causal, bf16, (int)l.mask, l.producer_regs, l.consumer_regs);
+    cg_sb_printf(&b, "#define ATT_TMA_STORE %d   // O: %s\n#define ATT_SCALE ", tma_store, o_store);
     cg_sb_float(&b, scale);
-    cg_sb_printf(&b, "\n#define ATT_O_T %s\n#define ATT_ST_O mc_st_%s\n#define O_SR %lldLL\n#define O_SD %lldLL\n",
-                 cg_ctype(ov.root->dtype), cg_dsuffix(ov.root->dtype), (long long)ov.stride[ov.rank - 2],
-                 (long long)ov.stride[ov.rank - 1]);
-    /* o_off(b): O's element offset of (batch, head) b; att_lead: b as map coordinates 2..4 */
+    cg_sb_printf(&b, "\n#define ATT_O_T %s\n#define ATT_ST_O mc_st_%s\n#define O_SD %lldLL\n",
+                 cg_ctype(ov.root->dtype), cg_dsuffix(ov.root->dtype), (long long)ov.stride[ov.rank - 1]);
+    if (M) {
+        const char *cv = M->dtype == MCIR_DTYPE_F32    ? "__uint_as_float(mc_lds_u32(a))"
+                         : M->dtype == MCIR_DTYPE_BF16 ? "mc_bf16_to_f32(mc_lds_u16(a))"
+                                                       : "mc_f16_to_f32(mc_lds_u16(a))";
+        cg_sb_printf(&b, "#define ATT_M_ES %d\n#define ATT_MASK_VAL(a) (%s)\n", l.mask_esize, cv);
+    }
+    /* o_off(b): O's element offset of item b; att_o_row(r): of row r of an
+     * item (query r % NQ of packed head r / NQ) */
     cg_sb_printf(&b, "__device__ __forceinline__ i64 o_off(i64 b) {\n    i64 o = %lldLL; (void)b;\n",
                  (long long)ov.offset);
-    for (int kk = rl - 1; kk >= 0; kk--) {
-        int vk = kk - (rl - (ov.rank - 2));
+    for (int j = 0; j < it.n; j++) {
+        int vk = vdim(&ov, O, it.dim[j]);
         int64_t st = (vk >= 0 && ov.shape[vk] != 1) ? ov.stride[vk] : 0;
-        if (st) cg_sb_printf(&b, "    o += (b %% %lldLL) * %lldLL;\n", (long long)O->shape[kk], (long long)st);
-        cg_sb_printf(&b, "    b /= %lldLL;\n", (long long)O->shape[kk]);
+        if (st) cg_sb_printf(&b, "    o += (b %% %lldLL) * %lldLL;\n", (long long)it.size[j], (long long)st);
+        cg_sb_printf(&b, "    b /= %lldLL;\n", (long long)it.size[j]);
     }
-    cg_sb_puts(&b, "    return o;\n}\n__device__ __forceinline__ void att_lead(i64 b, int* c) {\n"
-                   "    c[0] = c[1] = c[2] = 0; (void)b;\n");
-    for (int kk = rl - 1, j = 0; kk >= 0 && j < 3; kk--, j++)
-        cg_sb_printf(&b, "    c[%d] = (int)(b %% %lldLL);\n    b /= %lldLL;\n", j, (long long)O->shape[kk],
-                     (long long)O->shape[kk]);
-    cg_sb_puts(&b, "}\ntypedef unsigned long long u64;\n");
-    emit_wgmma(&b, "att_wgmma_s", bn, false, bf16);
+    int64_t o_rs = ov.shape[ov.rank - 2] != 1 ? ov.stride[ov.rank - 2] : 0, o_gs = 0;
+    if (l.pack > 1) {
+        int vk = vdim(&ov, O, l.pack_dim);
+        o_gs = vk >= 0 ? ov.stride[vk] : 0;
+    }
+    cg_sb_printf(&b, "    return o;\n}\n__device__ __forceinline__ i64 att_o_row(i64 r) {\n"
+                     "    return (r / %lldLL) * %lldLL + (r %% %lldLL) * %lldLL;\n}\n",
+                 (long long)l.nq, (long long)o_gs, (long long)l.nq, (long long)o_rs);
+    cg_sb_puts(&b, "__device__ __forceinline__ i64 att_o_at(i64 b, i64 r) { return o_off(b) + att_o_row(r); }\n");
+    static const char *const names[] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) emit_coords(&b, names[i], &it, &maps[i]);
+    if (nm > 3) emit_coords(&b, "m", &it, &maps[3]);
+    if (tma_store) emit_coords(&b, "o", &it, &om);
+    if (l.splits > 1) cg_emit_attention_partials(&b, l.items, NR, l.splits, D);
+    cg_sb_puts(&b, mcir_tpl_hopper);
+    emit_wgmma(&b, "att_wgmma_s", (int)l.bn, false, bf16);
     emit_wgmma(&b, "att_wgmma_o", (int)D, true, bf16);
     cg_sb_puts(&b, mcir_tpl_attention_sm90);
-    int threads = 128 * (1 + cwg);
-    cg_emit_signature(&b, kp, threads);
+    if (l.max_registers > 0)   /* one consumer group: the planned budget (CUDA 12.4 on) */
+        cg_sb_printf(&b, "#if defined(MC_EMULATE)\n#define ATT_LAUNCH_BOUNDS\n"
+                         "#elif __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && "
+                         "__CUDACC_VER_MINOR__ >= 4)\n#define ATT_LAUNCH_BOUNDS __maxnreg__(%d)\n"
+                         "#else\n#define ATT_LAUNCH_BOUNDS __launch_bounds__(%d, 1)\n#endif\n"
+                         "extern \"C\" __global__ void ATT_LAUNCH_BOUNDS %s(MC_PARAMS)",
+                     l.max_registers, l.threads, kp->name);
+    else
+        cg_emit_signature(&b, kp, l.threads);
     size_t len = b.len;
     MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
     b.s[len - 1] = '\0';
     b.len = len - 1;
-    cg_sb_puts(&b, ", const __grid_constant__ CUtensorMap mc_tmap_q, const __grid_constant__ CUtensorMap mc_tmap_k, "
-                   "const __grid_constant__ CUtensorMap mc_tmap_v");
-    cg_sb_puts(&b, k->n_tmaps > 3 ? ", const __grid_constant__ CUtensorMap mc_tmap_o)" : ")");
-    cg_sb_printf(&b, " {\n    (void)r%d; (void)r%d; (void)r%d;\n"
-                     "    mc_attention_sm90(&mc_tmap_q, &mc_tmap_k, &mc_tmap_v, %s, w%d);\n}\n",
-                 qp, kpar, vp, k->n_tmaps > 3 ? "&mc_tmap_o" : "(const CUtensorMap*)0", op);
-    bool ok = e.ok;
+    if (l.splits > 1) cg_sb_puts(&b, ", float* mc_scratch");
+    static const char *const tnames[] = {"q", "k", "v", "m", "o"};
+    const char *tname[5];
+    for (int i = 0; i < k->n_tmaps; i++) {
+        tname[i] = tnames[i < 3 ? i : (i == 3 && nm > 3) ? 3 : 4];
+        cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_%s", tname[i]);
+    }
+    cg_sb_printf(&b, ") {\n    (void)r%d; (void)r%d; (void)r%d;\n", qp, kpar, vp);
+    if (M) cg_sb_printf(&b, "    (void)r%d;\n", mp);
+    cg_sb_printf(&b, "    mc_attention_sm90(&mc_tmap_q, &mc_tmap_k, &mc_tmap_v, %s, %s, w%d, %s);\n}\n",
+                 nm > 3 ? "&mc_tmap_m" : "(const CUtensorMap*)0", tma_store ? "&mc_tmap_o" : "(const CUtensorMap*)0",
+                 op, l.splits > 1 ? "mc_scratch" : "(float*)0");
+    if (l.splits > 1) {
+        char out[16];
+        snprintf(out, sizeof out, "w%d", op);
+        cg_emit_attention_merge(&b, kp->name, out, l.merge_block, l.items, NR, l.splits, D);
+        k->merge_block = l.merge_block;
+        k->merge_grid = l.merge_grid;
+    }
+    ok = e.ok;
     cg_emitter_free(&e);
     if (!ok) {
         cg_sb_free(&b);
         return false;
     }
     k->source = cg_sb_take(&b);
-    k->grid[0] = NB * qtiles;
+    k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;
-    k->block[0] = threads;
+    k->block[0] = l.threads;
     k->block[1] = k->block[2] = 1;
     return true;
 }

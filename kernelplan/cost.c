@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "kernelplan/launch.h"
+#include "kernelplan/launch_sm90.h"
 #include "kernelplan/plan-impl.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -418,33 +419,49 @@ static void cost_norm(cost_ctx *x) {
 
 /* ---------------------------------------------------------- attention */
 
-/* The tiles and split-KV of the kernel that runs, as codegen realises
- * them: the sm_90a template's query and K/V tiles where the plan took that
- * path (tiling "wg", launch_sm90.c; it never splits), else the launch
- * model's layout of the tiling (mcir_attention_layout_of_tiling, which
- * codegen/tpl_attention.c realises). False when the tiling is not one
- * the templates realise. */
-static bool attention_layout(const cost_ctx *x, const mcir_tiling *ti,
-                             const mcir_attention_problem *g, mcir_attention_layout *l) {
+/* The kernel that runs, as codegen realises it: tiles, split-KV, and how
+ * the queries are grouped — items of leading dims, rows per item (a GQA
+ * group's query heads packed into the rows: row r is query r % nq), and
+ * the mask's form. The sm_90a template where the plan took that path
+ * (tiling "wg": launch_sm90.c's layout), else the launch model's layout of
+ * the tiling (mcir_attention_layout_of_tiling, which
+ * codegen/tpl_attention.c realises). False when the tiling is not one the
+ * templates realise. */
+typedef struct att_run {
+    int64_t bm, bn, splits, chunk, merge_block;
+    int64_t items, rows, pack;   /* pack 1: items = batch*heads, rows = Nq */
+    bool sm90;                   /* an item's empty key range still streams one (masked) tile */
+    bool mask_one_row;           /* sm_90a: one mask row per K/V tile, not one per score */
+} att_run;
+
+static bool attention_run(const cost_ctx *x, const mcir_tiling *ti, const mcir_attention_problem *g, att_run *r) {
+    memset(r, 0, sizeof *r);
     if (tile_dim(ti, "wg") > 0) {
-        memset(l, 0, sizeof *l);
-        l->bm = tile_dim(ti, "q");
-        l->bn = tile_dim(ti, "kv");
-        l->splits = 1;
-        return l->bm > 0 && l->bn > 0;
+        mcir_attention_sm90 l;
+        const char *why;
+        if (!mcir_attention_sm90_layout(x->t, x->k, &l, &why)) return false;
+        *r = (att_run){.bm = l.bm, .bn = l.bn, .splits = l.splits, .chunk = l.chunk, .merge_block = l.merge_block,
+                       .items = l.items, .rows = l.rows, .pack = l.pack, .sm90 = true,
+                       .mask_one_row = l.mask == MCIR_SM90_MASK_ONE_ROW};
+        return true;
     }
-    return mcir_attention_layout_of_tiling(x->t, g, ti, l, NULL);
+    mcir_attention_layout l;
+    if (!mcir_attention_layout_of_tiling(x->t, g, ti, &l, NULL)) return false;
+    *r = (att_run){.bm = l.bm, .bn = l.bn, .splits = l.splits, .chunk = l.splits > 1 ? l.chunk : g->nk,
+                   .merge_block = l.merge_block, .items = g->batch_heads, .rows = g->nq, .pack = 1};
+    return true;
 }
 
-/* templates/attention_{mma,fma}.cuh: per (batch*head, Q tile) the Q tile
- * once, then K and V tiles up to the causal limit (rows past Nk not
- * loaded), the mask at every in-range score of those tiles, O once.
- * Split-KV (tiling "kv_split": keys per split, codegen/tpl_attention.c):
- * every (Q tile, split) item loads its Q tile and streams its chunk of
- * keys, and writes f32 partials (O row, max, sum) to the scratch instead
- * of O; a second launch, NAME_merge (merge_block threads per query row),
- * reads them back and writes O. The scratch is staging: written and
- * re-read across DRAM. */
+/* The templates: per (item, Q tile) the Q tile once, then K and V tiles up
+ * to the causal limit of the tile's last query (rows past Nk not loaded;
+ * a packed tile that wraps to the next head holds query Nq - 1), the mask
+ * at every in-range score of those tiles (one row per K/V tile where the
+ * sm_90a mask broadcasts over the queries), O once. Split-KV (tiling
+ * "kv_split": keys per split): every (Q tile, split) item loads its Q tile
+ * and streams its chunk of keys, and writes f32 partials (O row, max, sum)
+ * to the scratch instead of O; a second launch, NAME_merge (merge_block
+ * threads per query row), reads them back and writes O. The scratch is
+ * staging: written and re-read across DRAM. */
 static void cost_attention(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
     const mcir_node *n = k->anchor;
@@ -452,42 +469,43 @@ static void cost_attention(cost_ctx *x) {
     const mcir_tensor *M = n->n_inputs > 3 ? n->inputs[3] : NULL;
     const mcir_tiling *ti = x->o && x->o->tiles ? x->o->tiles : &k->tiling;
     mcir_attention_problem g;
-    mcir_attention_layout l;
-    if (!mcir_attention_problem_of(k, &g) || !attention_layout(x, ti, &g, &l)) {
+    att_run l;
+    if (!mcir_attention_problem_of(k, &g) || !attention_run(x, ti, &g, &l)) {
         simple_kernel(x, (double)(reads_bytes(k) + writes_bytes(k)), 0);   /* no kernel realises it */
         return;
     }
-    int64_t NQ = g.nq, NK = g.nk, D = g.d, DV = g.dv, NB = g.batch_heads;
+    int64_t NQ = g.nq, NK = g.nk, D = g.d, DV = g.dv, NR = l.rows;
     int64_t bm = l.bm, bn = l.bn, splits = l.splits, chunk = splits > 1 ? l.chunk : NK;
     bool causal = mcir_node_bool(n, "causal");
-    double kv_rows = 0, scores = 0;   /* per batch*head, summed over Q tiles and splits */
-    int64_t qtiles = (NQ + bm - 1) / bm;
-    for (int64_t q0 = 0; q0 < NQ; q0 += bm) {
-        int64_t rows = NQ - q0 < bm ? NQ - q0 : bm, kv_end = NK;
+    double kv_rows = 0, scores = 0;   /* per item, summed over Q tiles and splits */
+    int64_t qtiles = (NR + bm - 1) / bm;
+    for (int64_t r0 = 0; r0 < NR; r0 += bm) {
+        int64_t rows = NR - r0 < bm ? NR - r0 : bm, kv_end = NK;
         if (causal) {
-            int64_t last = q0 + bm - 1 < NQ - 1 ? q0 + bm - 1 : NQ - 1;
-            int64_t lim = last + (NK - NQ) + 1;
+            int64_t last = r0 + bm - 1 < NR - 1 ? r0 + bm - 1 : NR - 1;
+            int64_t qmax = l.pack > 1 && last / NQ != r0 / NQ ? NQ - 1 : last % NQ;
+            int64_t lim = qmax + (NK - NQ) + 1;
             if (lim < kv_end) kv_end = lim;
         }
         for (int64_t s = 0; s < splits; s++) {
             int64_t b0 = s * chunk, e = kv_end < b0 + chunk ? kv_end : b0 + chunk;
-            int64_t loaded = e <= b0 ? 0 : (e - b0 + bn - 1) / bn * bn;
+            int64_t loaded = e <= b0 ? (l.sm90 ? bn : 0) : (e - b0 + bn - 1) / bn * bn;
             if (b0 + loaded > NK) loaded = NK - b0;
             kv_rows += (double)loaded;
             scores += (double)rows * (double)loaded;
         }
     }
-    double nb = (double)NB, rows_all = nb * (double)NQ;
+    double items = (double)l.items, rows_all = items * (double)NR;
     double out = splits > 1 ? rows_all * (double)splits * (double)(DV + 2) * 4.0   /* the partials */
                             : rows_all * (double)DV * (double)esize(k->writes[0]);
-    double global = nb * ((double)splits * (double)(NQ * D * esize(Q)) +
-                          kv_rows * (double)(D * esize(K) + DV * esize(V))) + out;
-    if (M) global += nb * scores * (double)esize(M);
-    double flops = nb * scores * 2.0 * (double)(D + DV);
+    double global = items * ((double)splits * (double)(NR * D * esize(Q)) +
+                             kv_rows * (double)(D * esize(K) + DV * esize(V))) + out;
+    if (M) global += items * (l.mask_one_row ? kv_rows : scores) * (double)esize(M);
+    double flops = items * scores * 2.0 * (double)(D + DV);
     mcir_kernel_cost *c = x->c;
-    /* one head's K and V are re-read by every Q tile of that head; blocks
-     * run head by head, so that is the span the L2 must hold */
-    c->l2_spill_bytes = l2_spill(x->t, (double)(NK * (D * esize(K) + DV * esize(V))), qtiles, NB);
+    /* an item's K and V are re-read by every Q tile of that item; blocks
+     * run item by item, so that is the span the L2 must hold */
+    c->l2_spill_bytes = l2_spill(x->t, (double)(NK * (D * esize(K) + DV * esize(V))), qtiles, l.items);
     const char *unit = g.mma ? tensor_unit(Q->dtype) : "f32_fma";
     if (splits == 1) {
         c->global_bytes = (int64_t)global;

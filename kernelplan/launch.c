@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernelplan/launch.h"
+#include "kernelplan/launch_sm90.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t v, int64_t unit) { return unit > 0 ? ceil_div(v, unit) * unit : v; }
@@ -204,8 +205,7 @@ bool mcir_attention_layout_of(const mcir_target *t, const mcir_attention_problem
         l->chunk = chunk;
         l->splits = ceil_div(g->nk, chunk);
         l->scratch_bytes = g->batch_heads * g->nq * l->splits * (g->dv + 2) * 4;
-        l->merge_block = g->dv <= 32 ? 32 : g->dv <= 64 ? 64 : 128;
-        l->merge_grid = min64(g->batch_heads * g->nq, MCIR_LAUNCH_MAX_ATT_GRID);
+        mcir_attention_merge_launch(g->batch_heads * g->nq, g->dv, &l->merge_grid, &l->merge_block);
     }
     int64_t blocks = g->batch_heads * l->qtiles * l->splits;
     l->grid = blocks < 1 ? 1 : min64(blocks, MCIR_LAUNCH_MAX_ATT_GRID);
@@ -252,6 +252,13 @@ int mcir_attention_candidates(const mcir_target *t, const mcir_attention_problem
         }
     }
     return n;
+}
+
+void mcir_attention_merge_launch(int64_t rows, int64_t dv, int64_t *grid, int *block) {
+    /* a block per query row (grid-stride beyond the cap), a thread per
+     * output column up to 128 */
+    *block = dv <= 32 ? 32 : dv <= 64 ? 64 : 128;
+    *grid = min64(rows, MCIR_LAUNCH_MAX_ATT_GRID);
 }
 
 int64_t mcir_attention_split_chunk(const mcir_target *t, const mcir_attention_problem *g,
@@ -579,6 +586,16 @@ void mcir_flat_apply(const mcir_target *t, mcir_kernel_plan *k, const mcir_flat_
     k->scratch_bytes = 0;
 }
 
+/* (declared in kernelplan.h; here so the launch models can use it) */
+const mcir_kernel_access *mcir_kernel_access_of(const mcir_kernel_plan *k,
+                                                const mcir_tensor *logical) {
+    for (int i = 0; i < k->n_reads; i++)
+        if (k->read_access[i].logical == logical) return &k->read_access[i];
+    for (int i = 0; i < k->n_writes; i++)
+        if (k->write_access[i].logical == logical) return &k->write_access[i];
+    return NULL;
+}
+
 bool mcir_launch_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_launch *o,
                     const char **why) {
     const char *dummy;
@@ -586,6 +603,17 @@ bool mcir_launch_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_launch
     memset(o, 0, sizeof *o);
     mcir_attention_problem ag;
     mcir_rows_problem rg;
+    if (mcir_attention_problem_of(k, &ag) && tile_dim(&k->tiling, "wg") > 0) {
+        mcir_attention_sm90 l;   /* the sm_90a template: launch_sm90.c's layout */
+        if (!mcir_attention_sm90_layout(t, k, &l, why)) return false;
+        set_1d(o, l.grid, l.threads);
+        o->smem_bytes = l.smem_bytes;
+        o->scratch_bytes = l.scratch_bytes;
+        o->registers = l.registers;
+        o->merge_grid = l.merge_grid;
+        o->merge_block = l.merge_block;
+        return true;
+    }
     if (mcir_attention_problem_of(k, &ag)) {
         mcir_attention_layout l;
         if (!mcir_attention_layout_of_tiling(t, &ag, &k->tiling, &l, why)) return false;

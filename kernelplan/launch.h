@@ -85,6 +85,8 @@ int mcir_attention_candidates(const mcir_target *t, const mcir_attention_problem
                               mcir_attention_layout *out, int max);
 /* The split-KV chunk for a layout (0: do not split): decode shapes whose
  * grid cannot fill the SMs. */
+/* The split-KV merge kernel's launch for `rows` query rows of dv columns. */
+void mcir_attention_merge_launch(int64_t rows, int64_t dv, int64_t *grid, int *block);
 int64_t mcir_attention_split_chunk(const mcir_target *t, const mcir_attention_problem *g,
                                    const mcir_attention_layout *l);
 

@@ -1,26 +1,47 @@
 /*
  * launch_sm90.c — when streaming attention takes the sm_90a path (TMA,
  * mbarriers, wgmma, a producer warp group and one or two consumer warp
- * groups) and with which tiles; see launch_sm90.h. The tiles follow
- * FlashAttention-3's choices for head dims 64/128/256 within the 227 KiB
- * of an H100 block: 128 query rows (2 consumer groups; 64 for Nq <= 64),
- * K/V tiles of 128 keys (64 at d = 256), a 2-stage ring.
+ * groups) and how; see launch_sm90.h. The tiles follow FlashAttention-3's
+ * choices for head dims 64/128/256 within the 227 KiB of an H100 block:
+ * 128 query rows (2 consumer groups; 64 for <= 64 rows), K/V tiles of 128
+ * keys (64 at d = 256; halved until a mask tile fits too), a 2-stage ring.
+ * GQA / MQA packs the query heads of a group into the rows when queries
+ * are few (decode), so one block reads its K/V head once for the whole
+ * group; else the K/V coordinates of a head repeat per query head (read
+ * through the tensor map, never copied). Short query tiles that cannot
+ * fill the SMs split the keys (flash-decoding) and merge the partials.
  */
+#include <math.h>
 #include <string.h>
 
+#include "kernelplan/launch.h"
 #include "kernelplan/launch_sm90.h"
 
-/* Q/K/V must be read as stored or through a folded transpose whose
- * strides a tensor map can hold: unit innermost stride, the others
- * multiples of 16 bytes. */
-static bool tma_describable(const mcir_kernel_plan *k, const mcir_tensor *t) {
-    const mcir_kernel_access *x = mcir_kernel_access_of(k, t);
-    if (!x || x < k->read_access || x >= k->read_access + k->n_reads) return false;
-    if (x->rank < 2 || x->rank > 5 || x->strides[x->rank - 1] != 1) return false;
-    for (int i = 0; i < x->rank - 1; i++)
-        if (t->shape[i] != 1 && (x->strides[i] * 2) % 16 != 0) return false;
-    return true;
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Operand x's dim for O's leading dim i (rl of them), right-aligned: its
+ * size (1 where x lacks it) and stride (elements; 0 where absent). */
+static int64_t lead_size(const mcir_tensor *x, int rl, int i) {
+    int xi = i - (rl - (x->rank - 2));
+    return xi >= 0 ? x->shape[xi] : 1;
 }
+static int64_t lead_stride(const mcir_tensor *x, const mcir_kernel_access *a, int rl, int i) {
+    int xi = i - (rl - (x->rank - 2));
+    return xi >= 0 ? a->strides[xi] : 0;
+}
+
+/* A kernel read a tensor map can describe: unit innermost stride, the
+ * other strides of non-unit dims multiples of 16 bytes. */
+static const mcir_kernel_access *tma_read(const mcir_kernel_plan *k, const mcir_tensor *t, int esize) {
+    const mcir_kernel_access *x = mcir_kernel_access_of(k, t);
+    if (!x || x < k->read_access || x >= k->read_access + k->n_reads) return NULL;
+    if (x->rank < 1 || x->strides[x->rank - 1] != 1) return NULL;
+    for (int i = 0; i < x->rank - 1; i++)
+        if (t->shape[i] != 1 && (x->strides[i] * esize) % 16 != 0) return NULL;
+    return x;
+}
+
+static bool is_half(mcir_dtype t) { return t == MCIR_DTYPE_F16 || t == MCIR_DTYPE_BF16; }
 
 bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_attention_sm90 *l,
                                 const char **why) {
@@ -36,13 +57,9 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
         return false;
     }
     const mcir_tensor *Q = n->inputs[0], *K = n->inputs[1], *V = n->inputs[2], *O = n->outputs[0];
-    if ((Q->dtype != MCIR_DTYPE_F16 && Q->dtype != MCIR_DTYPE_BF16) || K->dtype != Q->dtype ||
-        V->dtype != Q->dtype || O->dtype != Q->dtype) {
+    const mcir_tensor *M = n->n_inputs > 3 ? n->inputs[3] : NULL;
+    if (!is_half(Q->dtype) || K->dtype != Q->dtype || V->dtype != Q->dtype || O->dtype != Q->dtype) {
         *why = "Q, K, V and O are not all f16 or all bf16";
-        return false;
-    }
-    if (n->n_inputs > 3) {
-        *why = "an additive mask (not in the sm_90a template yet)";
         return false;
     }
     int64_t d = Q->shape[Q->rank - 1];
@@ -50,44 +67,163 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
         *why = "head dims other than 64, 128, 256 (or d != dv)";
         return false;
     }
-    if (Q->rank != O->rank || K->rank != O->rank || V->rank != O->rank || O->rank > 5) {
-        *why = "Q, K, V and O differ in rank (broadcast heads)";
-        return false;
-    }
-    for (int i = 0; i < O->rank - 2; i++)
-        if (Q->shape[i] != O->shape[i] || K->shape[i] != O->shape[i] || V->shape[i] != O->shape[i]) {
-            *why = "Q, K or V broadcast over a leading dim";
-            return false;
-        }
-    if (!tma_describable(k, Q) || !tma_describable(k, K) || !tma_describable(k, V)) {
+    const int rl = O->rank - 2;
+    const mcir_kernel_access *qa = tma_read(k, Q, 2), *ka = tma_read(k, K, 2), *va = tma_read(k, V, 2);
+    if (!qa || !ka || !va) {
         *why = "Q, K or V is not a kernel read with unit innermost stride and 16-byte row strides (no tensor map)";
         return false;
     }
-    for (int i = 0; i < k->tiling.n_dims; i++)
-        if (k->tiling.dim_names[i] && strcmp(k->tiling.dim_names[i], "kv_split") == 0) {
-            *why = "split-KV decoding (the mma.sync split kernel and its merge)";
+    const int64_t nq = Q->shape[Q->rank - 2], nk = K->shape[K->rank - 2];
+    for (int i = 0; i < rl; i++)
+        if (lead_size(Q, rl, i) != O->shape[i]) {
+            *why = "Q broadcast over a leading dim (only K and V may be shared)";
             return false;
         }
-    int64_t nq = Q->shape[Q->rank - 2], bh = 1;
-    for (int i = 0; i < O->rank - 2; i++) bh *= O->shape[i];
+
+    /* the mask: a kernel read of f32 / f16 / bf16 over the keys */
+    const mcir_kernel_access *ma = NULL;
+    int mes = 0;
+    bool mask_rows = false;   /* the mask varies over the queries */
+    if (M) {
+        mes = M->dtype == MCIR_DTYPE_F32 ? 4 : is_half(M->dtype) ? 2 : 0;
+        if (!mes) {
+            *why = "a mask that is not f32, f16 or bf16";
+            return false;
+        }
+        if (M->rank < 1 || M->shape[M->rank - 1] != nk) {
+            *why = "a mask broadcast over the keys";
+            return false;
+        }
+        if (!(ma = tma_read(k, M, mes))) {
+            *why = "the mask is not a kernel read with unit key stride and 16-byte row strides (no tensor map)";
+            return false;
+        }
+        mask_rows = M->rank >= 2 && M->shape[M->rank - 2] != 1;
+        /* the mask rides in S's accumulators as mask / scale */
+        double scale = mcir_node_attr(n, "scale") ? mcir_node_float(n, "scale") : 1.0 / sqrt((double)d);
+        if (!(fabs(scale) >= 1e-30 && fabs(scale) <= 1e30)) {
+            *why = "a mask with a scale of 0 or beyond 1e30 (the mask enters S as mask / scale)";
+            return false;
+        }
+    }
+
+    /* GQA / MQA packing: O's innermost leading dim j, where K and V
+     * broadcast and Q does not, joins the rows when the queries are fewer
+     * than a tile and Q (and a mask that varies over j) step by whole heads */
+    l->pack_dim = -1;
+    l->pack = 1;
+    if (rl >= 1 && nq < 128) {
+        const int j = rl - 1;
+        const int64_t g = O->shape[j];
+        bool ok = g > 1 && lead_size(K, rl, j) == 1 && lead_size(V, rl, j) == 1;
+        ok = ok && (nq == 1 || lead_stride(Q, qa, rl, j) == nq * qa->strides[Q->rank - 2]);
+        if (ok && M) {
+            const int rm = M->rank;
+            int mj = j - (rl + 2 - rm);   /* the mask's dim j */
+            int64_t msz = mj >= 0 ? M->shape[mj] : 1;
+            if (msz == 1) ok = !mask_rows;   /* one mask row for every packed query */
+            else ok = nq == 1 || (mask_rows && ma->strides[mj] == nq * ma->strides[rm - 2]);
+            if (ok && msz != 1) mask_rows = true;   /* the packed rows index the mask */
+        }
+        if (ok) {
+            l->pack_dim = j;
+            l->pack = g;
+        }
+    }
+    if (rl - (l->pack > 1 ? 1 : 0) > 3) {
+        *why = "more than 3 leading dims (a tensor map has 5)";
+        return false;
+    }
+    if (nq * l->pack > (1ll << 30) || nk > (1ll << 30)) {
+        *why = "more than 2^30 query rows or keys (the TMA's coordinates are 32-bit)";
+        return false;
+    }
+    l->mask = !M ? MCIR_SM90_MASK_NONE : mask_rows ? MCIR_SM90_MASK_ROWS : MCIR_SM90_MASK_ONE_ROW;
+    l->mask_esize = mes;
+
+    int64_t bh = 1;
+    for (int i = 0; i < rl; i++) bh *= O->shape[i];
     l->d = d;
-    l->consumers = nq > 64 ? 2 : 1;
+    l->nq = nq;
+    l->nk = nk;
+    l->rows = nq * l->pack;
+    l->items = bh / l->pack;
+    l->consumers = l->rows > 64 ? 2 : 1;
     l->bm = 64 * l->consumers;
-    l->bn = d == 256 ? 64 : 128;
     l->stages = 2;
     l->threads = 128 * (1 + l->consumers);
-    l->qtiles = (nq + l->bm - 1) / l->bm;
-    l->grid = l->qtiles * bh;
-    l->smem_bytes = (int64_t)l->consumers * 64 * d * 2 + l->stages * 2 * l->bn * d * 2 + 1024;
-    l->producer_regs = 24;
-    l->consumer_regs = 240;
-    if (l->smem_bytes > t->smem_per_block_optin || l->threads > t->max_threads_per_block) {
+    l->qtiles = ceil_div(l->rows, l->bm);
+
+    /* K/V tiles: FA3's 128 keys (64 at d = 256), halved while Q + the ring
+     * (with its mask tiles) exceed the shared memory */
+    int64_t q_bytes = (int64_t)l->consumers * 64 * d * 2;
+    l->smem_bytes = 0;
+    for (int64_t bn = d == 256 ? (l->mask == MCIR_SM90_MASK_ROWS ? 32 : 64) : 128; bn >= 32; bn /= 2) {
+        int64_t mask_bytes = 0;
+        if (l->mask == MCIR_SM90_MASK_ROWS) {   /* 64-row boxes of min(128, bn x es) bytes per group */
+            mask_bytes = (int64_t)l->consumers * bn * mes * 64;
+        } else if (l->mask == MCIR_SM90_MASK_ONE_ROW) {
+            mask_bytes = (bn * mes + 1023) / 1024 * 1024;
+        }
+        int64_t smem = q_bytes + l->stages * (2 * bn * d * 2 + mask_bytes) + 1024;
+        if (smem <= t->smem_per_block_optin) {
+            l->bn = bn;
+            l->smem_bytes = smem;
+            break;
+        }
+    }
+    if (!l->bn || l->threads > t->max_threads_per_block) {
         *why = "the tiles do not fit the target's shared memory";
         return false;
     }
-    if (l->grid >= (1ll << 31)) {
+
+    /* split-KV (flash-decoding): few short query tiles and many keys; about
+     * one block per SM (a block holds most of one), >= 256 keys per split,
+     * a split a whole number of K/V tiles */
+    l->splits = 1;
+    l->chunk = nk;
+    int64_t qblocks = l->items * l->qtiles;
+    if (nq <= 16 && qblocks < t->sm_count && nk >= 512) {
+        int64_t splits = ceil_div(t->sm_count, qblocks);
+        if (splits > nk / 256) splits = nk / 256;
+        if (splits >= 2) {
+            int64_t chunk = ceil_div(ceil_div(nk, splits), l->bn) * l->bn;
+            if (ceil_div(nk, chunk) >= 2) {
+                l->chunk = chunk;
+                l->splits = ceil_div(nk, chunk);
+                l->scratch_bytes = l->items * l->rows * l->splits * (d + 2) * 4;
+                mcir_attention_merge_launch(l->items * l->rows, d, &l->merge_grid, &l->merge_block);
+            }
+        }
+    }
+    int64_t blocks = qblocks * l->splits;
+    if (blocks >= (1ll << 31)) {
         *why = "more blocks than a grid holds";
         return false;
+    }
+    l->grid = blocks < MCIR_LAUNCH_MAX_ATT_GRID ? blocks : MCIR_LAUNCH_MAX_ATT_GRID;
+    /* setmaxnreg (two consumer groups): 24 for the producer as FA3, 32
+     * where it also loads mask tiles (at 24 ptxas spilled their
+     * coordinates); 128 x 32 + 256 x 240 = the 64 K registers of an SM */
+    l->producer_regs = M ? 32 : 24;
+    l->consumer_regs = 240;
+    /* the kernel's register count (what occupancy sees; setmaxnreg moves
+     * registers between the warp groups at run time): ptxas fills the
+     * 65536 / threads cap (168 for 384 threads) with two consumer groups.
+     * One group (256 threads, one block per SM whatever it uses) holds O
+     * (d/2), S (BN/2) and P (BN/4) plus ~56 more; left to the launch bounds
+     * ptxas took 172..255 by shape (NVRTC 13.0: d 64 177..223, d 128
+     * 206..254), so d 64 and 128 get a __maxnreg__ budget that pins them
+     * without spills (d 64: 167..192 under 192, d 128: 200..224 under 224;
+     * d 256 keeps the 255 of the launch bounds: 219..228 at BN 32,
+     * 247..254 at BN 64). */
+    int cap = (65536 / l->threads) / 8 * 8;
+    if (l->consumers > 1) {
+        l->registers = cap;
+    } else {
+        l->max_registers = d == 64 ? 192 : d == 128 ? 224 : 0;
+        int est = (int)(d / 2 + 3 * l->bn / 4 + 56);
+        l->registers = est < 255 ? est : 255;
     }
     return true;
 }
@@ -101,36 +237,45 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
         return;
     }
     mcir_tiling *ti = &k->tiling;
-    static const char *const names[] = {"q", "kv", "d", "wg"};
-    int64_t tile[] = {l.bm, l.bn, l.d, l.consumers};
-    ti->n_dims = 4;
-    for (int i = 0; i < 4; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
+    const char *names[MCIR_MAX_TILE_DIMS] = {"q", "kv", "d", "wg"};
+    int64_t tile[MCIR_MAX_TILE_DIMS] = {l.bm, l.bn, l.d, l.consumers};
+    int nd = 4;
+    if (l.pack > 1) names[nd] = "pack", tile[nd++] = l.pack;
+    if (l.splits > 1) names[nd] = "kv_split", tile[nd++] = l.chunk;
+    ti->n_dims = nd;
+    for (int i = 0; i < nd; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
     ti->warps = l.threads / 32;
     ti->stages = l.stages;
     ti->vector_width = 64;   /* TMA boxes of 64 columns */
     ti->working_set_bytes = l.smem_bytes;
     ti->blocks_per_sm = 1;
-    /* the kernel's register count (what occupancy sees; setmaxnreg moves
-     * registers between the warp groups at run time): ptxas fills the
-     * 65536 / threads cap (168 for 384 threads) with two consumer groups,
-     * ~205 with one since the pipelined loop (P of the previous tile kept
-     * as A fragments) and the TMA store of O (ptxas 13.0, Nq 1/64, causal
-     * or not, Nk 300: 180..232 d=64, 184..222 d=128, 207..212 d=256;
-     * before them 104..110 / 140 / 178) */
-    int cap = (65536 / l.threads) / 8 * 8;
-    int regs = l.consumers > 1 ? cap : 205;
-    ti->registers_estimate = regs < cap ? regs : cap;
+    ti->registers_estimate = l.registers;
+    const char *mask = l.mask == MCIR_SM90_MASK_ROWS      ? "; the mask's tiles ride in the ring"
+                       : l.mask == MCIR_SM90_MASK_ONE_ROW ? "; the mask's one row per K/V tile rides in the ring"
+                                                          : "";
+    const char *pack = l.pack > 1 ? mcir_arena_printf(a, "; GQA/MQA: the %lld query heads of a K/V head packed "
+                                                         "into the rows (%lld rows an item), K/V read once per group",
+                                                      (long long)l.pack, (long long)l.rows)
+                                  : "";
     ti->reason = mcir_arena_printf(
         a,
         "sm_90a path (TMA + mbarriers + wgmma, warp specialised), d=%lld: BLOCK_M=%lld (%d consumer warp "
         "group%s of 64 query rows, setmaxnreg %d) BLOCK_N=%lld, a %d-stage K/V ring fed by a producer warp "
-        "group (setmaxnreg %d): Q %lld KiB + ring %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; "
-        "%lld q-tiles x %lld batch*heads -> %lld blocks of %d threads",
+        "group (setmaxnreg %d): %lld KiB of 128-byte-swizzled shared memory <= %lld KiB%s%s; "
+        "%lld q-tiles x %lld items -> %lld blocks of %d threads",
         (long long)l.d, (long long)l.bm, l.consumers, l.consumers > 1 ? "s" : "", l.consumer_regs,
-        (long long)l.bn, l.stages, l.producer_regs, (long long)(l.consumers * 64 * l.d * 2 / 1024),
-        (long long)(l.stages * 2 * l.bn * l.d * 2 / 1024), (long long)(t->smem_per_block_optin / 1024),
-        (long long)l.qtiles, (long long)(l.grid / l.qtiles), (long long)l.grid, l.threads);
-    k->scratch_bytes = 0;
+        (long long)l.bn, l.stages, l.producer_regs, (long long)(l.smem_bytes / 1024),
+        (long long)(t->smem_per_block_optin / 1024), mask, pack, (long long)l.qtiles, (long long)l.items,
+        (long long)(l.qtiles * l.items), l.threads);
+    if (l.splits > 1)
+        ti->reason = mcir_arena_printf(
+            a, "%s; split-KV: %lld blocks < %d SMs, so Nk=%lld is split into %lld chunks of %lld keys -> %lld "
+               "blocks; partial O, max and sum per split in %lld KiB of f32 scratch, merged by NAME_merge "
+               "(%lld blocks of %d threads)",
+            ti->reason, (long long)(l.qtiles * l.items), t->sm_count, (long long)l.nk, (long long)l.splits,
+            (long long)l.chunk, (long long)l.grid, (long long)((l.scratch_bytes + 1023) / 1024),
+            (long long)l.merge_grid, l.merge_block);
+    k->scratch_bytes = l.scratch_bytes;
     k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;
     k->block[0] = l.threads;

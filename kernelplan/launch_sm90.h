@@ -1,10 +1,16 @@
 /*
  * launch_sm90.h — the launch model of the sm_90a streaming-attention
  * template (codegen/templates/attention_sm90.cuh): whether an attention
- * kernel takes it, and its tiles. Called after the generic attention
- * tiling (kernelplan/tiling.c); on a yes it replaces the tiling, launch and
- * shared memory, and the plan's reason says so; on a no for a Hopper
- * target the reason gains why not.
+ * kernel takes it, and how — tiles, GQA / MQA head packing, the mask's
+ * form, split-KV. Called after the generic attention tiling
+ * (kernelplan/tiling.c); on a yes it replaces the tiling, launch, shared
+ * memory and scratch, and the plan's reason says so; on a no for a Hopper
+ * target the reason gains why not. Codegen (codegen/tpl_attention_sm90.c)
+ * and the cost model read the same layout, so the three agree.
+ *
+ *     mcir_attention_sm90 l;
+ *     const char *why;
+ *     if (mcir_attention_sm90_layout(target, kp, &l, &why)) ... l.pack, l.splits
  *
  * The template is marked by the tiling dimension "wg" (consumer warp
  * groups); codegen dispatches on it.
@@ -14,23 +20,46 @@
 
 #include "kernelplan/kernelplan.h"
 
+typedef enum mcir_sm90_mask {
+    MCIR_SM90_MASK_NONE,
+    MCIR_SM90_MASK_ROWS,    /* a mask row per query row: 128-byte boxes x 64 rows per consumer group */
+    MCIR_SM90_MASK_ONE_ROW, /* the mask broadcasts over the queries (padding masks): one row of BN per tile */
+} mcir_sm90_mask;
+
 typedef struct mcir_attention_sm90 {
     int64_t bm, bn;          /* query rows per block (64 per consumer group), keys per K/V tile */
     int64_t d;               /* head dim (= dv): 64, 128, 256 */
     int consumers;           /* consumer warp groups (1 or 2); + 1 producer group */
     int stages;              /* K/V ring depth */
     int threads;
-    int64_t qtiles, grid;
-    int64_t smem_bytes;      /* Q + ring + 1 KiB to align the swizzled tiles */
+    /* GQA / MQA: the query heads sharing a K/V head packed into the rows
+     * (FlashAttention-3's pack_gqa): O's leading dim pack_dim (the one next
+     * to the rows, where K and V broadcast) joins the rows; -1, 1: none */
+    int pack_dim;
+    int64_t pack;
+    int64_t nq, nk;          /* queries per head, keys */
+    int64_t rows;            /* query rows of an item: pack * nq */
+    int64_t items;           /* leading-dim items: batch*heads / pack */
+    int64_t qtiles;          /* ceil(rows / bm) */
+    int64_t splits, chunk;   /* split-KV decoding: splits of chunk keys (1, nk: none) */
+    int64_t grid;            /* blocks (items x qtiles x splits; a grid-stride loop beyond) */
+    mcir_sm90_mask mask;
+    int mask_esize;          /* the mask's element bytes (4, 2) */
+    int64_t smem_bytes;      /* Q + ring (K, V, mask) + 1 KiB to align the swizzled tiles */
+    int64_t scratch_bytes;   /* split-KV partials: f32 O, max, sum per row and split */
+    int64_t merge_grid;      /* the merge kernel (splits > 1) */
+    int merge_block;
     int producer_regs, consumer_regs;   /* setmaxnreg */
+    int registers;           /* ptxas's count for the kernel (what occupancy sees) */
+    int max_registers;       /* one consumer group: the __maxnreg__ budget (0: the launch bounds') */
 } mcir_attention_sm90;
 
-/* Whether k's attention fits the sm_90a template on t; why: the reason it
- * does not (static text). */
+/* Whether k's attention fits the sm_90a template on t, and its layout;
+ * why: the reason it does not (static text naming what is missing). */
 bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_attention_sm90 *l,
                                 const char **why);
 
-/* Applies the choice to k (tiling, launch, smem, reason). */
+/* Applies the choice to k (tiling, launch, smem, scratch, reason). */
 void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena *a);
 
 #endif

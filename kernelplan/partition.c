@@ -993,15 +993,6 @@ static void build_kernel(part_ctx *c, mcir_kernel_plan *k, region *r, int u) {
     k->name = kernel_name(c, anchor);
 }
 
-const mcir_kernel_access *mcir_kernel_access_of(const mcir_kernel_plan *k,
-                                                const mcir_tensor *logical) {
-    for (int i = 0; i < k->n_reads; i++)
-        if (k->read_access[i].logical == logical) return &k->read_access[i];
-    for (int i = 0; i < k->n_writes; i++)
-        if (k->write_access[i].logical == logical) return &k->write_access[i];
-    return NULL;
-}
-
 /* ------------------------------------------------------------- liveness */
 
 static void liveness(mcir_plan *p) {

@@ -55,8 +55,9 @@ static void *compile_emulated(const mcir_kernel_plan *kp, const char *name, cons
     if (acc || scratch)
         n += snprintf(call + n, sizeof call - (size_t)n, ", (%sfloat*)a[%d]", acc ? "const " : "",
                       kp->n_reads + kp->n_writes);
-    for (int m = 0; m < n_maps; m++)   /* sm_90a attention: its TMA tensor maps, by value */
-        n += snprintf(call + n, sizeof call - (size_t)n, ", *(const CUtensorMap*)a[%d]", kp->n_reads + kp->n_writes + m);
+    for (int m = 0; m < n_maps; m++)   /* sm_90a attention: its TMA tensor maps, by value, after the scratch */
+        n += snprintf(call + n, sizeof call - (size_t)n, ", *(const CUtensorMap*)a[%d]",
+                      kp->n_reads + kp->n_writes + (acc || scratch) + m);
     snprintf(call + n, sizeof call - (size_t)n, ");");
     bool fresh;
     void *h = cgt_emu_compile(work_dir, test_source_dir(), name, source, call, &fresh);
@@ -262,8 +263,9 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
         int64_t epi_grid = 0;
         const char *epi = mcir_codegen_kernel_epilogue(cg, i, &epi_name, &epi_grid);
         bool staged = via_epilogue && epi;
-        mcir_tensor_map_desc tmaps[4];
-        int n_maps = staged ? 0 : mcir_codegen_kernel_tensor_maps(cg, i, tmaps, 4);
+        mcir_tensor_map_desc tmaps[5];
+        int n_maps = staged ? 0 : mcir_codegen_kernel_tensor_maps(cg, i, tmaps, 5);
+        ck_assert_int_le(n_maps, 5);
         int64_t merge_grid = 0;
         int merge_block = 0;
         bool split = !staged && mcir_codegen_kernel_merge(cg, i, &merge_grid, &merge_block);
@@ -293,18 +295,6 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
             arg_buf[L.n_args] = buf_of[r];
             args[L.n_args++] = mem[r];
         }
-        static unsigned char maps[4][128] __attribute__((aligned(64)));
-        for (int m = 0; m < n_maps; m++) {   /* encoded as the runtime does, for the emulator's TMA */
-            unsigned es[5] = {1, 1, 1, 1, 1};
-            ck_assert_int_eq(emu_tensor_map_encode_tiled(maps[m], tmaps[m].dtype, (unsigned)tmaps[m].rank,
-                                                         (unsigned char *)args[tmaps[m].read] + tmaps[m].offset * 2,
-                                                         (const unsigned long long *)tmaps[m].dims,
-                                                         (const unsigned long long *)tmaps[m].strides, tmaps[m].box,
-                                                         es, 0, tmaps[m].swizzle, 2, 0),
-                             0);
-            arg_buf[L.n_args] = -1;
-            args[L.n_args++] = maps[m];
-        }
         int64_t grid[3], smem;
         int block[3];
         mcir_codegen_kernel_launch(cg, i, grid, block, &smem);
@@ -320,6 +310,18 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
             arg_buf[L.n_args] = nb;
             args[L.n_args++] = scratch;
             L.write_args = 1ull << (L.n_args - 1);
+        }
+        static unsigned char maps[5][128] __attribute__((aligned(64)));
+        for (int m = 0; m < n_maps; m++) {   /* encoded as the runtime does, for the emulator's TMA */
+            unsigned es[5] = {1, 1, 1, 1, 1};
+            ck_assert_int_eq(emu_tensor_map_encode_tiled(maps[m], tmaps[m].dtype, (unsigned)tmaps[m].rank,
+                                                         (unsigned char *)args[tmaps[m].read] + tmaps[m].offset * tmaps[m].esize,
+                                                         (const unsigned long long *)tmaps[m].dims,
+                                                         (const unsigned long long *)tmaps[m].strides, tmaps[m].box,
+                                                         es, 0, tmaps[m].swizzle, 2, 0),
+                             0);
+            arg_buf[L.n_args] = -1;
+            args[L.n_args++] = maps[m];
         }
         if (staged) {
             float *product = mcir_env_get(cpu, kp->anchor->outputs[0]);

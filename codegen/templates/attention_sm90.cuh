@@ -1,201 +1,81 @@
 // ---- streaming attention, sm_90a: TMA + mbarriers + wgmma, warp specialised
 //
-// A work item is ATT_BM = 64 * ATT_CWG query rows of one (batch, head);
-// blocks take items in a grid-stride loop and have 1 + ATT_CWG warp groups. Warp group 0 is the producer: it gives
-// registers back (setmaxnreg.dec) and one thread loads, with the Tensor
-// Memory Accelerator, each item's Q tile (once the consumers released the
-// previous one: "q_empty") and its K/V tiles of ATT_BN keys through a ring
-// of ATT_STAGES stages ("full" mbarriers complete with
-// the bytes, "empty" ones when every consumer warp is done with a stage).
-// Consumer warp group c (setmaxnreg.inc) owns query rows 64c..64c+63: per
-// K/V tile, S = Q K^T with wgmma (both operands in shared memory, K-major,
-// 128-byte swizzle), the online softmax in registers, P re-packed from the
-// S accumulators into wgmma A fragments (kept in registers) and
-// O += P V with wgmma (V MN-major). Tiles are 64 head-dim columns wide
-// (one 128-byte swizzle row); the tensor maps are 5-D: (d, row, lead dims
-// innermost first), so rows past NQ / NK of a head are out of bounds and
-// arrive as zeros. Group c's O tile leaves through its Q slice and a TMA
-// store (ATT_TMA_STORE; else per-thread stores). Score columns >= NK are -inf; causal: column j of row i
-// is masked when j > i + (NK - NQ), and K/V tiles past the block's last
-// unmasked column are never loaded. A row whose every score is -inf gets 0.
+// What the plan gives (kernelplan/launch_sm90.c, generated before this text
+// by codegen/tpl_attention_sm90.c):
+//   ATT_D (= DV: 64, 128, 256), ATT_BN keys per K/V tile, ATT_CWG consumer
+//   warp groups of 64 query rows each (ATT_BM = 64 ATT_CWG rows per work
+//   item), ATT_STAGES stages of the K/V ring;
+//   the problem: ATT_NB items of leading dims, ATT_NR query rows per item,
+//   ATT_NQ queries per head (ATT_PACK heads of a GQA / MQA group packed into
+//   the rows: row r is query r % ATT_NQ of head r / ATT_NQ; 1: no packing),
+//   ATT_NK keys, ATT_QTILES = ceil(NR / BM), ATT_SPLITS splits of
+//   ATT_CHUNK keys (split-KV decoding; 1: none), ATT_CAUSAL, ATT_BF16,
+//   ATT_SCALE; ATT_PRODUCER_REGS / ATT_CONSUMER_REGS (setmaxnreg with two
+//   consumer groups); ATT_MASK (0 none, 1 a mask tile per row, 2 one mask row for
+//   every query: the mask broadcasts over queries), ATT_M_ES its element
+//   bytes and att_mask_val(p) its value; ATT_TMA_STORE (O through the TMA);
+//   att_coords_{q,k,v,m,o}(b, c): the item's leading coordinates in each
+//   tensor map (2..4; 0 where the operand broadcasts: a GQA K/V head is
+//   read once per group, never repeated); O_SR / O_SD / o_off / ATT_ST_O
+//   (O's view, per-thread stores); with splits, att_partial_o / _ml (the
+//   f32 scratch of partials, merged by NAME_merge); the wgmma wrappers
+//   att_wgmma_s (m64n<ATT_BN>k16, both operands in shared memory, K-major)
+//   and att_wgmma_o (m64n<ATT_D>k16, A from registers, B MN-major).
+// What it promises: Q, K, V and the mask are read only by the TMA (5-D
+// maps (d or key, row, leading dims); 128-byte swizzle, 64 columns of Q /
+// K / V per box; rows past the tensor arrive as zeros), each K/V tile of a
+// work item once; O is written once, by the TMA (or per thread; or, with
+// splits, the partials), rows < NR only. Barriers: the ring's 2 x STAGES
+// mbarriers and Q's 2, named barriers 1..2 (turns) and 3..4 (O tile).
 //
-// Generated before this text: ATT_NQ, ATT_NK, ATT_D (= DV: 64, 128, 256),
-// ATT_BN, ATT_CWG, ATT_STAGES, ATT_NB, ATT_QTILES, ATT_CAUSAL, ATT_BF16,
-// ATT_TMA_STORE, ATT_SCALE, O_SR / O_SD / o_off / ATT_ST_O (the output view), att_lead(b,
-// c) (the (batch, head) index as tensor-map coordinates 2..4), and the
-// wgmma wrappers att_wgmma_s (m64n<ATT_BN>k16, shared A and B) and
-// att_wgmma_o (m64n<ATT_D>k16, A from registers, B transposed).
+// Block: warp group 0 is the producer (setmaxnreg.dec): one thread loads
+// each item's Q tile (once the consumers released the previous one) and
+// its K/V (and mask) tiles through the ring. Consumer warp group c
+// (setmaxnreg.inc) owns rows 64c..64c+63 of the item: per K/V tile, S = Q K^T
+// (wgmma, shared operands, 128-byte swizzle), the online softmax in
+// registers, P converted from the S accumulators into wgmma A fragments and
+// O += P V (wgmma, A from registers). The mainloop is FlashAttention-3's:
+// the first tile is peeled, then each turn issues S of tile i and P V of
+// tile i-1 back to back, waits for S only (wait_group 1) and runs the
+// softmax of tile i while P V runs, waits for P V (wait_group 0), and only
+// then rescales O and converts P of tile i — no register operand of an
+// in-flight wgmma is touched, and no issue or wait sits under a branch.
+// Score columns >= NK are -inf; causal: column j of query i is masked when
+// j > i + (NK - NQ), and K/V tiles past the item's last visible column are
+// never loaded (an item with none still streams one, fully masked, tile).
+// A row whose every score is -inf gets 0.
 
 #define ATT_BM (64 * ATT_CWG)
 #define ATT_DB (ATT_D / 64)                       // 64-column boxes per row
 #define ATT_QBOX (64 * 128)                       // one 64-row Q box, bytes
 #define ATT_KVBOX (ATT_BN * 128)                  // one K or V box, bytes
-#define ATT_STAGE (2 * ATT_DB * ATT_KVBOX)        // K then V, bytes
 #define ATT_Q_BYTES (ATT_CWG * ATT_DB * ATT_QBOX)
+// the mask tile of a stage: per consumer group, boxes of ATT_MB bytes x 64
+// rows (min(128, BN x element bytes), swizzled at that width: the 16-byte
+// chunks of a row permuted by ATT_MSWZ), or one unswizzled row of BN
+// values (ATT_MASK 2)
+#if ATT_MASK == 1
+#define ATT_MB (ATT_BN * ATT_M_ES < 128 ? ATT_BN * ATT_M_ES : 128)
+#define ATT_MSWZ (ATT_MB == 128 ? 0x70 : ATT_MB == 64 ? 0x30 : 0x10)
+#define ATT_MCOLS (ATT_MB / ATT_M_ES)             // mask columns per box
+#define ATT_MBOXES (ATT_BN / ATT_MCOLS)
+#define ATT_M_GROUP (ATT_MBOXES * 64 * ATT_MB)
+#define ATT_M_BYTES (ATT_CWG * ATT_M_GROUP)
+#define ATT_M_SPACE ATT_M_BYTES
+#elif ATT_MASK == 2
+#define ATT_M_BYTES (ATT_BN * ATT_M_ES)
+#define ATT_M_SPACE ((ATT_M_BYTES + 1023) / 1024 * 1024)
+#define ATT_M_GROUP 0
+#else
+#define ATT_M_BYTES 0
+#define ATT_M_SPACE 0
+#define ATT_M_GROUP 0
+#endif
+#define ATT_KV_BYTES (2 * ATT_DB * ATT_KVBOX)
+#define ATT_STAGE (ATT_KV_BYTES + ATT_M_SPACE)    // K, V, mask: bytes of a stage
+#define ATT_TURN 1   // named barriers 1 + c: group c's turn to issue (count 256)
+#define ATT_OBAR 3   // 3 + c: group c's O tile is in shared memory (count 128)
 
-#ifndef MC_EMULATE
-struct __align__(64) CUtensorMap { unsigned long long opaque[16]; };
-#endif
-typedef unsigned long long u64;
-
-__device__ __forceinline__ u32 att_saddr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void att_mbar_init(u64* bar, unsigned count) {
-#ifdef MC_EMULATE
-    emu_mbar_init(bar, count);
-#else
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(att_saddr(bar)), "r"(count) : "memory");
-#endif
-}
-__device__ __forceinline__ void att_fence_init() {
-#ifndef MC_EMULATE
-    asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void att_mbar_expect(u64* bar, unsigned bytes) {
-#ifdef MC_EMULATE
-    emu_mbar_arrive_expect_tx(bar, bytes);
-#else
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(att_saddr(bar)), "r"(bytes)
-                 : "memory");
-#endif
-}
-__device__ __forceinline__ void att_mbar_arrive(u64* bar) {
-#ifdef MC_EMULATE
-    emu_mbar_arrive(bar);
-#else
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(att_saddr(bar)) : "memory");
-#endif
-}
-__device__ __forceinline__ void att_mbar_wait(u64* bar, unsigned parity) {
-#ifdef MC_EMULATE
-    emu_mbar_try_wait_parity(bar, parity);
-#else
-    u32 ok = 0;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(ok)
-                     : "r"(att_saddr(bar)), "r"(parity)
-                     : "memory");
-    } while (!ok);
-#endif
-}
-// One box of the 5-D tensor map at (col, row, lead coordinates c).
-__device__ __forceinline__ void att_tma(void* dst, const CUtensorMap* map, int col, int row, const int* c,
-                                        u64* bar) {
-#ifdef MC_EMULATE
-    int xy[5] = {col, row, c[0], c[1], c[2]};
-    emu_tma_load(dst, map, xy, bar);
-#else
-    asm volatile(
-        "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, "
-        "%6}], [%7];" ::"r"(att_saddr(dst)),
-        "l"((u64)map), "r"(col), "r"(row), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(att_saddr(bar))
-        : "memory");
-#endif
-}
-// cp.async.bulk.tensor store of one 64 x 64 box of O from shared memory
-// (rows past NQ are outside the map: the TMA clips them), its bulk group,
-// and the generic -> async proxy fence the consumers' shared writes need
-__device__ __forceinline__ void att_tma_store(const CUtensorMap* map, const void* src, int col, int row,
-                                              const int* c) {
-#ifdef MC_EMULATE
-    int xy[5] = {col, row, c[0], c[1], c[2]};
-    emu_tma_store(map, xy, src);
-#else
-    asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(
-                     (u64)map),
-                 "r"(att_saddr(src)), "r"(col), "r"(row), "r"(c[0]), "r"(c[1]), "r"(c[2])
-                 : "memory");
-#endif
-}
-__device__ __forceinline__ void att_bulk_commit() {
-#ifdef MC_EMULATE
-    emu_bulk_commit();
-#else
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void att_bulk_wait_read0() {   // the sources may be overwritten
-#ifdef MC_EMULATE
-    emu_bulk_wait(0, true);
-#else
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void att_bulk_wait0() {   // the writes are done
-#ifdef MC_EMULATE
-    emu_bulk_wait(0, false);
-#else
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void att_fence_proxy_async() {
-#ifndef MC_EMULATE
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void att_wgmma_fence() {
-#ifdef MC_EMULATE
-    emu_wgmma_fence();
-#else
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void att_wgmma_commit() {
-#ifdef MC_EMULATE
-    emu_wgmma_commit();
-#else
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void att_wgmma_wait0() {
-#ifdef MC_EMULATE
-    emu_wgmma_wait(0);
-#else
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void att_wgmma_wait1() {
-#ifdef MC_EMULATE
-    emu_wgmma_wait(1);
-#else
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void att_bar_arrive(int id, int count) {
-#ifdef MC_EMULATE
-    emu_bar_arrive(id, (unsigned)count);
-#else
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
-#endif
-}
-__device__ __forceinline__ void att_bar_sync(int id, int count) {
-#ifdef MC_EMULATE
-    emu_bar_sync(id, (unsigned)count);
-#else
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-#endif
-}
-template <int n> __device__ __forceinline__ void att_regs_dec() {
-#ifdef MC_EMULATE
-    emu_setmaxnreg(false, n);
-#else
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(n));
-#endif
-}
-template <int n> __device__ __forceinline__ void att_regs_inc() {
-#ifdef MC_EMULATE
-    emu_setmaxnreg(true, n);
-#else
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(n));
-#endif
-}
-// Shared-memory matrix descriptor, 128-byte swizzle (layout type 1).
-__device__ __forceinline__ u64 att_desc(u32 saddr, u32 lbo, u32 sbo) {
-    return (u64)((saddr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
-}
 __device__ __forceinline__ u32 att_pack(float lo, float hi) {
 #if ATT_BF16
     return mc_pack_bf16(lo, hi);
@@ -204,103 +84,229 @@ __device__ __forceinline__ u32 att_pack(float lo, float hi) {
 #endif
 }
 
-// K/V tiles a block starting at query row q0 needs (causal: up to the last
-// column its last row can see).
-__device__ __forceinline__ int att_kv_tiles(i64 q0) {
-    i64 kv_end = ATT_NK;
+// A work item: leading index b, first packed row r0, split; the keys it
+// streams, [kv0, kv0 + tiles * BN). Rows and keys are 32-bit (the TMA's
+// coordinates; the planner checks NR and NK < 2^31).
+struct att_item {
+    i64 b;
+    int r0, split, tiles, kv0;
+};
+__device__ __forceinline__ att_item att_item_of(i64 t) {
+    att_item it;
+    it.split = (int)(t % ATT_SPLITS);
+    t /= ATT_SPLITS;
+    it.r0 = (int)(t % ATT_QTILES) * ATT_BM;
+    it.b = t / ATT_QTILES;
+    it.kv0 = it.split * (int)ATT_CHUNK;
+    int end = it.kv0 + (int)ATT_CHUNK < (int)ATT_NK ? it.kv0 + (int)ATT_CHUNK : (int)ATT_NK;
 #if ATT_CAUSAL
-    i64 last = q0 + ATT_BM - 1;
-    if (last > ATT_NQ - 1) last = ATT_NQ - 1;
-    const i64 lim = last + (ATT_NK - ATT_NQ) + 1;   // columns < lim can be unmasked
-    if (lim < kv_end) kv_end = lim;
-#else
-    (void)q0;
+    // the last query the item holds (a tile that wraps to the next packed
+    // head holds query NQ - 1) sees columns < lim
+    const int last = it.r0 + ATT_BM - 1 < (int)ATT_NR - 1 ? it.r0 + ATT_BM - 1 : (int)ATT_NR - 1;
+    const int qmax = (ATT_PACK > 1 && last / (int)ATT_NQ != it.r0 / (int)ATT_NQ) ? (int)ATT_NQ - 1 : last % (int)ATT_NQ;
+    const int lim = qmax + (int)(ATT_NK - ATT_NQ) + 1;
+    if (lim < end) end = lim;
 #endif
-    return kv_end > 0 ? (int)((kv_end + ATT_BN - 1) / ATT_BN) : 0;
+    it.tiles = end > it.kv0 ? (int)((end - it.kv0 + ATT_BN - 1) / ATT_BN) : 1;
+    return it;
+}
+
+// S (+)= Q K^T for one K/V tile: 64 x ATT_BN, k-steps of 16 head-dim
+// columns (32 bytes inside a 128-byte swizzle row, a new box every 4); the
+// first step overwrites S, or accumulates onto the mask (att_init_s)
+__device__ __forceinline__ void att_issue_s(float* sc, u32 q_at, u32 k_at) {
+#pragma unroll
+    for (int kk = 0; kk < ATT_D / 16; kk++)
+        att_wgmma_s(sc, mc_desc_sw128(q_at + (kk / 4) * ATT_QBOX + (kk % 4) * 32, 16, 1024),
+                    mc_desc_sw128(k_at + (kk / 4) * ATT_KVBOX + (kk % 4) * 32, 16, 1024), kk > 0 || ATT_MASK);
+    mc_wgmma_commit();
+}
+// O += P V for one K/V tile: P in registers (A fragments), V MN-major
+__device__ __forceinline__ void att_issue_pv(float* o, const u32* pa, u32 v_at) {
+#pragma unroll
+    for (int kk = 0; kk < ATT_BN / 16; kk++)
+        att_wgmma_o(o, pa + 4 * kk, mc_desc_sw128(v_at + kk * 16 * 128, ATT_KVBOX, 1024));
+    mc_wgmma_commit();
 }
 
 // Ping-pong between the two consumer groups (FlashAttention-3's
-// inter-warpgroup overlap): named barrier ATT_TURN + c (count 256: the 128
-// threads of group c waiting, the other group's 128 arriving) opens group
-// c's turn to issue its GEMMs; at the end of the turn it arrives on the
-// other group's barrier. Group 1 opens group 0's first turn; both take one
-// turn per K/V tile of a work item (the same count), and group 0 consumes
-// the last hand-over before exiting.
-#define ATT_TURN 1
-#define ATT_OBAR 3   // 3 + c: group c's O tile is in shared memory (count 128)
+// inter-warpgroup overlap): group c's turn to issue its GEMMs opens at
+// named barrier ATT_TURN + c (the 128 threads of c waiting, the other
+// group's 128 arriving); at the end of its turn it arrives on the other
+// group's barrier. Group 1 opens group 0's first turn; both take one turn
+// per K/V tile of an item (the same count), and group 0 consumes the last
+// hand-over before exiting.
 __device__ __forceinline__ void att_turn_begin(int c) {
 #if ATT_CWG > 1
-    att_bar_sync(ATT_TURN + c, 256);
+    mc_bar_sync(ATT_TURN + c, 256);
 #else
     (void)c;
 #endif
 }
 __device__ __forceinline__ void att_turn_end(int c) {
 #if ATT_CWG > 1
-    att_bar_arrive(ATT_TURN + 1 - c, 256);
+    mc_bar_arrive(ATT_TURN + 1 - c, 256);
 #else
     (void)c;
 #endif
 }
-// O += P V for one K/V tile: P in registers (A fragments), V MN-major
-__device__ __forceinline__ void att_pv(float* o, const u32* pa, u32 v_at) {
-    att_wgmma_fence();
+
+// The mask enters S through its accumulators: they start at mask / scale
+// (zero without a mask) and the first k-step of S = Q K^T accumulates onto
+// them, so the softmax below sees scale·QKᵀ + mask with no mask registers
+// of its own. Value v of this thread: row lr_a + 8((v/2)%2) of the group,
+// column 8(v/4) + 2 tq4 + v%2 of the tile.
+__device__ __forceinline__ void att_init_s(float* sc, u32 ms, int lr_a, int tq4) {
+#pragma unroll
+    for (int v = 0; v < ATT_BN / 2; v += 2) {
+        const int hi = (v >> 1) & 1, col = 8 * (v >> 2) + 2 * tq4;
+        float m0 = 0.0f, m1 = 0.0f;
+#if ATT_MASK == 1
+        // the pair in its swizzled box: a row's 16-byte chunks permuted by
+        // the row's address bits (the same for rows lr_a and lr_a + 8)
+        const u32 p = ms + (col / ATT_MCOLS) * (64 * ATT_MB) + (lr_a + 8 * hi) * ATT_MB +
+                      (((col % ATT_MCOLS) * ATT_M_ES) ^ (((lr_a * ATT_MB) >> 3) & ATT_MSWZ));
+        m0 = ATT_MASK_VAL(p) * (1.0f / ATT_SCALE);
+        m1 = ATT_MASK_VAL(p + ATT_M_ES) * (1.0f / ATT_SCALE);
+#elif ATT_MASK == 2
+        m0 = ATT_MASK_VAL(ms + col * ATT_M_ES) * (1.0f / ATT_SCALE);
+        m1 = ATT_MASK_VAL(ms + (col + 1) * ATT_M_ES) * (1.0f / ATT_SCALE);
+#else
+        (void)ms, (void)lr_a, (void)hi, (void)col;
+#endif
+        sc[v] = m0;
+        sc[v + 1] = m1;
+    }
+}
+
+// The online softmax of one S tile: scale, causal and key-range masking,
+// running max m and sum l (per-thread partials: the quad is summed at the
+// end), P = e^(S - m) in place; alpha: the factor O takes.
+__device__ __forceinline__ void att_softmax(float* sc, int kv0, int row_a, int tq4, float* m_r, float* l_r,
+                                            float* alpha) {
+    float mx[2] = {MC_NINF, MC_NINF};
+    // keys >= NK are dead; causal: keys > lim[r] too (the row's query i
+    // sees j <= i + NK - NQ)
+    int lim[2] = {(int)ATT_NK - 1, (int)ATT_NK - 1};
+#if ATT_CAUSAL
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int qi = ATT_PACK > 1 ? (row_a + 8 * r) % (int)ATT_NQ : row_a + 8 * r;
+        const int c = qi + (int)(ATT_NK - ATT_NQ);
+        lim[r] = c < lim[r] ? c : lim[r];
+    }
+#else
+    (void)row_a;
+#endif
+#pragma unroll
+    for (int v = 0; v < ATT_BN / 2; v++) {
+        const int hi = (v >> 1) & 1, kj = kv0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
+        sc[v] = kj > lim[hi] ? MC_NINF : sc[v] * ATT_SCALE;
+        mx[hi] = fmaxf(mx[hi], sc[v]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float mnew = fmaxf(m_r[r], mx[r]);
+        alpha[r] = (m_r[r] == MC_NINF) ? 0.0f : __expf(m_r[r] - mnew);
+        m_r[r] = mnew;
+        l_r[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int v = 0; v < ATT_BN / 2; v++) {
+        const float m = m_r[(v >> 1) & 1];
+        const float p = (m == MC_NINF) ? 0.0f : __expf(sc[v] - m);
+        sc[v] = p;
+        l_r[(v >> 1) & 1] += p;
+    }
+}
+// P's A fragment for keys 16kk..16kk+15 is S values 4(2kk + r/2) + 2(r%2)
+// (+1) of register r
+__device__ __forceinline__ void att_convert_p(u32* pa, const float* sc) {
 #pragma unroll
     for (int kk = 0; kk < ATT_BN / 16; kk++)
-        att_wgmma_o(o, pa + 4 * kk, att_desc(v_at + kk * 16 * 128, ATT_KVBOX, 1024));
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int v = 4 * (2 * kk + (r >> 1)) + 2 * (r & 1);
+            pa[4 * kk + r] = att_pack(sc[v], sc[v + 1]);
+        }
 }
 
 __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                                                  const CUtensorMap* to, ATT_O_T* O) {
+                                                  const CUtensorMap* tm, const CUtensorMap* to, ATT_O_T* O,
+                                                  float* P) {
     MC_DYNAMIC_SMEM(mc_smem_raw);
-    __shared__ __align__(8) u64 q_full, q_empty, kv_full[ATT_STAGES], kv_empty[ATT_STAGES];
+    __shared__ __align__(8) mc_ring<1> qring;             // Q: one stage, released by the consumers
+    __shared__ __align__(8) mc_ring<ATT_STAGES> ring;     // K, V (and the mask)
     // the swizzle follows shared-address bits: tiles start 1024-aligned
-    unsigned char* smem = mc_smem_raw + ((1024u - (att_saddr(mc_smem_raw) & 1023u)) & 1023u);
+    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);
     unsigned char* Qs = smem;
     unsigned char* KVs = smem + ATT_Q_BYTES;
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    (void)tm;
+    (void)O;
+    (void)P;
+    (void)to;
 
-    const i64 n_tiles = (i64)ATT_NB * ATT_QTILES;
+    const i64 n_items = (i64)ATT_NB * ATT_QTILES * ATT_SPLITS;
     if (threadIdx.x == 0) {
-        att_mbar_init(&q_full, 1);
-        att_mbar_init(&q_empty, 4 * ATT_CWG);           // lane 0 of every consumer warp
-        for (int s = 0; s < ATT_STAGES; s++) {
-            att_mbar_init(&kv_full[s], 1);
-            att_mbar_init(&kv_empty[s], 4 * ATT_CWG);
-        }
-        att_fence_init();
+        mc_ring_init(qring, 4 * ATT_CWG);   // released by lane 0 of every consumer warp
+        mc_ring_init(ring, 4 * ATT_CWG);
+        mc_fence_mbar_init();
     }
     __syncthreads();
 
-    // Work items (batch*head, q-tile) in a grid-stride loop; tn counts this
-    // block's items (Q barrier phases), it its K/V tiles (ring phases).
     if (wg == 0) {
         // ---- producer (registers move to the consumers only with two
         // consumer groups: 384 threads start at the 168 of the launch bounds)
 #if ATT_CWG > 1
-        att_regs_dec<24>();
+        mc_regs_dec<ATT_PRODUCER_REGS>();
 #endif
         if (threadIdx.x != 0) return;
-        int tn = 0, it = 0;
-        for (i64 tile = blockIdx.x; tile < n_tiles; tile += gridDim.x, tn++) {
-            const i64 b = tile / ATT_QTILES, q0 = (tile % ATT_QTILES) * ATT_BM;
-            int lead[3];
-            att_lead(b, lead);
-            const int tiles = att_kv_tiles(q0);
-            if (tn > 0) att_mbar_wait(&q_empty, (unsigned)((tn - 1) & 1));   // consumers are done with Q
-            att_mbar_expect(&q_full, ATT_Q_BYTES);
-            for (int c = 0; c < ATT_CWG; c++)
-                for (int j = 0; j < ATT_DB; j++)
-                    att_tma(Qs + (c * ATT_DB + j) * ATT_QBOX, tq, 64 * j, (int)(q0 + 64 * c), lead, &q_full);
-            for (int i = 0; i < tiles; i++, it++) {
-                const int s = it % ATT_STAGES;
-                if (it >= ATT_STAGES) att_mbar_wait(&kv_empty[s], (unsigned)((it / ATT_STAGES - 1) & 1));
-                unsigned char* st = KVs + s * ATT_STAGE;
-                att_mbar_expect(&kv_full[s], ATT_STAGE);
-                for (int j = 0; j < ATT_DB; j++)
-                    att_tma(st + j * ATT_KVBOX, tk, 64 * j, i * ATT_BN, lead, &kv_full[s]);
-                for (int j = 0; j < ATT_DB; j++)
-                    att_tma(st + (ATT_DB + j) * ATT_KVBOX, tv, 64 * j, i * ATT_BN, lead, &kv_full[s]);
+        mc_ring_state qs = {0, 0}, st = {0, 0};
+        for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
+            const att_item it = att_item_of(t);
+            int c[5];
+            att_coords_q(it.b, c + 2);
+            u64* qbar = mc_ring_acquire(qring, qs, ATT_Q_BYTES);   // the consumers are done with Q
+            for (int g = 0; g < ATT_CWG; g++)
+                for (int j = 0; j < ATT_DB; j++) {
+                    c[0] = 64 * j;
+                    c[1] = it.r0 + 64 * g;
+                    mc_tma_load(Qs + (g * ATT_DB + j) * ATT_QBOX, tq, c, qbar);
+                }
+            mc_ring_next<1>(qs);
+            int ck[5], cv[5];
+            att_coords_k(it.b, ck + 2);
+            att_coords_v(it.b, cv + 2);
+#if ATT_MASK
+            int cm[5];
+            att_coords_m(it.b, cm + 2);
+#endif
+            for (int i = 0; i < it.tiles; i++) {
+                const int kv0 = it.kv0 + i * ATT_BN;
+                u64* bar = mc_ring_acquire(ring, st, ATT_KV_BYTES + ATT_M_BYTES);
+                unsigned char* sp = KVs + st.stage * ATT_STAGE;
+                for (int j = 0; j < ATT_DB; j++) {
+                    ck[0] = cv[0] = 64 * j;
+                    ck[1] = cv[1] = kv0;
+                    mc_tma_load(sp + j * ATT_KVBOX, tk, ck, bar);
+                    mc_tma_load(sp + (ATT_DB + j) * ATT_KVBOX, tv, cv, bar);
+                }
+#if ATT_MASK == 1
+                for (int g = 0; g < ATT_CWG; g++)
+                    for (int j = 0; j < ATT_MBOXES; j++) {
+                        cm[0] = kv0 + j * ATT_MCOLS;
+                        cm[1] = it.r0 + 64 * g;
+                        mc_tma_load(sp + ATT_KV_BYTES + g * ATT_M_GROUP + j * (64 * ATT_MB), tm, cm, bar);
+                    }
+#elif ATT_MASK == 2
+                cm[0] = kv0;
+                cm[1] = 0;
+                mc_tma_load(sp + ATT_KV_BYTES, tm, cm, bar);
+#endif
+                mc_ring_next<ATT_STAGES>(st);
             }
         }
         return;
@@ -308,168 +314,156 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 
     // ---- consumers: warp group c, its warp w (0..3) owns rows 16w..16w+15 of the group's 64
 #if ATT_CWG > 1
-    att_regs_inc<240>();
+    mc_regs_inc<ATT_CONSUMER_REGS>();
 #endif
     const int c = wg - 1, w = warp & 3, g = lane >> 2, tq4 = lane & 3;
-    const u32 q_at = att_saddr(Qs + c * ATT_DB * ATT_QBOX);
+    const int lr_a = 16 * w + g;   // this thread's first row in the group
+    const u32 q_at = mc_saddr(Qs + c * ATT_DB * ATT_QBOX), kv_at = mc_saddr(KVs);
 #if ATT_CWG > 1
-    if (c == 1) att_bar_arrive(ATT_TURN + 0, 256);   // group 0 takes the first turn
+    if (c == 1) mc_bar_arrive(ATT_TURN + 0, 256);   // group 0 takes the first turn
 #endif
-    int tn = 0, it = 0;
-    for (i64 tile = blockIdx.x; tile < n_tiles; tile += gridDim.x, tn++) {
-        const i64 b = tile / ATT_QTILES, q0 = (tile % ATT_QTILES) * ATT_BM;
-        const int tiles = att_kv_tiles(q0);   // the block's count: both groups take as many turns
-        const i64 row_a = q0 + 64 * c + 16 * w + g, row_b = row_a + 8;
-        float o[ATT_D / 2];
+    mc_ring_state qs = {0, 0}, st = {0, 0};
+    float o[ATT_D / 2], sc[ATT_BN / 2];
+    u32 pa[ATT_BN / 4];   // P of the tile whose P V comes next, as wgmma A fragments
+#pragma unroll
+    for (int v = 0; v < ATT_BN / 2; v++) sc[v] = 0.0f;
+#pragma unroll 1
+    for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
+        att_item it = att_item_of(t);
+        mc_opaque(it.tiles);   // a loop, not straight-line code (hopper.cuh)
+        const int row_a = it.r0 + 64 * c + lr_a;
+        float m_r[2] = {MC_NINF, MC_NINF}, l_r[2] = {0.0f, 0.0f}, alpha[2];
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v++) o[v] = 0.0f;
-        float m_r[2] = {MC_NINF, MC_NINF}, l_r[2] = {0.0f, 0.0f};
-        u32 pa[ATT_BN / 4];   // P of the previous K/V tile as wgmma A fragments
-        u32 v_prev = 0;       // its V tile's shared address
-        att_mbar_wait(&q_full, (unsigned)(tn & 1));
+        mc_ring_wait(qring, qs);
 
-        for (int i = 0; i < tiles; i++, it++) {
-            const int s = it % ATT_STAGES;
-            const i64 kv0 = (i64)i * ATT_BN;
-            att_mbar_wait(&kv_full[s], (unsigned)((it / ATT_STAGES) & 1));
-            const u32 k_at = att_saddr(KVs + s * ATT_STAGE), v_at = k_at + ATT_DB * ATT_KVBOX;
+        // the first K/V tile: S only
+        mc_ring_wait(ring, st);
+        u32 k_at = kv_at + st.stage * ATT_STAGE, v_prev = k_at + ATT_DB * ATT_KVBOX;
+        u32 ms = k_at + ATT_KV_BYTES + c * ATT_M_GROUP;
+        if (ATT_MASK) att_init_s(sc, ms, lr_a, tq4);
+        att_turn_begin(c);
+        mc_fence_regs<ATT_BN / 2>(sc);
+        mc_wgmma_fence();
+        att_issue_s(sc, q_at, k_at);
+        att_turn_end(c);
+        mc_wgmma_wait<0>();
+        mc_fence_regs<ATT_BN / 2>(sc);
+        att_softmax(sc, it.kv0, row_a, tq4, m_r, l_r, alpha);
+        att_convert_p(pa, sc);
+        mc_ring_state prev = st;
+        mc_ring_next<ATT_STAGES>(st);
 
-            // this group's turn: S = Q K^T of this tile (64 x ATT_BN,
-            // k-steps of 16 head-dim columns: 32 bytes inside a 128-byte
-            // swizzle row, a new box every 4), then O += P V of the previous
-            // tile, both issued back to back; the other group's softmax runs
-            // meanwhile, and this group's runs while the other one issues
-            float sc[ATT_BN / 2];
-#pragma unroll
-            for (int v = 0; v < ATT_BN / 2; v++) sc[v] = 0.0f;
+#pragma unroll 1
+        for (int i = 1; i < it.tiles; i++) {
+            mc_ring_wait(ring, st);
+            k_at = kv_at + st.stage * ATT_STAGE;
+            ms = k_at + ATT_KV_BYTES + c * ATT_M_GROUP;
+            if (ATT_MASK) att_init_s(sc, ms, lr_a, tq4);
+            // this group's turn: S of tile i, then P V of tile i-1, issued
+            // back to back; the other group's softmax runs meanwhile
             att_turn_begin(c);
-            att_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < ATT_D / 16; kk++)
-                att_wgmma_s(sc, att_desc(q_at + (kk / 4) * ATT_QBOX + (kk % 4) * 32, 16, 1024),
-                            att_desc(k_at + (kk / 4) * ATT_KVBOX + (kk % 4) * 32, 16, 1024), kk > 0);
-            att_wgmma_commit();
-            if (i > 0) {
-                att_pv(o, pa, v_prev);
-                att_wgmma_commit();
-            }
+            mc_fence_regs<ATT_BN / 2>(sc);
+            mc_fence_regs<ATT_D / 2>(o);
+            mc_fence_regs<ATT_BN / 4>(pa);
+            mc_wgmma_fence();
+            att_issue_s(sc, q_at, k_at);
+            att_issue_pv(o, pa, v_prev);
             att_turn_end(c);
-            if (i > 0) att_wgmma_wait1();   // S has landed; P V may still run
-            else att_wgmma_wait0();
-
-            // scale, mask, running max; value v: row (v/2)%2 ? row_b : row_a,
-            // column 8(v/4) + 2 tq4 + v%2
-            float mx[2] = {MC_NINF, MC_NINF};
-#pragma unroll
-            for (int v = 0; v < ATT_BN / 2; v++) {
-                const i64 qi = ((v >> 1) & 1) ? row_b : row_a;
-                const i64 kj = kv0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
-                float x = sc[v] * ATT_SCALE;
-                bool dead = kj >= ATT_NK;
-#if ATT_CAUSAL
-                dead = dead || kj > qi + (ATT_NK - ATT_NQ);
-#endif
-                (void)qi;
-                x = dead ? MC_NINF : x;
-                sc[v] = x;
-                mx[(v >> 1) & 1] = fmaxf(mx[(v >> 1) & 1], x);
-            }
-            float alpha[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                const float mnew = fmaxf(m_r[r], mx[r]);
-                alpha[r] = (m_r[r] == MC_NINF) ? 0.0f : __expf(m_r[r] - mnew);
-                m_r[r] = mnew;
-                l_r[r] *= alpha[r];
-            }
-#pragma unroll
-            for (int v = 0; v < ATT_BN / 2; v++) {
-                const float m = m_r[(v >> 1) & 1];
-                const float p = (m == MC_NINF) ? 0.0f : __expf(sc[v] - m);
-                sc[v] = p;
-                l_r[(v >> 1) & 1] += p;   // per-thread partial; the quad is summed at the end
-            }
-            // P's A fragment for keys 16kk..16kk+15 is S values
-            // 4(2kk + r/2) + 2(r%2) (+1) of register r
-#pragma unroll
-            for (int kk = 0; kk < ATT_BN / 16; kk++)
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    const int v = 4 * (2 * kk + (r >> 1)) + 2 * (r & 1);
-                    pa[4 * kk + r] = att_pack(sc[v], sc[v + 1]);
-                }
-            if (i > 0) {   // the previous tile's P V is done: its stage goes back, O may be rescaled
-                att_wgmma_wait0();
-                __syncwarp();
-                if (lane == 0) att_mbar_arrive(&kv_empty[(it - 1) % ATT_STAGES]);
-            }
+            mc_wgmma_wait<1>();   // S has landed; P V may still run
+            mc_fence_regs<ATT_BN / 2>(sc);
+            att_softmax(sc, it.kv0 + i * ATT_BN, row_a, tq4, m_r, l_r, alpha);
+            mc_wgmma_wait<0>();   // P V of tile i-1 retired: its stage goes back, O and P are free
+            mc_fence_regs<ATT_D / 2>(o);
+            mc_fence_regs<ATT_BN / 4>(pa);
+            mc_ring_release(ring, prev, lane);
 #pragma unroll
             for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
-            v_prev = v_at;
+            att_convert_p(pa, sc);
+            v_prev = k_at + ATT_DB * ATT_KVBOX;
+            prev = st;
+            mc_ring_next<ATT_STAGES>(st);
         }
-        if (tiles > 0) {   // the last tile's O += P V, outside the turns
-            att_pv(o, pa, v_prev);
-            att_wgmma_commit();
-            att_wgmma_wait0();
-            __syncwarp();
-            if (lane == 0) att_mbar_arrive(&kv_empty[(it - 1) % ATT_STAGES]);
-        }
-#if !ATT_TMA_STORE
-        __syncwarp();
-        if (lane == 0) att_mbar_arrive(&q_empty);   // the producer may load the next Q
-#endif
+        // the last tile's O += P V, outside the turns
+        mc_fence_regs<ATT_D / 2>(o);
+        mc_fence_regs<ATT_BN / 4>(pa);
+        mc_wgmma_fence();
+        att_issue_pv(o, pa, v_prev);
+        mc_wgmma_wait<0>();
+        mc_fence_regs<ATT_D / 2>(o);
+        mc_ring_release(ring, prev, lane);
 
-        // normalise and store (rows < NQ)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 1);
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 2);
         }
-#if ATT_TMA_STORE
+#if ATT_SPLITS > 1
+        // this split's unnormalised O, running max and sum (rows < NR)
+        mc_ring_release(qring, qs, lane);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = row_a + 8 * r;
+            if (row >= ATT_NR) continue;
+            float* po = P + att_partial_o(it.b, row, it.split);
+#pragma unroll
+            for (int v = 2 * r; v < ATT_D / 2; v += 4) {
+                const int dv = 8 * (v >> 2) + 2 * tq4;
+                mc_st_f32(po, dv, o[v]);
+                mc_st_f32(po, dv + 1, o[v + 1]);
+            }
+            if (tq4 == 0) {
+                float* pml = P + att_partial_ml(it.b, row, it.split);
+                mc_st_f32(pml, 0, m_r[r]);
+                mc_st_f32(pml, 1, l_r[r]);
+            }
+        }
+#elif ATT_TMA_STORE
         // O goes through this group's Q slice (its last S = Q K^T has
         // retired): 128-byte swizzled 64 x 64 boxes like Q's, column pairs
         // as one 32-bit store, then one thread stores the boxes with the
         // TMA and, once they are read, lets the producer reload the slice
-        (void)O;
         unsigned char* os = Qs + c * ATT_DB * ATT_QBOX;
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v += 2) {
-            const int r = 16 * w + g + 8 * ((v >> 1) & 1), dv = 8 * (v >> 2) + 2 * tq4;
+            const int r = lr_a + 8 * ((v >> 1) & 1), dv = 8 * (v >> 2) + 2 * tq4;
             const float l = l_r[(v >> 1) & 1];
             const u32 lin = (u32)((dv / 64) * ATT_QBOX + r * 128 + (dv % 64) * 2);
             MC_SST(*(u32*)(os + (lin ^ ((lin >> 3) & 0x70u))),
                    att_pack(l > 0.0f ? o[v] / l : 0.0f, l > 0.0f ? o[v + 1] / l : 0.0f));
         }
-        att_fence_proxy_async();
-        att_bar_sync(ATT_OBAR + c, 128);   // the group's slice is written
+        mc_fence_proxy_async();
+        mc_bar_sync(ATT_OBAR + c, 128);   // the group's slice is written
         if (w == 0 && lane == 0) {
-            int lead[3];
-            att_lead(b, lead);
-            for (int j = 0; j < ATT_DB; j++) att_tma_store(to, os + j * ATT_QBOX, 64 * j, (int)(q0 + 64 * c), lead);
-            att_bulk_commit();
-            att_bulk_wait_read0();
+            int co[5];
+            att_coords_o(it.b, co + 2);
+            co[1] = it.r0 + 64 * c;
+            for (int j = 0; j < ATT_DB; j++) {
+                co[0] = 64 * j;
+                mc_tma_store(to, os + j * ATT_QBOX, co);
+            }
+            mc_bulk_commit();
+            mc_bulk_wait_read0();
         }
-        __syncwarp();
-        if (lane == 0) att_mbar_arrive(&q_empty);   // the producer may load the next Q
+        mc_ring_release(qring, qs, lane);   // the producer may load the next Q
 #else
-        (void)to;
-        const i64 ob = o_off(b);
+        mc_ring_release(qring, qs, lane);
+        const i64 ob = o_off(it.b);
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v++) {
-            const i64 qi = ((v >> 1) & 1) ? row_b : row_a;
+            const int r = row_a + 8 * ((v >> 1) & 1);
             const int dv = 8 * (v >> 2) + 2 * tq4 + (v & 1);
             const float l = l_r[(v >> 1) & 1];
-            if (qi < ATT_NQ) ATT_ST_O(O, ob + qi * O_SR + (i64)dv * O_SD, l > 0.0f ? o[v] / l : 0.0f);
+            if (r < ATT_NR) ATT_ST_O(O, ob + att_o_row(r) + (i64)dv * O_SD, l > 0.0f ? o[v] / l : 0.0f);
         }
 #endif
+        mc_ring_next<1>(qs);
     }
-#if ATT_TMA_STORE
-    if (w == 0 && lane == 0) att_bulk_wait0();   // O's writes are done before the block exits
+#if ATT_TMA_STORE && ATT_SPLITS == 1
+    if (w == 0 && lane == 0) mc_bulk_wait0();   // O's writes are done before the block exits
 #endif
 #if ATT_CWG > 1
-    if (c == 0) att_bar_sync(ATT_TURN + 0, 256);   // group 1's last hand-over: no arrival left pending
+    if (c == 0) mc_bar_sync(ATT_TURN + 0, 256);   // group 1's last hand-over: no arrival left pending
 #endif
 }
 // ---- end of streaming attention (sm_90a)

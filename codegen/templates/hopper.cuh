@@ -1,0 +1,276 @@
+// ---- sm_90a building blocks: mbarriers, the TMA, wgmma, named barriers,
+// ---- setmaxnreg, and the TMA-fed stage ring (the sm_90a templates'
+// ---- common parts; compiled only into sm_90a kernels).
+//
+// Each primitive is the PTX instruction on the GPU and the emulator's model
+// of it under MC_EMULATE (tests/cuda_emu.h), so the templates are written
+// once for both.
+//
+// The asynchronous ring is one object (CUTLASS's PipelineTmaAsync):
+// mc_ring holds STAGES "full" mbarriers (one producer arrival plus the
+// transaction bytes of the stage's TMA copies) and STAGES "empty" ones (one
+// arrival per consumer warp), and an mc_ring_state walks it: stage index
+// and phase bit, advanced in one place. The producer acquires a stage (its
+// empty barrier of the previous round completed: the first round passes at
+// once, as a fresh barrier's phase -1 counts as complete), expects its
+// bytes and issues the copies; a consumer waits for the stage to be full
+// and releases it once its last reader retired. Nobody computes a parity.
+//
+// Register operands of asynchronous MMAs: wgmma.mma_async reads its A
+// fragments and reads / writes its accumulators until the wgmma.wait_group
+// that retires it; touching them before is undefined (PTX ISA, "Asynchronous
+// Warpgroup Level Matrix Multiply-Accumulate"). mc_fence_regs pins them for
+// the compiler (CUTLASS's warpgroup_fence_operand) around issue and wait, so
+// no access is moved into that window; the templates keep the order
+// issue -> wait -> use.
+
+#ifndef MC_EMULATE
+struct __align__(64) CUtensorMap { unsigned long long opaque[16]; };
+#endif
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u32 mc_saddr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+// Loads from a shared address (32-bit: no generic pointer kept live)
+__device__ __forceinline__ unsigned short mc_lds_u16(u32 a) {
+#ifdef MC_EMULATE
+    return MC_SLD(*(const unsigned short*)emu_sptr(a, 2));
+#else
+    unsigned short v;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a) : "memory");
+    return v;
+#endif
+}
+__device__ __forceinline__ u32 mc_lds_u32(u32 a) {
+#ifdef MC_EMULATE
+    return MC_SLD(*(const u32*)emu_sptr(a, 4));
+#else
+    u32 v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+    return v;
+#endif
+}
+
+// ---- mbarriers
+__device__ __forceinline__ void mc_mbar_init(u64* bar, unsigned count) {
+#ifdef MC_EMULATE
+    emu_mbar_init(bar, count);
+#else
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(mc_saddr(bar)), "r"(count) : "memory");
+#endif
+}
+// the initialisations are visible to the other threads and the async proxy
+__device__ __forceinline__ void mc_fence_mbar_init() {
+#ifndef MC_EMULATE
+    asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mc_mbar_arrive_expect(u64* bar, unsigned bytes) {
+#ifdef MC_EMULATE
+    emu_mbar_arrive_expect_tx(bar, bytes);
+#else
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mc_saddr(bar)), "r"(bytes)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void mc_mbar_arrive(u64* bar) {
+#ifdef MC_EMULATE
+    emu_mbar_arrive(bar);
+#else
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(mc_saddr(bar)) : "memory");
+#endif
+}
+// returns once the phase of this parity completed
+__device__ __forceinline__ void mc_mbar_wait(u64* bar, unsigned parity) {
+#ifdef MC_EMULATE
+    emu_mbar_try_wait_parity(bar, parity);
+#else
+    u32 ok = 0;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(ok)
+                     : "r"(mc_saddr(bar)), "r"(parity)
+                     : "memory");
+    } while (!ok);
+#endif
+}
+
+// ---- the TMA: one box of a tensor map of rank <= 5 at coordinates c
+// (innermost first), completing its bytes on bar; and the store of a box
+// from shared memory (elements outside the tensor are clipped)
+__device__ __forceinline__ void mc_tma_load(void* dst, const CUtensorMap* map, const int* c, u64* bar) {
+#ifdef MC_EMULATE
+    emu_tma_load(dst, map, c, bar);
+#else
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, "
+        "%6}], [%7];" ::"r"(mc_saddr(dst)),
+        "l"((u64)map), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]), "r"(mc_saddr(bar))
+        : "memory");
+#endif
+}
+__device__ __forceinline__ void mc_tma_store(const CUtensorMap* map, const void* src, const int* c) {
+#ifdef MC_EMULATE
+    emu_tma_store(map, c, src);
+#else
+    asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(
+                     (u64)map),
+                 "r"(mc_saddr(src)), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4])
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void mc_bulk_commit() {
+#ifdef MC_EMULATE
+    emu_bulk_commit();
+#else
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mc_bulk_wait_read0() {   // the sources may be overwritten
+#ifdef MC_EMULATE
+    emu_bulk_wait(0, true);
+#else
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mc_bulk_wait0() {   // the writes are done
+#ifdef MC_EMULATE
+    emu_bulk_wait(0, false);
+#else
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+// generic-proxy shared writes become visible to the async proxy (a TMA store)
+__device__ __forceinline__ void mc_fence_proxy_async() {
+#ifndef MC_EMULATE
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+// ---- wgmma: fence, commit, wait, operand fences, descriptors
+__device__ __forceinline__ void mc_wgmma_fence() {
+#ifdef MC_EMULATE
+    emu_wgmma_fence();
+#else
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mc_wgmma_commit() {
+#ifdef MC_EMULATE
+    emu_wgmma_commit();
+#else
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+// all but the newest n committed groups have retired
+template <int n> __device__ __forceinline__ void mc_wgmma_wait() {
+#ifdef MC_EMULATE
+    emu_wgmma_wait(n);
+#else
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(n) : "memory");
+#endif
+}
+template <int n> __device__ __forceinline__ void mc_fence_regs(float* r) {
+#ifdef MC_EMULATE
+    (void)r;
+#else
+#pragma unroll
+    for (int i = 0; i < n; i++) asm volatile("" : "+f"(r[i])::"memory");
+#endif
+}
+template <int n> __device__ __forceinline__ void mc_fence_regs(u32* r) {
+#ifdef MC_EMULATE
+    (void)r;
+#else
+#pragma unroll
+    for (int i = 0; i < n; i++) asm volatile("" : "+r"(r[i])::"memory");
+#endif
+}
+// Hides v from constant folding: a mainloop whose trip count the compiler
+// knows (a few K/V tiles) is unrolled into straight-line code, and ptxas's
+// allocation of that no longer keeps the pipeline's registers within the
+// warp group's budget (spills seen at 240 with two tiles).
+__device__ __forceinline__ void mc_opaque(int& v) {
+#ifndef MC_EMULATE
+    asm("" : "+r"(v));
+#else
+    (void)v;
+#endif
+}
+// Shared-memory matrix descriptor, 128-byte swizzle (layout type 1):
+// start address, leading and stride byte offsets, each >> 4.
+__device__ __forceinline__ u64 mc_desc_sw128(u32 saddr, u32 lbo, u32 sbo) {
+    return (u64)((saddr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+// ---- named barriers and register reallocation
+__device__ __forceinline__ void mc_bar_arrive(int id, int count) {
+#ifdef MC_EMULATE
+    emu_bar_arrive(id, (unsigned)count);
+#else
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void mc_bar_sync(int id, int count) {
+#ifdef MC_EMULATE
+    emu_bar_sync(id, (unsigned)count);
+#else
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+#endif
+}
+template <int n> __device__ __forceinline__ void mc_regs_dec() {
+#ifdef MC_EMULATE
+    emu_setmaxnreg(false, n);
+#else
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(n));
+#endif
+}
+template <int n> __device__ __forceinline__ void mc_regs_inc() {
+#ifdef MC_EMULATE
+    emu_setmaxnreg(true, n);
+#else
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(n));
+#endif
+}
+
+// ---- the TMA-fed ring (see the top of this file)
+template <int STAGES> struct mc_ring {
+    u64 full[STAGES], empty[STAGES];
+};
+struct mc_ring_state {
+    int stage;
+    unsigned phase;
+};
+template <int STAGES> __device__ __forceinline__ void mc_ring_next(mc_ring_state& s) {
+    if (++s.stage == STAGES) {
+        s.stage = 0;
+        s.phase ^= 1u;
+    }
+}
+// one thread, before the block's first __syncthreads
+template <int STAGES> __device__ __forceinline__ void mc_ring_init(mc_ring<STAGES>& r, unsigned consumers) {
+    for (int s = 0; s < STAGES; s++) {
+        mc_mbar_init(&r.full[s], 1);
+        mc_mbar_init(&r.empty[s], consumers);
+    }
+}
+// producer: waits until the stage is free, then expects `bytes` on its full
+// barrier; returns that barrier for the stage's TMA copies
+template <int STAGES>
+__device__ __forceinline__ u64* mc_ring_acquire(mc_ring<STAGES>& r, const mc_ring_state& s, unsigned bytes) {
+    mc_mbar_wait(&r.empty[s.stage], s.phase ^ 1u);
+    mc_mbar_arrive_expect(&r.full[s.stage], bytes);
+    return &r.full[s.stage];
+}
+// consumer: waits until the stage's bytes landed
+template <int STAGES> __device__ __forceinline__ void mc_ring_wait(mc_ring<STAGES>& r, const mc_ring_state& s) {
+    mc_mbar_wait(&r.full[s.stage], s.phase);
+}
+// consumer warp: done with the stage (one arrival per warp, by lane 0)
+template <int STAGES>
+__device__ __forceinline__ void mc_ring_release(mc_ring<STAGES>& r, const mc_ring_state& s, int lane) {
+    __syncwarp();
+    if (lane == 0) mc_mbar_arrive(&r.empty[s.stage]);
+}
+// ---- end of sm_90a building blocks
