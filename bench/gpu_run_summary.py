@@ -36,24 +36,31 @@ def attention(d):
     m, t = rows(d, "attention_gpu.csv"), rows(d, "attention_torch.csv")
     if not m:
         return ["attention: no mcir figures (attention_gpu.csv missing or empty)"]
-    key = ("dtype", "batch", "heads", "seq_q", "seq_k", "head_dim", "causal")
+    key = ("dtype", "batch", "heads", "seq_q", "seq_k", "head_dim", "causal", "kv_heads", "mask")
     best = {}
     for r in t or []:
         v = num(r.get("tflops"))
         if v is None or not r["impl"].startswith("sdpa_"):
             continue
-        k = tuple(r[c] for c in key)
+        k = tuple(r.get(c, "") for c in key)
         if k not in best or v > best[k][0]:
             best[k] = (v, r["impl"][5:])
-    out = ["attention, TFLOP/s       mcir   best SDPA (backend)   mcir / best"]
+    out = ["%-44s %6s   %-21s   %s" % ("attention, TFLOP/s", "mcir", "best SDPA (backend)", "mcir / best")]
     for r in m:
-        k = tuple(r[c] for c in key)
-        name = "%s d%s q%s %s" % (r["dtype"], r["head_dim"], r["seq_q"], "causal" if r["causal"] == "1" else "full")
+        k = tuple(r.get(c, "") for c in key)
+        name = "%s %s d%s q%s k%s %s" % (r["suite"], r["dtype"], r["head_dim"], r["seq_q"], r["seq_k"],
+                                      "causal" if r["causal"] == "1" else "full")
+        if r.get("kv_heads") and r["kv_heads"] != r["heads"]:
+            name += " kv%s/%s" % (r["kv_heads"], r["heads"])
+        if r.get("mask", "none") != "none":
+            name += " mask-" + r["mask"]
+        if r["suite"] == "decode" and num(r.get("gbps")):
+            name += " %s GB/s" % r["gbps"]
         mv = num(r["tflops"])
         b = best.get(k)
         ratio = "%.2fx" % (mv / b[0]) if mv and b and b[0] else "–"
         extra = "" if mv is not None else "  (%s)" % r["status"]
-        out.append("  %-22s %6s   %6s %-12s   %s%s" % (name, fmt(mv), fmt(b[0]) if b else "–",
+        out.append("  %-42s %6s   %6s %-14s   %s%s" % (name, fmt(mv), fmt(b[0]) if b else "–",
                                                     "(%s)" % b[1] if b else "", ratio, extra))
     if t is None:
         out.append("  (no PyTorch figures: attention_torch.csv missing)")

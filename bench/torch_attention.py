@@ -6,8 +6,13 @@ efficient, cuDNN, math), each forced alone, plus softmax(QK^T)V written out
 median of --reps, L2 flushed before every run, inputs resident). Same CSV
 columns; impl names the backend; compile columns stay empty.
 
-    /usr/bin/python3 bench/torch_attention.py [--suite fa3|decode|cross|all]
-        [--match TEXT] [--reps 30] [--warmup 5] [--csv FILE]
+    /usr/bin/python3 bench/torch_attention.py [--suite fa3|decode|gqa|mask|cross|all]
+        [--match TEXT[,TEXT...]] [--reps 30] [--warmup 5] [--csv FILE]
+
+Grouped-query shapes give SDPA K and V with their own heads and
+enable_gqa=True (torch >= 2.5; before it, K and V repeated to the query
+heads first, as users of those versions write it); masks go in as
+attn_mask (float, -inf on the padded tail).
 
 Exits 77 with one line when torch sees no GPU. A backend that rejects a
 shape, or runs out of memory, gets a row saying so.
@@ -43,8 +48,26 @@ def backends(torch):
     return out
 
 
-def materialized(torch, q, k, v, causal):
+def sdpa_takes_gqa(torch):
+    """Whether this torch's SDPA takes K/V with fewer heads (enable_gqa, torch >= 2.5)."""
+    F = torch.nn.functional
+    if not hasattr(F, "scaled_dot_product_attention"):
+        return False
+    try:
+        q, k = torch.zeros(1, 4, 2, 8), torch.zeros(1, 2, 2, 8)
+        F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+        return True
+    except (TypeError, RuntimeError):
+        return False
+
+
+def materialized(torch, q, k, v, causal, mask=None):
+    if k.shape[1] != q.shape[1]:   # GQA / MQA: the K/V heads repeated to the query heads
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
     s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        s = s + mask
     if causal:
         nq, nk = q.shape[-2], k.shape[-2]
         mask = torch.ones(nq, nk, dtype=torch.bool, device=q.device).tril(nk - nq)
@@ -54,7 +77,7 @@ def materialized(torch, q, k, v, causal):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--suite", default="all", choices=["all", "fa3", "decode", "cross"])
+    ap.add_argument("--suite", default="all", choices=["all", "fa3", "decode", "gqa", "mask", "cross"])
     ap.add_argument("--match", default=None)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
@@ -67,16 +90,30 @@ def main(argv):
     impls = backends(torch) + [("torch_materialized", None)]
     out = tt.open_csv(a.csv)
     print(tt.ATTN_HEADER, file=out)
-    for suite, dt, b, h, nq, nk, d, causal in tt.attention_shapes(a.suite):
-        name = "%s/%s/d%d/b%d/h%d/q%d/k%d/%s" % (suite, dt, d, b, h, nq, nk, "causal" if causal else "full")
-        if a.match and a.match not in name:
+    gqa_native = sdpa_takes_gqa(torch)
+    for suite, dt, b, h, kvh, nq, nk, d, causal, mask in tt.attention_shapes(a.suite):
+        name = tt.attention_name(suite, dt, b, h, kvh, nq, nk, d, causal, mask)
+        if not tt.matches(name, a.match):
             continue
         g = torch.Generator(device="cuda").manual_seed(1)
         dtype = tt.torch_dtype(torch, dt)
         q = torch.rand(b, h, nq, d, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(dtype)
-        k = torch.rand(b, h, nk, d, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(dtype)
-        v = torch.rand(b, h, nk, d, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(dtype)
+        k = torch.rand(b, kvh, nk, d, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(dtype)
+        v = torch.rand(b, kvh, nk, d, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(dtype)
+        m = None
+        if mask != "none":   # the padded tail (a fifth of the keys) at -inf
+            m = torch.rand(b, 1, nq if mask == "rows" else 1, nk, device="cuda", generator=g,
+                           dtype=torch.float32).to(dtype)
+            m[..., nk - nk // 5:] = float("-inf")
         flops = 4.0 * b * h * nq * nk * d / (2 if causal else 1)
+        nbytes = tt.attention_bytes(dt, b, h, kvh, nq, nk, d, mask)
+        kw = {}
+        kk, vv = k, v
+        if kvh != h:
+            if gqa_native:
+                kw["enable_gqa"] = True
+            else:
+                kk, vv = k.repeat_interleave(h // kvh, dim=1), v.repeat_interleave(h // kvh, dim=1)
         # SDPA's is_causal aligns the mask top-left; mcir's (and FA's) bottom-right:
         # the same when nq == nk, which is the only causal case of the sweep.
         for impl, ctx in impls:
@@ -84,11 +121,16 @@ def main(argv):
             status = "ok"
             try:
                 if ctx is None:
-                    fn = lambda: materialized(torch, q, k, v, causal)  # noqa: E731
+                    fn = lambda: materialized(torch, q, k, v, causal, m)  # noqa: E731
                     med, mn = timer.time(fn)
                 else:
                     with ctx():
-                        fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+                        fn = lambda: F.scaled_dot_product_attention(  # noqa: E731
+                            q, kk, vv, attn_mask=m, is_causal=causal and m is None, **kw)
+                        if m is not None and causal:   # SDPA takes one of the two: the causal part in the mask
+                            cm = torch.ones(nq, nk, dtype=torch.bool, device="cuda").tril(nk - nq)
+                            mm = m.masked_fill(~cm, float("-inf"))
+                            fn = lambda: F.scaled_dot_product_attention(q, kk, vv, attn_mask=mm, **kw)  # noqa: E731
                         med, mn = timer.time(fn)
             except torch.cuda.OutOfMemoryError if hasattr(torch.cuda, "OutOfMemoryError") else MemoryError:
                 status = "out of memory"
@@ -96,11 +138,12 @@ def main(argv):
                 status = "not supported: " + str(e).split("\n")[0][:120]
             torch.cuda.empty_cache()
             status = status.replace(",", ";")
-            row = [suite, impl, dt, b, h, nq, nk, d, int(causal), "", "", "",
+            row = [suite, impl, dt, b, h, nq, nk, d, int(causal), kvh, mask, "", "", "", "",
                    "%.4f" % med if med else "", "%.4f" % mn if mn else "",
-                   "%.2f" % (flops / (med * 1e-3) / 1e12) if med else "", timer.device, status]
+                   "%.2f" % (flops / (med * 1e-3) / 1e12) if med else "",
+                   "%.1f" % (nbytes / (med * 1e-3) / 1e9) if med else "", timer.device, status]
             print(",".join(str(x) for x in row), file=out, flush=True)
-        del q, k, v
+        del q, k, v, kk, vv, m
         torch.cuda.empty_cache()
     return 0
 

@@ -7,13 +7,15 @@ them (keep them in step).
 """
 import sys
 
-ATTN_HEADER = ("suite,impl,dtype,batch,heads,seq_q,seq_k,head_dim,causal,pipeline_s,compile_s,"
-               "compile_cache,median_ms,min_ms,tflops,device,status")
+ATTN_HEADER = ("suite,impl,dtype,batch,heads,seq_q,seq_k,head_dim,causal,kv_heads,mask,path,pipeline_s,"
+               "compile_s,compile_cache,median_ms,min_ms,tflops,gbps,device,status")
 NORM_HEADER = ("op,impl,dtype,rows,width,median_ms,min_ms,gbps,copy_gbps,fraction_of_copy,device,status")
 
 
 def attention_shapes(suite="all"):
-    """(suite, dtype, batch, heads, nq, nk, d, causal) as bench_attention.c sweeps them."""
+    """(suite, dtype, batch, heads, kv_heads, nq, nk, d, causal, mask) as
+    bench_attention.c sweeps them; mask: "none", "pad" ([B, 1, 1, Nk]) or
+    "rows" ([B, 1, Nq, Nk])."""
     out = []
     if suite in ("all", "fa3"):
         for causal in (False, True):
@@ -21,20 +23,52 @@ def attention_shapes(suite="all"):
                 for d in (64, 128, 256):
                     seq = 512
                     while seq <= 16384:
-                        out.append(("fa3", dt, 16384 // seq, 2048 // d, seq, seq, d, causal))
+                        out.append(("fa3", dt, 16384 // seq, 2048 // d, 2048 // d, seq, seq, d, causal, "none"))
                         seq *= 2
     if suite in ("all", "decode"):
         for b in (1, 8, 64):
             nk = 1024
             while nk <= 131072:
                 if b * nk <= (1 << 18) and (nk in (1024, 4096, 16384) or nk >= 65536):
-                    out.append(("decode", "f16", b, 16, 1, nk, 128, False))
+                    out.append(("decode", "f16", b, 16, 16, 1, nk, 128, False, "none"))
+                    out.append(("decode", "f16", b, 32, 8, 1, nk, 128, False, "none"))
                 nk *= 2
+    if suite in ("all", "gqa"):
+        for dt in ("f16", "bf16"):
+            for causal in (False, True):
+                for seq in (1024, 4096):
+                    out.append(("gqa", dt, 16384 // seq, 32, 8, seq, seq, 128, causal, "none"))
+                out.append(("gqa", dt, 8, 64, 8, 2048, 2048, 128, causal, "none"))
+                out.append(("gqa", dt, 8, 16, 1, 2048, 2048, 128, causal, "none"))
+    if suite in ("all", "mask"):
+        for seq in (2048, 4096):
+            for causal in (False, True):
+                out.append(("mask", "f16", 16384 // seq, 16, 16, seq, seq, 128, causal, "pad"))
+            out.append(("mask", "f16", 16384 // seq, 16, 16, seq, seq, 128, False, "rows"))
     if suite in ("all", "cross"):
         for d in (64, 128):
             for nq, nk in ((4096, 77), (77, 4096), (1024, 4096), (4096, 1024), (128, 16384)):
-                out.append(("cross", "f16", 8, 2048 // d, nq, nk, d, False))
+                out.append(("cross", "f16", 8, 2048 // d, 2048 // d, nq, nk, d, False, "none"))
     return out
+
+
+def attention_name(suite, dt, b, h, kvh, nq, nk, d, causal, mask):
+    """The shape's name as bench_attention.c writes it (--match)."""
+    return "%s/%s/d%d/b%d/h%d%s/q%d/k%d/%s%s" % (
+        suite, dt, d, b, h, "/kv%d" % kvh if kvh != h else "", nq, nk, "causal" if causal else "full",
+        "/mask-" + mask if mask != "none" else "")
+
+
+def matches(name, match):
+    """--match TEXT[,TEXT...]: any of the texts in the name."""
+    return not match or any(m and m in name for m in match.split(","))
+
+
+def attention_bytes(dt, b, h, kvh, nq, nk, d, mask):
+    """The compulsory bytes (Q, K, V, O, the mask), as bench_attention.c counts them."""
+    es = 4 if dt == "f32" else 2
+    m = b * nk if mask == "pad" else b * nq * nk if mask == "rows" else 0
+    return es * (b * d * (2 * h * nq + 2 * kvh * nk) + m)
 
 
 def norm_shapes():

@@ -13,7 +13,8 @@
 #      compute-sanitizer where it works) with half of the budget, its logs
 #      in DIR/gpu-check/;
 #   3. a short benchmark subset, each program with a share of what is left:
-#      attention (FA3 shapes, f16, head dim 128: 12 shapes) by mcir and by
+#      attention (20 shapes: FA3 f16 head dim 128, GQA 4:1 bf16, Llama-3 GQA
+#      decode at batch 8, padding and full masks) by mcir and by
 #      every PyTorch SDPA backend, the three norms in f16 (27 shapes) by
 #      mcir and PyTorch, and one block (GPT-2, batch 8, seq 1024, f16) by
 #      mcir and PyTorch eager / torch.compile; PyTorch's part only where
@@ -150,7 +151,7 @@ run_timed() {
 
 blocks_dir=$out/blocks
 block=$blocks_dir/gpt2_b8_s1024_f16/graph.json
-attention=(--suite fa3 --match fa3/f16/d128/)
+attention=(--suite all --match fa3/f16/d128/,gqa/bf16/d128/b4/,decode/f16/d128/b8/h32/kv8/,mask/f16/d128/b4/)
 norms=(--match /f16/)
 make_block() {
   [ -f "$block" ] && return 0

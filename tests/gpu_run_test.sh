@@ -87,8 +87,8 @@ graph,impl,median_ms,min_ms,max_memory_allocated,max_memory_reserved,device,torc
 gpt2_b8_s1024_f16,torch_eager,1.5000,1.4,209715200,230000000,G,2.11,ok
 EOS
 summary=$(python3 "$src/bench/gpu_run_summary.py" "$out/csv" 2>&1) || bad "gpu_run_summary.py failed: $summary"
-grep -Eq 'f16 d128 q512 full +440.0 +488.9 \(flash\) +0.90x' <<<"$summary" || bad "attention row: $summary"
-grep -q 'q16384 causal .*(launch failed)' <<<"$summary" || bad "a failed shape is not said"
+grep -Eq 'fa3 f16 d128 q512 k512 full +440.0 +488.9 \(flash\) +0.90x' <<<"$summary" || bad "attention row: $summary"
+grep -q 'q16384 k16384 causal .*(launch failed)' <<<"$summary" || bad "a failed shape is not said"
 grep -Eq 'layernorm f16 w1024 +2800 +– +3000 +0.93' <<<"$summary" || bad "norms row: $summary"
 grep -q 'mcir 1.250 ms (100.0 MiB)' <<<"$summary" && grep -q 'torch_eager 1.500 ms (200.0 MiB)' <<<"$summary" ||
   bad "block rows: $summary"
