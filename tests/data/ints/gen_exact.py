@@ -179,6 +179,9 @@ node("cumsum", ["rows"], "cumsum_excl_rev", np.flip(np.cumsum(np.flip(arr["rows"
      axis=1, exclusive=True, reverse=True)
 node("cumsum", ["rows"], "cumsum_axis0", np.cumsum(arr["rows"], axis=0), axis=0)
 node("transpose", ["table"], "transpose_big", arr["table"].T, perm=[1, 0])
+nodes.append({"name": "split_big", "op": "split", "inputs": ["table"], "outputs": ["split_a", "split_b"],
+              "attrs": {"axis": 1, "sizes": [1, 2]}})
+expect["split_a"], expect["split_b"] = arr["table"][:, :1], arr["table"][:, 1:]
 # a chain the kernels fuse: ((a * 3) + big) mod 1000003, cast to i32, shifted
 c1 = A * np.int64(3)
 c2 = c1 + BIG
