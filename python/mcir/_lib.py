@@ -1,16 +1,17 @@
 """ctypes bindings of libmcir_capi.so (python/capi/mcir_capi.c).
 
 The library is found, in order: the MCIR_CAPI_LIB environment variable (a
-path to the .so), then beside an installed package prefix (lib/), then the
-repository's build/python/ (a source checkout built with scripts/build.sh).
+path to the .so: a build of one's own), then inside this package (what
+`pip install ./python` puts there), then the repository's build/python/ (a
+source checkout used in place, PYTHONPATH=python, after scripts/build.sh).
 """
 import ctypes
 import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _CANDIDATES = [
+    os.path.join(_HERE, "libmcir_capi.so"),
     os.path.join(_HERE, "..", "..", "build", "python", "libmcir_capi.so"),
-    os.path.join(_HERE, "..", "..", "..", "lib", "libmcir_capi.so"),
 ]
 
 NO_REWRITE, CODE, PTX = 1, 2, 4
@@ -29,18 +30,31 @@ def _find():
         if os.path.exists(c):
             return os.path.abspath(c)
     raise McirError(
-        "libmcir_capi.so not found: build mcir (scripts/build.sh) or set MCIR_CAPI_LIB")
+        "libmcir_capi.so not found: `pip install ./python` builds it into the package; a "
+        "source checkout used in place needs scripts/build.sh (build/python/), or set "
+        "MCIR_CAPI_LIB to the library's path")
 
 
 _lib = None
+_path = None
+
+
+def library_path():
+    """The path of the libmcir_capi.so this package loads."""
+    lib()
+    return _path
 
 
 def lib():
     """The loaded library, its functions typed."""
-    global _lib
+    global _lib, _path
     if _lib is not None:
         return _lib
-    L = ctypes.CDLL(_find())
+    path = _find()
+    try:
+        L = ctypes.CDLL(path)
+    except OSError as e:
+        raise McirError("cannot load %s: %s" % (path, e)) from None
     c_char_pp = ctypes.POINTER(ctypes.c_char_p)
     c_void_pp = ctypes.POINTER(ctypes.c_void_p)
     c_ll_p = ctypes.POINTER(ctypes.c_longlong)
@@ -64,7 +78,7 @@ def lib():
     if L.mcir_capi_version() != 1:
         raise McirError("libmcir_capi.so speaks version %d, this package 1" %
                         L.mcir_capi_version())
-    _lib = L
+    _lib, _path = L, path
     return L
 
 
