@@ -357,8 +357,20 @@ static bool consumer_folds(const part_ctx *c, const mcir_node *t, const mcir_nod
  * kernels (a prologue or epilogue of the generated GEMM) through the value
  * emitter's index remap; not a matmul operand itself, a norm, reduction,
  * pool or conv, which read their operands as whole tensors. */
-static bool view_readers_ok(const part_ctx *c, const mcir_tensor *t, int depth, const char **who,
-                            const char **why) {
+static bool view_reshape(int *rank, int64_t *shape, int64_t *stride, int nrank,
+                         const int64_t *nshape);
+
+/* The access so far of a reader reached through reshapes and transposes
+ * from a split output: shape and strides in the split input's storage, or
+ * not one strided view (a reshape merging dims the split made apart). */
+typedef struct {
+    int rank;
+    int64_t shape[MCIR_MAX_RANK], stride[MCIR_MAX_RANK];
+    bool exact;
+} view_walk;
+
+static bool view_readers_ok(const part_ctx *c, const mcir_tensor *t, int depth, view_walk w,
+                            const char **who, const char **why) {
     mcir_node **cons;
     int nc = consumers_of(c, t, &cons);
     if (tensor_external(t)) { *who = t->name; *why = "is a graph output and must be stored"; return false; }
@@ -368,12 +380,30 @@ static bool view_readers_ok(const part_ctx *c, const mcir_tensor *t, int depth, 
         *who = x->name;
         if (x->group < 0 && (x->op == MCIR_OP_RESHAPE || x->op == MCIR_OP_TRANSPOSE)) {
             if (depth > 8) { *why = "ends a chain of more than 8 reshapes and transposes"; return false; }
-            if (!view_readers_ok(c, x->outputs[0], depth + 1, who, why)) return false;
+            view_walk nw = w;
+            const mcir_tensor *out = x->outputs[0];
+            if (nw.exact && x->op == MCIR_OP_RESHAPE) {
+                nw.exact = view_reshape(&nw.rank, nw.shape, nw.stride, out->rank, out->shape);
+            } else if (nw.exact) {
+                int pm[MCIR_MAX_RANK];
+                int r = node_perm(x, pm);
+                for (int k = 0; k < r; k++) {
+                    nw.shape[k] = w.shape[pm[k]];
+                    nw.stride[k] = w.stride[pm[k]];
+                }
+            }
+            if (!view_readers_ok(c, out, depth + 1, nw, who, why)) return false;
             continue;
         }
         if (x->op == MCIR_OP_ATTENTION) {
             for (int j = 3; j < x->n_inputs; j++)
                 if (x->inputs[j] == t) { *why = "reads it as the mask, which is read as given"; return false; }
+            if (!w.exact) {
+                /* attention loads tiles through one set of strides */
+                *why = "reads it through a reshape that merges dims the split keeps apart "
+                       "(not one strided view)";
+                return false;
+            }
             continue;
         }
         unsigned fl = mcir_op_desc_of(x->op)->flags;
@@ -394,7 +424,15 @@ static bool split_is_view(part_ctx *c, const mcir_node *v, json_t *ck) {
     mcir_arena *a = c->p->arena;
     for (int o = 0; o < v->n_outputs; o++) {
         const char *who = "", *why = "";
-        if (!view_readers_ok(c, v->outputs[o], 0, &who, &why)) {
+        const mcir_tensor *in = v->inputs[0], *out = v->outputs[o];
+        view_walk w = {.rank = out->rank, .exact = true};
+        int64_t acc = 1;
+        for (int k = in->rank - 1; k >= 0; k--) {
+            w.shape[k] = out->shape[k];
+            w.stride[k] = acc;
+            acc *= in->shape[k];
+        }
+        if (!view_readers_ok(c, out, 0, w, &who, &why)) {
             json_array_append_new(ck, legality("readers_take_views", false,
                 mcir_arena_printf(a, "'%s': '%s' %s", v->outputs[o]->name, who, why)));
             return false;

@@ -449,6 +449,60 @@ START_TEST(split_folds_into_strided_views) {
 }
 END_TEST
 
+/* nn.MultiheadAttention's sequence-first split (torch 1.13): ex [16, 2, 96]
+ * split in three along the last axis, each part viewed [16, 2*2, 16] —
+ * batch and heads merged, which no strides of ex express — and transposed
+ * to [4, 16, 16] for attention. The split must stay a copy: attention
+ * loads its tiles through one set of strides. */
+START_TEST(split_merging_dims_is_not_an_attention_view) {
+    mcir_graph *g = mcir_graph_new("mha");
+    mcir_tensor *x = input(g, "x", MCIR_DTYPE_F32, 3, (int64_t[]){16, 2, 96});
+    mcir_node *e = node(g, MCIR_OP_EXP, "e", 1, &x, "ex");
+    mcir_tensor *parts[3];
+    const char *names[] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++)
+        parts[i] = mcir_graph_add_tensor(g, names[i], MCIR_DTYPE_F32, -1, NULL,
+                                         MCIR_TENSOR_INTERMEDIATE);
+    mcir_node *sp = mcir_graph_add_node(g, MCIR_OP_SPLIT, "sp", 1, (mcir_tensor *[]){out_of(e)},
+                                        3, parts);
+    mcir_node_set_int(g, sp, "axis", -1);
+    mcir_node_set_ints(g, sp, "sizes", 3, (int64_t[]){32, 32, 32});
+    mcir_tensor *h[3];
+    for (int i = 0; i < 3; i++) {
+        mcir_node *rs = node(g, MCIR_OP_RESHAPE, mcir_arena_printf(g->arena, "rs%d", i), 1,
+                             &parts[i], mcir_arena_printf(g->arena, "%s_s", names[i]));
+        mcir_node_set_ints(g, rs, "shape", 3, (int64_t[]){16, 4, 16});
+        mcir_node *t = node(g, MCIR_OP_TRANSPOSE, mcir_arena_printf(g->arena, "t%d", i), 1,
+                            (mcir_tensor *[]){out_of(rs)},
+                            mcir_arena_printf(g->arena, "%s_h", names[i]));
+        mcir_node_set_ints(g, t, "perm", 3, (int64_t[]){1, 0, 2});
+        h[i] = out_of(t);
+    }
+    mcir_node *at = node(g, MCIR_OP_ATTENTION, "att", 3, h, "o");
+    finish(g, out_of(at));
+    mcir_trace *tr = mcir_trace_new();
+    mcir_diag d = mcir_diag_stderr();
+    mcir_plan *p = mcir_plan_build(g, mcir_target_find("sm_90"), tr, &d);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(mcir_plan_verify(p, &d));
+    bool applied = true;
+    for (int i = 0; i < mcir_trace_count(tr); i++) {
+        json_t *r = mcir_trace_get(tr, i);
+        if (!strcmp(json_string_value(json_object_get(r, "rule")), "split_view"))
+            applied = !strcmp(json_string_value(json_object_get(r, "decision")), "applied");
+    }
+    ck_assert(!applied);
+    const mcir_kernel_plan *k = NULL;
+    for (int i = 0; i < p->n_kernels; i++)
+        if (p->kernels[i].tpl == MCIR_TEMPLATE_STREAMING_ATTENTION) k = &p->kernels[i];
+    ck_assert_ptr_nonnull(k);
+    ck_assert(!kernel_has_node(k, "sp"));
+    mcir_plan_free(p);
+    mcir_trace_free(tr);
+    mcir_graph_free(g);
+}
+END_TEST
+
 /* x [64, 32] . w [32, 48] + b, then `act` (an op, or -1), then + r (if
  * residual), all one fusion group. */
 static mcir_graph *gemm_epilogue_graph(int act, const char *approx, bool residual, bool act_last) {
@@ -1127,6 +1181,7 @@ static Suite *kernelplan_suite(void) {
     tcase_add_test(t, transposes_fold_into_attention);
     tcase_add_test(t, unfoldable_transpose_is_a_copy);
     tcase_add_test(t, split_folds_into_strided_views);
+    tcase_add_test(t, split_merging_dims_is_not_an_attention_view);
     tcase_add_test(t, gemm_epilogues_take_the_library_form);
     tcase_add_test(t, independent_pointwise_groups_share_a_launch);
     tcase_add_test(t, head_split_folds_into_elementwise_and_slices);
