@@ -24,7 +24,7 @@ struct mcir_capi {
     char *artifact;        /* the last artifact asked for */
 };
 
-#define CAPI_VERSION 1
+#define CAPI_VERSION 2
 int mcir_capi_version(void) { return CAPI_VERSION; }
 
 /* Runs fn with a diagnostics sink whose text lands in h->errors. */
@@ -121,6 +121,17 @@ void mcir_capi_counts(const mcir_capi *h, int *nodes_before, int *nodes_after, i
     *nodes_after = h->c.nodes_after;
     *kernels = h->c.plan ? h->c.plan->n_kernels : 0;
     *rewrites = h->c.rewrites_applied;
+}
+
+/* Output i of the compiled graph (graph output order): its dtype name
+ * ("f32", "i64", ...) and shape, for the caller to size its buffers.
+ * Returns the rank, or -1 if there is no output i. */
+int mcir_capi_output(const mcir_capi *h, int i, const char **dtype, long long *shape) {
+    if (!h || h->status || !h->c.graph || i < 0 || i >= h->c.graph->n_outputs) return -1;
+    const mcir_tensor *t = h->c.graph->outputs[i];
+    *dtype = mcir_dtype_name(t->dtype);
+    for (int k = 0; k < t->rank; k++) shape[k] = (long long)t->shape[k];
+    return t->rank;
 }
 
 /* An artifact as mcirc --emit writes it: "mcir", "trace", "plan",

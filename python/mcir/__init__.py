@@ -13,8 +13,8 @@ pipeline, catalog and diagnostics as `mcirc`. docs/python.md has the rest.
 """
 from ._lib import McirError
 from .graph import Compiled, Graph, compile
-from .fx import UnsupportedError, capture, capture_fx
+from .capture import TrainingError, UnsupportedError, capture, capture_fx
 from .backend import backend
 
 __all__ = ["capture", "capture_fx", "compile", "backend", "Graph", "Compiled", "McirError",
-           "UnsupportedError"]
+           "UnsupportedError", "TrainingError"]

@@ -15,6 +15,7 @@ _CANDIDATES = [
 ]
 
 NO_REWRITE, CODE, PTX = 1, 2, 4
+CAPI_VERSION = 2
 
 
 class McirError(Exception):
@@ -72,12 +73,15 @@ def lib():
     L.mcir_capi_artifact.restype = ctypes.c_char_p
     ip = ctypes.POINTER(ctypes.c_int)
     L.mcir_capi_counts.argtypes = [ctypes.c_void_p, ip, ip, ip, ip]
+    L.mcir_capi_output.restype = ctypes.c_int
+    L.mcir_capi_output.argtypes = [ctypes.c_void_p, ctypes.c_int, c_char_pp, c_ll_p]
     L.mcir_capi_run.restype = ctypes.c_int
     L.mcir_capi_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, c_char_pp,
                                 c_void_pp, c_ll_p, c_void_pp, c_ll_p, ctypes.c_ulonglong]
-    if L.mcir_capi_version() != 1:
-        raise McirError("libmcir_capi.so speaks version %d, this package 1" %
-                        L.mcir_capi_version())
+    if L.mcir_capi_version() != CAPI_VERSION:
+        raise McirError("%s speaks version %d, this package %d: rebuild it (pip install "
+                        "./python, or scripts/build.sh)" % (path, L.mcir_capi_version(),
+                                                           CAPI_VERSION))
     _lib, _path = L, path
     return L
 

@@ -12,7 +12,7 @@ from ._lib import McirError
 
 
 def backend(gm, example_inputs):
-    from .fx import capture_fx
+    from .capture import capture_fx
     from .graph import compile as mcir_compile
     try:
         g = capture_fx(gm, example_inputs, name="dynamo_graph")

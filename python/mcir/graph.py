@@ -7,7 +7,9 @@ import numpy as np
 
 from . import _lib
 
-_NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
+_NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i64": np.int64,
+             "i32": np.int32, "u8": np.uint8, "bool": np.bool_}
+_INT = ("i64", "i32", "u8", "bool")
 
 
 def storage(values, dtype):
@@ -16,6 +18,11 @@ def storage(values, dtype):
     to nearest even, as mcir stores it)."""
     if hasattr(values, "detach"):  # a torch tensor
         t = values.detach().cpu()
+        if dtype in _INT:
+            import torch
+            tt = {"i64": torch.int64, "i32": torch.int32, "u8": torch.uint8,
+                  "bool": torch.bool}[dtype]
+            return np.ascontiguousarray(t.to(tt).numpy())
         if dtype == "bf16":
             import torch
             return np.ascontiguousarray(t.to(torch.bfloat16).view(torch.int16).numpy()
@@ -32,10 +39,24 @@ def storage(values, dtype):
 
 
 def from_storage(a, dtype):
-    """A storage array back to float32 numpy."""
+    """A storage array back to numpy: float32 for the float dtypes, the
+    integer or bool dtype itself otherwise."""
     if dtype == "bf16":
         return (a.astype(np.uint32) << 16).view(np.float32)
+    if dtype in _INT:
+        return a
     return a.astype(np.float32)
+
+
+def _rebuild(tree, results):
+    """The output structure the model returned, tensors put back."""
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_rebuild(x, results) for x in tree)
+    if isinstance(tree, dict):
+        return {k: _rebuild(v, results) for k, v in tree.items()}
+    if type(tree).__name__ == "_Out":
+        return results[tree.i]
+    return tree
 
 
 class Graph:
@@ -49,6 +70,9 @@ class Graph:
         self.values = {}        # weight name -> storage array
         self.nodes = []
         self.outputs = []
+        self.output_tree = None   # the structure the model returns (capture sets it)
+        self.input_args = None    # example-input position of each input (capture)
+        self.keep = []            # torch tensors the weights' values view
         self._names = set()
 
     def fresh(self, base):
@@ -168,13 +192,19 @@ class Compiled:
         if want_torch:
             import torch
             results = [torch.from_numpy(r) for r in results]
+        if g.output_tree is not None:
+            return _rebuild(g.output_tree, results)
         return results[0] if len(results) == 1 else tuple(results)
 
     def _output_spec(self, name):
         if not hasattr(self, "_specs"):
-            graph = json.loads(self._artifact("mcir"))
-            self._specs = {n: (t["dtype"], tuple(t["shape"]))
-                           for n, t in graph.get("tensors", {}).items()}
+            L = _lib.lib()
+            self._specs = {}
+            dt = ctypes.c_char_p()
+            shape = (ctypes.c_longlong * 8)()
+            for i, n in enumerate(self.graph.outputs):
+                r = L.mcir_capi_output(self._h, i, ctypes.byref(dt), shape)
+                self._specs[n] = (dt.value.decode(), tuple(shape[k] for k in range(r)))
         return self._specs[name]
 
     def __del__(self):
