@@ -14,7 +14,7 @@ pipeline, catalog and diagnostics as `mcirc`. docs/python.md has the rest.
 from ._lib import McirError
 from .graph import Compiled, Graph, compile
 from .capture import TrainingError, UnsupportedError, capture, capture_fx
-from .backend import backend
+from .backend import StrictError, backend, reset_stats, stats
 
 __all__ = ["capture", "capture_fx", "compile", "backend", "Graph", "Compiled", "McirError",
-           "UnsupportedError", "TrainingError"]
+           "UnsupportedError", "TrainingError", "StrictError", "stats", "reset_stats"]

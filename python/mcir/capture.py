@@ -125,7 +125,10 @@ class _Values:
                 kw = torch.fx.node.map_arg(n.kwargs, lambda x: env[x])
                 v = n.target(*a, **kw)
                 ins = n.all_input_nodes
-                if all(i in self.const for i in ins) or _op_name(n) in self.VALUE_FREE:
+                op = _op_name(n)
+                if op.rstrip("_") in RANDOM_OPS:
+                    pass                    # never a constant
+                elif all(i in self.const for i in ins) or op in self.VALUE_FREE:
                     self.const.add(n)
             elif n.op == "output":
                 continue
@@ -179,6 +182,14 @@ def _op_name(n):
     if hasattr(t, "__name__"):
         return t.__name__
     return str(t)
+
+
+# ops that draw random numbers: never constants, refused (dropout in
+# training mode is what brings them into a model's graph)
+RANDOM_OPS = {"bernoulli", "rand", "rand_like", "randn", "randn_like", "randint",
+              "randint_like", "normal", "uniform", "exponential", "geometric", "cauchy",
+              "log_normal", "multinomial", "randperm", "random", "poisson", "rrelu",
+              "rrelu_with_noise"}
 
 
 # ----------------------------------------------------------- lazy values
@@ -572,6 +583,11 @@ _UNUSED = object()   # an output of a multi-output op mcir does not compute
         "alias_copy", "detach_copy", "_assert_tensor_metadata")
 def _same(L, args, kw):
     return args[0]
+
+
+@lowers(*RANDOM_OPS)
+def _random(L, args, kw):
+    L.refuse_training("aten::%s draws random numbers (dropout in training mode?)" % L.op)
 
 
 @lowers("dropout", "feature_dropout", "alpha_dropout")

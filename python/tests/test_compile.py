@@ -1,0 +1,156 @@
+"""torch.compile(model, backend="mcir") on torch >= 2.0 (skipped on 1.13):
+models run through mcir in strict mode (any fallback is an exception)
+within 1e-4 of eager PyTorch; parameters bound as weights and rebound when
+changed; one compile per input shape under Dynamo's symbolic sizes;
+training and gradients refused; fallbacks counted, or raised in strict
+mode with the op and the model's line."""
+import io
+import os
+import sys
+import unittest
+from contextlib import redirect_stderr
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mcir  # noqa: E402
+import models  # noqa: E402
+
+try:
+    import torchvision
+except ImportError:
+    torchvision = None
+
+
+def rel_err(got, ref):
+    got, ref = np.asarray(got, dtype=np.float64), ref.detach().double().numpy()
+    assert np.isfinite(ref).all() and np.abs(ref).max() > 0 and ref.std() > 0
+    return float(np.abs(got - ref).max() / np.abs(ref).max())
+
+
+STRICT = {"strict": True}
+
+
+@unittest.skipUnless(hasattr(torch, "compile"), "torch.compile needs torch >= 2.0")
+class Compile(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+        torch._dynamo.reset()
+        mcir.reset_stats()
+
+    def compiled(self, model, *inputs, options=STRICT):
+        model.eval()
+        opt = torch.compile(model, backend="mcir", options=options)
+        with torch.no_grad():
+            got, ref = opt(*inputs), model(*inputs)
+        return opt, got, ref
+
+    def check(self, model, *inputs):
+        _, got, ref = self.compiled(model, *inputs)
+        self.assertLess(rel_err(got, ref), 1e-4)
+        s = mcir.stats()
+        self.assertGreaterEqual(s["graphs_mcir"], 1)
+        self.assertEqual(s["graphs_fallback"], 0, s["fallbacks"])
+        self.assertGreaterEqual(s["calls_mcir"], 1)
+        return s
+
+    def test_nanogpt_block(self):
+        self.check(models.NanoBlock(), torch.randn(2, 32, 64))
+
+    def test_llama_gqa(self):
+        self.check(models.LlamaForCausalLM(gqa="repeat_kv"), torch.randint(0, 128, (2, 16)))
+
+    def test_bert_with_mask(self):
+        mask = torch.ones(2, 16, dtype=torch.long)
+        mask[0, 12:] = 0
+        self.check(models.BertModel(), torch.randint(0, 128, (2, 16)), mask)
+
+    def test_functional_conv_batch_norm_linear(self):
+        m = models.SmallCNN()
+        m.bn1.running_mean.uniform_(-0.5, 0.5)
+        m.bn1.running_var.uniform_(0.5, 1.5)
+        self.check(m, torch.randn(2, 3, 16, 16))
+
+    @unittest.skipUnless(torchvision, "torchvision not installed")
+    def test_resnet18(self):
+        self.check(torchvision.models.resnet18(), torch.randn(1, 3, 32, 32))
+
+    def test_parameters_are_weights_and_rebound(self):
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                torch.nn.Linear(32, 8)).eval()
+        x = torch.randn(4, 16)
+        opt, got, ref = self.compiled(m, x)
+        self.assertLess(rel_err(got, ref), 1e-4)
+        with torch.no_grad():
+            opt(x)
+            self.assertEqual(mcir.stats()["compiles"], 1)     # no copy, no recompile
+            m[0].weight.mul_(-2.0)                            # changed in place
+            self.assertLess(rel_err(opt(x), m(x)), 1e-4)
+        self.assertEqual(mcir.stats()["rebinds"], 1)
+
+    def test_symbolic_sizes_compile_per_shape(self):
+        m = models.NanoBlock().eval()
+        opt = torch.compile(m, backend="mcir", options=STRICT)
+        with torch.no_grad():
+            for t in (16, 24, 8, 24):
+                x = torch.randn(2, t, 64)
+                self.assertLess(rel_err(opt(x), m(x)), 1e-4)
+        s = mcir.stats()
+        self.assertEqual(s["graphs_fallback"], 0, s["fallbacks"])
+        self.assertEqual(s["compiles"], 3)        # 16, then 24 and 8 (24 again: cached)
+
+    def test_gradients_are_refused(self):
+        m = models.NanoBlock().eval()
+        opt = torch.compile(m, backend="mcir")
+        with self.assertRaises(Exception) as e:
+            opt(torch.randn(1, 8, 64))
+        self.assertIn("torch.no_grad()", str(e.exception))
+
+    def test_training_mode_is_refused(self):
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)).train()
+        opt = torch.compile(m, backend="mcir")
+        with torch.no_grad(), self.assertRaises(Exception) as e:
+            opt(torch.randn(2, 8))
+        self.assertIn("training", str(e.exception))
+        self.assertIn("eval()", str(e.exception))
+
+    def sorting(self):
+        class Sorting(torch.nn.Module):
+            def forward(self, x):
+                return torch.sort(x * 2, -1)[0] + 1
+        return Sorting().eval(), torch.randn(3, 5)
+
+    def test_strict_mode_names_op_and_line(self):
+        m, x = self.sorting()
+        for options, env in ((STRICT, None), (None, "1")):
+            torch._dynamo.reset()
+            if env:
+                os.environ["MCIR_STRICT"] = env
+            try:
+                opt = torch.compile(m, backend="mcir", options=options)
+                with torch.no_grad(), self.assertRaises(Exception) as e:
+                    opt(x)
+            finally:
+                os.environ.pop("MCIR_STRICT", None)
+            msg = str(e.exception)
+            self.assertIn("strict", msg)
+            self.assertIn("aten::sort", msg)
+            self.assertIn("test_compile.py", msg)
+            self.assertIn("torch.sort(x * 2, -1)", msg)
+
+    def test_fallback_is_counted(self):
+        m, x = self.sorting()
+        err = io.StringIO()
+        with redirect_stderr(err):
+            _, got, ref = self.compiled(m, x, options=None)
+        self.assertTrue(torch.equal(got, ref))
+        s = mcir.stats()
+        self.assertEqual((s["graphs_mcir"], s["graphs_fallback"]), (0, 1))
+        self.assertEqual(s["calls_fallback"], 1)
+        self.assertIn("aten::sort", s["fallbacks"][0])
+        self.assertIn("falling back", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
