@@ -50,6 +50,7 @@ typedef struct gpu_run {
     const mcir_graph *g;
     const mcir_memplan *m;   /* NULL: no arena plan */
     mcir_alloc_mode mode;
+    const uint64_t *bound;   /* by tensor id: the caller's device bytes, 0 = ours (NULL: none) */
     /* open */
     CUdevice dev;
     CUcontext ctx;
@@ -305,6 +306,11 @@ static bool run_place(gpu_run *r, mcir_env *env) {
             continue;
         }
         if (r->mode == MCIR_ALLOC_LAZY && !is_graph_tensor(tt)) continue;   /* at first use */
+        if (r->bound && r->bound[t] &&
+            (tt->kind == MCIR_TENSOR_INPUT || tt->kind == MCIR_TENSOR_OUTPUT || tt->is_output)) {
+            r->ptr[t] = (CUdeviceptr)r->bound[t];   /* the caller's: read or written in place */
+            continue;
+        }
         if (!tensor_alloc(r, tt)) return false;
         if (tt->kind == MCIR_TENSOR_INPUT || tt->kind == MCIR_TENSOR_WEIGHT) {
             void *h = leaf_bytes(tt, env);
@@ -444,6 +450,17 @@ static bool run_copy_back(gpu_run *r, mcir_env *env) {
             snprintf(r->why, sizeof r->why, "output '%s' was never placed on the device", t->name);
             return false;
         }
+        if (r->bound && r->bound[t->id]) {
+            /* the caller's buffer: written in place, or (a view of another
+             * tensor) copied into it on the device */
+            if (src != (CUdeviceptr)r->bound[t->id]) {
+                CU_CHECK(cu->cuMemcpyDtoDAsync_v2((CUdeviceptr)r->bound[t->id], src,
+                                                  (size_t)mcir_tensor_bytes(t), r->stream),
+                         r->why, sizeof r->why);
+                CU_CHECK(cu->cuStreamSynchronize(r->stream), r->why, sizeof r->why);
+            }
+            continue;
+        }
         void *h = malloc((size_t)mcir_tensor_bytes(t));
         MCIR_ASSERT(h != NULL);
         int rc = cu->cuMemcpyDtoH_v2(h, src, (size_t)mcir_tensor_bytes(t));
@@ -489,13 +506,19 @@ static void run_close(gpu_run *r) {
 
 bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gpu_stats *stats,
                   mcir_diag *d) {
+    return mcir_gpu_run_bound(cg, env, NULL, mode, stats, d);
+}
+
+bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
+                        mcir_alloc_mode mode, mcir_gpu_stats *stats, mcir_diag *d) {
     if (stats) memset(stats, 0, sizeof *stats);
     char why[256];
     if (!(cu = mcir_cu_load(why, sizeof why))) {
         mcir_error(d, (mcir_loc){0}, "cannot run on the GPU: %s", why);
         return false;
     }
-    gpu_run r = {.cg = cg, .p = cg->plan, .g = cg->plan->graph, .m = cg->mem, .mode = mode};
+    gpu_run r = {.cg = cg, .p = cg->plan, .g = cg->plan->graph, .m = cg->mem, .mode = mode,
+                 .bound = bound};
     if (mode == MCIR_ALLOC_POOL && !cg->mem) r.mode = MCIR_ALLOC_EAGER;   /* no arena plan: one per tensor */
     bool ok = run_open(&r, d) && run_place(&r, env) && run_launch(&r) && run_copy_back(&r, env);
     if (ok && stats) {

@@ -56,4 +56,16 @@ bool mcir_cublas_available(char *why, size_t n);
 bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
                   mcir_gpu_stats *stats, mcir_diag *d);
 
+/* As mcir_gpu_run, with graph inputs and outputs in the caller's device
+ * memory (device 0, its primary context: a framework's CUDA tensors):
+ * bound[t->id], for t an input or output of the graph, is the device
+ * address of its bytes (storage dtype, C order), or 0 for "as mcir_gpu_run
+ * does". Bound inputs are read where they are and bound outputs written
+ * there (an output that is a view of another tensor is copied on the
+ * device); nothing of them passes through env or the host. The caller's
+ * work on those buffers must be complete before the call (synchronise
+ * your stream); the run's own is when it returns. */
+bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
+                        mcir_alloc_mode mode, mcir_gpu_stats *stats, mcir_diag *d);
+
 #endif /* MCIR_RUNTIME_H */

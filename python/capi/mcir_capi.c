@@ -10,6 +10,7 @@
  * input. Strings returned are owned by the handle.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@ struct mcir_capi {
     char *artifact;        /* the last artifact asked for */
 };
 
-#define CAPI_VERSION 2
+#define CAPI_VERSION 3
 int mcir_capi_version(void) { return CAPI_VERSION; }
 
 /* Runs fn with a diagnostics sink whose text lands in h->errors. */
@@ -121,6 +122,70 @@ void mcir_capi_counts(const mcir_capi *h, int *nodes_before, int *nodes_after, i
     *nodes_after = h->c.nodes_after;
     *kernels = h->c.plan ? h->c.plan->n_kernels : 0;
     *rewrites = h->c.rewrites_applied;
+}
+
+/* Runs the compiled graph on the GPU with inputs and outputs in device
+ * memory the caller owns (torch CUDA tensors on device 0): inputs by name,
+ * at device addresses in_ptrs (in_bytes long, storage dtype, C order),
+ * outputs in graph output order at out_ptrs (out_bytes long); nothing is
+ * copied through the host (mcir_gpu_run_bound). Needs MCIR_CAPI_PTX at
+ * compile time. 0 on success. */
+int mcir_capi_run_device(mcir_capi *h, int n_inputs, const char *const *names,
+                         const unsigned long long *in_ptrs, const long long *in_bytes,
+                         const unsigned long long *out_ptrs, const long long *out_bytes) {
+    if (!h || h->status) return MCIR_EXIT_USAGE;
+    sink s;
+    sink_open(&s);
+    mcir_diag *d = &s.d;
+    mcir_compilation *c = &h->c;
+    const mcir_graph *g = c->graph;
+    int st = MCIR_EXIT_OK;
+    char why[256];
+    uint64_t *bound = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *bound);
+    if (!bound) {
+        sink_close(&s, h);
+        return MCIR_EXIT_INVALID;
+    }
+    if (!c->codegen || !mcir_gpu_available(why, sizeof why)) {
+        mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'gpu': %s",
+                   c->codegen ? why : "compile with ptx=True first");
+        st = MCIR_EXIT_TOOLCHAIN;
+    }
+    for (int i = 0; !st && i < n_inputs; i++) {
+        const mcir_tensor *t = mcir_graph_find_tensor((mcir_graph *)g, names[i]);
+        if (!t || t->kind != MCIR_TENSOR_INPUT) {
+            mcir_error(d, (mcir_loc){g->path, 0, 0}, "input '%s': the graph has no such input",
+                       names[i]);
+            st = MCIR_EXIT_USAGE;
+        } else if ((long long)mcir_tensor_bytes(t) != in_bytes[i] || !in_ptrs[i]) {
+            mcir_error(d, (mcir_loc){g->path, 0, 0},
+                       "input '%s': %lld bytes at 0x%llx given, the graph declares %lld",
+                       t->name, in_bytes[i], in_ptrs[i], (long long)mcir_tensor_bytes(t));
+            st = MCIR_EXIT_INVALID;
+        } else {
+            bound[t->id] = in_ptrs[i];
+        }
+    }
+    for (int i = 0; !st && i < g->n_outputs; i++) {
+        const mcir_tensor *t = g->outputs[i];
+        if ((long long)mcir_tensor_bytes(t) != out_bytes[i] || !out_ptrs[i]) {
+            mcir_error(d, (mcir_loc){g->path, 0, 0},
+                       "output '%s': a buffer of %lld bytes at 0x%llx, the graph makes %lld",
+                       t->name, out_bytes[i], out_ptrs[i], (long long)mcir_tensor_bytes(t));
+            st = MCIR_EXIT_INVALID;
+        } else {
+            bound[t->id] = out_ptrs[i];
+        }
+    }
+    if (!st) {
+        mcir_env *env = mcir_env_new(g, 0);
+        if (!mcir_gpu_run_bound(c->codegen, env, bound, MCIR_ALLOC_POOL, &c->gpu_stats, d))
+            st = MCIR_EXIT_TOOLCHAIN;
+        mcir_env_free(env);
+    }
+    free(bound);
+    sink_close(&s, h);
+    return st;
 }
 
 /* Output i of the compiled graph (graph output order): its dtype name

@@ -20,6 +20,9 @@ int mcir_capi_status(const mcir_capi *h);
 const char *mcir_capi_errors(const mcir_capi *h);
 void mcir_capi_counts(const mcir_capi *h, int *nodes_before, int *nodes_after, int *kernels,
                       int *rewrites);
+int mcir_capi_run_device(mcir_capi *h, int n_inputs, const char *const *names,
+                         const unsigned long long *in_ptrs, const long long *in_bytes,
+                         const unsigned long long *out_ptrs, const long long *out_bytes);
 int mcir_capi_output(const mcir_capi *h, int i, const char **dtype, long long *shape);
 const char *mcir_capi_artifact(mcir_capi *h, const char *what);
 int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *const *names,

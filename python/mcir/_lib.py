@@ -15,7 +15,7 @@ _CANDIDATES = [
 ]
 
 NO_REWRITE, CODE, PTX = 1, 2, 4
-CAPI_VERSION = 2
+CAPI_VERSION = 3
 
 
 class McirError(Exception):
@@ -73,6 +73,10 @@ def lib():
     L.mcir_capi_artifact.restype = ctypes.c_char_p
     ip = ctypes.POINTER(ctypes.c_int)
     L.mcir_capi_counts.argtypes = [ctypes.c_void_p, ip, ip, ip, ip]
+    ull_p = ctypes.POINTER(ctypes.c_ulonglong)
+    L.mcir_capi_run_device.restype = ctypes.c_int
+    L.mcir_capi_run_device.argtypes = [ctypes.c_void_p, ctypes.c_int, c_char_pp, ull_p, c_ll_p,
+                                       ull_p, c_ll_p]
     L.mcir_capi_output.restype = ctypes.c_int
     L.mcir_capi_output.argtypes = [ctypes.c_void_p, ctypes.c_int, c_char_pp, c_ll_p]
     L.mcir_capi_run.restype = ctypes.c_int

@@ -164,12 +164,27 @@ class Compiled:
 
     def __call__(self, *inputs, device="cpu", seed=0):
         """Runs on the inputs (torch tensors or numpy arrays, in the graph's
-        input order); returns the outputs as torch tensors when torch
-        tensors came in, else numpy arrays (float32 values)."""
+        input order); returns the outputs in the structure the model
+        returned, as torch tensors when torch tensors came in, else numpy
+        arrays (float32 values for float dtypes, integers as they are).
+
+        device "cpu": the reference interpreter. "gpu": the generated
+        kernels (compile(..., ptx=True)); torch CUDA tensors are read and
+        the outputs written in device memory, by their device pointers,
+        without a pass through the host; other inputs are copied through
+        it. "emu" is not available yet."""
         g = self.graph
         if len(inputs) != len(g.inputs):
             raise _lib.McirError("%s takes %d inputs, %d given" %
                                  (g.name, len(g.inputs), len(inputs)))
+        if device == "emu":
+            raise _lib.McirError("device 'emu' is not available yet: the emulated GPU device "
+                                 "comes with its own issue; use device='cpu' (the reference "
+                                 "interpreter) or device='gpu'")
+        if device not in ("cpu", "gpu"):
+            raise _lib.McirError("device must be 'cpu' or 'gpu' ('emu' later), not %r" % (device,))
+        if device == "gpu" and any(getattr(x, "is_cuda", False) for x in inputs):
+            return self._run_cuda(inputs)
         want_torch = any(hasattr(x, "detach") for x in inputs)
         arrays = []
         for x, spec in zip(inputs, g.inputs):
@@ -195,6 +210,48 @@ class Compiled:
         if g.output_tree is not None:
             return _rebuild(g.output_tree, results)
         return results[0] if len(results) == 1 else tuple(results)
+
+    def _run_cuda(self, inputs):
+        """device="gpu" on torch CUDA tensors: their device pointers go to
+        mcir's runtime (mcir_capi_run_device), outputs are torch CUDA tensors
+        allocated here and written in place. mcir's runtime runs on CUDA
+        device 0, in its primary context (the one torch uses)."""
+        import torch
+        g = self.graph
+        if not torch.cuda.is_available():
+            raise _lib.McirError("device='gpu' with CUDA tensors: torch.cuda.is_available() is "
+                                 "False here")
+        tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+               "i64": torch.int64, "i32": torch.int32, "u8": torch.uint8, "bool": torch.bool}
+        dev = torch.device("cuda", 0)
+        ins = []
+        for x, spec in zip(inputs, g.inputs):
+            if getattr(x, "is_cuda", False) and x.device.index not in (None, 0):
+                raise _lib.McirError("input '%s' is on %s: mcir's runtime runs on cuda:0" %
+                                     (spec["name"], x.device))
+            t = torch.as_tensor(x).to(device=dev, dtype=tdt[spec["dtype"]]).contiguous()
+            if list(t.shape) != list(spec["shape"]):
+                raise _lib.McirError("input '%s' is %s, the graph declares %s" %
+                                     (spec["name"], list(t.shape), spec["shape"]))
+            ins.append(t)
+        outs = [torch.empty(self._output_spec(n)[1], dtype=tdt[self._output_spec(n)[0]],
+                            device=dev) for n in g.outputs]
+        # the producers of the inputs (on torch's stream) must be done
+        torch.cuda.current_stream(dev).synchronize()
+        n_in, n_out = max(1, len(ins)), max(1, len(outs))
+        in_ptrs = (ctypes.c_ulonglong * n_in)(*[t.data_ptr() for t in ins])
+        in_bytes = (ctypes.c_longlong * n_in)(*[t.numel() * t.element_size() for t in ins])
+        out_ptrs = (ctypes.c_ulonglong * n_out)(*[t.data_ptr() for t in outs])
+        out_bytes = (ctypes.c_longlong * n_out)(*[t.numel() * t.element_size() for t in outs])
+        L = _lib.lib()
+        st = L.mcir_capi_run_device(self._h, len(ins),
+                                    _lib.strings([s["name"] for s in g.inputs]),
+                                    in_ptrs, in_bytes, out_ptrs, out_bytes)
+        if st != 0:
+            raise _lib.McirError(L.mcir_capi_errors(self._h).decode())
+        if g.output_tree is not None:
+            return _rebuild(g.output_tree, outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _output_spec(self, name):
         if not hasattr(self, "_specs"):

@@ -128,6 +128,30 @@ class Api(unittest.TestCase):
         with self.assertRaises(mcir.McirError):
             c(torch.randn(3, 8))
 
+    def test_devices_without_a_gpu_say_why(self):
+        m = torch.nn.Linear(8, 4).eval()
+        x = torch.randn(2, 8)
+        c = mcir.compile(mcir.capture(m, (x,)))
+        with self.assertRaises(mcir.McirError) as e:
+            c(x, device="emu")
+        self.assertIn("not available yet", str(e.exception))
+        if not torch.cuda.is_available():
+            # kernels compiled (NVRTC needs no GPU), no device to run them
+            c = mcir.compile(mcir.capture(m, (x,)), ptx=True)
+            with self.assertRaises(mcir.McirError) as e:
+                c(x, device="gpu")
+            self.assertIn("device 'gpu'", str(e.exception))
+
+    @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU and torch with CUDA")
+    def test_gpu_takes_cuda_tensors(self):
+        # device pointers straight to mcir's runtime: outputs are CUDA tensors
+        m, x = models.GPT2Block().eval(), torch.randn(2, 32, 64)
+        c = mcir.compile(mcir.capture(m, (x,)), ptx=True)
+        y = c(x.cuda(), device="gpu")
+        self.assertTrue(y.is_cuda)
+        with torch.no_grad():
+            self.assertLess(rel_err(y.cpu(), m(x)), 1e-3)
+
     @unittest.skipUnless(hasattr(torch, "compile"), "torch.compile needs torch >= 2.0")
     def test_torch_compile_backend(self):
         m, x = models.GPT2Block().eval(), torch.randn(1, 32, 64)
