@@ -343,7 +343,7 @@ class _Lowering:
         return w
 
     def const(self, value, dtype):
-        key = (float(value) if not isinstance(value, bool) else value, dtype)
+        key = (type(value).__name__, value, dtype)
         if key not in self.consts:
             self.consts[key] = self.weight("const", dtype, [], [value])
         return self.consts[key]
@@ -806,6 +806,18 @@ def _binary(L, op, a, b, dt, attrs=None):
     """op on a and b in dtype dt (the result's, or the comparison's common
     dtype); a _Grouped operand keeps its split heads."""
     shape, out_dt = L.out_meta()
+    # a broadcast operand whose base broadcasts to the same result needs no
+    # copy: the op broadcasts it
+    for which in (0, 1):
+        v, other = (a, b) if which == 0 else (b, a)
+        if isinstance(v, _Expanded):
+            os_ = L.shape(other) if isinstance(other, (str, _Lazy)) else []
+            try:
+                fits = list(np.broadcast_shapes(tuple(v.bshape), tuple(os_))) == shape
+            except ValueError:
+                fits = False
+            if fits:
+                a, b = (v.base, b) if which == 0 else (a, v.base)
     ga = a if isinstance(a, _Grouped) else (b if isinstance(b, _Grouped) else None)
     if ga is not None and len(shape) == len(ga.shape):
         xa, g1 = L.group_like(a, ga)

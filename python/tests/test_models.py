@@ -214,6 +214,20 @@ class Capture(unittest.TestCase):
         c = mcir.compile(mcir.capture(m, (x, b)))
         self.assertLess(rel_err(c(x, b), m(x, b)), 1e-5)
 
+    def test_expand_is_a_broadcast(self):
+        class M(torch.nn.Module):
+            def forward(self, x, y):
+                return x + y.expand(4, 3, 5), y.expand(4, 3, 5).exp()
+        x, y = torch.randn(4, 3, 5), torch.randn(3, 1)
+        m = M().eval()
+        g = mcir.capture(m, (x, y))
+        # the add broadcasts y itself; exp reads it materialised once
+        self.assertEqual(sum(1 for w in g.weights if w["name"].startswith("ones")), 1)
+        a, b = mcir.compile(g)(x, y)
+        ra, rb = m(x, y)
+        self.assertLess(rel_err(a, ra), 1e-6)
+        self.assertLess(rel_err(b, rb), 1e-6)
+
     def test_training_mode_is_refused(self):
         m = models.NanoBlock()
         with self.assertRaises(mcir.TrainingError) as e:
