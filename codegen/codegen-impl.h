@@ -161,6 +161,8 @@ typedef struct cg_kernel {
     cg_gemm_desc gemm;
     mcir_compiled bin;       /* owner < 0 only; a sharer's is its owner's */
     bool compiled;
+    /* the emulated device's modules (owners only): host shared objects */
+    mcir_compiled emu_bin, epi_emu_bin;
     /* The compile unit (codegen.c): the source as NVRTC compiles it —
      * entry named by content, value functions renumbered, comments
      * blanked, line numbers kept — so identical layers share one compile
@@ -181,6 +183,8 @@ struct mcir_codegen {
     cg_kernel *k;
     char arch[16];
     mcir_compile_stats stats;
+    bool emu_ready;          /* the emulated device's modules are built */
+    mcir_compile_stats emu_stats;
 };
 
 /* Kernel i's compiled object (its owner's where it shares one). */
@@ -223,8 +227,9 @@ bool cg_attention_sm90_planned(const mcir_kernel_plan *kp);
 /* Encodes k's n_tmaps tensor maps (tensor_map.c) for the device pointers
  * of its pointer parameters (reads, then writes) into maps (64-byte
  * aligned); false and why on failure. */
-bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *ptrs, unsigned char (*maps)[128],
-                           char *why, size_t n);
+struct mcir_cu_driver;
+bool cg_tensor_maps_encode(const struct mcir_cu_driver *cu, const cg_kernel *k, const unsigned long long *ptrs,
+                           unsigned char (*maps)[128], char *why, size_t n);
 
 /* GEMM-shaped kernels (tpl_matmul.c, tpl_conv.c): the MM_* tile macros of
  * templates/matmul.cuh, and the plan's launch checked against the layout

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen-impl.h"
+#include "emu/emu.h"
 
 /* The template table: a new lowering strategy is one entry here. */
 static const cg_template_desc templates[] = {
@@ -265,6 +266,8 @@ void mcir_codegen_free(mcir_codegen *cg) {
         free(cg->k[i].epi_unit);
         mcir_compiled_free(&cg->k[i].bin);
         mcir_compiled_free(&cg->k[i].epi_bin);
+        mcir_compiled_free(&cg->k[i].emu_bin);
+        mcir_compiled_free(&cg->k[i].epi_emu_bin);
     }
     free(cg->k);
     free(cg);
@@ -308,6 +311,56 @@ bool mcir_codegen_kernel_merge(const mcir_codegen *cg, int i, int64_t *grid, int
     return cg->k[i].merge_grid > 0;
 }
 
+/* ------------------------------------------------- the emulated device */
+
+/* Kernel parameter p of a launcher: "(const float* const*)p[i]" etc. */
+static void launcher_param(cg_sb *b, int i, const char *ctype, bool write) {
+    cg_sb_printf(b, "%s*(%s%s* const*)p[%d]", i ? ", " : "", write ? "" : "const ", ctype, i);
+}
+
+/* One launcher: extern "C" void ENTRY__emu(void **p) calls the entry with
+ * cuLaunchKernel's parameters (pointers to each argument's value), and
+ * ENTRY__emu_params says what they are: r / w a pointer read / written,
+ * m a tensor map, each with its element bytes (emu/device.c). extra:
+ * after the reads and writes, 'w' the split-KV scratch, 'r' a read f32
+ * buffer (the merge's partials, an epilogue's staged product); maps:
+ * tensor maps after those. */
+static void emit_launcher(cg_sb *b, const mcir_kernel_plan *kp, const char *entry, char extra, int maps) {
+    int np = kp->n_reads + kp->n_writes, i = 0;
+    cg_sb_printf(b, "extern \"C\" void %s__emu(void **p) {\n    (void)p;\n    %s(", entry, entry);
+    for (int j = 0; j < kp->n_reads; j++, i++) launcher_param(b, i, cg_ctype(kp->reads[j]->dtype), false);
+    for (int j = 0; j < kp->n_writes; j++, i++) launcher_param(b, i, cg_ctype(kp->writes[j]->dtype), true);
+    if (np == 0) cg_sb_puts(b, "0");
+    if (extra) launcher_param(b, i++, "float", extra == 'w');
+    for (int m = 0; m < maps; m++) cg_sb_printf(b, ", *(const CUtensorMap*)p[%d]", i++);
+    cg_sb_printf(b, ");\n}\nextern \"C\" const char %s__emu_params[] = \"", entry);
+    for (int j = 0; j < kp->n_reads; j++) cg_sb_printf(b, "r%d", (int)mcir_dtype_size(kp->reads[j]->dtype) % 10);
+    for (int j = 0; j < kp->n_writes; j++) cg_sb_printf(b, "w%d", (int)mcir_dtype_size(kp->writes[j]->dtype) % 10);
+    if (extra) cg_sb_printf(b, "%c4", extra);
+    for (int m = 0; m < maps; m++) cg_sb_puts(b, "m0");
+    cg_sb_puts(b, "\";\n");
+}
+
+/* The unit kernel k (or its cuBLAS epilogue) compiles for the emulated
+ * device: the unit and, under MC_EMULATE, the launchers of its entries. */
+static char *emu_unit(const cg_kernel *k, bool epi) {
+    cg_sb b = {0};
+    cg_sb_puts(&b, epi ? k->epi_unit : k->unit);
+    cg_sb_puts(&b, "\n#ifdef MC_EMULATE\n");
+    if (epi) {
+        emit_launcher(&b, k->kp, k->epi_entry, 'r', 0);
+    } else {
+        emit_launcher(&b, k->kp, k->entry, k->merge_grid > 0 ? 'w' : 0, k->n_tmaps);
+        if (k->merge_grid > 0) {
+            char merge[96];
+            snprintf(merge, sizeof merge, "%s_merge", k->entry);
+            emit_launcher(&b, k->kp, merge, 'r', 0);
+        }
+    }
+    cg_sb_puts(&b, "#endif\n");
+    return cg_sb_take(&b);
+}
+
 /* One compile unit missing from the cache, compiled by a worker. */
 typedef struct unit_job {
     const char *name, *unit;   /* name: the owning kernel's, for NVRTC's log */
@@ -315,8 +368,9 @@ typedef struct unit_job {
     mcir_compiled *out;
     char key[33];
     bool ok;
-    char why[512];
+    char why[1024];
     char *log;
+    char *emu_source;          /* the emulated device: the unit with its launchers */
 } unit_job;
 
 typedef struct unit_pool {
@@ -336,7 +390,18 @@ static void *unit_worker(void *arg) {
         pthread_mutex_unlock(&pool->mu);
         if (i >= pool->n) return NULL;
         unit_job *j = &pool->jobs[i];
-        j->ok = cg_nvrtc_compile(j->name, j->unit, j->arch, j->out, &j->log, j->why, sizeof j->why);
+        if (j->emu_source) {
+            memset(j->out, 0, sizeof *j->out);
+            j->ok = mcir_emu_compile_unit(j->name, j->emu_source, &j->out->cubin, &j->out->cubin_size, j->why,
+                                          sizeof j->why);
+            if (j->ok) {
+                j->out->ptx = calloc(1, 1);   /* no PTX: the module is a host shared object */
+                MCIR_ASSERT(j->out->ptx != NULL);
+                j->out->registers = -1;
+            }
+        } else {
+            j->ok = cg_nvrtc_compile(j->name, j->unit, j->arch, j->out, &j->log, j->why, sizeof j->why);
+        }
         if (j->ok) cg_cache_store(j->key, j->out);
         mcir_progress_add(pool->progress, 1);
     }
@@ -417,8 +482,83 @@ static void recompile_for_occupancy(mcir_codegen *cg, int i, const char *arch, c
     }
 }
 
+/* Runs the jobs on worker threads (the compile units missing from the
+ * cache), a progress line on a terminal. */
+static void run_jobs(unit_job *jobs, int n_jobs, int threads, const char *stage) {
+    unit_pool pool = {.jobs = jobs, .n = n_jobs, .mu = PTHREAD_MUTEX_INITIALIZER};
+    if (n_jobs > 0) pool.progress = mcir_progress_begin(stage, "compile units", n_jobs);
+    pthread_t th[16];
+    int started = 0;
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&th[started], NULL, unit_worker, &pool) == 0) started++;
+    unit_worker(&pool);
+    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    mcir_progress_end(pool.progress);
+    pthread_mutex_destroy(&pool.mu);
+}
+
+/* The emulated device's modules (emu/compile.c): every unit with its
+ * launchers built by the host C++ compiler into emu_bin / epi_emu_bin,
+ * through the kernel cache (key: the unit with its launchers, "emu" and
+ * the emulator build); the NVRTC binaries and the audit are untouched. */
+static bool compile_emu(mcir_codegen *cg, mcir_diag *d) {
+    char why[256];
+    if (!mcir_emu_available(why, sizeof why)) {
+        mcir_error(d, (mcir_loc){0}, "cannot build the kernels for the emulated device: %s", why);
+        return false;
+    }
+    double t0 = now_s();
+    memset(&cg->emu_stats, 0, sizeof cg->emu_stats);
+    unit_job *jobs = calloc((size_t)(2 * cg->n + 1), sizeof *jobs);
+    MCIR_ASSERT(jobs != NULL);
+    int n_jobs = 0;
+    const char *version = mcir_emu_version();
+    for (int i = 0; i < cg->n; i++) {
+        cg_kernel *k = &cg->k[i];
+        mcir_compiled_free(&k->emu_bin);
+        mcir_compiled_free(&k->epi_emu_bin);
+        for (int e = 0; e < 2; e++) {
+            const char *unit = e ? k->epi_unit : k->unit;
+            if (!unit) continue;
+            cg->emu_stats.kernels++;
+            if ((e ? k->epi_owner : k->owner) >= 0) continue;
+            cg->emu_stats.units++;
+            unit_job *j = &jobs[n_jobs];
+            j->name = e ? k->epi_name : k->kp->name;
+            j->unit = unit;
+            j->out = e ? &k->epi_emu_bin : &k->emu_bin;
+            j->arch = "emu";
+            j->emu_source = emu_unit(k, e);
+            cg_hash_key(j->key, j->emu_source, j->arch, version);
+            if (cg_cache_load(j->key, j->out)) {
+                cg->emu_stats.cache_hits++;
+                free(j->emu_source);
+                j->emu_source = NULL;
+            } else {
+                n_jobs++;
+            }
+        }
+    }
+    cg->emu_stats.nvrtc_compiles = n_jobs;
+    cg->emu_stats.threads = n_jobs ? worker_count(n_jobs) : 0;
+    run_jobs(jobs, n_jobs, cg->emu_stats.threads, "emu");
+    bool ok = true;
+    for (int i = 0; i < n_jobs; i++) {
+        if (!jobs[i].ok) {
+            mcir_error(d, (mcir_loc){.path = jobs[i].name}, "%s", jobs[i].why);
+            ok = false;
+        }
+        free(jobs[i].emu_source);
+    }
+    free(jobs);
+    cg->emu_ready = ok;
+    cg->emu_stats.seconds = now_s() - t0;
+    return ok;
+}
+
 bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
     char why[256];
+    if (arch && strcmp(arch, "emu") == 0) return compile_emu(cg, d);
     if (!mcir_nvrtc_available(why, sizeof why)) {
         mcir_error(d, (mcir_loc){0}, "cannot compile kernels: %s", why);
         return false;
@@ -463,16 +603,7 @@ bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
     }
     cg->stats.nvrtc_compiles = n_jobs;
     cg->stats.threads = n_jobs ? worker_count(n_jobs) : 0;
-    unit_pool pool = {.jobs = jobs, .n = n_jobs, .arch = arch, .mu = PTHREAD_MUTEX_INITIALIZER};
-    if (n_jobs > 0) pool.progress = mcir_progress_begin("nvrtc", "compile units", n_jobs);
-    pthread_t th[16];
-    int started = 0;
-    for (int t = 1; t < cg->stats.threads; t++)
-        if (pthread_create(&th[started], NULL, unit_worker, &pool) == 0) started++;
-    unit_worker(&pool);
-    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
-    mcir_progress_end(pool.progress);
-    pthread_mutex_destroy(&pool.mu);
+    run_jobs(jobs, n_jobs, cg->stats.threads, "nvrtc");
 
     bool ok = true;
     for (int i = 0; i < n_jobs; i++) {

@@ -12,6 +12,9 @@
  * output column (a row of the column-major D) and the residual as C with
  * beta 1. The calls are a fixed sequence over a table of attributes; the
  * library's own heuristic picks the algorithm (algo NULL, no workspace).
+ *
+ * The entry points are a table (codegen/blas_api.h): the libraries', or
+ * the emulated device's host reference (emu/blas.c), which a run selects.
  */
 #include <dlfcn.h>
 #include <stddef.h>
@@ -19,27 +22,39 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
+#include "codegen/blas_api.h"
 #include "codegen/runtime-impl.h"
 
-typedef int (*fn_create)(void **);
-typedef int (*fn_destroy)(void *);
-typedef int (*fn_set_stream)(void *, void *);
-typedef int (*fn_gemm_sb_ex)(void *, int, int, int, int, int, const void *, const void *, int, int,
-                             long long, const void *, int, int, long long, const void *, void *,
-                             int, int, long long, int, int, int);
+enum { CUBLAS_OP_N = MCIR_CUBLAS_OP_N, CUBLAS_OP_T = MCIR_CUBLAS_OP_T, CUBLAS_COMPUTE_32F = MCIR_CUBLAS_COMPUTE_32F,
+       CUBLAS_GEMM_DEFAULT = MCIR_CUBLAS_GEMM_DEFAULT, CUDA_R_32F = MCIR_CUDA_R_32F, CUDA_R_16F = MCIR_CUDA_R_16F,
+       CUDA_R_16BF = MCIR_CUDA_R_16BF, LT_DESC_TRANSA = MCIR_LT_DESC_TRANSA, LT_DESC_TRANSB = MCIR_LT_DESC_TRANSB,
+       LT_DESC_EPILOGUE = MCIR_LT_DESC_EPILOGUE, LT_DESC_BIAS_POINTER = MCIR_LT_DESC_BIAS_POINTER,
+       LT_DESC_BIAS_DATA_TYPE = MCIR_LT_DESC_BIAS_DATA_TYPE };
 
+/* The libraries' entry points, dlopen'd once; the emulated device brings
+ * its own table (mcir_cu_driver.blas) and a run selects it
+ * (cg_blas_select). */
 static struct {
     bool tried, ok;
     char why[256];
     void *lib;
-    fn_create create;
-    fn_destroy destroy;
-    fn_set_stream set_stream;
-    fn_gemm_sb_ex gemm;
-} cb;
+} cb, lt;
+static mcir_blas_api real;                 /* what loaded of the libraries */
+static const mcir_blas_api *selected;      /* the emulated device's, or NULL */
 
-enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_COMPUTE_32F = 68, CUBLAS_GEMM_DEFAULT = -1,
-       CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
+void cg_blas_select(const mcir_blas_api *api) { selected = api; }
+
+static const mcir_blas_api *api(void) { return selected ? selected : &real; }
+
+static bool sym(void *lib, const char *name, void *slot, char *why, size_t n) {
+    void *f = dlsym(lib, name);
+    if (!f) {
+        snprintf(why, n, "%s lacks %s", lib == cb.lib ? "libcublas" : "libcublasLt", name);
+        return false;
+    }
+    memcpy(slot, &f, sizeof f);
+    return true;
+}
 
 static bool cublas_load(void) {
     if (cb.tried) return cb.ok;
@@ -50,45 +65,12 @@ static bool cublas_load(void) {
         snprintf(cb.why, sizeof cb.why, "cannot load libcublas.so.13/.12: %s", dlerror());
         return false;
     }
-    cb.create = (fn_create)dlsym(cb.lib, "cublasCreate_v2");
-    cb.destroy = (fn_destroy)dlsym(cb.lib, "cublasDestroy_v2");
-    cb.set_stream = (fn_set_stream)dlsym(cb.lib, "cublasSetStream_v2");
-    cb.gemm = (fn_gemm_sb_ex)dlsym(cb.lib, "cublasGemmStridedBatchedEx");
-    if (!cb.create || !cb.destroy || !cb.set_stream || !cb.gemm) {
-        snprintf(cb.why, sizeof cb.why, "libcublas lacks cublasGemmStridedBatchedEx / cublasCreate_v2");
-        return false;
-    }
-    cb.ok = true;
-    return true;
+    cb.ok = sym(cb.lib, "cublasCreate_v2", &real.create, cb.why, sizeof cb.why) &&
+            sym(cb.lib, "cublasDestroy_v2", &real.destroy, cb.why, sizeof cb.why) &&
+            sym(cb.lib, "cublasSetStream_v2", &real.set_stream, cb.why, sizeof cb.why) &&
+            sym(cb.lib, "cublasGemmStridedBatchedEx", &real.gemm_strided_batched_ex, cb.why, sizeof cb.why);
+    return cb.ok;
 }
-
-/* ------------------------------------------------------------ cuBLASLt */
-
-typedef int (*fn_lt_create)(void **);
-typedef int (*fn_lt_destroy)(void *);
-typedef int (*fn_lt_desc_create)(void **, int, int);
-typedef int (*fn_lt_desc_set)(void *, int, const void *, size_t);
-typedef int (*fn_lt_layout_create)(void **, int, unsigned long long, unsigned long long, long long);
-typedef int (*fn_lt_matmul)(void *, void *, const void *, const void *, void *, const void *,
-                            void *, const void *, const void *, void *, void *, void *,
-                            const void *, void *, size_t, void *);
-
-static struct {
-    bool tried, ok;
-    char why[256];
-    void *lib;
-    fn_lt_create create;
-    fn_lt_destroy destroy, desc_destroy, layout_destroy;
-    fn_lt_desc_create desc_create;
-    fn_lt_desc_set desc_set;
-    fn_lt_layout_create layout_create;
-    fn_lt_matmul matmul;
-} lt;
-
-/* cublasLt.h values (cublasLtMatmulDescAttributes_t), copied by hand:
- * nothing here includes the toolkit's headers. */
-enum { LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_DESC_EPILOGUE = 7, LT_DESC_BIAS_POINTER = 8,
-       LT_DESC_BIAS_DATA_TYPE = 26 };
 
 static bool lt_load(void) {
     if (lt.tried) return lt.ok;
@@ -99,26 +81,15 @@ static bool lt_load(void) {
         snprintf(lt.why, sizeof lt.why, "cannot load libcublasLt.so.13/.12: %s", dlerror());
         return false;
     }
-    static const struct { const char *name; size_t off; } syms[] = {
-        {"cublasLtCreate", offsetof(__typeof__(lt), create)},
-        {"cublasLtDestroy", offsetof(__typeof__(lt), destroy)},
-        {"cublasLtMatmulDescCreate", offsetof(__typeof__(lt), desc_create)},
-        {"cublasLtMatmulDescDestroy", offsetof(__typeof__(lt), desc_destroy)},
-        {"cublasLtMatmulDescSetAttribute", offsetof(__typeof__(lt), desc_set)},
-        {"cublasLtMatrixLayoutCreate", offsetof(__typeof__(lt), layout_create)},
-        {"cublasLtMatrixLayoutDestroy", offsetof(__typeof__(lt), layout_destroy)},
-        {"cublasLtMatmul", offsetof(__typeof__(lt), matmul)},
-    };
-    for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
-        void *f = dlsym(lt.lib, syms[i].name);
-        if (!f) {
-            snprintf(lt.why, sizeof lt.why, "libcublasLt lacks %s", syms[i].name);
-            return false;
-        }
-        memcpy((char *)&lt + syms[i].off, &f, sizeof f);
-    }
-    lt.ok = true;
-    return true;
+    lt.ok = sym(lt.lib, "cublasLtCreate", &real.lt_create, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtDestroy", &real.lt_destroy, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatmulDescCreate", &real.lt_desc_create, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatmulDescDestroy", &real.lt_desc_destroy, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatmulDescSetAttribute", &real.lt_desc_set, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatrixLayoutCreate", &real.lt_layout_create, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatrixLayoutDestroy", &real.lt_layout_destroy, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatmul", &real.lt_matmul, lt.why, sizeof lt.why);
+    return lt.ok;
 }
 
 bool mcir_cublaslt_available(char *why, size_t n) {
@@ -126,6 +97,7 @@ bool mcir_cublaslt_available(char *why, size_t n) {
         if (why) snprintf(why, n, "disabled by MCIR_NO_CUBLAS / MCIR_NO_CUBLASLT");
         return false;
     }
+    if (selected) return true;
     bool ok = lt_load();
     if (!ok && why) snprintf(why, n, "%s", lt.why);
     return ok;
@@ -136,6 +108,7 @@ bool mcir_cublas_available(char *why, size_t n) {
         if (why) snprintf(why, n, "disabled by MCIR_NO_CUBLAS");
         return false;
     }
+    if (selected) return true;
     bool ok = cublas_load();
     if (!ok && why) snprintf(why, n, "%s", cb.why);
     return ok;
@@ -157,17 +130,17 @@ static const char *cublas_err(int rc) {
 bool cg_cublas_open(void **handle, void *stream, char *why, size_t n) {
     *handle = NULL;
     if (!mcir_cublas_available(why, n)) return false;
-    CG_CHECK("cuBLAS", cb.create(handle), 0, cublas_err, why, n);
-    CG_CHECK("cuBLAS", cb.set_stream(*handle, stream), 0, cublas_err, why, n);
+    CG_CHECK("cuBLAS", api()->create(handle), 0, cublas_err, why, n);
+    CG_CHECK("cuBLAS", api()->set_stream(*handle, stream), 0, cublas_err, why, n);
     return true;
 fail:
-    if (*handle) cb.destroy(*handle);
+    if (*handle) api()->destroy(*handle);
     *handle = NULL;
     return false;
 }
 
 void cg_cublas_close(void *handle) {
-    if (handle && cb.ok) cb.destroy(handle);
+    if (handle && (selected || cb.ok)) api()->destroy(handle);
 }
 
 bool cg_cublas_gemm(void *handle, const cg_gemm_desc *g, unsigned long long a,
@@ -176,7 +149,7 @@ bool cg_cublas_gemm(void *handle, const cg_gemm_desc *g, unsigned long long a,
     int ct = g->c_dtype == MCIR_DTYPE_F16 ? CUDA_R_16F : g->c_dtype == MCIR_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     float alpha = 1.0f, beta = 0.0f;
     CG_CHECK("cuBLAS",
-             cb.gemm(handle, g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+             api()->gemm_strided_batched_ex(handle, g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                      (int)g->n, (int)g->m, (int)g->k, &alpha, (const void *)(uintptr_t)b, dt,
                      (int)g->ldb, (long long)g->stride_b, (const void *)(uintptr_t)a, dt, (int)g->lda,
                      (long long)g->stride_a, &beta, (void *)(uintptr_t)c, ct, (int)g->ldc,
@@ -190,7 +163,7 @@ fail:
 bool cg_cublaslt_open(void **handle, char *why, size_t n) {
     *handle = NULL;
     if (!mcir_cublaslt_available(why, n)) return false;
-    CG_CHECK("cuBLASLt", lt.create(handle), 0, cublas_err, why, n);
+    CG_CHECK("cuBLASLt", api()->lt_create(handle), 0, cublas_err, why, n);
     return true;
 fail:
     *handle = NULL;
@@ -198,7 +171,7 @@ fail:
 }
 
 void cg_cublaslt_close(void *handle) {
-    if (handle && lt.ok) lt.destroy(handle);
+    if (handle && (selected || lt.ok)) api()->lt_destroy(handle);
 }
 
 static int cuda_type(mcir_dtype t) {
@@ -224,31 +197,31 @@ bool cg_cublaslt_matmul(void *handle, void *stream, const cg_gemm_desc *g, unsig
         {LT_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr},
         {LT_DESC_BIAS_DATA_TYPE, &ot, sizeof ot},
     };
-    CG_CHECK("cuBLASLt", lt.desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), 0, cublas_err, why, n);
+    CG_CHECK("cuBLASLt", api()->lt_desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), 0, cublas_err, why, n);
     for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++) {
         if ((attrs[i].attr == LT_DESC_BIAS_POINTER || attrs[i].attr == LT_DESC_BIAS_DATA_TYPE) && !bias)
             continue;
-        CG_CHECK("cuBLASLt", lt.desc_set(desc, attrs[i].attr, attrs[i].val, attrs[i].size), 0,
+        CG_CHECK("cuBLASLt", api()->lt_desc_set(desc, attrs[i].attr, attrs[i].val, attrs[i].size), 0,
                  cublas_err, why, n);
     }
-    CG_CHECK("cuBLASLt", lt.layout_create(&lb, dt, b_rows, b_cols, (long long)g->ldb), 0, cublas_err, why, n);
-    CG_CHECK("cuBLASLt", lt.layout_create(&la, dt, a_rows, a_cols, (long long)g->lda), 0, cublas_err, why, n);
-    CG_CHECK("cuBLASLt", lt.layout_create(&lc, ot, (unsigned long long)g->n, (unsigned long long)g->m,
+    CG_CHECK("cuBLASLt", api()->lt_layout_create(&lb, dt, b_rows, b_cols, (long long)g->ldb), 0, cublas_err, why, n);
+    CG_CHECK("cuBLASLt", api()->lt_layout_create(&la, dt, a_rows, a_cols, (long long)g->lda), 0, cublas_err, why, n);
+    CG_CHECK("cuBLASLt", api()->lt_layout_create(&lc, ot, (unsigned long long)g->n, (unsigned long long)g->m,
                                           (long long)g->ldc), 0, cublas_err, why, n);
     CG_CHECK("cuBLASLt",
-             lt.matmul(handle, desc, &alpha, (const void *)(uintptr_t)b, lb, (const void *)(uintptr_t)a, la,
+             api()->lt_matmul(handle, desc, &alpha, (const void *)(uintptr_t)b, lb, (const void *)(uintptr_t)a, la,
                        &beta, residual ? (const void *)(uintptr_t)residual : (const void *)(uintptr_t)d, lc,
                        (void *)(uintptr_t)d, lc, NULL, NULL, 0, stream),
              0, cublas_err, why, n);
-    lt.layout_destroy(la);
-    lt.layout_destroy(lb);
-    lt.layout_destroy(lc);
-    lt.desc_destroy(desc);
+    api()->lt_layout_destroy(la);
+    api()->lt_layout_destroy(lb);
+    api()->lt_layout_destroy(lc);
+    api()->lt_desc_destroy(desc);
     return true;
 fail:
-    if (la) lt.layout_destroy(la);
-    if (lb) lt.layout_destroy(lb);
-    if (lc) lt.layout_destroy(lc);
-    if (desc) lt.desc_destroy(desc);
+    if (la) api()->lt_layout_destroy(la);
+    if (lb) api()->lt_layout_destroy(lb);
+    if (lc) api()->lt_layout_destroy(lc);
+    if (desc) api()->lt_desc_destroy(desc);
     return false;
 }

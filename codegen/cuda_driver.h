@@ -80,6 +80,18 @@ typedef struct mcir_cu_driver {
                                        const unsigned long long *dims, const unsigned long long *strides,
                                        const unsigned *box, const unsigned *elem_strides, int interleave,
                                        int swizzle, int l2promotion, int oobfill);
+    /* The emulated device (emu/emu.h) only; NULL on the CUDA driver:
+     * - emulated: the code its modules are built as ("emu": the host C++
+     *   compiler over the CUDA source, not NVRTC);
+     * - emu_name: the range [p, p + bytes) holds tensor `name` from now on
+     *   (what its findings call the bytes);
+     * - emu_findings: the findings of the last launch or library call that
+     *   failed, one per line "race|out-of-bounds|uninitialised|hang: WHAT";
+     * - blas: its cuBLAS / cuBLASLt (codegen/blas_api.h). */
+    const char *emulated;
+    void (*emu_name)(CUdeviceptr p, size_t bytes, const char *name);
+    const char *(*emu_findings)(void);
+    const struct mcir_blas_api *blas;
 } mcir_cu_driver;
 
 /* The driver table, loaded and cuInit'd on the first call; NULL and why

@@ -8,6 +8,10 @@
 #include "codegen/codegen-impl.h"
 #include "codegen/runtime.h"
 
+struct mcir_blas_api;
+/* The cuBLAS / cuBLASLt entry points of the runs that follow: the
+ * emulated device's (emu/blas.c), or NULL for the libraries. */
+void cg_blas_select(const struct mcir_blas_api *api);
 bool cg_cublas_open(void **handle, void *stream, char *why, size_t n);
 void cg_cublas_close(void *handle);
 bool cg_cublas_gemm(void *handle, const cg_gemm_desc *g, unsigned long long a,

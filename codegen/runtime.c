@@ -15,6 +15,13 @@
  * allocation of ours. Kernels launch in plan order on one stream; outputs
  * are copied back into env. Everything allocated is released on every
  * path.
+ *
+ * Two devices run this same code: the GPU (the CUDA driver, cuBLAS) and the
+ * emulator (emu/emu.h: the driver table over host memory, the kernels
+ * built for the CPU emulator, host cuBLAS). For the emulator the runtime
+ * also names every range it places (the findings name the tensor), builds
+ * the modules with the host compiler instead of NVRTC, and reports a
+ * launch's findings as "KERNEL: error: KIND: WHAT".
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +30,7 @@
 #include "codegen/cuda_driver.h"
 #include "codegen/runtime-impl.h"
 #include "codegen/runtime.h"
+#include "emu/emu.h"
 
 #define CU_CHECK(call, why, n) CG_CHECK("CUDA", call, CUDA_SUCCESS, mcir_cu_error, why, n)
 
@@ -71,8 +79,15 @@ typedef struct gpu_run {
     int64_t cur, peak;
     /* launch */
     float ms;
+    int failed;              /* the kernel whose launch failed, or -1 */
     char why[768];
 } gpu_run;
+
+/* The emulated device: what the range holds from now on (its findings
+ * name it); nothing on a GPU. */
+static void name_range(CUdeviceptr p, int64_t bytes, const char *name) {
+    if (cu->emu_name && p) cu->emu_name(p, (size_t)bytes, name);
+}
 
 static const mcir_tensor *root_of(const gpu_run *r, const mcir_tensor *t) {
     return r->p->alias_root[t->id];
@@ -119,6 +134,7 @@ static bool tensor_alloc(gpu_run *r, const mcir_tensor *t) {
     if (!dev_alloc(r, what, bytes, &r->ptr[t->id])) return false;
     r->owned[t->id] = 1;
     r->bytes[t->id] = bytes;
+    name_range(r->ptr[t->id], bytes, t->name);
     return true;
 }
 
@@ -182,7 +198,7 @@ static bool load_kernel(gpu_run *r, int i) {
     if (k->owner >= 0) {
         r->funcs[i] = r->funcs[k->owner];
     } else {
-        CU_CHECK(cu->cuModuleLoadData(&r->mods[i], k->bin.cubin), r->why, W);
+        CU_CHECK(cu->cuModuleLoadData(&r->mods[i], cu->emulated ? k->emu_bin.cubin : k->bin.cubin), r->why, W);
         CU_CHECK(cu->cuModuleGetFunction(&r->funcs[i], r->mods[i], k->entry), r->why, W);
     }
     if (k->merge_grid > 0 && k->owner >= 0) {
@@ -204,10 +220,12 @@ static bool load_kernel(gpu_run *r, int i) {
         char bw[256];
         if (!cg_cublaslt_open(&r->blas_lt, bw, sizeof bw)) r->blas_lt = NULL;   /* cuBLAS + epilogue */
     }
-    if (k->epi_source && k->epi_compiled && k->epi_owner >= 0) {
+    bool epi = k->epi_source && (cu->emulated ? k->epi_owner >= 0 || k->epi_emu_bin.cubin : k->epi_compiled);
+    if (epi && k->epi_owner >= 0) {
         r->epi_funcs[i] = r->epi_funcs[k->epi_owner];
-    } else if (k->epi_source && k->epi_compiled) {
-        CU_CHECK(cu->cuModuleLoadData(&r->epi_mods[i], k->epi_bin.cubin), r->why, W);
+    } else if (epi) {
+        CU_CHECK(cu->cuModuleLoadData(&r->epi_mods[i], cu->emulated ? k->epi_emu_bin.cubin : k->epi_bin.cubin),
+                 r->why, W);
         CU_CHECK(cu->cuModuleGetFunction(&r->epi_funcs[i], r->epi_mods[i], k->epi_entry), r->why, W);
     }
     return true;
@@ -238,8 +256,9 @@ static bool run_open(gpu_run *r, mcir_diag *d) {
     CU_CHECK(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, r->dev), r->why, W);
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
-    bool compiled = cg->arch[0] && strcmp(cg->arch, arch) == 0;
-    for (int i = 0; i < cg->n && compiled; i++)
+    if (cu->emulated) snprintf(arch, sizeof arch, "%s", cu->emulated);   /* host modules for the emulator */
+    bool compiled = cu->emulated ? cg->emu_ready : cg->arch[0] && strcmp(cg->arch, arch) == 0;
+    for (int i = 0; i < cg->n && compiled && !cu->emulated; i++)
         if ((cg->k[i].source && !cg->k[i].compiled) || (cg->k[i].epi_source && !cg->k[i].epi_compiled))
             compiled = false;
     if (!compiled && !mcir_codegen_compile(cg, arch, d)) {
@@ -271,6 +290,8 @@ static bool run_open(gpu_run *r, mcir_diag *d) {
         return false;
     if (staging_bytes > 0 && !dev_alloc(r, "the matmul staging buffer", staging_bytes, &r->staging))
         return false;
+    name_range(r->scratch, scratch_bytes, "split-KV scratch");
+    name_range(r->staging, staging_bytes, "matmul staging product");
     return true;
 fail:
     return false;
@@ -303,6 +324,7 @@ static bool run_place(gpu_run *r, mcir_env *env) {
         int64_t off;
         if (r->mode == MCIR_ALLOC_POOL && !is_graph_tensor(tt) && arena_locate(r->m, tt, &pool, &off)) {
             r->ptr[t] = r->pools[pool] + (CUdeviceptr)off;
+            name_range(r->ptr[t], mcir_tensor_bytes(tt), tt->name);
             continue;
         }
         if (r->mode == MCIR_ALLOC_LAZY && !is_graph_tensor(tt)) continue;   /* at first use */
@@ -351,6 +373,10 @@ static bool launch_kernel(gpu_run *r, int i) {
     _Alignas(64) unsigned char maps[5][128];
     for (int j = 0; j < kp->n_reads; j++) args[j] = r->ptr[root_of(r, kp->reads[j])->id];
     for (int j = 0; j < kp->n_writes; j++) args[kp->n_reads + j] = r->ptr[root_of(r, kp->writes[j])->id];
+    for (int j = 0; j < np && cu->emu_name; j++) {   /* where arena bytes are shared, this kernel's tensors */
+        const mcir_tensor *t = root_of(r, j < kp->n_reads ? kp->reads[j] : kp->writes[j - kp->n_reads]);
+        name_range(args[j], mcir_tensor_bytes(t), t->name);
+    }
     for (int j = 0; j <= np; j++) params[j] = &args[j];
     if (r->blas_lt && gd->ok && gd->lt)
         return cg_cublaslt_matmul(r->blas_lt, r->stream, gd, args[gd->read_a], args[gd->read_b],
@@ -378,12 +404,13 @@ static bool launch_kernel(gpu_run *r, int i) {
             snprintf(r->why, W, "kernel %s: split-KV attention has no scratch buffer", kp->name);
             return false;
         }
+        name_range(args[np], kp->scratch_bytes, "split-KV scratch");
         nk = np + 1;
     }
     kparams[0] = &args[0];
     for (int j = 0; j < nk; j++) kparams[j] = &args[j];
     if (k->n_tmaps > 0) {   /* sm_90a attention: + its TMA tensor maps, by value */
-        if (k->n_tmaps > 5 || !cg_tensor_maps_encode(k, args, maps, r->why, W)) return false;
+        if (k->n_tmaps > 5 || !cg_tensor_maps_encode(cu, k, args, maps, r->why, W)) return false;
         for (int j = 0; j < k->n_tmaps; j++) kparams[nk + j] = maps[j];
     }
     if (!launch_grid(r, r->funcs[i], k, kparams)) return false;   /* no parameters: kparams[0] is unread */
@@ -423,15 +450,26 @@ fail:
     return false;
 }
 
-/* The plan's kernels in order on the stream, timed by two events. */
+/* The plan's kernels in order on the stream, timed by two events (on the
+ * emulator, a progress line per kernel where stderr is a terminal). */
 static bool run_launch(gpu_run *r) {
     size_t W = sizeof r->why;
     CU_CHECK(cu->cuEventRecord(r->ev0, r->stream), r->why, W);
+    mcir_progress *pr = cu->emulated ? mcir_progress_begin("emu", "kernels", r->cg->n) : NULL;
     for (int i = 0; i < r->cg->n; i++) {
-        if (r->mode == MCIR_ALLOC_LAZY && !lazy_alloc(r, i)) return false;
-        if (r->cg->k[i].source && !launch_kernel(r, i)) return false;
-        if (r->mode == MCIR_ALLOC_LAZY && !lazy_free(r, i)) return false;
+        if (pr) mcir_progress_set(pr, i, "kernel %s", r->cg->k[i].kp->name);
+        bool ok = !(r->mode == MCIR_ALLOC_LAZY && !lazy_alloc(r, i));
+        if (ok && r->cg->k[i].source && !launch_kernel(r, i)) {
+            r->failed = i;
+            ok = false;
+        }
+        ok = ok && !(r->mode == MCIR_ALLOC_LAZY && !lazy_free(r, i));
+        if (!ok) {
+            mcir_progress_end(pr);
+            return false;
+        }
     }
+    mcir_progress_end(pr);
     CU_CHECK(cu->cuEventRecord(r->ev1, r->stream), r->why, W);
     CU_CHECK(cu->cuStreamSynchronize(r->stream), r->why, W);
     CU_CHECK(cu->cuEventElapsedTime(&r->ms, r->ev0, r->ev1), r->why, W);
@@ -504,6 +542,44 @@ static void run_close(gpu_run *r) {
     free(r->pools);
 }
 
+/* A failed launch on the emulator: its findings, each one diagnostic
+ * "KERNEL: error: KIND: WHAT"; false where there are none to report. */
+static bool report_findings(const gpu_run *r, mcir_diag *d) {
+    const char *f = cu->emu_findings ? cu->emu_findings() : NULL;
+    if (r->failed < 0 || !f || !*f) return false;
+    const char *kernel = r->cg->k[r->failed].kp->name;
+    for (const char *line = f; *line;) {
+        const char *end = strchr(line, '\n');
+        int len = end ? (int)(end - line) : (int)strlen(line);
+        if (len > 0) mcir_error(d, (mcir_loc){.path = kernel}, "%.*s", len, line);
+        line += len + (end ? 1 : 0);
+    }
+    return true;
+}
+
+/* The run on driver table drv (the GPU's or the emulator's); bound as
+ * mcir_gpu_run_bound's. */
+static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
+                       mcir_alloc_mode mode, mcir_gpu_stats *stats, mcir_diag *d) {
+    cu = drv;
+    cg_blas_select(drv->blas);
+    gpu_run r = {.cg = cg, .p = cg->plan, .g = cg->plan->graph, .m = cg->mem, .mode = mode, .bound = bound,
+                 .failed = -1};
+    if (mode == MCIR_ALLOC_POOL && !cg->mem) r.mode = MCIR_ALLOC_EAGER;   /* no arena plan: one per tensor */
+    bool ok = run_open(&r, d) && run_place(&r, env) && run_launch(&r) && run_copy_back(&r, env);
+    if (ok && stats) {
+        stats->elapsed_ms = r.ms;
+        stats->peak_device_bytes = r.peak;
+    }
+    if (stats) snprintf(stats->device_name, sizeof stats->device_name, "%s", r.device);
+    if (!ok && !report_findings(&r, d))
+        mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "%s run failed: %s",
+                   drv->emulated ? "emulated" : "GPU", r.why);
+    run_close(&r);
+    cg_blas_select(NULL);
+    return ok;
+}
+
 bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gpu_stats *stats,
                   mcir_diag *d) {
     return mcir_gpu_run_bound(cg, env, NULL, mode, stats, d);
@@ -513,20 +589,22 @@ bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
                         mcir_alloc_mode mode, mcir_gpu_stats *stats, mcir_diag *d) {
     if (stats) memset(stats, 0, sizeof *stats);
     char why[256];
-    if (!(cu = mcir_cu_load(why, sizeof why))) {
-        mcir_error(d, (mcir_loc){0}, "cannot run on the GPU: %s", why);
+    const mcir_cu_driver *drv = mcir_cu_load(why, sizeof why);
+    if (!drv) {
+        mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "cannot run on the GPU: %s", why);
         return false;
     }
-    gpu_run r = {.cg = cg, .p = cg->plan, .g = cg->plan->graph, .m = cg->mem, .mode = mode,
-                 .bound = bound};
-    if (mode == MCIR_ALLOC_POOL && !cg->mem) r.mode = MCIR_ALLOC_EAGER;   /* no arena plan: one per tensor */
-    bool ok = run_open(&r, d) && run_place(&r, env) && run_launch(&r) && run_copy_back(&r, env);
-    if (ok && stats) {
-        stats->elapsed_ms = r.ms;
-        stats->peak_device_bytes = r.peak;
+    return device_run(drv, cg, env, bound, mode, stats, d);
+}
+
+bool mcir_emu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gpu_stats *stats, mcir_diag *d) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    char why[256];
+    const char *arch = cg->plan->target ? cg->plan->target->name : MCIR_DEFAULT_ARCH;
+    const mcir_cu_driver *drv = mcir_emu_driver(arch, why, sizeof why);
+    if (!drv) {
+        mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "cannot run on the emulated device: %s", why);
+        return false;
     }
-    if (stats) snprintf(stats->device_name, sizeof stats->device_name, "%s", r.device);
-    if (!ok) mcir_error(d, (mcir_loc){0}, "GPU run failed: %s", r.why);
-    run_close(&r);
-    return ok;
+    return device_run(drv, cg, env, NULL, mode, stats, d);
 }

@@ -68,4 +68,14 @@ bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
 bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
                         mcir_alloc_mode mode, mcir_gpu_stats *stats, mcir_diag *d);
 
+/* The same run on the emulated device (emu/emu.h), modelled on the plan's
+ * target: the runtime's every step — arena, allocation modes, tensor maps,
+ * cuBLAS / cuBLASLt calls, launches — with the kernels built for the CPU
+ * emulator by the host C++ compiler (cached like cubins) and run with its
+ * race, bounds, uninitialised-read and hang checks. A finding fails the run
+ * with one diagnostic per finding, "KERNEL: error: KIND: WHAT"
+ * (KIND race | out-of-bounds | uninitialised | hang). */
+bool mcir_emu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
+                  mcir_gpu_stats *stats, mcir_diag *d);
+
 #endif /* MCIR_RUNTIME_H */

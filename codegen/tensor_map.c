@@ -2,9 +2,10 @@
  * tensor_map.c — the TMA tensor maps an sm_90a kernel takes
  * (cg_kernel.tmaps, written by tpl_attention_sm90.c: Q, K, V, the mask, O), encoded by the
  * driver's cuTensorMapEncodeTiled for the device pointers of its reads.
- * The entry point is the driver table's optional cuTensorMapEncodeTiled
- * (cuda_driver.h), so older drivers without it only fail the kernels that
- * need it, with a message.
+ * The entry point is the run's driver table's optional
+ * cuTensorMapEncodeTiled (cuda_driver.h: the CUDA driver's, or the
+ * emulated device's), so older drivers without it only fail the kernels
+ * that need it, with a message.
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,9 +13,8 @@
 #include "codegen/codegen-impl.h"
 #include "codegen/cuda_driver.h"
 
-bool cg_tensor_maps_encode(const cg_kernel *k, const unsigned long long *ptrs, unsigned char (*maps)[128],
-                           char *why, size_t n) {
-    const mcir_cu_driver *cu = mcir_cu_load(NULL, 0);
+bool cg_tensor_maps_encode(const mcir_cu_driver *cu, const cg_kernel *k, const unsigned long long *ptrs,
+                           unsigned char (*maps)[128], char *why, size_t n) {
     if (!cu || !cu->cuTensorMapEncodeTiled) {
         snprintf(why, n, "kernel %s needs TMA tensor maps, and the driver has no cuTensorMapEncodeTiled",
                  k->kp->name);

@@ -51,7 +51,8 @@ static const char usage_text[] =
     "                       reference interpreter and compare every output\n"
     "  --seed N             seed of the generated inputs (default 0)\n"
     "  --run                execute the compiled graph (GPU if present, else CPU)\n"
-    "  --device cpu|gpu     force where --run executes\n"
+    "  --device cpu|gpu|emu force where --run executes (emu: the generated kernels\n"
+    "                       through the GPU runtime on the CPU emulator, checked)\n"
     "  --alloc pool|lazy|eager  GPU allocation: the planned arena (default),\n"
     "                       allocate at first / free at last use, or all up front\n"
     "  --input NAME=FILE    a graph input from a .npy file (repeatable)\n"
@@ -412,8 +413,9 @@ static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out)
 static void print_verify(const mcir_compilation *c, FILE *out) {
     for (int i = 0; i < c->n_verify; i++) {
         const mcir_verify_result *v = &c->verify[i];
-        fprintf(out, "verify   %s: max abs err %.3g, max rel err %.3g (tolerance %.0e) %s\n",
-                v->output, v->max_abs, v->max_rel, v->tolerance, v->ok ? "ok" : "FAIL");
+        fprintf(out, "verify   %s%s%s%s: max abs err %.3g, max rel err %.3g (tolerance %.0e) %s\n", v->output,
+                v->device ? " (" : "", v->device ? v->device : "", v->device ? " vs the original graph)" : "",
+                v->max_abs, v->max_rel, v->tolerance, v->ok ? "ok" : "FAIL");
     }
 }
 
@@ -648,8 +650,9 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
             VALUE("--device");
             if (!strcmp(val, "cpu")) o->device = MCIR_DEVICE_CPU;
             else if (!strcmp(val, "gpu")) o->device = MCIR_DEVICE_GPU;
+            else if (!strcmp(val, "emu")) o->device = MCIR_DEVICE_EMU;
             else {
-                return usage_error("--device: '%s' is neither cpu nor gpu", val);
+                return usage_error("--device: '%s' is not cpu, gpu or emu", val);
             }
         } else if (is_opt(a, "--alloc")) {
             VALUE("--alloc");

@@ -83,6 +83,17 @@ static int stage_catalog(const mcir_options *o, mcir_compilation *c, mcir_diag *
 }
 
 static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
+    if (o->device == MCIR_DEVICE_EMU) {
+        c->env = mcir_env_new(c->graph, o->seed);
+        int st = set_input_files(o, c->graph, c->env, d);
+        if (st) return st;
+        double t0 = now_seconds();
+        if (!c->codegen || !mcir_emu_run(c->codegen, c->env, o->alloc, &c->gpu_stats, d))
+            return MCIR_EXIT_TOOLCHAIN;
+        c->ran_on_gpu = c->ran_on_emu = true;
+        c->run_seconds = now_seconds() - t0;
+        return MCIR_EXIT_OK;
+    }
     bool gpu = o->device == MCIR_DEVICE_GPU;
     char why[256] = "";
     if (o->device == MCIR_DEVICE_AUTO) gpu = mcir_gpu_available(why, sizeof why);
@@ -123,7 +134,8 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
             return st ? st : MCIR_EXIT_INVALID;
         }
     }
-    c->n_verify = c->original->n_outputs;
+    /* a device run: its outputs against the original graph's too */
+    c->n_verify = c->original->n_outputs * (c->ran_on_gpu ? 2 : 1);
     c->verify = calloc((size_t)c->n_verify + 1, sizeof *c->verify);
     MCIR_ASSERT(c->verify);
     c->verify_ok = true;
@@ -142,12 +154,26 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
                        ref->name);
             v->max_abs = v->max_rel = INFINITY;
             v->ok = c->verify_ok = false;
+            if (c->ran_on_gpu) c->verify[c->original->n_outputs + i] = *v;
             continue;
         }
         v->max_abs = r.max_abs;
         v->max_rel = r.max_rel;
         v->ok = mcir_compare_within(&r, v->tolerance);
         if (!v->ok) c->verify_ok = false;
+        if (!c->ran_on_gpu) continue;
+        mcir_verify_result *w = &c->verify[c->original->n_outputs + i];
+        *w = (mcir_verify_result){.output = ref->name, .device = c->ran_on_emu ? "emu" : "gpu",
+                                  .tolerance = v->tolerance};
+        if (!mcir_env_compare(c->env, got, before, ref, &r)) {
+            w->max_abs = w->max_rel = INFINITY;
+            w->ok = c->verify_ok = false;
+            continue;
+        }
+        w->max_abs = r.max_abs;
+        w->max_rel = r.max_rel;
+        w->ok = mcir_compare_within(&r, w->tolerance);
+        if (!w->ok) c->verify_ok = false;
     }
     mcir_env_free(before);
     if (after != c->env) mcir_env_free(after);
@@ -266,7 +292,7 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
 
     /* plan kernels, then memory: partition, tiles, liveness, arena offsets */
     bool gpu_run = o->run && o->device != MCIR_DEVICE_CPU &&
-                   (o->device == MCIR_DEVICE_GPU || mcir_gpu_available(NULL, 0));
+                   (o->device == MCIR_DEVICE_GPU || o->device == MCIR_DEVICE_EMU || mcir_gpu_available(NULL, 0));
     bool plan_optional = o->plan_optional && !o->want_cuda && !o->want_ptx && !gpu_run;
     if (plan_optional) {
         c->plan = plan_or_warn(c, d);
@@ -298,7 +324,7 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         c->codegen = mcir_codegen_new(c->plan, c->memory, d);
         if (!c->codegen) return MCIR_EXIT_TOOLCHAIN;
     }
-    if (o->want_ptx || gpu_run) {
+    if (o->want_ptx || (gpu_run && o->device != MCIR_DEVICE_EMU)) {   /* the emulator builds its own */
         if (!mcir_codegen_compile(c->codegen, c->target->name, d)) return MCIR_EXIT_TOOLCHAIN;
     }
 

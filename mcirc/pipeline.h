@@ -37,7 +37,10 @@ enum {
     MCIR_EXIT_TOOLCHAIN = 3, /* NVRTC, CUDA, out of device memory */
 };
 
-typedef enum { MCIR_DEVICE_AUTO, MCIR_DEVICE_CPU, MCIR_DEVICE_GPU } mcir_device;
+/* --device: CPU the reference interpreter; GPU the generated kernels on
+ * the GPU; EMU the generated kernels through the same runtime on the
+ * emulated device (emu/emu.h); AUTO the GPU where there is one. */
+typedef enum { MCIR_DEVICE_AUTO, MCIR_DEVICE_CPU, MCIR_DEVICE_GPU, MCIR_DEVICE_EMU } mcir_device;
 
 typedef struct mcir_input_file {
     const char *name, *path;
@@ -84,6 +87,7 @@ typedef struct mcir_options {
 
 typedef struct mcir_verify_result {
     const char *output;
+    const char *device;          /* NULL: the rewritten graph's interpreter; else the device that ran it */
     double max_abs, max_rel, tolerance;
     bool ok;
 } mcir_verify_result;
@@ -102,7 +106,8 @@ typedef struct mcir_compilation {
     mcir_rewrite_stats rewrite_stats;   /* fusions vs bookkeeping */
 
     mcir_env *env;               /* --run: values of the executed graph */
-    bool ran_on_gpu;
+    bool ran_on_gpu;             /* on a device: the GPU, or the emulated device (ran_on_emu) */
+    bool ran_on_emu;
     mcir_gpu_stats gpu_stats;
     double run_seconds;
 

@@ -702,7 +702,7 @@ bool mcir_report_write(const mcir_compilation *c, const mcir_report_options *opt
              bytes(c->memory->lower_bound_bytes, lb, sizeof lb), c->memory->planner);
     }
     if (c->env)
-        fact(out, "run", "%s, %.3f s", c->ran_on_gpu ? "GPU" : "CPU reference", c->run_seconds);
+        fact(out, "run", "%s, %.3f s", c->ran_on_emu ? "emulated device" : c->ran_on_gpu ? "GPU" : "CPU reference", c->run_seconds);
     fputs("</div></header>\n<nav><a href=\"#graph\">graph</a><a href=\"#trace-s\">trace</a>"
           "<a href=\"#kernels-s\">kernels</a><a href=\"#arena\">arena</a></nav>\n",
           out);

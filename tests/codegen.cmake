@@ -5,7 +5,7 @@ target_link_libraries(mcir_codegen_testutil PUBLIC mcir_codegen ${CMAKE_DL_LIBS}
 mcir_check_test(test_codegen SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_codegen.c
                 LIBS mcir_codegen_testutil)
 set_tests_properties(test_codegen PROPERTIES TIMEOUT 900)
-# The generated kernels executed on the CPU (tests/cuda_emu.h).
+# The generated kernels executed on the CPU (emu/cuda_emu.h).
 mcir_check_test(test_codegen_emu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_codegen_emu.c
                 LIBS mcir_codegen_testutil ${CMAKE_DL_LIBS})
 set_tests_properties(test_codegen_emu PROPERTIES TIMEOUT 1500)

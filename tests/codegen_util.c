@@ -254,7 +254,7 @@ void *cgt_emu_compile(const char *work_dir, const char *src_dir, const char *nam
     const char *san = "";
 #endif
     snprintf(cmd, sizeof cmd,
-             "c++ -std=c++17 -O1 -w -Wno-psabi -shared -fPIC -fno-gnu-unique %s -I%s/tests -o %s %s",
+             "c++ -std=c++17 -O1 -w -Wno-psabi -shared -fPIC -fno-gnu-unique %s -I%s/emu -o %s %s",
              san, src_dir, so, cpp);
     if (system(cmd) != 0) {
         fprintf(stderr, "emulated compile failed: %s\n", cmd);

@@ -24,7 +24,7 @@ mcir_plan *cgt_plan_naive(mcir_graph *g, const char *arch);
 /* Makes a fresh temporary cache directory and points MCIR_CACHE_DIR at it. */
 void cgt_temp_cache(char *dir, size_t n);
 
-/* The CPU emulator (tests/cuda_emu.h) for a generated kernel: compiles
+/* The CPU emulator (emu/cuda_emu.h) for a generated kernel: compiles
  * source plus its launcher (the body of `extern "C" void emu_kernel(void **a)`)
  * as C++ into a shared object under work_dir, with src_dir/tests on the
  * include path, and returns the dlopen handle (NULL, with the reason on

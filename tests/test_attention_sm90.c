@@ -10,7 +10,7 @@
  *    and cp.async.bulk.tensor, no spills, no ptxas advisory (C7514 wgmma
  *    serialised, C7517 wait injected, ...), registers within 10 % of the
  *    plan's estimate;
- *  - executed on the CPU emulator (tests/cuda_emu.h: wgmma with the
+ *  - executed on the CPU emulator (emu/cuda_emu.h: wgmma with the
  *    register-operand check, TMA with the runtime's tensor maps, mbarriers,
  *    every sanitizer check on; the split-KV merge kernel after the split
  *    one), they match the reference interpreter (f16 tolerance 2e-2
@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "codegen_util.h"
-#include "cuda_emu.h"
+#include "emu/cuda_emu.h"
 #include "kernelplan/kernelplan.h"
 #include "kernelplan/launch_sm90.h"
 #include "test_util.h"

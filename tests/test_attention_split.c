@@ -3,7 +3,7 @@
  * kernel planner splits Nk across blocks for decode shapes (Nq x batch x
  * heads far below the SM count) and not for prefill shapes; the split
  * kernel and its merge kernel compile with NVRTC for sm_80 and sm_90; and,
- * executed on the CPU emulator (tests/cuda_emu.h) with the partials in a
+ * executed on the CPU emulator (emu/cuda_emu.h) with the partials in a
  * scratch buffer, the mma.sync / FMA split kernels (sm_80; on sm_90 f16 /
  * bf16 decode takes the sm_90a template, whose split-KV runs in
  * test_attention_sm90) match the reference interpreter (f16 tolerance 2e-2
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "codegen_util.h"
-#include "cuda_emu.h"
+#include "emu/cuda_emu.h"
 #include "kernelplan/kernelplan.h"
 #include "test_util.h"
 

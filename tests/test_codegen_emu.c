@@ -1,6 +1,6 @@
 /*
  * test_codegen_emu.c — the generated kernels executed on the CPU: each
- * kernel's CUDA source is compiled as C++ against tests/cuda_emu.h (threads
+ * kernel's CUDA source is compiled as C++ against emu/cuda_emu.h (threads
  * as coroutines, real barriers and warp shuffles, the mma.sync fragment
  * layout emulated) and run over host buffers laid out like device memory;
  * the outputs must match the reference interpreter with the GPU test's
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "codegen_util.h"
-#include "cuda_emu.h"
+#include "emu/cuda_emu.h"
 #include "test_util.h"
 
 static char work_dir[256];

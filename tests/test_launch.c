@@ -5,7 +5,7 @@
  * static shared memory, tiles), threads per block == 32 x warps, and the
  * model recomputed from the plan's tiling gives the same launch; where
  * NVRTC compiles (a few graphs, a fresh cache), ptxas's shared memory
- * equals the plan's. The emulator (tests/cuda_emu.h) runs every tile
+ * equals the plan's. The emulator (emu/cuda_emu.h) runs every tile
  * candidate the model can pick on sm_80 and sm_90 for the examples'
  * attention and norm problems, against the reference interpreter. A tiling
  * the template cannot realise is refused by the model and by codegen.
@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "codegen_util.h"
-#include "cuda_emu.h"
+#include "emu/cuda_emu.h"
 #include "kernelplan/launch.h"
 #include "mcirc/pipeline.h"
 #include "test_util.h"

@@ -1,6 +1,6 @@
 /*
  * test_mma_layout.c — the emulator's mma.sync m16n8k16 fragment layout
- * (tests/cuda_emu.h, emu_mma_m16n8k16) checked against a second source:
+ * (emu/cuda_emu.h, emu_mma_m16n8k16) checked against a second source:
  * tests/data/layouts/mma_m16n8k16.txt, the lane/value -> (row, col) maps
  * evaluated from CuTe's SM80_16x8x16 layouts. A one-warp kernel runs one
  * emu_mma_m16n8k16 on fragments that the test fills from the data file's A
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "mcir/mcir.h"
-#include "cuda_emu.h"
+#include "emu/cuda_emu.h"
 #include "test_util.h"
 
 static char work_dir[256];
@@ -86,7 +86,7 @@ static void *compile_probe(void) {
     ck_assert_ptr_nonnull(f);
     fprintf(f, "#include \"cuda_emu.h\"\n%s", PROBE);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -fno-gnu-unique -I%s/tests -o %s %s",
+    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -fno-gnu-unique -I%s/emu -o %s %s",
              test_source_dir(), so, cpp);
     ck_assert_msg(system(cmd) == 0, "emulated compile failed: %s", cmd);
     void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);

@@ -1,5 +1,5 @@
 /*
- * test_sm90_emu.c — the emulator's sm_90a semantics (tests/cuda_emu.h)
+ * test_sm90_emu.c — the emulator's sm_90a semantics (emu/cuda_emu.h)
  * checked against data it was not written from:
  *  - wgmma m64nNk16 with shared operands: for each descriptor case of
  *    tests/data/layouts/gmma_smem_desc.txt (CuTe's canonical GMMA layouts
@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "mcir/mcir.h"
-#include "cuda_emu.h"
+#include "emu/cuda_emu.h"
 #include "test_util.h"
 
 static char work_dir[256];
@@ -187,7 +187,7 @@ static void setup(void) {
 #else
     const char *san = "";
 #endif
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -fno-gnu-unique %s -I%s/tests -o %s %s", san,
+    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -w -shared -fPIC -fno-gnu-unique %s -I%s/emu -o %s %s", san,
              test_source_dir(), so, cpp);
     ck_assert_msg(system(cmd) == 0, "emulated compile failed: %s", cmd);
     probe_lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);

@@ -6,7 +6,7 @@ typedef unsigned int u32;
 #define MC_NINF __int_as_float(0xff800000)
 
 // Every global and shared memory access of the templates goes through these
-// macros, so the CPU emulator of the tests (tests/cuda_emu.h, MC_EMULATE)
+// macros, so the CPU emulator of the tests (emu/cuda_emu.h, MC_EMULATE)
 // can check it: bounds of the buffer the pointer belongs to, races between
 // barriers, uninitialised reads, bytes requested. On the GPU they are the
 // plain accesses. MC_GLD(p, i) / MC_GST(p, i, v): element i of kernel

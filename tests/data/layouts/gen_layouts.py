@@ -4,7 +4,7 @@ mma.sync.aligned.m16n8k16.row.col (f16 / bf16 inputs, f32 or f16
 accumulators), evaluated from CuTe's layout definitions, transcribed below
 from NVIDIA/cutlass include/cute/atom/mma_traits_sm80.hpp
 (MMA_Traits<SM80_16x8x16_F16F16F16F16_TN>, shared by the F32F16F16F32 and
-F32BF16BF16F32 variants). Not derived from tests/cuda_emu.h.
+F32BF16BF16F32 variants). Not derived from emu/cuda_emu.h.
 
 A CuTe Layout (shape, stride) maps a (thread, value) coordinate to a linear
 index of the operand tile in column-major order: A is (M=16, K=16), B is
@@ -59,7 +59,7 @@ def main():
             "# Source: CuTe, NVIDIA/cutlass include/cute/atom/mma_traits_sm80.hpp,\n"
             "# MMA_Traits<SM80_16x8x16_F16F16F16F16_TN> ALayout / BLayout / CLayout\n"
             "# (the F32F16F16F32 and F32BF16BF16F32 traits inherit them), evaluated by\n"
-            "# tests/data/layouts/gen_layouts.py. Independent of tests/cuda_emu.h.\n"
+            "# tests/data/layouts/gen_layouts.py. Independent of emu/cuda_emu.h.\n"
             "# Columns: operand lane value reg half row col\n"
             "#   A: value v of the 8 halves in a0..a3 -> A[row=m][col=k]\n"
             "#   B: value v of the 4 halves in b0..b1 -> B[row=k][col=n]\n"
@@ -101,7 +101,7 @@ def main_wgmma():
             "# GMMA::CLayout_64xN (accumulator C/D, N = " + ", ".join(map(str, WGMMA_N)) + " here;\n"
             "# other N follow the same rule with N/8 value groups) and GMMA::ALayout_64x16\n"
             "# (A from registers, 16-bit types), evaluated by gen_layouts.py.\n"
-            "# Independent of tests/cuda_emu.h.\n"
+            "# Independent of emu/cuda_emu.h.\n"
             "# Columns: operand thread value row col\n"
             "#   C<N>: thread 0..127 of the warp group, value v = d[v] (f32) -> D[row=m][col=n]\n"
             "#   A:    value v of the 8 halves in a0..a3 (reg v/2, half v%2) -> A[row=m][col=k]\n")

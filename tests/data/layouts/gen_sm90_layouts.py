@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes gmma_smem_desc.txt and tma_box.txt: where an sm_90a kernel's
 16-bit operand elements lie in shared memory, for the emulator's wgmma
-shared-memory descriptors and TMA tile loads (tests/cuda_emu.h). Written
+shared-memory descriptors and TMA tile loads (emu/cuda_emu.h). Written
 from CuTe's statements, not from the emulator:
 
 * NVIDIA/cutlass include/cute/atom/mma_traits_sm90_gmma.hpp, the comment of
@@ -100,7 +100,7 @@ def main_desc(f):
         "# MN x 16 tile. Source: CuTe (NVIDIA/cutlass), see gen_sm90_layouts.py:\n"
         "# the canonical layouts of make_gmma_desc (mma_traits_sm90_gmma.hpp),\n"
         "# the Layout_K/MN_SW128_Atom atoms tiled over a kernel's tile, and\n"
-        "# cute::Swizzle. Independent of tests/cuda_emu.h.\n"
+        "# cute::Swizzle. Independent of emu/cuda_emu.h.\n"
         "# case NAME MAJOR(K|MN) SWIZZLE(0|32|64|128) MN START LBO SBO, then\n"
         "# MN*16 lines: mn k byte\n")
     cases = [
@@ -143,7 +143,7 @@ def main_tma(f):
         "# 2-byte slot of shared memory, or 'oob' (filled with zero). Source:\n"
         "# the CUDA driver API reference of cuTensorMapEncodeTiled and CuTe's\n"
         "# Swizzle<B,4,3> <-> CU_TENSOR_MAP_SWIZZLE_* (copy_sm90_desc.hpp),\n"
-        "# see gen_sm90_layouts.py. Independent of tests/cuda_emu.h.\n"
+        "# see gen_sm90_layouts.py. Independent of emu/cuda_emu.h.\n"
         "# case NAME W H ROWSTRIDE BOX0 BOX1 ES1 SWIZZLE C0 C1, then lines:\n"
         "#   byte row col   or   byte oob\n")
     cases = [

@@ -4,7 +4,8 @@
 // and a sanitizer for them (what compute-sanitizer's memcheck, racecheck
 // and initcheck would report on a GPU).
 //
-// Each CUDA thread of a block is a coroutine (ucontext) on one OS thread;
+// Each CUDA thread of a block is a coroutine on one OS thread (its own
+// stack; switched by hand on x86-64, by ucontext elsewhere);
 // __syncthreads parks a thread until every live thread of the block arrives;
 // warp shuffles, __syncwarp and the mma.sync emulation park until all 32
 // lanes of the warp arrive (a divergent shuffle or barrier is reported as a
@@ -126,6 +127,7 @@ typedef struct emu_launch {
     const char *kernel;
     void (*body)(void **);    /* the .so's emu_kernel: calls the kernel */
     void **args;              /* kernel arguments: pointers into buffers */
+    void **body_args;         /* what body gets (cuLaunchKernel's kernelParams); NULL: args */
     int n_args;
     unsigned grid, block;
     size_t smem;              /* dynamic shared memory */
@@ -135,12 +137,25 @@ typedef struct emu_launch {
     const int *arg_buffer;    /* per argument: its buffer (where buffers share
                                  bytes); NULL: the first buffer holding it */
     int checks;               /* EMU_CHECK_* */
+    /* findings: printed to stderr ("emu: KERNEL: race: ..."), or, with
+     * quiet, only written to messages (when given) as lines
+     * "race|out-of-bounds|uninitialised|hang: WHAT", the first three of
+     * each kind and a count of the rest */
+    int quiet;
+    char *messages;
+    size_t messages_size;
     /* results */
     emu_stats stats;
     int findings[EMU_FIND_KINDS];
 } emu_launch;
 
-/* Runs the launch; 0, or -1 on a finding (printed to stderr) or a hang. */
+/* The finding kinds as the CLI names them. */
+static inline const char *emu_finding_name(int kind) {
+    return kind == EMU_FIND_BOUNDS ? "out-of-bounds" : kind == EMU_FIND_RACE ? "race"
+           : kind == EMU_FIND_INIT ? "uninitialised" : "hang";
+}
+
+/* Runs the launch; 0, or -1 on a finding (reported as above) or a hang. */
 typedef int (*emu_run_fn)(emu_launch *launch);
 
 #ifdef __cplusplus
@@ -217,10 +232,39 @@ static inline unsigned short mc_f32_to_bf16(float f) {
 
 /* ---- the scheduler */
 enum { EMU_RUN, EMU_BARRIER, EMU_WARP, EMU_DONE };
-struct emu_thread { ucontext_t ctx; emu_dim3 tid; int state; char *stack; };
+/* Switching between the scheduler and a thread: on x86-64 a user-space
+ * switch of the callee-saved registers and the stack pointer (swapcontext
+ * saves the signal mask with two system calls a switch: they were 60 % of
+ * an emulated BERT layer); elsewhere, and under AddressSanitizer (which
+ * follows ucontext switches, not hand-made ones), ucontext. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define EMU_FAST_SWITCH 1
+extern "C" void emu_ctx_switch(void **save_sp, void *load_sp);
+extern "C" void emu_ctx_start(void);
+__asm__(".text\n.p2align 4\n.hidden emu_ctx_switch\n.globl emu_ctx_switch\n.type emu_ctx_switch,@function\n"
+        "emu_ctx_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size emu_ctx_switch, .-emu_ctx_switch\n");
+#else
+#define EMU_FAST_SWITCH 0
+#endif
+struct emu_thread { ucontext_t ctx; void *sp; emu_dim3 tid; int state; char *stack; };
 static emu_thread *emu_threads;
 static int emu_nthreads, emu_cur_i;
 static ucontext_t emu_sched;
+static void *emu_sched_sp;
+
+/* The running thread gives the CPU back to the scheduler. */
+static inline void emu_to_sched() {
+#if EMU_FAST_SWITCH
+    emu_ctx_switch(&emu_threads[emu_cur_i].sp, emu_sched_sp);
+#else
+    swapcontext(&emu_threads[emu_cur_i].ctx, &emu_sched);
+#endif
+}
 static emu_dim3 emu_block, emu_bdim, emu_gdim;
 static unsigned char *emu_dyn_smem;
 static emu_launch *emu_L;
@@ -266,12 +310,17 @@ static void emu_report(int kind, const char *fmt, ...) {
     emu_L->findings[kind]++;
     if (++emu_reports[kind] > 3) return;   /* the first three of each kind */
     static const char *what[] = {"out of bounds", "race", "uninitialised read", "hang"};
-    fprintf(stderr, "emu: %s: %s: ", emu_L->kernel, what[kind]);
+    char text[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    if (!emu_L->quiet) fprintf(stderr, "emu: %s: %s: %s\n", emu_L->kernel, what[kind], text);
+    if (emu_L->messages && emu_L->messages_size) {
+        size_t used = strlen(emu_L->messages);
+        if (used < emu_L->messages_size)
+            snprintf(emu_L->messages + used, emu_L->messages_size - used, "%s: %s\n", emu_finding_name(kind), text);
+    }
 }
 
 static unsigned emu_block_of(uint32_t s) {
@@ -457,7 +506,7 @@ template <class T> static inline T *emu_sst(T *p) { return (T *)emu_shared(p, si
 
 static inline void emu_park(int state) {
     emu_threads[emu_cur_i].state = state;
-    swapcontext(&emu_threads[emu_cur_i].ctx, &emu_sched);
+    emu_to_sched();
 }
 static inline void __syncthreads() { emu_park(EMU_BARRIER); }
 static inline void __syncwarp(unsigned = 0xffffffffu) {
@@ -1075,10 +1124,25 @@ static void emu_sm90_block_end() {
 }
 
 static void emu_entry() {
-    emu_L->body(emu_L->args);
+    emu_L->body(emu_L->body_args ? emu_L->body_args : emu_L->args);
     emu_threads[emu_cur_i].state = EMU_DONE;
-    swapcontext(&emu_threads[emu_cur_i].ctx, &emu_sched);
+    emu_to_sched();
 }
+
+#if EMU_FAST_SWITCH
+/* A fresh thread's stack: the six callee-saved registers emu_ctx_switch
+ * pops, then emu_entry as the address it returns to, then a null return
+ * address for emu_entry (which never returns): at emu_entry's first
+ * instruction the stack is aligned as after a call. */
+static void *emu_fresh_stack(char *stack, size_t bytes) {
+    uintptr_t top = ((uintptr_t)(stack + bytes)) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = 0;
+    *--sp = (void *)emu_entry;
+    for (int i = 0; i < 6; i++) *--sp = 0;
+    return sp;
+}
+#endif
 
 /* New stamps for every warp: a block begins or passes __syncthreads. */
 static void emu_barrier_stamps() {
@@ -1097,6 +1161,7 @@ extern "C" int emu_run(emu_launch *L) {
     emu_L = L;
     memset(&L->stats, 0, sizeof L->stats);
     memset(L->findings, 0, sizeof L->findings);
+    if (L->messages && L->messages_size) L->messages[0] = 0;
     memset(emu_reports, 0, sizeof emu_reports);
     emu_bdim = {block, 1, 1};
     emu_gdim = {grid, 1, 1};
@@ -1160,6 +1225,10 @@ extern "C" int emu_run(emu_launch *L) {
             emu_thread *th = &emu_threads[t];
             th->tid = {t, 0, 0};
             th->state = EMU_RUN;
+#if EMU_FAST_SWITCH
+            th->sp = emu_fresh_stack(th->stack, STACK);
+            continue;
+#endif
             getcontext(&th->ctx);
             th->ctx.uc_stack.ss_sp = th->stack;
             th->ctx.uc_stack.ss_size = STACK;
@@ -1171,7 +1240,11 @@ extern "C" int emu_run(emu_launch *L) {
             for (int t = 0; t < emu_nthreads; t++)
                 if (emu_threads[t].state == EMU_RUN) {
                     emu_cur_i = t;
+#if EMU_FAST_SWITCH
+                    emu_ctx_switch(&emu_sched_sp, emu_threads[t].sp);
+#else
                     swapcontext(&emu_sched, &emu_threads[t].ctx);
+#endif
                     ran = true;
                 }
             if (ran) continue;
@@ -1229,7 +1302,12 @@ extern "C" int emu_run(emu_launch *L) {
         total += L->findings[k];
         more += L->findings[k] > 3 ? L->findings[k] - 3 : 0;
     }
-    if (more) fprintf(stderr, "emu: %s: %d more findings\n", L->kernel, more);
+    if (more && !L->quiet) fprintf(stderr, "emu: %s: %d more findings\n", L->kernel, more);
+    if (more && L->messages && L->messages_size) {
+        size_t used = strlen(L->messages);
+        if (used < L->messages_size)
+            snprintf(L->messages + used, L->messages_size - used, "(%d more findings)\n", more);
+    }
     return emu_failed || total ? -1 : 0;
 }
 

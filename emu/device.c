@@ -1,0 +1,591 @@
+/*
+ * device.c — the emulated device: a second implementation of the CUDA
+ * driver table (codegen/cuda_driver.h) whose memory is host memory and
+ * whose modules are the generated kernels built for the CPU emulator
+ * (emu/compile.c), so codegen/runtime.c runs unchanged over it; see
+ * emu/emu.h.
+ *
+ * Invariants: a CUdeviceptr is a host address inside one of dev.allocs;
+ * every allocation has a per-byte shadow of what was written since it was
+ * made (host copies, memsets, kernel and library writes) that the
+ * emulator's uninitialised-read check reads; a launch runs every block
+ * before it returns (or the capped grid, mcir_emu_set_max_blocks) and a
+ * finding fails it with CUDA_ERROR_LAUNCH_FAILED, the findings kept for
+ * emu_findings until the next failure.
+ */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emu/cuda_emu.h"
+#include "emu/emu-impl.h"
+#include "mcir/mcir.h"
+#include "properties/target.h"
+
+enum {
+    ERR_INVALID_VALUE = 1,
+    ERR_OUT_OF_MEMORY = 2,
+    ERR_INVALID_IMAGE = 200,
+    ERR_NOT_FOUND = 500,
+    ERR_LAUNCH_OUT_OF_RESOURCES = 701,
+    ERR_LAUNCH_FAILED = 719,
+};
+
+typedef struct emu_range {   /* what the runtime said a range holds */
+    uintptr_t p;
+    size_t bytes;
+    unsigned long seq;
+    char name[120];
+} emu_range;
+
+typedef struct emu_module {
+    void *lib;
+    int (*run)(emu_launch *);
+} emu_module;
+
+typedef struct emu_function {
+    emu_module *module;
+    void (*body)(void **);
+    const char *params;   /* the launcher's parameter string: r4 w2 s4 p4 m0 ... */
+    char name[128];
+    int max_dynamic_smem;
+} emu_function;
+
+static struct {
+    bool made;
+    char arch[16], name[128];
+    int major, minor, l2_bytes;
+    int64_t smem_optin;
+    emu_mem *allocs;
+    int n_allocs, cap_allocs;
+    size_t allocated;
+    emu_range *ranges;
+    int n_ranges, cap_ranges;
+    unsigned long seq;
+    char findings[16384];
+    mcir_emu_launch_record *log;
+    int n_log, cap_log;
+    unsigned max_blocks;
+} dev;
+
+/* ------------------------------------------------------------- memory */
+
+const emu_mem *emu_dev_find(uintptr_t p, size_t bytes, size_t *offset) {
+    for (int i = 0; i < dev.n_allocs; i++) {
+        uintptr_t b = (uintptr_t)dev.allocs[i].base;
+        if (p >= b && p - b <= dev.allocs[i].bytes && bytes <= dev.allocs[i].bytes - (p - b)) {
+            if (offset) *offset = (size_t)(p - b);
+            return &dev.allocs[i];
+        }
+    }
+    return NULL;
+}
+
+/* The latest naming of a range holding p (a start beats a middle). */
+static const emu_range *range_at(uintptr_t p, bool start) {
+    const emu_range *best = NULL;
+    for (int i = 0; i < dev.n_ranges; i++) {
+        const emu_range *r = &dev.ranges[i];
+        bool in = start ? r->p == p : p >= r->p && p - r->p < r->bytes;
+        if (in && (!best || r->seq > best->seq)) best = r;
+    }
+    return best;
+}
+
+const char *emu_dev_name_of(uintptr_t p, uintptr_t *range_start, size_t *range_bytes) {
+    const emu_range *r = range_at(p, true);
+    if (!r) r = range_at(p, false);
+    if (r) {
+        if (range_start) *range_start = r->p;
+        if (range_bytes) *range_bytes = r->bytes;
+        return r->name;
+    }
+    size_t off;
+    const emu_mem *m = emu_dev_find(p, 0, &off);
+    if (range_start) *range_start = m ? (uintptr_t)m->base : p;
+    if (range_bytes) *range_bytes = m ? m->bytes : 0;
+    return "device memory";
+}
+
+static void emu_name(CUdeviceptr p, size_t bytes, const char *name) {
+    for (int i = 0; i < dev.n_ranges; i++)   /* the same range named again: renamed, newest */
+        if (dev.ranges[i].p == p && dev.ranges[i].bytes == bytes) {
+            snprintf(dev.ranges[i].name, sizeof dev.ranges[i].name, "%s", name);
+            dev.ranges[i].seq = ++dev.seq;
+            return;
+        }
+    if (dev.n_ranges == dev.cap_ranges) {
+        dev.cap_ranges = dev.cap_ranges ? 2 * dev.cap_ranges : 64;
+        dev.ranges = realloc(dev.ranges, sizeof *dev.ranges * (size_t)dev.cap_ranges);
+        MCIR_ASSERT(dev.ranges != NULL);
+    }
+    emu_range *r = &dev.ranges[dev.n_ranges++];
+    r->p = p;
+    r->bytes = bytes;
+    r->seq = ++dev.seq;
+    snprintf(r->name, sizeof r->name, "%s", name);
+}
+
+void emu_dev_finding(const char *kind, const char *fmt, ...) {
+    size_t used = strlen(dev.findings);
+    if (used + 2 >= sizeof dev.findings) return;
+    int n = snprintf(dev.findings + used, sizeof dev.findings - used, "%s: ", kind);
+    if (n < 0 || used + (size_t)n >= sizeof dev.findings) return;
+    used += (size_t)n;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dev.findings + used, sizeof dev.findings - used, fmt, ap);
+    va_end(ap);
+    used = strlen(dev.findings);
+    if (used + 1 < sizeof dev.findings) strcat(dev.findings, "\n");
+}
+
+void emu_dev_clear_findings(void) { dev.findings[0] = 0; }
+
+static const char *emu_findings(void) { return dev.findings; }
+
+/* ---------------------------------------------------- the driver entries */
+
+static CUresult e_init(unsigned flags) {
+    (void)flags;
+    return CUDA_SUCCESS;
+}
+static CUresult e_driver_version(int *v) {
+    *v = 13000;   /* the driver API the runtime is written against */
+    return CUDA_SUCCESS;
+}
+static CUresult e_device_count(int *n) {
+    *n = 1;
+    return CUDA_SUCCESS;
+}
+static CUresult e_device_get(CUdevice *d, int ordinal) {
+    if (ordinal != 0) return ERR_INVALID_VALUE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+static CUresult e_device_name(char *name, int len, CUdevice d) {
+    (void)d;
+    snprintf(name, (size_t)len, "%s", dev.name);
+    return CUDA_SUCCESS;
+}
+static CUresult e_device_attribute(int *v, int attr, CUdevice d) {
+    (void)d;
+    switch (attr) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = dev.major; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = dev.minor; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *v = dev.l2_bytes; return CUDA_SUCCESS;
+    default: return ERR_INVALID_VALUE;
+    }
+}
+static size_t host_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : (size_t)1 << 34;
+}
+static CUresult e_total_mem(size_t *bytes, CUdevice d) {
+    (void)d;
+    *bytes = host_bytes();
+    return CUDA_SUCCESS;
+}
+static CUresult e_ctx_retain(CUcontext *c, CUdevice d) {
+    (void)d;
+    *c = &dev;
+    return CUDA_SUCCESS;
+}
+static CUresult e_ctx_release(CUdevice d) {
+    (void)d;
+    return CUDA_SUCCESS;
+}
+static CUresult e_ctx_set(CUcontext c) {
+    (void)c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_mem_alloc(CUdeviceptr *p, size_t bytes) {
+    size_t rounded = (bytes + 255) / 256 * 256;
+    if (rounded == 0) rounded = 256;
+    if (dev.allocated + rounded > host_bytes() / 2) return ERR_OUT_OF_MEMORY;
+    unsigned char *base = aligned_alloc(256, rounded), *init = calloc(rounded, 1);
+    if (!base || !init) {
+        free(base);
+        free(init);
+        return ERR_OUT_OF_MEMORY;
+    }
+    memset(base, 0xff, rounded);   /* garbage, like a GPU's fresh memory (NaN for floats) */
+    if (dev.n_allocs == dev.cap_allocs) {
+        dev.cap_allocs = dev.cap_allocs ? 2 * dev.cap_allocs : 64;
+        dev.allocs = realloc(dev.allocs, sizeof *dev.allocs * (size_t)dev.cap_allocs);
+        MCIR_ASSERT(dev.allocs != NULL);
+    }
+    dev.allocs[dev.n_allocs++] = (emu_mem){base, bytes, init};
+    dev.allocated += rounded;
+    *p = (CUdeviceptr)(uintptr_t)base;
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_mem_free(CUdeviceptr p) {
+    for (int i = 0; i < dev.n_allocs; i++)
+        if ((uintptr_t)dev.allocs[i].base == p) {
+            emu_mem m = dev.allocs[i];
+            size_t rounded = (m.bytes + 255) / 256 * 256;
+            dev.allocated -= rounded ? rounded : 256;
+            for (int r = 0; r < dev.n_ranges;)   /* the names inside go too */
+                if (dev.ranges[r].p >= p && dev.ranges[r].p - p <= m.bytes)
+                    dev.ranges[r] = dev.ranges[--dev.n_ranges];
+                else
+                    r++;
+            free(m.base);
+            free(m.init);
+            dev.allocs[i] = dev.allocs[--dev.n_allocs];
+            return CUDA_SUCCESS;
+        }
+    return ERR_INVALID_VALUE;
+}
+
+static CUresult e_mem_info(size_t *free_b, size_t *total_b) {
+    *total_b = host_bytes();
+    *free_b = *total_b > dev.allocated ? *total_b - dev.allocated : 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_htod(CUdeviceptr dst, const void *src, size_t n) {
+    size_t off;
+    const emu_mem *m = emu_dev_find(dst, n, &off);
+    if (!m) return ERR_INVALID_VALUE;
+    memcpy(m->base + off, src, n);
+    memset(m->init + off, 1, n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_dtoh(void *dst, CUdeviceptr src, size_t n) {
+    size_t off;
+    const emu_mem *m = emu_dev_find(src, n, &off);
+    if (!m) return ERR_INVALID_VALUE;
+    memcpy(dst, m->base + off, n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    (void)s;
+    size_t od, os;
+    const emu_mem *md = emu_dev_find(dst, n, &od), *ms = emu_dev_find(src, n, &os);
+    if (!md || !ms) return ERR_INVALID_VALUE;
+    memmove(md->base + od, ms->base + os, n);
+    memmove(md->init + od, ms->init + os, n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_memset32(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
+    (void)s;
+    size_t off;
+    const emu_mem *m = emu_dev_find(dst, 4 * n, &off);
+    if (!m || dst % 4) return ERR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) memcpy(m->base + off + 4 * i, &v, 4);
+    memset(m->init + off, 1, 4 * n);
+    return CUDA_SUCCESS;
+}
+
+/* Streams and events: launches run to completion before they return, so a
+ * stream orders nothing more; an event records when it was reached. */
+static CUresult e_stream_create(CUstream *s, unsigned flags) {
+    (void)flags;
+    *s = malloc(1);
+    return *s ? CUDA_SUCCESS : ERR_OUT_OF_MEMORY;
+}
+static CUresult e_stream_sync(CUstream s) {
+    (void)s;
+    return CUDA_SUCCESS;
+}
+static CUresult e_stream_destroy(CUstream s) {
+    free(s);
+    return CUDA_SUCCESS;
+}
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+static CUresult e_event_create(CUevent *e, unsigned flags) {
+    (void)flags;
+    *e = calloc(1, sizeof(double));
+    return *e ? CUDA_SUCCESS : ERR_OUT_OF_MEMORY;
+}
+static CUresult e_event_record(CUevent e, CUstream s) {
+    (void)s;
+    *(double *)e = now_ms();
+    return CUDA_SUCCESS;
+}
+static CUresult e_event_sync(CUevent e) {
+    (void)e;
+    return CUDA_SUCCESS;
+}
+static CUresult e_event_destroy(CUevent e) {
+    free(e);
+    return CUDA_SUCCESS;
+}
+static CUresult e_event_elapsed(float *ms, CUevent a, CUevent b) {
+    *ms = (float)(*(double *)b - *(double *)a);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------ modules */
+
+static const char IMAGE_MAGIC[8] = "MCIREMU1";
+
+static CUresult e_module_load(CUmodule *mod, const void *image) {
+    *mod = NULL;
+    const unsigned char *img = image;
+    if (!img || memcmp(img, IMAGE_MAGIC, 8) != 0) {
+        emu_dev_clear_findings();
+        emu_dev_finding("hang", "cuModuleLoadData: not an emulator module (a cubin for a GPU?)");
+        return ERR_INVALID_IMAGE;
+    }
+    uint64_t size;
+    memcpy(&size, img + 8, 8);
+    const char *tmp = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/mcir-emu-module-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) return ERR_INVALID_IMAGE;
+    bool ok = write(fd, img + 16, (size_t)size) == (ssize_t)size;
+    ok = close(fd) == 0 && ok;
+    void *lib = ok ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    unlink(path);
+    if (!lib) return ERR_INVALID_IMAGE;
+    emu_module *m = calloc(1, sizeof *m);
+    MCIR_ASSERT(m != NULL);
+    m->lib = lib;
+    *(void **)&m->run = dlsym(lib, "emu_run");
+    if (!m->run) {
+        dlclose(lib);
+        free(m);
+        return ERR_INVALID_IMAGE;
+    }
+    *mod = m;
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_module_unload(CUmodule mod) {
+    emu_module *m = mod;
+    if (!m) return ERR_INVALID_VALUE;
+    dlclose(m->lib);
+    free(m);
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_module_function(CUfunction *f, CUmodule mod, const char *name) {
+    emu_module *m = mod;
+    char sym[200];
+    snprintf(sym, sizeof sym, "%s__emu", name);
+    void *body = dlsym(m->lib, sym);
+    snprintf(sym, sizeof sym, "%s__emu_params", name);
+    const char *params = dlsym(m->lib, sym);
+    if (!body || !params) return ERR_NOT_FOUND;
+    emu_function *fn = calloc(1, sizeof *fn);
+    MCIR_ASSERT(fn != NULL);
+    fn->module = m;
+    *(void **)&fn->body = body;
+    fn->params = params;
+    snprintf(fn->name, sizeof fn->name, "%s", name);
+    fn->max_dynamic_smem = 48 * 1024;
+    *f = fn;   /* lives as long as the process: a few per kernel */
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_func_attribute(CUfunction f, int attr, int value) {
+    emu_function *fn = f;
+    if (attr != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return ERR_INVALID_VALUE;
+    if (value < 0 || value > dev.smem_optin) return ERR_INVALID_VALUE;
+    fn->max_dynamic_smem = value;
+    return CUDA_SUCCESS;
+}
+
+/* cuLaunchKernel: the launcher's parameter string says what each kernel
+ * parameter is — r (a pointer read), w (written), m (a tensor map by
+ * value), each followed by the element bytes — so the emulator knows the
+ * buffers (named as the runtime named their ranges), which it writes, and
+ * where 1-byte elements need the race shadow per byte. */
+static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                         unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
+    (void)s;
+    emu_function *fn = f;
+    emu_dev_clear_findings();
+    if (extra || gy != 1 || gz != 1 || by != 1 || bz != 1 || gx == 0 || bx == 0 || bx > 1024) {
+        emu_dev_finding("hang", "%s: a launch of %ux%ux%u blocks of %ux%ux%u threads (the emulator runs 1-D grids "
+                        "and blocks of at most 1024 threads)", fn->name, gx, gy, gz, bx, by, bz);
+        return ERR_INVALID_VALUE;
+    }
+    if ((int64_t)smem > fn->max_dynamic_smem) {
+        emu_dev_finding("out-of-bounds", "%s: %u bytes of dynamic shared memory, the function allows %d "
+                        "(cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES)", fn->name, smem, fn->max_dynamic_smem);
+        return ERR_LAUNCH_OUT_OF_RESOURCES;
+    }
+    enum { MAX_ARGS = 64 };
+    void *args[MAX_ARGS];
+    int arg_buffer[MAX_ARGS], n_args = 0;
+    unsigned long long write_args = 0;
+    emu_buffer *bufs = calloc((size_t)(MAX_ARGS + dev.n_allocs + 1), sizeof *bufs);
+    MCIR_ASSERT(bufs != NULL);
+    int nb = 0, checks = EMU_CHECK_ALL;
+    char names[MAX_ARGS][160];
+    for (const char *p = fn->params; *p && n_args < MAX_ARGS; p += 2) {
+        int k = n_args++;
+        if (*p == 'm') {   /* a tensor map, by value: the emulator reads the struct */
+            args[k] = params[k];
+            arg_buffer[k] = -1;
+            continue;
+        }
+        uintptr_t ptr = (uintptr_t) * (void **)params[k];
+        args[k] = (void *)ptr;
+        if (*p == 'w') write_args |= 1ull << k;
+        if (p[1] == '1') checks |= EMU_CHECK_BYTES;
+        uintptr_t start;
+        size_t bytes;
+        const char *name = emu_dev_name_of(ptr, &start, &bytes);
+        size_t off;
+        const emu_mem *m = emu_dev_find(start, bytes, &off);
+        if (!m || start != ptr) {   /* no named range starts here: the allocation holding it */
+            m = emu_dev_find(ptr, 0, &off);
+            off = 0;
+            start = m ? (uintptr_t)m->base : ptr;
+            bytes = m ? m->bytes : 0;
+            snprintf(names[k], sizeof names[k], "%s", m ? "device memory" : "no device memory");
+        } else {
+            snprintf(names[k], sizeof names[k], "%s", name);
+        }
+        arg_buffer[k] = nb;
+        bufs[nb++] = (emu_buffer){.name = names[k], .base = (unsigned char *)start, .bytes = bytes,
+                                  .init = m ? m->init + off : NULL};
+    }
+    for (int i = 0; i < dev.n_allocs; i++)   /* tensor-map bases and the rest: by address */
+        bufs[nb++] = (emu_buffer){.name = "device memory", .base = dev.allocs[i].base, .bytes = dev.allocs[i].bytes,
+                                  .init = dev.allocs[i].init};
+    char messages[4096] = "";
+    unsigned grid = dev.max_blocks && gx > dev.max_blocks ? dev.max_blocks : gx;
+    emu_launch L = {.kernel = fn->name, .body = fn->body, .args = args, .body_args = params, .n_args = n_args,
+                    .grid = grid, .block = bx, .smem = smem, .write_args = write_args, .buffers = bufs,
+                    .n_buffers = nb, .arg_buffer = arg_buffer, .checks = checks, .quiet = 1,
+                    .messages = messages, .messages_size = sizeof messages};
+    double t0 = now_ms();
+    int rc = fn->module->run(&L);
+    free(bufs);
+    if (dev.n_log == dev.cap_log) {
+        dev.cap_log = dev.cap_log ? 2 * dev.cap_log : 64;
+        dev.log = realloc(dev.log, sizeof *dev.log * (size_t)dev.cap_log);
+        MCIR_ASSERT(dev.log != NULL);
+    }
+    mcir_emu_launch_record *rec = &dev.log[dev.n_log++];
+    memset(rec, 0, sizeof *rec);
+    snprintf(rec->kernel, sizeof rec->kernel, "%s", fn->name);
+    rec->grid = grid;
+    rec->block = bx;
+    rec->smem = smem;
+    rec->seconds = (now_ms() - t0) * 1e-3;
+    rec->bytes_read = L.stats.bytes_read;
+    rec->bytes_written = L.stats.bytes_written;
+    rec->wgmma = L.stats.wgmma;
+    rec->tma_loads = L.stats.tma_loads;
+    rec->tma_stores = L.stats.tma_stores;
+    memcpy(rec->findings, L.findings, sizeof rec->findings);
+    if (rc != 0) {
+        snprintf(dev.findings, sizeof dev.findings, "%s", messages[0] ? messages : "hang: the launch failed\n");
+        return ERR_LAUNCH_FAILED;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_tensor_map(void *map, int dtype, unsigned rank, void *base, const unsigned long long *dims,
+                             const unsigned long long *strides, const unsigned *box, const unsigned *elem_strides,
+                             int interleave, int swizzle, int l2promotion, int oobfill) {
+    return emu_tensor_map_encode_tiled(map, dtype, rank, base, dims, strides, box, elem_strides, interleave, swizzle,
+                                       l2promotion, oobfill) == 0
+               ? CUDA_SUCCESS
+               : ERR_INVALID_VALUE;
+}
+
+static CUresult e_error_string(CUresult rc, const char **s) {
+    switch (rc) {
+    case CUDA_SUCCESS: *s = "no error"; break;
+    case ERR_INVALID_VALUE: *s = "invalid argument"; break;
+    case ERR_OUT_OF_MEMORY: *s = "out of memory"; break;
+    case ERR_INVALID_IMAGE: *s = "device kernel image is invalid"; break;
+    case ERR_NOT_FOUND: *s = "named symbol not found"; break;
+    case ERR_LAUNCH_OUT_OF_RESOURCES: *s = "too many resources requested for launch"; break;
+    case ERR_LAUNCH_FAILED: *s = "unspecified launch failure (the emulator found what follows)"; break;
+    default: *s = "CUDA error"; break;
+    }
+    return CUDA_SUCCESS;
+}
+
+static mcir_cu_driver table = {
+    .cuInit = e_init,
+    .cuDriverGetVersion = e_driver_version,
+    .cuDeviceGetCount = e_device_count,
+    .cuDeviceGet = e_device_get,
+    .cuDeviceGetName = e_device_name,
+    .cuDeviceGetAttribute = e_device_attribute,
+    .cuDeviceTotalMem_v2 = e_total_mem,
+    .cuDevicePrimaryCtxRetain = e_ctx_retain,
+    .cuDevicePrimaryCtxRelease_v2 = e_ctx_release,
+    .cuCtxSetCurrent = e_ctx_set,
+    .cuModuleLoadData = e_module_load,
+    .cuModuleUnload = e_module_unload,
+    .cuModuleGetFunction = e_module_function,
+    .cuFuncSetAttribute = e_func_attribute,
+    .cuLaunchKernel = e_launch,
+    .cuMemAlloc_v2 = e_mem_alloc,
+    .cuMemFree_v2 = e_mem_free,
+    .cuMemGetInfo_v2 = e_mem_info,
+    .cuMemcpyHtoD_v2 = e_htod,
+    .cuMemcpyDtoH_v2 = e_dtoh,
+    .cuMemcpyDtoDAsync_v2 = e_dtod,
+    .cuMemsetD32Async = e_memset32,
+    .cuStreamCreate = e_stream_create,
+    .cuStreamSynchronize = e_stream_sync,
+    .cuStreamDestroy_v2 = e_stream_destroy,
+    .cuEventCreate = e_event_create,
+    .cuEventRecord = e_event_record,
+    .cuEventSynchronize = e_event_sync,
+    .cuEventDestroy_v2 = e_event_destroy,
+    .cuEventElapsedTime = e_event_elapsed,
+    .cuGetErrorString = e_error_string,
+    .cuTensorMapEncodeTiled = e_tensor_map,
+    .emulated = "emu",
+    .emu_name = emu_name,
+    .emu_findings = emu_findings,
+    .blas = &emu_blas_api,
+};
+
+const mcir_cu_driver *mcir_emu_driver(const char *arch, char *why, size_t n) {
+    if (!mcir_emu_available(why, n)) return NULL;
+    const mcir_target *t = mcir_target_find(arch ? arch : MCIR_DEFAULT_ARCH);
+    if (!t) {
+        if (why) snprintf(why, n, "no target %s to model", arch);
+        return NULL;
+    }
+    if (!dev.made || strcmp(dev.arch, t->name) != 0) {
+        dev.made = true;
+        snprintf(dev.arch, sizeof dev.arch, "%s", t->name);
+        dev.major = atoi(t->name + 3) / 10;
+        dev.minor = atoi(t->name + 3) % 10;
+        dev.l2_bytes = (int)t->l2_bytes;
+        dev.smem_optin = t->smem_per_block_optin;
+        snprintf(dev.name, sizeof dev.name, "mcir emulator (%s model, CPU)", t->name);
+        const char *e = getenv("MCIR_EMU_MAX_BLOCKS");
+        if (e && atoi(e) > 0) dev.max_blocks = (unsigned)atoi(e);
+    }
+    if (why && n) why[0] = 0;
+    return &table;
+}
+
+int mcir_emu_launches(const mcir_emu_launch_record **records) {
+    *records = dev.log;
+    return dev.n_log;
+}
+
+void mcir_emu_reset_launches(void) { dev.n_log = 0; }
+
+void mcir_emu_set_max_blocks(unsigned max_blocks) { dev.max_blocks = max_blocks; }

@@ -1,0 +1,34 @@
+/*
+ * emu-impl.h — what the emulated device's parts share (device.c, blas.c,
+ * compile.c): its memory (allocations with an initialised-byte shadow, the
+ * names the runtime gave their ranges) and its findings.
+ */
+#ifndef MCIR_EMU_IMPL_H
+#define MCIR_EMU_IMPL_H
+
+#include "codegen/blas_api.h"
+#include "emu/emu.h"
+
+/* The allocation holding [p, p + bytes), its offset there, and the name of
+ * the tensor the bytes belong to (the runtime's latest naming of a range
+ * covering them; else "device memory"). NULL where no allocation holds all
+ * of it. */
+typedef struct emu_mem {
+    unsigned char *base;
+    size_t bytes;
+    unsigned char *init;   /* per byte: written since allocation */
+} emu_mem;
+const emu_mem *emu_dev_find(uintptr_t p, size_t bytes, size_t *offset);
+const char *emu_dev_name_of(uintptr_t p, uintptr_t *range_start, size_t *range_bytes);
+
+/* Appends one finding line ("race|out-of-bounds|uninitialised|hang: WHAT")
+ * to those emu_findings reports; emu_dev_clear_findings forgets them. */
+void emu_dev_finding(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void emu_dev_clear_findings(void);
+
+extern const mcir_blas_api emu_blas_api;
+
+/* The embedded emulator header (emu/cuda_emu.h) and its hash. */
+extern const char mcir_emu_header_cuda_emu[];
+
+#endif /* MCIR_EMU_IMPL_H */
