@@ -457,7 +457,7 @@ static bool run_launch(gpu_run *r) {
     CU_CHECK(cu->cuEventRecord(r->ev0, r->stream), r->why, W);
     mcir_progress *pr = cu->emulated ? mcir_progress_begin("emu", "kernels", r->cg->n) : NULL;
     for (int i = 0; i < r->cg->n; i++) {
-        if (pr) mcir_progress_set(pr, i, "kernel %s", r->cg->k[i].kp->name);
+        if (pr) mcir_progress_set(pr, i, " (%s)", r->cg->k[i].kp->name);
         bool ok = !(r->mode == MCIR_ALLOC_LAZY && !lazy_alloc(r, i));
         if (ok && r->cg->k[i].source && !launch_kernel(r, i)) {
             r->failed = i;

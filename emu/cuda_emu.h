@@ -116,6 +116,15 @@ typedef struct emu_buffer {
     unsigned char *init;
 } emu_buffer;
 
+/* A static __shared__ array of the kernel's module: its offset and bytes
+ * in the module's static shared memory (the emu_smem section), its name
+ * as declared; the device reads them from the module's symbol table so
+ * findings name the array. */
+typedef struct emu_smem_symbol {
+    size_t offset, bytes;
+    const char *name;
+} emu_smem_symbol;
+
 /* EMU_CHECK_BYTES: the race shadow per byte, for launches that touch 1-byte
  * elements (bool, u8, i8); else per 2-byte granule (exact when every access
  * is 2-byte aligned and at least 2 bytes; about 25 % less CPU), and a 1-byte
@@ -144,6 +153,8 @@ typedef struct emu_launch {
     int quiet;
     char *messages;
     size_t messages_size;
+    const emu_smem_symbol *smem_symbols;   /* may be NULL: offsets only */
+    int n_smem_symbols;
     /* results */
     emu_stats stats;
     int findings[EMU_FIND_KINDS];
@@ -323,6 +334,26 @@ static void emu_report(int kind, const char *fmt, ...) {
     }
 }
 
+/* Where an access lands, for findings: "global 'y' byte 12", "shared
+ * 'part' byte 4 (static shared memory offset 12)", "dynamic shared memory
+ * byte 49152". */
+static const char *emu_where(char *buf, size_t n, bool global, const char *space, size_t off) {
+    if (global) {
+        snprintf(buf, n, "global '%s' byte %zu", space, off);
+        return buf;
+    }
+    if (!strcmp(space, "static shared"))
+        for (int k = 0; k < emu_L->n_smem_symbols; k++) {
+            const emu_smem_symbol *y = &emu_L->smem_symbols[k];
+            if (off >= y->offset && off - y->offset < y->bytes) {
+                snprintf(buf, n, "shared '%s' byte %zu (static shared memory offset %zu)", y->name, off - y->offset, off);
+                return buf;
+            }
+        }
+    snprintf(buf, n, "%s memory byte %zu", space, off);
+    return buf;
+}
+
 static unsigned emu_block_of(uint32_t s) {
     unsigned b = emu_block.x;
     while (b > 0 && emu_block_stamp[b] > s) b--;
@@ -354,10 +385,11 @@ static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char 
 /* An access of n bytes at byte off of the race shadow, per granule; a
  * 1-byte access under 2-byte granules is reported (it cannot be tracked). */
 static void emu_race_at(emu_cell *cells, size_t off, size_t n, bool write, bool global, const char *space) {
+    char w[200];
     if (emu_gshift && ((off | n) & 1))   /* reported, not tracked */
-        emu_report(EMU_FIND_RACE, "%s%s%s byte %zu: thread (block %u, thread %d) %s %zu bytes; the race shadow "
-                   "has 2-byte granules (run the launch with EMU_CHECK_BYTES)", global ? "global '" : "", space,
-                   global ? "'" : " memory", off, emu_block.x, emu_cur_i, write ? "writes" : "reads", n);
+        emu_report(EMU_FIND_RACE, "%s: thread (block %u, thread %d) %s %zu bytes; the race shadow "
+                   "has 2-byte granules (run the launch with EMU_CHECK_BYTES)",
+                   emu_where(w, sizeof w, global, space, off), emu_block.x, emu_cur_i, write ? "writes" : "reads", n);
     else emu_race(cells + (off >> emu_gshift), emu_granules(off, n), write, global, space, off >> emu_gshift << emu_gshift);
 }
 
@@ -371,9 +403,10 @@ static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char 
         else if (write && emu_unordered(c->rs, c->rt, global)) { ps = c->rs; pu = c->rt; }
         else if (write && emu_unordered(c->r2s, c->r2t, global)) { ps = c->r2s; pu = c->r2t; }
         if (ps) {
-            emu_report(EMU_FIND_RACE, "%s%s%s byte %zu: thread (block %u, thread %d%s) %s it, "
+            char w[200];
+            emu_report(EMU_FIND_RACE, "%s: thread (block %u, thread %d%s) %s it, "
                        "thread (block %u, thread %d) %s it with no %s between",
-                       global ? "global '" : "", space, global ? "'" : " memory", off + (k << emu_gshift), emu_block_of(ps), pu,
+                       emu_where(w, sizeof w, global, space, off + (k << emu_gshift)), emu_block_of(ps), pu,
                        pu >> 5 == 32 ? ": the TMA unit" : "", pw ? "wrote" : "read", emu_block.x, t,
                        write ? "writes" : "reads",
                        ps < emu_bstart ? "ordering (another block of the launch)"
@@ -469,17 +502,18 @@ static void *emu_shared(void *p, size_t n, size_t align, bool write) {
                        (size_t)(__stop_emu_smem - __start_emu_smem), (long long)(a - emu_dyn_smem));
         return emu_sink;
     }
+    char w[200];
     if ((L->checks & EMU_CHECK_BOUNDS) && ((uintptr_t)a % align) != 0)
-        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): misaligned %zu-byte shared %s at %s offset %zu",
-                   emu_block.x, emu_cur_i, n, write ? "store" : "load", space, off);
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): misaligned %zu-byte shared %s at %s",
+                   emu_block.x, emu_cur_i, n, write ? "store" : "load", emu_where(w, sizeof w, false, space, off));
     emu_cell *c = cells + (off >> emu_gshift);
     size_t g = emu_granules(off, n);
     if (!write && (L->checks & EMU_CHECK_INIT))
         for (size_t k = 0; k < g; k++)
             if (c[k].ws < emu_bstart) {
-                emu_report(EMU_FIND_INIT, "thread (block %u, thread %d) reads %s memory at offset %zu, "
-                           "which this block never wrote", emu_block.x, emu_cur_i, space,
-                           (off >> emu_gshift << emu_gshift) + (k << emu_gshift));
+                emu_report(EMU_FIND_INIT, "thread (block %u, thread %d) reads %s, which this block never wrote",
+                           emu_block.x, emu_cur_i,
+                           emu_where(w, sizeof w, false, space, (off >> emu_gshift << emu_gshift) + (k << emu_gshift)));
                 break;
             }
     if (L->checks & EMU_CHECK_RACES) emu_race_at(cells, off, n, write, false, space);

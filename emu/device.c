@@ -14,6 +14,7 @@
  * emu_findings until the next failure.
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,18 +43,25 @@ typedef struct emu_range {   /* what the runtime said a range holds */
     char name[120];
 } emu_range;
 
-typedef struct emu_module {
-    void *lib;
-    int (*run)(emu_launch *);
-} emu_module;
+typedef struct emu_module emu_module;
 
 typedef struct emu_function {
     emu_module *module;
     void (*body)(void **);
-    const char *params;   /* the launcher's parameter string: r4 w2 s4 p4 m0 ... */
+    const char *params;   /* the launcher's parameter string: r4 w2 m0 ... */
     char name[128];
     int max_dynamic_smem;
+    struct emu_function *next;   /* the module's functions: freed with it */
 } emu_function;
+
+struct emu_module {
+    void *lib;
+    int (*run)(emu_launch *);
+    emu_function *functions;
+    emu_smem_symbol *smem;   /* its static __shared__ arrays, for findings */
+    int n_smem;
+    char *smem_names;
+};
 
 static struct {
     bool made;
@@ -70,6 +78,7 @@ static struct {
     mcir_emu_launch_record *log;
     int n_log, cap_log;
     unsigned max_blocks;
+    int checks;   /* EMU_CHECK_* of every launch */
 } dev;
 
 /* ------------------------------------------------------------- memory */
@@ -335,6 +344,70 @@ static CUresult e_event_elapsed(float *ms, CUevent a, CUevent b) {
 
 static const char IMAGE_MAGIC[8] = "MCIREMU1";
 
+/* The declared name of a static __shared__ array from its symbol: a
+ * function's static local is mangled _ZZ<function>E<length><name>[_<n>]
+ * (Itanium ABI), a namespace-scope one is its name. */
+static void smem_symbol_name(const char *sym, char *out, size_t n) {
+    snprintf(out, n, "%s", sym);
+    if (strncmp(sym, "_ZZ", 3) != 0) return;
+    size_t len = strlen(sym);
+    for (size_t i = len; i-- > 3;) {   /* the last E<digits><name> that ends the symbol or a discriminator */
+        if (sym[i] != 'E') continue;
+        char *end;
+        unsigned long l = strtoul(sym + i + 1, &end, 10);
+        if (end == sym + i + 1 || l == 0 || (size_t)(end - sym) + l > len) continue;
+        const char *rest = end + l;
+        if (*rest && *rest != '_') continue;
+        snprintf(out, n, "%.*s", (int)l, end);
+        return;
+    }
+}
+
+/* The static __shared__ arrays of a module image (an ELF shared object):
+ * the symbols of its emu_smem section, by offset in the section. */
+static void module_smem_symbols(emu_module *m, const unsigned char *img, size_t size) {
+    if (size < sizeof(Elf64_Ehdr)) return;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > size ||
+        (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum || eh->e_shstrndx >= eh->e_shnum)
+        return;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
+    const Elf64_Shdr *names = &sh[eh->e_shstrndx];
+    if (names->sh_offset > size || names->sh_size > size - names->sh_offset) return;
+    int smem = -1, symtab = -1;
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_name >= names->sh_size) continue;
+        const char *nm = (const char *)img + names->sh_offset + sh[i].sh_name;
+        if (strnlen(nm, names->sh_size - sh[i].sh_name) == names->sh_size - sh[i].sh_name) continue;
+        if (!strcmp(nm, "emu_smem")) smem = i;
+        if (sh[i].sh_type == SHT_SYMTAB) symtab = i;
+    }
+    if (smem < 0 || symtab < 0 || sh[symtab].sh_link >= eh->e_shnum) return;
+    const Elf64_Shdr *st = &sh[symtab], *str = &sh[st->sh_link];
+    if (st->sh_offset > size || st->sh_size > size - st->sh_offset || str->sh_offset > size ||
+        str->sh_size > size - str->sh_offset)
+        return;
+    const Elf64_Sym *sym = (const Elf64_Sym *)(img + st->sh_offset);
+    size_t nsym = st->sh_size / sizeof *sym, text = 0, cap = 0;
+    for (size_t i = 0; i < nsym; i++)
+        if (sym[i].st_shndx == smem && sym[i].st_size) cap++;
+    if (!cap) return;
+    m->smem = calloc(cap, sizeof *m->smem);
+    m->smem_names = malloc(cap * 64);
+    MCIR_ASSERT(m->smem && m->smem_names);
+    for (size_t i = 0; i < nsym && (size_t)m->n_smem < cap; i++) {
+        if (sym[i].st_shndx != smem || !sym[i].st_size || sym[i].st_name >= str->sh_size) continue;
+        const char *nm = (const char *)img + str->sh_offset + sym[i].st_name;
+        if (strnlen(nm, str->sh_size - sym[i].st_name) == str->sh_size - sym[i].st_name) continue;
+        char *out = m->smem_names + text;
+        smem_symbol_name(nm, out, 64);
+        text += 64;
+        m->smem[m->n_smem++] = (emu_smem_symbol){.offset = (size_t)(sym[i].st_value - sh[smem].sh_addr),
+                                                 .bytes = (size_t)sym[i].st_size, .name = out};
+    }
+}
+
 static CUresult e_module_load(CUmodule *mod, const void *image) {
     *mod = NULL;
     const unsigned char *img = image;
@@ -364,6 +437,7 @@ static CUresult e_module_load(CUmodule *mod, const void *image) {
         free(m);
         return ERR_INVALID_IMAGE;
     }
+    module_smem_symbols(m, img + 16, (size_t)size);
     *mod = m;
     return CUDA_SUCCESS;
 }
@@ -371,7 +445,14 @@ static CUresult e_module_load(CUmodule *mod, const void *image) {
 static CUresult e_module_unload(CUmodule mod) {
     emu_module *m = mod;
     if (!m) return ERR_INVALID_VALUE;
+    while (m->functions) {
+        emu_function *f = m->functions;
+        m->functions = f->next;
+        free(f);
+    }
     dlclose(m->lib);
+    free(m->smem);
+    free(m->smem_names);
     free(m);
     return CUDA_SUCCESS;
 }
@@ -391,7 +472,9 @@ static CUresult e_module_function(CUfunction *f, CUmodule mod, const char *name)
     fn->params = params;
     snprintf(fn->name, sizeof fn->name, "%s", name);
     fn->max_dynamic_smem = 48 * 1024;
-    *f = fn;   /* lives as long as the process: a few per kernel */
+    fn->next = m->functions;
+    m->functions = fn;
+    *f = fn;
     return CUDA_SUCCESS;
 }
 
@@ -429,7 +512,7 @@ static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     unsigned long long write_args = 0;
     emu_buffer *bufs = calloc((size_t)(MAX_ARGS + dev.n_allocs + 1), sizeof *bufs);
     MCIR_ASSERT(bufs != NULL);
-    int nb = 0, checks = EMU_CHECK_ALL;
+    int nb = 0, checks = dev.checks;
     char names[MAX_ARGS][160];
     for (const char *p = fn->params; *p && n_args < MAX_ARGS; p += 2) {
         int k = n_args++;
@@ -441,12 +524,13 @@ static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
         uintptr_t ptr = (uintptr_t) * (void **)params[k];
         args[k] = (void *)ptr;
         if (*p == 'w') write_args |= 1ull << k;
-        if (p[1] == '1') checks |= EMU_CHECK_BYTES;
+        if (p[1] == '1' && (checks & EMU_CHECK_RACES)) checks |= EMU_CHECK_BYTES;   /* 1-byte elements: per-byte race shadow */
         uintptr_t start;
         size_t bytes;
         const char *name = emu_dev_name_of(ptr, &start, &bytes);
         size_t off;
-        const emu_mem *m = emu_dev_find(start, bytes, &off);
+        const emu_mem *m = emu_dev_find(start, 0, &off);
+        if (m && start == ptr && off + bytes > m->bytes) bytes = m->bytes - off;   /* a name past its allocation */
         if (!m || start != ptr) {   /* no named range starts here: the allocation holding it */
             m = emu_dev_find(ptr, 0, &off);
             off = 0;
@@ -468,7 +552,8 @@ static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     emu_launch L = {.kernel = fn->name, .body = fn->body, .args = args, .body_args = params, .n_args = n_args,
                     .grid = grid, .block = bx, .smem = smem, .write_args = write_args, .buffers = bufs,
                     .n_buffers = nb, .arg_buffer = arg_buffer, .checks = checks, .quiet = 1,
-                    .messages = messages, .messages_size = sizeof messages};
+                    .messages = messages, .messages_size = sizeof messages,
+                    .smem_symbols = fn->module->smem, .n_smem_symbols = fn->module->n_smem};
     double t0 = now_ms();
     int rc = fn->module->run(&L);
     free(bufs);
@@ -559,6 +644,33 @@ static mcir_cu_driver table = {
     .blas = &emu_blas_api,
 };
 
+/* MCIR_EMU_PROFILE: the functions that took the most time, at exit. */
+static void profile_report(void) {
+    typedef struct { const char *name; double s; int n; } agg;
+    agg *a = calloc((size_t)dev.n_log + 1, sizeof *a);
+    int na = 0;
+    double total = 0;
+    for (int i = 0; a && i < dev.n_log; i++) {
+        int j = 0;
+        while (j < na && strcmp(a[j].name, dev.log[i].kernel) != 0) j++;
+        if (j == na) a[na++] = (agg){dev.log[i].kernel, 0, 0};
+        a[j].s += dev.log[i].seconds;
+        a[j].n++;
+        total += dev.log[i].seconds;
+    }
+    for (int i = 0; i < na; i++)   /* by time, descending */
+        for (int j = i + 1; j < na; j++)
+            if (a[j].s > a[i].s) {
+                agg t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+            }
+    fprintf(stderr, "emu profile: %d launches, %.2f s in kernels\n", dev.n_log, total);
+    for (int i = 0; i < na && i < 15; i++)
+        fprintf(stderr, "  %8.3f s %5d x %s\n", a[i].s, a[i].n, a[i].name);
+    free(a);
+}
+
 const mcir_cu_driver *mcir_emu_driver(const char *arch, char *why, size_t n) {
     if (!mcir_emu_available(why, n)) return NULL;
     const mcir_target *t = mcir_target_find(arch ? arch : MCIR_DEFAULT_ARCH);
@@ -576,6 +688,9 @@ const mcir_cu_driver *mcir_emu_driver(const char *arch, char *why, size_t n) {
         snprintf(dev.name, sizeof dev.name, "mcir emulator (%s model, CPU)", t->name);
         const char *e = getenv("MCIR_EMU_MAX_BLOCKS");
         if (e && atoi(e) > 0) dev.max_blocks = (unsigned)atoi(e);
+        if (getenv("MCIR_EMU_PROFILE")) atexit(profile_report);
+        e = getenv("MCIR_EMU_CHECKS");   /* 0: the checks off (to time them) */
+        dev.checks = e && *e ? atoi(e) & EMU_CHECK_ALL : EMU_CHECK_ALL;
     }
     if (why && n) why[0] = 0;
     return &table;
