@@ -291,6 +291,10 @@ const char *mcir_codegen_kernel_epilogue(const mcir_codegen *cg, int i, const ch
     return cg->k[i].epi_source;
 }
 
+const char *mcir_codegen_kernel_epilogue_entry(const mcir_codegen *cg, int i) {
+    return cg->k[i].epi_source ? cg->k[i].epi_entry : NULL;
+}
+
 void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], int block[3],
                                 int64_t *smem) {
     for (int j = 0; j < 3; j++) {

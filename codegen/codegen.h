@@ -88,6 +88,9 @@ int64_t mcir_codegen_kernel_smem(const mcir_codegen *cg, int i);
  * f32 product [batch, M, N]. */
 const char *mcir_codegen_kernel_epilogue(const mcir_codegen *cg, int i, const char **name,
                                          int64_t *grid);
+/* The function the epilogue launches (named by its content, as
+ * mcir_codegen_kernel_entry); NULL without an epilogue. */
+const char *mcir_codegen_kernel_epilogue_entry(const mcir_codegen *cg, int i);
 /* The launch configuration of kernel i (grid, block, dynamic smem). */
 void mcir_codegen_kernel_launch(const mcir_codegen *cg, int i, int64_t grid[3], int block[3],
                                 int64_t *smem);

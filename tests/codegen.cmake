@@ -32,3 +32,28 @@ if(MCIR_SANITIZE)
   set_property(TEST test_codegen test_gpu APPEND PROPERTY ENVIRONMENT
     "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan-codegen.supp:print_suppressions=0")
 endif()
+# The emulated device under the real runtime, with its mutants (emu/emu.h).
+if(TARGET mcir_pipeline)
+  mcir_check_test(test_emu_device SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_emu_device.c
+                  LIBS mcir_pipeline mcir_codegen_testutil)
+  set_tests_properties(test_emu_device PROPERTIES TIMEOUT 900)
+endif()
+# Every example and golden graph through mcirc --run --device emu --verify
+# (tests/emu_examples.sh: the three allocation modes; a subset in pool mode
+# in the sanitizer build).
+if(TARGET mcirc)
+  if(MCIR_SANITIZE)
+    set(MCIR_EMU_EXAMPLES sanitizer)
+  else()
+    set(MCIR_EMU_EXAMPLES full)
+  endif()
+  add_test(NAME emu_examples COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/emu_examples.sh $<TARGET_FILE:mcirc>
+           ${PROJECT_SOURCE_DIR} ${MCIR_EMU_EXAMPLES})
+  set_tests_properties(emu_examples PROPERTIES TIMEOUT 1500 SKIP_RETURN_CODE 77)
+endif()
+# scripts/gpu-check.sh's own logic on the emulated device (the script the
+# first GPU will run), and its failure path.
+if(TARGET mcirc AND NOT MCIR_SANITIZE)
+  add_test(NAME gpu_check_emu COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu_check_emu_test.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(gpu_check_emu PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()

@@ -2,6 +2,9 @@
 #include "codegen_util.h"
 
 #include "kernelplan/plan-impl.h"
+#include "codegen/runtime.h"
+#include "emu/emu.h"
+#include <math.h>
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -157,6 +160,29 @@ static void resolve_aliases(mcir_plan *p) {
     }
 }
 
+/* Each root tensor's first and last kernel, as the kernel planner's
+ * liveness gives them (the runtime allocates what a kernel touches). */
+static void liveness(mcir_plan *p) {
+    const mcir_graph *g = p->graph;
+    p->first_use = mcir_arena_alloc(p->arena, sizeof *p->first_use * (size_t)g->n_tensors);
+    p->last_use = mcir_arena_alloc(p->arena, sizeof *p->last_use * (size_t)g->n_tensors);
+    for (int t = 0; t < g->n_tensors; t++) p->first_use[t] = p->last_use[t] = -1;
+    for (int k = 0; k < p->n_kernels; k++) {
+        const mcir_kernel_plan *kp = &p->kernels[k];
+        for (int i = 0; i < kp->n_reads + kp->n_writes; i++) {
+            const mcir_tensor *x = i < kp->n_reads ? kp->reads[i] : kp->writes[i - kp->n_reads];
+            int r = p->alias_root[x->id]->id;
+            if (p->first_use[r] < 0) p->first_use[r] = k;
+            p->last_use[r] = k;
+        }
+    }
+    for (int t = 0; t < g->n_tensors; t++) {
+        int r = p->alias_root[t]->id;
+        p->first_use[t] = p->first_use[r];
+        p->last_use[t] = p->last_use[r];
+    }
+}
+
 mcir_plan *cgt_plan(mcir_graph *g, const char *arch, int n, const cgt_kspec *ks) {
     mcir_plan *p = plan_new(g, arch, n);
     for (int i = 0; i < n; i++) {
@@ -173,6 +199,7 @@ mcir_plan *cgt_plan(mcir_graph *g, const char *arch, int n, const cgt_kspec *ks)
         fill_kernel(g, &p->kernels[i], i, ks[i].tpl, anchor, nodes, nn);
     }
     resolve_aliases(p);
+    liveness(p);
     plan_launches(p);
     plan_gemm_launches(p);
     return p;
@@ -210,6 +237,7 @@ mcir_plan *cgt_plan_naive(mcir_graph *g, const char *arch) {
         k++;
     }
     resolve_aliases(p);
+    liveness(p);
     plan_launches(p);
     plan_gemm_launches(p);
     return p;
@@ -267,3 +295,62 @@ void *cgt_emu_compile(const char *work_dir, const char *src_dir, const char *nam
 }
 
 size_t cgt_arena_round(int64_t bytes) { return (size_t)((bytes + 255) / 256 * 256); }
+
+cgt_emu_result cgt_emu_device(mcir_graph *g, mcir_plan *p, mcir_memplan *mp, unsigned max_blocks, uint64_t seed,
+                              void (*fill)(mcir_graph *g, mcir_env *env), void (*mutate)(mcir_codegen *cg),
+                              char **diag) {
+    cgt_emu_result res = {.rel = INFINITY};
+    mcir_diag d = mcir_diag_stderr();
+    mcir_codegen *cg = mcir_codegen_new(p, mp, &d);
+    if (!cg) return res;
+    if (mutate) mutate(cg);
+    mcir_env *ref = mcir_env_new(g, seed), *dev = mcir_env_new(g, seed);
+    if (fill) {
+        fill(g, ref);
+        fill(g, dev);
+    }
+    if (!mcir_interp_run(g, ref, &d)) abort();
+    size_t len = 0;
+    char *text = NULL;
+    FILE *mem = open_memstream(&text, &len);
+    mcir_diag dd = mem ? mcir_diag_to(mem) : mcir_diag_stderr();
+    mcir_emu_set_max_blocks(max_blocks);
+    mcir_emu_reset_launches();
+    mcir_gpu_stats st;
+    res.ran = mcir_emu_run(cg, dev, mp ? MCIR_ALLOC_POOL : MCIR_ALLOC_EAGER, &st, &dd);
+    mcir_emu_set_max_blocks(0);
+    if (mem) fclose(mem);
+    if (text && *text && !diag) fputs(text, stderr);
+    if (diag) *diag = text;
+    else free(text);
+    const mcir_emu_launch_record *r;
+    res.launches = mcir_emu_launches(&r);
+    for (int i = 0; i < res.launches; i++) {
+        for (int k = 0; k < 4; k++) res.findings[k] += r[i].findings[k];
+        res.wgmma += r[i].wgmma;
+        res.tma_loads += r[i].tma_loads;
+        res.tma_stores += r[i].tma_stores;
+    }
+    if (res.ran) {
+        res.finite = true;
+        double worst = 0;
+        for (int o = 0; o < g->n_outputs; o++) {
+            const mcir_tensor *t = g->outputs[o];
+            const float *a = mcir_env_get(dev, t), *b = mcir_env_get(ref, t);
+            double maxref = 0, maxerr = 0;
+            for (int64_t k = 0; k < mcir_tensor_numel(t); k++) {
+                if (!isfinite(a[k])) res.finite = false;
+                maxref = fmax(maxref, fabs(b[k]));
+                double e = isfinite(a[k]) ? fabs((double)a[k] - (double)b[k]) : INFINITY;
+                maxerr = fmax(maxerr, e);
+            }
+            double rel = maxref > 0 ? maxerr / maxref : INFINITY;
+            worst = fmax(worst, rel);
+        }
+        res.rel = worst;
+    }
+    mcir_env_free(ref);
+    mcir_env_free(dev);
+    mcir_codegen_free(cg);
+    return res;
+}

@@ -34,6 +34,28 @@ void cgt_temp_cache(char *dir, size_t n);
  * instrumented too. */
 void *cgt_emu_compile(const char *work_dir, const char *src_dir, const char *name,
                       const char *source, const char *launcher, bool *compiled);
+/* Plan p (its kernels generated from g; mp its memory plan, or NULL: each
+ * tensor its own allocation) run on the emulated device through the real
+ * runtime (codegen/runtime.c, emu/emu.h) with at most max_blocks blocks a
+ * launch (0: all; every template is a grid-stride loop), its outputs
+ * against the interpreter's on the same inputs: fill sets them in both
+ * environments (NULL: seeded with seed, as the runtime seeds). mutate, when
+ * given, edits the codegen (a unit, a cuBLAS argument) before the run.
+ * Returns the worst max |emu - ref| / max |ref| over the outputs (INFINITY
+ * when the run fails; its diagnostics in *diag when diag is given, else on
+ * stderr); *records / *n_records the launches (mcir_emu_launches). */
+typedef struct cgt_emu_result {
+    bool ran;
+    double rel;
+    bool finite;
+    int findings[4];   /* summed over the launches: out-of-bounds, race, uninitialised, hang */
+    unsigned long long wgmma, tma_loads, tma_stores;
+    int launches;
+} cgt_emu_result;
+cgt_emu_result cgt_emu_device(mcir_graph *g, mcir_plan *p, mcir_memplan *mp, unsigned max_blocks, uint64_t seed,
+                              void (*fill)(mcir_graph *g, mcir_env *env), void (*mutate)(mcir_codegen *cg),
+                              char **diag);
+
 /* Bytes a buffer takes in an emulated arena (the runtime's 256-byte alignment). */
 size_t cgt_arena_round(int64_t bytes);
 

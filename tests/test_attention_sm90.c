@@ -10,11 +10,12 @@
  *    and cp.async.bulk.tensor, no spills, no ptxas advisory (C7514 wgmma
  *    serialised, C7517 wait injected, ...), registers within 10 % of the
  *    plan's estimate;
- *  - executed on the CPU emulator (emu/cuda_emu.h: wgmma with the
- *    register-operand check, TMA with the runtime's tensor maps, mbarriers,
- *    every sanitizer check on; the split-KV merge kernel after the split
- *    one), they match the reference interpreter (f16 tolerance 2e-2
- *    relative, finite outputs);
+ *  - run on the emulated device through the real runtime (emu/emu.h: the
+ *    runtime encodes the tensor maps, the memory plan places the split-KV
+ *    scratch, the merge kernel runs after the split one; wgmma with the
+ *    register-operand check, TMA, mbarriers, every sanitizer check on),
+ *    they match the reference interpreter (f16 tolerance 2e-2 relative,
+ *    finite outputs);
  *  - the pipeline bug this template had — P converted into the A
  *    fragments of a P·V wgmma still in flight — is an emulator finding
  *    when put back into the generated kernel.
@@ -26,6 +27,7 @@
 #include <string.h>
 
 #include "codegen_util.h"
+#include "codegen/codegen-impl.h"
 #include "emu/cuda_emu.h"
 #include "kernelplan/kernelplan.h"
 #include "kernelplan/launch_sm90.h"
@@ -225,157 +227,42 @@ static void fill_inputs(mcir_graph *g, mcir_env *cpu) {
     }
 }
 
-typedef struct emu_result {
-    bool ran;
-    int findings[EMU_FIND_KINDS];
-    double rel;
-    bool finite;
-    unsigned long long wgmma, tma_loads, tma_store_bytes;
-} emu_result;
+/* The plan's attention kernel (and its split-KV merge) on the emulated
+ * device through the real runtime (tensor maps encoded by the runtime,
+ * the scratch placed by the memory plan), capped at 3 blocks (the
+ * grid-stride loops cover every item); `mutate` (optional) edits the
+ * generated compile unit first. */
+static void (*unit_mutation)(char *unit);
+static void mutate_unit(mcir_codegen *cg) {
+    cg_kernel *k = &cg->k[0];
+    unit_mutation(k->unit);
+}
 
-/* Runs the plan's attention kernel (and its split-KV merge) on the
- * emulator over a few blocks (the grid-stride loops cover every item), its
- * tensor maps encoded from the codegen's descriptions as the runtime does;
- * `mutate` (optional) edits the generated source first. */
-static emu_result run_emulated(const shape *sh, void (*mutate)(char *src)) {
-    emu_result res = {0};
+static cgt_emu_result run_emulated(const shape *sh, void (*mutate)(char *unit)) {
     char *js = att_graph(sh);
     mcir_graph *g = cgt_graph(js);
     mcir_plan *p = plan_of(g, "sm_90");
     mcir_diag d = mcir_diag_stderr();
     ck_assert_int_eq(p->n_kernels, 1);
-    const mcir_kernel_plan *kp = &p->kernels[0];
-    ck_assert(sm90_tiled(kp));
-    mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
-    ck_assert_ptr_nonnull(cg);
-    mcir_tensor_map_desc maps[5];
-    const int n_maps = mcir_codegen_kernel_tensor_maps(cg, 0, maps, 5);
-    ck_assert_int_ge(n_maps, 3);
-    int64_t mgrid;
-    int mblock;
-    const bool split = mcir_codegen_kernel_merge(cg, 0, &mgrid, &mblock);
-
-    mcir_env *cpu = mcir_env_new(g, 5);
-    fill_inputs(g, cpu);
-    ck_assert(mcir_interp_run(g, cpu, &d));
-
-    /* buffers: the reads, the write, the split-KV scratch */
-    int nr = kp->n_reads, nb = nr + 1 + (split ? 1 : 0);
-    ck_assert_int_eq(kp->n_writes, 1);
-    ck_assert_int_le(nb, 6);
-    emu_buffer bufs[6];
-    const mcir_tensor *ts[6] = {0};
-    size_t at[6], total = 0, bytes[6];
-    for (int i = 0; i < nb; i++) {
-        ts[i] = i < nr ? kp->reads[i] : i == nr ? kp->writes[0] : NULL;
-        bytes[i] = ts[i] ? (size_t)mcir_tensor_bytes(ts[i]) : (size_t)kp->scratch_bytes;
-        at[i] = total;
-        total += cgt_arena_round((int64_t)bytes[i]);
-        bufs[i] = (emu_buffer){.name = ts[i] ? ts[i]->name : "split-KV scratch", .bytes = bytes[i]};
+    ck_assert(sm90_tiled(&p->kernels[0]));
+    mcir_memplan *mp = mcir_memplan_build(p, NULL, NULL, &d);
+    ck_assert_ptr_nonnull(mp);
+    unit_mutation = mutate;
+    char *diag = NULL;
+    cgt_emu_result r = cgt_emu_device(g, p, mp, 3, 5, fill_inputs, mutate ? mutate_unit : NULL, mutate ? &diag : NULL);
+    if (diag) {
+        fprintf(stderr, "%.600s", diag);
+        free(diag);
     }
-    unsigned char *arena = aligned_alloc(256, total);
-    ck_assert_ptr_nonnull(arena);
-    memset(arena, 0xff, total);
-    void *args[12];
-    int arg_buf[12];
-    static unsigned char tmaps[5][128] __attribute__((aligned(64)));
-    unsigned long long ptrs[6];
-    for (int i = 0; i < nb; i++) {
-        bufs[i].base = arena + at[i];
-        args[i] = bufs[i].base;
-        arg_buf[i] = i;
-        ptrs[i] = (unsigned long long)(uintptr_t)bufs[i].base;
-        if (i < nr) mcir_values_from_f32(ts[i]->dtype, mcir_env_get(cpu, ts[i]), bufs[i].base, mcir_tensor_numel(ts[i]));
-        else bufs[i].init = calloc(bufs[i].bytes, 1);
-    }
-    for (int m = 0; m < n_maps; m++) {
-        const mcir_tensor_map_desc *x = &maps[m];
-        unsigned es[5] = {1, 1, 1, 1, 1};
-        ck_assert(x->read >= 0 && x->read <= nr);
-        ck_assert_int_eq(emu_tensor_map_encode_tiled(tmaps[m], x->dtype, (unsigned)x->rank,
-                                                     (void *)(uintptr_t)(ptrs[x->read] + (unsigned long long)x->offset *
-                                                                                            (unsigned long long)x->esize),
-                                                     (const unsigned long long *)x->dims,
-                                                     (const unsigned long long *)x->strides, x->box, es, 0, x->swizzle,
-                                                     2, 0),
-                         0);
-        args[nb + m] = tmaps[m];
-        arg_buf[nb + m] = -1;
-    }
-    /* emu_kernel(a): a[nb + n_maps] selects the split kernel (0) or the merge (1) */
-    int which = 0;
-    args[nb + n_maps] = &which;
-    arg_buf[nb + n_maps] = -1;
-    char call[2048], params[1024];
-    int n = 0;
-    for (int i = 0; i < nr; i++) n += snprintf(params + n, sizeof params - (size_t)n, "(const unsigned short*)a[%d], ", i);
-    n += snprintf(params + n, sizeof params - (size_t)n, "(unsigned short*)a[%d]", nr);
-    if (split) snprintf(params + n, sizeof params - (size_t)n, ", (float*)a[%d]", nr + 1);
-    n = snprintf(call, sizeof call, "if (*(const int*)a[%d] == 0) %s(%s", nb + n_maps, kp->name, params);
-    for (int m = 0; m < n_maps; m++) n += snprintf(call + n, sizeof call - (size_t)n, ", *(const CUtensorMap*)a[%d]", nb + m);
-    n += snprintf(call + n, sizeof call - (size_t)n, ");");
-    if (split) snprintf(call + n, sizeof call - (size_t)n, " else %s_merge(%s);", kp->name, params);
-    int64_t grid[3], smem;
-    int block[3];
-    mcir_codegen_kernel_launch(cg, 0, grid, block, &smem);
-    char *src = strdup(mcir_codegen_kernel_source(cg, 0));
-    if (mutate) mutate(src);
-    void *h = cgt_emu_compile(work_dir, test_source_dir(), kp->name, src, call, NULL);
-    free(src);
-    ck_assert_ptr_nonnull(h);
-    emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
-    void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
-    ck_assert(run && launch);
-    emu_launch L = {.kernel = kp->name, .body = launch, .args = args, .n_args = nb + n_maps + 1, .buffers = bufs,
-                    .n_buffers = nb, .arg_buffer = arg_buf, .checks = EMU_CHECK_ALL};
-    L.write_args = (1ull << nr) | (split ? 1ull << (nr + 1) : 0);
-    L.grid = (unsigned)(grid[0] < 3 ? grid[0] : 3);   /* a block takes several items */
-    L.block = (unsigned)block[0];
-    L.smem = (size_t)smem;
-    bool ok = run(&L) == 0;
-    memcpy(res.findings, L.findings, sizeof res.findings);
-    res.wgmma = L.stats.wgmma;
-    res.tma_loads = L.stats.tma_loads;
-    res.tma_store_bytes = L.stats.tma_store_bytes;
-    if (ok && split) {   /* the merge, over the partials */
-        which = 1;
-        emu_launch M = L;
-        M.kernel = "merge";
-        M.write_args = 1ull << nr;
-        M.grid = (unsigned)(mgrid < 4 ? mgrid : 4);
-        M.block = (unsigned)mblock;
-        M.smem = 0;
-        ok = run(&M) == 0;
-        for (int k = 0; k < EMU_FIND_KINDS; k++) res.findings[k] += M.findings[k];
-    }
-    dlclose(h);
-    res.ran = ok;
-    const mcir_tensor *y = g->outputs[0];
-    const float *ref = mcir_env_get(cpu, y);
-    int64_t cnt = mcir_tensor_numel(y);
-    double maxref = 0, maxerr = 0;
-    res.finite = true;
-    for (int64_t i = 0; i < cnt && ok; i++) {
-        float v = (float)mcir_value_get(y->dtype, bufs[nr].base, i);
-        if (!isfinite(v)) res.finite = false;
-        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
-        double e = isfinite(v) ? fabs((double)v - (double)ref[i]) : INFINITY;
-        if (e > maxerr) maxerr = e;
-    }
-    res.rel = maxref > 0 ? maxerr / maxref : INFINITY;
-    fprintf(stderr, "  sm_90a %-16s %-4s Nq=%-4d Nk=%-4d d=%-3d%s: %u blocks x %u threads%s, %llu wgmma, %llu TMA "
-                    "loads, %llu bytes TMA-stored, rel err %.3g %s\n",
-            sh->name, sh->dt, sh->nq, sh->nk, sh->d, sh->causal ? " causal" : "", L.grid, L.block,
-            split ? " + merge" : "", res.wgmma, res.tma_loads, res.tma_store_bytes, res.rel,
-            ok && res.rel <= 2e-2 && res.finite ? "ok" : "FAIL");
-    for (int i = nr; i < nb; i++) free(bufs[i].init);
-    free(arena);
-    mcir_env_free(cpu);
-    mcir_codegen_free(cg);
+    fprintf(stderr, "  sm_90a %-16s %-4s Nq=%-4d Nk=%-4d d=%-3d%s: %d launches, %llu wgmma, %llu TMA loads, %llu TMA "
+                    "stores, rel err %.3g %s\n",
+            sh->name, sh->dt, sh->nq, sh->nk, sh->d, sh->causal ? " causal" : "", r.launches, r.wgmma, r.tma_loads,
+            r.tma_stores, r.rel, r.ran && r.rel <= 2e-2 && r.finite ? "ok" : "FAIL");
+    mcir_memplan_free(mp);
     mcir_plan_free(p);
     mcir_graph_free(g);
     free(js);
-    return res;
+    return r;
 }
 
 START_TEST(test_sm90_matches_reference_emulated) {
@@ -386,7 +273,7 @@ START_TEST(test_sm90_matches_reference_emulated) {
     int failed = 0;
     for (int i = 0; i < N_SHAPES; i++) {
         if (!SHAPES[i].emulate) continue;
-        emu_result r = run_emulated(&SHAPES[i], NULL);
+        cgt_emu_result r = run_emulated(&SHAPES[i], NULL);
         failed += !(r.ran && r.rel <= 2e-2 && r.finite && r.wgmma > 0 && r.tma_loads > 0);
     }
     ck_assert_int_eq(failed, 0);
@@ -398,10 +285,12 @@ END_TEST
  * wait_group 0). Moving the conversion above the wait in the generated
  * kernel must be a race finding naming the A fragments. */
 static void convert_before_wait(char *src) {
-    const char *wait = "            mc_wgmma_wait<0>();   // P V of tile i-1 retired";
-    const char *conv = "            att_convert_p(pa, sc);\n";
-    char *w = strstr(src, wait), *c = strstr(src, conv);
-    ck_assert_msg(w && c && c > w, "the mainloop's wait / convert lines moved: update the mutation");
+    /* in the mainloop: after its wait_group 1, the wait_group 0, then the conversion */
+    char *w1 = strstr(src, "mc_wgmma_wait<1>();");
+    char *w = w1 ? strstr(w1, "mc_wgmma_wait<0>();") : NULL;
+    const char *conv = "att_convert_p(pa, sc);";
+    char *c = w ? strstr(w, conv) : NULL;
+    ck_assert_msg(w && c, "the mainloop's wait / convert moved: update the mutation");
     size_t lc = strlen(conv);
     memmove(w + lc, w, (size_t)(c - w));   /* [wait .. conv) shifts down, conv goes first */
     memcpy(w, conv, lc);
@@ -413,7 +302,7 @@ START_TEST(test_early_p_conversion_is_found) {
         return;
     }
     const shape s = {"mutant", "f16", 1, 1, 1, 64, 300, 64, false, 0, {0}, true, ""};
-    emu_result r = run_emulated(&s, convert_before_wait);
+    cgt_emu_result r = run_emulated(&s, convert_before_wait);
     ck_assert(!r.ran);
     ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
 }

@@ -3,12 +3,12 @@
  * kernel planner splits Nk across blocks for decode shapes (Nq x batch x
  * heads far below the SM count) and not for prefill shapes; the split
  * kernel and its merge kernel compile with NVRTC for sm_80 and sm_90; and,
- * executed on the CPU emulator (emu/cuda_emu.h) with the partials in a
- * scratch buffer, the mma.sync / FMA split kernels (sm_80; on sm_90 f16 /
- * bf16 decode takes the sm_90a template, whose split-KV runs in
- * test_attention_sm90) match the reference interpreter (f16 tolerance 2e-2
- * relative, f32 1e-3, as test_codegen_emu); the emulator's compile and
- * arena rounding are codegen_util's.
+ * run on the emulated device through the real runtime (the memory plan
+ * places the partials' scratch, the runtime launches the merge), the
+ * mma.sync / FMA split kernels (sm_80; on sm_90 f16 / bf16 decode takes
+ * the sm_90a template, whose split-KV runs in test_attention_sm90) match
+ * the reference interpreter (f16 tolerance 2e-2 relative, f32 1e-3, as
+ * test_codegen_emu).
  */
 #include <check.h>
 #include <dlfcn.h>
@@ -147,18 +147,11 @@ END_TEST
 
 /* ------------------------------------------------------------ emulated */
 
-
-static void to_storage(const mcir_tensor *t, const float *v, void *out) {
-    mcir_values_from_f32(t->dtype, v, out, mcir_tensor_numel(t));
-}
-
-static float from_storage(const mcir_tensor *t, const void *raw, int64_t i) {
-    return (float)mcir_value_get(t->dtype, raw, i);
-}
-
-/* Runs the graph's single attention kernel (split + merge) on the emulator:
- * q, k, v, y and the scratch each their own buffer of one arena; the
- * grid is capped at 5 blocks (the kernels are grid-stride loops). */
+/* The graph's attention (split kernel + merge) on the emulated device
+ * through the real runtime: the memory plan places the scratch, the
+ * runtime launches the split kernel and its merge; capped at 5 blocks a
+ * launch (the kernels are grid-stride loops). sm_80 plans: the mma.sync /
+ * FMA split path (sm_90 f16 decode takes the sm_90a template). */
 static bool run_split_emulated(const shape *sh) {
     char *js = decode_graph(sh->dt, 2, 4, 1, sh->nk, sh->d, sh->causal);
     mcir_graph *g = cgt_graph(js);
@@ -167,98 +160,16 @@ static bool run_split_emulated(const shape *sh) {
     ck_assert_int_eq(p->n_kernels, 1);
     const mcir_kernel_plan *kp = &p->kernels[0];
     ck_assert(split_chunk(kp) > 0);
-    mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
-    ck_assert_ptr_nonnull(cg);
-    int64_t mgrid = 0;
-    int mblock = 0;
-    ck_assert(mcir_codegen_kernel_merge(cg, 0, &mgrid, &mblock));
-
-    mcir_env *cpu = mcir_env_new(g, 3);
-    for (int i = 0; i < g->n_inputs; i++) {
-        float *v = malloc(sizeof(float) * (size_t)mcir_tensor_numel(g->inputs[i]));
-        mcir_fill_seeded(g->inputs[i], 3, v);
-        mcir_env_set(cpu, g->inputs[i], v);
-        free(v);
-    }
-    ck_assert(mcir_interp_run(g, cpu, &d));
-
-    /* buffers: the kernel's reads, its write, the scratch */
-    int nr = kp->n_reads, nw = kp->n_writes, nb = nr + nw + 1;
-    ck_assert_int_eq(nw, 1);
-    emu_buffer bufs[8];
-    const mcir_tensor *ts[8];
-    size_t at[8], total = 0;
-    ck_assert_int_le(nb, 8);
-    for (int i = 0; i < nb; i++) {
-        ts[i] = i < nr ? kp->reads[i] : i < nr + nw ? kp->writes[i - nr] : NULL;
-        int64_t bytes = ts[i] ? mcir_tensor_bytes(ts[i]) : kp->scratch_bytes;
-        at[i] = total;
-        total += cgt_arena_round(bytes);
-        bufs[i] = (emu_buffer){.name = ts[i] ? ts[i]->name : "scratch", .bytes = (size_t)bytes};
-    }
-    unsigned char *arena = aligned_alloc(256, total);
-    ck_assert_ptr_nonnull(arena);
-    memset(arena, 0xff, total);   /* NaN garbage */
-    void *args[8];
-    int arg_buf[8];
-    for (int i = 0; i < nb; i++) {
-        bufs[i].base = arena + at[i];
-        args[i] = bufs[i].base;
-        arg_buf[i] = i;
-        if (i < nr) to_storage(ts[i], mcir_env_get(cpu, ts[i]), bufs[i].base);
-        else bufs[i].init = calloc(bufs[i].bytes, 1);
-    }
-    const char *ct = kp->writes[0]->dtype == MCIR_DTYPE_F32 ? "float" : "unsigned short";
-    char call[2][1024];
-    for (int m = 0; m < 2; m++) {
-        int n = snprintf(call[m], sizeof call[m], "%s%s(", kp->name, m ? "_merge" : "");
-        for (int i = 0; i < nr; i++)
-            n += snprintf(call[m] + n, sizeof call[m] - (size_t)n, "(const %s*)a[%d], ",
-                          kp->reads[i]->dtype == MCIR_DTYPE_F32 ? "float" : "unsigned short", i);
-        snprintf(call[m] + n, sizeof call[m] - (size_t)n, "(%s*)a[%d], (float*)a[%d]);", ct, nr, nr + 1);
-    }
-    int64_t grid[3], smem;
-    int block[3];
-    mcir_codegen_kernel_launch(cg, 0, grid, block, &smem);
-    bool ok = true;
-    for (int m = 0; m < 2 && ok; m++) {
-        char name[300];
-        snprintf(name, sizeof name, "%s%s", kp->name, m ? "_merge" : "");
-        void *h = cgt_emu_compile(work_dir, test_source_dir(), name, mcir_codegen_kernel_source(cg, 0), call[m], NULL);
-        ck_assert_ptr_nonnull(h);
-        emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
-        void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
-        ck_assert(run && launch);
-        emu_launch L = {.kernel = name, .body = launch, .args = args, .n_args = nb, .buffers = bufs,
-                        .n_buffers = nb, .arg_buffer = arg_buf, .checks = EMU_CHECK_ALL};
-        /* the split kernel writes the scratch; the merge reads it and writes y */
-        L.write_args = m ? 1ull << nr : 1ull << (nr + 1);
-        int64_t gx = m ? mgrid : grid[0];
-        L.grid = (unsigned)(gx < 5 ? gx : 5);
-        L.block = (unsigned)(m ? mblock : block[0]);
-        L.smem = m ? 0 : (size_t)smem;
-        if (run(&L) != 0) ok = false;
-        dlclose(h);
-    }
+    int64_t splits = (sh->nk + split_chunk(kp) - 1) / split_chunk(kp);
+    mcir_memplan *mp = mcir_memplan_build(p, NULL, NULL, &d);
+    ck_assert_ptr_nonnull(mp);
+    cgt_emu_result r = cgt_emu_device(g, p, mp, 5, 3, NULL, NULL, NULL);
     const mcir_tensor *y = g->outputs[0];
-    const float *ref = mcir_env_get(cpu, y);
-    int64_t n = mcir_tensor_numel(y);
-    double maxref = 0, maxerr = 0;
-    for (int64_t i = 0; i < n && ok; i++) {
-        float v = from_storage(y, bufs[nr].base, i);
-        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
-        double e = isfinite(v) ? fabs((double)v - (double)ref[i]) : INFINITY;
-        if (e > maxerr) maxerr = e;
-    }
-    double rel = maxerr / (maxref > 1e-6 ? maxref : 1e-6), tol = y->dtype == MCIR_DTYPE_F32 ? 1e-3 : 2e-2;
-    fprintf(stderr, "  split %-4s Nk=%-5d d=%-3d%s %lld splits: rel err %.3g %s\n", sh->dt, sh->nk, sh->d,
-            sh->causal ? " causal" : "", (long long)((sh->nk + split_chunk(kp) - 1) / split_chunk(kp)), rel,
-            ok && rel <= tol && maxref > 0 ? "ok" : "FAIL");
-    ok = ok && rel <= tol && maxref > 0;
-    for (int i = 0; i < nb; i++) free(bufs[i].init);
-    free(arena);
-    mcir_env_free(cpu);
-    mcir_codegen_free(cg);
+    double tol = y->dtype == MCIR_DTYPE_F32 ? 1e-3 : 2e-2;
+    bool ok = r.ran && r.finite && r.rel <= tol && r.launches == 2;   /* the split kernel and its merge */
+    fprintf(stderr, "  split %-4s Nk=%-5d d=%-3d%s %lld splits: %d launches, rel err %.3g %s\n", sh->dt, sh->nk, sh->d,
+            sh->causal ? " causal" : "", (long long)splits, r.launches, r.rel, ok ? "ok" : "FAIL");
+    mcir_memplan_free(mp);
     mcir_plan_free(p);
     mcir_graph_free(g);
     free(js);

@@ -364,82 +364,15 @@ END_TEST
 /* ------------------------------------------------------------ emulated */
 
 
-static const char *ctype(mcir_dtype t) { return t == MCIR_DTYPE_F32 ? "float" : "unsigned short"; }
-
-/* Runs the single kernel of p (its plan as given) on the emulator and
- * compares every write with the interpreter; returns the relative error
- * (INFINITY on a finding). */
+/* Runs the single kernel of p (its plan as given) on the emulated device
+ * through the real runtime, 4 blocks at most (grid-stride loops cover the
+ * rest), and compares every output with the interpreter; returns the
+ * relative error (INFINITY on a finding). */
 static double run_emulated(mcir_graph *g, mcir_plan *p, const char *tag) {
-    mcir_diag d = mcir_diag_stderr();
+    (void)tag;
     ck_assert_int_eq(p->n_kernels, 1);
-    const mcir_kernel_plan *kp = &p->kernels[0];
-    mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
-    ck_assert_ptr_nonnull(cg);
-    mcir_env *cpu = mcir_env_new(g, 5);
-    for (int i = 0; i < g->n_inputs; i++) {
-        float *v = malloc(sizeof(float) * (size_t)mcir_tensor_numel(g->inputs[i]));
-        mcir_fill_seeded(g->inputs[i], 5, v);
-        mcir_env_set(cpu, g->inputs[i], v);
-        free(v);
-    }
-    ck_assert(mcir_interp_run(g, cpu, &d));
-    int nr = kp->n_reads, nw = kp->n_writes, nb = nr + nw;
-    ck_assert_int_le(nb, 8);
-    emu_buffer bufs[8];
-    void *args[8];
-    int arg_buf[8];
-    char call[1024];
-    int n = snprintf(call, sizeof call, "%s(", kp->name);
-    for (int i = 0; i < nb; i++) {
-        const mcir_tensor *t = i < nr ? kp->reads[i] : kp->writes[i - nr];
-        size_t bytes = (size_t)mcir_tensor_bytes(t);
-        bufs[i] = (emu_buffer){.name = t->name, .bytes = bytes};
-        bufs[i].base = aligned_alloc(256, (bytes + 255) / 256 * 256);
-        ck_assert_ptr_nonnull(bufs[i].base);
-        memset(bufs[i].base, 0xff, bytes);
-        if (i < nr) mcir_values_from_f32(t->dtype, mcir_env_get(cpu, t), bufs[i].base, mcir_tensor_numel(t));
-        else bufs[i].init = calloc(bytes, 1);
-        args[i] = bufs[i].base;
-        arg_buf[i] = i;
-        n += snprintf(call + n, sizeof call - (size_t)n, "%s(%s%s*)a[%d]", i ? ", " : "",
-                      i < nr ? "const " : "", ctype(t->dtype), i);
-    }
-    snprintf(call + n, sizeof call - (size_t)n, ");");
-    void *h = cgt_emu_compile(work_dir, test_source_dir(), tag, mcir_codegen_kernel_source(cg, 0), call, NULL);
-    ck_assert_ptr_nonnull(h);
-    emu_run_fn run = (emu_run_fn)dlsym(h, "emu_run");
-    void (*launch)(void **) = (void (*)(void **))dlsym(h, "emu_kernel");
-    ck_assert(run && launch);
-    emu_launch L = {.kernel = kp->name, .body = launch, .args = args, .n_args = nb, .buffers = bufs,
-                    .n_buffers = nb, .arg_buffer = arg_buf, .checks = EMU_CHECK_ALL};
-    L.write_args = ((1ull << nw) - 1) << nr;
-    L.grid = (unsigned)(kp->grid[0] < 4 ? kp->grid[0] : 4);   /* grid-stride loops cover the rest */
-    L.block = (unsigned)kp->block[0];
-    L.smem = (size_t)kp->smem_bytes;
-    bool ok = run(&L) == 0;
-    dlclose(h);
-    double worst = 0;
-    for (int w = 0; w < nw && ok; w++) {
-        const mcir_tensor *y = kp->writes[w];
-        const float *ref = mcir_env_get(cpu, y);
-        int64_t cnt = mcir_tensor_numel(y);
-        double maxref = 0, maxerr = 0;
-        for (int64_t i = 0; i < cnt; i++) {
-            double v = mcir_value_get(y->dtype, bufs[nr + w].base, i);
-            if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
-            double e = isfinite(v) ? fabs(v - (double)ref[i]) : INFINITY;
-            if (e > maxerr) maxerr = e;
-        }
-        double rel = maxref > 0 ? maxerr / maxref : INFINITY;
-        if (rel > worst) worst = rel;
-    }
-    for (int i = 0; i < nb; i++) {
-        free(bufs[i].base);
-        free(bufs[i].init);
-    }
-    mcir_env_free(cpu);
-    mcir_codegen_free(cg);
-    return ok ? worst : INFINITY;
+    cgt_emu_result r = cgt_emu_device(g, p, NULL, 4, 5, NULL, NULL, NULL);
+    return r.ran ? r.rel : INFINITY;
 }
 
 /* A one-node graph with the problem's shape: rows x width rows (softmax
