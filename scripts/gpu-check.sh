@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # gpu-check.sh — everything mcir can only prove on a GPU, in one command.
 #
-#   scripts/gpu-check.sh [--log DIR] [--jobs N] [--budget S] [BUILD_DIR]
-#   PREFIX/bin/mcir-gpu-check [--log DIR] [--jobs N] [--budget S] [PREFIX]
+#   scripts/gpu-check.sh [--log DIR] [--jobs N] [--budget S] [--device gpu|emu]
+#                        [--examples A,B,...] [BUILD_DIR]
+#   PREFIX/bin/mcir-gpu-check [same options] [PREFIX]
+#
+# --device emu runs the same checks on the emulated device (mcirc --run
+# --device emu: the real runtime, the kernels on the CPU emulator with its
+# race / bounds / uninitialised / hang checks), without a GPU: CI runs it
+# so this script's own logic is known to work before the first GPU does;
+# test_gpu and compute-sanitizer are GPU-only and not run there (every
+# emulated run is checked as it goes). --examples limits the examples.
+# MCIR_GPU_CHECK_COMPARE names another comparison program (a test of the
+# script's failure path).
 #
 # Checks, one summary line each (PASS / FAIL / SKIP), then "N passed, N
 # failed, N skipped":
@@ -40,9 +50,13 @@ usage() {   # the comment above; exit status $1 (default 2, to stderr)
   exit "$st"
 }
 
-log_dir="" jobs="" target="" budget=480
+log_dir="" jobs="" target="" budget=480 device=gpu only=""
 while (($#)); do
   case $1 in
+    --device) (($# >= 2)) || usage; device=$2; shift 2 ;;
+    --device=*) device=${1#--device=}; shift ;;
+    --examples) (($# >= 2)) || usage; only=$2; shift 2 ;;
+    --examples=*) only=${1#--examples=}; shift ;;
     --log) (($# >= 2)) || usage; log_dir=$2; shift 2 ;;
     --log=*) log_dir=${1#--log=}; shift ;;
     --jobs) (($# >= 2)) || usage; jobs=$2; shift 2 ;;
@@ -55,6 +69,7 @@ while (($#)); do
   esac
 done
 [[ $budget =~ ^[0-9]+$ ]] || { echo "gpu-check: --budget $budget is not a number of seconds" >&2; exit 2; }
+[ "$device" = gpu ] || [ "$device" = emu ] || { echo "gpu-check: --device $device: expected gpu or emu" >&2; exit 2; }
 [ -z "$jobs" ] || [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: --jobs $jobs is not a count" >&2; exit 2; }
 
 # ------------------------------------------------------------- the programs
@@ -82,13 +97,18 @@ for p in "$mcirc" "$test_gpu" "$compare"; do
   [ -x "$p" ] || { echo "gpu-check: $p not found (build it first, or name the build directory)" >&2; exit 2; }
 done
 [ -d "$data/examples" ] || { echo "gpu-check: no examples in $data" >&2; exit 2; }
+compare=${MCIR_GPU_CHECK_COMPARE:-$compare}
 
 # ------------------------------------------------------------ is there a GPU
-if ! command -v nvidia-smi >/dev/null 2>&1; then
+if [ "$device" = emu ]; then
+  command -v "${CXX:-c++}" >/dev/null 2>&1 ||
+    { echo "gpu-check: --device emu needs a host C++ compiler (c++, or CXX); nothing checked"; exit 77; }
+elif ! command -v nvidia-smi >/dev/null 2>&1; then
   echo "gpu-check: no GPU here (nvidia-smi not found); nothing checked"
   exit 77
 fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep '^GPU ' || true)
+[ "$device" = emu ] && gpus="none: the emulated device"
 if [ -z "$gpus" ]; then
   echo "gpu-check: no GPU here (nvidia-smi lists no device); nothing checked"
   exit 77
@@ -155,8 +175,11 @@ deadline=$((start + budget))
 
 # largest graph first: the longest runs start early (the summary is sorted by name)
 examples=()
-while read -r g; do examples+=("$(basename "$(dirname "$g")")"); done \
-  < <(ls -S "$data"/examples/*/graph.json)
+while read -r g; do
+  e=$(basename "$(dirname "$g")")
+  [ -z "$only" ] || [[ ",$only," == *",$e,"* ]] && examples+=("$e")
+done < <(ls -S "$data"/examples/*/graph.json)
+((${#examples[@]} > 0)) || { echo "gpu-check: no example matches --examples $only" >&2; exit 2; }
 
 # result ORDER STATUS TEXT: one summary line, printed in ORDER at the end
 result() { printf '%s\t%s\n' "$2" "$3" >"$log_dir/results/$1"; echo "$2 $3"; }
@@ -225,7 +248,7 @@ check_example() {   # E: cpu reference, gpu in 4 ways, compare, peak bytes
     local alloc=$w env=()
     [ "$w" = nocublas ] && alloc=pool env=(MCIR_NO_CUBLAS=1)
     t=$(tmo 300)
-    env "${env[@]}" timeout "$t" "$mcirc" --run --device gpu --alloc "$alloc" -o "$dir/gpu-$w" \
+    env "${env[@]}" timeout "$t" "$mcirc" --run --device "$device" --alloc "$alloc" -o "$dir/gpu-$w" \
         "${in[@]}" "$g" >"$dir/gpu-$w.log" 2>&1
     rc=$?
     if ((rc != 0)); then
@@ -243,7 +266,7 @@ check_example() {   # E: cpu reference, gpu in 4 ways, compare, peak bytes
   done
   worst=$(sed -n 's/.*max rel err \([^ ]*\).*/\1/p' "$dir"/compare-*.log 2>/dev/null | sort -g | tail -1)
   if ((${#bad[@]} == 0)); then
-    result "20-ex-$e" PASS "example $e: gpu pool/lazy/eager/no-cuBLAS match cpu (worst rel err ${worst:-?}, $((SECONDS - t0)) s)"
+    result "20-ex-$e" PASS "example $e: $device pool/lazy/eager/no-cuBLAS match cpu (worst rel err ${worst:-?}, $((SECONDS - t0)) s)"
   else
     result "20-ex-$e" FAIL "example $e: $(printf '%s; ' "${bad[@]}")logs: $dir"
   fi
@@ -282,16 +305,17 @@ sanitize() {   # TOOL ORDER E: compute-sanitizer TOOL over mcirc --run --device 
 
 # A probe first: the GPU must be usable by mcir at all.
 probe=$log_dir/probe.log
-if ! "$mcirc" --run --device gpu "$data/examples/mlp_tiny/graph.json" >"$probe" 2>&1; then
-  result 00-probe FAIL "probe: mcirc --run --device gpu fails here: $(grep -m1 error "$probe") (log: $probe)"
+if ! "$mcirc" --run --device "$device" "$data/examples/mlp_tiny/graph.json" >"$probe" 2>&1; then
+  result 00-probe FAIL "probe: mcirc --run --device $device fails here: $(grep -m1 error "$probe") (log: $probe)"
 else
   result 00-probe PASS "probe: mcirc runs on $(sed -n 's/^  run      \(.*\), [0-9.]* s.*/\1/p' "$probe")"
-  spawn 10-test_gpu-0 test_gpu check_test_gpu
+  [ "$device" = gpu ] && spawn 10-test_gpu-0 test_gpu check_test_gpu
   for e in "${examples[@]}"; do spawn "20-ex-$e" "example $e" check_example "$e"; done
   # compute-sanitizer where it works: some machines refuse it ("Device not
   # supported", error 999 at the first allocation); one probe on mlp_tiny
   # tells that apart from errors it finds in mcir's kernels (exit 99)
   san_probe=$log_dir/sanitizer-probe.log san_why=""
+  [ "$device" = emu ] && sanitizer="" san_why=emu
   if [ -n "$sanitizer" ]; then
     timeout "$(tmo 300)" "$sanitizer" --tool memcheck --error-exitcode 99 "$mcirc" --run --device gpu \
       "$data/examples/mlp_tiny/graph.json" >"$san_probe" 2>&1
@@ -302,7 +326,9 @@ else
       san_why=$(grep -m1 -i 'error' "$san_probe" || echo "exit $rc")
     fi
   fi
-  if [ -z "$sanitizer" ]; then
+  if [ "$san_why" = emu ]; then
+    result 40-memcheck SKIP "compute-sanitizer: not for the emulated device, whose every run above checked races, bounds, uninitialised reads and hangs"
+  elif [ -z "$sanitizer" ]; then
     result 40-memcheck SKIP "compute-sanitizer: not found (PATH, $cuda_home/bin): memcheck, racecheck, initcheck not run"
   elif [ -n "$san_why" ]; then
     result 40-memcheck SKIP "compute-sanitizer does not work on this machine: $san_why (log: $san_probe): memcheck, racecheck, initcheck not run"
