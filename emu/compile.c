@@ -33,9 +33,9 @@ extern const size_t mcir_emu_header_cuda_emu_size;
 static struct {
     pthread_once_t once;
     bool ok;
-    char why[512];
+    char why[600];
     char cxx[256];
-    char version[512];
+    char version[640];
     char dir[512];
     atomic_long seq;
 } cc = {.once = PTHREAD_ONCE_INIT};
@@ -109,7 +109,7 @@ static void setup(void) {
         return;
     }
     atexit(cleanup);
-    char log[600], first[512];
+    char log[600], first[400];
     snprintf(log, sizeof log, "%s/version.log", cc.dir);
     char *argv[] = {cc.cxx, "--version", NULL};
     int rc = run(argv, log);

@@ -25,7 +25,7 @@ struct mcir_capi {
     char *artifact;        /* the last artifact asked for */
 };
 
-#define CAPI_VERSION 3
+#define CAPI_VERSION 4
 int mcir_capi_version(void) { return CAPI_VERSION; }
 
 /* Runs fn with a diagnostics sink whose text lands in h->errors. */
@@ -254,8 +254,18 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
             mcir_env_set_raw(env, t, data[i]);
         }
     }
-    bool gpu = device && !strcmp(device, "gpu");
-    if (!st && gpu) {
+    bool gpu = device && !strcmp(device, "gpu"), emu = device && !strcmp(device, "emu");
+    if (!st && emu) {
+        /* the emulated device builds its own modules: the generated code
+         * is enough (made here when compiled without code=True) */
+        if (!c->codegen && c->plan) c->codegen = mcir_codegen_new(c->plan, c->memory, d);
+        if (!c->codegen) {
+            if (!c->plan) mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'emu': the graph has no kernel plan");
+            st = MCIR_EXIT_TOOLCHAIN;
+        } else if (!mcir_emu_run(c->codegen, env, MCIR_ALLOC_POOL, &c->gpu_stats, d)) {
+            st = MCIR_EXIT_TOOLCHAIN;
+        }
+    } else if (!st && gpu) {
         char why[256];
         if (!c->codegen || !mcir_gpu_available(why, sizeof why)) {
             mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'gpu': %s",

@@ -15,7 +15,7 @@ _CANDIDATES = [
 ]
 
 NO_REWRITE, CODE, PTX = 1, 2, 4
-CAPI_VERSION = 3
+CAPI_VERSION = 4
 
 
 class McirError(Exception):

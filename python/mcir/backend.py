@@ -20,6 +20,10 @@ tensors (device="gpu").
   each way. Strict mode — MCIR_STRICT=1, or
   torch.compile(..., options={"strict": True}) — makes that an exception
   (mcir.StrictError).
+- Device: CUDA tensors run on the GPU; options={"device": "emu"} (or
+  MCIR_DEVICE=emu) runs every graph's generated kernels on the emulated
+  device instead (on the CPU, each launch checked for races, out-of-bounds
+  and uninitialised reads; a finding raises McirError).
 """
 import os
 import sys
@@ -59,6 +63,14 @@ def _strict(options):
     if options and "strict" in options:
         return bool(options["strict"])
     return os.environ.get("MCIR_STRICT", "") not in ("", "0")
+
+
+def _device(options):
+    d = options.get("device") if options and "device" in options else os.environ.get("MCIR_DEVICE", "")
+    if d not in ("", "emu"):
+        raise McirError("torch.compile(backend='mcir'): device %r: the backend takes 'emu' (the "
+                        "emulated device), or nothing (CPU reference, or the GPU for CUDA tensors)" % (d,))
+    return d or None
 
 
 def _weight_positions(gm, example_inputs):
@@ -107,8 +119,9 @@ class _Runner:
     """Runs one Dynamo graph through mcir: a compiled graph per input
     signature, weights bound to the parameters they came from."""
 
-    def __init__(self, gm, weights, strict, gpu):
+    def __init__(self, gm, weights, strict, gpu, device=None):
         self.gm, self.weights, self.strict, self.gpu = gm, weights, strict, gpu
+        self.device = device   # "emu", or None: by where the tensors are
         self.cache = {}   # signature -> (Compiled, bound weights)
         self.fallback = None
 
@@ -168,7 +181,7 @@ class _Runner:
         c = entry[0]
         gpu = any(getattr(a, "is_cuda", False) for a in args)
         inputs = [args[i] for i in c.graph.input_args]
-        out = c(*inputs, device="gpu" if gpu else "cpu")
+        out = c(*inputs, device=self.device or ("gpu" if gpu else "cpu"))
         _STATS["calls_mcir"] += 1
         return out
 
@@ -190,9 +203,11 @@ def _fallback(gm, why, strict):
 
 def backend(gm, example_inputs, options=None):
     """The torch.compile backend (registered as "mcir"). options: {"strict":
-    True} makes every fallback an exception (also MCIR_STRICT=1)."""
+    True} makes every fallback an exception (also MCIR_STRICT=1); {"device":
+    "emu"} runs on the emulated device (also MCIR_DEVICE=emu)."""
     import torch
     strict = _strict(options)
+    device = _device(options)
     _STATS["graphs"] += 1
     example_inputs = list(example_inputs)
     _refuse_grad(gm, example_inputs)
@@ -200,7 +215,9 @@ def backend(gm, example_inputs, options=None):
     gpu = any(getattr(x, "is_cuda", False) for x in example_inputs)
     if gpu and not torch.cuda.is_available():
         gpu = False
-    runner = _Runner(gm, weights, strict, gpu)
+    if device == "emu":
+        gpu = False   # the kernels run on the emulated device; tensors go through the host
+    runner = _Runner(gm, weights, strict, gpu, device)
     if all(_concrete(x) for x in example_inputs):
         # compile now: a graph mcir cannot take falls back at once
         if not runner.first(example_inputs):

@@ -172,17 +172,17 @@ class Compiled:
         kernels (compile(..., ptx=True)); torch CUDA tensors are read and
         the outputs written in device memory, by their device pointers,
         without a pass through the host; other inputs are copied through
-        it. "emu" is not available yet."""
+        it. "emu": the same generated kernels through the same runtime on
+        the emulated device (mcirc --run --device emu): on the CPU, every
+        launch checked for races, out-of-bounds and uninitialised reads and
+        hangs; a finding raises McirError with "KERNEL: error: KIND: WHAT".
+        Needs a host C++ compiler; inputs go through the host."""
         g = self.graph
         if len(inputs) != len(g.inputs):
             raise _lib.McirError("%s takes %d inputs, %d given" %
                                  (g.name, len(g.inputs), len(inputs)))
-        if device == "emu":
-            raise _lib.McirError("device 'emu' is not available yet: the emulated GPU device "
-                                 "comes with its own issue; use device='cpu' (the reference "
-                                 "interpreter) or device='gpu'")
-        if device not in ("cpu", "gpu"):
-            raise _lib.McirError("device must be 'cpu' or 'gpu' ('emu' later), not %r" % (device,))
+        if device not in ("cpu", "gpu", "emu"):
+            raise _lib.McirError("device must be 'cpu', 'gpu' or 'emu', not %r" % (device,))
         if device == "gpu" and any(getattr(x, "is_cuda", False) for x in inputs):
             return self._run_cuda(inputs)
         want_torch = any(hasattr(x, "detach") for x in inputs)

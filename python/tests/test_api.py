@@ -4,6 +4,7 @@ trace for the fusions that must happen. Run by tests/python.cmake through
 run_tests.py (skips, exit 77, where torch is not installed)."""
 import json
 import os
+import shutil
 import sys
 import unittest
 
@@ -133,14 +134,27 @@ class Api(unittest.TestCase):
         x = torch.randn(2, 8)
         c = mcir.compile(mcir.capture(m, (x,)))
         with self.assertRaises(mcir.McirError) as e:
-            c(x, device="emu")
-        self.assertIn("not available yet", str(e.exception))
+            c(x, device="tpu")
+        self.assertIn("'cpu', 'gpu' or 'emu'", str(e.exception))
         if not torch.cuda.is_available():
             # kernels compiled (NVRTC needs no GPU), no device to run them
             c = mcir.compile(mcir.capture(m, (x,)), ptx=True)
             with self.assertRaises(mcir.McirError) as e:
                 c(x, device="gpu")
             self.assertIn("device 'gpu'", str(e.exception))
+
+    @unittest.skipUnless(shutil.which(os.environ.get("CXX", "c++")), "no host C++ compiler")
+    def test_emu_runs_the_generated_kernels(self):
+        # the GPU's runtime and kernels on the emulated device, checked
+        m, x = models.GPT2Block(d=32, heads=2, seq=16).eval(), torch.randn(2, 16, 32)
+        c = mcir.compile(mcir.capture(m, (x,)))   # no NVRTC needed
+        with torch.no_grad():
+            ref = m(x)
+        y = c(x, device="emu")
+        self.assertIsInstance(y, torch.Tensor)
+        self.assertTrue(torch.isfinite(y).all())
+        self.assertLess(rel_err(y, ref), 1e-3)
+        self.assertLess(rel_err(c(x.numpy(), device="emu"), ref), 1e-3)   # numpy in, numpy out
 
     @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU and torch with CUDA")
     def test_gpu_takes_cuda_tensors(self):

@@ -6,6 +6,7 @@ training and gradients refused; fallbacks counted, or raised in strict
 mode with the op and the model's line."""
 import io
 import os
+import shutil
 import sys
 import unittest
 from contextlib import redirect_stderr
@@ -88,6 +89,17 @@ class Compile(unittest.TestCase):
             m[0].weight.mul_(-2.0)                            # changed in place
             self.assertLess(rel_err(opt(x), m(x)), 1e-4)
         self.assertEqual(mcir.stats()["rebinds"], 1)
+
+    @unittest.skipUnless(shutil.which(os.environ.get("CXX", "c++")), "no host C++ compiler")
+    def test_emulated_device(self):
+        # options={"device": "emu"}: every graph's kernels on the emulated device
+        m, x = models.NanoBlock(n_embd=32, n_head=2, block_size=16), torch.randn(1, 16, 32)
+        _, got, ref = self.compiled(m, x, options={"strict": True, "device": "emu"})
+        self.assertTrue(torch.isfinite(got).all())
+        self.assertLess(rel_err(got, ref), 1e-3)
+        self.assertGreaterEqual(mcir.stats()["calls_mcir"], 1)
+        with self.assertRaisesRegex(Exception, "device 'tpu'"):   # Dynamo wraps the McirError
+            self.compiled(torch.nn.Linear(4, 4), torch.randn(2, 4), options={"device": "tpu"})
 
     def test_symbolic_sizes_compile_per_shape(self):
         m = models.NanoBlock().eval()
