@@ -1220,12 +1220,16 @@ extern "C" int emu_run(emu_launch *L) {
     /* race shadow over the bytes the launch writes and every buffer that
      * shares them (the memory plan reuses arena bytes, in place too), by
      * address: a read of A and a write of B at the same byte meet */
-    emu_cell *span_cells = NULL;
+    /* one shadow per cluster of overlapping tracked buffers (one device
+     * allocation and what lies in it), never one span across allocations
+     * that lie far apart in the host's address space */
+    emu_cell **spans = (emu_cell **)calloc((size_t)L->n_buffers + 1, sizeof(emu_cell *));
+    int n_spans = 0;
     emu_gshift = (L->checks & EMU_CHECK_BYTES) ? 0 : 1;
     for (int j = 0; j < L->n_buffers; j++) emu_gb[j].b = &L->buffers[j];
     if (L->checks & EMU_CHECK_RACES) {
-        unsigned char *lo = NULL, *hi = NULL;
         char *tracked = (char *)calloc((size_t)L->n_buffers + 1, 1);
+        int *cluster = (int *)malloc(sizeof(int) * ((size_t)L->n_buffers + 1));
         for (int k = 0; k < L->n_args && k < 64; k++)
             if (emu_arg_buf[k] >= 0 && ((L->write_args >> k) & 1)) tracked[emu_arg_buf[k]] = 2;
         for (int j = 0; j < L->n_buffers; j++)
@@ -1233,16 +1237,35 @@ extern "C" int emu_run(emu_launch *L) {
                 if (tracked[w] == 2 && L->buffers[j].base < L->buffers[w].base + L->buffers[w].bytes &&
                     L->buffers[w].base < L->buffers[j].base + L->buffers[j].bytes)
                     tracked[j] = 1;
-        for (int j = 0; j < L->n_buffers; j++)
-            if (tracked[j]) {
-                if (!lo || L->buffers[j].base < lo) lo = L->buffers[j].base;
-                if (!hi || L->buffers[j].base + L->buffers[j].bytes > hi) hi = L->buffers[j].base + L->buffers[j].bytes;
-            }
-        lo = (unsigned char *)((uintptr_t)lo >> emu_gshift << emu_gshift);
-        if (lo && hi > lo) span_cells = emu_cells((size_t)(hi - lo));
-        for (int j = 0; j < L->n_buffers && span_cells; j++)   /* granule-aligned buffers */
-            if (tracked[j] && ((uintptr_t)L->buffers[j].base >> emu_gshift << emu_gshift) == (uintptr_t)L->buffers[j].base)
-                emu_gb[j].cells = span_cells + (L->buffers[j].base - lo) / (1 << emu_gshift);
+        for (int j = 0; j < L->n_buffers; j++) cluster[j] = tracked[j] ? j : -1;
+        for (bool merged = true; merged;) {   /* overlapping tracked buffers share a cluster (its lowest index) */
+            merged = false;
+            for (int j = 0; j < L->n_buffers; j++)
+                for (int w = 0; w < L->n_buffers; w++)
+                    if (cluster[j] >= 0 && cluster[w] > cluster[j] &&
+                        L->buffers[j].base < L->buffers[w].base + L->buffers[w].bytes &&
+                        L->buffers[w].base < L->buffers[j].base + L->buffers[j].bytes) {
+                        cluster[w] = cluster[j];
+                        merged = true;
+                    }
+        }
+        for (int c = 0; c < L->n_buffers; c++) {
+            unsigned char *lo = NULL, *hi = NULL;
+            for (int j = 0; j < L->n_buffers; j++)
+                if (cluster[j] == c) {
+                    if (!lo || L->buffers[j].base < lo) lo = L->buffers[j].base;
+                    if (!hi || L->buffers[j].base + L->buffers[j].bytes > hi) hi = L->buffers[j].base + L->buffers[j].bytes;
+                }
+            lo = (unsigned char *)((uintptr_t)lo >> emu_gshift << emu_gshift);
+            if (!lo || hi <= lo) continue;
+            emu_cell *cells = emu_cells((size_t)(hi - lo));
+            spans[n_spans++] = cells;
+            for (int j = 0; j < L->n_buffers; j++)   /* granule-aligned buffers */
+                if (cluster[j] == c &&
+                    ((uintptr_t)L->buffers[j].base >> emu_gshift << emu_gshift) == (uintptr_t)L->buffers[j].base)
+                    emu_gb[j].cells = cells + (L->buffers[j].base - lo) / (1 << emu_gshift);
+        }
+        free(cluster);
         free(tracked);
     }
     emu_dyn_cells = emu_cells(smem);
@@ -1324,7 +1347,8 @@ extern "C" int emu_run(emu_launch *L) {
     for (unsigned t = 0; t < block; t++) free(emu_threads[t].stack);
     free(emu_threads);
     free(emu_dyn_smem);
-    free(span_cells);
+    for (int k = 0; k < n_spans; k++) free(spans[k]);
+    free(spans);
     free(emu_gb);
     free(emu_arg_buf);
     free(emu_block_stamp);
