@@ -2,8 +2,9 @@
  * cache.c — the on-disk kernel cache: one file per (source, arch, NVRTC
  * version), so compiling the same graph twice calls NVRTC once.
  *
- * Invariants: an entry is written to a temporary name in the cache
- * directory and renamed into place (readers never see half a file); an
+ * Invariants: an entry is written through mcir_outfile (a temporary in
+ * the cache directory renamed into place: readers never see half a file;
+ * a link or device at the entry's path is written through); an
  * entry whose magic, key, sizes or checksum do not match is ignored (and
  * overwritten by the rebuild). A cache that cannot be read or written is
  * never an error: compilation just goes to NVRTC.
@@ -133,12 +134,12 @@ miss:
 }
 
 void cg_cache_store(const char *key, const mcir_compiled *c) {
-    char dir[900], path[1024], tmp[1100];
+    char dir[900], path[1024];
     if (!mcir_cache_dir(dir, sizeof dir) || !mkdir_p(dir)) return;
     if (!entry_path(key, path, sizeof path)) return;
-    static atomic_long seq;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), atomic_fetch_add(&seq, 1));
-    FILE *f = fopen(tmp, "wb");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
     if (!f) return;
     size_t adv = strnlen(c->advisory, sizeof c->advisory - 1);
     int64_t hdr[HDR_N] = {c->registers,         c->spill_store_bytes, c->spill_load_bytes,
@@ -154,5 +155,14 @@ void cg_cache_store(const char *key, const mcir_compiled *c) {
               fwrite(c->cubin, 1, c->cubin_size, f) == c->cubin_size &&
               fwrite(c->advisory, 1, adv, f) == adv && fwrite(&h, sizeof h, 1, f) == 1;
     ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) remove(tmp);
+    /* through the one output helper (mcir/outfile.c: a temporary renamed
+     * over a regular file, never over a link or a device); a cache entry
+     * that cannot be written is not an error, so its message is dropped */
+    FILE *null = ok ? fopen("/dev/null", "w") : NULL;
+    if (null) {
+        mcir_diag quiet = mcir_diag_to(null);
+        mcir_outfile_write(path, buf, len, &quiet);
+        fclose(null);
+    }
+    free(buf);
 }
