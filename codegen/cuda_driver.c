@@ -18,10 +18,45 @@ static struct {
     mcir_cu_driver fn;
 } drv;
 
+/* The CUresult names of cuda.h (those a run can meet). */
+static const char *error_name(int rc) {
+    switch (rc) {
+    case 1: return "CUDA_ERROR_INVALID_VALUE";
+    case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case 3: return "CUDA_ERROR_NOT_INITIALIZED";
+    case 35: return "CUDA_ERROR_STUB_LIBRARY";
+    case 100: return "CUDA_ERROR_NO_DEVICE";
+    case 200: return "CUDA_ERROR_INVALID_IMAGE";
+    case 201: return "CUDA_ERROR_INVALID_CONTEXT";
+    case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    case 218: return "CUDA_ERROR_INVALID_PTX";
+    case 222: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+    case 400: return "CUDA_ERROR_INVALID_HANDLE";
+    case 500: return "CUDA_ERROR_NOT_FOUND";
+    case 600: return "CUDA_ERROR_NOT_READY";
+    case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case 701: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+    case 702: return "CUDA_ERROR_LAUNCH_TIMEOUT";
+    case 710: return "CUDA_ERROR_ASSERT";
+    case 714: return "CUDA_ERROR_HARDWARE_STACK_ERROR";
+    case 715: return "CUDA_ERROR_ILLEGAL_INSTRUCTION";
+    case 716: return "CUDA_ERROR_MISALIGNED_ADDRESS";
+    case 719: return "CUDA_ERROR_LAUNCH_FAILED";
+    case 803: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    case 804: return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+    case 999: return "CUDA_ERROR_UNKNOWN";
+    default: return "CUDA error";
+    }
+}
+
 const char *mcir_cu_error(int rc) {
+    static _Thread_local char buf[200];
     const char *s = NULL;
-    if (drv.fn.cuGetErrorString && drv.fn.cuGetErrorString(rc, &s) == CUDA_SUCCESS && s) return s;
-    return "CUDA error";
+    if (drv.fn.cuGetErrorString && drv.fn.cuGetErrorString(rc, &s) == CUDA_SUCCESS && s)
+        snprintf(buf, sizeof buf, "%s: %s", error_name(rc), s);
+    else
+        snprintf(buf, sizeof buf, "%s", error_name(rc));
+    return buf;
 }
 
 /* cuEventElapsedTime_v2 where the driver has it (CUDA 12.8 renamed it). */

@@ -30,6 +30,7 @@ typedef unsigned long long CUdeviceptr;
 enum {
     CUDA_SUCCESS = 0,
     CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_READY = 600,
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
@@ -67,6 +68,7 @@ enum {
     X(cuEventCreate, (CUevent *, unsigned))                                               \
     X(cuEventRecord, (CUevent, CUstream))                                                 \
     X(cuEventSynchronize, (CUevent))                                                      \
+    X(cuEventQuery, (CUevent))                                                            \
     X(cuEventDestroy_v2, (CUevent))                                                       \
     X(cuEventElapsedTime, (float *, CUevent, CUevent))
 
@@ -100,7 +102,8 @@ const mcir_cu_driver *mcir_cu_load(char *why, size_t n);
 /* The driver's version (cuDriverGetVersion, e.g. 12040) where libcuda.so.1
  * loads, with or without a device; false where it does not. */
 bool mcir_cu_driver_version(int *version);
-/* The driver's name for a CUresult ("out of memory"), or "CUDA error". */
+/* The name of a CUresult: "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory
+ * access was encountered)" with the driver's text where it has one. */
 const char *mcir_cu_error(int rc);
 
 #endif /* MCIR_CUDA_DRIVER_H */

@@ -25,6 +25,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "codegen/codegen-impl.h"
 #include "codegen/cuda_driver.h"
@@ -80,13 +82,114 @@ typedef struct gpu_run {
     /* launch */
     float ms;
     int failed;              /* the kernel whose launch failed, or -1 */
+    CUevent *done;           /* by kernel: recorded after its launches */
+    double *deadline;        /* by kernel: seconds it may run (0: no limit) */
+    int completed;           /* kernels 0..completed are known to have finished */
+    int launched;            /* kernels 0..launched are on the stream */
+    bool sync;               /* wait for every kernel (--sync) */
+    bool hung;               /* the watchdog gave up: leave the context alone */
+    int fault;               /* an asynchronous error seen while waiting (CUresult), or 0 */
     char why[768];
 } gpu_run;
+
+/* ------------------------------------------------------ diagnostics */
+
+static int opt_sync = -1;           /* -1: MCIR_GPU_SYNC decides */
+static double opt_watchdog = -1;    /* < 0: MCIR_GPU_WATCHDOG, else from the model */
+
+void mcir_gpu_set_sync(bool on) { opt_sync = on; }
+void mcir_gpu_set_watchdog(double seconds) { opt_watchdog = seconds; }
+
+static bool sync_mode(void) {
+    if (opt_sync >= 0) return opt_sync;
+    const char *e = getenv("MCIR_GPU_SYNC");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* The watchdog's fixed deadline in seconds (0: none), or -1: from the model. */
+static double watchdog_seconds(void) {
+    if (opt_watchdog >= 0) return opt_watchdog;
+    const char *e = getenv("MCIR_GPU_WATCHDOG");
+    if (e && *e) {
+        char *end;
+        double v = strtod(e, &end);
+        if (end != e && !*end && v >= 0) return v;
+    }
+    return -1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool mcir_gpu_check_versions(int driver, const char *nvrtc, char *why, size_t n) {
+    int nmaj = 0, nmin = 0;
+    if (!nvrtc || sscanf(nvrtc, "%d.%d", &nmaj, &nmin) != 2 || driver <= 0) return true;   /* nothing to compare */
+    int dmaj = driver / 1000, dmin = driver % 1000 / 10;
+    if (dmaj < nmaj) {
+        snprintf(why, n, "the CUDA driver is too old for the toolkit: it supports CUDA %d.%d, and the kernels are "
+                 "built by NVRTC %d.%d, which needs a driver for CUDA %d.0 or later (update the driver, or build "
+                 "mcir with a CUDA %d.x toolkit)", dmaj, dmin, nmaj, nmin, nmaj, dmaj);
+        return false;
+    }
+    return true;
+}
+
+bool mcir_gpu_check_arch(const char *target, int major, int minor, bool sm90a, const char *device, char *why,
+                         size_t n) {
+    int want = target && !strncmp(target, "sm_", 3) ? atoi(target + 3) : 0, have = major * 10 + minor;
+    char fit[16];
+    snprintf(fit, sizeof fit, "sm_%d", have >= 90 ? 90 : have >= 89 ? 89 : have >= 86 ? 86 : 80);
+    if (sm90a && have != 90) {
+        snprintf(why, n, "the kernels were made for sm_90a (wgmma and TMA: compute capability 9.0 only) and this "
+                 "device, %s, is compute capability %d.%d: compile with --arch %s", device, major, minor, fit);
+        return false;
+    }
+    if (want > 0 && have < want) {
+        snprintf(why, n, "the kernels were made for %s and this device, %s, is compute capability %d.%d, older: "
+                 "compile with --arch %s", target, device, major, minor, fit);
+        return false;
+    }
+    return true;
+}
 
 /* The emulated device: what the range holds from now on (its findings
  * name it); nothing on a GPU. */
 static void name_range(CUdeviceptr p, int64_t bytes, const char *name) {
     if (cu->emu_name && p) cu->emu_name(p, (size_t)bytes, name);
+}
+
+/* Waits until kernels up to `last` have finished, kernel by kernel
+ * (cuEventQuery on each one's event, sleeping between polls), so that an
+ * asynchronous error is seen with the kernels known complete before it,
+ * and a kernel that runs past its deadline is a hang, not a process
+ * blocked forever. */
+static bool wait_for(gpu_run *r, int last) {
+    for (int j = r->completed + 1; j <= last; j++) {
+        double t0 = now_s();
+        useconds_t nap = 20;
+        for (;;) {
+            int rc = cu->cuEventQuery(r->done[j]);
+            if (rc == CUDA_SUCCESS) break;
+            if (rc != CUDA_ERROR_NOT_READY) {
+                r->fault = rc;
+                return false;
+            }
+            double spent = now_s() - t0;
+            if (r->deadline[j] > 0 && spent > r->deadline[j]) {
+                r->hung = true;
+                r->failed = j;
+                snprintf(r->why, sizeof r->why, "still running after %.1f s", spent);
+                return false;
+            }
+            usleep(nap);
+            if (nap < 2000) nap *= 2;
+        }
+        r->completed = j;
+    }
+    return true;
 }
 
 static const mcir_tensor *root_of(const gpu_run *r, const mcir_tensor *t) {
@@ -254,6 +357,14 @@ static bool run_open(gpu_run *r, mcir_diag *d) {
     int major = 0, minor = 0;
     CU_CHECK(cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, r->dev), r->why, W);
     CU_CHECK(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, r->dev), r->why, W);
+    bool sm90a = false;
+    for (int i = 0; i < cg->n; i++) sm90a |= cg->k[i].sm90a;
+    const char *target = cg->plan->target ? cg->plan->target->name : NULL;
+    if (!mcir_gpu_check_arch(target, major, minor, sm90a, r->device, r->why, W)) return false;
+    int driver = 0;
+    if (!cu->emulated && cu->cuDriverGetVersion(&driver) == CUDA_SUCCESS &&
+        !mcir_gpu_check_versions(driver, mcir_nvrtc_version(), r->why, W))
+        return false;
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
     if (cu->emulated) snprintf(arch, sizeof arch, "%s", cu->emulated);   /* host modules for the emulator */
@@ -268,6 +379,20 @@ static bool run_open(gpu_run *r, mcir_diag *d) {
     CU_CHECK(cu->cuStreamCreate(&r->stream, 0), r->why, W);
     CU_CHECK(cu->cuEventCreate(&r->ev0, 0), r->why, W);
     CU_CHECK(cu->cuEventCreate(&r->ev1, 0), r->why, W);
+    /* an event per kernel and its watchdog deadline: a fixed one
+     * (--watchdog, MCIR_GPU_WATCHDOG; 0: none), else 10 s + 100 times the
+     * modelled time (a first launch loads its module; a slow GPU, a cold
+     * cache, a busy device stay far below) */
+    r->done = calloc((size_t)nk, sizeof *r->done);
+    r->deadline = calloc((size_t)nk, sizeof *r->deadline);
+    MCIR_ASSERT(r->done && r->deadline);
+    double fixed = watchdog_seconds();
+    for (int i = 0; i < cg->n; i++) {
+        CU_CHECK(cu->cuEventCreate(&r->done[i], 0), r->why, W);
+        mcir_kernel_cost c;
+        if (fixed < 0 && cg->plan->target) mcir_cost_kernel(cg->k[i].kp, cg->plan->target, NULL, &c);
+        r->deadline[i] = fixed >= 0 ? fixed : 10.0 + 100.0 * (cg->plan->target ? c.modelled_us : 0) * 1e-6;
+    }
 
     int64_t scratch_bytes = 0, staging_bytes = 0;
     for (int i = 0; i < cg->n; i++) {
@@ -441,13 +566,11 @@ static bool lazy_free(gpu_run *r, int i) {
     for (int j = 0; j < kp->n_reads + kp->n_writes; j++) {
         const mcir_tensor *t = root_of(r, j < kp->n_reads ? kp->reads[j] : kp->writes[j - kp->n_reads]);
         if (is_graph_tensor(t) || !r->owned[t->id] || r->p->last_use[t->id] != i) continue;
-        if (!synced) CU_CHECK(cu->cuStreamSynchronize(r->stream), r->why, sizeof r->why);
+        if (!synced && !wait_for(r, i)) return false;
         synced = true;
         tensor_free(r, t);
     }
     return true;
-fail:
-    return false;
 }
 
 /* The plan's kernels in order on the stream, timed by two events (on the
@@ -462,6 +585,21 @@ static bool run_launch(gpu_run *r) {
         if (ok && r->cg->k[i].source && !launch_kernel(r, i)) {
             r->failed = i;
             ok = false;
+            /* refused because an earlier launch faulted (the context's
+             * sticky error; or this kernel's own first launch, the merge
+             * or epilogue refused): a fault among those on the stream */
+            int rc = cu->cuEventQuery(r->ev0);
+            if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_NOT_READY) {
+                r->fault = rc;
+                r->failed = -1;
+                r->launched = i;
+            }
+        }
+        if (ok) {
+            r->launched = i;
+            int rc = cu->cuEventRecord(r->done[i], r->stream);
+            if (rc != CUDA_SUCCESS) r->fault = rc;   /* an asynchronous error of a kernel on the stream */
+            ok = rc == CUDA_SUCCESS && !(r->sync && !wait_for(r, i));
         }
         ok = ok && !(r->mode == MCIR_ALLOC_LAZY && !lazy_free(r, i));
         if (!ok) {
@@ -471,7 +609,8 @@ static bool run_launch(gpu_run *r) {
     }
     mcir_progress_end(pr);
     CU_CHECK(cu->cuEventRecord(r->ev1, r->stream), r->why, W);
-    CU_CHECK(cu->cuStreamSynchronize(r->stream), r->why, W);
+    if (!wait_for(r, r->cg->n - 1)) return false;
+    CU_CHECK(cu->cuEventSynchronize(r->ev1), r->why, W);
     CU_CHECK(cu->cuEventElapsedTime(&r->ms, r->ev0, r->ev1), r->why, W);
     return true;
 fail:
@@ -513,9 +652,9 @@ fail:
 
 /* ---------------------------------------------------------------- close */
 
-/* Releases whatever open and place got, in reverse, on every path. */
-static void run_close(gpu_run *r) {
-    if (r->stream) cu->cuStreamSynchronize(r->stream);
+/* The run's driver resources: waits for the stream (wait), frees, unloads. */
+static void release_device(gpu_run *r, bool wait) {
+    if (r->stream && wait) cu->cuStreamSynchronize(r->stream);
     cg_cublas_close(r->blas);
     cg_cublaslt_close(r->blas_lt);
     for (int t = 0; r->owned && t < r->g->n_tensors; t++)
@@ -529,8 +668,20 @@ static void run_close(gpu_run *r) {
     if (r->scratch) cu->cuMemFree_v2(r->scratch);
     if (r->ev0) cu->cuEventDestroy_v2(r->ev0);
     if (r->ev1) cu->cuEventDestroy_v2(r->ev1);
+    for (int i = 0; r->done && i < r->cg->n; i++)
+        if (r->done[i]) cu->cuEventDestroy_v2(r->done[i]);
     if (r->stream) cu->cuStreamDestroy_v2(r->stream);
     if (r->ctx) cu->cuDevicePrimaryCtxRelease_v2(r->dev);
+}
+
+/* Releases whatever open and place got, in reverse, on every path. */
+static void run_close(gpu_run *r) {
+    /* after a hang, any driver call may wait for the kernel forever: the
+     * device's resources are left to the process's exit (the emulated
+     * device never blocks: it releases them, without the wait) */
+    if (!r->hung || cu->emulated) release_device(r, !r->hung);
+    free(r->done);
+    free(r->deadline);
     free(r->mods);
     free(r->epi_mods);
     free(r->funcs);
@@ -557,6 +708,60 @@ static bool report_findings(const gpu_run *r, mcir_diag *d) {
     return true;
 }
 
+/* Kernel i's launch, for messages: "grid 128, block 256, 49152 bytes of
+ * dynamic shared memory". */
+static const char *launch_text(const gpu_run *r, int i, char *buf, size_t n) {
+    const cg_kernel *k = &r->cg->k[i];
+    snprintf(buf, n, "grid %lld, block %d, %lld bytes of dynamic shared memory", (long long)k->grid[0],
+             k->block[0], (long long)k->smem);
+    return buf;
+}
+
+/* Why the run failed, naming the kernel where it is known: the
+ * emulator's findings; a hang (the watchdog); an asynchronous fault (in
+ * synchronous mode the kernel it came from, else the kernels it may have
+ * come from); a launch that failed; anything else. */
+static void report_failure(const gpu_run *r, mcir_diag *d) {
+    if (report_findings(r, d)) return;
+    const mcir_loc graph = {.path = r->g->path};
+    char lt[160];
+    if (r->hung) {
+        const mcir_loc at = {.path = r->cg->k[r->failed].kp->name};
+        double fixed = watchdog_seconds();
+        mcir_error(d, at, "hang: %s (the watchdog's deadline: %.1f s, %s; %s); the run is abandoned", r->why,
+                   r->deadline[r->failed],
+                   fixed >= 0 ? "set by --watchdog or MCIR_GPU_WATCHDOG"
+                              : "10 s + 100 x its modelled time; --watchdog S or MCIR_GPU_WATCHDOG=S sets it, 0 waits "
+                                "forever",
+                   launch_text(r, r->failed, lt, sizeof lt));
+        return;
+    }
+    if (r->fault) {
+        int first = r->completed + 1, last = r->launched >= first ? r->launched : first;
+        if (first >= r->cg->n) first = last = r->cg->n - 1;
+        if (r->sync) {
+            mcir_error(d, (mcir_loc){.path = r->cg->k[first].kp->name}, "GPU fault: %s (%s; synchronous mode)",
+                       mcir_cu_error(r->fault), launch_text(r, first, lt, sizeof lt));
+            return;
+        }
+        char from[300];
+        if (first == last) snprintf(from, sizeof from, "kernel %s", r->cg->k[first].kp->name);
+        else snprintf(from, sizeof from, "one of the %d kernels from %s to %s", last - first + 1,
+                      r->cg->k[first].kp->name, r->cg->k[last].kp->name);
+        char done[200] = "no kernel had completed";
+        if (r->completed >= 0) snprintf(done, sizeof done, "kernels up to %s completed", r->cg->k[r->completed].kp->name);
+        mcir_error(d, graph, "GPU fault: %s, reported asynchronously: %s, so it is in %s; rerun with --sync "
+                   "(or MCIR_GPU_SYNC=1) to name the kernel", mcir_cu_error(r->fault), done, from);
+        return;
+    }
+    if (r->failed >= 0) {
+        mcir_error(d, (mcir_loc){.path = r->cg->k[r->failed].kp->name}, "launch failed: %s (%s)", r->why,
+                   launch_text(r, r->failed, lt, sizeof lt));
+        return;
+    }
+    mcir_error(d, graph, "%s run failed: %s", cu->emulated ? "emulated" : "GPU", r->why);
+}
+
 /* The run on driver table drv (the GPU's or the emulator's); bound as
  * mcir_gpu_run_bound's. */
 static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
@@ -564,7 +769,7 @@ static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *en
     cu = drv;
     cg_blas_select(drv->blas);
     gpu_run r = {.cg = cg, .p = cg->plan, .g = cg->plan->graph, .m = cg->mem, .mode = mode, .bound = bound,
-                 .failed = -1};
+                 .failed = -1, .completed = -1, .launched = -1, .sync = sync_mode()};
     if (mode == MCIR_ALLOC_POOL && !cg->mem) r.mode = MCIR_ALLOC_EAGER;   /* no arena plan: one per tensor */
     bool ok = run_open(&r, d) && run_place(&r, env) && run_launch(&r) && run_copy_back(&r, env);
     if (ok && stats) {
@@ -572,9 +777,7 @@ static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *en
         stats->peak_device_bytes = r.peak;
     }
     if (stats) snprintf(stats->device_name, sizeof stats->device_name, "%s", r.device);
-    if (!ok && !report_findings(&r, d))
-        mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "%s run failed: %s",
-                   drv->emulated ? "emulated" : "GPU", r.why);
+    if (!ok) report_failure(&r, d);
     run_close(&r);
     cg_blas_select(NULL);
     return ok;

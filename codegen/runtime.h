@@ -78,4 +78,24 @@ bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
 bool mcir_emu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
                   mcir_gpu_stats *stats, mcir_diag *d);
 
+/* Diagnostics of device runs (docs/cli.md, "When a GPU run fails"):
+ * - sync: wait for each kernel before the next, so an asynchronous fault
+ *   names the kernel it came from (mcirc --sync; MCIR_GPU_SYNC=1);
+ * - watchdog: seconds a kernel may run before the run is abandoned as a
+ *   hang naming it (0: wait forever; mcirc --watchdog S;
+ *   MCIR_GPU_WATCHDOG=S); by default 10 s + 100 times the kernel's
+ *   modelled time.
+ * Without a call, the environment variables decide. */
+void mcir_gpu_set_sync(bool on);
+void mcir_gpu_set_watchdog(double seconds);
+
+/* The checks run_open makes, for tests: whether a driver of version
+ * `driver` (cuDriverGetVersion: 12040) can load what NVRTC `nvrtc`
+ * ("12.8") builds; whether a device of compute capability major.minor
+ * (named `device`) can run kernels made for `target` ("sm_90"), sm90a
+ * when some use sm_90a's wgmma / TMA. False with the one-line reason. */
+bool mcir_gpu_check_versions(int driver, const char *nvrtc, char *why, size_t n);
+bool mcir_gpu_check_arch(const char *target, int major, int minor, bool sm90a, const char *device, char *why,
+                         size_t n);
+
 #endif /* MCIR_RUNTIME_H */

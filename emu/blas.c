@@ -165,6 +165,8 @@ static int gemm_strided_batched_ex(void *h, int transa, int transb, int m, int n
                                    long long stride_c, int batch, int compute_type, int algo) {
     (void)algo;
     if (!h || ((handle *)h)->magic != EMU_HANDLE_MAGIC) return 1;   /* CUBLAS_STATUS_NOT_INITIALIZED */
+    if (emu_dev_sticky()) return 13;   /* CUBLAS_STATUS_EXECUTION_FAILED: the context has an error */
+    if (emu_dev_hung()) return 0;      /* queued behind a launch that never completes */
     int ea = esize(a_type), eb = esize(b_type), ec = esize(c_type);
     int64_t ar = transa == MCIR_CUBLAS_OP_N ? m : k, ac = transa == MCIR_CUBLAS_OP_N ? k : m;
     int64_t br = transb == MCIR_CUBLAS_OP_N ? k : n, bc = transb == MCIR_CUBLAS_OP_N ? n : k;
@@ -266,6 +268,8 @@ static int lt_matmul(void *h, void *desc, const void *alpha, const void *a, void
     (void)workspace;
     (void)workspace_bytes;
     (void)stream;
+    if (emu_dev_sticky()) return 13;   /* CUBLAS_STATUS_EXECUTION_FAILED */
+    if (emu_dev_hung()) return 0;
     if (!h || ((handle *)h)->magic != EMU_HANDLE_MAGIC) return 1;
     const lt_desc *x = desc;
     const lt_layout *la = a_layout, *lb = b_layout, *lc = c_layout, *ld = d_layout;

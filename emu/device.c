@@ -32,7 +32,9 @@ enum {
     ERR_OUT_OF_MEMORY = 2,
     ERR_INVALID_IMAGE = 200,
     ERR_NOT_FOUND = 500,
+    ERR_ILLEGAL_ADDRESS = 700,
     ERR_LAUNCH_OUT_OF_RESOURCES = 701,
+    ERR_LAUNCH_TIMEOUT = 702,
     ERR_LAUNCH_FAILED = 719,
 };
 
@@ -79,6 +81,11 @@ static struct {
     int n_log, cap_log;
     unsigned max_blocks;
     int checks;   /* EMU_CHECK_* of every launch */
+    /* injected GPU failures (MCIR_EMU_FAULT / MCIR_EMU_HANG, for the
+     * runtime's diagnostics): the context's sticky error, a launch that
+     * never completes */
+    int sticky;
+    bool hung;
 } dev;
 
 /* ------------------------------------------------------------- memory */
@@ -155,6 +162,9 @@ void emu_dev_finding(const char *kind, const char *fmt, ...) {
 
 void emu_dev_clear_findings(void) { dev.findings[0] = 0; }
 
+int emu_dev_sticky(void) { return dev.sticky; }
+bool emu_dev_hung(void) { return dev.hung; }
+
 static const char *emu_findings(void) { return dev.findings; }
 
 /* ---------------------------------------------------- the driver entries */
@@ -202,6 +212,8 @@ static CUresult e_total_mem(size_t *bytes, CUdevice d) {
 static CUresult e_ctx_retain(CUcontext *c, CUdevice d) {
     (void)d;
     *c = &dev;
+    dev.sticky = 0;   /* a new run: the injected failures of the last one are gone */
+    dev.hung = false;
     return CUDA_SUCCESS;
 }
 static CUresult e_ctx_release(CUdevice d) {
@@ -212,6 +224,8 @@ static CUresult e_ctx_set(CUcontext c) {
     (void)c;
     return CUDA_SUCCESS;
 }
+
+static CUresult blocked(const char *call);
 
 static CUresult e_mem_alloc(CUdeviceptr *p, size_t bytes) {
     size_t rounded = (bytes + 255) / 256 * 256;
@@ -261,6 +275,8 @@ static CUresult e_mem_info(size_t *free_b, size_t *total_b) {
 }
 
 static CUresult e_htod(CUdeviceptr dst, const void *src, size_t n) {
+    if (dev.sticky) return dev.sticky;
+    if (dev.hung) return blocked("cuMemcpyHtoD");
     size_t off;
     const emu_mem *m = emu_dev_find(dst, n, &off);
     if (!m) return ERR_INVALID_VALUE;
@@ -270,6 +286,8 @@ static CUresult e_htod(CUdeviceptr dst, const void *src, size_t n) {
 }
 
 static CUresult e_dtoh(void *dst, CUdeviceptr src, size_t n) {
+    if (dev.sticky) return dev.sticky;
+    if (dev.hung) return blocked("cuMemcpyDtoH");
     size_t off;
     const emu_mem *m = emu_dev_find(src, n, &off);
     if (!m) return ERR_INVALID_VALUE;
@@ -279,6 +297,7 @@ static CUresult e_dtoh(void *dst, CUdeviceptr src, size_t n) {
 
 static CUresult e_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
     (void)s;
+    if (dev.sticky) return dev.sticky;
     size_t od, os;
     const emu_mem *md = emu_dev_find(dst, n, &od), *ms = emu_dev_find(src, n, &os);
     if (!md || !ms) return ERR_INVALID_VALUE;
@@ -304,9 +323,17 @@ static CUresult e_stream_create(CUstream *s, unsigned flags) {
     *s = malloc(1);
     return *s ? CUDA_SUCCESS : ERR_OUT_OF_MEMORY;
 }
+/* A wait that would block forever on a GPU: the injected hang's launch
+ * never completes. Reported (the runtime's watchdog should have stopped
+ * waiting) instead of blocking the process. */
+static CUresult blocked(const char *call) {
+    emu_dev_finding("hang", "%s waits for a launch that never completes (MCIR_EMU_HANG): on a GPU this "
+                    "blocks forever", call);
+    return ERR_LAUNCH_TIMEOUT;
+}
 static CUresult e_stream_sync(CUstream s) {
     (void)s;
-    return CUDA_SUCCESS;
+    return dev.sticky ? dev.sticky : dev.hung ? blocked("cuStreamSynchronize") : CUDA_SUCCESS;
 }
 static CUresult e_stream_destroy(CUstream s) {
     free(s);
@@ -317,26 +344,39 @@ static double now_ms(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
+typedef struct emu_event {
+    double ms;
+    bool pending;   /* recorded after a launch that never completes */
+} emu_event;
 static CUresult e_event_create(CUevent *e, unsigned flags) {
     (void)flags;
-    *e = calloc(1, sizeof(double));
+    *e = calloc(1, sizeof(emu_event));
     return *e ? CUDA_SUCCESS : ERR_OUT_OF_MEMORY;
 }
 static CUresult e_event_record(CUevent e, CUstream s) {
     (void)s;
-    *(double *)e = now_ms();
-    return CUDA_SUCCESS;
+    emu_event *x = e;
+    x->ms = now_ms();
+    x->pending = dev.hung;
+    return dev.sticky;
+}
+static CUresult e_event_query(CUevent e) {
+    const emu_event *x = e;
+    return dev.sticky ? dev.sticky : x->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 static CUresult e_event_sync(CUevent e) {
-    (void)e;
-    return CUDA_SUCCESS;
+    const emu_event *x = e;
+    return dev.sticky ? dev.sticky : x->pending ? blocked("cuEventSynchronize") : CUDA_SUCCESS;
 }
 static CUresult e_event_destroy(CUevent e) {
     free(e);
     return CUDA_SUCCESS;
 }
 static CUresult e_event_elapsed(float *ms, CUevent a, CUevent b) {
-    *ms = (float)(*(double *)b - *(double *)a);
+    const emu_event *x = a, *y = b;
+    if (dev.sticky) return dev.sticky;
+    if (x->pending || y->pending) return CUDA_ERROR_NOT_READY;
+    *ms = (float)(y->ms - x->ms);
     return CUDA_SUCCESS;
 }
 
@@ -496,6 +536,22 @@ static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     (void)s;
     emu_function *fn = f;
     emu_dev_clear_findings();
+    if (dev.sticky) return dev.sticky;   /* a context with an error runs nothing more */
+    if (dev.hung) return CUDA_SUCCESS;   /* queued behind the launch that never completes */
+    /* injected failures, as a GPU shows them: the launch returns at once;
+     * a fault is seen by the next call that waits (the sticky error), a
+     * hang by nothing ever completing */
+    const char *inject = getenv("MCIR_EMU_HANG");
+    if (inject && *inject && strstr(fn->name, inject)) {
+        dev.hung = true;
+        return CUDA_SUCCESS;
+    }
+    inject = getenv("MCIR_EMU_FAULT");
+    bool fault = inject && *inject && strstr(fn->name, inject);
+    if (fault) {
+        dev.sticky = ERR_ILLEGAL_ADDRESS;
+        return CUDA_SUCCESS;
+    }
     if (extra || gy != 1 || gz != 1 || by != 1 || bz != 1 || gx == 0 || bx == 0 || bx > 1024) {
         emu_dev_finding("hang", "%s: a launch of %ux%ux%u blocks of %ux%ux%u threads (the emulator runs 1-D grids "
                         "and blocks of at most 1024 threads)", fn->name, gx, gy, gz, bx, by, bz);
@@ -634,6 +690,7 @@ static mcir_cu_driver table = {
     .cuEventCreate = e_event_create,
     .cuEventRecord = e_event_record,
     .cuEventSynchronize = e_event_sync,
+    .cuEventQuery = e_event_query,
     .cuEventDestroy_v2 = e_event_destroy,
     .cuEventElapsedTime = e_event_elapsed,
     .cuGetErrorString = e_error_string,
@@ -673,6 +730,8 @@ static void profile_report(void) {
 
 const mcir_cu_driver *mcir_emu_driver(const char *arch, char *why, size_t n) {
     if (!mcir_emu_available(why, n)) return NULL;
+    const char *as = getenv("MCIR_EMU_ARCH");   /* a device of another compute capability */
+    if (as && *as) arch = as;
     const mcir_target *t = mcir_target_find(arch ? arch : MCIR_DEFAULT_ARCH);
     if (!t) {
         if (why) snprintf(why, n, "no target %s to model", arch);
@@ -688,7 +747,8 @@ const mcir_cu_driver *mcir_emu_driver(const char *arch, char *why, size_t n) {
         snprintf(dev.name, sizeof dev.name, "mcir emulator (%s model, CPU)", t->name);
         const char *e = getenv("MCIR_EMU_MAX_BLOCKS");
         if (e && atoi(e) > 0) dev.max_blocks = (unsigned)atoi(e);
-        if (getenv("MCIR_EMU_PROFILE")) atexit(profile_report);
+        static bool profiling;
+        if (getenv("MCIR_EMU_PROFILE") && !profiling) profiling = !atexit(profile_report);
         e = getenv("MCIR_EMU_CHECKS");   /* 0: the checks off (to time them) */
         dev.checks = e && *e ? atoi(e) & EMU_CHECK_ALL : EMU_CHECK_ALL;
     }

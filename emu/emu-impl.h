@@ -26,6 +26,12 @@ const char *emu_dev_name_of(uintptr_t p, uintptr_t *range_start, size_t *range_b
 void emu_dev_finding(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void emu_dev_clear_findings(void);
 
+/* The device's injected failure state (MCIR_EMU_FAULT / MCIR_EMU_HANG):
+ * the sticky CUresult, or 0; whether a launch never completes (work
+ * queued behind it does not run). The library calls honour it. */
+int emu_dev_sticky(void);
+bool emu_dev_hung(void);
+
 extern const mcir_blas_api emu_blas_api;
 
 /* The embedded emulator header (emu/cuda_emu.h) and its hash. */

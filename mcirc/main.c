@@ -55,6 +55,9 @@ static const char usage_text[] =
     "                       through the GPU runtime on the CPU emulator, checked)\n"
     "  --alloc pool|lazy|eager  GPU allocation: the planned arena (default),\n"
     "                       allocate at first / free at last use, or all up front\n"
+    "  --sync               wait for every kernel, so a GPU fault names its kernel\n"
+    "  --watchdog S         a kernel running longer than S seconds is a hang\n"
+    "                       (exit 3; default 10 s + 100x its modelled time; 0: none)\n"
     "  --input NAME=FILE    a graph input from a .npy file (repeatable)\n"
     "  --shape NAME=DIMS    pin a dynamic input dimension of an ONNX model,\n"
     "                       e.g. --shape input_ids=1x128 (repeatable)\n"
@@ -654,6 +657,17 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
             else {
                 return usage_error("--device: '%s' is not cpu, gpu or emu", val);
             }
+        } else if (!strcmp(a, "--sync")) {
+            mcir_gpu_set_sync(true);
+        } else if (is_opt(a, "--watchdog")) {
+            VALUE("--watchdog");
+            char *end;
+            errno = 0;
+            double sec = strtod(val, &end);
+            if (errno || *end || !*val || !(sec >= 0) || sec > 1e7) {
+                return usage_error("--watchdog: '%s' is not a number of seconds (0: wait forever)", val);
+            }
+            mcir_gpu_set_watchdog(sec);
         } else if (is_opt(a, "--alloc")) {
             VALUE("--alloc");
             if (!mcir_alloc_mode_parse(val, &o->alloc)) {

@@ -39,6 +39,8 @@ START_TEST(usage_errors_exit_2) {
         {"--device", "tpu", "--run", "x.json"},
         {"--device", "cpu", "x.json", NULL}, /* --device needs --run */
         {"--seed", "-3", "x.json", NULL},
+        {"--watchdog", "-1", "x.json", NULL},
+        {"--watchdog", "soon", "x.json", NULL},
         {"--input", "novalue", "x.json", NULL},
         {"a.json", "b.json", NULL, NULL},
         {"--emit", NULL, NULL, NULL},
@@ -567,6 +569,28 @@ START_TEST(out_dir_artifact_reruns_identically) {
 END_TEST
 #endif
 
+/* --sync and --watchdog reach the runtime: on the emulated device, with a
+ * fault or a hang injected (MCIR_EMU_FAULT / MCIR_EMU_HANG), exit 3 naming
+ * the kernel (test_emu_device checks the runtime's side in full). */
+START_TEST(gpu_diagnostics_options) {
+    if (!test_have_cxx()) return;   /* no emulated device without a host C++ compiler */
+    const char *g = cli_src("examples/attention_f16/graph.json");
+    setenv("MCIR_EMU_FAULT", "mc_streaming_attention", 1);
+    cli_result r = RUN("--run", "--device", "emu", "--sync", g);
+    ck_assert_msg(r.status == 3 && strstr(r.err, "GPU fault: CUDA_ERROR_ILLEGAL_ADDRESS (grid") &&
+                  strstr(r.err, "synchronous mode"), "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "output") == NULL, "outputs after a fault: %s", r.out);
+    cli_result_free(&r);
+    unsetenv("MCIR_EMU_FAULT");
+    setenv("MCIR_EMU_HANG", "mc_streaming_attention", 1);
+    r = RUN("--run", "--device", "emu", "--watchdog", "0.3", g);
+    ck_assert_msg(r.status == 3 && strstr(r.err, "error: hang: still running after") &&
+                  strstr(r.err, "set by --watchdog"), "exit %d: %s", r.status, r.err);
+    cli_result_free(&r);
+    unsetenv("MCIR_EMU_HANG");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("contract");
@@ -585,6 +609,7 @@ int main(void) {
     tcase_add_test(tc, out_dir_has_every_artifact);
     tcase_add_test(tc, inputs_are_checked);
     tcase_add_test(tc, gpu_or_clear_exit_3);
+    tcase_add_test(tc, gpu_diagnostics_options);
     tcase_add_test(tc, verify_reports_every_output);
     tcase_add_test(tc, trace_is_printed_on_stderr);
     tcase_add_test(tc, bad_catalog_is_exit_1);

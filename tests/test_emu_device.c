@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "codegen/codegen-impl.h"
 #include "codegen/runtime.h"
@@ -117,6 +118,24 @@ static void expect_finding(const char *diag, const char *kernel, const char *kin
     ck_assert_msg(strstr(diag, names), "the finding does not name '%s':\n%s", names, diag);
 }
 
+/* The run on the emulated device, which must fail: its diagnostics. */
+static char *run_expecting_failure(mcir_compilation *c) {
+    mcir_env *env;
+    mcir_gpu_stats st;
+    char *diag = NULL;
+    ck_assert(!emu_run(c, MCIR_ALLOC_POOL, &env, &st, &diag));
+    mcir_env_free(env);
+    ck_assert_ptr_nonnull(diag);
+    return diag;
+}
+
+/* The run fails with a finding of kind in kernel i naming `names`. */
+static void expect_run_finding(mcir_compilation *c, int i, const char *kind, const char *names) {
+    char *diag = run_expecting_failure(c);
+    expect_finding(diag, c->plan->kernels[i].name, kind, names);
+    free(diag);
+}
+
 /* -------------------------------------------------------------- runs */
 
 static const char MLP[] =
@@ -169,13 +188,7 @@ START_TEST(test_removed_syncthreads_is_a_race) {
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_NORM);
     /* the barrier between the warps' partials written and read back */
     mutate_unit(&c, i, "MC_SST(part[warp], s);\n        __syncthreads();\n", "MC_SST(part[warp], s);\n", 0);
-    mcir_env *env;
-    mcir_gpu_stats st;
-    char *diag = NULL;
-    ck_assert(!emu_run(&c, MCIR_ALLOC_POOL, &env, &st, &diag));
-    expect_finding(diag, c.plan->kernels[i].name, "race", "shared 'part'");   /* the array, by its name */
-    mcir_env_free(env);
-    free(diag);
+    expect_run_finding(&c, i, "race", "shared 'part'");   /* the array, by its name */
     mcir_compilation_free(&c);
 }
 END_TEST
@@ -192,13 +205,7 @@ START_TEST(test_dropped_mbarrier_wait_is_a_race) {
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
     ck_assert(c.codegen->k[i].sm90a);
     mutate_unit(&c, i, "            mc_ring_wait(ring, st);\n", "", 0);   /* the mainloop's */
-    mcir_env *env;
-    mcir_gpu_stats st;
-    char *diag = NULL;
-    ck_assert(!emu_run(&c, MCIR_ALLOC_POOL, &env, &st, &diag));
-    expect_finding(diag, c.plan->kernels[i].name, "race", "dynamic shared memory");
-    mcir_env_free(env);
-    free(diag);
+    expect_run_finding(&c, i, "race", "dynamic shared memory");
     mcir_compilation_free(&c);
 }
 END_TEST
@@ -215,13 +222,7 @@ START_TEST(test_off_by_one_tile_bound_is_out_of_bounds) {
     int i = kernel_of(&c, MCIR_TEMPLATE_MATMUL);
     for (int n = 0; n < 2; n++)   /* the tensor-core and the FMA store */
         mutate_unit(&c, i, "if (m < MM_M && n < MM_N)", "if (m <= MM_M && n < MM_N)", 0);
-    mcir_env *env;
-    mcir_gpu_stats st;
-    char *diag = NULL;
-    ck_assert(!emu_run(&c, MCIR_ALLOC_POOL, &env, &st, &diag));
-    expect_finding(diag, c.plan->kernels[i].name, "out-of-bounds", "'y'");
-    mcir_env_free(env);
-    free(diag);
+    expect_run_finding(&c, i, "out-of-bounds", "'y'");
     mcir_compilation_free(&c);
     unsetenv("MCIR_NO_CUBLAS");
 }
@@ -249,27 +250,24 @@ START_TEST(test_wrong_cublas_leading_dim_is_out_of_bounds) {
     mcir_env_free(env);
     free(diag);
     gd->ldb += 8;
-    diag = NULL;
-    ck_assert(!emu_run(&c, MCIR_ALLOC_POOL, &env, &st, &diag));
-    expect_finding(diag, c.plan->kernels[i].name, "out-of-bounds", "'w'");
-    mcir_env_free(env);
-    free(diag);
+    expect_run_finding(&c, i, "out-of-bounds", "'w'");
     mcir_compilation_free(&c);
     unsetenv("MCIR_NO_CUBLASLT");
 }
 END_TEST
 
-/* split-KV decode whose Q is an arena tensor (a kernel computes it):
- * the partials' scratch placed over Q */
-START_TEST(test_scratch_over_a_live_tensor_is_found) {
-    static const char g[] =
+/* split-KV decode whose Q is an arena tensor (a kernel computes it) */
+static const char DECODE[] =
         "{\"mcir\":1,\"name\":\"dec\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[1,4,1,64]},"
         "{\"name\":\"k\",\"dtype\":\"f32\",\"shape\":[1,4,2048,64]},{\"name\":\"v\",\"dtype\":\"f32\",\"shape\":[1,4,"
         "2048,64]}],\"weights\":[{\"name\":\"g\",\"dtype\":\"f32\",\"shape\":[64]}],\"nodes\":[{\"name\":\"qn\",\"op\":\"rmsnorm\",\"inputs\":[\"x\",\"g\"],\"outputs\":[\"q\"],\"attrs\":{"
         "\"axis\":-1}},{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":[\"y\"]}],"
         "\"outputs\":[\"y\"]}";
+
+/* the partials' scratch placed over Q */
+START_TEST(test_scratch_over_a_live_tensor_is_found) {
     mcir_compilation c;
-    compile_text("dec", g, "sm_90", &c);
+    compile_text("dec", DECODE, "sm_90", &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
     ck_assert_msg(c.codegen->k[i].merge_grid > 0, "the decode attention does not split");
     mcir_memplan *m = c.memory;
@@ -307,14 +305,149 @@ START_TEST(test_shared_memory_beyond_the_attribute_fails) {
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
     ck_assert_int_gt(c.codegen->k[i].smem, 48 * 1024);
     c.codegen->k[i].unit_smem = 0;   /* the runtime would not raise the function's limit */
+    char *diag = run_expecting_failure(&c);
+    ck_assert_ptr_nonnull(strstr(diag, "dynamic shared memory"));
+    free(diag);
+    mcir_compilation_free(&c);
+}
+END_TEST
+
+
+/* -------------------------------------------- GPU run diagnostics (#30)
+ * The runtime's handling of what only a GPU does — a fault reported
+ * asynchronously, a kernel that never finishes, a device of another
+ * compute capability — driven through the emulated device's injected
+ * failures (MCIR_EMU_FAULT / MCIR_EMU_HANG / MCIR_EMU_ARCH), the same
+ * code path as on a GPU. */
+
+/* A norm, then an attention, then a matmul: three kernels in order. */
+static const char CHAIN[] =
+    "{\"mcir\":1,\"name\":\"chain\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\",\"shape\":[1,2,64,64]}],"
+    "\"weights\":[{\"name\":\"g\",\"dtype\":\"f16\",\"shape\":[64]},{\"name\":\"w\",\"dtype\":\"f16\",\"shape\":[64,64]}],"
+    "\"nodes\":[{\"name\":\"n\",\"op\":\"rmsnorm\",\"inputs\":[\"x\",\"g\"],\"outputs\":[\"h\"],\"attrs\":{\"axis\":-1}},"
+    "{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"h\",\"h\",\"h\"],\"outputs\":[\"a\"],\"attrs\":{\"causal\":true}},"
+    "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}";
+
+
+START_TEST(test_asynchronous_fault_is_bounded_then_named_with_sync) {
+    mcir_compilation c;
+    compile_text("chain", CHAIN, "sm_90", &c);
+    int at = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
+    setenv("MCIR_EMU_FAULT", "mc_streaming_attention", 1);
+    /* asynchronous (the default): the kernels it may be in, and how to name it */
+    char *diag = run_expecting_failure(&c);
+    ck_assert_msg(strstr(diag, "GPU fault: CUDA_ERROR_ILLEGAL_ADDRESS, reported asynchronously") &&
+                  strstr(diag, c.plan->kernels[at].name) && strstr(diag, "--sync"), "%s", diag);
+    free(diag);
+    /* synchronous: the kernel, its grid, block and shared memory */
+    mcir_gpu_set_sync(true);
+    diag = run_expecting_failure(&c);
+    char want[300];
+    snprintf(want, sizeof want, "%s: error: GPU fault: CUDA_ERROR_ILLEGAL_ADDRESS (grid ", c.plan->kernels[at].name);
+    ck_assert_msg(strstr(diag, want) && strstr(diag, "synchronous mode"), "no '%s' in:\n%s", want, diag);
+    free(diag);
+    mcir_gpu_set_sync(false);
+    /* a kernel of two launches (split-KV decode: the kernel, its merge):
+     * the merge refused after the kernel faulted is that fault */
+    mcir_compilation dc;
+    compile_text("dec", DECODE, "sm_90", &dc);
+    int dk = kernel_of(&dc, MCIR_TEMPLATE_STREAMING_ATTENTION);
+    ck_assert(dc.codegen->k[dk].merge_grid > 0);
+    diag = run_expecting_failure(&dc);
+    ck_assert_msg(strstr(diag, "GPU fault: CUDA_ERROR_ILLEGAL_ADDRESS, reported asynchronously") &&
+                  strstr(diag, dc.plan->kernels[dk].name) && !strstr(diag, "launch failed"), "%s", diag);
+    free(diag);
+    mcir_compilation_free(&dc);
+    unsetenv("MCIR_EMU_FAULT");
+    /* the next run is clean: the error belonged to the last context */
     mcir_env *env;
     mcir_gpu_stats st;
-    char *diag = NULL;
-    ck_assert(!emu_run(&c, MCIR_ALLOC_POOL, &env, &st, &diag));
-    ck_assert_ptr_nonnull(strstr(diag, "dynamic shared memory"));
+    diag = NULL;
+    ck_assert_msg(emu_run(&c, MCIR_ALLOC_POOL, &env, &st, &diag), "%s", diag);
     mcir_env_free(env);
     free(diag);
     mcir_compilation_free(&c);
+}
+END_TEST
+
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+START_TEST(test_hang_is_exit_3_naming_the_kernel) {
+    mcir_compilation c;
+    compile_text("chain", CHAIN, "sm_90", &c);
+    int at = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
+    setenv("MCIR_EMU_HANG", "mc_streaming_attention", 1);
+    static const mcir_alloc_mode modes[] = {MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY};
+    for (int m = 0; m < 2; m++) {   /* lazy mode waits inside the launches too */
+        mcir_gpu_set_watchdog(0.5);
+        double t0 = wall();
+        mcir_env *env;
+        mcir_gpu_stats st;
+        char *diag = NULL;
+        ck_assert(!emu_run(&c, modes[m], &env, &st, &diag));
+        double spent = wall() - t0;
+        char want[300];
+        snprintf(want, sizeof want, "%s: error: hang: still running after", c.plan->kernels[at].name);
+        ck_assert_msg(strstr(diag, want) && strstr(diag, "the run is abandoned"), "no '%s' in:\n%s", want, diag);
+        /* the runtime waited with a deadline, never blindly (the emulated
+         * device reports a wait that would block forever) */
+        ck_assert_msg(!strstr(diag, "blocks forever"), "%s", diag);
+        ck_assert_double_lt(spent, 20.0);
+        mcir_env_free(env);
+        free(diag);
+    }
+    /* the default deadline: 10 s + 100 x the modelled time */
+    mcir_gpu_set_watchdog(-1);
+    unsetenv("MCIR_GPU_WATCHDOG");
+    double t0 = wall();
+    char *diag = run_expecting_failure(&c);
+    double spent = wall() - t0;
+    ck_assert_msg(strstr(diag, "hang: still running after") && strstr(diag, "10 s + 100 x its modelled time"), "%s",
+                  diag);
+    ck_assert_double_ge(spent, 10.0);
+    ck_assert_double_lt(spent, 30.0);
+    free(diag);
+    unsetenv("MCIR_EMU_HANG");
+    mcir_compilation_free(&c);
+}
+END_TEST
+
+START_TEST(test_device_of_another_compute_capability_is_named) {
+    mcir_compilation c;
+    compile_text("chain", CHAIN, "sm_90", &c);   /* f16 attention: sm_90a on sm_90 */
+    bool sm90a = false;
+    for (int i = 0; i < c.codegen->n; i++) sm90a |= c.codegen->k[i].sm90a;
+    ck_assert(sm90a);
+    setenv("MCIR_EMU_ARCH", "sm_80", 1);
+    char *diag = run_expecting_failure(&c);
+    ck_assert_msg(strstr(diag, "sm_90a") && strstr(diag, "compute capability 8.0") && strstr(diag, "--arch sm_80"),
+                  "%s", diag);
+    ck_assert_msg(!strchr(strchr(diag, '\n') + 1, '\n'), "one line:\n%s", diag);
+    free(diag);
+    unsetenv("MCIR_EMU_ARCH");
+    mcir_compilation_free(&c);
+}
+END_TEST
+
+START_TEST(test_version_and_arch_checks) {
+    char why[400];
+    ck_assert(!mcir_gpu_check_versions(11080, "12.4", why, sizeof why));   /* a CUDA 11.8 driver, NVRTC 12.4 */
+    ck_assert_msg(strstr(why, "driver is too old") && strstr(why, "CUDA 11.8") && strstr(why, "NVRTC 12.4"), "%s", why);
+    ck_assert(mcir_gpu_check_versions(12040, "12.8", why, sizeof why));     /* minor version compatibility */
+    ck_assert(mcir_gpu_check_versions(13000, "12.8", why, sizeof why));
+    ck_assert(mcir_gpu_check_versions(12040, "none", why, sizeof why));     /* built without NVRTC */
+    ck_assert(!mcir_gpu_check_arch("sm_90", 8, 0, false, "A100", why, sizeof why));
+    ck_assert_msg(strstr(why, "made for sm_90") && strstr(why, "A100") && strstr(why, "--arch sm_80"), "%s", why);
+    ck_assert(!mcir_gpu_check_arch("sm_89", 8, 6, false, "RTX 3090", why, sizeof why));
+    ck_assert_msg(strstr(why, "--arch sm_86"), "%s", why);
+    ck_assert(mcir_gpu_check_arch("sm_80", 9, 0, false, "H100", why, sizeof why));   /* recompiled for 9.0 */
+    ck_assert(mcir_gpu_check_arch("sm_90", 9, 0, true, "H100", why, sizeof why));
+    ck_assert(!mcir_gpu_check_arch("sm_90", 10, 0, true, "B200", why, sizeof why));  /* sm_90a is 9.0 only */
+    ck_assert_msg(strstr(why, "sm_90a") && strstr(why, "10.0"), "%s", why);
 }
 END_TEST
 
@@ -332,6 +465,10 @@ int main(void) {
     tcase_add_test(tc, test_wrong_cublas_leading_dim_is_out_of_bounds);
     tcase_add_test(tc, test_scratch_over_a_live_tensor_is_found);
     tcase_add_test(tc, test_shared_memory_beyond_the_attribute_fails);
+    tcase_add_test(tc, test_asynchronous_fault_is_bounded_then_named_with_sync);
+    tcase_add_test(tc, test_hang_is_exit_3_naming_the_kernel);
+    tcase_add_test(tc, test_device_of_another_compute_capability_is_named);
+    tcase_add_test(tc, test_version_and_arch_checks);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
     test_remove_dir(work_dir);
