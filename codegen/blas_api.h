@@ -11,6 +11,18 @@
 
 #include <stddef.h>
 
+/* cublasLtMatmulHeuristicResult_t, as cublasLt.h lays it out: the chosen
+ * algorithm (cublasLtMatmulAlgo_t, opaque), the workspace it needs, its
+ * status, its waves count. */
+typedef struct mcir_lt_heuristic {
+    unsigned long long algo[8];
+    size_t workspace;
+    int state;
+    float waves;
+    int reserved[4];
+} mcir_lt_heuristic;
+_Static_assert(sizeof(mcir_lt_heuristic) == 96, "cublasLtMatmulHeuristicResult_t is 96 bytes");
+
 typedef struct mcir_blas_api {
     /* cuBLAS */
     int (*create)(void **handle);
@@ -31,6 +43,11 @@ typedef struct mcir_blas_api {
     int (*lt_matmul)(void *handle, void *desc, const void *alpha, const void *a, void *a_layout, const void *b,
                      void *b_layout, const void *beta, const void *c, void *c_layout, void *d, void *d_layout,
                      const void *algo, void *workspace, size_t workspace_bytes, void *stream);
+    int (*lt_pref_create)(void **pref);
+    int (*lt_pref_destroy)(void *pref);
+    int (*lt_pref_set)(void *pref, int attr, const void *value, size_t size);
+    int (*lt_heuristic)(void *handle, void *desc, void *a_layout, void *b_layout, void *c_layout, void *d_layout,
+                        void *pref, int requested, mcir_lt_heuristic *results, int *returned);
 } mcir_blas_api;
 
 enum {
@@ -50,6 +67,8 @@ enum {
     MCIR_LT_DESC_EPILOGUE = 7,
     MCIR_LT_DESC_BIAS_POINTER = 8,
     MCIR_LT_DESC_BIAS_DATA_TYPE = 26,
+    /* cublasLtMatmulPreferenceAttributes_t */
+    MCIR_LT_PREF_MAX_WORKSPACE_BYTES = 1,
     /* cublasLtEpilogue_t */
     MCIR_LT_EPILOGUE_DEFAULT = 1,
     MCIR_LT_EPILOGUE_RELU = 2,

@@ -10,8 +10,12 @@
  * cuBLASLt (libcublasLt.so.13/.12, loaded the same way) runs a matmul with
  * its epilogue in one call: D = epilogue(A·B + beta·C) with the bias per
  * output column (a row of the column-major D) and the residual as C with
- * beta 1. The calls are a fixed sequence over a table of attributes; the
- * library's own heuristic picks the algorithm (algo NULL, no workspace).
+ * beta 1. Each such GEMM is prepared once per run (cg_cublaslt_prepare:
+ * its descriptor and layouts, and the algorithm cublasLtMatmulAlgoGetHeuristic
+ * picks within the workspace the runtime offers, kept per process by
+ * shape and device), then every call passes that algorithm and the
+ * runtime's workspace. No algorithm (CUBLAS_STATUS_NOT_SUPPORTED) is not
+ * an error: the runtime runs the generated kernel instead.
  *
  * The entry points are a table (codegen/blas_api.h): the libraries', or
  * the emulated device's host reference (emu/blas.c), which a run selects.
@@ -88,7 +92,11 @@ static bool lt_load(void) {
             sym(lt.lib, "cublasLtMatmulDescSetAttribute", &real.lt_desc_set, lt.why, sizeof lt.why) &&
             sym(lt.lib, "cublasLtMatrixLayoutCreate", &real.lt_layout_create, lt.why, sizeof lt.why) &&
             sym(lt.lib, "cublasLtMatrixLayoutDestroy", &real.lt_layout_destroy, lt.why, sizeof lt.why) &&
-            sym(lt.lib, "cublasLtMatmul", &real.lt_matmul, lt.why, sizeof lt.why);
+            sym(lt.lib, "cublasLtMatmul", &real.lt_matmul, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatmulPreferenceCreate", &real.lt_pref_create, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatmulPreferenceDestroy", &real.lt_pref_destroy, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatmulPreferenceSetAttribute", &real.lt_pref_set, lt.why, sizeof lt.why) &&
+            sym(lt.lib, "cublasLtMatmulAlgoGetHeuristic", &real.lt_heuristic, lt.why, sizeof lt.why);
     return lt.ok;
 }
 
@@ -178,50 +186,131 @@ static int cuda_type(mcir_dtype t) {
     return t == MCIR_DTYPE_F16 ? CUDA_R_16F : t == MCIR_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-bool cg_cublaslt_matmul(void *handle, void *stream, const cg_gemm_desc *g, unsigned long long a,
-                        unsigned long long b, unsigned long long bias,
-                        unsigned long long residual, unsigned long long d, char *why, size_t n) {
-    void *desc = NULL, *la = NULL, *lb = NULL, *lc = NULL;
+/* The algorithms chosen in this process, by what the heuristic saw: the
+ * GEMM's shape, types, layouts and epilogue, the workspace offered and the
+ * device. A later run of the same GEMM (the next call of a Python model)
+ * asks no heuristic. */
+typedef struct lt_key {
+    long long m, n, k, lda, ldb, ldc;
+    int trans_a, trans_b, dtype, d_dtype, epilogue, bias, residual;
+    size_t workspace;
+    char device[96];
+} lt_key;
+static struct {
+    lt_key key;
+    mcir_lt_heuristic algo;
+    int status;
+} lt_chosen[256];
+static int n_lt_chosen;
+static long lt_heuristic_calls;
+
+long cg_cublaslt_heuristic_calls(void) { return lt_heuristic_calls; }
+
+static lt_key key_of(const cg_gemm_desc *g, size_t workspace, const char *device) {
+    lt_key k;
+    memset(&k, 0, sizeof k);   /* the padding too: keys compare by memcmp */
+    k.m = g->m, k.n = g->n, k.k = g->k, k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
+    k.trans_a = g->trans_a, k.trans_b = g->trans_b, k.dtype = g->dtype, k.d_dtype = g->d_dtype;
+    k.epilogue = g->lt_epilogue, k.bias = g->read_bias >= 0, k.residual = g->read_residual >= 0;
+    k.workspace = workspace;
+    snprintf(k.device, sizeof k.device, "%s", device ? device : "");
+    return k;
+}
+
+void cg_cublaslt_release(cg_lt_plan *p) {
+    if (p->la) api()->lt_layout_destroy(p->la);
+    if (p->lb) api()->lt_layout_destroy(p->lb);
+    if (p->lc) api()->lt_layout_destroy(p->lc);
+    if (p->desc) api()->lt_desc_destroy(p->desc);
+    memset(p, 0, sizeof *p);
+}
+
+bool cg_cublaslt_prepare(void *handle, const cg_gemm_desc *g, size_t workspace, const char *device, cg_lt_plan *p,
+                         char *why, size_t n) {
+    memset(p, 0, sizeof *p);
     int dt = cuda_type(g->dtype), ot = cuda_type(g->d_dtype);
     /* column-major: Lt's A is our B ([N, K] op), Lt's B our A, D is [N, M] */
     int op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     unsigned long long b_rows = g->trans_b ? g->k : g->n, b_cols = g->trans_b ? g->n : g->k;
     unsigned long long a_rows = g->trans_a ? g->m : g->k, a_cols = g->trans_a ? g->k : g->m;
     int epi = g->lt_epilogue;
-    void *bias_ptr = (void *)(uintptr_t)bias;
-    float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
     const struct { int attr; const void *val; size_t size; } attrs[] = {
         {LT_DESC_TRANSA, &op_b, sizeof op_b},
         {LT_DESC_TRANSB, &op_a, sizeof op_a},
         {LT_DESC_EPILOGUE, &epi, sizeof epi},
-        {LT_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr},
         {LT_DESC_BIAS_DATA_TYPE, &ot, sizeof ot},
     };
-    CG_CHECK("cuBLASLt", api()->lt_desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), 0, cublas_err, why, n);
+    void *pref = NULL;
+    CG_CHECK("cuBLASLt", api()->lt_desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), 0, cublas_err, why, n);
     for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++) {
-        if ((attrs[i].attr == LT_DESC_BIAS_POINTER || attrs[i].attr == LT_DESC_BIAS_DATA_TYPE) && !bias)
-            continue;
-        CG_CHECK("cuBLASLt", api()->lt_desc_set(desc, attrs[i].attr, attrs[i].val, attrs[i].size), 0,
+        if (attrs[i].attr == LT_DESC_BIAS_DATA_TYPE && g->read_bias < 0) continue;
+        CG_CHECK("cuBLASLt", api()->lt_desc_set(p->desc, attrs[i].attr, attrs[i].val, attrs[i].size), 0,
                  cublas_err, why, n);
     }
-    CG_CHECK("cuBLASLt", api()->lt_layout_create(&lb, dt, b_rows, b_cols, (long long)g->ldb), 0, cublas_err, why, n);
-    CG_CHECK("cuBLASLt", api()->lt_layout_create(&la, dt, a_rows, a_cols, (long long)g->lda), 0, cublas_err, why, n);
-    CG_CHECK("cuBLASLt", api()->lt_layout_create(&lc, ot, (unsigned long long)g->n, (unsigned long long)g->m,
+    CG_CHECK("cuBLASLt", api()->lt_layout_create(&p->lb, dt, b_rows, b_cols, (long long)g->ldb), 0, cublas_err, why, n);
+    CG_CHECK("cuBLASLt", api()->lt_layout_create(&p->la, dt, a_rows, a_cols, (long long)g->lda), 0, cublas_err, why, n);
+    CG_CHECK("cuBLASLt", api()->lt_layout_create(&p->lc, ot, (unsigned long long)g->n, (unsigned long long)g->m,
                                           (long long)g->ldc), 0, cublas_err, why, n);
-    CG_CHECK("cuBLASLt",
-             api()->lt_matmul(handle, desc, &alpha, (const void *)(uintptr_t)b, lb, (const void *)(uintptr_t)a, la,
-                       &beta, residual ? (const void *)(uintptr_t)residual : (const void *)(uintptr_t)d, lc,
-                       (void *)(uintptr_t)d, lc, NULL, NULL, 0, stream),
-             0, cublas_err, why, n);
-    api()->lt_layout_destroy(la);
-    api()->lt_layout_destroy(lb);
-    api()->lt_layout_destroy(lc);
-    api()->lt_desc_destroy(desc);
+    lt_key key = key_of(g, workspace, device);
+    for (int i = 0; i < n_lt_chosen; i++)
+        if (memcmp(&lt_chosen[i].key, &key, sizeof key) == 0) {
+            p->algo = lt_chosen[i].algo;
+            p->status = lt_chosen[i].status;
+            goto chosen;
+        }
+    CG_CHECK("cuBLASLt", api()->lt_pref_create(&pref), 0, cublas_err, why, n);
+    CG_CHECK("cuBLASLt", api()->lt_pref_set(pref, MCIR_LT_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace), 0,
+             cublas_err, why, n);
+    int found = 0;
+    lt_heuristic_calls++;
+    p->status = api()->lt_heuristic(handle, p->desc, p->lb, p->la, p->lc, p->lc, pref, 1, &p->algo, &found);
+    api()->lt_pref_destroy(pref);
+    pref = NULL;
+    if (p->status == 0 && (found < 1 || p->algo.state != 0)) p->status = MCIR_CUBLAS_STATUS_NOT_SUPPORTED;
+    if (p->status != 0 && p->status != MCIR_CUBLAS_STATUS_NOT_SUPPORTED) {
+        snprintf(why, n, "cuBLASLt error %d (%s) in cublasLtMatmulAlgoGetHeuristic", p->status, cublas_err(p->status));
+        goto fail;
+    }
+    if (n_lt_chosen < (int)(sizeof lt_chosen / sizeof *lt_chosen)) {
+        lt_chosen[n_lt_chosen].key = key;
+        lt_chosen[n_lt_chosen].algo = p->algo;
+        lt_chosen[n_lt_chosen++].status = p->status;
+    }
+chosen:
+    if (p->status != 0) {
+        snprintf(why, n, "cuBLASLt has no algorithm for it (CUBLAS_STATUS_NOT_SUPPORTED)");
+        cg_cublaslt_release(p);
+        p->status = MCIR_CUBLAS_STATUS_NOT_SUPPORTED;
+        return false;
+    }
+    p->ready = true;
     return true;
 fail:
-    if (la) api()->lt_layout_destroy(la);
-    if (lb) api()->lt_layout_destroy(lb);
-    if (lc) api()->lt_layout_destroy(lc);
-    if (desc) api()->lt_desc_destroy(desc);
+    if (pref) api()->lt_pref_destroy(pref);
+    cg_cublaslt_release(p);
+    return false;
+}
+
+bool cg_cublaslt_run(void *handle, void *stream, cg_lt_plan *p, const cg_gemm_desc *g, unsigned long long a,
+                     unsigned long long b, unsigned long long bias, unsigned long long residual,
+                     unsigned long long d, unsigned long long workspace, size_t workspace_bytes, char *why,
+                     size_t n) {
+    void *bias_ptr = (void *)(uintptr_t)bias;
+    float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
+    (void)g;
+    if (bias)
+        CG_CHECK("cuBLASLt", api()->lt_desc_set(p->desc, LT_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr), 0,
+                 cublas_err, why, n);
+    p->status = api()->lt_matmul(handle, p->desc, &alpha, (const void *)(uintptr_t)b, p->lb,
+                                 (const void *)(uintptr_t)a, p->la, &beta,
+                                 residual ? (const void *)(uintptr_t)residual : (const void *)(uintptr_t)d, p->lc,
+                                 (void *)(uintptr_t)d, p->lc, p->algo.algo, (void *)(uintptr_t)workspace,
+                                 p->algo.workspace ? workspace_bytes : 0, stream);
+    if (p->status != 0) {
+        snprintf(why, n, "cuBLASLt error %d (%s) in cublasLtMatmul", p->status, cublas_err(p->status));
+        return false;
+    }
+    return true;
+fail:
     return false;
 }

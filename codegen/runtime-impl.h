@@ -22,8 +22,29 @@ bool cg_cublas_gemm(void *handle, const cg_gemm_desc *g, unsigned long long a,
 bool mcir_cublaslt_available(char *why, size_t n);
 bool cg_cublaslt_open(void **handle, char *why, size_t n);
 void cg_cublaslt_close(void *handle);
-bool cg_cublaslt_matmul(void *handle, void *stream, const cg_gemm_desc *g, unsigned long long a,
-                        unsigned long long b, unsigned long long bias,
-                        unsigned long long residual, unsigned long long d, char *why, size_t n);
+
+/* One GEMM prepared for cuBLASLt: its descriptor and layouts (built once
+ * per run) and the algorithm the heuristic chose for at most `workspace`
+ * bytes (kept per process, by shape and device). */
+#include "codegen/blas_api.h"
+typedef struct cg_lt_plan {
+    void *desc, *la, *lb, *lc;
+    mcir_lt_heuristic algo;   /* algo.workspace: the bytes it needs */
+    int status;               /* the last cuBLAS status (15: not supported) */
+    bool ready;
+} cg_lt_plan;
+/* False with why: an error, or (p->status 15) no algorithm for it, when
+ * the generated kernel is to run instead. */
+bool cg_cublaslt_prepare(void *handle, const cg_gemm_desc *g, size_t workspace, const char *device, cg_lt_plan *p,
+                         char *why, size_t n);
+/* D = epilogue(A B [+ residual]) with the prepared algorithm; false with
+ * why (p->status 15: not supported at run time). */
+bool cg_cublaslt_run(void *handle, void *stream, cg_lt_plan *p, const cg_gemm_desc *g, unsigned long long a,
+                     unsigned long long b, unsigned long long bias, unsigned long long residual,
+                     unsigned long long d, unsigned long long workspace, size_t workspace_bytes, char *why,
+                     size_t n);
+void cg_cublaslt_release(cg_lt_plan *p);
+/* How many times this process asked cuBLASLt's heuristic (tests). */
+long cg_cublaslt_heuristic_calls(void);
 
 #endif

@@ -72,6 +72,11 @@ typedef struct gpu_run {
     void *blas, *blas_lt;                        /* NULL: not loaded */
     CUdeviceptr staging;     /* f32 product of cuBLAS matmuls with an epilogue */
     CUdeviceptr scratch;     /* split-KV partials outside a pool plan */
+    cg_lt_plan *lt;          /* by kernel: its cuBLASLt call, prepared at open */
+    CUdeviceptr workspace;   /* cuBLASLt's, the most any prepared call needs */
+    size_t workspace_bytes;
+    int lt_fallbacks;
+    char lt_note[512];       /* the first fallback, for the warning */
     /* place */
     CUdeviceptr *ptr;        /* by root tensor id */
     unsigned char *owned;    /* by root tensor id: ptr is our own allocation */
@@ -290,6 +295,15 @@ static bool scratch_locate(const mcir_memplan *m, int i, int *pool, int64_t *off
     return false;
 }
 
+/* cuBLASLt has no algorithm for kernel i's GEMM: the generated kernel
+ * runs it (said once, after the run). */
+static void lt_fallback(gpu_run *r, int i, const char *why) {
+    cg_cublaslt_release(&r->lt[i]);
+    r->lt[i].status = MCIR_CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!r->lt_fallbacks++)
+        snprintf(r->lt_note, sizeof r->lt_note, "%s: %s: the generated kernel runs it", r->cg->k[i].kp->name, why);
+}
+
 /* ----------------------------------------------------------------- open */
 
 /* Kernel i's functions: one module per compile unit (identical layers
@@ -405,6 +419,30 @@ static bool run_open(gpu_run *r, mcir_diag *d) {
             !(r->mode == MCIR_ALLOC_POOL && scratch_locate(r->m, i, &sp, &so)))
             scratch_bytes = k->kp->scratch_bytes;   /* one buffer for all: kernels run in order */
     }
+    /* cuBLASLt: each call prepared once (descriptors, the algorithm for at
+     * most the workspace offered: 32 MiB on Hopper, 4 MiB before, as
+     * NVIDIA's cuBLAS guide advises); one workspace, the most any chosen
+     * algorithm needs, counted with the run's device bytes */
+    r->lt = calloc((size_t)nk, sizeof *r->lt);
+    MCIR_ASSERT(r->lt);
+    size_t offer = (major >= 9 ? 32u : 4u) << 20;
+    for (int i = 0; i < cg->n && r->blas_lt; i++) {
+        const cg_gemm_desc *gd = &cg->k[i].gemm;
+        if (!gd->ok || !gd->lt) continue;
+        char lw[256];
+        if (cg_cublaslt_prepare(r->blas_lt, gd, offer, r->device, &r->lt[i], lw, sizeof lw)) {
+            if (r->lt[i].algo.workspace > r->workspace_bytes) r->workspace_bytes = r->lt[i].algo.workspace;
+        } else if (r->lt[i].status == MCIR_CUBLAS_STATUS_NOT_SUPPORTED) {
+            lt_fallback(r, i, lw);
+        } else {
+            snprintf(r->why, W, "kernel %s: %s", cg->k[i].kp->name, lw);
+            return false;
+        }
+    }
+    if (r->workspace_bytes > 0 &&
+        !dev_alloc(r, "the cuBLASLt workspace", (int64_t)r->workspace_bytes, &r->workspace))
+        return false;
+    name_range(r->workspace, (int64_t)r->workspace_bytes, "cuBLASLt workspace");
     for (int i = 0; i < cg->n && r->blas; i++) {
         const cg_gemm_desc *gd = &cg->k[i].gemm;
         int64_t bytes = gd->batch * gd->m * gd->n * 4;
@@ -503,12 +541,21 @@ static bool launch_kernel(gpu_run *r, int i) {
         name_range(args[j], mcir_tensor_bytes(t), t->name);
     }
     for (int j = 0; j <= np; j++) params[j] = &args[j];
-    if (r->blas_lt && gd->ok && gd->lt)
-        return cg_cublaslt_matmul(r->blas_lt, r->stream, gd, args[gd->read_a], args[gd->read_b],
-                                  gd->read_bias >= 0 ? args[gd->read_bias] : 0,
-                                  gd->read_residual >= 0 ? args[gd->read_residual] : 0,
-                                  args[kp->n_reads + gd->write_d], r->why, W);
-    if (r->blas && gd->ok && (!gd->epilogue || (r->epi_funcs[i] && r->staging))) {
+    bool lt = r->blas_lt && gd->ok && gd->lt;   /* cuBLASLt's, or (no algorithm) the generated kernel's */
+    if (lt && r->lt[i].ready) {
+        char lw[256];
+        if (cg_cublaslt_run(r->blas_lt, r->stream, &r->lt[i], gd, args[gd->read_a], args[gd->read_b],
+                            gd->read_bias >= 0 ? args[gd->read_bias] : 0,
+                            gd->read_residual >= 0 ? args[gd->read_residual] : 0, args[kp->n_reads + gd->write_d],
+                            r->workspace, r->workspace_bytes, lw, sizeof lw))
+            return true;
+        if (r->lt[i].status != MCIR_CUBLAS_STATUS_NOT_SUPPORTED) {
+            snprintf(r->why, W, "%s", lw);
+            return false;
+        }
+        lt_fallback(r, i, lw);
+    }
+    if (!lt && r->blas && gd->ok && (!gd->epilogue || (r->epi_funcs[i] && r->staging))) {
         CUdeviceptr c = gd->epilogue ? r->staging : args[kp->n_reads + gd->write_c];
         if (!cg_cublas_gemm(r->blas, gd, args[gd->read_a], args[gd->read_b], c, r->why, W)) return false;
         if (!gd->epilogue) return true;
@@ -666,6 +713,8 @@ static void release_device(gpu_run *r, bool wait) {
     }
     if (r->staging) cu->cuMemFree_v2(r->staging);
     if (r->scratch) cu->cuMemFree_v2(r->scratch);
+    if (r->workspace) cu->cuMemFree_v2(r->workspace);
+    for (int i = 0; r->lt && i < r->cg->n; i++) cg_cublaslt_release(&r->lt[i]);
     if (r->ev0) cu->cuEventDestroy_v2(r->ev0);
     if (r->ev1) cu->cuEventDestroy_v2(r->ev1);
     for (int i = 0; r->done && i < r->cg->n; i++)
@@ -682,6 +731,7 @@ static void run_close(gpu_run *r) {
     if (!r->hung || cu->emulated) release_device(r, !r->hung);
     free(r->done);
     free(r->deadline);
+    free(r->lt);
     free(r->mods);
     free(r->epi_mods);
     free(r->funcs);
@@ -775,7 +825,12 @@ static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *en
     if (ok && stats) {
         stats->elapsed_ms = r.ms;
         stats->peak_device_bytes = r.peak;
+        stats->workspace_bytes = (int64_t)r.workspace_bytes;
+        stats->lt_fallbacks = r.lt_fallbacks;
     }
+    if (ok && r.lt_fallbacks)
+        mcir_warning(d, (mcir_loc){.path = cg->plan->graph->path}, "%s%s", r.lt_note,
+                     r.lt_fallbacks > 1 ? " (the first of several such GEMMs)" : "");
     if (stats) snprintf(stats->device_name, sizeof stats->device_name, "%s", r.device);
     if (!ok) report_failure(&r, d);
     run_close(&r);

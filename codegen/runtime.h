@@ -38,9 +38,11 @@ const char *mcir_alloc_mode_name(mcir_alloc_mode m);
 bool mcir_alloc_mode_parse(const char *s, mcir_alloc_mode *out);
 
 typedef struct {
-    int64_t peak_device_bytes;  /* arena/tensors + weights + inputs/outputs */
+    int64_t peak_device_bytes;  /* arena/tensors + weights + inputs/outputs + library workspace */
     double elapsed_ms;          /* launches of the plan, stream-timed */
     char device_name[128];
+    int64_t workspace_bytes;    /* cuBLASLt's workspace (part of the peak) */
+    int lt_fallbacks;           /* GEMMs cuBLASLt had no algorithm for: the generated kernel ran them */
 } mcir_gpu_stats;
 
 /* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.

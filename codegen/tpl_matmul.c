@@ -239,6 +239,13 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         g->stride_a = sa;
         g->stride_b = sb;
         g->stride_c = M * N;
+        if (batch > 1 && sb == 0 && sa == M * K && !fa) {
+            /* every batch against the same B, A's rows one after another:
+             * one GEMM of batch x M rows (a linear layer over [B, T, K]) */
+            g->m = batch * M;
+            g->batch = 1;
+            g->stride_a = g->stride_b = g->stride_c = 0;
+        }
         g->read_a = ra;
         g->read_b = rb;
         g->write_c = bare ? wc : -1;
@@ -260,7 +267,7 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
             g->write_d = cg_write_index(kp, le.out);
             g->d_dtype = le.out->dtype;
             if ((le.bias && g->read_bias < 0) || (le.residual && g->read_residual < 0) ||
-                g->write_d < 0)
+                g->write_d < 0 || g->batch > 1)   /* one cuBLASLt call computes one matrix */
                 g->lt = false;
         }
         if (!bare) {

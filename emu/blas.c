@@ -256,6 +256,76 @@ static int lt_layout_create(void **l, int type, unsigned long long rows, unsigne
     return 0;
 }
 
+static int lt_free(void *p) {
+    free(p);
+    return 0;
+}
+
+/* Preferences: the most workspace an algorithm may ask for. */
+typedef struct lt_pref { size_t max_workspace; } lt_pref;
+
+static int lt_pref_create(void **p) {
+    *p = calloc(1, sizeof(lt_pref));
+    return *p ? 0 : 3;
+}
+
+static int lt_pref_set(void *p, int attr, const void *value, size_t size) {
+    if (attr != MCIR_LT_PREF_MAX_WORKSPACE_BYTES || size != sizeof(size_t)) return MCIR_CUBLAS_STATUS_INVALID_VALUE;
+    memcpy(&((lt_pref *)p)->max_workspace, value, sizeof(size_t));
+    return 0;
+}
+
+enum { EMU_ALGO_MAGIC = 0x6f676c4174756d65ull };   /* "emutAlgo" */
+static long emu_heuristics, emu_lt_calls;
+
+void mcir_emu_blas_counts(long *heuristics, long *lt_calls) {
+    *heuristics = emu_heuristics;
+    *lt_calls = emu_lt_calls;
+}
+
+/* The problem an Lt call computes, from its layouts: m, n, k. */
+static bool lt_problem(const lt_desc *x, const lt_layout *la, const lt_layout *lb, int64_t *m, int64_t *n, int64_t *k) {
+    *m = (int64_t)(x->transa == MCIR_CUBLAS_OP_N ? la->rows : la->cols);
+    *k = (int64_t)(x->transa == MCIR_CUBLAS_OP_N ? la->cols : la->rows);
+    int64_t kb = (int64_t)(x->transb == MCIR_CUBLAS_OP_N ? lb->rows : lb->cols);
+    *n = (int64_t)(x->transb == MCIR_CUBLAS_OP_N ? lb->cols : lb->rows);
+    return *k == kb;
+}
+
+/* One algorithm per problem, as a library's heuristic returns it: it names
+ * the problem it was chosen for (a call of another shape with it is
+ * CUBLAS_STATUS_INVALID_VALUE) and needs a workspace (a split-K's f32
+ * partial products: 4 m n bytes, at most what the preference allows).
+ * MCIR_EMU_LT_UNSUPPORTED=1: no algorithm (NOT_SUPPORTED); =run: the
+ * heuristic answers and cublasLtMatmul refuses. */
+static int lt_heuristic(void *h, void *desc, void *a_layout, void *b_layout, void *c_layout, void *d_layout,
+                        void *pref, int requested, mcir_lt_heuristic *results, int *returned) {
+    (void)c_layout;
+    (void)d_layout;
+    if (!h || ((handle *)h)->magic != EMU_HANDLE_MAGIC) return 1;
+    if (requested < 1) return MCIR_CUBLAS_STATUS_INVALID_VALUE;
+    emu_heuristics++;
+    *returned = 0;
+    const char *u = getenv("MCIR_EMU_LT_UNSUPPORTED");
+    if (u && !strcmp(u, "1")) return MCIR_CUBLAS_STATUS_NOT_SUPPORTED;
+    int64_t m, n, k;
+    if (!lt_problem(desc, a_layout, b_layout, &m, &n, &k)) return MCIR_CUBLAS_STATUS_INVALID_VALUE;
+    memset(results, 0, sizeof *results);
+    results->algo[0] = EMU_ALGO_MAGIC;
+    results->algo[1] = (unsigned long long)m;
+    results->algo[2] = (unsigned long long)n;
+    results->algo[3] = (unsigned long long)k;
+    size_t want = (size_t)(4 * m * n), most = ((const lt_pref *)pref)->max_workspace;
+    results->workspace = want < most ? want : most;
+    results->algo[4] = results->workspace;   /* what a call with it must be given */
+    results->waves = 1.0f;
+    *returned = 1;
+    return 0;
+}
+
+/* [p, p + n) and [q, q + m) share a byte. */
+static bool overlaps(uintptr_t p, size_t n, uintptr_t q, size_t m) { return n && m && p < q + m && q < p + n; }
+
 /* cuBLASLt's GELU epilogue: the tanh approximation. */
 static float gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x))); }
 
@@ -264,21 +334,29 @@ static float gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608f 
 static int lt_matmul(void *h, void *desc, const void *alpha, const void *a, void *a_layout, const void *b,
                      void *b_layout, const void *beta, const void *c, void *c_layout, void *d, void *d_layout,
                      const void *algo, void *workspace, size_t workspace_bytes, void *stream) {
-    (void)algo;
-    (void)workspace;
-    (void)workspace_bytes;
     (void)stream;
     if (emu_dev_sticky()) return 13;   /* CUBLAS_STATUS_EXECUTION_FAILED */
     if (emu_dev_hung()) return 0;
     if (!h || ((handle *)h)->magic != EMU_HANDLE_MAGIC) return 1;
+    emu_lt_calls++;
     const lt_desc *x = desc;
     const lt_layout *la = a_layout, *lb = b_layout, *lc = c_layout, *ld = d_layout;
-    int64_t m = (int64_t)(x->transa == MCIR_CUBLAS_OP_N ? la->rows : la->cols);
-    int64_t k = (int64_t)(x->transa == MCIR_CUBLAS_OP_N ? la->cols : la->rows);
-    int64_t kb = (int64_t)(x->transb == MCIR_CUBLAS_OP_N ? lb->rows : lb->cols);
-    int64_t n = (int64_t)(x->transb == MCIR_CUBLAS_OP_N ? lb->cols : lb->rows);
-    if (k != kb || (int64_t)lc->rows != m || (int64_t)lc->cols != n || (int64_t)ld->rows != m || (int64_t)ld->cols != n)
+    int64_t m, n, k;
+    if (!lt_problem(x, la, lb, &m, &n, &k) || (int64_t)lc->rows != m || (int64_t)lc->cols != n ||
+        (int64_t)ld->rows != m || (int64_t)ld->cols != n)
         return MCIR_CUBLAS_STATUS_INVALID_VALUE;
+    const char *u = getenv("MCIR_EMU_LT_UNSUPPORTED");
+    if (u && !strcmp(u, "run")) return MCIR_CUBLAS_STATUS_NOT_SUPPORTED;
+    /* the algorithm: one the heuristic chose for this very problem */
+    mcir_lt_heuristic chosen;
+    if (algo) memcpy(chosen.algo, algo, sizeof chosen.algo);
+    if (!algo || chosen.algo[0] != EMU_ALGO_MAGIC || chosen.algo[1] != (unsigned long long)m ||
+        chosen.algo[2] != (unsigned long long)n || chosen.algo[3] != (unsigned long long)k) {
+        emu_dev_clear_findings();
+        emu_dev_finding("out-of-bounds", "cublasLtMatmul with %s", algo ? "an algorithm chosen for another problem"
+                                                                          : "no algorithm (NULL: a heuristic per call)");
+        return MCIR_CUBLAS_STATUS_INVALID_VALUE;
+    }
     int epi = x->epilogue;
     bool bias = epi & MCIR_LT_EPILOGUE_BIAS, relu = epi & MCIR_LT_EPILOGUE_RELU, gelu = epi & MCIR_LT_EPILOGUE_GELU;
     if ((epi & ~(MCIR_LT_EPILOGUE_DEFAULT | MCIR_LT_EPILOGUE_RELU | MCIR_LT_EPILOGUE_BIAS | MCIR_LT_EPILOGUE_GELU)) ||
@@ -298,6 +376,37 @@ static int lt_matmul(void *h, void *desc, const void *alpha, const void *a, void
         !operand_check(&D, span_of(m, n, ld->ld, 1, 0, ed), true) ||
         (bias && !operand_check(&Bias, (size_t)(m * esize(x->bias_type)), false)))
         return MCIR_CUBLAS_STATUS_EXECUTION_FAILED;
+    /* the workspace the algorithm needs: device memory of its own, which
+     * the library overwrites (a workspace over an operand is a race) */
+    size_t need = (size_t)chosen.algo[4];
+    if (need > workspace_bytes) {
+        emu_dev_finding("out-of-bounds", "cublasLtMatmul: the algorithm needs %zu bytes of workspace, %zu given",
+                        need, workspace_bytes);
+        return MCIR_CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (need > 0) {
+        operand W = {call, "its workspace", (uintptr_t)workspace, MCIR_CUDA_R_32F, NULL, 0};
+        if (!workspace) {
+            emu_dev_finding("out-of-bounds", "cublasLtMatmul: the algorithm needs %zu bytes of workspace, none given",
+                            need);
+            return MCIR_CUBLAS_STATUS_INVALID_VALUE;
+        }
+        if (!operand_check(&W, need, true)) return MCIR_CUBLAS_STATUS_EXECUTION_FAILED;
+        const struct { const operand *o; size_t span; } ops[] = {
+            {&A, k > 0 ? span_of((int64_t)la->rows, (int64_t)la->cols, la->ld, 1, 0, ea) : 0},
+            {&B, k > 0 ? span_of((int64_t)lb->rows, (int64_t)lb->cols, lb->ld, 1, 0, eb) : 0},
+            {&C, be != 0.0f ? span_of(m, n, lc->ld, 1, 0, ec) : 0},
+            {&D, span_of(m, n, ld->ld, 1, 0, ed)},
+            {&Bias, bias ? (size_t)(m * esize(x->bias_type)) : 0},
+        };
+        for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+            if (overlaps((uintptr_t)workspace, need, ops[i].o->p, ops[i].span)) {
+                emu_dev_finding("race", "cublasLtMatmul's workspace (%zu bytes) overlaps %s", need, ops[i].o->what);
+                return MCIR_CUBLAS_STATUS_EXECUTION_FAILED;
+            }
+        memset(W.mem->base + W.off, 0xa5, need);   /* the partial products, garbage to anyone else */
+        memset(W.mem->init + W.off, 1, need);
+    }
     const unsigned char *pc = c, *pbias = x->bias;
     unsigned char *pd = d;
     float *fa = buffer(m * k), *fb = buffer(k * n), *acc = buffer(m * n);
@@ -337,10 +446,6 @@ static int lt_matmul(void *h, void *desc, const void *alpha, const void *a, void
     return rc;
 }
 
-static int lt_free(void *p) {
-    free(p);
-    return 0;
-}
 
 const mcir_blas_api emu_blas_api = {
     .create = create,
@@ -355,4 +460,8 @@ const mcir_blas_api emu_blas_api = {
     .lt_layout_create = lt_layout_create,
     .lt_layout_destroy = lt_free,
     .lt_matmul = lt_matmul,
+    .lt_pref_create = lt_pref_create,
+    .lt_pref_destroy = lt_free,
+    .lt_pref_set = lt_pref_set,
+    .lt_heuristic = lt_heuristic,
 };

@@ -71,6 +71,11 @@ typedef struct mcir_emu_launch_record {
 int mcir_emu_launches(const mcir_emu_launch_record **records);
 void mcir_emu_reset_launches(void);
 
+/* How many times the emulated cuBLASLt chose an algorithm
+ * (cublasLtMatmulAlgoGetHeuristic) and ran a matmul, since the process
+ * started: for tests of how the runtime uses the library. */
+void mcir_emu_blas_counts(long *heuristics, long *lt_calls);
+
 /* Launches with every block the runtime asks for (default), or with at
  * most max_blocks blocks (> 0): every mcir template walks its work items
  * in a grid-stride loop, so a capped grid computes the same result in

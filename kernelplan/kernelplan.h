@@ -225,6 +225,7 @@ typedef struct mcir_gemm_epilogue {
     const mcir_tensor *bias;       /* NULL: none */
     const mcir_tensor *residual;   /* NULL: none (beta 0) */
     const mcir_tensor *out;        /* D: the kernel's one write */
+    int64_t rows;                  /* > 0: a batch over shared weights, one GEMM of this many rows */
     const char *why;               /* when it cannot: what breaks the form */
 } mcir_gemm_epilogue;
 

@@ -233,9 +233,23 @@ bool mcir_kernel_gemm_epilogue(const mcir_kernel_plan *k, mcir_gemm_epilogue *e)
         return false;
     }
     const mcir_tensor *A = mm->inputs[0], *B = mm->inputs[1], *t = mm->outputs[0];
-    if (t->rank < 2 || mcir_tensor_numel(t) != t->shape[t->rank - 1] * t->shape[t->rank - 2]) {
-        e->why = "batched";
+    if (t->rank < 2) {
+        e->why = "not a matrix product";
         return false;
+    }
+    int64_t rows = t->shape[t->rank - 2], cols = t->shape[t->rank - 1];
+    if (mcir_tensor_numel(t) != rows * cols) {
+        /* a batch over weights shared by every batch ([B, T, K] x [K, N],
+         * as every linear layer): one GEMM of B*T rows when A is stored as
+         * it is read (no transpose folded in) */
+        const mcir_kernel_access *xa = mcir_kernel_access_of(k, A);
+        bool shared_b = B->rank >= 2 && mcir_tensor_numel(B) == B->shape[B->rank - 1] * B->shape[B->rank - 2];
+        if (!shared_b || mcir_node_bool(mm, "transpose_a") || !xa || xa->folded || !kernel_reads(k, A, false) ||
+            mcir_tensor_numel(A) != mcir_tensor_numel(t) / cols * A->shape[A->rank - 1]) {
+            e->why = "batched (a true batch, or an operand not stored as one matrix of rows)";
+            return false;
+        }
+        e->rows = mcir_tensor_numel(t) / cols;   /* flattened */
     }
     if (!kernel_reads(k, A, true) || !kernel_reads(k, B, true) || A->dtype != B->dtype) {
         e->why = "an operand is computed in the kernel (a prologue) or the dtypes differ";

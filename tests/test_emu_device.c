@@ -451,6 +451,93 @@ START_TEST(test_version_and_arch_checks) {
 }
 END_TEST
 
+/* ------------------------------------------------ cuBLASLt used well (#29)
+ * A linear layer over a batch ([B, T, K] x [K, N] + bias, GELU): one
+ * cuBLASLt call of B*T rows with its epilogue, prepared once (descriptors,
+ * the heuristic's algorithm) and given the workspace that algorithm needs
+ * (the emulated cuBLASLt refuses a call without the algorithm chosen for
+ * its problem, or with less workspace, and overwrites the workspace). */
+static void linear_json(char *buf, size_t n, int batch, int rows, int k, int cols) {
+    snprintf(buf, n,
+             "{\"mcir\":1,\"name\":\"lin\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\",\"shape\":[%d,%d,%d]}],"
+             "\"weights\":[{\"name\":\"w\",\"dtype\":\"f16\",\"shape\":[%d,%d]},{\"name\":\"b\",\"dtype\":\"f16\","
+             "\"shape\":[%d]}],\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"h\"]},"
+             "{\"name\":\"ad\",\"op\":\"add\",\"inputs\":[\"h\",\"b\"],\"outputs\":[\"z\"]},{\"name\":\"ge\",\"op\":"
+             "\"gelu\",\"inputs\":[\"z\"],\"outputs\":[\"y\"],\"attrs\":{\"approximate\":\"tanh\"}}],\"outputs\":[\"y\"]}",
+             batch, rows, k, k, cols, cols);
+}
+
+/* A run that must succeed: its stats, the relative error, the diagnostics. */
+static double run_ok(mcir_compilation *c, mcir_gpu_stats *st, char **diag) {
+    mcir_env *env;
+    *diag = NULL;
+    ck_assert_msg(emu_run(c, MCIR_ALLOC_POOL, &env, st, diag), "%s", *diag);
+    double rel = rel_error(c, env);
+    mcir_env_free(env);
+    return rel;
+}
+
+START_TEST(test_cublaslt_prepared_once_with_its_workspace) {
+    char g[1200];
+    linear_json(g, sizeof g, 3, 40, 64, 96);
+    mcir_compilation c;
+    compile_text("lin", g, "sm_90", &c);
+    int i = kernel_of(&c, MCIR_TEMPLATE_MATMUL);
+    const cg_gemm_desc *gd = &c.codegen->k[i].gemm;
+    ck_assert_msg(gd->ok && gd->lt, "a batched linear layer with bias and GELU is one cuBLASLt call");
+    ck_assert_int_eq(gd->m, 3 * 40);   /* the batch flattened into rows */
+    ck_assert_int_eq(gd->batch, 1);
+    long h0, l0, h1, l1, h2, l2;
+    mcir_emu_blas_counts(&h0, &l0);
+    mcir_gpu_stats st;
+    char *diag;
+    ck_assert_double_le(run_ok(&c, &st, &diag), 2e-2);
+    free(diag);
+    mcir_emu_blas_counts(&h1, &l1);
+    ck_assert_int_eq(h1 - h0, 1);   /* chosen once */
+    ck_assert_int_eq(l1 - l0, 1);
+    ck_assert_int_eq(st.workspace_bytes, 4 * 120 * 96);   /* what the algorithm asked for */
+    ck_assert_int_eq(st.lt_fallbacks, 0);
+    ck_assert_double_le(run_ok(&c, &st, &diag), 2e-2);   /* the next run: the algorithm kept */
+    free(diag);
+    mcir_emu_blas_counts(&h2, &l2);
+    ck_assert_int_eq(h2 - h1, 0);
+    ck_assert_int_eq(l2 - l1, 1);
+    mcir_compilation_free(&c);
+}
+END_TEST
+
+/* No algorithm (at open, or refused at run time): the generated kernel
+ * runs the GEMM and its epilogue, and the run says so once. */
+START_TEST(test_cublaslt_not_supported_runs_the_generated_kernel) {
+    static const char *const modes[] = {"1", "run"};
+    for (int m = 0; m < 2; m++) {
+        char g[1200];
+        linear_json(g, sizeof g, 2, 24 + 8 * m, 32, 48);   /* shapes of their own: no algorithm kept */
+        mcir_compilation c;
+        compile_text("lin", g, "sm_90", &c);
+        int i = kernel_of(&c, MCIR_TEMPLATE_MATMUL);
+        ck_assert(c.codegen->k[i].gemm.lt);
+        setenv("MCIR_EMU_LT_UNSUPPORTED", modes[m], 1);
+        mcir_emu_reset_launches();
+        mcir_gpu_stats st;
+        char *diag;
+        ck_assert_double_le(run_ok(&c, &st, &diag), 2e-2);
+        unsetenv("MCIR_EMU_LT_UNSUPPORTED");
+        ck_assert_int_eq(st.lt_fallbacks, 1);
+        ck_assert_msg(diag && strstr(diag, "warning: lin_mm") && strstr(diag, "CUBLAS_STATUS_NOT_SUPPORTED") &&
+                      strstr(diag, "the generated kernel runs it"), "%s: %s", modes[m], diag);
+        const mcir_emu_launch_record *rec;
+        int n = mcir_emu_launches(&rec);
+        bool generated = false;
+        for (int r = 0; r < n; r++) generated |= !strcmp(rec[r].kernel, mcir_codegen_kernel_entry(c.codegen, i));
+        ck_assert_msg(generated, "the generated GEMM did not run");
+        free(diag);
+        mcir_compilation_free(&c);
+    }
+}
+END_TEST
+
 int main(void) {
     char why[256];
     if (!mcir_emu_available(why, sizeof why)) return test_skip(why);
@@ -469,6 +556,8 @@ int main(void) {
     tcase_add_test(tc, test_hang_is_exit_3_naming_the_kernel);
     tcase_add_test(tc, test_device_of_another_compute_capability_is_named);
     tcase_add_test(tc, test_version_and_arch_checks);
+    tcase_add_test(tc, test_cublaslt_prepared_once_with_its_workspace);
+    tcase_add_test(tc, test_cublaslt_not_supported_runs_the_generated_kernel);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
     test_remove_dir(work_dir);
