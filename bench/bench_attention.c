@@ -50,16 +50,13 @@ typedef struct shape {
 static int64_t kv_heads(const shape *x) { return x->kv_heads ? x->kv_heads : x->heads; }
 
 typedef struct shapes {
+    mcir_arena *arena;
     shape *v;
     int n, cap;
 } shapes;
 
 static void add(shapes *s, shape x) {
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 64;
-        s->v = realloc(s->v, sizeof *s->v * (size_t)s->cap);
-        MCIR_ASSERT(s->v != NULL);
-    }
+    s->v = mcir_arena_grow(s->arena, s->v, &s->cap, s->n + 1, sizeof *s->v);
     s->v[s->n++] = x;
 }
 
@@ -121,20 +118,6 @@ static void shape_name(const shape *x, char *buf, size_t n) {
              x->causal ? "causal" : "full", m);
 }
 
-/* Whether the name contains any of the comma-separated texts of match. */
-static bool matches(const char *name, const char *match) {
-    if (!match) return true;
-    for (const char *p = match; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        char part[200];
-        snprintf(part, sizeof part, "%.*s", (int)(len < sizeof part ? len : sizeof part - 1), p);
-        if (len && strstr(name, part)) return true;
-        p += len + (e ? 1 : 0);
-    }
-    return false;
-}
-
 static double flops(const shape *x) {
     double f = 4.0 * (double)x->batch * (double)x->heads * (double)x->nq * (double)x->nk * (double)x->d;
     return x->causal ? f / 2 : f;
@@ -190,93 +173,52 @@ static const char *attention_path(const mcir_kernel_plan *k) {
     return sm90 ? (split ? "sm90a+split" : "sm90a") : mma ? (split ? "mma+split" : "mma") : "fma";
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: bench_attention [--dry-run] [--suite fa3|decode|gqa|mask|cross|all] [--match TEXT[,TEXT...]]\n"
-               "         [--compile N] [--reps N] [--warmup N] [--arch sm_XX] [--csv FILE]\n");
-}
+static const char *const SUITES[] = {"fa3", "decode", "gqa", "mask", "cross", "all", NULL};
+static const char USAGE[] =
+    "usage: bench_attention [--dry-run] [--suite fa3|decode|gqa|mask|cross|all] [--match TEXT[,TEXT...]]\n"
+    "         [--compile N] [--reps N] [--warmup N] [--arch sm_XX] [--csv FILE]\n";
 
 int main(int argc, char **argv) {
-    bool dry = false;
-    const char *suite = "all", *match = NULL, *arch = NULL, *csv_path = NULL;
-    int compile_n = -1, reps = 30, warmup = 5;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-        if (strcmp(a, "--dry-run") == 0) dry = true;
-        else if (strcmp(a, "--suite") == 0 && more) suite = argv[++i];
-        else if (strcmp(a, "--match") == 0 && more) match = argv[++i];
-        else if (strcmp(a, "--compile") == 0 && more) compile_n = atoi(argv[++i]);
-        else if (strcmp(a, "--reps") == 0 && more) reps = atoi(argv[++i]);
-        else if (strcmp(a, "--warmup") == 0 && more) warmup = atoi(argv[++i]);
-        else if (strcmp(a, "--arch") == 0 && more) arch = argv[++i];
-        else if (strcmp(a, "--csv") == 0 && more) csv_path = argv[++i];
-        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "bench_attention: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (strcmp(suite, "all") && strcmp(suite, "fa3") && strcmp(suite, "decode") && strcmp(suite, "gqa") &&
-        strcmp(suite, "mask") && strcmp(suite, "cross")) {
-        fprintf(stderr, "bench_attention: --suite %s: expected fa3, decode, gqa, mask, cross or all\n", suite);
-        return 2;
-    }
-    bench_gpu g;
-    bool gpu;
-    int st = bench_gpu_start("bench_attention", dry, reps, &g, &gpu, &arch);
+    bench_args o;
+    int st = bench_args_parse(&o, "bench_attention", SUITES, USAGE, argc, argv);
     if (st >= 0) return st;
-    if (!mcir_target_find(arch)) {
-        fprintf(stderr, "bench_attention: no mcir target for %s (known: sm_80, sm_86, sm_89, sm_90)\n", arch);
-        if (gpu) bench_gpu_close(&g);
-        return 2;
-    }
-    bench_csv csv_file;
-    FILE *csv = bench_csv_open(&csv_file, csv_path);
-    if (!csv) {   /* the reason is on stderr */
-        if (gpu) bench_gpu_close(&g);
-        return 2;
-    }
-    if (gpu) fprintf(stderr, "bench_attention: %s (%s), L2 %d KiB, %d warm-up + %d timed runs per shape\n",
-                     g.name, g.arch, g.l2_bytes >> 10, warmup, reps);
+    bench_sweep w;
+    st = bench_sweep_open(&w, "bench_attention", &o);
+    if (st >= 0) return st;
+    const char *match = o.match;
+    bench_gpu *g = &w.gpu;
+    bool gpu = w.on_gpu;
+    FILE *csv = w.csv;
 
-    shapes s = {0};
-    sweep(&s, suite);
+    shapes s = {.arena = mcir_arena_new()};
+    sweep(&s, o.suite);
     fprintf(csv, "suite,impl,dtype,batch,heads,seq_q,seq_k,head_dim,causal,kv_heads,mask,path,pipeline_s,"
                  "compile_s,compile_cache,median_ms,min_ms,tflops,gbps,device,status\n");
     mcir_diag d = mcir_diag_stderr();
-    int failures = 0, compiled = 0, selected = 0;
+    int failures = 0, selected = 0;
     for (int i = 0; i < s.n; i++) {
         const shape *x = &s.v[i];
         char nm[160];
         shape_name(x, nm, sizeof nm);
-        if (!matches(nm, match)) continue;
+        if (!bench_match(nm, match)) continue;
         selected++;
-        bool compile = gpu || compile_n < 0 || compiled < compile_n;
         bench_text json = {0};
         graph_json(&json, x);
-        long misses = mcir_cache_misses();
         bench_graph b;
-        bool ok = bench_graph_build(&b, json.s, nm, arch, compile, &d);
+        bool ok = bench_sweep_build(&w, &b, json.s, nm, &d);
         bench_text_free(&json);
-        compiled += compile && ok;
         int k = ok ? bench_graph_kernel(&b, MCIR_TEMPLATE_STREAMING_ATTENTION) : -1;
         char status[600];
         bench_gpu_timing t = {0};
         if (!ok) snprintf(status, sizeof status, "pipeline failed");
         else if (k < 0) snprintf(status, sizeof status, "no streaming_attention kernel in the plan");
         else if (!gpu) snprintf(status, sizeof status, "not run (no GPU)");
-        else if ((double)shape_bytes(x) > 0.8 * (double)g.total_bytes)
+        else if ((double)shape_bytes(x) > 0.8 * (double)g->total_bytes)
             snprintf(status, sizeof status, "not run (needs %lld bytes)", (long long)shape_bytes(x));
-        else if (!bench_time_kernel(&g, &b, k, warmup, reps, &t, status, sizeof status)) ok = false;
+        else if (!bench_time_kernel(g, &b, k, o.warmup, o.reps, &t, status, sizeof status)) ok = false;
         if (!ok || k < 0) failures++;
-        char comp[32] = "", cache[16] = "";
-        if (b.compiled) {
-            snprintf(comp, sizeof comp, "%.3f", b.compile_s);
-            snprintf(cache, sizeof cache, "%s", mcir_cache_misses() > misses ? "cold" : "cached");
-        }
+        char comp[32], cache[16];
+        bench_compile_cells(&b, comp, cache);
         char med[32] = "", mn[32] = "", tf[32] = "", gb[32] = "";
         if (t.reps) {
             snprintf(med, sizeof med, "%.4f", t.median_ms);
@@ -284,23 +226,21 @@ int main(int argc, char **argv) {
             snprintf(tf, sizeof tf, "%.2f", flops(x) / (t.median_ms * 1e-3) / 1e12);
             snprintf(gb, sizeof gb, "%.1f", (double)shape_bytes(x) / (t.median_ms * 1e-3) / 1e9);
         }
-        for (char *c = status; *c; c++)
-            if (*c == ',' || *c == '\n') *c = ';';
+        bench_csv_cell(status);
         fprintf(csv, "%s,mcir,%s,%lld,%lld,%lld,%lld,%lld,%d,%lld,%s,%s,%.4f,%s,%s,%s,%s,%s,%s,%s,%s\n", x->suite,
                 mcir_dtype_name(x->dtype), (long long)x->batch, (long long)x->heads, (long long)x->nq,
                 (long long)x->nk, (long long)x->d, x->causal, (long long)kv_heads(x), MASK_NAMES[x->mask],
                 k >= 0 ? attention_path(&b.plan->kernels[k]) : "", b.pipeline_s, comp, cache, med, mn, tf, gb,
-                gpu ? g.name : "", status);
+                gpu ? g->name : "", status);
         fflush(csv);
-        if (!csv_file.to_stdout && t.reps)
+        if (!w.csv_file.to_stdout && t.reps)
             printf("%-56s %9.3f ms %8.2f TFLOP/s %8.1f GB/s  (compile %s s)\n", nm, t.median_ms,
                    flops(x) / (t.median_ms * 1e-3) / 1e12, (double)shape_bytes(x) / (t.median_ms * 1e-3) / 1e9,
                    comp);
         bench_graph_free(&b);
     }
-    if (!bench_csv_close(&csv_file)) failures++;
-    if (gpu) bench_gpu_close(&g);
-    free(s.v);
+    if (!bench_sweep_close(&w)) failures++;
+    mcir_arena_free(s.arena);
     if (selected == 0) {
         fprintf(stderr, "bench_attention: no shape matches '%s'\n", match ? match : "");
         return 2;

@@ -113,8 +113,7 @@ int main(int argc, char **argv) {
                     if (!bench_time_kernel(&g, &b, k, warmup, reps, &t, status, sizeof status)) ok = false;
                 }
                 if (!ok || k < 0) failures++;
-                for (char *c = status; *c; c++)
-                    if (*c == ',' || *c == '\n') *c = ';';
+                bench_csv_cell(status);
                 char med[32] = "", mn[32] = "", bw[32] = "", cp[32] = "", fr[32] = "";
                 if (t.reps) {
                     double gbps = traffic / (t.median_ms * 1e-3) / 1e9;

@@ -136,7 +136,7 @@ fail:
     return false;
 }
 
-static void timing_from(double *ms, int reps, bench_gpu_timing *t) {
+void bench_gpu_timing_of(double *ms, int reps, bench_gpu_timing *t) {
     t->reps = reps;
     t->min_ms = t->max_ms = ms[0];
     for (int i = 1; i < reps; i++) {
@@ -193,7 +193,7 @@ static bool time_launch(bench_gpu *g, const launch *l, int warmup, int reps, ben
         BG_CHECK(g, cu->cuEventElapsedTime(&f, g->ev0, g->ev1));
         ms[i] = f;
     }
-    timing_from(ms, reps, t);
+    bench_gpu_timing_of(ms, reps, t);
     free(ms);
     return true;
 fail:
@@ -218,4 +218,13 @@ bool bench_gpu_time_copy(bench_gpu *g, size_t bytes, int warmup, int reps, bench
     bench_gpu_free(g, src);
     bench_gpu_free(g, dst);
     return ok;
+}
+
+bool bench_gpu_flush(bench_gpu *g) {
+    static unsigned round;   /* a new value each time, as time_launch writes */
+    BG_CHECK(g, cu->cuMemsetD32Async(g->flush, 0x80000000u + ++round, g->flush_bytes / 4, g->stream));
+    BG_CHECK(g, cu->cuStreamSynchronize(g->stream));
+    return true;
+fail:
+    return false;
 }

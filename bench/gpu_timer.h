@@ -61,5 +61,10 @@ bool bench_gpu_time(bench_gpu *g, void *fn, const int64_t grid[3], const int blo
                     void **params, int warmup, int reps, bench_gpu_timing *t);
 /* Device-to-device copy of `bytes`, timed the same way. */
 bool bench_gpu_time_copy(bench_gpu *g, size_t bytes, int warmup, int reps, bench_gpu_timing *t);
+/* The L2 flush alone, finished when it returns: before work timed
+ * elsewhere (the runtime's own events). */
+bool bench_gpu_flush(bench_gpu *g);
+/* min, max and median of ms[0..reps) (reordered) into t. */
+void bench_gpu_timing_of(double *ms, int reps, bench_gpu_timing *t);
 
 #endif /* MCIR_BENCH_GPU_TIMER_H */

@@ -2,14 +2,17 @@
 header of the C benchmarks, CUDA-event timing with an L2 flush before every
 timed run (a buffer of 4x the L2 size, at least 256 MiB, zeroed outside the
 timed interval — bench/gpu_timer.c does the same), and the shape sweeps,
-written exactly as bench/bench_attention.c and bench/bench_norms.c write
-them (keep them in step).
+written exactly as bench/bench_attention.c, bench/bench_norms.c and
+bench/bench_gemm.c write them (keep them in step; CTest bench_gemm_dry_run
+compares the GEMM names).
 """
 import sys
 
 ATTN_HEADER = ("suite,impl,dtype,batch,heads,seq_q,seq_k,head_dim,causal,kv_heads,mask,path,pipeline_s,"
                "compile_s,compile_cache,median_ms,min_ms,tflops,gbps,device,status")
 NORM_HEADER = ("op,impl,dtype,rows,width,median_ms,min_ms,gbps,copy_gbps,fraction_of_copy,device,status")
+GEMM_HEADER = ("suite,impl,name,dtype,M,N,K,batch,layout,epilogue,path,launches,pipeline_s,compile_s,"
+               "compile_cache,median_us,min_us,tflops,modelled_us,device,status")
 
 
 def attention_shapes(suite="all"):
@@ -81,6 +84,51 @@ def norm_shapes():
                 out.append((op, dt, (1 << 25) // w, w))
                 w *= 2
     return out
+
+
+def gemm_shapes(suite="all"):
+    """(suite, label, dtype, batch, m, n, k, trans_b, shared_b, weight_b, epilogue)
+    as bench_gemm.c sweeps them: A [batch,] M x K; B [N, K] when trans_b
+    (a Linear layer's weight), [K, N] otherwise, without batch dims when
+    shared_b; weight_b: B is a weight (models) rather than an input."""
+    out = []
+    if suite in ("all", "plain"):
+        for dt in ("f16", "bf16"):
+            for m, n, k in ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+                            (4095, 4097, 1000), (1, 4096, 4096), (128, 12288, 4096)):
+                out.append(("plain", None, dt, 1, m, n, k, False, False, False, "none"))
+    if suite in ("all", "epilogue"):
+        for label, dt, batch, tokens, n, k, tb, epi in (
+                ("gpt2_c_fc", "f16", 8, 8192, 3072, 768, False, "bias_gelu_tanh"),
+                ("bert_intermediate", "f16", 8, 4096, 3072, 768, True, "bias_gelu_erf"),
+                ("opt_fc1", "f16", 8, 8192, 8192, 2048, True, "bias_relu"),
+                ("gpt2_c_proj", "f16", 8, 8192, 768, 3072, False, "bias_residual"),
+                ("llama_o_proj", "bf16", 4, 8192, 4096, 4096, True, "residual"),
+                ("lm_head", "bf16", 1, 2048, 32000, 4096, True, "scale_cast_f32")):
+            out.append(("epilogue", label, dt, 1, tokens, n, k, tb, True, True, epi))
+            if batch > 1:
+                out.append(("epilogue", label, dt, batch, tokens // batch, n, k, tb, True, True, epi))
+    if suite in ("all", "swiglu"):
+        for dt in ("f16", "bf16"):
+            for tokens in (2048, 8192):
+                out.append(("swiglu", "llama_down_proj", dt, 1, tokens, 4096, 11008, True, True, True,
+                            "silu_mul_prologue"))
+    if suite in ("all", "batch"):
+        for dt in ("f16", "bf16"):
+            out.append(("batch", None, dt, 64, 512, 512, 512, False, False, False, "none"))
+        out.append(("batch", "attn_qk", "f16", 96, 1024, 1024, 64, True, False, False, "none"))
+        out.append(("batch", "attn_pv", "f16", 96, 1024, 64, 1024, False, False, False, "none"))
+        out.append(("batch", "gpt2_attn_c_proj", "f16", 8, 1024, 768, 768, False, True, True, "none"))
+        out.append(("batch", "llama_q_proj", "bf16", 4, 2048, 4096, 4096, True, True, True, "none"))
+    return out
+
+
+def gemm_name(suite, label, dt, batch, m, n, k, trans_b, shared_b, epilogue):
+    """The shape's name as bench_gemm.c writes it (--match)."""
+    return "%s/%s%s%s/m%d/n%d/k%d%s%s%s" % (
+        suite, dt, "/" + label if label else "", "/b%d" % batch if batch > 1 else "", m, n, k,
+        "/NT" if trans_b else "", "/shared" if shared_b and batch > 1 else "",
+        "/" + epilogue if epilogue != "none" else "")
 
 
 def torch_dtype(torch, name):

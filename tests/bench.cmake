@@ -7,6 +7,21 @@ if(TARGET bench_attention)
   set_tests_properties(bench_attention_dry_run PROPERTIES
     ENVIRONMENT "MCIR_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache-bench-test")
 endif()
+# The GEMM benchmark's dry run (bench/gemm_dry_run_test.cmake): every GEMM
+# shape planned, five through NVRTC, the CSV checked, torch_gemm.py's
+# shapes compared with bench_gemm's, bad command lines refused; ~1 s warm.
+if(TARGET bench_gemm)
+  find_program(MCIR_BENCH_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  set(_python "")
+  if(MCIR_BENCH_PYTHON)
+    set(_python -DPYTHON=${MCIR_BENCH_PYTHON} -DSCRIPT=${PROJECT_SOURCE_DIR}/bench/torch_gemm.py)
+  endif()
+  add_test(NAME bench_gemm_dry_run
+    COMMAND ${CMAKE_COMMAND} -DBENCH=$<TARGET_FILE:bench_gemm> ${_python}
+            -P ${PROJECT_SOURCE_DIR}/bench/gemm_dry_run_test.cmake)
+  set_tests_properties(bench_gemm_dry_run PROPERTIES TIMEOUT 120
+    ENVIRONMENT "MCIR_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache-bench-test")
+endif()
 # The first GPU run's command (scripts/gpu-run.sh, mcir-gpu-run) up to where
 # a GPU is needed: exit 77 with its record; every step reports with a fake
 # nvidia-smi and no driver; the figures' summary from known CSVs. ~10 s.
