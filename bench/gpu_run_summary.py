@@ -2,8 +2,9 @@
 """gpu_run_summary.py — the figures of one mcir-gpu-run (scripts/gpu-run.sh)
 side by side, from the CSVs it wrote: attention TFLOP/s of mcir against the
 best PyTorch SDPA backend per shape, norms GB/s against PyTorch and the
-copy bandwidth, the block's latency and peak memory against PyTorch eager
-and torch.compile. Standard library only; a CSV that is missing or empty
+copy bandwidth, GEMM TFLOP/s against PyTorch eager (the product and its
+epilogue as separate ops) and the product alone, the block's latency and
+peak memory against PyTorch eager and torch.compile. Standard library only; a CSV that is missing or empty
 is said so, not an error.
 
     python3 bench/gpu_run_summary.py DIR
@@ -81,6 +82,25 @@ def norms(d):
     return out
 
 
+def gemm(d):
+    m, t = rows(d, "gemm_gpu.csv"), rows(d, "gemm_torch.csv")
+    if not m:
+        return ["gemm: no mcir figures (gemm_gpu.csv missing or empty)"]
+    tv = {(r["name"], r["impl"]): num(r.get("tflops")) for r in t or []}
+    w = max(len(r["name"]) for r in m)
+    out = ["%-*s %6s  %-24s %6s %6s   %s" % (w + 2, "gemm, TFLOP/s", "mcir", "(path)", "torch", "gemm", "mcir / torch")]
+    for r in m:
+        mv, ev, gv = num(r["tflops"]), tv.get((r["name"], "torch_eager")), tv.get((r["name"], "torch_gemm_only"))
+        ratio = "%.2fx" % (mv / ev) if mv and ev else "–"
+        extra = "" if mv is not None else "  (%s)" % r["status"]
+        out.append("  %-*s %6s  %-24s %6s %6s   %s%s" % (w, r["name"], fmt(mv), "(%s)" % r["path"], fmt(ev), fmt(gv),
+                                                       ratio, extra))
+    out.append("  (torch: PyTorch eager, the epilogue or prologue as separate ops; gemm: its product alone)")
+    if t is None:
+        out.append("  (no PyTorch figures: gemm_torch.csv missing)")
+    return out
+
+
 def blocks(d):
     m, t = rows(d, "blocks_gpu.csv"), rows(d, "blocks_torch.csv")
     if not m:
@@ -105,7 +125,7 @@ def main(argv):
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
     d = argv[1]
-    for part in (attention, norms, blocks):
+    for part in (attention, norms, gemm, blocks):
         print("\n".join(part(d)))
     return 0
 

@@ -100,7 +100,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/catalog/default.yaml DESTINATION ${CMAKE_INS
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/bench/data/ DESTINATION ${CMAKE_INSTALL_DATADIR}/mcir/bench/data)
 # mcir-gpu-run's PyTorch side and its block generator (they import
 # ../scripts/mcir_graph.py and mcir_seed.py, installed beside them)
-foreach(f torch_attention.py torch_norms.py torch_blocks.py torch_cpu.py torch_timing.py
+foreach(f torch_attention.py torch_norms.py torch_gemm.py torch_blocks.py torch_cpu.py torch_timing.py
           gen_blocks.py gpu_run_summary.py)
   install(FILES ${PROJECT_SOURCE_DIR}/bench/${f} DESTINATION ${CMAKE_INSTALL_DATADIR}/mcir/bench)
 endforeach()

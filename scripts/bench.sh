@@ -3,7 +3,7 @@
 # bench/results/ (or --out DIR) and its charts into docs/performance/.
 #
 #   scripts/bench.sh            # what a CPU-only machine can measure
-#   scripts/bench.sh --gpu      # the GPU suite (attention, norms, blocks vs PyTorch)
+#   scripts/bench.sh --gpu      # the GPU suite (attention, norms, GEMMs, blocks vs PyTorch)
 #   scripts/bench.sh --quick    # CPU part with fewer repetitions, no full NVRTC sweep
 #
 # Needs python3-torch, python3-matplotlib and libopenblas0-pthread (PyTorch's
@@ -59,6 +59,9 @@ if [ $gpu = 1 ]; then
   say "GPU: norms"
   $b/bench_norms --csv "$out/norms_gpu.csv"
   $py bench/torch_norms.py --csv "$out/norms_torch.csv"
+  say "GPU: GEMMs (plain, with epilogues, SwiGLU, batched)"
+  $b/bench_gemm --csv "$out/gemm_gpu.csv"
+  $py bench/torch_gemm.py --csv "$out/gemm_torch.csv"
   say "GPU: blocks"
   $b/bench_blocks --csv "$out/blocks_gpu.csv" "${blocks[@]}"
   $py bench/torch_blocks.py --csv "$out/blocks_torch.csv" "${blocks[@]}"
@@ -70,6 +73,7 @@ else
     rm -rf "$build/kernel-cache-attn"
     MCIR_CACHE_DIR=$PWD/$build/kernel-cache-attn $b/bench_attention --dry-run --csv "$out/attention_dry.csv"
     MCIR_CACHE_DIR=$PWD/$build/kernel-cache-attn $b/bench_norms --dry-run --csv "$out/norms_dry.csv"
+    MCIR_CACHE_DIR=$PWD/$build/kernel-cache-attn $b/bench_gemm --dry-run --csv "$out/gemm_dry.csv"
   fi
   say "CPU path: mcir interpreter vs PyTorch CPU, 2 threads"
   $b/bench_cpu --threads 2 --reps $reps --csv "$out/cpu_mcir.csv"

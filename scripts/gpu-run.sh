@@ -16,11 +16,14 @@
 #      attention (20 shapes: FA3 f16 head dim 128, GQA 4:1 bf16, Llama-3 GQA
 #      decode at batch 8, padding and full masks) by mcir and by
 #      every PyTorch SDPA backend, the three norms in f16 (27 shapes) by
-#      mcir and PyTorch, and one block (GPT-2, batch 8, seq 1024, f16) by
-#      mcir and PyTorch eager / torch.compile; PyTorch's part only where
-#      python3 imports torch. CSVs named as scripts/bench.sh --gpu names
-#      them (attention_gpu.csv, attention_torch.csv, norms_gpu.csv, ...),
-#      a log per program;
+#      mcir and PyTorch, GEMMs (7 shapes: f16 and bf16 at 4096^3 and
+#      8192^3, GPT-2's c_fc with bias + GELU over tokens and over
+#      [8, 1024, 768], Llama-7B's SwiGLU down projection at 8192 tokens) by
+#      mcir and PyTorch eager, and one block (GPT-2, batch 8, seq 1024,
+#      f16) by mcir and PyTorch eager / torch.compile; PyTorch's part only
+#      where python3 imports torch. CSVs named as scripts/bench.sh --gpu
+#      names them (attention_gpu.csv, attention_torch.csv, norms_gpu.csv,
+#      gemm_gpu.csv, ...), a log per program;
 #   4. summary.txt: one PASS / FAIL / SKIP line per step and the figures
 #      side by side (bench/gpu_run_summary.py); printed last.
 # --cache DIR: the kernel cache (default DIR/kernel-cache). --prepare fills
@@ -84,8 +87,9 @@ elif [ -x "$here/mcirc" ] && [ -d "$here/../share/mcir/examples" ]; then
 else
   layout_build "$(readlink -f "$here/../build")"
 fi
-for p in "$mcirc" "$gpu_check" "$bench_dir/bench_attention" "$bench_dir/bench_norms" "$bench_dir/bench_blocks" \
-         "$scripts/torch_attention.py" "$scripts/gen_blocks.py" "$scripts/gpu_run_summary.py"; do
+for p in "$mcirc" "$gpu_check" "$bench_dir/bench_attention" "$bench_dir/bench_norms" "$bench_dir/bench_gemm" \
+         "$bench_dir/bench_blocks" "$scripts/torch_attention.py" "$scripts/torch_gemm.py" "$scripts/gen_blocks.py" \
+         "$scripts/gpu_run_summary.py"; do
   [ -e "$p" ] || { echo "gpu-run: $p not found (build it first, or name the package or build directory)" >&2; exit 2; }
 done
 
@@ -153,6 +157,8 @@ blocks_dir=$out/blocks
 block=$blocks_dir/gpt2_b8_s1024_f16/graph.json
 attention=(--suite all --match fa3/f16/d128/,gqa/bf16/d128/b4/,decode/f16/d128/b8/h32/kv8/,mask/f16/d128/b4/)
 norms=(--match /f16/)
+gemm_plain=plain/f16/m4096/,plain/bf16/m4096/,plain/f16/m8192/,plain/bf16/m8192/
+gemm=(--match "$gemm_plain,gpt2_c_fc/m8192/,gpt2_c_fc/b8/,swiglu/bf16/llama_down_proj/m8192/")
 make_block() {
   [ -f "$block" ] && return 0
   "$py" "$scripts/gen_blocks.py" --out "$blocks_dir" --batch 8 --seq 1024 --dtype f16 >"$out/gen_blocks.log" 2>&1
@@ -172,6 +178,8 @@ if ((prepare)); then
   ((rc == 0)) && step "compile attention" PASS "$secs s" || { step "compile attention" FAIL "exit $rc"; fail=1; }
   run_timed "$out/prepare-norms.log" "$(left)" "$bench_dir/bench_norms" --dry-run --arch sm_90 --compile 1000 "${norms[@]}"
   ((rc == 0)) && step "compile norms" PASS "$secs s" || { step "compile norms" FAIL "exit $rc"; fail=1; }
+  run_timed "$out/prepare-gemm.log" "$(left)" "$bench_dir/bench_gemm" --dry-run --arch sm_90 --compile 1000 "${gemm[@]}"
+  ((rc == 0)) && step "compile gemm" PASS "$secs s" || { step "compile gemm" FAIL "exit $rc"; fail=1; }
   if make_block; then
     run_timed "$out/prepare-block.log" "$(left)" "$bench_dir/bench_blocks" --dry-run "$block"
     ((rc == 0)) && step "compile block" PASS "$secs s" || { step "compile block" FAIL "exit $rc"; fail=1; }
@@ -249,6 +257,9 @@ torch_bench attention_torch 30 attention_torch.csv "$py" "$scripts/torch_attenti
 bench norms_mcir 30 norms_gpu.csv "$bench_dir/bench_norms" "${norms[@]}" --reps 20 --warmup 3 --csv "$out/norms_gpu.csv"
 torch_bench norms_torch 30 norms_torch.csv "$py" "$scripts/torch_norms.py" "${norms[@]}" --reps 20 --warmup 3 \
   --csv "$out/norms_torch.csv"
+bench gemm_mcir 30 gemm_gpu.csv "$bench_dir/bench_gemm" "${gemm[@]}" --reps 20 --warmup 3 --csv "$out/gemm_gpu.csv"
+torch_bench gemm_torch 30 gemm_torch.csv "$py" "$scripts/torch_gemm.py" "${gemm[@]}" --reps 20 --warmup 3 \
+  --csv "$out/gemm_torch.csv"
 if make_block; then
   bench block_mcir 50 blocks_gpu.csv "$bench_dir/bench_blocks" --csv "$out/blocks_gpu.csv" "$block"
   torch_bench block_torch 90 blocks_torch.csv "$py" "$scripts/torch_blocks.py" --csv "$out/blocks_torch.csv" "$block"

@@ -100,7 +100,7 @@ grep -q 'after rewriting' <<<"$("$work/consumer" "$ex/gpt2_block/graph.json")" |
 # package (77: no GPU here); the run records the commit the package was
 # built from (share/mcir/build-info.txt)
 grep -Eq '^commit: ([0-9a-f]{40}|unknown)' "$pkg/share/mcir/build-info.txt" || fail "no commit in share/mcir/build-info.txt"
-for f in torch_attention.py torch_norms.py torch_blocks.py gen_blocks.py gpu_run_summary.py; do
+for f in torch_attention.py torch_norms.py torch_gemm.py torch_blocks.py gen_blocks.py gpu_run_summary.py; do
   [ -f "$pkg/share/mcir/bench/$f" ] || fail "share/mcir/bench/$f is not in the package"
 done
 if ! command -v nvidia-smi >/dev/null 2>&1; then
