@@ -365,14 +365,20 @@ bool bench_time_graph(bench_gpu *g, bench_graph *b, int warmup, int reps, bench_
             ms[i - warmup] = st.elapsed_ms;
         }
     }
-    fclose(f);
-    free(text);
+    fflush(f);
     if (ok) {
         bench_gpu_timing_of(ms, reps, t);
         const mcir_tensor *y = gr->outputs[0];
         ok = check_finite(g, y, bound[y->id], status, n);
         if (!ok) snprintf(status, n, "failed: %s", g->why);
     }
+    if (ok && d.n_warnings && text) {   /* e.g. cuBLASLt's fallback to the generated kernel */
+        size_t len = strlen(status), w = strcspn(text, "\n");
+        fputs(text, stderr);
+        if (len < n) snprintf(status + len, n - len, "; %.*s", (int)(w < 300 ? w : 300), text);
+    }
+    fclose(f);
+    free(text);
     for (int i = 0; i < gr->n_tensors; i++) bench_gpu_free(g, bound[i]);
     mcir_env_free(env);
     free(bound);

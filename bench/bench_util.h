@@ -55,7 +55,8 @@ bool bench_time_kernel(bench_gpu *g, bench_graph *b, int k, int warmup, int reps
  * mcir_gpu_run does); warmup runs, then reps runs each after an L2 flush,
  * timed by the runtime's events around the plan's launches (library calls
  * included); the first output is read back and must be finite. status as
- * bench_time_kernel's. */
+ * bench_time_kernel's, with the runtime's first warning after "ok; " (a
+ * cuBLASLt call that fell back to the generated kernel). */
 bool bench_time_graph(bench_gpu *g, bench_graph *b, int warmup, int reps, bench_gpu_timing *t,
                       char *status, size_t n);
 /* Device bytes a run of b needs: graph inputs, weights and outputs, the
