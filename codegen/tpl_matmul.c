@@ -125,44 +125,21 @@ bool cg_gemm_launch(cg_kernel *k, const mcir_gemm_problem *g, const mcir_gemm_la
     return true;
 }
 
-bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
+static int64_t tile_of(const mcir_tiling *t, const char *dim) {
+    for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
+        if (t->dim_names[i] && strcmp(t->dim_names[i], dim) == 0) return t->block_tile[i];
+    return 0;
+}
+
+/* The tiled template (templates/matmul.cuh) for the plan's tile: a2, b2,
+ * c2 the 2-D forms of A, B, C (rank-1 operands widened). */
+static bool gen_tiled(cg_kernel *k, const mcir_target *target, mcir_diag *d, const mcir_tensor *a2p,
+                      const mcir_tensor *b2p, const mcir_tensor *c2p, bool ta, bool tb, int64_t M, int64_t N,
+                      int64_t K, int64_t batch) {
     mcir_kernel_plan *kp = k->kp;
     const mcir_node *n = kp->anchor;
-    if (n->op != MCIR_OP_MATMUL) {
-        cg_error(d, kp, "the matmul template needs a matmul anchor, got '%s'", mcir_op_name(n->op));
-        return false;
-    }
     const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
-    bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
-    /* NumPy's rank-1 operands: A [K] is the row [1, K], B [K] the column
-     * [K, 1], and C lacks the dims they add. The indexing below works on
-     * these 2-D forms (a2, b2, c2: the same elements in the same order);
-     * transpose flags mean nothing on rank 1. */
-    mcir_tensor a2 = *A, b2 = *B, c2 = *C;
-    if (A->rank == 1) {
-        a2.rank = 2;
-        a2.shape[0] = 1;
-        a2.shape[1] = A->shape[0];
-        ta = false;
-    }
-    if (B->rank == 1) {
-        b2.rank = 2;
-        b2.shape[0] = B->shape[0];
-        b2.shape[1] = 1;
-        tb = false;
-    }
-    int lead = C->rank - (A->rank >= 2) - (B->rank >= 2);
-    if (A->rank < 1 || B->rank < 1 || lead < 0 || lead + 2 > MCIR_MAX_RANK) {
-        cg_error(d, kp, "matmul operands need rank >= 1");
-        return false;
-    }
-    c2.rank = lead + 2;
-    c2.shape[lead] = ta ? a2.shape[a2.rank - 1] : a2.shape[a2.rank - 2];
-    c2.shape[lead + 1] = tb ? b2.shape[b2.rank - 2] : b2.shape[b2.rank - 1];
-    int64_t M = c2.shape[lead], N = c2.shape[lead + 1];
-    int64_t K = ta ? a2.shape[a2.rank - 2] : a2.shape[a2.rank - 1];
-    int64_t batch = mcir_tensor_numel(C) / (M * N);
-
+    const mcir_tensor a2 = *a2p, b2 = *b2p, c2 = *c2p;
     cg_sb b = {0};
     cg_emitter e;
     cg_begin_source(&b, kp);
@@ -204,7 +181,52 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_puts(&b, " {\n    mc_matmul(MC_ARGS);\n}\n");
     cg_emitter_free(&e);
     k->source = cg_sb_take(&b);
-    if (!cg_gemm_launch(k, &gp, &l, d)) return false;
+    return cg_gemm_launch(k, &gp, &l, d);
+}
+
+bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
+    mcir_kernel_plan *kp = k->kp;
+    const mcir_node *n = kp->anchor;
+    if (n->op != MCIR_OP_MATMUL) {
+        cg_error(d, kp, "the matmul template needs a matmul anchor, got '%s'", mcir_op_name(n->op));
+        return false;
+    }
+    const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
+    bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
+    /* NumPy's rank-1 operands: A [K] is the row [1, K], B [K] the column
+     * [K, 1], and C lacks the dims they add. The indexing below works on
+     * these 2-D forms (a2, b2, c2: the same elements in the same order);
+     * transpose flags mean nothing on rank 1. */
+    mcir_tensor a2 = *A, b2 = *B, c2 = *C;
+    if (A->rank == 1) {
+        a2.rank = 2;
+        a2.shape[0] = 1;
+        a2.shape[1] = A->shape[0];
+        ta = false;
+    }
+    if (B->rank == 1) {
+        b2.rank = 2;
+        b2.shape[0] = B->shape[0];
+        b2.shape[1] = 1;
+        tb = false;
+    }
+    int lead = C->rank - (A->rank >= 2) - (B->rank >= 2);
+    if (A->rank < 1 || B->rank < 1 || lead < 0 || lead + 2 > MCIR_MAX_RANK) {
+        cg_error(d, kp, "matmul operands need rank >= 1");
+        return false;
+    }
+    c2.rank = lead + 2;
+    c2.shape[lead] = ta ? a2.shape[a2.rank - 1] : a2.shape[a2.rank - 2];
+    c2.shape[lead + 1] = tb ? b2.shape[b2.rank - 2] : b2.shape[b2.rank - 1];
+    int64_t M = c2.shape[lead], N = c2.shape[lead + 1];
+    int64_t K = ta ? a2.shape[a2.rank - 2] : a2.shape[a2.rank - 1];
+    int64_t batch = mcir_tensor_numel(C) / (M * N);
+
+    if (tile_of(&kp->tiling, "wg") > 0) {   /* the sm_90a template (kernelplan/launch_gemm_sm90.c) */
+        if (!cg_gen_gemm_sm90(k, target, d)) return false;
+    } else if (!gen_tiled(k, target, d, &a2, &b2, &c2, ta, tb, M, N, K, batch)) {
+        return false;
+    }
 
     /* cuBLAS: operands that are kernel reads (or a folded last-two-dims
      * transpose of one), uniform batch strides. A bare matmul writes C

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "kernelplan/launch.h"
+#include "kernelplan/launch_gemm_sm90.h"
 #include "kernelplan/launch_sm90.h"
 #include "kernelplan/plan-impl.h"
 
@@ -611,6 +612,14 @@ static double gemm_schedule(cost_ctx *x, const mcir_tiling *ti) {
     const mcir_target *t = x->t;
     mcir_gemm_problem g;
     mcir_gemm_layout l;
+    if (tile_dim(ti, "wg") > 0) {   /* the sm_90a GEMM (launch_gemm_sm90.c): its own model */
+        mcir_gemm_sm90 s;
+        if (!mcir_gemm_sm90_layout(t, x->k, &s, NULL)) return -1;
+        x->c->waves = (double)s.items / (double)t->sm_count;
+        x->c->blocks_per_sm = 1;
+        x->c->smem_us = 0;
+        return mcir_gemm_sm90_compute_us(t, &s);
+    }
     if (!mcir_gemm_problem_of(x->k, &g) || !mcir_gemm_layout_of(t, &g, ti, &l, NULL)) return -1;
     double tc = g.dtype == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops;
     double clock_per_us = tc * 1e6 / ((double)t->sm_count * (t->has_wgmma ? 4096.0 : 2048.0));

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernelplan/launch_gemm_sm90.h"
 #include "kernelplan/plan-impl.h"
 
 static int64_t round_up(int64_t v, int64_t unit) { return unit > 0 ? (v + unit - 1) / unit * unit : v; }
@@ -452,6 +453,7 @@ bool mcir_launch_gemm(mcir_plan *p, mcir_kernel_plan *k, mcir_diag *d) {
     free(s);
     bool ok = mcir_gemm_apply(p, k, &best, reason);
     MCIR_ASSERT(ok);
+    mcir_gemm_sm90_choose(p->target, k, a);   /* on Hopper, the sm_90a template where it applies */
     if (k->library)
         k->tiling.reason = mcir_arena_printf(a, "%s; the runtime runs it as %s where %s loads (this "
                                                 "generated kernel otherwise)",

@@ -4,7 +4,8 @@
 # The launch model of the generated templates (launch.c): also linked by
 # mcir_properties (fits_on_chip) and mcir_codegen, so it needs only the core
 # and the target table.
-add_library(mcir_launch STATIC ${PROJECT_SOURCE_DIR}/kernelplan/launch.c ${PROJECT_SOURCE_DIR}/kernelplan/launch_sm90.c)
+add_library(mcir_launch STATIC ${PROJECT_SOURCE_DIR}/kernelplan/launch.c ${PROJECT_SOURCE_DIR}/kernelplan/launch_sm90.c
+            ${PROJECT_SOURCE_DIR}/kernelplan/launch_gemm_sm90.c)
 target_link_libraries(mcir_launch PUBLIC mcir_core mcir_target)
 add_library(mcir_kernelplan STATIC
   ${PROJECT_SOURCE_DIR}/kernelplan/partition.c

@@ -105,6 +105,11 @@ int mcir_tuning_count(const mcir_tuning *t) { return t ? t->n : 0; }
 bool mcir_tuning_key(const mcir_kernel_plan *k, char *buf, size_t n) {
     mcir_gemm_problem g;
     if (!mcir_gemm_problem_of(k, &g)) return false;
+    /* the sm_90a GEMM (tiling dim "wg"): its tiles are its launch model's
+     * (launch_gemm_sm90.c), not among the candidates timed here */
+    for (int i = 0; i < k->tiling.n_dims && i < MCIR_MAX_TILE_DIMS; i++)
+        if (k->tiling.dim_names[i] && strcmp(k->tiling.dim_names[i], "wg") == 0 && k->tiling.block_tile[i] > 0)
+            return false;
     int w = snprintf(buf, n, "%s %s M=%lld N=%lld K=%lld batch=%lld %c%c ops=",
                      mcir_template_name(k->tpl), mcir_dtype_name(g.dtype), (long long)g.m,
                      (long long)g.n, (long long)g.k, (long long)g.batch, k->trans_a ? 'T' : 'N',

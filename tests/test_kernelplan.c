@@ -793,8 +793,15 @@ START_TEST(matmul_and_conv_tiles_fit) {
         const mcir_kernel_plan *k0 = &p->kernels[0], *k1 = &p->kernels[1];
         ck_assert_int_eq(k0->tpl, MCIR_TEMPLATE_MATMUL);
         ck_assert_int_eq(k0->tiling.block_tile[0], 128);
-        ck_assert_int_eq(k0->tiling.block_tile[1], 128);
-        ck_assert_int_eq(k0->grid[0], 32 * 32);   /* (M, N) work items, one block each */
+        if (a == 0) {   /* the mma.sync template */
+            ck_assert_int_eq(k0->tiling.block_tile[1], 128);
+            ck_assert_int_eq(k0->grid[0], 32 * 32);   /* (M, N) work items, one block each */
+        } else {        /* the sm_90a GEMM: 128 x 256 items, a persistent grid of one block per SM */
+            ck_assert_str_eq(k0->tiling.dim_names[3], "wg");
+            ck_assert_int_eq(k0->tiling.block_tile[1], 256);
+            ck_assert_int_eq(k0->grid[0], tg->sm_count);
+            ck_assert_int_eq(k0->block[0], 384);
+        }
         ck_assert_int_eq(k0->grid[1], 1);
         ck_assert_int_eq(k0->block[0], 32 * k0->tiling.warps);
         ck_assert_int_eq(k1->tpl, MCIR_TEMPLATE_CONV2D);

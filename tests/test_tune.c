@@ -48,7 +48,15 @@ static double failing_timer(void *ctx, mcir_plan *p, int kernel) {
 
 START_TEST(candidates_are_legal_and_best_first) {
     mcir_graph *g;
+    /* on sm_90 the product takes the sm_90a GEMM, which has no tuning key */
     mcir_plan *p = plan_mm(&g, "sm_90");
+    char key[256];
+    ck_assert_ptr_nonnull(strstr(p->kernels[0].tiling.reason, "sm_90a GEMM"));
+    ck_assert(!mcir_tuning_key(&p->kernels[0], key, sizeof key));
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+    p = plan_mm(&g, "sm_80");
+    ck_assert(mcir_tuning_key(&p->kernels[0], key, sizeof key));
     mcir_gemm_candidate c[8];
     int n = mcir_gemm_candidates(p, &p->kernels[0], c, 8);
     ck_assert_int_gt(n, 8);
@@ -128,7 +136,10 @@ START_TEST(tune_keeps_the_fastest_and_a_later_plan_reads_it) {
     mcir_graph_free(g);
     p = plan_mm(&g, "sm_90");
     ck_assert_int_eq(mcir_tuning_apply(p, t, "injected-test"), 0);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
     /* a timer that fails stops the tuner */
+    p = plan_mm(&g, "sm_80");
     ck_assert_int_eq(mcir_plan_tune(p, 2, failing_timer, NULL, t, "injected-test", NULL), -1);
     mcir_plan_free(p);
     mcir_graph_free(g);

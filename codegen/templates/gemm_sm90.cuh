@@ -1,0 +1,178 @@
+// ---- GEMM, sm_90a: TMA + mbarriers + wgmma, warp specialised
+//
+// What the plan gives (kernelplan/launch_gemm_sm90.c, generated before this
+// text by codegen/tpl_gemm_sm90.c):
+//   the problem GM_M, GM_N, GM_K, GM_BATCH (C[b] = epilogue(A[b] B[b]));
+//   GM_BN columns per work item, GM_CWG consumer warp groups of 64 rows
+//   each (GM_BM = 64 GM_CWG rows), GM_STAGES stages of the A/B ring,
+//   GM_TILES_M / GM_TILES_N, GM_BF16, GM_TRANS_B (B stored [N, K]: K-major
+//   for wgmma; else [K, N]: MN-major), GM_A_BATCHED / GM_B_BATCHED (the
+//   operand's map steps over the batch; else every batch reads the same
+//   matrix), GM_PRODUCER_REGS / GM_CONSUMER_REGS (setmaxnreg where two
+//   consumer groups need more than 384 threads' even share; else 0);
+//   gm_wgmma(d, da, db, scale_d): wgmma.mma_async m64n<GM_BN>k16, both
+//     operands in shared memory, A K-major, B as GM_TRANS_B says;
+//   mm_store(b, m, n, acc, MC_ARGS): the fused epilogue storing output
+//     element (b, m, n) from its f32 accumulator.
+// What it promises: A and B are read only by the TMA (5-D maps: columns,
+// rows, batch; 128-byte swizzle, boxes of 64 columns; rows and columns
+// past the tensor arrive as zeros), each tile of a work item once; every
+// output element (b, m < M, n < N) is stored once, by the thread whose
+// accumulator holds it. Barriers: the ring's 2 x GM_STAGES mbarriers.
+//
+// Block: warp group 0 is the producer (setmaxnreg.dec): one thread walks
+// the block's work items (a grid-stride loop over batch x M tiles x N
+// tiles, N tiles of one M tile next to each other) and loads each K step's
+// A tile (64 x 64 per consumer group) and B tile through the ring.
+// Consumer warp group c (setmaxnreg.inc) owns rows 64c..64c+63 of the
+// item: per K step it waits for the stage, issues the four k16 wgmmas of
+// the step and commits them; with the next step's group in flight it
+// waits for the previous one (wait_group 1) and only then releases that
+// stage — so no stage is overwritten while a wgmma may still read it. The
+// item's accumulators are final after wait_group 0; the epilogue runs from
+// them and the next item starts with scale_d 0.
+
+#define GM_BM (64 * GM_CWG)
+#define GM_ABOX (64 * 128)            // one 64-row, 64-column A box (128-byte rows), bytes
+#define GM_A_BYTES (GM_CWG * GM_ABOX)
+#if GM_TRANS_B
+#define GM_BBOX (GM_BN * 128)         // B [N, K]: one box of BN rows of 64 k-columns
+#define GM_B_BOXES 1
+#else
+#define GM_BBOX (64 * 128)            // B [K, N]: boxes of 64 n-columns x 64 k-rows
+#define GM_B_BOXES (GM_BN / 64)
+#endif
+#define GM_B_BYTES (GM_B_BOXES * GM_BBOX)
+#define GM_STAGE (GM_A_BYTES + GM_B_BYTES)
+
+// Work item t: batch b, first row m0, first column n0 (N tiles of one M
+// tile next to each other: A's panel is reused from L2 at once)
+struct gm_item {
+    i64 b;
+    int m0, n0;
+};
+__device__ __forceinline__ gm_item gm_item_of(i64 t) {
+    gm_item it;
+    it.n0 = (int)(t % GM_TILES_N) * GM_BN;
+    t /= GM_TILES_N;
+    it.m0 = (int)(t % GM_TILES_M) * GM_BM;
+    it.b = t / GM_TILES_M;
+    return it;
+}
+
+// One K step's wgmmas: 64 k-columns, four k16 steps (32 bytes each inside
+// the 128-byte swizzled rows); the first step of an item overwrites D.
+__device__ __forceinline__ void gm_issue(float* d, u32 a_at, u32 b_at, int first) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+#if GM_TRANS_B
+        const u64 db = mc_desc_sw128(b_at + kk * 32, 16, 1024);
+#else
+        const u64 db = mc_desc_sw128(b_at + kk * 16 * 128, GM_BBOX, 1024);
+#endif
+        gm_wgmma(d, mc_desc_sw128(a_at + kk * 32, 16, 1024), db, !(first && kk == 0));
+    }
+    mc_wgmma_commit();
+}
+
+__device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* ta, const CUtensorMap* tb, MC_PARAMS) {
+    MC_DYNAMIC_SMEM(mc_smem_raw);
+    __shared__ __align__(8) mc_ring<GM_STAGES> ring;
+    // the swizzle follows shared-address bits: tiles start 1024-aligned
+    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const i64 n_items = (i64)GM_BATCH * GM_TILES_M * GM_TILES_N;
+    const int ksteps = (int)((GM_K + 63) / 64);
+    if (threadIdx.x == 0) {
+        mc_ring_init(ring, 4 * GM_CWG);   // released by lane 0 of every consumer warp
+        mc_fence_mbar_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---- producer
+#if GM_CONSUMER_REGS > 0
+        mc_regs_dec<GM_PRODUCER_REGS>();
+#endif
+        if (threadIdx.x != 0) return;
+        mc_ring_state st = {0, 0};
+        for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
+            const gm_item it = gm_item_of(t);
+            int ca[5] = {0, 0, GM_A_BATCHED ? (int)it.b : 0, 0, 0};
+            int cb[5] = {0, 0, GM_B_BATCHED ? (int)it.b : 0, 0, 0};
+            for (int s = 0; s < ksteps; s++) {
+                u64* bar = mc_ring_acquire(ring, st, GM_STAGE);
+                unsigned char* sp = smem + st.stage * GM_STAGE;
+                ca[0] = 64 * s;
+                for (int g = 0; g < GM_CWG; g++) {
+                    ca[1] = it.m0 + 64 * g;
+                    mc_tma_load(sp + g * GM_ABOX, ta, ca, bar);
+                }
+#if GM_TRANS_B
+                cb[0] = 64 * s;
+                cb[1] = it.n0;
+                mc_tma_load(sp + GM_A_BYTES, tb, cb, bar);
+#else
+                cb[1] = 64 * s;
+                for (int j = 0; j < GM_B_BOXES; j++) {
+                    cb[0] = it.n0 + 64 * j;
+                    mc_tma_load(sp + GM_A_BYTES + j * GM_BBOX, tb, cb, bar);
+                }
+#endif
+                mc_ring_next<GM_STAGES>(st);
+            }
+        }
+        return;
+    }
+
+    // ---- consumers: warp group c, its warp w (0..3) owns rows 16w..16w+15 of the group's 64
+#if GM_CONSUMER_REGS > 0
+    mc_regs_inc<GM_CONSUMER_REGS>();
+#endif
+    const int c = wg - 1, w = warp & 3, g = lane >> 2, tq4 = lane & 3;
+    const u32 base = mc_saddr(smem);
+    mc_ring_state st = {0, 0};
+    float d[GM_BN / 2];
+#pragma unroll
+    for (int v = 0; v < GM_BN / 2; v++) d[v] = 0.0f;
+#pragma unroll 1
+    for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
+        const gm_item it = gm_item_of(t);
+        int steps = ksteps;
+        mc_opaque(steps);   // a loop, not straight-line code (hopper.cuh)
+        // the first K step
+        mc_ring_wait(ring, st);
+        u32 at = base + st.stage * GM_STAGE;
+        mc_fence_regs<GM_BN / 2>(d);
+        mc_wgmma_fence();
+        gm_issue(d, at + c * GM_ABOX, at + GM_A_BYTES, 1);
+        mc_ring_state prev = st;
+        mc_ring_next<GM_STAGES>(st);
+#pragma unroll 1
+        for (int s = 1; s < steps; s++) {
+            mc_ring_wait(ring, st);
+            at = base + st.stage * GM_STAGE;
+            mc_fence_regs<GM_BN / 2>(d);
+            mc_wgmma_fence();
+            gm_issue(d, at + c * GM_ABOX, at + GM_A_BYTES, 0);
+            mc_wgmma_wait<1>();   // the previous step's wgmmas retired: its stage goes back
+            mc_fence_regs<GM_BN / 2>(d);
+            mc_ring_release(ring, prev, lane);
+            prev = st;
+            mc_ring_next<GM_STAGES>(st);
+        }
+        mc_wgmma_wait<0>();
+        mc_fence_regs<GM_BN / 2>(d);
+        mc_ring_release(ring, prev, lane);
+
+        // the epilogue from the accumulators: value v of this thread is row
+        // 16w + g + 8((v/2)%2) of the group, column 8(v/4) + 2 tq4 + v%2
+        const i64 row0 = (i64)it.m0 + 64 * c + 16 * w + g;
+#pragma unroll
+        for (int v = 0; v < GM_BN / 2; v++) {
+            const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
+            if (m < GM_M && n < GM_N) mm_store(it.b, m, n, d[v], MC_ARGS);
+        }
+    }
+}
+// ---- end of GEMM (sm_90a)

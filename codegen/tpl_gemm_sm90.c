@@ -1,0 +1,118 @@
+/*
+ * tpl_gemm_sm90.c — instantiates templates/gemm_sm90.cuh (TMA, mbarriers,
+ * wgmma, warp specialisation) for a matmul KernelPlan the planner gave the
+ * sm_90a GEMM (tiling dim "wg"), exactly as kernelplan/launch_gemm_sm90.c
+ * laid it out (mcir_gemm_sm90_layout: tiles, consumer groups, stages).
+ *
+ * A and B are read by the Tensor Memory Accelerator through two tensor
+ * maps (columns, rows, batch; 128-byte swizzle) that the runtime encodes
+ * from the kernel's tensor-map descriptions and passes as
+ * __grid_constant__ CUtensorMap parameters after the pointers. An operand
+ * shared by every batch has extent 1 in its batch dim and is read at
+ * coordinate 0. The fused epilogue (bias, activations, residual, casts:
+ * whatever the region's writes compute from the product) is emitted here
+ * by the shared emitter and applied per accumulator element.
+ */
+#include <string.h>
+
+#include "codegen/codegen-impl.h"
+#include "kernelplan/launch_gemm_sm90.h"
+
+static int64_t tile_of(const mcir_tiling *t, const char *dim) {
+    for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
+        if (t->dim_names[i] && strcmp(t->dim_names[i], dim) == 0) return t->block_tile[i];
+    return 0;
+}
+
+/* The 3-D map (columns, rows, batch; padded to 5-D) of a plain row-major
+ * operand of `rows` x `cols` f16/bf16 elements, `batch` matrices (1: one
+ * matrix for every batch), read through parameter `param`; boxes of 64
+ * columns (128 bytes, swizzled) x box_rows. */
+static void map_of(const mcir_tensor *t, int param, int64_t rows, int64_t cols, int64_t batch, unsigned box_rows,
+                   mcir_tensor_map_desc *m) {
+    memset(m, 0, sizeof *m);
+    m->read = param;
+    m->offset = 0;
+    m->esize = 2;
+    m->dtype = t->dtype == MCIR_DTYPE_BF16 ? 9 : 6;
+    m->rank = 5;
+    m->swizzle = 3;
+    const uint64_t row = (uint64_t)cols * 2, mat = row * (uint64_t)rows;
+    const uint64_t dims[5] = {(uint64_t)cols, (uint64_t)rows, (uint64_t)batch, 1, 1};
+    const unsigned box[5] = {64, box_rows, 1, 1, 1};
+    /* a dim of extent 1 is never stepped: its stride only has to be legal
+     * (a multiple of 16 bytes; the matrix's size is) */
+    const uint64_t strides[4] = {row, mat, mat * (uint64_t)batch, mat * (uint64_t)batch};
+    memcpy(m->dims, dims, sizeof dims);
+    memcpy(m->box, box, sizeof box);
+    memcpy(m->strides, strides, sizeof strides);
+}
+
+bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
+    mcir_kernel_plan *kp = k->kp;
+    const mcir_node *n = kp->anchor;
+    const mcir_tensor *C = n->outputs[0];
+    mcir_gemm_sm90 l;
+    const char *why = NULL;
+    if (!mcir_gemm_sm90_layout(target, kp, &l, &why) || tile_of(&kp->tiling, "M") != l.bm ||
+        tile_of(&kp->tiling, "N") != l.bn || tile_of(&kp->tiling, "wg") != l.consumers ||
+        kp->grid[0] != l.grid || kp->block[0] != l.threads || kp->smem_bytes != l.smem_bytes) {
+        cg_error(d, kp, "internal error: the plan's sm_90a GEMM tiling is not the launch model's: %s",
+                 why ? why : "tiles or launch differ");
+        return false;
+    }
+    int ap = cg_read_index(kp, l.a), bp = cg_read_index(kp, l.b);
+    if (ap < 0 || bp < 0) {
+        cg_error(d, kp, "internal error: the sm_90a GEMM's operands are not kernel reads");
+        return false;
+    }
+    const bool bf16 = l.a->dtype == MCIR_DTYPE_BF16;
+    k->n_tmaps = 2;
+    map_of(l.a, ap, l.m, l.k, l.a_batched ? l.batch : 1, 64, &k->tmaps[0]);
+    if (l.trans_b)   /* B [N, K]: one box of BN rows of 64 k-columns */
+        map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, &k->tmaps[1]);
+    else             /* B [K, N]: boxes of 64 n-columns x 64 k-rows */
+        map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, 64, &k->tmaps[1]);
+    k->sm90a = true;
+    k->smem = l.smem_bytes;
+
+    cg_sb b = {0};
+    cg_emitter e;
+    cg_begin_source(&b, kp);
+    cg_emitter_init(&e, kp, &b, C, d);
+    cg_emit_epilogue(&e, 1);
+    if (!e.ok) {
+        cg_emitter_free(&e);
+        cg_sb_free(&b);
+        return false;
+    }
+    cg_sb_printf(&b,
+                 "#define GM_M %lldLL\n#define GM_N %lldLL\n#define GM_K %lldLL\n#define GM_BATCH %lldLL\n"
+                 "#define GM_BN %lld\n#define GM_CWG %d\n#define GM_STAGES %d\n#define GM_TILES_M %lldLL\n"
+                 "#define GM_TILES_N %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
+                 "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n",
+                 (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, (long long)l.bn, l.consumers,
+                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, bf16, l.trans_b, l.a_batched, l.b_batched,
+                 l.producer_regs, l.consumer_regs);
+    cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
+                   "    epilogue((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n");
+    cg_sb_puts(&b, mcir_tpl_hopper);
+    /* B from shared memory K-major when stored [N, K], else MN-major */
+    cg_emit_wgmma(&b, "gm_wgmma", (int)l.bn, false, bf16, !l.trans_b);
+    cg_sb_puts(&b, mcir_tpl_gemm_sm90);
+    cg_emit_signature(&b, kp, l.threads);
+    size_t len = b.len;
+    MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
+    b.s[len - 1] = '\0';
+    b.len = len - 1;
+    cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_a, const __grid_constant__ CUtensorMap mc_tmap_b"
+                     ") {\n    (void)r%d; (void)r%d;\n    mc_gemm_sm90(&mc_tmap_a, &mc_tmap_b, MC_ARGS);\n}\n",
+                 ap, bp);
+    cg_emitter_free(&e);
+    k->source = cg_sb_take(&b);
+    k->grid[0] = l.grid;
+    k->grid[1] = k->grid[2] = 1;
+    k->block[0] = l.threads;
+    k->block[1] = k->block[2] = 1;
+    return true;
+}

@@ -1,0 +1,190 @@
+/*
+ * launch_gemm_sm90.c — the launch model of the sm_90a GEMM template
+ * (launch_gemm_sm90.h). The rules are what the TMA and wgmma need: f16 /
+ * bf16 operands stored as the template reads them (A row-major [m, k], B
+ * [k, n] or, transposed, [n, k]), rows of a multiple of 16 bytes, one
+ * batch stride per operand (or none: shared by every batch).
+ */
+#include <string.h>
+
+#include "kernelplan/launch_gemm_sm90.h"
+
+/* The attainable fraction of the tensor cores' dense peak for a
+ * TMA-fed, warp-specialised wgmma mainloop: cuBLAS reaches 788-798 TF/s
+ * of an H100 SXM's 989 bf16 at 8192^3 (80 %), FlashAttention-3's wgmma
+ * forward 660-740 (67-75 %); this template is modelled at 75 % until a
+ * GPU measures it (docs/kernelplan.md). */
+#define SM90_GEMM_EFFICIENCY 0.75
+
+static bool is_half(mcir_dtype t) { return t == MCIR_DTYPE_F16 || t == MCIR_DTYPE_BF16; }
+
+/* The tensor the kernel reads for operand t as stored: t itself (a plain
+ * read), or the input of a folded transpose of the last two dims (flips
+ * *trans); NULL for anything else (a prologue computes it, another view). */
+static const mcir_tensor *stored_operand(const mcir_kernel_plan *k, const mcir_tensor *t, bool *trans) {
+    const mcir_kernel_access *x = mcir_kernel_access_of(k, t);
+    if (!x || x < k->read_access || x >= k->read_access + k->n_reads) return NULL;
+    if (!x->folded) return x->tensor == t ? t : NULL;
+    const mcir_node *f = x->folded;
+    if (f->op != MCIR_OP_TRANSPOSE || f->inputs[0] != x->tensor || f->outputs[0] != t) return NULL;
+    const int64_t *perm;
+    int r = mcir_node_ints(f, "perm", &perm);
+    if (r < 2) return NULL;
+    for (int i = 0; i < r - 2; i++)
+        if (perm[i] != i) return NULL;
+    if (perm[r - 2] != r - 1 || perm[r - 1] != r - 2) return NULL;
+    *trans = !*trans;
+    return x->tensor;
+}
+
+/* Operand s has one matrix per batch with c's leading dims (true), or one
+ * for all (false); -1 when neither. */
+static int batched(const mcir_tensor *s, int64_t matrix, const mcir_tensor *c, int64_t batch) {
+    int64_t n = mcir_tensor_numel(s) / (matrix > 0 ? matrix : 1);
+    if (n == 1) return 0;
+    if (n != batch || s->rank != c->rank) return -1;
+    for (int i = 0; i < c->rank - 2; i++)
+        if (s->shape[i] != c->shape[i]) return -1;
+    return 1;
+}
+
+bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const char **why) {
+    memset(l, 0, sizeof *l);
+    const char *no = NULL;
+    const mcir_node *n = k->anchor;
+    if (!t || !t->has_wgmma) no = "the target has no wgmma";
+    else if (k->tpl != MCIR_TEMPLATE_MATMUL || !n || n->op != MCIR_OP_MATMUL) no = "not a matmul";
+    if (no) {
+        if (why) *why = no;
+        return false;
+    }
+    const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
+    bool ta = false, tb = mcir_node_bool(n, "transpose_b");
+    if (A->rank < 2 || B->rank < 2 || C->rank < 2) no = "a rank-1 operand";
+    else if (!is_half(A->dtype) || A->dtype != B->dtype) no = "operands not both f16 or both bf16";
+    else if (mcir_node_bool(n, "transpose_a")) no = "A transposed (an MN-major A is not in the template yet)";
+    else if (!(l->a = stored_operand(k, A, &ta)) || ta)
+        no = "A is not read as stored (a prologue, a view or a transpose computes it)";
+    else if (!(l->b = stored_operand(k, B, &tb)))
+        no = "B is not read as stored or as a transpose of the last two dims (a prologue or a view computes it)";
+    if (no) {
+        if (why) *why = no;
+        return false;
+    }
+    l->trans_b = tb;
+    l->m = A->shape[A->rank - 2];
+    l->k = A->shape[A->rank - 1];
+    l->n = C->shape[C->rank - 1];
+    int64_t mn = l->m * l->n;
+    l->batch = mn > 0 ? mcir_tensor_numel(C) / mn : 1;
+    int ab = batched(l->a, l->m * l->k, C, l->batch), bb = batched(l->b, l->k * l->n, C, l->batch);
+    const int64_t lim = (int64_t)1 << 31;
+    if (l->m < 1 || l->n < 1 || l->k < 1 || l->batch < 1) no = "an empty product";
+    else if (ab < 0 || bb < 0) no = "an operand's batch dims are neither C's nor absent";
+    else if (l->m >= lim || l->n >= lim || l->k >= lim || l->batch >= lim) no = "a dimension past 2^31";
+    else if ((l->k * 2) % 16 != 0) no = "A's rows are not a multiple of 16 bytes (the TMA's stride unit)";
+    else if (((tb ? l->k : l->n) * 2) % 16 != 0) no = "B's rows are not a multiple of 16 bytes (the TMA's stride unit)";
+    if (no) {
+        if (why) *why = no;
+        return false;
+    }
+    l->a_batched = ab == 1;
+    l->b_batched = bb == 1;
+    l->consumers = l->m > 64 ? 2 : 1;
+    l->bm = 64 * l->consumers;
+    l->bk = 64;
+    l->tiles_m = (l->m + l->bm - 1) / l->bm;
+    /* N tile: the fewest waves of work items times the tile's area (the
+     * wasted columns of a partial tile included); ties take the wider
+     * tile (A re-read less often) */
+    int64_t best = -1;
+    for (int64_t bn = 256; bn >= 64; bn /= 2) {
+        if (bn > 64 && bn / 2 >= l->n) continue;   /* more than half empty */
+        int64_t items = l->batch * l->tiles_m * ((l->n + bn - 1) / bn);
+        int64_t waves = (items + t->sm_count - 1) / t->sm_count;
+        int64_t cost = waves * bn;
+        if (best < 0 || cost < best) {
+            best = cost;
+            l->bn = bn;
+        }
+    }
+    l->tiles_n = (l->n + l->bn - 1) / l->bn;
+    l->items = l->batch * l->tiles_m * l->tiles_n;
+    const int64_t stage = (l->bm + l->bn) * l->bk * 2, room = t->smem_per_block_optin - 1024;
+    l->stages = (int)(room / stage < 6 ? room / stage : 6);
+    if (l->stages < 2) {
+        if (why) *why = "two stages of the ring do not fit in shared memory";
+        return false;
+    }
+    l->smem_bytes = l->stages * stage + 1024;
+    l->threads = 128 * (1 + l->consumers);
+    /* 384 threads get 168 registers each from the 64 K file: enough for a
+     * consumer's bn / 2 accumulators and the fragment addressing up to
+     * bn 128; at bn 256 (128 accumulators) two consumer groups take 232
+     * with setmaxnreg and the producer gives back to 40 (40 + 2 x 232 =
+     * 3 x 168). One consumer group: 256 threads, up to 255 each. */
+    l->producer_regs = l->consumers > 1 && l->bn > 128 ? 40 : 0;
+    l->consumer_regs = l->consumers > 1 && l->bn > 128 ? 232 : 0;
+    /* what ptxas allocates (CUDA 13, tests/test_gemm_sm90.c's sweep and
+     * the examples): 58-63 at bn 64 with nothing fused, 58-66 with one
+     * epilogue op, 64-72 with two or more; 5/4 per accumulator beyond 32;
+     * two consumer groups with setmaxnreg start at the 384-thread share */
+    int epi = 0;
+    for (int i = 0; i < k->n_nodes; i++)
+        if (k->nodes[i] != n && k->nodes[i]->op != MCIR_OP_TRANSPOSE && k->nodes[i]->op != MCIR_OP_RESHAPE) epi++;
+    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0);
+    l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
+    l->grid = l->items < t->sm_count ? l->items : t->sm_count;
+    if (why) *why = NULL;
+    return true;
+}
+
+double mcir_gemm_sm90_compute_us(const mcir_target *t, const mcir_gemm_sm90 *l) {
+    double tc = t->bf16_tc_tflops;   /* f16 and bf16 share the dense rate on these parts */
+    double sm_peak = tc * 1e6 / (double)t->sm_count * SM90_GEMM_EFFICIENCY;   /* flop/us per SM */
+    int64_t kpad = (l->k + l->bk - 1) / l->bk * l->bk;
+    double tile_flops = 2.0 * (double)(l->bm * l->bn) * (double)kpad;
+    int64_t waves = (l->items + t->sm_count - 1) / t->sm_count;
+    return (double)waves * tile_flops / sm_peak;
+}
+
+void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena *a) {
+    mcir_gemm_sm90 l;
+    const char *why = NULL;
+    if (!mcir_gemm_sm90_layout(t, k, &l, &why)) {
+        if (t && t->has_wgmma && k->tiling.reason && k->tpl == MCIR_TEMPLATE_MATMUL)
+            k->tiling.reason = mcir_arena_printf(a, "%s; not the sm_90a GEMM: %s", k->tiling.reason, why);
+        return;
+    }
+    mcir_tiling *ti = &k->tiling;
+    const char *names[] = {"M", "N", "K", "wg"};
+    const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers};
+    ti->n_dims = 4;
+    for (int i = 0; i < 4; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
+    ti->warps = l.threads / 32;
+    ti->stages = l.stages;
+    ti->vector_width = 64;   /* TMA boxes of 64 columns */
+    ti->working_set_bytes = l.smem_bytes;
+    ti->blocks_per_sm = 1;
+    ti->registers_estimate = l.registers;
+    ti->reason = mcir_arena_printf(
+        a,
+        "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, B %s: "
+        "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
+        "by a producer warp group: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
+        "on %lld blocks of %d threads (%.2f waves), the epilogue applied from the accumulators; modelled "
+        "mainloop %.2f us at %.0f%% of the tensor cores' dense peak",
+        (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(l.a->dtype),
+        l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])", (long long)l.bm, l.consumers,
+        l.consumers > 1 ? "s" : "",
+        l.consumer_regs > 0 ? mcir_arena_printf(a, ", setmaxnreg %d / producer %d", l.consumer_regs, l.producer_regs) : "",
+        (long long)l.bn, l.stages, (long long)(l.smem_bytes / 1024), (long long)(t->smem_per_block_optin / 1024),
+        (long long)l.items, (long long)l.grid, l.threads, (double)l.items / (double)t->sm_count,
+        mcir_gemm_sm90_compute_us(t, &l), 100.0 * SM90_GEMM_EFFICIENCY);
+    k->grid[0] = l.grid;
+    k->grid[1] = k->grid[2] = 1;
+    k->block[0] = l.threads;
+    k->block[1] = k->block[2] = 1;
+    k->smem_bytes = l.smem_bytes;
+    k->smem_static_bytes = 0;
+}

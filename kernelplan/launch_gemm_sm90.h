@@ -1,0 +1,51 @@
+/*
+ * launch_gemm_sm90.h — the launch model of the sm_90a GEMM template
+ * (codegen/templates/gemm_sm90.cuh): whether a matmul kernel takes it, and
+ * its tiles. A matmul of f16 or bf16 operands that the TMA can read as
+ * they are stored (kernel reads, B also through a folded last-two-dims
+ * transpose) takes it on a wgmma target whatever its epilogue: A's tiles
+ * and B's arrive through a multi-stage mbarrier ring fed by a producer
+ * warp group, one or two consumer warp groups multiply them with
+ * wgmma.mma_async and apply the fused epilogue from the accumulators.
+ * Called by mcir_launch_gemm after the generic tile choice; on a yes it
+ * replaces the tiling and launch (the tiling dimension "wg" marks it), on
+ * a no for a Hopper target the reason says why. Codegen
+ * (codegen/tpl_gemm_sm90.c) and the cost model read the same layout.
+ *
+ *     mcir_gemm_sm90 l;
+ *     const char *why;
+ *     if (mcir_gemm_sm90_layout(target, kp, &l, &why)) ... l.bn, l.stages
+ */
+#ifndef MCIR_LAUNCH_GEMM_SM90_H
+#define MCIR_LAUNCH_GEMM_SM90_H
+
+#include "kernelplan/kernelplan.h"
+
+typedef struct mcir_gemm_sm90 {
+    int64_t m, n, k, batch;  /* C[batch, m, n] = epilogue(A[batch, m, k] B[batch, k, n]) */
+    const mcir_tensor *a, *b;   /* the stored operands the TMA reads */
+    bool trans_b;            /* B stored [n, k] (K-major for wgmma), else [k, n] (MN-major) */
+    bool a_batched, b_batched;  /* an operand per batch (else one shared by every batch) */
+    int64_t bm, bn, bk;      /* bm = 64 x consumers, bn in 64, 128, 256, bk = 64 */
+    int consumers;           /* consumer warp groups (1, 2); + 1 producer group */
+    int stages;              /* depth of the A/B ring */
+    int threads;
+    int64_t tiles_m, tiles_n, items;   /* work items: batch x tiles_m x tiles_n */
+    int64_t grid;            /* blocks: min(items, SMs); a grid-stride loop beyond */
+    int64_t smem_bytes;      /* the ring + 1 KiB to align the swizzled tiles */
+    int producer_regs, consumer_regs;  /* setmaxnreg (two consumer groups) */
+    int registers;           /* the model's registers per thread */
+} mcir_gemm_sm90;
+
+/* Whether k's matmul fits the sm_90a template on t, and its layout; why:
+ * what rules it out (static text). */
+bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const char **why);
+
+/* Applies the choice to k (tiling, launch, smem, reason). */
+void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena *a);
+
+/* The modelled time of the layout's mainloop in us: waves of work items
+ * at a fraction of the tensor cores' dense peak (kernelplan/cost.c). */
+double mcir_gemm_sm90_compute_us(const mcir_target *t, const mcir_gemm_sm90 *l);
+
+#endif

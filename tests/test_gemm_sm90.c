@@ -1,0 +1,413 @@
+/*
+ * test_gemm_sm90.c — the sm_90a GEMM (templates/gemm_sm90.cuh: TMA +
+ * mbarriers + wgmma, a producer warp group feeding one or two consumer
+ * warp groups, the fused epilogue from the accumulators):
+ *  - the planner takes it on sm_90 for f16/bf16 products whose operands
+ *    the TMA reads as stored — B [K, N] (MN-major), [N, K] (transpose_b or
+ *    a folded transpose: K-major), shared by every batch or one per batch,
+ *    A shared by a batch of B — whatever the epilogue, and names what rules
+ *    it out otherwise (f32, a transposed A, rows not a multiple of 16
+ *    bytes, an A that a prologue computes); sm_80 keeps its template;
+ *  - every kernel of the sweep compiles with NVRTC for sm_90a with
+ *    wgmma.mma_async and cp.async.bulk.tensor, no spills, no ptxas
+ *    advisory, registers within 10 % of the plan's estimate, and no
+ *    per-thread global load of A or B (the audit's ld.global count is the
+ *    epilogue's operands: zero for a product with nothing to read after);
+ *  - on the emulated device through the real runtime (the runtime encodes
+ *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
+ *    each of 44 shapes matches the reference interpreter: partial tiles in
+ *    M, N and K, both dtypes, every epilogue kind, batches, one and two
+ *    consumer groups, N tiles of 64, 128 and 256;
+ *  - a consumer that reads a stage before its mbarrier completes (the
+ *    ring wait removed from the generated kernel) is an emulator finding.
+ * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen_util.h"
+#include "codegen/codegen-impl.h"
+#include "emu/cuda_emu.h"
+#include "kernelplan/kernelplan.h"
+#include "mcirc/pipeline.h"
+#include "test_util.h"
+
+static char work_dir[256];
+
+enum b_form {
+    B_WEIGHT,      /* a weight [K, N] ([N, K] with transpose_b), shared by every batch */
+    B_BATCHED,     /* an input with A's leading dims */
+    B_FOLDED,      /* a weight [N, K] through transpose(perm [1, 0]) */
+    B_A_SHARED,    /* A [M, K] shared, B an input [lead, K, N] */
+};
+
+/* A product C = epilogue(A B): A [lead..., M, K] */
+typedef struct shape {
+    const char *name, *dt;
+    int lead[2];         /* leading dims (0: absent) */
+    int m, n, k;
+    bool tb;             /* transpose_b */
+    enum b_form bf;
+    const char *epi;     /* none, bias, bias_gelu, gelu_tanh, relu, residual, scale, tanh, sigmoid, silu, f32, bias_relu_f32 */
+} shape;
+
+static const shape SHAPES[] = {
+    /* one consumer group (M <= 64), N tiles of 64 */
+    {"m64", "f16", {0}, 64, 64, 64, false, B_WEIGHT, "none"},
+    {"m1", "f16", {0}, 1, 200, 72, false, B_WEIGHT, "bias"},
+    {"m17_k8", "bf16", {0}, 17, 40, 8, false, B_WEIGHT, "none"},
+    {"m50_tb", "bf16", {0}, 50, 96, 136, true, B_WEIGHT, "relu"},
+    {"m64_k1000", "f16", {0}, 64, 72, 1000, false, B_WEIGHT, "scale"},
+    /* two consumer groups, partial tiles everywhere */
+    {"m65", "f16", {0}, 65, 64, 64, false, B_WEIGHT, "none"},
+    {"m200_bias_gelu", "f16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu"},
+    {"m200_bias_gelu_bf", "bf16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu"},
+    {"m129_n129_tb", "f16", {0}, 129, 129, 200, true, B_WEIGHT, "gelu_tanh"},
+    {"m190_n264", "bf16", {0}, 190, 264, 72, false, B_WEIGHT, "tanh"},
+    {"m300_k40", "f16", {0}, 300, 136, 40, false, B_WEIGHT, "sigmoid"},
+    {"m250_silu", "bf16", {0}, 250, 200, 128, true, B_WEIGHT, "silu"},
+    {"m128_residual", "f16", {0}, 128, 192, 320, false, B_WEIGHT, "residual"},
+    {"m100_f32", "f16", {0}, 100, 120, 96, false, B_WEIGHT, "f32"},
+    {"m100_bias_relu_f32", "bf16", {0}, 100, 120, 96, true, B_WEIGHT, "bias_relu_f32"},
+    {"k_odd_tail", "f16", {0}, 96, 80, 520, true, B_WEIGHT, "bias"},
+    {"k_long", "bf16", {0}, 130, 64, 1224, false, B_WEIGHT, "none"},
+    /* wide N: N tiles of 128 and 256 (many items; blocks capped) */
+    {"n1024", "f16", {0}, 256, 1024, 128, false, B_WEIGHT, "bias"},
+    {"n1000_tb", "bf16", {0}, 256, 1000, 64, true, B_WEIGHT, "relu"},
+    {"big_bn256", "bf16", {0}, 2048, 2048, 64, true, B_WEIGHT, "none"},
+    {"big_bn256_mn", "f16", {0}, 2048, 2048, 64, false, B_WEIGHT, "bias_gelu"},
+    {"big_n264", "f16", {0}, 4096, 264, 64, false, B_WEIGHT, "residual"},
+    /* batches over a shared weight (linear layers over [B, T, K]) */
+    {"lin_b2", "f16", {2, 0}, 200, 256, 128, false, B_WEIGHT, "bias_gelu"},
+    {"lin_b2_tb", "bf16", {2, 0}, 77, 136, 64, true, B_WEIGHT, "bias"},
+    {"lin_b2x3", "f16", {2, 3}, 33, 64, 96, false, B_WEIGHT, "residual"},
+    {"lin_b3_scale", "bf16", {3, 0}, 150, 72, 200, true, B_WEIGHT, "scale"},
+    /* true batches (B per batch), as attention-like products */
+    {"bat_b4", "f16", {4, 0}, 100, 104, 64, false, B_BATCHED, "none"},
+    {"bat_b4_tb", "f16", {4, 0}, 100, 128, 64, true, B_BATCHED, "scale"},
+    {"bat_b2x3_tb", "bf16", {2, 3}, 70, 96, 40, true, B_BATCHED, "none"},
+    {"bat_b2x2", "bf16", {2, 2}, 130, 72, 136, false, B_BATCHED, "tanh"},
+    {"bat_b8_tb_f32", "f16", {8, 0}, 16, 64, 64, true, B_BATCHED, "f32"},
+    /* A shared by a batch of B */
+    {"a_shared", "f16", {3, 0}, 90, 80, 64, false, B_A_SHARED, "none"},
+    {"a_shared_tb", "bf16", {2, 2}, 64, 72, 104, true, B_A_SHARED, "relu"},
+    /* B through a folded transpose of a stored [N, K] weight */
+    {"folded", "f16", {0}, 160, 200, 96, false, B_FOLDED, "bias"},
+    {"folded_b2", "bf16", {2, 0}, 100, 64, 256, false, B_FOLDED, "bias_gelu"},
+    {"folded_tb", "f16", {0}, 96, 88, 64, true, B_FOLDED, "none"},   /* transpose of a transpose: [K, N] again */
+    /* both dtypes at the smallest legal K and N */
+    {"k8_n8", "f16", {0}, 70, 8, 8, false, B_WEIGHT, "bias"},
+    {"k8_n8_tb", "bf16", {0}, 70, 8, 8, true, B_WEIGHT, "residual"},
+    {"n8_b2", "bf16", {2, 0}, 40, 8, 64, false, B_BATCHED, "none"},
+    {"m1_n8_tb", "f16", {0}, 1, 8, 16, true, B_WEIGHT, "gelu_tanh"},
+    /* GPT-2-like layer shapes, tokens short */
+    {"gpt2_c_attn", "f16", {2, 0}, 64, 2304, 768, false, B_WEIGHT, "bias"},
+    {"gpt2_c_fc", "bf16", {0}, 96, 3072, 768, false, B_WEIGHT, "bias_gelu"},
+    {"gpt2_c_proj", "f16", {0}, 96, 768, 3072, false, B_WEIGHT, "residual"},
+    {"llama_o_proj", "bf16", {0}, 80, 512, 512, true, B_WEIGHT, "residual"},
+};
+enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
+
+static int dims_of(const shape *s, char *out, size_t n, int a, int b) {
+    int w = snprintf(out, n, "[");
+    for (int i = 0; i < 2; i++)
+        if (s->lead[i]) w += snprintf(out + w, n - (size_t)w, "%d,", s->lead[i]);
+    return w + snprintf(out + w, n - (size_t)w, "%d,%d]", a, b);
+}
+
+/* The graph of s: x @ B then the epilogue nodes, output "o" */
+static char *gemm_graph(const shape *s) {
+    char *js = malloc(8192), ash[64], bsh[64], csh[64], w[1024] = "", in[1024] = "", nodes[2048] = "";
+    ck_assert_ptr_nonnull(js);
+    if (s->bf == B_A_SHARED) snprintf(ash, sizeof ash, "[%d,%d]", s->m, s->k);
+    else dims_of(s, ash, sizeof ash, s->m, s->k);
+    dims_of(s, csh, sizeof csh, s->m, s->n);
+    int bw = 0, nw = 0;
+    const char *bname = "w";
+    bool tb = s->tb;
+    switch (s->bf) {
+    case B_WEIGHT:
+        snprintf(bsh, sizeof bsh, "[%d,%d]", tb ? s->n : s->k, tb ? s->k : s->n);
+        bw += snprintf(w + bw, sizeof w - (size_t)bw, "{\"name\":\"w\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, bsh);
+        break;
+    case B_FOLDED:   /* w stored [N, K] ([K, N] when tb), transposed in the graph */
+        snprintf(bsh, sizeof bsh, "[%d,%d]", tb ? s->k : s->n, tb ? s->n : s->k);
+        bw += snprintf(w + bw, sizeof w - (size_t)bw, "{\"name\":\"w\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, bsh);
+        nw += snprintf(nodes + nw, sizeof nodes - (size_t)nw,
+                       "{\"name\":\"wt\",\"op\":\"transpose\",\"inputs\":[\"w\"],\"outputs\":[\"wT\"],"
+                       "\"attrs\":{\"perm\":[1,0]}},");
+        bname = "wT";
+        break;
+    case B_BATCHED:
+    case B_A_SHARED:
+        dims_of(s, bsh, sizeof bsh, tb ? s->n : s->k, tb ? s->k : s->n);
+        snprintf(in, sizeof in, ",{\"name\":\"w\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, bsh);
+        break;
+    }
+    nw += snprintf(nodes + nw, sizeof nodes - (size_t)nw,
+                   "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"x\",\"%s\"],\"outputs\":[\"y\"],"
+                   "\"attrs\":{\"transpose_b\":%s}}",
+                   bname, tb ? "true" : "false");
+    /* the epilogue: a chain of nodes e1, e2, ... after y */
+    char names[4][8] = {"y"};
+    int ne = 0;
+    char *ip = in + strlen(in);
+    const char *e = s->epi;
+#define NODE(op, second, attrs)                                                                                   \
+    do {                                                                                                          \
+        snprintf(names[ne + 1], sizeof names[0], "e%d", ne + 1);                                                  \
+        nw += snprintf(nodes + nw, sizeof nodes - (size_t)nw,                                                     \
+                       ",{\"name\":\"n%d\",\"op\":\"%s\",\"inputs\":[\"%s\"%s],\"outputs\":[\"%s\"]%s}", ne + 1, op, \
+                       names[ne], second, names[ne + 1], attrs);                                                  \
+        ne++;                                                                                                     \
+    } while (0)
+    if (strncmp(e, "bias", 4) == 0) {
+        bw += snprintf(w + bw, sizeof w - (size_t)bw, "%s{\"name\":\"bias\",\"dtype\":\"%s\",\"shape\":[%d]}",
+                       bw ? "," : "", s->dt, s->n);
+        NODE("add", ",\"bias\"", "");
+    }
+    if (strcmp(e, "bias_gelu") == 0) NODE("gelu", "", ",\"attrs\":{\"approximate\":\"none\"}");
+    else if (strcmp(e, "gelu_tanh") == 0) NODE("gelu", "", ",\"attrs\":{\"approximate\":\"tanh\"}");
+    else if (strcmp(e, "relu") == 0 || strcmp(e, "bias_relu_f32") == 0) NODE("relu", "", "");
+    else if (strcmp(e, "tanh") == 0) NODE("tanh", "", "");
+    else if (strcmp(e, "sigmoid") == 0) NODE("sigmoid", "", "");
+    else if (strcmp(e, "silu") == 0) NODE("silu", "", "");
+    else if (strcmp(e, "scale") == 0) NODE("scale", "", ",\"attrs\":{\"value\":0.125}");
+    else if (strcmp(e, "residual") == 0) {
+        snprintf(ip, sizeof in - strlen(in), ",{\"name\":\"r\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, csh);
+        NODE("add", ",\"r\"", "");
+    }
+    if (strstr(e, "f32")) NODE("cast", "", ",\"attrs\":{\"to\":\"f32\"}");
+#undef NODE
+    const char *last = names[ne];
+    snprintf(js, 8192,
+             "{\"mcir\":1,\"name\":\"%s\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":%s}%s],"
+             "\"weights\":[%s],\"nodes\":[%s],\"outputs\":[\"%s\"]}",
+             s->name, s->dt, ash, in, w, nodes, last);
+    return js;
+}
+
+/* The graph through rewrites and the planner, as mcirc compiles it (the
+ * epilogue fused into the matmul's kernel); ptx: NVRTC and the audit too */
+static void compile_js(const char *js, const char *arch, bool ptx, mcir_compilation *c) {
+    mcir_options o = mcir_options_default();
+    o.graph = cgt_graph(js);
+    o.arch = arch;
+    o.want_plan = true;
+    o.want_ptx = ptx;
+    mcir_diag d = mcir_diag_stderr();
+    memset(c, 0, sizeof *c);
+    ck_assert_int_eq(mcir_compile(&o, c, &d), 0);
+}
+
+static int gemm_index(const mcir_plan *p) {
+    for (int i = 0; i < p->n_kernels; i++)
+        if (p->kernels[i].tpl == MCIR_TEMPLATE_MATMUL) return i;
+    ck_abort_msg("no matmul kernel in the plan");
+    return -1;
+}
+
+static bool sm90_tiled(const mcir_kernel_plan *k) {
+    for (int i = 0; i < k->tiling.n_dims; i++)
+        if (strcmp(k->tiling.dim_names[i], "wg") == 0) return k->tiling.block_tile[i] > 0;
+    return false;
+}
+
+static int64_t tile(const mcir_kernel_plan *k, const char *dim) {
+    for (int i = 0; i < k->tiling.n_dims; i++)
+        if (strcmp(k->tiling.dim_names[i], dim) == 0) return k->tiling.block_tile[i];
+    return 0;
+}
+
+START_TEST(test_plan_picks_sm90_gemm) {
+    bool bn_seen[3] = {false, false, false}, cwg_seen[2] = {false, false};
+    for (int i = 0; i < N_SHAPES; i++) {
+        const shape *s = &SHAPES[i];
+        char *js = gemm_graph(s);
+        mcir_compilation c;
+        compile_js(js, "sm_90", false, &c);
+        const mcir_plan *p = c.plan;
+        /* the whole epilogue fused (a cast to f32 is its own kernel today) */
+        ck_assert_msg(p->n_kernels == (strstr(s->epi, "f32") ? 2 : 1), "%s: %d kernels", s->name, p->n_kernels);
+        const mcir_kernel_plan *k = &p->kernels[gemm_index(p)];
+        ck_assert_msg(sm90_tiled(k), "%s: %s", s->name, k->tiling.reason);
+        ck_assert_ptr_nonnull(strstr(k->tiling.reason, "sm_90a GEMM"));
+        int64_t bn = tile(k, "N"), cwg = tile(k, "wg");
+        bn_seen[bn == 64 ? 0 : bn == 128 ? 1 : 2] = true;
+        cwg_seen[cwg - 1] = true;
+        ck_assert_int_eq(tile(k, "M"), 64 * cwg);
+        mcir_compilation_free(&c);
+        compile_js(js, "sm_80", false, &c);   /* sm_80 keeps the mma.sync template */
+        ck_assert(!sm90_tiled(&c.plan->kernels[gemm_index(c.plan)]));
+        mcir_compilation_free(&c);
+        free(js);
+    }
+    ck_assert(bn_seen[0] && bn_seen[1] && bn_seen[2] && cwg_seen[0] && cwg_seen[1]);
+
+    /* what stays on the mma.sync template on sm_90, and why */
+    static const struct {
+        const char *js, *why;
+    } no[] = {
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[64,64]}],\"weights\":[{\"name\":\"w\","
+         "\"dtype\":\"f32\",\"shape\":[64,64]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
+         "[\"y\"]}],\"outputs\":[\"y\"]}",
+         "not both f16 or both bf16"},
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\",\"shape\":[64,64]}],\"weights\":[{\"name\":\"w\","
+         "\"dtype\":\"f16\",\"shape\":[64,64]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
+         "[\"y\"],\"attrs\":{\"transpose_a\":true}}],\"outputs\":[\"y\"]}",
+         "A transposed"},
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\",\"shape\":[64,100]}],\"weights\":[{\"name\":\"w\","
+         "\"dtype\":\"f16\",\"shape\":[100,64]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
+         "[\"y\"]}],\"outputs\":[\"y\"]}",
+         "A's rows are not a multiple of 16 bytes"},
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\",\"shape\":[64,64]}],\"weights\":[{\"name\":\"w\","
+         "\"dtype\":\"f16\",\"shape\":[64,100]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
+         "[\"y\"]}],\"outputs\":[\"y\"]}",
+         "B's rows are not a multiple of 16 bytes"},
+        /* SwiGLU's down projection: A is silu(g) * u, computed in the kernel */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,128]},{\"name\":\"u\",\"dtype\":"
+         "\"bf16\",\"shape\":[64,128]}],\"weights\":[{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"s\"]},{\"op\":\"mul\",\"inputs\":[\"s\",\"u\"],"
+         "\"outputs\":[\"a\"]},{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
+         "A is not read as stored"},
+    };
+    for (int i = 0; i < (int)(sizeof no / sizeof *no); i++) {
+        mcir_compilation c;
+        compile_js(no[i].js, "sm_90", false, &c);
+        const mcir_kernel_plan *k = &c.plan->kernels[gemm_index(c.plan)];
+        ck_assert(!sm90_tiled(k));
+        ck_assert_msg(strstr(k->tiling.reason, "not the sm_90a GEMM") && strstr(k->tiling.reason, no[i].why),
+                      "%s: %s", no[i].why, k->tiling.reason);
+        mcir_compilation_free(&c);
+    }
+}
+END_TEST
+
+/* Every kernel of the sweep: NVRTC for sm_90a, the audit clean */
+START_TEST(test_sm90_gemm_compiles_clean) {
+    char why[256];
+    if (!mcir_nvrtc_available(why, sizeof why)) {
+        fprintf(stderr, "  skipped: %s\n", why);
+        return;
+    }
+    for (int i = 0; i < N_SHAPES; i++) {
+        const shape *s = &SHAPES[i];
+        char *js = gemm_graph(s);
+        mcir_compilation c;
+        compile_js(js, "sm_90", true, &c);
+        const mcir_plan *p = c.plan;
+        int ki = gemm_index(p);
+        const char *ptx = mcir_codegen_kernel_ptx(c.codegen, ki);
+        ck_assert_ptr_nonnull(ptx);
+        ck_assert_ptr_nonnull(strstr(ptx, ".target sm_90a"));
+        const mcir_kernel_plan *kp = &p->kernels[ki];
+        const mcir_kernel_audit *a = &kp->audit;
+        fprintf(stderr, "  sm_90a %-20s %-4s BN=%-3lld wg=%lld: %d registers, spills %d/%d, wgmma %d, bulk %d, "
+                        "ld.global %d, advisories %d%s%s\n",
+                s->name, s->dt, (long long)tile(kp, "N"), (long long)tile(kp, "wg"), a->registers,
+                a->spill_store_bytes, a->spill_load_bytes, a->wgmma, a->cp_async_bulk, a->ld_global[0] + a->ld_global[1] + a->ld_global[2], a->advisories,
+                a->advisories ? ": " : "", a->advisory);
+        ck_assert(a->valid);
+        ck_assert_int_gt(a->wgmma, 0);
+        ck_assert_int_gt(a->cp_async_bulk, 0);
+        ck_assert_int_eq(a->mma, 0);
+        ck_assert_int_eq(a->ldmatrix, 0);
+        ck_assert_int_eq(a->spill_store_bytes, 0);
+        ck_assert_int_eq(a->spill_load_bytes, 0);
+        ck_assert_msg(a->advisories == 0, "%s: %s", s->name, a->advisory);
+        int est = kp->tiling.registers_estimate;
+        ck_assert_msg(a->registers >= est * 0.9 && a->registers <= est * 1.1, "%s: %d registers, plan %d", s->name,
+                      a->registers, est);
+        /* A and B only through the TMA: a bare product loads nothing per thread */
+        if (strcmp(s->epi, "none") == 0 || strcmp(s->epi, "scale") == 0 || strcmp(s->epi, "f32") == 0)
+            ck_assert_msg(a->ld_global[0] + a->ld_global[1] + a->ld_global[2] == 0, "%s: ld.global", s->name);
+        mcir_compilation_free(&c);
+        free(js);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ emulated */
+
+static void (*unit_mutation)(char *unit);
+static void mutate_unit(mcir_codegen *cg) { unit_mutation(cg->k[gemm_index(cg->plan)].unit); }
+
+static cgt_emu_result run_emulated(const shape *sh, void (*mutate)(char *unit)) {
+    char *js = gemm_graph(sh);
+    mcir_compilation c;
+    compile_js(js, "sm_90", false, &c);
+    mcir_plan *p = c.plan;
+    ck_assert(sm90_tiled(&p->kernels[gemm_index(p)]));
+    unit_mutation = mutate;
+    char *diag = NULL;
+    /* at most 4 blocks: the persistent grid-stride loop takes every item */
+    cgt_emu_result r = cgt_emu_device(c.graph, p, c.memory, 4, 7, NULL, mutate ? mutate_unit : NULL, mutate ? &diag : NULL);
+    if (diag) {
+        fprintf(stderr, "%.600s", diag);
+        free(diag);
+    }
+    const mcir_kernel_plan *k = &p->kernels[gemm_index(p)];
+    fprintf(stderr, "  sm_90a %-20s %-4s M=%-4d N=%-4d K=%-4d BN=%-3lld wg=%lld %-13s: %llu wgmma, %llu TMA loads, "
+                    "rel err %.3g %s\n",
+            sh->name, sh->dt, sh->m, sh->n, sh->k, (long long)tile(k, "N"), (long long)tile(k, "wg"), sh->epi,
+            r.wgmma, r.tma_loads, r.rel, r.ran && r.rel <= 2e-2 && r.finite ? "ok" : "FAIL");
+    mcir_compilation_free(&c);
+    free(js);
+    return r;
+}
+
+START_TEST(test_sm90_gemm_matches_reference_emulated) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    int failed = 0;
+    for (int i = 0; i < N_SHAPES; i++) {
+        cgt_emu_result r = run_emulated(&SHAPES[i], NULL);
+        failed += !(r.ran && r.rel <= 2e-2 && r.finite && r.wgmma > 0 && r.tma_loads > 0);
+    }
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/* The consumers' wait on a stage's full barrier removed from the mainloop:
+ * wgmma reads shared memory the TMA has not written (or is writing) */
+static void drop_ring_wait(char *src) {
+    char *loop = strstr(src, "for (int s = 1; s < steps; s++)");
+    char *w = loop ? strstr(loop, "mc_ring_wait(ring, st);") : NULL;
+    ck_assert_msg(w, "the mainloop's ring wait moved: update the mutation");
+    memset(w, ' ', strlen("mc_ring_wait(ring, st);"));
+}
+
+START_TEST(test_dropped_ring_wait_is_found) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant", "f16", {0}, 128, 128, 512, false, B_WEIGHT, "none"};
+    cgt_emu_result r = run_emulated(&s, drop_ring_wait);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_RACE] + r.findings[EMU_FIND_INIT], 0);
+}
+END_TEST
+
+int main(void) {
+    if (!test_tempdir("sm90gemm", work_dir, sizeof work_dir)) return 1;
+    char cache[256];
+    cgt_temp_cache(cache, sizeof cache);
+    setenv("MCIR_NO_CUBLAS", "1", 1);   /* the generated kernel runs */
+    Suite *s = suite_create("gemm_sm90");
+    TCase *tc = tcase_create("sm90");
+    tcase_set_timeout(tc, 1500);
+    tcase_add_test(tc, test_plan_picks_sm90_gemm);
+    tcase_add_test(tc, test_sm90_gemm_compiles_clean);
+    tcase_add_test(tc, test_dropped_ring_wait_is_found);
+    tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
+    suite_add_tcase(s, tc);
+    int failed = test_main_nofork(s);
+    test_remove_dir(work_dir);
+    test_remove_dir(cache);
+    return failed;
+}
