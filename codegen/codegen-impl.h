@@ -94,6 +94,10 @@ typedef struct cg_emitter {
     int n_tensors;
     mcir_diag *d;
     bool ok;
+    /* by tensor id, optional: k + 1 where the tensor's value is element i
+     * of box k of a staged tile, `mc_ld_<dt>(gm_box(acc, k), i)` (the
+     * sm_90a GEMM's prologue: acc carries the stage and consumer group) */
+    const int *box_leaf;
 } cg_emitter;
 
 void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,

@@ -803,6 +803,13 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     if (e->done[t->id]) return true;
     cg_sb *b = e->sb;
     const mcir_kernel_plan *kp = e->kp;
+    if (e->box_leaf && e->box_leaf[t->id] > 0 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
+        cg_sb_printf(b, "// %s staged in box %d\n__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
+                        "    return mc_ld_%s(gm_box(acc, %d), i);\n}\n",
+                     t->name, e->box_leaf[t->id] - 1, t->id, cg_dsuffix(t->dtype), e->box_leaf[t->id] - 1);
+        e->done[t->id] = 1;
+        return true;
+    }
     mcir_node *n = t == e->anchor_out ? NULL : cg_region_producer(kp, t);
     int ri = cg_read_index(kp, t);
 

@@ -9,10 +9,15 @@
  * from the kernel's tensor-map descriptions and passes as
  * __grid_constant__ CUtensorMap parameters after the pointers. An operand
  * shared by every batch has extent 1 in its batch dim and is read at
- * coordinate 0. The fused epilogue (bias, activations, residual, casts:
+ * coordinate 0. An A that an elementwise prologue computes from stored
+ * tensors of its shape (SwiGLU's silu(g) * u) is read as those tensors,
+ * one map each (a split's part: a column offset in its tensor), and
+ * combined in shared memory through A's value chain with its leaves read
+ * from the boxes. The fused epilogue (bias, activations, residual, casts:
  * whatever the region's writes compute from the product) is emitted here
  * by the shared emitter and applied per accumulator element.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
@@ -24,20 +29,21 @@ static int64_t tile_of(const mcir_tiling *t, const char *dim) {
     return 0;
 }
 
-/* The 3-D map (columns, rows, batch; padded to 5-D) of a plain row-major
- * operand of `rows` x `cols` f16/bf16 elements, `batch` matrices (1: one
- * matrix for every batch), read through parameter `param`; boxes of 64
- * columns (128 bytes, swizzled) x box_rows. */
+/* The 3-D map (columns, rows, batch; padded to 5-D) of a row-major operand
+ * of `rows` x `cols` f16/bf16 elements, `batch` matrices (1: one matrix
+ * for every batch), read through parameter `param` as columns col0.. of a
+ * tensor `width` elements wide (a split's part; else col0 0, width cols);
+ * boxes of 64 columns (128 bytes, swizzled) x box_rows. */
 static void map_of(const mcir_tensor *t, int param, int64_t rows, int64_t cols, int64_t batch, unsigned box_rows,
-                   mcir_tensor_map_desc *m) {
+                   int64_t width, int64_t col0, mcir_tensor_map_desc *m) {
     memset(m, 0, sizeof *m);
     m->read = param;
-    m->offset = 0;
+    m->offset = col0;
     m->esize = 2;
     m->dtype = t->dtype == MCIR_DTYPE_BF16 ? 9 : 6;
     m->rank = 5;
     m->swizzle = 3;
-    const uint64_t row = (uint64_t)cols * 2, mat = row * (uint64_t)rows;
+    const uint64_t row = (uint64_t)width * 2, mat = row * (uint64_t)rows;
     const uint64_t dims[5] = {(uint64_t)cols, (uint64_t)rows, (uint64_t)batch, 1, 1};
     const unsigned box[5] = {64, box_rows, 1, 1, 1};
     /* a dim of extent 1 is never stepped: its stride only has to be legal
@@ -61,18 +67,21 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  why ? why : "tiles or launch differ");
         return false;
     }
-    int ap = cg_read_index(kp, l.a), bp = cg_read_index(kp, l.b);
-    if (ap < 0 || bp < 0) {
+    int ap[2], bp = cg_read_index(kp, l.b);
+    bool reads = bp >= 0 && l.n_a >= 1 && l.n_a <= 2;
+    for (int i = 0; reads && i < l.n_a; i++) reads = (ap[i] = cg_read_index(kp, l.a_in[i])) >= 0;
+    if (!reads) {
         cg_error(d, kp, "internal error: the sm_90a GEMM's operands are not kernel reads");
         return false;
     }
     const bool bf16 = l.a->dtype == MCIR_DTYPE_BF16;
-    k->n_tmaps = 2;
-    map_of(l.a, ap, l.m, l.k, l.a_batched ? l.batch : 1, 64, &k->tmaps[0]);
+    k->n_tmaps = l.n_a + 1;
+    for (int i = 0; i < l.n_a; i++)
+        map_of(l.a_in[i], ap[i], l.m, l.k, l.a_batched ? l.batch : 1, 64, l.a_width[i], l.a_col0[i], &k->tmaps[i]);
     if (l.trans_b)   /* B [N, K]: one box of BN rows of 64 k-columns */
-        map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, &k->tmaps[1]);
+        map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, l.k, 0, &k->tmaps[l.n_a]);
     else             /* B [K, N]: boxes of 64 n-columns x 64 k-rows */
-        map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, 64, &k->tmaps[1]);
+        map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, 64, l.n, 0, &k->tmaps[l.n_a]);
     k->sm90a = true;
     k->smem = l.smem_bytes;
 
@@ -80,7 +89,20 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_emitter e;
     cg_begin_source(&b, kp);
     cg_emitter_init(&e, kp, &b, C, d);
+    int *box_leaf = NULL;
+    if (l.prologue) {
+        /* A's value chain, its leaves read from the stage's boxes; first, so
+         * nothing else emits those leaves (leaves_private: nothing else uses them) */
+        box_leaf = calloc((size_t)e.n_tensors, sizeof *box_leaf);
+        MCIR_ASSERT(box_leaf != NULL);
+        for (int i = 0; i < l.n_a; i++) box_leaf[l.a_leaf[i]->id] = i + 1;
+        e.box_leaf = box_leaf;
+        cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k);\n");
+        cg_emit_value(&e, n->inputs[0]);
+        e.box_leaf = NULL;
+    }
     cg_emit_epilogue(&e, 1);
+    free(box_leaf);
     if (!e.ok) {
         cg_emitter_free(&e);
         cg_sb_free(&b);
@@ -94,9 +116,22 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, (long long)l.bn, l.consumers,
                  l.stages, (long long)l.tiles_m, (long long)l.tiles_n, bf16, l.trans_b, l.a_batched, l.b_batched,
                  l.producer_regs, l.consumer_regs);
+    cg_sb_printf(&b, "#define GM_NA %d\n#define GM_PROLOGUE %d\n", l.n_a, l.prologue);
+    if (l.prologue)   /* A's element j in group c's boxes of a stage: acc carries (stage, c) */
+        cg_sb_printf(&b, "__device__ __forceinline__ float gm_a_value(int stage, int c, i64 j, MC_PARAMS) {\n"
+                         "    return v%d(j, __int_as_float(0x40000000 | (stage << 3) | c), MC_ARGS);\n}\n"
+                         "__device__ __forceinline__ unsigned short gm_a_store(float v) { return mc_f32_to_%s(v); }\n",
+                     n->inputs[0]->id, bf16 ? "bf16" : "f16");
     cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
                    "    epilogue((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n");
     cg_sb_puts(&b, mcir_tpl_hopper);
+    if (l.prologue)
+        cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k) {\n"
+                         "    MC_DYNAMIC_SMEM(mc_smem_raw);\n"
+                         "    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);\n"
+                         "    const int s = __float_as_int(code) & 0xffff;\n"
+                         "    return (const unsigned short*)(smem + (s >> 3) * %lld + (k * %d + (s & 7)) * 8192);\n}\n",
+                     (long long)((l.n_a * l.bm + l.bn) * l.bk * 2), l.consumers);
     /* B from shared memory K-major when stored [N, K], else MN-major */
     cg_emit_wgmma(&b, "gm_wgmma", (int)l.bn, false, bf16, !l.trans_b);
     cg_sb_puts(&b, mcir_tpl_gemm_sm90);
@@ -105,9 +140,11 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
     b.s[len - 1] = '\0';
     b.len = len - 1;
-    cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_a, const __grid_constant__ CUtensorMap mc_tmap_b"
-                     ") {\n    (void)r%d; (void)r%d;\n    mc_gemm_sm90(&mc_tmap_a, &mc_tmap_b, MC_ARGS);\n}\n",
-                 ap, bp);
+    for (int i = 0; i < l.n_a; i++) cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_a%d", i);
+    cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_b) {\n    (void)r%d;\n", bp);
+    cg_sb_puts(&b, "    const CUtensorMap* ta[GM_NA] = {");
+    for (int i = 0; i < l.n_a; i++) cg_sb_printf(&b, "%s&mc_tmap_a%d", i ? ", " : "", i);
+    cg_sb_puts(&b, "};\n    mc_gemm_sm90(ta, &mc_tmap_b, MC_ARGS);\n}\n");
     cg_emitter_free(&e);
     k->source = cg_sb_take(&b);
     k->grid[0] = l.grid;

@@ -197,6 +197,7 @@ static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
 
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __int_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 #define __expf expf
 
@@ -307,6 +308,16 @@ static uint32_t *emu_block_stamp;   /* stamp at which each block began */
 static emu_gbuf *emu_gb;            /* per buffer of the run */
 static int *emu_arg_buf;            /* per kernel argument: its buffer, or -1 */
 static emu_cell *emu_dyn_cells, *emu_st_cells;
+/* The proxies (PTX ISA "Proxies"): wgmma's shared-memory operands and a
+ * TMA store's source are read by the async proxy, which sees a generic
+ * (st.shared) write only after a fence.proxy.async of the writing thread
+ * (then the usual barrier). Per granule of dynamic shared memory: the count
+ * of generic shared writes at its last generic write (emu_dyn_pw; 0 when
+ * the async proxy, a TMA load, wrote it last) and the writer; per thread:
+ * the count at its last fence.proxy.async. */
+static unsigned long long emu_pclock, emu_pbstart, emu_pfence[1024];
+static unsigned long long *emu_dyn_pw;
+static uint16_t *emu_dyn_pt;
 static int emu_gshift;              /* race shadow granule: 1 << emu_gshift bytes */
 static int emu_reports[EMU_FIND_KINDS];
 static emu_stats emu_last_stats;
@@ -426,8 +437,16 @@ static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char 
 
 /* Global access of n bytes at element i (size sz) of kernel argument p;
  * returns where the access may go (the sink when it is out of bounds). */
+static void *emu_shared(void *p, size_t n, size_t align, bool write);
 static void *emu_global(const void *p, long long i, size_t sz, size_t n, bool write) {
     emu_launch *L = emu_L;
+    {   /* a generic pointer into the block's shared memory (a value chain
+         * pointed at a staged tile, gemm_sm90.cuh's prologue): a shared access */
+        unsigned char *a = (unsigned char *)p + i * (long long)sz;
+        if ((a >= emu_dyn_smem && a < emu_dyn_smem + L->smem) ||
+            (__start_emu_smem && a >= (unsigned char *)__start_emu_smem && a < (unsigned char *)__stop_emu_smem))
+            return emu_shared(a, n, sz, write);
+    }
     if (write) { L->stats.bytes_written += n; L->stats.stores++; }
     else { L->stats.bytes_read += n; L->stats.loads++; }
     unsigned char *a = (unsigned char *)p + i * (long long)sz;
@@ -518,7 +537,35 @@ static void *emu_shared(void *p, size_t n, size_t align, bool write) {
             }
     if (L->checks & EMU_CHECK_RACES) emu_race_at(cells, off, n, write, false, space);
     else if (write) for (size_t k = 0; k < g; k++) c[k].ws = emu_wstamp[emu_cur_i >> 5];
+    if (write && cells == emu_dyn_cells && emu_dyn_pw) {
+        ++emu_pclock;
+        for (size_t k = 0; k < g; k++) {
+            emu_dyn_pw[(off >> emu_gshift) + k] = emu_pclock;
+            emu_dyn_pt[(off >> emu_gshift) + k] = (uint16_t)emu_cur_i;
+        }
+    }
     return a;
+}
+
+/* An async-proxy read of n bytes of shared memory at p (a wgmma operand, a
+ * TMA store's source): a granule a thread wrote through the generic proxy
+ * in this block with no fence.proxy.async of that thread since is a race. */
+static void emu_proxy_read(const unsigned char *p, size_t n, const char *what) {
+    emu_launch *L = emu_L;
+    if (!(L->checks & EMU_CHECK_RACES) || !emu_dyn_pw || p < emu_dyn_smem || p + n > emu_dyn_smem + L->smem) return;
+    size_t off = (size_t)(p - emu_dyn_smem), g = emu_granules(off, n);
+    for (size_t k = 0; k < g; k++) {
+        size_t gi = (off >> emu_gshift) + k;
+        unsigned long long w = emu_dyn_pw[gi];
+        int wt = emu_dyn_pt[gi];
+        if (w > emu_pbstart && emu_pfence[wt] < w) {
+            char at[200];
+            emu_report(EMU_FIND_RACE, "%s: thread (block %u, thread %d) wrote it through the generic proxy and %s "
+                       "reads it through the async proxy with no fence.proxy.async by that thread between",
+                       emu_where(at, sizeof at, false, "dynamic shared", gi << emu_gshift), emu_block.x, wt, what);
+            return;
+        }
+    }
 }
 
 template <class T> static inline const T *emu_gld(const T *p, long long i) {
@@ -801,9 +848,11 @@ static void emu_async_write(unsigned char *p, size_t n, uint32_t stamp) {
     else c = emu_st_cells, off = (size_t)(p - (unsigned char *)__start_emu_smem), space = "static shared";
     if (L->checks & EMU_CHECK_RACES) emu_race_at(c, off, n, true, false, space);
     size_t g = emu_granules(off, n);
+    if (c == emu_dyn_cells && emu_dyn_pw) memset(emu_dyn_pw + (off >> emu_gshift), 0, g * sizeof *emu_dyn_pw);
     c += off >> emu_gshift;
     for (size_t k = 0; k < g; k++) c[k].ws = stamp, c[k].wt = (uint16_t)(EMU_TMA_WARP * 32);
 }
+static inline void emu_fence_proxy_async() { emu_pfence[emu_cur_i] = emu_pclock; }
 
 static inline unsigned emu_swizzle(unsigned addr, int mode) {   /* mode: 0 none, 1 32B, 2 64B, 3 128B */
     return mode ? addr ^ ((addr >> 3) & (((1u << mode) - 1) << 4)) : addr;
@@ -909,6 +958,7 @@ static inline void emu_tma_store(const CUtensorMap *tmap, const int *coords, con
         unsigned char *from = emu_sptr(emu_swizzle(s0 + (uint32_t)lin, m.swizzle), m.esize);
         if (from == emu_sink) break;
         from = (unsigned char *)emu_shared(from, m.esize, 1, false);
+        emu_proxy_read(from, m.esize, "a TMA store");
         void *to = emu_global(m.base, off, 1, m.esize, true);
         memcpy(to, from, m.esize);
         emu_L->stats.tma_store_bytes += m.esize;
@@ -984,6 +1034,7 @@ static float emu_desc_load(unsigned long long desc, bool mn_major, int mn, int k
     unsigned char *p = emu_sptr(emu_desc_addr(desc, mn_major, mn, k), 2);
     unsigned short h;
     memcpy(&h, emu_shared(p, 2, 2, false), 2);
+    emu_proxy_read(p, 2, "a wgmma");
     return bf16 ? mc_bf16_to_f32(h) : mc_f16_to_f32(h);
 }
 
@@ -1269,12 +1320,15 @@ extern "C" int emu_run(emu_launch *L) {
         free(tracked);
     }
     emu_dyn_cells = emu_cells(smem);
+    emu_dyn_pw = smem ? (unsigned long long *)calloc(emu_granules(0, smem), sizeof *emu_dyn_pw) : NULL;
+    emu_dyn_pt = smem ? (uint16_t *)calloc(emu_granules(0, smem), sizeof *emu_dyn_pt) : NULL;
     emu_st_cells = emu_cells(__start_emu_smem ? (size_t)(__stop_emu_smem - __start_emu_smem) : 0);
     emu_failed = 0;
     for (unsigned bx = 0; bx < grid && !emu_failed; bx++) {
         emu_block = {bx, 0, 0};
         memset(emu_dyn_smem, 0xcd, smem ? smem : 16);   /* garbage, like the GPU */
         emu_bstart = emu_block_stamp[bx] = emu_clock;
+        emu_pbstart = emu_pclock;
         emu_barrier_stamps();
         memset(emu_wsync, 0, sizeof emu_wsync);
         emu_sm90_block_begin();
@@ -1353,6 +1407,10 @@ extern "C" int emu_run(emu_launch *L) {
     free(emu_arg_buf);
     free(emu_block_stamp);
     free(emu_dyn_cells);
+    free(emu_dyn_pw);
+    free(emu_dyn_pt);
+    emu_dyn_pw = NULL;
+    emu_dyn_pt = NULL;
     free(emu_st_cells);
     emu_last_stats = L->stats;
     int total = 0, more = 0;

@@ -37,6 +37,104 @@ static const mcir_tensor *stored_operand(const mcir_kernel_plan *k, const mcir_t
     return x->tensor;
 }
 
+static const mcir_node *producer_in(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    for (int i = 0; i < k->n_nodes; i++)
+        for (int j = 0; j < k->nodes[i]->n_outputs; j++)
+            if (k->nodes[i]->outputs[j] == t) return k->nodes[i];
+    return NULL;
+}
+
+static bool same_shape(const mcir_tensor *a, const mcir_tensor *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+static bool plain_read(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    const mcir_kernel_access *x = mcir_kernel_access_of(k, t);
+    return x && x >= k->read_access && x < k->read_access + k->n_reads && !x->folded && x->tensor == t;
+}
+
+/* Leaf t of A's prologue (a tensor of A's shape and dtype) as a TMA box:
+ * a plain kernel read, or an output of a split along the last dim of one
+ * (the gate and up halves of a horizontal GEMM's product) at a 16-byte
+ * column offset. Recorded in l (at most 2). */
+static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l) {
+    if (t->dtype != A->dtype || !same_shape(t, A)) return false;
+    for (int i = 0; i < l->n_a; i++)
+        if (l->a_leaf[i] == t) return true;
+    if (l->n_a == 2) return false;
+    const mcir_tensor *root = t;
+    int64_t col0 = 0;
+    const mcir_node *p = producer_in(k, t);
+    if (p) {
+        const mcir_tensor *x = p->inputs[0];
+        int axis = (int)mcir_node_int(p, "axis");
+        if (axis < 0) axis += x->rank;
+        /* the planner folds the split into the read: an access of x with t as its view */
+        const mcir_kernel_access *acc = mcir_kernel_access_of(k, t);
+        if (p->op != MCIR_OP_SPLIT || axis != x->rank - 1 || x->rank != t->rank || !acc || acc->folded != p ||
+            acc->tensor != x || acc < k->read_access || acc >= k->read_access + k->n_reads)
+            return false;
+        const int64_t *sizes;
+        int ns = mcir_node_ints(p, "sizes", &sizes), o = 0;
+        while (o < p->n_outputs && p->outputs[o] != t) o++;
+        if (o == p->n_outputs || ns != p->n_outputs) return false;
+        for (int i = 0; i < o; i++) col0 += sizes[i];
+        root = x;
+    } else if (!plain_read(k, t)) {
+        return false;
+    }
+    const int64_t width = root->shape[root->rank - 1];
+    if ((col0 * 2) % 16 != 0 || (width * 2) % 16 != 0) return false;   /* the TMA's 16-byte base and stride */
+    l->a_in[l->n_a] = root;
+    l->a_leaf[l->n_a] = t;
+    l->a_col0[l->n_a] = col0;
+    l->a_width[l->n_a] = width;
+    l->n_a++;
+    return true;
+}
+
+/* A computed in the region by elementwise ops whose every operand has A's
+ * shape (no broadcast: element j of each box is element j of A's tile,
+ * whatever the swizzle), from at most 2 leaves the TMA reads
+ * (prologue_leaf): SwiGLU's silu(g) * u, the prologue the rewrites fuse
+ * into a matmul. False for anything else. */
+static bool prologue_inputs(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l,
+                            int depth) {
+    const mcir_node *p = producer_in(k, t);
+    if (!p || p->op == MCIR_OP_SPLIT) return t != A && prologue_leaf(k, A, t, l);
+    if (depth > 16 || p->n_outputs != 1 || !(mcir_op_desc_of(p->op)->flags & MCIR_OPF_ELEMENTWISE) ||
+        !same_shape(t, A) || mcir_value_type_of(t->dtype) != MCIR_VALUE_F32)
+        return false;
+    for (int j = 0; j < p->n_inputs; j++)
+        if (!prologue_inputs(k, A, p->inputs[j], l, depth + 1)) return false;
+    for (int i = 0; i < l->prologue_ops; i++)
+        if (l->prologue_node[i] == p) return true;
+    if (l->prologue_ops == 16) return false;
+    l->prologue_node[l->prologue_ops++] = p;
+    return true;
+}
+
+/* Nothing in the region but A's prologue reads its leaves (the kernel
+ * computes them from the boxes, for the prologue only). */
+static bool leaves_private(const mcir_kernel_plan *k, const mcir_gemm_sm90 *l) {
+    for (int i = 0; i < k->n_nodes; i++) {
+        const mcir_node *x = k->nodes[i];
+        bool pro = false;
+        for (int j = 0; j < l->prologue_ops; j++) pro = pro || l->prologue_node[j] == x;
+        if (pro) continue;
+        for (int j = 0; j < x->n_inputs; j++)
+            for (int a = 0; a < l->n_a; a++)
+                if (x->inputs[j] == l->a_leaf[a]) return false;
+    }
+    for (int w = 0; w < k->n_writes; w++)
+        for (int a = 0; a < l->n_a; a++)
+            if (k->writes[w] == l->a_leaf[a]) return false;
+    return true;
+}
+
 /* Operand s has one matrix per batch with c's leading dims (true), or one
  * for all (false); -1 when neither. */
 static int batched(const mcir_tensor *s, int64_t matrix, const mcir_tensor *c, int64_t batch) {
@@ -63,17 +161,28 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     if (A->rank < 2 || B->rank < 2 || C->rank < 2) no = "a rank-1 operand";
     else if (!is_half(A->dtype) || A->dtype != B->dtype) no = "operands not both f16 or both bf16";
     else if (mcir_node_bool(n, "transpose_a")) no = "A transposed (an MN-major A is not in the template yet)";
-    else if (!(l->a = stored_operand(k, A, &ta)) || ta)
-        no = "A is not read as stored (a prologue, a view or a transpose computes it)";
+    else if ((l->a = stored_operand(k, A, &ta)) && ta)
+        no = "A is read through a transpose (an MN-major A is not in the template yet)";
+    else if (!l->a && (!prologue_inputs(k, A, A, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
+        no = "A is not read as stored nor computed elementwise from at most 2 stored tensors of its shape and "
+             "dtype (a view, a broadcast or a transpose computes it)";
     else if (!(l->b = stored_operand(k, B, &tb)))
         no = "B is not read as stored or as a transpose of the last two dims (a prologue or a view computes it)";
     if (no) {
         if (why) *why = no;
         return false;
     }
+    if (l->a) {
+        l->n_a = 1;
+        l->a_in[0] = l->a_leaf[0] = l->a;
+    } else {
+        l->prologue = true;
+        l->a = l->a_leaf[0];
+    }
     l->trans_b = tb;
     l->m = A->shape[A->rank - 2];
     l->k = A->shape[A->rank - 1];
+    if (!l->prologue) l->a_width[0] = l->k;
     l->n = C->shape[C->rank - 1];
     int64_t mn = l->m * l->n;
     l->batch = mn > 0 ? mcir_tensor_numel(C) / mn : 1;
@@ -110,7 +219,7 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     }
     l->tiles_n = (l->n + l->bn - 1) / l->bn;
     l->items = l->batch * l->tiles_m * l->tiles_n;
-    const int64_t stage = (l->bm + l->bn) * l->bk * 2, room = t->smem_per_block_optin - 1024;
+    const int64_t stage = (l->n_a * l->bm + l->bn) * l->bk * 2, room = t->smem_per_block_optin - 1024;
     l->stages = (int)(room / stage < 6 ? room / stage : 6);
     if (l->stages < 2) {
         if (why) *why = "two stages of the ring do not fit in shared memory";
@@ -127,12 +236,16 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     l->consumer_regs = l->consumers > 1 && l->bn > 128 ? 232 : 0;
     /* what ptxas allocates (CUDA 13, tests/test_gemm_sm90.c's sweep and
      * the examples): 58-63 at bn 64 with nothing fused, 58-66 with one
-     * epilogue op, 64-72 with two or more; 5/4 per accumulator beyond 32;
+     * epilogue op, 64-72 with two or more, 4 more where a batched product
+     * reads a bias or a residual, 6 per op of a prologue (its value chain
+     * and the stores back into the tile); 5/4 per accumulator beyond 32;
      * two consumer groups with setmaxnreg start at the 384-thread share */
     int epi = 0;
     for (int i = 0; i < k->n_nodes; i++)
         if (k->nodes[i] != n && k->nodes[i]->op != MCIR_OP_TRANSPOSE && k->nodes[i]->op != MCIR_OP_RESHAPE) epi++;
-    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0);
+    epi -= l->prologue_ops;
+    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) + 6 * l->prologue_ops +
+               (l->batch > 1 && k->n_reads > 2 ? 4 : 0);   /* a batch's offsets into a bias or residual */
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
     l->grid = l->items < t->sm_count ? l->items : t->sm_count;
     if (why) *why = NULL;
@@ -169,12 +282,15 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
     ti->registers_estimate = l.registers;
     ti->reason = mcir_arena_printf(
         a,
-        "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, B %s: "
+        "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, %sB %s: "
         "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
         "by a producer warp group: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
         "on %lld blocks of %d threads (%.2f waves), the epilogue applied from the accumulators; modelled "
         "mainloop %.2f us at %.0f%% of the tensor cores' dense peak",
         (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(l.a->dtype),
+        l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s (loaded by the TMA, "
+                                          "combined in shared memory by the consumers), ", l.n_a, l.n_a > 1 ? "s" : "")
+                   : "",
         l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])", (long long)l.bm, l.consumers,
         l.consumers > 1 ? "s" : "",
         l.consumer_regs > 0 ? mcir_arena_printf(a, ", setmaxnreg %d / producer %d", l.consumer_regs, l.producer_regs) : "",

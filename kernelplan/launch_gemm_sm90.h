@@ -3,7 +3,8 @@
  * (codegen/templates/gemm_sm90.cuh): whether a matmul kernel takes it, and
  * its tiles. A matmul of f16 or bf16 operands that the TMA can read as
  * they are stored (kernel reads, B also through a folded last-two-dims
- * transpose) takes it on a wgmma target whatever its epilogue: A's tiles
+ * transpose, or A computed by an elementwise prologue from stored tensors of
+ * its shape) takes it on a wgmma target whatever its epilogue: A's tiles
  * and B's arrive through a multi-stage mbarrier ring fed by a producer
  * warp group, one or two consumer warp groups multiply them with
  * wgmma.mma_async and apply the fused epilogue from the accumulators.
@@ -23,7 +24,18 @@
 
 typedef struct mcir_gemm_sm90 {
     int64_t m, n, k, batch;  /* C[batch, m, n] = epilogue(A[batch, m, k] B[batch, k, n]) */
-    const mcir_tensor *a, *b;   /* the stored operands the TMA reads */
+    const mcir_tensor *a, *b;   /* the operands as the TMA reads them (a: the first of a_leaf) */
+    /* A as the TMA reads it: A itself (n_a 1, no prologue), or the stored
+     * inputs of an elementwise prologue computing A from tensors of A's
+     * shape and dtype (SwiGLU's silu(g) * u: g, u), each loaded like A and
+     * combined in shared memory by the consumers before the wgmmas */
+    const mcir_tensor *a_in[2];    /* the stored tensor each A box is read from */
+    const mcir_tensor *a_leaf[2];  /* the value a box holds: a_in itself, or a split of it along the last dim */
+    int64_t a_col0[2], a_width[2]; /* the leaf's first column in a_in, a_in's last dim */
+    int n_a;
+    bool prologue;
+    int prologue_ops;        /* the region's nodes computing A */
+    const mcir_node *prologue_node[16];
     bool trans_b;            /* B stored [n, k] (K-major for wgmma), else [k, n] (MN-major) */
     bool a_batched, b_batched;  /* an operand per batch (else one shared by every batch) */
     int64_t bm, bn, bk;      /* bm = 64 x consumers, bn in 64, 128, 256, bk = 64 */

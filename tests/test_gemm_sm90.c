@@ -15,9 +15,10 @@
  *    epilogue's operands: zero for a product with nothing to read after);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 44 shapes matches the reference interpreter: partial tiles in
+ *    each of 52 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
- *    consumer groups, N tiles of 64, 128 and 256;
+ *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
+ *    prologues combined in shared memory;
  *  - a consumer that reads a stage before its mbarrier completes (the
  *    ring wait removed from the generated kernel) is an emulator finding.
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
@@ -51,62 +52,73 @@ typedef struct shape {
     bool tb;             /* transpose_b */
     enum b_form bf;
     const char *epi;     /* none, bias, bias_gelu, gelu_tanh, relu, residual, scale, tanh, sigmoid, silu, f32, bias_relu_f32 */
+    int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu) */
 } shape;
 
 static const shape SHAPES[] = {
     /* one consumer group (M <= 64), N tiles of 64 */
-    {"m64", "f16", {0}, 64, 64, 64, false, B_WEIGHT, "none"},
-    {"m1", "f16", {0}, 1, 200, 72, false, B_WEIGHT, "bias"},
-    {"m17_k8", "bf16", {0}, 17, 40, 8, false, B_WEIGHT, "none"},
-    {"m50_tb", "bf16", {0}, 50, 96, 136, true, B_WEIGHT, "relu"},
-    {"m64_k1000", "f16", {0}, 64, 72, 1000, false, B_WEIGHT, "scale"},
+    {"m64", "f16", {0}, 64, 64, 64, false, B_WEIGHT, "none", 0},
+    {"m1", "f16", {0}, 1, 200, 72, false, B_WEIGHT, "bias", 0},
+    {"m17_k8", "bf16", {0}, 17, 40, 8, false, B_WEIGHT, "none", 0},
+    {"m50_tb", "bf16", {0}, 50, 96, 136, true, B_WEIGHT, "relu", 0},
+    {"m64_k1000", "f16", {0}, 64, 72, 1000, false, B_WEIGHT, "scale", 0},
     /* two consumer groups, partial tiles everywhere */
-    {"m65", "f16", {0}, 65, 64, 64, false, B_WEIGHT, "none"},
-    {"m200_bias_gelu", "f16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu"},
-    {"m200_bias_gelu_bf", "bf16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu"},
-    {"m129_n129_tb", "f16", {0}, 129, 129, 200, true, B_WEIGHT, "gelu_tanh"},
-    {"m190_n264", "bf16", {0}, 190, 264, 72, false, B_WEIGHT, "tanh"},
-    {"m300_k40", "f16", {0}, 300, 136, 40, false, B_WEIGHT, "sigmoid"},
-    {"m250_silu", "bf16", {0}, 250, 200, 128, true, B_WEIGHT, "silu"},
-    {"m128_residual", "f16", {0}, 128, 192, 320, false, B_WEIGHT, "residual"},
-    {"m100_f32", "f16", {0}, 100, 120, 96, false, B_WEIGHT, "f32"},
-    {"m100_bias_relu_f32", "bf16", {0}, 100, 120, 96, true, B_WEIGHT, "bias_relu_f32"},
-    {"k_odd_tail", "f16", {0}, 96, 80, 520, true, B_WEIGHT, "bias"},
-    {"k_long", "bf16", {0}, 130, 64, 1224, false, B_WEIGHT, "none"},
+    {"m65", "f16", {0}, 65, 64, 64, false, B_WEIGHT, "none", 0},
+    {"m200_bias_gelu", "f16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu", 0},
+    {"m200_bias_gelu_bf", "bf16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu", 0},
+    {"m129_n129_tb", "f16", {0}, 129, 129, 200, true, B_WEIGHT, "gelu_tanh", 0},
+    {"m190_n264", "bf16", {0}, 190, 264, 72, false, B_WEIGHT, "tanh", 0},
+    {"m300_k40", "f16", {0}, 300, 136, 40, false, B_WEIGHT, "sigmoid", 0},
+    {"m250_silu", "bf16", {0}, 250, 200, 128, true, B_WEIGHT, "silu", 0},
+    {"m128_residual", "f16", {0}, 128, 192, 320, false, B_WEIGHT, "residual", 0},
+    {"m100_f32", "f16", {0}, 100, 120, 96, false, B_WEIGHT, "f32", 0},
+    {"m100_bias_relu_f32", "bf16", {0}, 100, 120, 96, true, B_WEIGHT, "bias_relu_f32", 0},
+    {"k_odd_tail", "f16", {0}, 96, 80, 520, true, B_WEIGHT, "bias", 0},
+    {"k_long", "bf16", {0}, 130, 64, 1224, false, B_WEIGHT, "none", 0},
     /* wide N: N tiles of 128 and 256 (many items; blocks capped) */
-    {"n1024", "f16", {0}, 256, 1024, 128, false, B_WEIGHT, "bias"},
-    {"n1000_tb", "bf16", {0}, 256, 1000, 64, true, B_WEIGHT, "relu"},
-    {"big_bn256", "bf16", {0}, 2048, 2048, 64, true, B_WEIGHT, "none"},
-    {"big_bn256_mn", "f16", {0}, 2048, 2048, 64, false, B_WEIGHT, "bias_gelu"},
-    {"big_n264", "f16", {0}, 4096, 264, 64, false, B_WEIGHT, "residual"},
+    {"n1024", "f16", {0}, 256, 1024, 128, false, B_WEIGHT, "bias", 0},
+    {"n1000_tb", "bf16", {0}, 256, 1000, 64, true, B_WEIGHT, "relu", 0},
+    {"big_bn256", "bf16", {0}, 2048, 2048, 64, true, B_WEIGHT, "none", 0},
+    {"big_bn256_mn", "f16", {0}, 2048, 2048, 64, false, B_WEIGHT, "bias_gelu", 0},
+    {"big_n264", "f16", {0}, 4096, 264, 64, false, B_WEIGHT, "residual", 0},
     /* batches over a shared weight (linear layers over [B, T, K]) */
-    {"lin_b2", "f16", {2, 0}, 200, 256, 128, false, B_WEIGHT, "bias_gelu"},
-    {"lin_b2_tb", "bf16", {2, 0}, 77, 136, 64, true, B_WEIGHT, "bias"},
-    {"lin_b2x3", "f16", {2, 3}, 33, 64, 96, false, B_WEIGHT, "residual"},
-    {"lin_b3_scale", "bf16", {3, 0}, 150, 72, 200, true, B_WEIGHT, "scale"},
+    {"lin_b2", "f16", {2, 0}, 200, 256, 128, false, B_WEIGHT, "bias_gelu", 0},
+    {"lin_b2_tb", "bf16", {2, 0}, 77, 136, 64, true, B_WEIGHT, "bias", 0},
+    {"lin_b2x3", "f16", {2, 3}, 33, 64, 96, false, B_WEIGHT, "residual", 0},
+    {"lin_b3_scale", "bf16", {3, 0}, 150, 72, 200, true, B_WEIGHT, "scale", 0},
     /* true batches (B per batch), as attention-like products */
-    {"bat_b4", "f16", {4, 0}, 100, 104, 64, false, B_BATCHED, "none"},
-    {"bat_b4_tb", "f16", {4, 0}, 100, 128, 64, true, B_BATCHED, "scale"},
-    {"bat_b2x3_tb", "bf16", {2, 3}, 70, 96, 40, true, B_BATCHED, "none"},
-    {"bat_b2x2", "bf16", {2, 2}, 130, 72, 136, false, B_BATCHED, "tanh"},
-    {"bat_b8_tb_f32", "f16", {8, 0}, 16, 64, 64, true, B_BATCHED, "f32"},
+    {"bat_b4", "f16", {4, 0}, 100, 104, 64, false, B_BATCHED, "none", 0},
+    {"bat_b4_tb", "f16", {4, 0}, 100, 128, 64, true, B_BATCHED, "scale", 0},
+    {"bat_b2x3_tb", "bf16", {2, 3}, 70, 96, 40, true, B_BATCHED, "none", 0},
+    {"bat_b2x2", "bf16", {2, 2}, 130, 72, 136, false, B_BATCHED, "tanh", 0},
+    {"bat_b8_tb_f32", "f16", {8, 0}, 16, 64, 64, true, B_BATCHED, "f32", 0},
     /* A shared by a batch of B */
-    {"a_shared", "f16", {3, 0}, 90, 80, 64, false, B_A_SHARED, "none"},
-    {"a_shared_tb", "bf16", {2, 2}, 64, 72, 104, true, B_A_SHARED, "relu"},
+    {"a_shared", "f16", {3, 0}, 90, 80, 64, false, B_A_SHARED, "none", 0},
+    {"a_shared_tb", "bf16", {2, 2}, 64, 72, 104, true, B_A_SHARED, "relu", 0},
     /* B through a folded transpose of a stored [N, K] weight */
-    {"folded", "f16", {0}, 160, 200, 96, false, B_FOLDED, "bias"},
-    {"folded_b2", "bf16", {2, 0}, 100, 64, 256, false, B_FOLDED, "bias_gelu"},
-    {"folded_tb", "f16", {0}, 96, 88, 64, true, B_FOLDED, "none"},   /* transpose of a transpose: [K, N] again */
+    {"folded", "f16", {0}, 160, 200, 96, false, B_FOLDED, "bias", 0},
+    {"folded_b2", "bf16", {2, 0}, 100, 64, 256, false, B_FOLDED, "bias_gelu", 0},
+    {"folded_tb", "f16", {0}, 96, 88, 64, true, B_FOLDED, "none", 0},   /* transpose of a transpose: [K, N] again */
     /* both dtypes at the smallest legal K and N */
-    {"k8_n8", "f16", {0}, 70, 8, 8, false, B_WEIGHT, "bias"},
-    {"k8_n8_tb", "bf16", {0}, 70, 8, 8, true, B_WEIGHT, "residual"},
-    {"n8_b2", "bf16", {2, 0}, 40, 8, 64, false, B_BATCHED, "none"},
-    {"m1_n8_tb", "f16", {0}, 1, 8, 16, true, B_WEIGHT, "gelu_tanh"},
+    {"k8_n8", "f16", {0}, 70, 8, 8, false, B_WEIGHT, "bias", 0},
+    {"k8_n8_tb", "bf16", {0}, 70, 8, 8, true, B_WEIGHT, "residual", 0},
+    {"n8_b2", "bf16", {2, 0}, 40, 8, 64, false, B_BATCHED, "none", 0},
+    {"m1_n8_tb", "f16", {0}, 1, 8, 16, true, B_WEIGHT, "gelu_tanh", 0},
     /* GPT-2-like layer shapes, tokens short */
-    {"gpt2_c_attn", "f16", {2, 0}, 64, 2304, 768, false, B_WEIGHT, "bias"},
-    {"gpt2_c_fc", "bf16", {0}, 96, 3072, 768, false, B_WEIGHT, "bias_gelu"},
-    {"gpt2_c_proj", "f16", {0}, 96, 768, 3072, false, B_WEIGHT, "residual"},
-    {"llama_o_proj", "bf16", {0}, 80, 512, 512, true, B_WEIGHT, "residual"},
+    {"gpt2_c_attn", "f16", {2, 0}, 64, 2304, 768, false, B_WEIGHT, "bias", 0},
+    {"gpt2_c_fc", "bf16", {0}, 96, 3072, 768, false, B_WEIGHT, "bias_gelu", 0},
+    {"gpt2_c_proj", "f16", {0}, 96, 768, 3072, false, B_WEIGHT, "residual", 0},
+    {"llama_o_proj", "bf16", {0}, 80, 512, 512, true, B_WEIGHT, "residual", 0},
+    /* A from an elementwise prologue over stored tensors (SwiGLU's down projection) */
+    {"swiglu_down", "bf16", {0}, 200, 136, 344, false, B_WEIGHT, "residual", 1},
+    {"swiglu_down_b2", "f16", {2, 0}, 96, 256, 128, true, B_WEIGHT, "none", 1},
+    {"swiglu_m40", "bf16", {0}, 40, 72, 72, false, B_WEIGHT, "bias_gelu", 1},
+    {"pro_scale", "f16", {0}, 130, 64, 200, false, B_WEIGHT, "none", 2},
+    {"swiglu_b3", "f16", {3, 0}, 70, 80, 96, true, B_WEIGHT, "tanh", 1},
+    {"pro_big", "bf16", {0}, 2048, 2048, 64, true, B_WEIGHT, "none", 1},
+    /* Llama's MLP: gate and up split from one product */
+    {"swiglu_split", "bf16", {0}, 150, 96, 200, false, B_WEIGHT, "residual", 3},
+    {"swiglu_split_b2", "f16", {2, 0}, 64, 128, 136, true, B_WEIGHT, "none", 3},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -182,10 +194,36 @@ static char *gemm_graph(const shape *s) {
     if (strstr(e, "f32")) NODE("cast", "", ",\"attrs\":{\"to\":\"f32\"}");
 #undef NODE
     const char *last = names[ne];
+    /* the prologue's inputs and nodes (x computed), or x itself */
+    char xin[512], pro[512] = "";
+    static const char *const pn[] = {"g", "u"};
+    int np = s->pro == 0 ? 0 : s->pro == 2 ? 1 : 2, w2 = 0;
+    char gush[64];
+    if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", s->m, 2 * s->k);
+    else dims_of(s, gush, sizeof gush, s->m, 2 * s->k);
+    if (s->pro == 3) {   /* gate and up as the halves of one [.., M, 2K] product */
+        np = 0;
+        snprintf(xin, sizeof xin, "{\"name\":\"gu\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, gush);
+    } else if (!np) snprintf(xin, sizeof xin, "{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, ash);
+    for (int i = 0; i < np; i++)
+        w2 += snprintf(xin + w2, sizeof xin - (size_t)w2, "%s{\"name\":\"%s\",\"dtype\":\"%s\",\"shape\":%s}",
+                       i ? "," : "", pn[i], s->dt, ash);
+    if (s->pro == 1)
+        snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
+                                  "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},");
+    else if (s->pro == 3)
+        snprintf(pro, sizeof pro, "{\"name\":\"p0\",\"op\":\"split\",\"inputs\":[\"gu\"],\"outputs\":[\"g\",\"u\"],"
+                                  "\"attrs\":{\"axis\":-1,\"sizes\":[%d,%d]}},"
+                                  "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
+                                  "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},",
+                 s->k, s->k);
+    else if (s->pro == 2)
+        snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"scale\",\"inputs\":[\"g\"],\"outputs\":[\"x\"],"
+                                  "\"attrs\":{\"value\":0.5}},");
     snprintf(js, 8192,
-             "{\"mcir\":1,\"name\":\"%s\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":%s}%s],"
-             "\"weights\":[%s],\"nodes\":[%s],\"outputs\":[\"%s\"]}",
-             s->name, s->dt, ash, in, w, nodes, last);
+             "{\"mcir\":1,\"name\":\"%s\",\"inputs\":[%s%s],"
+             "\"weights\":[%s],\"nodes\":[%s%s],\"outputs\":[\"%s\"]}",
+             s->name, xin, in, w, pro, nodes, last);
     return js;
 }
 
@@ -266,12 +304,12 @@ START_TEST(test_plan_picks_sm90_gemm) {
          "\"dtype\":\"f16\",\"shape\":[64,100]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
          "[\"y\"]}],\"outputs\":[\"y\"]}",
          "B's rows are not a multiple of 16 bytes"},
-        /* SwiGLU's down projection: A is silu(g) * u, computed in the kernel */
-        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,128]},{\"name\":\"u\",\"dtype\":"
-         "\"bf16\",\"shape\":[64,128]}],\"weights\":[{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
-         "\"nodes\":[{\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"s\"]},{\"op\":\"mul\",\"inputs\":[\"s\",\"u\"],"
-         "\"outputs\":[\"a\"]},{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
-         "A is not read as stored"},
+        /* a norm's scale: A = x * gamma[K] broadcasts gamma over the rows */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,128]}],\"weights\":[{\"name\":"
+         "\"gamma\",\"dtype\":\"bf16\",\"shape\":[128]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
+         "nor computed elementwise from at most 2 stored tensors of its shape"},
     };
     for (int i = 0; i < (int)(sizeof no / sizeof *no); i++) {
         mcir_compilation c;
@@ -386,10 +424,50 @@ START_TEST(test_dropped_ring_wait_is_found) {
         fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
         return;
     }
-    const shape s = {"mutant", "f16", {0}, 128, 128, 512, false, B_WEIGHT, "none"};
+    const shape s = {"mutant", "f16", {0}, 128, 128, 512, false, B_WEIGHT, "none", 0};
     cgt_emu_result r = run_emulated(&s, drop_ring_wait);
     ck_assert(!r.ran);
     ck_assert_int_gt(r.findings[EMU_FIND_RACE] + r.findings[EMU_FIND_INIT], 0);
+}
+END_TEST
+
+/* The prologue's barrier removed: a consumer warp's wgmma reads A elements
+ * the other warps of its group computed into the tile with nothing between */
+static void drop_prologue_barrier(char *src) {
+    char *w = strstr(src, "mc_bar_sync(1 + c, 128);");
+    ck_assert_msg(w, "the prologue's barrier moved: update the mutation");
+    memset(w, ' ', strlen("mc_bar_sync(1 + c, 128);"));
+}
+
+START_TEST(test_dropped_prologue_barrier_is_found) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_pro", "bf16", {0}, 128, 64, 128, false, B_WEIGHT, "none", 1};
+    cgt_emu_result r = run_emulated(&s, drop_prologue_barrier);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
+}
+END_TEST
+
+/* The prologue's fence.proxy.async removed: wgmma (the async proxy) reads
+ * A elements written through the generic proxy, unfenced */
+static void drop_proxy_fence(char *src) {
+    char *w = strstr(src, "mc_fence_proxy_async();");
+    ck_assert_msg(w, "the prologue's proxy fence moved: update the mutation");
+    memset(w, ' ', strlen("mc_fence_proxy_async();"));
+}
+
+START_TEST(test_dropped_proxy_fence_is_found) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_fence", "f16", {0}, 64, 64, 128, false, B_WEIGHT, "none", 1};
+    cgt_emu_result r = run_emulated(&s, drop_proxy_fence);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
 }
 END_TEST
 
@@ -404,6 +482,8 @@ int main(void) {
     tcase_add_test(tc, test_plan_picks_sm90_gemm);
     tcase_add_test(tc, test_sm90_gemm_compiles_clean);
     tcase_add_test(tc, test_dropped_ring_wait_is_found);
+    tcase_add_test(tc, test_dropped_prologue_barrier_is_found);
+    tcase_add_test(tc, test_dropped_proxy_fence_is_found);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);

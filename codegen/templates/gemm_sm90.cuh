@@ -13,7 +13,11 @@
 //   gm_wgmma(d, da, db, scale_d): wgmma.mma_async m64n<GM_BN>k16, both
 //     operands in shared memory, A K-major, B as GM_TRANS_B says;
 //   mm_store(b, m, n, acc, MC_ARGS): the fused epilogue storing output
-//     element (b, m, n) from its f32 accumulator.
+//     element (b, m, n) from its f32 accumulator;
+//   GM_NA boxes read for A per consumer group (1: A itself); with
+//     GM_PROLOGUE, gm_a_value(stage, c, j, MC_ARGS): element j of consumer
+//     group c's A box computed from element j of each box of the stage,
+//     and gm_a_store(v): its storage bits.
 // What it promises: A and B are read only by the TMA (5-D maps: columns,
 // rows, batch; 128-byte swizzle, boxes of 64 columns; rows and columns
 // past the tensor arrive as zeros), each tile of a work item once; every
@@ -34,7 +38,7 @@
 
 #define GM_BM (64 * GM_CWG)
 #define GM_ABOX (64 * 128)            // one 64-row, 64-column A box (128-byte rows), bytes
-#define GM_A_BYTES (GM_CWG * GM_ABOX)
+#define GM_A_BYTES (GM_NA * GM_CWG * GM_ABOX)   // input p's box for group g at (p GM_CWG + g) GM_ABOX
 #if GM_TRANS_B
 #define GM_BBOX (GM_BN * 128)         // B [N, K]: one box of BN rows of 64 k-columns
 #define GM_B_BOXES 1
@@ -75,7 +79,30 @@ __device__ __forceinline__ void gm_issue(float* d, u32 a_at, u32 b_at, int first
     mc_wgmma_commit();
 }
 
-__device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* ta, const CUtensorMap* tb, MC_PARAMS) {
+#if GM_PROLOGUE
+// The prologue: consumer group c's A box of a stage, computed in place in
+// input 0's box from the same element of every input's box (the value
+// chain gm_a_value; swizzled alike, so any element order is A's), 8
+// consecutive elements per thread and step; then made visible to wgmma
+// (the async proxy) and to the group's other warps.
+__device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c, MC_PARAMS) {
+    const int t = threadIdx.x & 127;
+#pragma unroll 1
+    for (int q = 0; q < GM_ABOX / 16 / 128; q++) {
+        const int j0 = (t + 128 * q) * 8;
+        unsigned short v[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = gm_a_store(gm_a_value(stage, c, j0 + e, MC_ARGS));
+        unsigned short* d = (unsigned short*)(sp + c * GM_ABOX);
+#pragma unroll
+        for (int e = 0; e < 8; e++) MC_SST(d[j0 + e], v[e]);
+    }
+    mc_fence_proxy_async();
+    mc_bar_sync(1 + c, 128);
+}
+#endif
+
+__device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const CUtensorMap* tb, MC_PARAMS) {
     MC_DYNAMIC_SMEM(mc_smem_raw);
     __shared__ __align__(8) mc_ring<GM_STAGES> ring;
     // the swizzle follows shared-address bits: tiles start 1024-aligned
@@ -104,10 +131,12 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* ta, const CUtens
                 u64* bar = mc_ring_acquire(ring, st, GM_STAGE);
                 unsigned char* sp = smem + st.stage * GM_STAGE;
                 ca[0] = 64 * s;
-                for (int g = 0; g < GM_CWG; g++) {
-                    ca[1] = it.m0 + 64 * g;
-                    mc_tma_load(sp + g * GM_ABOX, ta, ca, bar);
-                }
+#pragma unroll
+                for (int p = 0; p < GM_NA; p++)
+                    for (int g = 0; g < GM_CWG; g++) {
+                        ca[1] = it.m0 + 64 * g;
+                        mc_tma_load(sp + (p * GM_CWG + g) * GM_ABOX, ta[p], ca, bar);
+                    }
 #if GM_TRANS_B
                 cb[0] = 64 * s;
                 cb[1] = it.n0;
@@ -142,6 +171,9 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* ta, const CUtens
         mc_opaque(steps);   // a loop, not straight-line code (hopper.cuh)
         // the first K step
         mc_ring_wait(ring, st);
+#if GM_PROLOGUE
+        gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, MC_ARGS);
+#endif
         u32 at = base + st.stage * GM_STAGE;
         mc_fence_regs<GM_BN / 2>(d);
         mc_wgmma_fence();
@@ -151,6 +183,9 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* ta, const CUtens
 #pragma unroll 1
         for (int s = 1; s < steps; s++) {
             mc_ring_wait(ring, st);
+#if GM_PROLOGUE
+            gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, MC_ARGS);
+#endif
             at = base + st.stage * GM_STAGE;
             mc_fence_regs<GM_BN / 2>(d);
             mc_wgmma_fence();

@@ -143,7 +143,9 @@ __device__ __forceinline__ void mc_bulk_wait0() {   // the writes are done
 }
 // generic-proxy shared writes become visible to the async proxy (a TMA store)
 __device__ __forceinline__ void mc_fence_proxy_async() {
-#ifndef MC_EMULATE
+#ifdef MC_EMULATE
+    emu_fence_proxy_async();
+#else
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
