@@ -454,9 +454,17 @@ bool mcir_launch_gemm(mcir_plan *p, mcir_kernel_plan *k, mcir_diag *d) {
     bool ok = mcir_gemm_apply(p, k, &best, reason);
     MCIR_ASSERT(ok);
     mcir_gemm_sm90_choose(p->target, k, a);   /* on Hopper, the sm_90a template where it applies */
-    if (k->library)
+    if (k->library) {
+        /* both lowerings as the cost model sees them */
+        mcir_kernel_cost lib, gen;
+        mcir_cost_options go = {.generated_only = true};
+        mcir_cost_kernel(k, p->target, NULL, &lib);
+        mcir_cost_kernel(k, p->target, &go, &gen);
         k->tiling.reason = mcir_arena_printf(a, "%s; the runtime runs it as %s where %s loads (this "
-                                                "generated kernel otherwise)",
-                                             k->tiling.reason, k->library_op, k->library);
+                                                "generated kernel otherwise): modelled %.2f us with %s, %.2f us "
+                                                "generated",
+                                             k->tiling.reason, k->library_op, k->library, lib.modelled_us,
+                                             lib.library ? lib.library : k->library, gen.modelled_us);
+    }
     return true;
 }

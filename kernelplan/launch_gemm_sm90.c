@@ -246,6 +246,7 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     epi -= l->prologue_ops;
     int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) + 6 * l->prologue_ops +
                (l->batch > 1 && k->n_reads > 2 ? 4 : 0);   /* a batch's offsets into a bias or residual */
+    if (l->prologue && l->k <= 64) regs = 60;   /* one K step: 58-59 measured, whatever the epilogue */
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
     l->grid = l->items < t->sm_count ? l->items : t->sm_count;
     if (why) *why = NULL;
