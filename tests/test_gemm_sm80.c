@@ -17,7 +17,8 @@
  *    partial tiles in M, N and K, f16 and bf16, transposed A and B (and a
  *    folded transpose), true and broadcast batches, the epilogues (bias,
  *    ReLU, GELU tanh / erf, sigmoid, residual, scale, a cast to f32) and
- *    the prologues (SwiGLU, a cast) through the element-wise path;
+ *    the prologues (SwiGLU, a cast, a norm's scale) through the element-wise
+ *    path, and a rank-1 B (a matrix times a vector);
  *  - dropping the mainloop's cp.async.wait_group, or its __syncthreads,
  *    from the generated kernel is a race finding.
  */
@@ -237,7 +238,7 @@ typedef struct shape {
     const char *a, *b, *c;    /* JSON shapes; c: the product's */
     bool ta, tb;
     const char *epi;          /* "", bias, bias_relu, bias_gelu, gelu_erf, sigmoid, residual, scale, cast_f32 */
-    const char *pro;          /* "", swiglu, cast, transpose (A read through a transpose node) */
+    const char *pro;          /* "", swiglu, cast, gamma (a * g[K]), transpose (A read through a transpose node) */
     const char *n_shape;      /* bias shape [N] */
     bool want_cpa_a, want_cpa_b;
     int tile[5];              /* BM, BN, BK, warps, stages in place of the model's pick (0: the pick) */
@@ -266,6 +267,8 @@ static const shape SHAPES[] = {
     {"swiglu", "bf16", "[2,20,96]", "[96,64]", "[2,20,64]", false, false, "", "swiglu", "", false, true, {32, 64, 32, 4, 3}},
     {"cast_prologue", "f16", "[40,64]", "[64,48]", "[40,48]", false, false, "", "cast", "", false, true, {0}},
     {"folded_transpose", "f16", "[72,56]", "[56,40]", "[72,40]", false, false, "", "transpose", "", true, true, {0}},
+    {"gamma_prologue", "bf16", "[36,80]", "[80,40]", "[36,40]", false, false, "", "gamma", "", false, true, {0}},
+    {"matvec", "f16", "[40,64]", "[64]", "[40]", false, false, "", "", "", true, false, {0}},
     {"small_k", "bf16", "[100,16]", "[16,64]", "[100,64]", false, false, "bias_relu", "", "[64]", true, true, {0}},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
@@ -304,6 +307,14 @@ static char *gemm_graph(const shape *s) {
         nn += snprintf(nodes + nn, sizeof nodes - (size_t)nn,
                        "{\"name\":\"ca\",\"op\":\"cast\",\"inputs\":[\"a32\"],\"outputs\":[\"a\"],\"attrs\":{\"to\":\"%s\"}},",
                        dt);
+    } else if (!strcmp(s->pro, "gamma")) {   /* a norm's scale folded into the operand: a * g[K] */
+        char k[16];
+        snprintf(k, sizeof k, "[%d]", atoi(strrchr(s->a, ',') + 1));
+        ni += snprintf(in + ni, sizeof in - (size_t)ni,
+                       "{\"name\":\"a0\",\"dtype\":\"%s\",\"shape\":%s},{\"name\":\"g\",\"dtype\":\"%s\",\"shape\":%s}",
+                       dt, s->a, dt, k);
+        nn += snprintf(nodes + nn, sizeof nodes - (size_t)nn,
+                       "{\"name\":\"sc\",\"op\":\"mul\",\"inputs\":[\"a0\",\"g\"],\"outputs\":[\"a\"]},");
     } else if (!strcmp(s->pro, "transpose")) {
         char sw[64];
         swap_last(s->a, sw, sizeof sw);
