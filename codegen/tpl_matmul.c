@@ -78,9 +78,32 @@ static bool region_is(const mcir_kernel_plan *kp, const mcir_node *mm, const mci
 void cg_emit_gemm_tile(cg_sb *b, const mcir_gemm_problem *g, const mcir_gemm_layout *l) {
     cg_sb_printf(b, "#define MM_BM %lld\n#define MM_BN %lld\n#define MM_BK %lld\n#define MM_WARPS %d\n"
                     "#define MM_STAGES %d\n#define MM_MMA %d\n#define MM_BF16 %d\n#define MM_WM %d\n"
-                    "#define MM_WN %d\n",
+                    "#define MM_WN %d\n#define MM_ASYNC %d\n",
                  (long long)l->bm, (long long)l->bn, (long long)l->bk, l->warps, l->stages, g->mma,
-                 g->dtype == MCIR_DTYPE_BF16, l->wm, l->wn);
+                 g->dtype == MCIR_DTYPE_BF16, l->wm, l->wn, l->async);
+}
+
+/* The cp.async form of operand NAME ("A" / "B") of the sm_80 mainloop
+ * (templates/matmul.cuh, MM_ASYNC): where the value is a plain read of
+ * an f16/bf16 tensor of the GEMM's dtype (or a folded last-two-dims
+ * transpose of one) with a rank >= 2 and a contiguous extent that is a
+ * multiple of 8 elements (16-byte chunks, every row 16-byte aligned in
+ * the runtime's 256-byte aligned buffers), MM_<NAME>_CPA 1, the pointer
+ * and the stage layout as stored (k_major: K runs fastest in memory);
+ * else nothing (the element-wise staging through a_at / b_at). */
+static void emit_cp_async_operand(cg_sb *b, const mcir_kernel_plan *kp, const char *name, const mcir_tensor *v,
+                                  bool trans, bool is_a, int64_t M, int64_t N, int64_t K, mcir_dtype dt) {
+    if (v->rank < 2) return;
+    bool t = trans;
+    const mcir_tensor *st = gemm_operand(kp, v, &t);
+    if (!st || st->dtype != dt) return;
+    /* A stored [M, K] (k-major) unless transposed ([K, M]); B stored [K, N]
+     * unless transposed ([N, K], k-major) */
+    bool k_major = is_a ? !t : t;
+    int64_t contiguous = k_major ? K : is_a ? M : N;
+    if (contiguous % 8 != 0) return;
+    cg_sb_printf(b, "#define MM_%s_CPA 1\n#define MM_%s_PTR r%d\n#define MM_%s_KMAJOR %d\n", name, name,
+                 cg_read_index(kp, st), name, k_major);
 }
 
 /* The entry with the register budget the launch model planned: FMA
@@ -166,6 +189,10 @@ static bool gen_tiled(cg_kernel *k, const mcir_target *target, mcir_diag *d, con
                      "#define MM_TRANS_A %d\n#define MM_TRANS_B %d\n",
                  (long long)M, (long long)N, (long long)K, (long long)batch, ta, tb);
     cg_emit_gemm_tile(&b, &gp, &l);
+    if (l.async) {
+        emit_cp_async_operand(&b, kp, "A", A, ta, true, M, N, K, gp.dtype);
+        emit_cp_async_operand(&b, kp, "B", B, tb, false, M, N, K, gp.dtype);
+    }
     emit_batch_off(&b, "a_boff", &a2, &c2);
     emit_batch_off(&b, "b_boff", &b2, &c2);
     cg_sb_printf(&b, "__device__ __forceinline__ float a_at(i64 bb, i64 m, i64 kk, MC_PARAMS) {\n"

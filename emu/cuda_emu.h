@@ -16,7 +16,9 @@
 // 2t(+1)). The sm_90a section emulates wgmma.mma_async (shared-memory
 // descriptors with swizzle, deferred to wgmma.wait_group), TMA tile loads
 // from tensor maps, mbarriers with transaction counts, named barriers and
-// setmaxnreg (docs/codegen.md "The sm_90a emulator"). Only what the mcir
+// setmaxnreg (docs/codegen.md "The sm_90a emulator"); the sm_80 section
+// cp.async with its commit / wait groups (a copy lands at the wait) and
+// ldmatrix. Only what the mcir
 // templates use is provided. Compiled as C++ by the test with the generated
 // source after it.
 //
@@ -54,6 +56,8 @@ typedef struct emu_stats {
     int maxnreg[8];
     /* bar.arrive executed (threads); TMA tile stores, the bytes they wrote */
     unsigned long long bar_arrives, tma_stores, tma_store_bytes;
+    /* sm_80: cp.async issued and ldmatrix executed (per lane) */
+    unsigned long long cp_async, ldmatrix;
 } emu_stats;
 
 /* A TMA tensor map as the emulator reads it: the arguments of the driver's
@@ -498,6 +502,11 @@ static void *emu_global(const void *p, long long i, size_t sz, size_t n, bool wr
     return a;
 }
 
+/* sm_80 cp.async in flight (section below): per 16 bytes of dynamic
+ * shared memory, the copies that will still write them; their count. */
+static uint16_t *emu_cpa_pend;
+static long emu_cpa_inflight;
+
 /* Shared access of n bytes at a. */
 static void *emu_shared(void *p, size_t n, size_t align, bool write) {
     emu_launch *L = emu_L;
@@ -527,6 +536,15 @@ static void *emu_shared(void *p, size_t n, size_t align, bool write) {
                    emu_block.x, emu_cur_i, n, write ? "store" : "load", emu_where(w, sizeof w, false, space, off));
     emu_cell *c = cells + (off >> emu_gshift);
     size_t g = emu_granules(off, n);
+    if (emu_cpa_inflight && cells == emu_dyn_cells && (L->checks & EMU_CHECK_RACES))
+        for (size_t q = off >> 4; q <= (off + n - 1) >> 4; q++)
+            if (emu_cpa_pend[q]) {
+                emu_report(EMU_FIND_RACE, "%s: thread (block %u, thread %d) %s it while a cp.async to it is "
+                           "in flight (no cp.async.wait_group that lands it, or no __syncthreads after that)",
+                           emu_where(w, sizeof w, false, space, q << 4), emu_block.x, emu_cur_i,
+                           write ? "writes" : "reads");
+                break;
+            }
     if (!write && (L->checks & EMU_CHECK_INIT))
         for (size_t k = 0; k < g; k++)
             if (c[k].ws < emu_bstart) {
@@ -1184,6 +1202,106 @@ static inline void emu_wgmma_wait(int keep) {
         if (emu_threads[u].state == EMU_WGROUP) emu_threads[u].state = EMU_RUN;
 }
 
+/* ---- sm_80: cp.async (the non-bulk LDGSTS) and ldmatrix (what the
+ * sm_80 GEMM's mainloop uses, templates/matmul.cuh).
+ *
+ * cp.async.cg.shared.global [dst], [src], 16, src_size: the global read
+ * happens, and is checked, at issue (src_size bytes; the rest of the 16
+ * are zeros); the shared write lands only when the issuing thread's
+ * cp.async.wait_group retires the commit group the copy belongs to (or at
+ * the thread's exit), as a write by that thread in its interval then. It
+ * is also checked as a write at issue (it may land at once on the GPU).
+ * While it is in flight its 16 destination bytes are marked: any access
+ * of them, the issuing thread's included, is a race finding. So a
+ * missing wait_group (the data is read while in flight) and a missing
+ * __syncthreads after it (another warp reads what this thread landed, in
+ * the same interval) are both found. Destinations: 16-byte aligned
+ * dynamic shared memory; at most EMU_CPA_MAX copies in flight per thread.
+ *
+ * ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16: lanes 8q..8q+7 give
+ * the row addresses of matrix q (8 b16 elements, 16-byte aligned); lane l
+ * receives of matrix q row l/4, columns 2(l%4) and 2(l%4)+1 (.trans: rows
+ * 2(l%4) and 2(l%4)+1 of column l/4), low half first; the reads are the
+ * receiving lane's. */
+struct emu_cpa { uint32_t dst; int group; unsigned char bytes[16]; };
+enum { EMU_CPA_MAX = 512 };
+static emu_cpa *emu_cpaq;          /* per thread a ring of EMU_CPA_MAX */
+static int *emu_cpa_head, *emu_cpa_tail, *emu_cpa_commits;
+
+static inline void emu_cp_async16(void *sdst, const void *gsrc, long long i, size_t esz, int src_bytes) {
+    int t = emu_cur_i;
+    unsigned char *d = (unsigned char *)sdst;
+    emu_L->stats.cp_async++;
+    if (!(d >= emu_dyn_smem && d + 16 <= emu_dyn_smem + emu_L->smem) || ((d - emu_dyn_smem) & 15) ||
+        src_bytes < 0 || src_bytes > 16) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): cp.async of %d bytes to %p: not a 16-byte "
+                   "aligned destination in the block's %zu bytes of dynamic shared memory, or src_size beyond 16",
+                   emu_block.x, t, src_bytes, sdst, emu_L->smem);
+        return;
+    }
+    if (emu_cpa_tail[t] - emu_cpa_head[t] == EMU_CPA_MAX) {
+        emu_report(EMU_FIND_HANG, "thread (block %u, thread %d): more than %d cp.async in flight (no "
+                   "cp.async.wait_group)", emu_block.x, t, (int)EMU_CPA_MAX);
+        return;
+    }
+    uint32_t off = (uint32_t)(d - emu_dyn_smem);
+    emu_cpa *c = &emu_cpaq[(size_t)t * EMU_CPA_MAX + (size_t)(emu_cpa_tail[t] % EMU_CPA_MAX)];
+    memset(c->bytes, 0, 16);
+    if (src_bytes > 0) memcpy(c->bytes, emu_global(gsrc, i, esz, (size_t)src_bytes, false), (size_t)src_bytes);
+    c->dst = off;
+    c->group = emu_cpa_commits[t];
+    emu_cpa_tail[t]++;
+    emu_shared(d, 16, 16, true);   /* checked as a write now; bytes unchanged until it lands */
+    emu_cpa_pend[off >> 4]++;
+    emu_cpa_inflight++;
+}
+static inline void emu_cp_async_commit() { emu_cpa_commits[emu_cur_i]++; }
+/* cp.async.wait_group keep: the calling thread's copies of all but its
+ * newest keep commit groups land. */
+static void emu_cp_async_wait(int keep) {
+    int t = emu_cur_i, done = emu_cpa_commits[t] - keep;
+    while (emu_cpa_head[t] < emu_cpa_tail[t]) {
+        emu_cpa *c = &emu_cpaq[(size_t)t * EMU_CPA_MAX + (size_t)(emu_cpa_head[t] % EMU_CPA_MAX)];
+        if (c->group >= done) break;
+        emu_cpa_pend[c->dst >> 4]--;
+        emu_cpa_inflight--;
+        memcpy(emu_shared(emu_dyn_smem + c->dst, 16, 16, true), c->bytes, 16);
+        emu_cpa_head[t]++;
+    }
+}
+
+static uint32_t emu_ldm_addr[1024];
+static inline void emu_ldmatrix(unsigned *r, uint32_t addr, int num, bool trans) {
+    int me = emu_cur_i, base = me & ~31, lane = me & 31;
+    if (lane < 8 * num && (addr & 15))
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): ldmatrix row address %u is not 16-byte aligned",
+                   emu_block.x, me, addr);
+    emu_ldm_addr[me] = addr;
+    emu_L->stats.ldmatrix++;
+    emu_park(EMU_WARP);
+    for (int q = 0; q < num; q++) {
+        if (trans) {
+            uint32_t a0 = emu_ldm_addr[base + q * 8 + 2 * (lane & 3)] + 2u * (uint32_t)(lane >> 2);
+            uint32_t a1 = emu_ldm_addr[base + q * 8 + 2 * (lane & 3) + 1] + 2u * (uint32_t)(lane >> 2);
+            unsigned lo = MC_SLD(*(const unsigned short *)emu_sptr(a0, 2));
+            unsigned hi = MC_SLD(*(const unsigned short *)emu_sptr(a1, 2));
+            r[q] = lo | (hi << 16);
+        } else {
+            uint32_t a = emu_ldm_addr[base + q * 8 + (lane >> 2)] + 4u * (uint32_t)(lane & 3);
+            r[q] = MC_SLD(*(const unsigned *)emu_sptr(a, 4));
+        }
+    }
+    emu_park(EMU_WARP);
+}
+
+static void emu_sm80_block_begin() {
+    memset(emu_cpa_head, 0, sizeof(int) * (size_t)emu_nthreads);
+    memset(emu_cpa_tail, 0, sizeof(int) * (size_t)emu_nthreads);
+    memset(emu_cpa_commits, 0, sizeof(int) * (size_t)emu_nthreads);
+    memset(emu_cpa_pend, 0, sizeof(uint16_t) * (emu_L->smem / 16 + 1));
+    emu_cpa_inflight = 0;
+}
+
 static void emu_sm90_block_begin() {
     memset(emu_seen, 0, sizeof emu_seen);
     emu_n_mbars = 0;
@@ -1210,6 +1328,7 @@ static void emu_sm90_block_end() {
 
 static void emu_entry() {
     emu_L->body(emu_L->body_args ? emu_L->body_args : emu_L->args);
+    emu_cp_async_wait(0);   /* copies still in flight complete */
     emu_threads[emu_cur_i].state = EMU_DONE;
     emu_to_sched();
 }
@@ -1322,6 +1441,11 @@ extern "C" int emu_run(emu_launch *L) {
     emu_dyn_cells = emu_cells(smem);
     emu_dyn_pw = smem ? (unsigned long long *)calloc(emu_granules(0, smem), sizeof *emu_dyn_pw) : NULL;
     emu_dyn_pt = smem ? (uint16_t *)calloc(emu_granules(0, smem), sizeof *emu_dyn_pt) : NULL;
+    emu_cpaq = (emu_cpa *)malloc(sizeof(emu_cpa) * EMU_CPA_MAX * block);
+    emu_cpa_head = (int *)calloc(block, sizeof(int));
+    emu_cpa_tail = (int *)calloc(block, sizeof(int));
+    emu_cpa_commits = (int *)calloc(block, sizeof(int));
+    emu_cpa_pend = (uint16_t *)calloc(smem / 16 + 1, sizeof(uint16_t));
     emu_st_cells = emu_cells(__start_emu_smem ? (size_t)(__stop_emu_smem - __start_emu_smem) : 0);
     emu_failed = 0;
     for (unsigned bx = 0; bx < grid && !emu_failed; bx++) {
@@ -1331,6 +1455,7 @@ extern "C" int emu_run(emu_launch *L) {
         emu_pbstart = emu_pclock;
         emu_barrier_stamps();
         memset(emu_wsync, 0, sizeof emu_wsync);
+        emu_sm80_block_begin();
         emu_sm90_block_begin();
         for (unsigned t = 0; t < block; t++) {
             emu_thread *th = &emu_threads[t];
@@ -1412,6 +1537,12 @@ extern "C" int emu_run(emu_launch *L) {
     emu_dyn_pw = NULL;
     emu_dyn_pt = NULL;
     free(emu_st_cells);
+    free(emu_cpaq);
+    free(emu_cpa_head);
+    free(emu_cpa_tail);
+    free(emu_cpa_commits);
+    free(emu_cpa_pend);
+    emu_cpa_inflight = 0;
     emu_last_stats = L->stats;
     int total = 0, more = 0;
     for (int k = 0; k < EMU_FIND_KINDS; k++) {

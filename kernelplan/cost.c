@@ -608,6 +608,20 @@ static int matmul_path(const mcir_kernel_plan *k, bool no_cublaslt, const mcir_t
  * mma.sync reaches half of Hopper's). Returns the compute time in us and
  * fills waves, blocks_per_sm and smem_us; < 0 when ti is not a tile the
  * template realises (then the caller's roofline applies). */
+/* The sm_80-class mainloop (MM_ASYNC: cp.async ring, ldmatrix, mma.sync;
+ * docs/kernelplan.md "The sm_80 GEMM mainloop"). GEMM_SM80_ATTAINABLE: the
+ * fraction of the dense f16 tensor-core peak a pipelined mma.sync GEMM
+ * sustains in its mainloop once loads are hidden — published hand-written
+ * mma.sync m16n8k16 + cp.async multi-stage HGEMMs on an L20 (sm_89, 119.5
+ * TF dense f16) reach 105-113 TF, 0.88-0.95 of peak, with cuBLAS at
+ * 105-115 TF (github.com/DefTruth/CUDA-Learn-Notes, hgemm/README.md); we
+ * take the low end, for a template without block swizzling or register
+ * double-buffering of fragments. GEMM_SM80_LOAD_CYCLES: SM cycles from
+ * issuing a tile's cp.async to its landing, DRAM under load (a model
+ * parameter of the order A100 microbenchmarks report; not measured here). */
+#define GEMM_SM80_ATTAINABLE 0.88
+#define GEMM_SM80_LOAD_CYCLES 600.0
+
 static double gemm_schedule(cost_ctx *x, const mcir_tiling *ti) {
     const mcir_target *t = x->t;
     mcir_gemm_problem g;
@@ -629,7 +643,9 @@ static double gemm_schedule(cost_ctx *x, const mcir_tiling *ti) {
     double block_flops = 2.0 * (double)(l.bm * l.bn) * (double)kpad;
     double frag = g.mma ? (double)l.warps * (l.tm * 4 + l.tn * 2) * (double)(kpad / 16)
                         : (double)l.warps * (l.tm + l.tn) * (double)kpad;
-    double block_smem = frag + (double)((l.bm + l.bn) * kpad) / 32.0;   /* wavefronts */
+    /* tile stores: 2 bytes a lane (64 B a wavefront) staged element by
+     * element, 16 bytes a lane (128 B a wavefront) by cp.async */
+    double block_smem = frag + (double)((l.bm + l.bn) * kpad) / (l.async ? 64.0 : 32.0);   /* wavefronts */
     int64_t items = g.batch * ((g.m + l.bm - 1) / l.bm) * ((g.n + l.bn - 1) / l.bn);
     int64_t slots = (int64_t)t->sm_count * l.blocks_per_sm;
     int64_t full = items / slots, rem = items % slots;
@@ -641,6 +657,15 @@ static double gemm_schedule(cost_ctx *x, const mcir_tiling *ti) {
         double eff = (double)(per_sm * l.warps) / 8.0;
         if (eff > 1) eff = 1;
         double comp = (double)per_sm * block_flops / (sm_peak * eff);
+        if (l.async) {
+            /* the cp.async ring: a K step of the SM's resident blocks takes
+             * its mma time, but at least the load latency over the tiles in
+             * flight (STAGES - 1 per block), and the mainloop reaches
+             * GEMM_SM80_ATTAINABLE of the tensor cores' peak */
+            double step = comp / (double)(kpad / l.bk);
+            double lat = GEMM_SM80_LOAD_CYCLES / clock_per_us / (double)(l.stages - 1);
+            comp = (double)(kpad / l.bk) * (step > lat ? step : lat) / GEMM_SM80_ATTAINABLE;
+        }
         double sm = (double)per_sm * block_smem / clock_per_us;
         us += times * (comp > sm ? comp : sm);
         smem_us += times * sm;

@@ -118,6 +118,30 @@ static int estimate_registers(const mcir_target *t, const mcir_gemm_layout *l,
                               const mcir_gemm_problem *g) {
     int64_t tiles_m = (g->m + l->bm - 1) / l->bm, tiles_n = (g->n + l->bn - 1) / l->bn;
     int np2 = !is_pow2(tiles_n) + !is_pow2(tiles_m * tiles_n);
+    if (g->mma && l->async) {
+        /* the cp.async ring: a least-squares fit of ptxas 13.0 on sm_80
+         * over 99 kernels (9 problems x up to 15 tiles of test_gemm_sm80,
+         * the examples' GEMMs), its constant then moved to the examples'
+         * kernels (which test_launch holds to 10 %): 39 + 5 with a fused
+         * epilogue + 6/7 per live accumulator (an m8 row
+         * half or n8 column of the warp tile that a single-tile dimension
+         * with a one-warp grid never reaches is dropped: its index is a
+         * constant past the problem) + 9/8 per fragment register of the
+         * first two k16 steps (ldmatrix runs ahead) + 4 per tile count that
+         * is not a power of two + 2 (the cp.async operands' pointers) - 13
+         * when the ring's prologue issues every K tile (the mainloop issues
+         * nothing) + 6 when K is not a multiple of 8 (a k-major operand is
+         * staged element by element: test_codegen's transposed 77 x 130 x
+         * 67 matmul needs 104 registers). About a third of the sweep is off by more than 10 %,
+         * 6 % by more than 25 %: ptxas's count moves with the constants. */
+        int64_t rows = 0, cols = 0;
+        for (int h = 0; h < 2 * l->tm; h++) rows += !(tiles_m == 1 && l->wm == 1 && 8 * h >= g->m);
+        for (int j = 0; j < l->tn; j++) cols += !(tiles_n == 1 && l->wn == 1 && 8 * j >= g->n);
+        int live = (int)(2 * rows * cols), frag = (l->tm * 4 + l->tn * 2) * (l->bk >= 32 ? 2 : 1);
+        bool whole = (g->k + l->bk - 1) / l->bk <= l->stages - 1;
+        return 39 + live * 6 / 7 + frag * 9 / 8 + 4 * np2 + 2 - (whole ? 13 : 0) + (g->epilogue_ops > 0 ? 5 : 0) +
+               (g->k % 8 ? 6 : 0);
+    }
     if (g->mma) {
         int acc = l->tm * l->tn * 4;
         return 28 + acc * 7 / 4 + 5 * np2 + (g->k % l->bk ? 4 : 0) + (g->epilogue_ops > 0 ? 14 : 0) +
@@ -147,8 +171,19 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
     l->warps = ti->warps;
     l->stages = ti->stages;
     l->threads = l->warps * t->warp_size;
-    if (l->bm < 1 || l->bn < 1 || l->bk < 1 || l->warps < 1 || l->stages < 1 || l->stages > 2) {
-        *why = "needs M, N, K tiles, warps and 1 or 2 stages";
+    /* the cp.async mainloop: f16/bf16 matmuls on sm_80, sm_86, sm_89
+     * (sm_90 keeps mma.sync with register staging where its wgmma path
+     * does not apply; conv2d's im2col operand is never a plain read) */
+    l->async = g->mma && !g->implicit && t->sm >= 80 && t->sm < 90;
+    int max_stages = l->async ? 4 : 2, min_stages = l->async ? 2 : 1;
+    if (l->bm < 1 || l->bn < 1 || l->bk < 1 || l->warps < 1 || l->stages < min_stages ||
+        l->stages > max_stages) {
+        *why = l->async ? "needs M, N, K tiles, warps and 2 to 4 stages (the cp.async ring)"
+                        : "needs M, N, K tiles, warps and 1 or 2 stages";
+        return false;
+    }
+    if (l->async && l->stages > 2 && l->stages - 1 > (g->k + l->bk - 1) / l->bk) {
+        *why = "more stages than K has tiles to keep in flight";
         return false;
     }
     if (l->threads > t->max_threads_per_block) {
@@ -184,7 +219,16 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
             *why = "more than 128 accumulators per thread";
             return false;
         }
-        l->smem_bytes = (int64_t)l->stages * (l->bm + l->bn) * (l->bk + 8) * 2;
+        if (l->async) {
+            /* per stage and operand the larger of its two padded layouts
+             * (rows of BK + 8 along K, or BK rows of BM / BN + 8: which one
+             * the operand's storage takes is codegen's, MM_A_KMAJOR) */
+            int64_t a = l->bm * l->bk + 8 * (l->bm > l->bk ? l->bm : l->bk);
+            int64_t b = l->bn * l->bk + 8 * (l->bn > l->bk ? l->bn : l->bk);
+            l->smem_bytes = (int64_t)l->stages * (a + b) * 2;
+        } else {
+            l->smem_bytes = (int64_t)l->stages * (l->bm + l->bn) * (l->bk + 8) * 2;
+        }
     } else {
         int ty = l->threads / 16;
         if (l->bn % 16 || l->bm % ty) {
@@ -277,7 +321,7 @@ static scored *enumerate(const mcir_plan *p, const mcir_kernel_plan *k, const mc
     int64_t m_cap = next_pow2(g->m) < 16 ? 16 : next_pow2(g->m);
     int64_t n_cap = next_pow2(g->n) < 32 ? 32 : next_pow2(g->n);
     int64_t k_cap = next_pow2(g->k) < bks[0] ? bks[0] : next_pow2(g->k);
-    int cap = 4 * 3 * 3 * 4 * 2, cnt = 0;
+    int cap = 4 * 3 * 3 * 4 * 4, cnt = 0;
     scored *s = calloc((size_t)cap, sizeof *s);
     MCIR_ASSERT(s != NULL);
     mcir_kernel_plan probe = *k;
@@ -285,7 +329,7 @@ static scored *enumerate(const mcir_plan *p, const mcir_kernel_plan *k, const mc
         for (int b = 0; b < 3; b++)
             for (int c = 0; c < 3; c++)
                 for (int w = 0; w < 4; w++)
-                    for (int st = 1; st <= 2; st++) {
+                    for (int st = 1; st <= 4; st++) {
                         if (bms[a] > m_cap || bns[b] > n_cap || bks[c] > k_cap) continue;
                         scored *x = &s[cnt];
                         set_tile(&x->tiling, bms[a], bns[b], bks[c], warps_list[w], st);

@@ -864,6 +864,7 @@ END_TEST
  * tiles (matmul + bias, transposed operands; conv with groups, stride,
  * padding) against the reference interpreter. */
 typedef struct gemm_case {
+    const char *arch;       /* sm_80: f16/bf16 matmuls take the cp.async ring; else sm_90 */
     bool conv;
     int dt;                 /* 0 f32, 1 f16, 2 bf16 */
     mcir_tiling tile;
@@ -876,12 +877,17 @@ static bool same_tile(const mcir_tiling *a, const mcir_tiling *b) {
            memcmp(a->block_tile, b->block_tile, sizeof a->block_tile) == 0;
 }
 
-static void gemm_case_add(gemm_case *cs, int *n, int max, bool conv, int dt, const mcir_tiling *t) {
+static void gemm_case_add(gemm_case *cs, int *n, int max, bool conv, int dt, const mcir_tiling *t,
+                          const char *arch) {
     for (int i = 0; i < t->n_dims; i++)   /* the sm_90a GEMM's tiles: tests/test_gemm_sm90.c */
         if (strcmp(t->dim_names[i], "wg") == 0) return;
+    arch = dt != 0 && !conv && strcmp(arch, "sm_80") == 0 ? "sm_80" : "sm_90";
+    if (conv && t->stages > 2) return;   /* a matmul's sm_80 ring pick for a conv's shape: no conv tile */
     for (int i = 0; i < *n; i++)
-        if (cs[i].conv == conv && cs[i].dt == dt && same_tile(&cs[i].tile, t)) return;
+        if (cs[i].conv == conv && cs[i].dt == dt && same_tile(&cs[i].tile, t) && strcmp(cs[i].arch, arch) == 0)
+            return;
     ck_assert_int_lt(*n, max);
+    cs[*n].arch = arch;   /* the template the tile runs in: see gemm_case */
     cs[*n].conv = conv;
     cs[*n].dt = dt;
     cs[*n].tile = *t;
@@ -903,7 +909,7 @@ static void collect_picks(const mcir_gemm_problem *g, bool conv, const char *arc
                  (long long)g->k, (long long)g->n);
         mcir_graph *gr = cgt_graph(json);
         mcir_plan *p = cgt_plan(gr, arch, 1, (cgt_kspec[]){{MCIR_TEMPLATE_MATMUL, "mm", "mm"}});
-        gemm_case_add(cs, n, max, conv, dt, &p->kernels[0].tiling);
+        gemm_case_add(cs, n, max, conv, dt, &p->kernels[0].tiling, arch);
         mcir_graph_free(gr);
     }
 }
@@ -915,7 +921,7 @@ static int64_t isqrt_up(int64_t v) {
 }
 
 START_TEST(test_gemm_tiles_emulated) {
-    enum { MAX = 160 };
+    enum { MAX = 320 };
     static gemm_case cs[MAX];
     int n = 0;
     static const char *const archs[] = {"sm_80", "sm_90"};
@@ -948,8 +954,8 @@ START_TEST(test_gemm_tiles_emulated) {
 #else
                 int nt = mcir_gemm_candidates(c.plan, k, top, 4);
 #endif
-                gemm_case_add(cs, &n, MAX, conv, dt, &k->tiling);
-                for (int j = 0; j < nt && j < 4; j++) gemm_case_add(cs, &n, MAX, conv, dt, &top[j].tiling);
+                gemm_case_add(cs, &n, MAX, conv, dt, &k->tiling, archs[a]);
+                for (int j = 0; j < nt && j < 4; j++) gemm_case_add(cs, &n, MAX, conv, dt, &top[j].tiling, archs[a]);
                 collect_picks(&g, conv, archs[a], cs, &n, MAX);
             }
             mcir_compilation_free(&c);
@@ -962,7 +968,7 @@ START_TEST(test_gemm_tiles_emulated) {
         int64_t bm = t->block_tile[0], bn = t->block_tile[1], bk = t->block_tile[2];
         const char *dt = GEMM_DT[cs[i].dt];
         char json[2048], name[64];
-        snprintf(name, sizeof name, "g%s_%s_%lldx%lldx%lld_w%d_s%d", cs[i].conv ? "conv" : "mm", dt,
+        snprintf(name, sizeof name, "g%s_%s_%s_%lldx%lldx%lld_w%d_s%d", cs[i].conv ? "conv" : "mm", cs[i].arch + 3, dt,
                  (long long)bm, (long long)bn, (long long)bk, t->warps, t->stages);
         cgt_kspec ks;
         if (!cs[i].conv) {
@@ -994,7 +1000,7 @@ START_TEST(test_gemm_tiles_emulated) {
             ks = (cgt_kspec){MCIR_TEMPLATE_CONV2D, "cv", "cv,re"};
         }
         mcir_graph *g = cgt_graph(json);
-        mcir_plan *p = cgt_plan(g, "sm_90", 1, &ks);
+        mcir_plan *p = cgt_plan(g, cs[i].arch, 1, &ks);   /* the arch that picked it: sm_80's is the cp.async ring */
         ck_assert_msg(mcir_gemm_apply(p, &p->kernels[0], t, NULL), "%s: tile not legal", name);
         if (!run_emulated(g, p, NULL, name, false)) failed++;
         mcir_graph_free(g);

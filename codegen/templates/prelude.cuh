@@ -97,6 +97,68 @@ __device__ __forceinline__ void mc_mma_m16n8k16(float* c, const u32* a, const u3
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #endif
 }
+// sm_80 (compiled only where a template uses them; the emulator models
+// each: emu/cuda_emu.h's sm_80 section).
+// mc_cp_async16(dst, p, i, n): cp.async.cg of 16 bytes from element i of
+// p into shared dst (16-byte aligned both), of which the first n come
+// from global memory and the rest are zeros (n = 0: nothing is read, p + i
+// need only be a valid address); the copy belongs to the thread's next
+// commit group and is visible to the thread only after the
+// mc_cp_async_wait that retires that group (to the block after a
+// __syncthreads following it).
+// mc_ldmatrix_x4 / _x2 (.trans): four / two 8x8 b16 matrices from shared
+// memory into mma fragments; lanes 8q..8q+7 give the 16-byte rows of
+// matrix q; lane l gets row l/4, columns 2(l%4), +1 of each (.trans: the
+// transposed matrix's).
+__device__ __forceinline__ void mc_cp_async16(void* dst, const unsigned short* p, i64 i, int n) {
+#ifdef MC_EMULATE
+    emu_cp_async16(dst, p, i, sizeof *p, n);
+#else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((u32)__cvta_generic_to_shared(dst)),
+                 "l"(p + i), "r"(n) : "memory");
+#endif
+}
+__device__ __forceinline__ void mc_cp_async_commit() {
+#ifdef MC_EMULATE
+    emu_cp_async_commit();
+#else
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most KEEP of the thread's newest commit groups are pending.
+template <int KEEP> __device__ __forceinline__ void mc_cp_async_wait() {
+#ifdef MC_EMULATE
+    emu_cp_async_wait(KEEP);
+#else
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(KEEP) : "memory");
+#endif
+}
+template <bool TRANS> __device__ __forceinline__ void mc_ldmatrix_x4(u32* r, const void* row) {
+#ifdef MC_EMULATE
+    emu_ldmatrix(r, __cvta_generic_to_shared(row), 4, TRANS);
+#else
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"((u32)__cvta_generic_to_shared(row)) : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"((u32)__cvta_generic_to_shared(row)) : "memory");
+#endif
+}
+template <bool TRANS> __device__ __forceinline__ void mc_ldmatrix_x2(u32* r, const void* row) {
+#ifdef MC_EMULATE
+    emu_ldmatrix(r, __cvta_generic_to_shared(row), 2, TRANS);
+#else
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1]) : "r"((u32)__cvta_generic_to_shared(row)) : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1]) : "r"((u32)__cvta_generic_to_shared(row)) : "memory");
+#endif
+}
 // NumPy maximum/minimum: a NaN in either operand propagates.
 __device__ __forceinline__ float mc_max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float mc_min_nan(float a, float b) { return (a != a || a < b) ? a : b; }
