@@ -193,7 +193,7 @@ static bool dump(json_t *root, FILE *out) {
     return !ferror(out);
 }
 
-/* A graph with symbolic dims (graph-json.md "Symbolic dimensions"): each
+/* A graph with symbolic dims (docs/graph-format.md "Symbolic dimensions"): each
  * dimension's range and the size `at_key` says the plan is specialised
  * at, or the arena planned at: the graph's binding, its largest sizes. */
 static json_t *dims_json(const mcir_graph *g, const char *at_key) {

@@ -768,7 +768,7 @@ static void read_node_pass1(reader *r, node_rec *nr, size_t i, strset *node_name
 }
 
 /* Whether attribute `an` of op may name a dimension instead of an integer
- * (graph-json.md "Symbolic dimensions"). */
+ * (docs/graph-format.md "Symbolic dimensions"). */
 static bool attr_takes_dims(mcir_op op, const char *an) {
     return (op == MCIR_OP_RESHAPE && !strcmp(an, "shape")) ||
            (op == MCIR_OP_ARANGE && !strcmp(an, "end")) ||

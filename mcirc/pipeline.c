@@ -148,7 +148,7 @@ static int stage_dims(const mcir_options *o, mcir_graph *g, mcir_diag *d) {
     return mcir_graph_bind_dims(g, maxes, d) ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
 }
 
-/* The sizes a run executes at (graph-json.md "Symbolic dimensions"): each
+/* The sizes a run executes at (docs/graph-format.md "Symbolic dimensions"): each
  * dimension's value from the --input files whose shapes name it, else
  * --dim NAME=N, else its max. Inputs that disagree, or a value out of
  * range, are an error naming the dimension and the inputs. */

@@ -1,5 +1,5 @@
 /*
- * test_dims.c — symbolic dimensions (graph-json.md "Symbolic dimensions",
+ * test_dims.c — symbolic dimensions (docs/graph-format.md "Symbolic dimensions",
  * docs/cli.md --dim): the extent algebra; graph.json "dims" and its
  * format errors at their line and column; the range rules (a shape rule
  * that holds only for some sizes is an error naming the dimension); the
@@ -593,6 +593,16 @@ START_TEST(compilation_of_a_symbolic_graph) {
     ck_assert_int_eq(r.status, 2);
     ck_assert_ptr_nonnull(strstr(r.err, "--device gpu: dimension 'seq' ranges over [1, 16]"));
     cli_result_free(&r);
+    /* a range of one size compiles like integer shapes and runs anywhere:
+     * the emulated device runs the kernels at batch=2, seq=5 */
+    if (test_have_cxx()) {
+        r = RUN("--run", "--device", "emu", "--verify", "--dim", "seq=5..5", "--dim", "batch=2..2", g);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "output   w f32 [2, 5, 8]"));
+        ck_assert_ptr_nonnull(strstr(r.out, "verify   w (emu vs the original graph)"));
+        ck_assert_ptr_null(strstr(r.out, "FAIL"));
+        cli_result_free(&r);
+    }
     /* a rewrite that holds only at the largest size is refused, naming it */
     r = RUN("--catalog", cli_src("tests/data/dims/fixed_slice.yaml"), "--emit", "trace", g);
     ck_assert_msg(r.status == 0, "%s", r.err);
