@@ -612,6 +612,15 @@ START_TEST(compilation_of_a_symbolic_graph) {
                                         "'seq' (1..16)"));
     ck_assert_ptr_nonnull(strstr(r.out, "\"decision\":\"rejected\""));
     cli_result_free(&r);
+    /* a legality check on sizes: for every size, or it fails naming the dimension */
+    r = RUN("--catalog", cli_src("tests/data/dims/divisible.yaml"), "--trace", "--emit", "trace",
+            cli_src("tests/data/dims/divisible.json"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "FAIL shape_divisible        'x' (X) dim 1 = seq is "
+                                        "divisible by 8 only for some values of dimension 'seq' (1..16)"));
+    ck_assert_ptr_nonnull(strstr(r.err, "ok   shape_divisible        'xf' (X) dim 0 = 16*seq is "
+                                        "divisible by 8 for every value of dimension 'seq' (1..16)"));
+    cli_result_free(&r);
 }
 END_TEST
 
