@@ -7,7 +7,8 @@
  * seq and a CNN with a symbolic batch, each run on the CPU path at three
  * sizes from --input files and checked against the reference interpreter
  * of the same graph written with integer shapes at that size — an oracle
- * that never sees a symbol. Also --dim's usage errors, inputs that
+ * that never sees a symbol (the block also with batch and seq both
+ * symbolic). Also --dim's usage errors, inputs that
  * disagree on a dimension, a rewrite that holds only at the largest size,
  * and the refusal to run unspecialised kernels on a device.
  */
@@ -443,6 +444,14 @@ START_TEST(gpt2_block_at_three_seq_lengths) {
 }
 END_TEST
 
+START_TEST(gpt2_block_at_three_batch_and_seq_sizes) {
+    static const char *const names[] = {"batch", "seq"};
+    int64_t sizes[][2] = {{1, 1}, {2, 9}, {3, 128}};
+    for (int i = 0; i < 3; i++)
+        run_at("tests/data/dims/gpt2_block_batch_seq.json", names, sizes[i], 2, "y");
+}
+END_TEST
+
 START_TEST(cnn_at_three_batch_sizes) {
     static const char *const names[] = {"batch"};
     int64_t sizes[] = {1, 3, 4};
@@ -637,6 +646,7 @@ int main(void) {
     tcase_add_test(tc, run_sizes_from_inputs);
     tcase_add_test(tc, compilation_of_a_symbolic_graph);
     tcase_add_test(tc, gpt2_block_at_three_seq_lengths);
+    tcase_add_test(tc, gpt2_block_at_three_batch_and_seq_sizes);
     tcase_add_test(tc, cnn_at_three_batch_sizes);
     suite_add_tcase(s, tc);
     return test_main(s);

@@ -6,16 +6,21 @@ examples (run from the source root; the outputs are committed):
                        [1, 128]: the head reshapes name "seq", and the
                        causal mask is built for any length (arange to
                        "seq", greater, where) instead of a 128x128 constant.
+  gpt2_block_batch_seq.json  the same with x ["batch", "seq", 768], batch
+                       in [1, 3]: head reshapes to ["batch", "seq", 12, 64].
   cnn_batch.json       examples/resnet_small with x ["batch", 3, 32, 32],
                        batch in [1, 4]; the flatten reshapes to ["batch", 64].
 """
 import json
 
-def gpt2():
+def gpt2(batch=False):
     g = json.load(open("examples/gpt2_block/graph.json"))
-    g["name"] = "gpt2_block_seq"
-    out = {"mcir": 1, "name": g["name"], "dims": {"seq": {"min": 1, "max": 128}}}
-    g["inputs"][0]["shape"] = [1, "seq", 768]
+    g["name"] = "gpt2_block_batch_seq" if batch else "gpt2_block_seq"
+    dims = {"seq": {"min": 1, "max": 128}}
+    if batch:
+        dims = {"batch": {"min": 1, "max": 3}, **dims}
+    out = {"mcir": 1, "name": g["name"], "dims": dims}
+    g["inputs"][0]["shape"] = ["batch" if batch else 1, "seq", 768]
     g["weights"] = [w for w in g["weights"] if w["name"] != "c.causal_mask"]
     g["weights"] += [{"name": "c.mask_zero", "dtype": "f32", "shape": [], "value": 0.0},
                      {"name": "c.mask_neg", "dtype": "f32", "shape": [], "value": -10000.0}]
@@ -32,6 +37,8 @@ def gpt2():
     for n in g["nodes"]:
         if n["op"] == "reshape":
             n["attrs"]["shape"] = ["seq" if d == 128 else d for d in n["attrs"]["shape"]]
+            if batch:
+                n["attrs"]["shape"][0] = "batch"
     g["nodes"] = mask_nodes + g["nodes"]
     for k in ("inputs", "weights", "nodes", "outputs"):
         out[k] = g[k]
@@ -48,7 +55,8 @@ def cnn():
         out[k] = g[k]
     return out
 
-for name, g in (("gpt2_block_seq", gpt2()), ("cnn_batch", cnn())):
+for name, g in (("gpt2_block_seq", gpt2()), ("gpt2_block_batch_seq", gpt2(True)),
+                ("cnn_batch", cnn())):
     with open(f"tests/data/dims/{name}.json", "w") as f:
         json.dump(g, f, indent=1)
         f.write("\n")
