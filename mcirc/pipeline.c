@@ -205,6 +205,37 @@ static int run_binding(const mcir_options *o, const mcir_graph *g, int64_t *valu
     return MCIR_EXIT_OK;
 }
 
+#ifdef MCIR_HAVE_ONNX
+/* --dim for an ONNX model: each names a dim_param and fixes it to one size
+ * (N, or N..N); the importer evaluates shape computations at import time,
+ * so a range cannot be kept symbolic yet. */
+static int onnx_dims(const mcir_options *o, mcir_onnx_dim *out, int *n_out, mcir_diag *d) {
+    *n_out = 0;
+    for (int i = 0; i < o->n_dims; i++) {
+        const mcir_dim_option *x = &o->dims[i];
+        if (x->has_range && x->min < x->max) {
+            mcir_error(d, (mcir_loc){"mcirc", 0, 0},
+                       "--dim %s=%lld..%lld: a dimension of an ONNX model (a dim_param) takes "
+                       "one size yet, not a range (the importer evaluates shape computations "
+                       "at import time); give --dim %s=N", x->name, (long long)x->min,
+                       (long long)x->max, x->name);
+            return MCIR_EXIT_USAGE;
+        }
+        int64_t v = x->has_range ? x->min : x->value;
+        int k = 0;
+        while (k < *n_out && strcmp(out[k].name, x->name)) k++;
+        if (k < *n_out && out[k].value != v) {
+            mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "--dim %s: given as %lld and as %lld",
+                       x->name, (long long)out[k].value, (long long)v);
+            return MCIR_EXIT_USAGE;
+        }
+        out[k] = (mcir_onnx_dim){x->name, v};
+        if (k == *n_out) (*n_out)++;
+    }
+    return MCIR_EXIT_OK;
+}
+#endif
+
 /* A copy of g bound to values, or NULL where g is at those sizes already
  * (*st: MCIR_EXIT_INVALID if binding failed, after its errors). */
 static mcir_graph *bound_copy(const mcir_graph *g, const int64_t *values, int *st, mcir_diag *d) {
@@ -399,14 +430,25 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         return MCIR_EXIT_USAGE;
     }
     c->trace = mcir_trace_new();
+    bool onnx = false;
 
     /* parse + verify + infer: graph.json or ONNX → a sorted, shape-inferred graph */
 #ifdef MCIR_HAVE_ONNX
     if (o->graph)
         c->graph = o->graph;
-    else if (mcir_onnx_is_model_path(o->graph_path))
-        c->graph = mcir_onnx_read(o->graph_path, o->shapes, o->n_shapes, d);
-    else
+    else if (mcir_onnx_is_model_path(o->graph_path)) {
+        mcir_onnx_dim *dims = calloc((size_t)o->n_dims + 1, sizeof *dims);
+        int n_dims;
+        MCIR_ASSERT(dims);
+        if ((st = onnx_dims(o, dims, &n_dims, d))) {
+            free(dims);
+            return st;
+        }
+        c->graph = mcir_onnx_read_ex(o->graph_path, o->shapes, o->n_shapes, dims, n_dims, d);
+        free(dims);
+        if (!c->graph) return MCIR_EXIT_INVALID;
+        onnx = true;
+    } else
         c->graph = mcir_graph_read_json(o->graph_path, d);
 #else   /* -DMCIR_ONNX=OFF */
     size_t path_len = o->graph ? 0 : strlen(o->graph_path);
@@ -421,8 +463,9 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     }
 #endif
     if (!c->graph) return MCIR_EXIT_INVALID;
-    /* symbolic dims: --dim ranges; the pipeline plans the largest sizes */
-    if ((st = stage_dims(o, c->graph, d))) return st;
+    /* symbolic dims: --dim ranges; the pipeline plans the largest sizes
+     * (an ONNX model's --dim fixed its dim_params on import) */
+    if (!onnx && (st = stage_dims(o, c->graph, d))) return st;
     c->nodes_before = c->nodes_after = mcir_graph_live_nodes(c->graph);
     if (o->verify || o->keep_original) c->original = mcir_graph_clone(c->graph);
     /* the cost model's baseline: the graph as read, planned as --no-rewrite plans it */

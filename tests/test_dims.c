@@ -503,6 +503,31 @@ START_TEST(dim_option_usage_errors) {
 }
 END_TEST
 
+#ifdef MCIR_HAVE_ONNX
+/* An ONNX model's dim_param takes one size by name; a range is refused */
+START_TEST(onnx_dim_param_takes_one_size) {
+    const char *m = cli_src("tests/data/onnx/errors/dynamic_input.onnx");   /* x [batch, 4] */
+    cli_result r = RUN("--run", "--device", "cpu", "--dim", "batch=3", m);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "output   y f32 [3, 4]"));
+    cli_result_free(&r);
+    r = RUN("--run", "--device", "cpu", "--dim", "batch=2..2", m);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "output   y f32 [2, 4]"));
+    cli_result_free(&r);
+    r = RUN("--dim", "batch=1..4", m);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--dim batch=1..4: a dimension of an ONNX model (a "
+                                        "dim_param) takes one size yet, not a range"));
+    cli_result_free(&r);
+    r = RUN("--dim", "batch=2", "--dim", "batch=3..3", m);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--dim batch: given as 2 and as 3"));
+    cli_result_free(&r);
+}
+END_TEST
+#endif
+
 static void write_input(const char *path, int64_t d0, int64_t d1) {
     float v[64 * 8];
     for (int i = 0; i < 64 * 8; i++) v[i] = input_value(i);
@@ -645,6 +670,9 @@ int main(void) {
     tcase_add_test(tc, dim_option_usage_errors);
     tcase_add_test(tc, run_sizes_from_inputs);
     tcase_add_test(tc, compilation_of_a_symbolic_graph);
+#ifdef MCIR_HAVE_ONNX
+    tcase_add_test(tc, onnx_dim_param_takes_one_size);
+#endif
     tcase_add_test(tc, gpt2_block_at_three_seq_lengths);
     tcase_add_test(tc, gpt2_block_at_three_batch_and_seq_sizes);
     tcase_add_test(tc, cnn_at_three_batch_sizes);
