@@ -193,10 +193,44 @@ static bool dump(json_t *root, FILE *out) {
     return !ferror(out);
 }
 
+/* A graph with symbolic dims (docs/graph-format.md "Symbolic dimensions"): each
+ * dimension's range and the size `at_key` says the plan is specialised
+ * at, or the arena planned at: the graph's binding, its largest sizes. */
+static json_t *dims_json(const mcir_graph *g, const char *at_key) {
+    json_t *dims = json_object();
+    for (int k = 0; k < g->n_dims; k++)
+        json_object_set_new(dims, g->dims[k].name,
+                            json_pack("{s:I, s:I, s:I}", "min", (json_int_t)g->dims[k].min, "max",
+                                      (json_int_t)g->dims[k].max, at_key,
+                                      (json_int_t)g->dims[k].value));
+    return dims;
+}
+
+/* Whether the arena planned at the largest sizes holds every size in
+ * range: each buffer's element count is largest there (an extent such as
+ * 256-past is not; then it is not a bound, and memory.json says so). */
+static bool arena_is_bound(const mcir_memplan *m, const mcir_graph *g) {
+    for (int i = 0; i < m->n_buffers; i++) {
+        const mcir_tensor *t = mcir_graph_find_tensor(g, m->buffers[i].name);
+        if (!t || !t->sym) continue;
+        mcir_extent numel = mcir_extent_const(1);
+        int64_t lo, hi;
+        for (int k = 0; k < t->rank; k++) {
+            mcir_extent e = mcir_tensor_extent(t, k);
+            if (!mcir_extent_mul(&numel, &e, &numel)) return false;
+        }
+        mcir_extent_bounds(g, &numel, &lo, &hi);
+        if (hi > mcir_tensor_numel(t)) return false;
+    }
+    return true;
+}
+
 bool mcir_plan_write_json(const mcir_plan *p, FILE *out) {
     json_t *root = json_object();
     json_object_set_new(root, "arch", json_string(p->target->name));
     json_object_set_new(root, "graph", json_string(p->graph->name));
+    if (p->graph->n_dims)   /* kernels are generated for these sizes only */
+        json_object_set_new(root, "dims", dims_json(p->graph, "specialised_at"));
     json_t *ks = json_array();
     for (int k = 0; k < p->n_kernels; k++)
         json_array_append_new(ks, kernel_json(p, &p->kernels[k]));
@@ -217,9 +251,12 @@ bool mcir_plan_write_json(const mcir_plan *p, FILE *out) {
 }
 
 bool mcir_memplan_write_json(const mcir_memplan *m, const mcir_plan *p, FILE *out) {
-    (void)p;
     json_t *root = json_object();
     json_object_set_new(root, "planner", json_string(m->planner));
+    if (p && p->graph->n_dims) {   /* the arena holds the largest sizes */
+        json_object_set_new(root, "dims", dims_json(p->graph, "planned_at"));
+        json_object_set_new(root, "bound_for_every_size", json_boolean(arena_is_bound(m, p->graph)));
+    }
     json_object_set_new(root, "algorithm", json_string(m->algorithm));
     json_object_set_new(root, "optimal", json_boolean(m->optimal));
     json_object_set_new(root, "alignment", json_integer(m->alignment));

@@ -429,7 +429,7 @@ bool mcir_graph_infer(mcir_graph *g, mcir_diag *d) {
             ok = false;
             continue;
         }
-        if (!mcir_op_desc_of(n->op)->infer(g, n, d)) {
+        if (!mcir_node_infer(g, n, d)) {
             ok = false;
             for (int k = 0; k < n->n_outputs; k++) n->outputs[k]->rank = -1;
         }
@@ -520,6 +520,12 @@ mcir_graph *mcir_graph_clone(const mcir_graph *g) {
     c->path = mcir_arena_strdup(a, g->path);
     c->dir = mcir_arena_strdup(a, g->dir);
     c->next_auto_name = g->next_auto_name;
+    c->n_dims = g->n_dims;
+    for (int i = 0; i < g->n_dims; i++) {
+        c->dims[i] = g->dims[i];
+        c->dims[i].name = mcir_arena_strdup(a, g->dims[i].name);
+        c->dims[i].loc.path = c->path;
+    }
     for (int i = 0; i < g->n_tensors; i++) {
         const mcir_tensor *t = g->tensors[i];
         mcir_tensor *u = mcir_graph_add_tensor(c, t->name, t->dtype, t->rank, t->shape,
@@ -531,6 +537,8 @@ mcir_graph *mcir_graph_clone(const mcir_graph *g) {
         if (t->data)
             u->data = mcir_arena_memdup(a, t->data, (size_t)mcir_tensor_bytes(t));
         u->data_path = mcir_arena_strdup(a, t->data_path);
+        if (t->sym && t->rank > 0)
+            u->sym = mcir_arena_memdup(a, t->sym, sizeof *t->sym * (size_t)t->rank);
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const mcir_node *n = g->nodes[i];
@@ -555,6 +563,9 @@ mcir_graph *mcir_graph_clone(const mcir_graph *g) {
             at->s = mcir_arena_strdup(a, at->s);
             if (at->ints)
                 at->ints = mcir_arena_memdup(a, at->ints, (size_t)at->n * sizeof *at->ints);
+            if (at->dim_of)
+                at->dim_of = mcir_arena_memdup(a, at->dim_of,
+                                               (size_t)(at->type == MCIR_ATTR_INTS ? at->n : 1));
             at->loc.path = c->path;
         }
         for (int k = 0; k < n->n_properties; k++)

@@ -35,6 +35,7 @@ typedef struct tensor_decl {
     mcir_dtype dtype;
     int rank;
     int64_t shape[MCIR_MAX_RANK];
+    json_t *shape_json;          /* a symbolic shape ("batch*seq"): compared as text */
     const char *kind;
     int kind_pv, dtype_pv, shape_pv;
 } tensor_decl;
@@ -57,6 +58,7 @@ typedef struct reader {
     /* Some tensor declaration could not be read (no usable name, or a list
      * that is not a list): "unknown tensor" would only echo that error. */
     bool names_incomplete;
+    bool has_dims;               /* the graph has a "dims" field */
     /* Which declaration made each tensor, by tensor id ("input", "node 'a'"). */
     const char **made_by;
     int cap_made_by;
@@ -293,8 +295,40 @@ static bool parse_dtype(reader *r, json_t *v, int pv, const char *who, mcir_dtyp
     return true;
 }
 
-static bool parse_shape(reader *r, json_t *v, int pv, const char *who, mcir_dtype dtype,
-                        int *rank, int64_t *shape) {
+/* The dimension a string names (graph.json "dims"), reported at pv when
+ * it names none; who/what say where ("input 'x': shape dimension 1"). */
+static bool dim_ref(reader *r, json_t *v, int pv, const char *who, const char *what, int *dim) {
+    const char *name = json_string_value(v);
+    *dim = mcir_graph_find_dim(r->g, name);
+    if (*dim >= 0) return true;
+    if (!r->has_dims) {
+        err(r, at(r, pv), "%s: %s names '%s', but the graph declares no 'dims'", who, what, name);
+        return false;
+    }
+    suggest s = {.word = name};
+    char buf[160], list[200];
+    size_t k = 0;
+    list[0] = 0;
+    for (int i = 0; i < r->g->n_dims && k < sizeof list; i++) {
+        suggest_try(&s, r->g->dims[i].name);
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s'%s'", i ? ", " : "", r->g->dims[i].name);
+    }
+    const char *sug = suggest_text(&s, buf, sizeof buf);
+    if (r->g->n_dims == 0)
+        err(r, at(r, pv), "%s: %s names '%s', which is not a declared dimension", who, what, name);
+    else
+        err(r, at(r, pv), "%s: %s names '%s', which is not a declared dimension (dims: %s)%s",
+            who, what, name, list, sug);
+    return false;
+}
+
+/* Symbolic entries a shape may hold: none (weights), dimension names
+ * (inputs), or any extent as text (the artifact's "tensors" records). */
+typedef enum { SHAPE_INTS, SHAPE_DIMS, SHAPE_TEXT } shape_syms;
+
+static bool parse_shape_ex(reader *r, json_t *v, int pv, const char *who, shape_syms syms,
+                           int *rank, int64_t *shape, mcir_extent *sym, bool *has_sym) {
+    if (has_sym) *has_sym = false;
     if (!json_is_array(v)) {
         err(r, at(r, pv), "%s: 'shape' must be a list of positive integers, got %s", who,
             json_kind(v));
@@ -311,7 +345,28 @@ static bool parse_shape(reader *r, json_t *v, int pv, const char *who, mcir_dtyp
         json_t *e = json_array_get(v, i);
         int epv = mcir_json_pos_index(r->pos, pv, i);
         int64_t dim;
-        if (!json_int_in(e, 1, INT64_MAX, &dim)) {
+        if (json_is_string(e) && syms == SHAPE_TEXT) {
+            *has_sym = true;
+            shape[i] = 1;
+            continue;
+        }
+        if (json_is_string(e) && syms == SHAPE_DIMS) {
+            char what[64];
+            int k;
+            snprintf(what, sizeof what, "shape dimension %zu", i);
+            if (!dim_ref(r, e, epv, who, what, &k)) {
+                ok = false;
+                continue;
+            }
+            *has_sym = true;
+            sym[i] = mcir_extent_dim(k);
+            dim = r->g->dims[k].value;
+        } else if (json_is_string(e) && syms == SHAPE_INTS && r->has_dims) {
+            err(r, at(r, epv), "%s: shape dimension %zu is '%s'; weights have integer shapes "
+                "(only an input's shape may name a dimension)", who, i, json_string_value(e));
+            ok = false;
+            continue;
+        } else if (!json_int_in(e, 1, INT64_MAX, &dim)) {
             if (json_is_integer(e))
                 err(r, at(r, epv), "%s: shape dimension %zu is %lld; dimensions must be positive",
                     who, i, (long long)json_integer_value(e));
@@ -322,16 +377,17 @@ static bool parse_shape(reader *r, json_t *v, int pv, const char *who, mcir_dtyp
             continue;
         }
         shape[i] = dim;
+        if (sym && !(has_sym && *has_sym && !json_is_integer(e))) sym[i] = mcir_extent_const(dim);
         if (ok && (mcir_mul_overflows(numel, dim, &numel) || numel > MCIR_MAX_ELEMS)) {
             err(r, at(r, pv), "%s: shape has too many elements (more than %s, the limit "
                               "of one tensor)", who, MCIR_MAX_ELEMS_TEXT);
             ok = false;
         }
     }
-    (void)dtype; /* bytes = numel * 2 or 4 cannot overflow under MCIR_MAX_ELEMS */
     *rank = (int)n;
     return ok;
 }
+
 
 static void shape_fmt(char *buf, size_t n, int rank, const int64_t *shape) {
     size_t k = (size_t)snprintf(buf, n, "[");
@@ -557,9 +613,11 @@ static void read_tensor_list(reader *r, json_t *list, int lpv, bool weights) {
         mcir_dtype dtype = MCIR_DTYPE_F32;
         int rank = 0;
         int64_t shape[MCIR_MAX_RANK];
-        bool ok = name != NULL;
+        mcir_extent sym[MCIR_MAX_RANK];
+        bool ok = name != NULL, has_sym = false;
         if (dt) ok &= parse_dtype(r, dt, dpv, who, &dtype);
-        if (sh) ok &= parse_shape(r, sh, spv, who, dtype, &rank, shape);
+        if (sh) ok &= parse_shape_ex(r, sh, spv, who, weights ? SHAPE_INTS : SHAPE_DIMS, &rank,
+                                     shape, sym, &has_sym);
         ok &= dt && sh;
 
         int data_pv = -1, value_pv = -1;
@@ -589,6 +647,7 @@ static void read_tensor_list(reader *r, json_t *list, int lpv, bool weights) {
                                                weights ? MCIR_TENSOR_WEIGHT : MCIR_TENSOR_INPUT);
         MCIR_ASSERT(t);
         t->loc = at(r, opv);
+        if (has_sym) t->sym = mcir_arena_memdup(r->g->arena, sym, sizeof *sym * (size_t)rank);
         if (data) read_weight_data(r, t, data, data_pv, who);
         else if (value) read_weight_value(r, t, value, value_pv, who);
     }
@@ -708,8 +767,27 @@ static void read_node_pass1(reader *r, node_rec *nr, size_t i, strset *node_name
     }
 }
 
+/* Whether attribute `an` of op may name a dimension instead of an integer
+ * (docs/graph-format.md "Symbolic dimensions"). */
+static bool attr_takes_dims(mcir_op op, const char *an) {
+    return (op == MCIR_OP_RESHAPE && !strcmp(an, "shape")) ||
+           (op == MCIR_OP_ARANGE && !strcmp(an, "end")) ||
+           (op == MCIR_OP_SLICE && (!strcmp(an, "start") || !strcmp(an, "end")));
+}
+
 static bool check_attr(reader *r, node_rec *nr, const mcir_attr_spec *spec, json_t *v, int pv) {
     const char *an = spec->name;
+    if (json_is_string(v) && spec->type == MCIR_ATTR_INT && attr_takes_dims(nr->op, an)) {
+        char what[96];
+        int k;
+        snprintf(what, sizeof what, "attribute '%s'", an);
+        return dim_ref(r, v, pv, nr->who, what, &k);
+    }
+    if (json_is_string(v) && spec->type == MCIR_ATTR_INT && mcir_graph_find_dim(r->g, json_string_value(v)) >= 0) {
+        err(r, at(r, pv), "%s: attribute '%s' names dimension '%s'; only reshape's 'shape', "
+            "arange's 'end' and slice's 'start' and 'end' may", nr->who, an, json_string_value(v));
+        return false;
+    }
     switch (spec->type) {
     case MCIR_ATTR_INT:
         if (json_is_integer(v)) return true;
@@ -752,13 +830,29 @@ static bool check_attr(reader *r, node_rec *nr, const mcir_attr_spec *spec, json
                 an, json_kind(v));
             return false;
         }
-        for (size_t i = 0; i < json_array_size(v); i++)
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            json_t *e = json_array_get(v, i);
+            int epv = mcir_json_pos_index(r->pos, pv, i);
+            if (json_is_string(e) && attr_takes_dims(nr->op, an)) {
+                char what[96];
+                int k;
+                snprintf(what, sizeof what, "attribute '%s' entry %zu", an, i);
+                if (!dim_ref(r, e, epv, nr->who, what, &k)) return false;
+                continue;
+            }
+            if (json_is_string(e) && mcir_graph_find_dim(r->g, json_string_value(e)) >= 0) {
+                err(r, at(r, epv), "%s: attribute '%s' entry %zu names dimension '%s'; only "
+                    "reshape's 'shape', arange's 'end' and slice's 'start' and 'end' may",
+                    nr->who, an, i, json_string_value(e));
+                return false;
+            }
             if (!json_is_integer(json_array_get(v, i))) {
                 err(r, at(r, mcir_json_pos_index(r->pos, pv, i)),
                     "%s: attribute '%s' must be a list of integers; element %zu is %s", nr->who,
                     an, i, json_kind(json_array_get(v, i)));
                 return false;
             }
+        }
         if (json_array_size(v) > INT_MAX / 2) {
             err(r, at(r, pv), "%s: attribute '%s' is too long", nr->who, an);
             return false;
@@ -775,6 +869,7 @@ static bool check_attr_semantics(reader *r, node_rec *nr, const mcir_attr_spec *
         int minus = 0;
         bool ok = true;
         for (size_t i = 0; i < json_array_size(v); i++) {
+            if (json_is_string(json_array_get(v, i))) continue;   /* a dimension */
             json_int_t x = json_integer_value(json_array_get(v, i));
             int epv = mcir_json_pos_index(r->pos, pv, i);
             if (x == -1 && ++minus == 2) {
@@ -802,6 +897,17 @@ static void apply_attr(reader *r, mcir_node *n, const attr_val *a) {
     mcir_graph *g = r->g;
     const char *an = a->spec->name;
     mcir_attr *attr = NULL;
+    int8_t *dim_of = NULL;
+    if (json_is_string(a->v) && a->spec->type == MCIR_ATTR_INT) {   /* checked: a dimension */
+        int k = mcir_graph_find_dim(g, json_string_value(a->v));
+        MCIR_ASSERT(k >= 0);
+        attr = mcir_node_set_int(g, n, an, g->dims[k].value);
+        dim_of = mcir_arena_alloc(g->arena, 1);
+        dim_of[0] = (int8_t)k;
+        attr->dim_of = dim_of;
+        attr->loc = at(r, a->pv);
+        return;
+    }
     switch (a->spec->type) {
     case MCIR_ATTR_INT: attr = mcir_node_set_int(g, n, an, json_integer_value(a->v)); break;
     case MCIR_ATTR_FLOAT: attr = mcir_node_set_float(g, n, an, json_number_value(a->v)); break;
@@ -810,8 +916,21 @@ static void apply_attr(reader *r, mcir_node *n, const attr_val *a) {
     case MCIR_ATTR_INTS: {
         int cnt = (int)json_array_size(a->v);
         int64_t *vals = mcir_arena_alloc(g->arena, sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
-        for (int i = 0; i < cnt; i++) vals[i] = json_integer_value(json_array_get(a->v, (size_t)i));
+        for (int i = 0; i < cnt; i++) {
+            json_t *e = json_array_get(a->v, (size_t)i);
+            vals[i] = json_integer_value(e);
+            if (!json_is_string(e)) continue;   /* checked: a dimension */
+            int k = mcir_graph_find_dim(g, json_string_value(e));
+            MCIR_ASSERT(k >= 0);
+            vals[i] = g->dims[k].value;
+            if (!dim_of) {
+                dim_of = mcir_arena_alloc(g->arena, (size_t)cnt);
+                memset(dim_of, -1, (size_t)cnt);
+            }
+            dim_of[i] = (int8_t)k;
+        }
         attr = mcir_node_set_ints(g, n, an, cnt, vals);
+        attr->dim_of = dim_of;
         break;
     }
     }
@@ -1096,9 +1215,12 @@ static tensor_decl *read_tensors(reader *r, json_t *obj, int pv, int *n_decls) {
         if ((v = member(r, rec, rpv, "dtype", &td->dtype_pv)))
             td->has_dtype = parse_dtype(r, v, td->dtype_pv, who, &td->dtype);
         if ((v = member(r, rec, rpv, "shape", &td->shape_pv)))
-            td->has_shape = parse_shape(r, v, td->shape_pv, who,
-                                        td->has_dtype ? td->dtype : MCIR_DTYPE_F32, &td->rank,
-                                        td->shape);
+        {
+            bool sym = false;
+            td->has_shape = parse_shape_ex(r, v, td->shape_pv, who, SHAPE_TEXT, &td->rank,
+                                           td->shape, NULL, &sym);
+            if (sym) td->shape_json = v;
+        }
         if ((v = member(r, rec, rpv, "kind", &td->kind_pv))) {
             bool good = false;
             for (int k = 0; json_is_string(v) && k <= MCIR_TENSOR_OUTPUT; k++)
@@ -1131,7 +1253,29 @@ static void check_tensor_decls(reader *r, tensor_decl *decls, int n) {
         if (td->has_dtype && td->dtype != t->dtype)
             err(r, at(r, td->dtype_pv), "tensors: '%s' is declared %s but is %s", t->name,
                 mcir_dtype_name(td->dtype), mcir_dtype_name(t->dtype));
-        if (td->has_shape && (td->rank != t->rank ||
+        if (td->has_shape && (t->sym || td->shape_json)) {   /* symbolic: as text */
+            bool same = td->rank == t->rank;
+            char got[400], want[400], e[96];
+            size_t kg = 0, kw = 0;
+            kg += (size_t)snprintf(got, sizeof got, "[");
+            kw += (size_t)snprintf(want, sizeof want, "[");
+            for (int k = 0; k < t->rank && kg < sizeof got; k++) {
+                mcir_extent x = mcir_tensor_extent(t, k);
+                kg += (size_t)snprintf(got + kg, sizeof got - kg, "%s%s", k ? ", " : "",
+                                       mcir_extent_str(r->g, &x, e, sizeof e));
+            }
+            for (int k = 0; k < td->rank && kw < sizeof want; k++) {
+                json_t *je = td->shape_json ? json_array_get(td->shape_json, (size_t)k) : NULL;
+                if (je && json_is_string(je)) snprintf(e, sizeof e, "%s", json_string_value(je));
+                else snprintf(e, sizeof e, "%lld", (long long)td->shape[k]);
+                kw += (size_t)snprintf(want + kw, sizeof want - kw, "%s%s", k ? ", " : "", e);
+            }
+            if (kg < sizeof got) snprintf(got + kg, sizeof got - kg, "]");
+            if (kw < sizeof want) snprintf(want + kw, sizeof want - kw, "]");
+            if (!same || strcmp(got, want))
+                err(r, at(r, td->shape_pv), "tensors: '%s' is declared with shape %s but has shape %s",
+                    t->name, want, got);
+        } else if (td->has_shape && (td->rank != t->rank ||
                               memcmp(td->shape, t->shape, sizeof(int64_t) * (size_t)t->rank))) {
             char want[200], got[200];
             shape_fmt(want, sizeof want, td->rank, td->shape);
@@ -1142,6 +1286,67 @@ static void check_tensor_decls(reader *r, tensor_decl *decls, int n) {
         if (td->kind && strcmp(td->kind, mcir_tensor_kind_name(t->kind)) != 0)
             err(r, at(r, td->kind_pv), "tensors: '%s' is declared %s but is %s", t->name,
                 td->kind, mcir_tensor_kind_name(t->kind));
+    }
+}
+
+/* ----------------------------------------------------------------- dims */
+
+/* "dims": {"seq": {"min": 1, "max": 4096}, ...}, before anything names one. */
+static void read_dims(reader *r, json_t *obj, int pv) {
+    static const char *const dim_keys[] = {"min", "max", NULL};
+    if (!json_is_object(obj)) {
+        err(r, at(r, pv), "'dims' must be an object mapping dimension names to {\"min\", "
+            "\"max\"}, got %s", json_kind(obj));
+        return;
+    }
+    int n = mcir_json_pos_count(r->pos, pv);
+    for (int i = 0; i < n; i++) {
+        int dpv;
+        const char *name = mcir_json_pos_member(r->pos, pv, i, &dpv);
+        json_t *rec = name ? json_object_get(obj, name) : NULL;
+        if (!rec) continue;
+        const char *who = mcir_arena_printf(r->g->arena, "dims: '%s'", name);
+        if (!name[0] || strlen(name) > 64) {
+            err(r, at_key(r, dpv), "dims: a dimension name must be 1 to 64 characters");
+            continue;
+        }
+        if (!json_is_object(rec)) {
+            err(r, at(r, dpv), "%s must be an object {\"min\": N, \"max\": N}, got %s", who,
+                json_kind(rec));
+            continue;
+        }
+        check_keys(r, dpv, dim_keys, who);
+        int mpv[2];
+        json_t *lim[2] = {required(r, rec, dpv, "min", &mpv[0], who),
+                          required(r, rec, dpv, "max", &mpv[1], who)};
+        int64_t v[2] = {0, 0};
+        bool ok = lim[0] && lim[1];
+        for (int k = 0; k < 2; k++) {
+            if (!lim[k]) continue;
+            if (!json_is_integer(lim[k])) {
+                err(r, at(r, mpv[k]), "%s: '%s' must be an integer, got %s", who,
+                    k ? "max" : "min", json_kind(lim[k]));
+                ok = false;
+            } else if (!json_int_in(lim[k], 1, MCIR_MAX_ELEMS, &v[k])) {
+                err(r, at(r, mpv[k]), "%s: '%s' is %lld; a dimension is at least 1 and at most "
+                    "%s", who, k ? "max" : "min", (long long)json_integer_value(lim[k]),
+                    MCIR_MAX_ELEMS_TEXT);
+                ok = false;
+            }
+        }
+        if (ok && v[0] > v[1]) {
+            err(r, at(r, mpv[0]), "%s: 'min' %lld is above 'max' %lld", who, (long long)v[0],
+                (long long)v[1]);
+            ok = false;
+        }
+        if (!ok) continue;
+        if (r->g->n_dims == MCIR_MAX_DIMS) {
+            err(r, at_key(r, dpv), "%s: more than %d dimensions", who, MCIR_MAX_DIMS);
+            continue;
+        }
+        int k = mcir_graph_add_dim(r->g, name, v[0], v[1]);
+        MCIR_ASSERT(k >= 0);   /* JSON_REJECT_DUPLICATES: names are unique */
+        r->g->dims[k].loc = at_key(r, dpv);
     }
 }
 
@@ -1194,7 +1399,7 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
     reader r = {.g = g, .d = d, .path = g->path, .pos = mcir_json_pos_scan(text, len)};
     int rpv = mcir_json_pos_root(r.pos);
 
-    static const char *const top_keys[] = {"mcir", "name", "inputs", "weights", "nodes",
+    static const char *const top_keys[] = {"mcir", "name", "dims", "inputs", "weights", "nodes",
                                            "outputs", "tensors", NULL};
     int pv;
     json_t *v = member(&r, root, rpv, "mcir", &pv);
@@ -1212,6 +1417,12 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
     g->name = v && json_is_string(v) && json_string_length(v)
                   ? mcir_arena_strdup(g->arena, json_string_value(v))
                   : stem_of(g->arena, path);
+
+    json_t *dims = member(&r, root, rpv, "dims", &pv);
+    if (dims) {
+        r.has_dims = true;
+        read_dims(&r, dims, pv);
+    }
 
     json_t *inputs = member(&r, root, rpv, "inputs", &pv);
     if (!inputs) {

@@ -165,9 +165,17 @@ static void put_value(FILE *out, const json_t *v, int indent) {
 
 /* ---------------------------------------------------------- graph → tree */
 
-static json_t *shape_json(const mcir_tensor *t) {
+/* A shape: integers, and where the graph has dims, each symbolic extent as
+ * its text — a dimension's name for an input ("seq"), an expression for an
+ * inferred extent ("batch*seq", in the "tensors" records). */
+static json_t *shape_json(const mcir_graph *g, const mcir_tensor *t) {
     json_t *a = json_array();
-    for (int i = 0; i < t->rank; i++) json_array_append_new(a, json_integer(t->shape[i]));
+    for (int i = 0; i < t->rank; i++) {
+        mcir_extent e = mcir_tensor_extent(t, i);
+        char buf[128];
+        if (mcir_extent_is_const(&e, NULL)) json_array_append_new(a, json_integer(t->shape[i]));
+        else json_array_append_new(a, json_string(mcir_extent_str(g, &e, buf, sizeof buf)));
+    }
     return a;
 }
 
@@ -190,30 +198,36 @@ static json_t *value_json(const mcir_tensor *t, int dim, int64_t *k) {
     return a;
 }
 
-static json_t *tensor_decl_json(const mcir_tensor *t) {
+static json_t *tensor_decl_json(const mcir_graph *g, const mcir_tensor *t) {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(t->name));
     json_object_set_new(o, "dtype", json_string(mcir_dtype_name(t->dtype)));
-    json_object_set_new(o, "shape", shape_json(t));
+    json_object_set_new(o, "shape", shape_json(g, t));
     return o;
 }
 
-static json_t *attr_json(const mcir_attr *a) {
+/* Value k of an attribute: the dimension it names, or the integer. */
+static json_t *attr_int_json(const mcir_graph *g, const mcir_attr *a, int k, int64_t v) {
+    if (a->dim_of && a->dim_of[k] >= 0) return json_string(g->dims[a->dim_of[k]].name);
+    return json_integer(v);
+}
+
+static json_t *attr_json(const mcir_graph *g, const mcir_attr *a) {
     switch (a->type) {
-    case MCIR_ATTR_INT: return json_integer(a->i);
+    case MCIR_ATTR_INT: return attr_int_json(g, a, 0, a->i);
     case MCIR_ATTR_FLOAT: return json_real(a->f);
     case MCIR_ATTR_BOOL: return json_boolean(a->b);
     case MCIR_ATTR_STRING: return json_string(a->s ? a->s : "");
     case MCIR_ATTR_INTS: {
         json_t *l = json_array();
-        for (int i = 0; i < a->n; i++) json_array_append_new(l, json_integer(a->ints[i]));
+        for (int i = 0; i < a->n; i++) json_array_append_new(l, attr_int_json(g, a, i, a->ints[i]));
         return l;
     }
     }
     return json_null();
 }
 
-static json_t *node_json(const mcir_node *n) {
+static json_t *node_json(const mcir_graph *g, const mcir_node *n) {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(n->name));
     json_object_set_new(o, "op", json_string(mcir_op_name(n->op)));
@@ -226,7 +240,7 @@ static json_t *node_json(const mcir_node *n) {
     if (n->n_attrs) {
         json_t *attrs = json_object();
         for (int i = 0; i < n->n_attrs; i++)
-            json_object_set_new(attrs, n->attrs[i].name, attr_json(&n->attrs[i]));
+            json_object_set_new(attrs, n->attrs[i].name, attr_json(g, &n->attrs[i]));
         json_object_set_new(o, "attrs", attrs);
     }
     json_t *props = json_array();
@@ -250,10 +264,10 @@ static json_t *node_json(const mcir_node *n) {
     return o;
 }
 
-static void add_tensor_record(json_t *tensors, const mcir_tensor *t) {
+static void add_tensor_record(const mcir_graph *g, json_t *tensors, const mcir_tensor *t) {
     json_t *rec = json_object();
     json_object_set_new(rec, "dtype", json_string(mcir_dtype_name(t->dtype)));
-    if (t->rank >= 0) json_object_set_new(rec, "shape", shape_json(t));
+    if (t->rank >= 0) json_object_set_new(rec, "shape", shape_json(g, t));
     json_object_set_new(rec, "kind", json_string(mcir_tensor_kind_name(t->kind)));
     json_object_set_new(rec, "memory_state", json_string(mcir_memory_state_name(t->memory_state)));
     json_object_set_new(tensors, t->name, rec);
@@ -293,16 +307,26 @@ static bool write_json(const mcir_graph *g, FILE *out, const char *dir, const ch
     json_t *root = json_object();
     json_object_set_new(root, "mcir", json_integer(1));
     json_object_set_new(root, "name", json_string(g->name ? g->name : "graph"));
+    if (g->n_dims) {
+        json_t *dims = json_object();
+        for (int i = 0; i < g->n_dims; i++) {
+            json_t *rec = json_object();
+            json_object_set_new(rec, "min", json_integer(g->dims[i].min));
+            json_object_set_new(rec, "max", json_integer(g->dims[i].max));
+            json_object_set_new(dims, g->dims[i].name, rec);
+        }
+        json_object_set_new(root, "dims", dims);
+    }
 
     json_t *inputs = json_array();
     for (int i = 0; i < g->n_inputs; i++)
-        json_array_append_new(inputs, tensor_decl_json(g->inputs[i]));
+        json_array_append_new(inputs, tensor_decl_json(g, g->inputs[i]));
     json_object_set_new(root, "inputs", inputs);
 
     json_t *weights = json_array();
     for (int i = 0; i < g->n_weights; i++) {
         const mcir_tensor *t = g->weights[i];
-        json_t *w = tensor_decl_json(t);
+        json_t *w = tensor_decl_json(g, t);
         if (t->data_path) {
             json_object_set_new(w, "data", json_string(t->data_path));
         } else if (t->data && t->rank >= 0 && dir && mcir_tensor_numel(t) > inline_max) {
@@ -329,7 +353,7 @@ static bool write_json(const mcir_graph *g, FILE *out, const char *dir, const ch
 
     json_t *nodes = json_array();
     for (int i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i]->dead) json_array_append_new(nodes, node_json(g->nodes[i]));
+        if (!g->nodes[i]->dead) json_array_append_new(nodes, node_json(g, g->nodes[i]));
     json_object_set_new(root, "nodes", nodes);
 
     json_t *outputs = json_array();
@@ -340,12 +364,12 @@ static bool write_json(const mcir_graph *g, FILE *out, const char *dir, const ch
     /* Inputs, weights, then node outputs in node order: the order a
      * reader's declarations reproduce, so round trips are stable. */
     json_t *tensors = json_object();
-    for (int i = 0; i < g->n_inputs; i++) add_tensor_record(tensors, g->inputs[i]);
-    for (int i = 0; i < g->n_weights; i++) add_tensor_record(tensors, g->weights[i]);
+    for (int i = 0; i < g->n_inputs; i++) add_tensor_record(g, tensors, g->inputs[i]);
+    for (int i = 0; i < g->n_weights; i++) add_tensor_record(g, tensors, g->weights[i]);
     for (int i = 0; i < g->n_nodes; i++)
         if (!g->nodes[i]->dead)
             for (int k = 0; k < g->nodes[i]->n_outputs; k++)
-                add_tensor_record(tensors, g->nodes[i]->outputs[k]);
+                add_tensor_record(g, tensors, g->nodes[i]->outputs[k]);
     json_object_set_new(root, "tensors", tensors);
 
     put_value(out, root, 0);

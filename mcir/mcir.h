@@ -85,6 +85,31 @@ static inline bool mcir_numel_bounded(int rank, const int64_t *shape, int64_t *n
     return true;
 }
 
+/* ----------------------------------------------------- symbolic extents */
+
+/* A graph may declare dimensions (graph.json "dims", docs/graph-format.md
+ * "Symbolic dimensions"): names with a range [min, max] that input shapes
+ * and a few attributes use instead of integers. An extent of a tensor is
+ * then a polynomial over the dimensions with integer coefficients — a sum
+ * of at most MCIR_EXTENT_TERMS terms coef * dim0^p0 * dim1^p1 ... — which
+ * covers broadcasting and matmul (an extent passes through), reshape
+ * (products: batch*seq), concat (sums: seq+1) and slices (differences).
+ * Two extents are the same for every size in range when they are the same
+ * polynomial; anything that would only hold for some sizes is an error
+ * naming the dimension. An extent that needs more terms is an error too. */
+#define MCIR_MAX_DIMS 8
+#define MCIR_EXTENT_TERMS 4
+
+typedef struct mcir_extent_term {
+    int64_t coef;
+    uint8_t pow[MCIR_MAX_DIMS];  /* exponent of each of the graph's dims */
+} mcir_extent_term;
+
+typedef struct mcir_extent {
+    int n_terms;                 /* 0: the constant 0 */
+    mcir_extent_term terms[MCIR_EXTENT_TERMS];
+} mcir_extent;
+
 /* ----------------------------------------------------------- diagnostics */
 
 /* A source position. line/col are 1-based; line 0 means "no position"
@@ -225,6 +250,10 @@ typedef struct mcir_tensor {
     mcir_memory_state memory_state;
     mcir_node *producer;         /* NULL for inputs and weights */
     mcir_loc loc;                /* where it was declared or produced */
+    /* Symbolic extents (graphs with dims): rank entries, or NULL when every
+     * extent is the integer in shape[]. shape[] always holds the extents at
+     * the graph's current binding of its dims (mcir_graph_bind_dims). */
+    mcir_extent *sym;
 
     /* Weights: storage-dtype bytes (little-endian), or NULL for seeded
      * pseudo-random values (see mcir_fill_seeded). */
@@ -268,6 +297,11 @@ typedef struct mcir_attr {
     int n;                       /* MCIR_ATTR_INTS: count */
     int64_t *ints;
     mcir_loc loc;
+    /* Values that name a dimension (graphs with dims): one entry per value
+     * (1 for an INT, n for INTS), the dimension's index or -1 for an
+     * integer; NULL when none does. i / ints[] hold the dimension's value
+     * at the current binding. */
+    int8_t *dim_of;
 } mcir_attr;
 
 /* One entry of an op's attribute schema. A required attribute has no
@@ -450,6 +484,14 @@ void mcir_node_add_property(mcir_graph *g, mcir_node *n, const char *property);
 
 /* ---------------------------------------------------------------- graphs */
 
+/* A symbolic dimension of a graph ("dims"). */
+typedef struct mcir_dim {
+    const char *name;
+    int64_t min, max;
+    int64_t value;               /* the binding the concrete shapes are at (default max) */
+    mcir_loc loc;
+} mcir_dim;
+
 struct mcir_graph {
     mcir_arena *arena;
     const char *name;
@@ -476,6 +518,9 @@ struct mcir_graph {
     /* fusion-group members by group while rewriting; internal, see
      * mcir_graph_index_groups */
     struct mcir_group_index *groups;
+    /* symbolic dimensions, in declaration order (graph.json "dims") */
+    int n_dims;
+    mcir_dim dims[MCIR_MAX_DIMS];
 };
 
 mcir_graph *mcir_graph_new(const char *name);
@@ -502,6 +547,45 @@ void mcir_graph_mark_output(mcir_graph *g, mcir_tensor *t);
 bool mcir_graph_sort(mcir_graph *g, mcir_diag *d);
 /* Runs every node's shape inference in topological order. */
 bool mcir_graph_infer(mcir_graph *g, mcir_diag *d);
+/* One node's shape inference: the op's rule at the current binding and,
+ * for a graph with dims, its symbolic rule for the whole range (dims.c). */
+bool mcir_node_infer(mcir_graph *g, mcir_node *n, mcir_diag *d);
+
+/* ---------------------------------------------- symbolic dims (dims.c) */
+
+/* Declares a dimension; its index, or -1 if the name is taken or there
+ * are MCIR_MAX_DIMS already. Bound at max. */
+int mcir_graph_add_dim(mcir_graph *g, const char *name, int64_t min, int64_t max);
+int mcir_graph_find_dim(const mcir_graph *g, const char *name);
+/* Whether some dimension can take more than one value. */
+bool mcir_graph_is_dynamic(const mcir_graph *g);
+/* Rebinds every dimension (values[i] for dims[i], within its range):
+ * input shapes and attributes that name a dimension take the values, and
+ * shapes are inferred again. false with the inference's errors. */
+bool mcir_graph_bind_dims(mcir_graph *g, const int64_t *values, mcir_diag *d);
+/* "seq=128, batch=4" (the current binding) into buf; "" without dims. */
+char *mcir_dims_binding_str(const mcir_graph *g, char *buf, size_t n);
+
+/* Extents. */
+mcir_extent mcir_extent_const(int64_t v);
+mcir_extent mcir_extent_dim(int dim);
+/* t's extent i (its symbol, or the integer). */
+mcir_extent mcir_tensor_extent(const mcir_tensor *t, int i);
+bool mcir_extent_is_const(const mcir_extent *e, int64_t *value);
+bool mcir_extent_equal(const mcir_extent *a, const mcir_extent *b);
+/* Sum, product; false if the result needs more than MCIR_EXTENT_TERMS
+ * terms or a coefficient overflows. */
+bool mcir_extent_add(const mcir_extent *a, const mcir_extent *b, mcir_extent *out);
+bool mcir_extent_mul(const mcir_extent *a, const mcir_extent *b, mcir_extent *out);
+/* The value at the graph's current binding. */
+int64_t mcir_extent_eval(const mcir_graph *g, const mcir_extent *e);
+/* The least and greatest value over every size in range (exact for terms
+ * with positive coefficients, a safe bound otherwise). */
+void mcir_extent_bounds(const mcir_graph *g, const mcir_extent *e, int64_t *lo, int64_t *hi);
+/* "batch*seq", "seq+1", "768" into buf; returns buf. */
+char *mcir_extent_str(const mcir_graph *g, const mcir_extent *e, char *buf, size_t n);
+/* The first dimension e depends on (-1: none). */
+int mcir_extent_first_dim(const mcir_extent *e);
 /* Structural checks: arity, attribute types, single producer, every input
  * produced before use, outputs exist, shapes inferred. */
 bool mcir_graph_verify(const mcir_graph *g, mcir_diag *d);

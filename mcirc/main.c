@@ -59,6 +59,9 @@ static const char usage_text[] =
     "  --watchdog S         a kernel running longer than S seconds is a hang\n"
     "                       (exit 3; default 10 s + 100x its modelled time; 0: none)\n"
     "  --input NAME=FILE    a graph input from a .npy file (repeatable)\n"
+    "  --dim NAME=N         size of symbolic dimension NAME for seeded inputs of a\n"
+    "                       run (default: its max; --input files give their own)\n"
+    "  --dim NAME=MIN..MAX  compile symbolic dimension NAME for this range\n"
     "  --shape NAME=DIMS    pin a dynamic input dimension of an ONNX model,\n"
     "                       e.g. --shape input_ids=1x128 (repeatable)\n"
     "  --threads N          threads of the CPU reference (default: all cores)\n"
@@ -300,8 +303,9 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
     }
     if (ok && c->codegen) ok = mcir_codegen_write_dir(c->codegen, tmp, d);
     if (ok && c->env) {
-        for (int i = 0; ok && i < c->graph->n_outputs; i++) {
-            const mcir_tensor *t = c->graph->outputs[i];
+        const mcir_graph *run = mcir_compilation_run_graph(c);
+        for (int i = 0; ok && i < run->n_outputs; i++) {
+            const mcir_tensor *t = run->outputs[i];
             size_t n = (size_t)mcir_tensor_numel(t), es = mcir_dtype_size(t->dtype);
             char stem[256];
             unsigned char *raw = malloc(n * es + 1);
@@ -376,6 +380,15 @@ static void print_summary(const mcir_compilation *c, FILE *out) {
         fprintf(out, "  arena    %s for %d buffers, lower bound %s (%.3fx, planner %s)\n", a,
                 c->memory->n_buffers, lb, ratio, c->memory->planner);
     }
+    if (g->n_dims) {   /* what a symbolic graph's compilation is (docs/cli.md) */
+        fprintf(out, "  dims    ");
+        for (int k = 0; k < g->n_dims; k++)
+            fprintf(out, "%s %s in [%" PRId64 ", %" PRId64 "]", k ? "," : "", g->dims[k].name,
+                    g->dims[k].min, g->dims[k].max);
+        fprintf(out, "; shapes checked for every size, plan and arena at the largest%s\n",
+                mcir_graph_is_dynamic(g) ? " (kernels specialised there: not size-generic yet)"
+                                         : "");
+    }
     mcir_compile_stats cs = {0};
     if (c->codegen) mcir_codegen_compile_stats(c->codegen, &cs);
     if (cs.kernels > 0) {   /* compiled: -o with NVRTC, --run on a GPU */
@@ -392,9 +405,14 @@ static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out)
             c->ran_on_gpu ? c->gpu_stats.device_name : "cpu reference", c->run_seconds);
     if (c->ran_on_gpu)   /* scripts/gpu-check.sh compares the --alloc modes by this */
         fprintf(out, ", peak %" PRId64 " device bytes", c->gpu_stats.peak_device_bytes);
+    const mcir_graph *run = mcir_compilation_run_graph(c);
+    if (run->n_dims) {
+        char b[256];
+        fprintf(out, " at %s", mcir_dims_binding_str(run, b, sizeof b));
+    }
     fputc('\n', out);
-    for (int i = 0; i < c->graph->n_outputs; i++) {
-        const mcir_tensor *t = c->graph->outputs[i];
+    for (int i = 0; i < run->n_outputs; i++) {
+        const mcir_tensor *t = run->outputs[i];
         const float *v = mcir_env_get(c->env, t);
         int64_t n = mcir_tensor_numel(t);
         double sum = 0, amax = 0;
@@ -542,6 +560,7 @@ typedef struct cli_args {
     mcir_input_file *inputs;
     mcir_memplan_pool *pools;
     mcir_onnx_shape *shapes;
+    mcir_dim_option *dims;
     emit_kind emit;
     const char *out_dir, *test_file, *report_path;
     bool trace_human;
@@ -681,6 +700,20 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
             }
             (cl->inputs)[o->n_inputs].name = strndup(val, (size_t)(eq - val));
             (cl->inputs)[o->n_inputs++].path = eq + 1;
+        } else if (is_opt(a, "--dim")) {
+            VALUE("--dim");
+            mcir_dim_option x;
+            if (!mcir_dim_option_parse(val, &x)) {
+                return usage_error("--dim: '%s' is not NAME=N or NAME=MIN..MAX (positive "
+                                   "integers, MIN <= MAX)", val);
+            }
+            for (int k = 0; k < o->n_dims; k++)
+                if (!strcmp(cl->dims[k].name, x.name) &&
+                    ((x.has_value && cl->dims[k].has_value) || (x.has_range && cl->dims[k].has_range))) {
+                    free((char *)x.name);
+                    return usage_error("--dim: dimension '%s' given twice", cl->dims[k].name);
+                }
+            cl->dims[o->n_dims++] = x;
         } else if (is_opt(a, "--shape")) {
             VALUE("--shape");
 #ifndef MCIR_HAVE_ONNX
@@ -738,7 +771,9 @@ int main(int argc, char **argv) {
     cl.inputs = calloc((size_t)argc, sizeof *cl.inputs);
     cl.pools = calloc((size_t)argc, sizeof *cl.pools);
     cl.shapes = calloc((size_t)argc, sizeof *cl.shapes);
-    MCIR_ASSERT(cl.catalogs && cl.inputs && cl.pools && cl.shapes);
+    cl.dims = calloc((size_t)argc, sizeof *cl.dims);
+    MCIR_ASSERT(cl.catalogs && cl.inputs && cl.pools && cl.shapes && cl.dims);
+    cl.o.dims = cl.dims;
     cl.o.catalogs = cl.catalogs;
     cl.o.inputs = cl.inputs;
     cl.o.pools = cl.pools;
@@ -807,6 +842,8 @@ int main(int argc, char **argv) {
 done:
     for (int i = 0; i < cl.o.n_inputs; i++) free((char *)cl.inputs[i].name);
     for (int i = 0; i < cl.o.n_pools; i++) free((char *)cl.pools[i].name);
+    for (int i = 0; i < cl.o.n_dims; i++) free((char *)cl.dims[i].name);
+    free(cl.dims);
     free(cl.catalogs);
     free(cl.inputs);
     free(cl.pools);

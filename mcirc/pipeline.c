@@ -71,6 +71,186 @@ static int set_input_files(const mcir_options *o, const mcir_graph *g, mcir_env 
     return MCIR_EXIT_OK;
 }
 
+/* ---------------------------------------------------- symbolic dimensions */
+
+static bool parse_positive(const char *s, size_t n, int64_t *out) {
+    if (n == 0 || n > 18) return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return v >= 1;
+}
+
+bool mcir_dim_option_parse(const char *text, mcir_dim_option *out) {
+    const char *eq = strchr(text, '=');
+    if (!eq || eq == text) return false;
+    const char *v = eq + 1, *dots = strstr(v, "..");
+    mcir_dim_option o = {0};
+    if (dots) {
+        if (!parse_positive(v, (size_t)(dots - v), &o.min) ||
+            !parse_positive(dots + 2, strlen(dots + 2), &o.max) || o.min > o.max)
+            return false;
+        o.has_range = true;
+    } else {
+        if (!parse_positive(v, strlen(v), &o.value)) return false;
+        o.has_value = true;
+    }
+    o.name = strndup(text, (size_t)(eq - text));
+    MCIR_ASSERT(o.name);
+    *out = o;
+    return true;
+}
+
+/* --dim NAME=MIN..MAX: the ranges the graph is compiled for, then every
+ * --dim NAME=N checked against them. The graph is left bound at its
+ * largest sizes, where the pipeline plans it. */
+static int stage_dims(const mcir_options *o, mcir_graph *g, mcir_diag *d) {
+    bool changed = false;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < o->n_dims; i++) {
+            const mcir_dim_option *x = &o->dims[i];
+            int k = mcir_graph_find_dim(g, x->name);
+            if (k < 0) {
+                if (pass == 0)
+                    mcir_error(d, (mcir_loc){"mcirc", 0, 0},
+                               "--dim %s: the graph has no dimension '%s'%s", x->name, x->name,
+                               g->n_dims ? "" : " (it declares no 'dims')");
+                if (pass == 0) return MCIR_EXIT_USAGE;
+                continue;
+            }
+            mcir_dim *dim = &g->dims[k];
+            if (pass == 0 && x->has_range) {
+                if (x->min > MCIR_MAX_ELEMS || x->max > MCIR_MAX_ELEMS) {
+                    mcir_error(d, (mcir_loc){"mcirc", 0, 0},
+                               "--dim %s=%lld..%lld: a dimension is at most %s", x->name,
+                               (long long)x->min, (long long)x->max, MCIR_MAX_ELEMS_TEXT);
+                    return MCIR_EXIT_USAGE;
+                }
+                dim->min = x->min;
+                dim->max = x->max;
+                changed = true;
+            }
+            if (pass == 1 && x->has_value && (x->value < dim->min || x->value > dim->max)) {
+                mcir_error(d, (mcir_loc){"mcirc", 0, 0},
+                           "--dim %s=%lld: dimension '%s' ranges over [%lld, %lld]", x->name,
+                           (long long)x->value, x->name, (long long)dim->min,
+                           (long long)dim->max);
+                return MCIR_EXIT_USAGE;
+            }
+        }
+    if (!changed) return MCIR_EXIT_OK;
+    int64_t maxes[MCIR_MAX_DIMS];
+    for (int k = 0; k < g->n_dims; k++) maxes[k] = g->dims[k].max;
+    /* every rule again, for the new range */
+    return mcir_graph_bind_dims(g, maxes, d) ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
+}
+
+/* The sizes a run executes at (docs/graph-format.md "Symbolic dimensions"): each
+ * dimension's value from the --input files whose shapes name it, else
+ * --dim NAME=N, else its max. Inputs that disagree, or a value out of
+ * range, are an error naming the dimension and the inputs. */
+static int run_binding(const mcir_options *o, const mcir_graph *g, int64_t *values, mcir_diag *d) {
+    const char *from[MCIR_MAX_DIMS] = {NULL}, *from_path[MCIR_MAX_DIMS] = {NULL};
+    for (int k = 0; k < g->n_dims; k++) values[k] = g->dims[k].max;
+    for (int i = 0; i < o->n_dims; i++) {
+        int k = mcir_graph_find_dim(g, o->dims[i].name);
+        if (k >= 0 && o->dims[i].has_value) values[k] = o->dims[i].value;
+    }
+    for (int i = 0; i < o->n_inputs; i++) {
+        const mcir_input_file *f = &o->inputs[i];
+        const mcir_tensor *t = mcir_graph_find_tensor(g, f->name);
+        if (!t || t->kind != MCIR_TENSOR_INPUT || !t->sym) continue;   /* set_input_files says */
+        mcir_npy npy;
+        if (!mcir_npy_read(f->path, &npy, d)) return MCIR_EXIT_INVALID;
+        int rank = npy.rank;
+        int64_t shape[MCIR_MAX_RANK];
+        memcpy(shape, npy.shape, sizeof shape);
+        mcir_npy_free(&npy);
+        if (rank != t->rank) continue;                                  /* set_input_files says */
+        for (int j = 0; j < t->rank; j++) {
+            int k = mcir_extent_first_dim(&t->sym[j]);
+            if (k < 0) continue;
+            const mcir_dim *dim = &g->dims[k];
+            if (shape[j] < dim->min || shape[j] > dim->max) {
+                mcir_error(d, (mcir_loc){f->path, 0, 0},
+                           "input '%s' has %lld in dim %d, which is dimension '%s': outside "
+                           "its range [%lld, %lld]", t->name, (long long)shape[j], j, dim->name,
+                           (long long)dim->min, (long long)dim->max);
+                return MCIR_EXIT_INVALID;
+            }
+            if (from[k] && values[k] != shape[j]) {
+                mcir_error(d, (mcir_loc){f->path, 0, 0},
+                           "inputs disagree on dimension '%s': input '%s' has %lld in dim %d, "
+                           "input '%s' (%s) has %lld", dim->name, t->name, (long long)shape[j],
+                           j, from[k], from_path[k], (long long)values[k]);
+                return MCIR_EXIT_INVALID;
+            }
+            for (int x = 0; !from[k] && x < o->n_dims; x++)
+                if (o->dims[x].has_value && !strcmp(o->dims[x].name, dim->name) &&
+                    o->dims[x].value != shape[j]) {
+                    mcir_error(d, (mcir_loc){f->path, 0, 0},
+                               "input '%s' has %lld in dim %d, which is dimension '%s', but "
+                               "--dim %s=%lld", t->name, (long long)shape[j], j, dim->name,
+                               dim->name, (long long)o->dims[x].value);
+                    return MCIR_EXIT_INVALID;
+                }
+            values[k] = shape[j];
+            from[k] = t->name;
+            from_path[k] = f->path;
+        }
+    }
+    return MCIR_EXIT_OK;
+}
+
+#ifdef MCIR_HAVE_ONNX
+/* --dim for an ONNX model: each names a dim_param and fixes it to one size
+ * (N, or N..N); the importer evaluates shape computations at import time,
+ * so a range cannot be kept symbolic yet. */
+static int onnx_dims(const mcir_options *o, mcir_onnx_dim *out, int *n_out, mcir_diag *d) {
+    *n_out = 0;
+    for (int i = 0; i < o->n_dims; i++) {
+        const mcir_dim_option *x = &o->dims[i];
+        if (x->has_range && x->min < x->max) {
+            mcir_error(d, (mcir_loc){"mcirc", 0, 0},
+                       "--dim %s=%lld..%lld: a dimension of an ONNX model (a dim_param) takes "
+                       "one size yet, not a range (the importer evaluates shape computations "
+                       "at import time); give --dim %s=N", x->name, (long long)x->min,
+                       (long long)x->max, x->name);
+            return MCIR_EXIT_USAGE;
+        }
+        int64_t v = x->has_range ? x->min : x->value;
+        int k = 0;
+        while (k < *n_out && strcmp(out[k].name, x->name)) k++;
+        if (k < *n_out && out[k].value != v) {
+            mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "--dim %s: given as %lld and as %lld",
+                       x->name, (long long)out[k].value, (long long)v);
+            return MCIR_EXIT_USAGE;
+        }
+        out[k] = (mcir_onnx_dim){x->name, v};
+        if (k == *n_out) (*n_out)++;
+    }
+    return MCIR_EXIT_OK;
+}
+#endif
+
+/* A copy of g bound to values, or NULL where g is at those sizes already
+ * (*st: MCIR_EXIT_INVALID if binding failed, after its errors). */
+static mcir_graph *bound_copy(const mcir_graph *g, const int64_t *values, int *st, mcir_diag *d) {
+    bool same = true;
+    for (int k = 0; k < g->n_dims; k++) same &= g->dims[k].value == values[k];
+    if (same) return NULL;
+    mcir_graph *copy = mcir_graph_clone(g);
+    if (!mcir_graph_bind_dims(copy, values, d)) *st = MCIR_EXIT_INVALID;
+    return copy;
+}
+
+const mcir_graph *mcir_compilation_run_graph(const mcir_compilation *c) {
+    return c->run_graph ? c->run_graph : c->graph;
+}
+
 /* ---------------------------------------------------------------- stages */
 
 static int stage_catalog(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
@@ -83,6 +263,7 @@ static int stage_catalog(const mcir_options *o, mcir_compilation *c, mcir_diag *
 }
 
 static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
+    mcir_graph *run = c->run_graph ? c->run_graph : c->graph;
     if (o->device == MCIR_DEVICE_EMU) {
         c->env = mcir_env_new(c->graph, o->seed);
         int st = set_input_files(o, c->graph, c->env, d);
@@ -96,20 +277,20 @@ static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     }
     bool gpu = o->device == MCIR_DEVICE_GPU;
     char why[256] = "";
-    if (o->device == MCIR_DEVICE_AUTO) gpu = mcir_gpu_available(why, sizeof why);
+    if (o->device == MCIR_DEVICE_AUTO) gpu = !mcir_graph_is_dynamic(c->graph) && mcir_gpu_available(why, sizeof why);
     else if (gpu && !mcir_gpu_available(why, sizeof why)) {
         mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "--device gpu: no usable GPU: %s", why);
         return MCIR_EXIT_TOOLCHAIN;
     }
-    c->env = mcir_env_new(c->graph, o->seed);
-    int st = set_input_files(o, c->graph, c->env, d);
+    c->env = mcir_env_new(run, o->seed);
+    int st = set_input_files(o, run, c->env, d);
     if (st) return st;
     double t0 = now_seconds();
     if (gpu) {
         if (!c->codegen || !mcir_gpu_run(c->codegen, c->env, o->alloc, &c->gpu_stats, d))
             return MCIR_EXIT_TOOLCHAIN;
         c->ran_on_gpu = true;
-    } else if (!mcir_interp_run(c->graph, c->env, d)) {
+    } else if (!mcir_interp_run(run, c->env, d)) {
         return MCIR_EXIT_INVALID;
     }
     c->run_seconds = now_seconds() - t0;
@@ -119,29 +300,31 @@ static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
 /* Runs the original and the rewritten graph through the reference
  * interpreter on the same inputs and compares every output by name. */
 static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
-    mcir_env *before = mcir_env_new(c->original, o->seed);
-    int st = set_input_files(o, c->original, before, d);
-    if (st || !mcir_interp_run(c->original, before, d)) {
+    mcir_graph *original = c->run_original ? c->run_original : c->original;
+    mcir_graph *graph = c->run_graph ? c->run_graph : c->graph;
+    mcir_env *before = mcir_env_new(original, o->seed);
+    int st = set_input_files(o, original, before, d);
+    if (st || !mcir_interp_run(original, before, d)) {
         mcir_env_free(before);
         return st ? st : MCIR_EXIT_INVALID;
     }
-    mcir_env *after = c->env && !c->ran_on_gpu ? c->env : mcir_env_new(c->graph, o->seed);
+    mcir_env *after = c->env && !c->ran_on_gpu ? c->env : mcir_env_new(graph, o->seed);
     if (after != c->env) {
-        st = set_input_files(o, c->graph, after, d);
-        if (st || !mcir_interp_run(c->graph, after, d)) {
+        st = set_input_files(o, graph, after, d);
+        if (st || !mcir_interp_run(graph, after, d)) {
             mcir_env_free(before);
             mcir_env_free(after);
             return st ? st : MCIR_EXIT_INVALID;
         }
     }
     /* a device run: its outputs against the original graph's too */
-    c->n_verify = c->original->n_outputs * (c->ran_on_gpu ? 2 : 1);
+    c->n_verify = original->n_outputs * (c->ran_on_gpu ? 2 : 1);
     c->verify = calloc((size_t)c->n_verify + 1, sizeof *c->verify);
     MCIR_ASSERT(c->verify);
     c->verify_ok = true;
-    for (int i = 0; i < c->original->n_outputs; i++) {
-        const mcir_tensor *ref = c->original->outputs[i];
-        const mcir_tensor *got = mcir_graph_find_tensor(c->graph, ref->name);
+    for (int i = 0; i < original->n_outputs; i++) {
+        const mcir_tensor *ref = original->outputs[i];
+        const mcir_tensor *got = mcir_graph_find_tensor(graph, ref->name);
         mcir_verify_result *v = &c->verify[i];
         v->output = ref->name;
         v->tolerance = mcir_verify_tolerance(ref->dtype);
@@ -149,12 +332,12 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
         if (!got || got->rank != ref->rank || got->dtype != ref->dtype ||
             mcir_tensor_numel(got) != mcir_tensor_numel(ref) ||
             !mcir_env_compare(after, got, before, ref, &r)) {
-            mcir_error(d, (mcir_loc){c->graph->path, 0, 0},
+            mcir_error(d, (mcir_loc){graph->path, 0, 0},
                        "--verify: the rewritten graph lost output '%s' or changed its shape",
                        ref->name);
             v->max_abs = v->max_rel = INFINITY;
             v->ok = c->verify_ok = false;
-            if (c->ran_on_gpu) c->verify[c->original->n_outputs + i] = *v;
+            if (c->ran_on_gpu) c->verify[original->n_outputs + i] = *v;
             continue;
         }
         v->max_abs = r.max_abs;
@@ -162,7 +345,7 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
         v->ok = mcir_compare_within(&r, v->tolerance);
         if (!v->ok) c->verify_ok = false;
         if (!c->ran_on_gpu) continue;
-        mcir_verify_result *w = &c->verify[c->original->n_outputs + i];
+        mcir_verify_result *w = &c->verify[original->n_outputs + i];
         *w = (mcir_verify_result){.output = ref->name, .device = c->ran_on_emu ? "emu" : "gpu",
                                   .tolerance = v->tolerance};
         if (!mcir_env_compare(c->env, got, before, ref, &r)) {
@@ -247,14 +430,25 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         return MCIR_EXIT_USAGE;
     }
     c->trace = mcir_trace_new();
+    bool onnx = false;
 
     /* parse + verify + infer: graph.json or ONNX → a sorted, shape-inferred graph */
 #ifdef MCIR_HAVE_ONNX
     if (o->graph)
         c->graph = o->graph;
-    else if (mcir_onnx_is_model_path(o->graph_path))
-        c->graph = mcir_onnx_read(o->graph_path, o->shapes, o->n_shapes, d);
-    else
+    else if (mcir_onnx_is_model_path(o->graph_path)) {
+        mcir_onnx_dim *dims = calloc((size_t)o->n_dims + 1, sizeof *dims);
+        int n_dims;
+        MCIR_ASSERT(dims);
+        if ((st = onnx_dims(o, dims, &n_dims, d))) {
+            free(dims);
+            return st;
+        }
+        c->graph = mcir_onnx_read_ex(o->graph_path, o->shapes, o->n_shapes, dims, n_dims, d);
+        free(dims);
+        if (!c->graph) return MCIR_EXIT_INVALID;
+        onnx = true;
+    } else
         c->graph = mcir_graph_read_json(o->graph_path, d);
 #else   /* -DMCIR_ONNX=OFF */
     size_t path_len = o->graph ? 0 : strlen(o->graph_path);
@@ -269,6 +463,9 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     }
 #endif
     if (!c->graph) return MCIR_EXIT_INVALID;
+    /* symbolic dims: --dim ranges; the pipeline plans the largest sizes
+     * (an ONNX model's --dim fixed its dim_params on import) */
+    if (!onnx && (st = stage_dims(o, c->graph, d))) return st;
     c->nodes_before = c->nodes_after = mcir_graph_live_nodes(c->graph);
     if (o->verify || o->keep_original) c->original = mcir_graph_clone(c->graph);
     /* the cost model's baseline: the graph as read, planned as --no-rewrite plans it */
@@ -291,8 +488,26 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     MCIR_ASSERT(mcir_graph_verify(c->graph, d));
 
     /* plan kernels, then memory: partition, tiles, liveness, arena offsets */
+    bool dynamic = mcir_graph_is_dynamic(c->graph);
     bool gpu_run = o->run && o->device != MCIR_DEVICE_CPU &&
-                   (o->device == MCIR_DEVICE_GPU || o->device == MCIR_DEVICE_EMU || mcir_gpu_available(NULL, 0));
+                   (o->device == MCIR_DEVICE_GPU || o->device == MCIR_DEVICE_EMU ||
+                    (!dynamic && mcir_gpu_available(NULL, 0)));
+    if (gpu_run && dynamic) {
+        /* the kernels are generated for the largest sizes only; a run at
+         * another size would be wrong, so none runs (docs/cli.md) */
+        for (int k = 0; k < c->graph->n_dims; k++)
+            if (c->graph->dims[k].min < c->graph->dims[k].max) {
+                const mcir_dim *dim = &c->graph->dims[k];
+                mcir_error(d, (mcir_loc){c->graph->path, 0, 0},
+                           "--device %s: dimension '%s' ranges over [%lld, %lld], and the "
+                           "generated kernels are not size-generic yet (they are specialised "
+                           "at the largest sizes); run on --device cpu, or fix the size with "
+                           "--dim %s=N..N", o->device == MCIR_DEVICE_EMU ? "emu" : "gpu",
+                           dim->name, (long long)dim->min, (long long)dim->max, dim->name);
+                break;
+            }
+        return MCIR_EXIT_USAGE;
+    }
     bool plan_optional = o->plan_optional && !o->want_cuda && !o->want_ptx && !gpu_run;
     if (plan_optional) {
         c->plan = plan_or_warn(c, d);
@@ -328,6 +543,17 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         if (!mcir_codegen_compile(c->codegen, c->target->name, d)) return MCIR_EXIT_TOOLCHAIN;
     }
 
+    /* symbolic dims: a run and --verify execute copies bound to the run's
+     * sizes (the inputs', --dim N, else the largest) */
+    if ((o->run || o->verify) && c->graph->n_dims) {
+        int64_t values[MCIR_MAX_DIMS];
+        if ((st = run_binding(o, c->graph, values, d))) return st;
+        st = MCIR_EXIT_OK;
+        c->run_graph = bound_copy(c->graph, values, &st, d);
+        if (!st && c->original) c->run_original = bound_copy(c->original, values, &st, d);
+        if (st) return st;
+    }
+
     /* run: the GPU where asked (or present), else the CPU reference */
     if (o->run && (st = stage_run(o, c, d))) return st;
 
@@ -352,6 +578,8 @@ void mcir_compilation_free(mcir_compilation *c) {
     mcir_trace_free(c->trace);
     mcir_graph_free(c->graph);
     mcir_graph_free(c->original);
+    mcir_graph_free(c->run_graph);
+    mcir_graph_free(c->run_original);
     free(c->verify);
     memset(c, 0, sizeof *c);
 }

@@ -46,6 +46,19 @@ typedef struct mcir_input_file {
     const char *name, *path;
 } mcir_input_file;
 
+/* --dim NAME=N (has_value) or NAME=MIN..MAX (has_range): the size seeded
+ * inputs of a run get, or the range a symbolic dimension is compiled for
+ * (docs/cli.md "Symbolic dimensions"). */
+typedef struct mcir_dim_option {
+    const char *name;
+    bool has_value, has_range;
+    int64_t value, min, max;
+} mcir_dim_option;
+
+/* Parses "NAME=N" or "NAME=MIN..MAX" into *out (name malloc'd); false if
+ * it is neither (N, MIN, MAX positive integers, MIN <= MAX). */
+bool mcir_dim_option_parse(const char *text, mcir_dim_option *out);
+
 typedef struct mcir_options {
     const char *graph_path;      /* graph.json, or an ONNX model (*.onnx) */
     mcir_graph *graph;           /* or a graph built in memory (the Python API): the
@@ -78,6 +91,8 @@ typedef struct mcir_options {
     mcir_alloc_mode alloc;
     const mcir_input_file *inputs;
     int n_inputs;
+    const mcir_dim_option *dims; /* --dim, in order */
+    int n_dims;
     /* --tune: time the top tune_top candidates of every tunable kernel
      * (GPU, or the timer MCIR_TUNE_TIMER injects) and store the winners
      * in the tuning cache next to the kernel cache (mcirc/tune.c) */
@@ -105,6 +120,11 @@ typedef struct mcir_compilation {
     int nodes_before, nodes_after, rewrites_applied;
     mcir_rewrite_stats rewrite_stats;   /* fusions vs bookkeeping */
 
+    /* A graph with symbolic dims is compiled at its largest sizes; a run
+     * or --verify at other sizes executes these copies of graph and
+     * original bound to the run's sizes (NULL: the run is at the
+     * compiled sizes). mcir_compilation_run_graph says which ran. */
+    mcir_graph *run_graph, *run_original;
     mcir_env *env;               /* --run: values of the executed graph */
     bool ran_on_gpu;             /* on a device: the GPU, or the emulated device (ran_on_emu) */
     bool ran_on_emu;
@@ -121,6 +141,8 @@ mcir_options mcir_options_default(void);
  * are already reported and `c` holds what was built (free it). */
 int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d);
 void mcir_compilation_free(mcir_compilation *c);
+/* The graph --run executed (its outputs' shapes are those of c->env). */
+const mcir_graph *mcir_compilation_run_graph(const mcir_compilation *c);
 
 /* Tolerance of --verify for a dtype: 1e-4 (f32), 2e-2 (f16, bf16),
  * relative to the largest magnitude of the reference output. */

@@ -116,7 +116,16 @@ static bool import_input(ox *x, const Onnx__ValueInfoProto *vi, const mcir_onnx_
             bool fixed = dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
                          dm->dim_value > 0;
             shape[i] = fixed ? dm->dim_value : -1;
-            if (pin && pin->rank == rank && fixed && pin->dims[i] != dm->dim_value)
+            bool named = !fixed && !pin && dm &&
+                         dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                         dm->dim_param;
+            for (int k = 0; named && k < x->n_dims; k++)
+                if (!strcmp(x->dims[k].name, dm->dim_param)) {   /* --dim NAME=N */
+                    shape[i] = x->dims[k].value;
+                    x->dim_used[k] = true;
+                }
+            if (shape[i] > 0) fixed = true;
+            if (pin && pin->rank == rank && fixed && dm && pin->dims[i] != dm->dim_value)
                 return ox_error(x, "--shape %s pins dim %d of graph input '%s' to %lld, but the "
                                    "model fixes it to %lld",
                                 pin->name, i, name, (long long)pin->dims[i],
@@ -129,11 +138,14 @@ static bool import_input(ox *x, const Onnx__ValueInfoProto *vi, const mcir_onnx_
                                 name, i);
             if (!fixed && !pin)
                 return ox_error(x, "graph input '%s' has a dynamic dimension %d%s%s%s; pin it "
-                                   "with --shape %s=D1xD2x...",
+                                   "with --shape %s=D1xD2x...%s%s%s",
                                 name, i, dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? " ('" : "",
                                 dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param ? dm->dim_param : "",
                                 dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? "')" : "",
-                                name);
+                                name,
+                                dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param && *dm->dim_param ? " or --dim " : "",
+                                dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param && *dm->dim_param ? dm->dim_param : "",
+                                dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param && *dm->dim_param ? "=N" : "");
         }
     }
     if (pin) {
@@ -266,6 +278,10 @@ static bool import_model(ox *x, const Onnx__ModelProto *m, const mcir_onnx_shape
         }
         if (!import_input(x, vi, shapes, n_shapes, pin_used)) return false;
     }
+    for (int k = 0; k < x->n_dims; k++)
+        if (!x->dim_used[k])
+            return ox_error(x, "--dim %s: no input dimension of the model is named '%s' "
+                               "(dim_param) and left to it", x->dims[k].name, x->dims[k].name);
     for (size_t i = 0; i < gp->n_node; i++) {
         x->node = gp->node[i];
         x->node_index = (int)i;
@@ -281,7 +297,20 @@ static bool import_model(ox *x, const Onnx__ModelProto *m, const mcir_onnx_shape
 mcir_graph *mcir_onnx_read_bytes(const void *bytes, size_t len, const char *path,
                                  const mcir_onnx_shape *shapes, int n_shapes,
                                  mcir_diag *d) {
-    ox x = {.d = d, .path = path ? path : "<onnx>"};
+    return mcir_onnx_read_bytes_ex(bytes, len, path, shapes, n_shapes, NULL, 0, d);
+}
+
+mcir_graph *mcir_onnx_read_bytes_ex(const void *bytes, size_t len, const char *path,
+                                    const mcir_onnx_shape *shapes, int n_shapes,
+                                    const mcir_onnx_dim *dims, int n_dims, mcir_diag *d) {
+    bool dim_used[MCIR_MAX_RANK * 8] = {false};
+    ox x = {.d = d, .path = path ? path : "<onnx>", .dims = dims, .dim_used = dim_used,
+            .n_dims = n_dims};
+    if (n_dims > (int)(sizeof dim_used / sizeof dim_used[0])) {
+        mcir_error(d, (mcir_loc){x.path, 0, 0}, "more than %d --dim sizes",
+                   (int)(sizeof dim_used / sizeof dim_used[0]));
+        return NULL;
+    }
     /* initializers widen to at most 8 bytes an element (int8 → int64);
      * folded values get 256 MiB besides */
     x.const_budget = (int64_t)(len < ((size_t)1 << 40) ? len : (size_t)1 << 40) * 8 + ((int64_t)1 << 28);
@@ -319,6 +348,11 @@ mcir_graph *mcir_onnx_read_bytes(const void *bytes, size_t len, const char *path
 
 mcir_graph *mcir_onnx_read(const char *path, const mcir_onnx_shape *shapes, int n_shapes,
                            mcir_diag *d) {
+    return mcir_onnx_read_ex(path, shapes, n_shapes, NULL, 0, d);
+}
+
+mcir_graph *mcir_onnx_read_ex(const char *path, const mcir_onnx_shape *shapes, int n_shapes,
+                              const mcir_onnx_dim *dims, int n_dims, mcir_diag *d) {
     mcir_loc loc = {path, 0, 0};
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -350,7 +384,7 @@ mcir_graph *mcir_onnx_read(const char *path, const mcir_onnx_shape *shapes, int 
         mcir_error(d, loc, "read error");
         return NULL;
     }
-    mcir_graph *g = mcir_onnx_read_bytes(buf, len, path, shapes, n_shapes, d);
+    mcir_graph *g = mcir_onnx_read_bytes_ex(buf, len, path, shapes, n_shapes, dims, n_dims, d);
     free(buf);
     return g;
 }

@@ -69,6 +69,10 @@ typedef struct ox {
     /* name table: every ONNX name (defined values and reserved names) */
     ox_entry *names;
     int names_cap, n_names;
+    /* --dim NAME=N: dim_params fixed to a size, and which were used */
+    const mcir_onnx_dim *dims;
+    int n_dims;
+    bool *dim_used;
 } ox;
 
 /* Diagnostics: "PATH: error: node 'N' (Op, opset K): ..." for the current

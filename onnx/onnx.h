@@ -43,6 +43,23 @@ mcir_graph *mcir_onnx_read_bytes(const void *bytes, size_t len, const char *path
                                  const mcir_onnx_shape *shapes, int n_shapes,
                                  mcir_diag *d);
 
+/* A named dimension of the model's inputs (an ONNX dim_param, such as
+ * "batch" or "sequence_length") fixed to one size: mcirc --dim NAME=N or
+ * --dim NAME=N..N. It applies wherever an input's dimension has that
+ * dim_param and no --shape pins the input. */
+typedef struct mcir_onnx_dim {
+    const char *name;
+    int64_t value;
+} mcir_onnx_dim;
+
+/* mcir_onnx_read / _bytes with dims (n_dims entries, may be NULL): a name
+ * no input dimension has is an error. */
+mcir_graph *mcir_onnx_read_ex(const char *path, const mcir_onnx_shape *shapes, int n_shapes,
+                              const mcir_onnx_dim *dims, int n_dims, mcir_diag *d);
+mcir_graph *mcir_onnx_read_bytes_ex(const void *bytes, size_t len, const char *path,
+                                    const mcir_onnx_shape *shapes, int n_shapes,
+                                    const mcir_onnx_dim *dims, int n_dims, mcir_diag *d);
+
 /* Parses "NAME=D1xD2x..." (each D >= 1; "NAME=" alone is a scalar).
  * out->name points into spec. False on a malformed spec. */
 bool mcir_onnx_parse_shape(const char *spec, mcir_onnx_shape *out);

@@ -280,6 +280,23 @@ static bool check_dtype_allowed(const mcir_check_ctx *c, const mcir_param_value 
     return each_tensor(c, &p[0], p, one_dtype_allowed, d, n);
 }
 
+/* Symbolic dimensions (docs/graph-format.md): a check on sizes must hold
+ * for every size in range, so shapes are compared as extents, and a
+ * failure names the dimension. `dim_note` writes " for every size of
+ * 'seq' (1..128)" or " only for some values of 'seq' (1..128)". */
+static void dim_note(const mcir_graph *g, const mcir_extent *e, bool ok, char *buf, size_t n) {
+    int k = mcir_extent_first_dim(e);
+    buf[0] = 0;
+    if (k < 0) return;
+    snprintf(buf, n, " %s of dimension '%s' (%lld..%lld)", ok ? "for every value" : "only for some values",
+             g->dims[k].name, (long long)g->dims[k].min, (long long)g->dims[k].max);
+}
+
+static bool same_extent(const mcir_tensor *a, int ia, const mcir_tensor *b, int ib) {
+    mcir_extent ea = mcir_tensor_extent(a, ia), eb = mcir_tensor_extent(b, ib);
+    return mcir_extent_equal(&ea, &eb);
+}
+
 static bool check_shape_divisible(const mcir_check_ctx *c, const mcir_param_value *p,
                                   char *d, size_t n) {
     const mcir_tensor *t = var_tensor(c, p[0].refs[0]);
@@ -297,6 +314,18 @@ static bool check_shape_divisible(const mcir_check_ctx *c, const mcir_param_valu
     }
     int64_t dim = t->shape[a];
     bool ok = by > 0 && dim % by == 0;
+    mcir_extent e = mcir_tensor_extent(t, (int)a);
+    if (!mcir_extent_is_const(&e, NULL)) {   /* every coefficient, so every size */
+        const mcir_graph *g = c->match->graph;
+        char es[96], note[160];
+        ok = by > 0;
+        for (int i = 0; ok && i < e.n_terms; i++) ok = e.terms[i].coef % by == 0;
+        dim_note(g, &e, ok, note, sizeof note);
+        say(d, n, "'%s' (%s) dim %lld = %s is divisible by %lld%s", t->name,
+            var_name(c, p[0].refs[0]), (long long)axis, mcir_extent_str(g, &e, es, sizeof es),
+            (long long)by, note);
+        return ok;
+    }
     say(d, n, "'%s' (%s) dim %lld = %lld is %sdivisible by %lld", t->name,
         var_name(c, p[0].refs[0]), (long long)axis, (long long)dim, ok ? "" : "not ",
         (long long)by);
@@ -306,7 +335,7 @@ static bool check_shape_divisible(const mcir_check_ctx *c, const mcir_param_valu
 static bool same_shape(const mcir_tensor *a, const mcir_tensor *b) {
     if (a->rank != b->rank) return false;
     for (int i = 0; i < a->rank; i++)
-        if (a->shape[i] != b->shape[i]) return false;
+        if (a->shape[i] != b->shape[i] || !same_extent(a, i, b, i)) return false;
     return true;
 }
 
@@ -347,15 +376,22 @@ static bool check_broadcasts_to(const mcir_check_ctx *c, const mcir_param_value 
         say(d, n, "nothing to check (no variable bound)");
         return true;
     }
-    char sa[96], sb[96];
+    char sa[96], sb[96], note[160] = "";
     bool ok = t->rank <= target->rank;
     for (int i = 0; ok && i < t->rank; i++) {
-        int64_t a = t->shape[t->rank - 1 - i], b = target->shape[target->rank - 1 - i];
-        if (a != b && a != 1) ok = false;
+        int ia = t->rank - 1 - i, ib = target->rank - 1 - i;
+        mcir_extent ea = mcir_tensor_extent(t, ia), eb = mcir_tensor_extent(target, ib);
+        int64_t one;
+        if (mcir_extent_equal(&ea, &eb) || (mcir_extent_is_const(&ea, &one) && one == 1)) continue;
+        ok = false;
+        /* equal at the binding: a dimension makes it hold only there */
+        if (t->shape[ia] == target->shape[ib] || t->shape[ia] == 1)
+            dim_note(c->match->graph, mcir_extent_first_dim(&ea) >= 0 ? &ea : &eb, false, note,
+                     sizeof note);
     }
-    say(d, n, "'%s' (%s) %s %s to '%s' (%s) %s", t->name, var_name(c, p[0].refs[0]),
+    say(d, n, "'%s' (%s) %s %s to '%s' (%s) %s%s", t->name, var_name(c, p[0].refs[0]),
         mcir_shape_str(t, sa, sizeof sa), ok ? "broadcasts" : "does not broadcast",
-        target->name, var_name(c, p[1].refs[0]), mcir_shape_str(target, sb, sizeof sb));
+        target->name, var_name(c, p[1].refs[0]), mcir_shape_str(target, sb, sizeof sb), note);
     return ok;
 }
 
@@ -365,10 +401,14 @@ static bool one_last_axis_param(const mcir_check_ctx *c, int v, const mcir_tenso
     char sa[96];
     if (!x) return true;
     int64_t last = x->shape[x->rank - 1];
-    bool ok = t->rank <= 1 && (t->rank == 0 || t->shape[0] == last || t->shape[0] == 1);
-    say(d, n, "'%s' (%s) %s %s per-channel over the last axis (%lld)", t->name,
+    bool ok = t->rank <= 1 && (t->rank == 0 || t->shape[0] == 1 ||
+                               (t->shape[0] == last && same_extent(t, 0, x, x->rank - 1)));
+    char note[160] = "";
+    mcir_extent e = mcir_tensor_extent(x, x->rank - 1);
+    if (!ok && t->rank == 1 && t->shape[0] == last) dim_note(c->match->graph, &e, false, note, sizeof note);
+    say(d, n, "'%s' (%s) %s %s per-channel over the last axis (%lld)%s", t->name,
         var_name(c, v), mcir_shape_str(t, sa, sizeof sa), ok ? "is" : "is not",
-        (long long)last);
+        (long long)last, note);
     return ok;
 }
 

@@ -104,7 +104,7 @@ static bool infer(mcir_action_ctx *a, mcir_node *n) {
     FILE *mem = open_memstream(&text, &len);
     MCIR_ASSERT(mem);
     mcir_diag d = mcir_diag_to(mem);
-    bool ok = mcir_op_desc_of(n->op)->infer(a->g, n, &d);
+    bool ok = mcir_node_infer(a->g, n, &d);
     fclose(mem);
     if (!ok) {
         /* keep the message, without the location prefix */
@@ -185,6 +185,19 @@ static bool take_over(mcir_action_ctx *a, mcir_node *n, mcir_tensor *target) {
                     mcir_op_name(n->op), mcir_dtype_name(fresh->dtype),
                     mcir_shape_str(fresh, s1, sizeof s1), target->name,
                     mcir_dtype_name(target->dtype), mcir_shape_str(target, s2, sizeof s2));
+    /* symbolic dims: the same extents for every size, not only at the
+     * binding the shapes above are at */
+    for (int i = 0; i < target->rank && (fresh->sym || target->sym); i++) {
+        mcir_extent ef = mcir_tensor_extent(fresh, i), et = mcir_tensor_extent(target, i);
+        if (mcir_extent_equal(&ef, &et)) continue;
+        const mcir_extent *sym = mcir_extent_first_dim(&ef) >= 0 ? &ef : &et;
+        const mcir_dim *dim = &a->g->dims[mcir_extent_first_dim(sym)];
+        return fail(a, "the fused %s would produce extent %s in dim %d but '%s' has %s: they "
+                    "agree only for some values of dimension '%s' (%lld..%lld)",
+                    mcir_op_name(n->op), mcir_extent_str(a->g, &ef, s1, sizeof s1), i,
+                    target->name, mcir_extent_str(a->g, &et, s2, sizeof s2), dim->name,
+                    (long long)dim->min, (long long)dim->max);
+    }
     n->outputs[0] = target;
     target->producer = n;
     fresh->producer = NULL;

@@ -481,6 +481,50 @@ START_TEST(shape_pins_dynamic_dims) {
 }
 END_TEST
 
+/* --dim NAME=N: a dim_param fixed to one size by its name (#33) */
+START_TEST(named_dims_fix_dim_params) {
+    const char *p = data_path("errors/dynamic_input.onnx");   /* x ["batch", 4] */
+    char *msg = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&msg, &len);
+    mcir_diag d = mcir_diag_to(f);
+    mcir_onnx_dim batch = {"batch", 5};
+    mcir_graph *g = mcir_onnx_read_ex(p, NULL, 0, &batch, 1, &d);
+    fclose(f);
+    ck_assert_msg(g, "%s", msg);
+    ck_assert_int_eq(g->inputs[0]->shape[0], 5);
+    ck_assert_int_eq(g->inputs[0]->shape[1], 4);
+    ck_assert_int_eq(g->n_dims, 0);   /* one size: an ordinary graph */
+    mcir_graph_free(g);
+    free(msg);
+    /* a --shape pin wins over the name; a name no dimension has is an error */
+    mcir_onnx_shape pin;
+    ck_assert(mcir_onnx_parse_shape("x=2x4", &pin));
+    msg = NULL;
+    f = open_memstream(&msg, &len);
+    d = mcir_diag_to(f);
+    mcir_onnx_dim other[2] = {{"batch", 5}, {"length", 7}};
+    g = mcir_onnx_read_ex(p, &pin, 1, other, 1, &d);
+    fclose(f);
+    ck_assert_ptr_null(g);
+    ck_assert_msg(strstr(msg, "--dim batch: no input dimension of the model is named 'batch' "
+                              "(dim_param) and left to it"), "%s", msg);
+    free(msg);
+    msg = NULL;
+    f = open_memstream(&msg, &len);
+    d = mcir_diag_to(f);
+    g = mcir_onnx_read_ex(p, NULL, 0, other, 2, &d);
+    fclose(f);
+    ck_assert_ptr_null(g);
+    ck_assert_msg(strstr(msg, "--dim length: no input dimension"), "%s", msg);
+    free(msg);
+    /* without either, the message offers both */
+    ck_assert_ptr_null(import_capture(p, NULL, 0, &msg));
+    ck_assert_msg(strstr(msg, "pin it with --shape x=D1xD2x... or --dim batch=N"), "%s", msg);
+    free(msg);
+}
+END_TEST
+
 START_TEST(external_data_relative_to_the_model) {
     json_t *entry = json_pack("{s:s, s:[s], s:[s]}", "model", "misc/external.onnx", "inputs",
                               "misc/external_x.npy", "outputs", "misc/external_y.npy");
@@ -553,6 +597,7 @@ static Suite *onnx_suite(void) {
     tcase_add_test(tc, missing_file_is_an_error);
     tcase_add_test(tc, parse_shape_specs);
     tcase_add_test(tc, shape_pins_dynamic_dims);
+    tcase_add_test(tc, named_dims_fix_dim_params);
     tcase_add_test(tc, external_data_relative_to_the_model);
     suite_add_tcase(s, tc);
     return s;

@@ -5,7 +5,9 @@
  * CUDA C (no NVRTC), run the rewritten graph on the CPU reference
  * interpreter and compare it with the original. A graph whose tensors hold
  * more than 2^16 elements in all is planned but not run, so one input
- * stays well under a millisecond of interpreter time.
+ * stays well under a millisecond of interpreter time. A graph with
+ * symbolic dims runs at each dimension's min (as `--dim NAME=MIN`): the
+ * rewritten graph, planned at the maxima, bound again to other sizes.
  *
  * Invariants: a failed compilation reported an error; --verify does not
  * fail (the rewrites keep the numbers within tolerance) except where the
@@ -36,7 +38,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mcir_graph *probe = mcir_graph_read_json(path, &d);
     if (!probe) return 0;
     bool small = total_elems(probe) <= RUN_MAX_ELEMS;
-    mcir_graph_free(probe);
+    mcir_dim_option dims[MCIR_MAX_DIMS];
+    int n_dims = probe->n_dims;
+    for (int i = 0; i < n_dims; i++)
+        dims[i] = (mcir_dim_option){.name = probe->dims[i].name, .has_value = true,
+                                    .value = probe->dims[i].min};
 
     mcir_options o = mcir_options_default();
     o.graph_path = path;
@@ -44,9 +50,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.run = o.verify = small;
     o.device = MCIR_DEVICE_CPU;
     o.planner = "greedy-size";
+    o.dims = dims;
+    o.n_dims = n_dims;
     mcir_compilation c;
     d = fuzz_diag();
     int st = mcir_compile(&o, &c, &d);
+    mcir_graph_free(probe);   /* after the compile: dims[].name point into it */
     if (st != MCIR_EXIT_OK) {
         bool reported = d.n_errors > 0;
         bool verify_failed = c.verify && !c.verify_ok;

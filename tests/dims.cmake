@@ -1,0 +1,9 @@
+# Symbolic dimensions (mcir/dims.c, graph.json "dims", mcirc --dim): the
+# extent algebra, format errors, range rules, and runs at several sizes
+# through mcirc on the CPU path against the interpreter.
+mcir_check_test(test_dims SOURCES test_dims.c cli_util.c LIBS mcir_core)
+target_compile_definitions(test_dims PRIVATE MCIRC_BINARY="$<TARGET_FILE:mcirc>")
+add_dependencies(test_dims mcirc)
+if(TARGET mcir_onnx)   # --dim on an ONNX model's dim_param
+  target_compile_definitions(test_dims PRIVATE MCIR_HAVE_ONNX=1)
+endif()
