@@ -77,6 +77,7 @@ typedef struct gpu_run {
     size_t workspace_bytes;
     int lt_fallbacks;
     char lt_note[512];       /* the first fallback, for the warning */
+    char blas_note[512];     /* cuBLAS / cuBLASLt that did not load (not disabled): the warning */
     /* place */
     CUdeviceptr *ptr;        /* by root tensor id */
     unsigned char *owned;    /* by root tensor id: ptr is our own allocation */
@@ -331,11 +332,22 @@ static bool load_kernel(gpu_run *r, int i) {
                  r->why, W);
     if (k->gemm.ok && !r->blas) {
         char bw[256];
-        if (!cg_cublas_open(&r->blas, r->stream, bw, sizeof bw)) r->blas = NULL;
+        if (!cg_cublas_open(&r->blas, r->stream, bw, sizeof bw)) {
+            r->blas = NULL;
+            if (!getenv("MCIR_NO_CUBLAS") && !r->blas_note[0])
+                snprintf(r->blas_note, sizeof r->blas_note,
+                         "cuBLAS did not load (%s): the generated kernels run the GEMMs the plan gave it", bw);
+        }
     }
     if (k->gemm.ok && k->gemm.lt && !r->blas_lt) {
         char bw[256];
-        if (!cg_cublaslt_open(&r->blas_lt, bw, sizeof bw)) r->blas_lt = NULL;   /* cuBLAS + epilogue */
+        if (!cg_cublaslt_open(&r->blas_lt, bw, sizeof bw)) {   /* cuBLAS + epilogue */
+            r->blas_lt = NULL;
+            if (!getenv("MCIR_NO_CUBLAS") && !getenv("MCIR_NO_CUBLASLT") && !r->blas_note[0])
+                snprintf(r->blas_note, sizeof r->blas_note,
+                         "cuBLASLt did not load (%s): the GEMMs the plan gave it run %s", bw,
+                         r->blas ? "on cuBLAS with a generated epilogue kernel" : "in the generated kernels");
+        }
     }
     bool epi = k->epi_source && (cu->emulated ? k->epi_owner >= 0 || k->epi_emu_bin.cubin : k->epi_compiled);
     if (epi && k->epi_owner >= 0) {
@@ -828,6 +840,7 @@ static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *en
         stats->workspace_bytes = (int64_t)r.workspace_bytes;
         stats->lt_fallbacks = r.lt_fallbacks;
     }
+    if (ok && r.blas_note[0]) mcir_warning(d, (mcir_loc){.path = cg->plan->graph->path}, "%s", r.blas_note);
     if (ok && r.lt_fallbacks)
         mcir_warning(d, (mcir_loc){.path = cg->plan->graph->path}, "%s%s", r.lt_note,
                      r.lt_fallbacks > 1 ? " (the first of several such GEMMs)" : "");

@@ -138,12 +138,26 @@ static size_t span_of(int64_t rows, int64_t cols, int64_t ld, int batch, long lo
     return at(rows - 1, cols - 1, ld, batch - 1, stride, es) + (size_t)es;
 }
 
-static int create(void **h) {
+/* MCIR_EMU_BLAS_OPEN=fail: neither handle opens (a library that does not
+ * load or initialise on the machine); =lt: cuBLASLt's does not. */
+static int create_handle(void **h) {
     handle *x = malloc(sizeof *x);
     if (!x) return 3;
     x->magic = EMU_HANDLE_MAGIC;
     *h = x;
     return 0;
+}
+
+static int create(void **h) {
+    const char *f = getenv("MCIR_EMU_BLAS_OPEN");
+    if (f && !strcmp(f, "fail")) return MCIR_CUBLAS_STATUS_NOT_INITIALIZED;
+    return create_handle(h);
+}
+
+static int lt_create(void **h) {
+    const char *f = getenv("MCIR_EMU_BLAS_OPEN");
+    if (f && (!strcmp(f, "fail") || !strcmp(f, "lt"))) return MCIR_CUBLAS_STATUS_NOT_INITIALIZED;
+    return create_handle(h);
 }
 
 static int destroy(void *h) {
@@ -452,7 +466,7 @@ const mcir_blas_api emu_blas_api = {
     .destroy = destroy,
     .set_stream = set_stream,
     .gemm_strided_batched_ex = gemm_strided_batched_ex,
-    .lt_create = create,
+    .lt_create = lt_create,
     .lt_destroy = destroy,
     .lt_desc_create = lt_desc_create,
     .lt_desc_destroy = lt_free,
