@@ -24,7 +24,8 @@ static const char *error_name(int rc) {
     case 1: return "CUDA_ERROR_INVALID_VALUE";
     case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
     case 3: return "CUDA_ERROR_NOT_INITIALIZED";
-    case 35: return "CUDA_ERROR_STUB_LIBRARY";
+    case 34: return "CUDA_ERROR_STUB_LIBRARY";
+    case 36: return "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER";
     case 100: return "CUDA_ERROR_NO_DEVICE";
     case 200: return "CUDA_ERROR_INVALID_IMAGE";
     case 201: return "CUDA_ERROR_INVALID_CONTEXT";

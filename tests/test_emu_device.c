@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "codegen/codegen-impl.h"
+#include "codegen/cuda_driver.h"
 #include "codegen/runtime.h"
 #include "emu/emu.h"
 #include "mcirc/pipeline.h"
@@ -538,6 +539,36 @@ START_TEST(test_cublaslt_not_supported_runs_the_generated_kernel) {
 }
 END_TEST
 
+/* The runtime's CUresult names (cuda_driver.c) against a second source,
+ * the toolkit's cuda.h: every code the runtime names (0..1000) has that
+ * name there. */
+START_TEST(test_cu_error_names_match_cuda_h) {
+    FILE *f = fopen("/usr/local/cuda/include/cuda.h", "r");
+    if (!f) {
+        fprintf(stderr, "  skipped: no /usr/local/cuda/include/cuda.h\n");
+        return;
+    }
+    static char names[1001][128];
+    char line[512], name[128];
+    int code;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, " %127[A-Z_0-9] = %d", name, &code) == 2 && strncmp(name, "CUDA_ERROR_", 11) == 0 &&
+            code >= 0 && code <= 1000)
+            snprintf(names[code], sizeof names[code], "%s", name);
+    fclose(f);
+    int named = 0;
+    for (int c = 1; c <= 1000; c++) {
+        const char *ours = mcir_cu_error(c);
+        if (strncmp(ours, "CUDA_ERROR_", 11) != 0) continue;   /* a code the table leaves generic */
+        size_t n = strlen(names[c]);
+        ck_assert_msg(n > 0 && strncmp(ours, names[c], n) == 0 && (ours[n] == '\0' || ours[n] == ':'),
+                      "code %d: cuda.h says '%s', the runtime '%s'", c, names[c], ours);
+        named++;
+    }
+    ck_assert_int_ge(named, 25);
+}
+END_TEST
+
 int main(void) {
     char why[256];
     if (!mcir_emu_available(why, sizeof why)) return test_skip(why);
@@ -545,6 +576,7 @@ int main(void) {
     Suite *s = suite_create("emu_device");
     TCase *tc = tcase_create("device");
     tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_cu_error_names_match_cuda_h);
     tcase_add_test(tc, test_runs_in_every_mode);
     tcase_add_test(tc, test_removed_syncthreads_is_a_race);
     tcase_add_test(tc, test_dropped_mbarrier_wait_is_a_race);
