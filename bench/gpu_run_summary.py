@@ -84,18 +84,22 @@ def norms(d):
 
 def gemm(d):
     m, t = rows(d, "gemm_gpu.csv"), rows(d, "gemm_torch.csv")
+    g = rows(d, "gemm_generated.csv")   # the same shapes with MCIR_NO_CUBLAS=1
     if not m:
         return ["gemm: no mcir figures (gemm_gpu.csv missing or empty)"]
     tv = {(r["name"], r["impl"]): num(r.get("tflops")) for r in t or []}
+    gen = {r["name"]: num(r.get("tflops")) for r in g or []}
     w = max(len(r["name"]) for r in m)
-    out = ["%-*s %6s  %-24s %6s %6s   %s" % (w + 2, "gemm, TFLOP/s", "mcir", "(path)", "torch", "gemm", "mcir / torch")]
+    out = ["%-*s %6s  %-24s %6s %6s %6s   %s" % (w + 2, "gemm, TFLOP/s", "mcir", "(path)", "own", "torch", "gemm",
+                                              "mcir / torch")]
     for r in m:
         mv, ev, gv = num(r["tflops"]), tv.get((r["name"], "torch_eager")), tv.get((r["name"], "torch_gemm_only"))
         ratio = "%.2fx" % (mv / ev) if mv and ev else "–"
         extra = "" if mv is not None else "  (%s)" % r["status"]
-        out.append("  %-*s %6s  %-24s %6s %6s   %s%s" % (w, r["name"], fmt(mv), "(%s)" % r["path"], fmt(ev), fmt(gv),
-                                                       ratio, extra))
-    out.append("  (torch: PyTorch eager, the epilogue or prologue as separate ops; gemm: its product alone)")
+        out.append("  %-*s %6s  %-24s %6s %6s %6s   %s%s" % (w, r["name"], fmt(mv), "(%s)" % r["path"],
+                                                          fmt(gen.get(r["name"])), fmt(ev), fmt(gv), ratio, extra))
+    out.append("  (own: mcir's generated kernel, MCIR_NO_CUBLAS=1; torch: PyTorch eager, the epilogue or prologue "
+               "as separate ops; gemm: its product alone)")
     if t is None:
         out.append("  (no PyTorch figures: gemm_torch.csv missing)")
     return out

@@ -19,7 +19,8 @@
 #      mcir and PyTorch, GEMMs (7 shapes: f16 and bf16 at 4096^3 and
 #      8192^3, GPT-2's c_fc with bias + GELU over tokens and over
 #      [8, 1024, 768], Llama-7B's SwiGLU down projection at 8192 tokens) by
-#      mcir and PyTorch eager, and one block (GPT-2, batch 8, seq 1024,
+#      mcir and PyTorch eager (and again with MCIR_NO_CUBLAS=1: mcir's
+#      own GEMM kernels, gemm_generated.csv), and one block (GPT-2, batch 8, seq 1024,
 #      f16) by mcir and PyTorch eager / torch.compile; PyTorch's part only
 #      where python3 imports torch. CSVs named as scripts/bench.sh --gpu
 #      names them (attention_gpu.csv, attention_torch.csv, norms_gpu.csv,
@@ -260,6 +261,10 @@ torch_bench norms_torch 30 norms_torch.csv "$py" "$scripts/torch_norms.py" "${no
 bench gemm_mcir 30 gemm_gpu.csv "$bench_dir/bench_gemm" "${gemm[@]}" --reps 20 --warmup 3 --csv "$out/gemm_gpu.csv"
 torch_bench gemm_torch 30 gemm_torch.csv "$py" "$scripts/torch_gemm.py" "${gemm[@]}" --reps 20 --warmup 3 \
   --csv "$out/gemm_torch.csv"
+# the same GEMMs on mcir's own kernels (the sm_90a template on Hopper):
+# what the generated lowering reaches beside the library's
+MCIR_NO_CUBLAS=1 bench gemm_generated 30 gemm_generated.csv "$bench_dir/bench_gemm" "${gemm[@]}" --reps 20 \
+  --warmup 3 --csv "$out/gemm_generated.csv"
 if make_block; then
   bench block_mcir 50 blocks_gpu.csv "$bench_dir/bench_blocks" --csv "$out/blocks_gpu.csv" "$block"
   torch_bench block_torch 90 blocks_torch.csv "$py" "$scripts/torch_blocks.py" --csv "$out/blocks_torch.csv" "$block"

@@ -238,6 +238,33 @@ static const char *const EDGE[] = {
     "\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"c\"],\"attrs\":{\"transpose_b\":true}},"
     "{\"name\":\"ad\",\"op\":\"add\",\"inputs\":[\"c\",\"bias\"],\"outputs\":[\"h\"]},"
     "{\"name\":\"ge\",\"op\":\"gelu\",\"inputs\":[\"h\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
+    /* the sm_90a GEMM (taken without cuBLAS on sm_90): several tiles and
+     * waves, a partial last K step, bias epilogue */
+    "{\"mcir\":1,\"name\":\"mm_big\",\"inputs\":[{\"name\":\"a\",\"dtype\":\"f16\",\"shape\":[640,1000]},"
+    "{\"name\":\"b\",\"dtype\":\"f16\",\"shape\":[768,1000]},{\"name\":\"bias\",\"dtype\":\"f16\",\"shape\":[768]}],"
+    "\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"c\"],\"attrs\":{\"transpose_b\":true}},"
+    "{\"name\":\"ad\",\"op\":\"add\",\"inputs\":[\"c\",\"bias\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
+    /* a true batch, B [K, N] per batch, bf16 */
+    "{\"mcir\":1,\"name\":\"mm_batch\",\"inputs\":[{\"name\":\"a\",\"dtype\":\"bf16\",\"shape\":[4,130,96]},"
+    "{\"name\":\"b\",\"dtype\":\"bf16\",\"shape\":[4,96,200]}],"
+    "\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
+    /* SwiGLU prologue from two tensors, residual epilogue, bf16 */
+    "{\"mcir\":1,\"name\":\"mm_swiglu\",\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[300,136]},"
+    "{\"name\":\"u\",\"dtype\":\"bf16\",\"shape\":[300,136]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[136,520]},"
+    "{\"name\":\"r\",\"dtype\":\"bf16\",\"shape\":[300,520]}],"
+    "\"nodes\":[{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
+    "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},"
+    "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"c\"]},"
+    "{\"name\":\"ad\",\"op\":\"add\",\"inputs\":[\"c\",\"r\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
+    /* SwiGLU prologue from the two halves of one [.., 2K] tensor, f16 */
+    "{\"mcir\":1,\"name\":\"mm_swiglu_split\",\"inputs\":[{\"name\":\"gu\",\"dtype\":\"f16\",\"shape\":[2,100,384]},"
+    "{\"name\":\"w\",\"dtype\":\"f16\",\"shape\":[200,192]}],"
+    "\"nodes\":[{\"name\":\"p0\",\"op\":\"split\",\"inputs\":[\"gu\"],\"outputs\":[\"g\",\"u\"],"
+    "\"attrs\":{\"axis\":-1,\"sizes\":[192,192]}},"
+    "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
+    "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},"
+    "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"y\"],\"attrs\":{\"transpose_b\":true}}],"
+    "\"outputs\":[\"y\"]}",
 };
 
 START_TEST(test_template_edge_cases_match_cpu) {
