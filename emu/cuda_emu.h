@@ -845,13 +845,33 @@ static void emu_nbar_arrive(int id, unsigned count, bool wait) {
 static inline void emu_bar_sync(int id, unsigned count) { emu_nbar_arrive(id, count, true); }
 static inline void emu_bar_arrive(int id, unsigned count) { emu_nbar_arrive(id, count, false); }
 
-/* setmaxnreg: registers are not modelled; the request is checked and
- * recorded per warp group in emu_stats.maxnreg. */
+/* setmaxnreg: the request is checked and recorded per warp group in
+ * emu_stats.maxnreg, and the registers each warp holds are counted. A
+ * block starts with what ptxas gives a kernel of its size that uses
+ * setmaxnreg, the 65536 / threads cap (168 for 384 threads: 64512, not
+ * the SM's 65536; tests audit ptxas's count against it); an inc only
+ * moves registers that other warps gave back, so where the warps' final
+ * counts add up to more than the block holds, an inc waits forever
+ * (emu_sm90_block_end reports it: the hang an H200 showed). */
+static int emu_warp_regs[32], emu_regs_used;
+static int emu_entry_regs() {
+    int cap = 65536 / (((emu_nthreads + 31) / 32) * 32) / 8 * 8;
+    return cap < 256 ? cap : 256;
+}
 static inline void emu_setmaxnreg(bool inc, int n) {
     if (n < 24 || n > 256 || n % 8 != 0)
         emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): setmaxnreg %d (24..256, a multiple of 8)",
                    emu_block.x, emu_cur_i, n);
     if (emu_cur_i / 128 < 8) emu_L->stats.maxnreg[emu_cur_i / 128] = inc ? n : -n;
+    int w = emu_cur_i / 32, had = emu_warp_regs[w] ? emu_warp_regs[w] : emu_entry_regs();
+    if (w < 32 && (emu_cur_i & 31) == 0) {
+        if (inc ? n < had : n > had)
+            emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): setmaxnreg.%s %d with %d registers held "
+                       "(inc never lowers, dec never raises the count)", emu_block.x, emu_cur_i,
+                       inc ? "inc" : "dec", n, had);
+        emu_warp_regs[w] = n;
+        emu_regs_used = 1;
+    }
 }
 
 /* A shared write of n bytes at p by the async proxy (TMA), ordered after
@@ -1312,8 +1332,18 @@ static void emu_sm90_block_begin() {
     memset(emu_th_issue, 0, sizeof emu_th_issue);
     memset(emu_th_group, 0, sizeof emu_th_group);
     memset(emu_accs, 0, sizeof emu_accs);
+    memset(emu_warp_regs, 0, sizeof emu_warp_regs);
+    emu_regs_used = 0;
 }
 static void emu_sm90_block_end() {
+    if (emu_regs_used) {
+        int warps = (emu_nthreads + 31) / 32, entry = emu_entry_regs(), need = 0;
+        for (int w = 0; w < warps && w < 32; w++) need += 32 * (emu_warp_regs[w] ? emu_warp_regs[w] : entry);
+        if (need > 32 * warps * entry)
+            emu_report(EMU_FIND_HANG, "block %u: setmaxnreg asks for %d registers in all, the block holds %d "
+                       "(%d threads x %d at entry): an inc waits forever for registers no warp gives back",
+                       emu_block.x, need, 32 * warps * entry, emu_nthreads, entry);
+    }
     for (int wg = 0; wg < 8; wg++)
         if (emu_wg_head[wg] < emu_wg_tail[wg])
             emu_report(EMU_FIND_HANG, "block %u warp group %d: %d wgmma operations never retired by "

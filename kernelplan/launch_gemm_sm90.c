@@ -248,6 +248,9 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
                (l->batch > 1 && k->n_reads > 2 ? 4 : 0);   /* a batch's offsets into a bias or residual */
     if (l->prologue && l->k <= 64) regs = 60;   /* one K step: 58-59 measured, whatever the epilogue */
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
+    /* setmaxnreg shares out the block's registers at entry: never more */
+    MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * 168 ||
+                l->consumer_regs == 0);
     l->grid = l->items < t->sm_count ? l->items : t->sm_count;
     if (why) *why = NULL;
     return true;

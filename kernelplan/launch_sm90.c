@@ -202,11 +202,15 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
         return false;
     }
     l->grid = blocks < MCIR_LAUNCH_MAX_ATT_GRID ? blocks : MCIR_LAUNCH_MAX_ATT_GRID;
-    /* setmaxnreg (two consumer groups): 24 for the producer as FA3, 32
-     * where it also loads mask tiles (at 24 ptxas spilled their
-     * coordinates); 128 x 32 + 256 x 240 = the 64 K registers of an SM */
-    l->producer_regs = M ? 32 : 24;
-    l->consumer_regs = 240;
+    /* setmaxnreg (two consumer groups) shares out what the block holds
+     * at entry, 384 x 168 = 64512 registers (not the SM's 65536): 24 for
+     * the producer and 240 per consumer as FA3 (128 x 24 + 256 x 240 =
+     * 64512); where it also loads mask tiles the producer needs 40 (at
+     * 24 ptxas spilled their coordinates), so the consumers get 232. An
+     * inc past the block's registers waits forever: 32 + 240 hung the
+     * masked kernel on an H200 (2026-11-27) */
+    l->producer_regs = M ? 40 : 24;
+    l->consumer_regs = M ? 232 : 240;
     /* the kernel's register count (what occupancy sees; setmaxnreg moves
      * registers between the warp groups at run time): ptxas fills the
      * 65536 / threads cap (168 for 384 threads) with two consumer groups.
@@ -218,6 +222,7 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
      * d 256 keeps the 255 of the launch bounds: 219..228 at BN 32,
      * 247..254 at BN 64). */
     int cap = (65536 / l->threads) / 8 * 8;
+    MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * cap);
     if (l->consumers > 1) {
         l->registers = cap;
     } else {

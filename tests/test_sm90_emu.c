@@ -100,7 +100,7 @@ static const char PROBE[] =
     "        if (bug == 4) emu_mbar_try_wait_parity(&full[0], 1);\n"
     "        return;\n"
     "    }\n"
-    "    emu_setmaxnreg(true, 232);\n"
+    "    emu_setmaxnreg(true, 256);\n"
     "    float acc = 0.0f;\n"
     "    for (int r = 0; r < rows; r++) {\n"
     "        const int s = r & 1;\n"
@@ -159,6 +159,14 @@ static const char PROBE[] =
     "    emu_wgmma_wait(0);\n"
     "    MC_GST(out, t * 8 + 1, d[0]);\n"
     "}\n"
+    "/* mode 5: setmaxnreg in a block of 384 threads: warp group 0 gives back to cfg[0], groups 1 and 2\n"
+    " * take cfg[1] (a block of 384 holds 384 x 168 registers); out[t] = t after it */\n"
+    "static void regs_probe(float* out, const int* cfg) {\n"
+    "    const int t = threadIdx.x;\n"
+    "    if (t < 128) emu_setmaxnreg(false, cfg[0]);\n"
+    "    else emu_setmaxnreg(true, cfg[1]);\n"
+    "    MC_GST(out, t, (float)t);\n"
+    "}\n"
     "extern \"C\" void emu_kernel(void **p) {\n"
     "    switch (*(const int*)p[0]) {\n"
     "    case 0: wgmma_probe((const int*)p[1], (const u64*)p[2], (const unsigned short*)p[3], (const unsigned*)p[4],\n"
@@ -167,6 +175,7 @@ static const char PROBE[] =
     "    case 2: ring_probe((const CUtensorMap*)p[1], (float*)p[2], (const int*)p[3]); break;\n"
     "    case 3: operand_probe((const unsigned short*)p[1], (float*)p[2], (const int*)p[3]); break;\n"
     "    case 4: store_probe((const CUtensorMap*)p[1], (const unsigned short*)p[2], (const int*)p[3]); break;\n"
+    "    case 5: regs_probe((float*)p[1], (const int*)p[2]); break;\n"
     "    }\n"
     "}\n";
 
@@ -495,7 +504,37 @@ START_TEST(test_ring_through_mbarriers_is_clean) {
     ck_assert_int_eq(r.rc, 0);
     ck_assert_float_eq(r.sum, r.want);
     ck_assert_int_eq(r.maxnreg[0], -40);
-    ck_assert_int_eq(r.maxnreg[1], 232);
+    ck_assert_int_eq(r.maxnreg[1], 256);
+}
+END_TEST
+
+/* setmaxnreg shares out what a block holds at entry (384 x 168): FA3's
+ * 24 / 240 and the GEMM's 40 / 232 fit exactly; 32 / 240 asks for 1024
+ * more, and its inc waits forever (what hung the masked attention kernel
+ * on an H200); an inc below the entry count is refused */
+static int run_regs(int producer, int consumer, int findings[EMU_FIND_KINDS]) {
+    static float out[384];
+    int mode = 5, cfg[2] = {producer, consumer};
+    emu_buffer bufs[3] = {{"mode", (unsigned char *)&mode, sizeof mode, NULL},
+                          {"out", (unsigned char *)out, sizeof out, NULL},
+                          {"cfg", (unsigned char *)cfg, sizeof cfg, NULL}};
+    void *args[3] = {&mode, out, cfg};
+    emu_launch L = {.kernel = "regs_probe", .body = probe_body, .args = args, .n_args = 3, .grid = 1, .block = 384,
+                    .write_args = 1ull << 1, .buffers = bufs, .n_buffers = 3, .checks = EMU_CHECK_ALL};
+    int rc = probe_run(&L);
+    memcpy(findings, L.findings, sizeof L.findings);
+    return rc;
+}
+
+START_TEST(test_setmaxnreg_within_the_block) {
+    setup();
+    int f[EMU_FIND_KINDS];
+    ck_assert_int_eq(run_regs(24, 240, f), 0);
+    ck_assert_int_eq(run_regs(40, 232, f), 0);
+    ck_assert_int_ne(run_regs(32, 240, f), 0);
+    ck_assert_int_gt(f[EMU_FIND_HANG], 0);
+    ck_assert_int_ne(run_regs(24, 160, f), 0);   /* an inc below the 168 held */
+    ck_assert_int_gt(f[EMU_FIND_BOUNDS], 0);
 }
 END_TEST
 
@@ -592,6 +631,7 @@ int main(void) {
     tcase_add_test(tc, test_tma_box_matches_driver_rules);
     tcase_add_test(tc, test_ring_through_mbarriers_is_clean);
     tcase_add_test(tc, test_dropped_waits_are_found);
+    tcase_add_test(tc, test_setmaxnreg_within_the_block);
     tcase_add_test(tc, test_register_operands_belong_to_the_wgmma);
     tcase_add_test(tc, test_tma_store_clips_the_box);
     suite_add_tcase(s, tc);
