@@ -294,12 +294,14 @@ sanitize() {   # TOOL ORDER E: compute-sanitizer TOOL over mcirc --run --device 
   t=$(tmo 400)
   env "${env[@]}" timeout "$t" "$sanitizer" "${opts[@]}" "$mcirc" --run --device gpu "${in[@]}" "$g" >"$lg" 2>&1
   rc=$?
-  if ((rc == 0)) && grep -q 'ERROR SUMMARY: 0 errors' "$lg"; then
+  # memcheck and initcheck end with "ERROR SUMMARY: 0 errors", racecheck
+  # with "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+  if ((rc == 0)) && grep -Eq 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors, 0 warnings\)' "$lg"; then
     result "$order-$tool-$e" PASS "$tool $e: 0 errors ($((SECONDS - t0)) s)"
   elif ((rc == 124)); then
     result "$order-$tool-$e" FAIL "$tool $e: timed out after $t s (log: $lg)"
   else
-    result "$order-$tool-$e" FAIL "$tool $e: $(grep -m1 'ERROR SUMMARY' "$lg" || echo "exit $rc") (log: $lg)"
+    result "$order-$tool-$e" FAIL "$tool $e: $(grep -m1 -E '(ERROR|RACECHECK) SUMMARY' "$lg" || echo "exit $rc") (log: $lg)"
   fi
 }
 
