@@ -227,13 +227,16 @@ static void graph_json(bench_text *t, const shape *x) {
 /* What runs kernel k where the runtime has (blas) cuBLAS and (lt)
  * cuBLASLt: "cuBLASLt", "cuBLAS+epilogue" (the f32 product staged for a
  * generated epilogue kernel), "cuBLAS", or the generated template
- * ("matmul.mma" / "matmul.fma" for a GEMM, else the template's name). */
+ * ("matmul.wgmma" for the sm_90a GEMM, "matmul.mma" / "matmul.fma" for
+ * the others, else the template's name). */
 static const char *kernel_path(const mcir_plan *p, const mcir_kernel_plan *k, bool blas, bool lt,
                                mcir_kernel_cost *c) {
     mcir_cost_options o = {.generated_only = !blas, .no_cublaslt = !lt};
     mcir_cost_kernel(k, p->target, &o, c);
     if (c->library && strcmp(c->library, "cublasLt") == 0) return "cuBLASLt";
     if (c->library) return c->staging_bytes > 0 ? "cuBLAS+epilogue" : "cuBLAS";
+    for (int i = 0; i < k->tiling.n_dims; i++)   /* the sm_90a template: its warp groups */
+        if (strcmp(k->tiling.dim_names[i], "wg") == 0) return "matmul.wgmma";
     mcir_gemm_problem g;
     if (mcir_gemm_problem_of(k, &g)) return g.mma ? "matmul.mma" : "matmul.fma";
     return mcir_template_name(k->tpl);
