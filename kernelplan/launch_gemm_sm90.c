@@ -5,16 +5,29 @@
  * [k, n] or, transposed, [n, k]), rows of a multiple of 16 bytes, one
  * batch stride per operand (or none: shared by every batch).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernelplan/launch_gemm_sm90.h"
 
-/* The attainable fraction of the tensor cores' dense peak for a
- * TMA-fed, warp-specialised wgmma mainloop: cuBLAS reaches 788-798 TF/s
- * of an H100 SXM's 989 bf16 at 8192^3 (80 %), FlashAttention-3's wgmma
- * forward 660-740 (67-75 %); this template is modelled at 75 % until a
- * GPU measures it (docs/kernelplan.md). */
-#define SM90_GEMM_EFFICIENCY 0.75
+/* The fraction of the tensor cores' dense peak (989 TF/s f16 / bf16)
+ * this template sustains, measured on an H200 (2026-11-27, commit
+ * 7bfcae3, bench_gemm with MCIR_NO_CUBLAS=1, docs/kernelplan.md "Measured
+ * on an H200"): 569-587 TF/s on plain 4096^3 products, 0.58 (it was
+ * modelled at 0.75, FlashAttention-3's wgmma forward, before a GPU ran
+ * it). At 8192^3 it fell to 412-421 (0.42): its tile order re-reads B
+ * every wave, which the traffic model prices separately. With a fused
+ * elementwise prologue the whole product ran at 148 TF/s (Llama-7B's
+ * SwiGLU down projection at 8192 tokens), 0.26 of the plain rate at that
+ * size: SM90_GEMM_PROLOGUE_RATE, until the prologue path is faster. */
+#define SM90_GEMM_EFFICIENCY 0.58
+#define SM90_GEMM_PROLOGUE_RATE 0.26
+/* cuBLAS bf16 / f16 at 8192^3 on the same H200: 779 / 757 TF/s (0.79 /
+ * 0.77 of 989); PyTorch's matmul (cuBLAS) 803 / 770. Pre-Hopper parts:
+ * the published sm_89 figures of GEMM_SM80_ATTAINABLE's source put cuBLAS
+ * at 0.88-0.96 of peak (not measured here). */
+#define LIBRARY_FRACTION_SM90 0.78
+#define LIBRARY_FRACTION_SM80 0.90
 
 static bool is_half(mcir_dtype t) { return t == MCIR_DTYPE_F16 || t == MCIR_DTYPE_BF16; }
 
@@ -258,7 +271,8 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
 
 double mcir_gemm_sm90_compute_us(const mcir_target *t, const mcir_gemm_sm90 *l) {
     double tc = t->bf16_tc_tflops;   /* f16 and bf16 share the dense rate on these parts */
-    double sm_peak = tc * 1e6 / (double)t->sm_count * SM90_GEMM_EFFICIENCY;   /* flop/us per SM */
+    double sm_peak = tc * 1e6 / (double)t->sm_count * SM90_GEMM_EFFICIENCY *
+                     (l->prologue ? SM90_GEMM_PROLOGUE_RATE : 1.0);   /* flop/us per SM */
     int64_t kpad = (l->k + l->bk - 1) / l->bk * l->bk;
     double tile_flops = 2.0 * (double)(l->bm * l->bn) * (double)kpad;
     int64_t waves = (l->items + t->sm_count - 1) / t->sm_count;
@@ -290,7 +304,7 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
         "by a producer warp group: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
         "on %lld blocks of %d threads (%.2f waves), the epilogue applied from the accumulators; modelled "
-        "mainloop %.2f us at %.0f%% of the tensor cores' dense peak",
+        "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)",
         (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(l.a->dtype),
         l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s (loaded by the TMA, "
                                           "combined in shared memory by the consumers), ", l.n_a, l.n_a > 1 ? "s" : "")
@@ -300,11 +314,39 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         l.consumer_regs > 0 ? mcir_arena_printf(a, ", setmaxnreg %d / producer %d", l.consumer_regs, l.producer_regs) : "",
         (long long)l.bn, l.stages, (long long)(l.smem_bytes / 1024), (long long)(t->smem_per_block_optin / 1024),
         (long long)l.items, (long long)l.grid, l.threads, (double)l.items / (double)t->sm_count,
-        mcir_gemm_sm90_compute_us(t, &l), 100.0 * SM90_GEMM_EFFICIENCY);
+        mcir_gemm_sm90_compute_us(t, &l),
+        100.0 * SM90_GEMM_EFFICIENCY * (l.prologue ? SM90_GEMM_PROLOGUE_RATE : 1.0));
     k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;
     k->block[0] = l.threads;
     k->block[1] = k->block[2] = 1;
     k->smem_bytes = l.smem_bytes;
     k->smem_static_bytes = 0;
+}
+
+double mcir_gemm_library_fraction(const mcir_target *t) {
+    return t && t->has_wgmma ? LIBRARY_FRACTION_SM90 : LIBRARY_FRACTION_SM80;
+}
+
+bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch, int64_t m, int64_t n,
+                             int64_t k, int64_t in_bytes, int64_t t_bytes, int64_t bc_bytes, char *d,
+                             size_t dn) {
+    if (!t || !t->has_wgmma || !is_half(dt)) {
+        snprintf(d, dn, "no measured rate of a fused prologue on %s for %s: fused (saves %lld bytes of traffic)",
+                 t ? t->name : "this target", mcir_dtype_name(dt), (long long)(2 * t_bytes));
+        return true;
+    }
+    double tc = dt == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops, bw = t->dram_gbps * 1e3;
+    double flops = 2.0 * (double)batch * (double)m * (double)n * (double)k;
+    double fused_c = flops / (tc * 1e6 * SM90_GEMM_EFFICIENCY * SM90_GEMM_PROLOGUE_RATE);
+    double fused_m = (double)(in_bytes + bc_bytes) / bw;
+    double gemm_c = flops / (tc * 1e6 * mcir_gemm_library_fraction(t)), gemm_m = (double)(t_bytes + bc_bytes) / bw;
+    double fused = (fused_c > fused_m ? fused_c : fused_m) + t->launch_us;
+    double apart = (double)(in_bytes + t_bytes) / bw + t->launch_us + (gemm_c > gemm_m ? gemm_c : gemm_m) +
+                   t->launch_us;
+    snprintf(d, dn, "fused on the sm_90a template %.2f us (its prologue rate, measured: %.0f%% of peak) %s "
+             "%.2f us materialised (a prologue kernel moving %lld bytes, then the library at %.0f%%) on %s",
+             fused, 100.0 * SM90_GEMM_EFFICIENCY * SM90_GEMM_PROLOGUE_RATE, fused <= apart ? "<=" : ">", apart,
+             (long long)(in_bytes + t_bytes), 100.0 * mcir_gemm_library_fraction(t), t->name);
+    return fused <= apart;
 }

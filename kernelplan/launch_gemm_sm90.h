@@ -60,4 +60,22 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
  * at a fraction of the tensor cores' dense peak (kernelplan/cost.c). */
 double mcir_gemm_sm90_compute_us(const mcir_target *t, const mcir_gemm_sm90 *l);
 
+/* The fraction of the dense tensor-core peak cuBLAS / cuBLASLt sustain on
+ * a large GEMM of this target (measured on an H200 for Hopper; see
+ * docs/kernelplan.md "Measured on an H200"). */
+double mcir_gemm_library_fraction(const mcir_target *t);
+
+/* Whether fusing an elementwise prologue into a GEMM of batch x m x n x k
+ * (f16 / bf16) is modelled faster than materialising it: the prologue
+ * reading in_bytes and writing t_bytes (A) in a kernel of its own, then the
+ * library GEMM; bc_bytes: B and the output, moved either way (each side
+ * is the larger of its compute and its memory time, plus its launches).
+ * Fused runs on the generated template at its measured prologue rate
+ * where one was measured (sm_90a); elsewhere nothing says otherwise and
+ * fusing (which saves the traffic) is kept. Writes the two modelled times
+ * into d. */
+bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch, int64_t m, int64_t n,
+                             int64_t k, int64_t in_bytes, int64_t t_bytes, int64_t bc_bytes, char *d,
+                             size_t dn);
+
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernelplan/launch.h"
+#include "kernelplan/launch_gemm_sm90.h"
 #include "properties/properties.h"
 
 /* --------------------------------------------------------------- detail */
@@ -1120,6 +1121,40 @@ static bool check_fits_on_chip(const mcir_check_ctx *c, const mcir_param_value *
     return ws.fits;
 }
 
+/* Fusing the prologue group of `producer` into matmul `node` is modelled
+ * faster than materialising its output (mcir_gemm_prologue_pays): the
+ * group reads its inputs from outside once either way; apart it also
+ * writes A and the library GEMM reads it back. */
+static bool check_prologue_pays(const mcir_check_ctx *c, const mcir_param_value *p, char *d, size_t n) {
+    const mcir_node *mm = c->match->nodes[p[0].refs[0]];
+    const mcir_tensor *a = mm->inputs[0], *b = mm->n_inputs > 1 ? mm->inputs[1] : NULL, *y = mm->outputs[0];
+    if (!b || a->rank < 2 || b->rank < 2) {
+        say(d, n, "'%s' is not a product of matrices", mm->name);
+        return false;
+    }
+    int64_t m = a->shape[a->rank - 2], k = a->shape[a->rank - 1];
+    int64_t cols = mcir_node_bool(mm, "transpose_b") ? b->shape[b->rank - 2] : b->shape[b->rank - 1];
+    int64_t mn = m * cols > 0 ? m * cols : 1, batch = mcir_tensor_numel(y) / mn;
+    mcir_param_value only = p[1];   /* the producer's merged group, as groupable sees it */
+    const mcir_node *members[MCIR_MAX_GROUP_OPS + 1];
+    int nm = group_members(c, &only, members, MCIR_MAX_GROUP_OPS + 1);
+    int64_t in = 0;
+    const mcir_tensor *seen[64];
+    int ns = 0;
+    for (int i = 0; i < nm; i++)
+        for (int j = 0; j < members[i]->n_inputs; j++) {
+            const mcir_tensor *t = members[i]->inputs[j];
+            bool inside = false;
+            for (int q = 0; q < nm && t->producer; q++) inside = inside || t->producer == members[q];
+            for (int q = 0; q < ns; q++) inside = inside || seen[q] == t;
+            if (inside) continue;
+            if (ns < 64) seen[ns++] = t;
+            in += mcir_tensor_bytes(t);
+        }
+    return mcir_gemm_prologue_pays(c->target, a->dtype, batch, m, cols, k, in, mcir_tensor_bytes(a),
+                                   mcir_tensor_bytes(b) + mcir_tensor_bytes(y), d, n);
+}
+
 /* --------------------------------------------------------------- table */
 
 #define SPECS(a) a, (int)(sizeof(a) / sizeof(a[0]))
@@ -1144,6 +1179,9 @@ static const mcir_param_spec p_broadcasts_to[] = {
 static const mcir_param_spec p_last_axis_param[] = {
     {"tensors", MCIR_PARAM_TENSORS, true, "per-channel parameters (gamma, beta)", NULL, MCIR_RANGE_ANY},
     {"of", MCIR_PARAM_TENSOR, true, "the normalised tensor", NULL, MCIR_RANGE_ANY}};
+static const mcir_param_spec p_prologue_pays[] = {
+    {"node", MCIR_PARAM_NODE, true, "the matmul", NULL, MCIR_RANGE_ANY},
+    {"producer", MCIR_PARAM_NODES, true, "the node computing its A (with its fusion group)", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_fits_on_chip[] = {
     {"model", MCIR_PARAM_STRING, true, "working-set model", ws_model_names, MCIR_RANGE_ANY},
     {"node", MCIR_PARAM_NODE, false, "the node whose shapes to use", NULL, MCIR_RANGE_ANY},
@@ -1189,6 +1227,8 @@ const mcir_check_desc mcir_checks[] = {
      "concatenations and splits", SPECS(p_nodes), check_pointwise_group},
     {"pointwise_consumers", "each tensor is read only by pointwise ops (at most 16)",
      SPECS(p_tensors), check_pointwise_consumers},
+    {"prologue_pays", "fusing the producer's group into the matmul as a prologue is modelled faster than "
+     "materialising A for the library GEMM", SPECS(p_prologue_pays), check_prologue_pays},
     {"horizontal_siblings", "other matmuls read the node's A with constant weights of the "
      "same contraction length, dtype and flags (at most 8 in all)", SPECS(p_node),
      check_horizontal_siblings},
