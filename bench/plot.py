@@ -150,7 +150,7 @@ def attention_gpu_charts(results, charts):
             if not sel:
                 continue
             dims = sorted({int(x["head_dim"]) for x in sel})
-            fig, axes = plt.subplots(1, len(dims), figsize=(5 * len(dims), 4), squeeze=False)
+            fig, axes = plt.subplots(1, len(dims), figsize=(max(5 * len(dims), 8), 4), squeeze=False)
             for ax, d in zip(axes[0], dims):
                 for impl in sorted({x["impl"] for x in sel}):
                     pts = sorted((int(x["seq_q"]), num(x["tflops"])) for x in sel
@@ -164,7 +164,7 @@ def attention_gpu_charts(results, charts):
                 ax.grid(alpha=0.3)
                 ax.legend(fontsize=7)
             fig.suptitle("Attention forward, %s, %s (measured on %s)" % (
-                dt, "causal" if causal == "1" else "not causal", sel[0]["device"]))
+                dt, "causal" if causal == "1" else "not causal", sel[0]["device"]), fontsize=10)
             save(fig, charts, "attention_%s_%s.png" % (dt, "causal" if causal == "1" else "full"))
 
 

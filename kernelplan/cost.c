@@ -468,6 +468,16 @@ static bool attention_run(const cost_ctx *x, const mcir_tiling *ti, const mcir_a
  * to the scratch instead of O; a second launch, NAME_merge (merge_block
  * threads per query row), reads them back and writes O. The scratch is
  * staging: written and re-read across DRAM. */
+/* The sm_90a attention kernel measured on an H200 (2026-11-27, commit
+ * b697bc4, bench_attention's FA3 f16 d128 shapes, docs/performance.md
+ * "Results"): 375 TF/s at seq 16k (0.38 of the 989 dense peak) falling to
+ * 240 at seq 512, which a fixed cost per work item of 2.25 K/V tiles'
+ * worth of compute fits within 3 % at every length, full and causal (Q
+ * load, the peeled first tile, the TMA store of O: per item 4 tiles at
+ * 512, 128 at 16k). */
+#define ATT_SM90_RATE 0.38
+#define ATT_SM90_ITEM_TILES 2.25
+
 static void cost_attention(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
     const mcir_node *n = k->anchor;
@@ -513,11 +523,19 @@ static void cost_attention(cost_ctx *x) {
      * run item by item, so that is the span the L2 must hold */
     c->l2_spill_bytes = l2_spill(x->t, (double)(NK * (D * esize(K) + DV * esize(V))), qtiles, l.items);
     const char *unit = g.mma ? tensor_unit(Q->dtype) : "f32_fma";
+    /* the compute the launch is timed by: the sm_90a kernel at its
+     * measured rate with its per-item cost; other paths at the peak */
+    double rate = 1.0, timed = flops;
+    if (l.sm90 && g.mma) {
+        rate = ATT_SM90_RATE;
+        timed += items * (double)qtiles * (double)splits * ATT_SM90_ITEM_TILES * (double)(bm * bn) * 2.0 *
+                 (double)(D + DV);
+    }
     if (splits == 1) {
         c->global_bytes = (int64_t)global;
         c->flops = flops;
         c->hbm_bytes = reads_bytes(k) + writes_bytes(k) + c->l2_spill_bytes;
-        add_launch(x, (double)c->hbm_bytes, flops, unit);
+        add_launch_at(x, (double)c->hbm_bytes, timed, unit, rate);
         return;
     }
     /* the merge (tpl_attention.c): per query row every thread reads each
@@ -531,7 +549,7 @@ static void cost_attention(cost_ctx *x) {
     c->flops = flops + merge_flops;
     c->staging_bytes = (int64_t)(2.0 * scratch);
     c->hbm_bytes = reads_bytes(k) + writes_bytes(k) + c->staging_bytes + c->l2_spill_bytes;
-    add_launch(x, (double)(reads_bytes(k) + c->l2_spill_bytes) + scratch, flops, unit);
+    add_launch_at(x, (double)(reads_bytes(k) + c->l2_spill_bytes) + scratch, timed, unit, rate);
     add_launch(x, scratch + (double)writes_bytes(k), merge_flops, "f32_fma");
 }
 
@@ -761,8 +779,10 @@ static void cost_matmul(cost_ctx *x) {
     }
     c->library = path == 3 ? "cublasLt" : "cublas";
     const char *unit = tensor_unit(sa->dtype);
-    /* the library at the fraction of peak it sustains (measured on Hopper) */
-    double lib = mcir_gemm_library_fraction(x->t);
+    /* the library at the fraction of the tensor cores' peak it sustains
+     * (measured on Hopper in f16 / bf16; f32 GEMMs on the FMA pipes keep
+     * the peak: not measured) */
+    double lib = sa->dtype == MCIR_DTYPE_F16 || sa->dtype == MCIR_DTYPE_BF16 ? mcir_gemm_library_fraction(x->t) : 1.0;
     if (path == 3) {
         c->global_bytes = (int64_t)(loads + outs * epi.bytes);   /* epi: loads + stores */
         c->flops = 2.0 * mnk + outs * epi.flops;
