@@ -25,7 +25,9 @@
 #      where python3 imports torch. CSVs named as scripts/bench.sh --gpu
 #      names them (attention_gpu.csv, attention_torch.csv, norms_gpu.csv,
 #      gemm_gpu.csv, ...), a log per program;
-#   4. summary.txt: one PASS / FAIL / SKIP line per step and the figures
+#   4. Nsight Compute profiles (ncu-norm.txt, ncu-gemm.txt,
+#      ncu-attention.txt) of three of mcir's kernels, where ncu works;
+#   5. summary.txt: one PASS / FAIL / SKIP line per step and the figures
 #      side by side (bench/gpu_run_summary.py); printed last.
 # --cache DIR: the kernel cache (default DIR/kernel-cache). --prepare fills
 # it without a GPU (every example, the benchmark subset; NVRTC only), so a
@@ -267,10 +269,42 @@ MCIR_NO_CUBLAS=1 bench gemm_generated 30 gemm_generated.csv "$bench_dir/bench_ge
   --warmup 3 --csv "$out/gemm_generated.csv"
 if make_block; then
   bench block_mcir 50 blocks_gpu.csv "$bench_dir/bench_blocks" --csv "$out/blocks_gpu.csv" "$block"
-  torch_bench block_torch 90 blocks_torch.csv "$py" "$scripts/torch_blocks.py" --csv "$out/blocks_torch.csv" "$block"
+  torch_bench block_torch 60 blocks_torch.csv "$py" "$scripts/torch_blocks.py" --csv "$out/blocks_torch.csv" "$block"
 else
   step block SKIP "bench/gen_blocks.py failed (numpy?): $(tail -1 "$out/gen_blocks.log")"
 fi
+
+# ------------------------------------------- 3. profiles of three kernels
+# Nsight Compute (ncu, left to the card's clocks) on the first launch of
+# mcir's own kernel in three programs: the f16 layernorm at width 1024,
+# the sm_90a GEMM at 8192^3 bf16 (MCIR_NO_CUBLAS=1) and the sm_90a
+# attention at seq 4096 causal; speed of light, occupancy, memory, warp
+# stalls, into ncu-NAME.txt. Where ncu is missing or cannot read the
+# counters, a SKIP or FAIL line says so.
+ncu_bin=$(command -v ncu || { [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ncu" ] && echo "${CUDA_HOME:-/usr/local/cuda}/bin/ncu"; })
+ncu_sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis
+              --section WarpStateStats --section SchedulerStats)
+profile() {   # NAME ENV... -- PROGRAM ARGS...
+  local name=$1 l
+  shift
+  local -a envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  l=$(left)
+  if [ -z "$ncu_bin" ]; then step "profile_$name" SKIP "ncu not found: no profile"; return; fi
+  if ((l < 20)); then step "profile_$name" SKIP "not started, the time budget ($budget s) was spent"; return; fi
+  run_timed "$out/ncu-$name.txt" $((l < 60 ? l : 60)) env "${envs[@]}" "$ncu_bin" --clock-control none \
+    "${ncu_sections[@]}" -k regex:'^mc_' --launch-count 1 "$@"
+  if ((rc == 0)) && grep -q 'Section: GPU Speed Of Light' "$out/ncu-$name.txt"; then
+    step "profile_$name" PASS "ncu-$name.txt ($secs s)"
+  else
+    step "profile_$name" FAIL "exit $rc, no profile (log: $out/ncu-$name.txt)"
+  fi
+}
+profile norm -- "$bench_dir/bench_norms" --match layernorm/f16/r32768/w1024 --reps 20 --warmup 0
+profile gemm MCIR_NO_CUBLAS=1 -- "$bench_dir/bench_gemm" --match plain/bf16/m8192/ --reps 20 --warmup 0
+profile attention -- "$bench_dir/bench_attention" --suite fa3 --match fa3/f16/d128/b4/h16/q4096/k4096/causal \
+  --reps 20 --warmup 0
 
 finish
 grep -q '^FAIL' "$out/steps.txt" && exit 1

@@ -47,7 +47,7 @@ EOS
   [ $rc = 1 ] || bad "with a fake GPU and no driver: exit $rc, wanted 1 (gpu-check fails): $(tail -5 "$out/fake.log")"
   ((secs < 120)) || bad "took $secs s with --budget 120"
   grep -q '^device: *Fake GPU, 580.00, 81559 MiB, 9.0' "$out/fake/run-info.txt" || bad "the device is not recorded"
-  for s in gpu-check attention_mcir attention_torch norms_mcir norms_torch gemm_mcir gemm_torch gemm_generated 'block(_mcir)?'; do
+  for s in gpu-check attention_mcir attention_torch norms_mcir norms_torch gemm_mcir gemm_torch gemm_generated 'block(_mcir)?' profile_norm profile_gemm profile_attention; do
     grep -Eq "^(PASS|FAIL|SKIP) +$s " "$out/fake/steps.txt" || bad "no line for step $s: $(cat "$out/fake/steps.txt")"
   done
   grep -Eq '^FAIL +gpu-check +0 passed, 1 failed' "$out/fake/steps.txt" || bad "gpu-check did not fail its probe"
