@@ -12,6 +12,7 @@
  * compiled source's entry — and is filled only after a successful compile;
  * instruction counts are static (occurrences in the PTX, not executions).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
@@ -64,35 +65,184 @@ static bool starts(const char *op, size_t n, const char *prefix) {
     return n >= k && memcmp(op, prefix, k) == 0 && (n == k || op[k] == '.');
 }
 
+/* One PTX line: its opcode (after a predicate guard) or its label. */
+typedef struct ptx_line {
+    const char *op;      /* NULL: no instruction */
+    size_t n;
+    const char *label;   /* "$L__BB0_3" of a "$L__BB0_3:" line */
+    size_t label_n;
+    const char *target;  /* a bra's label */
+    size_t target_n;
+} ptx_line;
+
+static ptx_line ptx_parse(const char *line) {
+    ptx_line l = {0};
+    const char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '@') {   /* predicate guard: @%p1 or @!%p1 */
+        while (*p && *p != ' ' && *p != '\t' && *p != '\n') p++;
+        while (*p == ' ' || *p == '\t') p++;
+    }
+    const char *op = p;
+    while (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != ';') p++;
+    size_t n = (size_t)(p - op);
+    if (!n || op[0] == '.' || op[0] == '/' || op[0] == '{' || op[0] == '}' || op[0] == ')' || op[0] == '(') return l;
+    if (op[n - 1] == ':') {
+        l.label = op;
+        l.label_n = n - 1;
+        return l;
+    }
+    l.op = op;
+    l.n = n;
+    if (starts(op, n, "bra")) {
+        while (*p == ' ' || *p == '\t') p++;
+        const char *t = p;
+        while (*p && *p != ';' && *p != ' ' && *p != '\n') p++;
+        l.target = t;
+        l.target_n = (size_t)(p - t);
+    }
+    return l;
+}
+
+/* The kinds of instruction the census counts. */
+enum { K_NONE, K_MMA, K_WGMMA, K_LDSM, K_CPA, K_BULK, K_LDG, K_STG, K_LDS, K_STS, K_CVT };
+
+static int ptx_kind(const char *op, size_t n) {
+    if (starts(op, n, "wgmma.mma_async")) return K_WGMMA;
+    if (starts(op, n, "mma")) return K_MMA;
+    if (starts(op, n, "ldmatrix")) return K_LDSM;
+    if (starts(op, n, "cp.async.bulk"))
+        return starts(op, n, "cp.async.bulk.commit_group") || starts(op, n, "cp.async.bulk.wait_group") ? K_NONE
+                                                                                                          : K_BULK;
+    if (starts(op, n, "cp.async.ca") || starts(op, n, "cp.async.cg")) return K_CPA;
+    if (starts(op, n, "ld.global")) return K_LDG;
+    if (starts(op, n, "st.global")) return K_STG;
+    if (starts(op, n, "ld.shared")) return K_LDS;
+    if (starts(op, n, "st.shared")) return K_STS;
+    if (starts(op, n, "cvt")) return K_CVT;
+    return K_NONE;
+}
+
 void cg_ptx_census(const char *ptx, mcir_kernel_audit *a) {
     a->mma = a->wgmma = a->ldmatrix = a->cp_async = a->cp_async_bulk = 0;
     for (int i = 0; i < 3; i++) a->ld_global[i] = a->st_global[i] = 0;
-    for (const char *line = ptx; line && *line;) {
+    memset(&a->mainloop, 0, sizeof a->mainloop);
+    int n_lines = 0;
+    for (const char *c = ptx; c && *c; c++) n_lines += *c == '\n';
+    n_lines++;
+    ptx_line *lines = calloc((size_t)n_lines, sizeof *lines);
+    int *kind = calloc((size_t)n_lines, sizeof *kind);
+    MCIR_ASSERT(lines && kind);
+    int count = 0;
+    for (const char *line = ptx; line && *line && count < n_lines;) {
         const char *end = strchr(line, '\n');
-        const char *p = line;
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p == '@') {   /* predicate guard: @%p1 or @!%p1 */
-            while (*p && *p != ' ' && *p != '\t' && *p != '\n') p++;
-            while (*p == ' ' || *p == '\t') p++;
+        ptx_line l = ptx_parse(line);
+        lines[count] = l;
+        kind[count] = l.op ? ptx_kind(l.op, l.n) : K_NONE;
+        if (l.op) {
+            switch (kind[count]) {
+            case K_WGMMA: a->wgmma++; break;
+            case K_MMA: a->mma++; break;
+            case K_LDSM: a->ldmatrix++; break;
+            case K_BULK: a->cp_async_bulk++; break;
+            case K_CPA: a->cp_async++; break;
+            case K_LDG: a->ld_global[vector_slot(l.op, l.n)]++; break;
+            case K_STG: a->st_global[vector_slot(l.op, l.n)]++; break;
+            default: break;
+            }
         }
-        const char *op = p;
-        while (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != ';') p++;
-        size_t n = (size_t)(p - op);
-        if (n && op[0] != '.' && op[0] != '/' && op[n - 1] != ':') {
-            if (starts(op, n, "wgmma.mma_async")) a->wgmma++;
-            else if (starts(op, n, "mma")) a->mma++;
-            else if (starts(op, n, "ldmatrix")) a->ldmatrix++;
-            else if (starts(op, n, "cp.async.bulk")) {
-                if (!starts(op, n, "cp.async.bulk.commit_group") &&
-                    !starts(op, n, "cp.async.bulk.wait_group"))
-                    a->cp_async_bulk++;
-            } else if (starts(op, n, "cp.async.ca") || starts(op, n, "cp.async.cg"))
-                a->cp_async++;
-            else if (starts(op, n, "ld.global")) a->ld_global[vector_slot(op, n)]++;
-            else if (starts(op, n, "st.global")) a->st_global[vector_slot(op, n)]++;
-        }
+        count++;
         line = end ? end + 1 : NULL;
     }
+    /* loops: a backward branch to a label above it. The main loops: for
+     * each matrix instruction (mma, wgmma) or copy (ldmatrix, cp.async,
+     * bulk), the innermost loop that holds it, less a loop that only holds
+     * a peeled copy of a main loop inside it (a persistent kernel's item
+     * loop around its K loop, both with wgmma); a K loop whose load loops
+     * sit inside it counts whole (mma in it, copies in them) */
+    int cap = 64, n_loops = 0;
+    int(*loop)[2] = malloc(sizeof *loop * (size_t)cap);
+    MCIR_ASSERT(loop != NULL);
+    for (int i = 0; i < count; i++) {
+        if (!lines[i].target) continue;
+        for (int j = i - 1; j >= 0; j--)
+            if (lines[j].label && lines[j].label_n == lines[i].target_n &&
+                memcmp(lines[j].label, lines[i].target, lines[j].label_n) == 0) {
+                if (n_loops == cap) {
+                    cap *= 2;
+                    loop = realloc(loop, sizeof *loop * (size_t)cap);
+                    MCIR_ASSERT(loop != NULL);
+                }
+                loop[n_loops][0] = j;
+                loop[n_loops][1] = i;
+                n_loops++;
+                break;
+            }
+    }
+    int *cls = calloc((size_t)n_loops + 1, sizeof *cls);   /* 1: matrix, 2: copies, held directly */
+    bool *in = calloc((size_t)count + 1, sizeof *in);
+    MCIR_ASSERT(cls && in);
+    for (int q = 0; q < count; q++) {
+        int k = kind[q], c = k == K_MMA || k == K_WGMMA ? 1 : k == K_LDSM || k == K_CPA || k == K_BULK ? 2 : 0;
+        if (!c) continue;
+        int best = -1;
+        for (int x = 0; x < n_loops; x++)
+            if (loop[x][0] <= q && q <= loop[x][1] &&
+                (best < 0 || loop[x][1] - loop[x][0] < loop[best][1] - loop[best][0]))
+                best = x;
+        if (best >= 0) cls[best] |= c;
+    }
+    for (int x = 0; x < n_loops; x++) {
+        if (!cls[x]) continue;
+        bool keep = true, outer = true;
+        for (int y = 0; y < n_loops; y++) {
+            if (y == x || !cls[y]) continue;
+            bool y_in_x = loop[x][0] <= loop[y][0] && loop[y][1] <= loop[x][1] &&
+                          (loop[x][0] != loop[y][0] || loop[x][1] != loop[y][1]);
+            bool x_in_y = loop[y][0] <= loop[x][0] && loop[x][1] <= loop[y][1] &&
+                          (loop[x][0] != loop[y][0] || loop[x][1] != loop[y][1]);
+            if (y_in_x && (cls[y] & cls[x] & 1)) keep = false;   /* a peeled matrix step */
+            if (x_in_y) outer = false;
+        }
+        if (!keep) {
+            cls[x] = 0;
+            x = -1;   /* a dropped loop may have hidden others' nesting: again */
+            continue;
+        }
+        (void)outer;
+    }
+    for (int x = 0; x < n_loops; x++) {
+        if (!cls[x]) continue;
+        bool outer = true;   /* not inside another main loop: counted once */
+        for (int y = 0; y < n_loops && outer; y++)
+            outer = y == x || !cls[y] ||
+                    !(loop[y][0] <= loop[x][0] && loop[x][1] <= loop[y][1] &&
+                      (loop[y][0] != loop[x][0] || loop[y][1] != loop[x][1]));
+        if (outer) a->mainloop.loops++;
+        for (int q = loop[x][0]; q <= loop[x][1]; q++) in[q] = true;
+    }
+    for (int q = 0; q < count; q++) {
+        if (!in[q] || !lines[q].op) continue;
+        a->mainloop.instructions++;
+        switch (kind[q]) {
+        case K_WGMMA: a->mainloop.wgmma++; break;
+        case K_MMA: a->mainloop.mma++; break;
+        case K_LDSM: a->mainloop.ldmatrix++; break;
+        case K_BULK: a->mainloop.cp_async_bulk++; break;
+        case K_CPA: a->mainloop.cp_async++; break;
+        case K_LDG: a->mainloop.ld_global++; break;
+        case K_STG: a->mainloop.st_global++; break;
+        case K_LDS: a->mainloop.ld_shared++; break;
+        case K_STS: a->mainloop.st_shared++; break;
+        case K_CVT: a->mainloop.cvt++; break;
+        default: break;
+        }
+    }
+    free(in);
+    free(cls);
+    free(loop);
+    free(kind);
+    free(lines);
 }
 
 void cg_audit_fill(mcir_kernel_audit *a, const mcir_compiled *bin, const char *entry,
@@ -132,6 +282,13 @@ static void print_row(FILE *out, int w, const char *name, const char *tpl, const
             a->ldmatrix, a->cp_async, a->cp_async_bulk, ld, st, a->advisories, a->entry);
     if (a->shared_by > 1) fprintf(out, " (x%d)", a->shared_by);
     fputc('\n', out);
+    if (a->mainloop.loops)
+        fprintf(out, "%-*s   main loop%s (%d, %d instructions): mma %d, wgmma %d, ldmatrix %d, cp.async %d, bulk %d, "
+                     "ld.global %d, st.global %d, ld.shared %d, st.shared %d, cvt %d\n",
+                w, "", a->mainloop.loops > 1 ? "s" : "", a->mainloop.loops, a->mainloop.instructions, a->mainloop.mma,
+                a->mainloop.wgmma, a->mainloop.ldmatrix, a->mainloop.cp_async, a->mainloop.cp_async_bulk,
+                a->mainloop.ld_global, a->mainloop.st_global, a->mainloop.ld_shared, a->mainloop.st_shared,
+                a->mainloop.cvt);
     if (a->advisories) fprintf(out, "%-*s   ptxas: %s\n", w, "", a->advisory);
 }
 

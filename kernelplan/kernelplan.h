@@ -95,6 +95,14 @@ typedef struct mcir_kernel_audit {
     /* Instruction classes: static counts in the PTX. */
     int mma, wgmma, ldmatrix, cp_async, cp_async_bulk;
     int ld_global[3], st_global[3];   /* scalar, .v2, .v4 */
+    /* The same, over the kernel's main loops only: the innermost PTX loops
+     * (a label and a backward branch to it) that hold a matrix instruction
+     * or an async copy — a warp-specialised kernel's producer and consumer
+     * loops both. loops 0: none found (straight-line code). */
+    struct {
+        int loops, instructions;
+        int mma, wgmma, ldmatrix, cp_async, cp_async_bulk, ld_global, st_global, ld_shared, st_shared, cvt;
+    } mainloop;
     /* ptxas's advisories and warnings for the compile unit (C7514 wgmma
      * serialised, C7517 wait injected, ...): each a defect; the first */
     int advisories;

@@ -641,6 +641,51 @@ START_TEST(test_ptx_census_counts_instruction_classes) {
 }
 END_TEST
 
+/* The main loops: for each matrix instruction or copy the innermost loop
+ * holding it, less an item loop around a K loop that holds only a peeled
+ * step of it; a K loop counts whole with its load loop inside. */
+START_TEST(test_ptx_census_finds_the_main_loops) {
+    static const char ptx[] =
+        ".visible .entry k(\n)\n{\n"
+        "\tld.global.u32 \t%r1, [%rd1];\n"             /* before any loop */
+        "$L__BB0_1:\n"                                  /* the item loop */
+        "\twgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {...};\n"   /* peeled step */
+        "$L__BB0_2:\n"                                  /* the K loop */
+        "\twgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {...};\n"
+        "\tcvt.u32.u64 \t%r2, %rd2;\n"
+        "\t@%p1 bra \t$L__BB0_2;\n"
+        "\tst.global.f32 \t[%rd3], %f1;\n"             /* the epilogue, in the item loop */
+        "\t@%p2 bra.uni \t$L__BB0_1;\n"
+        "$L__BB0_3:\n"                                  /* an sm_80 K loop ... */
+        "\tmma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {...};\n"
+        "\tldmatrix.sync.aligned.m8n8.x4.shared.b16 {...}, [%r7];\n"
+        "$L__BB0_4:\n"                                  /* ... with its load loop inside */
+        "\tcp.async.cg.shared.global [%r8], [%rd6], 16;\n"
+        "\t@%p3 bra \t$L__BB0_4;\n"
+        "\tst.shared.u32 \t[%r9], %r1;\n"
+        "\t@%p4 bra \t$L__BB0_3;\n"
+        "$L__BB0_5:\n"                                  /* a loop with no matrix work */
+        "\tld.global.u32 \t%r1, [%rd1];\n"
+        "\t@%p5 bra \t$L__BB0_5;\n"
+        "\tret;\n}\n";
+    mcir_kernel_audit a;
+    memset(&a, 0, sizeof a);
+    cg_ptx_census(ptx, &a);
+    ck_assert_int_eq(a.wgmma, 2);
+    ck_assert_int_eq(a.ld_global[0], 2);
+    ck_assert_int_eq(a.mainloop.loops, 2);          /* the wgmma K loop, the sm_80 K loop */
+    ck_assert_int_eq(a.mainloop.wgmma, 1);          /* not the peeled step */
+    ck_assert_int_eq(a.mainloop.st_global, 0);      /* not the epilogue */
+    ck_assert_int_eq(a.mainloop.ld_global, 0);      /* nor the plain loop's load */
+    ck_assert_int_eq(a.mainloop.cvt, 1);
+    ck_assert_int_eq(a.mainloop.mma, 1);
+    ck_assert_int_eq(a.mainloop.ldmatrix, 1);
+    ck_assert_int_eq(a.mainloop.cp_async, 1);
+    ck_assert_int_eq(a.mainloop.st_shared, 1);
+    ck_assert_int_eq(a.mainloop.instructions, 3 + 6);   /* branches included */
+}
+END_TEST
+
 /* Theoretical occupancy by the occupancy calculator's rules. */
 START_TEST(test_occupancy_from_target_table) {
     static const struct {
@@ -936,6 +981,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_ptxas_report_entry_and_callee);
     tcase_add_test(tc, test_ptxas_report_advisories_and_merge_entry);
     tcase_add_test(tc, test_ptx_census_counts_instruction_classes);
+    tcase_add_test(tc, test_ptx_census_finds_the_main_loops);
     tcase_add_test(tc, test_occupancy_from_target_table);
     tcase_add_test(tc, test_syntax_error_reports_log_and_line);
     tcase_add_test(tc, test_write_cuda_and_dir);

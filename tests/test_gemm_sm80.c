@@ -516,6 +516,13 @@ START_TEST(test_sm80_kernels_compile_clean) {
         ck_assert_int_gt(a->mma, 0);
         ck_assert_int_gt(a->ldmatrix, 0);
         if (cpa_a || cpa_b) ck_assert_int_gt(a->cp_async, 0);
+        /* the main loop itself: mma, ldmatrix, and cp.async wherever an
+         * operand is plain (where ptxas unrolls a short K whole, the main
+         * loop is the block's item loop, epilogue loads included) */
+        ck_assert_int_gt(a->mainloop.loops, 0);
+        ck_assert_int_gt(a->mainloop.mma, 0);
+        ck_assert_int_gt(a->mainloop.ldmatrix, 0);
+        if (cpa_a || cpa_b) ck_assert_int_gt(a->mainloop.cp_async, 0);
         ck_assert_int_eq(a->spill_store_bytes, 0);
         ck_assert_int_eq(a->spill_load_bytes, 0);
         ck_assert_msg(a->advisories == 0, "%s: %s", s->name, a->advisory);

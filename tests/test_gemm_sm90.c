@@ -350,6 +350,13 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         ck_assert(a->valid);
         ck_assert_int_gt(a->wgmma, 0);
         ck_assert_int_gt(a->cp_async_bulk, 0);
+        /* the main loops (the consumers' K loop, the producer's): wgmma and
+         * TMA loads, no per-thread global load or store */
+        ck_assert_int_ge(a->mainloop.loops, 2);
+        ck_assert_int_gt(a->mainloop.wgmma, 0);
+        ck_assert_int_gt(a->mainloop.cp_async_bulk, 0);
+        ck_assert_int_eq(a->mainloop.ld_global, 0);
+        ck_assert_int_eq(a->mainloop.st_global, 0);
         ck_assert_int_eq(a->mma, 0);
         ck_assert_int_eq(a->ldmatrix, 0);
         ck_assert_int_eq(a->spill_store_bytes, 0);
