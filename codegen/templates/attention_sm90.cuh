@@ -179,6 +179,17 @@ __device__ __forceinline__ void att_init_s(float* sc, u32 ms, int lr_a, int tq4)
     }
 }
 
+// 2^x by the SFU's ex2 (2^−inf = 0), as __expf uses it
+__device__ __forceinline__ float att_exp2(float x) {
+#ifdef MC_EMULATE
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+
 // The online softmax of one S tile: scale, causal and key-range masking,
 // running max m and sum l (per-thread partials: the quad is summed at the
 // end), P = e^(S - m) in place; alpha: the factor O takes.
@@ -198,10 +209,49 @@ __device__ __forceinline__ void att_softmax(float* sc, int kv0, int row_a, int t
 #else
     (void)row_a;
 #endif
+    // only a tile that reaches past a row's last visible key masks (the
+    // last tile of a ragged NK, the causal diagonal): the others skip the
+    // per-score compare
+    const bool edge = kv0 + ATT_BN - 1 > (lim[0] < lim[1] ? lim[0] : lim[1]);
+    if (ATT_SCALE > 0.0f) {
+        // FlashAttention-3's exponent: the running max of the raw scores
+        // (scale > 0 keeps their order) and p = 2^(s·scale·log2e − m·scale·log2e),
+        // one FFMA and one ex2 per score; an all-masked row keeps m = −inf
+        // and takes 0 as its offset, so its p are 2^−inf = 0
+        const float sl2 = ATT_SCALE * 1.4426950408889634f;
+        if (edge) {
+#pragma unroll
+            for (int v = 0; v < ATT_BN / 2; v++) {
+                const int hi = (v >> 1) & 1, kj = kv0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
+                if (kj > lim[hi]) sc[v] = MC_NINF;
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < ATT_BN / 2; v++) mx[(v >> 1) & 1] = fmaxf(mx[(v >> 1) & 1], sc[v]);
+        float off[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float mnew = fmaxf(m_r[r], mx[r]);
+            off[r] = mnew == MC_NINF ? 0.0f : mnew * sl2;
+            alpha[r] = att_exp2(fmaf(m_r[r], sl2, -off[r]));   // m_r = −inf: 0
+            m_r[r] = mnew;
+            l_r[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int v = 0; v < ATT_BN / 2; v++) {
+            const float pv = att_exp2(fmaf(sc[v], sl2, -off[(v >> 1) & 1]));
+            sc[v] = pv;
+            l_r[(v >> 1) & 1] += pv;
+        }
+        return;
+    }
+    // scale <= 0: scale first, then the max (natural units)
 #pragma unroll
     for (int v = 0; v < ATT_BN / 2; v++) {
         const int hi = (v >> 1) & 1, kj = kv0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
-        sc[v] = kj > lim[hi] ? MC_NINF : sc[v] * ATT_SCALE;
+        sc[v] = edge && kj > lim[hi] ? MC_NINF : sc[v] * ATT_SCALE;
         mx[hi] = fmaxf(mx[hi], sc[v]);
     }
 #pragma unroll
@@ -221,6 +271,9 @@ __device__ __forceinline__ void att_softmax(float* sc, int kv0, int row_a, int t
         l_r[(v >> 1) & 1] += p;
     }
 }
+// The running max in the scores' natural units (scale·q·k + mask), as the
+// split-KV merge reads it: kept raw (unscaled) where scale > 0
+__device__ __forceinline__ float att_max_natural(float m) { return ATT_SCALE > 0.0f ? m * ATT_SCALE : m; }
 // P's A fragment for keys 16kk..16kk+15 is S values 4(2kk + r/2) + 2(r%2)
 // (+1) of register r
 __device__ __forceinline__ void att_convert_p(u32* pa, const float* sc) {
@@ -414,7 +467,7 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             }
             if (tq4 == 0) {
                 float* pml = P + att_partial_ml(it.b, row, it.split);
-                mc_st_f32(pml, 0, m_r[r]);
+                mc_st_f32(pml, 0, att_max_natural(m_r[r]));
                 mc_st_f32(pml, 1, l_r[r]);
             }
         }
