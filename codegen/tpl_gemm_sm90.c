@@ -111,10 +111,10 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_printf(&b,
                  "#define GM_M %lldLL\n#define GM_N %lldLL\n#define GM_K %lldLL\n#define GM_BATCH %lldLL\n"
                  "#define GM_BN %lld\n#define GM_CWG %d\n#define GM_STAGES %d\n#define GM_TILES_M %lldLL\n"
-                 "#define GM_TILES_N %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
+                 "#define GM_TILES_N %lldLL\n#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
                  "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n",
                  (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, (long long)l.bn, l.consumers,
-                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, bf16, l.trans_b, l.a_batched, l.b_batched,
+                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, (long long)l.group_m, bf16, l.trans_b, l.a_batched, l.b_batched,
                  l.producer_regs, l.consumer_regs);
     cg_sb_printf(&b, "#define GM_NA %d\n#define GM_PROLOGUE %d\n", l.n_a, l.prologue);
     if (l.prologue)   /* A's element j in group c's boxes of a stage: acc carries (stage, c) */

@@ -146,6 +146,43 @@ static int batched(const mcir_tensor *s, int64_t matrix, const mcir_tensor *c, i
     return 1;
 }
 
+/* The L2 bytes a wave of the grid (its first `grid` work items) touches
+ * in the order of bands of g M tiles: the A panels (bm x K, one per
+ * input of a prologue) of the rows of tiles it spans and the B panels
+ * (K x bn) of its columns. Waves run their K steps nearly in lockstep, so
+ * a wave reads each of these once from DRAM; what it shares with the next
+ * wave stays in L2 only when the panels fit. */
+static double wave_bytes(const mcir_gemm_sm90 *l, int64_t g) {
+    const int64_t gm = g < l->tiles_m ? g : l->tiles_m;
+    int64_t rows = (l->grid + l->tiles_n - 1) / l->tiles_n, cols = (l->grid + gm - 1) / gm;
+    if (rows < gm) rows = gm;
+    if (rows > l->tiles_m) rows = l->tiles_m;
+    if (cols > l->tiles_n) cols = l->tiles_n;
+    return (double)rows * (double)(l->n_a * l->bm * l->k * 2) + (double)cols * (double)(l->bn * l->k * 2);
+}
+
+/* GROUP_M, the band height of the tile order (the grouped ordering of
+ * Triton's matmul tutorial, CUTLASS's threadblock swizzle): 1 where one
+ * wave holds every item or there is one row or one column of tiles; 1
+ * where a wave of row-major order fits half the L2 (all of B stays there:
+ * A and B cross DRAM once); else the tallest band whose wave fits half the
+ * L2 (the band's A panels stay while its waves walk the N tiles: B is
+ * re-read once per band); else, when none fits, the band whose wave
+ * touches the fewest bytes (ties: the lower). */
+static int64_t group_m_of(const mcir_target *t, const mcir_gemm_sm90 *l) {
+    if (l->tiles_m == 1 || l->tiles_n == 1 || l->items <= l->grid) return 1;
+    const double half = (double)t->l2_bytes / 2;
+    if (wave_bytes(l, 1) <= half) return 1;
+    const int64_t most = l->tiles_m < l->grid ? l->tiles_m : l->grid;
+    int64_t fit = 0, least = 1;
+    for (int64_t g = 2; g <= most; g++) {
+        const double w = wave_bytes(l, g);
+        if (w <= half) fit = g;
+        if (w < wave_bytes(l, least)) least = g;
+    }
+    return fit > 0 ? fit : least;
+}
+
 bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const char **why) {
     memset(l, 0, sizeof *l);
     const char *no = NULL;
@@ -252,6 +289,8 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * 168 ||
                 l->consumer_regs == 0);
     l->grid = l->items < t->sm_count ? l->items : t->sm_count;
+    l->group_m = group_m_of(t, l);
+    l->wave_bytes = wave_bytes(l, l->group_m);
     if (why) *why = NULL;
     return true;
 }
@@ -289,7 +328,8 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, %sB %s: "
         "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
         "by a producer warp group: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
-        "on %lld blocks of %d threads (%.2f waves), the epilogue applied from the accumulators; modelled "
+        "on %lld blocks of %d threads (%.2f waves), tiles in groups of %lld M-tile%s (a wave touches %.1f MiB "
+        "of A and B panels, %s half the %lld MiB L2), the epilogue applied from the accumulators; modelled "
         "mainloop %.2f us at %.0f%% of the tensor cores' dense peak",
         (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(l.a->dtype),
         l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s (loaded by the TMA, "
@@ -300,6 +340,8 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         l.consumer_regs > 0 ? mcir_arena_printf(a, ", setmaxnreg %d / producer %d", l.consumer_regs, l.producer_regs) : "",
         (long long)l.bn, l.stages, (long long)(l.smem_bytes / 1024), (long long)(t->smem_per_block_optin / 1024),
         (long long)l.items, (long long)l.grid, l.threads, (double)l.items / (double)t->sm_count,
+        (long long)l.group_m, l.group_m > 1 ? "s" : "", l.wave_bytes / (1024.0 * 1024.0),
+        l.wave_bytes <= (double)t->l2_bytes / 2 ? "within" : "over", (long long)(t->l2_bytes >> 20),
         mcir_gemm_sm90_compute_us(t, &l), 100.0 * SM90_GEMM_EFFICIENCY);
     k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;

@@ -43,6 +43,11 @@ typedef struct mcir_gemm_sm90 {
     int stages;              /* depth of the A/B ring */
     int threads;
     int64_t tiles_m, tiles_n, items;   /* work items: batch x tiles_m x tiles_n */
+    /* the work items' order (gm_item_of): bands of group_m M tiles (the
+     * last band of a batch possibly shorter), walked down a band's M tiles
+     * before the next N tile (1: N tiles of one M tile next to each other) */
+    int64_t group_m;
+    double wave_bytes;       /* the A and B panels a wave of the grid touches in that order */
     int64_t grid;            /* blocks: min(items, SMs); a grid-stride loop beyond */
     int64_t smem_bytes;      /* the ring + 1 KiB to align the swizzled tiles */
     int producer_regs, consumer_regs;  /* setmaxnreg (two consumer groups) */

@@ -5,7 +5,8 @@
 //   the problem GM_M, GM_N, GM_K, GM_BATCH (C[b] = epilogue(A[b] B[b]));
 //   GM_BN columns per work item, GM_CWG consumer warp groups of 64 rows
 //   each (GM_BM = 64 GM_CWG rows), GM_STAGES stages of the A/B ring,
-//   GM_TILES_M / GM_TILES_N, GM_BF16, GM_TRANS_B (B stored [N, K]: K-major
+//   GM_TILES_M / GM_TILES_N, GM_GROUP_M (the tile order's band of M
+//   tiles: gm_item_of), GM_BF16, GM_TRANS_B (B stored [N, K]: K-major
 //   for wgmma; else [K, N]: MN-major), GM_A_BATCHED / GM_B_BATCHED (the
 //   operand's map steps over the batch; else every batch reads the same
 //   matrix), GM_PRODUCER_REGS / GM_CONSUMER_REGS (setmaxnreg where two
@@ -26,7 +27,7 @@
 //
 // Block: warp group 0 is the producer (setmaxnreg.dec): one thread walks
 // the block's work items (a grid-stride loop over batch x M tiles x N
-// tiles, N tiles of one M tile next to each other) and loads each K step's
+// tiles in gm_item_of's grouped order) and loads each K step's
 // A tile (64 x 64 per consumer group) and B tile through the ring.
 // Consumer warp group c (setmaxnreg.inc) owns rows 64c..64c+63 of the
 // item: per K step it waits for the stage, issues the four k16 wgmmas of
@@ -49,18 +50,31 @@
 #define GM_B_BYTES (GM_B_BOXES * GM_BBOX)
 #define GM_STAGE (GM_A_BYTES + GM_B_BYTES)
 
-// Work item t: batch b, first row m0, first column n0 (N tiles of one M
-// tile next to each other: A's panel is reused from L2 at once)
+// Work item t: batch b, first row m0, first column n0. The L2-aware
+// (grouped) order: a batch's M tiles in bands of GM_GROUP_M (the last band
+// possibly shorter); consecutive items walk down a band's M tiles before
+// its next N tile, so a wave of the grid touches GM_GROUP_M A panels and
+// the few B panels of its columns, not every B panel (GM_GROUP_M 1: N tiles
+// of one M tile next to each other). The producer and the consumers both
+// walk the items through this one mapping.
 struct gm_item {
     i64 b;
     int m0, n0;
 };
 __device__ __forceinline__ gm_item gm_item_of(i64 t) {
     gm_item it;
+    it.b = t / (GM_TILES_M * GM_TILES_N);
+    t %= GM_TILES_M * GM_TILES_N;
+#if GM_GROUP_M > 1
+    const i64 band = t / (GM_GROUP_M * GM_TILES_N), first = band * GM_GROUP_M;
+    const i64 rows = GM_TILES_M - first < GM_GROUP_M ? GM_TILES_M - first : GM_GROUP_M;
+    t -= band * (GM_GROUP_M * GM_TILES_N);
+    it.m0 = (int)(first + t % rows) * GM_BM;
+    it.n0 = (int)(t / rows) * GM_BN;
+#else
+    it.m0 = (int)(t / GM_TILES_N) * GM_BM;
     it.n0 = (int)(t % GM_TILES_N) * GM_BN;
-    t /= GM_TILES_N;
-    it.m0 = (int)(t % GM_TILES_M) * GM_BM;
-    it.b = t / GM_TILES_M;
+#endif
     return it;
 }
 
