@@ -49,7 +49,14 @@ typedef struct mcir_gemm_sm90 {
     int64_t group_m;
     double wave_bytes;       /* the A and B panels a wave of the grid touches in that order */
     int64_t grid;            /* blocks: min(items, SMs); a grid-stride loop beyond */
-    int64_t smem_bytes;      /* the ring + 1 KiB to align the swizzled tiles */
+    /* the output through shared memory and TMA stores (the region's one
+     * write f16 / bf16 with 16-byte rows): two 64 x 64 boxes per consumer
+     * group after the ring (o_bytes); else per-thread stores from the
+     * accumulators. store: which, and why not the TMA (static text) */
+    bool tma_store;
+    const char *store;
+    int64_t o_bytes;
+    int64_t smem_bytes;      /* the ring + the output boxes + 1 KiB to align the swizzled tiles */
     int producer_regs, consumer_regs;  /* setmaxnreg (two consumer groups) */
     int registers;           /* the model's registers per thread */
 } mcir_gemm_sm90;

@@ -24,8 +24,14 @@
  *    M-tiles"; those kernels compile clean too), the rest row-major; the
  *    kernel's grouped order, forced to bands of 3 on the emulator, with a
  *    short last band and batches, matches the reference;
+ *  - the output goes through shared memory and TMA stores where it is one
+ *    f16 / bf16 write with 16-byte rows (the PTX has the store, the
+ *    emulated run counts them), per thread otherwise (N not a multiple
+ *    of 8);
  *  - a consumer that reads a stage before its mbarrier completes (the
- *    ring wait removed from the generated kernel) is an emulator finding.
+ *    ring wait removed from the generated kernel) is an emulator finding;
+ *    so is an output box written with no fence.proxy.async before its
+ *    TMA store.
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
  */
 #include <check.h>
@@ -363,6 +369,14 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         int est = kp->tiling.registers_estimate;
         ck_assert_msg(a->registers >= est * 0.9 && a->registers <= est * 1.1, "%s: %d registers, plan %d", s->name,
                       a->registers, est);
+        /* the output through the TMA where it is one f16 / bf16 write with
+         * 16-byte rows (every shape's GEMM kernel writes its dtype: a cast to
+         * f32 is its own kernel), else per-thread stores */
+        const bool tma_store = s->n % 8 == 0;
+        ck_assert_msg((strstr(ptx, "cp.async.bulk.tensor.5d.global.shared") != NULL) == tma_store,
+                      "%s: TMA store %s", s->name, tma_store ? "missing" : "unexpected");
+        ck_assert_msg(strstr(kp->tiling.reason, tma_store ? "the output by TMA stores" : "the output by per-thread")
+                      != NULL, "%s: %s", s->name, kp->tiling.reason);
         /* A and B only through the TMA: a bare product loads nothing per thread */
         if (strcmp(s->epi, "none") == 0 || strcmp(s->epi, "scale") == 0 || strcmp(s->epi, "f32") == 0)
             ck_assert_msg(a->ld_global[0] + a->ld_global[1] + a->ld_global[2] == 0, "%s: ld.global", s->name);
@@ -454,9 +468,9 @@ static cgt_emu_result run_emulated(const shape *sh, void (*mutate)(char *unit)) 
     }
     const mcir_kernel_plan *k = &p->kernels[gemm_index(p)];
     fprintf(stderr, "  sm_90a %-20s %-4s M=%-4d N=%-4d K=%-4d BN=%-3lld wg=%lld %-13s: %llu wgmma, %llu TMA loads, "
-                    "rel err %.3g %s\n",
+                    "%llu TMA stores, rel err %.3g %s\n",
             sh->name, sh->dt, sh->m, sh->n, sh->k, (long long)tile(k, "N"), (long long)tile(k, "wg"), sh->epi,
-            r.wgmma, r.tma_loads, r.rel, r.ran && r.rel <= 2e-2 && r.finite ? "ok" : "FAIL");
+            r.wgmma, r.tma_loads, r.tma_stores, r.rel, r.ran && r.rel <= 2e-2 && r.finite ? "ok" : "FAIL");
     mcir_compilation_free(&c);
     free(js);
     return r;
@@ -470,7 +484,8 @@ START_TEST(test_sm90_gemm_matches_reference_emulated) {
     int failed = 0;
     for (int i = 0; i < N_SHAPES; i++) {
         cgt_emu_result r = run_emulated(&SHAPES[i], NULL);
-        failed += !(r.ran && r.rel <= 2e-2 && r.finite && r.wgmma > 0 && r.tma_loads > 0);
+        failed += !(r.ran && r.rel <= 2e-2 && r.finite && r.wgmma > 0 && r.tma_loads > 0 &&
+                    (r.tma_stores > 0) == (SHAPES[i].n % 8 == 0));
     }
     ck_assert_int_eq(failed, 0);
 }
@@ -558,6 +573,27 @@ static void drop_proxy_fence(char *src) {
     memset(w, ' ', strlen("mc_fence_proxy_async();"));
 }
 
+/* The output's fence.proxy.async removed: the TMA store (the async proxy)
+ * reads a box the group's threads wrote through the generic proxy */
+static void drop_output_fence(char *src) {
+    char *e = strstr(src, "gm_box_out(ob, d, j, it, c, w, g, tq4, MC_ARGS);");
+    char *w = e ? strstr(e, "mc_fence_proxy_async();") : NULL;
+    ck_assert_msg(w, "the output box's proxy fence moved: update the mutation");
+    memset(w, ' ', strlen("mc_fence_proxy_async();"));
+}
+
+START_TEST(test_dropped_output_fence_is_found) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_ofence", "bf16", {0}, 128, 128, 64, false, B_WEIGHT, "bias", 0};
+    cgt_emu_result r = run_emulated(&s, drop_output_fence);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
+}
+END_TEST
+
 START_TEST(test_dropped_proxy_fence_is_found) {
     if (!test_have_cxx()) {
         fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
@@ -585,6 +621,7 @@ int main(void) {
     tcase_add_test(tc, test_dropped_ring_wait_is_found);
     tcase_add_test(tc, test_dropped_prologue_barrier_is_found);
     tcase_add_test(tc, test_dropped_proxy_fence_is_found);
+    tcase_add_test(tc, test_dropped_output_fence_is_found);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
