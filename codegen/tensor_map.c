@@ -1,6 +1,7 @@
 /*
  * tensor_map.c — the TMA tensor maps an sm_90a kernel takes
- * (cg_kernel.tmaps, written by tpl_attention_sm90.c: Q, K, V, the mask, O), encoded by the
+ * (cg_kernel.tmaps, written by tpl_attention_sm90.c: Q, K, V, the mask, O;
+ * by tpl_gemm_sm90.c: A or its prologue's inputs, B, the output), encoded by the
  * driver's cuTensorMapEncodeTiled for the device pointers of its reads.
  * The entry point is the run's driver table's optional
  * cuTensorMapEncodeTiled (cuda_driver.h: the CUDA driver's, or the

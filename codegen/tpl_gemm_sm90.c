@@ -15,7 +15,10 @@
  * combined in shared memory through A's value chain with its leaves read
  * from the boxes. The fused epilogue (bias, activations, residual, casts:
  * whatever the region's writes compute from the product) is emitted here
- * by the shared emitter and applied per accumulator element.
+ * by the shared emitter and applied per accumulator element. Where the
+ * region's one write is f16 / bf16 with 16-byte rows the output goes
+ * through shared memory and TMA stores (one more map, [batch, M, N] of
+ * the write, after B's); else each thread stores its elements.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +85,8 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, l.k, 0, &k->tmaps[l.n_a]);
     else             /* B [K, N]: boxes of 64 n-columns x 64 k-rows */
         map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, 64, l.n, 0, &k->tmaps[l.n_a]);
+    if (l.tma_store)   /* the output [batch, M, N] (its one write, element i of C): boxes of 64 x 64 */
+        map_of(kp->writes[0], kp->n_reads, l.m, l.n, l.batch, 64, l.n, 0, &k->tmaps[k->n_tmaps++]);
     k->sm90a = true;
     k->smem = l.smem_bytes;
 
@@ -111,10 +116,10 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_printf(&b,
                  "#define GM_M %lldLL\n#define GM_N %lldLL\n#define GM_K %lldLL\n#define GM_BATCH %lldLL\n"
                  "#define GM_BN %lld\n#define GM_CWG %d\n#define GM_STAGES %d\n#define GM_TILES_M %lldLL\n"
-                 "#define GM_TILES_N %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
+                 "#define GM_TILES_N %lldLL\n#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
                  "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n",
                  (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, (long long)l.bn, l.consumers,
-                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, bf16, l.trans_b, l.a_batched, l.b_batched,
+                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, (long long)l.group_m, bf16, l.trans_b, l.a_batched, l.b_batched,
                  l.producer_regs, l.consumer_regs);
     cg_sb_printf(&b, "#define GM_NA %d\n#define GM_PROLOGUE %d\n", l.n_a, l.prologue);
     if (l.prologue)   /* A's element j in group c's boxes of a stage: acc carries (stage, c) */
@@ -124,6 +129,12 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      n->inputs[0]->id, bf16 ? "bf16" : "f16");
     cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
                    "    epilogue((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n");
+    cg_sb_printf(&b, "#define GM_TMA_STORE %d   // the output: %s\n", l.tma_store, l.store);
+    if (l.tma_store)   /* the one write's value, rounded to its dtype (cg_emit_epilogue emitted it) */
+        cg_sb_printf(&b, "#define GM_O_BF16 %d\n"
+                         "__device__ __forceinline__ float mm_value(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
+                         "    return v%d((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n",
+                     kp->writes[0]->dtype == MCIR_DTYPE_BF16, kp->writes[0]->id);
     cg_sb_puts(&b, mcir_tpl_hopper);
     if (l.prologue)
         cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k) {\n"
@@ -141,10 +152,12 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     b.s[len - 1] = '\0';
     b.len = len - 1;
     for (int i = 0; i < l.n_a; i++) cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_a%d", i);
-    cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_b) {\n    (void)r%d;\n", bp);
+    cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_b%s) {\n    (void)r%d;\n",
+                 l.tma_store ? ", const __grid_constant__ CUtensorMap mc_tmap_o" : "", bp);
     cg_sb_puts(&b, "    const CUtensorMap* ta[GM_NA] = {");
     for (int i = 0; i < l.n_a; i++) cg_sb_printf(&b, "%s&mc_tmap_a%d", i ? ", " : "", i);
-    cg_sb_puts(&b, "};\n    mc_gemm_sm90(ta, &mc_tmap_b, MC_ARGS);\n}\n");
+    cg_sb_printf(&b, "};\n    mc_gemm_sm90(ta, &mc_tmap_b, %s, MC_ARGS);\n}\n",
+                 l.tma_store ? "&mc_tmap_o" : "(const CUtensorMap*)0");
     cg_emitter_free(&e);
     k->source = cg_sb_take(&b);
     k->grid[0] = l.grid;

@@ -159,6 +159,43 @@ static int batched(const mcir_tensor *s, int64_t matrix, const mcir_tensor *c, i
     return 1;
 }
 
+/* The L2 bytes a wave of the grid (its first `grid` work items) touches
+ * in the order of bands of g M tiles: the A panels (bm x K, one per
+ * input of a prologue) of the rows of tiles it spans and the B panels
+ * (K x bn) of its columns. Waves run their K steps nearly in lockstep, so
+ * a wave reads each of these once from DRAM; what it shares with the next
+ * wave stays in L2 only when the panels fit. */
+static double wave_bytes(const mcir_gemm_sm90 *l, int64_t g) {
+    const int64_t gm = g < l->tiles_m ? g : l->tiles_m;
+    int64_t rows = (l->grid + l->tiles_n - 1) / l->tiles_n, cols = (l->grid + gm - 1) / gm;
+    if (rows < gm) rows = gm;
+    if (rows > l->tiles_m) rows = l->tiles_m;
+    if (cols > l->tiles_n) cols = l->tiles_n;
+    return (double)rows * (double)(l->n_a * l->bm * l->k * 2) + (double)cols * (double)(l->bn * l->k * 2);
+}
+
+/* GROUP_M, the band height of the tile order (the grouped ordering of
+ * Triton's matmul tutorial, CUTLASS's threadblock swizzle): 1 where one
+ * wave holds every item or there is one row or one column of tiles; 1
+ * where a wave of row-major order fits half the L2 (all of B stays there:
+ * A and B cross DRAM once); else the tallest band whose wave fits half the
+ * L2 (the band's A panels stay while its waves walk the N tiles: B is
+ * re-read once per band); else, when none fits, the band whose wave
+ * touches the fewest bytes (ties: the lower). */
+static int64_t group_m_of(const mcir_target *t, const mcir_gemm_sm90 *l) {
+    if (l->tiles_m == 1 || l->tiles_n == 1 || l->items <= l->grid) return 1;
+    const double half = (double)t->l2_bytes / 2;
+    if (wave_bytes(l, 1) <= half) return 1;
+    const int64_t most = l->tiles_m < l->grid ? l->tiles_m : l->grid;
+    int64_t fit = 0, least = 1;
+    for (int64_t g = 2; g <= most; g++) {
+        const double w = wave_bytes(l, g);
+        if (w <= half) fit = g;
+        if (w < wave_bytes(l, least)) least = g;
+    }
+    return fit > 0 ? fit : least;
+}
+
 bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const char **why) {
     memset(l, 0, sizeof *l);
     const char *no = NULL;
@@ -216,29 +253,49 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     l->bm = 64 * l->consumers;
     l->bk = 64;
     l->tiles_m = (l->m + l->bm - 1) / l->bm;
-    /* N tile: the fewest waves of work items times the tile's area (the
-     * wasted columns of a partial tile included); ties take the wider
-     * tile (A re-read less often) */
-    int64_t best = -1;
+    /* N tile: the fewest waves of work items times the tile's time (the
+     * wasted columns of a partial tile included): a tile of BN columns
+     * runs at mcir_gemm_sm90_tile_rate(BN) of the 256-column tile's rate
+     * (its wgmmas read A and B from shared memory: bytes per flop grow as
+     * 1/64 + 1/BN); ties take the wider tile (A re-read less often). Counting
+     * waves alone picked 64 columns for 8192^3 (62.1 waves against 15.5),
+     * which ran at 0.42 of peak on an H200 where 4096^3 at 256 ran at 0.58 */
+    double best = -1;
     for (int64_t bn = 256; bn >= 64; bn /= 2) {
         if (bn > 64 && bn / 2 >= l->n) continue;   /* more than half empty */
         int64_t items = l->batch * l->tiles_m * ((l->n + bn - 1) / bn);
         int64_t waves = (items + t->sm_count - 1) / t->sm_count;
-        int64_t cost = waves * bn;
-        if (best < 0 || cost < best) {
+        double cost = (double)(waves * bn) / mcir_gemm_sm90_tile_rate(bn);
+        if (best < 0 || cost < best * (1 - 1e-9)) {
             best = cost;
             l->bn = bn;
         }
     }
     l->tiles_n = (l->n + l->bn - 1) / l->bn;
     l->items = l->batch * l->tiles_m * l->tiles_n;
+    /* the output: through shared memory and the TMA where its one write
+     * is f16 / bf16 (a box element of 2 bytes) with rows of a multiple of
+     * 16 bytes (the TMA's stride unit); element i of the write is element
+     * i of C (the epilogue is elementwise and reshapes) */
+    const mcir_tensor *W = k->n_writes == 1 ? k->writes[0] : NULL;
+    if (k->n_writes != 1) l->store = "per-thread stores (the region writes more than one tensor)";
+    else if (!is_half(W->dtype)) l->store = "per-thread stores (the output is not f16 or bf16)";
+    else if ((l->n * 2) % 16 != 0) l->store = "per-thread stores (the output's rows are not a multiple of 16 bytes)";
+    else l->tma_store = true;
     const int64_t stage = (l->n_a * l->bm + l->bn) * l->bk * 2, room = t->smem_per_block_optin - 1024;
-    l->stages = (int)(room / stage < 6 ? room / stage : 6);
+    l->o_bytes = l->tma_store ? l->consumers * 2 * 64 * 128 : 0;
+    if (l->tma_store && (room - l->o_bytes) / stage < 2) {
+        l->tma_store = false;
+        l->o_bytes = 0;
+        l->store = "per-thread stores (the output boxes and two stages do not fit in shared memory)";
+    }
+    if (l->tma_store) l->store = "TMA stores of 64 x 64 boxes through shared memory";
+    l->stages = (int)((room - l->o_bytes) / stage < 6 ? (room - l->o_bytes) / stage : 6);
     if (l->stages < 2) {
         if (why) *why = "two stages of the ring do not fit in shared memory";
         return false;
     }
-    l->smem_bytes = l->stages * stage + 1024;
+    l->smem_bytes = l->stages * stage + l->o_bytes + 1024;
     l->threads = 128 * (1 + l->consumers);
     /* 384 threads get 168 registers each from the 64 K file: enough for a
      * consumer's bn / 2 accumulators and the fragment addressing up to
@@ -247,31 +304,54 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
      * 3 x 168). One consumer group: 256 threads, up to 255 each. */
     l->producer_regs = l->consumers > 1 && l->bn > 128 ? 40 : 0;
     l->consumer_regs = l->consumers > 1 && l->bn > 128 ? 232 : 0;
+    l->grid = l->items < t->sm_count ? l->items : t->sm_count;
+    l->group_m = group_m_of(t, l);
+    l->wave_bytes = wave_bytes(l, l->group_m);
     /* what ptxas allocates (CUDA 13, tests/test_gemm_sm90.c's sweep and
      * the examples): 58-63 at bn 64 with nothing fused, 58-66 with one
      * epilogue op, 64-72 with two or more, 4 more where a batched product
-     * reads a bias or a residual, 6 per op of a prologue (its value chain
-     * and the stores back into the tile); 5/4 per accumulator beyond 32;
-     * two consumer groups with setmaxnreg start at the 384-thread share */
+     * reads a bias or a residual (per-thread stores), 6 per op of a
+     * prologue (its value chain and the stores back into the tile); 5/4
+     * per accumulator beyond 32; two consumer groups with setmaxnreg start
+     * at the 384-thread share. The TMA store's box loop, where N >= 64
+     * (narrower products fold most of it away: 58 at N 16): 2 more (3
+     * with a prologue), 8 per 64 columns of the tile where the epilogue
+     * reads a residual (72 at bn 64, 129 at bn 128), 6 where the grouped
+     * order's index math meets it (69 on 8192^2 products) */
     int epi = 0;
+    bool residual = false;
     for (int i = 0; i < k->n_nodes; i++)
         if (k->nodes[i] != n && k->nodes[i]->op != MCIR_OP_TRANSPOSE && k->nodes[i]->op != MCIR_OP_RESHAPE) epi++;
     epi -= l->prologue_ops;
-    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) + 6 * l->prologue_ops +
-               (l->batch > 1 && k->n_reads > 2 ? 4 : 0);   /* a batch's offsets into a bias or residual */
+    for (int i = 0; i < k->n_reads; i++) {
+        const mcir_tensor *r = k->reads[i];
+        bool operand = r == l->b;
+        for (int a = 0; a < l->n_a; a++) operand = operand || r == l->a_in[a];
+        residual = residual || (!operand && mcir_tensor_numel(r) >= l->m * l->n);
+    }
+    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) + 6 * l->prologue_ops;
+    if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
+    if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
+        regs += l->prologue ? 3 : 2;
+        if (residual && !l->prologue) regs += 8 * (int)(l->bn / 64);
+        if (l->group_m > 1) regs += 6;
+    }
     if (l->prologue && l->k <= 64) regs = 60;   /* one K step: 58-59 measured, whatever the epilogue */
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
     /* setmaxnreg shares out the block's registers at entry: never more */
     MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * 168 ||
                 l->consumer_regs == 0);
-    l->grid = l->items < t->sm_count ? l->items : t->sm_count;
     if (why) *why = NULL;
     return true;
 }
 
+double mcir_gemm_sm90_tile_rate(int64_t bn) {
+    return (1.0 / 64 + 1.0 / 256) / (1.0 / 64 + 1.0 / (double)bn);
+}
+
 double mcir_gemm_sm90_compute_us(const mcir_target *t, const mcir_gemm_sm90 *l) {
     double tc = t->bf16_tc_tflops;   /* f16 and bf16 share the dense rate on these parts */
-    double sm_peak = tc * 1e6 / (double)t->sm_count * SM90_GEMM_EFFICIENCY *
+    double sm_peak = tc * 1e6 / (double)t->sm_count * SM90_GEMM_EFFICIENCY * mcir_gemm_sm90_tile_rate(l->bn) *
                      (l->prologue ? SM90_GEMM_PROLOGUE_RATE : 1.0);   /* flop/us per SM */
     int64_t kpad = (l->k + l->bk - 1) / l->bk * l->bk;
     double tile_flops = 2.0 * (double)(l->bm * l->bn) * (double)kpad;
@@ -302,8 +382,10 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         a,
         "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, %sB %s: "
         "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
-        "by a producer warp group: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
-        "on %lld blocks of %d threads (%.2f waves), the epilogue applied from the accumulators; modelled "
+        "by a producer warp group%s: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
+        "on %lld blocks of %d threads (%.2f waves), tiles in groups of %lld M-tile%s (a wave touches %.1f MiB "
+        "of A and B panels, %s half the %lld MiB L2), the epilogue applied from the accumulators, the output by %s; "
+        "modelled "
         "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)",
         (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(l.a->dtype),
         l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s (loaded by the TMA, "
@@ -312,8 +394,11 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])", (long long)l.bm, l.consumers,
         l.consumers > 1 ? "s" : "",
         l.consumer_regs > 0 ? mcir_arena_printf(a, ", setmaxnreg %d / producer %d", l.consumer_regs, l.producer_regs) : "",
-        (long long)l.bn, l.stages, (long long)(l.smem_bytes / 1024), (long long)(t->smem_per_block_optin / 1024),
+        (long long)l.bn, l.stages, l.tma_store ? mcir_arena_printf(a, ", %lld KiB of output boxes", (long long)(l.o_bytes / 1024)) : "",
+        (long long)(l.smem_bytes / 1024), (long long)(t->smem_per_block_optin / 1024),
         (long long)l.items, (long long)l.grid, l.threads, (double)l.items / (double)t->sm_count,
+        (long long)l.group_m, l.group_m > 1 ? "s" : "", l.wave_bytes / (1024.0 * 1024.0),
+        l.wave_bytes <= (double)t->l2_bytes / 2 ? "within" : "over", (long long)(t->l2_bytes >> 20), l.store,
         mcir_gemm_sm90_compute_us(t, &l),
         100.0 * SM90_GEMM_EFFICIENCY * (l.prologue ? SM90_GEMM_PROLOGUE_RATE : 1.0));
     k->grid[0] = l.grid;

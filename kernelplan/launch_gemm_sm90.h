@@ -43,8 +43,20 @@ typedef struct mcir_gemm_sm90 {
     int stages;              /* depth of the A/B ring */
     int threads;
     int64_t tiles_m, tiles_n, items;   /* work items: batch x tiles_m x tiles_n */
+    /* the work items' order (gm_item_of): bands of group_m M tiles (the
+     * last band of a batch possibly shorter), walked down a band's M tiles
+     * before the next N tile (1: N tiles of one M tile next to each other) */
+    int64_t group_m;
+    double wave_bytes;       /* the A and B panels a wave of the grid touches in that order */
     int64_t grid;            /* blocks: min(items, SMs); a grid-stride loop beyond */
-    int64_t smem_bytes;      /* the ring + 1 KiB to align the swizzled tiles */
+    /* the output through shared memory and TMA stores (the region's one
+     * write f16 / bf16 with 16-byte rows): two 64 x 64 boxes per consumer
+     * group after the ring (o_bytes); else per-thread stores from the
+     * accumulators. store: which, and why not the TMA (static text) */
+    bool tma_store;
+    const char *store;
+    int64_t o_bytes;
+    int64_t smem_bytes;      /* the ring + the output boxes + 1 KiB to align the swizzled tiles */
     int producer_regs, consumer_regs;  /* setmaxnreg (two consumer groups) */
     int registers;           /* the model's registers per thread */
 } mcir_gemm_sm90;
@@ -59,6 +71,10 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
 /* The modelled time of the layout's mainloop in us: waves of work items
  * at a fraction of the tensor cores' dense peak (kernelplan/cost.c). */
 double mcir_gemm_sm90_compute_us(const mcir_target *t, const mcir_gemm_sm90 *l);
+
+/* The rate of a tile of bn columns against the 256-column tile's: its
+ * wgmmas read (1/64 + 1/bn) bytes of shared memory per flop. */
+double mcir_gemm_sm90_tile_rate(int64_t bn);
 
 /* The fraction of the dense tensor-core peak cuBLAS / cuBLASLt sustain on
  * a large GEMM of this target (measured on an H200 for Hopper; see

@@ -19,8 +19,19 @@
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
  *    prologues combined in shared memory;
+ *  - the work items' order: products whose B does not fit half the L2
+ *    walk bands of several M tiles (the reason says "tiles in groups of G
+ *    M-tiles"; those kernels compile clean too), the rest row-major; the
+ *    kernel's grouped order, forced to bands of 3 on the emulator, with a
+ *    short last band and batches, matches the reference;
+ *  - the output goes through shared memory and TMA stores where it is one
+ *    f16 / bf16 write with 16-byte rows (the PTX has the store, the
+ *    emulated run counts them), per thread otherwise (N not a multiple
+ *    of 8);
  *  - a consumer that reads a stage before its mbarrier completes (the
- *    ring wait removed from the generated kernel) is an emulator finding.
+ *    ring wait removed from the generated kernel) is an emulator finding;
+ *    so is an output box written with no fence.proxy.async before its
+ *    TMA store.
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
  */
 #include <check.h>
@@ -365,9 +376,78 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         int est = kp->tiling.registers_estimate;
         ck_assert_msg(a->registers >= est * 0.9 && a->registers <= est * 1.1, "%s: %d registers, plan %d", s->name,
                       a->registers, est);
+        /* the output through the TMA where it is one f16 / bf16 write with
+         * 16-byte rows (every shape's GEMM kernel writes its dtype: a cast to
+         * f32 is its own kernel), else per-thread stores */
+        const bool tma_store = s->n % 8 == 0;
+        ck_assert_msg((strstr(ptx, "cp.async.bulk.tensor.5d.global.shared") != NULL) == tma_store,
+                      "%s: TMA store %s", s->name, tma_store ? "missing" : "unexpected");
+        ck_assert_msg(strstr(kp->tiling.reason, tma_store ? "the output by TMA stores" : "the output by per-thread")
+                      != NULL, "%s: %s", s->name, kp->tiling.reason);
         /* A and B only through the TMA: a bare product loads nothing per thread */
         if (strcmp(s->epi, "none") == 0 || strcmp(s->epi, "scale") == 0 || strcmp(s->epi, "f32") == 0)
             ck_assert_msg(a->ld_global[0] + a->ld_global[1] + a->ld_global[2] == 0, "%s: ld.global", s->name);
+        mcir_compilation_free(&c);
+        free(js);
+    }
+}
+END_TEST
+
+/* The group of M tiles the plan's reason names ("tiles in groups of G M-tiles") */
+static int64_t group_m_of_reason(const mcir_kernel_plan *k) {
+    const char *r = strstr(k->tiling.reason, "tiles in groups of ");
+    ck_assert_msg(r, "no tile order in: %s", k->tiling.reason);
+    return strtoll(r + strlen("tiles in groups of "), NULL, 10);
+}
+
+/* The L2-aware tile order: a big product whose B does not fit half the L2
+ * walks bands of several M tiles (every kernel still compiles clean, the
+ * grouped index math included); one whose wave fits, one with a single row
+ * or column of tiles, and one wave of items keep the row-major order */
+START_TEST(test_tile_order_groups_m_tiles) {
+    static const struct {
+        int m, n, k;
+        bool grouped;
+    } big[] = {
+        {4096, 4096, 4096, true},   /* B 32 MiB: bands of M tiles */
+        {8192, 8192, 8192, true},
+        {8192, 8192, 2048, true},
+        {8192, 3072, 768, false},   /* GPT-2's c_fc: all of B fits half the L2 */
+        {64, 8192, 4096, false},    /* one row of tiles */
+        {8192, 256, 4096, false},   /* one column */
+        {1024, 1024, 4096, false},  /* 32 items: one wave */
+    };
+    char why[256];
+    const bool nvrtc = mcir_nvrtc_available(why, sizeof why);
+    for (int i = 0; i < (int)(sizeof big / sizeof *big); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "big%d", i);
+        const shape s = {name, "bf16", {0}, big[i].m, big[i].n, big[i].k, false, B_WEIGHT, "none", 0};
+        char *js = gemm_graph(&s);
+        mcir_compilation c;
+        compile_js(js, "sm_90", nvrtc && big[i].grouped, &c);
+        const int ki = gemm_index(c.plan);
+        const mcir_kernel_plan *k = &c.plan->kernels[ki];
+        ck_assert(sm90_tiled(k));
+        const int64_t g = group_m_of_reason(k), tiles_m = (big[i].m + tile(k, "M") - 1) / tile(k, "M");
+        fprintf(stderr, "  sm_90a M=%-5d N=%-5d K=%-5d BN=%-3lld: tiles in groups of %lld of %lld M tiles\n", big[i].m,
+                big[i].n, big[i].k, (long long)tile(k, "N"), (long long)g, (long long)tiles_m);
+        ck_assert_msg(big[i].grouped ? g > 1 && g <= tiles_m : g == 1, "M=%d N=%d K=%d: groups of %lld", big[i].m,
+                      big[i].n, big[i].k, (long long)g);
+        if (nvrtc && big[i].grouped) {
+            const mcir_kernel_audit *a = &k->audit;
+            char def[64];
+            snprintf(def, sizeof def, "#define GM_GROUP_M %lldLL\n", (long long)g);
+            ck_assert_ptr_nonnull(strstr(mcir_codegen_kernel_source(c.codegen, ki), def));
+            fprintf(stderr, "    %d registers (plan %d), spills %d/%d, advisories %d\n", a->registers,
+                    k->tiling.registers_estimate, a->spill_store_bytes, a->spill_load_bytes, a->advisories);
+            ck_assert(a->valid);
+            ck_assert_int_eq(a->spill_store_bytes + a->spill_load_bytes, 0);
+            ck_assert_msg(a->advisories == 0, "%s", a->advisory);
+            const int est = k->tiling.registers_estimate;
+            ck_assert_msg(a->registers >= est * 0.9 && a->registers <= est * 1.1, "%d registers, plan %d",
+                          a->registers, est);
+        }
         mcir_compilation_free(&c);
         free(js);
     }
@@ -395,9 +475,9 @@ static cgt_emu_result run_emulated(const shape *sh, void (*mutate)(char *unit)) 
     }
     const mcir_kernel_plan *k = &p->kernels[gemm_index(p)];
     fprintf(stderr, "  sm_90a %-20s %-4s M=%-4d N=%-4d K=%-4d BN=%-3lld wg=%lld %-13s: %llu wgmma, %llu TMA loads, "
-                    "rel err %.3g %s\n",
+                    "%llu TMA stores, rel err %.3g %s\n",
             sh->name, sh->dt, sh->m, sh->n, sh->k, (long long)tile(k, "N"), (long long)tile(k, "wg"), sh->epi,
-            r.wgmma, r.tma_loads, r.rel, r.ran && r.rel <= 2e-2 && r.finite ? "ok" : "FAIL");
+            r.wgmma, r.tma_loads, r.tma_stores, r.rel, r.ran && r.rel <= 2e-2 && r.finite ? "ok" : "FAIL");
     mcir_compilation_free(&c);
     free(js);
     return r;
@@ -411,6 +491,40 @@ START_TEST(test_sm90_gemm_matches_reference_emulated) {
     int failed = 0;
     for (int i = 0; i < N_SHAPES; i++) {
         cgt_emu_result r = run_emulated(&SHAPES[i], NULL);
+        failed += !(r.ran && r.rel <= 2e-2 && r.finite && r.wgmma > 0 && r.tma_loads > 0 &&
+                    (r.tma_stores > 0) == (SHAPES[i].n % 8 == 0));
+    }
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/* The grouped tile order forced to bands of 3 M tiles in the generated
+ * kernel (the shapes the emulator runs in seconds are a wave's worth of
+ * L2, so the planner keeps them row-major): the producer and the consumers
+ * walk the same items, every tile is stored once, a short last band
+ * included, batches restarting the bands */
+static void force_group_m3(char *src) {
+    char *d = strstr(src, "#define GM_GROUP_M 1LL");
+    ck_assert_msg(d, "the tile order's define moved: update the test");
+    d[strlen("#define GM_GROUP_M ")] = '3';
+}
+
+START_TEST(test_grouped_order_matches_reference_emulated) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    static const shape grouped[] = {
+        /* 8 M tiles (bands 3, 3, 2) x 10 N tiles of 64 */
+        {"g3_m1000", "f16", {0}, 1000, 640, 64, false, B_WEIGHT, "bias", 0},
+        /* 7 M tiles (3, 3, 1) x 12 N tiles, partial in M and N */
+        {"g3_m840_tb", "bf16", {0}, 840, 720, 72, true, B_WEIGHT, "gelu_tanh", 0},
+        /* per batch: 4 M tiles (3, 1) x 4 N tiles */
+        {"g3_b2", "f16", {2, 0}, 450, 200, 64, false, B_BATCHED, "residual", 0},
+    };
+    int failed = 0;
+    for (int i = 0; i < (int)(sizeof grouped / sizeof *grouped); i++) {
+        cgt_emu_result r = run_emulated(&grouped[i], force_group_m3);
         failed += !(r.ran && r.rel <= 2e-2 && r.finite && r.wgmma > 0 && r.tma_loads > 0);
     }
     ck_assert_int_eq(failed, 0);
@@ -466,6 +580,27 @@ static void drop_proxy_fence(char *src) {
     memset(w, ' ', strlen("mc_fence_proxy_async();"));
 }
 
+/* The output's fence.proxy.async removed: the TMA store (the async proxy)
+ * reads a box the group's threads wrote through the generic proxy */
+static void drop_output_fence(char *src) {
+    char *e = strstr(src, "gm_box_out(ob, d, j, it, c, w, g, tq4, MC_ARGS);");
+    char *w = e ? strstr(e, "mc_fence_proxy_async();") : NULL;
+    ck_assert_msg(w, "the output box's proxy fence moved: update the mutation");
+    memset(w, ' ', strlen("mc_fence_proxy_async();"));
+}
+
+START_TEST(test_dropped_output_fence_is_found) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_ofence", "bf16", {0}, 128, 128, 64, false, B_WEIGHT, "bias", 0};
+    cgt_emu_result r = run_emulated(&s, drop_output_fence);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
+}
+END_TEST
+
 START_TEST(test_dropped_proxy_fence_is_found) {
     if (!test_have_cxx()) {
         fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
@@ -488,9 +623,12 @@ int main(void) {
     tcase_set_timeout(tc, 1500);
     tcase_add_test(tc, test_plan_picks_sm90_gemm);
     tcase_add_test(tc, test_sm90_gemm_compiles_clean);
+    tcase_add_test(tc, test_tile_order_groups_m_tiles);
+    tcase_add_test(tc, test_grouped_order_matches_reference_emulated);
     tcase_add_test(tc, test_dropped_ring_wait_is_found);
     tcase_add_test(tc, test_dropped_prologue_barrier_is_found);
     tcase_add_test(tc, test_dropped_proxy_fence_is_found);
+    tcase_add_test(tc, test_dropped_output_fence_is_found);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);

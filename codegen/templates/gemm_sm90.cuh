@@ -5,7 +5,8 @@
 //   the problem GM_M, GM_N, GM_K, GM_BATCH (C[b] = epilogue(A[b] B[b]));
 //   GM_BN columns per work item, GM_CWG consumer warp groups of 64 rows
 //   each (GM_BM = 64 GM_CWG rows), GM_STAGES stages of the A/B ring,
-//   GM_TILES_M / GM_TILES_N, GM_BF16, GM_TRANS_B (B stored [N, K]: K-major
+//   GM_TILES_M / GM_TILES_N, GM_GROUP_M (the tile order's band of M
+//   tiles: gm_item_of), GM_BF16, GM_TRANS_B (B stored [N, K]: K-major
 //   for wgmma; else [K, N]: MN-major), GM_A_BATCHED / GM_B_BATCHED (the
 //   operand's map steps over the batch; else every batch reads the same
 //   matrix), GM_PRODUCER_REGS / GM_CONSUMER_REGS (setmaxnreg where two
@@ -14,6 +15,11 @@
 //     operands in shared memory, A K-major, B as GM_TRANS_B says;
 //   mm_store(b, m, n, acc, MC_ARGS): the fused epilogue storing output
 //     element (b, m, n) from its f32 accumulator;
+//   GM_TMA_STORE (the output, one f16 / bf16 write with 16-byte rows,
+//     stored by the TMA through shared memory; else by mm_store):
+//     mm_value(b, m, n, acc, MC_ARGS), the epilogue's value of element
+//     (b, m, n) in the output's dtype, GM_O_BF16 its dtype, and the map
+//     `to` (columns, rows, batch; 128-byte swizzle, boxes of 64 x 64);
 //   GM_NA boxes read for A per consumer group (1: A itself); with
 //     GM_PROLOGUE, gm_a_value(stage, c, j, MC_ARGS): element j of consumer
 //     group c's A box computed from element j of each box of the stage,
@@ -21,12 +27,15 @@
 // What it promises: A and B are read only by the TMA (5-D maps: columns,
 // rows, batch; 128-byte swizzle, boxes of 64 columns; rows and columns
 // past the tensor arrive as zeros), each tile of a work item once; every
-// output element (b, m < M, n < N) is stored once, by the thread whose
-// accumulator holds it. Barriers: the ring's 2 x GM_STAGES mbarriers.
+// output element (b, m < M, n < N) is stored once: by the thread whose
+// accumulator holds it, or (GM_TMA_STORE) by a TMA store of the 64 x 64
+// box holding it (rows and columns past the tensor clipped by the TMA).
+// Barriers: the ring's 2 x GM_STAGES mbarriers; named barriers 1 + c (the
+// prologue's) and 3 + c (group c's output box is in shared memory).
 //
 // Block: warp group 0 is the producer (setmaxnreg.dec): one thread walks
 // the block's work items (a grid-stride loop over batch x M tiles x N
-// tiles, N tiles of one M tile next to each other) and loads each K step's
+// tiles in gm_item_of's grouped order) and loads each K step's
 // A tile (64 x 64 per consumer group) and B tile through the ring.
 // Consumer warp group c (setmaxnreg.inc) owns rows 64c..64c+63 of the
 // item: per K step it waits for the stage, issues the four k16 wgmmas of
@@ -35,6 +44,20 @@
 // stage — so no stage is overwritten while a wgmma may still read it. The
 // item's accumulators are final after wait_group 0; the epilogue runs from
 // them and the next item starts with scale_d 0.
+//
+// The output through the TMA (GM_TMA_STORE): group c's 64 x GM_BN slice
+// goes out as 64 x 64 boxes through two box buffers of its own after the
+// ring (the ring's stages already hold the next item's tiles), in turn.
+// Per box every thread writes its values (after the epilogue, in the
+// output dtype, a column pair as one 32-bit store) into the buffer in the
+// 128-byte swizzled layout of the maps, fence.proxy.async (the TMA reads
+// through the async proxy), then a named barrier of the group's 128
+// threads; one thread then stores the box (cp.async.bulk.tensor global <-
+// shared) and commits it. Before that thread arrives at the next box's
+// barrier it waits until every store it committed has read its buffer
+// (cp.async.bulk.wait_group.read 0): after that barrier the other buffer
+// may be written again, while the box just stored is still being read.
+// Before the block exits it waits for the stores' writes.
 
 #define GM_BM (64 * GM_CWG)
 #define GM_ABOX (64 * 128)            // one 64-row, 64-column A box (128-byte rows), bytes
@@ -48,19 +71,34 @@
 #endif
 #define GM_B_BYTES (GM_B_BOXES * GM_BBOX)
 #define GM_STAGE (GM_A_BYTES + GM_B_BYTES)
+#define GM_OBOX (64 * 128)            // one 64 x 64 box of the output, bytes
+#define GM_OBAR 3                     // named barrier 3 + c: group c's output box is written
 
-// Work item t: batch b, first row m0, first column n0 (N tiles of one M
-// tile next to each other: A's panel is reused from L2 at once)
+// Work item t: batch b, first row m0, first column n0. The L2-aware
+// (grouped) order: a batch's M tiles in bands of GM_GROUP_M (the last band
+// possibly shorter); consecutive items walk down a band's M tiles before
+// its next N tile, so a wave of the grid touches GM_GROUP_M A panels and
+// the few B panels of its columns, not every B panel (GM_GROUP_M 1: N tiles
+// of one M tile next to each other). The producer and the consumers both
+// walk the items through this one mapping.
 struct gm_item {
     i64 b;
     int m0, n0;
 };
 __device__ __forceinline__ gm_item gm_item_of(i64 t) {
     gm_item it;
+    it.b = t / (GM_TILES_M * GM_TILES_N);
+    t %= GM_TILES_M * GM_TILES_N;
+#if GM_GROUP_M > 1
+    const i64 band = t / (GM_GROUP_M * GM_TILES_N), first = band * GM_GROUP_M;
+    const i64 rows = GM_TILES_M - first < GM_GROUP_M ? GM_TILES_M - first : GM_GROUP_M;
+    t -= band * (GM_GROUP_M * GM_TILES_N);
+    it.m0 = (int)(first + t % rows) * GM_BM;
+    it.n0 = (int)(t / rows) * GM_BN;
+#else
+    it.m0 = (int)(t / GM_TILES_N) * GM_BM;
     it.n0 = (int)(t % GM_TILES_N) * GM_BN;
-    t /= GM_TILES_N;
-    it.m0 = (int)(t % GM_TILES_M) * GM_BM;
-    it.b = t / GM_TILES_M;
+#endif
     return it;
 }
 
@@ -102,12 +140,37 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 }
 #endif
 
-__device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const CUtensorMap* tb, MC_PARAMS) {
+#if GM_TMA_STORE
+// Box j (columns 64j..64j+63 of the item) of consumer group c's slice into
+// the box buffer ob: value v of this thread is row 16w + g + 8((v/2)%2),
+// column 8(v/4) + 2 tq4 + v%2 of the slice; past the tensor, zeros (the
+// TMA clips them; the epilogue's operands are not read there)
+__device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, int j, const gm_item& it, int c, int w,
+                                           int g, int tq4, MC_PARAMS) {
+#pragma unroll
+    for (int v = 32 * j; v < 32 * j + 32; v += 2) {
+        const int r = 16 * w + g + 8 * ((v >> 1) & 1), col = 8 * ((v >> 2) & 7) + 2 * tq4;
+        const i64 m = (i64)it.m0 + 64 * c + r, n = (i64)it.n0 + 64 * j + col;
+        const float lo = m < GM_M && n < GM_N ? mm_value(it.b, m, n, d[v], MC_ARGS) : 0.0f;
+        const float hi = m < GM_M && n + 1 < GM_N ? mm_value(it.b, m, n + 1, d[v + 1], MC_ARGS) : 0.0f;
+        const u32 lin = (u32)(r * 128 + col * 2);
+#if GM_O_BF16
+        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_bf16(lo, hi));
+#else
+        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_f16(lo, hi));
+#endif
+    }
+}
+#endif
+
+__device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const CUtensorMap* tb, const CUtensorMap* to,
+                                             MC_PARAMS) {
     MC_DYNAMIC_SMEM(mc_smem_raw);
     __shared__ __align__(8) mc_ring<GM_STAGES> ring;
     // the swizzle follows shared-address bits: tiles start 1024-aligned
     unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    (void)to;
     const i64 n_items = (i64)GM_BATCH * GM_TILES_M * GM_TILES_N;
     const int ksteps = (int)((GM_K + 63) / 64);
     if (threadIdx.x == 0) {
@@ -161,6 +224,12 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
     const int c = wg - 1, w = warp & 3, g = lane >> 2, tq4 = lane & 3;
     const u32 base = mc_saddr(smem);
     mc_ring_state st = {0, 0};
+#if GM_TMA_STORE
+    // this group's two output box buffers, after the ring
+    unsigned char* osm = smem + GM_STAGES * GM_STAGE + c * 2 * GM_OBOX;
+    const bool leader = w == 0 && lane == 0;
+    int obox = 0;   // boxes this group has stored: the next one's buffer is obox % 2
+#endif
     float d[GM_BN / 2];
 #pragma unroll
     for (int v = 0; v < GM_BN / 2; v++) d[v] = 0.0f;
@@ -200,6 +269,25 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         mc_fence_regs<GM_BN / 2>(d);
         mc_ring_release(ring, prev, lane);
 
+#if GM_TMA_STORE
+        // the epilogue through this group's box buffers and the TMA (see the top)
+#pragma unroll
+        for (int j = 0; j < GM_BN / 64; j++) {
+            // a box wholly past N or M stores nothing (alike for the group's threads)
+            if (it.n0 + 64 * j >= GM_N || it.m0 + 64 * c >= GM_M) break;
+            unsigned char* ob = osm + (obox & 1) * GM_OBOX;
+            gm_box_out(ob, d, j, it, c, w, g, tq4, MC_ARGS);
+            mc_fence_proxy_async();
+            if (leader) mc_bulk_wait_read0();   // the other buffer's store has read it
+            mc_bar_sync(GM_OBAR + c, 128);
+            if (leader) {
+                const int co[5] = {it.n0 + 64 * j, it.m0 + 64 * c, (int)it.b, 0, 0};
+                mc_tma_store(to, ob, co);
+                mc_bulk_commit();
+            }
+            obox++;
+        }
+#else
         // the epilogue from the accumulators: value v of this thread is row
         // 16w + g + 8((v/2)%2) of the group, column 8(v/4) + 2 tq4 + v%2
         const i64 row0 = (i64)it.m0 + 64 * c + 16 * w + g;
@@ -208,6 +296,10 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
             if (m < GM_M && n < GM_N) mm_store(it.b, m, n, d[v], MC_ARGS);
         }
+#endif
     }
+#if GM_TMA_STORE
+    if (leader) mc_bulk_wait0();   // the output's writes are done before the block exits
+#endif
 }
 // ---- end of GEMM (sm_90a)
