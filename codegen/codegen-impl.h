@@ -115,6 +115,11 @@ void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads);
  * `void epilogue(i64 i, float acc, <params>)` storing every such write at
  * element i of the anchor output, and EPI_ARGS listing the parameters. */
 bool cg_emit_epilogue(cg_emitter *e, int min_writes);
+/* After cg_emit_epilogue: `void epilogue_v(i64 i, const float* acc,
+ * <params>)` storing vec consecutive anchor elements i.. (i a multiple of
+ * vec, every write's buffer aligned to 16 bytes): each value through its
+ * write's chain, then packed into 16-byte stores where the dtype allows. */
+void cg_emit_epilogue_vec(cg_emitter *e, int vec);
 
 /* ---------------------------------------------------------- templates */
 

@@ -908,3 +908,46 @@ bool cg_emit_epilogue(cg_emitter *e, int min_writes) {
     cg_sb_puts(e->sb, "}\n");
     return true;
 }
+
+/* Stores of vec consecutive values of write w at element i (i a multiple
+ * of vec): packed 16-byte (8-byte) stores for f32 / f16 / bf16, element by
+ * element for the other dtypes or an odd vec. */
+static void emit_store_vec(cg_sb *b, const mcir_tensor *t, int w, int vec) {
+    const char *ds = cg_dsuffix(t->dtype);
+    bool half = t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16;
+    if (vec < 4 || vec % 4 || (!half && t->dtype != MCIR_DTYPE_F32)) {
+        cg_sb_printf(b, "    for (int u = 0; u < %d; u++) mc_st_%s(w%d, i + u, v%d(i + u, acc[u], MC_ARGS));\n",
+                     vec, ds, w, t->id);
+        return;
+    }
+    if (!half) {   /* f32: a float4 per 4 values */
+        cg_sb_printf(b, "    for (int q = 0; q < %d; q += 4) {\n        float4 o_;\n"
+                        "        o_.x = v%d(i + q, acc[q], MC_ARGS); o_.y = v%d(i + q + 1, acc[q + 1], MC_ARGS);\n"
+                        "        o_.z = v%d(i + q + 2, acc[q + 2], MC_ARGS); o_.w = v%d(i + q + 3, acc[q + 3], MC_ARGS);\n"
+                        "        MC_GSTV(float4, w%d, i + q, o_);\n    }\n",
+                     vec, t->id, t->id, t->id, t->id, w);
+        return;
+    }
+    /* 16-bit: two values per 32-bit word, the chain applied per value first */
+    cg_sb_printf(b, "    u32 p%d_[%d];\n    for (int u = 0; u < %d; u += 2)\n"
+                    "        p%d_[u / 2] = (u32)mc_f32_to_%s(v%d(i + u, acc[u], MC_ARGS)) |\n"
+                    "                     ((u32)mc_f32_to_%s(v%d(i + u + 1, acc[u + 1], MC_ARGS)) << 16);\n",
+                 w, vec / 2, vec, w, ds, t->id, ds, t->id);
+    if (vec % 8 == 0)
+        cg_sb_printf(b, "    for (int q = 0; q < %d; q += 4) {\n        uint4 o_;\n"
+                        "        o_.x = p%d_[q]; o_.y = p%d_[q + 1]; o_.z = p%d_[q + 2]; o_.w = p%d_[q + 3];\n"
+                        "        MC_GSTV(uint4, w%d, i + 2 * q, o_);\n    }\n",
+                     vec / 2, w, w, w, w, w);
+    else
+        cg_sb_printf(b, "    for (int q = 0; q < %d; q += 2) {\n        uint2 o_;\n"
+                        "        o_.x = p%d_[q]; o_.y = p%d_[q + 1];\n"
+                        "        MC_GSTV(uint2, w%d, i + 2 * q, o_);\n    }\n",
+                     vec / 2, w, w, w);
+}
+
+void cg_emit_epilogue_vec(cg_emitter *e, int vec) {
+    const mcir_kernel_plan *kp = e->kp;
+    cg_sb_printf(e->sb, "__device__ __forceinline__ void epilogue_v(i64 i, const float* acc, MC_PARAMS) {\n");
+    for (int w = 0; w < kp->n_writes; w++) emit_store_vec(e->sb, kp->writes[w], w, vec);
+    cg_sb_puts(e->sb, "}\n");
+}

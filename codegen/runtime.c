@@ -505,7 +505,21 @@ static bool run_place(gpu_run *r, mcir_env *env) {
         if (r->mode == MCIR_ALLOC_LAZY && !is_graph_tensor(tt)) continue;   /* at first use */
         if (r->bound && r->bound[t] &&
             (tt->kind == MCIR_TENSOR_INPUT || tt->kind == MCIR_TENSOR_OUTPUT || tt->is_output)) {
-            r->ptr[t] = (CUdeviceptr)r->bound[t];   /* the caller's: read or written in place */
+            if (r->bound[t] % 16 == 0) {
+                r->ptr[t] = (CUdeviceptr)r->bound[t];   /* the caller's: read or written in place */
+                continue;
+            }
+            /* the caller's bytes off the 16-byte grid (a torch view with an
+             * offset): the kernels read and write their arguments with
+             * 16-byte vectors the plan proved aligned for buffers of ours
+             * (kernelplan/launch.c, norms), so the bytes go through one of
+             * ours: an input copied in here, an output copied back by
+             * run_copy_back (ptr != bound) */
+            if (!tensor_alloc(r, tt)) return false;
+            if (tt->kind == MCIR_TENSOR_INPUT)
+                CU_CHECK(cu->cuMemcpyDtoDAsync_v2(r->ptr[t], (CUdeviceptr)r->bound[t],
+                                                  (size_t)mcir_tensor_bytes(tt), r->stream),
+                         r->why, sizeof r->why);
             continue;
         }
         if (!tensor_alloc(r, tt)) return false;

@@ -4,9 +4,13 @@
  * layout (kernelplan/launch.c): a warp per row (row in registers, the
  * plan's warps = rows per block) or a block per row with the row cached in
  * dynamic shared memory up to 11776 elements (46 KB, no opt-in) and
- * re-read beyond; 4-wide vector loads where the row is contiguous in a
- * kernel read. A fused prologue (elementwise ops producing X) and epilogue
- * (elementwise ops after the norm) come from the value emitter.
+ * re-read beyond. Where the plan's vector width is > 1 (X the kernel's own
+ * read, rows contiguous, the width a multiple of it: every access aligned
+ * by construction) X is read 16 bytes per lane (8 bytes where only 4 | W),
+ * gamma/beta that are plain vectors over the normalised axes alongside it
+ * by column, and the outputs stored packed, 16 bytes per lane. A fused
+ * prologue (elementwise ops producing X) and epilogue (elementwise ops
+ * after the norm) come from the value emitter.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,36 +18,81 @@
 #include "codegen/codegen-impl.h"
 #include "kernelplan/launch.h"
 
-/* Statements loading NORM_V values of X at xi into out[]. */
-static void emit_x_load(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor *x, int vec) {
-    cg_sb_puts(b, "__device__ __forceinline__ void x_load(i64 xi, float* out, MC_PARAMS) {\n");
-    int ri = cg_read_index(kp, x);
-    if (vec == 4 && ri >= 0) {
-        if (x->dtype == MCIR_DTYPE_F32)
-            cg_sb_printf(b,
-                "    const float* p = r%d + xi;\n"
-                "    if ((((unsigned long long)p) & 15ull) == 0) {\n"
-                "        float4 v = MC_GLDV(float4, r%d, xi);\n"
-                "        out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;\n"
-                "        return;\n"
-                "    }\n", ri, ri);
-        else
-            cg_sb_printf(b,
-                "    const unsigned short* p = r%d + xi;\n"
-                "    if ((((unsigned long long)p) & 7ull) == 0) {\n"
-                "        uint2 v = MC_GLDV(uint2, r%d, xi);\n"
-                "        out[0] = mc_%s_to_f32((unsigned short)(v.x & 0xffffu)); out[1] = mc_%s_to_f32((unsigned short)(v.x >> 16));\n"
-                "        out[2] = mc_%s_to_f32((unsigned short)(v.y & 0xffffu)); out[3] = mc_%s_to_f32((unsigned short)(v.y >> 16));\n"
-                "        return;\n"
-                "    }\n", ri, ri, cg_dsuffix(x->dtype), cg_dsuffix(x->dtype), cg_dsuffix(x->dtype),
-                cg_dsuffix(x->dtype));
+/* Statements loading vec values of tensor t (kernel read ri) at element
+ * IDX into out[]: 16-byte (8-byte) vector loads where the dtype and vec
+ * allow (the caller proves IDX a multiple of vec and t's buffer aligned),
+ * else the value function element by element. */
+static void emit_vec_load(cg_sb *b, const mcir_tensor *t, int ri, const char *idx, int vec) {
+    bool half = t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16;
+    const char *ds = cg_dsuffix(t->dtype);
+    if (ri >= 0 && vec % 4 == 0 && t->dtype == MCIR_DTYPE_F32) {
+        cg_sb_printf(b,
+            "#pragma unroll\n    for (int q = 0; q < %d; q += 4) {\n"
+            "        float4 v = MC_GLDV(float4, r%d, %s + q);\n"
+            "        out[q] = v.x; out[q + 1] = v.y; out[q + 2] = v.z; out[q + 3] = v.w;\n    }\n",
+            vec, ri, idx);
+        return;
     }
-    cg_sb_printf(b, "    for (int u = 0; u < %d; u++) out[u] = v%d(xi + u, 0.0f, MC_ARGS);\n}\n", vec, x->id);
+    if (ri >= 0 && vec % 8 == 0 && half) {
+        cg_sb_printf(b,
+            "#pragma unroll\n    for (int q = 0; q < %d; q += 8) {\n"
+            "        uint4 v = MC_GLDV(uint4, r%d, %s + q);\n"
+            "        const u32 w[4] = {v.x, v.y, v.z, v.w};\n"
+            "#pragma unroll\n        for (int k = 0; k < 4; k++) {\n"
+            "            out[q + 2 * k] = mc_%s_to_f32((unsigned short)(w[k] & 0xffffu));\n"
+            "            out[q + 2 * k + 1] = mc_%s_to_f32((unsigned short)(w[k] >> 16));\n"
+            "        }\n    }\n", vec, ri, idx, ds, ds);
+        return;
+    }
+    if (ri >= 0 && vec % 4 == 0 && half) {
+        cg_sb_printf(b,
+            "#pragma unroll\n    for (int q = 0; q < %d; q += 4) {\n"
+            "        uint2 v = MC_GLDV(uint2, r%d, %s + q);\n"
+            "        out[q] = mc_%s_to_f32((unsigned short)(v.x & 0xffffu)); out[q + 1] = mc_%s_to_f32((unsigned short)(v.x >> 16));\n"
+            "        out[q + 2] = mc_%s_to_f32((unsigned short)(v.y & 0xffffu)); out[q + 3] = mc_%s_to_f32((unsigned short)(v.y >> 16));\n"
+            "    }\n", vec, ri, idx, ds, ds, ds, ds);
+        return;
+    }
+    cg_sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) out[u] = v%d(%s + u, 0.0f, MC_ARGS);\n", vec,
+                 t->id, idx);
 }
 
-/* float NAME(i64 xi): parameter p (gamma/beta) broadcast against X. */
-static void emit_param_at(cg_sb *b, const char *name, const mcir_tensor *x, const mcir_tensor *p) {
-    cg_sb_printf(b, "__device__ __forceinline__ float %s(i64 xi, MC_PARAMS) {\n    i64 j = 0; {\n"
+/* x_load: NORM_V values of X at element xi. The plan's vector width > 1
+ * only where X is the kernel's read with contiguous rows and vec | W
+ * (kernelplan/launch.c), so no run-time alignment test. */
+static void emit_x_load(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor *x, int vec) {
+    cg_sb_puts(b, "__device__ __forceinline__ void x_load(i64 xi, float* out, MC_PARAMS) {\n");
+    emit_vec_load(b, x, cg_read_index(kp, x), "xi", vec);
+    cg_sb_puts(b, "}\n");
+}
+
+/* Whether parameter p, broadcast against X, is a plain vector over the
+ * normalised axes [axis, rank): its linear index is the column j. */
+static bool param_is_column(const mcir_tensor *x, const mcir_tensor *p, int axis) {
+    int64_t width = 1;
+    for (int k = axis; k < x->rank; k++) width *= x->shape[k];
+    if (p->rank > x->rank || mcir_tensor_numel(p) != width) return false;
+    for (int pk = 0; pk < p->rank; pk++) {
+        int k = pk + (x->rank - p->rank);
+        if (k < axis ? p->shape[pk] != 1 : p->shape[pk] != x->shape[k]) return false;
+    }
+    return true;
+}
+
+/* void NAME_v(i64 j, i64 xi, float* out): vec values of parameter p
+ * (gamma/beta) at column j (element xi of X): by the column, vectorised
+ * with X, where p is a plain vector over the normalised axes; else through
+ * the broadcast of the flat index, element by element. */
+static void emit_param_v(cg_sb *b, const mcir_kernel_plan *kp, const char *name, const mcir_tensor *x,
+                         const mcir_tensor *p, int axis, int vec) {
+    if (param_is_column(x, p, axis)) {
+        cg_sb_printf(b, "__device__ __forceinline__ void %s_v(i64 j, i64 xi, float* out, MC_PARAMS) {\n"
+                        "    (void)xi;\n", name);
+        emit_vec_load(b, p, cg_read_index(kp, p), "j", vec);
+        cg_sb_puts(b, "}\n");
+        return;
+    }
+    cg_sb_printf(b, "__device__ __forceinline__ float %s_at(i64 xi, MC_PARAMS) {\n    i64 j = 0; {\n"
                     "    i64 q_ = xi; i64 s_ = 1;\n", name);
     for (int k = x->rank - 1; k >= 0; k--) {
         int pk = k - (x->rank - p->rank);
@@ -54,6 +103,9 @@ static void emit_param_at(cg_sb *b, const char *name, const mcir_tensor *x, cons
         cg_sb_puts(b, "\n");
     }
     cg_sb_printf(b, "    (void)s_; }\n    return v%d(j, 0.0f, MC_ARGS);\n}\n", p->id);
+    cg_sb_printf(b, "__device__ __forceinline__ void %s_v(i64 j, i64 xi, float* out, MC_PARAMS) {\n"
+                    "    (void)j;\n#pragma unroll\n    for (int u = 0; u < %d; u++) out[u] = %s_at(xi + u, MC_ARGS);\n}\n",
+                 name, vec, name);
 }
 
 bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
@@ -86,7 +138,6 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     bool warp_row = l.warp_row, cache = l.cache;
     int threads = l.threads;
     int lanes = warp_row ? 32 : threads;
-    (void)axis;
 
     cg_sb b = {0};
     cg_emitter e;
@@ -96,6 +147,7 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     if (gamma) cg_emit_value(&e, gamma);
     if (beta) cg_emit_value(&e, beta);
     cg_emit_epilogue(&e, 1);
+    if (e.ok) cg_emit_epilogue_vec(&e, vec);
     if (!e.ok) {
         cg_emitter_free(&e);
         cg_sb_free(&b);
@@ -110,8 +162,8 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_float(&b, (float)eps);
     cg_sb_puts(&b, "\n");
     emit_x_load(&b, kp, x, vec);
-    if (gamma) emit_param_at(&b, "gamma_at", x, gamma);
-    if (beta) emit_param_at(&b, "beta_at", x, beta);
+    if (gamma) emit_param_v(&b, kp, "gamma", x, gamma, axis, vec);
+    if (beta) emit_param_v(&b, kp, "beta", x, beta, axis, vec);
     cg_sb_puts(&b, mcir_tpl_norm);
     cg_emit_signature(&b, kp, threads);
     cg_sb_puts(&b, " {\n    mc_norm(MC_ARGS);\n}\n");

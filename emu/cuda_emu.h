@@ -23,7 +23,7 @@
 // source after it.
 //
 // The sanitizer: the templates reach memory only through the MC_GLD /
-// MC_GST / MC_GLDV / MC_SLD / MC_SST macros of the prelude, which here
+// MC_GST / MC_GLDV / MC_GSTV / MC_SLD / MC_SST macros of the prelude, which here
 // check each access (shadow arrays, no maps):
 // - bounds: a global access must lie inside the buffer its kernel argument
 //   points into (the run's buffers share one arena, so a neighbour is
@@ -595,11 +595,15 @@ template <class T> static inline T *emu_gst(T *p, long long i) {
 template <class V, class T> static inline const V *emu_gldv(const T *p, long long i) {
     return (const V *)emu_global(p, i, sizeof(T), sizeof(V), false);
 }
+template <class V, class T> static inline V *emu_gstv(T *p, long long i) {
+    return (V *)emu_global(p, i, sizeof(T), sizeof(V), true);
+}
 template <class T> static inline const T *emu_sld(const T *p) { return (const T *)emu_shared((void *)p, sizeof(T), alignof(T), false); }
 template <class T> static inline T *emu_sst(T *p) { return (T *)emu_shared(p, sizeof(T), alignof(T), true); }
 #define MC_GLD(p, i) (*emu_gld(p, i))
 #define MC_GST(p, i, v) (*emu_gst(p, i) = (v))
 #define MC_GLDV(T, p, i) (*emu_gldv<T>(p, i))
+#define MC_GSTV(T, p, i, v) (*emu_gstv<T>(p, i) = (v))
 #define MC_SLD(x) (*emu_sld(&(x)))
 #define MC_SST(x, v) (*emu_sst(&(x)) = (v))
 

@@ -291,6 +291,7 @@ bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *g) {
         int axis;
         if (!mcir_norm_axis(mcir_node_int(n, "axis"), X->rank, &axis)) return false;
         g->kind = MCIR_ROWS_NORM;
+        g->op = n->op;
         g->width = 1;
         if (n->op == MCIR_OP_SOFTMAX) {
             g->width = X->shape[axis];
@@ -332,20 +333,31 @@ bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *g) {
 }
 
 /* Registers per thread (calibrated against ptxas 13.0 -v, sm_80 / sm_90,
- * docs/kernelplan.md): a warp-per-row norm keeps P = ceil(W / (32 V)) * V
- * row values per lane: 17 + 3P up to 4 (tiny rows: the fixed part
- * dominates; 18..32 measured), 29 + 5(P - 4)/4 beyond (54 for 768 f32,
- * 64 for 1024); a block per row 40. Reductions and the global pool keep a
- * running value: 15 (13..17), 23 when a kept axis follows a reduced one
- * (22..24: the row is strided). */
+ * docs/kernelplan.md "Registers": a sweep of the three norms in f32, f16
+ * and bf16 at widths 64..16384). A warp-per-row norm keeps P = ceil(W /
+ * (32 V)) * V row values per lane: up to P = 4 the fixed part dominates
+ * (softmax 18 + 2P, rmsnorm 17 + 3P, layernorm 20 + 3P); beyond, softmax
+ * 26 + 9(P - 4)/8 (55..63 at 32), rmsnorm 29 + 3(P - 4)/2 levelling off at
+ * 64, layernorm with 4-wide parameters 32 + 9(P - 4)/8 (64 for 1024 f32);
+ * a 16-bit layernorm's 16-byte gamma and beta (ptxas keeps them across
+ * the row loop) 47 at P = 8, 61 at 16, 64 at 24, 75 at 32 (69..80). A
+ * block per row with the row cached in shared memory: softmax 44 in f32,
+ * 34 in 16-bit (30..40), rmsnorm 44 (37..55), layernorm 46 (40..52); one
+ * that re-reads its row (W > 11776): softmax 42, rmsnorm 53, layernorm 58
+ * (56..64). Reductions and the global pool keep a running value: 15
+ * (13..17), 23 when a kept axis follows a reduced one (22..24: the row is
+ * strided). */
 static int rows_registers(const mcir_rows_problem *g, const mcir_rows_layout *l) {
     if (g->kind != MCIR_ROWS_NORM) return g->strided ? 23 : 15;
-    if (l->warp_row) {
-        int64_t per_lane = ceil_div(g->width, 32 * (int64_t)l->vector_width) * l->vector_width;
-        if (per_lane <= 4) return (int)(17 + 3 * per_lane);
-        return (int)(29 + 5 * (per_lane - 4) / 4);
-    }
-    return 40;
+    bool softmax = g->op == MCIR_OP_SOFTMAX, rms = g->op == MCIR_OP_RMSNORM;
+    if (!l->warp_row && !l->cache) return softmax ? 42 : rms ? 53 : 58;
+    if (!l->warp_row) return softmax ? (l->vector_width == 8 ? 34 : 44) : rms ? 44 : 46;
+    int64_t P = ceil_div(g->width, 32 * (int64_t)l->vector_width) * l->vector_width;
+    if (P <= 4) return (int)(softmax ? 18 + 2 * P : (rms ? 17 : 20) + 3 * P);
+    if (softmax) return (int)(26 + 9 * (P - 4) / 8);
+    if (rms) return (int)min64(64, 29 + 3 * (P - 4) / 2);
+    if (l->vector_width < 8) return (int)(32 + 9 * (P - 4) / 8);
+    return P <= 8 ? 47 : P <= 16 ? 61 : P <= 24 ? 64 : 75;
 }
 
 bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps,
@@ -369,7 +381,22 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
             *why = "a block per row has at least 4 warps";
             return false;
         }
-        l->vector_width = g->inner == 1 && g->width % 4 == 0 && g->direct_read ? 4 : 1;
+        /* 16 bytes per lane (8 f16/bf16, 4 f32) where the plan can prove
+         * every access aligned: X is the kernel's own read (the runtime
+         * hands a kernel the start of its tensor's buffer, 256-byte
+         * aligned: MCIR_ARENA_ALIGNMENT, cuMemAlloc), its rows are
+         * contiguous and the width is a multiple of the vector, so every
+         * row starts on a vector boundary (a warp's row narrower than 32
+         * such vectors keeps 4, so that every lane gets one); 4 elements
+         * where only 4 | W; scalar otherwise (a prologue computes X, odd widths, softmax
+         * over a non-last axis) */
+        int elem = (int)mcir_dtype_size(g->dtype);
+        int v16 = elem > 0 && elem <= 16 ? 16 / elem : 1;
+        l->vector_width = 1;
+        if (g->inner == 1 && g->direct_read)
+            l->vector_width = g->width % v16 == 0 && (!warp_row || g->width >= 32 * v16) ? v16
+                              : g->width % 4 == 0                                     ? 4
+                                                                                      : 1;
         /* norm.cuh: a block per row merges its warps' statistics in
          * __shared__ norm_stat part[32] (3 floats each), and caches the row
          * as f32 in dynamic shared memory while it and part[] stay under

@@ -102,6 +102,7 @@ typedef struct mcir_rows_problem {
     mcir_rows_kind kind;
     int64_t rows, width;         /* rows, elements per row */
     int64_t inner;               /* stride between row elements (softmax over a non-last axis) */
+    mcir_op op;                  /* NORM: softmax, layernorm or rmsnorm */
     bool direct_read;            /* NORM: X is a kernel read (not computed by a prologue) */
     bool strided;                /* REDUCE: the reduced axes are not the trailing ones */
     bool pairs;                  /* REDUCE: argmax / argmin, (value, index) pairs */

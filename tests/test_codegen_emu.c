@@ -78,6 +78,7 @@ static void coverage_key(const mcir_kernel_plan *kp, const char *src, bool stage
         ADD(has(src, "NORM_WARP_ROW 0") && has(src, "NORM_CACHE 1"), "block-row-cached");
         ADD(has(src, "NORM_WARP_ROW 0") && has(src, "NORM_CACHE 0"), "wide-row");
         ADD(has(src, "NORM_V 4"), "vec4");
+        ADD(has(src, "NORM_V 8"), "vec8");
         ADD(!has(src, "NORM_INNER 1LL"), "strided-axis");
         break;
     case MCIR_TEMPLATE_MATMUL:
@@ -652,6 +653,53 @@ START_TEST(test_norms_reductions_copies_conv_emulated) {
 }
 END_TEST
 
+/* The norms' vector paths (16 bytes per lane: NORM_V 8 for f16/bf16, 4
+ * for f32; 8 bytes where only 4 | W; scalar for odd widths) in every dtype
+ * at widths from a warp's row to a block per row of 262144 (two rows keep
+ * the emulator quick): layernorm + gelu fused after it, rmsnorm + a
+ * residual add after it, softmax + a cast to another dtype (packed stores
+ * of f32 from 16-bit X and of f16 from f32), a residual add before a
+ * layernorm without beta (X computed: the scalar path), and softmax over
+ * the first axis (strided rows). */
+START_TEST(test_norm_vector_paths_emulated) {
+    static const char *dts[] = {"f32", "f16", "bf16"};
+    static const int W[] = {1024, 4096, 1000, 77, 262144};
+    int failed = 0;
+    for (int t = 0; t < 3; t++)
+        for (int w = 0; w < 5; w++) {
+            const char *dt = dts[t], *other = t == 0 ? "f16" : "f32";
+            int rows = W[w] > 20000 ? 2 : W[w] > 2000 ? 3 : 9;
+            char json[4096];
+            snprintf(json, sizeof json,
+                "{\"mcir\":1,\"name\":\"e_nv_%s_%d\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":[%d,%d]},"
+                "{\"name\":\"r\",\"dtype\":\"%s\",\"shape\":[%d,%d]},{\"name\":\"g\",\"dtype\":\"%s\",\"shape\":[%d]},"
+                "{\"name\":\"b\",\"dtype\":\"%s\",\"shape\":[%d]}],"
+                "\"nodes\":[{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"b\"],\"outputs\":[\"y1\"]},"
+                "{\"name\":\"ge\",\"op\":\"gelu\",\"inputs\":[\"y1\"],\"outputs\":[\"z1\"]},"
+                "{\"name\":\"rn\",\"op\":\"rmsnorm\",\"inputs\":[\"x\",\"g\"],\"outputs\":[\"y2\"]},"
+                "{\"name\":\"ra\",\"op\":\"add\",\"inputs\":[\"y2\",\"r\"],\"outputs\":[\"z2\"]},"
+                "{\"name\":\"sm\",\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y3\"]},"
+                "{\"name\":\"ca\",\"op\":\"cast\",\"inputs\":[\"y3\"],\"outputs\":[\"z3\"],\"attrs\":{\"to\":\"%s\"}},"
+                "{\"name\":\"pa\",\"op\":\"add\",\"inputs\":[\"x\",\"r\"],\"outputs\":[\"h\"]},"
+                "{\"name\":\"lp\",\"op\":\"layernorm\",\"inputs\":[\"h\",\"g\"],\"outputs\":[\"z4\"]}%s],"
+                "\"outputs\":[\"z1\",\"z2\",\"z3\",\"z4\"%s]}",
+                dt, W[w], dt, rows, W[w], dt, rows, W[w], dt, W[w], dt, W[w], other,
+                W[w] <= 1024 ? ",{\"name\":\"s0\",\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"z5\"],\"attrs\":{\"axis\":0}}" : "",
+                W[w] <= 1024 ? ",\"z5\"" : "");
+            mcir_graph *g = cgt_graph(json);
+            cgt_kspec ks[] = {{MCIR_TEMPLATE_STREAMING_NORM, "ln", "ln,ge"},
+                              {MCIR_TEMPLATE_STREAMING_NORM, "rn", "rn,ra"},
+                              {MCIR_TEMPLATE_STREAMING_NORM, "sm", "sm,ca"},
+                              {MCIR_TEMPLATE_STREAMING_NORM, "lp", "pa,lp"},
+                              {MCIR_TEMPLATE_STREAMING_NORM, "s0", "s0"}};
+            mcir_plan *p = cgt_plan(g, "sm_90", W[w] <= 1024 ? 5 : 4, ks);
+            if (!run_emulated(g, p, NULL, g->name, false)) failed++;
+            mcir_graph_free(g);
+        }
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 START_TEST(test_fused_chains_emulated) {
     int failed = 0;
     static const char *dts[] = {"f32", "f16", "bf16"};
@@ -1175,6 +1223,10 @@ int main(void) {
     tcase_add_test(tc, test_attention_emulated);
     tcase_add_test(tc, test_attention_head_split_merge_emulated);
     suite_add_tcase(s, tc);
+    TCase *tn = tcase_create("norm_vectors");   /* CK_RUN_CASE=norm_vectors runs it alone */
+    tcase_set_timeout(tn, 900);
+    tcase_add_test(tn, test_norm_vector_paths_emulated);
+    suite_add_tcase(s, tn);
 #ifdef MCIR_HAVE_PIPELINE
     TCase *te = tcase_create("examples");   /* CK_RUN_CASE=examples MCIR_EMU_ONLY=NAME: one graph */
     tcase_set_timeout(te, 900);

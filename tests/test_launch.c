@@ -185,6 +185,53 @@ START_TEST(test_plan_smem_equals_ptxas) {
 }
 END_TEST
 
+/* The streaming norms read X and write Y 16 bytes per lane (docs/codegen.md
+ * "Streaming norms"): for layernorm and rmsnorm f16 [32768, 1024] on sm_90
+ * the plan's vector width is 8, ptxas shows only .v4 global loads (X, and
+ * gamma/beta by column: 4 per lane each) and .v4 stores, no scalar or .v2
+ * access (no run-time alignment fallback, no per-element parameter or
+ * output access), and no spill. */
+START_TEST(test_norm_accesses_are_16_bytes) {
+    char why[256];
+    if (!mcir_nvrtc_available(why, sizeof why)) {
+        fprintf(stderr, "  skipped: %s\n", why);
+        return;
+    }
+    static const char *const graphs[] = {"tests/data/launch/layernorm_f16_32768x1024.json",
+                                         "tests/data/launch/rmsnorm_f16_32768x1024.json"};
+    for (int g = 0; g < 2; g++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", test_source_dir(), graphs[g]);
+        mcir_options o = mcir_options_default();
+        o.graph_path = path;
+        o.arch = "sm_90";
+        o.want_plan = true;
+        o.want_ptx = true;
+        mcir_diag d = mcir_diag_stderr();
+        mcir_compilation c;
+        memset(&c, 0, sizeof c);
+        ck_assert_int_eq(mcir_compile(&o, &c, &d), 0);
+        ck_assert_int_eq(c.plan->n_kernels, 1);
+        const mcir_kernel_plan *k = &c.plan->kernels[0];
+        const mcir_kernel_audit *a = &k->audit;
+        ck_assert(k->tpl == MCIR_TEMPLATE_STREAMING_NORM && a->valid);
+        ck_assert_int_eq(k->tiling.vector_width, 8);
+        int params = g == 0 ? 2 : 1, chunks = 1024 / (32 * 8);
+        fprintf(stderr, "  %s: ld.global %d/%d/%d, st.global %d/%d/%d, %d registers, spills %d/%d\n", k->name,
+                a->ld_global[0], a->ld_global[1], a->ld_global[2], a->st_global[0], a->st_global[1],
+                a->st_global[2], a->registers, a->spill_store_bytes, a->spill_load_bytes);
+        ck_assert_int_eq(a->ld_global[0], 0);
+        ck_assert_int_eq(a->ld_global[1], 0);
+        ck_assert_int_eq(a->ld_global[2], chunks * (1 + params));
+        ck_assert_int_eq(a->st_global[0], 0);
+        ck_assert_int_eq(a->st_global[1], 0);
+        ck_assert_int_eq(a->st_global[2], chunks);
+        ck_assert_int_eq(a->spill_store_bytes + a->spill_load_bytes, 0);
+        mcir_compilation_free(&c);
+    }
+}
+END_TEST
+
 /* How far the plan's register estimate may be from ptxas's figure
  * (docs/kernelplan.md "Registers"): 10 %, or 2 registers under 24 (ptxas's
  * granularity there). */
@@ -546,6 +593,7 @@ int main(void) {
     tcase_add_test(tc, test_codegen_refuses_a_changed_plan);
     tcase_add_test(tc, test_plan_smem_equals_ptxas);
     tcase_add_test(tc, test_plan_registers_near_ptxas);
+    tcase_add_test(tc, test_norm_accesses_are_16_bytes);
     tcase_add_test(tc, test_every_candidate_runs_emulated);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);

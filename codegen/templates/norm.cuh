@@ -3,11 +3,15 @@
 //
 // Generated before this text: NORM_KIND (0 softmax, 1 layernorm, 2 rmsnorm),
 // NORM_W (row width), NORM_INNER (stride between row elements: softmax
-// over a non-last axis), NORM_ROWS, NORM_V (elements per load: 4 when rows
-// are contiguous and 4 | W), NORM_WARP_ROW (a warp per row, values kept in
-// registers) or a block per row with the row cached in shared memory
-// (NORM_CACHE) or re-read (wide rows), NORM_EPS, and the accessors
-// x_load(xi, vals, MC_ARGS) / gamma_at / beta_at / epilogue.
+// over a non-last axis), NORM_ROWS, NORM_V (elements per access: 16 bytes
+// of X, 8 f16/bf16 or 4 f32, where X is the kernel's own read with
+// contiguous rows and NORM_V | W, so the plan proves every vector aligned;
+// 4 where only 4 | W; 1 otherwise), NORM_WARP_ROW (a warp per row, values
+// kept in registers) or a block per row with the row cached in shared
+// memory (NORM_CACHE) or re-read (wide rows), NORM_EPS, and the accessors
+// x_load(xi, vals, MC_ARGS) (NORM_V values of X at element xi), gamma_v /
+// beta_v (NORM_V parameters at column j) and epilogue_v(xi, vals, MC_ARGS)
+// (the fused chain per value, then packed stores of NORM_V outputs).
 //
 // One pass over the row computes the statistics (each thread its own, then
 // __shfl_xor_sync within the warp, then shared memory across warps: the
@@ -78,23 +82,39 @@ __device__ __forceinline__ norm_stat norm_warp_merge(norm_stat s) {
     return s;
 }
 
-// The normalised value of x at row element xi, from the row's statistics.
-__device__ __forceinline__ float norm_apply(const norm_stat& s, float x, i64 xi, MC_PARAMS) {
+// The normalised values of the NORM_V row elements v[] at column j
+// (element xi of X), in place, from the row's statistics; gamma and beta
+// come NORM_V at a time (gamma_v / beta_v: a vector load by column where
+// they are plain last-axis vectors).
+__device__ __forceinline__ void norm_apply(const norm_stat& s, float* v, i64 j, i64 xi, MC_PARAMS) {
 #if NORM_KIND == 0
-    (void)xi;
-    if (s.a == MC_NINF) return 0.0f;   // a row of -inf: exp(-inf - -inf) is NaN; the reference gives 0/0 too
-    return expf(x - s.a) / s.b;
+    (void)j; (void)xi;
+#pragma unroll
+    for (int u = 0; u < NORM_V; u++)   // a row of -inf: exp(-inf - -inf) is NaN; the reference gives 0/0 too
+        v[u] = s.a == MC_NINF ? 0.0f : expf(v[u] - s.a) / s.b;
 #elif NORM_KIND == 1
-    float var = s.c / (float)NORM_W;
-    float y = (x - s.b) / sqrtf(var + NORM_EPS);
-    y = y * gamma_at(xi, MC_ARGS);
+    float g[NORM_V];
+    gamma_v(j, xi, g, MC_ARGS);
 #if NORM_HAS_BETA
-    y = y + beta_at(xi, MC_ARGS);
+    float bt[NORM_V];
+    beta_v(j, xi, bt, MC_ARGS);
 #endif
-    return y;
+    const float den = sqrtf(s.c / (float)NORM_W + NORM_EPS);
+#pragma unroll
+    for (int u = 0; u < NORM_V; u++) {
+        float y = (v[u] - s.b) / den;
+        y = y * g[u];
+#if NORM_HAS_BETA
+        y = y + bt[u];
+#endif
+        v[u] = y;
+    }
 #else
-    float ms = s.a / (float)NORM_W;
-    return x / sqrtf(ms + NORM_EPS) * gamma_at(xi, MC_ARGS);
+    float g[NORM_V];
+    gamma_v(j, xi, g, MC_ARGS);
+    const float den = sqrtf(s.a / (float)NORM_W + NORM_EPS);
+#pragma unroll
+    for (int u = 0; u < NORM_V; u++) v[u] = v[u] / den * g[u];
 #endif
 }
 
@@ -112,12 +132,17 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
     const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
     for (i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < NORM_ROWS; row += warps) {
         float vals[NORM_NCHUNK * NORM_V];
+        // every load of the row issued before the first use
+#pragma unroll
+        for (int c = 0; c < NORM_NCHUNK; c++) {
+            const i64 j = (i64)(c * NORM_LANES + lane) * NORM_V;
+            if (j < NORM_W) x_load(norm_index(row, j), &vals[c * NORM_V], MC_ARGS);
+        }
         norm_stat s = norm_identity();
 #pragma unroll
         for (int c = 0; c < NORM_NCHUNK; c++) {
             const i64 j = (i64)(c * NORM_LANES + lane) * NORM_V;
             if (j < NORM_W) {
-                x_load(norm_index(row, j), &vals[c * NORM_V], MC_ARGS);
 #pragma unroll
                 for (int u = 0; u < NORM_V; u++) norm_add(s, vals[c * NORM_V + u]);
             }
@@ -127,11 +152,9 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
         for (int c = 0; c < NORM_NCHUNK; c++) {
             const i64 j = (i64)(c * NORM_LANES + lane) * NORM_V;
             if (j < NORM_W) {
-#pragma unroll
-                for (int u = 0; u < NORM_V; u++) {
-                    const i64 xi = norm_index(row, j + u);
-                    epilogue(xi, norm_apply(s, vals[c * NORM_V + u], xi, MC_ARGS), MC_ARGS);
-                }
+                const i64 xi = norm_index(row, j);
+                norm_apply(s, &vals[c * NORM_V], j, xi, MC_ARGS);
+                epilogue_v(xi, &vals[c * NORM_V], MC_ARGS);
             }
         }
     }
@@ -170,11 +193,9 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
 #else
             x_load(norm_index(row, j), v, MC_ARGS);
 #endif
-#pragma unroll
-            for (int u = 0; u < NORM_V; u++) {
-                const i64 xi = norm_index(row, j + u);
-                epilogue(xi, norm_apply(s, v[u], xi, MC_ARGS), MC_ARGS);
-            }
+            const i64 xi = norm_index(row, j);
+            norm_apply(s, v, j, xi, MC_ARGS);
+            epilogue_v(xi, v, MC_ARGS);
         }
     }
 #endif

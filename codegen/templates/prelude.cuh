@@ -10,7 +10,8 @@ typedef unsigned int u32;
 // can check it: bounds of the buffer the pointer belongs to, races between
 // barriers, uninitialised reads, bytes requested. On the GPU they are the
 // plain accesses. MC_GLD(p, i) / MC_GST(p, i, v): element i of kernel
-// argument p; MC_GLDV(T, p, i): a T-wide vector load at element i of p;
+// argument p; MC_GLDV(T, p, i) / MC_GSTV(T, p, i, v): a T-wide vector
+// load / store at element i of p (T's alignment is the caller's to prove);
 // MC_SLD(x) / MC_SST(x, v): the shared-memory lvalue x.
 // MC_EMULATE also provides the conversions, dynamic shared memory and the
 // warp primitives.
@@ -18,6 +19,7 @@ typedef unsigned int u32;
 #define MC_GLD(p, i) ((p)[i])
 #define MC_GST(p, i, v) ((p)[i] = (v))
 #define MC_GLDV(T, p, i) (*(const T*)((p) + (i)))
+#define MC_GSTV(T, p, i, v) __stwb((T*)((p) + (i)), (v))
 #define MC_SLD(x) (x)
 #define MC_SST(x, v) ((x) = (v))
 #define MC_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
