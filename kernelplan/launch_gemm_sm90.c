@@ -15,8 +15,9 @@
  * 7bfcae3, bench_gemm with MCIR_NO_CUBLAS=1, docs/kernelplan.md "Measured
  * on an H200"): 569-587 TF/s on plain 4096^3 products, 0.58 (it was
  * modelled at 0.75, FlashAttention-3's wgmma forward, before a GPU ran
- * it). At 8192^3 it fell to 412-421 (0.42): its tile order re-reads B
- * every wave, which the traffic model prices separately. With a fused
+ * it). At 8192^3 it fell to 412-421 (0.42) with 64-column tiles (the
+ * wave count chose them; mcir_gemm_sm90_tile_rate now prices them) in
+ * row-major order (grouped since, group_m_of). With a fused
  * elementwise prologue the whole product ran at 148 TF/s (Llama-7B's
  * SwiGLU down projection at 8192 tokens), 0.26 of the plain rate at that
  * size: SM90_GEMM_PROLOGUE_RATE, until the prologue path is faster. */
