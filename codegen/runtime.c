@@ -883,6 +883,11 @@ bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
 }
 
 bool mcir_emu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gpu_stats *stats, mcir_diag *d) {
+    return mcir_emu_run_bound(cg, env, NULL, mode, stats, d);
+}
+
+bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, mcir_alloc_mode mode,
+                        mcir_gpu_stats *stats, mcir_diag *d) {
     if (stats) memset(stats, 0, sizeof *stats);
     char why[256];
     const char *arch = cg->plan->target ? cg->plan->target->name : MCIR_DEFAULT_ARCH;
@@ -891,5 +896,5 @@ bool mcir_emu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode, mcir_gp
         mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "cannot run on the emulated device: %s", why);
         return false;
     }
-    return device_run(drv, cg, env, NULL, mode, stats, d);
+    return device_run(drv, cg, env, bound, mode, stats, d);
 }

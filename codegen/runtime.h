@@ -80,6 +80,12 @@ bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
 bool mcir_emu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
                   mcir_gpu_stats *stats, mcir_diag *d);
 
+/* As mcir_gpu_run_bound, on the emulated device: bound addresses are the
+ * emulated device's (mcir_emu_driver's cuMemAlloc_v2, which are host
+ * addresses). */
+bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, mcir_alloc_mode mode,
+                        mcir_gpu_stats *stats, mcir_diag *d);
+
 /* Diagnostics of device runs (docs/cli.md, "When a GPU run fails"):
  * - sync: wait for each kernel before the next, so an asynchronous fault
  *   names the kernel it came from (mcirc --sync; MCIR_GPU_SYNC=1);
