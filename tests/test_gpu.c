@@ -225,6 +225,19 @@ static const char *const EDGE[] = {
     "{\"name\":\"k\",\"dtype\":\"f16\",\"shape\":[1,2,1,190,128]},{\"name\":\"v\",\"dtype\":\"f16\",\"shape\":[1,2,1,190,128]}],"
     "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":[\"y\"],\"attrs\":{\"causal\":true}}],"
     "\"outputs\":[\"y\"]}",
+    /* the norms' 16-byte paths: an f16 layernorm with a GELU epilogue, a
+     * bf16 rmsnorm of a sum, an f16 softmax (vectors of 8 in and out) */
+    "{\"mcir\":1,\"name\":\"norm16\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\",\"shape\":[96,1024]},"
+    "{\"name\":\"r\",\"dtype\":\"bf16\",\"shape\":[40,4096]},{\"name\":\"s\",\"dtype\":\"bf16\",\"shape\":[40,4096]},"
+    "{\"name\":\"z\",\"dtype\":\"f16\",\"shape\":[50,2048]}],"
+    "\"weights\":[{\"name\":\"g\",\"dtype\":\"f16\",\"shape\":[1024]},{\"name\":\"b\",\"dtype\":\"f16\",\"shape\":[1024]},"
+    "{\"name\":\"h\",\"dtype\":\"bf16\",\"shape\":[4096]}],"
+    "\"nodes\":[{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"b\"],\"outputs\":[\"l\"]},"
+    "{\"name\":\"ge\",\"op\":\"gelu\",\"inputs\":[\"l\"],\"outputs\":[\"y1\"]},"
+    "{\"name\":\"ad\",\"op\":\"add\",\"inputs\":[\"r\",\"s\"],\"outputs\":[\"rs\"]},"
+    "{\"name\":\"rn\",\"op\":\"rmsnorm\",\"inputs\":[\"rs\",\"h\"],\"outputs\":[\"y2\"]},"
+    "{\"name\":\"sm\",\"op\":\"softmax\",\"inputs\":[\"z\"],\"outputs\":[\"y3\"]}],"
+    "\"outputs\":[\"y1\",\"y2\",\"y3\"]}",
     /* norms, wide rows */
     "{\"mcir\":1,\"name\":\"wide\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[3,262144]},"
     "{\"name\":\"g\",\"dtype\":\"f32\",\"shape\":[262144]}],"
