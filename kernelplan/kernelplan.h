@@ -77,6 +77,11 @@ typedef struct mcir_tiling {
     const char *reason;                         /* why this tile, in words */
 } mcir_tiling;
 
+/* The instruction classes the audit counts in a kernel's main loops, in
+ * the order plan.json writes them (X(name) per class). */
+#define MCIR_MAINLOOP_CLASSES(X) \
+    X(mma) X(wgmma) X(ldmatrix) X(cp_async) X(cp_async_bulk) X(ld_global) X(st_global) X(ld_shared) X(st_shared) X(cvt)
+
 /* What a compiled kernel really uses, from ptxas's report and the PTX
  * (codegen/audit.c; docs/codegen.md "Kernel audit"). */
 typedef struct mcir_kernel_audit {
@@ -101,7 +106,9 @@ typedef struct mcir_kernel_audit {
      * loops both. loops 0: none found (straight-line code). */
     struct {
         int loops, instructions;
-        int mma, wgmma, ldmatrix, cp_async, cp_async_bulk, ld_global, st_global, ld_shared, st_shared, cvt;
+#define MCIR_MAINLOOP_FIELD(name) int name;
+        MCIR_MAINLOOP_CLASSES(MCIR_MAINLOOP_FIELD)
+#undef MCIR_MAINLOOP_FIELD
     } mainloop;
     /* ptxas's advisories and warnings for the compile unit (C7514 wgmma
      * serialised, C7517 wait injected, ...): each a defect; the first */

@@ -69,16 +69,9 @@ static json_t *audit_json(const mcir_kernel_audit *a) {
     json_t *ml = json_object();
     json_object_set_new(ml, "loops", json_integer(a->mainloop.loops));
     json_object_set_new(ml, "instructions", json_integer(a->mainloop.instructions));
-    json_object_set_new(ml, "mma", json_integer(a->mainloop.mma));
-    json_object_set_new(ml, "wgmma", json_integer(a->mainloop.wgmma));
-    json_object_set_new(ml, "ldmatrix", json_integer(a->mainloop.ldmatrix));
-    json_object_set_new(ml, "cp_async", json_integer(a->mainloop.cp_async));
-    json_object_set_new(ml, "cp_async_bulk", json_integer(a->mainloop.cp_async_bulk));
-    json_object_set_new(ml, "ld_global", json_integer(a->mainloop.ld_global));
-    json_object_set_new(ml, "st_global", json_integer(a->mainloop.st_global));
-    json_object_set_new(ml, "ld_shared", json_integer(a->mainloop.ld_shared));
-    json_object_set_new(ml, "st_shared", json_integer(a->mainloop.st_shared));
-    json_object_set_new(ml, "cvt", json_integer(a->mainloop.cvt));
+#define MAINLOOP_JSON(name) json_object_set_new(ml, #name, json_integer(a->mainloop.name));
+    MCIR_MAINLOOP_CLASSES(MAINLOOP_JSON)
+#undef MAINLOOP_JSON
     json_object_set_new(ins, "mainloop", ml);
     json_object_set_new(o, "instructions", ins);
     json_object_set_new(o, "advisories", json_integer(a->advisories));
