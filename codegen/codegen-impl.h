@@ -37,6 +37,38 @@ extern const char mcir_tpl_attention_sm90[];
 extern const char mcir_tpl_hopper[];
 extern const char mcir_tpl_gemm_sm90[];
 
+/* ------------------------------------------------- symbolic dimensions */
+
+/* Size-generic kernels (docs/kernelplan.md, "Symbolic dimensions"): while
+ * codegen generates the kernels of a graph whose dims range over more
+ * than one size, cg_dyn is that graph; MC_PARAMS then ends with one
+ * `const i64 mc_d<K>` per dimension of the graph, passed at launch, and
+ * templates write every extent that depends on a dimension as an
+ * expression of them (cg_sb_extent), so one source serves every size.
+ * NULL otherwise: extents are integer literals, as before. cg_rebinding:
+ * the kernels are being generated again at another binding of the dims
+ * (mcir_codegen_rebind) — the plan's grid was decided at the largest
+ * sizes, so the templates take the grid they compute instead of checking
+ * it against the plan's. */
+extern _Thread_local const mcir_graph *cg_dyn;
+extern _Thread_local bool cg_rebinding;
+/* Prints extent e as C: "768LL", or where e depends on a dimension and
+ * cg_dyn is set, "(2LL*mc_d0*mc_d1+1LL)". `bound` is e's value at the
+ * current binding (printed when cg_dyn is NULL). */
+void cg_sb_ext(cg_sb *b, const mcir_extent *e, int64_t bound);
+/* Tensor t's extent i, or its element count, as C. */
+void cg_sb_extent(cg_sb *b, const mcir_tensor *t, int i);
+void cg_sb_numel(cg_sb *b, const mcir_tensor *t);
+/* The product of t's extents k where mask[k] (NULL: all), as C. */
+void cg_sb_prod(cg_sb *b, const mcir_tensor *t, const bool *mask);
+/* The sum of the element counts of ts[0..n-1], as C. */
+void cg_sb_numel_sum(cg_sb *b, const mcir_tensor *const *ts, int n);
+/* Whether t's extent k is 1 for every size (with cg_dyn: its polynomial
+ * is the constant 1; else the integer is 1). */
+bool cg_extent_is_one(const mcir_tensor *t, int k);
+/* Whether t's extents depend on a dimension of cg_dyn. */
+bool cg_tensor_dynamic(const mcir_tensor *t);
+
 /* -------------------------------------------------------------- views */
 
 /* A strided view of a tensor's logical shape inside the buffer of `root`
@@ -47,11 +79,29 @@ typedef struct cg_view {
     int64_t shape[MCIR_MAX_RANK];
     int64_t stride[MCIR_MAX_RANK];
     int64_t offset;
+    /* the same as polynomials over the graph's dims (symbolic dimensions);
+     * sym false where one could not be kept (more terms than an extent
+     * holds): the integers are printed, and the rebinding check finds it */
+    bool sym;
+    mcir_extent sshape[MCIR_MAX_RANK];
+    mcir_extent sstride[MCIR_MAX_RANK];
+    mcir_extent soffset;
 } cg_view;
+/* Whether v's dim k has extent 1 for every size (its polynomial is the
+ * constant 1; without symbols, its integer). */
+bool cg_view_dim_is_one(const cg_view *v, int k);
+/* View v's stride k and offset as C (cg_sb_ext). */
+void cg_sb_view_stride(cg_sb *b, const cg_view *v, int k);
+void cg_sb_view_offset(cg_sb *b, const cg_view *v);
 
 void cg_view_contiguous(cg_view *v, const mcir_tensor *t);
 /* NumPy's no-copy reshape; false if the view cannot be reshaped in place. */
 bool cg_view_reshape(cg_view *v, int rank, const int64_t *shape);
+/* The same, from tensor `from`'s shape (the view's) to tensor t's: the
+ * symbolic strides follow where every merged or split group of extents is
+ * the same polynomial on both sides (else v->sym turns false). */
+bool cg_view_reshape_to(cg_view *v, int rank, const int64_t *shape, const mcir_tensor *t,
+                        const mcir_tensor *from);
 /* Resolves an input-side tensor to a view of a kernel read through a chain
  * of transpose / reshape / slice nodes of the region. */
 bool cg_view_of_input(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view *v);
@@ -184,6 +234,11 @@ typedef struct cg_kernel {
     char *epi_unit;
     char epi_entry[64];
     int epi_owner;
+    /* A graph whose dims range over more than one size: whether the
+     * kernel's code is the same at every size checked (mcir_codegen_new
+     * generates it again at other bindings), else why not. */
+    bool generic;
+    char generic_why[400];
 } cg_kernel;
 
 struct mcir_codegen {
@@ -193,6 +248,7 @@ struct mcir_codegen {
     cg_kernel *k;
     char arch[16];
     mcir_compile_stats stats;
+    int n_dims;              /* size-generic kernels: the dims each takes after its pointers */
     bool emu_ready;          /* the emulated device's modules are built */
     mcir_compile_stats emu_stats;
 };
@@ -229,9 +285,12 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *t, mcir_diag *d);
  * s) over items x rows x splits of dv f32 columns (then max, sum), and the
  * merge kernel KERNEL_merge (block threads per row) that combines them
  * into O at att_o_at(b, r) + dv * O_SD through ATT_ST_O(out, ...). */
-void cg_emit_attention_partials(cg_sb *b, int64_t items, int64_t rows, int64_t splits, int64_t dv);
-void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int block, int64_t items,
-                             int64_t rows, int64_t splits, int64_t dv);
+/* items and rows are C expressions; dims: the functions take the dims
+ * (MC_DIMS_PARAMS: size-generic kernels) and the merge passes them. */
+void cg_emit_attention_partials(cg_sb *b, const char *items, const char *rows, int64_t splits, int64_t dv,
+                                bool dims);
+void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int block, const char *items,
+                             const char *rows, int64_t splits, int64_t dv, bool dims);
 /* The planner gave attention kernel kp the sm_90a path (tiling dim "wg"). */
 bool cg_attention_sm90_planned(const mcir_kernel_plan *kp);
 /* The wgmma.mma_async wrapper NAME (tpl_attention_sm90.c; the sm_90a GEMM

@@ -184,6 +184,23 @@ const mcir_compiled *cg_kernel_epi_bin(const mcir_codegen *cg, int i) {
     return o >= 0 ? &cg->k[o].epi_bin : &cg->k[i].epi_bin;
 }
 
+/* The graph the plan's kernels are generated for where its dims range
+ * over more than one size (cg_dyn), else NULL. */
+static const mcir_graph *dynamic_graph(const mcir_codegen *cg) {
+    const mcir_graph *g = cg->plan->graph;
+    return g && mcir_graph_is_dynamic(g) ? g : NULL;
+}
+
+/* The template writes kernel k's source (size-generic where the graph's
+ * dims range over more than one size). */
+static bool generate(const mcir_codegen *cg, const cg_template_desc *t, cg_kernel *k, const mcir_target *target,
+                     mcir_diag *d) {
+    cg_dyn = dynamic_graph(cg);
+    bool ok = t->generate(k, target, d);
+    cg_dyn = NULL;
+    return ok;
+}
+
 /* The template's launch equals the plan's: grid, block, dynamic and
  * static shared memory. */
 static bool launch_matches(const cg_kernel *k, mcir_diag *d) {
@@ -192,7 +209,8 @@ static bool launch_matches(const cg_kernel *k, mcir_diag *d) {
      * layout themselves (cg_gemm_launch, tpl_matmul.c / tpl_conv.c). */
     if (kp->tpl == MCIR_TEMPLATE_MATMUL || kp->tpl == MCIR_TEMPLATE_CONV2D) return true;
     bool same = k->smem == kp->smem_bytes && k->smem_static == kp->smem_static_bytes;
-    for (int j = 0; j < 3; j++) same = same && k->grid[j] == kp->grid[j] && k->block[j] == kp->block[j];
+    for (int j = 0; j < 3; j++)   /* rebinding: the grid is this size's (mcir_codegen_rebind) */
+        same = same && (cg_rebinding || k->grid[j] == kp->grid[j]) && k->block[j] == kp->block[j];
     if (same) return true;
     cg_error(d, kp,
              "internal error: the template launches grid [%lld, %lld, %lld] x block [%d, %d, %d] with "
@@ -203,6 +221,170 @@ static bool launch_matches(const cg_kernel *k, mcir_diag *d) {
              (long long)kp->grid[0], (long long)kp->grid[1], (long long)kp->grid[2], kp->block[0],
              kp->block[1], kp->block[2], (long long)kp->smem_bytes, (long long)kp->smem_static_bytes);
     return false;
+}
+
+/* ------------------------------------------------ size-generic kernels */
+
+/* Kernel i of cg generated again at the graph's current binding into t
+ * (t->source NULL where the kernel has none); the template's messages go
+ * to d. */
+static bool regenerate(const mcir_codegen *cg, int i, cg_kernel *t, mcir_diag *d) {
+    memset(t, 0, sizeof *t);
+    t->kp = cg->k[i].kp;
+    const cg_template_desc *td = cg_template_find(t->kp->tpl);
+    if (!td || !td->generate || !cg->k[i].source) return true;
+    const mcir_target *target = cg->plan->target ? cg->plan->target : mcir_target_find(MCIR_DEFAULT_ARCH);
+    cg_rebinding = true;
+    bool ok = generate(cg, td, t, target, d) && launch_matches(t, d);
+    cg_rebinding = false;
+    return ok;
+}
+
+static void regenerated_free(cg_kernel *t) {
+    free(t->source);
+    free(t->epi_source);
+    t->source = t->epi_source = NULL;
+}
+
+/* The first line where a and b differ, quoted from b, into buf. */
+static void first_difference(const char *a, const char *b, char *buf, size_t n) {
+    int line = 1;
+    const char *lb = b;
+    while (*a && *a == *b) {
+        if (*a == '\n') {
+            line++;
+            lb = b + 1;
+        }
+        a++;
+        b++;
+    }
+    size_t len = strcspn(lb, "\n");
+    if (len > 120) len = 120;
+    snprintf(buf, n, "line %d reads '%.*s'", line, (int)len, lb);
+}
+
+/* Takes what a kernel's launch needs at this binding from t (its grid,
+ * the library call's sizes, the tensor maps, the split-KV merge). */
+static void take_launch(cg_kernel *k, const cg_kernel *t) {
+    memcpy(k->grid, t->grid, sizeof k->grid);
+    k->gemm = t->gemm;
+    k->epi_grid = t->epi_grid;
+    k->merge_grid = t->merge_grid;
+    k->merge_block = t->merge_block;
+    k->n_tmaps = t->n_tmaps;
+    memcpy(k->tmaps, t->tmaps, sizeof k->tmaps);
+}
+
+/* Whether kernel k's code at this binding (t) is the code generated at
+ * the largest sizes; else why not, into k->generic_why. errors: what the
+ * template reported at this binding. */
+static bool same_code(cg_kernel *k, const cg_kernel *t, const char *binding, const char *errors) {
+    char diff[200];
+    if (!t->source) {
+        size_t len = errors ? strcspn(errors, "\n") : 0;
+        snprintf(k->generic_why, sizeof k->generic_why, "at %s its template fails%s%.*s", binding,
+                 len ? ": " : "", (int)(len > 200 ? 200 : len), errors ? errors : "");
+        return false;
+    }
+    if (strcmp(t->source, k->source)) {
+        first_difference(k->source, t->source, diff, sizeof diff);
+        snprintf(k->generic_why, sizeof k->generic_why,
+                 "its code at %s differs from the code at the largest sizes (%s)", binding, diff);
+        return false;
+    }
+    if ((t->epi_source || k->epi_source) &&
+        (!t->epi_source || !k->epi_source || strcmp(t->epi_source, k->epi_source))) {
+        snprintf(k->generic_why, sizeof k->generic_why, "its cuBLAS epilogue's code at %s differs", binding);
+        return false;
+    }
+    if (t->block[0] != k->block[0] || t->smem != k->smem) {
+        snprintf(k->generic_why, sizeof k->generic_why, "its block or shared memory at %s differs", binding);
+        return false;
+    }
+    return true;
+}
+
+/* Generates every kernel again at other bindings of the dims — each at
+ * its min, each at an odd size between, each at one below its max — and
+ * marks a kernel size-generic where its code is the same at all of them
+ * (the templates write every extent that depends on a dimension as an
+ * expression of the launch's dims). The graph is left at the binding it
+ * had; false only when that binding cannot be restored. */
+static bool check_generic(mcir_codegen *cg, mcir_diag *d) {
+    mcir_graph *g = (mcir_graph *)cg->plan->graph;
+    int64_t keep[MCIR_MAX_DIMS], probe[3][MCIR_MAX_DIMS];
+    for (int k = 0; k < g->n_dims; k++) {
+        const mcir_dim *dim = &g->dims[k];
+        keep[k] = dim->value;
+        probe[0][k] = dim->min;
+        probe[1][k] = dim->min + (dim->max - dim->min) / 2;
+        if (probe[1][k] % 2 == 0 && probe[1][k] + 1 < dim->max) probe[1][k]++;   /* odd: no lucky divisor */
+        probe[2][k] = dim->max > dim->min ? dim->max - 1 : dim->max;
+    }
+    for (int i = 0; i < cg->n; i++) cg->k[i].generic = true;
+    for (int p = 0; p < 3; p++) {
+        char *errors = NULL;
+        size_t errors_len = 0;
+        FILE *mem = open_memstream(&errors, &errors_len);
+        MCIR_ASSERT(mem != NULL);
+        mcir_diag quiet = {.out = mem};
+        char binding[160];
+        bool bound = mcir_graph_bind_dims(g, probe[p], &quiet);
+        mcir_dims_binding_str(g, binding, sizeof binding);
+        for (int i = 0; i < cg->n; i++) {
+            cg_kernel *k = &cg->k[i], t;
+            if (!k->source || !k->generic) continue;
+            if (!bound) {   /* the graph's rules hold for every size in range: not reached */
+                k->generic = false;
+                snprintf(k->generic_why, sizeof k->generic_why, "the graph does not bind at %s", binding);
+                continue;
+            }
+            fflush(mem);
+            size_t mark = errors_len;
+            regenerate(cg, i, &t, &quiet);
+            fflush(mem);
+            k->generic = same_code(k, &t, binding, errors ? errors + mark : NULL);
+            regenerated_free(&t);
+        }
+        fclose(mem);
+        free(errors);
+    }
+    for (int i = 0; i < cg->n; i++) {   /* plan.json says which */
+        cg_kernel *k = &cg->k[i];
+        if (!k->source) continue;
+        k->kp->size_generic = k->generic ? 1 : -1;
+        k->kp->not_size_generic = k->generic ? NULL : mcir_arena_strdup(cg->plan->arena, k->generic_why);
+    }
+    return mcir_graph_bind_dims(g, keep, d);
+}
+
+bool mcir_codegen_rebind(mcir_codegen *cg, const int64_t *values, mcir_diag *d) {
+    mcir_graph *g = (mcir_graph *)cg->plan->graph;
+    if (!g || !g->n_dims) return true;
+    for (int i = 0; i < cg->n; i++)
+        if (cg->k[i].source && dynamic_graph(cg) && !cg->k[i].generic) {
+            cg_error(d, cg->k[i].kp, "is not size-generic: %s", cg->k[i].generic_why);
+            return false;
+        }
+    if (!mcir_graph_bind_dims(g, values, d)) return false;
+    char binding[160];
+    mcir_dims_binding_str(g, binding, sizeof binding);
+    for (int i = 0; i < cg->n; i++) {
+        cg_kernel *k = &cg->k[i], t;
+        if (!k->source) continue;
+        bool ok = regenerate(cg, i, &t, d) && same_code(k, &t, binding, NULL);
+        if (!ok && t.source) cg_error(d, k->kp, "is not size-generic: %s", k->generic_why);
+        if (ok) take_launch(k, &t);
+        regenerated_free(&t);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+bool mcir_codegen_kernel_generic(const mcir_codegen *cg, int i, const char **why) {
+    bool generic = !cg->k[i].source || !dynamic_graph(cg) || cg->k[i].generic;
+    if (why) *why = generic ? NULL : cg->k[i].generic_why;
+    return generic;
 }
 
 mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memplan *m, mcir_diag *d) {
@@ -236,7 +418,7 @@ mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memplan *m, mcir_diag *d
             ok = false;
             continue;
         }
-        if (!t->generate(k, target, d)) {
+        if (!generate(cg, t, k, target, d)) {
             ok = false;
             continue;
         }
@@ -254,6 +436,11 @@ mcir_codegen *mcir_codegen_new(mcir_plan *p, const mcir_memplan *m, mcir_diag *d
         return NULL;
     }
     share_units(cg);
+    cg->n_dims = dynamic_graph(cg) ? p->graph->n_dims : 0;
+    if (dynamic_graph(cg) && !check_generic(cg, d)) {
+        mcir_codegen_free(cg);
+        return NULL;
+    }
     return cg;
 }
 
@@ -282,6 +469,7 @@ const char *mcir_codegen_kernel_entry(const mcir_codegen *cg, int i) {
     return cg->k[i].unit ? cg->k[i].entry : NULL;
 }
 void mcir_codegen_compile_stats(const mcir_codegen *cg, mcir_compile_stats *out) { *out = cg->stats; }
+void mcir_codegen_emu_compile_stats(const mcir_codegen *cg, mcir_compile_stats *out) { *out = cg->emu_stats; }
 int64_t mcir_codegen_kernel_smem(const mcir_codegen *cg, int i) { return cg->k[i].smem; }
 
 const char *mcir_codegen_kernel_epilogue(const mcir_codegen *cg, int i, const char **name,
@@ -329,17 +517,20 @@ static void launcher_param(cg_sb *b, int i, const char *ctype, bool write) {
  * after the reads and writes, 'w' the split-KV scratch, 'r' a read f32
  * buffer (the merge's partials, an epilogue's staged product); maps:
  * tensor maps after those. */
-static void emit_launcher(cg_sb *b, const mcir_kernel_plan *kp, const char *entry, char extra, int maps) {
+static void emit_launcher(cg_sb *b, const mcir_kernel_plan *kp, const char *entry, int n_dims, char extra,
+                          int maps) {
     int np = kp->n_reads + kp->n_writes, i = 0;
     cg_sb_printf(b, "extern \"C\" void %s__emu(void **p) {\n    (void)p;\n    %s(", entry, entry);
     for (int j = 0; j < kp->n_reads; j++, i++) launcher_param(b, i, cg_ctype(kp->reads[j]->dtype), false);
     for (int j = 0; j < kp->n_writes; j++, i++) launcher_param(b, i, cg_ctype(kp->writes[j]->dtype), true);
     if (np == 0) cg_sb_puts(b, "0");
+    for (int j = 0; j < n_dims; j++) cg_sb_printf(b, ", *(const long long*)p[%d]", i++);
     if (extra) launcher_param(b, i++, "float", extra == 'w');
     for (int m = 0; m < maps; m++) cg_sb_printf(b, ", *(const CUtensorMap*)p[%d]", i++);
     cg_sb_printf(b, ");\n}\nextern \"C\" const char %s__emu_params[] = \"", entry);
     for (int j = 0; j < kp->n_reads; j++) cg_sb_printf(b, "r%d", (int)mcir_dtype_size(kp->reads[j]->dtype) % 10);
     for (int j = 0; j < kp->n_writes; j++) cg_sb_printf(b, "w%d", (int)mcir_dtype_size(kp->writes[j]->dtype) % 10);
+    for (int j = 0; j < n_dims; j++) cg_sb_puts(b, "d8");
     if (extra) cg_sb_printf(b, "%c4", extra);
     for (int m = 0; m < maps; m++) cg_sb_puts(b, "m0");
     cg_sb_puts(b, "\";\n");
@@ -347,18 +538,18 @@ static void emit_launcher(cg_sb *b, const mcir_kernel_plan *kp, const char *entr
 
 /* The unit kernel k (or its cuBLAS epilogue) compiles for the emulated
  * device: the unit and, under MC_EMULATE, the launchers of its entries. */
-static char *emu_unit(const cg_kernel *k, bool epi) {
+static char *emu_unit(const cg_kernel *k, int n_dims, bool epi) {
     cg_sb b = {0};
     cg_sb_puts(&b, epi ? k->epi_unit : k->unit);
     cg_sb_puts(&b, "\n#ifdef MC_EMULATE\n");
     if (epi) {
-        emit_launcher(&b, k->kp, k->epi_entry, 'r', 0);
+        emit_launcher(&b, k->kp, k->epi_entry, n_dims, 'r', 0);
     } else {
-        emit_launcher(&b, k->kp, k->entry, k->merge_grid > 0 ? 'w' : 0, k->n_tmaps);
+        emit_launcher(&b, k->kp, k->entry, n_dims, k->merge_grid > 0 ? 'w' : 0, k->n_tmaps);
         if (k->merge_grid > 0) {
             char merge[96];
             snprintf(merge, sizeof merge, "%s_merge", k->entry);
-            emit_launcher(&b, k->kp, merge, 'r', 0);
+            emit_launcher(&b, k->kp, merge, n_dims, 'r', 0);
         }
     }
     cg_sb_puts(&b, "#endif\n");
@@ -443,7 +634,7 @@ static void recompile_for_occupancy(mcir_codegen *cg, int i, const char *arch, c
     cg_kernel keep = *k;
     k->kp->launch_min_blocks = k->kp->tiling.blocks_per_sm;
     k->source = NULL;
-    bool ok = t->generate(k, target, d);
+    bool ok = generate(cg, t, k, target, d);
     if (ok) {
         k->unit = cg_compile_unit(k->source, k->kp->name, t->name, k->entry);
         memset(&k->bin, 0, sizeof k->bin);
@@ -480,7 +671,7 @@ static void recompile_for_occupancy(mcir_codegen *cg, int i, const char *arch, c
         free(s->source);
         free(s->unit);
         s->source = NULL;
-        bool same = t->generate(s, target, d);
+        bool same = generate(cg, t, s, target, d);
         s->unit = same ? cg_compile_unit(s->source, s->kp->name, t->name, s->entry) : NULL;
         MCIR_ASSERT(same && strcmp(s->unit, k->unit) == 0);
     }
@@ -532,7 +723,7 @@ static bool compile_emu(mcir_codegen *cg, mcir_diag *d) {
             j->unit = unit;
             j->out = e ? &k->epi_emu_bin : &k->emu_bin;
             j->arch = "emu";
-            j->emu_source = emu_unit(k, e);
+            j->emu_source = emu_unit(k, cg->n_dims, e);
             cg_hash_key(j->key, j->emu_source, j->arch, version);
             if (cg_cache_load(j->key, j->out)) {
                 cg->emu_stats.cache_hits++;

@@ -59,6 +59,9 @@ typedef struct mcir_compile_stats {
     double seconds;      /* wall time */
 } mcir_compile_stats;
 void mcir_codegen_compile_stats(const mcir_codegen *cg, mcir_compile_stats *out);
+/* The same for the emulated device's modules (built by its first run;
+ * nvrtc_compiles counts the host compiler's). */
+void mcir_codegen_emu_compile_stats(const mcir_codegen *cg, mcir_compile_stats *out);
 
 /* Each kernel preceded by a comment line "// kernel NAME (template)". */
 bool mcir_codegen_write_cuda(const mcir_codegen *cg, FILE *out);
@@ -72,6 +75,18 @@ bool mcir_codegen_write_audit(const mcir_codegen *cg, FILE *out);
 bool mcir_codegen_write_dir(const mcir_codegen *cg, const char *dir, mcir_diag *d);
 
 /* Introspection, for tests and the CLI. */
+/* Size-generic kernels (a graph whose dims range over more than one size;
+ * docs/kernelplan.md, "Symbolic dimensions"): the kernels take the dims'
+ * values at launch, and mcir_codegen_new generates each again at other
+ * sizes in range to check that its code is the same there. Whether kernel
+ * i is (why: NULL, or the reason it is not: its code differs at a size). */
+bool mcir_codegen_kernel_generic(const mcir_codegen *cg, int i, const char **why);
+/* Rebinds the plan's graph to values (one per dim, in range) and takes
+ * each kernel's launch at those sizes — grids, library calls, tensor maps —
+ * keeping the compiled code; false (one error naming the kernel) where a
+ * kernel is not size-generic. */
+bool mcir_codegen_rebind(mcir_codegen *cg, const int64_t *values, mcir_diag *d);
+
 int mcir_codegen_kernel_count(const mcir_codegen *cg);
 /* NULL for kernels without source (alias). */
 const char *mcir_codegen_kernel_source(const mcir_codegen *cg, int i);

@@ -70,6 +70,130 @@ void cg_sb_float(cg_sb *b, float f) {
     cg_sb_printf(b, "__int_as_float(0x%08x)", u);
 }
 
+/* ------------------------------------------------- symbolic dimensions */
+
+_Thread_local const mcir_graph *cg_dyn;
+_Thread_local bool cg_rebinding;
+
+void cg_sb_ext(cg_sb *b, const mcir_extent *e, int64_t bound) {
+    int64_t v;
+    if (!cg_dyn || mcir_extent_is_const(e, &v)) {
+        cg_sb_printf(b, "%lldLL", (long long)bound);
+        return;
+    }
+    cg_sb_puts(b, "(");
+    for (int i = 0; i < e->n_terms; i++) {
+        const mcir_extent_term *t = &e->terms[i];
+        long long c = (long long)t->coef;
+        bool first = true;
+        if (i && c >= 0) cg_sb_puts(b, "+");
+        if (c == -1) cg_sb_puts(b, "-");
+        else if (c != 1) { cg_sb_printf(b, "%lldLL", c); first = false; }
+        for (int k = 0; k < MCIR_MAX_DIMS; k++)
+            for (int p = 0; p < t->pow[k]; p++) {
+                cg_sb_printf(b, "%smc_d%d", first ? "" : "*", k);
+                first = false;
+            }
+        if (first) cg_sb_puts(b, "1LL");
+    }
+    cg_sb_puts(b, ")");
+}
+
+void cg_sb_extent(cg_sb *b, const mcir_tensor *t, int i) {
+    mcir_extent e = mcir_tensor_extent(t, i);
+    cg_sb_ext(b, &e, t->shape[i]);
+}
+
+/* The product of t's extents from..rank-1 (false: it needs more terms than
+ * an extent holds; *out is then unusable). */
+static bool extent_product(const mcir_tensor *t, int from, mcir_extent *out) {
+    *out = mcir_extent_const(1);
+    for (int k = from; k < t->rank; k++) {
+        mcir_extent e = mcir_tensor_extent(t, k), p;
+        if (!mcir_extent_mul(out, &e, &p)) return false;
+        *out = p;
+    }
+    return true;
+}
+
+void cg_sb_prod(cg_sb *b, const mcir_tensor *t, const bool *mask) {
+    mcir_extent e = mcir_extent_const(1), p;
+    int64_t v = 1;
+    bool sym = true;
+    for (int k = 0; k < t->rank; k++) {
+        if (mask && !mask[k]) continue;
+        v *= t->shape[k];
+        mcir_extent x = mcir_tensor_extent(t, k);
+        if (sym && mcir_extent_mul(&e, &x, &p)) e = p;
+        else sym = false;
+    }
+    if (sym) cg_sb_ext(b, &e, v);
+    else cg_sb_printf(b, "%lldLL", (long long)v);   /* the rebinding check finds it */
+}
+
+void cg_sb_numel(cg_sb *b, const mcir_tensor *t) {
+    mcir_extent e;
+    int64_t n = mcir_tensor_numel(t);
+    if (cg_dyn && t->sym && extent_product(t, 0, &e)) cg_sb_ext(b, &e, n);
+    else cg_sb_printf(b, "%lldLL", (long long)n);
+}
+
+void cg_sb_numel_sum(cg_sb *b, const mcir_tensor *const *ts, int n) {
+    mcir_extent sum = mcir_extent_const(0), e, p;
+    int64_t v = 0;
+    bool sym = cg_dyn != NULL;
+    for (int i = 0; i < n; i++) {
+        v += mcir_tensor_numel(ts[i]);
+        if (sym && extent_product(ts[i], 0, &e) && mcir_extent_add(&sum, &e, &p)) sum = p;
+        else sym = false;
+    }
+    if (sym) cg_sb_ext(b, &sum, v);
+    else cg_sb_printf(b, "%lldLL", (long long)v);
+}
+
+bool cg_tensor_dynamic(const mcir_tensor *t) {
+    if (!cg_dyn || !t->sym) return false;
+    for (int k = 0; k < t->rank; k++)
+        if (!mcir_extent_is_const(&t->sym[k], NULL)) return true;
+    return false;
+}
+
+/* Decisions the index emitters take on extents hold for every size: with
+ * cg_dyn they compare the polynomials (an extent that is 1 only at some
+ * sizes is not 1), else the integers as before. */
+bool cg_extent_is_one(const mcir_tensor *t, int k) {
+    if (!cg_dyn || !t->sym) return t->shape[k] == 1;
+    int64_t v;
+    return mcir_extent_is_const(&t->sym[k], &v) && v == 1;
+}
+
+static bool extents_equal(const mcir_tensor *a, int i, const mcir_tensor *c, int j) {
+    if (!cg_dyn || (!a->sym && !c->sym)) return a->shape[i] == c->shape[j];
+    mcir_extent x = mcir_tensor_extent(a, i), y = mcir_tensor_extent(c, j);
+    return mcir_extent_equal(&x, &y);
+}
+
+/* A running stride: the product of extents so far, printed as C. */
+typedef struct cg_stride {
+    int64_t v;
+    mcir_extent e;
+    bool sym;   /* e is exact */
+} cg_stride;
+
+static cg_stride stride_one(void) { return (cg_stride){1, mcir_extent_const(1), true}; }
+
+static void stride_mul(cg_stride *s, const mcir_tensor *t, int k) {
+    s->v *= t->shape[k];
+    mcir_extent e = mcir_tensor_extent(t, k), p;
+    if (s->sym && mcir_extent_mul(&s->e, &e, &p)) s->e = p;
+    else s->sym = false;
+}
+
+static void sb_stride(cg_sb *b, const cg_stride *s) {
+    if (s->sym) cg_sb_ext(b, &s->e, s->v);
+    else cg_sb_printf(b, "%lldLL", (long long)s->v);   /* the rebinding check finds it */
+}
+
 const char *cg_ctype(mcir_dtype t) {
     switch (t) {
     case MCIR_DTYPE_F32: return "float";
@@ -158,31 +282,125 @@ void cg_view_contiguous(cg_view *v, const mcir_tensor *t) {
     memset(v, 0, sizeof *v);
     v->root = t;
     v->rank = t->rank;
-    int64_t s = 1;
+    v->sym = true;
+    v->soffset = mcir_extent_const(0);
+    cg_stride s = stride_one();
     for (int i = t->rank - 1; i >= 0; i--) {
         v->shape[i] = t->shape[i];
-        v->stride[i] = s;
-        s *= t->shape[i];
+        v->sshape[i] = mcir_tensor_extent(t, i);
+        v->stride[i] = s.v;
+        v->sstride[i] = s.e;
+        v->sym = v->sym && s.sym;
+        stride_mul(&s, t, i);
     }
+}
+
+bool cg_view_dim_is_one(const cg_view *v, int k) {
+    int64_t c;
+    if (!cg_dyn || !v->sym) return v->shape[k] == 1;
+    return mcir_extent_is_const(&v->sshape[k], &c) && c == 1;
+}
+
+/* The view's extents after an op whose output is t (its shape). */
+static void view_take_shape(cg_view *v, const mcir_tensor *t) {
+    if (t->rank != v->rank) {
+        v->sym = false;
+        return;
+    }
+    for (int i = 0; i < t->rank; i++) v->sshape[i] = mcir_tensor_extent(t, i);
+}
+
+void cg_sb_view_stride(cg_sb *b, const cg_view *v, int k) {
+    if (v->sym) cg_sb_ext(b, &v->sstride[k], v->stride[k]);
+    else cg_sb_printf(b, "%lldLL", (long long)v->stride[k]);
+}
+
+void cg_sb_view_offset(cg_sb *b, const cg_view *v) {
+    if (v->sym) cg_sb_ext(b, &v->soffset, v->offset);
+    else cg_sb_printf(b, "%lldLL", (long long)v->offset);
+}
+
+/* The first element of slice node n on `axis` of `in`, as a polynomial:
+ * a start that names a dimension is that dimension, a negative one counts
+ * from the extent's end (the dims rules hold it inside for every size). */
+static mcir_extent slice_first(const mcir_node *n, const mcir_tensor *in, int axis, int64_t first) {
+    const mcir_attr *a = mcir_node_attr(n, "start");
+    if (cg_dyn && a && a->dim_of && a->dim_of[0] >= 0) return mcir_extent_dim(a->dim_of[0]);
+    int64_t c = mcir_node_int(n, "start");
+    mcir_extent e = mcir_tensor_extent(in, axis), k = mcir_extent_const(c), out;
+    if (cg_dyn && c < 0 && !mcir_extent_is_const(&e, NULL) && mcir_extent_add(&e, &k, &out)) return out;
+    return mcir_extent_const(first);
+}
+
+/* v's symbolic offset += by * stride k (false: too many terms). */
+static bool view_shift(cg_view *v, mcir_extent by, int k) {
+    mcir_extent p, q;
+    return v->sym && mcir_extent_mul(&by, &v->sstride[k], &p) && mcir_extent_add(&v->soffset, &p, &q) &&
+           (v->soffset = q, true);
 }
 
 /* NumPy's _attempt_nocopy_reshape, over dims of size > 1. */
 bool cg_view_reshape(cg_view *v, int rank, const int64_t *shape) {
+    return cg_view_reshape_to(v, rank, shape, NULL, NULL);
+}
+
+/* The product of t's extents [from, to) (false: too many terms). */
+static bool extent_range(const mcir_tensor *t, const int *idx, int from, int to, mcir_extent *out) {
+    *out = mcir_extent_const(1);
+    for (int k = from; k < to; k++) {
+        mcir_extent e = mcir_tensor_extent(t, idx[k]), p;
+        if (!mcir_extent_mul(out, &e, &p)) return false;
+        *out = p;
+    }
+    return true;
+}
+
+bool cg_view_reshape_to(cg_view *v, int rank, const int64_t *shape, const mcir_tensor *t,
+                        const mcir_tensor *from) {
     int64_t oshape[MCIR_MAX_RANK], ostride[MCIR_MAX_RANK];
-    int on = 0;
+    mcir_extent osstride[MCIR_MAX_RANK], nsstride[MCIR_MAX_RANK];
+    /* symbolic strides need the extents on both sides: t's and from's,
+     * whose shapes are the view's before and after */
+    bool sym = v->sym && t && from && t->rank == rank && from->rank == v->rank;
+    for (int i = 0; sym && i < v->rank; i++) sym = from->shape[i] == v->shape[i];
+    /* dims of extent 1 are left out: with symbols, those that are 1 for
+     * every size (one that is 1 at this size only keeps its stride) */
+    bool skip_old[MCIR_MAX_RANK];
+    for (int i = 0; i < v->rank; i++) {
+        int64_t c;
+        mcir_extent e = sym ? mcir_tensor_extent(from, i) : mcir_extent_const(v->shape[i]);
+        skip_old[i] = v->shape[i] == 1 && (!sym || (mcir_extent_is_const(&e, &c) && c == 1));
+    }
+    int on = 0, oidx[MCIR_MAX_RANK];
     for (int i = 0; i < v->rank; i++)
-        if (v->shape[i] != 1) {
+        if (!skip_old[i]) {
             oshape[on] = v->shape[i];
+            osstride[on] = v->sstride[i];
+            oidx[on] = i;
             ostride[on++] = v->stride[i];
         }
+    /* the new dims: all of them (NumPy), or with symbols those not 1 for
+     * every size — the others take stride 0 */
+    int nidx[MCIR_MAX_RANK], nn = 0;
+    bool one_new[MCIR_MAX_RANK];
+    for (int i = 0; i < rank; i++) {
+        int64_t c;
+        mcir_extent e = sym ? mcir_tensor_extent(t, i) : mcir_extent_const(shape[i]);
+        one_new[i] = shape[i] == 1 && (!sym || (mcir_extent_is_const(&e, &c) && c == 1));
+        if (!(sym && one_new[i])) nidx[nn++] = i;
+    }
     int64_t nstride[MCIR_MAX_RANK];
+    for (int i = 0; i < rank; i++) {
+        nstride[i] = 1;
+        nsstride[i] = mcir_extent_const(0);
+    }
     int oi = 0, oj = 1, ni = 0, nj = 1;
-    while (ni < rank && oi < on) {
-        int64_t np = shape[ni], op = oshape[oi];
+    while (ni < nn && oi < on) {
+        int64_t np = shape[nidx[ni]], op = oshape[oi];
         while (np != op) {
             if (np < op) {
-                if (nj >= rank) return false;
-                np *= shape[nj++];
+                if (nj >= nn) return false;
+                np *= shape[nidx[nj++]];
             } else {
                 if (oj >= on) return false;
                 op *= oshape[oj++];
@@ -190,20 +408,40 @@ bool cg_view_reshape(cg_view *v, int rank, const int64_t *shape) {
         }
         for (int ok = oi; ok < oj - 1; ok++)
             if (ostride[ok] != oshape[ok + 1] * ostride[ok + 1]) return false;
-        nstride[nj - 1] = ostride[oj - 1];
-        for (int nk = nj - 1; nk > ni; nk--) nstride[nk - 1] = nstride[nk] * shape[nk];
+        nstride[nidx[nj - 1]] = ostride[oj - 1];
+        for (int nk = nj - 1; nk > ni; nk--) nstride[nidx[nk - 1]] = nstride[nidx[nk]] * shape[nidx[nk]];
+        if (sym) {   /* the same strides as polynomials, where the groups agree for every size */
+            mcir_extent go, gn;
+            sym = extent_range(from, oidx, oi, oj, &go) && extent_range(t, nidx, ni, nj, &gn) &&
+                  mcir_extent_equal(&go, &gn);
+        }
+        if (sym) {
+            nsstride[nidx[nj - 1]] = osstride[oj - 1];
+            for (int nk = nj - 1; nk > ni && sym; nk--) {
+                mcir_extent e = mcir_tensor_extent(t, nidx[nk]);
+                sym = mcir_extent_mul(&nsstride[nidx[nk]], &e, &nsstride[nidx[nk - 1]]);
+            }
+        }
         ni = nj++;
         oi = oj++;
     }
+    if (oi < on) sym = false;   /* old dims left over (1 at this size only): no symbolic strides */
     /* trailing dims of size 1 */
-    for (int i = ni; i < rank; i++) {
-        if (shape[i] != 1) return false;
-        nstride[i] = 1;
+    for (int i = ni; i < nn; i++) {
+        if (shape[nidx[i]] != 1) return false;
+        if (sym) {   /* one that is 1 at this size only has no stride here */
+            int64_t c;
+            mcir_extent e = mcir_tensor_extent(t, nidx[i]);
+            sym = mcir_extent_is_const(&e, &c) && c == 1;
+        }
     }
     v->rank = rank;
+    v->sym = sym;
     for (int i = 0; i < rank; i++) {
         v->shape[i] = shape[i];
-        v->stride[i] = shape[i] == 1 ? 0 : nstride[i];
+        v->stride[i] = one_new[i] ? 0 : nstride[i];   /* (1 at every size: no stride) */
+        v->sstride[i] = sym ? nsstride[i] : mcir_extent_const(0);
+        v->sshape[i] = sym ? mcir_tensor_extent(t, i) : mcir_extent_const(shape[i]);
     }
     return true;
 }
@@ -218,7 +456,7 @@ bool cg_view_of_input(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view 
     if (!cg_view_of_input(kp, n->inputs[0], v)) return false;
     switch (n->op) {
     case MCIR_OP_RESHAPE:
-        return cg_view_reshape(v, t->rank, t->shape);
+        return cg_view_reshape_to(v, t->rank, t->shape, t, n->inputs[0]);
     case MCIR_OP_TRANSPOSE: {
         const int64_t *perm;
         int np = mcir_node_ints(n, "perm", &perm);
@@ -228,6 +466,8 @@ bool cg_view_of_input(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view 
             int p = (int)(perm[k] < 0 ? perm[k] + np : perm[k]);
             o.shape[k] = v->shape[p];
             o.stride[k] = v->stride[p];
+            o.sstride[k] = v->sstride[p];
+            o.sshape[k] = v->sshape[p];
         }
         *v = o;
         return true;
@@ -238,9 +478,14 @@ bool cg_view_of_input(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view 
         int64_t first, len, step = mcir_node_int(n, "step");
         mcir_slice_range(v->shape[axis], mcir_node_int(n, "start"),
                          mcir_node_int(n, "end"), step, &first, &len);
+        v->sym = view_shift(v, slice_first(n, n->inputs[0], axis, first), axis);
         v->offset += first * v->stride[axis];
         v->stride[axis] *= step;
+        mcir_extent st = mcir_extent_const(step), p;
+        v->sym = v->sym && mcir_extent_mul(&v->sstride[axis], &st, &p);
+        if (v->sym) v->sstride[axis] = p;
         v->shape[axis] = len;
+        view_take_shape(v, t);
         return true;
     }
     case MCIR_OP_SPLIT: {   /* output k starts after the sizes before it */
@@ -251,8 +496,10 @@ bool cg_view_of_input(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view 
         int64_t off = 0;
         for (int k = 0; k < n->n_outputs && k < ns; k++) {
             if (n->outputs[k] == t) {
+                v->sym = view_shift(v, mcir_extent_const(off), axis);
                 v->offset += off * v->stride[axis];
                 v->shape[axis] = sizes[k];
+                view_take_shape(v, t);
                 return true;
             }
             off += sizes[k];
@@ -288,7 +535,7 @@ bool cg_view_of_output(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view
     if (!cg_view_of_output(kp, n->outputs[0], v)) return false;
     switch (n->op) {
     case MCIR_OP_RESHAPE:
-        return cg_view_reshape(v, t->rank, t->shape);
+        return cg_view_reshape_to(v, t->rank, t->shape, t, n->outputs[0]);
     case MCIR_OP_TRANSPOSE: {
         /* out[k] = in[perm[k]]: the input's dim perm[k] has out's stride k. */
         const int64_t *perm;
@@ -299,6 +546,8 @@ bool cg_view_of_output(const mcir_kernel_plan *kp, const mcir_tensor *t, cg_view
             int p = (int)(perm[k] < 0 ? perm[k] + np : perm[k]);
             o.shape[p] = v->shape[k];
             o.stride[p] = v->stride[k];
+            o.sstride[p] = v->sstride[k];
+            o.sshape[p] = v->sshape[k];
         }
         *v = o;
         return true;
@@ -341,12 +590,23 @@ void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,
         sep = ", ";
     }
     if (!*sep) cg_sb_puts(sb, "int mc_unused_");
+    for (int k = 0; cg_dyn && k < cg_dyn->n_dims; k++) cg_sb_printf(sb, ", const i64 mc_d%d", k);
     cg_sb_puts(sb, "\n#define MC_ARGS ");
     sep = "";
     for (int i = 0; i < kp->n_reads; i++) { cg_sb_printf(sb, "%sr%d", sep, i); sep = ", "; }
     for (int i = 0; i < kp->n_writes; i++) { cg_sb_printf(sb, "%sw%d", sep, i); sep = ", "; }
     if (!*sep) cg_sb_puts(sb, "0");
+    for (int k = 0; cg_dyn && k < cg_dyn->n_dims; k++) cg_sb_printf(sb, ", mc_d%d", k);
     cg_sb_puts(sb, "\n");
+    if (cg_dyn) {   /* the dims alone, for helpers that take no pointers */
+        cg_sb_puts(sb, "#define MC_DIMS_PARAMS");
+        for (int k = 0; k < cg_dyn->n_dims; k++) cg_sb_printf(sb, ", const i64 mc_d%d", k);
+        cg_sb_puts(sb, "\n#define MC_DIMS_ARGS");
+        for (int k = 0; k < cg_dyn->n_dims; k++) cg_sb_printf(sb, ", mc_d%d", k);
+        cg_sb_puts(sb, "\n");
+    } else {
+        cg_sb_puts(sb, "#define MC_DIMS_PARAMS\n#define MC_DIMS_ARGS\n");
+    }
 }
 
 void cg_emitter_free(cg_emitter *e) {
@@ -365,34 +625,44 @@ void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads) {
 
 /* Writes statements computing `i64 DST` (linear index into `in`'s shape)
  * from `src` (linear index into out's shape), broadcasting right-aligned. */
-static void emit_bcast_index(cg_sb *b, int orank, const int64_t *oshape, const mcir_tensor *in,
+static void emit_bcast_index(cg_sb *b, const mcir_tensor *out, const mcir_tensor *in,
                              const char *src, const char *dst) {
-    bool same = in->rank <= orank;
-    int64_t in_numel = 1, out_numel = 1;
-    for (int k = 0; k < in->rank; k++) in_numel *= in->shape[k];
-    for (int k = 0; k < orank; k++) out_numel *= oshape[k];
-    if (same && in_numel == out_numel) {
-        /* same non-1 dims, right-aligned: the linear index is the same */
+    int orank = out->rank;
+    bool same = in->rank <= orank, in_one = true;
+    for (int k = 0; k < in->rank; k++) in_one = in_one && cg_extent_is_one(in, k);
+    if (same) {
+        /* same extents right-aligned, the ones before them 1: the linear index is the same */
         for (int k = 0; k < in->rank; k++)
-            if (in->shape[in->rank - 1 - k] != oshape[orank - 1 - k]) same = false;
-    } else {
-        same = false;
+            if (!extents_equal(in, in->rank - 1 - k, out, orank - 1 - k)) same = false;
+        for (int k = 0; k < orank - in->rank; k++)
+            if (!cg_extent_is_one(out, k)) same = false;
     }
     if (same) {
         cg_sb_printf(b, "    i64 %s = %s;\n", dst, src);
         return;
     }
-    if (in_numel == 1) {
+    if (in_one) {
         cg_sb_printf(b, "    i64 %s = 0;\n", dst);
         return;
     }
     cg_sb_printf(b, "    i64 %s = 0; { i64 q_ = %s; i64 s_ = 1;\n", dst, src);
     for (int k = orank - 1; k >= 0; k--) {
         int ik = k - (orank - in->rank);
-        if (ik >= 0 && in->shape[ik] != 1)
-            cg_sb_printf(b, "      %s += (q_ %% %lldLL) * s_;", dst, (long long)oshape[k]);
-        if (k > 0) cg_sb_printf(b, " q_ /= %lldLL;", (long long)oshape[k]);
-        if (ik >= 0) cg_sb_printf(b, " s_ *= %lldLL;", (long long)in->shape[ik]);
+        if (ik >= 0 && !cg_extent_is_one(in, ik)) {
+            cg_sb_printf(b, "      %s += (q_ %% ", dst);
+            cg_sb_extent(b, out, k);
+            cg_sb_puts(b, ") * s_;");
+        }
+        if (k > 0) {
+            cg_sb_puts(b, " q_ /= ");
+            cg_sb_extent(b, out, k);
+            cg_sb_puts(b, ";");
+        }
+        if (ik >= 0) {
+            cg_sb_puts(b, " s_ *= ");
+            cg_sb_extent(b, in, ik);
+            cg_sb_puts(b, ";");
+        }
         cg_sb_puts(b, "\n");
     }
     cg_sb_puts(b, "      (void)s_; }\n");
@@ -401,9 +671,13 @@ static void emit_bcast_index(cg_sb *b, int orank, const int64_t *oshape, const m
 /* Declares i64 c0..c{r-1}: coordinates of linear index `src` in shape. */
 static void emit_coords(cg_sb *b, const mcir_tensor *t, const char *src) {
     cg_sb_printf(b, "    i64 q_ = %s;\n", src);
-    for (int k = t->rank - 1; k >= 0; k--)
-        cg_sb_printf(b, "    i64 c%d = q_ %% %lldLL; q_ /= %lldLL;\n", k,
-                     (long long)t->shape[k], (long long)t->shape[k]);
+    for (int k = t->rank - 1; k >= 0; k--) {
+        cg_sb_printf(b, "    i64 c%d = q_ %% ", k);
+        cg_sb_extent(b, t, k);
+        cg_sb_puts(b, "; q_ /= ");
+        cg_sb_extent(b, t, k);
+        cg_sb_puts(b, ";\n");
+    }
     cg_sb_puts(b, "    (void)q_;\n");
 }
 
@@ -412,15 +686,16 @@ static void emit_coords(cg_sb *b, const mcir_tensor *t, const char *src) {
 static void emit_linear(cg_sb *b, const mcir_tensor *t, const char *dst, int axis,
                         const char *axis_expr, const int *perm_src) {
     cg_sb_printf(b, "    i64 %s = 0", dst);
-    int64_t s = 1;
+    cg_stride s = stride_one();
     for (int k = t->rank - 1; k >= 0; k--) {
         if (perm_src)
-            cg_sb_printf(b, " + c%d * %lldLL", perm_src[k], (long long)s);
+            cg_sb_printf(b, " + c%d * ", perm_src[k]);
         else if (k == axis)
-            cg_sb_printf(b, " + (%s) * %lldLL", axis_expr, (long long)s);
+            cg_sb_printf(b, " + (%s) * ", axis_expr);
         else
-            cg_sb_printf(b, " + c%d * %lldLL", k, (long long)s);
-        s *= t->shape[k];
+            cg_sb_printf(b, " + c%d * ", k);
+        sb_stride(b, &s);
+        stride_mul(&s, t, k);
     }
     cg_sb_puts(b, ";\n");
 }
@@ -453,7 +728,7 @@ static const char *operand_expr(const value_emitter *ve, const mcir_node *n) {
 
 /* Declares x_: the operand of a unary op, broadcast to t. */
 static void emit_unary_operand(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
-    emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
+    emit_bcast_index(b, t, n->inputs[0], "i", "j0");
     cg_sb_printf(b, "    %s x_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(n->inputs[0]->dtype),
                  n->inputs[0]->id);
 }
@@ -489,8 +764,8 @@ static void emit_gelu(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const 
 
 /* Declares x_ and y_: the operands of a binary op, broadcast to t. */
 static void emit_binary_operands(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
-    emit_bcast_index(b, t->rank, t->shape, n->inputs[0], "i", "j0");
-    emit_bcast_index(b, t->rank, t->shape, n->inputs[1], "i", "j1");
+    emit_bcast_index(b, t, n->inputs[0], "i", "j0");
+    emit_bcast_index(b, t, n->inputs[1], "i", "j1");
     cg_sb_printf(b, "    %s x_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(n->inputs[0]->dtype),
                  n->inputs[0]->id);
     cg_sb_printf(b, "    %s y_ = v%d(j1, acc, MC_ARGS);\n", cg_vtype(n->inputs[1]->dtype),
@@ -548,7 +823,7 @@ static void emit_where(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const
     for (int k = 0; k < 3; k++) {
         char dst[8];
         snprintf(dst, sizeof dst, "j%d", k);
-        emit_bcast_index(b, t->rank, t->shape, n->inputs[k], "i", dst);
+        emit_bcast_index(b, t, n->inputs[k], "i", dst);
     }
     const char *vt = cg_vtype(t->dtype);
     cg_sb_printf(b, "    i64 c_ = v%d(j0, acc, MC_ARGS);\n    %s x_ = v%d(j1, acc, MC_ARGS), "
@@ -563,24 +838,32 @@ static void emit_gather(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
     const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1];
     int axis;
     MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
-    long long dim = (long long)x->shape[axis];
     emit_coords(b, t, "i");
     cg_sb_puts(b, "    i64 li_ = 0");
-    int64_t s = 1;
+    cg_stride s = stride_one();
     for (int k = idx->rank - 1; k >= 0; k--) {
-        cg_sb_printf(b, " + c%d * %lldLL", axis + k, (long long)s);
-        s *= idx->shape[k];
+        cg_sb_printf(b, " + c%d * ", axis + k);
+        sb_stride(b, &s);
+        stride_mul(&s, idx, k);
     }
     cg_sb_printf(b, ";\n    i64 g_ = v%d(li_, acc, MC_ARGS);\n", idx->id);
-    cg_sb_printf(b, "    g_ = g_ < -%lldLL ? -%lldLL : g_ > %lldLL ? %lldLL : g_;\n", dim, dim,
-                 dim - 1, dim - 1);
-    cg_sb_printf(b, "    if (g_ < 0) g_ += %lldLL;\n", dim);
+    if (cg_dyn && cg_tensor_dynamic(x)) {   /* the axis's extent at launch */
+        cg_sb_puts(b, "    { const i64 n_ = ");
+        cg_sb_extent(b, x, axis);
+        cg_sb_puts(b, ";\n    g_ = g_ < -n_ ? -n_ : g_ > n_ - 1 ? n_ - 1 : g_;\n    if (g_ < 0) g_ += n_; }\n");
+    } else {
+        long long dim = (long long)x->shape[axis];
+        cg_sb_printf(b, "    g_ = g_ < -%lldLL ? -%lldLL : g_ > %lldLL ? %lldLL : g_;\n", dim, dim,
+                     dim - 1, dim - 1);
+        cg_sb_printf(b, "    if (g_ < 0) g_ += %lldLL;\n", dim);
+    }
     cg_sb_puts(b, "    i64 j0 = 0");
-    s = 1;
+    s = stride_one();
     for (int k = x->rank - 1; k >= 0; k--) {
-        if (k == axis) cg_sb_printf(b, " + g_ * %lldLL", (long long)s);
-        else cg_sb_printf(b, " + c%d * %lldLL", k < axis ? k : k - 1 + idx->rank, (long long)s);
-        s *= x->shape[k];
+        if (k == axis) cg_sb_puts(b, " + g_ * ");
+        else cg_sb_printf(b, " + c%d * ", k < axis ? k : k - 1 + idx->rank);
+        sb_stride(b, &s);
+        stride_mul(&s, x, k);
     }
     cg_sb_printf(b, ";\n    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), x->id);
 }
@@ -595,18 +878,25 @@ static void emit_argreduce(cg_sb *b, const mcir_node *n, const mcir_tensor *t, c
     bool keep = mcir_node_bool(n, "keepdims");
     emit_coords(b, t, "i");
     cg_sb_puts(b, "    i64 j0 = 0");
-    int64_t s = 1, axis_stride = 1;
+    cg_stride s = stride_one(), axis_stride = stride_one();
     for (int k = x->rank - 1; k >= 0; k--) {
-        if (k == axis) axis_stride = s;
-        else cg_sb_printf(b, " + c%d * %lldLL", keep || k < axis ? k : k - 1, (long long)s);
-        s *= x->shape[k];
+        if (k == axis) {
+            axis_stride = s;
+        } else {
+            cg_sb_printf(b, " + c%d * ", keep || k < axis ? k : k - 1);
+            sb_stride(b, &s);
+        }
+        stride_mul(&s, x, k);
     }
     const char *vt = cg_vtype(x->dtype);
     cg_sb_printf(b, ";\n    %s bv_ = v%d(j0, acc, MC_ARGS);\n    i64 best_ = 0;\n", vt, x->id);
-    cg_sb_printf(b, "    for (i64 k_ = 1; k_ < %lldLL && bv_ == bv_; k_++) {\n"
-                    "        %s x_ = v%d(j0 + k_ * %lldLL, acc, MC_ARGS);\n"
+    cg_sb_puts(b, "    for (i64 k_ = 1; k_ < ");
+    cg_sb_extent(b, x, axis);
+    cg_sb_printf(b, " && bv_ == bv_; k_++) {\n        %s x_ = v%d(j0 + k_ * ", vt, x->id);
+    sb_stride(b, &axis_stride);
+    cg_sb_printf(b, ", acc, MC_ARGS);\n"
                     "        if (x_ != x_ || x_ %s bv_) { bv_ = x_; best_ = k_; }\n    }\n",
-                 (long long)x->shape[axis], vt, x->id, (long long)axis_stride, expr);
+                 expr);
     cg_sb_puts(b, "    i64 r_ = best_;\n");
 }
 
@@ -620,22 +910,25 @@ static void emit_cumsum(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
     MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
     bool excl = mcir_node_bool(n, "exclusive"), rev = mcir_node_bool(n, "reverse");
     bool ints = int_tensor(t);
-    int64_t len = x->shape[axis], stride = 1;
-    for (int k = axis + 1; k < x->rank; k++) stride *= x->shape[k];
+    cg_stride stride = stride_one();
+    for (int k = x->rank - 1; k > axis; k--) stride_mul(&stride, x, k);
     emit_coords(b, t, "i");
-    cg_sb_printf(b, "    i64 j0 = i - c%d * %lldLL;\n    %s r_ = 0;\n", axis, (long long)stride,
-                 cg_vtype(t->dtype));
-    if (rev)
-        cg_sb_printf(b, "    for (i64 k_ = %lldLL; k_ %s c%d; k_--)\n", (long long)(len - 1),
+    cg_sb_printf(b, "    i64 j0 = i - c%d * ", axis);
+    sb_stride(b, &stride);
+    cg_sb_printf(b, ";\n    %s r_ = 0;\n", cg_vtype(t->dtype));
+    if (rev && cg_tensor_dynamic(x)) {
+        cg_sb_puts(b, "    for (i64 k_ = ");
+        cg_sb_extent(b, x, axis);
+        cg_sb_printf(b, " - 1; k_ %s c%d; k_--)\n", excl ? ">" : ">=", axis);
+    } else if (rev) {
+        cg_sb_printf(b, "    for (i64 k_ = %lldLL; k_ %s c%d; k_--)\n", (long long)(x->shape[axis] - 1),
                      excl ? ">" : ">=", axis);
-    else
+    } else {
         cg_sb_printf(b, "    for (i64 k_ = 0; k_ %s c%d; k_++)\n", excl ? "<" : "<=", axis);
-    if (ints)
-        cg_sb_printf(b, "        r_ = mc_iadd(r_, v%d(j0 + k_ * %lldLL, acc, MC_ARGS));\n", x->id,
-                     (long long)stride);
-    else
-        cg_sb_printf(b, "        r_ += v%d(j0 + k_ * %lldLL, acc, MC_ARGS);\n", x->id,
-                     (long long)stride);
+    }
+    cg_sb_printf(b, ints ? "        r_ = mc_iadd(r_, v%d(j0 + k_ * " : "        r_ += v%d(j0 + k_ * ", x->id);
+    sb_stride(b, &stride);
+    cg_sb_puts(b, ints ? ", acc, MC_ARGS));\n" : ", acc, MC_ARGS);\n");
 }
 
 static void emit_arange(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
@@ -675,10 +968,13 @@ static void emit_slice(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const
     int64_t first, len, step = mcir_node_int(n, "step");
     mcir_slice_range(in->shape[axis], mcir_node_int(n, "start"), mcir_node_int(n, "end"),
                      step, &first, &len);
-    char ax[96];
-    snprintf(ax, sizeof ax, "%lldLL + c%d * %lldLL", (long long)first, axis, (long long)step);
+    mcir_extent f = slice_first(n, in, axis, first);
+    cg_sb ax = {0};
+    cg_sb_ext(&ax, &f, first);
+    cg_sb_printf(&ax, " + c%d * %lldLL", axis, (long long)step);
     emit_coords(b, t, "i");
-    emit_linear(b, in, "j0", axis, ax, NULL);
+    emit_linear(b, in, "j0", axis, ax.s, NULL);
+    cg_sb_free(&ax);
     cg_sb_printf(b, "    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), in->id);
 }
 
@@ -710,18 +1006,31 @@ static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
     emit_coords(b, t, "i");
     cg_sb_printf(b, "    %s r_;\n", cg_vtype(t->dtype));
     int64_t off = 0;
+    mcir_extent soff = mcir_extent_const(0);
+    bool sym = true;
     for (int k = 0; k < n->n_inputs; k++) {
         const mcir_tensor *in = n->inputs[k];
         int64_t end = off + in->shape[axis];
-        char ax[96];
-        snprintf(ax, sizeof ax, "c%d - %lldLL", axis, (long long)off);
-        if (k == n->n_inputs - 1) /* the rest: c < end holds for every valid coordinate */
+        mcir_extent e = mcir_tensor_extent(in, axis), send = soff;
+        bool sym_end = sym && mcir_extent_add(&soff, &e, &send);
+        cg_sb ax = {0};
+        cg_sb_printf(&ax, "c%d - ", axis);
+        if (sym) cg_sb_ext(&ax, &soff, off);
+        else cg_sb_printf(&ax, "%lldLL", (long long)off);
+        if (k == n->n_inputs - 1) { /* the rest: c < end holds for every valid coordinate */
             cg_sb_puts(b, k ? "    else {\n" : "    {\n");
-        else
-            cg_sb_printf(b, "    %sif (c%d < %lldLL) {\n", k ? "else " : "", axis, (long long)end);
-        emit_linear(b, in, "j0", axis, ax, NULL);
+        } else {
+            cg_sb_printf(b, "    %sif (c%d < ", k ? "else " : "", axis);
+            if (sym_end) cg_sb_ext(b, &send, end);
+            else cg_sb_printf(b, "%lldLL", (long long)end);
+            cg_sb_puts(b, ") {\n");
+        }
+        emit_linear(b, in, "j0", axis, ax.s, NULL);
+        cg_sb_free(&ax);
         cg_sb_printf(b, "    r_ = v%d(j0, acc, MC_ARGS);\n    }\n", in->id);
         off = end;
+        sym = sym_end;
+        soff = send;
     }
 }
 

@@ -556,9 +556,12 @@ static bool launch_kernel(gpu_run *r, int i) {
     const mcir_kernel_plan *kp = k->kp;
     const cg_gemm_desc *gd = &k->gemm;
     size_t W = sizeof r->why;
-    int np = kp->n_reads + kp->n_writes;
+    int np = kp->n_reads + kp->n_writes, nd = r->cg->n_dims;
     CUdeviceptr args[np + 1];   /* + the staging product or the scratch */
-    void *params[np + 1], *kparams[np + 1 + 5];   /* + the scratch, + tensor maps */
+    /* the parameters: pointers, the dims' values (size-generic kernels),
+     * + the staging product or the scratch (+ tensor maps) */
+    void *params[np + nd + 1], *kparams[np + nd + 1 + 5];
+    long long dims[MCIR_MAX_DIMS + 1];
     _Alignas(64) unsigned char maps[5][128];
     for (int j = 0; j < kp->n_reads; j++) args[j] = r->ptr[root_of(r, kp->reads[j])->id];
     for (int j = 0; j < kp->n_writes; j++) args[kp->n_reads + j] = r->ptr[root_of(r, kp->writes[j])->id];
@@ -566,7 +569,12 @@ static bool launch_kernel(gpu_run *r, int i) {
         const mcir_tensor *t = root_of(r, j < kp->n_reads ? kp->reads[j] : kp->writes[j - kp->n_reads]);
         name_range(args[j], mcir_tensor_bytes(t), t->name);
     }
-    for (int j = 0; j <= np; j++) params[j] = &args[j];
+    for (int j = 0; j < np; j++) params[j] = &args[j];
+    for (int j = 0; j < nd; j++) {
+        dims[j] = (long long)r->cg->plan->graph->dims[j].value;
+        params[np + j] = &dims[j];
+    }
+    params[np + nd] = &args[np];
     bool lt = r->blas_lt && gd->ok && gd->lt;   /* cuBLASLt's, or (no algorithm) the generated kernel's */
     if (lt && r->lt[i].ready) {
         char lw[256];
@@ -606,10 +614,10 @@ static bool launch_kernel(gpu_run *r, int i) {
         nk = np + 1;
     }
     kparams[0] = &args[0];
-    for (int j = 0; j < nk; j++) kparams[j] = &args[j];
+    for (int j = 0; j < nk + nd; j++) kparams[j] = params[j];
     if (k->n_tmaps > 0) {   /* sm_90a attention: + its TMA tensor maps, by value */
         if (k->n_tmaps > 5 || !cg_tensor_maps_encode(cu, k, args, maps, r->why, W)) return false;
-        for (int j = 0; j < k->n_tmaps; j++) kparams[nk + j] = maps[j];
+        for (int j = 0; j < k->n_tmaps; j++) kparams[nk + nd + j] = maps[j];
     }
     if (!launch_grid(r, r->funcs[i], k, kparams)) return false;   /* no parameters: kparams[0] is unread */
     if (k->merge_grid > 0)   /* the merge takes the pointers and the scratch */

@@ -31,15 +31,23 @@ static bool resolve_in(const mcir_kernel_plan *kp, const mcir_tensor *t, operand
 /* i64 NAME(i64 b): offset of (batch, head) b over the leading dims `lead`
  * (rank rl) of the output, for a view whose last two dims are rows/cols
  * (broadcast: stride 0 where the view lacks the dim or has it as 1). */
-static void emit_offset_fn(cg_sb *b, const char *name, const cg_view *v, int rl, const int64_t *lead,
+static void emit_offset_fn(cg_sb *b, const char *name, const cg_view *v, int rl, const mcir_tensor *out,
                            int vlead) {
-    cg_sb_printf(b, "__device__ __forceinline__ i64 %s(i64 b) {\n    i64 o = %lldLL; (void)b;\n", name,
-                 (long long)v->offset);
+    cg_sb_printf(b, "__device__ __forceinline__ i64 %s(i64 b MC_DIMS_PARAMS) {\n    i64 o = ", name);
+    cg_sb_view_offset(b, v);
+    cg_sb_puts(b, "; (void)b;\n");
     for (int k = rl - 1; k >= 0; k--) {
         int vk = k - (rl - vlead);
-        int64_t st = (vk >= 0 && v->shape[vk] != 1) ? v->stride[vk] : 0;
-        if (st) cg_sb_printf(b, "    o += (b %% %lldLL) * %lldLL;\n", (long long)lead[k], (long long)st);
-        cg_sb_printf(b, "    b /= %lldLL;\n", (long long)lead[k]);
+        if (vk >= 0 && !cg_view_dim_is_one(v, vk) && (v->stride[vk] || cg_dyn)) {
+            cg_sb_puts(b, "    o += (b % ");
+            cg_sb_extent(b, out, k);
+            cg_sb_puts(b, ") * ");
+            cg_sb_view_stride(b, v, vk);
+            cg_sb_puts(b, ";\n");
+        }
+        cg_sb_puts(b, "    b /= ");
+        cg_sb_extent(b, out, k);
+        cg_sb_puts(b, ";\n");
     }
     cg_sb_puts(b, "    return o;\n}\n");
 }
@@ -52,45 +60,48 @@ static bool vec_ok(const cg_view *v, int rl_view, int64_t cols) {
 }
 
 
-void cg_emit_attention_partials(cg_sb *b, int64_t items, int64_t rows, int64_t splits, int64_t dv) {
+void cg_emit_attention_partials(cg_sb *b, const char *items, const char *rows, int64_t splits, int64_t dv,
+                                bool dims) {
+    const char *dp = dims ? " MC_DIMS_PARAMS" : "";
     cg_sb_printf(b,
         "// partials in the scratch P: O [items][rows][splits][dv], then (max, sum) [items][rows][splits][2]\n"
-        "__device__ __forceinline__ i64 att_partial_o(i64 b, i64 r, i64 s) {\n"
-        "    return ((b * %lldLL + r) * %lldLL + s) * %lldLL;\n}\n"
-        "__device__ __forceinline__ i64 att_partial_ml(i64 b, i64 r, i64 s) {\n"
-        "    return %lldLL + ((b * %lldLL + r) * %lldLL + s) * 2;\n}\n",
-        (long long)rows, (long long)splits, (long long)dv, (long long)(items * rows * splits * dv),
-        (long long)rows, (long long)splits);
+        "__device__ __forceinline__ i64 att_partial_o(i64 b, i64 r, i64 s%s) {\n"
+        "    return ((b * %s + r) * %lldLL + s) * %lldLL;\n}\n"
+        "__device__ __forceinline__ i64 att_partial_ml(i64 b, i64 r, i64 s%s) {\n"
+        "    return %s * %s * %lldLL + ((b * %s + r) * %lldLL + s) * 2;\n}\n",
+        dp, rows, (long long)splits, (long long)dv, dp, items, rows, (long long)(splits * dv), rows,
+        (long long)splits);
 }
 
 /* The merge: per query row, m = max_s m_s, l = sum_s l_s e^(m_s - m),
  * O = sum_s O_s e^(m_s - m) / l (weighted_streaming_reduction's
  * online-softmax merge); the entry is the kernel's name + "_merge" and
  * takes the kernel's pointers and the scratch. */
-void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int block, int64_t items,
-                             int64_t rows, int64_t splits, int64_t dv) {
+void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int block, const char *items,
+                             const char *rows, int64_t splits, int64_t dv, bool dims) {
+    const char *da = dims ? " MC_DIMS_ARGS" : "";
     cg_sb_printf(b,
         "#define MC_MERGE_ENTRY_(n) n##_merge\n#define MC_MERGE_ENTRY(n) MC_MERGE_ENTRY_(n)\n"
         "extern \"C\" __global__ void __launch_bounds__(%d) MC_MERGE_ENTRY(%s)(MC_PARAMS, const float* P) {\n"
-        "    for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n"
-        "        const i64 b = row / %lldLL, qi = row %% %lldLL;\n"
+        "    for (i64 row = blockIdx.x; row < %s * %s; row += gridDim.x) {\n"
+        "        const i64 b = row / %s, qi = row %% %s;\n"
         "        float m = MC_NINF, l = 0.0f;\n"
-        "        for (int s = 0; s < %lld; s++) m = fmaxf(m, mc_ld_f32(P, att_partial_ml(b, qi, s)));\n"
+        "        for (int s = 0; s < %lld; s++) m = fmaxf(m, mc_ld_f32(P, att_partial_ml(b, qi, s%s)));\n"
         "        for (int s = 0; s < %lld; s++) {\n"
-        "            const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s));\n"
-        "            if (ms != MC_NINF) l += mc_ld_f32(P, att_partial_ml(b, qi, s) + 1) * expf(ms - m);\n"
+        "            const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s%s));\n"
+        "            if (ms != MC_NINF) l += mc_ld_f32(P, att_partial_ml(b, qi, s%s) + 1) * expf(ms - m);\n"
         "        }\n"
         "        for (int dv = threadIdx.x; dv < %lld; dv += blockDim.x) {\n"
         "            float acc = 0.0f;\n"
         "            for (int s = 0; s < %lld; s++) {\n"
-        "                const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s));\n"
-        "                if (ms != MC_NINF) acc += mc_ld_f32(P, att_partial_o(b, qi, s) + dv) * expf(ms - m);\n"
+        "                const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s%s));\n"
+        "                if (ms != MC_NINF) acc += mc_ld_f32(P, att_partial_o(b, qi, s%s) + dv) * expf(ms - m);\n"
         "            }\n"
-        "            ATT_ST_O(%s, att_o_at(b, qi) + (i64)dv * O_SD, l > 0.0f ? acc / l : 0.0f);\n"
+        "            ATT_ST_O(%s, att_o_at(b, qi%s) + (i64)dv * O_SD, l > 0.0f ? acc / l : 0.0f);\n"
         "        }\n"
         "    }\n}\n",
-        block, kernel, (long long)(items * rows), (long long)rows, (long long)rows, (long long)splits,
-        (long long)splits, (long long)dv, (long long)splits, out);
+        block, kernel, items, rows, rows, rows, (long long)splits, da, (long long)splits, da, da,
+        (long long)dv, (long long)splits, da, da, out, da);
 }
 
 bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
@@ -135,8 +146,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         }
 
     const int rl = O->rank - 2;
-    const int64_t NQ = Q->shape[Q->rank - 2], D = Q->shape[Q->rank - 1];
-    const int64_t NK = K->shape[K->rank - 2], DV = V->shape[V->rank - 1];
+    const int64_t D = Q->shape[Q->rank - 1], DV = V->shape[V->rank - 1];
     int64_t NB = 1;
     for (int i = 0; i < rl; i++) NB *= O->shape[i];
     float scale = mcir_node_attr(n, "scale") ? (float)mcir_node_float(n, "scale")
@@ -173,12 +183,21 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_emitter e;
     cg_begin_source(&b, kp);
     cg_emitter_init(&e, kp, &b, NULL, d);
-    cg_sb_printf(&b,
-        "#define ATT_NQ %lldLL\n#define ATT_NK %lldLL\n#define ATT_D %lld\n#define ATT_DV %lld\n"
-        "#define ATT_DP %lld\n#define ATT_DVP %lld\n#define ATT_NB %lldLL\n#define ATT_QTILES %lldLL\n"
-        "#define ATT_BM %d\n#define ATT_WARPS %d\n#define ATT_CAUSAL %d\n#define ATT_HAS_MASK %d\n",
-        (long long)NQ, (long long)NK, (long long)D, (long long)DV, (long long)l.dp, (long long)l.dvp,
-        (long long)NB, (long long)qtiles, bm, warps, causal, M != NULL);
+    /* the problem's extents: expressions of the dims where they depend on one */
+    cg_sb nq = {0}, nb = {0};
+    bool lead_mask[MCIR_MAX_RANK] = {0};
+    for (int i = 0; i < rl; i++) lead_mask[i] = true;
+    cg_sb_extent(&nq, Q, Q->rank - 2);
+    cg_sb_prod(&nb, O, lead_mask);
+    cg_sb_printf(&b, "#define ATT_NQ %s\n#define ATT_NK ", nq.s);
+    cg_sb_extent(&b, K, K->rank - 2);
+    cg_sb_printf(&b, "\n#define ATT_D %lld\n#define ATT_DV %lld\n#define ATT_DP %lld\n#define ATT_DVP %lld\n"
+                     "#define ATT_NB %s\n#define ATT_QTILES ",
+                 (long long)D, (long long)DV, (long long)l.dp, (long long)l.dvp, nb.s);
+    if (cg_tensor_dynamic(Q)) cg_sb_printf(&b, "((ATT_NQ + %dLL) / %dLL)", bm - 1, bm);
+    else cg_sb_printf(&b, "%lldLL", (long long)qtiles);
+    cg_sb_printf(&b, "\n#define ATT_BM %d\n#define ATT_WARPS %d\n#define ATT_CAUSAL %d\n#define ATT_HAS_MASK %d\n",
+                 bm, warps, causal, M != NULL);
     if (mma)
         cg_sb_printf(&b, "#define ATT_BN %d\n#define ATT_BF16 %d\n#define ATT_VEC_Q %s\n"
                          "#define ATT_VEC_K %s\n#define ATT_VEC_V %s\n",
@@ -189,7 +208,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_sb_printf(&b, "#define ATT_RPW %d\n", rpw);
     if (splits > 1) {
         cg_sb_printf(&b, "#define ATT_SPLITS %lldLL\n#define ATT_CHUNK %lldLL\n", (long long)splits, (long long)chunk);
-        cg_emit_attention_partials(&b, NB, NQ, splits, DV);
+        cg_emit_attention_partials(&b, nb.s, nq.s, splits, DV, true);
     }
     cg_sb_puts(&b, "#define ATT_SCALE ");
     cg_sb_float(&b, scale);
@@ -200,7 +219,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         const operand *op = ops[i].op;
         if (!op) {
             cg_sb_puts(&b, "#define ATT_M_T float\n#define ATT_LD_M mc_ld_f32\n#define M_SR 0LL\n#define M_SC 0LL\n"
-                           "__device__ __forceinline__ i64 m_off(i64 b) { (void)b; return 0; }\n");
+                           "__device__ __forceinline__ i64 m_off(i64 b MC_DIMS_PARAMS) { (void)b; return 0; }\n");
             continue;
         }
         const mcir_tensor *root = op->v.root;
@@ -211,16 +230,25 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         int64_t sr = 0, sc = 0;
         if (i == 4) {
             /* mask broadcast to [lead.., NQ, NK]: rows / cols may be missing or 1 */
-            if (r >= 2 && op->v.shape[r - 2] != 1) sr = op->v.stride[r - 2];
-            if (r >= 1 && op->v.shape[r - 1] != 1) sc = op->v.stride[r - 1];
-            cg_sb_printf(&b, "#define M_SR %lldLL\n#define M_SC %lldLL\n", (long long)sr, (long long)sc);
+            if (r >= 2 && !cg_view_dim_is_one(&op->v, r - 2)) sr = 1;
+            if (r >= 1 && !cg_view_dim_is_one(&op->v, r - 1)) sc = 1;
+            cg_sb_puts(&b, "#define M_SR ");
+            if (sr) cg_sb_view_stride(&b, &op->v, r - 2);
+            else cg_sb_puts(&b, "0LL");
+            cg_sb_puts(&b, "\n#define M_SC ");
+            if (sc) cg_sb_view_stride(&b, &op->v, r - 1);
+            else cg_sb_puts(&b, "0LL");
+            cg_sb_puts(&b, "\n");
         } else {
-            cg_sb_printf(&b, "#define %s_SR %lldLL\n#define %s_SD %lldLL\n", ops[i].p,
-                         (long long)op->v.stride[r - 2], ops[i].p, (long long)op->v.stride[r - 1]);
+            cg_sb_printf(&b, "#define %s_SR ", ops[i].p);
+            cg_sb_view_stride(&b, &op->v, r - 2);
+            cg_sb_printf(&b, "\n#define %s_SD ", ops[i].p);
+            cg_sb_view_stride(&b, &op->v, r - 1);
+            cg_sb_puts(&b, "\n");
         }
         char fn[8];
         snprintf(fn, sizeof fn, "%c_off", ops[i].p[0] + ('a' - 'A'));
-        emit_offset_fn(&b, fn, &op->v, rl, O->shape, r - 2 > 0 ? r - 2 : 0);
+        emit_offset_fn(&b, fn, &op->v, rl, O, r - 2 > 0 ? r - 2 : 0);
     }
     if (mma) {
         /* the mma path is all-16-bit for Q/K/V; the ATT_*_T above must agree */
@@ -238,15 +266,18 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         b.len = len - 1;
         cg_sb_puts(&b, ", float* mc_scratch)");
     }
-    cg_sb_printf(&b, " {\n    mc_attention(%s, %s, %s, %s, %s%s);\n}\n", q.pname, kk.pname, v.pname,
+    cg_sb_printf(&b, " {\n    mc_attention(%s, %s, %s, %s, %s%s MC_DIMS_ARGS);\n}\n", q.pname, kk.pname, v.pname,
                  M ? m.pname : "(const float*)0", o.pname, splits > 1 ? ", mc_scratch" : "");
     if (splits > 1) {
-        cg_sb_puts(&b, "__device__ __forceinline__ i64 att_o_at(i64 b, i64 qi) { return o_off(b) + qi * O_SR; }\n");
-        cg_emit_attention_merge(&b, kp->name, o.pname, l.merge_block, NB, NQ, splits, DV);
+        cg_sb_puts(&b, "__device__ __forceinline__ i64 att_o_at(i64 b, i64 qi MC_DIMS_PARAMS) {\n"
+                       "    return o_off(b MC_DIMS_ARGS) + qi * O_SR;\n}\n");
+        cg_emit_attention_merge(&b, kp->name, o.pname, l.merge_block, nb.s, nq.s, splits, DV, true);
         k->merge_block = l.merge_block;
         k->merge_grid = l.merge_grid;
     }
     bool ok = e.ok;
+    cg_sb_free(&nq);
+    cg_sb_free(&nb);
     cg_emitter_free(&e);
     if (!ok) {
         cg_sb_free(&b);

@@ -276,7 +276,10 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     for (int i = 0; i < 3; i++) emit_coords(&b, names[i], &it, &maps[i]);
     if (nm > 3) emit_coords(&b, "m", &it, &maps[3]);
     if (tma_store) emit_coords(&b, "o", &it, &om);
-    if (l.splits > 1) cg_emit_attention_partials(&b, l.items, NR, l.splits, D);
+    char items_s[32], rows_s[32];
+    snprintf(items_s, sizeof items_s, "%lldLL", (long long)l.items);
+    snprintf(rows_s, sizeof rows_s, "%lldLL", (long long)NR);
+    if (l.splits > 1) cg_emit_attention_partials(&b, items_s, rows_s, l.splits, D, false);
     cg_sb_puts(&b, mcir_tpl_hopper);
     cg_emit_wgmma(&b, "att_wgmma_s", (int)l.bn, false, bf16, false);
     cg_emit_wgmma(&b, "att_wgmma_o", (int)D, true, bf16, true);
@@ -309,7 +312,7 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     if (l.splits > 1) {
         char out[16];
         snprintf(out, sizeof out, "w%d", op);
-        cg_emit_attention_merge(&b, kp->name, out, l.merge_block, l.items, NR, l.splits, D);
+        cg_emit_attention_merge(&b, kp->name, out, l.merge_block, items_s, rows_s, l.splits, D, false);
         k->merge_block = l.merge_block;
         k->merge_grid = l.merge_grid;
     }

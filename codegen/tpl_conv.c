@@ -72,9 +72,19 @@ bool cg_gen_conv2d(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         (long long)dil[1]);
     /* GEMM view: m runs over (image, oh, ow) with ow fastest (coalesced
      * along a row of the image), k over (ci, kh, kw) as the weights store it */
-    cg_sb_printf(&b, "#define MM_M %lldLL\n#define MM_N %lldLL\n#define MM_K %lldLL\n#define MM_BATCH %lldLL\n"
+    cg_sb_puts(&b, "#define MM_M ");
+    if (cg_tensor_dynamic(x)) {   /* the batch, symbolic (only it may be: docs/graph-format.md) */
+        cg_sb_puts(&b, "(");
+        cg_sb_extent(&b, x, 0);
+        cg_sb_printf(&b, " * %lldLL)", (long long)(OH * OW));
+    } else {
+        cg_sb_printf(&b, "%lldLL", (long long)gp.m);
+    }
+    cg_sb_printf(&b, "\n#define MM_N %lldLL\n#define MM_K %lldLL\n#define MM_BATCH %lldLL\n"
                      "#define MM_TRANS_A 1\n#define MM_TRANS_B 1\n",
-                 (long long)gp.m, (long long)gp.n, (long long)gp.k, (long long)groups);
+                 (long long)gp.n, (long long)gp.k, (long long)groups);
+    if (cg_dyn && kp->tiling.registers_estimate > 0)   /* the budget planned at the largest sizes */
+        mcir_gemm_layout_budget(target, gp.mma, kp->tiling.registers_estimate, &l);
     cg_emit_gemm_tile(&b, &gp, &l);
     cg_sb_printf(&b,
         "__device__ __forceinline__ float a_at(i64 g, i64 m, i64 kk, MC_PARAMS) {\n"

@@ -19,15 +19,26 @@
  * leading dims broadcast against the output's. */
 static void emit_batch_off(cg_sb *b, const char *name, const mcir_tensor *t, const mcir_tensor *out) {
     int rl = out->rank - 2, tl = t->rank - 2;
-    int64_t mat = t->shape[t->rank - 1] * t->shape[t->rank - 2];
-    cg_sb_printf(b, "__device__ __forceinline__ i64 %s(i64 b) {\n    i64 o = 0, s = %lldLL; (void)b;\n",
-                 name, (long long)mat);
+    bool mat[MCIR_MAX_RANK] = {0};
+    mat[t->rank - 1] = mat[t->rank - 2] = true;
+    cg_sb_printf(b, "__device__ __forceinline__ i64 %s(i64 b, MC_PARAMS) {\n    i64 o = 0, s = ", name);
+    cg_sb_prod(b, t, mat);
+    cg_sb_puts(b, "; (void)b;\n");
     for (int k = rl - 1; k >= 0; k--) {
         int tk = k - (rl - tl);
-        if (tk >= 0 && t->shape[tk] != 1)
-            cg_sb_printf(b, "    o += (b %% %lldLL) * s;\n", (long long)out->shape[k]);
-        cg_sb_printf(b, "    b /= %lldLL;", (long long)out->shape[k]);
-        if (tk >= 0) cg_sb_printf(b, " s *= %lldLL;", (long long)t->shape[tk]);
+        if (tk >= 0 && !cg_extent_is_one(t, tk)) {
+            cg_sb_puts(b, "    o += (b % ");
+            cg_sb_extent(b, out, k);
+            cg_sb_puts(b, ") * s;\n");
+        }
+        cg_sb_puts(b, "    b /= ");
+        cg_sb_extent(b, out, k);
+        cg_sb_puts(b, ";");
+        if (tk >= 0) {
+            cg_sb_puts(b, " s *= ");
+            cg_sb_extent(b, t, tk);
+            cg_sb_puts(b, ";");
+        }
         cg_sb_puts(b, "\n");
     }
     cg_sb_puts(b, "    (void)s;\n    return o;\n}\n");
@@ -132,6 +143,18 @@ bool cg_gemm_launch(cg_kernel *k, const mcir_gemm_problem *g, const mcir_gemm_la
     mcir_kernel_plan *kp = k->kp;
     int64_t items = g->batch * ((g->m + l->bm - 1) / l->bm) * ((g->n + l->bn - 1) / l->bn);
     int64_t grid = items < 1 ? 1 : items > INT32_MAX ? INT32_MAX : items;
+    if (cg_rebinding) {   /* the grid at this binding; the plan's is at the largest sizes */
+        if (kp->block[0] != l->threads || kp->smem_bytes != l->smem_bytes) {
+            cg_error(d, kp, "the tile's launch at this size (block %d, %lld B shared) is not the plan's",
+                     l->threads, (long long)l->smem_bytes);
+            return false;
+        }
+        k->grid[0] = grid;
+        k->grid[1] = k->grid[2] = 1;
+        for (int j = 0; j < 3; j++) k->block[j] = kp->block[j];
+        k->smem = kp->smem_bytes;
+        return true;
+    }
     if (kp->grid[0] != grid || kp->grid[1] != 1 || kp->grid[2] != 1 || kp->block[0] != l->threads ||
         kp->block[1] != 1 || kp->block[2] != 1 || kp->smem_bytes != l->smem_bytes) {
         cg_error(d, kp, "the plan's launch (grid %lld, block %d, %lld B shared) is not the tile's "
@@ -185,9 +208,22 @@ static bool gen_tiled(cg_kernel *k, const mcir_target *target, mcir_diag *d, con
         cg_sb_free(&b);
         return false;
     }
-    cg_sb_printf(&b, "#define MM_M %lldLL\n#define MM_N %lldLL\n#define MM_K %lldLL\n#define MM_BATCH %lldLL\n"
-                     "#define MM_TRANS_A %d\n#define MM_TRANS_B %d\n",
-                 (long long)M, (long long)N, (long long)K, (long long)batch, ta, tb);
+    /* the problem's extents: expressions of the dims where they depend on one */
+    int ar = a2.rank, br = b2.rank, lead = c2.rank - 2;
+    bool lead_mask[MCIR_MAX_RANK] = {0};
+    for (int i = 0; i < lead; i++) lead_mask[i] = true;
+    cg_sb_puts(&b, "#define MM_M ");
+    cg_sb_extent(&b, &a2, ta ? ar - 1 : ar - 2);
+    cg_sb_puts(&b, "\n#define MM_N ");
+    cg_sb_extent(&b, &b2, tb ? br - 2 : br - 1);
+    cg_sb_puts(&b, "\n#define MM_K ");
+    cg_sb_extent(&b, &a2, ta ? ar - 2 : ar - 1);
+    cg_sb_puts(&b, "\n#define MM_BATCH ");
+    if (c2.sym) cg_sb_prod(&b, &c2, lead_mask);
+    else cg_sb_printf(&b, "%lldLL", (long long)batch);
+    cg_sb_printf(&b, "\n#define MM_TRANS_A %d\n#define MM_TRANS_B %d\n", ta, tb);
+    if (cg_dyn && kp->tiling.registers_estimate > 0)   /* the budget planned at the largest sizes */
+        mcir_gemm_layout_budget(target, gp.mma, kp->tiling.registers_estimate, &l);
     cg_emit_gemm_tile(&b, &gp, &l);
     if (l.async) {
         emit_cp_async_operand(&b, kp, "A", A, ta, true, M, N, K, gp.dtype);
@@ -196,10 +232,10 @@ static bool gen_tiled(cg_kernel *k, const mcir_target *target, mcir_diag *d, con
     emit_batch_off(&b, "a_boff", &a2, &c2);
     emit_batch_off(&b, "b_boff", &b2, &c2);
     cg_sb_printf(&b, "__device__ __forceinline__ float a_at(i64 bb, i64 m, i64 kk, MC_PARAMS) {\n"
-                     "    return v%d(a_boff(bb) + %s, 0.0f, MC_ARGS);\n}\n",
+                     "    return v%d(a_boff(bb, MC_ARGS) + %s, 0.0f, MC_ARGS);\n}\n",
                  A->id, ta ? "kk * MM_M + m" : "m * MM_K + kk");
     cg_sb_printf(&b, "__device__ __forceinline__ float b_at(i64 bb, i64 kk, i64 nn, MC_PARAMS) {\n"
-                     "    return v%d(b_boff(bb) + %s, 0.0f, MC_ARGS);\n}\n",
+                     "    return v%d(b_boff(bb, MC_ARGS) + %s, 0.0f, MC_ARGS);\n}\n",
                  B->id, tb ? "nn * MM_K + kk" : "kk * MM_N + nn");
     cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
                    "    epilogue((bb * MM_M + m) * MM_N + n, acc, MC_ARGS);\n}\n");
@@ -225,13 +261,15 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
      * these 2-D forms (a2, b2, c2: the same elements in the same order);
      * transpose flags mean nothing on rank 1. */
     mcir_tensor a2 = *A, b2 = *B, c2 = *C;
-    if (A->rank == 1) {
+    if (A->rank == 1) {   /* (extents as integers: a symbolic one is found by the rebinding check) */
+        a2.sym = NULL;
         a2.rank = 2;
         a2.shape[0] = 1;
         a2.shape[1] = A->shape[0];
         ta = false;
     }
     if (B->rank == 1) {
+        b2.sym = NULL;
         b2.rank = 2;
         b2.shape[0] = B->shape[0];
         b2.shape[1] = 1;
@@ -242,6 +280,7 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_error(d, kp, "matmul operands need rank >= 1");
         return false;
     }
+    if (c2.rank != lead + 2) c2.sym = NULL;
     c2.rank = lead + 2;
     c2.shape[lead] = ta ? a2.shape[a2.rank - 1] : a2.shape[a2.rank - 2];
     c2.shape[lead + 1] = tb ? b2.shape[b2.rank - 2] : b2.shape[b2.rank - 1];
@@ -333,10 +372,11 @@ bool cg_gen_matmul(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
             }
             snprintf(k->epi_name, sizeof k->epi_name, "%s_epilogue", kp->name);
             cg_sb_printf(&eb, "extern \"C\" __global__ void __launch_bounds__(256) %s(MC_PARAMS, const float* mc_acc) {\n"
-                              "    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < %lldLL;\n"
-                              "         i += (i64)gridDim.x * blockDim.x)\n"
-                              "        epilogue(i, MC_GLD(mc_acc, i), MC_ARGS);\n}\n",
-                         k->epi_name, (long long)(batch * M * N));
+                              "    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < ",
+                         k->epi_name);
+            cg_sb_numel(&eb, C);
+            cg_sb_puts(&eb, ";\n         i += (i64)gridDim.x * blockDim.x)\n"
+                            "        epilogue(i, MC_GLD(mc_acc, i), MC_ARGS);\n}\n");
             cg_emitter_free(&ee);
             k->epi_source = cg_sb_take(&eb);
             int64_t blocks = (batch * M * N + 255) / 256;

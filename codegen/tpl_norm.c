@@ -96,10 +96,21 @@ static void emit_param_v(cg_sb *b, const mcir_kernel_plan *kp, const char *name,
                     "    i64 q_ = xi; i64 s_ = 1;\n", name);
     for (int k = x->rank - 1; k >= 0; k--) {
         int pk = k - (x->rank - p->rank);
-        if (pk >= 0 && p->shape[pk] != 1)
-            cg_sb_printf(b, "    j += (q_ %% %lldLL) * s_;", (long long)x->shape[k]);
-        if (k > 0) cg_sb_printf(b, " q_ /= %lldLL;", (long long)x->shape[k]);
-        if (pk >= 0) cg_sb_printf(b, " s_ *= %lldLL;", (long long)p->shape[pk]);
+        if (pk >= 0 && !cg_extent_is_one(p, pk)) {
+            cg_sb_puts(b, "    j += (q_ % ");
+            cg_sb_extent(b, x, k);
+            cg_sb_puts(b, ") * s_;");
+        }
+        if (k > 0) {
+            cg_sb_puts(b, " q_ /= ");
+            cg_sb_extent(b, x, k);
+            cg_sb_puts(b, ";");
+        }
+        if (pk >= 0) {
+            cg_sb_puts(b, " s_ *= ");
+            cg_sb_extent(b, p, pk);
+            cg_sb_puts(b, ";");
+        }
         cg_sb_puts(b, "\n");
     }
     cg_sb_printf(b, "    (void)s_; }\n    return v%d(j, 0.0f, MC_ARGS);\n}\n", p->id);
@@ -154,11 +165,30 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         return false;
     }
     double eps = kind == 0 ? 0.0 : mcir_node_float(n, "eps");
+    /* the row's width, the stride between its elements and the rows, as
+     * products of x's extents (expressions of the dims where they depend
+     * on one: the same source for every size) */
+    bool wm[MCIR_MAX_RANK] = {0}, im[MCIR_MAX_RANK] = {0}, rm[MCIR_MAX_RANK] = {0};
+    for (int i = 0; i < x->rank; i++) {
+        wm[i] = kind == 0 ? i == axis : i >= axis;
+        im[i] = kind == 0 && i > axis;
+        rm[i] = !wm[i];
+    }
+    cg_sb_printf(&b, "#define NORM_KIND %d\n#define NORM_W ", kind);
+    if (mcir_tensor_numel(x) == W * rows && (kind == 0 || inner == 1)) {
+        cg_sb_prod(&b, x, wm);
+        cg_sb_puts(&b, "\n#define NORM_INNER ");
+        cg_sb_prod(&b, x, im);
+        cg_sb_puts(&b, "\n#define NORM_ROWS ");
+        cg_sb_prod(&b, x, rm);
+    } else {   /* not the layout above: the integers (the rebinding check finds a difference) */
+        cg_sb_printf(&b, "%lldLL\n#define NORM_INNER %lldLL\n#define NORM_ROWS %lldLL", (long long)W,
+                     (long long)inner, (long long)rows);
+    }
     cg_sb_printf(&b,
-        "#define NORM_KIND %d\n#define NORM_W %lldLL\n#define NORM_INNER %lldLL\n#define NORM_ROWS %lldLL\n"
-        "#define NORM_V %d\n#define NORM_WARP_ROW %d\n#define NORM_CACHE %d\n#define NORM_LANES %d\n"
+        "\n#define NORM_V %d\n#define NORM_WARP_ROW %d\n#define NORM_CACHE %d\n#define NORM_LANES %d\n"
         "#define NORM_HAS_BETA %d\n#define NORM_EPS ",
-        kind, (long long)W, (long long)inner, (long long)rows, vec, warp_row, cache, lanes, beta != NULL);
+        vec, warp_row, cache, lanes, beta != NULL);
     cg_sb_float(&b, (float)eps);
     cg_sb_puts(&b, "\n");
     emit_x_load(&b, kp, x, vec);

@@ -79,24 +79,20 @@ static bool gen_pointwise(cg_kernel *k, const mcir_target *target, mcir_diag *d)
         cg_error(d, kp, "writes nothing");
         e.ok = false;
     }
-    int64_t total = 0;
-    for (int w = 0; w < kp->n_writes && e.ok; w++) {
-        cg_emit_value(&e, kp->writes[w]);
-        total += mcir_tensor_numel(kp->writes[w]);
-    }
+    for (int w = 0; w < kp->n_writes && e.ok; w++) cg_emit_value(&e, kp->writes[w]);
     if (!e.ok) return finish(k, &b, &e);
     cg_emit_signature(&b, kp, THREADS);
-    cg_sb_printf(&b, " {\n"
-                     "    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < %lldLL;\n"
-                     "         t += (i64)gridDim.x * blockDim.x) {\n",
-                 (long long)total);
-    int64_t base = 0;
+    cg_sb_puts(&b, " {\n"
+                   "    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < ");
+    cg_sb_numel_sum(&b, (const mcir_tensor *const *)kp->writes, kp->n_writes);
+    cg_sb_puts(&b, ";\n         t += (i64)gridDim.x * blockDim.x) {\n");
     for (int w = 0; w < kp->n_writes; w++) {
         const mcir_tensor *t = kp->writes[w];
-        int64_t end = base + mcir_tensor_numel(t);
-        cg_sb_printf(&b, "        %sif (t < %lldLL) { i64 i = t - %lldLL; mc_st_%s(w%d, i, v%d(i, 0.0f, MC_ARGS)); }\n",
-                     w ? "else " : "", (long long)end, (long long)base, cg_dsuffix(t->dtype), w, t->id);
-        base = end;
+        cg_sb_printf(&b, "        %sif (t < ", w ? "else " : "");
+        cg_sb_numel_sum(&b, (const mcir_tensor *const *)kp->writes, w + 1);
+        cg_sb_puts(&b, ") { i64 i = t - ");
+        cg_sb_numel_sum(&b, (const mcir_tensor *const *)kp->writes, w);
+        cg_sb_printf(&b, "; mc_st_%s(w%d, i, v%d(i, 0.0f, MC_ARGS)); }\n", cg_dsuffix(t->dtype), w, t->id);
     }
     cg_sb_puts(&b, "    }\n}\n");
     return finish(k, &b, &e);
@@ -116,14 +112,19 @@ bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     if (!mcir_kernel_is_last2_transpose(kp)) return gen_pointwise(k, t, d);
     if (!plan_flat(k, MCIR_FLAT_TRANSPOSE, t, d)) return false;
     const mcir_tensor *x = kp->reads[0], *y = kp->writes[0];
-    int64_t R = x->shape[x->rank - 2], C = x->shape[x->rank - 1];
-    int64_t B = mcir_tensor_numel(x) / (R * C);
+    bool lead[MCIR_MAX_RANK] = {0};
+    for (int i = 0; i < x->rank - 2; i++) lead[i] = true;
     cg_sb b = {0};
     cg_emitter e;
     cg_begin_source(&b, kp);
     cg_emitter_init(&e, kp, &b, NULL, d);
-    cg_sb_printf(&b, "#define TR_R %lldLL\n#define TR_C %lldLL\n#define TR_B %lldLL\n",
-                 (long long)R, (long long)C, (long long)B);
+    cg_sb_puts(&b, "#define TR_R ");
+    cg_sb_extent(&b, x, x->rank - 2);
+    cg_sb_puts(&b, "\n#define TR_C ");
+    cg_sb_extent(&b, x, x->rank - 1);
+    cg_sb_puts(&b, "\n#define TR_B ");
+    cg_sb_prod(&b, x, lead);
+    cg_sb_puts(&b, "\n");
     cg_emit_signature(&b, kp, THREADS);
     /* block of 256 = (32, 8): each thread moves 4 elements of a 32x32 tile
      * of the tensor's value type (integers move as i64, exactly) */
@@ -197,7 +198,7 @@ static bool gen_arg_reduce(cg_kernel *k, cg_sb *b, cg_emitter *e, const mcir_ten
     cg_sb_printf(b,
         "        %s a = 0%s; float ai = -1.0f;\n"
         "        for (i64 r = start; r < RED_INNER; r += step)\n"
-        "            red_take(a, ai, v%d(x_index(o, r), 0.0f, MC_ARGS), (float)r);\n"
+        "            red_take(a, ai, v%d(x_index(o, r, MC_ARGS), 0.0f, MC_ARGS), (float)r);\n"
         "        red_warp(a, ai);\n", vt, ints ? "" : ".0f", x->id);
     if (warp_per_row)
         cg_sb_puts(b, "        if (lane == 0) ");
@@ -237,10 +238,11 @@ bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
         }
         red[a] = true;
     }
-    int64_t inner = 1, outer = 1;
+    int64_t inner = 1;
+    bool kept[MCIR_MAX_RANK] = {0};
     for (int i = 0; i < x->rank; i++) {
         if (red[i]) inner *= x->shape[i];
-        else outer *= x->shape[i];
+        kept[i] = !red[i];
     }
     if (is_arg && inner > (1LL << 24)) {   /* the index travels as a float */
         cg_error(d, kp, "argmax/argmin over more than 2^24 elements");
@@ -254,19 +256,27 @@ bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     cg_emit_epilogue(&e, 1);
     if (!e.ok) return finish(k, &b, &e);
     /* x's linear index from (o: kept coords, r: reduced coords) */
-    int64_t xs[MCIR_MAX_RANK], s = 1;
-    for (int i = x->rank - 1; i >= 0; i--) { xs[i] = s; s *= x->shape[i]; }
-    cg_sb_puts(&b, "__device__ __forceinline__ i64 x_index(i64 o, i64 r) {\n    i64 j = 0;\n");
+    cg_sb_puts(&b, "__device__ __forceinline__ i64 x_index(i64 o, i64 r, MC_PARAMS) {\n    i64 j = 0;\n");
     for (int i = x->rank - 1; i >= 0; i--) {
         const char *v = red[i] ? "r" : "o";
-        cg_sb_printf(&b, "    j += (%s %% %lldLL) * %lldLL; %s /= %lldLL;\n", v,
-                     (long long)x->shape[i], (long long)xs[i], v, (long long)x->shape[i]);
+        bool after[MCIR_MAX_RANK] = {0};
+        for (int j = i + 1; j < x->rank; j++) after[j] = true;
+        cg_sb_printf(&b, "    j += (%s %% ", v);
+        cg_sb_extent(&b, x, i);
+        cg_sb_puts(&b, ") * ");
+        cg_sb_prod(&b, x, after);
+        cg_sb_printf(&b, "; %s /= ", v);
+        cg_sb_extent(&b, x, i);
+        cg_sb_puts(&b, ";\n");
     }
     cg_sb_puts(&b, "    return j;\n}\n");
     bool is_max = n->op == MCIR_OP_REDUCE_MAX, is_mean = n->op == MCIR_OP_REDUCE_MEAN;
     bool warp_per_row = l.warp_row;
-    cg_sb_printf(&b, "#define RED_OUTER %lldLL\n#define RED_INNER %lldLL\n", (long long)outer,
-                 (long long)inner);
+    cg_sb_puts(&b, "#define RED_OUTER ");
+    cg_sb_prod(&b, x, kept);
+    cg_sb_puts(&b, "\n#define RED_INNER ");
+    cg_sb_prod(&b, x, red);
+    cg_sb_puts(&b, "\n");
     if (is_arg) return gen_arg_reduce(k, &b, &e, x, n->op == MCIR_OP_ARGMAX, warp_per_row);
     cg_emit_signature(&b, kp, THREADS);
     cg_sb_puts(&b, " {\n    __shared__ float scratch[32];\n");
@@ -283,7 +293,7 @@ bool cg_gen_reduce(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     cg_sb_printf(&b,
         "        float a = %s;\n"
         "        for (i64 r = start; r < RED_INNER; r += step) {\n"
-        "            float v = v%d(x_index(o, r), 0.0f, MC_ARGS);\n"
+        "            float v = v%d(x_index(o, r, MC_ARGS), 0.0f, MC_ARGS);\n"
         "            a = %s;\n"
         "        }\n",
         is_max ? "MC_NINF" : "0.0f", x->id, is_max ? "mc_max_nan(a, v)" : "a + v");
@@ -325,8 +335,11 @@ bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     cg_emit_value(&e, x);
     cg_emit_epilogue(&e, 1);
     if (!e.ok) return finish(k, &b, &e);
-    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
-    cg_sb_printf(&b, "#define P_H %lldLL\n#define P_W %lldLL\n", (long long)H, (long long)W);
+    int64_t H = x->shape[2], W = x->shape[3];
+    static const bool nc[4] = {true, true, false, false};
+    cg_sb_printf(&b, "#define P_H %lldLL\n#define P_W %lldLL\n#define P_NC ", (long long)H, (long long)W);
+    cg_sb_prod(&b, x, nc);   /* the batch may be symbolic (docs/graph-format.md) */
+    cg_sb_puts(&b, "\n");
     if (n->op == MCIR_OP_GLOBAL_AVG_POOL) {
         /* a warp per (n, c) plane */
         mcir_rows_layout l;
@@ -340,14 +353,14 @@ bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
             " {\n"
             "    const int lane = threadIdx.x & 31;\n"
             "    const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);\n"
-            "    for (i64 p = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); p < %lldLL; p += warps) {\n"
+            "    for (i64 p = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); p < P_NC; p += warps) {\n"
             "        float a = 0.0f;\n"
             "        for (i64 q = lane; q < P_H * P_W; q += 32) a += v%d(p * P_H * P_W + q, 0.0f, MC_ARGS);\n"
             "        a = mc_warp_sum(a);\n"
             "        if (lane == 0) epilogue(p, a / (float)(P_H * P_W), MC_ARGS);\n"
             "    }\n"
             "}\n",
-            (long long)(N * C), x->id);
+            x->id);
         return finish(k, &b, &e);
     }
     static const int64_t zeros[4] = {0, 0, 0, 0};
@@ -365,7 +378,7 @@ bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     cg_emit_signature(&b, kp, THREADS);
     cg_sb_printf(&b,
         " {\n"
-        "    const i64 total = %lldLL;\n"
+        "    const i64 total = P_NC * %lldLL;\n"
         "    for (i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += (i64)gridDim.x * blockDim.x) {\n"
         "        i64 ow = o %% %lldLL, oh = (o / %lldLL) %% %lldLL, plane = o / (%lldLL * %lldLL);\n"
         "        i64 hs = oh * %lldLL - %lldLL, ws = ow * %lldLL - %lldLL;\n"
@@ -383,7 +396,7 @@ bool cg_gen_pool(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
         "        epilogue(o, r, MC_ARGS);\n"
         "    }\n"
         "}\n",
-        (long long)(N * C * OH * OW), (long long)OW, (long long)OW, (long long)OH, (long long)OH,
+        (long long)(OH * OW), (long long)OW, (long long)OW, (long long)OH, (long long)OH,
         (long long)OW, (long long)str[0], (long long)pads[0], (long long)str[1], (long long)pads[1],
         (long long)kern[0], (long long)kern[1], x->id,
         avg ? "cnt > 0 ? sum / (float)cnt : 0.0f" : "mx");

@@ -528,7 +528,7 @@ static CUresult e_func_attribute(CUfunction f, int attr, int value) {
 
 /* cuLaunchKernel: the launcher's parameter string says what each kernel
  * parameter is — r (a pointer read), w (written), m (a tensor map by
- * value), each followed by the element bytes — so the emulator knows the
+ * value), d (a dimension's value, an i64), each followed by the element bytes — so the emulator knows the
  * buffers (named as the runtime named their ranges), which it writes, and
  * where 1-byte elements need the race shadow per byte. */
 static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -572,7 +572,7 @@ static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     char names[MAX_ARGS][160];
     for (const char *p = fn->params; *p && n_args < MAX_ARGS; p += 2) {
         int k = n_args++;
-        if (*p == 'm') {   /* a tensor map, by value: the emulator reads the struct */
+        if (*p == 'm' || *p == 'd') {   /* a tensor map (the emulator reads the struct), a dim's value */
             args[k] = params[k];
             arg_buffer[k] = -1;
             continue;

@@ -195,6 +195,12 @@ typedef struct mcir_kernel_plan {
     /* Filled by codegen after NVRTC: the kernel as compiled, and the
      * cuBLAS epilogue kernel of a MATMUL where there is one. */
     mcir_kernel_audit audit, epilogue_audit;
+    /* Set by codegen for a graph whose dims range over more than one size
+     * (docs/cli.md, "Symbolic dimensions"): 1 where the kernel's code is
+     * the same at every size checked (it takes the dims at launch), -1
+     * where it is not, with why; 0: not asked. */
+    int size_generic;
+    const char *not_size_generic;
 } mcir_kernel_plan;
 
 typedef struct mcir_plan {
@@ -296,6 +302,12 @@ bool mcir_gemm_problem_of(const mcir_kernel_plan *k, mcir_gemm_problem *out);
  * why (may be NULL), when it cannot (warp grid, shared memory, registers). */
 bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g,
                          const mcir_tiling *ti, mcir_gemm_layout *out, const char **why);
+/* ptxas's budget for layout l with `registers` estimated per thread (the
+ * FMA tiles' __maxnreg__, the mma tiles' minimum blocks per SM): what
+ * mcir_gemm_layout_of sets from its estimate, and codegen of a
+ * size-generic kernel from the plan's (the estimate at the largest sizes,
+ * so one source serves every size). */
+void mcir_gemm_layout_budget(const mcir_target *t, bool mma, int registers, mcir_gemm_layout *l);
 
 /* A tile candidate of a GEMM kernel and the cost model's time for it. */
 typedef struct mcir_gemm_candidate {

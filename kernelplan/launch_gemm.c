@@ -264,16 +264,21 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
      * sizes, the cap holds it to what the plan scored, without spills
      * (test_launch, test_codegen); an NVRTC older than 12.4 gets the
      * launch bounds instead. */
-    if (!g->mma) {
-        l->max_registers = l->registers + l->registers / 10;
+    mcir_gemm_layout_budget(t, g->mma, l->registers, l);
+    return true;
+}
+
+void mcir_gemm_layout_budget(const mcir_target *t, bool mma, int registers, mcir_gemm_layout *l) {
+    l->max_registers = 0;
+    if (!mma) {
+        l->max_registers = registers + registers / 10;
         if (l->max_registers > t->regs_per_thread) l->max_registers = t->regs_per_thread;
     }
     const char *lim;
-    int budget = l->registers + l->registers / 4 + 8;
+    int budget = registers + registers / 4 + 8;
     l->min_blocks = occupancy(t, l->threads, budget > t->regs_per_thread ? t->regs_per_thread : budget,
                               l->smem_bytes, &lim);
     if (l->min_blocks < 1) l->min_blocks = 1;
-    return true;
 }
 
 /* ------------------------------------------------------------ candidates */

@@ -149,6 +149,11 @@ static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     json_object_set_new(o, "library_op", k->library_op ? json_string(k->library_op) : json_null());
     if (k->registers >= 0) json_object_set_new(o, "registers", json_integer(k->registers));
     if (k->spill_bytes >= 0) json_object_set_new(o, "spill_bytes", json_integer(k->spill_bytes));
+    if (k->size_generic) {   /* a graph with a range of sizes (codegen.c) */
+        json_object_set_new(o, "size_generic", json_boolean(k->size_generic > 0));
+        if (k->size_generic < 0 && k->not_size_generic)
+            json_object_set_new(o, "not_size_generic", json_string(k->not_size_generic));
+    }
     if (k->launch_min_blocks > 0)   /* recompiled for the plan's occupancy (codegen.c) */
         json_object_set_new(o, "launch_min_blocks", json_integer(k->launch_min_blocks));
     if (k->audit.valid) {

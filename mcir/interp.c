@@ -149,6 +149,8 @@ void mcir_env_free(mcir_env *e) {
 
 void mcir_env_keep_all(mcir_env *e, bool keep) { e->keep_all = keep; }
 
+const mcir_graph *mcir_env_graph(const mcir_env *e) { return e->g; }
+
 static bool in_env(const mcir_env *e, const mcir_tensor *t) {
     return t && t->id >= 0 && t->id < e->n && e->g->tensors[t->id] == t;
 }

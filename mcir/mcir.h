@@ -726,6 +726,8 @@ typedef struct mcir_env mcir_env;
 
 mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed);
 void mcir_env_free(mcir_env *e);
+/* The graph e holds the tensors of. */
+const mcir_graph *mcir_env_graph(const mcir_env *e);
 /* The seed unset inputs are filled with (mcir_env_new's). */
 uint64_t mcir_env_seed(const mcir_env *e);
 /* A float tensor's values, or NULL if not computed / set yet. After a

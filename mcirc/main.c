@@ -385,10 +385,26 @@ static void print_summary(const mcir_compilation *c, FILE *out) {
         for (int k = 0; k < g->n_dims; k++)
             fprintf(out, "%s %s in [%" PRId64 ", %" PRId64 "]", k ? "," : "", g->dims[k].name,
                     g->dims[k].min, g->dims[k].max);
-        fprintf(out, "; shapes checked for every size, plan and arena at the largest%s\n",
-                mcir_graph_is_dynamic(g) ? " (kernels specialised there: not size-generic yet)"
-                                         : "");
+        fprintf(out, "; shapes checked for every size, plan and arena at the largest");
+        if (mcir_graph_is_dynamic(g) && c->codegen) {   /* kernels that take the dims at launch */
+            int n = 0, generic = 0;
+            const char *first = NULL;
+            for (int i = 0; i < mcir_codegen_kernel_count(c->codegen); i++) {
+                if (!mcir_codegen_kernel_source(c->codegen, i)) continue;
+                n++;
+                if (mcir_codegen_kernel_generic(c->codegen, i, NULL)) generic++;
+                else if (!first) first = c->plan->kernels[i].name;
+            }
+            fprintf(out, "; %d of %d kernels size-generic", generic, n);
+            if (first) fprintf(out, " (not: %s%s)", first, n - generic > 1 ? ", ..." : "");
+        }
+        fputc('\n', out);
     }
+    mcir_compile_stats es = {0};
+    if (c->codegen && c->ran_on_emu) mcir_codegen_emu_compile_stats(c->codegen, &es);
+    if (es.kernels > 0)   /* the emulated device's modules (host C++), cached like cubins */
+        fprintf(out, "  emu      %d compiles (%d kernels, %d distinct sources), %.2f s, %d cache hits\n",
+                es.nvrtc_compiles, es.kernels, es.units, es.seconds, es.cache_hits);
     mcir_compile_stats cs = {0};
     if (c->codegen) mcir_codegen_compile_stats(c->codegen, &cs);
     if (cs.kernels > 0) {   /* compiled: -o with NVRTC, --run on a GPU */

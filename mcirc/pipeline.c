@@ -297,6 +297,28 @@ static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     return MCIR_EXIT_OK;
 }
 
+/* A device run of a graph whose dims range over more than one size: every
+ * kernel must be size-generic, else exit 2 naming the first that is not. */
+static int require_generic(const mcir_options *o, const mcir_compilation *c, mcir_diag *d) {
+    for (int i = 0; i < mcir_codegen_kernel_count(c->codegen); i++) {
+        const char *why;
+        if (mcir_codegen_kernel_generic(c->codegen, i, &why)) continue;
+        const mcir_dim *dim = &c->graph->dims[0];
+        for (int k = 0; k < c->graph->n_dims; k++)
+            if (c->graph->dims[k].min < c->graph->dims[k].max) {
+                dim = &c->graph->dims[k];
+                break;
+            }
+        mcir_error(d, (mcir_loc){c->graph->path, 0, 0},
+                   "--device %s: dimension '%s' ranges over [%lld, %lld], and kernel %s is not "
+                   "size-generic yet (%s); run on --device cpu, or fix the size with --dim %s=N..N",
+                   o->device == MCIR_DEVICE_EMU ? "emu" : "gpu", dim->name, (long long)dim->min,
+                   (long long)dim->max, c->plan->kernels[i].name, why, dim->name);
+        return MCIR_EXIT_USAGE;
+    }
+    return MCIR_EXIT_OK;
+}
+
 /* Runs the original and the rewritten graph through the reference
  * interpreter on the same inputs and compares every output by name. */
 static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
@@ -361,6 +383,37 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
     mcir_env_free(before);
     if (after != c->env) mcir_env_free(after);
     return c->verify_ok ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
+}
+
+/* After a device run of a graph with dims: the outputs, computed in an env
+ * of the compiled graph (bound to the run's sizes for the run), move to an
+ * env of the run's bound copy, which the summary, -o and --verify read. */
+static void move_outputs(mcir_compilation *c) {
+    if (mcir_env_graph(c->env) == c->run_graph) return;
+    mcir_env *e = mcir_env_new(c->run_graph, mcir_env_seed(c->env));
+    for (int i = 0; i < c->run_graph->n_outputs; i++) {
+        const mcir_tensor *t = c->run_graph->outputs[i];
+        const mcir_tensor *from = mcir_graph_find_tensor(c->graph, t->name);
+        size_t bytes = (size_t)mcir_tensor_bytes(t);
+        void *raw = malloc(bytes + 1);
+        MCIR_ASSERT(raw && from && mcir_tensor_bytes(from) == (int64_t)bytes);
+        if (mcir_env_get_raw(c->env, from, raw)) mcir_env_set_raw(e, t, raw);
+        free(raw);
+    }
+    mcir_env_free(c->env);
+    c->env = e;
+}
+
+/* verify: original vs rewritten through the reference interpreter (and
+ * the device's outputs where it ran); where it fails, which rewrite broke
+ * it, bisected over the applied ones. */
+static int finish_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
+    if (!o->verify) return MCIR_EXIT_OK;
+    int st = stage_verify(o, c, d);
+    if (st == MCIR_EXIT_INVALID && c->original && !o->no_rewrite && o->n_inputs == 0 && c->verify)
+        mcir_rewrite_bisect(c->original, c->catalog, c->target, c->rewrites_applied, o->seed,
+                            d && d->out ? d->out : stderr);
+    return st;
 }
 
 /* The cost model's DRAM bytes of graph g (not yet rewritten) planned as
@@ -492,22 +545,6 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     bool gpu_run = o->run && o->device != MCIR_DEVICE_CPU &&
                    (o->device == MCIR_DEVICE_GPU || o->device == MCIR_DEVICE_EMU ||
                     (!dynamic && mcir_gpu_available(NULL, 0)));
-    if (gpu_run && dynamic) {
-        /* the kernels are generated for the largest sizes only; a run at
-         * another size would be wrong, so none runs (docs/cli.md) */
-        for (int k = 0; k < c->graph->n_dims; k++)
-            if (c->graph->dims[k].min < c->graph->dims[k].max) {
-                const mcir_dim *dim = &c->graph->dims[k];
-                mcir_error(d, (mcir_loc){c->graph->path, 0, 0},
-                           "--device %s: dimension '%s' ranges over [%lld, %lld], and the "
-                           "generated kernels are not size-generic yet (they are specialised "
-                           "at the largest sizes); run on --device cpu, or fix the size with "
-                           "--dim %s=N..N", o->device == MCIR_DEVICE_EMU ? "emu" : "gpu",
-                           dim->name, (long long)dim->min, (long long)dim->max, dim->name);
-                break;
-            }
-        return MCIR_EXIT_USAGE;
-    }
     bool plan_optional = o->plan_optional && !o->want_cuda && !o->want_ptx && !gpu_run;
     if (plan_optional) {
         c->plan = plan_or_warn(c, d);
@@ -539,6 +576,9 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         c->codegen = mcir_codegen_new(c->plan, c->memory, d);
         if (!c->codegen) return MCIR_EXIT_TOOLCHAIN;
     }
+    /* symbolic dims: a device run of a range needs every kernel
+     * size-generic (codegen checked each at other sizes) */
+    if (gpu_run && dynamic && (st = require_generic(o, c, d))) return st;
     if (o->want_ptx || (gpu_run && o->device != MCIR_DEVICE_EMU)) {   /* the emulator builds its own */
         if (!mcir_codegen_compile(c->codegen, c->target->name, d)) return MCIR_EXIT_TOOLCHAIN;
     }
@@ -554,19 +594,25 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         if (st) return st;
     }
 
-    /* run: the GPU where asked (or present), else the CPU reference */
-    if (o->run && (st = stage_run(o, c, d))) return st;
-
-    /* verify: original vs rewritten through the reference interpreter */
-    if (o->verify && (st = stage_verify(o, c, d))) {
-        /* which rewrite broke it: bisect over the applied ones */
-        if (st == MCIR_EXIT_INVALID && c->original && !o->no_rewrite && o->n_inputs == 0 &&
-            c->verify)
-            mcir_rewrite_bisect(c->original, c->catalog, c->target, c->rewrites_applied,
-                                o->seed, d && d->out ? d->out : stderr);
-        return st;
+    /* run: the GPU where asked (or present), else the CPU reference; a
+     * device run of a graph with dims takes the kernels' launches at the
+     * run's sizes, then goes back to the largest for the artifacts */
+    if (o->run && gpu_run && c->graph->n_dims) {
+        int64_t values[MCIR_MAX_DIMS], top[MCIR_MAX_DIMS];
+        for (int k = 0; k < c->graph->n_dims; k++) {
+            values[k] = c->graph->dims[k].value;
+            top[k] = c->graph->dims[k].value;
+        }
+        if ((st = run_binding(o, c->graph, values, d))) return st;
+        if (!mcir_codegen_rebind(c->codegen, values, d)) return MCIR_EXIT_INVALID;
+        st = stage_run(o, c, d);
+        if (!st && c->run_graph) move_outputs(c);
+        if (!mcir_codegen_rebind(c->codegen, top, d)) return MCIR_EXIT_INVALID;
+        if (st) return st;
+        return finish_verify(o, c, d);
     }
-    return MCIR_EXIT_OK;
+    if (o->run && (st = stage_run(o, c, d))) return st;
+    return finish_verify(o, c, d);
 }
 
 void mcir_compilation_free(mcir_compilation *c) {

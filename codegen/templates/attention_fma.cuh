@@ -18,7 +18,7 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
 #ifdef ATT_SPLITS
                                              , float* P
 #endif
-                                             ) {
+                                             MC_DIMS_PARAMS) {
     MC_DYNAMIC_SMEM(mc_smem);
     float* Qs = (float*)mc_smem;               // ATT_BM x ATT_D
     float* Ks = Qs + ATT_BM * ATT_D;           // 32 x ATT_LDK
@@ -36,7 +36,7 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
         const i64 b = tile / ATT_QTILES;
         const i64 q0 = (tile % ATT_QTILES) * ATT_BM;
 #endif
-        const i64 qb = q_off(b), kb = k_off(b), vb = v_off(b), ob = o_off(b);
+        const i64 qb = q_off(b MC_DIMS_ARGS), kb = k_off(b MC_DIMS_ARGS), vb = v_off(b MC_DIMS_ARGS), ob = o_off(b MC_DIMS_ARGS);
         __syncthreads();
         for (int c = threadIdx.x; c < ATT_BM * ATT_D; c += blockDim.x) {
             int r = c / ATT_D, d = c % ATT_D;
@@ -94,7 +94,7 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
                 const i64 qi = q0 + warp * ATT_RPW + i;
                 float v = s[i] * ATT_SCALE;
 #if ATT_HAS_MASK
-                if (qi < ATT_NQ && kj < ATT_NK) v += ATT_LD_M(M, m_off(b) + qi * M_SR + kj * M_SC);
+                if (qi < ATT_NQ && kj < ATT_NK) v += ATT_LD_M(M, m_off(b MC_DIMS_ARGS) + qi * M_SR + kj * M_SC);
 #endif
                 bool dead = kj >= ATT_NK;
 #if ATT_CAUSAL
@@ -125,11 +125,11 @@ __device__ __forceinline__ void mc_attention(const ATT_Q_T* Q, const ATT_K_T* K,
 #pragma unroll
             for (int k = 0; k < ATT_DVL; k++) {
                 const int dv = k * 32 + lane;
-                if (qi < ATT_NQ && dv < ATT_DV) mc_st_f32(P, att_partial_o(b, qi, split) + dv, o[i][k]);
+                if (qi < ATT_NQ && dv < ATT_DV) mc_st_f32(P, att_partial_o(b, qi, split MC_DIMS_ARGS) + dv, o[i][k]);
             }
             if (lane == 0 && qi < ATT_NQ) {
-                mc_st_f32(P, att_partial_ml(b, qi, split), m_r[i]);
-                mc_st_f32(P, att_partial_ml(b, qi, split) + 1, l);
+                mc_st_f32(P, att_partial_ml(b, qi, split MC_DIMS_ARGS), m_r[i]);
+                mc_st_f32(P, att_partial_ml(b, qi, split MC_DIMS_ARGS) + 1, l);
             }
 #else
 #pragma unroll

@@ -67,7 +67,7 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
 #ifdef ATT_SPLITS
                                              , float* P
 #endif
-                                             ) {
+                                             MC_DIMS_PARAMS) {
     MC_DYNAMIC_SMEM(mc_smem);
     unsigned short* Qs = (unsigned short*)mc_smem;
     unsigned short* Ks = Qs + ATT_BM * ATT_LDQ;
@@ -86,7 +86,7 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
         const i64 b = tile / ATT_QTILES;
         const i64 q0 = (tile % ATT_QTILES) * ATT_BM;
 #endif
-        const i64 qb = q_off(b), kb = k_off(b), vb = v_off(b), ob = o_off(b);
+        const i64 qb = q_off(b MC_DIMS_ARGS), kb = k_off(b MC_DIMS_ARGS), vb = v_off(b MC_DIMS_ARGS), ob = o_off(b MC_DIMS_ARGS);
         __syncthreads();   // the previous tile is done with Qs
         att_load16<ATT_BM, ATT_D, ATT_DP, ATT_LDQ, ATT_VEC_Q>(Qs, Q, qb, Q_SR, Q_SD, q0, ATT_NQ);
 
@@ -149,7 +149,7 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
                     const i64 kj = kv0 + nt * 8 + 2 * tq + (e & 1);
                     float v = s[nt][e] * ATT_SCALE;
 #if ATT_HAS_MASK
-                    if (qi < ATT_NQ && kj < ATT_NK) v += ATT_LD_M(M, m_off(b) + qi * M_SR + kj * M_SC);
+                    if (qi < ATT_NQ && kj < ATT_NK) v += ATT_LD_M(M, m_off(b MC_DIMS_ARGS) + qi * M_SR + kj * M_SC);
 #endif
                     bool dead = kj >= ATT_NK;
 #if ATT_CAUSAL
@@ -220,15 +220,15 @@ __device__ __forceinline__ void mc_attention(const unsigned short* Q, const unsi
             for (int e = 0; e < 4; e++) {
                 const i64 qi = (e < 2) ? row_a : row_b;
                 const int dv = nt * 8 + 2 * tq + (e & 1);
-                if (qi < ATT_NQ && dv < ATT_DV) mc_st_f32(P, att_partial_o(b, qi, split) + dv, o[nt][e]);
+                if (qi < ATT_NQ && dv < ATT_DV) mc_st_f32(P, att_partial_o(b, qi, split MC_DIMS_ARGS) + dv, o[nt][e]);
             }
         }
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const i64 qi = r ? row_b : row_a;
             if (tq == 0 && qi < ATT_NQ) {
-                mc_st_f32(P, att_partial_ml(b, qi, split), m_r[r]);
-                mc_st_f32(P, att_partial_ml(b, qi, split) + 1, l_r[r]);
+                mc_st_f32(P, att_partial_ml(b, qi, split MC_DIMS_ARGS), m_r[r]);
+                mc_st_f32(P, att_partial_ml(b, qi, split MC_DIMS_ARGS) + 1, l_r[r]);
             }
         }
 #else

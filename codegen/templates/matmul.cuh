@@ -111,9 +111,9 @@ __device__ __forceinline__ void mm_stage(unsigned short* As, unsigned short* Bs,
     for (int c = threadIdx.x; c < MM_A_ROWS * (MM_A_W / 8); c += MM_THREADS) {
         const int r = c / (MM_A_W / 8), col = c % (MM_A_W / 8) * 8;
 #if MM_A_KMAJOR
-        const i64 gm = m0 + r, gk = k0 + col, at = a_boff(bb) + gm * MM_K + gk;   // stored [M, K]
+        const i64 gm = m0 + r, gk = k0 + col, at = a_boff(bb, MC_ARGS) + gm * MM_K + gk;   // stored [M, K]
 #else
-        const i64 gk = k0 + r, gm = m0 + col, at = a_boff(bb) + gk * MM_M + gm;   // stored [K, M]
+        const i64 gk = k0 + r, gm = m0 + col, at = a_boff(bb, MC_ARGS) + gk * MM_M + gm;   // stored [K, M]
 #endif
         const bool in = gm < MM_M && gk < MM_K;
         mc_cp_async16(As + r * MM_A_LD + col, MM_A_PTR, in ? at : 0, in ? 16 : 0);
@@ -134,9 +134,9 @@ __device__ __forceinline__ void mm_stage(unsigned short* As, unsigned short* Bs,
     for (int c = threadIdx.x; c < MM_B_ROWS * (MM_B_W / 8); c += MM_THREADS) {
         const int r = c / (MM_B_W / 8), col = c % (MM_B_W / 8) * 8;
 #if MM_B_KMAJOR
-        const i64 gn = n0 + r, gk = k0 + col, at = b_boff(bb) + gn * MM_K + gk;   // stored [N, K]
+        const i64 gn = n0 + r, gk = k0 + col, at = b_boff(bb, MC_ARGS) + gn * MM_K + gk;   // stored [N, K]
 #else
-        const i64 gk = k0 + r, gn = n0 + col, at = b_boff(bb) + gk * MM_N + gn;   // stored [K, N]
+        const i64 gk = k0 + r, gn = n0 + col, at = b_boff(bb, MC_ARGS) + gk * MM_N + gn;   // stored [K, N]
 #endif
         const bool in = gn < MM_N && gk < MM_K;
         mc_cp_async16(Bs + r * MM_B_LD + col, MM_B_PTR, in ? at : 0, in ? 16 : 0);
