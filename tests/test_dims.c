@@ -26,17 +26,20 @@
 #define RUN(...) cli_run((const char *const[]){__VA_ARGS__, NULL})
 
 /* Reads graph text; the diagnostics in *errs (malloc'd) when errs. */
-static mcir_graph *read_text(const char *text, char **errs) {
+/* path: where the text's relative data files are found from */
+static mcir_graph *read_text_at(const char *text, const char *path, char **errs) {
     size_t len = 0;
     char *buf = NULL;
     FILE *f = open_memstream(&buf, &len);
     mcir_diag d = mcir_diag_to(f);
-    mcir_graph *g = mcir_graph_read_json_string(text, "g.json", &d);
+    mcir_graph *g = mcir_graph_read_json_string(text, path, &d);
     fclose(f);
     if (errs) *errs = buf;
     else free(buf);
     return g;
 }
+
+static mcir_graph *read_text(const char *text, char **errs) { return read_text_at(text, "g.json", errs); }
 
 static void expect_error(const char *text, const char *where, const char *what) {
     char *errs;
@@ -378,13 +381,13 @@ static char *concrete_text(const char *path, const char *const *names, const int
 /* Runs graph `rel` through mcirc on the CPU path at the sizes `values`
  * (input x from a file of those sizes, --verify on), then checks every
  * output file against the interpreter on the integer-shaped graph. */
-static void run_at(const char *rel, const char *const *names, const int64_t *values, int n,
-                   const char *out_name) {
+static void run_on(const char *rel, const char *const *names, const int64_t *values, int n,
+                   const char *out_name, const char *device, bool cached) {
     char dir[256];
     ck_assert(test_tempdir("dims", dir, sizeof dir));
     char *text = concrete_text(cli_src(rel), names, values, n);
     char *errs;
-    mcir_graph *oracle = read_text(text, &errs);
+    mcir_graph *oracle = read_text_at(text, cli_src(rel), &errs);
     ck_assert_msg(oracle != NULL, "%s", errs);
     free(errs);
     free(text);
@@ -399,12 +402,20 @@ static void run_at(const char *rel, const char *const *names, const int64_t *val
     char input_arg[320], out_dir[300];
     snprintf(input_arg, sizeof input_arg, "x=%s", xpath);
     snprintf(out_dir, sizeof out_dir, "%s/out", dir);
-    cli_result r = RUN("--run", "--device", "cpu", "--verify", "--input", input_arg, "-o", out_dir,
+    cli_result r = RUN("--run", "--device", device, "--verify", "--input", input_arg, "-o", out_dir,
                        cli_src(rel));
     ck_assert_msg(r.status == 0, "%s at %s=%lld: exit %d\n%s", rel, names[0],
                   (long long)values[0], r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.out, " ok\n"));
     ck_assert_ptr_null(strstr(r.out, "FAIL"));
+    if (strcmp(device, "emu") == 0) {
+        /* the kernels ran (and matched the original graph), each size-generic,
+         * and after the first size nothing was compiled again */
+        ck_assert_ptr_nonnull(strstr(r.out, "(emu vs the original graph)"));
+        ck_assert_msg(strstr(r.out, "kernels size-generic\n") && !strstr(r.out, "size-generic (not:"), "%s",
+                      r.out);
+        if (cached) ck_assert_msg(strstr(r.out, "\n  emu      0 compiles") != NULL, "%s", r.out);
+    }
 
     mcir_env *env = mcir_env_new(oracle, 0);
     mcir_env_set(env, x, xv);
@@ -436,6 +447,11 @@ static void run_at(const char *rel, const char *const *names, const int64_t *val
     test_remove_dir(dir);
 }
 
+static void run_at(const char *rel, const char *const *names, const int64_t *values, int n,
+                   const char *out_name) {
+    run_on(rel, names, values, n, out_name, "cpu", false);
+}
+
 START_TEST(gpt2_block_at_three_seq_lengths) {
     static const char *const names[] = {"seq"};
     int64_t sizes[] = {1, 37, 128};
@@ -459,6 +475,103 @@ START_TEST(cnn_at_three_batch_sizes) {
         run_at("tests/data/dims/cnn_batch.json", names, &sizes[i], 1, "logits");
         run_at("tests/data/dims/cnn_batch.json", names, &sizes[i], 1, "stem_out");
     }
+}
+END_TEST
+
+/* Size-generic kernels on the emulated device: one compilation (the
+ * kernels take the dims at launch), three sizes, each against the
+ * interpreter on the graph with integer shapes. */
+START_TEST(blocks_on_emu_at_three_sizes_compile_once) {
+    if (!test_have_cxx()) return;
+    static const char *const seq[] = {"seq"}, *const bs[] = {"batch", "seq"}, *const batch[] = {"batch"};
+    int64_t g_sizes[] = {1, 9, 33}, l_sizes[] = {1, 5, 17}, c_sizes[] = {1, 2, 3};
+    int64_t gb_sizes[][2] = {{1, 1}, {2, 9}, {3, 5}};
+    for (int i = 0; i < 3; i++) {
+        run_on("tests/data/dims/gpt2_block_seq.json", seq, &g_sizes[i], 1, "y", "emu", i > 0);
+        run_on("tests/data/dims/gpt2_block_batch_seq.json", bs, gb_sizes[i], 2, "y", "emu", i > 0);
+        run_on("tests/data/dims/llama_block_seq.json", seq, &l_sizes[i], 1, "y", "emu", i > 0);
+        run_on("tests/data/dims/cnn_batch.json", batch, &c_sizes[i], 1, "logits", "emu", i > 0);
+    }
+}
+END_TEST
+
+/* The argmax of the last row of logits .npy file `path` ([1, T, V]). */
+static int64_t last_argmax(const char *path) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_npy n;
+    ck_assert(mcir_npy_read(path, &n, &d));
+    ck_assert_int_eq(n.rank, 3);
+    int64_t t = n.shape[1], v = n.shape[2], best = 0;
+    const float *row = (const float *)n.data + (t - 1) * v;
+    for (int64_t i = 1; i < v; i++)
+        if (row[i] > row[best]) best = i;
+    for (int64_t i = 0; i < v; i++) ck_assert(isfinite(row[i]));
+    mcir_npy_free(&n);
+    return best;
+}
+
+static void write_i64(const char *path, int64_t value) {
+    mcir_diag d = mcir_diag_stderr();
+    int64_t shape[2] = {1, 1};
+    ck_assert(mcir_npy_write(path, MCIR_DTYPE_I64, 2, shape, &value, &d));
+}
+
+/* Greedy generation on the emulated device (tests/data/dims/generate,
+ * gen_decode.py): the prompt through the prefill graph (seq = 5), then 7
+ * decode steps of one compiled graph whose caches grow by a token a step
+ * (past = 5 .. 11, each step's present caches the next step's inputs);
+ * every token as PyTorch's greedy decoding of the whole sequence gives it,
+ * and no step after the first compiles anything. */
+START_TEST(greedy_generation_matches_pytorch) {
+    if (!test_have_cxx()) return;
+    char dir[256], out[320], prev[320], args[6][400], path[400];
+    ck_assert(test_tempdir("gen", dir, sizeof dir));
+    mcir_diag d = mcir_diag_stderr();
+    mcir_npy want;
+    ck_assert(mcir_npy_read(cli_src("tests/data/dims/generate/tokens.npy"), &want, &d));
+    const int64_t *tokens = want.data;
+    int n_tokens = (int)want.shape[0];
+    ck_assert_int_ge(n_tokens, 8);
+    snprintf(out, sizeof out, "%s/step0", dir);
+    snprintf(args[0], sizeof args[0], "input_ids=%s", cli_src("tests/data/dims/generate/prompt.npy"));
+    cli_result r = RUN("--run", "--device", "emu", "--input", args[0], "-o", out,
+                       cli_src("tests/data/dims/generate/prefill.json"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "at seq=5\n"));
+    cli_result_free(&r);
+    snprintf(path, sizeof path, "%s/logits.npy", out);
+    int64_t tok = last_argmax(path);
+    ck_assert_int_eq(tok, tokens[0]);
+    static const char *const kv[4] = {"k", "v", "k", "v"};
+    for (int step = 1; step < n_tokens; step++) {
+        snprintf(prev, sizeof prev, "%s", out);
+        snprintf(out, sizeof out, "%s/step%d", dir, step);
+        char ids[360], pos[360];
+        snprintf(ids, sizeof ids, "%s/ids%d.npy", dir, step);
+        snprintf(pos, sizeof pos, "%s/pos%d.npy", dir, step);
+        write_i64(ids, tok);
+        write_i64(pos, 4 + step);   /* the prompt's 5 tokens, then one a step */
+        snprintf(args[0], sizeof args[0], "input_ids=%s", ids);
+        snprintf(args[1], sizeof args[1], "position_ids=%s", pos);
+        for (int c = 0; c < 4; c++)   /* the caches the previous step returned */
+            snprintf(args[2 + c], sizeof args[2 + c], "past_%s%d=%s/h%d.attn.%s%s.npy", kv[c], c / 2, prev,
+                     c / 2, kv[c], step == 1 ? ".to_heads.y" : "_all.y");
+        r = RUN("--run", "--device", "emu", "--input", args[0], "--input", args[1], "--input", args[2],
+                "--input", args[3], "--input", args[4], "--input", args[5], "-o", out,
+                cli_src("tests/data/dims/generate/decode.json"));
+        ck_assert_msg(r.status == 0, "step %d: %s", step, r.err);
+        char at[32];
+        snprintf(at, sizeof at, "at past=%d\n", 4 + step);
+        ck_assert_msg(strstr(r.out, at) != NULL, "%s", r.out);
+        if (step > 1) ck_assert_msg(strstr(r.out, "\n  emu      0 compiles") != NULL, "%s", r.out);
+        cli_result_free(&r);
+        snprintf(path, sizeof path, "%s/logits.npy", out);
+        tok = last_argmax(path);
+        ck_assert_msg(tok == tokens[step], "step %d: token %lld, PyTorch's %lld", step, (long long)tok,
+                      (long long)tokens[step]);
+    }
+    mcir_npy_free(&want);
+    test_remove_dir(dir);
 }
 END_TEST
 
@@ -614,19 +727,47 @@ START_TEST(compilation_of_a_symbolic_graph) {
     r = RUN(g);
     ck_assert_int_eq(r.status, 0);
     ck_assert_ptr_nonnull(strstr(r.out, "dims     batch in [1, 4], seq in [1, 16]; shapes checked "
-                                        "for every size, plan and arena at the largest (kernels "
-                                        "specialised there: not size-generic yet)"));
+                                        "for every size, plan and arena at the largest; 2 of 2 kernels "
+                                        "size-generic\n"));
     cli_result_free(&r);
-    /* generated kernels are not size-generic: no device run of a range */
-    r = RUN("--run", "--device", "emu", g);
+    /* a kernel whose code differs at another size (the sm_90a attention
+     * template chooses its tiles by the size): no device run of a range,
+     * the kernel and the reason named; a range of one size runs */
+    const char *a16 = cli_src("tests/data/dims/attention_f16_seq.json");
+    r = RUN(a16);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "; 0 of 1 kernels size-generic (not: att16_a)\n"));
+    cli_result_free(&r);
+    r = RUN("--run", "--device", "gpu", "--dim", "seq=1..200", a16);
     ck_assert_int_eq(r.status, 2);
-    ck_assert_ptr_nonnull(strstr(r.err, "--device emu: dimension 'batch' ranges over [1, 4], and "
-                                        "the generated kernels are not size-generic yet"));
+    ck_assert_ptr_nonnull(strstr(r.err, "--device gpu: dimension 'seq' ranges over [1, 200], and kernel "
+                                        "att16_a is not size-generic yet (at seq=1 its template fails: "));
+    ck_assert_ptr_nonnull(strstr(r.err, "or fix the size with --dim seq=N..N"));
     cli_result_free(&r);
-    r = RUN("--run", "--device", "gpu", "--dim", "batch=2..2", g);
-    ck_assert_int_eq(r.status, 2);
-    ck_assert_ptr_nonnull(strstr(r.err, "--device gpu: dimension 'seq' ranges over [1, 16]"));
-    cli_result_free(&r);
+    if (test_have_cxx()) {   /* the sm_80 template takes the dims at launch */
+        r = RUN("--run", "--device", "emu", "--arch", "sm_80", "--verify", "--dim", "seq=77", a16);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "; 1 of 1 kernels size-generic\n"));
+        ck_assert_ptr_nonnull(strstr(r.out, "output   o f16 [1, 4, 77, 64]"));
+        ck_assert_ptr_nonnull(strstr(r.out, "verify   o (emu vs the original graph)"));
+        ck_assert_ptr_null(strstr(r.out, "FAIL"));
+        cli_result_free(&r);
+        /* a slice whose start is a dimension (positions sliced by past) */
+        r = RUN("--run", "--device", "emu", "--verify", "--dim", "past=7", "--dim", "batch=2",
+                cli_src("tests/data/good/dims_kv_cache.json"));
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "; 6 of 6 kernels size-generic\n"));
+        ck_assert_ptr_nonnull(strstr(r.out, "verify   o (emu vs the original graph)"));
+        ck_assert_ptr_null(strstr(r.out, "FAIL"));
+        cli_result_free(&r);
+        /* a range on the emulated device: the run's sizes from --dim */
+        r = RUN("--run", "--device", "emu", "--verify", "--dim", "seq=5", "--dim", "batch=2", g);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "output   w f32 [2, 5, 8]"));
+        ck_assert_ptr_nonnull(strstr(r.out, "verify   w (emu vs the original graph)"));
+        ck_assert_ptr_null(strstr(r.out, "FAIL"));
+        cli_result_free(&r);
+    }
     /* a range of one size compiles like integer shapes and runs anywhere:
      * the emulated device runs the kernels at batch=2, seq=5 */
     if (test_have_cxx()) {
@@ -676,6 +817,8 @@ int main(void) {
     tcase_add_test(tc, gpt2_block_at_three_seq_lengths);
     tcase_add_test(tc, gpt2_block_at_three_batch_and_seq_sizes);
     tcase_add_test(tc, cnn_at_three_batch_sizes);
+    tcase_add_test(tc, blocks_on_emu_at_three_sizes_compile_once);
+    tcase_add_test(tc, greedy_generation_matches_pytorch);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

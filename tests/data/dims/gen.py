@@ -10,6 +10,9 @@ examples (run from the source root; the outputs are committed):
                        in [1, 3]: head reshapes to ["batch", "seq", 12, 64].
   cnn_batch.json       examples/resnet_small with x ["batch", 3, 32, 32],
                        batch in [1, 4]; the flatten reshapes to ["batch", 64].
+  llama_block_seq.json examples/llama_block with x [1, "seq", 1024], seq in
+                       [1, 128]: the rotary tables sliced to their first seq
+                       rows, the causal mask built as in gpt2_block_seq.
 """
 import json
 
@@ -55,8 +58,41 @@ def cnn():
         out[k] = g[k]
     return out
 
+def llama():
+    g = json.load(open("examples/llama_block/graph.json"))
+    out = {"mcir": 1, "name": "llama_block_seq", "dims": {"seq": {"min": 1, "max": 128}}}
+    g["inputs"][0]["shape"] = [1, "seq", 1024]
+    g["weights"] = [w for w in g["weights"] if w["name"] != "c.causal_mask"]
+    g["weights"] += [{"name": "c.mask_zero", "dtype": "f32", "shape": [], "value": 0.0},
+                     {"name": "c.mask_neg", "dtype": "f32", "shape": [], "value": -10000.0}]
+    for w in g["weights"]:   # data files stay the example's
+        if "data" in w:
+            w["data"] = "../../../examples/llama_block/" + w["data"]
+    pre = [
+        {"name": "c.pos_i", "op": "arange", "inputs": [], "outputs": ["c.pos_i"],
+         "attrs": {"end": "seq"}},
+        {"name": "c.rows", "op": "reshape", "inputs": ["c.pos_i"], "outputs": ["c.rows"],
+         "attrs": {"shape": ["seq", 1]}},
+        {"name": "c.later", "op": "greater", "inputs": ["c.pos_i", "c.rows"],
+         "outputs": ["c.later"]},
+        {"name": "c.causal", "op": "where", "inputs": ["c.later", "c.mask_neg", "c.mask_zero"],
+         "outputs": ["c.causal_mask"]},
+    ]
+    # the rotary tables hold 128 positions: the first seq of them
+    for t in ("rope.cos", "rope.sin"):
+        pre.append({"name": t + ".first", "op": "slice", "inputs": [t], "outputs": [t + ".seq"],
+                    "attrs": {"axis": 0, "start": 0, "end": "seq"}})
+    for n in g["nodes"]:
+        n["inputs"] = [i + ".seq" if i in ("rope.cos", "rope.sin") else i for i in n["inputs"]]
+        if n["op"] == "reshape":
+            n["attrs"]["shape"] = ["seq" if d == 128 else d for d in n["attrs"]["shape"]]
+    g["nodes"] = pre + g["nodes"]
+    for k in ("inputs", "weights", "nodes", "outputs"):
+        out[k] = g[k]
+    return out
+
 for name, g in (("gpt2_block_seq", gpt2()), ("gpt2_block_batch_seq", gpt2(True)),
-                ("cnn_batch", cnn())):
+                ("cnn_batch", cnn()), ("llama_block_seq", llama())):
     with open(f"tests/data/dims/{name}.json", "w") as f:
         json.dump(g, f, indent=1)
         f.write("\n")
