@@ -56,6 +56,8 @@ static const char usage_text[] =
     "  --alloc pool|lazy|eager  GPU allocation: the planned arena (default),\n"
     "                       allocate at first / free at last use, or all up front\n"
     "  --sync               wait for every kernel, so a GPU fault names its kernel\n"
+    "  --graphs             run the kernels as a CUDA graph (captured, then replayed;\n"
+    "                       pool or eager allocation, not with --sync)\n"
     "  --watchdog S         a kernel running longer than S seconds is a hang\n"
     "                       (exit 3; default 10 s + 100x its modelled time; 0: none)\n"
     "  --input NAME=FILE    a graph input from a .npy file (repeatable)\n"
@@ -678,6 +680,8 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
             }
         } else if (!strcmp(a, "--sync")) {
             mcir_gpu_set_sync(true);
+        } else if (!strcmp(a, "--graphs")) {
+            mcir_gpu_set_graphs(true);
         } else if (is_opt(a, "--watchdog")) {
             VALUE("--watchdog");
             char *end;
