@@ -163,6 +163,7 @@ static emu_graph *recording(CUstream s) {
 }
 
 bool emu_dev_capture_call(void *stream, int (*call)(const void *args), const void *args, size_t size) {
+    dev.calls.library++;
     emu_graph *g = recording(stream);
     if (!g) return false;
     emu_node *n = graph_add(g, NODE_CALL);

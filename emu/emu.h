@@ -75,12 +75,13 @@ int mcir_emu_launches(const mcir_emu_launch_record **records);
 void mcir_emu_reset_launches(void);
 
 /* The driver calls since the last reset (tests of CUDA graphs): calls of
- * cuLaunchKernel (each recorded, not run, while its stream captures),
- * what captures recorded (launches, copies, memsets, library calls),
- * cuStreamBeginCapture, cuGraphInstantiate and cuGraphLaunch. A replay's
- * kernels are in the launch log above, not in launch_kernel. */
+ * cuLaunchKernel and of the cuBLAS / cuBLASLt GEMMs (each recorded, not
+ * run, while its stream captures), what captures recorded (launches,
+ * copies, memsets, library calls), cuStreamBeginCapture,
+ * cuGraphInstantiate and cuGraphLaunch. A replay's kernels are in the
+ * launch log above, not in launch_kernel. */
 typedef struct mcir_emu_calls {
-    long launch_kernel, captured, begin_capture, instantiate, graph_launch;
+    long launch_kernel, library, captured, begin_capture, instantiate, graph_launch;
 } mcir_emu_calls;
 void mcir_emu_call_counts(mcir_emu_calls *out);
 
