@@ -13,6 +13,8 @@
  *  - a mutant of the runtime whose replay skips the input upload is found;
  *  - bound inputs at other addresses each step go through the session's
  *    buffers (no re-capture);
+ *  - a fault or a hang in a replay is one diagnostic saying how to name
+ *    the kernel (without graphs); the session then only closes;
  *  - what cannot be captured is one diagnostic: graphs with --alloc lazy
  *    or --sync, a launch the driver refuses while capturing; and the
  *    emulated driver's capture rules (a wait, an allocation or a
@@ -365,6 +367,49 @@ START_TEST(test_launch_refused_while_capturing_is_one_diagnostic) {
 }
 END_TEST
 
+/* A fault and a hang inside a replay (the emulated device's injected
+ * failures, MCIR_EMU_FAULT / MCIR_EMU_HANG): one error each, saying the
+ * kernel is in the graph and how to name it; the session refuses further
+ * steps and closes. */
+START_TEST(test_fault_and_hang_in_a_replay_are_one_diagnostic) {
+    mcir_compilation c;
+    compile_text("dec", DECODE, &c);
+    static const struct { const char *env, *want; } cases[] = {
+        {"MCIR_EMU_FAULT", "GPU fault in the CUDA graph's replay: CUDA_ERROR_ILLEGAL_ADDRESS"},
+        {"MCIR_EMU_HANG", "hang: the CUDA graph's replay is still running after"},
+    };
+    setenv("MCIR_GPU_WATCHDOG", "0.2", 1);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        ck_assert_ptr_nonnull(mem);
+        mcir_diag d = mcir_diag_to(mem);
+        mcir_env *env = mcir_env_new(c.graph, 7);
+        mcir_gpu_session_options on = {.mode = MCIR_ALLOC_POOL, .graphs = 1};
+        mcir_gpu_session *s = mcir_emu_session_open(c.codegen, env, &on, &d);
+        ck_assert_ptr_nonnull(s);
+        mcir_gpu_stats st;
+        ck_assert(mcir_gpu_session_step(s, env, NULL, &st, &d));   /* capture and a first replay */
+        setenv(cases[i].env, "mc_streaming_attention", 1);
+        ck_assert(!mcir_gpu_session_step(s, env, NULL, &st, &d));
+        unsetenv(cases[i].env);
+        ck_assert_int_eq(d.n_errors, 1);
+        ck_assert(!mcir_gpu_session_step(s, env, NULL, &st, &d));   /* broken: only close */
+        mcir_gpu_session_close(s);
+        fclose(mem);
+        fprintf(stderr, "%s", text);
+        ck_assert_msg(strstr(text, cases[i].want), "no '%s' in:\n%s", cases[i].want, text);
+        ck_assert_ptr_nonnull(strstr(text, "rerun without graphs"));
+        ck_assert_ptr_nonnull(strstr(text, "failed at an earlier step"));
+        free(text);
+        mcir_env_free(env);
+    }
+    unsetenv("MCIR_GPU_WATCHDOG");
+    mcir_compilation_free(&c);
+}
+END_TEST
+
 /* The emulated driver's capture, as a GPU's: work on the capturing stream
  * is recorded, not run; the graph runs it at each launch; a wait, an
  * allocation or a synchronous copy while capturing fails and invalidates
@@ -426,6 +471,7 @@ int main(void) {
     tcase_add_test(tc, test_bound_addresses_may_change_between_replays);
     tcase_add_test(tc, test_graphs_need_pool_mode_without_sync);
     tcase_add_test(tc, test_launch_refused_while_capturing_is_one_diagnostic);
+    tcase_add_test(tc, test_fault_and_hang_in_a_replay_are_one_diagnostic);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
     test_remove_dir(work_dir);
