@@ -145,8 +145,8 @@ int main(int argc, char **argv) {
             snprintf(t.status, sizeof t.status, "pipeline failed");
             bool ran = ok && time_steps(&c, !gpu, graphs, warmup, reps, &t);
             if (!ran) failures++;
-            fprintf(csv, "%s,%d,%s,%d,", sl ? sl + 1 : ex, c.plan ? c.plan->n_kernels : 0, graphs ? "graph" : "launches",
-                    reps);
+            fprintf(csv, "%s,%d,%s,%d,", sl ? sl + 1 : ex, c.plan ? c.plan->n_kernels : 0,
+                    graphs ? "graph" : "launches", reps);
             if (ran) fprintf(csv, "%.1f,%.4f,%.1f,", t.host_us, t.gpu_ms, t.capture_us);
             else fprintf(csv, ",,,");
             if (t.launch_calls >= 0) fprintf(csv, "%ld,", t.launch_calls);

@@ -218,7 +218,8 @@ static bool is_graph_tensor(const mcir_tensor *t) {
 
 /* A graph input or output: placed (and an input filled) at every step. */
 static bool is_step_tensor(const mcir_tensor *t) {
-    return t->kind != MCIR_TENSOR_WEIGHT && (t->kind == MCIR_TENSOR_INPUT || t->kind == MCIR_TENSOR_OUTPUT || t->is_output);
+    return t->kind != MCIR_TENSOR_WEIGHT &&
+           (t->kind == MCIR_TENSOR_INPUT || t->kind == MCIR_TENSOR_OUTPUT || t->is_output);
 }
 
 int cg_runtime_mutant;
@@ -785,8 +786,15 @@ static bool graph_launch(gpu_run *r) {
         return false;
     }
     CU_CHECK(cu->cuEventRecord(r->ev1, r->stream), r->why, W);
-    double limit = 0, start = now_s();
-    for (int i = 0; i < r->cg->n; i++) limit = r->deadline[i] > 0 && limit >= 0 ? limit + r->deadline[i] : -1;
+    double limit = 0, start = now_s();   /* the sum of its kernels' deadlines; 0: one has none */
+    for (int i = 0; i < r->cg->n; i++) {
+        if (!r->cg->k[i].source) continue;
+        if (r->deadline[i] <= 0) {
+            limit = 0;
+            break;
+        }
+        limit += r->deadline[i];
+    }
     useconds_t nap = 20;
     for (;;) {
         rc = cu->cuEventQuery(r->ev1);
@@ -797,7 +805,8 @@ static bool graph_launch(gpu_run *r) {
         }
         if (limit > 0 && now_s() - start > limit) {
             r->hung = true;
-            snprintf(r->why, W, "still running after %.1f s", now_s() - start);
+            snprintf(r->why, W, "still running after %.1f s (the watchdog's deadline: %.1f s, the sum of its kernels')",
+                     now_s() - start, limit);
             return false;
         }
         usleep(nap);
@@ -926,8 +935,8 @@ static void report_failure(const gpu_run *r, mcir_diag *d) {
     const mcir_loc graph = {.path = r->g->path};
     char lt[160];
     if (r->hung && r->failed < 0) {
-        mcir_error(d, graph, "hang: the CUDA graph's replay is %s (the sum of its kernels' watchdog deadlines); "
-                   "the run is abandoned: rerun without graphs (no --graphs, MCIR_GPU_GRAPHS=0) to name the kernel", r->why);
+        mcir_error(d, graph, "hang: the CUDA graph's replay is %s; the run is abandoned: rerun without graphs "
+                   "(no --graphs, MCIR_GPU_GRAPHS=0) to name the kernel", r->why);
         return;
     }
     if (r->hung) {
@@ -942,8 +951,8 @@ static void report_failure(const gpu_run *r, mcir_diag *d) {
         return;
     }
     if (r->fault && r->exec) {
-        mcir_error(d, graph, "GPU fault in the CUDA graph's replay: %s; rerun without graphs (MCIR_GPU_GRAPHS=0 and no --graphs) "
-                   "and with --sync (MCIR_GPU_SYNC=1) to name the kernel", mcir_cu_error(r->fault));
+        mcir_error(d, graph, "GPU fault in the CUDA graph's replay: %s; rerun without graphs (no --graphs, "
+                   "MCIR_GPU_GRAPHS=0) and with --sync (MCIR_GPU_SYNC=1) to name the kernel", mcir_cu_error(r->fault));
         return;
     }
     if (r->fault) {

@@ -75,7 +75,8 @@ static const char DECODE[] =
 /* the sm_90a attention (TMA tensor maps passed by value), causal, Nk > Nq: f16. */
 static const char ATT90[] =
     "{\"mcir\":1,\"name\":\"att90\",\"inputs\":[{\"name\":\"q\",\"dtype\":\"f16\",\"shape\":[1,2,130,64]},"
-    "{\"name\":\"k\",\"dtype\":\"f16\",\"shape\":[1,2,190,64]},{\"name\":\"v\",\"dtype\":\"f16\",\"shape\":[1,2,190,64]}],"
+    "{\"name\":\"k\",\"dtype\":\"f16\",\"shape\":[1,2,190,64]},"
+    "{\"name\":\"v\",\"dtype\":\"f16\",\"shape\":[1,2,190,64]}],"
     "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":[\"y\"],"
     "\"attrs\":{\"causal\":true}}],\"outputs\":[\"y\"]}";
 
