@@ -3,9 +3,9 @@
  * with and without CUDA graphs: the host time to issue one step's
  * launches (mcir_gpu_stats.host_us: cuLaunchKernel and the library calls
  * one by one, or one cuGraphLaunch), and the step's stream-timed GPU time,
- * medians of --reps steps after --warmup (with graphs, the first step
- * captures and is reported apart as capture_us). Inputs are uploaded at
- * every step, outside both intervals.
+ * medians of --reps steps after --warmup (with graphs, the first step's
+ * warm-up launches and capture are reported apart as capture_us). Inputs
+ * are uploaded at every step, outside both intervals.
  *
  * The overhead is a GPU figure. Without a GPU: exit 77 with one line;
  * --dry-run runs the same sessions on the emulated device (2 steps, grids
@@ -46,7 +46,7 @@ static bool time_steps(mcir_compilation *c, bool emulated, bool graphs, int warm
         mcir_gpu_stats st;
         if (emulated) mcir_emu_reset_launches();
         ok = mcir_gpu_session_step(s, env, NULL, &st, &d);
-        if (ok && k == 0) t->capture_us = graphs ? st.host_us : 0;
+        if (ok && k == 0) t->capture_us = st.capture_us;
         if (ok && emulated && k > 0) {
             mcir_emu_calls calls;
             mcir_emu_call_counts(&calls);

@@ -105,6 +105,7 @@ typedef struct gpu_run {
     bool capturing;          /* a failure now is a capture's */
     CUgraphExec exec;        /* the instantiated capture (NULL: not yet) */
     double host_us;          /* host time to issue the last step's launches */
+    double capture_us;       /* host time of the first graph step's warm-up and capture */
 } gpu_run;
 
 /* ------------------------------------------------------ diagnostics */
@@ -735,19 +736,30 @@ fail:
 
 /* Graphs: the plan's launches (launch_kernel, as run_launch issues them,
  * without the per-kernel events and waits, which a capture cannot hold)
- * captured from the stream into a CUDA graph and instantiated, once. A
- * launch refused while capturing names its kernel; the capture is ended
- * on every path, so the stream is usable (and the session closable). */
+ * issued on the capturing stream; false with the kernel that failed. */
+static bool capture_launches(gpu_run *r) {
+    for (int i = 0; i < r->cg->n; i++) {
+        if (r->cg->k[i].source && !launch_kernel(r, i)) {
+            r->failed = i;
+            return false;
+        }
+        if (i == 0 && cg_runtime_mutant == CG_MUTANT_WAIT_WHILE_CAPTURING)   /* as LAZY's free or --sync would */
+            CU_CHECK(cu->cuStreamSynchronize(r->stream), r->why, sizeof r->why);
+    }
+    return true;
+fail:
+    return false;
+}
+
+/* The launches captured from the stream into a CUDA graph and
+ * instantiated, once. The capture is ended on every path, so the stream
+ * is usable (and the session closable); r->capturing stays set on a
+ * failure, for its message. */
 static bool graph_capture(gpu_run *r) {
     size_t W = sizeof r->why;
     CU_CHECK(cu->cuStreamBeginCapture_v2(r->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), r->why, W);
     r->capturing = true;
-    bool ok = true;
-    for (int i = 0; i < r->cg->n && ok; i++)
-        if (r->cg->k[i].source && !launch_kernel(r, i)) {
-            r->failed = i;
-            ok = false;
-        }
+    bool ok = capture_launches(r);
     CUgraph graph = NULL;
     int rc = cu->cuStreamEndCapture(r->stream, &graph);
     if (ok && rc != CUDA_SUCCESS) {
@@ -764,7 +776,7 @@ static bool graph_capture(gpu_run *r) {
         }
     }
     if (graph) cu->cuGraphDestroy(graph);   /* the instantiated copy is what replays */
-    r->capturing = ok ? false : r->capturing;
+    if (ok) r->capturing = false;
     return ok;
 fail:
     return false;
@@ -772,10 +784,18 @@ fail:
 
 /* One replay of the captured graph, timed like run_launch (two events,
  * the host time to issue it), then waited for within the sum of the
- * kernels' watchdog deadlines. */
+ * kernels' watchdog deadlines. The first step warms up before it
+ * captures: the launches run once as without graphs (what a library
+ * allocates on its first call is allocated outside the capture, and a
+ * fault there names its kernel), then are captured, then replayed. */
 static bool graph_launch(gpu_run *r) {
     size_t W = sizeof r->why;
-    if (!r->exec && !graph_capture(r)) return false;
+    if (!r->exec) {
+        double t0 = now_s();
+        if (!run_launch(r) || !graph_capture(r)) return false;
+        r->capture_us = (now_s() - t0) * 1e6;
+        r->failed = r->completed = r->launched = -1;
+    }
     CU_CHECK(cu->cuEventRecord(r->ev0, r->stream), r->why, W);
     double t0 = now_s();
     int rc = cu->cuGraphLaunch(r->exec, r->stream);
@@ -1078,7 +1098,7 @@ bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *b
     r->fault = 0;
     r->why[0] = 0;
     r->ms = 0;
-    r->host_us = 0;
+    r->host_us = r->capture_us = 0;
     bool ok = step_place(r, env, bound) && (r->graphs ? graph_launch(r) : run_launch(r)) && run_copy_back(r, env);
     s->steps++;
     if (ok && stats) {
@@ -1087,6 +1107,7 @@ bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *b
         stats->workspace_bytes = (int64_t)r->workspace_bytes;
         stats->lt_fallbacks = r->lt_fallbacks;
         stats->host_us = r->host_us;
+        stats->capture_us = r->capture_us;
         stats->graph = r->graphs;
     }
     if (ok && !s->warned && r->blas_note[0]) mcir_warning(d, graph, "%s", r->blas_note);

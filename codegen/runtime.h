@@ -15,8 +15,8 @@
  *     }
  *
  * Repeated steps (a decode loop, a training step) open a session once and
- * step it; with graphs on, the first step captures the launches into a
- * CUDA graph and every later step replays it with one cuGraphLaunch:
+ * step it; with graphs on, the first step also captures the launches into
+ * a CUDA graph and every step replays it with one cuGraphLaunch:
  *     mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = 1};
  *     mcir_gpu_session *s = mcir_gpu_session_open(cg, env, &o, &d);
  *     for (int step = 0; s && step < n; step++) {
@@ -60,6 +60,7 @@ typedef struct {
     double host_us;             /* host time to issue the step's launches (per-step CPU overhead; on the
                                  * emulator it includes the kernels, which run as they are issued) */
     bool graph;                 /* the step ran as a CUDA graph (captured at the first step, replayed) */
+    double capture_us;          /* the first graph step: host time of its warm-up launches and the capture */
 } mcir_gpu_stats;
 
 /* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.
@@ -116,10 +117,13 @@ bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, 
  * close only.
  *
  * graphs (1 on, 0 off, -1: MCIR_GPU_GRAPHS=1 turns them on): the first
- * step captures the launch sequence (kernels, cuBLAS / cuBLASLt calls,
- * split-KV merges, epilogues, tensor maps by value) into a CUDA graph
- * (cuStreamBeginCapture / cuStreamEndCapture / cuGraphInstantiate) and
- * every step replays it with one cuGraphLaunch. The arena, the weights
+ * step runs the launch sequence once as without graphs (a warm-up: the
+ * libraries allocate outside any capture, a fault names its kernel), then
+ * captures it (kernels, cuBLAS / cuBLASLt calls, split-KV merges,
+ * epilogues, tensor maps by value) into a CUDA graph
+ * (cuStreamBeginCapture / cuStreamEndCapture / cuGraphInstantiate), and
+ * every step, the first included, replays it with one cuGraphLaunch: the
+ * outputs are the replay's. The arena, the weights
  * and the session's own input and output buffers never move, so nothing
  * is re-bound between replays: each step copies its inputs into the same
  * buffers first. With graphs, bound tensors always go through the
