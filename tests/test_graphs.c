@@ -12,6 +12,7 @@
  *    not run) and replays; every later step is one cuGraphLaunch and no
  *    cuLaunchKernel or GEMM call, its kernels (and cuBLAS / cuBLASLt calls,
  *    the split-KV merge) run from the record;
+ *  - sessions step in every allocation mode (graphs in pool and eager);
  *  - a mutant of the runtime whose replay skips the input upload is found;
  *  - bound inputs at other addresses each step go through the session's
  *    buffers (no re-capture);
@@ -206,6 +207,45 @@ START_TEST(test_graph_steps_match_steps_without_graphs) {
         ck_assert_double_gt(r.min_step_change, 1e-2);   /* new inputs change the output */
         mcir_compilation_free(&c);
     }
+}
+END_TEST
+
+/* Sessions in every allocation mode (LAZY without graphs: its frees are
+ * not capturable): each of three steps matches the interpreter on its own
+ * inputs; the peak is that of one step (LAZY frees what it allocates). */
+START_TEST(test_sessions_in_every_mode) {
+    mcir_compilation c;
+    compile_text("mlp", MLP, &c);
+    const mcir_graph *g = c.graph;
+    mcir_diag d = mcir_diag_stderr();
+    static const struct { mcir_alloc_mode mode; int graphs; } runs[] = {
+        {MCIR_ALLOC_POOL, 0}, {MCIR_ALLOC_LAZY, 0}, {MCIR_ALLOC_EAGER, 0}, {MCIR_ALLOC_EAGER, 1}};
+    for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+        mcir_env *env = mcir_env_new(g, 7);
+        mcir_gpu_session_options o = {.mode = runs[k].mode, .graphs = runs[k].graphs};
+        mcir_gpu_session *s = mcir_emu_session_open(c.codegen, env, &o, &d);
+        ck_assert_ptr_nonnull(s);
+        int64_t first_peak = 0;
+        for (int step = 0; step < 3; step++) {
+            set_step_inputs(g, env, step);
+            mcir_gpu_stats st;
+            ck_assert(mcir_gpu_session_step(s, env, NULL, &st, &d));
+            ck_assert(st.graph == (runs[k].graphs == 1));
+            if (step == 0) first_peak = st.peak_device_bytes;
+            ck_assert_int_eq(st.peak_device_bytes, first_peak);   /* nothing grows from step to step */
+            mcir_env *ref = mcir_env_new(g, 7);
+            set_step_inputs(g, ref, step);
+            ck_assert(mcir_interp_run(g, ref, &d));
+            double rel = rel_diff(g->outputs[0], env, ref);
+            fprintf(stderr, "  %s%s step %d: rel err %.3g, peak %lld\n", mcir_alloc_mode_name(runs[k].mode),
+                    runs[k].graphs ? " + graphs" : "", step, rel, (long long)st.peak_device_bytes);
+            ck_assert_double_le(rel, 1e-4);
+            mcir_env_free(ref);
+        }
+        mcir_gpu_session_close(s);
+        mcir_env_free(env);
+    }
+    mcir_compilation_free(&c);
 }
 END_TEST
 
@@ -466,6 +506,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_emulated_capture_records_and_refuses_waits);
     tcase_add_test(tc, test_graph_steps_match_steps_without_graphs);
+    tcase_add_test(tc, test_sessions_in_every_mode);
     tcase_add_test(tc, test_replay_that_skips_the_input_copy_is_caught);
     tcase_add_test(tc, test_bound_addresses_may_change_between_replays);
     tcase_add_test(tc, test_graphs_need_pool_mode_without_sync);
