@@ -123,21 +123,22 @@ bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, 
  * epilogues, tensor maps by value) into a CUDA graph
  * (cuStreamBeginCapture / cuStreamEndCapture / cuGraphInstantiate), and
  * every step, the first included, replays it with one cuGraphLaunch: the
- * outputs are the replay's. The arena, the weights
- * and the session's own input and output buffers never move, so nothing
- * is re-bound between replays: each step copies its inputs into the same
- * buffers first. With graphs, bound tensors always go through the
+ * outputs are the replay's. The arena, the weights and the session's own
+ * input and output buffers never move, so nothing is re-bound between
+ * replays: each step copies its inputs into the same buffers first. A
+ * graph replays the grids and extents it captured. With graphs, bound tensors always go through the
  * session's buffers (a device copy in before the replay, out after), so
  * a caller may bind other addresses at every step with no re-capture.
  * Graphs need the POOL or EAGER mode and no --sync (LAZY's frees and
  * --sync's waits cannot be captured): open fails with one diagnostic
  * saying so otherwise. A fault in a replay cannot name its kernel: rerun
  * without graphs. mcir_gpu_run & co. are open + one step + close, graphs
- * as MCIR_GPU_GRAPHS says. */
+ * as mcir_gpu_set_graphs / MCIR_GPU_GRAPHS say. A session is used from one
+ * thread at a time. */
 typedef struct mcir_gpu_session mcir_gpu_session;
 typedef struct mcir_gpu_session_options {
     mcir_alloc_mode mode;
-    int graphs;   /* 1 / 0 / -1: MCIR_GPU_GRAPHS */
+    int graphs;   /* 1 / 0 / -1: mcir_gpu_set_graphs, else MCIR_GPU_GRAPHS */
 } mcir_gpu_session_options;
 /* NULL with a diagnostic where the device or the plan cannot be opened. */
 mcir_gpu_session *mcir_gpu_session_open(mcir_codegen *cg, mcir_env *env, const mcir_gpu_session_options *o,
