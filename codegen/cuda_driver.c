@@ -33,6 +33,7 @@ static const char *error_name(int rc) {
     case 218: return "CUDA_ERROR_INVALID_PTX";
     case 222: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
     case 400: return "CUDA_ERROR_INVALID_HANDLE";
+    case 401: return "CUDA_ERROR_ILLEGAL_STATE";
     case 500: return "CUDA_ERROR_NOT_FOUND";
     case 600: return "CUDA_ERROR_NOT_READY";
     case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
@@ -43,6 +44,9 @@ static const char *error_name(int rc) {
     case 715: return "CUDA_ERROR_ILLEGAL_INSTRUCTION";
     case 716: return "CUDA_ERROR_MISALIGNED_ADDRESS";
     case 719: return "CUDA_ERROR_LAUNCH_FAILED";
+    case 900: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    case 901: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+    case 906: return "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT";
     case 803: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
     case 804: return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
     case 999: return "CUDA_ERROR_UNKNOWN";

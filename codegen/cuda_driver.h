@@ -24,20 +24,29 @@
 
 typedef int CUresult;
 typedef int CUdevice;
-typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent, *CUgraph, *CUgraphExec;
 typedef unsigned long long CUdeviceptr;
 
 enum {
     CUDA_SUCCESS = 0,
     CUDA_ERROR_OUT_OF_MEMORY = 2,
     CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+    CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
 };
 
-/* Every entry point mcir calls: X(name, (parameter types)). */
+/* Every entry point mcir calls: X(name, (parameter types)), each under
+ * the name libcuda exports (cuda.h's macros map cuStreamBeginCapture to
+ * cuStreamBeginCapture_v2 and cuGraphInstantiate to
+ * cuGraphInstantiateWithFlags; CUDA 11.4 has them all). The graph entries
+ * capture a stream's launches once and replay them (runtime.c, sessions
+ * with graphs). */
 #define MCIR_CU_FUNCS(X)                                                                  \
     X(cuInit, (unsigned))                                                                 \
     X(cuDriverGetVersion, (int *))                                                        \
@@ -70,7 +79,13 @@ enum {
     X(cuEventSynchronize, (CUevent))                                                      \
     X(cuEventQuery, (CUevent))                                                            \
     X(cuEventDestroy_v2, (CUevent))                                                       \
-    X(cuEventElapsedTime, (float *, CUevent, CUevent))
+    X(cuEventElapsedTime, (float *, CUevent, CUevent))                                    \
+    X(cuStreamBeginCapture_v2, (CUstream, int))                                           \
+    X(cuStreamEndCapture, (CUstream, CUgraph *))                                          \
+    X(cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long))          \
+    X(cuGraphLaunch, (CUgraphExec, CUstream))                                             \
+    X(cuGraphExecDestroy, (CUgraphExec))                                                  \
+    X(cuGraphDestroy, (CUgraph))
 
 typedef struct mcir_cu_driver {
 #define MCIR_CU_FIELD(name, args) CUresult(*name) args;

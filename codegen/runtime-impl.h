@@ -8,6 +8,14 @@
 #include "codegen/codegen-impl.h"
 #include "codegen/runtime.h"
 
+/* A deliberate fault in the runtime, for the tests that must catch it
+ * (tests/test_graphs.c): REPLAY_SKIPS_INPUTS, a graph step after the
+ * capture leaves the inputs of the step before in place (no upload);
+ * WAIT_WHILE_CAPTURING, the capture waits for the stream after the first
+ * kernel (as LAZY's frees or --sync's waits would). */
+enum { CG_MUTANT_NONE, CG_MUTANT_REPLAY_SKIPS_INPUTS, CG_MUTANT_WAIT_WHILE_CAPTURING };
+extern int cg_runtime_mutant;
+
 struct mcir_blas_api;
 /* The cuBLAS / cuBLASLt entry points of the runs that follow: the
  * emulated device's (emu/blas.c), or NULL for the libraries. */

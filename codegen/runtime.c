@@ -1,11 +1,13 @@
 /*
- * runtime.c — runs a compiled plan on the GPU, in five steps over one
+ * runtime.c — runs a compiled plan on the GPU as a session over one
  * gpu_run: open (context, compile for the device's arch, stream, modules,
- * cuBLAS, staging and scratch), place (device bytes for every tensor a
- * kernel touches, leaves uploaded), launch (the plan's kernels in order),
- * copy back (outputs into env), close (everything released). The driver
- * is cuda_driver.h's dlopen'd table; every call goes through CU_CHECK,
- * which records call, file and line.
+ * cuBLAS, staging and scratch; place: the arena and every tensor a kernel
+ * touches, weights uploaded), then steps (step_place: graph inputs and
+ * outputs, inputs filled; launch: the plan's kernels in order, or the
+ * replay of their CUDA graph captured at the first step; copy back:
+ * outputs into env), then close (everything released). mcir_gpu_run is
+ * open, one step, close. The driver is cuda_driver.h's dlopen'd table;
+ * every call goes through CU_CHECK, which records call, file and line.
  *
  * Invariants: device memory is one allocation per arena pool (offsets from
  * the memory plan) plus one per graph input, weight and output (POOL, the
@@ -14,7 +16,9 @@
  * liveness) — the Occamy comparison; peak bytes count every live
  * allocation of ours. Kernels launch in plan order on one stream; outputs
  * are copied back into env. Everything allocated is released on every
- * path.
+ * path. With graphs, no address a captured launch reads moves after the
+ * capture: the arena, the weights and the session's own input and output
+ * buffers stay until close, and bound tensors are copied through them.
  *
  * Two devices run this same code: the GPU (the CUDA driver, cuBLAS) and the
  * emulator (emu/emu.h: the driver table over host memory, the kernels
@@ -80,7 +84,7 @@ typedef struct gpu_run {
     char blas_note[512];     /* cuBLAS / cuBLASLt that did not load (not disabled): the warning */
     /* place */
     CUdeviceptr *ptr;        /* by root tensor id */
-    unsigned char *owned;    /* by root tensor id: ptr is our own allocation */
+    CUdeviceptr *owned;      /* by root tensor id: our own allocation (0: none); ptr may be the caller's */
     int64_t *bytes;          /* by root tensor id: size of that allocation */
     CUdeviceptr *pools;
     int n_pools;
@@ -96,6 +100,12 @@ typedef struct gpu_run {
     bool hung;               /* the watchdog gave up: leave the context alone */
     int fault;               /* an asynchronous error seen while waiting (CUresult), or 0 */
     char why[768];
+    /* graphs (sessions): the launches captured once, replayed each step */
+    bool graphs;             /* capture at the first step, replay after */
+    bool capturing;          /* a failure now is a capture's */
+    CUgraphExec exec;        /* the instantiated capture (NULL: not yet) */
+    double host_us;          /* host time to issue the last step's launches */
+    double capture_us;       /* host time of the first graph step's warm-up and capture */
 } gpu_run;
 
 /* ------------------------------------------------------ diagnostics */
@@ -207,6 +217,14 @@ static bool is_graph_tensor(const mcir_tensor *t) {
            t->kind == MCIR_TENSOR_OUTPUT || t->is_output;
 }
 
+/* A graph input or output: placed (and an input filled) at every step. */
+static bool is_step_tensor(const mcir_tensor *t) {
+    return t->kind != MCIR_TENSOR_WEIGHT &&
+           (t->kind == MCIR_TENSOR_INPUT || t->kind == MCIR_TENSOR_OUTPUT || t->is_output);
+}
+
+int cg_runtime_mutant;
+
 /* Whether root tensor t gets device bytes: a kernel touches it (the plan's
  * liveness) or it holds a graph output, which stays until copied back. */
 static bool needs_bytes(const gpu_run *r, const mcir_tensor *t) {
@@ -241,7 +259,7 @@ static bool tensor_alloc(gpu_run *r, const mcir_tensor *t) {
     snprintf(what, sizeof what, "'%s'", t->name);
     int64_t bytes = mcir_tensor_bytes(t);
     if (!dev_alloc(r, what, bytes, &r->ptr[t->id])) return false;
-    r->owned[t->id] = 1;
+    r->owned[t->id] = r->ptr[t->id];
     r->bytes[t->id] = bytes;
     name_range(r->ptr[t->id], bytes, t->name);
     return true;
@@ -249,10 +267,10 @@ static bool tensor_alloc(gpu_run *r, const mcir_tensor *t) {
 
 static void tensor_free(gpu_run *r, const mcir_tensor *t) {
     if (!r->owned[t->id]) return;
-    cu->cuMemFree_v2(r->ptr[t->id]);
+    cu->cuMemFree_v2(r->owned[t->id]);
     r->cur -= r->bytes[t->id];
+    if (r->ptr[t->id] == r->owned[t->id]) r->ptr[t->id] = 0;
     r->owned[t->id] = 0;
-    r->ptr[t->id] = 0;
 }
 
 /* The bytes a leaf (input or weight) starts with: env's values if set,
@@ -476,12 +494,13 @@ fail:
 
 /* Device bytes for every tensor a kernel touches: the arena pools
  * (POOL: intermediates at the memory plan's offsets), one allocation per
- * graph tensor (and per intermediate, EAGER); LAZY leaves intermediates
- * to launch. Inputs and weights are uploaded. */
+ * weight (and per intermediate, EAGER); LAZY leaves intermediates to
+ * launch. Weights are uploaded; graph inputs and outputs are placed by
+ * each step (step_place). */
 static bool run_place(gpu_run *r, mcir_env *env) {
     int nt = r->g->n_tensors;
     r->ptr = calloc((size_t)(nt ? nt : 1), sizeof *r->ptr);
-    r->owned = calloc((size_t)(nt ? nt : 1), 1);
+    r->owned = calloc((size_t)(nt ? nt : 1), sizeof *r->owned);
     r->bytes = calloc((size_t)(nt ? nt : 1), sizeof *r->bytes);
     r->pools = calloc((size_t)(r->m && r->m->n_pools ? r->m->n_pools : 1), sizeof *r->pools);
     MCIR_ASSERT(r->ptr && r->owned && r->bytes && r->pools);
@@ -503,25 +522,7 @@ static bool run_place(gpu_run *r, mcir_env *env) {
             continue;
         }
         if (r->mode == MCIR_ALLOC_LAZY && !is_graph_tensor(tt)) continue;   /* at first use */
-        if (r->bound && r->bound[t] &&
-            (tt->kind == MCIR_TENSOR_INPUT || tt->kind == MCIR_TENSOR_OUTPUT || tt->is_output)) {
-            if (r->bound[t] % 16 == 0) {
-                r->ptr[t] = (CUdeviceptr)r->bound[t];   /* the caller's: read or written in place */
-                continue;
-            }
-            /* the caller's bytes off the 16-byte grid (a torch view with an
-             * offset): the kernels read and write their arguments with
-             * 16-byte vectors the plan proved aligned for buffers of ours
-             * (kernelplan/launch.c, norms), so the bytes go through one of
-             * ours: an input copied in here, an output copied back by
-             * run_copy_back (ptr != bound) */
-            if (!tensor_alloc(r, tt)) return false;
-            if (tt->kind == MCIR_TENSOR_INPUT)
-                CU_CHECK(cu->cuMemcpyDtoDAsync_v2(r->ptr[t], (CUdeviceptr)r->bound[t],
-                                                  (size_t)mcir_tensor_bytes(tt), r->stream),
-                         r->why, sizeof r->why);
-            continue;
-        }
+        if (is_step_tensor(tt)) continue;                                   /* each step's */
         if (!tensor_alloc(r, tt)) return false;
         if (tt->kind == MCIR_TENSOR_INPUT || tt->kind == MCIR_TENSOR_WEIGHT) {
             void *h = leaf_bytes(tt, env);
@@ -529,6 +530,47 @@ static bool run_place(gpu_run *r, mcir_env *env) {
             free(h);
             CU_CHECK(rc, r->why, sizeof r->why);
         }
+    }
+    return true;
+fail:
+    return false;
+}
+
+/* A step's graph inputs and outputs: the caller's bound bytes in place,
+ * or ours (allocated at the first step that needs them, kept for the
+ * next); inputs uploaded from env, or copied on the device from a bound
+ * address that is not used in place. With graphs every one is ours: the
+ * captured launches read and write the same addresses at every replay,
+ * whatever the caller binds. */
+static bool step_place(gpu_run *r, mcir_env *env, const uint64_t *bound) {
+    r->bound = bound;
+    for (int t = 0; t < r->g->n_tensors; t++) {
+        const mcir_tensor *tt = r->g->tensors[t];
+        if (!is_step_tensor(tt) || !needs_bytes(r, tt)) continue;
+        uint64_t b = bound ? bound[t] : 0;
+        /* the caller's bytes off the 16-byte grid (a torch view with an
+         * offset): the kernels read and write their arguments with 16-byte
+         * vectors the plan proved aligned for buffers of ours
+         * (kernelplan/launch.c, norms), so the bytes go through one of
+         * ours: an input copied in here, an output copied back by
+         * run_copy_back (ptr != bound) */
+        if (b && b % 16 == 0 && !r->graphs) {
+            r->ptr[t] = (CUdeviceptr)b;   /* the caller's: read or written in place */
+            continue;
+        }
+        if (!r->owned[t] && !tensor_alloc(r, tt)) return false;
+        r->ptr[t] = r->owned[t];
+        if (tt->kind != MCIR_TENSOR_INPUT) continue;
+        if (b) {
+            CU_CHECK(cu->cuMemcpyDtoDAsync_v2(r->ptr[t], (CUdeviceptr)b, (size_t)mcir_tensor_bytes(tt), r->stream),
+                     r->why, sizeof r->why);
+            continue;
+        }
+        if (cg_runtime_mutant == CG_MUTANT_REPLAY_SKIPS_INPUTS && r->exec) continue;
+        void *h = leaf_bytes(tt, env);
+        int rc = cu->cuMemcpyHtoD_v2(r->ptr[t], h, (size_t)mcir_tensor_bytes(tt));
+        free(h);
+        CU_CHECK(rc, r->why, sizeof r->why);
     }
     return true;
 fail:
@@ -659,6 +701,7 @@ static bool lazy_free(gpu_run *r, int i) {
 static bool run_launch(gpu_run *r) {
     size_t W = sizeof r->why;
     CU_CHECK(cu->cuEventRecord(r->ev0, r->stream), r->why, W);
+    double t0 = now_s();
     mcir_progress *pr = cu->emulated ? mcir_progress_begin("emu", "kernels", r->cg->n) : NULL;
     for (int i = 0; i < r->cg->n; i++) {
         if (pr) mcir_progress_set(pr, i, " (%s)", r->cg->k[i].kp->name);
@@ -689,9 +732,115 @@ static bool run_launch(gpu_run *r) {
         }
     }
     mcir_progress_end(pr);
+    r->host_us = (now_s() - t0) * 1e6;
     CU_CHECK(cu->cuEventRecord(r->ev1, r->stream), r->why, W);
     if (!wait_for(r, r->cg->n - 1)) return false;
     CU_CHECK(cu->cuEventSynchronize(r->ev1), r->why, W);
+    CU_CHECK(cu->cuEventElapsedTime(&r->ms, r->ev0, r->ev1), r->why, W);
+    return true;
+fail:
+    return false;
+}
+
+/* Graphs: the plan's launches (launch_kernel, as run_launch issues them,
+ * without the per-kernel events and waits, which a capture cannot hold)
+ * issued on the capturing stream; false with the kernel that failed. */
+static bool capture_launches(gpu_run *r) {
+    for (int i = 0; i < r->cg->n; i++) {
+        if (r->cg->k[i].source && !launch_kernel(r, i)) {
+            r->failed = i;
+            return false;
+        }
+        if (i == 0 && cg_runtime_mutant == CG_MUTANT_WAIT_WHILE_CAPTURING)   /* as LAZY's free or --sync would */
+            CU_CHECK(cu->cuStreamSynchronize(r->stream), r->why, sizeof r->why);
+    }
+    return true;
+fail:
+    return false;
+}
+
+/* The launches captured from the stream into a CUDA graph and
+ * instantiated, once. The capture is ended on every path, so the stream
+ * is usable (and the session closable); r->capturing stays set on a
+ * failure, for its message. */
+static bool graph_capture(gpu_run *r) {
+    size_t W = sizeof r->why;
+    CU_CHECK(cu->cuStreamBeginCapture_v2(r->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), r->why, W);
+    r->capturing = true;
+    bool ok = capture_launches(r);
+    CUgraph graph = NULL;
+    int rc = cu->cuStreamEndCapture(r->stream, &graph);
+    if (ok && rc != CUDA_SUCCESS) {
+        snprintf(r->why, W, "cuStreamEndCapture: %s (a call in the launch sequence cannot be captured)",
+                 mcir_cu_error(rc));
+        ok = false;
+    }
+    if (ok) {
+        rc = cu->cuGraphInstantiateWithFlags(&r->exec, graph, 0);
+        if (rc != CUDA_SUCCESS) {
+            snprintf(r->why, W, "cuGraphInstantiate: %s", mcir_cu_error(rc));
+            r->exec = NULL;
+            ok = false;
+        }
+    }
+    if (graph) cu->cuGraphDestroy(graph);   /* the instantiated copy is what replays */
+    if (ok) r->capturing = false;
+    return ok;
+fail:
+    return false;
+}
+
+/* One replay of the captured graph, timed like run_launch (two events,
+ * the host time to issue it), then waited for within the sum of the
+ * kernels' watchdog deadlines. The first step warms up before it
+ * captures: the launches run once as without graphs (what a library
+ * allocates on its first call is allocated outside the capture, and a
+ * fault there names its kernel), then are captured, then replayed. */
+static bool graph_launch(gpu_run *r) {
+    size_t W = sizeof r->why;
+    if (!r->exec) {
+        double t0 = now_s();
+        if (!run_launch(r) || !graph_capture(r)) return false;
+        r->capture_us = (now_s() - t0) * 1e6;
+        r->failed = r->completed = r->launched = -1;
+    }
+    CU_CHECK(cu->cuEventRecord(r->ev0, r->stream), r->why, W);
+    double t0 = now_s();
+    int rc = cu->cuGraphLaunch(r->exec, r->stream);
+    r->host_us = (now_s() - t0) * 1e6;
+    r->launched = r->cg->n - 1;
+    if (rc != CUDA_SUCCESS) {
+        r->fault = rc;
+        return false;
+    }
+    CU_CHECK(cu->cuEventRecord(r->ev1, r->stream), r->why, W);
+    double limit = 0, start = now_s();   /* the sum of its kernels' deadlines; 0: one has none */
+    for (int i = 0; i < r->cg->n; i++) {
+        if (!r->cg->k[i].source) continue;
+        if (r->deadline[i] <= 0) {
+            limit = 0;
+            break;
+        }
+        limit += r->deadline[i];
+    }
+    useconds_t nap = 20;
+    for (;;) {
+        rc = cu->cuEventQuery(r->ev1);
+        if (rc == CUDA_SUCCESS) break;
+        if (rc != CUDA_ERROR_NOT_READY) {
+            r->fault = rc;
+            return false;
+        }
+        if (limit > 0 && now_s() - start > limit) {
+            r->hung = true;
+            snprintf(r->why, W, "still running after %.1f s (the watchdog's deadline: %.1f s, the sum of its kernels')",
+                     now_s() - start, limit);
+            return false;
+        }
+        usleep(nap);
+        if (nap < 2000) nap *= 2;
+    }
+    r->completed = r->cg->n - 1;
     CU_CHECK(cu->cuEventElapsedTime(&r->ms, r->ev0, r->ev1), r->why, W);
     return true;
 fail:
@@ -736,6 +885,7 @@ fail:
 /* The run's driver resources: waits for the stream (wait), frees, unloads. */
 static void release_device(gpu_run *r, bool wait) {
     if (r->stream && wait) cu->cuStreamSynchronize(r->stream);
+    if (r->exec) cu->cuGraphExecDestroy(r->exec);   /* before what its calls name (handles, plans) */
     cg_cublas_close(r->blas);
     cg_cublaslt_close(r->blas_lt);
     for (int t = 0; r->owned && t < r->g->n_tensors; t++)
@@ -781,12 +931,15 @@ static void run_close(gpu_run *r) {
  * "KERNEL: error: KIND: WHAT"; false where there are none to report. */
 static bool report_findings(const gpu_run *r, mcir_diag *d) {
     const char *f = cu->emu_findings ? cu->emu_findings() : NULL;
-    if (r->failed < 0 || !f || !*f) return false;
-    const char *kernel = r->cg->k[r->failed].kp->name;
+    if ((r->failed < 0 && !r->exec) || !f || !*f) return false;
+    /* a replay's failure: the kernel is in the graph (rerun without graphs to name it) */
+    const char *kernel = r->failed >= 0 ? r->cg->k[r->failed].kp->name : "graph replay";
     for (const char *line = f; *line;) {
         const char *end = strchr(line, '\n');
         int len = end ? (int)(end - line) : (int)strlen(line);
-        if (len > 0) mcir_error(d, (mcir_loc){.path = kernel}, "%.*s", len, line);
+        if (len > 0)
+            mcir_error(d, (mcir_loc){.path = kernel}, "%.*s%s", len, line,
+                       r->capturing ? " (while capturing the CUDA graph)" : "");
         line += len + (end ? 1 : 0);
     }
     return true;
@@ -809,6 +962,11 @@ static void report_failure(const gpu_run *r, mcir_diag *d) {
     if (report_findings(r, d)) return;
     const mcir_loc graph = {.path = r->g->path};
     char lt[160];
+    if (r->hung && r->failed < 0) {
+        mcir_error(d, graph, "hang: the CUDA graph's replay is %s; the run is abandoned: rerun without graphs "
+                   "(no --graphs, MCIR_GPU_GRAPHS=0) to name the kernel", r->why);
+        return;
+    }
     if (r->hung) {
         const mcir_loc at = {.path = r->cg->k[r->failed].kp->name};
         double fixed = watchdog_seconds();
@@ -818,6 +976,11 @@ static void report_failure(const gpu_run *r, mcir_diag *d) {
                               : "10 s + 100 x its modelled time; --watchdog S or MCIR_GPU_WATCHDOG=S sets it, 0 waits "
                                 "forever",
                    launch_text(r, r->failed, lt, sizeof lt));
+        return;
+    }
+    if (r->fault && r->exec) {
+        mcir_error(d, graph, "GPU fault in the CUDA graph's replay: %s; rerun without graphs (no --graphs, "
+                   "MCIR_GPU_GRAPHS=0) and with --sync (MCIR_GPU_SYNC=1) to name the kernel", mcir_cu_error(r->fault));
         return;
     }
     if (r->fault) {
@@ -839,37 +1002,156 @@ static void report_failure(const gpu_run *r, mcir_diag *d) {
         return;
     }
     if (r->failed >= 0) {
-        mcir_error(d, (mcir_loc){.path = r->cg->k[r->failed].kp->name}, "launch failed: %s (%s)", r->why,
+        mcir_error(d, (mcir_loc){.path = r->cg->k[r->failed].kp->name}, "launch failed%s: %s (%s)",
+                   r->capturing ? " while capturing the CUDA graph" : "", r->why,
                    launch_text(r, r->failed, lt, sizeof lt));
         return;
     }
-    mcir_error(d, graph, "%s run failed: %s", cu->emulated ? "emulated" : "GPU", r->why);
+    mcir_error(d, graph, "%s run failed%s: %s", cu->emulated ? "emulated" : "GPU",
+               r->capturing ? " while capturing the CUDA graph" : "", r->why);
 }
 
-/* The run on driver table drv (the GPU's or the emulator's); bound as
- * mcir_gpu_run_bound's. */
-static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
-                       mcir_alloc_mode mode, mcir_gpu_stats *stats, mcir_diag *d) {
+/* ------------------------------------------------------------ sessions */
+
+struct mcir_gpu_session {
+    gpu_run r;
+    const mcir_cu_driver *drv;
+    bool broken;   /* a step failed: the device state is unknown, only close */
+    bool warned;   /* the library notes said (once, at the first good step) */
+    int steps;
+};
+
+static int opt_graphs = -1;   /* -1: MCIR_GPU_GRAPHS decides */
+
+void mcir_gpu_set_graphs(bool on) { opt_graphs = on; }
+
+/* Whether graphs were asked for: the session's option, else
+ * mcir_gpu_set_graphs, else MCIR_GPU_GRAPHS. */
+static bool graphs_wanted(int opt) {
+    if (opt >= 0) return opt;
+    if (opt_graphs >= 0) return opt_graphs;
+    const char *e = getenv("MCIR_GPU_GRAPHS");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+static mcir_gpu_session *session_open(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env,
+                                      const mcir_gpu_session_options *o, mcir_diag *d) {
     cu = drv;
     cg_blas_select(drv->blas);
-    gpu_run r = {.cg = cg, .p = cg->plan, .g = cg->plan->graph, .m = cg->mem, .mode = mode, .bound = bound,
-                 .failed = -1, .completed = -1, .launched = -1, .sync = sync_mode()};
-    if (mode == MCIR_ALLOC_POOL && !cg->mem) r.mode = MCIR_ALLOC_EAGER;   /* no arena plan: one per tensor */
-    bool ok = run_open(&r, d) && run_place(&r, env) && run_launch(&r) && run_copy_back(&r, env);
-    if (ok && stats) {
-        stats->elapsed_ms = r.ms;
-        stats->peak_device_bytes = r.peak;
-        stats->workspace_bytes = (int64_t)r.workspace_bytes;
-        stats->lt_fallbacks = r.lt_fallbacks;
+    mcir_gpu_session *s = calloc(1, sizeof *s);
+    MCIR_ASSERT(s != NULL);
+    s->drv = drv;
+    gpu_run *r = &s->r;
+    *r = (gpu_run){.cg = cg, .p = cg->plan, .g = cg->plan->graph, .m = cg->mem, .mode = o ? o->mode : MCIR_ALLOC_POOL,
+                   .failed = -1, .completed = -1, .launched = -1, .sync = sync_mode(),
+                   .graphs = graphs_wanted(o ? o->graphs : -1)};
+    if (r->mode == MCIR_ALLOC_POOL && !cg->mem) r->mode = MCIR_ALLOC_EAGER;   /* no arena plan: one per tensor */
+    const mcir_loc graph = {.path = cg->plan->graph->path};
+    if (r->graphs && (r->mode == MCIR_ALLOC_LAZY || r->sync)) {
+        /* LAZY frees between kernels and --sync waits after each: neither
+         * can be captured (a capture holds no allocation, free or wait) */
+        mcir_error(d, graph, "CUDA graphs need %s: %s cannot be captured (run without --graphs and MCIR_GPU_GRAPHS)",
+                   r->mode == MCIR_ALLOC_LAZY ? "the pool or eager allocation mode" : "asynchronous launches",
+                   r->mode == MCIR_ALLOC_LAZY ? "--alloc lazy's allocations and frees between the kernels"
+                                              : "--sync's wait after each kernel (MCIR_GPU_SYNC)");
+        free(s);
+        cg_blas_select(NULL);
+        return NULL;
     }
-    if (ok && r.blas_note[0]) mcir_warning(d, (mcir_loc){.path = cg->plan->graph->path}, "%s", r.blas_note);
-    if (ok && r.lt_fallbacks)
-        mcir_warning(d, (mcir_loc){.path = cg->plan->graph->path}, "%s%s", r.lt_note,
-                     r.lt_fallbacks > 1 ? " (the first of several such GEMMs)" : "");
-    if (stats) snprintf(stats->device_name, sizeof stats->device_name, "%s", r.device);
-    if (!ok) report_failure(&r, d);
-    run_close(&r);
+    if (!run_open(r, d) || !run_place(r, env)) {
+        report_failure(r, d);
+        run_close(r);
+        free(s);
+        cg_blas_select(NULL);
+        return NULL;
+    }
+    return s;
+}
+
+mcir_gpu_session *mcir_gpu_session_open(mcir_codegen *cg, mcir_env *env, const mcir_gpu_session_options *o,
+                                        mcir_diag *d) {
+    char why[256];
+    const mcir_cu_driver *drv = mcir_cu_load(why, sizeof why);
+    if (!drv) {
+        mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "cannot run on the GPU: %s", why);
+        return NULL;
+    }
+    return session_open(drv, cg, env, o, d);
+}
+
+mcir_gpu_session *mcir_emu_session_open(mcir_codegen *cg, mcir_env *env, const mcir_gpu_session_options *o,
+                                        mcir_diag *d) {
+    char why[256];
+    const char *arch = cg->plan->target ? cg->plan->target->name : MCIR_DEFAULT_ARCH;
+    const mcir_cu_driver *drv = mcir_emu_driver(arch, why, sizeof why);
+    if (!drv) {
+        mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "cannot run on the emulated device: %s", why);
+        return NULL;
+    }
+    return session_open(drv, cg, env, o, d);
+}
+
+bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *bound, mcir_gpu_stats *stats,
+                           mcir_diag *d) {
+    gpu_run *r = &s->r;
+    if (stats) memset(stats, 0, sizeof *stats);
+    const mcir_loc graph = {.path = r->g->path};
+    if (s->broken) {
+        mcir_error(d, graph, "the session's device failed at an earlier step: close it");
+        return false;
+    }
+    cu = s->drv;
+    cg_blas_select(s->drv->blas);
+    r->failed = r->completed = r->launched = -1;
+    r->fault = 0;
+    r->why[0] = 0;
+    r->ms = 0;
+    r->host_us = r->capture_us = 0;
+    bool ok = step_place(r, env, bound) && (r->graphs ? graph_launch(r) : run_launch(r)) && run_copy_back(r, env);
+    s->steps++;
+    if (ok && stats) {
+        stats->elapsed_ms = r->ms;
+        stats->peak_device_bytes = r->peak;
+        stats->workspace_bytes = (int64_t)r->workspace_bytes;
+        stats->lt_fallbacks = r->lt_fallbacks;
+        stats->host_us = r->host_us;
+        stats->capture_us = r->capture_us;
+        stats->graph = r->graphs;
+    }
+    if (ok && !s->warned && r->blas_note[0]) mcir_warning(d, graph, "%s", r->blas_note);
+    if (ok && !s->warned && r->lt_fallbacks)
+        mcir_warning(d, graph, "%s%s", r->lt_note, r->lt_fallbacks > 1 ? " (the first of several such GEMMs)" : "");
+    s->warned |= ok;
+    if (stats) snprintf(stats->device_name, sizeof stats->device_name, "%s", r->device);
+    if (!ok) {
+        report_failure(r, d);
+        s->broken = true;
+    }
     cg_blas_select(NULL);
+    return ok;
+}
+
+bool mcir_gpu_session_graphs(const mcir_gpu_session *s) { return s->r.graphs; }
+
+void mcir_gpu_session_close(mcir_gpu_session *s) {
+    if (!s) return;
+    cu = s->drv;
+    cg_blas_select(s->drv->blas);
+    run_close(&s->r);
+    cg_blas_select(NULL);
+    free(s);
+}
+
+/* One step of a session of its own (open, step, close) on driver table
+ * drv; bound as mcir_gpu_run_bound's. */
+static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
+                       mcir_alloc_mode mode, mcir_gpu_stats *stats, mcir_diag *d) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    const mcir_gpu_session_options o = {.mode = mode, .graphs = -1};
+    mcir_gpu_session *s = session_open(drv, cg, env, &o, d);
+    if (!s) return false;
+    bool ok = mcir_gpu_session_step(s, env, bound, stats, d);
+    mcir_gpu_session_close(s);
     return ok;
 }
 

@@ -14,10 +14,24 @@
  *         float *y = mcir_env_get(env, g->outputs[0]);
  *     }
  *
- * Invariants: a run is open → place → launch → copy back → close
- * (runtime.c); everything it allocates on the device or the host is
- * released on every path, and a failure is one diagnostic naming the
- * driver call, file and line.
+ * Repeated steps (a decode loop, a training step) open a session once and
+ * step it; with graphs on, the first step also captures the launches into
+ * a CUDA graph and every step replays it with one cuGraphLaunch:
+ *     mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = 1};
+ *     mcir_gpu_session *s = mcir_gpu_session_open(cg, env, &o, &d);
+ *     for (int step = 0; s && step < n; step++) {
+ *         mcir_env_set(env, x, next_input(step));       // new inputs each step
+ *         if (!mcir_gpu_session_step(s, env, NULL, &st, &d)) break;
+ *         use(mcir_env_get(env, g->outputs[0]));
+ *     }
+ *     mcir_gpu_session_close(s);
+ *
+ * Invariants: a session is open (context, modules, cuBLAS handles,
+ * workspace, arena, weights uploaded) → steps (inputs in, launch, outputs
+ * copied back) → close (runtime.c); mcir_gpu_run is one session of one
+ * step. Everything it allocates on the device or the host is released on
+ * every path, and a failure is one diagnostic naming the driver call, file
+ * and line.
  */
 #ifndef MCIR_RUNTIME_H
 #define MCIR_RUNTIME_H
@@ -43,6 +57,10 @@ typedef struct {
     char device_name[128];
     int64_t workspace_bytes;    /* cuBLASLt's workspace (part of the peak) */
     int lt_fallbacks;           /* GEMMs cuBLASLt had no algorithm for: the generated kernel ran them */
+    double host_us;             /* host time to issue the step's launches (per-step CPU overhead; on the
+                                 * emulator it includes the kernels, which run as they are issued) */
+    bool graph;                 /* the step ran as a CUDA graph (captured at the first step, replayed) */
+    double capture_us;          /* the first graph step: host time of its warm-up launches and the capture */
 } mcir_gpu_stats;
 
 /* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.
@@ -86,6 +104,54 @@ bool mcir_emu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
 bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, mcir_alloc_mode mode,
                         mcir_gpu_stats *stats, mcir_diag *d);
 
+/* A session: the plan opened once on a device and run step by step.
+ *
+ * Open loads the modules, makes the cuBLAS / cuBLASLt handles and their
+ * workspace, places the arena and uploads the weights (from env where it
+ * holds them, else their data, else seeded as mcir_gpu_run does). Each
+ * step places the graph inputs and outputs, fills the inputs (env's
+ * values, or env's seed), launches the plan and copies the outputs back
+ * into env — or, where bound[t->id] is nonzero, reads and writes the
+ * caller's device bytes as mcir_gpu_run_bound does (bound may change from
+ * step to step; NULL: none). A step that fails leaves the session able to
+ * close only.
+ *
+ * graphs (1 on, 0 off, -1: MCIR_GPU_GRAPHS=1 turns them on): the first
+ * step runs the launch sequence once as without graphs (a warm-up: the
+ * libraries allocate outside any capture, a fault names its kernel), then
+ * captures it (kernels, cuBLAS / cuBLASLt calls, split-KV merges,
+ * epilogues, tensor maps by value) into a CUDA graph
+ * (cuStreamBeginCapture / cuStreamEndCapture / cuGraphInstantiate), and
+ * every step, the first included, replays it with one cuGraphLaunch: the
+ * outputs are the replay's. The arena, the weights and the session's own
+ * input and output buffers never move, so nothing is re-bound between
+ * replays: each step copies its inputs into the same buffers first. A
+ * graph replays the grids and extents it captured. With graphs, bound tensors always go through the
+ * session's buffers (a device copy in before the replay, out after), so
+ * a caller may bind other addresses at every step with no re-capture.
+ * Graphs need the POOL or EAGER mode and no --sync (LAZY's frees and
+ * --sync's waits cannot be captured): open fails with one diagnostic
+ * saying so otherwise. A fault in a replay cannot name its kernel: rerun
+ * without graphs. mcir_gpu_run & co. are open + one step + close, graphs
+ * as mcir_gpu_set_graphs / MCIR_GPU_GRAPHS say. A session is used from one
+ * thread at a time. */
+typedef struct mcir_gpu_session mcir_gpu_session;
+typedef struct mcir_gpu_session_options {
+    mcir_alloc_mode mode;
+    int graphs;   /* 1 / 0 / -1: mcir_gpu_set_graphs, else MCIR_GPU_GRAPHS */
+} mcir_gpu_session_options;
+/* NULL with a diagnostic where the device or the plan cannot be opened. */
+mcir_gpu_session *mcir_gpu_session_open(mcir_codegen *cg, mcir_env *env, const mcir_gpu_session_options *o,
+                                        mcir_diag *d);
+/* The same session on the emulated device (mcir_emu_run's). */
+mcir_gpu_session *mcir_emu_session_open(mcir_codegen *cg, mcir_env *env, const mcir_gpu_session_options *o,
+                                        mcir_diag *d);
+bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *bound, mcir_gpu_stats *stats,
+                           mcir_diag *d);
+/* Whether the session's steps run as a CUDA graph. */
+bool mcir_gpu_session_graphs(const mcir_gpu_session *s);
+void mcir_gpu_session_close(mcir_gpu_session *s);
+
 /* Diagnostics of device runs (docs/cli.md, "When a GPU run fails"):
  * - sync: wait for each kernel before the next, so an asynchronous fault
  *   names the kernel it came from (mcirc --sync; MCIR_GPU_SYNC=1);
@@ -96,6 +162,10 @@ bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, 
  * Without a call, the environment variables decide. */
 void mcir_gpu_set_sync(bool on);
 void mcir_gpu_set_watchdog(double seconds);
+/* CUDA graphs for the runs that do not say (mcir_gpu_run & co., sessions
+ * opened with graphs -1): mcirc --graphs; without a call,
+ * MCIR_GPU_GRAPHS=1 turns them on. */
+void mcir_gpu_set_graphs(bool on);
 
 /* The checks run_open makes, for tests: whether a driver of version
  * `driver` (cuDriverGetVersion: 12040) can load what NVRTC `nvrtc`

@@ -24,7 +24,7 @@
 
 enum { EMU_HANDLE_MAGIC = 0x6d626c73 };
 
-typedef struct handle { int magic; } handle;
+typedef struct handle { int magic; void *stream; } handle;   /* stream: cublasSetStream's */
 typedef struct lt_desc { int transa, transb, epilogue, bias_type; const void *bias; } lt_desc;
 typedef struct lt_layout { int type; unsigned long long rows, cols; long long ld; } lt_layout;
 
@@ -144,6 +144,7 @@ static int create_handle(void **h) {
     handle *x = malloc(sizeof *x);
     if (!x) return 3;
     x->magic = EMU_HANDLE_MAGIC;
+    x->stream = NULL;
     *h = x;
     return 0;
 }
@@ -166,14 +167,14 @@ static int destroy(void *h) {
 }
 
 static int set_stream(void *h, void *s) {
-    (void)h;
-    (void)s;
+    if (!h || ((handle *)h)->magic != EMU_HANDLE_MAGIC) return MCIR_CUBLAS_STATUS_NOT_INITIALIZED;
+    ((handle *)h)->stream = s;
     return 0;
 }
 
 /* C[b] = alpha op(A[b]) op(B[b]) + beta C[b], column-major: op(A) m x k,
  * op(B) k x n, C m x n. */
-static int gemm_strided_batched_ex(void *h, int transa, int transb, int m, int n, int k, const void *alpha,
+static int gemm_run(void *h, int transa, int transb, int m, int n, int k, const void *alpha,
                                    const void *a, int a_type, int lda, long long stride_a, const void *b, int b_type,
                                    int ldb, long long stride_b, const void *beta, void *c, int c_type, int ldc,
                                    long long stride_c, int batch, int compute_type, int algo) {
@@ -228,6 +229,38 @@ static int gemm_strided_batched_ex(void *h, int transa, int transb, int m, int n
     free(fb);
     free(acc);
     return rc;
+}
+
+/* A call on a stream that is capturing (CUDA graphs): its arguments, the
+ * scalars by value (host pointer mode: cuBLAS reads them when called),
+ * recorded to run at each replay. */
+typedef struct gemm_args {
+    void *h;
+    int transa, transb, m, n, k;
+    float alpha, beta;
+    const void *a, *b;
+    void *c;
+    int a_type, lda, b_type, ldb, c_type, ldc, batch, compute_type, algo;
+    long long stride_a, stride_b, stride_c;
+} gemm_args;
+
+static int gemm_replay(const void *args) {
+    const gemm_args *x = args;
+    return gemm_run(x->h, x->transa, x->transb, x->m, x->n, x->k, &x->alpha, x->a, x->a_type, x->lda, x->stride_a,
+                    x->b, x->b_type, x->ldb, x->stride_b, &x->beta, x->c, x->c_type, x->ldc, x->stride_c, x->batch,
+                    x->compute_type, x->algo);
+}
+
+static int gemm_strided_batched_ex(void *h, int transa, int transb, int m, int n, int k, const void *alpha,
+                                   const void *a, int a_type, int lda, long long stride_a, const void *b, int b_type,
+                                   int ldb, long long stride_b, const void *beta, void *c, int c_type, int ldc,
+                                   long long stride_c, int batch, int compute_type, int algo) {
+    if (!h || ((handle *)h)->magic != EMU_HANDLE_MAGIC) return 1;   /* CUBLAS_STATUS_NOT_INITIALIZED */
+    gemm_args x = {h, transa, transb, m, n, k, *(const float *)alpha, *(const float *)beta, a, b, c, a_type, lda,
+                   b_type, ldb, c_type, ldc, batch, compute_type, algo, stride_a, stride_b, stride_c};
+    if (emu_dev_capture_call(((handle *)h)->stream, gemm_replay, &x, sizeof x)) return 0;
+    return gemm_run(h, transa, transb, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb, stride_b, beta, c,
+                    c_type, ldc, stride_c, batch, compute_type, algo);
 }
 
 /* ------------------------------------------------------------ cuBLASLt */
@@ -345,7 +378,7 @@ static float gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608f 
 
 /* D = epilogue(alpha op(A) op(B) + beta C), column-major layouts; the bias
  * (one value per row of D) is added before the activation. */
-static int lt_matmul(void *h, void *desc, const void *alpha, const void *a, void *a_layout, const void *b,
+static int lt_matmul_run(void *h, void *desc, const void *alpha, const void *a, void *a_layout, const void *b,
                      void *b_layout, const void *beta, const void *c, void *c_layout, void *d, void *d_layout,
                      const void *algo, void *workspace, size_t workspace_bytes, void *stream) {
     (void)stream;
@@ -460,6 +493,35 @@ static int lt_matmul(void *h, void *desc, const void *alpha, const void *a, void
     return rc;
 }
 
+
+/* cublasLtMatmul on a stream that is capturing: as gemm_args. */
+typedef struct lt_args {
+    void *h, *desc, *a_layout, *b_layout, *c_layout, *d, *d_layout, *workspace;
+    const void *a, *b, *c;
+    float alpha, beta;
+    unsigned long long algo[8];
+    bool has_algo;
+    size_t workspace_bytes;
+} lt_args;
+
+static int lt_replay(const void *args) {
+    const lt_args *x = args;
+    return lt_matmul_run(x->h, x->desc, &x->alpha, x->a, x->a_layout, x->b, x->b_layout, &x->beta, x->c,
+                         x->c_layout, x->d, x->d_layout, x->has_algo ? x->algo : NULL, x->workspace,
+                         x->workspace_bytes, NULL);
+}
+
+static int lt_matmul(void *h, void *desc, const void *alpha, const void *a, void *a_layout, const void *b,
+                     void *b_layout, const void *beta, const void *c, void *c_layout, void *d, void *d_layout,
+                     const void *algo, void *workspace, size_t workspace_bytes, void *stream) {
+    if (!h || ((handle *)h)->magic != EMU_HANDLE_MAGIC) return 1;
+    lt_args x = {h, desc, a_layout, b_layout, c_layout, d, d_layout, workspace, a, b, c, *(const float *)alpha,
+                 *(const float *)beta, {0}, algo != NULL, workspace_bytes};
+    if (algo) memcpy(x.algo, algo, sizeof x.algo);   /* cublasLtMatmulAlgo_t: 8 words */
+    if (emu_dev_capture_call(stream, lt_replay, &x, sizeof x)) return 0;
+    return lt_matmul_run(h, desc, alpha, a, a_layout, b, b_layout, beta, c, c_layout, d, d_layout, algo, workspace,
+                         workspace_bytes, stream);
+}
 
 const mcir_blas_api emu_blas_api = {
     .create = create,

@@ -86,7 +86,95 @@ static struct {
      * never completes */
     int sticky;
     bool hung;
+    struct emu_stream *capturing;   /* the stream in an active capture (global mode), or NULL */
+    mcir_emu_calls calls;
 } dev;
+
+/* ------------------------------------------------------ graph capture
+ *
+ * A stream in capture records what is issued on it — launches (with a
+ * copy of their parameter values), device copies and memsets, the library
+ * calls of emu/blas.c, and the runtime's namings of ranges (host state
+ * the findings and bounds read, re-applied at replay in order) — instead
+ * of running it. cuGraphInstantiate copies the record; cuGraphLaunch runs
+ * it on a stream with every check on. What a GPU refuses during a
+ * global-mode capture fails here too and invalidates the capture
+ * (cuStreamEndCapture: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): a wait on
+ * the capturing stream or an event, an allocation or free, a synchronous
+ * copy. */
+typedef enum { NODE_LAUNCH, NODE_NAME, NODE_COPY, NODE_MEMSET, NODE_CALL } emu_node_kind;
+
+typedef struct emu_node {
+    emu_node_kind kind;
+    struct emu_function *fn;   /* LAUNCH */
+    unsigned grid, block, smem;
+    unsigned char *values;     /* LAUNCH: the parameters' values, packed; CALL: the call's arguments */
+    size_t n_values;
+    CUdeviceptr dst, src;      /* COPY, MEMSET (src: the value), NAME (dst) */
+    size_t bytes;              /* COPY bytes, MEMSET words, NAME bytes */
+    char name[120];            /* NAME */
+    int (*call)(const void *args);   /* CALL */
+} emu_node;
+
+typedef struct emu_graph {
+    emu_node *nodes;
+    int n, cap;
+} emu_graph;
+
+typedef struct emu_stream {
+    int capture;   /* CU_STREAM_CAPTURE_STATUS_*: 0 none, 1 active, 2 invalidated */
+    emu_graph *graph;
+} emu_stream;
+
+enum { CAPTURE_NONE, CAPTURE_ACTIVE, CAPTURE_INVALIDATED, ERR_ILLEGAL_STATE = 401 };
+
+static emu_node *graph_add(emu_graph *g, emu_node_kind kind) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 32;
+        g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
+        MCIR_ASSERT(g->nodes != NULL);
+    }
+    emu_node *n = &g->nodes[g->n++];
+    memset(n, 0, sizeof *n);
+    n->kind = kind;
+    return n;
+}
+
+static void graph_free(emu_graph *g) {
+    for (int i = 0; g && i < g->n; i++) free(g->nodes[i].values);
+    if (g) free(g->nodes);
+    free(g);
+}
+
+/* A call that may not happen during a global-mode capture: the capture is
+ * invalidated and the call fails with rc (as on a GPU). 0 where no
+ * capture is active. */
+static CUresult capture_forbids(CUresult rc) {
+    if (!dev.capturing) return CUDA_SUCCESS;
+    dev.capturing->capture = CAPTURE_INVALIDATED;
+    return rc;
+}
+
+/* The stream's record where it is capturing (NULL otherwise; an
+ * invalidated capture records nothing more). */
+static emu_graph *recording(CUstream s) {
+    emu_stream *x = s;
+    return x && x->capture == CAPTURE_ACTIVE ? x->graph : NULL;
+}
+
+bool emu_dev_capture_call(void *stream, int (*call)(const void *args), const void *args, size_t size) {
+    dev.calls.library++;
+    emu_graph *g = recording(stream);
+    if (!g) return false;
+    emu_node *n = graph_add(g, NODE_CALL);
+    n->call = call;
+    n->values = malloc(size ? size : 1);
+    MCIR_ASSERT(n->values != NULL);
+    memcpy(n->values, args, size);
+    n->n_values = size;
+    dev.calls.captured++;
+    return true;
+}
 
 /* ------------------------------------------------------------- memory */
 
@@ -128,6 +216,12 @@ const char *emu_dev_name_of(uintptr_t p, uintptr_t *range_start, size_t *range_b
 }
 
 static void emu_name(CUdeviceptr p, size_t bytes, const char *name) {
+    if (dev.capturing && dev.capturing->capture == CAPTURE_ACTIVE) {   /* again at every replay, in order */
+        emu_node *n = graph_add(dev.capturing->graph, NODE_NAME);
+        n->dst = p;
+        n->bytes = bytes;
+        snprintf(n->name, sizeof n->name, "%s", name);
+    }
     for (int i = 0; i < dev.n_ranges; i++)   /* the same range named again: renamed, newest */
         if (dev.ranges[i].p == p && dev.ranges[i].bytes == bytes) {
             snprintf(dev.ranges[i].name, sizeof dev.ranges[i].name, "%s", name);
@@ -228,6 +322,7 @@ static CUresult e_ctx_set(CUcontext c) {
 static CUresult blocked(const char *call);
 
 static CUresult e_mem_alloc(CUdeviceptr *p, size_t bytes) {
+    if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     size_t rounded = (bytes + 255) / 256 * 256;
     if (rounded == 0) rounded = 256;
     if (dev.allocated + rounded > host_bytes() / 2) return ERR_OUT_OF_MEMORY;
@@ -250,6 +345,7 @@ static CUresult e_mem_alloc(CUdeviceptr *p, size_t bytes) {
 }
 
 static CUresult e_mem_free(CUdeviceptr p) {
+    if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     for (int i = 0; i < dev.n_allocs; i++)
         if ((uintptr_t)dev.allocs[i].base == p) {
             emu_mem m = dev.allocs[i];
@@ -275,6 +371,7 @@ static CUresult e_mem_info(size_t *free_b, size_t *total_b) {
 }
 
 static CUresult e_htod(CUdeviceptr dst, const void *src, size_t n) {
+    if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (dev.sticky) return dev.sticky;
     if (dev.hung) return blocked("cuMemcpyHtoD");
     size_t off;
@@ -286,6 +383,7 @@ static CUresult e_htod(CUdeviceptr dst, const void *src, size_t n) {
 }
 
 static CUresult e_dtoh(void *dst, CUdeviceptr src, size_t n) {
+    if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (dev.sticky) return dev.sticky;
     if (dev.hung) return blocked("cuMemcpyDtoH");
     size_t off;
@@ -296,21 +394,37 @@ static CUresult e_dtoh(void *dst, CUdeviceptr src, size_t n) {
 }
 
 static CUresult e_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-    (void)s;
     if (dev.sticky) return dev.sticky;
     size_t od, os;
     const emu_mem *md = emu_dev_find(dst, n, &od), *ms = emu_dev_find(src, n, &os);
     if (!md || !ms) return ERR_INVALID_VALUE;
+    emu_graph *g = recording(s);
+    if (g) {
+        emu_node *x = graph_add(g, NODE_COPY);
+        x->dst = dst;
+        x->src = src;
+        x->bytes = n;
+        dev.calls.captured++;
+        return CUDA_SUCCESS;
+    }
     memmove(md->base + od, ms->base + os, n);
     memmove(md->init + od, ms->init + os, n);
     return CUDA_SUCCESS;
 }
 
 static CUresult e_memset32(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
-    (void)s;
     size_t off;
     const emu_mem *m = emu_dev_find(dst, 4 * n, &off);
     if (!m || dst % 4) return ERR_INVALID_VALUE;
+    emu_graph *g = recording(s);
+    if (g) {
+        emu_node *x = graph_add(g, NODE_MEMSET);
+        x->dst = dst;
+        x->src = v;
+        x->bytes = n;
+        dev.calls.captured++;
+        return CUDA_SUCCESS;
+    }
     for (size_t i = 0; i < n; i++) memcpy(m->base + off + 4 * i, &v, 4);
     memset(m->init + off, 1, 4 * n);
     return CUDA_SUCCESS;
@@ -320,7 +434,7 @@ static CUresult e_memset32(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
  * stream orders nothing more; an event records when it was reached. */
 static CUresult e_stream_create(CUstream *s, unsigned flags) {
     (void)flags;
-    *s = malloc(1);
+    *s = calloc(1, sizeof(emu_stream));
     return *s ? CUDA_SUCCESS : ERR_OUT_OF_MEMORY;
 }
 /* A wait that would block forever on a GPU: the injected hang's launch
@@ -333,9 +447,15 @@ static CUresult blocked(const char *call) {
 }
 static CUresult e_stream_sync(CUstream s) {
     (void)s;
+    if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return dev.sticky ? dev.sticky : dev.hung ? blocked("cuStreamSynchronize") : CUDA_SUCCESS;
 }
 static CUresult e_stream_destroy(CUstream s) {
+    emu_stream *x = s;
+    if (x && x->capture) {   /* a capture never ended: its record goes with the stream */
+        if (dev.capturing == x) dev.capturing = NULL;
+        graph_free(x->graph);
+    }
     free(s);
     return CUDA_SUCCESS;
 }
@@ -362,10 +482,12 @@ static CUresult e_event_record(CUevent e, CUstream s) {
 }
 static CUresult e_event_query(CUevent e) {
     const emu_event *x = e;
+    if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return dev.sticky ? dev.sticky : x->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 static CUresult e_event_sync(CUevent e) {
     const emu_event *x = e;
+    if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return dev.sticky ? dev.sticky : x->pending ? blocked("cuEventSynchronize") : CUDA_SUCCESS;
 }
 static CUresult e_event_destroy(CUevent e) {
@@ -531,12 +653,76 @@ static CUresult e_func_attribute(CUfunction f, int attr, int value) {
  * value), d (a dimension's value, an i64), each followed by the element bytes — so the emulator knows the
  * buffers (named as the runtime named their ranges), which it writes, and
  * where 1-byte elements need the race shadow per byte. */
+/* The bytes of each parameter's value as the launcher's string says:
+ * r / w a pointer, m a tensor map (128 bytes), any other letter a value of
+ * as many bytes as its digit; 0 where the string is not understood. */
+static size_t param_bytes(const char *p) {
+    if (*p == 'r' || *p == 'w') return sizeof(CUdeviceptr);
+    if (*p == 'm') return 128;
+    return p[1] >= '1' && p[1] <= '9' ? (size_t)(p[1] - '0') : 0;
+}
+
+static CUresult launch_run(emu_function *fn, unsigned gx, unsigned bx, unsigned smem, void **params);
+
+/* A launch captured: the function, its configuration and a copy of its
+ * parameters' values (cuLaunchKernel copies them; a replay passes the
+ * copies). */
+static CUresult capture_launch(emu_graph *g, emu_function *fn, unsigned gx, unsigned bx, unsigned smem,
+                               void **params) {
+    size_t total = 0;
+    int n = 0;
+    for (const char *p = fn->params; *p; p += 2, n++) {
+        size_t b = param_bytes(p);
+        if (!b) {
+            emu_dev_finding("hang", "%s: cannot capture parameter %d ('%c%c' in its launcher's string)", fn->name, n,
+                            p[0], p[1]);
+            return ERR_INVALID_VALUE;
+        }
+        total += (b + 63) / 64 * 64;   /* each value 64-byte aligned, as a tensor map must be */
+    }
+    emu_node *x = graph_add(g, NODE_LAUNCH);
+    x->fn = fn;
+    x->grid = gx;
+    x->block = bx;
+    x->smem = smem;
+    x->values = aligned_alloc(64, total ? total : 64);
+    MCIR_ASSERT(x->values != NULL);
+    x->n_values = total;
+    size_t at = 0;
+    n = 0;
+    for (const char *p = fn->params; *p; p += 2, n++) {
+        memcpy(x->values + at, params[n], param_bytes(p));
+        at += (param_bytes(p) + 63) / 64 * 64;
+    }
+    dev.calls.captured++;
+    return CUDA_SUCCESS;
+}
+
 static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                          unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
-    (void)s;
     emu_function *fn = f;
+    dev.calls.launch_kernel++;
     emu_dev_clear_findings();
     if (dev.sticky) return dev.sticky;   /* a context with an error runs nothing more */
+    if (extra || gy != 1 || gz != 1 || by != 1 || bz != 1 || gx == 0 || bx == 0 || bx > 1024) {
+        emu_dev_finding("hang", "%s: a launch of %ux%ux%u blocks of %ux%ux%u threads (the emulator runs 1-D grids "
+                        "and blocks of at most 1024 threads)", fn->name, gx, gy, gz, bx, by, bz);
+        return ERR_INVALID_VALUE;
+    }
+    if ((int64_t)smem > fn->max_dynamic_smem) {
+        emu_dev_finding("out-of-bounds", "%s: %u bytes of dynamic shared memory, the function allows %d "
+                        "(cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES)", fn->name, smem, fn->max_dynamic_smem);
+        return ERR_LAUNCH_OUT_OF_RESOURCES;
+    }
+    emu_graph *g = recording(s);
+    if (g) return capture_launch(g, fn, gx, bx, smem, params);
+    return launch_run(fn, gx, bx, smem, params);
+}
+
+/* A launch's run: every block (or the capped grid) with the device's
+ * checks, its record in the log. */
+static CUresult launch_run(emu_function *fn, unsigned gx, unsigned bx, unsigned smem, void **params) {
+    if (dev.sticky) return dev.sticky;
     if (dev.hung) return CUDA_SUCCESS;   /* queued behind the launch that never completes */
     /* injected failures, as a GPU shows them: the launch returns at once;
      * a fault is seen by the next call that waits (the sticky error), a
@@ -551,16 +737,6 @@ static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     if (fault) {
         dev.sticky = ERR_ILLEGAL_ADDRESS;
         return CUDA_SUCCESS;
-    }
-    if (extra || gy != 1 || gz != 1 || by != 1 || bz != 1 || gx == 0 || bx == 0 || bx > 1024) {
-        emu_dev_finding("hang", "%s: a launch of %ux%ux%u blocks of %ux%ux%u threads (the emulator runs 1-D grids "
-                        "and blocks of at most 1024 threads)", fn->name, gx, gy, gz, bx, by, bz);
-        return ERR_INVALID_VALUE;
-    }
-    if ((int64_t)smem > fn->max_dynamic_smem) {
-        emu_dev_finding("out-of-bounds", "%s: %u bytes of dynamic shared memory, the function allows %d "
-                        "(cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES)", fn->name, smem, fn->max_dynamic_smem);
-        return ERR_LAUNCH_OUT_OF_RESOURCES;
     }
     enum { MAX_ARGS = 64 };
     void *args[MAX_ARGS];
@@ -638,6 +814,100 @@ static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     return CUDA_SUCCESS;
 }
 
+/* cuStreamBeginCapture_v2 ... cuGraphDestroy: see "graph capture" above. */
+static CUresult e_begin_capture(CUstream s, int mode) {
+    emu_stream *x = s;
+    if (!x || x->capture || dev.capturing || mode != CU_STREAM_CAPTURE_MODE_GLOBAL) return ERR_ILLEGAL_STATE;
+    x->graph = calloc(1, sizeof *x->graph);
+    MCIR_ASSERT(x->graph != NULL);
+    x->capture = CAPTURE_ACTIVE;
+    dev.capturing = x;
+    dev.calls.begin_capture++;
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_end_capture(CUstream s, CUgraph *graph) {
+    emu_stream *x = s;
+    *graph = NULL;
+    if (!x || !x->capture) return ERR_ILLEGAL_STATE;
+    bool valid = x->capture == CAPTURE_ACTIVE;
+    x->capture = CAPTURE_NONE;
+    if (dev.capturing == x) dev.capturing = NULL;
+    if (!valid) {
+        graph_free(x->graph);
+        x->graph = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *graph = x->graph;
+    x->graph = NULL;
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
+    const emu_graph *g = graph;
+    *exec = NULL;
+    if (!g || flags) return ERR_INVALID_VALUE;
+    emu_graph *copy = calloc(1, sizeof *copy);
+    MCIR_ASSERT(copy != NULL);
+    for (int i = 0; i < g->n; i++) {
+        emu_node *n = graph_add(copy, g->nodes[i].kind);
+        *n = g->nodes[i];
+        if (n->values) {
+            n->values = aligned_alloc(64, (n->n_values + 63) / 64 * 64 + 64);
+            MCIR_ASSERT(n->values != NULL);
+            memcpy(n->values, g->nodes[i].values, g->nodes[i].n_values);
+        }
+    }
+    dev.calls.instantiate++;
+    *exec = copy;
+    return CUDA_SUCCESS;
+}
+
+/* The record in order on the stream; the first node that fails ends the
+ * replay with its error (and its findings). */
+static CUresult e_graph_launch(CUgraphExec exec, CUstream s) {
+    const emu_graph *g = exec;
+    if (!g) return ERR_INVALID_VALUE;
+    if (recording(s)) return ERR_ILLEGAL_STATE;   /* child graphs: not modelled */
+    dev.calls.graph_launch++;
+    emu_dev_clear_findings();
+    if (dev.sticky) return dev.sticky;
+    for (int i = 0; i < g->n; i++) {
+        const emu_node *n = &g->nodes[i];
+        CUresult rc = CUDA_SUCCESS;
+        switch (n->kind) {
+        case NODE_NAME: emu_name(n->dst, n->bytes, n->name); break;
+        case NODE_COPY: rc = e_dtod(n->dst, n->src, n->bytes, NULL); break;
+        case NODE_MEMSET: rc = e_memset32(n->dst, (unsigned)n->src, n->bytes, NULL); break;
+        case NODE_CALL: rc = dev.hung ? 0 : n->call(n->values) ? ERR_LAUNCH_FAILED : CUDA_SUCCESS; break;
+        case NODE_LAUNCH: {
+            enum { MAX_PARAMS = 64 };
+            void *params[MAX_PARAMS];
+            size_t at = 0;
+            int k = 0;
+            for (const char *p = n->fn->params; *p && k < MAX_PARAMS; p += 2, k++) {
+                params[k] = n->values + at;
+                at += (param_bytes(p) + 63) / 64 * 64;
+            }
+            rc = launch_run(n->fn, n->grid, n->block, n->smem, params);
+            break;
+        }
+        }
+        if (rc != CUDA_SUCCESS) return rc;
+    }
+    return dev.sticky;
+}
+
+static CUresult e_graph_exec_destroy(CUgraphExec exec) {
+    graph_free(exec);
+    return CUDA_SUCCESS;
+}
+
+static CUresult e_graph_destroy(CUgraph graph) {
+    graph_free(graph);
+    return CUDA_SUCCESS;
+}
+
 static CUresult e_tensor_map(void *map, int dtype, unsigned rank, void *base, const unsigned long long *dims,
                              const unsigned long long *strides, const unsigned *box, const unsigned *elem_strides,
                              int interleave, int swizzle, int l2promotion, int oobfill) {
@@ -693,6 +963,12 @@ static mcir_cu_driver table = {
     .cuEventQuery = e_event_query,
     .cuEventDestroy_v2 = e_event_destroy,
     .cuEventElapsedTime = e_event_elapsed,
+    .cuStreamBeginCapture_v2 = e_begin_capture,
+    .cuStreamEndCapture = e_end_capture,
+    .cuGraphInstantiateWithFlags = e_graph_instantiate,
+    .cuGraphLaunch = e_graph_launch,
+    .cuGraphExecDestroy = e_graph_exec_destroy,
+    .cuGraphDestroy = e_graph_destroy,
     .cuGetErrorString = e_error_string,
     .cuTensorMapEncodeTiled = e_tensor_map,
     .emulated = "emu",
@@ -761,6 +1037,11 @@ int mcir_emu_launches(const mcir_emu_launch_record **records) {
     return dev.n_log;
 }
 
-void mcir_emu_reset_launches(void) { dev.n_log = 0; }
+void mcir_emu_reset_launches(void) {
+    dev.n_log = 0;
+    memset(&dev.calls, 0, sizeof dev.calls);
+}
+
+void mcir_emu_call_counts(mcir_emu_calls *out) { *out = dev.calls; }
 
 void mcir_emu_set_max_blocks(unsigned max_blocks) { dev.max_blocks = max_blocks; }

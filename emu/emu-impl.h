@@ -32,6 +32,12 @@ void emu_dev_clear_findings(void);
 int emu_dev_sticky(void);
 bool emu_dev_hung(void);
 
+/* A library call issued on a stream that is capturing: `size` bytes of
+ * its arguments are copied into the capture, and call(copy) runs at each
+ * replay (nonzero: it failed); false where the stream is not capturing
+ * (run the call now). */
+bool emu_dev_capture_call(void *stream, int (*call)(const void *args), const void *args, size_t size);
+
 extern const mcir_blas_api emu_blas_api;
 
 /* The embedded emulator header (emu/cuda_emu.h) and its hash. */

@@ -23,7 +23,9 @@
  * cuBLASLt are host reference GEMMs that honour exactly the arguments they
  * are given (emu/blas.c). What it does not model: timing, caches, the
  * asynchrony of a real GPU (a fault is reported at its launch, not later),
- * 2-D / 3-D grids and blocks (every mcir template launches 1-D).
+ * 2-D / 3-D grids and blocks (every mcir template launches 1-D). Stream
+ * capture and CUDA graphs are modelled as one recorded sequence per stream
+ * (launches, device copies, memsets, library calls), replayed in order.
  *
  * Invariants: one emulated device per process, created on the first call
  * with the target whose compute capability it reports; everything it
@@ -69,7 +71,19 @@ typedef struct mcir_emu_launch_record {
     int findings[4];   /* out-of-bounds, race, uninitialised, hang */
 } mcir_emu_launch_record;
 int mcir_emu_launches(const mcir_emu_launch_record **records);
+/* Forgets the launches and the call counts below. */
 void mcir_emu_reset_launches(void);
+
+/* The driver calls since the last reset (tests of CUDA graphs): calls of
+ * cuLaunchKernel and of the cuBLAS / cuBLASLt GEMMs (each recorded, not
+ * run, while its stream captures), what captures recorded (launches,
+ * copies, memsets, library calls), cuStreamBeginCapture,
+ * cuGraphInstantiate and cuGraphLaunch. A replay's kernels are in the
+ * launch log above, not in launch_kernel. */
+typedef struct mcir_emu_calls {
+    long launch_kernel, library, captured, begin_capture, instantiate, graph_launch;
+} mcir_emu_calls;
+void mcir_emu_call_counts(mcir_emu_calls *out);
 
 /* How many times the emulated cuBLASLt chose an algorithm
  * (cublasLtMatmulAlgoGetHeuristic) and ran a matmul, since the process

@@ -56,6 +56,8 @@ static const char usage_text[] =
     "  --alloc pool|lazy|eager  GPU allocation: the planned arena (default),\n"
     "                       allocate at first / free at last use, or all up front\n"
     "  --sync               wait for every kernel, so a GPU fault names its kernel\n"
+    "  --graphs             run the kernels as a CUDA graph (captured, then replayed;\n"
+    "                       pool or eager allocation, not with --sync)\n"
     "  --watchdog S         a kernel running longer than S seconds is a hang\n"
     "                       (exit 3; default 10 s + 100x its modelled time; 0: none)\n"
     "  --input NAME=FILE    a graph input from a .npy file (repeatable)\n"
@@ -420,7 +422,8 @@ static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out)
     fprintf(out, "  run      %s, %.3f s",
             c->ran_on_gpu ? c->gpu_stats.device_name : "cpu reference", c->run_seconds);
     if (c->ran_on_gpu)   /* scripts/gpu-check.sh compares the --alloc modes by this */
-        fprintf(out, ", peak %" PRId64 " device bytes", c->gpu_stats.peak_device_bytes);
+        fprintf(out, ", peak %" PRId64 " device bytes%s", c->gpu_stats.peak_device_bytes,
+                c->gpu_stats.graph ? ", as a CUDA graph" : "");
     const mcir_graph *run = mcir_compilation_run_graph(c);
     if (run->n_dims) {
         char b[256];
@@ -694,6 +697,8 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
             }
         } else if (!strcmp(a, "--sync")) {
             mcir_gpu_set_sync(true);
+        } else if (!strcmp(a, "--graphs")) {
+            mcir_gpu_set_graphs(true);
         } else if (is_opt(a, "--watchdog")) {
             VALUE("--watchdog");
             char *end;

@@ -20,7 +20,8 @@
 #     the CPU reference, in the pool, lazy and eager allocation modes and
 #     once more without cuBLAS (one line per mode, read off its log);
 #   - every example through `mcirc --run --device gpu` (pool, lazy, eager,
-#     and pool with MCIR_NO_CUBLAS=1) against `mcirc --run --device cpu`:
+#     pool with MCIR_NO_CUBLAS=1, and pool as a CUDA graph: --graphs)
+#     against `mcirc --run --device cpu`:
 #     every output .npy compared by bin/mcir-compare (max |gpu-cpu| /
 #     max |cpu| within 1e-3 for f32, 2e-2 for f16/bf16);
 #   - peak device bytes per example: lazy <= eager, and pool <= lazy up to
@@ -243,12 +244,13 @@ check_example() {   # E: cpu reference, gpu in 4 ways, compare, peak bytes
     result "30-peak-$e" FAIL "peak $e: no runs"
     return
   fi
-  local ways=(pool lazy eager nocublas) w bad=() worst="" outs f
+  local ways=(pool lazy eager nocublas graphs) w bad=() worst="" outs f
   for w in "${ways[@]}"; do
-    local alloc=$w env=()
+    local alloc=$w env=() extra=()
     [ "$w" = nocublas ] && alloc=pool env=(MCIR_NO_CUBLAS=1)
+    [ "$w" = graphs ] && alloc=pool extra=(--graphs)
     t=$(tmo 300)
-    env "${env[@]}" timeout "$t" "$mcirc" --run --device "$device" --alloc "$alloc" -o "$dir/gpu-$w" \
+    env "${env[@]}" timeout "$t" "$mcirc" --run --device "$device" --alloc "$alloc" "${extra[@]}" -o "$dir/gpu-$w" \
         "${in[@]}" "$g" >"$dir/gpu-$w.log" 2>&1
     rc=$?
     if ((rc != 0)); then
@@ -266,7 +268,7 @@ check_example() {   # E: cpu reference, gpu in 4 ways, compare, peak bytes
   done
   worst=$(sed -n 's/.*max rel err \([^ ]*\).*/\1/p' "$dir"/compare-*.log 2>/dev/null | sort -g | tail -1)
   if ((${#bad[@]} == 0)); then
-    result "20-ex-$e" PASS "example $e: $device pool/lazy/eager/no-cuBLAS match cpu (worst rel err ${worst:-?}, $((SECONDS - t0)) s)"
+    result "20-ex-$e" PASS "example $e: $device pool/lazy/eager/no-cuBLAS/graphs match cpu (worst rel err ${worst:-?}, $((SECONDS - t0)) s)"
   else
     result "20-ex-$e" FAIL "example $e: $(printf '%s; ' "${bad[@]}")logs: $dir"
   fi

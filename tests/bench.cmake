@@ -29,3 +29,13 @@ add_test(NAME gpu_run_without_gpu
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu_run_test.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}
                  ${CMAKE_CURRENT_BINARY_DIR}/gpu-run)
 set_tests_properties(gpu_run_without_gpu PROPERTIES TIMEOUT 300)
+# bench_steps' dry run (bench/steps_dry_run_test.cmake): sessions with and
+# without CUDA graphs on the emulated device; a replayed step is one
+# cuGraphLaunch.
+if(TARGET bench_steps)
+  add_test(NAME bench_steps_dry_run
+    COMMAND ${CMAKE_COMMAND} -DBENCH=$<TARGET_FILE:bench_steps>
+            -P ${PROJECT_SOURCE_DIR}/bench/steps_dry_run_test.cmake)
+  set_tests_properties(bench_steps_dry_run PROPERTIES TIMEOUT 600
+    ENVIRONMENT "MCIR_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache-bench-test")
+endif()

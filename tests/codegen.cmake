@@ -37,6 +37,10 @@ if(TARGET mcir_pipeline)
   mcir_check_test(test_emu_device SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_emu_device.c
                   LIBS mcir_pipeline mcir_codegen_testutil)
   set_tests_properties(test_emu_device PROPERTIES TIMEOUT 900)
+  # Sessions and CUDA graphs (capture once, replay) on the emulated device.
+  mcir_check_test(test_graphs SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_graphs.c
+                  LIBS mcir_pipeline mcir_codegen_testutil)
+  set_tests_properties(test_graphs PROPERTIES TIMEOUT 600)
 endif()
 # Every example and golden graph through mcirc --run --device emu --verify
 # (tests/emu_examples.sh: the three allocation modes; a subset in pool mode

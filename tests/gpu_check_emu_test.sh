@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_check_emu_test.sh BUILD_DIR: scripts/gpu-check.sh's own logic on the
 # emulated device — every example it is given run by mcirc --run --device
-# emu in the pool, lazy, eager and no-cuBLAS ways against --device cpu, the
+# emu in the pool, lazy, eager, no-cuBLAS and CUDA-graph ways against --device cpu, the
 # peak ordering pool <= lazy <= eager, the summary and exit status — and
 # that its comparisons can fail (MCIR_GPU_CHECK_COMPARE=false: exit 1, a
 # FAIL line per example).
@@ -19,7 +19,7 @@ rc=$?
 cat "$work/ok.out"
 ((rc == 0)) || bad "gpu-check --device emu exited $rc"
 for e in ${examples//,/ }; do
-  grep -q "^PASS example $e: emu pool/lazy/eager/no-cuBLAS match cpu" "$work/ok.out" || bad "no PASS line for example $e"
+  grep -q "^PASS example $e: emu pool/lazy/eager/no-cuBLAS/graphs match cpu" "$work/ok.out" || bad "no PASS line for example $e"
   grep -q "^PASS peak $e: pool [0-9]* <= lazy [0-9]* .* <= eager [0-9]* bytes" "$work/ok.out" || bad "no peak line for $e"
 done
 grep -q '^0 failed\|, 0 failed' "$work/ok.out" || grep -q ' 0 failed' "$work/ok.out" || bad "the summary counts failures"

@@ -9,7 +9,9 @@
  * masks, head dims 80 and 256; wide norms; conv/pool; matmul epilogues).
  * Outputs must match: max |gpu - cpu| / max(|cpu|) within 1e-3 for f32,
  * 2e-2 for f16/bf16. Out of device memory must fail with what was asked
- * and what was free. Exits 77 where no GPU / driver is present.
+ * and what was free. Sessions with CUDA graphs (captured at the first
+ * step, replayed with new inputs) match the CPU at every step. Exits 77
+ * where no GPU / driver is present.
  */
 #include <check.h>
 #include <dirent.h>
@@ -307,6 +309,75 @@ START_TEST(test_template_edge_cases_match_cpu) {
 }
 END_TEST
 
+/* Sessions with CUDA graphs (runtime.h): the first step captures, the
+ * next replay with new inputs each step (seeded per step: finite, varied);
+ * every step's outputs match the CPU, with graphs and without. The graphs:
+ * the sm_90a attention (tensor maps by value), a cuBLASLt matmul with its
+ * epilogue and a SwiGLU prologue, the norms, and the decode example
+ * (split-KV merge). */
+static bool check_graph_steps(mcir_graph *g, const char *what) {
+    mcir_diag d = mcir_diag_stderr();
+    planned pl = plan_graph(g, &d);
+    ck_assert_ptr_nonnull(pl.plan);
+    mcir_codegen *cg = mcir_codegen_new(pl.plan, pl.mem, &d);
+    ck_assert_msg(cg != NULL, "%s: codegen failed", what);
+    bool ok = true;
+    for (int graphs = 1; graphs >= 0 && ok; graphs--) {
+        mcir_env *gpu = mcir_env_new(g, 7);
+        mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = graphs};
+        mcir_gpu_session *s = mcir_gpu_session_open(cg, gpu, &o, &d);
+        ok = s != NULL;
+        for (int step = 0; ok && step < 3; step++) {
+            mcir_env *cpu = mcir_env_new(g, 7);
+            for (int i = 0; i < g->n_inputs; i++) {
+                float *v = malloc(sizeof(float) * (size_t)mcir_tensor_numel(g->inputs[i]));
+                mcir_fill_seeded(g->inputs[i], (uint64_t)(11 + 5 * step + i), v);
+                mcir_env_set(cpu, g->inputs[i], v);
+                mcir_env_set(gpu, g->inputs[i], v);
+                free(v);
+            }
+            ck_assert(mcir_interp_run(g, cpu, &d));
+            mcir_gpu_stats st;
+            char label[200];
+            snprintf(label, sizeof label, "%s [%s, step %d]", what, graphs ? "graph" : "launches", step);
+            if (!mcir_gpu_session_step(s, gpu, NULL, &st, &d)) {
+                fprintf(stderr, "%s: GPU step failed\n", label);
+                ok = false;
+            } else {
+                fprintf(stderr, "%s on %s: %.3f ms, host %.1f us\n", label, st.device_name, st.elapsed_ms,
+                        st.host_us);
+                ok = st.graph == (graphs == 1) && outputs_match(g, cpu, gpu, label);
+            }
+            mcir_env_free(cpu);
+        }
+        mcir_gpu_session_close(s);
+        mcir_env_free(gpu);
+    }
+    mcir_codegen_free(cg);
+    planned_free(&pl);
+    return ok;
+}
+
+START_TEST(test_graph_sessions_match_cpu) {
+    static const char *const names[] = {"att90_causal", "mm_swiglu", "norm16"};
+    int failed = 0;
+    for (size_t i = 0; i < sizeof EDGE / sizeof *EDGE; i++) {
+        mcir_graph *g = cgt_graph(EDGE[i]);
+        for (size_t j = 0; j < sizeof names / sizeof *names; j++)
+            if (!strcmp(g->name, names[j]) && !check_graph_steps(g, g->name)) failed++;
+        mcir_graph_free(g);
+    }
+    char path[1200];
+    snprintf(path, sizeof path, "%s/examples/gpt2_decode/graph.json", test_source_dir());
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g = mcir_graph_read_json(path, &d);
+    ck_assert_msg(g != NULL, "cannot read %s", path);
+    if (!check_graph_steps(g, "gpt2_decode")) failed++;
+    mcir_graph_free(g);
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 /* More device memory than any GPU has, from small inputs: 129 chained
  * intermediates of 2 GiB each (2^29 f32 elements, the most one tensor may
  * hold), all allocated up front in eager mode by a plan that fuses
@@ -357,6 +428,7 @@ int main(void) {
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_template_edge_cases_match_cpu);
     tcase_add_test(tc, test_out_of_device_memory_reports_sizes);
+    tcase_add_test(tc, test_graph_sessions_match_cpu);
     tcase_add_test(tc, test_examples_match_cpu);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/runtime.h"
 #include "mcirc/pipeline.h"
 #include "python/capi/mcir_capi.h"
 #include "rewrites/rewrites.h"
@@ -23,6 +24,8 @@ struct mcir_capi {
     int status;
     char *errors;          /* diagnostics of the last call */
     char *artifact;        /* the last artifact asked for */
+    mcir_gpu_session *session;   /* the device runs': open from the first to the handle's end */
+    bool session_emulated;       /* on the emulated device */
 };
 
 #define CAPI_VERSION 4
@@ -109,10 +112,35 @@ mcir_capi *mcir_capi_compile(const char *graph_json, const char *name, int n_wei
 
 void mcir_capi_free(mcir_capi *h) {
     if (!h) return;
+    mcir_gpu_session_close(h->session);   /* before the kernels it runs */
     mcir_compilation_free(&h->c);
     free(h->errors);
     free(h->artifact);
     free(h);
+}
+
+/* One step of the handle's session on the GPU or the emulated device
+ * (codegen/runtime.h): opened at the first device run and kept, so the
+ * modules, cuBLAS handles, arena and weights stay on the device between
+ * calls (and, with MCIR_GPU_GRAPHS=1, later calls replay a CUDA graph); a
+ * session of the other device, or one whose step failed, is closed and
+ * the next run opens a new one. */
+static bool device_step(mcir_capi *h, bool emulated, mcir_env *env, const uint64_t *bound, mcir_diag *d) {
+    if (h->session && h->session_emulated != emulated) {
+        mcir_gpu_session_close(h->session);
+        h->session = NULL;
+    }
+    if (!h->session) {
+        const mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = -1};
+        h->session = emulated ? mcir_emu_session_open(h->c.codegen, env, &o, d)
+                              : mcir_gpu_session_open(h->c.codegen, env, &o, d);
+        h->session_emulated = emulated;
+        if (!h->session) return false;
+    }
+    if (mcir_gpu_session_step(h->session, env, bound, &h->c.gpu_stats, d)) return true;
+    mcir_gpu_session_close(h->session);
+    h->session = NULL;
+    return false;
 }
 
 /* Counts of the summary: nodes before, after, kernels, applied rewrites. */
@@ -128,7 +156,8 @@ void mcir_capi_counts(const mcir_capi *h, int *nodes_before, int *nodes_after, i
  * memory the caller owns (torch CUDA tensors on device 0): inputs by name,
  * at device addresses in_ptrs (in_bytes long, storage dtype, C order),
  * outputs in graph output order at out_ptrs (out_bytes long); nothing is
- * copied through the host (mcir_gpu_run_bound). Needs MCIR_CAPI_PTX at
+ * copied through the host (a step of the handle's session, bound as
+ * mcir_gpu_run_bound's). Needs MCIR_CAPI_PTX at
  * compile time. 0 on success. */
 int mcir_capi_run_device(mcir_capi *h, int n_inputs, const char *const *names,
                          const unsigned long long *in_ptrs, const long long *in_bytes,
@@ -179,8 +208,7 @@ int mcir_capi_run_device(mcir_capi *h, int n_inputs, const char *const *names,
     }
     if (!st) {
         mcir_env *env = mcir_env_new(g, 0);
-        if (!mcir_gpu_run_bound(c->codegen, env, bound, MCIR_ALLOC_POOL, &c->gpu_stats, d))
-            st = MCIR_EXIT_TOOLCHAIN;
+        if (!device_step(h, false, env, bound, d)) st = MCIR_EXIT_TOOLCHAIN;
         mcir_env_free(env);
     }
     free(bound);
@@ -262,7 +290,7 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
         if (!c->codegen) {
             if (!c->plan) mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'emu': the graph has no kernel plan");
             st = MCIR_EXIT_TOOLCHAIN;
-        } else if (!mcir_emu_run(c->codegen, env, MCIR_ALLOC_POOL, &c->gpu_stats, d)) {
+        } else if (!device_step(h, true, env, NULL, d)) {
             st = MCIR_EXIT_TOOLCHAIN;
         }
     } else if (!st && gpu) {
@@ -271,7 +299,7 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
             mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'gpu': %s",
                        c->codegen ? why : "compile with ptx=True first");
             st = MCIR_EXIT_TOOLCHAIN;
-        } else if (!mcir_gpu_run(c->codegen, env, MCIR_ALLOC_POOL, &c->gpu_stats, d)) {
+        } else if (!device_step(h, false, env, NULL, d)) {
             st = MCIR_EXIT_TOOLCHAIN;
         }
     } else if (!st && !mcir_interp_run(g, env, d)) {

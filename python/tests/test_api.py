@@ -156,6 +156,26 @@ class Api(unittest.TestCase):
         self.assertLess(rel_err(y, ref), 1e-3)
         self.assertLess(rel_err(c(x.numpy(), device="emu"), ref), 1e-3)   # numpy in, numpy out
 
+    @unittest.skipUnless(shutil.which(os.environ.get("CXX", "c++")), "no host C++ compiler")
+    def test_emu_session_sees_each_calls_inputs(self):
+        # the compiled object keeps one session: calls after the first only
+        # launch, with MCIR_GPU_GRAPHS=1 they replay one CUDA graph; each
+        # call's output is its own inputs'
+        m = models.GPT2Block(d=32, heads=2, seq=16).eval()
+        os.environ["MCIR_GPU_GRAPHS"] = "1"
+        try:
+            c = mcir.compile(mcir.capture(m, (torch.randn(2, 16, 32),)))
+            outs = []
+            for _ in range(3):
+                x = torch.randn(2, 16, 32)
+                with torch.no_grad():
+                    ref = m(x)
+                outs.append(c(x, device="emu"))
+                self.assertLess(rel_err(outs[-1], ref), 1e-3)
+            self.assertGreater(rel_err(outs[1], outs[2]), 1e-2)   # not the last call's output again
+        finally:
+            del os.environ["MCIR_GPU_GRAPHS"]
+
     @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU and torch with CUDA")
     def test_gpu_takes_cuda_tensors(self):
         # device pointers straight to mcir's runtime: outputs are CUDA tensors
