@@ -5,7 +5,8 @@
  * laid it out (mcir_gemm_sm90_layout: tiles, consumer groups, stages).
  *
  * A and B are read by the Tensor Memory Accelerator through two tensor
- * maps (columns, rows, batch; 128-byte swizzle) that the runtime encodes
+ * maps (columns, rows, batch; 128-byte swizzle; A stored [K, M] and B
+ * stored [K, N] are read MN-major, wgmma's transpose bits) that the runtime encodes
  * from the kernel's tensor-map descriptions and passes as
  * __grid_constant__ CUtensorMap parameters after the pointers. An operand
  * shared by every batch has extent 1 in its batch dim and is read at
@@ -79,8 +80,12 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     }
     const bool bf16 = l.a->dtype == MCIR_DTYPE_BF16;
     k->n_tmaps = l.n_a + 1;
-    for (int i = 0; i < l.n_a; i++)
-        map_of(l.a_in[i], ap[i], l.m, l.k, l.a_batched ? l.batch : 1, 64, l.a_width[i], l.a_col0[i], &k->tmaps[i]);
+    if (l.trans_a)   /* A [K, M]: boxes of 64 m-columns x 64 k-rows (MN-major; no prologue) */
+        map_of(l.a_in[0], ap[0], l.k, l.m, l.a_batched ? l.batch : 1, 64, l.m, 0, &k->tmaps[0]);
+    else             /* A [M, K] (each leaf of a prologue alike): boxes of 64 k-columns x 64 m-rows */
+        for (int i = 0; i < l.n_a; i++)
+            map_of(l.a_in[i], ap[i], l.m, l.k, l.a_batched ? l.batch : 1, 64, l.a_width[i], l.a_col0[i],
+                   &k->tmaps[i]);
     if (l.trans_b)   /* B [N, K]: one box of BN rows of 64 k-columns */
         map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, l.k, 0, &k->tmaps[l.n_a]);
     else             /* B [K, N]: boxes of 64 n-columns x 64 k-rows */
@@ -116,10 +121,11 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_printf(&b,
                  "#define GM_M %lldLL\n#define GM_N %lldLL\n#define GM_K %lldLL\n#define GM_BATCH %lldLL\n"
                  "#define GM_BN %lld\n#define GM_CWG %d\n#define GM_STAGES %d\n#define GM_TILES_M %lldLL\n"
-                 "#define GM_TILES_N %lldLL\n#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
+                 "#define GM_TILES_N %lldLL\n#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_A %d\n"
+                 "#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
                  "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n",
                  (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, (long long)l.bn, l.consumers,
-                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, (long long)l.group_m, bf16, l.trans_b, l.a_batched, l.b_batched,
+                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, (long long)l.group_m, bf16, l.trans_a, l.trans_b, l.a_batched, l.b_batched,
                  l.producer_regs, l.consumer_regs);
     cg_sb_printf(&b, "#define GM_NA %d\n#define GM_PROLOGUE %d\n", l.n_a, l.prologue);
     if (l.prologue)   /* A's element j in group c's boxes of a stage: acc carries (stage, c) */
@@ -143,8 +149,9 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                          "    const int s = __float_as_int(code) & 0xffff;\n"
                          "    return (const unsigned short*)(smem + (s >> 3) * %lld + (k * %d + (s & 7)) * 8192);\n}\n",
                      (long long)((l.n_a * l.bm + l.bn) * l.bk * 2), l.consumers);
-    /* B from shared memory K-major when stored [N, K], else MN-major */
-    cg_emit_wgmma(&b, "gm_wgmma", (int)l.bn, false, bf16, !l.trans_b);
+    /* A from shared memory K-major when stored [M, K], else (tnspA) MN-major;
+     * B K-major when stored [N, K], else MN-major */
+    cg_emit_wgmma(&b, "gm_wgmma", (int)l.bn, false, bf16, l.trans_a, !l.trans_b);
     cg_sb_puts(&b, mcir_tpl_gemm_sm90);
     cg_emit_signature(&b, kp, l.threads);
     size_t len = b.len;

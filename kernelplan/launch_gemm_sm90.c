@@ -1,8 +1,8 @@
 /*
  * launch_gemm_sm90.c — the launch model of the sm_90a GEMM template
  * (launch_gemm_sm90.h). The rules are what the TMA and wgmma need: f16 /
- * bf16 operands stored as the template reads them (A row-major [m, k], B
- * [k, n] or, transposed, [n, k]), rows of a multiple of 16 bytes, one
+ * bf16 operands stored as the template reads them (A [m, k] or, transposed,
+ * [k, m]; B [k, n] or, transposed, [n, k]), rows of a multiple of 16 bytes, one
  * batch stride per operand (or none: shared by every batch).
  */
 #include <stdio.h>
@@ -208,12 +208,11 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
         return false;
     }
     const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
-    bool ta = false, tb = mcir_node_bool(n, "transpose_b");
+    bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
     if (A->rank < 2 || B->rank < 2 || C->rank < 2) no = "a rank-1 operand";
     else if (!is_half(A->dtype) || A->dtype != B->dtype) no = "operands not both f16 or both bf16";
-    else if (mcir_node_bool(n, "transpose_a")) no = "A transposed (an MN-major A is not in the template yet)";
-    else if ((l->a = stored_operand(k, A, &ta)) && ta)
-        no = "A is read through a transpose (an MN-major A is not in the template yet)";
+    else if (!(l->a = stored_operand(k, A, &ta)) && ta)
+        no = "A transposed and computed by a prologue (a prologue reads A's leaves K-major only)";
     else if (!l->a && (!prologue_inputs(k, A, A, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
         no = "A is not read as stored nor computed elementwise from at most 2 stored tensors of its shape and "
              "dtype (a view, a broadcast or a transpose computes it)";
@@ -230,10 +229,13 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
         l->prologue = true;
         l->a = l->a_leaf[0];
     }
+    /* ta: A stored [k, m] (the node's transpose_a xor a folded transpose) */
+    l->trans_a = ta;
     l->trans_b = tb;
-    l->m = A->shape[A->rank - 2];
-    l->k = A->shape[A->rank - 1];
-    if (!l->prologue) l->a_width[0] = l->k;
+    const bool node_ta = mcir_node_bool(n, "transpose_a");
+    l->m = A->shape[A->rank - (node_ta ? 1 : 2)];
+    l->k = A->shape[A->rank - (node_ta ? 2 : 1)];
+    if (!l->prologue) l->a_width[0] = ta ? l->m : l->k;
     l->n = C->shape[C->rank - 1];
     int64_t mn = l->m * l->n;
     l->batch = mn > 0 ? mcir_tensor_numel(C) / mn : 1;
@@ -242,7 +244,7 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     if (l->m < 1 || l->n < 1 || l->k < 1 || l->batch < 1) no = "an empty product";
     else if (ab < 0 || bb < 0) no = "an operand's batch dims are neither C's nor absent";
     else if (l->m >= lim || l->n >= lim || l->k >= lim || l->batch >= lim) no = "a dimension past 2^31";
-    else if ((l->k * 2) % 16 != 0) no = "A's rows are not a multiple of 16 bytes (the TMA's stride unit)";
+    else if (((ta ? l->m : l->k) * 2) % 16 != 0) no = "A's rows are not a multiple of 16 bytes (the TMA's stride unit)";
     else if (((tb ? l->k : l->n) * 2) % 16 != 0) no = "B's rows are not a multiple of 16 bytes (the TMA's stride unit)";
     if (no) {
         if (why) *why = no;
@@ -381,7 +383,7 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
     ti->registers_estimate = l.registers;
     ti->reason = mcir_arena_printf(
         a,
-        "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, %sB %s: "
+        "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, %sA %s, B %s: "
         "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
         "by a producer warp group%s: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
         "on %lld blocks of %d threads (%.2f waves), tiles in groups of %lld M-tile%s (a wave touches %.1f MiB "
@@ -392,7 +394,8 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s (loaded by the TMA, "
                                           "combined in shared memory by the consumers), ", l.n_a, l.n_a > 1 ? "s" : "")
                    : "",
-        l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])", (long long)l.bm, l.consumers,
+        l.trans_a ? "MN-major ([K, M])" : "K-major ([M, K])", l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])",
+        (long long)l.bm, l.consumers,
         l.consumers > 1 ? "s" : "",
         l.consumer_regs > 0 ? mcir_arena_printf(a, ", setmaxnreg %d / producer %d", l.consumer_regs, l.producer_regs) : "",
         (long long)l.bn, l.stages, l.tma_store ? mcir_arena_printf(a, ", %lld KiB of output boxes", (long long)(l.o_bytes / 1024)) : "",

@@ -36,6 +36,7 @@ typedef struct mcir_gemm_sm90 {
     bool prologue;
     int prologue_ops;        /* the region's nodes computing A */
     const mcir_node *prologue_node[16];
+    bool trans_a;            /* A stored [k, m] (MN-major for wgmma: tnspA), else [m, k] (K-major) */
     bool trans_b;            /* B stored [n, k] (K-major for wgmma), else [k, n] (MN-major) */
     bool a_batched, b_batched;  /* an operand per batch (else one shared by every batch) */
     int64_t bm, bn, bk;      /* bm = 64 x consumers, bn in 64, 128, 256, bk = 64 */

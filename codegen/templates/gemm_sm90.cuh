@@ -6,13 +6,15 @@
 //   GM_BN columns per work item, GM_CWG consumer warp groups of 64 rows
 //   each (GM_BM = 64 GM_CWG rows), GM_STAGES stages of the A/B ring,
 //   GM_TILES_M / GM_TILES_N, GM_GROUP_M (the tile order's band of M
-//   tiles: gm_item_of), GM_BF16, GM_TRANS_B (B stored [N, K]: K-major
+//   tiles: gm_item_of), GM_BF16, GM_TRANS_A (A stored [K, M]: MN-major
+//   for wgmma, its transpose bit; else [M, K]: K-major; never with
+//   GM_PROLOGUE), GM_TRANS_B (B stored [N, K]: K-major
 //   for wgmma; else [K, N]: MN-major), GM_A_BATCHED / GM_B_BATCHED (the
 //   operand's map steps over the batch; else every batch reads the same
 //   matrix), GM_PRODUCER_REGS / GM_CONSUMER_REGS (setmaxnreg where two
 //   consumer groups need more than 384 threads' even share; else 0);
 //   gm_wgmma(d, da, db, scale_d): wgmma.mma_async m64n<GM_BN>k16, both
-//     operands in shared memory, A K-major, B as GM_TRANS_B says;
+//     operands in shared memory, A as GM_TRANS_A says, B as GM_TRANS_B;
 //   mm_store(b, m, n, acc, MC_ARGS): the fused epilogue storing output
 //     element (b, m, n) from its f32 accumulator;
 //   GM_TMA_STORE (the output, one f16 / bf16 write with 16-byte rows,
@@ -60,7 +62,9 @@
 // Before the block exits it waits for the stores' writes.
 
 #define GM_BM (64 * GM_CWG)
-#define GM_ABOX (64 * 128)            // one 64-row, 64-column A box (128-byte rows), bytes
+// one A box of 64 rows of 128 bytes: A [M, K]: 64 m-rows of 64 k-columns;
+// A [K, M] (GM_TRANS_A): 64 k-rows of 64 m-columns (a consumer group's 64 rows)
+#define GM_ABOX (64 * 128)
 #define GM_A_BYTES (GM_NA * GM_CWG * GM_ABOX)   // input p's box for group g at (p GM_CWG + g) GM_ABOX
 #if GM_TRANS_B
 #define GM_BBOX (GM_BN * 128)         // B [N, K]: one box of BN rows of 64 k-columns
@@ -102,17 +106,24 @@ __device__ __forceinline__ gm_item gm_item_of(i64 t) {
     return it;
 }
 
-// One K step's wgmmas: 64 k-columns, four k16 steps (32 bytes each inside
-// the 128-byte swizzled rows); the first step of an item overwrites D.
+// One K step's wgmmas: 64 k-columns, four k16 steps (K-major: 32 bytes
+// each inside the 128-byte swizzled rows; MN-major: 16 of the 128-byte
+// k-rows each, 8-row groups 1024 bytes apart, the next 64 m- or n-columns
+// a box further); the first step of an item overwrites D.
 __device__ __forceinline__ void gm_issue(float* d, u32 a_at, u32 b_at, int first) {
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
+#if GM_TRANS_A
+        const u64 da = mc_desc_sw128(a_at + kk * 16 * 128, GM_ABOX, 1024);
+#else
+        const u64 da = mc_desc_sw128(a_at + kk * 32, 16, 1024);
+#endif
 #if GM_TRANS_B
         const u64 db = mc_desc_sw128(b_at + kk * 32, 16, 1024);
 #else
         const u64 db = mc_desc_sw128(b_at + kk * 16 * 128, GM_BBOX, 1024);
 #endif
-        gm_wgmma(d, mc_desc_sw128(a_at + kk * 32, 16, 1024), db, !(first && kk == 0));
+        gm_wgmma(d, da, db, !(first && kk == 0));
     }
     mc_wgmma_commit();
 }
@@ -193,6 +204,13 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             for (int s = 0; s < ksteps; s++) {
                 u64* bar = mc_ring_acquire(ring, st, GM_STAGE);
                 unsigned char* sp = smem + st.stage * GM_STAGE;
+#if GM_TRANS_A
+                ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns
+                for (int g = 0; g < GM_CWG; g++) {
+                    ca[0] = it.m0 + 64 * g;
+                    mc_tma_load(sp + g * GM_ABOX, ta[0], ca, bar);
+                }
+#else
                 ca[0] = 64 * s;
 #pragma unroll
                 for (int p = 0; p < GM_NA; p++)
@@ -200,6 +218,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                         ca[1] = it.m0 + 64 * g;
                         mc_tma_load(sp + (p * GM_CWG + g) * GM_ABOX, ta[p], ca, bar);
                     }
+#endif
 #if GM_TRANS_B
                 cb[0] = 64 * s;
                 cb[1] = it.n0;
