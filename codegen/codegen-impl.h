@@ -96,8 +96,14 @@ typedef struct cg_emitter {
     bool ok;
     /* by tensor id, optional: k + 1 where the tensor's value is element i
      * of box k of a staged tile, `mc_ld_<dt>(gm_box(acc, k), i)` (the
-     * sm_90a GEMM's prologue: acc carries the stage and consumer group) */
+     * sm_90a GEMM's prologue: acc carries the stage and consumer group);
+     * -1 where it is a row vector staged for the K step,
+     * `mc_ld_<dt>(gm_vbox(acc), i)` (i: its element, the box's column) */
     const int *box_leaf;
+    /* with box_leaf: index i is row * K + column of the box element (so
+     * that a row vector's broadcast index is its column), and a box leaf
+     * reads element gm_box_elem(i) */
+    bool box_rows;
 } cg_emitter;
 
 void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,

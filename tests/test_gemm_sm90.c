@@ -9,7 +9,8 @@
  *    MN-major, wgmma's transpose bit for A), A shared by a batch of B —
  *    whatever the epilogue, and names what rules it out otherwise (f32,
  *    rows not a multiple of 16 bytes, an A stored [K, M] included, an A
- *    that a broadcast computes); sm_80 keeps its template;
+ *    that a broadcast along K computes, a row vector over K < 64 columns);
+ *    sm_80 keeps its template;
  *  - every kernel of the sweep compiles with NVRTC for sm_90a with
  *    wgmma.mma_async and cp.async.bulk.tensor, no spills, no ptxas
  *    advisory, registers within 10 % of the plan's estimate, and no
@@ -17,10 +18,13 @@
  *    epilogue's operands: zero for a product with nothing to read after);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 60 shapes matches the reference interpreter: partial tiles in
+ *    each of 65 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
- *    prologues combined in shared memory, A stored [K, M] (MN-major);
+ *    prologues combined in shared memory, prologues with a row vector of K
+ *    elements broadcast over the rows (a norm's weight [K], a scale per
+ *    column [1, K], SwiGLU times a norm's weight), A stored [K, M]
+ *    (MN-major);
  *  - the work items' order: products whose B does not fit half the L2
  *    walk bands of several M tiles (the reason says "tiles in groups of G
  *    M-tiles"; those kernels compile clean too), the rest row-major; the
@@ -33,8 +37,10 @@
  *  - a consumer that reads a stage before its mbarrier completes (the
  *    ring wait removed from the generated kernel) is an emulator finding;
  *    so is an output box written with no fence.proxy.async before its
- *    TMA store; an A stored [K, M] read without wgmma's transpose bit for
- *    A gives wrong products.
+ *    TMA store; so is a ring whose transaction count leaves out a
+ *    prologue's row vector box (the stage never completes: a hang); an A
+ *    stored [K, M] read without wgmma's transpose bit for A gives wrong
+ *    products.
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
  */
 #include <check.h>
@@ -73,7 +79,8 @@ typedef struct shape {
     bool tb;             /* transpose_b */
     enum b_form bf;
     const char *epi;     /* none, bias, bias_gelu, gelu_tanh, relu, residual, scale, tanh, sigmoid, silu, f32, bias_relu_f32 */
-    int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu) */
+    int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu),
+                          * 4 g * gamma (a weight [K]), 5 gamma * g (an input [1, K]), 6 silu(g) * u * gamma [K] */
     enum a_form af;      /* how x is stored and read (no prologue) */
 } shape;
 
@@ -150,6 +157,12 @@ static const shape SHAPES[] = {
     {"ta_folded_b2", "bf16", {2, 0}, 136, 128, 64, true, B_WEIGHT, "residual", 0, A_FOLDED},
     {"ta_folded_n256", "f16", {0}, 192, 512, 80, false, B_WEIGHT, "bias", 0, A_FOLDED},
     {"ta_folded_trans", "bf16", {0}, 70, 64, 64, false, B_WEIGHT, "none", 0, A_FOLDED_TRANS},
+    /* A = x * gamma, gamma a row vector of K elements (a norm's weight, a scale per column) */
+    {"norm_w", "bf16", {0}, 200, 136, 136, false, B_WEIGHT, "none", 4, A_PLAIN},
+    {"norm_w_b2_tb", "f16", {2, 0}, 100, 72, 200, true, B_WEIGHT, "bias", 4, A_PLAIN},
+    {"col_scale_m40", "f16", {0}, 40, 64, 64, false, B_WEIGHT, "relu", 5, A_PLAIN},
+    {"col_scale_b2x2", "bf16", {2, 2}, 72, 64, 128, true, B_WEIGHT, "none", 5, A_PLAIN},
+    {"swiglu_norm_w", "bf16", {0}, 130, 96, 72, false, B_WEIGHT, "residual", 6, A_PLAIN},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -245,7 +258,7 @@ static char *gemm_graph(const shape *s) {
     /* the prologue's inputs and nodes (x computed), or x itself */
     char xin[512], pro[512] = "";
     static const char *const pn[] = {"g", "u"};
-    int np = s->pro == 0 ? 0 : s->pro == 2 ? 1 : 2, w2 = 0;
+    int np = s->pro == 0 ? 0 : s->pro == 2 || s->pro == 4 || s->pro == 5 ? 1 : 2, w2 = 0;
     char gush[64];
     if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", s->m, 2 * s->k);
     else dims_of(s, gush, sizeof gush, s->m, 2 * s->k);
@@ -268,6 +281,20 @@ static char *gemm_graph(const shape *s) {
     else if (s->pro == 2)
         snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"scale\",\"inputs\":[\"g\"],\"outputs\":[\"x\"],"
                                   "\"attrs\":{\"value\":0.5}},");
+    else if (s->pro == 4 || s->pro == 6)   /* a norm's weight gamma [K] over the rows */
+        snprintf(pro, sizeof pro, "%s{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"%s\",\"gamma\"],\"outputs\":[\"x\"]},",
+                 s->pro == 6 ? "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
+                               "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"su\"]},"
+                             : "",
+                 s->pro == 6 ? "su" : "g");
+    else if (s->pro == 5)   /* a scale per column, an input [1, K] */
+        snprintf(pro, sizeof pro, "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"gamma\",\"g\"],\"outputs\":[\"x\"]},");
+    if (s->pro == 4 || s->pro == 6)
+        snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%d]}",
+                 w[0] ? "," : "", s->dt, s->k);
+    else if (s->pro == 5)
+        snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[1,%d]}",
+                 s->dt, s->k);
     snprintf(js, 8192,
              "{\"mcir\":1,\"name\":\"%s\",\"inputs\":[%s%s],"
              "\"weights\":[%s],\"nodes\":[%s%s],\"outputs\":[\"%s\"]}",
@@ -353,12 +380,18 @@ START_TEST(test_plan_picks_sm90_gemm) {
          "\"dtype\":\"f16\",\"shape\":[64,100]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
          "[\"y\"]}],\"outputs\":[\"y\"]}",
          "B's rows are not a multiple of 16 bytes"},
-        /* a norm's scale: A = x * gamma[K] broadcasts gamma over the rows */
+        /* a scale per row: A = x * s[M, 1] broadcasts s over the columns */
         {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,128]}],\"weights\":[{\"name\":"
-         "\"gamma\",\"dtype\":\"bf16\",\"shape\":[128]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
-         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"a\"]},"
+         "\"s\",\"dtype\":\"bf16\",\"shape\":[64,1]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"s\"],\"outputs\":[\"a\"]},"
          "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
          "nor computed elementwise from at most 2 stored tensors of its shape"},
+        /* a norm's weight over K < 64 columns (its box column is not A's index modulo K) */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,32]}],\"weights\":[{\"name\":"
+         "\"gamma\",\"dtype\":\"bf16\",\"shape\":[32]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[32,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
+         "one stored vector of its K >= 64 elements"},
     };
     for (int i = 0; i < (int)(sizeof no / sizeof *no); i++) {
         mcir_compilation c;
@@ -672,6 +705,27 @@ START_TEST(test_dropped_tnsp_a_is_wrong) {
 }
 END_TEST
 
+/* The ring's transaction count without the row vector's box: the stage
+ * completes with the vector's bytes unaccounted (a prologue x * gamma) */
+static void drop_vector_bytes(char *src) {
+    const char *what = "GM_STAGE + GM_NV * GM_VBOX";
+    char *w = strstr(src, what);
+    ck_assert_msg(w, "the ring's transaction count moved: update the mutation");
+    memset(w + strlen("GM_STAGE"), ' ', strlen(what) - strlen("GM_STAGE"));
+}
+
+START_TEST(test_dropped_vector_bytes_is_found) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_vec", "bf16", {0}, 128, 64, 192, false, B_WEIGHT, "none", 4, A_PLAIN};
+    cgt_emu_result r = run_emulated(&s, drop_vector_bytes);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_HANG] + r.findings[EMU_FIND_RACE], 0);
+}
+END_TEST
+
 int main(void) {
     if (!test_tempdir("sm90gemm", work_dir, sizeof work_dir)) return 1;
     char cache[256];
@@ -689,6 +743,7 @@ int main(void) {
     tcase_add_test(tc, test_dropped_proxy_fence_is_found);
     tcase_add_test(tc, test_dropped_output_fence_is_found);
     tcase_add_test(tc, test_dropped_tnsp_a_is_wrong);
+    tcase_add_test(tc, test_dropped_vector_bytes_is_found);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);

@@ -24,11 +24,17 @@
 //     `to` (columns, rows, batch; 128-byte swizzle, boxes of 64 x 64);
 //   GM_NA boxes read for A per consumer group (1: A itself); with
 //     GM_PROLOGUE, gm_a_value(stage, c, j, MC_ARGS): element j of consumer
-//     group c's A box computed from element j of each box of the stage,
-//     and gm_a_store(v): its storage bits.
+//     group c's A box computed from element j of each box of the stage
+//     and, GM_NV 1, from the stage's vector box (a row vector of K
+//     elements broadcast along A's rows: a norm's weight; its 64 elements
+//     of the K step, by the element's column), and gm_a_store(v): its
+//     storage bits.
 // What it promises: A and B are read only by the TMA (5-D maps: columns,
 // rows, batch; 128-byte swizzle, boxes of 64 columns; rows and columns
-// past the tensor arrive as zeros), each tile of a work item once; every
+// past the tensor arrive as zeros), each tile of a work item once, and so
+// is a prologue's row vector (an unswizzled box of 64 elements per K
+// step, into GM_VBOX bytes per stage after the ring and the output
+// boxes); every
 // output element (b, m < M, n < N) is stored once: by the thread whose
 // accumulator holds it, or (GM_TMA_STORE) by a TMA store of the 64 x 64
 // box holding it (rows and columns past the tensor clipped by the TMA).
@@ -77,6 +83,9 @@
 #define GM_STAGE (GM_A_BYTES + GM_B_BYTES)
 #define GM_OBOX (64 * 128)            // one 64 x 64 box of the output, bytes
 #define GM_OBAR 3                     // named barrier 3 + c: group c's output box is written
+#define GM_VBOX (64 * 2)              // a row vector's 64 elements of a K step, bytes
+// the stages' vector boxes: after the ring and the output boxes
+#define GM_VEC_AT (GM_STAGES * GM_STAGE + (GM_TMA_STORE ? GM_CWG * 2 * GM_OBOX : 0))
 
 // Work item t: batch b, first row m0, first column n0. The L2-aware
 // (grouped) order: a batch's M tiles in bands of GM_GROUP_M (the last band
@@ -174,14 +183,15 @@ __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, in
 }
 #endif
 
-__device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const CUtensorMap* tb, const CUtensorMap* to,
-                                             MC_PARAMS) {
+__device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const CUtensorMap* tv, const CUtensorMap* tb,
+                                             const CUtensorMap* to, MC_PARAMS) {
     MC_DYNAMIC_SMEM(mc_smem_raw);
     __shared__ __align__(8) mc_ring<GM_STAGES> ring;
     // the swizzle follows shared-address bits: tiles start 1024-aligned
     unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     (void)to;
+    (void)tv;
     const i64 n_items = (i64)GM_BATCH * GM_TILES_M * GM_TILES_N;
     const int ksteps = (int)((GM_K + 63) / 64);
     if (threadIdx.x == 0) {
@@ -202,7 +212,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             int ca[5] = {0, 0, GM_A_BATCHED ? (int)it.b : 0, 0, 0};
             int cb[5] = {0, 0, GM_B_BATCHED ? (int)it.b : 0, 0, 0};
             for (int s = 0; s < ksteps; s++) {
-                u64* bar = mc_ring_acquire(ring, st, GM_STAGE);
+                u64* bar = mc_ring_acquire(ring, st, GM_STAGE + GM_NV * GM_VBOX);
                 unsigned char* sp = smem + st.stage * GM_STAGE;
 #if GM_TRANS_A
                 ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns
@@ -218,6 +228,10 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                         ca[1] = it.m0 + 64 * g;
                         mc_tma_load(sp + (p * GM_CWG + g) * GM_ABOX, ta[p], ca, bar);
                     }
+#if GM_NV
+                const int cv[5] = {64 * s, 0, 0, 0, 0};
+                mc_tma_load(smem + GM_VEC_AT + st.stage * GM_VBOX, tv, cv, bar);
+#endif
 #endif
 #if GM_TRANS_B
                 cb[0] = 64 * s;
