@@ -171,16 +171,15 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                          "    const int s = __float_as_int(code) & 0xffff;\n"
                          "    return (const unsigned short*)(smem + (s >> 3) * %lld + (k * %d + (s & 7)) * 8192);\n}\n",
                      (long long)((l.n_a * l.bm + l.bn) * l.bk * 2), l.consumers);
-    if (l.n_v)   /* the stage's vector box, after the ring and the output boxes */
-        cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code) {\n"
-                         "    MC_DYNAMIC_SMEM(mc_smem_raw);\n"
-                         "    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);\n"
-                         "    return (const unsigned short*)(smem + %lld + ((__float_as_int(code) & 0xffff) >> 3) * 128);\n}\n",
-                     (long long)(l.stages * (l.n_a * l.bm + l.bn) * l.bk * 2 + l.o_bytes));
     /* A from shared memory K-major when stored [M, K], else (tnspA) MN-major;
      * B K-major when stored [N, K], else MN-major */
     cg_emit_wgmma(&b, "gm_wgmma", (int)l.bn, false, bf16, l.trans_a, !l.trans_b);
     cg_sb_puts(&b, mcir_tpl_gemm_sm90);
+    if (l.n_v)   /* the stage's vector box (GM_VEC_AT: after the ring and the output boxes) */
+        cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code) {\n"
+                       "    MC_DYNAMIC_SMEM(mc_smem_raw);\n"
+                       "    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);\n"
+                       "    return (const unsigned short*)(smem + GM_VEC_AT + ((__float_as_int(code) & 0xffff) >> 3) * GM_VBOX);\n}\n");
     cg_emit_signature(&b, kp, l.threads);
     size_t len = b.len;
     MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
