@@ -146,8 +146,14 @@ typedef struct cg_emitter {
     bool ok;
     /* by tensor id, optional: k + 1 where the tensor's value is element i
      * of box k of a staged tile, `mc_ld_<dt>(gm_box(acc, k), i)` (the
-     * sm_90a GEMM's prologue: acc carries the stage and consumer group) */
+     * sm_90a GEMM's prologue: acc carries the stage and consumer group);
+     * -1 where it is a row vector staged for the K step,
+     * `mc_ld_<dt>(gm_vbox(acc), i)` (i: its element, the box's column) */
     const int *box_leaf;
+    /* with box_leaf: index i is row * K + column of the box element (so
+     * that a row vector's broadcast index is its column), and a box leaf
+     * reads element gm_box_elem(i) */
+    bool box_rows;
 } cg_emitter;
 
 void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,
@@ -294,9 +300,9 @@ void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int 
 /* The planner gave attention kernel kp the sm_90a path (tiling dim "wg"). */
 bool cg_attention_sm90_planned(const mcir_kernel_plan *kp);
 /* The wgmma.mma_async wrapper NAME (tpl_attention_sm90.c; the sm_90a GEMM
- * uses it too): m64n<n>k16, A from registers (rs) or shared memory, B
- * K-major or (tnsp_b) MN-major. */
-void cg_emit_wgmma(cg_sb *b, const char *name, int n, bool rs, bool bf16, bool tnsp_b);
+ * uses it too): m64n<n>k16, A from registers (rs) or shared memory
+ * (K-major or, tnsp_a, MN-major), B K-major or (tnsp_b) MN-major. */
+void cg_emit_wgmma(cg_sb *b, const char *name, int n, bool rs, bool bf16, bool tnsp_a, bool tnsp_b);
 /* The sm_90a GEMM (tpl_gemm_sm90.c) for a matmul the planner gave it
  * (tiling dim "wg", kernelplan/launch_gemm_sm90.c). */
 bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *t, mcir_diag *d);

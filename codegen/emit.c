@@ -1114,8 +1114,18 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     const mcir_kernel_plan *kp = e->kp;
     if (e->box_leaf && e->box_leaf[t->id] > 0 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
         cg_sb_printf(b, "// %s staged in box %d\n__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
-                        "    return mc_ld_%s(gm_box(acc, %d), i);\n}\n",
-                     t->name, e->box_leaf[t->id] - 1, t->id, cg_dsuffix(t->dtype), e->box_leaf[t->id] - 1);
+                        "    return mc_ld_%s(gm_box(acc, %d), %s);\n}\n",
+                     t->name, e->box_leaf[t->id] - 1, t->id, cg_dsuffix(t->dtype), e->box_leaf[t->id] - 1,
+                     e->box_rows ? "gm_box_elem(i)" : "i");
+        e->done[t->id] = 1;
+        return true;
+    }
+    if (e->box_leaf && e->box_leaf[t->id] < 0 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
+        MCIR_ASSERT(e->box_rows);
+        cg_sb_printf(b, "// %s: its K step's elements staged in the vector box\n"
+                        "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
+                        "    return mc_ld_%s(gm_vbox(acc), i);\n}\n",
+                     t->name, t->id, cg_dsuffix(t->dtype));
         e->done[t->id] = 1;
         return true;
     }

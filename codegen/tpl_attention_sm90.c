@@ -35,9 +35,10 @@ bool cg_attention_sm90_planned(const mcir_kernel_plan *kp) { return tile_of(&kp-
 
 /* void NAME(float* d, [const u32* a,] u64 [da,] u64 db[, int scale_d]):
  * wgmma.mma_async m64n<n>k16, f32 += {f16,bf16}; rs: A from registers and
- * B transposed (MN-major), else A and B from shared memory, A K-major and
- * B K-major or (tnsp_b) MN-major. Shared by the sm_90a GEMM. */
-void cg_emit_wgmma(cg_sb *b, const char *name, int n, bool rs, bool bf16, bool tnsp_b) {
+ * B transposed (MN-major), else A and B from shared memory, A K-major or
+ * (tnsp_a) MN-major, B K-major or (tnsp_b) MN-major. Shared by the sm_90a
+ * GEMM. */
+void cg_emit_wgmma(cg_sb *b, const char *name, int n, bool rs, bool bf16, bool tnsp_a, bool tnsp_b) {
     const char *ab = bf16 ? "bf16" : "f16";
     int nd = n / 2;
     if (rs)
@@ -46,8 +47,8 @@ void cg_emit_wgmma(cg_sb *b, const char *name, int n, bool rs, bool bf16, bool t
                      name, n, bf16);
     else
         cg_sb_printf(b, "__device__ __forceinline__ void %s(float* d, u64 da, u64 db, int scale_d) {\n"
-                        "#ifdef MC_EMULATE\n    emu_wgmma(d, %d, 0, da, db, 0, %d, scale_d, %d);\n#else\n",
-                     name, n, tnsp_b, bf16);
+                        "#ifdef MC_EMULATE\n    emu_wgmma(d, %d, 0, da, db, %d, %d, scale_d, %d);\n#else\n",
+                     name, n, tnsp_a, tnsp_b, bf16);
     cg_sb_puts(b, "    asm volatile(\"{\\n.reg .pred p;\\n");
     int arg = nd;   /* operands after the accumulators */
     if (rs)
@@ -60,7 +61,7 @@ void cg_emit_wgmma(cg_sb *b, const char *name, int n, bool rs, bool bf16, bool t
         cg_sb_printf(b, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, 1, 1, 1, 1;\\n}\\n\"\n", arg, arg + 1, arg + 2, arg + 3,
                      arg + 4);
     else
-        cg_sb_printf(b, "}, %%%d, %%%d, p, 1, 1, 0, %d;\\n}\\n\"\n", arg, arg + 1, tnsp_b);
+        cg_sb_printf(b, "}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"\n", arg, arg + 1, tnsp_a, tnsp_b);
     cg_sb_puts(b, "        : ");
     for (int i = 0; i < nd; i++) cg_sb_printf(b, "%s\"+f\"(d[%d])%s", i ? ", " : "", i, i % 8 == 7 && i + 1 < nd ? "\n          " : "");
     if (rs) cg_sb_puts(b, "\n        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db)\n        : \"memory\");\n");
@@ -281,8 +282,8 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     snprintf(rows_s, sizeof rows_s, "%lldLL", (long long)NR);
     if (l.splits > 1) cg_emit_attention_partials(&b, items_s, rows_s, l.splits, D, false);
     cg_sb_puts(&b, mcir_tpl_hopper);
-    cg_emit_wgmma(&b, "att_wgmma_s", (int)l.bn, false, bf16, false);
-    cg_emit_wgmma(&b, "att_wgmma_o", (int)D, true, bf16, true);
+    cg_emit_wgmma(&b, "att_wgmma_s", (int)l.bn, false, bf16, false, false);
+    cg_emit_wgmma(&b, "att_wgmma_o", (int)D, true, bf16, false, true);
     cg_sb_puts(&b, mcir_tpl_attention_sm90);
     if (l.max_registers > 0)   /* one consumer group: the planned budget (CUDA 12.4 on) */
         cg_sb_printf(&b, "#if defined(MC_EMULATE)\n#define ATT_LAUNCH_BOUNDS\n"

@@ -5,7 +5,8 @@
  * laid it out (mcir_gemm_sm90_layout: tiles, consumer groups, stages).
  *
  * A and B are read by the Tensor Memory Accelerator through two tensor
- * maps (columns, rows, batch; 128-byte swizzle) that the runtime encodes
+ * maps (columns, rows, batch; 128-byte swizzle; A stored [K, M] and B
+ * stored [K, N] are read MN-major, wgmma's transpose bits) that the runtime encodes
  * from the kernel's tensor-map descriptions and passes as
  * __grid_constant__ CUtensorMap parameters after the pointers. An operand
  * shared by every batch has extent 1 in its batch dim and is read at
@@ -70,21 +71,30 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  why ? why : "tiles or launch differ");
         return false;
     }
-    int ap[2], bp = cg_read_index(kp, l.b);
-    bool reads = bp >= 0 && l.n_a >= 1 && l.n_a <= 2;
+    int ap[2], bp = cg_read_index(kp, l.b), vp = l.n_v ? cg_read_index(kp, l.v_leaf) : 0;
+    bool reads = bp >= 0 && vp >= 0 && l.n_a >= 1 && l.n_a <= 2 && l.n_v <= 1;
     for (int i = 0; reads && i < l.n_a; i++) reads = (ap[i] = cg_read_index(kp, l.a_in[i])) >= 0;
     if (!reads) {
         cg_error(d, kp, "internal error: the sm_90a GEMM's operands are not kernel reads");
         return false;
     }
-    const bool bf16 = l.a->dtype == MCIR_DTYPE_BF16;
-    k->n_tmaps = l.n_a + 1;
-    for (int i = 0; i < l.n_a; i++)
-        map_of(l.a_in[i], ap[i], l.m, l.k, l.a_batched ? l.batch : 1, 64, l.a_width[i], l.a_col0[i], &k->tmaps[i]);
+    const bool bf16 = n->inputs[0]->dtype == MCIR_DTYPE_BF16;   /* A's (a prologue's leaves: f16 or bf16) */
+    k->n_tmaps = l.n_a + l.n_v + 1;   /* A's boxes, the row vector's, B's (+ the output's) */
+    const int tb = l.n_a + l.n_v;
+    if (l.trans_a)   /* A [K, M]: boxes of 64 m-columns x 64 k-rows (MN-major; no prologue) */
+        map_of(l.a_in[0], ap[0], l.k, l.m, l.a_batched ? l.batch : 1, 64, l.m, 0, &k->tmaps[0]);
+    else             /* A [M, K] (each leaf of a prologue alike): boxes of 64 k-columns x 64 m-rows */
+        for (int i = 0; i < l.n_a; i++)
+            map_of(l.a_in[i], ap[i], l.m, l.k, l.a_batched ? l.batch : 1, 64, l.a_width[i], l.a_col0[i],
+                   &k->tmaps[i]);
+    if (l.n_v) {   /* the row vector [K]: one box of its 64 elements per K step, unswizzled */
+        map_of(l.v_leaf, vp, 1, l.k, 1, 1, l.k, 0, &k->tmaps[l.n_a]);
+        k->tmaps[l.n_a].swizzle = 0;
+    }
     if (l.trans_b)   /* B [N, K]: one box of BN rows of 64 k-columns */
-        map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, l.k, 0, &k->tmaps[l.n_a]);
+        map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, l.k, 0, &k->tmaps[tb]);
     else             /* B [K, N]: boxes of 64 n-columns x 64 k-rows */
-        map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, 64, l.n, 0, &k->tmaps[l.n_a]);
+        map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, 64, l.n, 0, &k->tmaps[tb]);
     if (l.tma_store)   /* the output [batch, M, N] (its one write, element i of C): boxes of 64 x 64 */
         map_of(kp->writes[0], kp->n_reads, l.m, l.n, l.batch, 64, l.n, 0, &k->tmaps[k->n_tmaps++]);
     k->sm90a = true;
@@ -101,10 +111,20 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         box_leaf = calloc((size_t)e.n_tensors, sizeof *box_leaf);
         MCIR_ASSERT(box_leaf != NULL);
         for (int i = 0; i < l.n_a; i++) box_leaf[l.a_leaf[i]->id] = i + 1;
+        if (l.n_v) box_leaf[l.v_leaf->id] = -1;
         e.box_leaf = box_leaf;
+        e.box_rows = l.n_v > 0;   /* A's index row * K + column: the vector's broadcast index is the column */
         cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k);\n");
+        if (l.n_v)
+            cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code);\n"
+                             "// box element (row, column) of A's index row * K + column\n"
+                             "__device__ __forceinline__ i64 gm_box_elem(i64 i) {\n"
+                             "    const i64 r = i / %lldLL, col = i - r * %lldLL;\n"
+                             "    return r * 64 + ((((col >> 3) ^ r) & 7) << 3) + (col & 7);\n}\n",
+                         (long long)l.k, (long long)l.k);
         cg_emit_value(&e, n->inputs[0]);
         e.box_leaf = NULL;
+        e.box_rows = false;
     }
     cg_emit_epilogue(&e, 1);
     free(box_leaf);
@@ -116,17 +136,25 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_printf(&b,
                  "#define GM_M %lldLL\n#define GM_N %lldLL\n#define GM_K %lldLL\n#define GM_BATCH %lldLL\n"
                  "#define GM_BN %lld\n#define GM_CWG %d\n#define GM_STAGES %d\n#define GM_TILES_M %lldLL\n"
-                 "#define GM_TILES_N %lldLL\n#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
+                 "#define GM_TILES_N %lldLL\n#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_A %d\n"
+                 "#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
                  "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n",
                  (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, (long long)l.bn, l.consumers,
-                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, (long long)l.group_m, bf16, l.trans_b, l.a_batched, l.b_batched,
+                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, (long long)l.group_m, bf16, l.trans_a, l.trans_b, l.a_batched, l.b_batched,
                  l.producer_regs, l.consumer_regs);
-    cg_sb_printf(&b, "#define GM_NA %d\n#define GM_PROLOGUE %d\n", l.n_a, l.prologue);
-    if (l.prologue)   /* A's element j in group c's boxes of a stage: acc carries (stage, c) */
+    cg_sb_printf(&b, "#define GM_NA %d\n#define GM_NV %d\n#define GM_PROLOGUE %d\n", l.n_a, l.n_v, l.prologue);
+    /* A's element j in group c's boxes of a stage: acc carries (stage, c);
+     * with a row vector the chain's index is the element's row * K + column
+     * (the swizzle: the 16-byte chunk (j / 8) % 8 of row j / 64 holds
+     * columns 8 ((j / 8 ^ j / 64) % 8)..) */
+    if (l.prologue)
         cg_sb_printf(&b, "__device__ __forceinline__ float gm_a_value(int stage, int c, i64 j, MC_PARAMS) {\n"
-                         "    return v%d(j, __int_as_float(0x40000000 | (stage << 3) | c), MC_ARGS);\n}\n"
+                         "    return v%d(%s, __int_as_float(0x40000000 | (stage << 3) | c), MC_ARGS);\n}\n"
                          "__device__ __forceinline__ unsigned short gm_a_store(float v) { return mc_f32_to_%s(v); }\n",
-                     n->inputs[0]->id, bf16 ? "bf16" : "f16");
+                     n->inputs[0]->id,
+                     l.n_v ? "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)"
+                           : "j",
+                     bf16 ? "bf16" : "f16");
     cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
                    "    epilogue((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n");
     cg_sb_printf(&b, "#define GM_TMA_STORE %d   // the output: %s\n", l.tma_store, l.store);
@@ -143,21 +171,28 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                          "    const int s = __float_as_int(code) & 0xffff;\n"
                          "    return (const unsigned short*)(smem + (s >> 3) * %lld + (k * %d + (s & 7)) * 8192);\n}\n",
                      (long long)((l.n_a * l.bm + l.bn) * l.bk * 2), l.consumers);
-    /* B from shared memory K-major when stored [N, K], else MN-major */
-    cg_emit_wgmma(&b, "gm_wgmma", (int)l.bn, false, bf16, !l.trans_b);
+    /* A from shared memory K-major when stored [M, K], else (tnspA) MN-major;
+     * B K-major when stored [N, K], else MN-major */
+    cg_emit_wgmma(&b, "gm_wgmma", (int)l.bn, false, bf16, l.trans_a, !l.trans_b);
     cg_sb_puts(&b, mcir_tpl_gemm_sm90);
+    if (l.n_v)   /* the stage's vector box (GM_VEC_AT: after the ring and the output boxes) */
+        cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code) {\n"
+                       "    MC_DYNAMIC_SMEM(mc_smem_raw);\n"
+                       "    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);\n"
+                       "    return (const unsigned short*)(smem + GM_VEC_AT + ((__float_as_int(code) & 0xffff) >> 3) * GM_VBOX);\n}\n");
     cg_emit_signature(&b, kp, l.threads);
     size_t len = b.len;
     MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
     b.s[len - 1] = '\0';
     b.len = len - 1;
     for (int i = 0; i < l.n_a; i++) cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_a%d", i);
+    if (l.n_v) cg_sb_puts(&b, ", const __grid_constant__ CUtensorMap mc_tmap_v");
     cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_b%s) {\n    (void)r%d;\n",
                  l.tma_store ? ", const __grid_constant__ CUtensorMap mc_tmap_o" : "", bp);
     cg_sb_puts(&b, "    const CUtensorMap* ta[GM_NA] = {");
     for (int i = 0; i < l.n_a; i++) cg_sb_printf(&b, "%s&mc_tmap_a%d", i ? ", " : "", i);
-    cg_sb_printf(&b, "};\n    mc_gemm_sm90(ta, &mc_tmap_b, %s, MC_ARGS);\n}\n",
-                 l.tma_store ? "&mc_tmap_o" : "(const CUtensorMap*)0");
+    cg_sb_printf(&b, "};\n    mc_gemm_sm90(ta, %s, &mc_tmap_b, %s, MC_ARGS);\n}\n",
+                 l.n_v ? "&mc_tmap_v" : "(const CUtensorMap*)0", l.tma_store ? "&mc_tmap_o" : "(const CUtensorMap*)0");
     cg_emitter_free(&e);
     k->source = cg_sb_take(&b);
     k->grid[0] = l.grid;

@@ -1,8 +1,8 @@
 /*
  * launch_gemm_sm90.c — the launch model of the sm_90a GEMM template
  * (launch_gemm_sm90.h). The rules are what the TMA and wgmma need: f16 /
- * bf16 operands stored as the template reads them (A row-major [m, k], B
- * [k, n] or, transposed, [n, k]), rows of a multiple of 16 bytes, one
+ * bf16 operands stored as the template reads them (A [m, k] or, transposed,
+ * [k, m]; B [k, n] or, transposed, [n, k]), rows of a multiple of 16 bytes, one
  * batch stride per operand (or none: shared by every batch).
  */
 #include <stdio.h>
@@ -70,12 +70,28 @@ static bool plain_read(const mcir_kernel_plan *k, const mcir_tensor *t) {
     return x && x >= k->read_access && x < k->read_access + k->n_reads && !x->folded && x->tensor == t;
 }
 
-/* Leaf t of A's prologue (a tensor of A's shape and dtype) as a TMA box:
- * a plain kernel read, or an output of a split along the last dim of one
- * (the gate and up halves of a horizontal GEMM's product) at a 16-byte
- * column offset. Recorded in l (at most 2). */
+/* t holds A's K elements along its last dim and nothing else ([K],
+ * [1, K], ...): broadcast along A's rows and batches */
+static bool row_vector(const mcir_tensor *A, const mcir_tensor *t) {
+    const int64_t K = A->shape[A->rank - 1];
+    return t->rank >= 1 && t->rank <= A->rank && t->shape[t->rank - 1] == K && mcir_tensor_numel(t) == K;
+}
+
+/* Leaf t of A's prologue (A's dtype) as a TMA box: a tensor of A's shape
+ * — a plain kernel read, or an output of a split along the last dim of
+ * one (the gate and up halves of a horizontal GEMM's product) at a
+ * 16-byte column offset — recorded in l (at most 2); or a row vector
+ * (row_vector: a norm's weight) that is a plain read, l->v_leaf (at most
+ * 1, and only where K >= 64: its box's column is A's index modulo K). */
 static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l) {
-    if (t->dtype != A->dtype || !same_shape(t, A)) return false;
+    if (t->dtype != A->dtype) return false;
+    if (!same_shape(t, A)) {
+        if (!row_vector(A, t) || !plain_read(k, t) || A->shape[A->rank - 1] < 64) return false;
+        if (l->n_v == 1) return l->v_leaf == t;
+        l->v_leaf = t;
+        l->n_v = 1;
+        return true;
+    }
     for (int i = 0; i < l->n_a; i++)
         if (l->a_leaf[i] == t) return true;
     if (l->n_a == 2) return false;
@@ -111,10 +127,10 @@ static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const
 }
 
 /* A computed in the region by elementwise ops whose every operand has A's
- * shape (no broadcast: element j of each box is element j of A's tile,
- * whatever the swizzle), from at most 2 leaves the TMA reads
- * (prologue_leaf): SwiGLU's silu(g) * u, the prologue the rewrites fuse
- * into a matmul. False for anything else. */
+ * shape but for a row vector leaf, from at most 2 leaves of A's shape and
+ * one row vector the TMA reads (prologue_leaf): SwiGLU's silu(g) * u, a
+ * norm's x * gamma, the prologues the rewrites fuse into a matmul. False
+ * for anything else. */
 static bool prologue_inputs(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l,
                             int depth) {
     const mcir_node *p = producer_in(k, t);
@@ -146,6 +162,13 @@ static bool leaves_private(const mcir_kernel_plan *k, const mcir_gemm_sm90 *l) {
     for (int w = 0; w < k->n_writes; w++)
         for (int a = 0; a < l->n_a; a++)
             if (k->writes[w] == l->a_leaf[a]) return false;
+    for (int i = 0; i < k->n_nodes && l->v_leaf; i++) {
+        const mcir_node *x = k->nodes[i];
+        bool pro = false;
+        for (int j = 0; j < l->prologue_ops; j++) pro = pro || l->prologue_node[j] == x;
+        for (int j = 0; j < x->n_inputs && !pro; j++)
+            if (x->inputs[j] == l->v_leaf) return false;
+    }
     return true;
 }
 
@@ -208,15 +231,15 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
         return false;
     }
     const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
-    bool ta = false, tb = mcir_node_bool(n, "transpose_b");
+    bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
     if (A->rank < 2 || B->rank < 2 || C->rank < 2) no = "a rank-1 operand";
     else if (!is_half(A->dtype) || A->dtype != B->dtype) no = "operands not both f16 or both bf16";
-    else if (mcir_node_bool(n, "transpose_a")) no = "A transposed (an MN-major A is not in the template yet)";
-    else if ((l->a = stored_operand(k, A, &ta)) && ta)
-        no = "A is read through a transpose (an MN-major A is not in the template yet)";
+    else if (!(l->a = stored_operand(k, A, &ta)) && ta)
+        no = "A transposed and computed by a prologue (a prologue reads A's leaves K-major only)";
     else if (!l->a && (!prologue_inputs(k, A, A, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
         no = "A is not read as stored nor computed elementwise from at most 2 stored tensors of its shape and "
-             "dtype (a view, a broadcast or a transpose computes it)";
+             "dtype and one stored vector of its K >= 64 elements (a view, another broadcast, a cast or a "
+             "transpose computes it)";
     else if (!(l->b = stored_operand(k, B, &tb)))
         no = "B is not read as stored or as a transpose of the last two dims (a prologue or a view computes it)";
     if (no) {
@@ -230,10 +253,13 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
         l->prologue = true;
         l->a = l->a_leaf[0];
     }
+    /* ta: A stored [k, m] (the node's transpose_a xor a folded transpose) */
+    l->trans_a = ta;
     l->trans_b = tb;
-    l->m = A->shape[A->rank - 2];
-    l->k = A->shape[A->rank - 1];
-    if (!l->prologue) l->a_width[0] = l->k;
+    const bool node_ta = mcir_node_bool(n, "transpose_a");
+    l->m = A->shape[A->rank - (node_ta ? 1 : 2)];
+    l->k = A->shape[A->rank - (node_ta ? 2 : 1)];
+    if (!l->prologue) l->a_width[0] = ta ? l->m : l->k;
     l->n = C->shape[C->rank - 1];
     int64_t mn = l->m * l->n;
     l->batch = mn > 0 ? mcir_tensor_numel(C) / mn : 1;
@@ -242,7 +268,7 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     if (l->m < 1 || l->n < 1 || l->k < 1 || l->batch < 1) no = "an empty product";
     else if (ab < 0 || bb < 0) no = "an operand's batch dims are neither C's nor absent";
     else if (l->m >= lim || l->n >= lim || l->k >= lim || l->batch >= lim) no = "a dimension past 2^31";
-    else if ((l->k * 2) % 16 != 0) no = "A's rows are not a multiple of 16 bytes (the TMA's stride unit)";
+    else if (((ta ? l->m : l->k) * 2) % 16 != 0) no = "A's rows are not a multiple of 16 bytes (the TMA's stride unit)";
     else if (((tb ? l->k : l->n) * 2) % 16 != 0) no = "B's rows are not a multiple of 16 bytes (the TMA's stride unit)";
     if (no) {
         if (why) *why = no;
@@ -283,7 +309,9 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     else if (!is_half(W->dtype)) l->store = "per-thread stores (the output is not f16 or bf16)";
     else if ((l->n * 2) % 16 != 0) l->store = "per-thread stores (the output's rows are not a multiple of 16 bytes)";
     else l->tma_store = true;
-    const int64_t stage = (l->n_a * l->bm + l->bn) * l->bk * 2, room = t->smem_per_block_optin - 1024;
+    /* a stage: the A and B boxes in the ring, the vector's box after it */
+    l->v_bytes = l->n_v * l->bk * 2;
+    const int64_t stage = (l->n_a * l->bm + l->bn) * l->bk * 2 + l->v_bytes, room = t->smem_per_block_optin - 1024;
     l->o_bytes = l->tma_store ? l->consumers * 2 * 64 * 128 : 0;
     if (l->tma_store && (room - l->o_bytes) / stage < 2) {
         l->tma_store = false;
@@ -312,7 +340,9 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
      * the examples): 58-63 at bn 64 with nothing fused, 58-66 with one
      * epilogue op, 64-72 with two or more, 4 more where a batched product
      * reads a bias or a residual (per-thread stores), 6 per op of a
-     * prologue (its value chain and the stores back into the tile); 5/4
+     * prologue (its value chain and the stores back into the tile; two
+     * counted at most: silu(g) * u * gamma took 78), 8 with a row vector
+     * (A's index row * K + column and its decoding: 73-80 measured); 5/4
      * per accumulator beyond 32; two consumer groups with setmaxnreg start
      * at the 384-thread share. The TMA store's box loop, where N >= 64
      * (narrower products fold most of it away: 58 at N 16): 2 more (3
@@ -330,7 +360,8 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
         for (int a = 0; a < l->n_a; a++) operand = operand || r == l->a_in[a];
         residual = residual || (!operand && mcir_tensor_numel(r) >= l->m * l->n);
     }
-    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) + 6 * l->prologue_ops;
+    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) +
+               6 * (l->prologue_ops < 2 ? l->prologue_ops : 2) + 8 * l->n_v;
     if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
@@ -381,7 +412,7 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
     ti->registers_estimate = l.registers;
     ti->reason = mcir_arena_printf(
         a,
-        "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, %sB %s: "
+        "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, %sA %s, B %s: "
         "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
         "by a producer warp group%s: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
         "on %lld blocks of %d threads (%.2f waves), tiles in groups of %lld M-tile%s (a wave touches %.1f MiB "
@@ -389,10 +420,12 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         "modelled "
         "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)",
         (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(l.a->dtype),
-        l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s (loaded by the TMA, "
-                                          "combined in shared memory by the consumers), ", l.n_a, l.n_a > 1 ? "s" : "")
+        l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s%s (loaded by the TMA, "
+                                          "combined in shared memory by the consumers), ", l.n_a, l.n_a > 1 ? "s" : "",
+                                       l.n_v ? " and a row vector of K elements broadcast over the rows" : "")
                    : "",
-        l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])", (long long)l.bm, l.consumers,
+        l.trans_a ? "MN-major ([K, M])" : "K-major ([M, K])", l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])",
+        (long long)l.bm, l.consumers,
         l.consumers > 1 ? "s" : "",
         l.consumer_regs > 0 ? mcir_arena_printf(a, ", setmaxnreg %d / producer %d", l.consumer_regs, l.producer_regs) : "",
         (long long)l.bn, l.stages, l.tma_store ? mcir_arena_printf(a, ", %lld KiB of output boxes", (long long)(l.o_bytes / 1024)) : "",

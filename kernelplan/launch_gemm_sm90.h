@@ -33,9 +33,19 @@ typedef struct mcir_gemm_sm90 {
     const mcir_tensor *a_leaf[2];  /* the value a box holds: a_in itself, or a split of it along the last dim */
     int64_t a_col0[2], a_width[2]; /* the leaf's first column in a_in, a_in's last dim */
     int n_a;
+    /* a leaf of the prologue broadcast along A's rows (and batches): a
+     * vector of A's K elements ([K], [1, K]: a norm's weight, a scale per
+     * column), f16 / bf16, a plain read; its 64 elements of a K step come
+     * through the ring as one 128-byte TMA box (v_bytes per stage, after
+     * the ring and the output boxes); at most one (a kernel has at most 5
+     * tensor maps) */
+    const mcir_tensor *v_leaf;
+    int n_v;
+    int64_t v_bytes;
     bool prologue;
     int prologue_ops;        /* the region's nodes computing A */
     const mcir_node *prologue_node[16];
+    bool trans_a;            /* A stored [k, m] (MN-major for wgmma: tnspA), else [m, k] (K-major) */
     bool trans_b;            /* B stored [n, k] (K-major for wgmma), else [k, n] (MN-major) */
     bool a_batched, b_batched;  /* an operand per batch (else one shared by every batch) */
     int64_t bm, bn, bk;      /* bm = 64 x consumers, bn in 64, 128, 256, bk = 64 */
@@ -56,7 +66,7 @@ typedef struct mcir_gemm_sm90 {
     bool tma_store;
     const char *store;
     int64_t o_bytes;
-    int64_t smem_bytes;      /* the ring + the output boxes + 1 KiB to align the swizzled tiles */
+    int64_t smem_bytes;      /* the ring + the output boxes + the vector boxes + 1 KiB to align the swizzled tiles */
     int producer_regs, consumer_regs;  /* setmaxnreg (two consumer groups) */
     int registers;           /* the model's registers per thread */
 } mcir_gemm_sm90;

@@ -5,9 +5,12 @@
  *  - the planner takes it on sm_90 for f16/bf16 products whose operands
  *    the TMA reads as stored — B [K, N] (MN-major), [N, K] (transpose_b or
  *    a folded transpose: K-major), shared by every batch or one per batch,
- *    A shared by a batch of B — whatever the epilogue, and names what rules
- *    it out otherwise (f32, a transposed A, rows not a multiple of 16
- *    bytes, an A that a prologue computes); sm_80 keeps its template;
+ *    A [M, K] (K-major) or [K, M] (transpose_a or a folded transpose:
+ *    MN-major, wgmma's transpose bit for A), A shared by a batch of B —
+ *    whatever the epilogue, and names what rules it out otherwise (f32,
+ *    rows not a multiple of 16 bytes, an A stored [K, M] included, an A
+ *    that a broadcast along K computes, a row vector over K < 64 columns);
+ *    sm_80 keeps its template;
  *  - every kernel of the sweep compiles with NVRTC for sm_90a with
  *    wgmma.mma_async and cp.async.bulk.tensor, no spills, no ptxas
  *    advisory, registers within 10 % of the plan's estimate, and no
@@ -15,10 +18,13 @@
  *    epilogue's operands: zero for a product with nothing to read after);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 52 shapes matches the reference interpreter: partial tiles in
+ *    each of 65 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
- *    prologues combined in shared memory;
+ *    prologues combined in shared memory, prologues with a row vector of K
+ *    elements broadcast over the rows (a norm's weight [K], a scale per
+ *    column [1, K], SwiGLU times a norm's weight), A stored [K, M]
+ *    (MN-major);
  *  - the work items' order: products whose B does not fit half the L2
  *    walk bands of several M tiles (the reason says "tiles in groups of G
  *    M-tiles"; those kernels compile clean too), the rest row-major; the
@@ -31,7 +37,10 @@
  *  - a consumer that reads a stage before its mbarrier completes (the
  *    ring wait removed from the generated kernel) is an emulator finding;
  *    so is an output box written with no fence.proxy.async before its
- *    TMA store.
+ *    TMA store; so is a ring whose transaction count leaves out a
+ *    prologue's row vector box (the stage never completes: a hang); an A
+ *    stored [K, M] read without wgmma's transpose bit for A gives wrong
+ *    products.
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
  */
 #include <check.h>
@@ -55,6 +64,13 @@ enum b_form {
     B_A_SHARED,    /* A [M, K] shared, B an input [lead, K, N] */
 };
 
+enum a_form {
+    A_PLAIN,          /* x [lead..., M, K] */
+    A_TRANS,          /* x [lead..., K, M] with transpose_a (MN-major for wgmma) */
+    A_FOLDED,         /* x [lead..., K, M] through transpose(perm: the last two dims swapped) */
+    A_FOLDED_TRANS,   /* x [lead..., M, K] through that transpose, then transpose_a: K-major again */
+};
+
 /* A product C = epilogue(A B): A [lead..., M, K] */
 typedef struct shape {
     const char *name, *dt;
@@ -63,73 +79,90 @@ typedef struct shape {
     bool tb;             /* transpose_b */
     enum b_form bf;
     const char *epi;     /* none, bias, bias_gelu, gelu_tanh, relu, residual, scale, tanh, sigmoid, silu, f32, bias_relu_f32 */
-    int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu) */
+    int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu),
+                          * 4 g * gamma (a weight [K]), 5 gamma * g (an input [1, K]), 6 silu(g) * u * gamma [K] */
+    enum a_form af;      /* how x is stored and read (no prologue) */
 } shape;
 
 static const shape SHAPES[] = {
     /* one consumer group (M <= 64), N tiles of 64 */
-    {"m64", "f16", {0}, 64, 64, 64, false, B_WEIGHT, "none", 0},
-    {"m1", "f16", {0}, 1, 200, 72, false, B_WEIGHT, "bias", 0},
-    {"m17_k8", "bf16", {0}, 17, 40, 8, false, B_WEIGHT, "none", 0},
-    {"m50_tb", "bf16", {0}, 50, 96, 136, true, B_WEIGHT, "relu", 0},
-    {"m64_k1000", "f16", {0}, 64, 72, 1000, false, B_WEIGHT, "scale", 0},
+    {"m64", "f16", {0}, 64, 64, 64, false, B_WEIGHT, "none", 0, A_PLAIN},
+    {"m1", "f16", {0}, 1, 200, 72, false, B_WEIGHT, "bias", 0, A_PLAIN},
+    {"m17_k8", "bf16", {0}, 17, 40, 8, false, B_WEIGHT, "none", 0, A_PLAIN},
+    {"m50_tb", "bf16", {0}, 50, 96, 136, true, B_WEIGHT, "relu", 0, A_PLAIN},
+    {"m64_k1000", "f16", {0}, 64, 72, 1000, false, B_WEIGHT, "scale", 0, A_PLAIN},
     /* two consumer groups, partial tiles everywhere */
-    {"m65", "f16", {0}, 65, 64, 64, false, B_WEIGHT, "none", 0},
-    {"m200_bias_gelu", "f16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu", 0},
-    {"m200_bias_gelu_bf", "bf16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu", 0},
-    {"m129_n129_tb", "f16", {0}, 129, 129, 200, true, B_WEIGHT, "gelu_tanh", 0},
-    {"m190_n264", "bf16", {0}, 190, 264, 72, false, B_WEIGHT, "tanh", 0},
-    {"m300_k40", "f16", {0}, 300, 136, 40, false, B_WEIGHT, "sigmoid", 0},
-    {"m250_silu", "bf16", {0}, 250, 200, 128, true, B_WEIGHT, "silu", 0},
-    {"m128_residual", "f16", {0}, 128, 192, 320, false, B_WEIGHT, "residual", 0},
-    {"m100_f32", "f16", {0}, 100, 120, 96, false, B_WEIGHT, "f32", 0},
-    {"m100_bias_relu_f32", "bf16", {0}, 100, 120, 96, true, B_WEIGHT, "bias_relu_f32", 0},
-    {"k_odd_tail", "f16", {0}, 96, 80, 520, true, B_WEIGHT, "bias", 0},
-    {"k_long", "bf16", {0}, 130, 64, 1224, false, B_WEIGHT, "none", 0},
+    {"m65", "f16", {0}, 65, 64, 64, false, B_WEIGHT, "none", 0, A_PLAIN},
+    {"m200_bias_gelu", "f16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu", 0, A_PLAIN},
+    {"m200_bias_gelu_bf", "bf16", {0}, 200, 320, 256, false, B_WEIGHT, "bias_gelu", 0, A_PLAIN},
+    {"m129_n129_tb", "f16", {0}, 129, 129, 200, true, B_WEIGHT, "gelu_tanh", 0, A_PLAIN},
+    {"m190_n264", "bf16", {0}, 190, 264, 72, false, B_WEIGHT, "tanh", 0, A_PLAIN},
+    {"m300_k40", "f16", {0}, 300, 136, 40, false, B_WEIGHT, "sigmoid", 0, A_PLAIN},
+    {"m250_silu", "bf16", {0}, 250, 200, 128, true, B_WEIGHT, "silu", 0, A_PLAIN},
+    {"m128_residual", "f16", {0}, 128, 192, 320, false, B_WEIGHT, "residual", 0, A_PLAIN},
+    {"m100_f32", "f16", {0}, 100, 120, 96, false, B_WEIGHT, "f32", 0, A_PLAIN},
+    {"m100_bias_relu_f32", "bf16", {0}, 100, 120, 96, true, B_WEIGHT, "bias_relu_f32", 0, A_PLAIN},
+    {"k_odd_tail", "f16", {0}, 96, 80, 520, true, B_WEIGHT, "bias", 0, A_PLAIN},
+    {"k_long", "bf16", {0}, 130, 64, 1224, false, B_WEIGHT, "none", 0, A_PLAIN},
     /* wide N: N tiles of 128 and 256 (many items; blocks capped) */
-    {"n1024", "f16", {0}, 256, 1024, 128, false, B_WEIGHT, "bias", 0},
-    {"n1000_tb", "bf16", {0}, 256, 1000, 64, true, B_WEIGHT, "relu", 0},
-    {"big_bn256", "bf16", {0}, 2048, 2048, 64, true, B_WEIGHT, "none", 0},
-    {"big_bn256_mn", "f16", {0}, 2048, 2048, 64, false, B_WEIGHT, "bias_gelu", 0},
-    {"big_n264", "f16", {0}, 4096, 264, 64, false, B_WEIGHT, "residual", 0},
+    {"n1024", "f16", {0}, 256, 1024, 128, false, B_WEIGHT, "bias", 0, A_PLAIN},
+    {"n1000_tb", "bf16", {0}, 256, 1000, 64, true, B_WEIGHT, "relu", 0, A_PLAIN},
+    {"big_bn256", "bf16", {0}, 2048, 2048, 64, true, B_WEIGHT, "none", 0, A_PLAIN},
+    {"big_bn256_mn", "f16", {0}, 2048, 2048, 64, false, B_WEIGHT, "bias_gelu", 0, A_PLAIN},
+    {"big_n264", "f16", {0}, 4096, 264, 64, false, B_WEIGHT, "residual", 0, A_PLAIN},
     /* batches over a shared weight (linear layers over [B, T, K]) */
-    {"lin_b2", "f16", {2, 0}, 200, 256, 128, false, B_WEIGHT, "bias_gelu", 0},
-    {"lin_b2_tb", "bf16", {2, 0}, 77, 136, 64, true, B_WEIGHT, "bias", 0},
-    {"lin_b2x3", "f16", {2, 3}, 33, 64, 96, false, B_WEIGHT, "residual", 0},
-    {"lin_b3_scale", "bf16", {3, 0}, 150, 72, 200, true, B_WEIGHT, "scale", 0},
+    {"lin_b2", "f16", {2, 0}, 200, 256, 128, false, B_WEIGHT, "bias_gelu", 0, A_PLAIN},
+    {"lin_b2_tb", "bf16", {2, 0}, 77, 136, 64, true, B_WEIGHT, "bias", 0, A_PLAIN},
+    {"lin_b2x3", "f16", {2, 3}, 33, 64, 96, false, B_WEIGHT, "residual", 0, A_PLAIN},
+    {"lin_b3_scale", "bf16", {3, 0}, 150, 72, 200, true, B_WEIGHT, "scale", 0, A_PLAIN},
     /* true batches (B per batch), as attention-like products */
-    {"bat_b4", "f16", {4, 0}, 100, 104, 64, false, B_BATCHED, "none", 0},
-    {"bat_b4_tb", "f16", {4, 0}, 100, 128, 64, true, B_BATCHED, "scale", 0},
-    {"bat_b2x3_tb", "bf16", {2, 3}, 70, 96, 40, true, B_BATCHED, "none", 0},
-    {"bat_b2x2", "bf16", {2, 2}, 130, 72, 136, false, B_BATCHED, "tanh", 0},
-    {"bat_b8_tb_f32", "f16", {8, 0}, 16, 64, 64, true, B_BATCHED, "f32", 0},
+    {"bat_b4", "f16", {4, 0}, 100, 104, 64, false, B_BATCHED, "none", 0, A_PLAIN},
+    {"bat_b4_tb", "f16", {4, 0}, 100, 128, 64, true, B_BATCHED, "scale", 0, A_PLAIN},
+    {"bat_b2x3_tb", "bf16", {2, 3}, 70, 96, 40, true, B_BATCHED, "none", 0, A_PLAIN},
+    {"bat_b2x2", "bf16", {2, 2}, 130, 72, 136, false, B_BATCHED, "tanh", 0, A_PLAIN},
+    {"bat_b8_tb_f32", "f16", {8, 0}, 16, 64, 64, true, B_BATCHED, "f32", 0, A_PLAIN},
     /* A shared by a batch of B */
-    {"a_shared", "f16", {3, 0}, 90, 80, 64, false, B_A_SHARED, "none", 0},
-    {"a_shared_tb", "bf16", {2, 2}, 64, 72, 104, true, B_A_SHARED, "relu", 0},
+    {"a_shared", "f16", {3, 0}, 90, 80, 64, false, B_A_SHARED, "none", 0, A_PLAIN},
+    {"a_shared_tb", "bf16", {2, 2}, 64, 72, 104, true, B_A_SHARED, "relu", 0, A_PLAIN},
     /* B through a folded transpose of a stored [N, K] weight */
-    {"folded", "f16", {0}, 160, 200, 96, false, B_FOLDED, "bias", 0},
-    {"folded_b2", "bf16", {2, 0}, 100, 64, 256, false, B_FOLDED, "bias_gelu", 0},
-    {"folded_tb", "f16", {0}, 96, 88, 64, true, B_FOLDED, "none", 0},   /* transpose of a transpose: [K, N] again */
+    {"folded", "f16", {0}, 160, 200, 96, false, B_FOLDED, "bias", 0, A_PLAIN},
+    {"folded_b2", "bf16", {2, 0}, 100, 64, 256, false, B_FOLDED, "bias_gelu", 0, A_PLAIN},
+    {"folded_tb", "f16", {0}, 96, 88, 64, true, B_FOLDED, "none", 0, A_PLAIN},   /* transpose of a transpose: [K, N] again */
     /* both dtypes at the smallest legal K and N */
-    {"k8_n8", "f16", {0}, 70, 8, 8, false, B_WEIGHT, "bias", 0},
-    {"k8_n8_tb", "bf16", {0}, 70, 8, 8, true, B_WEIGHT, "residual", 0},
-    {"n8_b2", "bf16", {2, 0}, 40, 8, 64, false, B_BATCHED, "none", 0},
-    {"m1_n8_tb", "f16", {0}, 1, 8, 16, true, B_WEIGHT, "gelu_tanh", 0},
+    {"k8_n8", "f16", {0}, 70, 8, 8, false, B_WEIGHT, "bias", 0, A_PLAIN},
+    {"k8_n8_tb", "bf16", {0}, 70, 8, 8, true, B_WEIGHT, "residual", 0, A_PLAIN},
+    {"n8_b2", "bf16", {2, 0}, 40, 8, 64, false, B_BATCHED, "none", 0, A_PLAIN},
+    {"m1_n8_tb", "f16", {0}, 1, 8, 16, true, B_WEIGHT, "gelu_tanh", 0, A_PLAIN},
     /* GPT-2-like layer shapes, tokens short */
-    {"gpt2_c_attn", "f16", {2, 0}, 64, 2304, 768, false, B_WEIGHT, "bias", 0},
-    {"gpt2_c_fc", "bf16", {0}, 96, 3072, 768, false, B_WEIGHT, "bias_gelu", 0},
-    {"gpt2_c_proj", "f16", {0}, 96, 768, 3072, false, B_WEIGHT, "residual", 0},
-    {"llama_o_proj", "bf16", {0}, 80, 512, 512, true, B_WEIGHT, "residual", 0},
+    {"gpt2_c_attn", "f16", {2, 0}, 64, 2304, 768, false, B_WEIGHT, "bias", 0, A_PLAIN},
+    {"gpt2_c_fc", "bf16", {0}, 96, 3072, 768, false, B_WEIGHT, "bias_gelu", 0, A_PLAIN},
+    {"gpt2_c_proj", "f16", {0}, 96, 768, 3072, false, B_WEIGHT, "residual", 0, A_PLAIN},
+    {"llama_o_proj", "bf16", {0}, 80, 512, 512, true, B_WEIGHT, "residual", 0, A_PLAIN},
     /* A from an elementwise prologue over stored tensors (SwiGLU's down projection) */
-    {"swiglu_down", "bf16", {0}, 200, 136, 344, false, B_WEIGHT, "residual", 1},
-    {"swiglu_down_b2", "f16", {2, 0}, 96, 256, 128, true, B_WEIGHT, "none", 1},
-    {"swiglu_m40", "bf16", {0}, 40, 72, 72, false, B_WEIGHT, "bias_gelu", 1},
-    {"pro_scale", "f16", {0}, 130, 64, 200, false, B_WEIGHT, "none", 2},
-    {"swiglu_b3", "f16", {3, 0}, 70, 80, 96, true, B_WEIGHT, "tanh", 1},
-    {"pro_big", "bf16", {0}, 2048, 2048, 64, true, B_WEIGHT, "none", 1},
+    {"swiglu_down", "bf16", {0}, 200, 136, 344, false, B_WEIGHT, "residual", 1, A_PLAIN},
+    {"swiglu_down_b2", "f16", {2, 0}, 96, 256, 128, true, B_WEIGHT, "none", 1, A_PLAIN},
+    {"swiglu_m40", "bf16", {0}, 40, 72, 72, false, B_WEIGHT, "bias_gelu", 1, A_PLAIN},
+    {"pro_scale", "f16", {0}, 130, 64, 200, false, B_WEIGHT, "none", 2, A_PLAIN},
+    {"swiglu_b3", "f16", {3, 0}, 70, 80, 96, true, B_WEIGHT, "tanh", 1, A_PLAIN},
+    {"pro_big", "bf16", {0}, 2048, 2048, 64, true, B_WEIGHT, "none", 1, A_PLAIN},
     /* Llama's MLP: gate and up split from one product */
-    {"swiglu_split", "bf16", {0}, 150, 96, 200, false, B_WEIGHT, "residual", 3},
-    {"swiglu_split_b2", "f16", {2, 0}, 64, 128, 136, true, B_WEIGHT, "none", 3},
+    {"swiglu_split", "bf16", {0}, 150, 96, 200, false, B_WEIGHT, "residual", 3, A_PLAIN},
+    {"swiglu_split_b2", "f16", {2, 0}, 64, 128, 136, true, B_WEIGHT, "none", 3, A_PLAIN},
+    /* A stored [K, M]: MN-major boxes, wgmma's transpose bit for A */
+    {"ta_m64", "f16", {0}, 64, 64, 64, false, B_WEIGHT, "none", 0, A_TRANS},
+    {"ta_m200_tb", "bf16", {0}, 200, 136, 136, true, B_WEIGHT, "bias_gelu", 0, A_TRANS},
+    {"ta_m72_k40", "f16", {0}, 72, 40, 40, false, B_WEIGHT, "relu", 0, A_TRANS},
+    {"ta_bat_b2", "f16", {2, 0}, 96, 72, 100, false, B_BATCHED, "scale", 0, A_TRANS},
+    {"ta_a_shared_tb", "bf16", {3, 0}, 80, 64, 72, true, B_A_SHARED, "none", 0, A_TRANS},
+    {"ta_folded_b2", "bf16", {2, 0}, 136, 128, 64, true, B_WEIGHT, "residual", 0, A_FOLDED},
+    {"ta_folded_n256", "f16", {0}, 192, 512, 80, false, B_WEIGHT, "bias", 0, A_FOLDED},
+    {"ta_folded_trans", "bf16", {0}, 70, 64, 64, false, B_WEIGHT, "none", 0, A_FOLDED_TRANS},
+    /* A = x * gamma, gamma a row vector of K elements (a norm's weight, a scale per column) */
+    {"norm_w", "bf16", {0}, 200, 136, 136, false, B_WEIGHT, "none", 4, A_PLAIN},
+    {"norm_w_b2_tb", "f16", {2, 0}, 100, 72, 200, true, B_WEIGHT, "bias", 4, A_PLAIN},
+    {"col_scale_m40", "f16", {0}, 40, 64, 64, false, B_WEIGHT, "relu", 5, A_PLAIN},
+    {"col_scale_b2x2", "bf16", {2, 2}, 72, 64, 128, true, B_WEIGHT, "none", 5, A_PLAIN},
+    {"swiglu_norm_w", "bf16", {0}, 130, 96, 72, false, B_WEIGHT, "residual", 6, A_PLAIN},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -142,10 +175,14 @@ static int dims_of(const shape *s, char *out, size_t n, int a, int b) {
 
 /* The graph of s: x @ B then the epilogue nodes, output "o" */
 static char *gemm_graph(const shape *s) {
-    char *js = malloc(8192), ash[64], bsh[64], csh[64], w[1024] = "", in[1024] = "", nodes[2048] = "";
+    char *js = malloc(8192), ash[64], xsh[64], bsh[64], csh[64], w[1024] = "", in[1024] = "", nodes[2048] = "";
     ck_assert_ptr_nonnull(js);
     if (s->bf == B_A_SHARED) snprintf(ash, sizeof ash, "[%d,%d]", s->m, s->k);
     else dims_of(s, ash, sizeof ash, s->m, s->k);
+    /* x as stored: [.., K, M] where one transpose reads it */
+    const bool x_km = s->af == A_TRANS || s->af == A_FOLDED;
+    if (s->bf == B_A_SHARED) snprintf(xsh, sizeof xsh, "[%d,%d]", x_km ? s->k : s->m, x_km ? s->m : s->k);
+    else dims_of(s, xsh, sizeof xsh, x_km ? s->k : s->m, x_km ? s->m : s->k);
     dims_of(s, csh, sizeof csh, s->m, s->n);
     int bw = 0, nw = 0;
     const char *bname = "w";
@@ -169,10 +206,23 @@ static char *gemm_graph(const shape *s) {
         snprintf(in, sizeof in, ",{\"name\":\"w\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, bsh);
         break;
     }
+    const char *aname = "x";
+    if (s->af == A_FOLDED || s->af == A_FOLDED_TRANS) {   /* xT: x's last two dims swapped */
+        const int r = s->bf == B_A_SHARED ? 2 : 2 + (s->lead[0] > 0) + (s->lead[1] > 0);
+        char perm[32];
+        int pw = 0;
+        for (int i = 0; i < r; i++)
+            pw += snprintf(perm + pw, sizeof perm - (size_t)pw, "%s%d", i ? "," : "", i < r - 2 ? i : 2 * r - 3 - i);
+        nw += snprintf(nodes + nw, sizeof nodes - (size_t)nw,
+                       "{\"name\":\"xt\",\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"xT\"],"
+                       "\"attrs\":{\"perm\":[%s]}},",
+                       perm);
+        aname = "xT";
+    }
     nw += snprintf(nodes + nw, sizeof nodes - (size_t)nw,
-                   "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"x\",\"%s\"],\"outputs\":[\"y\"],"
-                   "\"attrs\":{\"transpose_b\":%s}}",
-                   bname, tb ? "true" : "false");
+                   "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"%s\",\"%s\"],\"outputs\":[\"y\"],"
+                   "\"attrs\":{\"transpose_a\":%s,\"transpose_b\":%s}}",
+                   aname, bname, s->af == A_TRANS || s->af == A_FOLDED_TRANS ? "true" : "false", tb ? "true" : "false");
     /* the epilogue: a chain of nodes e1, e2, ... after y */
     char names[4][8] = {"y"};
     int ne = 0;
@@ -208,14 +258,14 @@ static char *gemm_graph(const shape *s) {
     /* the prologue's inputs and nodes (x computed), or x itself */
     char xin[512], pro[512] = "";
     static const char *const pn[] = {"g", "u"};
-    int np = s->pro == 0 ? 0 : s->pro == 2 ? 1 : 2, w2 = 0;
+    int np = s->pro == 0 ? 0 : s->pro == 2 || s->pro == 4 || s->pro == 5 ? 1 : 2, w2 = 0;
     char gush[64];
     if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", s->m, 2 * s->k);
     else dims_of(s, gush, sizeof gush, s->m, 2 * s->k);
     if (s->pro == 3) {   /* gate and up as the halves of one [.., M, 2K] product */
         np = 0;
         snprintf(xin, sizeof xin, "{\"name\":\"gu\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, gush);
-    } else if (!np) snprintf(xin, sizeof xin, "{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, ash);
+    } else if (!np) snprintf(xin, sizeof xin, "{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, xsh);
     for (int i = 0; i < np; i++)
         w2 += snprintf(xin + w2, sizeof xin - (size_t)w2, "%s{\"name\":\"%s\",\"dtype\":\"%s\",\"shape\":%s}",
                        i ? "," : "", pn[i], s->dt, ash);
@@ -231,6 +281,20 @@ static char *gemm_graph(const shape *s) {
     else if (s->pro == 2)
         snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"scale\",\"inputs\":[\"g\"],\"outputs\":[\"x\"],"
                                   "\"attrs\":{\"value\":0.5}},");
+    else if (s->pro == 4 || s->pro == 6)   /* a norm's weight gamma [K] over the rows */
+        snprintf(pro, sizeof pro, "%s{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"%s\",\"gamma\"],\"outputs\":[\"x\"]},",
+                 s->pro == 6 ? "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
+                               "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"su\"]},"
+                             : "",
+                 s->pro == 6 ? "su" : "g");
+    else if (s->pro == 5)   /* a scale per column, an input [1, K] */
+        snprintf(pro, sizeof pro, "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"gamma\",\"g\"],\"outputs\":[\"x\"]},");
+    if (s->pro == 4 || s->pro == 6)
+        snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%d]}",
+                 w[0] ? "," : "", s->dt, s->k);
+    else if (s->pro == 5)
+        snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[1,%d]}",
+                 s->dt, s->k);
     snprintf(js, 8192,
              "{\"mcir\":1,\"name\":\"%s\",\"inputs\":[%s%s],"
              "\"weights\":[%s],\"nodes\":[%s%s],\"outputs\":[\"%s\"]}",
@@ -303,10 +367,11 @@ START_TEST(test_plan_picks_sm90_gemm) {
          "\"dtype\":\"f32\",\"shape\":[64,64]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
          "[\"y\"]}],\"outputs\":[\"y\"]}",
          "not both f16 or both bf16"},
-        {"{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\",\"shape\":[64,64]}],\"weights\":[{\"name\":\"w\","
+        /* A stored [K, M] with rows (M) not a multiple of 16 bytes */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\",\"shape\":[64,100]}],\"weights\":[{\"name\":\"w\","
          "\"dtype\":\"f16\",\"shape\":[64,64]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
          "[\"y\"],\"attrs\":{\"transpose_a\":true}}],\"outputs\":[\"y\"]}",
-         "A transposed"},
+         "A's rows are not a multiple of 16 bytes"},
         {"{\"mcir\":1,\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\",\"shape\":[64,100]}],\"weights\":[{\"name\":\"w\","
          "\"dtype\":\"f16\",\"shape\":[100,64]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
          "[\"y\"]}],\"outputs\":[\"y\"]}",
@@ -315,12 +380,18 @@ START_TEST(test_plan_picks_sm90_gemm) {
          "\"dtype\":\"f16\",\"shape\":[64,100]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
          "[\"y\"]}],\"outputs\":[\"y\"]}",
          "B's rows are not a multiple of 16 bytes"},
-        /* a norm's scale: A = x * gamma[K] broadcasts gamma over the rows */
+        /* a scale per row: A = x * s[M, 1] broadcasts s over the columns */
         {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,128]}],\"weights\":[{\"name\":"
-         "\"gamma\",\"dtype\":\"bf16\",\"shape\":[128]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
-         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"a\"]},"
+         "\"s\",\"dtype\":\"bf16\",\"shape\":[64,1]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"s\"],\"outputs\":[\"a\"]},"
          "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
          "nor computed elementwise from at most 2 stored tensors of its shape"},
+        /* a norm's weight over K < 64 columns (its box column is not A's index modulo K) */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,32]}],\"weights\":[{\"name\":"
+         "\"gamma\",\"dtype\":\"bf16\",\"shape\":[32]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[32,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
+         "one stored vector of its K >= 64 elements"},
     };
     for (int i = 0; i < (int)(sizeof no / sizeof *no); i++) {
         mcir_compilation c;
@@ -422,7 +493,7 @@ START_TEST(test_tile_order_groups_m_tiles) {
     for (int i = 0; i < (int)(sizeof big / sizeof *big); i++) {
         char name[32];
         snprintf(name, sizeof name, "big%d", i);
-        const shape s = {name, "bf16", {0}, big[i].m, big[i].n, big[i].k, false, B_WEIGHT, "none", 0};
+        const shape s = {name, "bf16", {0}, big[i].m, big[i].n, big[i].k, false, B_WEIGHT, "none", 0, A_PLAIN};
         char *js = gemm_graph(&s);
         mcir_compilation c;
         compile_js(js, "sm_90", nvrtc && big[i].grouped, &c);
@@ -516,11 +587,11 @@ START_TEST(test_grouped_order_matches_reference_emulated) {
     }
     static const shape grouped[] = {
         /* 8 M tiles (bands 3, 3, 2) x 10 N tiles of 64 */
-        {"g3_m1000", "f16", {0}, 1000, 640, 64, false, B_WEIGHT, "bias", 0},
+        {"g3_m1000", "f16", {0}, 1000, 640, 64, false, B_WEIGHT, "bias", 0, A_PLAIN},
         /* 7 M tiles (3, 3, 1) x 12 N tiles, partial in M and N */
-        {"g3_m840_tb", "bf16", {0}, 840, 720, 72, true, B_WEIGHT, "gelu_tanh", 0},
+        {"g3_m840_tb", "bf16", {0}, 840, 720, 72, true, B_WEIGHT, "gelu_tanh", 0, A_PLAIN},
         /* per batch: 4 M tiles (3, 1) x 4 N tiles */
-        {"g3_b2", "f16", {2, 0}, 450, 200, 64, false, B_BATCHED, "residual", 0},
+        {"g3_b2", "f16", {2, 0}, 450, 200, 64, false, B_BATCHED, "residual", 0, A_PLAIN},
     };
     int failed = 0;
     for (int i = 0; i < (int)(sizeof grouped / sizeof *grouped); i++) {
@@ -545,7 +616,7 @@ START_TEST(test_dropped_ring_wait_is_found) {
         fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
         return;
     }
-    const shape s = {"mutant", "f16", {0}, 128, 128, 512, false, B_WEIGHT, "none", 0};
+    const shape s = {"mutant", "f16", {0}, 128, 128, 512, false, B_WEIGHT, "none", 0, A_PLAIN};
     cgt_emu_result r = run_emulated(&s, drop_ring_wait);
     ck_assert(!r.ran);
     ck_assert_int_gt(r.findings[EMU_FIND_RACE] + r.findings[EMU_FIND_INIT], 0);
@@ -565,7 +636,7 @@ START_TEST(test_dropped_prologue_barrier_is_found) {
         fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
         return;
     }
-    const shape s = {"mutant_pro", "bf16", {0}, 128, 64, 128, false, B_WEIGHT, "none", 1};
+    const shape s = {"mutant_pro", "bf16", {0}, 128, 64, 128, false, B_WEIGHT, "none", 1, A_PLAIN};
     cgt_emu_result r = run_emulated(&s, drop_prologue_barrier);
     ck_assert(!r.ran);
     ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
@@ -594,7 +665,7 @@ START_TEST(test_dropped_output_fence_is_found) {
         fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
         return;
     }
-    const shape s = {"mutant_ofence", "bf16", {0}, 128, 128, 64, false, B_WEIGHT, "bias", 0};
+    const shape s = {"mutant_ofence", "bf16", {0}, 128, 128, 64, false, B_WEIGHT, "bias", 0, A_PLAIN};
     cgt_emu_result r = run_emulated(&s, drop_output_fence);
     ck_assert(!r.ran);
     ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
@@ -606,10 +677,52 @@ START_TEST(test_dropped_proxy_fence_is_found) {
         fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
         return;
     }
-    const shape s = {"mutant_fence", "f16", {0}, 64, 64, 128, false, B_WEIGHT, "none", 1};
+    const shape s = {"mutant_fence", "f16", {0}, 64, 64, 128, false, B_WEIGHT, "none", 1, A_PLAIN};
     cgt_emu_result r = run_emulated(&s, drop_proxy_fence);
     ck_assert(!r.ran);
     ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
+}
+END_TEST
+
+/* A stored [K, M] read with wgmma's transpose bit for A cleared: the
+ * MN-major box taken as K-major gives wrong products (the emulator
+ * honours the bit; the sweep's transposed shapes are not right by chance) */
+static void drop_tnsp_a(char *src) {
+    char *w = strstr(src, "emu_wgmma(d, 64, 0, da, db, 1, ");
+    ck_assert_msg(w, "gm_wgmma's emulated call moved: update the mutation");
+    w[strlen("emu_wgmma(d, 64, 0, da, db, ")] = '0';
+}
+
+START_TEST(test_dropped_tnsp_a_is_wrong) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_tnsp_a", "f16", {0}, 64, 64, 64, false, B_WEIGHT, "none", 0, A_TRANS};
+    cgt_emu_result r = run_emulated(&s, drop_tnsp_a);
+    ck_assert(r.ran);
+    ck_assert(!(r.rel <= 2e-2 && r.finite));
+}
+END_TEST
+
+/* The ring's transaction count without the row vector's box: the stage
+ * completes with the vector's bytes unaccounted (a prologue x * gamma) */
+static void drop_vector_bytes(char *src) {
+    const char *what = "GM_STAGE + GM_NV * GM_VBOX";
+    char *w = strstr(src, what);
+    ck_assert_msg(w, "the ring's transaction count moved: update the mutation");
+    memset(w + strlen("GM_STAGE"), ' ', strlen(what) - strlen("GM_STAGE"));
+}
+
+START_TEST(test_dropped_vector_bytes_is_found) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_vec", "bf16", {0}, 128, 64, 192, false, B_WEIGHT, "none", 4, A_PLAIN};
+    cgt_emu_result r = run_emulated(&s, drop_vector_bytes);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_HANG] + r.findings[EMU_FIND_RACE], 0);
 }
 END_TEST
 
@@ -629,6 +742,8 @@ int main(void) {
     tcase_add_test(tc, test_dropped_prologue_barrier_is_found);
     tcase_add_test(tc, test_dropped_proxy_fence_is_found);
     tcase_add_test(tc, test_dropped_output_fence_is_found);
+    tcase_add_test(tc, test_dropped_tnsp_a_is_wrong);
+    tcase_add_test(tc, test_dropped_vector_bytes_is_found);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);

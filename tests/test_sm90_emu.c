@@ -8,7 +8,8 @@
  *    the data's byte offsets, A (registers) and D are placed / read by the
  *    CuTe fragment maps of wgmma_m64nNk16.txt, and D must equal A B + C
  *    exactly (small integers, f16 and bf16); the same with A from shared
- *    memory (SS);
+ *    memory (SS), K- and MN-major (the sm_90a GEMM's transposed A: one
+ *    64 x 64 MN-major box, 128-byte swizzle, per k-step);
  *  - TMA tile loads: for each case of tma_box.txt (box coordinates inside,
  *    on the edge, negative, element strides; each swizzle), every 2-byte
  *    slot of shared memory must hold the global element the data names, or
@@ -368,13 +369,19 @@ START_TEST(test_wgmma_shared_a_matches_cute_layouts) {
     for (int i = 0; i < n_cases; i++)
         if (strcmp(cases[i].name, "k_sw128") == 0) b128 = &cases[i];
     ck_assert_ptr_nonnull(b128);
+    int mn_sw128 = 0;   /* the GEMM's transposed A: MN-major, 128-byte swizzle (tnspA) */
     for (int i = 0; i < n_cases; i++)
         if (cases[i].mn == 64) {
             bad += run_wgmma_case(b128, &cases[i], runs & 1) != 0;
             runs++;
+            if (cases[i].mn_major && cases[i].swz == 128) {
+                bad += run_wgmma_case(b128, &cases[i], !(runs & 1)) != 0;
+                mn_sw128++;
+            }
         }
-    fprintf(stderr, "  wgmma SS: %d A-operand cases, %d wrong\n", runs, bad);
+    fprintf(stderr, "  wgmma SS: %d A-operand cases (%d MN-major 128B, both dtypes), %d wrong\n", runs, mn_sw128, bad);
     ck_assert_int_ge(runs, 10);
+    ck_assert_int_ge(mn_sw128, 4);
     ck_assert_int_eq(bad, 0);
 }
 END_TEST

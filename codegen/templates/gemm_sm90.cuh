@@ -6,13 +6,15 @@
 //   GM_BN columns per work item, GM_CWG consumer warp groups of 64 rows
 //   each (GM_BM = 64 GM_CWG rows), GM_STAGES stages of the A/B ring,
 //   GM_TILES_M / GM_TILES_N, GM_GROUP_M (the tile order's band of M
-//   tiles: gm_item_of), GM_BF16, GM_TRANS_B (B stored [N, K]: K-major
+//   tiles: gm_item_of), GM_BF16, GM_TRANS_A (A stored [K, M]: MN-major
+//   for wgmma, its transpose bit; else [M, K]: K-major; never with
+//   GM_PROLOGUE), GM_TRANS_B (B stored [N, K]: K-major
 //   for wgmma; else [K, N]: MN-major), GM_A_BATCHED / GM_B_BATCHED (the
 //   operand's map steps over the batch; else every batch reads the same
 //   matrix), GM_PRODUCER_REGS / GM_CONSUMER_REGS (setmaxnreg where two
 //   consumer groups need more than 384 threads' even share; else 0);
 //   gm_wgmma(d, da, db, scale_d): wgmma.mma_async m64n<GM_BN>k16, both
-//     operands in shared memory, A K-major, B as GM_TRANS_B says;
+//     operands in shared memory, A as GM_TRANS_A says, B as GM_TRANS_B;
 //   mm_store(b, m, n, acc, MC_ARGS): the fused epilogue storing output
 //     element (b, m, n) from its f32 accumulator;
 //   GM_TMA_STORE (the output, one f16 / bf16 write with 16-byte rows,
@@ -22,11 +24,17 @@
 //     `to` (columns, rows, batch; 128-byte swizzle, boxes of 64 x 64);
 //   GM_NA boxes read for A per consumer group (1: A itself); with
 //     GM_PROLOGUE, gm_a_value(stage, c, j, MC_ARGS): element j of consumer
-//     group c's A box computed from element j of each box of the stage,
-//     and gm_a_store(v): its storage bits.
+//     group c's A box computed from element j of each box of the stage
+//     and, GM_NV 1, from the stage's vector box (a row vector of K
+//     elements broadcast along A's rows: a norm's weight; its 64 elements
+//     of the K step, by the element's column), and gm_a_store(v): its
+//     storage bits.
 // What it promises: A and B are read only by the TMA (5-D maps: columns,
 // rows, batch; 128-byte swizzle, boxes of 64 columns; rows and columns
-// past the tensor arrive as zeros), each tile of a work item once; every
+// past the tensor arrive as zeros), each tile of a work item once, and so
+// is a prologue's row vector (an unswizzled box of 64 elements per K
+// step, into GM_VBOX bytes per stage after the ring and the output
+// boxes); every
 // output element (b, m < M, n < N) is stored once: by the thread whose
 // accumulator holds it, or (GM_TMA_STORE) by a TMA store of the 64 x 64
 // box holding it (rows and columns past the tensor clipped by the TMA).
@@ -60,7 +68,9 @@
 // Before the block exits it waits for the stores' writes.
 
 #define GM_BM (64 * GM_CWG)
-#define GM_ABOX (64 * 128)            // one 64-row, 64-column A box (128-byte rows), bytes
+// one A box of 64 rows of 128 bytes: A [M, K]: 64 m-rows of 64 k-columns;
+// A [K, M] (GM_TRANS_A): 64 k-rows of 64 m-columns (a consumer group's 64 rows)
+#define GM_ABOX (64 * 128)
 #define GM_A_BYTES (GM_NA * GM_CWG * GM_ABOX)   // input p's box for group g at (p GM_CWG + g) GM_ABOX
 #if GM_TRANS_B
 #define GM_BBOX (GM_BN * 128)         // B [N, K]: one box of BN rows of 64 k-columns
@@ -73,6 +83,9 @@
 #define GM_STAGE (GM_A_BYTES + GM_B_BYTES)
 #define GM_OBOX (64 * 128)            // one 64 x 64 box of the output, bytes
 #define GM_OBAR 3                     // named barrier 3 + c: group c's output box is written
+#define GM_VBOX (64 * 2)              // a row vector's 64 elements of a K step, bytes
+// the stages' vector boxes: after the ring and the output boxes
+#define GM_VEC_AT (GM_STAGES * GM_STAGE + (GM_TMA_STORE ? GM_CWG * 2 * GM_OBOX : 0))
 
 // Work item t: batch b, first row m0, first column n0. The L2-aware
 // (grouped) order: a batch's M tiles in bands of GM_GROUP_M (the last band
@@ -102,17 +115,24 @@ __device__ __forceinline__ gm_item gm_item_of(i64 t) {
     return it;
 }
 
-// One K step's wgmmas: 64 k-columns, four k16 steps (32 bytes each inside
-// the 128-byte swizzled rows); the first step of an item overwrites D.
+// One K step's wgmmas: 64 k-columns, four k16 steps (K-major: 32 bytes
+// each inside the 128-byte swizzled rows; MN-major: 16 of the 128-byte
+// k-rows each, 8-row groups 1024 bytes apart, the next 64 m- or n-columns
+// a box further); the first step of an item overwrites D.
 __device__ __forceinline__ void gm_issue(float* d, u32 a_at, u32 b_at, int first) {
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
+#if GM_TRANS_A
+        const u64 da = mc_desc_sw128(a_at + kk * 16 * 128, GM_ABOX, 1024);
+#else
+        const u64 da = mc_desc_sw128(a_at + kk * 32, 16, 1024);
+#endif
 #if GM_TRANS_B
         const u64 db = mc_desc_sw128(b_at + kk * 32, 16, 1024);
 #else
         const u64 db = mc_desc_sw128(b_at + kk * 16 * 128, GM_BBOX, 1024);
 #endif
-        gm_wgmma(d, mc_desc_sw128(a_at + kk * 32, 16, 1024), db, !(first && kk == 0));
+        gm_wgmma(d, da, db, !(first && kk == 0));
     }
     mc_wgmma_commit();
 }
@@ -163,14 +183,15 @@ __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, in
 }
 #endif
 
-__device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const CUtensorMap* tb, const CUtensorMap* to,
-                                             MC_PARAMS) {
+__device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const CUtensorMap* tv, const CUtensorMap* tb,
+                                             const CUtensorMap* to, MC_PARAMS) {
     MC_DYNAMIC_SMEM(mc_smem_raw);
     __shared__ __align__(8) mc_ring<GM_STAGES> ring;
     // the swizzle follows shared-address bits: tiles start 1024-aligned
     unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     (void)to;
+    (void)tv;
     const i64 n_items = (i64)GM_BATCH * GM_TILES_M * GM_TILES_N;
     const int ksteps = (int)((GM_K + 63) / 64);
     if (threadIdx.x == 0) {
@@ -191,8 +212,15 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             int ca[5] = {0, 0, GM_A_BATCHED ? (int)it.b : 0, 0, 0};
             int cb[5] = {0, 0, GM_B_BATCHED ? (int)it.b : 0, 0, 0};
             for (int s = 0; s < ksteps; s++) {
-                u64* bar = mc_ring_acquire(ring, st, GM_STAGE);
+                u64* bar = mc_ring_acquire(ring, st, GM_STAGE + GM_NV * GM_VBOX);
                 unsigned char* sp = smem + st.stage * GM_STAGE;
+#if GM_TRANS_A
+                ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns
+                for (int g = 0; g < GM_CWG; g++) {
+                    ca[0] = it.m0 + 64 * g;
+                    mc_tma_load(sp + g * GM_ABOX, ta[0], ca, bar);
+                }
+#else
                 ca[0] = 64 * s;
 #pragma unroll
                 for (int p = 0; p < GM_NA; p++)
@@ -200,6 +228,11 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                         ca[1] = it.m0 + 64 * g;
                         mc_tma_load(sp + (p * GM_CWG + g) * GM_ABOX, ta[p], ca, bar);
                     }
+#if GM_NV
+                const int cv[5] = {64 * s, 0, 0, 0, 0};
+                mc_tma_load(smem + GM_VEC_AT + st.stage * GM_VBOX, tv, cv, bar);
+#endif
+#endif
 #if GM_TRANS_B
                 cb[0] = 64 * s;
                 cb[1] = it.n0;

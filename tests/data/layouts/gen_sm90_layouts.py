@@ -133,6 +133,15 @@ def main_desc(f):
         for r in range(128):
             for k in range(16):
                 f.write(f"{r} {k} {atom_tiled('MN', 128, 64, r, 16 * kk + k)}\n")
+    # the sm_90a GEMM's transposed A: A stored [K, M], one 64-column TMA
+    # box (64 M x 64 K rows) per consumer group, MN-major for wgmma
+    # (tnspA); k-step kk reads K rows 16kk..16kk+15
+    for kk in range(4):
+        start = kk * 16 * 128
+        f.write(f"case a_mn64x64_k{kk} MN 128 64 {start} {64 * 128} 1024\n")
+        for r in range(64):
+            for k in range(16):
+                f.write(f"{r} {k} {atom_tiled('MN', 64, 64, r, 16 * kk + k)}\n")
 
 def main_tma(f):
     f.write(
