@@ -52,6 +52,15 @@ extern const char mcir_tpl_gemm_sm90[];
  * it against the plan's. */
 extern _Thread_local const mcir_graph *cg_dyn;
 extern _Thread_local bool cg_rebinding;
+/* Templates whose device functions take no parameters (the sm_90a
+ * attention's) read the dims from shared memory instead: while set,
+ * cg_sb_ext writes dimension k as `mc_sdims[k]`, which the kernel's entry
+ * fills from its parameters (cg_emit_sdims_*). */
+extern _Thread_local bool cg_dims_smem;
+/* `i64* mc_sdims()`, a static __shared__ array of N, and the entry's statements
+ * filling it (thread 0, then a barrier); nothing without cg_dyn. */
+void cg_emit_sdims_decl(cg_sb *b);
+void cg_emit_sdims_fill(cg_sb *b);
 /* Prints extent e as C: "768LL", or where e depends on a dimension and
  * cg_dyn is set, "(2LL*mc_d0*mc_d1+1LL)". `bound` is e's value at the
  * current binding (printed when cg_dyn is NULL). */
@@ -291,12 +300,13 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *t, mcir_diag *d);
  * s) over items x rows x splits of dv f32 columns (then max, sum), and the
  * merge kernel KERNEL_merge (block threads per row) that combines them
  * into O at att_o_at(b, r) + dv * O_SD through ATT_ST_O(out, ...). */
-/* items and rows are C expressions; dims: the functions take the dims
- * (MC_DIMS_PARAMS: size-generic kernels) and the merge passes them. */
-void cg_emit_attention_partials(cg_sb *b, const char *items, const char *rows, int64_t splits, int64_t dv,
+/* items, rows and splits are C expressions; dims: the functions take the
+ * dims (MC_DIMS_PARAMS: size-generic kernels) and the merge passes them;
+ * prologue (may be NULL): statements the merge kernel starts with. */
+void cg_emit_attention_partials(cg_sb *b, const char *items, const char *rows, const char *splits, int64_t dv,
                                 bool dims);
 void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int block, const char *items,
-                             const char *rows, int64_t splits, int64_t dv, bool dims);
+                             const char *rows, const char *splits, int64_t dv, bool dims, const char *prologue);
 /* The planner gave attention kernel kp the sm_90a path (tiling dim "wg"). */
 bool cg_attention_sm90_planned(const mcir_kernel_plan *kp);
 /* The wgmma.mma_async wrapper NAME (tpl_attention_sm90.c; the sm_90a GEMM

@@ -74,6 +74,22 @@ void cg_sb_float(cg_sb *b, float f) {
 
 _Thread_local const mcir_graph *cg_dyn;
 _Thread_local bool cg_rebinding;
+_Thread_local bool cg_dims_smem;
+
+/* (a static __shared__ array of an inline function, as the templates
+ * declare theirs: the emulator places them in one section alike) */
+void cg_emit_sdims_decl(cg_sb *b) {
+    if (cg_dyn)
+        cg_sb_printf(b, "__device__ __forceinline__ i64* mc_sdims() {\n    __shared__ i64 s_[%d];\n    return s_;\n}\n",
+                     cg_dyn->n_dims);
+}
+
+void cg_emit_sdims_fill(cg_sb *b) {
+    if (!cg_dyn) return;
+    cg_sb_puts(b, "    if (threadIdx.x == 0) {");
+    for (int k = 0; k < cg_dyn->n_dims; k++) cg_sb_printf(b, " MC_SST(mc_sdims()[%d], mc_d%d);", k, k);
+    cg_sb_puts(b, " }\n    __syncthreads();\n");
+}
 
 void cg_sb_ext(cg_sb *b, const mcir_extent *e, int64_t bound) {
     int64_t v;
@@ -91,7 +107,7 @@ void cg_sb_ext(cg_sb *b, const mcir_extent *e, int64_t bound) {
         else if (c != 1) { cg_sb_printf(b, "%lldLL", c); first = false; }
         for (int k = 0; k < MCIR_MAX_DIMS; k++)
             for (int p = 0; p < t->pow[k]; p++) {
-                cg_sb_printf(b, "%smc_d%d", first ? "" : "*", k);
+                cg_sb_printf(b, cg_dims_smem ? "%sMC_SLD(mc_sdims()[%d])" : "%smc_d%d", first ? "" : "*", k);
                 first = false;
             }
         if (first) cg_sb_puts(b, "1LL");

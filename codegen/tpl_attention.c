@@ -21,6 +21,12 @@ typedef struct operand {
     char pname[16];   /* "r3" / "w0" */
 } operand;
 
+static int64_t tile_of(const mcir_tiling *t, const char *dim) {
+    for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
+        if (t->dim_names[i] && strcmp(t->dim_names[i], dim) == 0) return t->block_tile[i];
+    return 0;
+}
+
 static bool resolve_in(const mcir_kernel_plan *kp, const mcir_tensor *t, operand *op) {
     if (!cg_view_of_input(kp, t, &op->v)) return false;
     op->param = cg_read_index(kp, op->v.root);
@@ -60,17 +66,16 @@ static bool vec_ok(const cg_view *v, int rl_view, int64_t cols) {
 }
 
 
-void cg_emit_attention_partials(cg_sb *b, const char *items, const char *rows, int64_t splits, int64_t dv,
+void cg_emit_attention_partials(cg_sb *b, const char *items, const char *rows, const char *splits, int64_t dv,
                                 bool dims) {
     const char *dp = dims ? " MC_DIMS_PARAMS" : "";
     cg_sb_printf(b,
         "// partials in the scratch P: O [items][rows][splits][dv], then (max, sum) [items][rows][splits][2]\n"
         "__device__ __forceinline__ i64 att_partial_o(i64 b, i64 r, i64 s%s) {\n"
-        "    return ((b * %s + r) * %lldLL + s) * %lldLL;\n}\n"
+        "    return ((b * %s + r) * %s + s) * %lldLL;\n}\n"
         "__device__ __forceinline__ i64 att_partial_ml(i64 b, i64 r, i64 s%s) {\n"
-        "    return %s * %s * %lldLL + ((b * %s + r) * %lldLL + s) * 2;\n}\n",
-        dp, rows, (long long)splits, (long long)dv, dp, items, rows, (long long)(splits * dv), rows,
-        (long long)splits);
+        "    return %s * %s * %s * %lldLL + ((b * %s + r) * %s + s) * 2;\n}\n",
+        dp, rows, splits, (long long)dv, dp, items, rows, splits, (long long)dv, rows, splits);
 }
 
 /* The merge: per query row, m = max_s m_s, l = sum_s l_s e^(m_s - m),
@@ -78,30 +83,31 @@ void cg_emit_attention_partials(cg_sb *b, const char *items, const char *rows, i
  * online-softmax merge); the entry is the kernel's name + "_merge" and
  * takes the kernel's pointers and the scratch. */
 void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int block, const char *items,
-                             const char *rows, int64_t splits, int64_t dv, bool dims) {
+                             const char *rows, const char *splits, int64_t dv, bool dims, const char *prologue) {
     const char *da = dims ? " MC_DIMS_ARGS" : "";
     cg_sb_printf(b,
         "#define MC_MERGE_ENTRY_(n) n##_merge\n#define MC_MERGE_ENTRY(n) MC_MERGE_ENTRY_(n)\n"
         "extern \"C\" __global__ void __launch_bounds__(%d) MC_MERGE_ENTRY(%s)(MC_PARAMS, const float* P) {\n"
+        "%s"
         "    for (i64 row = blockIdx.x; row < %s * %s; row += gridDim.x) {\n"
         "        const i64 b = row / %s, qi = row %% %s;\n"
         "        float m = MC_NINF, l = 0.0f;\n"
-        "        for (int s = 0; s < %lld; s++) m = fmaxf(m, mc_ld_f32(P, att_partial_ml(b, qi, s%s)));\n"
-        "        for (int s = 0; s < %lld; s++) {\n"
+        "        for (int s = 0; s < (int)%s; s++) m = fmaxf(m, mc_ld_f32(P, att_partial_ml(b, qi, s%s)));\n"
+        "        for (int s = 0; s < (int)%s; s++) {\n"
         "            const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s%s));\n"
         "            if (ms != MC_NINF) l += mc_ld_f32(P, att_partial_ml(b, qi, s%s) + 1) * expf(ms - m);\n"
         "        }\n"
         "        for (int dv = threadIdx.x; dv < %lld; dv += blockDim.x) {\n"
         "            float acc = 0.0f;\n"
-        "            for (int s = 0; s < %lld; s++) {\n"
+        "            for (int s = 0; s < (int)%s; s++) {\n"
         "                const float ms = mc_ld_f32(P, att_partial_ml(b, qi, s%s));\n"
         "                if (ms != MC_NINF) acc += mc_ld_f32(P, att_partial_o(b, qi, s%s) + dv) * expf(ms - m);\n"
         "            }\n"
         "            ATT_ST_O(%s, att_o_at(b, qi%s) + (i64)dv * O_SD, l > 0.0f ? acc / l : 0.0f);\n"
         "        }\n"
         "    }\n}\n",
-        block, kernel, items, rows, rows, rows, (long long)splits, da, (long long)splits, da, da,
-        (long long)dv, (long long)splits, da, da, out, da);
+        block, kernel, prologue ? prologue : "", items, rows, rows, rows, splits, da, splits, da, da, (long long)dv, splits, da, da, out,
+        da);
 }
 
 bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
@@ -171,9 +177,19 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     }
     int warps = l.warps, bm = (int)l.bm, bn = (int)l.bn, rpw = l.rows_per_warp;
     int64_t qtiles = l.qtiles, chunk = l.chunk, splits = l.splits;
+    /* split-KV as the plan decided at the largest sizes (its scratch): at
+     * another size the kernel keeps the split path, its split count
+     * ceil(Nk / chunk) taken at launch (1 where Nk fits one chunk) */
+    bool split = kp->scratch_bytes > 0 && tile_of(&kp->tiling, "kv_split") > 0;
+    if (split && splits <= 1) {
+        chunk = tile_of(&kp->tiling, "kv_split");
+        splits = (g.nk + chunk - 1) / chunk;
+        mcir_attention_merge_launch(g.batch_heads * g.nq, g.dv, &l.merge_grid, &l.merge_block);
+        l.scratch_bytes = g.batch_heads * g.nq * splits * (g.dv + 2) * 4;
+    }
     k->smem = l.smem_bytes;
     k->smem_static = l.smem_static_bytes;
-    if (splits > 1 && kp->scratch_bytes < l.scratch_bytes) {
+    if (split && kp->scratch_bytes < l.scratch_bytes) {
         cg_error(d, kp, "split-KV attention needs %lld bytes of scratch, the plan gives %lld",
                  (long long)l.scratch_bytes, (long long)kp->scratch_bytes);
         return false;
@@ -206,9 +222,12 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      vec_ok(&v.v, v.v.rank - 2, DV) ? "true" : "false");
     else
         cg_sb_printf(&b, "#define ATT_RPW %d\n", rpw);
-    if (splits > 1) {
-        cg_sb_printf(&b, "#define ATT_SPLITS %lldLL\n#define ATT_CHUNK %lldLL\n", (long long)splits, (long long)chunk);
-        cg_emit_attention_partials(&b, nb.s, nq.s, splits, DV, true);
+    if (split) {
+        cg_sb_printf(&b, "#define ATT_CHUNK %lldLL\n#define ATT_SPLITS ", (long long)chunk);
+        if (cg_tensor_dynamic(K)) cg_sb_puts(&b, "((ATT_NK + ATT_CHUNK - 1) / ATT_CHUNK)");
+        else cg_sb_printf(&b, "%lldLL", (long long)splits);
+        cg_sb_puts(&b, "\n");
+        cg_emit_attention_partials(&b, nb.s, nq.s, "ATT_SPLITS", DV, true);
     }
     cg_sb_puts(&b, "#define ATT_SCALE ");
     cg_sb_float(&b, scale);
@@ -258,7 +277,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     }
     int threads = warps * 32;
     cg_emit_signature(&b, kp, threads);
-    if (splits > 1) {
+    if (split) {
         /* the split kernel takes the scratch after its reads and writes */
         size_t len = b.len;
         MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
@@ -267,11 +286,11 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_sb_puts(&b, ", float* mc_scratch)");
     }
     cg_sb_printf(&b, " {\n    mc_attention(%s, %s, %s, %s, %s%s MC_DIMS_ARGS);\n}\n", q.pname, kk.pname, v.pname,
-                 M ? m.pname : "(const float*)0", o.pname, splits > 1 ? ", mc_scratch" : "");
-    if (splits > 1) {
+                 M ? m.pname : "(const float*)0", o.pname, split ? ", mc_scratch" : "");
+    if (split) {
         cg_sb_puts(&b, "__device__ __forceinline__ i64 att_o_at(i64 b, i64 qi MC_DIMS_PARAMS) {\n"
                        "    return o_off(b MC_DIMS_ARGS) + qi * O_SR;\n}\n");
-        cg_emit_attention_merge(&b, kp->name, o.pname, l.merge_block, nb.s, nq.s, splits, DV, true);
+        cg_emit_attention_merge(&b, kp->name, o.pname, l.merge_block, nb.s, nq.s, "ATT_SPLITS", DV, true, NULL);
         k->merge_block = l.merge_block;
         k->merge_grid = l.merge_grid;
     }

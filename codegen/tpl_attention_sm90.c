@@ -133,14 +133,26 @@ static bool map_of(const cg_view *v, const mcir_tensor *O, const item_dims *it, 
 }
 
 /* void att_coords_X(i64 b, int* c): item b's coordinates 2..4 in map m */
-static void emit_coords(cg_sb *b, const char *x, const item_dims *it, const mcir_tensor_map_desc *m) {
+static void emit_coords(cg_sb *b, const char *x, const item_dims *it, const mcir_tensor_map_desc *m,
+                        const cg_view *v, const mcir_tensor *O) {
     cg_sb_printf(b, "__device__ __forceinline__ void att_coords_%s(i64 b, int* c) {\n    (void)b;\n", x);
     for (int k = 0; k < 3; k++) {
-        if (k < it->n && m->dims[2 + k] > 1)
-            cg_sb_printf(b, "    c[%d] = (int)(b %% %lldLL);\n", k, (long long)it->size[k]);
-        else
+        int vk = k < it->n ? vdim(v, O, it->dim[k]) : -1;
+        /* the operand has the dim (not 1 for every size; with integer
+         * extents, the map's extent) */
+        bool real = k < it->n && (cg_dyn ? vk >= 0 && !cg_view_dim_is_one(v, vk) : m->dims[2 + k] > 1);
+        if (real) {
+            cg_sb_printf(b, "    c[%d] = (int)(b %% ", k);
+            cg_sb_extent(b, O, it->dim[k]);
+            cg_sb_puts(b, ");\n");
+        } else {
             cg_sb_printf(b, "    c[%d] = 0;\n", k);
-        if (k < it->n && k + 1 < it->n) cg_sb_printf(b, "    b /= %lldLL;\n", (long long)it->size[k]);
+        }
+        if (k < it->n && k + 1 < it->n) {
+            cg_sb_puts(b, "    b /= ");
+            cg_sb_extent(b, O, it->dim[k]);
+            cg_sb_puts(b, ";\n");
+        }
     }
     cg_sb_puts(b, "}\n");
 }
@@ -212,7 +224,7 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     const char *o_store = "per-thread stores";
     mcir_tensor_map_desc om;
     int64_t o_sr = packed_row_stride(&ov, O, &l);
-    if (l.splits > 1) o_store = "split-KV partials, merged by NAME_merge";
+    if (l.split_kv) o_store = "split-KV partials, merged by NAME_merge";
     else if (ov.root->dtype != Q->dtype) o_store = "per-thread stores (O's buffer is not Q's dtype)";
     else if (o_sr <= 0 || !map_of(&ov, O, &it, kp->n_reads + op, NR, o_sr, 64, 64, 3, &om))
         o_store = "per-thread stores (O's view has no tensor map)";
@@ -235,19 +247,45 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     cg_emitter e;
     cg_begin_source(&b, kp);
     cg_emitter_init(&e, kp, &b, NULL, d);
+    /* the problem's extents: expressions of the dims where they depend on
+     * one, read from shared memory (the template's functions take no
+     * parameters; the entry fills mc_sdims) */
+    bool dyn = cg_dyn && (cg_tensor_dynamic(Q) || cg_tensor_dynamic(K) || cg_tensor_dynamic(O));
+    cg_emit_sdims_decl(&b);
+    cg_dims_smem = true;
+    bool lead_mask[MCIR_MAX_RANK] = {0};
+    for (int i = 0; i < O->rank - 2; i++) lead_mask[i] = i != l.pack_dim;
+    cg_sb nq_s = {0}, items_b = {0};
+    cg_sb_extent(&nq_s, Q, Q->rank - 2);
+    cg_sb_prod(&items_b, O, lead_mask);
+    if (dyn) {
+        cg_sb_printf(&b, "#define ATT_NR (%s * %lldLL)\n#define ATT_NQ %s\n#define ATT_PACK %lld\n#define ATT_NK ",
+                     nq_s.s, (long long)l.pack, nq_s.s, (long long)l.pack);
+        cg_sb_extent(&b, K, K->rank - 2);
+        cg_sb_printf(&b, "\n#define ATT_NB %s\n#define ATT_QTILES ((ATT_NR + %lldLL) / %lldLL)\n", items_b.s,
+                     (long long)(l.bm - 1), (long long)l.bm);
+        if (l.split_kv) cg_sb_puts(&b, "#define ATT_SPLITS ((ATT_NK + ATT_CHUNK - 1) / ATT_CHUNK)\n");
+        else cg_sb_puts(&b, "#define ATT_SPLITS 1\n");
+    } else {
+        cg_sb_printf(&b, "#define ATT_NR %lldLL\n#define ATT_NQ %lldLL\n#define ATT_PACK %lld\n#define ATT_NK %lldLL\n"
+                         "#define ATT_NB %lldLL\n#define ATT_QTILES %lldLL\n#define ATT_SPLITS %lld\n",
+                     (long long)NR, (long long)l.nq, (long long)l.pack, (long long)l.nk, (long long)l.items,
+                     (long long)l.qtiles, (long long)l.splits);
+    }
     cg_sb_printf(&b,
-                 "#define ATT_NR %lldLL\n#define ATT_NQ %lldLL\n#define ATT_PACK %lld\n#define ATT_NK %lldLL\n"
-                 "#define ATT_D %lld\n#define ATT_BN %lld\n#define ATT_CWG %d\n#define ATT_STAGES %d\n"
-                 "#define ATT_NB %lldLL\n#define ATT_QTILES %lldLL\n#define ATT_SPLITS %lld\n"
-                 "#define ATT_CHUNK %lldLL\n#define ATT_CAUSAL %d\n#define ATT_BF16 %d\n#define ATT_MASK %d\n"
-                 "#define ATT_PRODUCER_REGS %d\n#define ATT_CONSUMER_REGS %d\n",
-                 (long long)NR, (long long)l.nq, (long long)l.pack, (long long)l.nk, (long long)D, (long long)l.bn,
-                 l.consumers, l.stages, (long long)l.items, (long long)l.qtiles, (long long)l.splits,
-                 (long long)l.chunk, causal, bf16, (int)l.mask, l.producer_regs, l.consumer_regs);
+                 "#define ATT_SPLIT_KV %d\n#define ATT_D %lld\n#define ATT_BN %lld\n#define ATT_CWG %d\n"
+                 "#define ATT_STAGES %d\n#define ATT_CAUSAL %d\n#define ATT_BF16 %d\n"
+                 "#define ATT_MASK %d\n#define ATT_PRODUCER_REGS %d\n#define ATT_CONSUMER_REGS %d\n#define ATT_CHUNK ",
+                 l.split_kv, (long long)D, (long long)l.bn, l.consumers, l.stages, causal, bf16, (int)l.mask,
+                 l.producer_regs, l.consumer_regs);
+    if (dyn && !l.split_kv) cg_sb_puts(&b, "ATT_NK\n");   /* one chunk: every key */
+    else cg_sb_printf(&b, "%lldLL\n", (long long)l.chunk);
     cg_sb_printf(&b, "#define ATT_TMA_STORE %d   // O: %s\n#define ATT_SCALE ", tma_store, o_store);
     cg_sb_float(&b, scale);
-    cg_sb_printf(&b, "\n#define ATT_O_T %s\n#define ATT_ST_O mc_st_%s\n#define O_SD %lldLL\n",
-                 cg_ctype(ov.root->dtype), cg_dsuffix(ov.root->dtype), (long long)ov.stride[ov.rank - 1]);
+    cg_sb_printf(&b, "\n#define ATT_O_T %s\n#define ATT_ST_O mc_st_%s\n#define O_SD ", cg_ctype(ov.root->dtype),
+                 cg_dsuffix(ov.root->dtype));
+    cg_sb_view_stride(&b, &ov, ov.rank - 1);
+    cg_sb_puts(&b, "\n");
     if (M) {
         const char *cv = M->dtype == MCIR_DTYPE_F32    ? "__uint_as_float(mc_lds_u32(a))"
                          : M->dtype == MCIR_DTYPE_BF16 ? "mc_bf16_to_f32(mc_lds_u16(a))"
@@ -256,31 +294,40 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     }
     /* o_off(b): O's element offset of item b; att_o_row(r): of row r of an
      * item (query r % NQ of packed head r / NQ) */
-    cg_sb_printf(&b, "__device__ __forceinline__ i64 o_off(i64 b) {\n    i64 o = %lldLL; (void)b;\n",
-                 (long long)ov.offset);
+    cg_sb_puts(&b, "__device__ __forceinline__ i64 o_off(i64 b) {\n    i64 o = ");
+    cg_sb_view_offset(&b, &ov);
+    cg_sb_puts(&b, "; (void)b;\n");
     for (int j = 0; j < it.n; j++) {
         int vk = vdim(&ov, O, it.dim[j]);
-        int64_t st = (vk >= 0 && ov.shape[vk] != 1) ? ov.stride[vk] : 0;
-        if (st) cg_sb_printf(&b, "    o += (b %% %lldLL) * %lldLL;\n", (long long)it.size[j], (long long)st);
-        cg_sb_printf(&b, "    b /= %lldLL;\n", (long long)it.size[j]);
+        if (vk >= 0 && !cg_view_dim_is_one(&ov, vk) && (ov.stride[vk] || dyn)) {
+            cg_sb_puts(&b, "    o += (b % ");
+            cg_sb_extent(&b, O, it.dim[j]);
+            cg_sb_puts(&b, ") * ");
+            cg_sb_view_stride(&b, &ov, vk);
+            cg_sb_puts(&b, ";\n");
+        }
+        cg_sb_puts(&b, "    b /= ");
+        cg_sb_extent(&b, O, it.dim[j]);
+        cg_sb_puts(&b, ";\n");
     }
-    int64_t o_rs = ov.shape[ov.rank - 2] != 1 ? ov.stride[ov.rank - 2] : 0, o_gs = 0;
-    if (l.pack > 1) {
-        int vk = vdim(&ov, O, l.pack_dim);
-        o_gs = vk >= 0 ? ov.stride[vk] : 0;
-    }
-    cg_sb_printf(&b, "    return o;\n}\n__device__ __forceinline__ i64 att_o_row(i64 r) {\n"
-                     "    return (r / %lldLL) * %lldLL + (r %% %lldLL) * %lldLL;\n}\n",
-                 (long long)l.nq, (long long)o_gs, (long long)l.nq, (long long)o_rs);
+    cg_sb_puts(&b, "    return o;\n}\n__device__ __forceinline__ i64 att_o_row(i64 r) {\n    return (r / ATT_NQ) * ");
+    int gk = l.pack > 1 ? vdim(&ov, O, l.pack_dim) : -1;
+    if (gk >= 0) cg_sb_view_stride(&b, &ov, gk);
+    else cg_sb_puts(&b, "0LL");
+    cg_sb_puts(&b, " + (r % ATT_NQ) * ");
+    if (!cg_view_dim_is_one(&ov, ov.rank - 2) && (ov.stride[ov.rank - 2] || dyn))
+        cg_sb_view_stride(&b, &ov, ov.rank - 2);
+    else
+        cg_sb_puts(&b, "0LL");
+    cg_sb_puts(&b, ";\n}\n");
     cg_sb_puts(&b, "__device__ __forceinline__ i64 att_o_at(i64 b, i64 r) { return o_off(b) + att_o_row(r); }\n");
     static const char *const names[] = {"q", "k", "v"};
-    for (int i = 0; i < 3; i++) emit_coords(&b, names[i], &it, &maps[i]);
-    if (nm > 3) emit_coords(&b, "m", &it, &maps[3]);
-    if (tma_store) emit_coords(&b, "o", &it, &om);
-    char items_s[32], rows_s[32];
-    snprintf(items_s, sizeof items_s, "%lldLL", (long long)l.items);
-    snprintf(rows_s, sizeof rows_s, "%lldLL", (long long)NR);
-    if (l.splits > 1) cg_emit_attention_partials(&b, items_s, rows_s, l.splits, D, false);
+    const cg_view *views[3] = {&qv, &kv, &vv};
+    for (int i = 0; i < 3; i++) emit_coords(&b, names[i], &it, &maps[i], views[i], O);
+    if (nm > 3) emit_coords(&b, "m", &it, &maps[3], &mv, O);
+    if (tma_store) emit_coords(&b, "o", &it, &om, &ov, O);
+    if (l.split_kv) cg_emit_attention_partials(&b, "ATT_NB", "ATT_NR", "ATT_SPLITS", D, false);
+    cg_dims_smem = false;
     cg_sb_puts(&b, mcir_tpl_hopper);
     cg_emit_wgmma(&b, "att_wgmma_s", (int)l.bn, false, bf16, false, false);
     cg_emit_wgmma(&b, "att_wgmma_o", (int)D, true, bf16, false, true);
@@ -298,7 +345,7 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
     b.s[len - 1] = '\0';
     b.len = len - 1;
-    if (l.splits > 1) cg_sb_puts(&b, ", float* mc_scratch");
+    if (l.split_kv) cg_sb_puts(&b, ", float* mc_scratch");
     static const char *const tnames[] = {"q", "k", "v", "m", "o"};
     const char *tname[5];
     for (int i = 0; i < k->n_tmaps; i++) {
@@ -306,19 +353,25 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
         cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_%s", tname[i]);
     }
     cg_sb_printf(&b, ") {\n    (void)r%d; (void)r%d; (void)r%d;\n", qp, kpar, vp);
+    cg_emit_sdims_fill(&b);
     if (M) cg_sb_printf(&b, "    (void)r%d;\n", mp);
     cg_sb_printf(&b, "    mc_attention_sm90(&mc_tmap_q, &mc_tmap_k, &mc_tmap_v, %s, %s, w%d, %s);\n}\n",
                  nm > 3 ? "&mc_tmap_m" : "(const CUtensorMap*)0", tma_store ? "&mc_tmap_o" : "(const CUtensorMap*)0",
-                 op, l.splits > 1 ? "mc_scratch" : "(float*)0");
-    if (l.splits > 1) {
+                 op, l.split_kv ? "mc_scratch" : "(float*)0");
+    if (l.split_kv) {
         char out[16];
         snprintf(out, sizeof out, "w%d", op);
-        cg_emit_attention_merge(&b, kp->name, out, l.merge_block, items_s, rows_s, l.splits, D, false);
+        cg_sb fill = {0};
+        cg_emit_sdims_fill(&fill);
+        cg_emit_attention_merge(&b, kp->name, out, l.merge_block, "ATT_NB", "ATT_NR", "ATT_SPLITS", D, false, fill.s);
+        cg_sb_free(&fill);
         k->merge_block = l.merge_block;
         k->merge_grid = l.merge_grid;
     }
     ok = e.ok;
     cg_emitter_free(&e);
+    cg_sb_free(&nq_s);
+    cg_sb_free(&items_b);
     if (!ok) {
         cg_sb_free(&b);
         return false;

@@ -133,15 +133,39 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_sb_free(&b);
         return false;
     }
+    /* the problem's extents: expressions of the dims where they depend on
+     * one, read from shared memory (the template's helpers take no
+     * parameters; the entry fills mc_sdims) */
+    const mcir_tensor *A = n->inputs[0], *B = n->inputs[1];
+    if (cg_dyn && (cg_tensor_dynamic(A) || cg_tensor_dynamic(B) || cg_tensor_dynamic(C))) {
+        cg_emit_sdims_decl(&b);
+        cg_dims_smem = true;
+        bool lead[MCIR_MAX_RANK] = {0};
+        for (int i = 0; i < C->rank - 2; i++) lead[i] = true;
+        cg_sb_puts(&b, "#define GM_M ");
+        cg_sb_extent(&b, A, l.trans_a ? A->rank - 1 : A->rank - 2);
+        cg_sb_puts(&b, "\n#define GM_N ");
+        cg_sb_extent(&b, C, C->rank - 1);
+        cg_sb_puts(&b, "\n#define GM_K ");
+        cg_sb_extent(&b, A, l.trans_a ? A->rank - 2 : A->rank - 1);
+        cg_sb_puts(&b, "\n#define GM_BATCH ");
+        cg_sb_prod(&b, C, lead);
+        cg_dims_smem = false;
+        cg_sb_printf(&b, "\n#define GM_TILES_M ((GM_M + %lldLL) / %lldLL)\n#define GM_TILES_N ((GM_N + %lldLL) / %lldLL)\n",
+                     (long long)(l.bm - 1), (long long)l.bm, (long long)(l.bn - 1), (long long)l.bn);
+    } else {
+        cg_sb_printf(&b, "#define GM_M %lldLL\n#define GM_N %lldLL\n#define GM_K %lldLL\n#define GM_BATCH %lldLL\n"
+                         "#define GM_TILES_M %lldLL\n#define GM_TILES_N %lldLL\n",
+                     (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, (long long)l.tiles_m,
+                     (long long)l.tiles_n);
+    }
     cg_sb_printf(&b,
-                 "#define GM_M %lldLL\n#define GM_N %lldLL\n#define GM_K %lldLL\n#define GM_BATCH %lldLL\n"
-                 "#define GM_BN %lld\n#define GM_CWG %d\n#define GM_STAGES %d\n#define GM_TILES_M %lldLL\n"
-                 "#define GM_TILES_N %lldLL\n#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_A %d\n"
+                 "#define GM_BN %lld\n#define GM_CWG %d\n#define GM_STAGES %d\n"
+                 "#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_A %d\n"
                  "#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
                  "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n",
-                 (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, (long long)l.bn, l.consumers,
-                 l.stages, (long long)l.tiles_m, (long long)l.tiles_n, (long long)l.group_m, bf16, l.trans_a, l.trans_b, l.a_batched, l.b_batched,
-                 l.producer_regs, l.consumer_regs);
+                 (long long)l.bn, l.consumers, l.stages, (long long)l.group_m, bf16, l.trans_a, l.trans_b, l.a_batched,
+                 l.b_batched, l.producer_regs, l.consumer_regs);
     cg_sb_printf(&b, "#define GM_NA %d\n#define GM_NV %d\n#define GM_PROLOGUE %d\n", l.n_a, l.n_v, l.prologue);
     /* A's element j in group c's boxes of a stage: acc carries (stage, c);
      * with a row vector the chain's index is the element's row * K + column
@@ -189,6 +213,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     if (l.n_v) cg_sb_puts(&b, ", const __grid_constant__ CUtensorMap mc_tmap_v");
     cg_sb_printf(&b, ", const __grid_constant__ CUtensorMap mc_tmap_b%s) {\n    (void)r%d;\n",
                  l.tma_store ? ", const __grid_constant__ CUtensorMap mc_tmap_o" : "", bp);
+    if (strstr(b.s, "mc_sdims()")) cg_emit_sdims_fill(&b);
     cg_sb_puts(&b, "    const CUtensorMap* ta[GM_NA] = {");
     for (int i = 0; i < l.n_a; i++) cg_sb_printf(&b, "%s&mc_tmap_a%d", i ? ", " : "", i);
     cg_sb_printf(&b, "};\n    mc_gemm_sm90(ta, %s, &mc_tmap_b, %s, MC_ARGS);\n}\n",

@@ -206,6 +206,12 @@ static double wave_bytes(const mcir_gemm_sm90 *l, int64_t g) {
  * L2 (the band's A panels stay while its waves walk the N tiles: B is
  * re-read once per band); else, when none fits, the band whose wave
  * touches the fewest bytes (ties: the lower). */
+static int64_t tile_of(const mcir_tiling *t, const char *dim) {
+    for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
+        if (t->dim_names[i] && strcmp(t->dim_names[i], dim) == 0) return t->block_tile[i];
+    return 0;
+}
+
 static int64_t group_m_of(const mcir_target *t, const mcir_gemm_sm90 *l) {
     if (l->tiles_m == 1 || l->tiles_n == 1 || l->items <= l->grid) return 1;
     const double half = (double)t->l2_bytes / 2;
@@ -276,7 +282,13 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     }
     l->a_batched = ab == 1;
     l->b_batched = bb == 1;
-    l->consumers = l->m > 64 ? 2 : 1;
+    /* Once the plan chose this template (its tiling has "wg"), the choices
+     * that depend on the sizes — consumer groups, the N tile, the grouped
+     * order — are the plan's, made at the largest sizes: a kernel of a
+     * graph whose dims range over sizes is generated again at other sizes
+     * with the same ones (docs/kernelplan.md, "Symbolic dimensions") */
+    const int64_t planned_wg = tile_of(&k->tiling, "wg");
+    l->consumers = planned_wg > 0 ? (int)planned_wg : l->m > 64 ? 2 : 1;
     l->bm = 64 * l->consumers;
     l->bk = 64;
     l->tiles_m = (l->m + l->bm - 1) / l->bm;
@@ -289,6 +301,10 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
      * which ran at 0.42 of peak on an H200 where 4096^3 at 256 ran at 0.58 */
     double best = -1;
     for (int64_t bn = 256; bn >= 64; bn /= 2) {
+        if (planned_wg > 0) {   /* the plan's */
+            if (bn == tile_of(&k->tiling, "N")) l->bn = bn;
+            continue;
+        }
         if (bn > 64 && bn / 2 >= l->n) continue;   /* more than half empty */
         int64_t items = l->batch * l->tiles_m * ((l->n + bn - 1) / bn);
         int64_t waves = (items + t->sm_count - 1) / t->sm_count;
@@ -334,7 +350,8 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     l->producer_regs = l->consumers > 1 && l->bn > 128 ? 40 : 0;
     l->consumer_regs = l->consumers > 1 && l->bn > 128 ? 232 : 0;
     l->grid = l->items < t->sm_count ? l->items : t->sm_count;
-    l->group_m = group_m_of(t, l);
+    l->group_m = planned_wg > 0 && tile_of(&k->tiling, "group_m") > 0 ? tile_of(&k->tiling, "group_m")
+                                                                       : group_m_of(t, l);
     l->wave_bytes = wave_bytes(l, l->group_m);
     /* what ptxas allocates (CUDA 13, tests/test_gemm_sm90.c's sweep and
      * the examples): 58-63 at bn 64 with nothing fused, 58-66 with one
@@ -400,10 +417,10 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         return;
     }
     mcir_tiling *ti = &k->tiling;
-    const char *names[] = {"M", "N", "K", "wg"};
-    const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers};
-    ti->n_dims = 4;
-    for (int i = 0; i < 4; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
+    const char *names[] = {"M", "N", "K", "wg", "group_m"};
+    const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers, l.group_m};
+    ti->n_dims = 5;
+    for (int i = 0; i < 5; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
     ti->warps = l.threads / 32;
     ti->stages = l.stages;
     ti->vector_width = 64;   /* TMA boxes of 64 columns */

@@ -38,10 +38,30 @@ static const mcir_kernel_access *tma_read(const mcir_kernel_plan *k, const mcir_
     if (x->rank < 1 || x->strides[x->rank - 1] != 1) return NULL;
     for (int i = 0; i < x->rank - 1; i++)
         if (t->shape[i] != 1 && (x->strides[i] * esize) % 16 != 0) return NULL;
+    /* symbolic dims: the buffer's strides (products of its extents) are
+     * multiples of 16 bytes for every size, not only at these: every term
+     * of each product a multiple ([seq, seq] f16 has rows of 2*seq bytes) */
+    const mcir_tensor *r = x->tensor;
+    if (r && r->sym) {
+        mcir_extent p = mcir_extent_const(esize), q;
+        for (int i = r->rank - 1; i > 0; i--) {
+            mcir_extent e = mcir_tensor_extent(r, i);
+            if (!mcir_extent_mul(&p, &e, &q)) return NULL;
+            p = q;
+            for (int j = 0; j < p.n_terms; j++)
+                if (p.terms[j].coef % 16 != 0) return NULL;
+        }
+    }
     return x;
 }
 
 static bool is_half(mcir_dtype t) { return t == MCIR_DTYPE_F16 || t == MCIR_DTYPE_BF16; }
+
+static int64_t tile_of(const mcir_tiling *t, const char *dim) {
+    for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
+        if (t->dim_names[i] && strcmp(t->dim_names[i], dim) == 0) return t->block_tile[i];
+    return 0;
+}
 
 bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_attention_sm90 *l,
                                 const char **why) {
@@ -98,7 +118,11 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
             *why = "the mask is not a kernel read with unit key stride and 16-byte row strides (no tensor map)";
             return false;
         }
-        mask_rows = M->rank >= 2 && M->shape[M->rank - 2] != 1;
+        /* (an extent that is 1 only at some sizes of a symbolic dim is a
+         * row per query: the same kernel for every size) */
+        mcir_extent mr = M->rank >= 2 ? mcir_tensor_extent(M, M->rank - 2) : mcir_extent_const(1);
+        int64_t one;
+        mask_rows = M->rank >= 2 && !(mcir_extent_is_const(&mr, &one) && one == 1);
         /* the mask rides in S's accumulators as mask / scale */
         double scale = mcir_node_attr(n, "scale") ? mcir_node_float(n, "scale") : 1.0 / sqrt((double)d);
         if (!(fabs(scale) >= 1e-30 && fabs(scale) <= 1e30)) {
@@ -107,27 +131,41 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
         }
     }
 
+    /* Once the plan chose the sm_90a path (its tiling has "wg"), the
+     * choices that depend on the sizes — consumer groups, K/V tile, GQA
+     * packing, split-KV chunk — are the plan's, made at the largest sizes:
+     * a kernel of a graph whose dims range over sizes is generated again at
+     * other sizes with the same ones (docs/kernelplan.md) */
+    const int64_t planned_wg = tile_of(&k->tiling, "wg");
+    const bool planned = planned_wg > 0;
+
     /* GQA / MQA packing: O's innermost leading dim j, where K and V
      * broadcast and Q does not, joins the rows when the queries are fewer
      * than a tile and Q (and a mask that varies over j) step by whole heads */
     l->pack_dim = -1;
     l->pack = 1;
-    if (rl >= 1 && nq < 128) {
+    if (rl >= 1 && (planned ? tile_of(&k->tiling, "pack") > 1 : nq < 128)) {
         const int j = rl - 1;
         const int64_t g = O->shape[j];
         bool ok = g > 1 && lead_size(K, rl, j) == 1 && lead_size(V, rl, j) == 1;
-        ok = ok && (nq == 1 || lead_stride(Q, qa, rl, j) == nq * qa->strides[Q->rank - 2]);
+        /* (the kernel's access strides are the plan's, at the largest
+         * sizes: with the plan's packing, codegen checks the rows' views
+         * at these sizes instead, packed_row_stride) */
+        ok = ok && (planned || nq == 1 || lead_stride(Q, qa, rl, j) == nq * qa->strides[Q->rank - 2]);
         if (ok && M) {
             const int rm = M->rank;
             int mj = j - (rl + 2 - rm);   /* the mask's dim j */
             int64_t msz = mj >= 0 ? M->shape[mj] : 1;
             if (msz == 1) ok = !mask_rows;   /* one mask row for every packed query */
-            else ok = nq == 1 || (mask_rows && ma->strides[mj] == nq * ma->strides[rm - 2]);
+            else ok = nq == 1 || (mask_rows && (planned || ma->strides[mj] == nq * ma->strides[rm - 2]));
             if (ok && msz != 1) mask_rows = true;   /* the packed rows index the mask */
         }
         if (ok) {
             l->pack_dim = j;
             l->pack = g;
+        } else if (planned) {
+            *why = "the plan's GQA packing does not hold at these sizes";
+            return false;
         }
     }
     if (rl - (l->pack > 1 ? 1 : 0) > 3) {
@@ -148,7 +186,7 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
     l->nk = nk;
     l->rows = nq * l->pack;
     l->items = bh / l->pack;
-    l->consumers = l->rows > 64 ? 2 : 1;
+    l->consumers = planned ? (int)planned_wg : l->rows > 64 ? 2 : 1;
     l->bm = 64 * l->consumers;
     l->stages = 2;
     l->threads = 128 * (1 + l->consumers);
@@ -166,6 +204,7 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
             mask_bytes = (bn * mes + 1023) / 1024 * 1024;
         }
         int64_t smem = q_bytes + l->stages * (2 * bn * d * 2 + mask_bytes) + 1024;
+        if (planned && bn != tile_of(&k->tiling, "kv")) continue;
         if (smem <= t->smem_per_block_optin) {
             l->bn = bn;
             l->smem_bytes = smem;
@@ -183,7 +222,14 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
     l->splits = 1;
     l->chunk = nk;
     int64_t qblocks = l->items * l->qtiles;
-    if (nq <= 16 && qblocks < t->sm_count && nk >= 512) {
+    const int64_t planned_chunk = planned ? tile_of(&k->tiling, "kv_split") : 0;
+    if (planned_chunk > 0) {   /* the plan's chunk; the splits this many keys need (1 or more) */
+        l->chunk = planned_chunk;
+        l->splits = ceil_div(nk, planned_chunk);
+        l->split_kv = true;
+        l->scratch_bytes = l->items * l->rows * l->splits * (d + 2) * 4;
+        mcir_attention_merge_launch(l->items * l->rows, d, &l->merge_grid, &l->merge_block);
+    } else if (!planned && nq <= 16 && qblocks < t->sm_count && nk >= 512) {
         int64_t splits = ceil_div(t->sm_count, qblocks);
         if (splits > nk / 256) splits = nk / 256;
         if (splits >= 2) {
@@ -191,6 +237,7 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
             if (ceil_div(nk, chunk) >= 2) {
                 l->chunk = chunk;
                 l->splits = ceil_div(nk, chunk);
+                l->split_kv = true;
                 l->scratch_bytes = l->items * l->rows * l->splits * (d + 2) * 4;
                 mcir_attention_merge_launch(l->items * l->rows, d, &l->merge_grid, &l->merge_block);
             }
@@ -247,7 +294,7 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
     int64_t tile[MCIR_MAX_TILE_DIMS] = {l.bm, l.bn, l.d, l.consumers};
     int nd = 4;
     if (l.pack > 1) names[nd] = "pack", tile[nd++] = l.pack;
-    if (l.splits > 1) names[nd] = "kv_split", tile[nd++] = l.chunk;
+    if (l.split_kv) names[nd] = "kv_split", tile[nd++] = l.chunk;
     ti->n_dims = nd;
     for (int i = 0; i < nd; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
     ti->warps = l.threads / 32;
@@ -273,7 +320,7 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
         (long long)l.bn, l.stages, l.producer_regs, (long long)(l.smem_bytes / 1024),
         (long long)(t->smem_per_block_optin / 1024), mask, pack, (long long)l.qtiles, (long long)l.items,
         (long long)(l.qtiles * l.items), l.threads);
-    if (l.splits > 1)
+    if (l.split_kv)
         ti->reason = mcir_arena_printf(
             a, "%s; split-KV: %lld blocks < %d SMs, so Nk=%lld is split into %lld chunks of %lld keys -> %lld "
                "blocks; partial O, max and sum per split in %lld KiB of f32 scratch, merged by NAME_merge "

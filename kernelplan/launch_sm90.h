@@ -42,6 +42,8 @@ typedef struct mcir_attention_sm90 {
     int64_t items;           /* leading-dim items: batch*heads / pack */
     int64_t qtiles;          /* ceil(rows / bm) */
     int64_t splits, chunk;   /* split-KV decoding: splits of chunk keys (1, nk: none) */
+    bool split_kv;           /* the split-KV path (partials + merge), even where one split
+                                covers the keys at these sizes (the plan split at the largest) */
     int64_t grid;            /* blocks (items x qtiles x splits; a grid-stride loop beyond) */
     mcir_sm90_mask mask;
     int mask_esize;          /* the mask's element bytes (4, 2) */

@@ -575,6 +575,43 @@ START_TEST(greedy_generation_matches_pytorch) {
 }
 END_TEST
 
+/* The sm_90a templates size-generic (planned tiles, extents from shared
+ * memory) on the emulated device: causal attention, split-KV decoding
+ * (its splits at launch from the length), GQA packing, and the GEMM with
+ * a broadcast prologue and an epilogue, each at three sizes against the
+ * original graph, compiled once. */
+START_TEST(sm90a_templates_on_emu_at_three_sizes) {
+    if (!test_have_cxx()) return;
+    static const struct {
+        const char *graph, *dim, *path;
+        int sizes[3];
+    } cases[] = {
+        {"attention_f16_seq.json", "seq", "sm_90a path", {1, 77, 200}},
+        {"decode_f16_past.json", "past", "split-KV", {1, 700, 3001}},
+        {"gqa_f16_seq.json", "seq", "GQA/MQA", {1, 49, 96}},
+        {"matmul_f16_seq.json", "seq", "sm_90a GEMM", {1, 77, 300}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char rel[128], dim[64];
+        snprintf(rel, sizeof rel, "tests/data/dims/%s", cases[c].graph);
+        cli_result r = RUN("--emit", "plan", cli_src(rel));
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_msg(strstr(r.out, cases[c].path) != NULL, "%s: no '%s' in the plan", rel, cases[c].path);
+        ck_assert_ptr_null(strstr(r.out, "\"size_generic\": false"));
+        cli_result_free(&r);
+        for (int i = 0; i < 3; i++) {
+            snprintf(dim, sizeof dim, "%s=%d", cases[c].dim, cases[c].sizes[i]);
+            r = RUN("--run", "--device", "emu", "--verify", "--dim", dim, cli_src(rel));
+            ck_assert_msg(r.status == 0, "%s at %s: %s", rel, dim, r.err);
+            ck_assert_ptr_nonnull(strstr(r.out, "(emu vs the original graph)"));
+            ck_assert_msg(strstr(r.out, " ok\n") && !strstr(r.out, "FAIL"), "%s at %s:\n%s", rel, dim, r.out);
+            if (i > 0) ck_assert_msg(strstr(r.out, "\n  emu      0 compiles") != NULL, "%s", r.out);
+            cli_result_free(&r);
+        }
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------- mcirc's --dim */
 
 START_TEST(dim_option_usage_errors) {
@@ -730,20 +767,26 @@ START_TEST(compilation_of_a_symbolic_graph) {
                                         "for every size, plan and arena at the largest; 2 of 2 kernels "
                                         "size-generic\n"));
     cli_result_free(&r);
-    /* a kernel whose code differs at another size (the sm_90a attention
-     * template chooses its tiles by the size): no device run of a range,
-     * the kernel and the reason named; a range of one size runs */
-    const char *a16 = cli_src("tests/data/dims/attention_f16_seq.json");
-    r = RUN(a16);
+    /* a kernel whose code differs at another size (the f16 softmax's
+     * vector width comes from its row's width): no device run of a range,
+     * the kernel and the first line that differs named */
+    const char *s16 = cli_src("tests/data/dims/softmax_f16_seq.json");
+    r = RUN(s16);
     ck_assert_int_eq(r.status, 0);
-    ck_assert_ptr_nonnull(strstr(r.out, "; 0 of 1 kernels size-generic (not: att16_a)\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "; 0 of 1 kernels size-generic (not: sm16_s)\n"));
     cli_result_free(&r);
-    r = RUN("--run", "--device", "gpu", "--dim", "seq=1..200", a16);
+    r = RUN("--run", "--device", "gpu", "--dim", "seq=1..100", s16);
     ck_assert_int_eq(r.status, 2);
-    ck_assert_ptr_nonnull(strstr(r.err, "--device gpu: dimension 'seq' ranges over [1, 200], and kernel "
-                                        "att16_a is not size-generic yet (at seq=1 its template fails: "));
+    ck_assert_ptr_nonnull(strstr(r.err, "--device gpu: dimension 'seq' ranges over [1, 100], and kernel "
+                                        "sm16_s is not size-generic yet (its code at seq=1 differs from the "
+                                        "code at the largest sizes (line "));
     ck_assert_ptr_nonnull(strstr(r.err, "or fix the size with --dim seq=N..N"));
     cli_result_free(&r);
+    r = RUN("--emit", "plan", s16);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"size_generic\": false"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"not_size_generic\": \"its code at seq=1 differs"));
+    cli_result_free(&r);
+    const char *a16 = cli_src("tests/data/dims/attention_f16_seq.json");
     if (test_have_cxx()) {   /* the sm_80 template takes the dims at launch */
         r = RUN("--run", "--device", "emu", "--arch", "sm_80", "--verify", "--dim", "seq=77", a16);
         ck_assert_msg(r.status == 0, "%s", r.err);
@@ -819,6 +862,7 @@ int main(void) {
     tcase_add_test(tc, cnn_at_three_batch_sizes);
     tcase_add_test(tc, blocks_on_emu_at_three_sizes_compile_once);
     tcase_add_test(tc, greedy_generation_matches_pytorch);
+    tcase_add_test(tc, sm90a_templates_on_emu_at_three_sizes);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

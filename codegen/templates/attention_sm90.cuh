@@ -9,7 +9,8 @@
 //   ATT_NQ queries per head (ATT_PACK heads of a GQA / MQA group packed into
 //   the rows: row r is query r % ATT_NQ of head r / ATT_NQ; 1: no packing),
 //   ATT_NK keys, ATT_QTILES = ceil(NR / BM), ATT_SPLITS splits of
-//   ATT_CHUNK keys (split-KV decoding; 1: none), ATT_CAUSAL, ATT_BF16,
+//   ATT_CHUNK keys (split-KV decoding, ATT_SPLIT_KV: the partials and the
+//   merge, with ATT_SPLITS >= 1 at these sizes; else 1), ATT_CAUSAL, ATT_BF16,
 //   ATT_SCALE; ATT_PRODUCER_REGS / ATT_CONSUMER_REGS (setmaxnreg with two
 //   consumer groups); ATT_MASK (0 none, 1 a mask tile per row, 2 one mask row for
 //   every query: the mask broadcasts over queries), ATT_M_ES its element
@@ -451,7 +452,7 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 1);
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 2);
         }
-#if ATT_SPLITS > 1
+#if ATT_SPLIT_KV
         // this split's unnormalised O, running max and sum (rows < NR)
         mc_ring_release(qring, qs, lane);
 #pragma unroll
@@ -512,7 +513,7 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 #endif
         mc_ring_next<1>(qs);
     }
-#if ATT_TMA_STORE && ATT_SPLITS == 1
+#if ATT_TMA_STORE && !ATT_SPLIT_KV
     if (w == 0 && lane == 0) mc_bulk_wait0();   // O's writes are done before the block exits
 #endif
 #if ATT_CWG > 1
