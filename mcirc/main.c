@@ -422,13 +422,13 @@ static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out)
     fprintf(out, "  run      %s, %.3f s",
             c->ran_on_gpu ? c->gpu_stats.device_name : "cpu reference", c->run_seconds);
     if (c->ran_on_gpu)   /* scripts/gpu-check.sh compares the --alloc modes by this */
-        fprintf(out, ", peak %" PRId64 " device bytes%s", c->gpu_stats.peak_device_bytes,
-                c->gpu_stats.graph ? ", as a CUDA graph" : "");
+        fprintf(out, ", peak %" PRId64 " device bytes", c->gpu_stats.peak_device_bytes);
     const mcir_graph *run = mcir_compilation_run_graph(c);
     if (run->n_dims) {
         char b[256];
         fprintf(out, " at %s", mcir_dims_binding_str(run, b, sizeof b));
     }
+    if (c->ran_on_gpu && c->gpu_stats.graph) fputs(", as a CUDA graph", out);
     fputc('\n', out);
     for (int i = 0; i < run->n_outputs; i++) {
         const mcir_tensor *t = run->outputs[i];
