@@ -491,7 +491,23 @@ bool mcir_kernel_is_last2_transpose(const mcir_kernel_plan *kp) {
  * concat that also computes an operand (a decode step's KV-cache append,
  * split -> reshape -> transpose of the new rows fused in) 22..24 on sm_80
  * and 26..28 on sm_90 (a sweep of 6 cache and head sizes); a chain of 10
- * or more ops 28..32; other pointwise kernels 22..30. */
+ * or more ops 28..32; slices with at most one more op (gpt2_decode's
+ * positions sliced from their table at the cache length and added to the
+ * tokens) 24 on sm_80, 30 on sm_90; other pointwise kernels 22..30. Size-
+ * generic code (kernel_dynamic) divides by the launch's extents: the
+ * decode step's append at a symbolic cache length takes 32 / 34. */
+/* Whether a kernel's extents depend on a symbolic dimension: its code is
+ * size-generic (docs/kernelplan.md), its index arithmetic divides by
+ * extents the launch passes, not by constants, and takes more registers. */
+static bool kernel_dynamic(const mcir_kernel_plan *k) {
+    for (int i = 0; i < k->n_reads + k->n_writes; i++) {
+        const mcir_tensor *x = i < k->n_reads ? k->reads[i] : k->writes[i - k->n_reads];
+        for (int j = 0; x->sym && j < x->rank; j++)
+            if (!mcir_extent_is_const(&x->sym[j], NULL)) return true;
+    }
+    return false;
+}
+
 static int flat_registers(const mcir_target *t, const mcir_kernel_plan *k, const mcir_flat_layout *l) {
     if (l->items <= 1) return 10;
     if (l->kind == MCIR_FLAT_POOL) {
@@ -510,8 +526,11 @@ static int flat_registers(const mcir_target *t, const mcir_kernel_plan *k, const
     if (k->n_nodes == 1 && k->anchor && k->anchor->op == MCIR_OP_GATHER) return 22;
     if (k->tpl == MCIR_TEMPLATE_COPY && k->n_reads >= 2 && k->n_nodes > 1 && k->anchor &&
         k->anchor->op == MCIR_OP_CONCAT)
-        return t->sm >= 90 ? 28 : 23;
+        return kernel_dynamic(k) ? (t->sm >= 90 ? 34 : 32) : t->sm >= 90 ? 28 : 23;
     if (k->tpl == MCIR_TEMPLATE_COPY) return 25;
+    bool slice = false;
+    for (int i = 0; i < k->n_nodes; i++) slice = slice || k->nodes[i]->op == MCIR_OP_SLICE;
+    if (slice && k->n_nodes <= 3) return t->sm >= 90 ? 30 : 24;   /* rows of a table sliced and added */
     return k->n_nodes >= 10 ? 30 : 27;
 }
 

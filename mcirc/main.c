@@ -368,9 +368,17 @@ static void print_summary(const mcir_compilation *c, FILE *out) {
         if (cost.unfused_hbm_bytes > 0)
             snprintf(unfused, sizeof unfused, " (unfused %.2fx)",
                      (double)cost.unfused_hbm_bytes / compulsory);
-        fprintf(out, "  traffic  %d launches, %s HBM = %.2fx compulsory%s, modelled %.1f us on %s\n",
+        fprintf(out, "  traffic  %d launches, %s HBM = %.2fx compulsory%s, modelled %.1f us on %s%s\n",
                 cost.launches, hbm, (double)cost.hbm_bytes / compulsory, unfused,
-                cost.modelled_us, c->target->name);
+                cost.modelled_us, c->target->name, g->n_dims && mcir_graph_is_dynamic(g) ? " (at the largest sizes)" : "");
+        if (c->has_cost_at_run) {   /* the same kernels at the run's sizes */
+            const mcir_plan_cost *r = &c->cost_at_run;
+            human_bytes(r->hbm_bytes, hbm, sizeof hbm);
+            compulsory = r->compulsory_bytes > 0 ? (double)r->compulsory_bytes : 1.0;
+            fprintf(out, "  traffic  at %s: %d launches, %s HBM = %.2fx compulsory, modelled %.1f us on %s\n",
+                    c->run_binding, r->launches, hbm, (double)r->hbm_bytes / compulsory, r->modelled_us,
+                    c->target->name);
+        }
     }
     if (c->memory) {
         char a[32], lb[32];

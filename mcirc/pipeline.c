@@ -584,7 +584,23 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     }
 
     /* symbolic dims: a run and --verify execute copies bound to the run's
-     * sizes (the inputs', --dim N, else the largest) */
+     * sizes (the inputs', --dim N, else the largest); the cost model says
+     * what the plan's kernels move and take there */
+    if ((o->run || o->verify || o->n_dims) && c->graph->n_dims) {
+        int64_t values[MCIR_MAX_DIMS], top[MCIR_MAX_DIMS];
+        if ((st = run_binding(o, c->graph, values, d))) return st;
+        bool other = false;
+        for (int k = 0; k < c->graph->n_dims; k++) {
+            top[k] = c->graph->dims[k].value;
+            other = other || values[k] != top[k];
+        }
+        if (other && c->plan && mcir_graph_bind_dims(c->graph, values, d)) {
+            mcir_cost_plan(c->plan, &c->cost_at_run);
+            mcir_dims_binding_str(c->graph, c->run_binding, sizeof c->run_binding);
+            c->has_cost_at_run = true;
+            if (!mcir_graph_bind_dims(c->graph, top, d)) return MCIR_EXIT_INVALID;
+        }
+    }
     if ((o->run || o->verify) && c->graph->n_dims) {
         int64_t values[MCIR_MAX_DIMS];
         if ((st = run_binding(o, c->graph, values, d))) return st;

@@ -125,6 +125,12 @@ typedef struct mcir_compilation {
      * original bound to the run's sizes (NULL: the run is at the
      * compiled sizes). mcir_compilation_run_graph says which ran. */
     mcir_graph *run_graph, *run_original;
+    /* The cost model at the run's sizes (a graph whose dims range over
+     * sizes, a run or --dim NAME=N at other than the largest): the plan's
+     * kernels, their traffic and modelled time there. */
+    bool has_cost_at_run;
+    mcir_plan_cost cost_at_run;
+    char run_binding[160];
     mcir_env *env;               /* --run: values of the executed graph */
     bool ran_on_gpu;             /* on a device: the GPU, or the emulated device (ran_on_emu) */
     bool ran_on_emu;

@@ -612,6 +612,31 @@ START_TEST(sm90a_templates_on_emu_at_three_sizes) {
 }
 END_TEST
 
+/* examples/gpt2_decode: one decode step for caches of 1..1023 tokens,
+ * compiled once, on the emulated device at three lengths (the split-KV
+ * attention's splits taken at launch) against the original graph. */
+START_TEST(gpt2_decode_example_at_three_cache_lengths) {
+    if (!test_have_cxx()) return;
+    static const int lengths[] = {1, 300, 1023};
+    char ids[400], dim[32];
+    snprintf(ids, sizeof ids, "input_ids=%s", cli_src("examples/gpt2_decode/inputs/input_ids.npy"));
+    for (int i = 0; i < 3; i++) {
+        snprintf(dim, sizeof dim, "past=%d", lengths[i]);
+        cli_result r = RUN("--run", "--device", "emu", "--verify", "--dim", dim, "--input", ids,
+                           cli_src("examples/gpt2_decode/graph.json"));
+        ck_assert_msg(r.status == 0, "%s: %s", dim, r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "; 22 of 22 kernels size-generic\n"));
+        ck_assert_ptr_nonnull(strstr(r.out, "verify   logits (emu vs the original graph)"));
+        ck_assert_msg(!strstr(r.out, "FAIL"), "%s", r.out);
+        char at[48];
+        snprintf(at, sizeof at, " at past=%d\n", lengths[i]);
+        ck_assert_msg(strstr(r.out, at) != NULL, "%s", r.out);
+        if (i > 0) ck_assert_msg(strstr(r.out, "\n  emu      0 compiles") != NULL, "%s", r.out);
+        cli_result_free(&r);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------- mcirc's --dim */
 
 START_TEST(dim_option_usage_errors) {
@@ -766,6 +791,25 @@ START_TEST(compilation_of_a_symbolic_graph) {
     ck_assert_ptr_nonnull(strstr(r.out, "dims     batch in [1, 4], seq in [1, 16]; shapes checked "
                                         "for every size, plan and arena at the largest; 2 of 2 kernels "
                                         "size-generic\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, " (at the largest sizes)\n"));
+    ck_assert_ptr_null(strstr(r.out, "traffic  at "));
+    cli_result_free(&r);
+    /* the cost model at a named size: the same kernels, less traffic */
+    r = RUN("--dim", "seq=4", "--dim", "batch=1", "--emit", "plan", g);
+    ck_assert_int_eq(r.status, 0);
+    cli_result_free(&r);
+    r = RUN("--dim", "seq=4", "--dim", "batch=1", g);
+    ck_assert_int_eq(r.status, 0);
+    const char *at = strstr(r.out, "traffic  at batch=1, seq=4: 2 launches, ");
+    ck_assert_msg(at != NULL, "%s", r.out);
+    const char *top = strstr(r.out, "traffic  2 launches, ");
+    ck_assert_ptr_nonnull(top);
+    /* the HBM figures differ: 2 x [4, 16, 8] f32 written at the largest,
+     * 2 x [1, 4, 8] here */
+    char hbm_at[32] = "", hbm_top[32] = "";
+    sscanf(at + strlen("traffic  at batch=1, seq=4: 2 launches, "), "%31[^H]", hbm_at);
+    sscanf(top + strlen("traffic  2 launches, "), "%31[^H]", hbm_top);
+    ck_assert_msg(hbm_at[0] && strcmp(hbm_at, hbm_top) != 0, "'%s' vs '%s'", hbm_at, hbm_top);
     cli_result_free(&r);
     /* a kernel whose code differs at another size (the f16 softmax's
      * vector width comes from its row's width): no device run of a range,
@@ -863,6 +907,7 @@ int main(void) {
     tcase_add_test(tc, blocks_on_emu_at_three_sizes_compile_once);
     tcase_add_test(tc, greedy_generation_matches_pytorch);
     tcase_add_test(tc, sm90a_templates_on_emu_at_three_sizes);
+    tcase_add_test(tc, gpt2_decode_example_at_three_cache_lengths);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

@@ -218,7 +218,13 @@ def gpt2_lm():
 
 def gpt2_decode():
     g = Graph("gpt2_decode")
-    h = embed(g, 1, P)
+    # the token at position P: wpe's rows from P on, the first of them (a
+    # slice whose start is the cache length, so that it can be symbolic)
+    ids = g.input("input_ids", [1, 1], "i64")
+    tok = g.op("gather", [g.weight("wte", [V, D]), ids], "embed.tokens")
+    rows = g.op("slice", [g.weight("wpe", [NPOS, D])], "embed.positions_from", axis=0, start=P, end=NPOS)
+    pe = g.op("slice", [rows], "embed.positions", axis=0, start=0, end=1)
+    h = g.op("add", [tok, pe], "embed.sum")
     pasts, names = [], []
     for i in range(LAYERS):
         k = g.input("past_k%d" % i, [1, NH, P, HD])
@@ -234,9 +240,22 @@ def gpt2_decode():
     with torch.no_grad():
         lg = ref_lm(g.values, ids, P, [(T(cache["past_k%d" % i]), T(cache["past_v%d" % i]))
                                        for i in range(LAYERS)])
-    return write("gpt2_decode", g, {"input_ids": ids}, {"logits": lg.numpy().astype("<f4")},
-                 "one decode step of gpt2_lm: token at position 1023, K/V caches of 1023 tokens per "
-                 "layer as (seeded) inputs, attention with Nq = 1 over 1024 keys (split-KV), f32")
+    entry = write("gpt2_decode", g, {"input_ids": ids}, {"logits": lg.numpy().astype("<f4")},
+                  "one decode step of gpt2_lm: token at position past, K/V caches of past tokens per "
+                  "layer as (seeded) inputs, past a symbolic dimension in [1, 1023] (compiled once for "
+                  "every cache length; run at 1023 by default, where the expected logits are), "
+                  "attention with Nq = 1 over past + 1 keys (split-KV, its splits at launch), f32")
+    # the cache length as a symbolic dimension: the caches' shapes and the
+    # position slice's start name it
+    path = os.path.join(EX, "gpt2_decode", "graph.json")
+    text = open(path).read()
+    text = text.replace('"mcir": 1,\n', '"mcir": 1,\n  "dims": {"past": {"min": 1, "max": %d}},\n' % P, 1)
+    text = text.replace('"shape": [1, %d, %d, %d]' % (NH, P, HD), '"shape": [1, %d, "past", %d]' % (NH, HD))
+    text = text.replace('"attrs": {"axis": 0, "start": %d, "end": %d}' % (P, NPOS), '"attrs": {"axis": 0, "start": "past", "end": %d}' % NPOS)
+    assert text.count('"past"') == 4 * LAYERS // 2 + 1 + 1, text.count('"past"')
+    with open(path, "w") as f:
+        f.write(text)
+    return entry
 
 
 def main():
