@@ -558,6 +558,8 @@ static bool step_place(gpu_run *r, mcir_env *env, const uint64_t *bound) {
             r->ptr[t] = (CUdeviceptr)b;   /* the caller's: read or written in place */
             continue;
         }
+        /* a graph with dims: a step at larger sizes than the buffer's */
+        if (r->owned[t] && r->bytes[t] < mcir_tensor_bytes(tt)) tensor_free(r, tt);
         if (!r->owned[t] && !tensor_alloc(r, tt)) return false;
         r->ptr[t] = r->owned[t];
         if (tt->kind != MCIR_TENSOR_INPUT) continue;
