@@ -175,6 +175,17 @@ static bool rebind_launches(mcir_capi *h, mcir_diag *d) {
     return true;
 }
 
+/* The graph and the kernels' launches at the largest sizes (a graph
+ * with dims). */
+static bool at_largest(mcir_capi *h, mcir_diag *d) {
+    mcir_graph *g = h->c.graph;
+    if (!g->n_dims) return true;
+    int64_t top[MCIR_MAX_DIMS];
+    for (int k = 0; k < g->n_dims; k++) top[k] = g->dims[k].max;
+    if (!mcir_graph_bind_dims(g, top, d)) return false;
+    return rebind_launches(h, d);
+}
+
 /* One step of the handle's session on the GPU or the emulated device
  * (codegen/runtime.h): opened at the first device run and kept, so the
  * modules, cuBLAS handles, arena and weights stay on the device between
@@ -188,11 +199,18 @@ static bool device_step(mcir_capi *h, bool emulated, mcir_env *env, const uint64
         h->session = NULL;
     }
     if (!h->session) {
+        /* opened at the largest sizes, so that what it sizes once (the
+         * library workspace and staging, the scratch) serves every size */
+        const mcir_graph *g = h->c.graph;
+        int64_t values[MCIR_MAX_DIMS];
+        for (int k = 0; k < g->n_dims; k++) values[k] = g->dims[k].value;
+        if (!at_largest(h, d)) return false;
         const mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = -1};
         h->session = emulated ? mcir_emu_session_open(h->c.codegen, env, &o, d)
                               : mcir_gpu_session_open(h->c.codegen, env, &o, d);
         h->session_emulated = emulated;
-        if (!h->session) return false;
+        if (g->n_dims && !mcir_graph_bind_dims(h->c.graph, values, d)) return false;
+        if (!h->session || !rebind_launches(h, d)) return false;
     }
     if (mcir_gpu_session_step(h->session, env, bound, &h->c.gpu_stats, d)) return true;
     mcir_gpu_session_close(h->session);
