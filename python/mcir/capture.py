@@ -437,7 +437,9 @@ class _Lowering:
             self.n = n
             if n.op == "placeholder":
                 x = example_inputs[ph]
-                if isinstance(x, torch.Tensor):
+                if isinstance(x, torch.Tensor) and x.dim() == 0 and not n.users:
+                    self.env[n] = x       # a scalar read only as .item() (_ItemInterpreter)
+                elif isinstance(x, torch.Tensor):
                     if ph in self.weights:
                         self.env[n] = self.tensor_weight(n.name, x)
                     else:
@@ -1476,12 +1478,32 @@ def _make_fx(f, args, stack_traces=True):
             tracer.record_stack_traces = old
 
 
+def _ItemInterpreter(gm, args):
+    """An Interpreter of gm whose `.item()` of an input is the value of
+    the example input: Dynamo with dynamic=True passes a module's float
+    attributes (a dropout's p) as 0-d tensors it reads with .item(), which
+    make_fx cannot trace; the value is the one at capture."""
+    import torch.fx
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    # read now: under make_fx, .item() of even a real tensor is traced
+    items = {n: a.item() for n, a in zip(phs, args) if hasattr(a, "item") and
+             getattr(a, "dim", lambda: 1)() == 0 and
+             any(u.op == "call_method" and u.target == "item" for u in n.users)}
+
+    class Interp(torch.fx.Interpreter):
+        def run_node(self, n):
+            if n.op == "call_method" and n.target == "item" and n.args and n.args[0] in items:
+                return items[n.args[0]]
+            return super().run_node(n)
+    return Interp(gm)
+
+
 def to_aten(gm, args):
     """An FX graph of torch-level ops (torch.fx's, TorchDynamo's) as an
     ATen graph, each node keeping the stack trace of the node it came from."""
     import torch.fx
     import torch.fx.traceback as fx_traceback
-    interp = torch.fx.Interpreter(gm)
+    interp = _ItemInterpreter(gm, args)
     if hasattr(fx_traceback, "preserve_node_meta"):
         with fx_traceback.preserve_node_meta(), _no_grad():
             return _make_fx(interp.run, args, stack_traces=False)
