@@ -460,6 +460,7 @@ class _Lowering:
             elif n in self.vals.const and self.dynamic and self.positions(n):
                 v = self.vals.value[n]
                 self.env[n] = self.emit("arange", [], [v.numel()], "i64", {"end": v.numel()})
+
             elif n in self.vals.const and self.fold(n):
                 self.env[n] = self.folded(n, self.vals.value[n])
             else:

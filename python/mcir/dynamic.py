@@ -16,7 +16,11 @@ attribute, a slice bound that is not the size, a change of structure
 (control flow on sizes) — is an UnsupportedError naming the op and the
 model's line: nothing is compiled that would be wrong at other sizes.
 Positions (arange from 0) and causal masks built from a mask buffer are
-captured as nodes (arange, greater, where) so that they follow the dim.
+captured as nodes (arange, greater, where) so
+that they follow the dim. A constant whose extent is the dim's (a rotary
+table, a slice of a buffer) and that is, at both sizes, the first rows of
+its value at the largest size (a third capture, there) becomes that value
+and a slice [0:dim] of it.
 """
 from .capture import UnsupportedError, _where
 
@@ -113,6 +117,48 @@ def _at(args, axes, int_args, name, size):
     return tuple(out)
 
 
+def _at_all(args, axes, int_args, sizes):
+    for name, v in sizes.items():
+        args = _at(args, axes, int_args, name, v)
+    return args
+
+
+def _constants_at_largest(g, top, moved, dims):
+    """Constants computed from a size (positions' embeddings, rotary
+    tables, a slice of a buffer): where each is, at every size, the first
+    `dim` rows of its value at the largest size, it becomes that value and
+    a slice [0:dim] of it; else it is refused."""
+    import numpy as np
+    vt = top.values
+    pre = []
+    for w, ax in moved.items():
+        spec = next(x for x in g.weights if x["name"] == w)
+        if w not in vt or vt[w].ndim != len(spec["shape"]):
+            _refuse("constant %s, computed from sizes at capture," % _origin(g, w),
+                    next(iter(ax.values())), 0, 0)
+        big = vt[w]
+        want = [dims[ax[k]][1] if k in ax else e for k, e in enumerate(spec["shape"])]
+        prefix = tuple(slice(0, e) for e in spec["shape"])
+        if list(big.shape) != want or not np.array_equal(big[prefix], g.values[w], equal_nan=True):
+            nm = next(iter(ax.values()))
+            raise UnsupportedError(
+                "constant %s, computed from sizes at capture, changes with dim '%s' and is not "
+                "the first rows of its value at %s=%d: the graph is not compiled for a range" %
+                (_origin(g, w), nm, nm, dims[nm][1]))
+        cur = w
+        spec["shape"] = list(want)
+        g.values[w] = np.ascontiguousarray(big)
+        for k in sorted(ax):
+            out = "%s.%s%d" % (w, ax[k], k)
+            pre.append({"name": out, "op": "slice", "inputs": [cur], "outputs": [out],
+                        "attrs": {"axis": k, "start": 0, "end": ax[k], "step": 1}})
+            cur = out
+        for n in g.nodes:
+            n["inputs"] = [cur if i == w else i for i in n["inputs"]]
+        g.outputs = [cur if o == w else o for o in g.outputs]
+    g.nodes[:0] = pre
+
+
 def _probes(a, lo, hi):
     """Other sizes to capture at, nearest first, 1 last (size-1 axes
     squeeze and broadcast differently)."""
@@ -136,6 +182,7 @@ def capture_dynamic(trace, args, axes, int_args, dims):
     sizes = _sizes_of(args, axes, int_args)
     base = trace(tuple(args))
     marks = {}     # location -> set of (dim, kind), kind "name" or "moves"
+    moved = {}     # weight -> {axis: dim} (constants whose extent is the dim)
     for name in dims:
         a = sizes[name]
         other, err = None, None
@@ -150,8 +197,11 @@ def capture_dynamic(trace, args, axes, int_args, dims):
                 raise err
             raise UnsupportedError("dim %r ranges over [%d, %d]: no other size to capture at" %
                                    ((name,) + dims[name]))
-        _diff(base, other, name, a, b, marks)
+        _diff(base, other, name, a, b, marks, moved)
     _apply(base, marks, dims, sizes)
+    if moved:
+        top = trace(_at_all(args, axes, int_args, {k: hi for k, (lo, hi) in dims.items()}))
+        _constants_at_largest(base, top, moved, dims)
     base.dims = dict(dims)
     return base
 
@@ -171,7 +221,7 @@ def _refuse(what, name, a, b):
                            (what, name, name, a, name, b))
 
 
-def _diff(A, B, name, a, b, marks):
+def _diff(A, B, name, a, b, marks, moved):
     """Marks every integer of A that differs in B (graphs captured at
     name = a and name = b); anything else that differs is refused."""
     import numpy as np
@@ -206,8 +256,18 @@ def _diff(A, B, name, a, b, marks):
         _refuse("the constants (%s)" % _origin(A if odd in wa else B, odd), name, a, b)
     for w in A.weights:
         v, u = A.values[w["name"]], B.values[w["name"]]
-        if w["shape"] != wb[w["name"]]["shape"] or v.shape != u.shape or \
-                not np.array_equal(v, u, equal_nan=True):
+        sa, sb = w["shape"], wb[w["name"]]["shape"]
+        if sa != sb and len(sa) == len(sb) and \
+                all(p == q or (p, q) == (a, b) for p, q in zip(sa, sb)):
+            # its extent is the dim's: the first rows of a larger constant?
+            ax = moved.setdefault(w["name"], {})
+            for k, (p, q) in enumerate(zip(sa, sb)):
+                if p != q:
+                    ax[k] = name
+            cut = tuple(slice(0, min(p, q)) for p, q in zip(sa, sb))
+            if np.array_equal(v[cut], u[cut], equal_nan=True):
+                continue
+        if sa != sb or v.shape != u.shape or not np.array_equal(v, u, equal_nan=True):
             _refuse("constant %s, computed from sizes at capture," % _origin(A, w["name"]),
                     name, a, b)
     for k, (x, y) in enumerate(zip(A.nodes, B.nodes)):
