@@ -1582,8 +1582,6 @@ def capture(module, example_inputs, name=None, mode="aten", dynamic_shapes=None)
     The graph declares the dims and names them where the model's sizes
     follow them; one compilation then runs at every size in range
     (mcir/dynamic.py says how, docs/python.md what is supported)."""
-    import torch
-    import torch.fx
     if not isinstance(example_inputs, (list, tuple)):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)

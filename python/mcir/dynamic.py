@@ -133,10 +133,12 @@ def _constants_at_largest(g, top, moved, dims):
     pre = []
     for w, ax in moved.items():
         spec = next(x for x in g.weights if x["name"] == w)
-        if w not in vt or vt[w].ndim != len(spec["shape"]):
-            _refuse("constant %s, computed from sizes at capture," % _origin(g, w),
-                    next(iter(ax.values())), 0, 0)
-        big = vt[w]
+        big = vt.get(w)
+        if big is None or big.ndim != len(spec["shape"]):
+            raise UnsupportedError("constant %s, computed from sizes at capture, changes with dim "
+                                   "'%s' and is not in the capture at its largest size: the graph "
+                                   "is not compiled for a range" %
+                                   (_origin(g, w), next(iter(ax.values()))))
         want = [dims[ax[k]][1] if k in ax else e for k, e in enumerate(spec["shape"])]
         prefix = tuple(slice(0, e) for e in spec["shape"])
         if list(big.shape) != want or not np.array_equal(big[prefix], g.values[w], equal_nan=True):
