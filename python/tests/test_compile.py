@@ -119,6 +119,25 @@ class Compile(unittest.TestCase):
             self.assertLess(rel_err(opt(x), m(x)), 1e-4)
         self.assertEqual(mcir.stats()["compiles"], 2)
 
+    def test_llama_and_bert_dynamic_one_compile_each(self):
+        for name, m in (("llama", models.LlamaForCausalLM(gqa="repeat_kv")),
+                        ("bert", models.BertModel())):
+            torch._dynamo.reset()
+            mcir.reset_stats()
+            m.eval()
+            opt = torch.compile(m, backend="mcir", options=STRICT, dynamic=True)
+            with torch.no_grad():
+                for t in (16, 24, 8):
+                    args = (torch.randint(0, 128, (2, t)),)
+                    if name == "bert":
+                        args += (torch.ones(2, t, dtype=torch.long),)
+                    got, ref = opt(*args), m(*args)
+                    got, ref = (list(v.values())[0] if isinstance(v, dict) else
+                                v[0] if isinstance(v, (tuple, list)) else v for v in (got, ref))
+                    self.assertLess(rel_err(got, ref), 1e-4, "%s at %d" % (name, t))
+            s = mcir.stats()
+            self.assertEqual((s["compiles"], s["dynamic"], s["per_shape"]), (1, 1, []), name)
+
     def test_automatic_dynamic_compiles_twice(self):
         # without dynamic=True Dynamo compiles 16 as it is, then, at 24, a
         # graph with a size symbol: one mcir compilation serves 24, 8, 24
