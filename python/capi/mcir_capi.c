@@ -26,9 +26,9 @@ struct mcir_capi {
     char *artifact;        /* the last artifact asked for */
     mcir_gpu_session *session;   /* the device runs': open from the first to the handle's end */
     bool session_emulated;       /* on the emulated device */
-    /* a graph with dims: the binding of the graph (the last mcir_capi_bind;
-     * the largest sizes until then) and the one the kernels' launches were
-     * last taken at (mcir_codegen_rebind) */
+    /* a graph with dims, bound by mcir_capi_bind (at the largest sizes
+     * until then): the sizes the kernels' launches were last taken at
+     * (mcir_codegen_rebind), when known */
     int64_t launch_values[MCIR_MAX_DIMS];
     bool launch_known;
 };
