@@ -77,6 +77,8 @@ typedef struct gpu_run {
     CUdeviceptr staging;     /* f32 product of cuBLAS matmuls with an epilogue */
     CUdeviceptr scratch;     /* split-KV partials outside a pool plan */
     cg_lt_plan *lt;          /* by kernel: its cuBLASLt call, prepared at open */
+    cg_gemm_desc *lt_at;     /* by kernel: the GEMM its call was prepared for (a graph with
+                              * dims prepares it again at a step at other sizes) */
     CUdeviceptr workspace;   /* cuBLASLt's, the most any prepared call needs */
     size_t workspace_bytes;
     int lt_fallbacks;
@@ -454,13 +456,15 @@ static bool run_open(gpu_run *r, mcir_diag *d) {
      * NVIDIA's cuBLAS guide advises); one workspace, the most any chosen
      * algorithm needs, counted with the run's device bytes */
     r->lt = calloc((size_t)nk, sizeof *r->lt);
-    MCIR_ASSERT(r->lt);
+    r->lt_at = calloc((size_t)nk, sizeof *r->lt_at);
+    MCIR_ASSERT(r->lt && r->lt_at);
     size_t offer = (major >= 9 ? 32u : 4u) << 20;
     for (int i = 0; i < cg->n && r->blas_lt; i++) {
         const cg_gemm_desc *gd = &cg->k[i].gemm;
         if (!gd->ok || !gd->lt) continue;
         char lw[256];
         if (cg_cublaslt_prepare(r->blas_lt, gd, offer, r->device, &r->lt[i], lw, sizeof lw)) {
+            r->lt_at[i] = *gd;
             if (r->lt[i].algo.workspace > r->workspace_bytes) r->workspace_bytes = r->lt[i].algo.workspace;
         } else if (r->lt[i].status == MCIR_CUBLAS_STATUS_NOT_SUPPORTED) {
             lt_fallback(r, i, lw);
@@ -558,6 +562,8 @@ static bool step_place(gpu_run *r, mcir_env *env, const uint64_t *bound) {
             r->ptr[t] = (CUdeviceptr)b;   /* the caller's: read or written in place */
             continue;
         }
+        /* a graph with dims: a step at larger sizes than the buffer's */
+        if (r->owned[t] && r->bytes[t] < mcir_tensor_bytes(tt)) tensor_free(r, tt);
         if (!r->owned[t] && !tensor_alloc(r, tt)) return false;
         r->ptr[t] = r->owned[t];
         if (tt->kind != MCIR_TENSOR_INPUT) continue;
@@ -589,6 +595,14 @@ fail:
     return false;
 }
 
+/* Whether a prepared cuBLASLt call (for a) serves GEMM b: the same sizes
+ * and strides. */
+static bool same_gemm(const cg_gemm_desc *a, const cg_gemm_desc *b) {
+    return a->m == b->m && a->n == b->n && a->k == b->k && a->batch == b->batch && a->lda == b->lda &&
+           a->ldb == b->ldb && a->ldc == b->ldc && a->stride_a == b->stride_a && a->stride_b == b->stride_b &&
+           a->stride_c == b->stride_c;
+}
+
 /* Kernel i with its reads then its writes as arguments: cuBLASLt (matmul
  * and epilogue in one call), cuBLAS (+ the epilogue kernel over the f32
  * staging product), split-KV attention (+ its scratch, then the merge),
@@ -618,6 +632,20 @@ static bool launch_kernel(gpu_run *r, int i) {
     }
     params[np + nd] = &args[np];
     bool lt = r->blas_lt && gd->ok && gd->lt;   /* cuBLASLt's, or (no algorithm) the generated kernel's */
+    if (lt && r->lt[i].ready && !same_gemm(&r->lt_at[i], gd)) {
+        /* a graph with dims at other sizes (mcir_codegen_rebind): the call
+         * prepared again, within the workspace the session has */
+        char lw[256];
+        cg_cublaslt_release(&r->lt[i]);
+        if (cg_cublaslt_prepare(r->blas_lt, gd, r->workspace_bytes, r->device, &r->lt[i], lw, sizeof lw)) {
+            r->lt_at[i] = *gd;
+        } else if (r->lt[i].status == MCIR_CUBLAS_STATUS_NOT_SUPPORTED) {
+            lt_fallback(r, i, lw);
+        } else {
+            snprintf(r->why, W, "kernel %s: %s", kp->name, lw);
+            return false;
+        }
+    }
     if (lt && r->lt[i].ready) {
         char lw[256];
         if (cg_cublaslt_run(r->blas_lt, r->stream, &r->lt[i], gd, args[gd->read_a], args[gd->read_b],
@@ -916,6 +944,7 @@ static void run_close(gpu_run *r) {
     free(r->done);
     free(r->deadline);
     free(r->lt);
+    free(r->lt_at);
     free(r->mods);
     free(r->epi_mods);
     free(r->funcs);

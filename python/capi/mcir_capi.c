@@ -26,9 +26,14 @@ struct mcir_capi {
     char *artifact;        /* the last artifact asked for */
     mcir_gpu_session *session;   /* the device runs': open from the first to the handle's end */
     bool session_emulated;       /* on the emulated device */
+    /* a graph with dims, bound by mcir_capi_bind (at the largest sizes
+     * until then): the sizes the kernels' launches were last taken at
+     * (mcir_codegen_rebind), when known */
+    int64_t launch_values[MCIR_MAX_DIMS];
+    bool launch_known;
 };
 
-#define CAPI_VERSION 4
+#define CAPI_VERSION 5
 int mcir_capi_version(void) { return CAPI_VERSION; }
 
 /* Runs fn with a diagnostics sink whose text lands in h->errors. */
@@ -106,6 +111,10 @@ mcir_capi *mcir_capi_compile(const char *graph_json, const char *name, int n_wei
     o.catalogs = (const char **)catalogs;
     o.n_catalogs = n_catalogs;
     h->status = mcir_compile(&o, &h->c, d);
+    if (!h->status && h->c.codegen) {   /* the launches are at the binding it compiled at */
+        for (int k = 0; k < h->c.graph->n_dims; k++) h->launch_values[k] = h->c.graph->dims[k].value;
+        h->launch_known = true;
+    }
     sink_close(&s, h);
     return h;
 }
@@ -119,6 +128,64 @@ void mcir_capi_free(mcir_capi *h) {
     free(h);
 }
 
+/* The generated code of a handle compiled without it (the emulated
+ * device's runs), made at the largest sizes as mcir_compile makes it; the
+ * graph's binding is kept. */
+static mcir_codegen *codegen_at_largest(mcir_capi *h, mcir_diag *d) {
+    mcir_graph *g = h->c.graph;
+    int64_t values[MCIR_MAX_DIMS], top[MCIR_MAX_DIMS];
+    for (int k = 0; k < g->n_dims; k++) {
+        values[k] = g->dims[k].value;
+        top[k] = g->dims[k].max;
+    }
+    if (g->n_dims && !mcir_graph_bind_dims(g, top, d)) return NULL;
+    mcir_codegen *cg = mcir_codegen_new(h->c.plan, h->c.memory, d);
+    memcpy(h->launch_values, top, sizeof top);
+    h->launch_known = cg != NULL;
+    if (g->n_dims && !mcir_graph_bind_dims(g, values, d)) {
+        mcir_codegen_free(cg);
+        return NULL;
+    }
+    return cg;
+}
+
+/* A graph with dims: the kernels' launches taken at the graph's current
+ * binding (mcir_capi_bind) where they were taken at other sizes; the
+ * compiled code is kept (a kernel that is not size-generic is an error
+ * naming it). A session whose steps replay a CUDA graph captured at other
+ * sizes is closed, the next step opens one. */
+static bool rebind_launches(mcir_capi *h, mcir_diag *d) {
+    const mcir_graph *g = h->c.graph;
+    if (!g->n_dims || !h->c.codegen) return true;
+    int64_t values[MCIR_MAX_DIMS];
+    bool same = h->launch_known;
+    for (int k = 0; k < g->n_dims; k++) {
+        values[k] = g->dims[k].value;
+        same = same && h->launch_values[k] == values[k];
+    }
+    if (same) return true;
+    if (h->session && mcir_gpu_session_graphs(h->session)) {
+        mcir_gpu_session_close(h->session);
+        h->session = NULL;
+    }
+    h->launch_known = false;
+    if (!mcir_codegen_rebind(h->c.codegen, values, d)) return false;
+    memcpy(h->launch_values, values, sizeof values);
+    h->launch_known = true;
+    return true;
+}
+
+/* The graph and the kernels' launches at the largest sizes (a graph
+ * with dims). */
+static bool at_largest(mcir_capi *h, mcir_diag *d) {
+    mcir_graph *g = h->c.graph;
+    if (!g->n_dims) return true;
+    int64_t top[MCIR_MAX_DIMS];
+    for (int k = 0; k < g->n_dims; k++) top[k] = g->dims[k].max;
+    if (!mcir_graph_bind_dims(g, top, d)) return false;
+    return rebind_launches(h, d);
+}
+
 /* One step of the handle's session on the GPU or the emulated device
  * (codegen/runtime.h): opened at the first device run and kept, so the
  * modules, cuBLAS handles, arena and weights stay on the device between
@@ -126,16 +193,24 @@ void mcir_capi_free(mcir_capi *h) {
  * session of the other device, or one whose step failed, is closed and
  * the next run opens a new one. */
 static bool device_step(mcir_capi *h, bool emulated, mcir_env *env, const uint64_t *bound, mcir_diag *d) {
+    if (!rebind_launches(h, d)) return false;
     if (h->session && h->session_emulated != emulated) {
         mcir_gpu_session_close(h->session);
         h->session = NULL;
     }
     if (!h->session) {
+        /* opened at the largest sizes, so that what it sizes once (the
+         * library workspace and staging, the scratch) serves every size */
+        const mcir_graph *g = h->c.graph;
+        int64_t values[MCIR_MAX_DIMS];
+        for (int k = 0; k < g->n_dims; k++) values[k] = g->dims[k].value;
+        if (!at_largest(h, d)) return false;
         const mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = -1};
         h->session = emulated ? mcir_emu_session_open(h->c.codegen, env, &o, d)
                               : mcir_gpu_session_open(h->c.codegen, env, &o, d);
         h->session_emulated = emulated;
-        if (!h->session) return false;
+        if (g->n_dims && !mcir_graph_bind_dims(h->c.graph, values, d)) return false;
+        if (!h->session || !rebind_launches(h, d)) return false;
     }
     if (mcir_gpu_session_step(h->session, env, bound, &h->c.gpu_stats, d)) return true;
     mcir_gpu_session_close(h->session);
@@ -216,8 +291,87 @@ int mcir_capi_run_device(mcir_capi *h, int n_inputs, const char *const *names,
     return st;
 }
 
+/* A graph with dims (docs/graph-format.md "Symbolic dimensions"): binds
+ * every dimension to the size the inputs give it — input i (names[i]) of
+ * rank ranks[i] with extents shapes[offset..], the shapes of all inputs
+ * one after the other — before mcir_capi_run / _run_device and
+ * mcir_capi_output at those sizes. A dimension no input names keeps its
+ * binding. Inputs that disagree, or a size outside the dimension's range,
+ * are an error naming the dimension and the inputs. Nothing is compiled:
+ * the kernels take the sizes at launch. 0 on success (a graph without
+ * dims: nothing to do). */
+int mcir_capi_bind(mcir_capi *h, int n_inputs, const char *const *names, const int *ranks,
+                   const long long *shapes) {
+    if (!h || h->status) return MCIR_EXIT_USAGE;
+    mcir_graph *g = h->c.graph;
+    if (!g->n_dims) return MCIR_EXIT_OK;
+    sink s;
+    sink_open(&s);
+    mcir_diag *d = &s.d;
+    int st = MCIR_EXIT_OK;
+    int64_t values[MCIR_MAX_DIMS];
+    const char *from[MCIR_MAX_DIMS] = {NULL};
+    for (int k = 0; k < g->n_dims; k++) values[k] = g->dims[k].value;
+    const long long *shape = shapes;
+    for (int i = 0; !st && i < n_inputs; shape += ranks[i], i++) {
+        const mcir_tensor *t = mcir_graph_find_tensor(g, names[i]);
+        if (!t || t->kind != MCIR_TENSOR_INPUT) {
+            mcir_error(d, (mcir_loc){g->path, 0, 0}, "input '%s': the graph has no such input",
+                       names[i]);
+            st = MCIR_EXIT_USAGE;
+        } else if (ranks[i] != t->rank) {
+            mcir_error(d, (mcir_loc){g->path, 0, 0},
+                       "input '%s': rank %d given, the graph declares rank %d", t->name,
+                       ranks[i], t->rank);
+            st = MCIR_EXIT_INVALID;
+        }
+        for (int j = 0; !st && t->sym && j < t->rank; j++) {
+            int k = mcir_extent_first_dim(&t->sym[j]);
+            if (k < 0) continue;
+            const mcir_dim *dim = &g->dims[k];
+            if (shape[j] < dim->min || shape[j] > dim->max) {
+                mcir_error(d, (mcir_loc){g->path, 0, 0},
+                           "input '%s' has %lld in dim %d, which is dimension '%s': outside "
+                           "its range [%lld, %lld] (the graph was compiled for that range)",
+                           t->name, shape[j], j, dim->name, (long long)dim->min,
+                           (long long)dim->max);
+                st = MCIR_EXIT_INVALID;
+            } else if (from[k] && values[k] != shape[j]) {
+                mcir_error(d, (mcir_loc){g->path, 0, 0},
+                           "inputs disagree on dimension '%s': input '%s' has %lld in dim %d, "
+                           "input '%s' has %lld", dim->name, t->name, shape[j], j, from[k],
+                           (long long)values[k]);
+                st = MCIR_EXIT_INVALID;
+            } else {
+                values[k] = shape[j];
+                from[k] = t->name;
+            }
+        }
+    }
+    bool same = true;
+    for (int k = 0; k < g->n_dims; k++) same = same && g->dims[k].value == values[k];
+    if (!st && !same && !mcir_graph_bind_dims(g, values, d)) st = MCIR_EXIT_INVALID;
+    sink_close(&s, h);
+    return st;
+}
+
+/* The graph's dimensions: how many, and dimension i's name, range and
+ * current binding (NULL name past the last). */
+int mcir_capi_dim(const mcir_capi *h, int i, const char **name, long long *min, long long *max,
+                  long long *value) {
+    if (!h || h->status || !h->c.graph) return 0;
+    const mcir_graph *g = h->c.graph;
+    if (i < 0 || i >= g->n_dims) return g->n_dims;
+    *name = g->dims[i].name;
+    *min = g->dims[i].min;
+    *max = g->dims[i].max;
+    *value = g->dims[i].value;
+    return g->n_dims;
+}
+
 /* Output i of the compiled graph (graph output order): its dtype name
- * ("f32", "i64", ...) and shape, for the caller to size its buffers.
+ * ("f32", "i64", ...) and shape at the current binding (mcir_capi_bind),
+ * for the caller to size its buffers.
  * Returns the rank, or -1 if there is no output i. */
 int mcir_capi_output(const mcir_capi *h, int i, const char **dtype, long long *shape) {
     if (!h || h->status || !h->c.graph || i < 0 || i >= h->c.graph->n_outputs) return -1;
@@ -286,7 +440,7 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
     if (!st && emu) {
         /* the emulated device builds its own modules: the generated code
          * is enough (made here when compiled without code=True) */
-        if (!c->codegen && c->plan) c->codegen = mcir_codegen_new(c->plan, c->memory, d);
+        if (!c->codegen && c->plan) c->codegen = codegen_at_largest(h, d);
         if (!c->codegen) {
             if (!c->plan) mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'emu': the graph has no kernel plan");
             st = MCIR_EXIT_TOOLCHAIN;

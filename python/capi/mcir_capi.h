@@ -23,6 +23,10 @@ void mcir_capi_counts(const mcir_capi *h, int *nodes_before, int *nodes_after, i
 int mcir_capi_run_device(mcir_capi *h, int n_inputs, const char *const *names,
                          const unsigned long long *in_ptrs, const long long *in_bytes,
                          const unsigned long long *out_ptrs, const long long *out_bytes);
+int mcir_capi_bind(mcir_capi *h, int n_inputs, const char *const *names, const int *ranks,
+                   const long long *shapes);
+int mcir_capi_dim(const mcir_capi *h, int i, const char **name, long long *min, long long *max,
+                  long long *value);
 int mcir_capi_output(const mcir_capi *h, int i, const char **dtype, long long *shape);
 const char *mcir_capi_artifact(mcir_capi *h, const char *what);
 int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *const *names,

@@ -15,7 +15,7 @@ _CANDIDATES = [
 ]
 
 NO_REWRITE, CODE, PTX = 1, 2, 4
-CAPI_VERSION = 4
+CAPI_VERSION = 5
 
 
 class McirError(Exception):
@@ -79,6 +79,10 @@ def lib():
                                        ull_p, c_ll_p]
     L.mcir_capi_output.restype = ctypes.c_int
     L.mcir_capi_output.argtypes = [ctypes.c_void_p, ctypes.c_int, c_char_pp, c_ll_p]
+    L.mcir_capi_bind.restype = ctypes.c_int
+    L.mcir_capi_bind.argtypes = [ctypes.c_void_p, ctypes.c_int, c_char_pp, ip, c_ll_p]
+    L.mcir_capi_dim.restype = ctypes.c_int
+    L.mcir_capi_dim.argtypes = [ctypes.c_void_p, ctypes.c_int, c_char_pp, c_ll_p, c_ll_p, c_ll_p]
     L.mcir_capi_run.restype = ctypes.c_int
     L.mcir_capi_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, c_char_pp,
                                 c_void_pp, c_ll_p, c_void_pp, c_ll_p, ctypes.c_ulonglong]

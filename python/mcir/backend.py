@@ -9,9 +9,19 @@ tensors (device="gpu").
   of the graph (their values at compile time, no copy per call); a call
   whose parameter is another tensor, or was changed in place (its version
   counter moved), recompiles with the new values ("rebinds").
-- Shapes: a graph is compiled for the shapes of its inputs; Dynamo's
-  symbolic sizes (a second call with another sequence length) compile once
-  per shape, on the first call with that shape.
+- Shapes: a graph Dynamo gives with concrete sizes is compiled for them.
+  One with symbolic sizes (torch.compile(..., dynamic=True), or Dynamo's
+  recompile after a call at another sequence length) is compiled once, on
+  its first call, for a range of sizes (mcir symbolic dims, one per size
+  symbol of its inputs): [the symbol's lower bound in Dynamo (2: Dynamo
+  specialises 0 and 1), 2 x the first call's size], or up to
+  options={"dynamic_max": N} (also MCIR_DYNAMIC_MAX=N). Every call in the
+  range runs that compilation; a call past it compiles once more for
+  [min, 2 x its size]. A graph whose sizes mcir cannot make symbolic (an
+  input extent that is an expression of the symbols, a constant computed
+  from a size) is compiled per shape as before, after one line on stderr
+  (mcir.stats()["per_shape"] keeps it); that is not a fallback to
+  PyTorch, so strict mode allows it.
 - Training is refused (mcir.TrainingError): a module in training mode
   (dropout, batch-norm updates), or a call with grad enabled whose inputs or
   parameters require grad — run under torch.no_grad().
@@ -38,7 +48,8 @@ def reset_stats():
     """Zeroes the counters of mcir.stats()."""
     _STATS.clear()
     _STATS.update({"graphs": 0, "graphs_mcir": 0, "graphs_fallback": 0, "calls_mcir": 0,
-                   "calls_fallback": 0, "compiles": 0, "rebinds": 0, "fallbacks": []})
+                   "calls_fallback": 0, "compiles": 0, "rebinds": 0, "dynamic": 0, "fallbacks": [],
+                   "per_shape": []})
 
 
 reset_stats()
@@ -48,10 +59,13 @@ def stats():
     """What the torch.compile backend did since the start (or reset_stats):
     graphs Dynamo handed it, how many ran through mcir and how many fell
     back to PyTorch (with the reason of each in "fallbacks"), calls each
-    way, compiles (one per graph and input shape) and rebinds (recompiles
-    for changed parameters)."""
+    way, compiles (one per graph and input shape, or per graph and range
+    of sizes for symbolic ones), rebinds (recompiles for changed
+    parameters), dynamic (compilations for a range of sizes) and per_shape
+    (why a graph with symbolic sizes is compiled per shape instead)."""
     out = dict(_STATS)
     out["fallbacks"] = list(_STATS["fallbacks"])
+    out["per_shape"] = list(_STATS["per_shape"])
     return out
 
 
@@ -115,20 +129,106 @@ def _concrete(x):
     return True
 
 
+def _dynamic_max(options):
+    v = options.get("dynamic_max") if options and "dynamic_max" in options else \
+        os.environ.get("MCIR_DYNAMIC_MAX", "")
+    return int(v) if v not in ("", None) else None
+
+
+def _symbolic_sizes(gm, example_inputs, weights):
+    """Dynamo's size symbols of a graph: ({input: {axis: symbol}}, {input:
+    symbol} for SymInt inputs, {symbol: lower bound}), or a string saying
+    why they cannot be mcir dims."""
+    import torch
+    axes, ints, lower = {}, {}, {}
+
+    def symbol(d):
+        node = d.node
+        expr = getattr(node, "expr", None)
+        if expr is None or not getattr(expr, "is_Symbol", False):
+            return None
+        lo = 1
+        try:
+            r = node.shape_env.var_to_range.get(expr)
+            lo = max(1, int(r.lower))
+        except Exception:   # noqa: BLE001 — older or newer ShapeEnv: the default
+            pass
+        lower[str(expr)] = lo
+        return str(expr)
+
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, (n, x) in enumerate(zip(phs, example_inputs)):
+        if i in weights:
+            continue
+        if isinstance(x, torch.SymInt):
+            nm = symbol(x)
+            if nm is None:
+                return "input %s is the size expression %s" % (n.name, x)
+            ints[i] = nm
+        elif isinstance(x, torch.Tensor):
+            fake = n.meta.get("example_value", n.meta.get("val"))
+            shape = fake.shape if fake is not None else x.shape
+            for a, d in enumerate(shape):
+                if isinstance(d, torch.SymInt) and not getattr(d.node.expr, "is_number", False):
+                    nm = symbol(d)
+                    if nm is None:
+                        return "input %s has the size expression %s in dim %d" % (n.name, d, a)
+                    axes.setdefault(i, {})[a] = nm
+    return axes, ints, lower
+
+
 class _Runner:
     """Runs one Dynamo graph through mcir: a compiled graph per input
     signature, weights bound to the parameters they came from."""
 
-    def __init__(self, gm, weights, strict, gpu, device=None):
+    def __init__(self, gm, weights, strict, gpu, device=None, symbolic=None, dynamic_max=None):
         self.gm, self.weights, self.strict, self.gpu = gm, weights, strict, gpu
         self.device = device   # "emu", or None: by where the tensors are
         self.cache = {}   # signature -> (Compiled, bound weights)
         self.fallback = None
+        self.symbolic = symbolic          # _symbolic_sizes', or None: concrete shapes
+        self.dynamic_max = dynamic_max
+        self.ranges = None                # symbol -> (min, max) of the compilation in cache
 
     def signature(self, args):
         import torch
+        if self.ranges is not None:   # one compilation for every size in range
+            axes, ints, _ = self.symbolic
+            return tuple((tuple("s" if k in axes.get(i, {}) else d for k, d in enumerate(a.shape)),
+                          a.dtype, a.device.type) if isinstance(a, torch.Tensor)
+                         else ("v", "s" if i in ints else a)
+                         for i, a in enumerate(args) if i not in self.weights)
         return tuple((tuple(a.shape), a.dtype, a.device.type) if isinstance(a, torch.Tensor)
                      else ("v", a) for i, a in enumerate(args) if i not in self.weights)
+
+    def in_range(self, args):
+        from .dynamic import _sizes_of
+        axes, ints, _ = self.symbolic
+        sizes = _sizes_of(args, axes, ints)
+        return all(self.ranges[k][0] <= v <= self.ranges[k][1] for k, v in sizes.items())
+
+    def compile_dynamic(self, args):
+        """One compilation for a range of each size symbol (symbols become
+        mcir dims of the same names)."""
+        from .capture import capture_fx
+        from .dynamic import _sizes_of, capture_dynamic
+        from .graph import compile as mcir_compile
+        axes, ints, lower = self.symbolic
+        sizes = _sizes_of(args, axes, ints)
+        old = self.ranges or {}
+        ranges = {}
+        for k, v in sizes.items():
+            lo = min(lower.get(k, 1), v)
+            hi = max(self.dynamic_max or 2 * v, v, old.get(k, (0, 0))[1])
+            ranges[k] = (lo, hi)
+        g = capture_dynamic(lambda a: capture_fx(self.gm, a, name="dynamo_graph",
+                                                 weights=self.weights, dynamic=True),
+                            args, axes, ints, ranges)
+        c = mcir_compile(g, ptx=self.gpu)
+        self.ranges = ranges
+        _STATS["compiles"] += 1
+        _STATS["dynamic"] += 1
+        return c
 
     def bound(self, args):
         """What the weights are now: each parameter's identity, storage and
@@ -144,6 +244,8 @@ class _Runner:
         return out
 
     def compile(self, args):
+        if self.symbolic is not None:
+            return self.compile_dynamic(args)
         from .capture import capture_fx
         from .graph import compile as mcir_compile
         g = capture_fx(self.gm, args, name="dynamo_graph", weights=self.weights)
@@ -156,7 +258,18 @@ class _Runner:
         StrictError) when mcir cannot take the graph."""
         from .capture import UnsupportedError
         try:
-            self.cache[self.signature(args)] = (self.compile(args), self.bound(args))
+            if self.symbolic is not None:
+                try:
+                    c = self.compile(args)
+                except UnsupportedError as e:   # not for a range: per shape
+                    why = str(e).strip().splitlines()[0]
+                    _STATS["per_shape"].append(why)
+                    print("mcir: compiling this graph once per shape: %s" % why, file=sys.stderr)
+                    self.symbolic = self.ranges = None
+                    c = self.compile(args)
+            else:
+                c = self.compile(args)
+            self.cache[self.signature(args)] = (c, self.bound(args))
         except TrainingError:
             raise
         except (UnsupportedError, McirError) as e:
@@ -173,6 +286,10 @@ class _Runner:
         key = self.signature(args)
         entry = self.cache.get(key)
         now = self.bound(args)
+        if entry is not None and self.ranges is not None and not self.in_range(args):
+            self.cache.clear()                  # past the range: a wider one
+            entry = None
+            key = self.signature(args)
         if entry is None or entry[1] != now:
             if entry is not None:
                 _STATS["rebinds"] += 1
@@ -217,13 +334,19 @@ def backend(gm, example_inputs, options=None):
         gpu = False
     if device == "emu":
         gpu = False   # the kernels run on the emulated device; tensors go through the host
-    runner = _Runner(gm, weights, strict, gpu, device)
     if all(_concrete(x) for x in example_inputs):
         # compile now: a graph mcir cannot take falls back at once
+        runner = _Runner(gm, weights, strict, gpu, device)
         if not runner.first(example_inputs):
             return runner.fallback
-    # else symbolic sizes: compiled on each call's concrete shapes
-    return runner
+        return runner
+    # symbolic sizes: compiled at the first call, for a range of each size
+    symbolic = _symbolic_sizes(gm, example_inputs, weights)
+    if isinstance(symbolic, str):
+        _STATS["per_shape"].append(symbolic)
+        print("mcir: compiling this graph once per shape: %s" % symbolic, file=sys.stderr)
+        symbolic = None
+    return _Runner(gm, weights, strict, gpu, device, symbolic, _dynamic_max(options))
 
 
 def _register():

@@ -278,9 +278,11 @@ MOVE_OPS = {"t", "transpose", "permute", "numpy_T"}
 
 
 class _Lowering:
-    def __init__(self, gm, name, weights=()):
+    def __init__(self, gm, name, weights=(), dynamic=False):
         self.gm = gm
         self.g = Graph(name)
+        self.g.origin = {}         # tensor name -> the fx node that made it (messages)
+        self.dynamic = dynamic     # a capture of a dynamic one (dynamic.py): sizes as nodes
         self.g.input_args = []     # example-input index of each graph input
         self.weights = set(weights)
         self.env = {}              # fx node -> name, lazy value, Python value, list
@@ -324,11 +326,13 @@ class _Lowering:
     def emit(self, op, ins, shape, dtype, attrs=None, name=None):
         y = self.g.node(op, [self.m(i) for i in ins], name or self.n.name, attrs=attrs)
         self.info[y] = (list(shape), dtype)
+        self.g.origin[y] = self.n
         return y
 
     def weight(self, base, dtype, shape, values):
         w = self.g.weight(base, dtype, shape, values)
         self.info[w] = (list(shape), dtype)
+        self.g.origin[w] = self.n
         return w
 
     def tensor_weight(self, base, t):
@@ -433,7 +437,9 @@ class _Lowering:
             self.n = n
             if n.op == "placeholder":
                 x = example_inputs[ph]
-                if isinstance(x, torch.Tensor):
+                if isinstance(x, torch.Tensor) and x.dim() == 0 and not n.users:
+                    self.env[n] = x       # a scalar read only as .item() (_ItemInterpreter)
+                elif isinstance(x, torch.Tensor):
                     if ph in self.weights:
                         self.env[n] = self.tensor_weight(n.name, x)
                     else:
@@ -451,6 +457,10 @@ class _Lowering:
                 self.g.output_tree = self.outputs(n.args[0])
             elif n in self.vals.value and not _has_tensor(self.vals.value[n]):
                 self.env[n] = self.vals.value[n]        # sizes, shape arithmetic
+            elif n in self.vals.const and self.dynamic and self.positions(n):
+                v = self.vals.value[n]
+                self.env[n] = self.emit("arange", [], [v.numel()], "i64", {"end": v.numel()})
+
             elif n in self.vals.const and self.fold(n):
                 self.env[n] = self.folded(n, self.vals.value[n])
             else:
@@ -458,6 +468,28 @@ class _Lowering:
         self.g.prune()
         self.g.keep = self.keep
         return self.g
+
+    def positions(self, n):
+        """Whether constant node n is arange(0, N) of int64 (positions):
+        in a dynamic capture an arange node, whose end can name a dim."""
+        import torch
+        v = self.vals.value[n]
+        if _op_name(n) != "arange" or not isinstance(v, torch.Tensor) or v.dim() != 1 or \
+                v.dtype != torch.int64 or v.numel() < 1:
+            return False
+        return bool(torch.equal(v, torch.arange(v.numel())))
+
+    def causal_mask(self, shape):
+        """The additive causal mask of an [N, N] score as nodes (0 where
+        key j <= query i, -inf above): arange(N) against itself as a column,
+        so a dynamic capture's N can be a dim (a weight could not)."""
+        nq = shape[-1]
+        nm = self.n.name
+        pos = self.emit("arange", [], [nq], "i64", {"end": nq}, name=nm + ".pos")
+        rows = self.emit("reshape", [pos], [nq, 1], "i64", {"shape": [nq, 1]}, name=nm + ".rows")
+        later = self.emit("greater", [pos, rows], [nq, nq], "bool", name=nm + ".later")
+        return self.emit("where", [later, self.const(float("-inf"), "f32"), self.const(0.0, "f32")],
+                         [nq, nq], "f32", name=nm + ".causal")
 
     def fold(self, n):
         """Whether constant node n becomes a weight of its value: yes,
@@ -1010,7 +1042,12 @@ def _masked_fill(L, args, kw):
         import torch
         mv = L.vals.value[mnode]
         add = torch.zeros(mv.shape, dtype=torch.float32).masked_fill(mv, float("-inf"))
-        w = L.tensor_weight(L.n.name + ".mask", add)
+        if L.dynamic and mv.dim() >= 2 and mv.shape[-1] == mv.shape[-2] and \
+                all(d == 1 for d in mv.shape[:-2]) and \
+                _causal_values(add.reshape(mv.shape[-2:]), mv.shape[-1], mv.shape[-1]):
+            w = L.causal_mask(list(mv.shape))     # its size can be a dim
+        else:
+            w = L.tensor_weight(L.n.name + ".mask", add)
         if dt != "f32":
             w = L.operand(w, dt)
         return _binary(L, "add", x, w, dt)
@@ -1442,12 +1479,32 @@ def _make_fx(f, args, stack_traces=True):
             tracer.record_stack_traces = old
 
 
+def _ItemInterpreter(gm, args):
+    """An Interpreter of gm whose `.item()` of an input is the value of
+    the example input: Dynamo with dynamic=True passes a module's float
+    attributes (a dropout's p) as 0-d tensors it reads with .item(), which
+    make_fx cannot trace; the value is the one at capture."""
+    import torch.fx
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    # read now: under make_fx, .item() of even a real tensor is traced
+    items = {n: a.item() for n, a in zip(phs, args) if hasattr(a, "item") and
+             getattr(a, "dim", lambda: 1)() == 0 and
+             any(u.op == "call_method" and u.target == "item" for u in n.users)}
+
+    class Interp(torch.fx.Interpreter):
+        def run_node(self, n):
+            if n.op == "call_method" and n.target == "item" and n.args and n.args[0] in items:
+                return items[n.args[0]]
+            return super().run_node(n)
+    return Interp(gm)
+
+
 def to_aten(gm, args):
     """An FX graph of torch-level ops (torch.fx's, TorchDynamo's) as an
     ATen graph, each node keeping the stack trace of the node it came from."""
     import torch.fx
     import torch.fx.traceback as fx_traceback
-    interp = torch.fx.Interpreter(gm)
+    interp = _ItemInterpreter(gm, args)
     if hasattr(fx_traceback, "preserve_node_meta"):
         with fx_traceback.preserve_node_meta(), _no_grad():
             return _make_fx(interp.run, args, stack_traces=False)
@@ -1505,7 +1562,7 @@ def _check_inference(module, example_inputs):
                             "model.eval() first" % type(module).__name__)
 
 
-def capture(module, example_inputs, name=None, mode="aten"):
+def capture(module, example_inputs, name=None, mode="aten", dynamic_shapes=None):
     """Captures module (in eval mode) on example inputs and returns an mcir
     Graph whose weights hold the module's parameters and buffers.
 
@@ -1514,14 +1571,33 @@ def capture(module, example_inputs, name=None, mode="aten"):
     flow on them trace; "fx" traces torch.fx symbolically at the module
     level first (no control flow on shapes; size()/shape unpacking and the
     arithmetic on them are resolved on the example inputs), then lowers the
-    same way. Both keep the model's source line for messages."""
-    import torch
-    import torch.fx
+    same way. Both keep the model's source line for messages.
+
+    dynamic_shapes: symbolic dimensions (mcir.Dim), as torch.export takes
+    them — one entry per example input, None or {axis: Dim}:
+
+        seq = mcir.Dim("seq", min=1, max=128)
+        g = mcir.capture(model, (x,), dynamic_shapes=({1: seq},))
+
+    The graph declares the dims and names them where the model's sizes
+    follow them; one compilation then runs at every size in range
+    (mcir/dynamic.py says how, docs/python.md what is supported)."""
     if not isinstance(example_inputs, (list, tuple)):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
     _check_inference(module, example_inputs)
     name = name or type(module).__name__
+    if dynamic_shapes is not None:
+        from .dynamic import capture_dynamic, parse_dynamic_shapes
+        axes, dims = parse_dynamic_shapes(dynamic_shapes, example_inputs)
+        return capture_dynamic(lambda args: _capture(module, args, name, mode, True),
+                               example_inputs, axes, {}, dims)
+    return _capture(module, example_inputs, name, mode, False)
+
+
+def _capture(module, example_inputs, name, mode, dynamic):
+    import torch
+    import torch.fx
     if mode == "aten":
         with _no_grad():
             gm = _make_fx(module, example_inputs)
@@ -1535,15 +1611,16 @@ def capture(module, example_inputs, name=None, mode="aten"):
     else:
         raise ValueError("mode must be 'aten' or 'fx'")
     with _no_grad():
-        return _Lowering(gm, name).run(example_inputs)
+        return _Lowering(gm, name, dynamic=dynamic).run(example_inputs)
 
 
-def capture_fx(gm, example_inputs, name="fx_graph", weights=()):
+def capture_fx(gm, example_inputs, name="fx_graph", weights=(), dynamic=False):
     """An FX GraphModule (what torch.compile hands a backend: torch-level
     ops) as an mcir Graph. weights: positions of example_inputs that are
     parameters or buffers, bound as weights of the graph (their values at
-    capture) instead of inputs."""
+    capture) instead of inputs. dynamic: a capture that dynamic.py compares
+    with others (positions and causal masks as nodes, not constants)."""
     example_inputs = tuple(example_inputs)
     aten = to_aten(gm, example_inputs)
     with _no_grad():
-        return _Lowering(aten, name, weights).run(example_inputs)
+        return _Lowering(aten, name, weights, dynamic).run(example_inputs)

@@ -65,7 +65,8 @@ class Graph:
 
     def __init__(self, name="graph"):
         self.name = name
-        self.inputs = []        # {"name", "dtype", "shape"}
+        self.dims = {}          # symbolic dimension name -> (min, max)
+        self.inputs = []        # {"name", "dtype", "shape"}: an entry may be a dim's name
         self.weights = []       # {"name", "dtype", "shape"}
         self.values = {}        # weight name -> storage array
         self.nodes = []
@@ -119,9 +120,12 @@ class Graph:
         self.values = {k: v for k, v in self.values.items() if k in used}
 
     def to_json(self):
-        return json.dumps({"mcir": 1, "name": self.name, "inputs": self.inputs,
-                           "weights": self.weights, "nodes": self.nodes,
-                           "outputs": self.outputs}, indent=1)
+        doc = {"mcir": 1, "name": self.name}
+        if self.dims:
+            doc["dims"] = {k: {"min": lo, "max": hi} for k, (lo, hi) in self.dims.items()}
+        doc.update({"inputs": self.inputs, "weights": self.weights, "nodes": self.nodes,
+                    "outputs": self.outputs})
+        return json.dumps(doc, indent=1)
 
 
 class Compiled:
@@ -189,10 +193,9 @@ class Compiled:
         arrays = []
         for x, spec in zip(inputs, g.inputs):
             a = storage(x, spec["dtype"])
-            if list(a.shape) != list(spec["shape"]):
-                raise _lib.McirError("input '%s' is %s, the graph declares %s" %
-                                     (spec["name"], list(a.shape), spec["shape"]))
+            _check_shape(spec, a.shape)
             arrays.append(a)
+        self._bind([a.shape for a in arrays])
         outs = []
         for name in g.outputs:
             spec = self._output_spec(name)
@@ -230,10 +233,9 @@ class Compiled:
                 raise _lib.McirError("input '%s' is on %s: mcir's runtime runs on cuda:0" %
                                      (spec["name"], x.device))
             t = torch.as_tensor(x).to(device=dev, dtype=tdt[spec["dtype"]]).contiguous()
-            if list(t.shape) != list(spec["shape"]):
-                raise _lib.McirError("input '%s' is %s, the graph declares %s" %
-                                     (spec["name"], list(t.shape), spec["shape"]))
+            _check_shape(spec, t.shape)
             ins.append(t)
+        self._bind([t.shape for t in ins])
         outs = [torch.empty(self._output_spec(n)[1], dtype=tdt[self._output_spec(n)[0]],
                             device=dev) for n in g.outputs]
         # the producers of the inputs (on torch's stream) must be done
@@ -253,6 +255,36 @@ class Compiled:
             return _rebuild(g.output_tree, outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _bind(self, shapes):
+        """A graph with dims: binds them to the sizes of these inputs
+        (mcir_capi_bind) — nothing is compiled — and forgets the output
+        shapes of the previous binding."""
+        if not self.graph.dims:
+            return
+        L = _lib.lib()
+        flat = [int(d) for s in shapes for d in s]
+        ranks = (ctypes.c_int * max(1, len(shapes)))(*[len(s) for s in shapes])
+        ext = (ctypes.c_longlong * max(1, len(flat)))(*flat)
+        st = L.mcir_capi_bind(self._h, len(shapes),
+                              _lib.strings([s["name"] for s in self.graph.inputs]), ranks, ext)
+        if st != 0:
+            raise _lib.McirError(L.mcir_capi_errors(self._h).decode().strip())
+        self.__dict__.pop("_specs", None)
+
+    def dims(self):
+        """The graph's symbolic dimensions: name -> (min, max, the size it is
+        bound at now: the last call's, the max before any)."""
+        L = _lib.lib()
+        out = {}
+        name = ctypes.c_char_p()
+        lo, hi, v = ctypes.c_longlong(), ctypes.c_longlong(), ctypes.c_longlong()
+        i = 0
+        while i < L.mcir_capi_dim(self._h, i, ctypes.byref(name), ctypes.byref(lo),
+                                  ctypes.byref(hi), ctypes.byref(v)):
+            out[name.value.decode()] = (lo.value, hi.value, v.value)
+            i += 1
+        return out
+
     def _output_spec(self, name):
         if not hasattr(self, "_specs"):
             L = _lib.lib()
@@ -268,6 +300,16 @@ class Compiled:
         if getattr(self, "_h", None):
             _lib.lib().mcir_capi_free(self._h)
             self._h = None
+
+
+def _check_shape(spec, shape):
+    """An input's shape against its declaration (a dim's name matches any
+    size: mcir_capi_bind checks its range)."""
+    want = spec["shape"]
+    if len(shape) != len(want) or any(not isinstance(w, str) and int(s) != w
+                                       for s, w in zip(shape, want)):
+        raise _lib.McirError("input '%s' is %s, the graph declares %s" %
+                             (spec["name"], [int(s) for s in shape], want))
 
 
 def compile(graph, arch=None, rewrite=True, code=False, ptx=False, catalogs=()):

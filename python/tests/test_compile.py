@@ -1,7 +1,7 @@
 """torch.compile(model, backend="mcir") on torch >= 2.0 (skipped on 1.13):
 models run through mcir in strict mode (any fallback is an exception)
 within 1e-4 of eager PyTorch; parameters bound as weights and rebound when
-changed; one compile per input shape under Dynamo's symbolic sizes;
+changed; Dynamo's symbolic sizes compiled once for a range (mcir dims);
 training and gradients refused; fallbacks counted, or raised in strict
 mode with the op and the model's line."""
 import io
@@ -101,7 +101,46 @@ class Compile(unittest.TestCase):
         with self.assertRaisesRegex(Exception, "device 'tpu'"):   # Dynamo wraps the McirError
             self.compiled(torch.nn.Linear(4, 4), torch.randn(2, 4), options={"device": "tpu"})
 
-    def test_symbolic_sizes_compile_per_shape(self):
+    def test_symbolic_sizes_compile_once_for_a_range(self):
+        # dynamic=True: Dynamo's size symbols become mcir dims; one
+        # compilation, for [2, 2 x 16], runs at 16, 24 and 8
+        m = models.NanoBlock().eval()
+        opt = torch.compile(m, backend="mcir", options=STRICT, dynamic=True)
+        with torch.no_grad():
+            for t in (16, 24, 8):
+                x = torch.randn(2, t, 64)
+                self.assertLess(rel_err(opt(x), m(x)), 1e-4)
+        s = mcir.stats()
+        self.assertEqual(s["graphs_fallback"], 0, s["fallbacks"])
+        self.assertEqual(s["per_shape"], [])
+        self.assertEqual((s["compiles"], s["dynamic"], s["calls_mcir"]), (1, 1, 3))
+        with torch.no_grad():                     # past 32: once more, for [2, 80]
+            x = torch.randn(2, 40, 64)
+            self.assertLess(rel_err(opt(x), m(x)), 1e-4)
+        self.assertEqual(mcir.stats()["compiles"], 2)
+
+    def test_llama_and_bert_dynamic_one_compile_each(self):
+        for name, m in (("llama", models.LlamaForCausalLM(gqa="repeat_kv")),
+                        ("bert", models.BertModel())):
+            torch._dynamo.reset()
+            mcir.reset_stats()
+            m.eval()
+            opt = torch.compile(m, backend="mcir", options=STRICT, dynamic=True)
+            with torch.no_grad():
+                for t in (16, 24, 8):
+                    args = (torch.randint(0, 128, (2, t)),)
+                    if name == "bert":
+                        args += (torch.ones(2, t, dtype=torch.long),)
+                    got, ref = opt(*args), m(*args)
+                    got, ref = (list(v.values())[0] if isinstance(v, dict) else
+                                v[0] if isinstance(v, (tuple, list)) else v for v in (got, ref))
+                    self.assertLess(rel_err(got, ref), 1e-4, "%s at %d" % (name, t))
+            s = mcir.stats()
+            self.assertEqual((s["compiles"], s["dynamic"], s["per_shape"]), (1, 1, []), name)
+
+    def test_automatic_dynamic_compiles_twice(self):
+        # without dynamic=True Dynamo compiles 16 as it is, then, at 24, a
+        # graph with a size symbol: one mcir compilation serves 24, 8, 24
         m = models.NanoBlock().eval()
         opt = torch.compile(m, backend="mcir", options=STRICT)
         with torch.no_grad():
@@ -110,7 +149,17 @@ class Compile(unittest.TestCase):
                 self.assertLess(rel_err(opt(x), m(x)), 1e-4)
         s = mcir.stats()
         self.assertEqual(s["graphs_fallback"], 0, s["fallbacks"])
-        self.assertEqual(s["compiles"], 3)        # 16, then 24 and 8 (24 again: cached)
+        self.assertEqual((s["compiles"], s["dynamic"]), (2, 1))
+
+    def test_dynamic_max_option(self):
+        m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()).eval()
+        opt = torch.compile(m, backend="mcir", dynamic=True,
+                            options={"strict": True, "dynamic_max": 100})
+        with torch.no_grad():
+            for b in (4, 90, 7):
+                x = torch.randn(b, 16)
+                self.assertLess(rel_err(opt(x), m(x)), 1e-4)
+        self.assertEqual(mcir.stats()["compiles"], 1)
 
     def test_gradients_are_refused(self):
         m = models.NanoBlock().eval()
