@@ -75,6 +75,11 @@ void cg_sb_numel_sum(cg_sb *b, const mcir_tensor *const *ts, int n);
 /* Whether t's extent k is 1 for every size (with cg_dyn: its polynomial
  * is the constant 1; else the integer is 1). */
 bool cg_extent_is_one(const mcir_tensor *t, int k);
+/* One dim k of a broadcast index walk, from the innermost out: `acc +=
+ * (q % out[k]) * s;` where `in` has dim ik (and it is not 1), `q /=
+ * out[k];` where divide, `s *= in[ik];` (ik < 0: in lacks the dim). */
+void cg_emit_bcast_step(cg_sb *b, const char *acc, const char *q, const char *s, const mcir_tensor *out, int k,
+                        const mcir_tensor *in, int ik, bool divide);
 /* Whether t's extents depend on a dimension of cg_dyn. */
 bool cg_tensor_dynamic(const mcir_tensor *t);
 

@@ -663,25 +663,30 @@ static void emit_bcast_index(cg_sb *b, const mcir_tensor *out, const mcir_tensor
     }
     cg_sb_printf(b, "    i64 %s = 0; { i64 q_ = %s; i64 s_ = 1;\n", dst, src);
     for (int k = orank - 1; k >= 0; k--) {
-        int ik = k - (orank - in->rank);
-        if (ik >= 0 && !cg_extent_is_one(in, ik)) {
-            cg_sb_printf(b, "      %s += (q_ %% ", dst);
-            cg_sb_extent(b, out, k);
-            cg_sb_puts(b, ") * s_;");
-        }
-        if (k > 0) {
-            cg_sb_puts(b, " q_ /= ");
-            cg_sb_extent(b, out, k);
-            cg_sb_puts(b, ";");
-        }
-        if (ik >= 0) {
-            cg_sb_puts(b, " s_ *= ");
-            cg_sb_extent(b, in, ik);
-            cg_sb_puts(b, ";");
-        }
-        cg_sb_puts(b, "\n");
+        cg_sb_puts(b, "     ");
+        cg_emit_bcast_step(b, dst, "q_", "s_", out, k, in, k - (orank - in->rank), k > 0);
     }
     cg_sb_puts(b, "      (void)s_; }\n");
+}
+
+void cg_emit_bcast_step(cg_sb *b, const char *acc, const char *q, const char *s, const mcir_tensor *out, int k,
+                        const mcir_tensor *in, int ik, bool divide) {
+    if (ik >= 0 && !cg_extent_is_one(in, ik)) {
+        cg_sb_printf(b, " %s += (%s %% ", acc, q);
+        cg_sb_extent(b, out, k);
+        cg_sb_printf(b, ") * %s;", s);
+    }
+    if (divide) {
+        cg_sb_printf(b, " %s /= ", q);
+        cg_sb_extent(b, out, k);
+        cg_sb_puts(b, ";");
+    }
+    if (ik >= 0) {
+        cg_sb_printf(b, " %s *= ", s);
+        cg_sb_extent(b, in, ik);
+        cg_sb_puts(b, ";");
+    }
+    cg_sb_puts(b, "\n");
 }
 
 /* Declares i64 c0..c{r-1}: coordinates of linear index `src` in shape. */

@@ -25,21 +25,8 @@ static void emit_batch_off(cg_sb *b, const char *name, const mcir_tensor *t, con
     cg_sb_prod(b, t, mat);
     cg_sb_puts(b, "; (void)b;\n");
     for (int k = rl - 1; k >= 0; k--) {
-        int tk = k - (rl - tl);
-        if (tk >= 0 && !cg_extent_is_one(t, tk)) {
-            cg_sb_puts(b, "    o += (b % ");
-            cg_sb_extent(b, out, k);
-            cg_sb_puts(b, ") * s;\n");
-        }
-        cg_sb_puts(b, "    b /= ");
-        cg_sb_extent(b, out, k);
-        cg_sb_puts(b, ";");
-        if (tk >= 0) {
-            cg_sb_puts(b, " s *= ");
-            cg_sb_extent(b, t, tk);
-            cg_sb_puts(b, ";");
-        }
-        cg_sb_puts(b, "\n");
+        cg_sb_puts(b, "   ");
+        cg_emit_bcast_step(b, "o", "b", "s", out, k, t, k - (rl - tl), true);
     }
     cg_sb_puts(b, "    (void)s;\n    return o;\n}\n");
 }

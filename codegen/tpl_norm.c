@@ -95,23 +95,8 @@ static void emit_param_v(cg_sb *b, const mcir_kernel_plan *kp, const char *name,
     cg_sb_printf(b, "__device__ __forceinline__ float %s_at(i64 xi, MC_PARAMS) {\n    i64 j = 0; {\n"
                     "    i64 q_ = xi; i64 s_ = 1;\n", name);
     for (int k = x->rank - 1; k >= 0; k--) {
-        int pk = k - (x->rank - p->rank);
-        if (pk >= 0 && !cg_extent_is_one(p, pk)) {
-            cg_sb_puts(b, "    j += (q_ % ");
-            cg_sb_extent(b, x, k);
-            cg_sb_puts(b, ") * s_;");
-        }
-        if (k > 0) {
-            cg_sb_puts(b, " q_ /= ");
-            cg_sb_extent(b, x, k);
-            cg_sb_puts(b, ";");
-        }
-        if (pk >= 0) {
-            cg_sb_puts(b, " s_ *= ");
-            cg_sb_extent(b, p, pk);
-            cg_sb_puts(b, ";");
-        }
-        cg_sb_puts(b, "\n");
+        cg_sb_puts(b, "   ");
+        cg_emit_bcast_step(b, "j", "q_", "s_", x, k, p, k - (x->rank - p->rank), k > 0);
     }
     cg_sb_printf(b, "    (void)s_; }\n    return v%d(j, 0.0f, MC_ARGS);\n}\n", p->id);
     cg_sb_printf(b, "__device__ __forceinline__ void %s_v(i64 j, i64 xi, float* out, MC_PARAMS) {\n"

@@ -16,6 +16,25 @@ examples (run from the source root; the outputs are committed):
 """
 import json
 
+def causal_mask(g):
+    """The causal mask for any length (arange, greater, where) in place of
+    the example's constant one: its nodes (c.causal_mask the output) and
+    the two constants they select from, added to g's weights."""
+    g["weights"] = [w for w in g["weights"] if w["name"] != "c.causal_mask"]
+    g["weights"] += [{"name": "c.mask_zero", "dtype": "f32", "shape": [], "value": 0.0},
+                     {"name": "c.mask_neg", "dtype": "f32", "shape": [], "value": -10000.0}]
+    return [
+    {"name": "c.pos_i", "op": "arange", "inputs": [], "outputs": ["c.pos_i"],
+     "attrs": {"end": "seq"}},
+    {"name": "c.rows", "op": "reshape", "inputs": ["c.pos_i"], "outputs": ["c.rows"],
+     "attrs": {"shape": ["seq", 1]}},
+    {"name": "c.later", "op": "greater", "inputs": ["c.pos_i", "c.rows"],
+     "outputs": ["c.later"]},
+    {"name": "c.causal", "op": "where", "inputs": ["c.later", "c.mask_neg", "c.mask_zero"],
+     "outputs": ["c.causal_mask"]},
+]
+
+
 def gpt2(batch=False):
     g = json.load(open("examples/gpt2_block/graph.json"))
     g["name"] = "gpt2_block_batch_seq" if batch else "gpt2_block_seq"
@@ -24,19 +43,7 @@ def gpt2(batch=False):
         dims = {"batch": {"min": 1, "max": 3}, **dims}
     out = {"mcir": 1, "name": g["name"], "dims": dims}
     g["inputs"][0]["shape"] = ["batch" if batch else 1, "seq", 768]
-    g["weights"] = [w for w in g["weights"] if w["name"] != "c.causal_mask"]
-    g["weights"] += [{"name": "c.mask_zero", "dtype": "f32", "shape": [], "value": 0.0},
-                     {"name": "c.mask_neg", "dtype": "f32", "shape": [], "value": -10000.0}]
-    mask_nodes = [
-        {"name": "c.pos_i", "op": "arange", "inputs": [], "outputs": ["c.pos_i"],
-         "attrs": {"end": "seq"}},
-        {"name": "c.rows", "op": "reshape", "inputs": ["c.pos_i"], "outputs": ["c.rows"],
-         "attrs": {"shape": ["seq", 1]}},
-        {"name": "c.later", "op": "greater", "inputs": ["c.pos_i", "c.rows"],
-         "outputs": ["c.later"]},
-        {"name": "c.causal", "op": "where", "inputs": ["c.later", "c.mask_neg", "c.mask_zero"],
-         "outputs": ["c.causal_mask"]},
-    ]
+    mask_nodes = causal_mask(g)
     for n in g["nodes"]:
         if n["op"] == "reshape":
             n["attrs"]["shape"] = ["seq" if d == 128 else d for d in n["attrs"]["shape"]]
@@ -62,22 +69,10 @@ def llama():
     g = json.load(open("examples/llama_block/graph.json"))
     out = {"mcir": 1, "name": "llama_block_seq", "dims": {"seq": {"min": 1, "max": 128}}}
     g["inputs"][0]["shape"] = [1, "seq", 1024]
-    g["weights"] = [w for w in g["weights"] if w["name"] != "c.causal_mask"]
-    g["weights"] += [{"name": "c.mask_zero", "dtype": "f32", "shape": [], "value": 0.0},
-                     {"name": "c.mask_neg", "dtype": "f32", "shape": [], "value": -10000.0}]
     for w in g["weights"]:   # data files stay the example's
         if "data" in w:
             w["data"] = "../../../examples/llama_block/" + w["data"]
-    pre = [
-        {"name": "c.pos_i", "op": "arange", "inputs": [], "outputs": ["c.pos_i"],
-         "attrs": {"end": "seq"}},
-        {"name": "c.rows", "op": "reshape", "inputs": ["c.pos_i"], "outputs": ["c.rows"],
-         "attrs": {"shape": ["seq", 1]}},
-        {"name": "c.later", "op": "greater", "inputs": ["c.pos_i", "c.rows"],
-         "outputs": ["c.later"]},
-        {"name": "c.causal", "op": "where", "inputs": ["c.later", "c.mask_neg", "c.mask_zero"],
-         "outputs": ["c.causal_mask"]},
-    ]
+    pre = causal_mask(g)
     # the rotary tables hold 128 positions: the first seq of them
     for t in ("rope.cos", "rope.sin"):
         pre.append({"name": t + ".first", "op": "slice", "inputs": [t], "outputs": [t + ".seq"],
