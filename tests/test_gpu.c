@@ -10,7 +10,8 @@
  * Outputs must match: max |gpu - cpu| / max(|cpu|) within 1e-3 for f32,
  * 2e-2 for f16/bf16. Out of device memory must fail with what was asked
  * and what was free. Sessions with CUDA graphs (captured at the first
- * step, replayed with new inputs) match the CPU at every step. Exits 77
+ * step, replayed with new inputs) match the CPU at every step. Graphs with
+ * symbolic dims compile once and match the CPU at three sizes. Exits 77
  * where no GPU / driver is present.
  */
 #include <check.h>
@@ -378,6 +379,71 @@ START_TEST(test_graph_sessions_match_cpu) {
 }
 END_TEST
 
+/* Size-generic kernels (graphs with symbolic dims, docs/kernelplan.md):
+ * each graph compiled once, then run at three sizes (mcir_codegen_rebind
+ * takes the launches there) against the CPU at the same sizes; nothing is
+ * compiled after the first size. The sm_90a attention (causal, split-KV
+ * decode, GQA packing) and GEMM read the dims from shared memory, which
+ * only a GPU run checks on hardware (the graphs are planned as read, not
+ * rewritten: each is one kernel; test_dims runs the blocks, rewritten, on
+ * the emulator). */
+START_TEST(test_size_generic_kernels_match_cpu) {
+    static const struct {
+        const char *path;
+        int64_t sizes[3];
+    } cases[] = {
+        {"tests/data/dims/attention_f16_seq.json", {1, 77, 200}},
+        {"tests/data/dims/decode_f16_past.json", {1, 700, 3001}},
+        {"tests/data/dims/gqa_f16_seq.json", {1, 49, 96}},
+        {"tests/data/dims/matmul_f16_seq.json", {1, 77, 300}},
+    };
+    int failed = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", test_source_dir(), cases[c].path);
+        mcir_diag d = mcir_diag_stderr();
+        mcir_graph *g = mcir_graph_read_json(path, &d);
+        ck_assert_msg(g != NULL && g->n_dims == 1, "cannot read %s", path);
+        planned pl = plan_graph(g, &d);
+        ck_assert_ptr_nonnull(pl.plan);
+        mcir_codegen *cg = mcir_codegen_new(pl.plan, pl.mem, &d);
+        ck_assert_msg(cg != NULL, "%s: codegen failed", path);
+        long compiles = 0;
+        for (int i = 0; i < 3; i++) {
+            int64_t v = cases[c].sizes[i];
+            char label[1300];
+            snprintf(label, sizeof label, "%s at %s=%lld", cases[c].path, g->dims[0].name, (long long)v);
+            if (!mcir_codegen_rebind(cg, &v, &d)) {
+                fprintf(stderr, "%s: not size-generic\n", label);
+                failed++;
+                break;
+            }
+            mcir_env *cpu = mcir_env_new(g, 5), *gpu = mcir_env_new(g, 5);
+            ck_assert(mcir_interp_run(g, cpu, &d));
+            mcir_gpu_stats st;
+            if (i == 1) compiles = mcir_nvrtc_invocations();
+            if (!mcir_gpu_run(cg, gpu, MCIR_ALLOC_POOL, &st, &d)) {
+                fprintf(stderr, "%s: GPU run failed\n", label);
+                failed++;
+            } else {
+                fprintf(stderr, "%s on %s: %.3f ms\n", label, st.device_name, st.elapsed_ms);
+                if (!outputs_match(g, cpu, gpu, label)) failed++;
+            }
+            if (i == 2 && mcir_nvrtc_invocations() != compiles) {
+                fprintf(stderr, "%s: compiled again (%ld NVRTC calls)\n", label, mcir_nvrtc_invocations() - compiles);
+                failed++;
+            }
+            mcir_env_free(cpu);
+            mcir_env_free(gpu);
+        }
+        mcir_codegen_free(cg);
+        planned_free(&pl);
+        mcir_graph_free(g);
+    }
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 /* More device memory than any GPU has, from small inputs: 129 chained
  * intermediates of 2 GiB each (2^29 f32 elements, the most one tensor may
  * hold), all allocated up front in eager mode by a plan that fuses
@@ -429,6 +495,7 @@ int main(void) {
     tcase_add_test(tc, test_template_edge_cases_match_cpu);
     tcase_add_test(tc, test_out_of_device_memory_reports_sizes);
     tcase_add_test(tc, test_graph_sessions_match_cpu);
+    tcase_add_test(tc, test_size_generic_kernels_match_cpu);
     tcase_add_test(tc, test_examples_match_cpu);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
