@@ -250,6 +250,46 @@ static bool is_causal_mask(const mcir_tensor *m, int64_t nq, int64_t nk) {
     return ok;
 }
 
+/* Tensor t is arange(0, n) (step 1), possibly reshaped; its length n as an
+ * extent of t's largest dim. */
+static bool is_positions(const mcir_tensor *t, mcir_extent *n) {
+    const mcir_node *p = t->producer;
+    while (p && p->op == MCIR_OP_RESHAPE) p = p->inputs[0]->producer;
+    if (!p || p->op != MCIR_OP_ARANGE || mcir_node_int(p, "start") != 0 || mcir_node_int(p, "step") != 1)
+        return false;
+    *n = mcir_tensor_extent(p->outputs[0], 0);
+    return true;
+}
+
+/* A causal mask the graph computes for any length (a graph with symbolic
+ * dims builds it so): where(cols > rows, NEG, 0), cols = arange(0, Nk)
+ * over the last axis, rows = arange(0, Nq) as a column [Nq, 1], NEG at
+ * most -1e4 (or -inf), Nq = Nk for every size (the positions' lengths are
+ * the scores' extents as polynomials). */
+static bool is_computed_causal_mask(const mcir_tensor *m, const mcir_tensor *scores) {
+    const mcir_node *w = m->producer;
+    float neg, zero;
+    if (!w || w->op != MCIR_OP_WHERE || !scalar_value(w->inputs[1], &neg) || !(neg <= -1e4f) ||
+        !scalar_value(w->inputs[2], &zero) || zero != 0.0f)
+        return false;
+    const mcir_node *c = w->inputs[0]->producer;
+    if (!c || (c->op != MCIR_OP_GREATER && c->op != MCIR_OP_LESS)) return false;
+    const mcir_tensor *cols = c->inputs[c->op == MCIR_OP_GREATER ? 0 : 1];
+    const mcir_tensor *rows = c->inputs[c->op == MCIR_OP_GREATER ? 1 : 0];
+    mcir_extent nc, nr;
+    if (!is_positions(cols, &nc) || !is_positions(rows, &nr)) return false;
+    /* cols run along the last axis, rows down the one before it */
+    if (cols->rank < 1 || rows->rank < 2 || rows->shape[rows->rank - 1] != 1) return false;
+    for (int i = 0; i < cols->rank - 1; i++)
+        if (cols->shape[i] != 1) return false;
+    for (int i = 0; i < rows->rank - 2; i++)
+        if (rows->shape[i] != 1) return false;
+    int r = scores->rank;
+    mcir_extent sq = mcir_tensor_extent(scores, r - 2), sk = mcir_tensor_extent(scores, r - 1);
+    return m->rank >= 2 && mcir_extent_equal(&nc, &sk) && mcir_extent_equal(&nr, &sq) &&
+           mcir_extent_equal(&sq, &sk);
+}
+
 /* The constant factor a scale/mul/div node applies. */
 static bool scale_factor(mcir_action_ctx *a, const mcir_node *n, double *factor) {
     float c;
@@ -348,7 +388,8 @@ static bool apply_fuse_attention(mcir_action_ctx *a) {
     const mcir_tensor *scores = qk->outputs[0];
     if (mask && scores->rank >= 2)
         causal = is_causal_mask(mask, scores->shape[scores->rank - 2],
-                                scores->shape[scores->rank - 1]);
+                                scores->shape[scores->rank - 1]) ||
+                 is_computed_causal_mask(mask, scores);
     mcir_tensor *ins[4] = {q, k_att, v_att, mask};
     int n_in = mask && !causal ? 4 : 3;
     mcir_node *att = build(a, MCIR_OP_ATTENTION, fused_name(a, "attention"), n_in, ins);

@@ -616,25 +616,42 @@ static bool has_reader(const engine *e, const mcir_tensor *t, int built) {
     return false;
 }
 
+/* Whether a live node still needs one of n's outputs (or it is a graph's). */
+static bool outputs_needed(const engine *e, const mcir_node *n, int built) {
+    for (int k = 0; k < n->n_outputs; k++) {
+        const mcir_tensor *t = n->outputs[k];
+        if (t->producer != n) continue;
+        if (t->is_output || has_reader(e, t, built)) return true;
+    }
+    return false;
+}
+
 /* Removes matched nodes whose outputs were taken over or are no longer
- * used, until none is left to remove. */
+ * used, until none is left to remove; then the nodes that computed only
+ * their inputs (every op is pure: a causal mask the graph built for the
+ * attention that now takes `causal` instead). */
 static void remove_unused(const engine *e, const mcir_match *m, int built) {
     bool changed = true;
     while (changed) {
         changed = false;
         for (int i = 0; i < m->n_nodes; i++) {
             mcir_node *n = m->nodes[i];
-            if (!n || n->dead) continue;
-            bool needed = false;
-            for (int k = 0; k < n->n_outputs && !needed; k++) {
-                const mcir_tensor *t = n->outputs[k];
-                if (t->producer != n) continue;
-                if (t->is_output || has_reader(e, t, built)) needed = true;
-            }
-            if (!needed) {
-                n->dead = true;
-                changed = true;
-            }
+            if (!n || n->dead || outputs_needed(e, n, built)) continue;
+            n->dead = true;
+            changed = true;
+        }
+    }
+    mcir_node *work[64];
+    int nw = 0;
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i] && m->nodes[i]->dead && nw < 64) work[nw++] = m->nodes[i];
+    while (nw > 0) {
+        const mcir_node *n = work[--nw];
+        for (int k = 0; k < n->n_inputs; k++) {
+            mcir_node *p = n->inputs[k]->producer;
+            if (!p || p->dead || outputs_needed(e, p, built)) continue;
+            p->dead = true;
+            if (nw < 64) work[nw++] = p;
         }
     }
 }

@@ -452,6 +452,22 @@ static void run_at(const char *rel, const char *const *names, const int64_t *val
     run_on(rel, names, values, n, out_name, "cpu", false);
 }
 
+/* The causal mask a symbolic graph computes (arange, greater, where) is
+ * recognised: the attention takes causal: true and the nodes that built
+ * the mask go, so the block is the static example's 7 kernels. */
+START_TEST(computed_causal_mask_becomes_causal) {
+    cli_result r = RUN("--emit", "mcir", cli_src("tests/data/dims/gpt2_block_seq.json"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"causal\": true"));
+    ck_assert_ptr_null(strstr(r.out, "\"op\": \"where\""));
+    ck_assert_ptr_null(strstr(r.out, "\"op\": \"arange\""));
+    cli_result_free(&r);
+    r = RUN(cli_src("tests/data/dims/gpt2_block_seq.json"));
+    ck_assert_ptr_nonnull(strstr(r.out, "  kernels  7 for sm_90"));
+    cli_result_free(&r);
+}
+END_TEST
+
 START_TEST(gpt2_block_at_three_seq_lengths) {
     static const char *const names[] = {"seq"};
     int64_t sizes[] = {1, 37, 128};
@@ -901,6 +917,7 @@ int main(void) {
 #ifdef MCIR_HAVE_ONNX
     tcase_add_test(tc, onnx_dim_param_takes_one_size);
 #endif
+    tcase_add_test(tc, computed_causal_mask_becomes_causal);
     tcase_add_test(tc, gpt2_block_at_three_seq_lengths);
     tcase_add_test(tc, gpt2_block_at_three_batch_and_seq_sizes);
     tcase_add_test(tc, cnn_at_three_batch_sizes);
