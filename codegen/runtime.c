@@ -496,6 +496,19 @@ fail:
 
 /* ---------------------------------------------------------------- place */
 
+/* Tensor t's bytes (an input's from env or seeded, a weight's data)
+ * copied into its device buffer. */
+static bool upload(gpu_run *r, int t, mcir_env *env) {
+    const mcir_tensor *tt = r->g->tensors[t];
+    void *h = leaf_bytes(tt, env);
+    int rc = cu->cuMemcpyHtoD_v2(r->ptr[t], h, (size_t)mcir_tensor_bytes(tt));
+    free(h);
+    CU_CHECK(rc, r->why, sizeof r->why);
+    return true;
+fail:
+    return false;
+}
+
 /* Device bytes for every tensor a kernel touches: the arena pools
  * (POOL: intermediates at the memory plan's offsets), one allocation per
  * weight (and per intermediate, EAGER); LAZY leaves intermediates to
@@ -528,16 +541,9 @@ static bool run_place(gpu_run *r, mcir_env *env) {
         if (r->mode == MCIR_ALLOC_LAZY && !is_graph_tensor(tt)) continue;   /* at first use */
         if (is_step_tensor(tt)) continue;                                   /* each step's */
         if (!tensor_alloc(r, tt)) return false;
-        if (tt->kind == MCIR_TENSOR_INPUT || tt->kind == MCIR_TENSOR_WEIGHT) {
-            void *h = leaf_bytes(tt, env);
-            int rc = cu->cuMemcpyHtoD_v2(r->ptr[t], h, (size_t)mcir_tensor_bytes(tt));
-            free(h);
-            CU_CHECK(rc, r->why, sizeof r->why);
-        }
+        if ((tt->kind == MCIR_TENSOR_INPUT || tt->kind == MCIR_TENSOR_WEIGHT) && !upload(r, t, env)) return false;
     }
     return true;
-fail:
-    return false;
 }
 
 /* A step's graph inputs and outputs: the caller's bound bytes in place,
@@ -573,10 +579,7 @@ static bool step_place(gpu_run *r, mcir_env *env, const uint64_t *bound) {
             continue;
         }
         if (cg_runtime_mutant == CG_MUTANT_REPLAY_SKIPS_INPUTS && r->exec) continue;
-        void *h = leaf_bytes(tt, env);
-        int rc = cu->cuMemcpyHtoD_v2(r->ptr[t], h, (size_t)mcir_tensor_bytes(tt));
-        free(h);
-        CU_CHECK(rc, r->why, sizeof r->why);
+        if (!upload(r, t, env)) return false;
     }
     return true;
 fail:

@@ -140,6 +140,17 @@ static emu_node *graph_add(emu_graph *g, emu_node_kind kind) {
     return n;
 }
 
+/* A captured copy (src an address) or 32-bit memset (src the value) of
+ * `bytes` (the memset's count of words), replayed in stream order. */
+static CUresult record_move(emu_graph *g, emu_node_kind kind, CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    emu_node *x = graph_add(g, kind);
+    x->dst = dst;
+    x->src = src;
+    x->bytes = bytes;
+    dev.calls.captured++;
+    return CUDA_SUCCESS;
+}
+
 static void graph_free(emu_graph *g) {
     for (int i = 0; g && i < g->n; i++) free(g->nodes[i].values);
     if (g) free(g->nodes);
@@ -399,14 +410,7 @@ static CUresult e_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
     const emu_mem *md = emu_dev_find(dst, n, &od), *ms = emu_dev_find(src, n, &os);
     if (!md || !ms) return ERR_INVALID_VALUE;
     emu_graph *g = recording(s);
-    if (g) {
-        emu_node *x = graph_add(g, NODE_COPY);
-        x->dst = dst;
-        x->src = src;
-        x->bytes = n;
-        dev.calls.captured++;
-        return CUDA_SUCCESS;
-    }
+    if (g) return record_move(g, NODE_COPY, dst, src, n);
     memmove(md->base + od, ms->base + os, n);
     memmove(md->init + od, ms->init + os, n);
     return CUDA_SUCCESS;
@@ -417,14 +421,7 @@ static CUresult e_memset32(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
     const emu_mem *m = emu_dev_find(dst, 4 * n, &off);
     if (!m || dst % 4) return ERR_INVALID_VALUE;
     emu_graph *g = recording(s);
-    if (g) {
-        emu_node *x = graph_add(g, NODE_MEMSET);
-        x->dst = dst;
-        x->src = v;
-        x->bytes = n;
-        dev.calls.captured++;
-        return CUDA_SUCCESS;
-    }
+    if (g) return record_move(g, NODE_MEMSET, dst, v, n);
     for (size_t i = 0; i < n; i++) memcpy(m->base + off + 4 * i, &v, 4);
     memset(m->init + off, 1, 4 * n);
     return CUDA_SUCCESS;
