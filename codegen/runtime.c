@@ -4,8 +4,8 @@
  * cuBLAS, staging and scratch; place: the arena and every tensor a kernel
  * touches, weights uploaded), then steps (step_place: graph inputs and
  * outputs, inputs filled; launch: the plan's kernels in order, or the
- * replay of their CUDA graph captured at the first step; copy back:
- * outputs into env), then close (everything released). mcir_gpu_run is
+ * replay of their CUDA graph captured at the first step at their sizes;
+ * copy back: outputs into env), then close (everything released). mcir_gpu_run is
  * open, one step, close. The driver is cuda_driver.h's dlopen'd table;
  * every call goes through CU_CHECK, which records call, file and line.
  *
@@ -58,6 +58,10 @@ bool mcir_alloc_mode_parse(const char *s, mcir_alloc_mode *out) {
 
 /* ------------------------------------------------------------ the run */
 
+/* The CUDA graphs a session keeps, one per size it has stepped at (a
+ * graph with dims; one graph otherwise). */
+#define GRAPH_SIZES 8
+
 typedef struct gpu_run {
     mcir_codegen *cg;
     const mcir_plan *p;
@@ -103,9 +107,19 @@ typedef struct gpu_run {
     int fault;               /* an asynchronous error seen while waiting (CUresult), or 0 */
     char why[768];
     /* graphs (sessions): the launches captured once, replayed each step */
-    bool graphs;             /* capture at the first step, replay after */
+    bool graphs;             /* capture at the first step at each size, replay after */
     bool capturing;          /* a failure now is a capture's */
-    CUgraphExec exec;        /* the instantiated capture (NULL: not yet) */
+    bool warmed;             /* the launch sequence ran once uncaptured (the first graph step) */
+    CUgraphExec exec;        /* the graph of this step's sizes (NULL: not captured yet) */
+    /* a graph with dims: one capture per size, the least recently used
+     * given up beyond GRAPH_SIZES (sized_evicted counts them) */
+    struct sized_graph {
+        int64_t dims[MCIR_MAX_DIMS];
+        CUgraphExec exec;
+        uint64_t used;       /* the step that last replayed it */
+    } sized[GRAPH_SIZES];
+    int n_sized, sized_evicted;
+    uint64_t tick;
     double host_us;          /* host time to issue the last step's launches */
     double capture_us;       /* host time of the first graph step's warm-up and capture */
 } gpu_run;
@@ -256,10 +270,23 @@ static bool dev_alloc(gpu_run *r, const char *what, int64_t bytes, CUdeviceptr *
     return true;
 }
 
-static bool tensor_alloc(gpu_run *r, const mcir_tensor *t) {
+/* t's bytes at the largest sizes of the graph's range (at the current
+ * sizes without dims). */
+static int64_t tensor_bytes_max(const mcir_graph *g, const mcir_tensor *t) {
+    int64_t n = (int64_t)mcir_dtype_size(t->dtype);
+    for (int i = 0; i < t->rank; i++) {
+        mcir_extent e = mcir_tensor_extent(t, i);
+        int64_t lo, hi;
+        mcir_extent_bounds(g, &e, &lo, &hi);
+        n *= hi;
+    }
+    return n > mcir_tensor_bytes(t) ? n : mcir_tensor_bytes(t);
+}
+
+/* An allocation of `bytes` (at least t's) for t. */
+static bool tensor_alloc(gpu_run *r, const mcir_tensor *t, int64_t bytes) {
     char what[300];
     snprintf(what, sizeof what, "'%s'", t->name);
-    int64_t bytes = mcir_tensor_bytes(t);
     if (!dev_alloc(r, what, bytes, &r->ptr[t->id])) return false;
     r->owned[t->id] = r->ptr[t->id];
     r->bytes[t->id] = bytes;
@@ -273,6 +300,14 @@ static void tensor_free(gpu_run *r, const mcir_tensor *t) {
     r->cur -= r->bytes[t->id];
     if (r->ptr[t->id] == r->owned[t->id]) r->ptr[t->id] = 0;
     r->owned[t->id] = 0;
+}
+
+/* The session's graphs given up: an address they captured changed
+ * (and at close). */
+static void graphs_drop(gpu_run *r) {
+    for (int k = 0; k < r->n_sized; k++) cu->cuGraphExecDestroy(r->sized[k].exec);
+    r->n_sized = 0;
+    r->exec = NULL;
 }
 
 /* The bytes a leaf (input or weight) starts with: env's values if set,
@@ -540,7 +575,7 @@ static bool run_place(gpu_run *r, mcir_env *env) {
         }
         if (r->mode == MCIR_ALLOC_LAZY && !is_graph_tensor(tt)) continue;   /* at first use */
         if (is_step_tensor(tt)) continue;                                   /* each step's */
-        if (!tensor_alloc(r, tt)) return false;
+        if (!tensor_alloc(r, tt, tensor_bytes_max(r->g, tt))) return false;
         if ((tt->kind == MCIR_TENSOR_INPUT || tt->kind == MCIR_TENSOR_WEIGHT) && !upload(r, t, env)) return false;
     }
     return true;
@@ -568,9 +603,15 @@ static bool step_place(gpu_run *r, mcir_env *env, const uint64_t *bound) {
             r->ptr[t] = (CUdeviceptr)b;   /* the caller's: read or written in place */
             continue;
         }
-        /* a graph with dims: a step at larger sizes than the buffer's */
-        if (r->owned[t] && r->bytes[t] < mcir_tensor_bytes(tt)) tensor_free(r, tt);
-        if (!r->owned[t] && !tensor_alloc(r, tt)) return false;
+        /* a graph with dims: a step at larger sizes than the buffer's
+         * (with graphs, buffers are sized for the largest sizes at once,
+         * so that every size's graph reads and writes the same bytes) */
+        if (r->owned[t] && r->bytes[t] < mcir_tensor_bytes(tt)) {
+            tensor_free(r, tt);
+            graphs_drop(r);
+        }
+        if (!r->owned[t] && !tensor_alloc(r, tt, r->graphs ? tensor_bytes_max(r->g, tt) : mcir_tensor_bytes(tt)))
+            return false;
         r->ptr[t] = r->owned[t];
         if (tt->kind != MCIR_TENSOR_INPUT) continue;
         if (b) {
@@ -707,7 +748,7 @@ static bool lazy_alloc(gpu_run *r, int i) {
     const mcir_kernel_plan *kp = r->cg->k[i].kp;
     for (int j = 0; j < kp->n_reads + kp->n_writes; j++) {
         const mcir_tensor *t = root_of(r, j < kp->n_reads ? kp->reads[j] : kp->writes[j - kp->n_reads]);
-        if (!is_graph_tensor(t) && !r->ptr[t->id] && !tensor_alloc(r, t)) return false;
+        if (!is_graph_tensor(t) && !r->ptr[t->id] && !tensor_alloc(r, t, mcir_tensor_bytes(t))) return false;
     }
     return true;
 }
@@ -821,6 +862,44 @@ fail:
     return false;
 }
 
+/* Whether graph k was captured at the graph's current sizes. */
+static bool graph_at_sizes(const gpu_run *r, int k) {
+    for (int j = 0; j < r->g->n_dims; j++)
+        if (r->sized[k].dims[j] != r->g->dims[j].value) return false;
+    return true;
+}
+
+/* r->exec: the graph captured at this step's sizes, now the most recently
+ * used, or NULL where there is none yet. */
+static void graph_select(gpu_run *r) {
+    r->tick++;
+    r->exec = NULL;
+    for (int k = 0; k < r->n_sized && !r->exec; k++)
+        if (graph_at_sizes(r, k)) {
+            r->sized[k].used = r->tick;
+            r->exec = r->sized[k].exec;
+        }
+}
+
+/* r->exec, just captured, kept for this step's sizes: in a free slot, or
+ * in the place of the least recently replayed graph, which is destroyed
+ * (a later step at its sizes captures again). */
+static void graph_keep(gpu_run *r) {
+    int slot = r->n_sized;
+    if (slot == GRAPH_SIZES) {
+        slot = 0;
+        for (int k = 1; k < GRAPH_SIZES; k++)
+            if (r->sized[k].used < r->sized[slot].used) slot = k;
+        cu->cuGraphExecDestroy(r->sized[slot].exec);
+        r->sized_evicted++;
+    } else {
+        r->n_sized++;
+    }
+    for (int j = 0; j < r->g->n_dims; j++) r->sized[slot].dims[j] = r->g->dims[j].value;
+    r->sized[slot].exec = r->exec;
+    r->sized[slot].used = r->tick;
+}
+
 /* One replay of the captured graph, timed like run_launch (two events,
  * the host time to issue it), then waited for within the sum of the
  * kernels' watchdog deadlines. The first step warms up before it
@@ -829,9 +908,11 @@ fail:
  * fault there names its kernel), then are captured, then replayed. */
 static bool graph_launch(gpu_run *r) {
     size_t W = sizeof r->why;
+    graph_select(r);
     if (!r->exec) {
         double t0 = now_s();
         if (!run_launch(r) || !graph_capture(r)) return false;
+        graph_keep(r);
         r->capture_us = (now_s() - t0) * 1e6;
         r->failed = r->completed = r->launched = -1;
     }
@@ -916,7 +997,7 @@ fail:
 /* The run's driver resources: waits for the stream (wait), frees, unloads. */
 static void release_device(gpu_run *r, bool wait) {
     if (r->stream && wait) cu->cuStreamSynchronize(r->stream);
-    if (r->exec) cu->cuGraphExecDestroy(r->exec);   /* before what its calls name (handles, plans) */
+    graphs_drop(r);   /* before what their calls name (handles, plans) */
     cg_cublas_close(r->blas);
     cg_cublaslt_close(r->blas_lt);
     for (int t = 0; r->owned && t < r->g->n_tensors; t++)
@@ -1149,6 +1230,7 @@ bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *b
         stats->host_us = r->host_us;
         stats->capture_us = r->capture_us;
         stats->graph = r->graphs;
+        stats->graph_sizes = r->n_sized;
     }
     if (ok && !s->warned && r->blas_note[0]) mcir_warning(d, graph, "%s", r->blas_note);
     if (ok && !s->warned && r->lt_fallbacks)

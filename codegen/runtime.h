@@ -60,7 +60,8 @@ typedef struct {
     double host_us;             /* host time to issue the step's launches (per-step CPU overhead; on the
                                  * emulator it includes the kernels, which run as they are issued) */
     bool graph;                 /* the step ran as a CUDA graph (captured at the first step, replayed) */
-    double capture_us;          /* the first graph step: host time of its warm-up launches and the capture */
+    double capture_us;          /* a graph step at new sizes: host time of its warm-up launches and the capture */
+    int graph_sizes;            /* the graphs the session holds, one per size stepped at (at most 8) */
 } mcir_gpu_stats;
 
 /* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.
@@ -126,7 +127,14 @@ bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, 
  * outputs are the replay's. The arena, the weights and the session's own
  * input and output buffers never move, so nothing is re-bound between
  * replays: each step copies its inputs into the same buffers first. A
- * graph replays the grids and extents it captured. With graphs, bound tensors always go through the
+ * graph replays the grids and extents it captured, so a graph with dims
+ * (rebound between steps: mcir_graph_bind_dims, mcir_codegen_rebind) has
+ * one graph per size: a step at sizes not seen before warms up and
+ * captures as the first step does, a step at sizes seen before replays
+ * their graph; the 8 most recently used are kept (a decode loop whose
+ * length grows every step captures every step, and gains nothing). The
+ * session's input and output buffers are then sized for the largest
+ * sizes at once, so that every size's graph names the same bytes. With graphs, bound tensors always go through the
  * session's buffers (a device copy in before the replay, out after), so
  * a caller may bind other addresses at every step with no re-capture.
  * Graphs need the POOL or EAGER mode and no --sync (LAZY's frees and

@@ -494,10 +494,15 @@ static int lt_matmul_run(void *h, void *desc, const void *alpha, const void *a, 
 }
 
 
-/* cublasLtMatmul on a stream that is capturing: as gemm_args. */
+/* cublasLtMatmul on a stream that is capturing: as gemm_args, with the
+ * descriptor and the layouts copied (a replay runs the kernels the call
+ * launched, with the values it read then: the descriptors may be
+ * destroyed, or prepared again for other sizes, after the capture). */
 typedef struct lt_args {
-    void *h, *desc, *a_layout, *b_layout, *c_layout, *d, *d_layout, *workspace;
+    void *h, *d, *workspace;
     const void *a, *b, *c;
+    lt_desc desc;
+    lt_layout layouts[4];   /* a, b, c, d */
     float alpha, beta;
     unsigned long long algo[8];
     bool has_algo;
@@ -505,9 +510,9 @@ typedef struct lt_args {
 } lt_args;
 
 static int lt_replay(const void *args) {
-    const lt_args *x = args;
-    return lt_matmul_run(x->h, x->desc, &x->alpha, x->a, x->a_layout, x->b, x->b_layout, &x->beta, x->c,
-                         x->c_layout, x->d, x->d_layout, x->has_algo ? x->algo : NULL, x->workspace,
+    lt_args *x = (lt_args *)args;
+    return lt_matmul_run(x->h, &x->desc, &x->alpha, x->a, &x->layouts[0], x->b, &x->layouts[1], &x->beta, x->c,
+                         &x->layouts[2], x->d, &x->layouts[3], x->has_algo ? x->algo : NULL, x->workspace,
                          x->workspace_bytes, NULL);
 }
 
@@ -515,8 +520,11 @@ static int lt_matmul(void *h, void *desc, const void *alpha, const void *a, void
                      void *b_layout, const void *beta, const void *c, void *c_layout, void *d, void *d_layout,
                      const void *algo, void *workspace, size_t workspace_bytes, void *stream) {
     if (!h || ((handle *)h)->magic != EMU_HANDLE_MAGIC) return 1;
-    lt_args x = {h, desc, a_layout, b_layout, c_layout, d, d_layout, workspace, a, b, c, *(const float *)alpha,
-                 *(const float *)beta, {0}, algo != NULL, workspace_bytes};
+    if (!desc || !a_layout || !b_layout || !c_layout || !d_layout) return 7;   /* CUBLAS_STATUS_INVALID_VALUE */
+    lt_args x = {h, d, workspace, a, b, c, *(const lt_desc *)desc,
+                 {*(const lt_layout *)a_layout, *(const lt_layout *)b_layout, *(const lt_layout *)c_layout,
+                  *(const lt_layout *)d_layout},
+                 *(const float *)alpha, *(const float *)beta, {0}, algo != NULL, workspace_bytes};
     if (algo) memcpy(x.algo, algo, sizeof x.algo);   /* cublasLtMatmulAlgo_t: 8 words */
     if (emu_dev_capture_call(stream, lt_replay, &x, sizeof x)) return 0;
     return lt_matmul_run(h, desc, alpha, a, a_layout, b, b_layout, beta, c, c_layout, d, d_layout, algo, workspace,

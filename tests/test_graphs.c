@@ -16,6 +16,8 @@
  *  - a mutant of the runtime whose replay skips the input upload is found;
  *  - bound inputs at other addresses each step go through the session's
  *    buffers (no re-capture);
+ *  - a graph with dims keeps one graph per size: a size seen before
+ *    replays, a new one captures, the least recently used of 8 goes;
  *  - a fault or a hang in a replay is one diagnostic saying how to name
  *    the kernel (without graphs); the session then only closes;
  *  - what cannot be captured is one diagnostic: graphs with --alloc lazy
@@ -245,6 +247,85 @@ START_TEST(test_sessions_in_every_mode) {
         mcir_gpu_session_close(s);
         mcir_env_free(env);
     }
+    mcir_compilation_free(&c);
+}
+END_TEST
+
+/* The MLP over a sequence of 1..64 rows (a graph with dims), and its
+ * mean over the rows (a graph replayed at other sizes gets it wrong). */
+static const char MLP_SEQ[] =
+    "{\"mcir\":1,\"name\":\"mlps\",\"dims\":{\"seq\":{\"min\":1,\"max\":64}},\"inputs\":[{\"name\":\"x\",\"dtype\":"
+    "\"f32\",\"shape\":[\"seq\",64]}],"
+    "\"weights\":[{\"name\":\"w1\",\"dtype\":\"f32\",\"shape\":[64,96]},{\"name\":\"w2\",\"dtype\":\"f32\","
+    "\"shape\":[96,24]},{\"name\":\"g\",\"dtype\":\"f32\",\"shape\":[96]}],"
+    "\"nodes\":[{\"name\":\"mm1\",\"op\":\"matmul\",\"inputs\":[\"x\",\"w1\"],\"outputs\":[\"h\"]},"
+    "{\"name\":\"act\",\"op\":\"gelu\",\"inputs\":[\"h\"],\"outputs\":[\"a\"]},"
+    "{\"name\":\"ln\",\"op\":\"rmsnorm\",\"inputs\":[\"a\",\"g\"],\"outputs\":[\"n\"],\"attrs\":{\"axis\":-1}},"
+    "{\"name\":\"mm2\",\"op\":\"matmul\",\"inputs\":[\"n\",\"w2\"],\"outputs\":[\"y\"]},"
+    "{\"name\":\"avg\",\"op\":\"reduce_mean\",\"inputs\":[\"y\"],\"outputs\":[\"m\"],\"attrs\":{\"axes\":[0]}}],"
+    "\"outputs\":[\"y\",\"m\"]}";
+
+/* Rebinds seq: the graph's shapes and the kernels' launches. */
+static void bind_seq(mcir_compilation *c, int64_t seq) {
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_graph_bind_dims(c->graph, &seq, &d));
+    ck_assert(mcir_codegen_rebind(c->codegen, &seq, &d));
+}
+
+/* One session with graphs steps a graph with dims at sizes it has seen
+ * and new ones: a new size warms up and captures (one cuStreamBeginCapture),
+ * a size seen before is one cuGraphLaunch and nothing else; each step's
+ * output is bit for bit the session without graphs' and the interpreter's.
+ * Beyond 8 sizes the least recently replayed graph is given up and
+ * captured again when its size comes back. */
+START_TEST(test_one_graph_per_size) {
+    mcir_compilation c;
+    compile_text("mlps", MLP_SEQ, &c);
+    const mcir_graph *g = c.graph;
+    mcir_diag d = mcir_diag_stderr();
+    bind_seq(&c, 64);   /* opened at the largest sizes */
+    mcir_env *env_g = mcir_env_new(g, 7), *env_p = mcir_env_new(g, 7);
+    mcir_gpu_session_options on = {.mode = MCIR_ALLOC_POOL, .graphs = 1}, off = {.mode = MCIR_ALLOC_POOL, .graphs = 0};
+    mcir_gpu_session *sg = mcir_emu_session_open(c.codegen, env_g, &on, &d);
+    mcir_gpu_session *sp = mcir_emu_session_open(c.codegen, env_p, &off, &d);
+    ck_assert(sg && sp);
+    static const struct { int seq, captures, held; } steps[] = {
+        {40, 1, 1}, {17, 1, 2}, {40, 0, 2}, {17, 0, 2}, {1, 1, 3}, {64, 1, 4}, {40, 0, 4},
+        /* five more sizes: 9 in all, so the least recently replayed (17) is given up */
+        {2, 1, 5}, {3, 1, 6}, {5, 1, 7}, {7, 1, 8}, {9, 1, 8}, {1, 0, 8}, {17, 1, 8}, {9, 0, 8}};
+    for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+        bind_seq(&c, steps[k].seq);
+        set_step_inputs(g, env_g, (int)k);
+        set_step_inputs(g, env_p, (int)k);
+        mcir_gpu_stats st;
+        ck_assert(mcir_gpu_session_step(sp, env_p, NULL, &st, &d));
+        mcir_emu_calls calls;
+        mcir_emu_reset_launches();
+        ck_assert(mcir_gpu_session_step(sg, env_g, NULL, &st, &d));
+        mcir_emu_call_counts(&calls);
+        fprintf(stderr, "  seq=%d: %ld captures, %ld cuLaunchKernel, %ld cuGraphLaunch, %d graphs held\n",
+                steps[k].seq, calls.begin_capture, calls.launch_kernel, calls.graph_launch, st.graph_sizes);
+        ck_assert(st.graph);
+        ck_assert_int_eq(calls.begin_capture, steps[k].captures);
+        ck_assert_int_eq(calls.graph_launch, 1);
+        if (!steps[k].captures) ck_assert_int_eq(calls.launch_kernel + calls.library, 0);
+        ck_assert_int_eq(st.graph_sizes, steps[k].held);
+        ck_assert_int_eq(g->outputs[0]->shape[0], steps[k].seq);
+        mcir_env *ref = mcir_env_new(g, 7);
+        set_step_inputs(g, ref, (int)k);
+        ck_assert(mcir_interp_run(g, ref, &d));
+        for (int o = 0; o < 2; o++) {
+            const mcir_tensor *y = g->outputs[o];
+            ck_assert(!memcmp(mcir_env_get(env_g, y), mcir_env_get(env_p, y),
+                              sizeof(float) * (size_t)mcir_tensor_numel(y)));
+            ck_assert_double_le(rel_diff(y, env_g, ref), 1e-4);
+        }
+        mcir_env_free(ref);
+    }
+    mcir_gpu_session_close(sg);
+    mcir_gpu_session_close(sp);
+    mcir_env_free(env_g);
+    mcir_env_free(env_p);
     mcir_compilation_free(&c);
 }
 END_TEST
@@ -507,6 +588,7 @@ int main(void) {
     tcase_add_test(tc, test_emulated_capture_records_and_refuses_waits);
     tcase_add_test(tc, test_graph_steps_match_steps_without_graphs);
     tcase_add_test(tc, test_sessions_in_every_mode);
+    tcase_add_test(tc, test_one_graph_per_size);
     tcase_add_test(tc, test_replay_that_skips_the_input_copy_is_caught);
     tcase_add_test(tc, test_bound_addresses_may_change_between_replays);
     tcase_add_test(tc, test_graphs_need_pool_mode_without_sync);

@@ -152,8 +152,8 @@ static mcir_codegen *codegen_at_largest(mcir_capi *h, mcir_diag *d) {
 /* A graph with dims: the kernels' launches taken at the graph's current
  * binding (mcir_capi_bind) where they were taken at other sizes; the
  * compiled code is kept (a kernel that is not size-generic is an error
- * naming it). A session whose steps replay a CUDA graph captured at other
- * sizes is closed, the next step opens one. */
+ * naming it). A session with CUDA graphs keeps one per size (runtime.h):
+ * the next step at these sizes replays or captures theirs. */
 static bool rebind_launches(mcir_capi *h, mcir_diag *d) {
     const mcir_graph *g = h->c.graph;
     if (!g->n_dims || !h->c.codegen) return true;
@@ -164,10 +164,6 @@ static bool rebind_launches(mcir_capi *h, mcir_diag *d) {
         same = same && h->launch_values[k] == values[k];
     }
     if (same) return true;
-    if (h->session && mcir_gpu_session_graphs(h->session)) {
-        mcir_gpu_session_close(h->session);
-        h->session = NULL;
-    }
     h->launch_known = false;
     if (!mcir_codegen_rebind(h->c.codegen, values, d)) return false;
     memcpy(h->launch_values, values, sizeof values);

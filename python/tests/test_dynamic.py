@@ -91,6 +91,18 @@ class Dynamic(unittest.TestCase):
         m = models.NanoBlock(n_embd=32, n_head=2, block_size=16)
         self.at_sizes(m, (torch.randn(1, 8, 32),), (8, 16, 3), hi=16, device="emu", tol=1e-3)
 
+    @unittest.skipUnless(shutil.which(os.environ.get("CXX", "c++")), "no host C++ compiler")
+    def test_emulated_device_graphs_per_size(self):
+        # MCIR_GPU_GRAPHS=1: the session keeps one CUDA graph per size; a
+        # size seen before replays its graph (the mean over seq would be
+        # wrong at another size's grids), a new one captures
+        m = models.NanoBlock(n_embd=32, n_head=2, block_size=16)
+        os.environ["MCIR_GPU_GRAPHS"] = "1"
+        try:
+            self.at_sizes(m, (torch.randn(1, 8, 32),), (8, 3, 8, 3, 16), hi=16, device="emu", tol=1e-3)
+        finally:
+            del os.environ["MCIR_GPU_GRAPHS"]
+
     def test_out_of_range_names_the_dim(self):
         m = models.NanoBlock().eval()
         g = mcir.capture(m, (torch.randn(2, 16, 64),),
