@@ -174,12 +174,21 @@ static bool leaves_private(const mcir_kernel_plan *k, const mcir_gemm_sm90 *l) {
 
 /* Operand s has one matrix per batch with c's leading dims (true), or one
  * for all (false); -1 when neither. */
-static int batched(const mcir_tensor *s, int64_t matrix, const mcir_tensor *c, int64_t batch) {
-    int64_t n = mcir_tensor_numel(s) / (matrix > 0 ? matrix : 1);
-    if (n == 1) return 0;
-    if (n != batch || s->rank != c->rank) return -1;
-    for (int i = 0; i < c->rank - 2; i++)
-        if (s->shape[i] != c->shape[i]) return -1;
+static int batched(const mcir_tensor *s, const mcir_tensor *c) {
+    /* on the extents (polynomials over a graph's dims), not the sizes at
+     * hand: an operand with a batch of 1 at some sizes only is batched */
+    bool shared = true;
+    for (int i = 0; i < s->rank - 2; i++) {
+        mcir_extent e = mcir_tensor_extent(s, i);
+        int64_t v;
+        shared = shared && mcir_extent_is_const(&e, &v) && v == 1;
+    }
+    if (shared) return 0;
+    if (s->rank != c->rank) return -1;
+    for (int i = 0; i < c->rank - 2; i++) {
+        mcir_extent es = mcir_tensor_extent(s, i), ec = mcir_tensor_extent(c, i);
+        if (!mcir_extent_equal(&es, &ec)) return -1;
+    }
     return 1;
 }
 
@@ -269,7 +278,7 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     l->n = C->shape[C->rank - 1];
     int64_t mn = l->m * l->n;
     l->batch = mn > 0 ? mcir_tensor_numel(C) / mn : 1;
-    int ab = batched(l->a, l->m * l->k, C, l->batch), bb = batched(l->b, l->k * l->n, C, l->batch);
+    int ab = batched(l->a, C), bb = batched(l->b, C);
     const int64_t lim = (int64_t)1 << 31;
     if (l->m < 1 || l->n < 1 || l->k < 1 || l->batch < 1) no = "an empty product";
     else if (ab < 0 || bb < 0) no = "an operand's batch dims are neither C's nor absent";
