@@ -467,7 +467,7 @@ static void classify(part_ctx *c) {
             c->role[v->id] = ROLE_VIEW;   /* a view of a view: read through by its readers */
             continue;
         }
-        bool view = v->op == MCIR_OP_RESHAPE ||
+        bool view = (v->op == MCIR_OP_RESHAPE && v->group < 0) ||
                     (v->op == MCIR_OP_TRANSPOSE && v->group < 0 && perm_moves_no_data(v));
         if (view) {
             mcir_tensor *in = v->inputs[0], *out = v->outputs[0];

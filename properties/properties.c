@@ -667,6 +667,7 @@ static bool check_groupable(const mcir_check_ctx *c, const mcir_param_value *p, 
     for (int i = 0; i < n_members; i++) {
         const mcir_node *nd = members[i];
         if (mcir_op_desc_of(nd->op)->flags & MCIR_OPF_ELEMENTWISE) continue;
+        if (nd->op == MCIR_OP_RESHAPE) continue;   /* element i stays element i */
         if (remaps_index(nd->op)) {
             remap = nd;
             continue;
@@ -1313,6 +1314,10 @@ static const mcir_param_spec a_fold_conv_affine[] = {
     {"scale", MCIR_PARAM_NODE, true, "the mul of its output by one constant per output channel", NULL, MCIR_RANGE_ANY},
     {"shift", MCIR_PARAM_NODE, false, "the add of one constant per output channel after it", NULL, MCIR_RANGE_ANY},
     {"output", MCIR_PARAM_TENSOR, true, "the tensor the folded conv produces", NULL, MCIR_RANGE_ANY}};
+static const mcir_param_spec a_conv_as_matmul[] = {
+    {"conv", MCIR_PARAM_NODE, true, "a 1x1 conv2d (stride 1, no padding, one group) with a constant weight",
+     NULL, MCIR_RANGE_ANY},
+    {"output", MCIR_PARAM_TENSOR, true, "its output, which the matmul (+ bias add) produces", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_inplace[] = {
     {"node", MCIR_PARAM_NODE, true, "the elementwise node that writes in place", NULL, MCIR_RANGE_ANY},
     {"input", MCIR_PARAM_TENSOR, true, "the input whose buffer it reuses", NULL, MCIR_RANGE_ANY}};
@@ -1340,6 +1345,9 @@ const mcir_action_desc mcir_action_descs[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_FOLD_CONV_AFFINE] = {"fold_conv_affine",
         "conv2d then a per-channel mul (+ add) of constants -> one conv2d with the scale folded "
         "into its weight and bias (inference batch norm)", SPECS(a_fold_conv_affine)},
+    [MCIR_ACTION_CONV_AS_MATMUL] = {"conv_as_matmul",
+        "a pointwise conv2d -> W[O, C] times each image as [C, H*W] (a batched matmul, + the bias "
+        "as [O, 1]), reshaped back: the GEMM lowerings take it", SPECS(a_conv_as_matmul)},
 };
 
 bool mcir_action_parse(const char *name, mcir_action *out) {

@@ -822,6 +822,109 @@ out:
     return ok;
 }
 
+/* ---------------------------------------------- pointwise conv as GEMM */
+
+/* A constant weight of `shape` holding w's values in order (a weight
+ * without data is materialised: its seeded values depend on its shape). */
+static mcir_tensor *weight_as(mcir_action_ctx *a, const mcir_tensor *w, const char *stem, int rank,
+                              const int64_t *shape) {
+    mcir_graph *g = a->g;
+    mcir_tensor *t = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.%s", w->name, stem)),
+                                           w->dtype, rank, shape, MCIR_TENSOR_WEIGHT);
+    MCIR_ASSERT(t);
+    int64_t n = mcir_tensor_numel(w);
+    MCIR_ASSERT(n == mcir_tensor_numel(t));
+    float *v = malloc((size_t)n * sizeof *v + 1);
+    MCIR_ASSERT(v);
+    mcir_weight_values(w, v);
+    unsigned char *data = mcir_arena_alloc(g->arena, (size_t)n * mcir_dtype_size(w->dtype));
+    for (int64_t i = 0; i < n; i++) store_value(data, w->dtype, i, v[i]);
+    free(v);
+    t->data = data;
+    return t;
+}
+
+/* A reshape of x to `shape` (one -1 allowed), named after the conv. */
+static mcir_node *reshape_to(mcir_action_ctx *a, const mcir_node *conv, const char *stem, mcir_tensor *x, int rank,
+                             const int64_t *shape) {
+    mcir_node *n = build(a, MCIR_OP_RESHAPE,
+                         mcir_graph_fresh_name(a->g, mcir_arena_printf(a->g->arena, "%s.%s", conv->name, stem)), 1, &x);
+    mcir_node_set_ints(a->g, n, "shape", rank, shape);
+    return n;
+}
+
+/* conv2d(X [N, C, H, W], W [O, C, 1, 1], B [O]), stride 1, no padding, one
+ * group -> reshape(matmul(W as [O, C], X as [N, C, H·W]) (+ B as [O, 1]),
+ * [N, O, H, W]): per image a GEMM with M = O, N = H·W, K = C, A the weight
+ * every image shares (K-major), B the image (MN-major), the output rows
+ * the output channels. The matmul lowerings — cuBLAS, the sm_80 cp.async
+ * ring, the sm_90a TMA + wgmma GEMM — then take it with its epilogue,
+ * where the conv kept the im2col implicit GEMM on mma.sync. Refused
+ * (traced) for anything else, and for images of fewer than 64 pixels, where
+ * a batched GEMM would pad most of each N tile (the implicit GEMM folds the
+ * images into M). N may be a dim; C, H and W are integers. */
+static bool apply_conv_as_matmul(mcir_action_ctx *a) {
+    mcir_node *conv = param_node(a, "conv");
+    mcir_tensor *out = param_tensor(a, "output");
+    if (!conv || !out || conv->op != MCIR_OP_CONV2D) return fail(a, "the match binds no conv2d or output");
+    mcir_tensor *X = conv->inputs[0], *W = conv->inputs[1], *B = conv->n_inputs > 2 ? conv->inputs[2] : NULL;
+    if (X->rank != 4 || W->rank != 4 || out->rank != 4) return fail(a, "'%s' is not an NCHW conv", conv->name);
+    if (W->kind != MCIR_TENSOR_WEIGHT || (B && B->kind != MCIR_TENSOR_WEIGHT))
+        return fail(a, "'%s' has a weight or bias computed at run time", conv->name);
+    if (W->shape[2] != 1 || W->shape[3] != 1)
+        return fail(a, "'%s' has a %lldx%lld kernel, not 1x1", conv->name, (long long)W->shape[2],
+                    (long long)W->shape[3]);
+    static const struct { const char *name; int n; int64_t ok; } plain[] = {
+        {"strides", 2, 1}, {"pads", 4, 0}, {"groups", 0, 1}};
+    for (int k = 0; k < 3; k++) {
+        if (!mcir_node_attr(conv, plain[k].name)) continue;
+        const int64_t *v;
+        int n = plain[k].n ? mcir_node_ints(conv, plain[k].name, &v) : 1;
+        int64_t one = plain[k].n ? 0 : mcir_node_int(conv, plain[k].name);
+        for (int i = 0; i < n; i++)
+            if ((plain[k].n ? v[i] : one) != plain[k].ok)
+                return fail(a, "'%s' has %s %lld: not a plain pointwise conv", conv->name, plain[k].name,
+                            (long long)(plain[k].n ? v[i] : one));
+    }
+    for (int i = 1; i < 4; i++) {
+        mcir_extent e = mcir_tensor_extent(X, i);
+        if (!mcir_extent_is_const(&e, NULL)) return fail(a, "'%s': input dim %d is symbolic", conv->name, i);
+    }
+    int64_t C = X->shape[1], H = X->shape[2], Wd = X->shape[3], O = W->shape[0], HW = H * Wd;
+    if (HW < 64)
+        return fail(a, "'%s': %lld pixels per image (< 64): a GEMM per image would pad most of its tile; the "
+                    "implicit GEMM folds the images into M", conv->name, (long long)HW);
+    if (X->dtype != W->dtype || (B && B->dtype != out->dtype))
+        return fail(a, "'%s' mixes %s and %s", conv->name, mcir_dtype_name(X->dtype), mcir_dtype_name(W->dtype));
+    mcir_node *built[5] = {NULL};
+    int nb = 0;
+    const int64_t xs[3] = {-1, C, HW}, ws[2] = {O, C}, bs[2] = {O, 1}, ys[4] = {-1, O, H, Wd};
+    mcir_node *rx = built[nb++] = reshape_to(a, conv, "pixels", X, 3, xs);
+    if (!infer(a, rx)) goto undo;
+    mcir_tensor *wm = weight_as(a, W, "rows", 2, ws);
+    mcir_node *mm = built[nb++] =
+        build(a, MCIR_OP_MATMUL, mcir_graph_fresh_name(a->g, mcir_arena_printf(a->g->arena, "%s.gemm", conv->name)), 2,
+              (mcir_tensor *[]){wm, rx->outputs[0]});
+    if (!infer(a, mm)) goto undo;
+    mcir_tensor *y = mm->outputs[0];
+    if (B) {
+        mcir_tensor *bm = weight_as(a, B, "column", 2, bs);
+        mcir_node *ad = built[nb++] =
+            build(a, MCIR_OP_ADD, mcir_graph_fresh_name(a->g, mcir_arena_printf(a->g->arena, "%s.bias", conv->name)), 2,
+                  (mcir_tensor *[]){y, bm});
+        if (!infer(a, ad)) goto undo;
+        y = ad->outputs[0];
+    }
+    mcir_node *ry = built[nb++] = reshape_to(a, conv, "image", y, 4, ys);
+    if (!infer(a, ry) || !take_over(a, ry, out)) goto undo;
+    for (int i = 0; i < nb; i++) add_result(a, built[i]);
+    return true;
+undo:
+    discard(built, nb);
+    a->n_results = 0;
+    return false;
+}
+
 /* ---------------------------------------------------------------- table */
 
 const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
@@ -835,4 +938,5 @@ const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_INPLACE] = {apply_inplace, done_inplace, false},
     [MCIR_ACTION_FUSE_HORIZONTAL_MATMUL] = {apply_fuse_horizontal_matmul, NULL, true},
     [MCIR_ACTION_FOLD_CONV_AFFINE] = {apply_fold_conv_affine, NULL, true},
+    [MCIR_ACTION_CONV_AS_MATMUL] = {apply_conv_as_matmul, NULL, true},
 };

@@ -1,0 +1,131 @@
+/*
+ * test_conv_gemm.c — pointwise convs as GEMMs (the catalog rule
+ * conv1x1_as_matmul; docs/catalog.md, docs/codegen.md "Pointwise convs"):
+ *  - a ResNet bottleneck over a symbolic batch: its two 1x1 convs become
+ *    batched matmuls (W [O, C] times each image as [C, H*W]) that take
+ *    their bias, ReLU, residual add and ReLU as the epilogue through the
+ *    reshape back to NCHW — on sm_90 in f16 the sm_90a GEMM (TMA +
+ *    wgmma), on sm_80 the cp.async ring — while the 3x3 conv keeps the
+ *    implicit GEMM; 3 kernels;
+ *  - a batch norm after a bias-free 1x1 conv is folded first, then the
+ *    GEMM; a runtime per-channel scale and a residual input broadcast
+ *    through the reshape; 81-pixel images (no TMA: rows of 162 bytes);
+ *  - refused, with the reason in the trace: 49 pixels per image, a
+ *    strided 1x1 conv, a 3x3 kernel;
+ *  - every graph on the emulated device (sm_90 and sm_80) matches the
+ *    interpreter on the original graph, the bottleneck at two batch sizes
+ *    with nothing compiled at the second.
+ * Emulator runs skip without a C++ compiler.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "test_util.h"
+
+#define RUN(...) cli_run((const char *const[]){__VA_ARGS__, NULL})
+
+static const char *graph(const char *name) {
+    static char rel[8][128];
+    static int k;
+    char *r = rel[k++ % 8];
+    snprintf(r, 128, "tests/data/conv_gemm/%s.json", name);
+    return cli_src(r);
+}
+
+/* The number of times needle occurs in hay. */
+static int count(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+START_TEST(test_bottleneck_plans) {
+    cli_result r = RUN("--arch", "sm_90", graph("bottleneck_f16"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "kernels  3 for sm_90"));
+    cli_result_free(&r);
+    r = RUN("--arch", "sm_90", "--emit", "plan", graph("bottleneck_f16"));
+    ck_assert_int_eq(r.status, 0);
+    /* the two 1x1 convs: the sm_90a GEMM, one image per batch, the weight shared */
+    ck_assert_int_eq(count(r.out, "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=32 N=256 K=64 batch=4"), 1);
+    ck_assert_int_eq(count(r.out, "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=64 N=256 K=32 batch=4"), 1);
+    ck_assert_int_eq(count(r.out, "conv2d as implicit GEMM"), 1);   /* the 3x3 */
+    cli_result_free(&r);
+    r = RUN("--arch", "sm_90", "--emit", "trace", graph("bottleneck_f16"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(count(r.out, "\"rule\":\"conv1x1_as_matmul\""), 3);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"anchor\":\"c1\",\"matched\":[\"c1\"]"));
+    ck_assert_ptr_nonnull(strstr(r.out, "'c2' has a 3x3 kernel, not 1x1"));
+    /* the epilogue through the reshape back to NCHW: c3's bias, the residual, the ReLU */
+    ck_assert_ptr_nonnull(strstr(r.out, "\"matched\":[\"r3\",\"res\"]"));
+    cli_result_free(&r);
+    r = RUN("--arch", "sm_80", "--emit", "plan", graph("bottleneck_f16"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(count(r.out, "f16 tensor cores (mma.sync m16n8k16, f32 accumulate)"), 3);
+    ck_assert_int_eq(count(r.out, "matmul + 3-node epilogue M=32 N=256 K=64 batch=4"), 1);
+    cli_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_refusals_say_why) {
+    cli_result r = RUN("--emit", "trace", graph("refused_f16"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "'small': 49 pixels per image (< 64)"));
+    ck_assert_ptr_nonnull(strstr(r.out, "'down' has strides 2: not a plain pointwise conv"));
+    cli_result_free(&r);
+    r = RUN("--emit", "plan", graph("refused_f16"));
+    ck_assert_int_eq(count(r.out, "\"template\": \"conv2d\""), 2);
+    cli_result_free(&r);
+    r = RUN("--emit", "trace", graph("bn_fold_f32"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"rule\":\"conv_affine_fold\""));
+    ck_assert_int_eq(count(r.out, "\"rule\":\"conv1x1_as_matmul\""), 1);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"anchor\":\"conv_folded\""));
+    cli_result_free(&r);
+}
+END_TEST
+
+/* Each graph on the emulated device against the interpreter on the
+ * original graph, on sm_90 and sm_80. */
+START_TEST(test_emulated_runs_match) {
+    if (!test_have_cxx()) return;
+    static const char *const graphs[] = {"bottleneck_f16", "bottleneck_f32", "bn_fold_f32", "scaled_bf16",
+                                         "refused_f16"};
+    static const char *const archs[] = {"sm_90", "sm_80"};
+    for (size_t g = 0; g < sizeof graphs / sizeof *graphs; g++)
+        for (int a = 0; a < 2; a++) {
+            bool dims = !strncmp(graphs[g], "bottleneck", 10);
+            for (int size = 0; size < (dims ? 2 : 1); size++) {
+                cli_result r = dims ? RUN("--arch", archs[a], "--run", "--device", "emu", "--verify", "--dim",
+                                          size ? "batch=3" : "batch=1", graph(graphs[g]))
+                                    : RUN("--arch", archs[a], "--run", "--device", "emu", "--verify", graph(graphs[g]));
+                ck_assert_msg(r.status == 0, "%s on %s: %s", graphs[g], archs[a], r.err);
+                ck_assert_msg(strstr(r.out, "(emu vs the original graph)") != NULL, "%s", r.out);
+                ck_assert_ptr_null(strstr(r.out, "FAIL"));
+                if (size) ck_assert_msg(strstr(r.out, "\n  emu      0 compiles") != NULL, "%s", r.out);
+                cli_result_free(&r);
+            }
+        }
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("conv_gemm");
+    TCase *tc = tcase_create("conv_gemm");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_bottleneck_plans);
+    tcase_add_test(tc, test_refusals_say_why);
+    tcase_add_test(tc, test_emulated_runs_match);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
