@@ -183,13 +183,13 @@ bool ox_infer_now(ox *x, mcir_node *n) {
 mcir_node *ox_emit(ox *x, mcir_op op, int n_in, mcir_tensor *const *ins, int n_out,
                    const int *onnx_out) {
     mcir_tensor *outs[64];
-    MCIR_ASSERT(n_out <= 64 && n_in >= 1);
+    MCIR_ASSERT(n_out <= 64 && n_in >= 0);   /* no inputs: an arange */
     const char *stem = x->node->name && *x->node->name ? x->node->name : mcir_op_name(op);
     for (int i = 0; i < n_out; i++) {
         const char *nm = onnx_out && onnx_out[i] >= 0 ? ox_out_name(x, onnx_out[i]) : NULL;
         if (!nm || mcir_graph_find_tensor(x->g, nm))
             nm = ox_fresh(x, mcir_arena_printf(x->a, "%s_%s", stem, mcir_op_name(op)));
-        outs[i] = mcir_graph_add_tensor(x->g, nm, ins[0]->dtype, -1, NULL,
+        outs[i] = mcir_graph_add_tensor(x->g, nm, n_in ? ins[0]->dtype : MCIR_DTYPE_I64, -1, NULL,
                                         MCIR_TENSOR_INTERMEDIATE);
         MCIR_ASSERT(outs[i]);
     }
