@@ -285,20 +285,31 @@ static const mcir_node *first_reader(const mcir_graph *g, const mcir_tensor *t) 
 /* The graphs' structure, apart from integers, must be the same. */
 static bool same_structure(probes *p, const mcir_graph *a, int ga, const mcir_graph *b, int gb) {
     char sa[256], sb[256];
+    /* the dimension the two points differ in first */
+    const char *dn = p->dim[0].name;
+    for (int j = 0, ra = ga, rb = gb; j < p->n; j++) {
+        int ia = ra < 0 ? -1 : ra % p->dim[j].n_fit, ib = rb < 0 ? -1 : rb % p->dim[j].n_fit;
+        if (ra >= 0) ra /= p->dim[j].n_fit;
+        if (rb >= 0) rb /= p->dim[j].n_fit;
+        if (ia != ib) {
+            dn = p->dim[j].name;
+            break;
+        }
+    }
     sizes_str(p, ga, sa, sizeof sa);
     sizes_str(p, gb, sb, sizeof sb);
     if (a->n_tensors != b->n_tensors || a->n_nodes != b->n_nodes)
         return sym_fail(p, "the imported graph differs between %s and %s (%d and %d nodes): "
                         "the model's structure depends on a dimension, so it cannot be kept "
-                        "symbolic over the range; fix the size with --dim NAME=N",
-                        sa, sb, a->n_nodes, b->n_nodes);
+                        "symbolic over the range; fix the size with --dim %s=N",
+                        sa, sb, a->n_nodes, b->n_nodes, dn);
     for (int i = 0; i < a->n_tensors; i++) {
         const mcir_tensor *x = a->tensors[i], *y = b->tensors[i];
         if (strcmp(x->name, y->name) || x->dtype != y->dtype || x->rank != y->rank ||
             x->kind != y->kind || x->is_output != y->is_output)
             return sym_fail(p, "the imported graph differs between %s and %s (tensor '%s' "
                             "against '%s'): the model's structure depends on a dimension; fix "
-                            "the size with --dim NAME=N", sa, sb, x->name, y->name);
+                            "the size with --dim %s=N", sa, sb, x->name, y->name, dn);
         if (x->kind != MCIR_TENSOR_WEIGHT) continue;
         bool same = !x->data == !y->data;
         for (int k = 0; same && k < x->rank; k++) same = x->shape[k] == y->shape[k];
@@ -309,11 +320,11 @@ static bool same_structure(probes *p, const mcir_graph *a, int ga, const mcir_gr
             mcir_shape_str(x, shx, sizeof shx);
             mcir_shape_str(y, shy, sizeof shy);
             return sym_fail(p, "the importer folds %s '%s'%s%s%s into a constant (a weight) "
-                            "that depends on a dimension (%s at %s, %s%s at %s): a weight cannot "
-                            "vary over the range; fix the size with --dim NAME=N",
+                            "that depends on dimension '%s' (%s at %s, %s%s at %s): a weight cannot "
+                            "vary over the range; fix the size with --dim %s=N",
                             x->rank ? "tensor" : "scalar", x->name,
-                            r ? " (read by node '" : "", r ? r->name : "", r ? "')" : "",
-                            shx, sa, shy, strcmp(shx, shy) ? "" : " with other values", sb);
+                            r ? " (read by node '" : "", r ? r->name : "", r ? "')" : "", dn,
+                            shx, sa, shy, strcmp(shx, shy) ? "" : " with other values", sb, dn);
         }
     }
     for (int i = 0; i < a->n_nodes; i++) {
@@ -335,7 +346,7 @@ static bool same_structure(probes *p, const mcir_graph *a, int ga, const mcir_gr
         if (!same)
             return sym_fail(p, "the imported graph differs between %s and %s at node '%s' "
                             "(%s): the model's structure depends on a dimension; fix the size "
-                            "with --dim NAME=N", sa, sb, x->name, mcir_op_name(x->op));
+                            "with --dim %s=N", sa, sb, x->name, mcir_op_name(x->op), dn);
     }
     return true;
 }
@@ -520,10 +531,10 @@ static bool within_limits(probes *p, mcir_graph *g) {
         return sym_fail(p, "node '%s': the mask is a slice [:%s, :%s] of buffer '%s', which has "
                         "%" PRId64 " rows, but %s reaches %" PRId64 " for dimension '%s' in "
                         "[%" PRId64 ", %" PRId64 "] (the model cannot run beyond %" PRId64 "); "
-                        "narrow the range with --dim %s=%" PRId64 "..N",
+                        "narrow the range with --dim %s=%" PRId64 "..%" PRId64,
                         l->onnx_node, mcir_extent_str(g, &e, buf, sizeof buf), buf, l->buffer,
                         l->bound, buf, hi, dm->name, dm->min, dm->max, l->bound, dm->name,
-                        dm->min);
+                        dm->min, l->bound);
     }
     return true;
 }

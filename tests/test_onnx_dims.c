@@ -193,13 +193,13 @@ START_TEST(what_a_range_cannot_keep_symbolic) {
         /* x + torch.ones(x.size(1)): a folded constant of seq elements */
         {"errors/ones_of_length.onnx", "seq=1..16",
          "ones_of_length.onnx: error: the importer folds tensor '/ConstantOfShape_output_0' "
-         "(read by node '/Add') into a constant (a weight) that depends on a dimension ([5] at "
+         "(read by node '/Add') into a constant (a weight) that depends on dimension 'seq' ([5] at "
          "seq=5, [7] at seq=7): a weight cannot vary over the range"},
         /* the causal mask's buffer has 16 rows */
         {"causal_block/model.onnx", "seq=1..64",
          "model.onnx: error: node '/Where': the mask is a slice [:seq, :seq] of buffer 'bias', "
          "which has 16 rows, but seq reaches 64 for dimension 'seq' in [1, 64] (the model cannot "
-         "run beyond 16); narrow the range with --dim seq=1..N"},
+         "run beyond 16); narrow the range with --dim seq=1..16"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         cli_result r = RUN("--dim", cases[i].dim, "--dim", "batch=1..2", dims_path(cases[i].model));
