@@ -28,6 +28,8 @@ OUT = os.path.join(ROOT, "tests", "data", "onnx", "dims")
 MODELS = [
     ("causal_block", "causal_block", "x", {0: "batch", 1: "seq"}, [(1, 3), (2, 8), (3, 16)]),
     ("gpt2_tiny", "gpt2_tiny", "input_ids", {1: "seq"}, [(1, 1), (1, 6), (1, 13)]),
+    # nn.TransformerEncoderLayer: reshapes to [seq, batch*heads, 16]
+    ("encoder_layer", "encoder_layer", "x", {0: "batch", 1: "seq"}, [(1, 1), (2, 7), (4, 32)]),
 ]
 
 

@@ -1,7 +1,8 @@
 /*
  * test_onnx_dims.c — ONNX dim_params kept symbolic over a range
  * (onnx/symbolic.c, docs/onnx.md "Symbolic dimensions"; issue #33):
- *  - PyTorch exports with dynamic axes (tests/data/onnx/dims, made by
+ *  - PyTorch exports with dynamic axes (a causal block, a tiny GPT-2, a
+ *    TransformerEncoderLayer; tests/data/onnx/dims, made by
  *    scripts/gen_onnx_dims.py) compiled once by mcirc with --dim ranges,
  *    run on the emulated device at three sizes each against onnxruntime's
  *    outputs, nothing compiled again after the first size;
@@ -125,6 +126,14 @@ START_TEST(gpt2_tiny_over_seq) {
 }
 END_TEST
 
+/* nn.TransformerEncoderLayer over batch and seq: its reshapes to
+ * [seq, batch*heads, 16] keep the product as -1 */
+START_TEST(encoder_layer_over_batch_and_seq) {
+    const char *dims[] = {"batch=1..4", "seq=1..32"};
+    run_model("encoder_layer", dims, 2, "dims     batch in [1, 4], seq in [1, 32]; ");
+}
+END_TEST
+
 static mcir_graph *import_capture(const char *path, const mcir_onnx_dim *dims, int n_dims,
                                   char **msg) {
     size_t len = 0;
@@ -236,6 +245,7 @@ static Suite *onnx_dims_suite(void) {
     tcase_add_test(tc, what_a_range_cannot_keep_symbolic);
     tcase_add_test(tc, causal_block_over_batch_and_seq);
     tcase_add_test(tc, gpt2_tiny_over_seq);
+    tcase_add_test(tc, encoder_layer_over_batch_and_seq);
     suite_add_tcase(s, tc);
     return s;
 }
