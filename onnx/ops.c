@@ -308,34 +308,45 @@ static bool h_elementwise(ox *x, ox_value **in, int n_in) {
 #define OX_MASK_FILL (-1e4)
 #define OX_MASK_CLAMP 1e30f
 
-/* Probing a symbolic dimension (symbolic.c): masked_fill(scores,
- * buffer[..., :T, :T] == 0, NEG) with a lower-triangular 0/1 buffer — the
- * causal mask of nanoGPT and GPT-2 exports, a slice of a constant whose
- * size follows the sequence. It is causal for every T, so it is written
- * as the mask a graph computes for any length, add(scores, where(cols >
- * rows, NEG, 0)) with cols and rows arange(0, T), which the catalog's
- * attention reads as causal (rewrites/actions.c). True and *out set when
- * cond is such a mask (true where the scores are replaced, side 1 the
- * fill) for scores of Nq = Nk. */
-static bool probe_causal_mask(ox *x, ox_value *cond, ox_value *fill, ox_value *scores,
-                              ox_value **out) {
+/* Probing a symbolic dimension (symbolic.c): a causal mask sliced from a
+ * lower-triangular buffer, as nanoGPT and GPT-2 exports write it —
+ * masked_fill(scores, buffer[..., :T, :T] == 0, NEG) or where(buffer[...,
+ * :T, :T] (cast to bool, or != 0), scores, NEG) — a slice of a constant
+ * whose size follows the sequence. It is causal for every T, so it is
+ * written as the mask a graph computes for any length, add(scores,
+ * where(cols > rows, NEG, 0)) with cols and rows arange(0, T), which the
+ * catalog's attention reads as causal (rewrites/actions.c). True and *out
+ * set when Where(cond, a, b) is such a mask over scores of Nq = Nk. */
+static bool probe_causal_mask(ox *x, ox_value *cond, ox_value *a, ox_value *b, ox_value **out) {
     *out = NULL;
-    if (!x->probing || cond->is_const || !fill->is_const || fill->numel != 1 ||
-        !ox_is_float(fill->elem) || !(ox_get(fill, 0) <= OX_MASK_FILL) || scores->is_const ||
+    if (!x->probing || cond->is_const || cond->expand) return false;
+    bool fill_on_true;   /* the fill replaces the scores where cond is true */
+    ox_value *fill, *scores;
+    if (a->is_const && !b->is_const) fill = a, scores = b, fill_on_true = true;
+    else if (b->is_const && !a->is_const) fill = b, scores = a, fill_on_true = false;
+    else return false;
+    if (fill->numel != 1 || !ox_is_float(fill->elem) || !(ox_get(fill, 0) <= OX_MASK_FILL) ||
         scores->expand || scores->rank < 2 || !mcir_dtype_is_float(scores->t->dtype))
         return false;
     int64_t n = scores->shape[scores->rank - 1];
-    if (scores->shape[scores->rank - 2] != n || cond->expand) return false;
-    const mcir_node *eq = cond->t->producer;
-    if (!eq || eq->op != MCIR_OP_EQUAL || eq->n_inputs != 2) return false;
-    /* equal(block, c): which side is the constant */
-    int side = eq->inputs[1]->kind == MCIR_TENSOR_WEIGHT && mcir_tensor_numel(eq->inputs[1]) == 1 ? 0
-               : eq->inputs[0]->kind == MCIR_TENSOR_WEIGHT && mcir_tensor_numel(eq->inputs[0]) == 1 ? 1
-                                                                                             : -1;
-    if (side < 0 || !eq->inputs[1 - side]->data) return false;
-    float c;
-    mcir_values_to_f32(eq->inputs[1 - side]->dtype, eq->inputs[1 - side]->data, &c, 1);
-    const mcir_tensor *t = eq->inputs[side];
+    if (scores->shape[scores->rank - 2] != n) return false;
+    /* cond = pred(block): equal / not_equal against a scalar constant, a
+     * cast to bool or the bool block itself (nonzero) */
+    const mcir_node *p = cond->t->producer;
+    const mcir_tensor *t = cond->t;
+    int pred = 0;   /* 0: nonzero, 1: == c, 2: != c */
+    float c = 0;
+    if (p && (p->op == MCIR_OP_EQUAL || p->op == MCIR_OP_NOT_EQUAL) && p->n_inputs == 2) {
+        int side = p->inputs[1]->kind == MCIR_TENSOR_WEIGHT && mcir_tensor_numel(p->inputs[1]) == 1 ? 0
+                   : p->inputs[0]->kind == MCIR_TENSOR_WEIGHT && mcir_tensor_numel(p->inputs[0]) == 1 ? 1
+                                                                                               : -1;
+        if (side < 0 || !p->inputs[1 - side]->data) return false;
+        mcir_values_to_f32(p->inputs[1 - side]->dtype, p->inputs[1 - side]->data, &c, 1);
+        pred = p->op == MCIR_OP_EQUAL ? 1 : 2;
+        t = p->inputs[side];
+    } else if (p && p->op == MCIR_OP_CAST) {
+        t = p->inputs[0];
+    }
     /* a chain of slices [0:n] on the last two axes of a weight */
     while (t->producer && t->producer->op == MCIR_OP_SLICE) {
         const mcir_node *sl = t->producer;
@@ -358,7 +369,11 @@ static bool probe_causal_mask(ox *x, ox_value *cond, ox_value *fill, ox_value *s
     mcir_values_to_f32(t->dtype, t->data, v, rows * cols);
     bool causal = true;
     for (int64_t i = 0; i < n && causal; i++)
-        for (int64_t j = 0; j < n && causal; j++) causal = (v[i * cols + j] == c) == (j > i);
+        for (int64_t j = 0; j < n && causal; j++) {
+            float w = v[i * cols + j];
+            bool on = pred == 1 ? w == c : pred == 2 ? w != c : w != 0;
+            causal = (on == fill_on_true) == (j > i);   /* replaced exactly above the diagonal */
+        }
     free(v);
     if (!causal) return false;
     /* cols = arange(0, n), rows = cols as [n, 1]; mask = where(cols > rows, NEG, 0) */

@@ -30,7 +30,39 @@ MODELS = [
     ("gpt2_tiny", "gpt2_tiny", "input_ids", {1: "seq"}, [(1, 1), (1, 6), (1, 13)]),
     # nn.TransformerEncoderLayer: reshapes to [seq, batch*heads, 16]
     ("encoder_layer", "encoder_layer", "x", {0: "batch", 1: "seq"}, [(1, 1), (2, 7), (4, 32)]),
+    # Hugging Face GPT-2's mask: where(bool_buffer[.., past:past+T, :T], scores, min)
+    ("hf_attention", "hf_attention", "x", {0: "batch", 1: "seq"}, [(1, 2), (3, 11), (2, 24)]),
 ]
+
+
+def hf_attention():
+    import math
+    import torch
+    import torch.nn as nn
+
+    class HfAttention(nn.Module):
+        """Causal self-attention masked as Hugging Face's GPT-2 does: a bool
+        tril buffer sliced [k - q : k, :k], torch.where(mask, scores, min)."""
+
+        def __init__(self, d=32, h=2, t=24):
+            super().__init__()
+            self.h = h
+            self.qkv = nn.Linear(d, 3 * d)
+            self.register_buffer("bias", torch.tril(torch.ones(t, t, dtype=torch.bool)).view(1, 1, t, t))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.qkv(x).split(C, dim=2)
+            q = q.view(B, T, self.h, C // self.h).transpose(1, 2)
+            k = k.view(B, T, self.h, C // self.h).transpose(1, 2)
+            v = v.view(B, T, self.h, C // self.h).transpose(1, 2)
+            w = q @ k.transpose(-1, -2) / math.sqrt(C // self.h)
+            n = k.size(-2)
+            mask = self.bias[:, :, n - q.size(-2):n, :n]
+            w = torch.where(mask, w, torch.tensor(torch.finfo(w.dtype).min))
+            return (w.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+
+    return HfAttention()
 
 
 def export():
@@ -38,6 +70,7 @@ def export():
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import gen_onnx_tests
     makers = {name: (make, shape) for name, make, shape in gen_onnx_tests.torch_models()}
+    makers["hf_attention"] = (hf_attention, (2, 5, 32))
     index = {}
     for key, src, in_name, axes, sizes in MODELS:
         make, shape = makers[src]

@@ -2,7 +2,7 @@
  * test_onnx_dims.c — ONNX dim_params kept symbolic over a range
  * (onnx/symbolic.c, docs/onnx.md "Symbolic dimensions"; issue #33):
  *  - PyTorch exports with dynamic axes (a causal block, a tiny GPT-2, a
- *    TransformerEncoderLayer; tests/data/onnx/dims, made by
+ *    TransformerEncoderLayer, Hugging Face's GPT-2 mask; tests/data/onnx/dims, made by
  *    scripts/gen_onnx_dims.py) compiled once by mcirc with --dim ranges,
  *    run on the emulated device at three sizes each against onnxruntime's
  *    outputs, nothing compiled again after the first size;
@@ -134,6 +134,24 @@ START_TEST(encoder_layer_over_batch_and_seq) {
 }
 END_TEST
 
+/* Hugging Face GPT-2's mask: where(bool buffer [.., k-q:k, :k], scores,
+ * min) is the causal attention too, with no mask tensor */
+START_TEST(hf_attention_mask_is_causal) {
+    const char *dims[] = {"seq=1..24", "batch=1..4"};
+    cli_result r = RUN("--emit", "mcir", "--dim", "seq=1..24", "--dim", "batch=1..4",
+                       dims_path("hf_attention/model.onnx"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"causal\": true"));
+    ck_assert_ptr_null(strstr(r.out, "\"op\": \"softmax\""));
+    ck_assert_ptr_null(strstr(r.out, "\"op\": \"where\""));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"shape\": [\"batch\", \"seq\", 32]"));
+    cli_result_free(&r);
+    run_model("hf_attention", dims, 2,
+              "dims     seq in [1, 24], batch in [1, 4]; shapes checked for every size, plan and "
+              "arena at the largest; 2 of 2 kernels size-generic\n");
+}
+END_TEST
+
 static mcir_graph *import_capture(const char *path, const mcir_onnx_dim *dims, int n_dims,
                                   char **msg) {
     size_t len = 0;
@@ -246,6 +264,7 @@ static Suite *onnx_dims_suite(void) {
     tcase_add_test(tc, causal_block_over_batch_and_seq);
     tcase_add_test(tc, gpt2_tiny_over_seq);
     tcase_add_test(tc, encoder_layer_over_batch_and_seq);
+    tcase_add_test(tc, hf_attention_mask_is_causal);
     suite_add_tcase(s, tc);
     return s;
 }
