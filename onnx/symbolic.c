@@ -17,7 +17,10 @@
  * from the end; for one entry of a reshape, -1). The graph is then bound
  * at the largest sizes and inferred again, so every shape rule is checked
  * for the whole range, and each extent the rules compute must equal the
- * fitted one.
+ * fitted one. The probes are imported first with the importer's folding
+ * as it is; where that gives no one graph (a folded constant follows a
+ * size), again probing (onnx-impl.h, ox.probing): slices of buffers,
+ * integer ranges and causal masks sliced from a buffer stay runtime ops.
  *
  * Invariant: the graph handed back has a dimension per ranged dim_param
  * and is the probe graph in every node, tensor and weight; anything that
@@ -27,6 +30,7 @@
  */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -539,6 +543,55 @@ static bool within_limits(probes *p, mcir_graph *g) {
     return true;
 }
 
+/* Imports the model at every probe point (probing: see ox), compares the
+ * graphs and fits them into the first; NULL after errors to p->d. */
+static mcir_graph *fit_probes(probes *p, const void *bytes, size_t len,
+                              const mcir_onnx_shape *shapes, int n_shapes, mcir_onnx_dim *fixed,
+                              int n_dims, const int *ranged, bool check, bool probing) {
+    p->grid = calloc((size_t)p->n_grid, sizeof *p->grid);
+    MCIR_ASSERT(p->grid);
+    p->check = NULL;
+    p->limits.n = 0;
+    bool ok = true;
+    char sz[256];
+    for (int g = 0; ok && g <= p->n_grid; g++) {
+        if (g == p->n_grid && !check) break;
+        for (int j = 0, r = g; j < p->n; j++) {
+            int64_t v = g == p->n_grid ? p->dim[j].check : p->dim[j].fit[r % p->dim[j].n_fit];
+            r /= p->dim[j].n_fit;
+            fixed[ranged[j]].value = v;
+            fixed[ranged[j]].max = 0;
+        }
+        ox_limits lim = {0};
+        mcir_graph *pg = ox_read_fixed(bytes, len, p->path, shapes, n_shapes, fixed, n_dims,
+                                       probing ? &lim : NULL, p->d);
+        if (g == 0) p->limits = lim;
+        if (!pg) {
+            if (p->d && p->d->out)
+                fprintf(p->d->out, "%s: note: while importing the model at %s, a size in the "
+                        "range of the symbolic dimensions\n", p->path,
+                        sizes_str(p, g == p->n_grid ? -1 : g, sz, sizeof sz));
+            ok = false;
+            break;
+        }
+        if (g == p->n_grid) p->check = pg;
+        else p->grid[g] = pg;
+        if (g > 0) ok = same_structure(p, p->grid[0], 0, pg, g == p->n_grid ? -1 : g);
+    }
+    mcir_graph *out = NULL;
+    if (ok && build(p, p->grid[0]) && within_limits(p, p->grid[0])) {
+        out = p->grid[0];
+        p->grid[0] = NULL;
+    }
+    for (int g = 0; g < p->n_grid; g++)
+        if (p->grid[g]) mcir_graph_free(p->grid[g]);
+    if (p->check) mcir_graph_free(p->check);
+    free(p->grid);
+    p->grid = NULL;
+    p->check = NULL;
+    return out;
+}
+
 mcir_graph *ox_read_symbolic(const void *bytes, size_t len, const char *path,
                              const mcir_onnx_shape *shapes, int n_shapes,
                              const mcir_onnx_dim *dims, int n_dims, mcir_diag *d) {
@@ -564,43 +617,24 @@ mcir_graph *ox_read_symbolic(const void *bytes, size_t len, const char *path,
         check &= p.dim[j].has_check;
     }
     mcir_onnx_dim *fixed = calloc((size_t)n_dims + 1, sizeof *fixed);
-    p.grid = calloc((size_t)p.n_grid, sizeof *p.grid);
-    MCIR_ASSERT(fixed && p.grid);
+    MCIR_ASSERT(fixed);
     memcpy(fixed, dims, sizeof *fixed * (size_t)n_dims);
-    bool ok = true;
-    char sz[256];
-    for (int g = 0; ok && g <= p.n_grid; g++) {
-        if (g == p.n_grid && !check) break;
-        for (int j = 0, r = g; j < p.n; j++) {
-            int64_t v = g == p.n_grid ? p.dim[j].check : p.dim[j].fit[r % p.dim[j].n_fit];
-            r /= p.dim[j].n_fit;
-            fixed[ranged[j]].value = v;
-            fixed[ranged[j]].max = 0;
-        }
-        ox_limits lim = {0};
-        mcir_graph *pg = ox_read_fixed(bytes, len, path, shapes, n_shapes, fixed, n_dims, &lim, d);
-        if (g == 0) p.limits = lim;
-        if (!pg) {
-            if (d && d->out)
-                fprintf(d->out, "%s: note: while importing the model at %s, a size in the range "
-                        "of the symbolic dimensions\n", p.path,
-                        sizes_str(&p, g == p.n_grid ? -1 : g, sz, sizeof sz));
-            ok = false;
-            break;
-        }
-        if (g == p.n_grid) p.check = pg;
-        else p.grid[g] = pg;
-        if (g > 0) ok = same_structure(&p, p.grid[0], 0, pg, g == p.n_grid ? -1 : g);
-    }
-    mcir_graph *out = NULL;
-    if (ok && build(&p, p.grid[0]) && within_limits(&p, p.grid[0])) {
-        out = p.grid[0];
-        p.grid[0] = NULL;
-    }
-    for (int g = 0; g < p.n_grid; g++)
-        if (p.grid[g]) mcir_graph_free(p.grid[g]);
-    if (p.check) mcir_graph_free(p.check);
-    free(p.grid);
+    /* first with the importer's folding as it is, its messages held back;
+     * where that does not give one graph (a folded constant follows a
+     * size), again probing (see ox), its messages the user's */
+    char *held = NULL;
+    size_t held_len = 0;
+    FILE *mem = open_memstream(&held, &held_len);
+    MCIR_ASSERT(mem);
+    mcir_diag quiet = mcir_diag_to(mem);
+    p.d = &quiet;
+    mcir_graph *out = fit_probes(&p, bytes, len, shapes, n_shapes, fixed, n_dims, ranged, check,
+                                 false);
+    fclose(mem);
+    free(held);
+    p.d = d;
+    if (!out)
+        out = fit_probes(&p, bytes, len, shapes, n_shapes, fixed, n_dims, ranged, check, true);
     free(fixed);
     return out;
 }
