@@ -30,6 +30,7 @@
  */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +76,6 @@ static void choose_sizes(probe_dim *pd, int which) {
         for (int k = 0; k < n; k++) dup |= got[k] == v;
         if (!dup) got[n++] = v;
     }
-    if (n < OX_FIT_POINTS + 1 && pd->max - pd->min > 12) got[n++] = pd->max;   /* not reached */
     pd->n_fit = n > OX_FIT_POINTS ? OX_FIT_POINTS : n;
     memcpy(pd->fit, got, sizeof(int64_t) * (size_t)pd->n_fit);
     pd->has_check = n > OX_FIT_POINTS;
@@ -130,19 +130,22 @@ static bool interp1(const int64_t *x, const int64_t *f, int m, int64_t *out) {
         }
         c[l] = dd[0];
     }
-    /* poly = c[m-1]; poly = poly * (X - x[l]) + c[l] */
-    int64_t poly[OX_FIT_POINTS] = {0};
+    /* poly = c[m-1]; poly = poly * (X - x[l]) + c[l], in 128 bits: a
+     * coefficient beyond 64 bits is no extent */
+    __int128 poly[OX_FIT_POINTS] = {0};
     poly[0] = c[m - 1];
     for (int l = m - 2; l >= 0; l--) {
-        int64_t next[OX_FIT_POINTS] = {0};
+        __int128 next[OX_FIT_POINTS] = {0};
         for (int k = 0; k < m; k++) {
             if (k + 1 < m) next[k + 1] += poly[k];
             next[k] -= poly[k] * x[l];
         }
         next[0] += c[l];
+        for (int k = 0; k < m; k++)
+            if (next[k] > INT64_MAX || next[k] < INT64_MIN) return false;
         memcpy(poly, next, sizeof poly);
     }
-    memcpy(out, poly, sizeof(int64_t) * (size_t)m);
+    for (int k = 0; k < m; k++) out[k] = (int64_t)poly[k];
     return true;
 }
 
@@ -174,16 +177,21 @@ static bool fit_grid(const probes *p, const int64_t *vals, fit *f) {
     return true;
 }
 
+/* f at vals, saturated to 64 bits (then it differs from any extent). */
 static int64_t fit_eval(const probes *p, const fit *f, const int64_t *vals) {
-    int64_t sum = 0;
+    __int128 sum = 0;
     for (int idx = 0; idx < 81; idx++) {
         if (!f->coef[idx]) continue;
-        int64_t t = f->coef[idx];
+        __int128 t = f->coef[idx];
         for (int j = 0, r = idx; j < OX_MAX_RANGED; j++, r /= 3)
-            for (int e = 0; e < r % 3; e++) t *= j < p->n ? vals[j] : 0;
+            for (int e = 0; e < r % 3; e++) {
+                t *= j < p->n ? vals[j] : 0;
+                if (t > INT64_MAX || t < INT64_MIN) return t > 0 ? INT64_MAX : INT64_MIN;
+            }
         sum += t;
+        if (sum > INT64_MAX || sum < INT64_MIN) return sum > 0 ? INT64_MAX : INT64_MIN;
     }
-    return sum;
+    return (int64_t)sum;
 }
 
 static bool fit_is_const(const fit *f, int64_t *v) {
