@@ -1051,17 +1051,29 @@ static bool h_expand(ox *x, ox_value **in, int n_in) {
         if (req[i] < 0) return ox_error(x, "shape has a negative dim %lld", (long long)req[i]);
     if (!mcir_broadcast_shape(X->rank, X->shape, k, req, &r, shape))
         return ox_error(x, "'%s' does not broadcast to the requested shape", X->name);
-    if (X->is_const) {
+    int64_t target = 1;
+    for (int i = 0; i < r; i++) target = shape[i] > 0 && target <= (INT64_MAX / shape[i]) ? target * shape[i] : INT64_MAX;
+    /* probing a symbolic dimension (symbolic.c): a float constant
+     * broadcast to more elements (a class token to the batch) stays a
+     * runtime expand of the weight, whose size may follow the dimension */
+    bool keep = X->is_const && x->probing && ox_is_float(X->elem) && target > X->numel;
+    if (X->is_const && !keep) {
         ox_value *o = ox_fold_expand(x, X, r, shape);
         return o && ox_define_out(x, 0, o);
     }
     if (r == X->rank && !memcmp(shape, X->shape, sizeof(int64_t) * (size_t)r))
         return ox_define_out(x, 0, X);
+    mcir_dtype cdt;
+    if (keep && !ox_value_dtype(x, X, &cdt)) return false;
     ox_value *v = mcir_arena_alloc(x->a, sizeof *v);
     *v = *X;
+    v->is_const = false;
+    v->iv = NULL;
+    v->fv = NULL;
+    memset(v->weight, 0, sizeof v->weight);
     v->expand = true;
     v->expanded = NULL;
-    v->t = X->expand ? ox_runtime(x, X, X->t->dtype) : X->t;
+    v->t = keep ? ox_runtime(x, X, cdt) : X->expand ? ox_runtime(x, X, X->t->dtype) : X->t;
     if (!v->t) return false;
     v->rank = r;
     memcpy(v->shape, shape, sizeof v->shape);

@@ -69,9 +69,12 @@ static void choose_sizes(probe_dim *pd, int which) {
     const int64_t *c = which % 2 ? odd : even;
     int64_t got[OX_FIT_POINTS + 1];
     int n = 0;
+    /* size 1 only where the range has fewer than two others: the importer
+     * takes shortcuts at 1 (a broadcast that is no Expand), so its graph
+     * there may differ from the others' while meaning the same */
     for (int i = 0; i < 12 && n < OX_FIT_POINTS + 1; i++) {
         int64_t v = pd->min + c[i];
-        if (v > pd->max) continue;
+        if (v > pd->max || (v == 1 && pd->max - pd->min >= 2)) continue;
         bool dup = false;
         for (int k = 0; k < n; k++) dup |= got[k] == v;
         if (!dup) got[n++] = v;

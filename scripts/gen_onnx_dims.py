@@ -32,6 +32,8 @@ MODELS = [
     ("encoder_layer", "encoder_layer", "x", {0: "batch", 1: "seq"}, [(1, 1), (2, 7), (4, 32)]),
     # Hugging Face GPT-2's mask: where(bool_buffer[.., past:past+T, :T], scores, min)
     ("hf_attention", "hf_attention", "x", {0: "batch", 1: "seq"}, [(1, 2), (3, 11), (2, 24)]),
+    # torchvision's VisionTransformer over the batch: the class token expanded to it
+    ("vit", "vit", "x", {0: "batch"}, [(1, None), (3, None), (4, None)]),
 ]
 
 
@@ -84,22 +86,27 @@ def export():
         else:
             x = torch.randn(*shape, generator=gen)
         path = os.path.join(d, "model.onnx")
+        y_axes = {0: "batch"} if list(axes.values()) == ["batch"] else axes
         torch.onnx.export(m, (x,), path, opset_version=17, input_names=[in_name],
-                          output_names=["y"], dynamic_axes={in_name: axes, "y": axes},
+                          output_names=["y"], dynamic_axes={in_name: axes, "y": y_axes},
                           do_constant_folding=True)
         runs = []
         for b, t in sizes:
             if shape[0] == "ids":
                 xs = torch.randint(0, shape[2], (b, t), generator=gen)
                 arr = xs.numpy().astype("<i8")
+            elif t is None:   # batch only
+                xs = torch.randn(b, *shape[1:], generator=gen)
+                arr = xs.numpy().astype("<f4")
             else:
                 xs = torch.randn(b, t, shape[2], generator=gen)
                 arr = xs.numpy().astype("<f4")
-            tag = f"b{b}_s{t}"
+            tag = f"b{b}" if t is None else f"b{b}_s{t}"
             np.save(os.path.join(d, f"x_{tag}.npy"), arr)
             with torch.no_grad():
                 np.save(os.path.join(d, f"torch_{tag}.npy"), m(xs).numpy().astype("<f4"))
-            runs.append({"batch": b, "seq": t, "input": f"x_{tag}.npy", "output": f"y_{tag}.npy"})
+            runs.append({"batch": b, "input": f"x_{tag}.npy", "output": f"y_{tag}.npy"}
+                        | ({} if t is None else {"seq": t}))
         index[key] = {"model": "model.onnx", "input": in_name, "runs": runs}
     errors(torch)
     with open(os.path.join(OUT, "index.json"), "w") as f:

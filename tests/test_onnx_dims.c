@@ -2,7 +2,8 @@
  * test_onnx_dims.c — ONNX dim_params kept symbolic over a range
  * (onnx/symbolic.c, docs/onnx.md "Symbolic dimensions"; issue #33):
  *  - PyTorch exports with dynamic axes (a causal block, a tiny GPT-2, a
- *    TransformerEncoderLayer, Hugging Face's GPT-2 mask; tests/data/onnx/dims, made by
+ *    TransformerEncoderLayer, Hugging Face's GPT-2 mask, torchvision's
+ *    ViT; tests/data/onnx/dims, made by
  *    scripts/gen_onnx_dims.py) compiled once by mcirc with --dim ranges,
  *    run on the emulated device at three sizes each against onnxruntime's
  *    outputs, nothing compiled again after the first size;
@@ -152,6 +153,14 @@ START_TEST(hf_attention_mask_is_causal) {
 }
 END_TEST
 
+/* torchvision's ViT over the batch: the class token expanded to it stays
+ * a runtime broadcast (src + zeros of arange(batch)) */
+START_TEST(vit_over_batch) {
+    const char *dims[] = {"batch=1..4"};
+    run_model("vit", dims, 1, "dims     batch in [1, 4]; ");
+}
+END_TEST
+
 static mcir_graph *import_capture(const char *path, const mcir_onnx_dim *dims, int n_dims,
                                   char **msg) {
     size_t len = 0;
@@ -265,6 +274,7 @@ static Suite *onnx_dims_suite(void) {
     tcase_add_test(tc, gpt2_tiny_over_seq);
     tcase_add_test(tc, encoder_layer_over_batch_and_seq);
     tcase_add_test(tc, hf_attention_mask_is_causal);
+    tcase_add_test(tc, vit_over_batch);
     suite_add_tcase(s, tc);
     return s;
 }
