@@ -255,6 +255,15 @@ START_TEST(what_a_range_cannot_keep_symbolic) {
     ck_assert_int_eq(r.status, 2);
     ck_assert_ptr_nonnull(strstr(r.err, "--dim seq=20: dimension 'seq' ranges over [1, 16]"));
     cli_result_free(&r);
+    /* an input file outside the range: invalid input */
+    char input[600];
+    snprintf(input, sizeof input, "x=%s", dims_path("causal_block/x_b3_s16.npy"));
+    r = RUN("--run", "--device", "cpu", "--dim", "seq=1..8", "--dim", "batch=1..4", "--input",
+            input, dims_path("causal_block/model.onnx"));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "x_b3_s16.npy: error: input 'x' has 16 in dim 1, which is "
+                                "dimension 'seq': outside its range [1, 8]"), "%s", r.err);
+    cli_result_free(&r);
     /* a fixed size inside the range runs on the CPU at it */
     r = RUN("--run", "--device", "cpu", "--dim", "seq=1..16", "--dim", "batch=1..2", "--dim",
             "seq=5", dims_path("causal_block/model.onnx"));
