@@ -161,6 +161,33 @@ START_TEST(vit_over_batch) {
 }
 END_TEST
 
+/* the graph an ONNX range gives survives graph.json: -o's graph.mcir.json
+ * declares the dims and runs at a size in range like the model */
+START_TEST(symbolic_import_round_trips_through_graph_json) {
+    char dir[256], dir2[256], graph[400], input[600], got[400];
+    ck_assert(test_tempdir("onnx_dims_rt", dir, sizeof dir));
+    ck_assert(test_tempdir("onnx_dims_rt2", dir2, sizeof dir2));
+    cli_result r = RUN("--dim", "seq=1..16", "-o", dir, dims_path("gpt2_tiny/model.onnx"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cli_result_free(&r);
+    snprintf(graph, sizeof graph, "%s/graph.mcir.json", dir);
+    char *text = test_slurp(graph, NULL);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(strstr(text, "\"seq\": {\"min\": 1, \"max\": 16}"));
+    ck_assert_ptr_nonnull(strstr(text, "\"shape\": [1, \"seq\"]"));
+    free(text);
+    snprintf(input, sizeof input, "input_ids=%s", dims_path("gpt2_tiny/x_b1_s6.npy"));
+    r = RUN("--run", "--device", "cpu", "--input", input, "-o", dir2, graph);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "output   y f32 [1, 6, 128]"));
+    cli_result_free(&r);
+    snprintf(got, sizeof got, "%s/y.npy", dir2);
+    check_npy(got, dims_path("gpt2_tiny/y_b1_s6.npy"));
+    cli_remove_tree(dir);
+    cli_remove_tree(dir2);
+}
+END_TEST
+
 static mcir_graph *import_capture(const char *path, const mcir_onnx_dim *dims, int n_dims,
                                   char **msg) {
     size_t len = 0;
@@ -284,6 +311,7 @@ static Suite *onnx_dims_suite(void) {
     tcase_add_test(tc, encoder_layer_over_batch_and_seq);
     tcase_add_test(tc, hf_attention_mask_is_causal);
     tcase_add_test(tc, vit_over_batch);
+    tcase_add_test(tc, symbolic_import_round_trips_through_graph_json);
     suite_add_tcase(s, tc);
     return s;
 }
