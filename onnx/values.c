@@ -275,8 +275,6 @@ mcir_tensor *ox_runtime(ox *x, ox_value *v, mcir_dtype dt) {
     return t;
 }
 
-/* A pending Expand is materialised as a mul by ones of the broadcast dims
- * (a weight as small as the broadcast needs). */
 /* Probing a symbolic dimension (symbolic.c): the broadcast to v's shape
  * as src + zeros, each axis's zeros arange(n) * 0 reshaped to run along
  * it, so that the sizes are attributes the fit can follow (a weight of
@@ -308,6 +306,8 @@ static mcir_tensor *expand_by_aranges(ox *x, mcir_tensor *src, const int64_t *on
     return cur;
 }
 
+/* A pending Expand is materialised as a mul by ones of the broadcast dims
+ * (a weight as small as the broadcast needs). */
 static mcir_tensor *materialise_expand(ox *x, ox_value *v) {
     if (v->expanded) return v->expanded;
     mcir_tensor *src = v->t;
