@@ -107,12 +107,13 @@ bool mcir_dim_option_parse(const char *text, mcir_dim_option *out) {
 /* --dim NAME=MIN..MAX: the ranges the graph is compiled for, then every
  * --dim NAME=N checked against them. The graph is left bound at its
  * largest sizes, where the pipeline plans it. */
-static int stage_dims(const mcir_options *o, mcir_graph *g, mcir_diag *d) {
+static int stage_dims(const mcir_options *o, mcir_graph *g, bool onnx, mcir_diag *d) {
     bool changed = false;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < o->n_dims; i++) {
             const mcir_dim_option *x = &o->dims[i];
             int k = mcir_graph_find_dim(g, x->name);
+            if (k < 0 && onnx) continue;   /* a dim_param the import fixed */
             if (k < 0) {
                 if (pass == 0)
                     mcir_error(d, (mcir_loc){"mcirc", 0, 0},
@@ -206,32 +207,36 @@ static int run_binding(const mcir_options *o, const mcir_graph *g, int64_t *valu
 }
 
 #ifdef MCIR_HAVE_ONNX
-/* --dim for an ONNX model: each names a dim_param and fixes it to one size
- * (N, or N..N); the importer evaluates shape computations at import time,
- * so a range cannot be kept symbolic yet. */
+/* --dim for an ONNX model: each names a dim_param. A range (MIN..MAX,
+ * MIN < MAX) keeps it symbolic over the range (onnx/symbolic.c), and an N
+ * given besides is then the size of a run (stage_dims checks it); N alone,
+ * or N..N, fixes it on import. */
 static int onnx_dims(const mcir_options *o, mcir_onnx_dim *out, int *n_out, mcir_diag *d) {
     *n_out = 0;
-    for (int i = 0; i < o->n_dims; i++) {
-        const mcir_dim_option *x = &o->dims[i];
-        if (x->has_range && x->min < x->max) {
-            mcir_error(d, (mcir_loc){"mcirc", 0, 0},
-                       "--dim %s=%lld..%lld: a dimension of an ONNX model (a dim_param) takes "
-                       "one size yet, not a range (the importer evaluates shape computations "
-                       "at import time); give --dim %s=N", x->name, (long long)x->min,
-                       (long long)x->max, x->name);
-            return MCIR_EXIT_USAGE;
+    for (int pass = 0; pass < 2; pass++)   /* ranges first: they decide what an N means */
+        for (int i = 0; i < o->n_dims; i++) {
+            const mcir_dim_option *x = &o->dims[i];
+            bool range = x->has_range && x->min < x->max;
+            if (range != (pass == 0)) continue;
+            int64_t v = x->has_range ? x->min : x->value;
+            int k = 0;
+            while (k < *n_out && strcmp(out[k].name, x->name)) k++;
+            if (k < *n_out && out[k].max > out[k].value) {
+                if (!range) continue;              /* the size of a run, in the range */
+            } else if (k < *n_out && out[k].value != v) {
+                mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "--dim %s: given as %lld and as %lld",
+                           x->name, (long long)out[k].value, (long long)v);
+                return MCIR_EXIT_USAGE;
+            }
+            out[k] = (mcir_onnx_dim){x->name, v, range ? x->max : 0};
+            if (x->has_range && (x->min > MCIR_MAX_ELEMS || x->max > MCIR_MAX_ELEMS)) {
+                mcir_error(d, (mcir_loc){"mcirc", 0, 0},
+                           "--dim %s=%lld..%lld: a dimension is at most %s", x->name,
+                           (long long)x->min, (long long)x->max, MCIR_MAX_ELEMS_TEXT);
+                return MCIR_EXIT_USAGE;
+            }
+            if (k == *n_out) (*n_out)++;
         }
-        int64_t v = x->has_range ? x->min : x->value;
-        int k = 0;
-        while (k < *n_out && strcmp(out[k].name, x->name)) k++;
-        if (k < *n_out && out[k].value != v) {
-            mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "--dim %s: given as %lld and as %lld",
-                       x->name, (long long)out[k].value, (long long)v);
-            return MCIR_EXIT_USAGE;
-        }
-        out[k] = (mcir_onnx_dim){x->name, v};
-        if (k == *n_out) (*n_out)++;
-    }
     return MCIR_EXIT_OK;
 }
 #endif
@@ -518,7 +523,7 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     if (!c->graph) return MCIR_EXIT_INVALID;
     /* symbolic dims: --dim ranges; the pipeline plans the largest sizes
      * (an ONNX model's --dim fixed its dim_params on import) */
-    if (!onnx && (st = stage_dims(o, c->graph, d))) return st;
+    if ((!onnx || c->graph->n_dims) && (st = stage_dims(o, c->graph, onnx, d))) return st;
     c->nodes_before = c->nodes_after = mcir_graph_live_nodes(c->graph);
     if (o->verify || o->keep_original) c->original = mcir_graph_clone(c->graph);
     /* the cost model's baseline: the graph as read, planned as --no-rewrite plans it */

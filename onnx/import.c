@@ -303,9 +303,18 @@ mcir_graph *mcir_onnx_read_bytes(const void *bytes, size_t len, const char *path
 mcir_graph *mcir_onnx_read_bytes_ex(const void *bytes, size_t len, const char *path,
                                     const mcir_onnx_shape *shapes, int n_shapes,
                                     const mcir_onnx_dim *dims, int n_dims, mcir_diag *d) {
+    for (int i = 0; i < n_dims; i++)
+        if (dims[i].max > dims[i].value)   /* a range: symbolic.c */
+            return ox_read_symbolic(bytes, len, path, shapes, n_shapes, dims, n_dims, d);
+    return ox_read_fixed(bytes, len, path, shapes, n_shapes, dims, n_dims, NULL, d);
+}
+
+mcir_graph *ox_read_fixed(const void *bytes, size_t len, const char *path,
+                          const mcir_onnx_shape *shapes, int n_shapes, const mcir_onnx_dim *dims,
+                          int n_dims, ox_limits *limits, mcir_diag *d) {
     bool dim_used[MCIR_MAX_RANK * 8] = {false};
     ox x = {.d = d, .path = path ? path : "<onnx>", .dims = dims, .dim_used = dim_used,
-            .n_dims = n_dims};
+            .n_dims = n_dims, .probing = limits != NULL, .limits = limits};
     if (n_dims > (int)(sizeof dim_used / sizeof dim_used[0])) {
         mcir_error(d, (mcir_loc){x.path, 0, 0}, "more than %d --dim sizes",
                    (int)(sizeof dim_used / sizeof dim_used[0]));

@@ -73,7 +73,26 @@ typedef struct ox {
     const mcir_onnx_dim *dims;
     int n_dims;
     bool *dim_used;
+    /* an import at one probe size of a dimension kept symbolic
+     * (symbolic.c): constants of rank >= 2 sliced and integer Ranges stay
+     * runtime ops, since their sizes may follow the dimension */
+    bool probing;
+    struct ox_limits *limits;    /* probing: bounds found on the way */
 } ox;
+
+/* A bound a probe import found: the causal mask computed by arange node
+ * `node` stands for a slice of `buffer`, which has `bound` rows, so the
+ * mask's length may not exceed it (the model fails beyond). Names are in
+ * the graph's arena. */
+typedef struct ox_limit {
+    const char *node, *buffer, *onnx_node;
+    int64_t bound;
+} ox_limit;
+
+typedef struct ox_limits {
+    int n;
+    ox_limit item[32];
+} ox_limits;
 
 /* Diagnostics: "PATH: error: node 'N' (Op, opset K): ..." for the current
  * node, "PATH: error: ..." outside one. Both set x->failed, return false. */
@@ -176,6 +195,16 @@ ox_value *ox_fold_slice(ox *x, const ox_value *v, int axis, int64_t start, int64
 ox_value *ox_fold_gather(ox *x, const ox_value *data, const ox_value *idx, int axis);
 ox_value *ox_fold_expand(ox *x, const ox_value *v, int rank, const int64_t *shape);
 ox_value *ox_fold_reshape(ox *x, const ox_value *v, int rank, const int64_t *shape);
+
+/* import.c: one import with every dim_param fixed (probing where limits is
+ * not NULL: see ox). */
+mcir_graph *ox_read_fixed(const void *bytes, size_t len, const char *path,
+                          const mcir_onnx_shape *shapes, int n_shapes, const mcir_onnx_dim *dims,
+                          int n_dims, ox_limits *limits, mcir_diag *d);
+/* symbolic.c: an import with dims that range over sizes. */
+mcir_graph *ox_read_symbolic(const void *bytes, size_t len, const char *path,
+                             const mcir_onnx_shape *shapes, int n_shapes,
+                             const mcir_onnx_dim *dims, int n_dims, mcir_diag *d);
 
 /* ONNX Slice bounds on one axis: first index and length (>= 0). */
 void ox_slice_bounds(int64_t dim, int64_t start, int64_t end, int64_t step,

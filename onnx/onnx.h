@@ -44,12 +44,17 @@ mcir_graph *mcir_onnx_read_bytes(const void *bytes, size_t len, const char *path
                                  mcir_diag *d);
 
 /* A named dimension of the model's inputs (an ONNX dim_param, such as
- * "batch" or "sequence_length") fixed to one size: mcirc --dim NAME=N or
- * --dim NAME=N..N. It applies wherever an input's dimension has that
- * dim_param and no --shape pins the input. */
+ * "batch" or "sequence_length"): fixed to one size (value; max 0 or equal
+ * to it: mcirc --dim NAME=N or --dim NAME=N..N), or kept symbolic over
+ * [value, max] (max > value: --dim NAME=MIN..MAX), when the graph comes
+ * back with a dimension of that name (mcir.h "symbolic extents") and
+ * input shapes, reshapes, slices and aranges that use it. It applies
+ * wherever an input's dimension has that dim_param and no --shape pins
+ * the input. */
 typedef struct mcir_onnx_dim {
     const char *name;
     int64_t value;
+    int64_t max;
 } mcir_onnx_dim;
 
 /* mcir_onnx_read / _bytes with dims (n_dims entries, may be NULL): a name

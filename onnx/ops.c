@@ -9,6 +9,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "onnx-impl.h"
@@ -193,6 +194,16 @@ static bool h_range(ox *x, ox_value **in, int n_in) {
     }
     int64_t s = ox_geti(in[0], 0), l = ox_geti(in[1], 0), dl = ox_geti(in[2], 0);
     if (dl == 0) return ox_error(x, "delta is 0");
+    mcir_dtype dt;
+    if (x->probing && dl == 1 && l > s && ox_elem_dtype(in[0]->elem, &dt)) {
+        /* probing a symbolic dimension (symbolic.c): positions arange(0, T)
+         * stay a runtime arange, whose end may then follow the dimension */
+        mcir_node *ar = ox_emit1(x, MCIR_OP_ARANGE, 0, NULL, 0);
+        mcir_node_set_int(x->g, ar, "start", s);
+        mcir_node_set_int(x->g, ar, "end", l);
+        mcir_node_set_string(x->g, ar, "dtype", mcir_dtype_name(dt));
+        return ox_define_rt(x, 0, ox_done(x, ar));
+    }
     double c = ceil(((double)l - (double)s) / (double)dl);
     if (c > 1e9) return ox_error(x, "range of %g elements is too large", c);
     n = c > 0 ? (int64_t)c : 0;
@@ -297,7 +308,115 @@ static bool h_elementwise(ox *x, ox_value **in, int n_in) {
 #define OX_MASK_FILL (-1e4)
 #define OX_MASK_CLAMP 1e30f
 
+/* Probing a symbolic dimension (symbolic.c): a causal mask sliced from a
+ * lower-triangular buffer, as nanoGPT and GPT-2 exports write it —
+ * masked_fill(scores, buffer[..., :T, :T] == 0, NEG) or where(buffer[...,
+ * :T, :T] (cast to bool, or != 0), scores, NEG) — a slice of a constant
+ * whose size follows the sequence. It is causal for every T, so it is
+ * written as the mask a graph computes for any length, add(scores,
+ * where(cols > rows, NEG, 0)) with cols and rows arange(0, T), which the
+ * catalog's attention reads as causal (rewrites/actions.c). True and *out
+ * set when Where(cond, a, b) is such a mask over scores of Nq = Nk. */
+static bool probe_causal_mask(ox *x, ox_value *cond, ox_value *a, ox_value *b, ox_value **out) {
+    *out = NULL;
+    if (!x->probing || cond->is_const || cond->expand) return false;
+    bool fill_on_true;   /* the fill replaces the scores where cond is true */
+    ox_value *fill, *scores;
+    if (a->is_const && !b->is_const) fill = a, scores = b, fill_on_true = true;
+    else if (b->is_const && !a->is_const) fill = b, scores = a, fill_on_true = false;
+    else return false;
+    if (fill->numel != 1 || !ox_is_float(fill->elem) || !(ox_get(fill, 0) <= OX_MASK_FILL) ||
+        scores->expand || scores->rank < 2 || !mcir_dtype_is_float(scores->t->dtype))
+        return false;
+    int64_t n = scores->shape[scores->rank - 1];
+    if (scores->shape[scores->rank - 2] != n) return false;
+    /* cond = pred(block): equal / not_equal against a scalar constant, a
+     * cast to bool or the bool block itself (nonzero) */
+    const mcir_node *p = cond->t->producer;
+    const mcir_tensor *t = cond->t;
+    int pred = 0;   /* 0: nonzero, 1: == c, 2: != c */
+    float c = 0;
+    if (p && (p->op == MCIR_OP_EQUAL || p->op == MCIR_OP_NOT_EQUAL) && p->n_inputs == 2) {
+        int side = p->inputs[1]->kind == MCIR_TENSOR_WEIGHT && mcir_tensor_numel(p->inputs[1]) == 1 ? 0
+                   : p->inputs[0]->kind == MCIR_TENSOR_WEIGHT && mcir_tensor_numel(p->inputs[0]) == 1 ? 1
+                                                                                               : -1;
+        if (side < 0 || !p->inputs[1 - side]->data) return false;
+        mcir_values_to_f32(p->inputs[1 - side]->dtype, p->inputs[1 - side]->data, &c, 1);
+        pred = p->op == MCIR_OP_EQUAL ? 1 : 2;
+        t = p->inputs[side];
+    } else if (p && p->op == MCIR_OP_CAST) {
+        t = p->inputs[0];
+    }
+    /* a chain of slices [0:n] on the last two axes of a weight */
+    while (t->producer && t->producer->op == MCIR_OP_SLICE) {
+        const mcir_node *sl = t->producer;
+        int ax;
+        const mcir_tensor *src = sl->inputs[0];
+        if (!mcir_norm_axis(mcir_node_int(sl, "axis"), src->rank, &ax) || ax < src->rank - 2 ||
+            mcir_node_int(sl, "start") != 0 || mcir_node_int(sl, "step") != 1)
+            return false;
+        t = src;
+    }
+    if (t->kind != MCIR_TENSOR_WEIGHT || !t->data || t->rank < 2 || t->rank != cond->rank ||
+        cond->shape[cond->rank - 1] != n || cond->shape[cond->rank - 2] != n)
+        return false;
+    for (int i = 0; i < t->rank - 2; i++)
+        if (t->shape[i] != 1) return false;
+    int64_t rows = t->shape[t->rank - 2], cols = t->shape[t->rank - 1];
+    if (rows < n || cols < n) return false;
+    float *v = malloc((size_t)(rows * cols) * sizeof *v);
+    MCIR_ASSERT(v);
+    mcir_values_to_f32(t->dtype, t->data, v, rows * cols);
+    bool causal = true;
+    for (int64_t i = 0; i < n && causal; i++)
+        for (int64_t j = 0; j < n && causal; j++) {
+            float w = v[i * cols + j];
+            bool on = pred == 1 ? w == c : pred == 2 ? w != c : w != 0;
+            causal = (on == fill_on_true) == (j > i);   /* replaced exactly above the diagonal */
+        }
+    free(v);
+    if (!causal) return false;
+    /* cols = arange(0, n), rows = cols as [n, 1]; mask = where(cols > rows, NEG, 0) */
+    mcir_node *ar = ox_emit1(x, MCIR_OP_ARANGE, 0, NULL, -1);
+    mcir_node_set_int(x->g, ar, "end", n);
+    mcir_tensor *pos = ox_done(x, ar);
+    if (!pos) return false;
+    if (x->limits->n == (int)(sizeof x->limits->item / sizeof x->limits->item[0]))
+        return ox_error(x, "more than %d causal masks sliced from buffers",
+                        (int)(sizeof x->limits->item / sizeof x->limits->item[0]));
+    x->limits->item[x->limits->n++] = (ox_limit){
+        ar->name, t->name,
+        mcir_arena_strdup(x->g->arena, x->node->name && *x->node->name ? x->node->name : "?"),
+        rows < cols ? rows : cols};
+    mcir_node *rs = ox_emit1(x, MCIR_OP_RESHAPE, 1, &pos, -1);
+    mcir_node_set_ints(x->g, rs, "shape", 2, (int64_t[]){n, 1});
+    mcir_tensor *gt_in[2] = {pos, ox_done(x, rs)};
+    if (!gt_in[1]) return false;
+    mcir_tensor *gt = ox_done(x, ox_emit1(x, MCIR_OP_GREATER, 2, gt_in, -1));
+    if (!gt) return false;
+    mcir_dtype dt = scores->t->dtype;
+    ox_value *neg = ox_new_float_const(x, "causal_fill", dt, 0, NULL);
+    ox_value *zero = ox_new_float_const(x, "causal_zero", dt, 0, NULL);
+    if (!neg || !zero) return false;
+    ox_set(neg, 0, ox_get(fill, 0));
+    ox_set(zero, 0, 0.0);
+    mcir_tensor *w_in[3] = {gt, ox_weight_of(x, neg, dt), ox_weight_of(x, zero, dt)};
+    mcir_node *w = ox_emit1(x, MCIR_OP_WHERE, 3, w_in, -1);
+    w->outputs[0]->dtype = dt;
+    mcir_tensor *mask = ox_done(x, w);
+    if (!mask) return false;
+    mcir_tensor *add_in[2] = {ox_runtime(x, scores, dt), mask};
+    if (!add_in[0]) return false;
+    mcir_tensor *sum = ox_done(x, ox_emit1(x, MCIR_OP_ADD, 2, add_in, 0));
+    if (!sum) return false;
+    *out = ox_runtime_value(x, sum);
+    return true;
+}
+
 static bool h_where(ox *x, ox_value **in, int n_in) {
+    ox_value *masked;
+    if (probe_causal_mask(x, in[0], in[1], in[2], &masked)) return ox_define_out(x, 0, masked);
+    if (x->failed) return false;
     if (ox_all_const(in, n_in)) {
         ox_value *o;
         if (ox_fold_elementwise(x, "Where", in, n_in, &o) != OX_FOLD_OK) return false;
@@ -842,14 +961,19 @@ static bool h_slice(ox *x, ox_value **in, int n_in) {
         ax[k] = a, first[k] = f, len[k] = l, step[k] = s;
         k++;
     }
-    if (X->is_const) {
+    /* probing a symbolic dimension (symbolic.c): a slice of a buffer (a
+     * causal mask's [:T, :T]) stays a runtime slice of the whole weight,
+     * whose bounds may then follow the dimension */
+    if (X->is_const && !(x->probing && X->rank >= 2 && k > 0)) {
         ox_value *v = X;
         for (int i = 0; i < k; i++)
             if (!(v = ox_fold_slice(x, v, ax[i], first[i], step[i], len[i]))) return false;
         return ox_define_out(x, 0, v);
     }
     if (k == 0) return ox_define_out(x, 0, X);
-    mcir_tensor *t = ox_runtime(x, X, X->t->dtype);
+    mcir_dtype dt;
+    if (!ox_value_dtype(x, X, &dt)) return false;
+    mcir_tensor *t = ox_runtime(x, X, dt);
     for (int i = 0; t && i < k; i++)
         t = slice_rt(x, t, ax[i], first[i], len[i], step[i], i == k - 1 ? 0 : -1);
     return ox_define_rt(x, 0, t);
@@ -927,17 +1051,29 @@ static bool h_expand(ox *x, ox_value **in, int n_in) {
         if (req[i] < 0) return ox_error(x, "shape has a negative dim %lld", (long long)req[i]);
     if (!mcir_broadcast_shape(X->rank, X->shape, k, req, &r, shape))
         return ox_error(x, "'%s' does not broadcast to the requested shape", X->name);
-    if (X->is_const) {
+    int64_t target = 1;
+    for (int i = 0; i < r; i++) target = shape[i] > 0 && target <= (INT64_MAX / shape[i]) ? target * shape[i] : INT64_MAX;
+    /* probing a symbolic dimension (symbolic.c): a float constant
+     * broadcast to more elements (a class token to the batch) stays a
+     * runtime expand of the weight, whose size may follow the dimension */
+    bool keep = X->is_const && x->probing && ox_is_float(X->elem) && target > X->numel;
+    if (X->is_const && !keep) {
         ox_value *o = ox_fold_expand(x, X, r, shape);
         return o && ox_define_out(x, 0, o);
     }
     if (r == X->rank && !memcmp(shape, X->shape, sizeof(int64_t) * (size_t)r))
         return ox_define_out(x, 0, X);
+    mcir_dtype cdt;
+    if (keep && !ox_value_dtype(x, X, &cdt)) return false;
     ox_value *v = mcir_arena_alloc(x->a, sizeof *v);
     *v = *X;
+    v->is_const = false;
+    v->iv = NULL;
+    v->fv = NULL;
+    memset(v->weight, 0, sizeof v->weight);
     v->expand = true;
     v->expanded = NULL;
-    v->t = X->expand ? ox_runtime(x, X, X->t->dtype) : X->t;
+    v->t = keep ? ox_runtime(x, X, cdt) : X->expand ? ox_runtime(x, X, X->t->dtype) : X->t;
     if (!v->t) return false;
     v->rank = r;
     memcpy(v->shape, shape, sizeof v->shape);

@@ -183,13 +183,13 @@ bool ox_infer_now(ox *x, mcir_node *n) {
 mcir_node *ox_emit(ox *x, mcir_op op, int n_in, mcir_tensor *const *ins, int n_out,
                    const int *onnx_out) {
     mcir_tensor *outs[64];
-    MCIR_ASSERT(n_out <= 64 && n_in >= 1);
+    MCIR_ASSERT(n_out <= 64 && n_in >= 0);   /* no inputs: an arange */
     const char *stem = x->node->name && *x->node->name ? x->node->name : mcir_op_name(op);
     for (int i = 0; i < n_out; i++) {
         const char *nm = onnx_out && onnx_out[i] >= 0 ? ox_out_name(x, onnx_out[i]) : NULL;
         if (!nm || mcir_graph_find_tensor(x->g, nm))
             nm = ox_fresh(x, mcir_arena_printf(x->a, "%s_%s", stem, mcir_op_name(op)));
-        outs[i] = mcir_graph_add_tensor(x->g, nm, ins[0]->dtype, -1, NULL,
+        outs[i] = mcir_graph_add_tensor(x->g, nm, n_in ? ins[0]->dtype : MCIR_DTYPE_I64, -1, NULL,
                                         MCIR_TENSOR_INTERMEDIATE);
         MCIR_ASSERT(outs[i]);
     }
@@ -275,6 +275,37 @@ mcir_tensor *ox_runtime(ox *x, ox_value *v, mcir_dtype dt) {
     return t;
 }
 
+/* Probing a symbolic dimension (symbolic.c): the broadcast to v's shape
+ * as src + zeros, each axis's zeros arange(n) * 0 reshaped to run along
+ * it, so that the sizes are attributes the fit can follow (a weight of
+ * ones could not vary). */
+static mcir_tensor *expand_by_aranges(ox *x, mcir_tensor *src, const int64_t *ones_shape,
+                                      int rank) {
+    mcir_tensor *cur = src;
+    for (int k = 0; k < rank && cur; k++) {
+        if (ones_shape[k] == 1) continue;
+        mcir_node *ar = ox_emit(x, MCIR_OP_ARANGE, 0, NULL, 1, (int[]){-1});
+        mcir_node_set_int(x->g, ar, "end", ones_shape[k]);
+        mcir_node_set_string(x->g, ar, "dtype", mcir_dtype_name(src->dtype));
+        mcir_tensor *pos = ox_done(x, ar);
+        ox_value *zero = ox_new_float_const(x, "expand_zero", src->dtype, 0, NULL);
+        if (!pos || !zero) return NULL;
+        zero->fv[0] = 0.0f;
+        mcir_tensor *mul_in[2] = {pos, ox_weight_of(x, zero, src->dtype)};
+        mcir_tensor *zeros = ox_done(x, ox_emit(x, MCIR_OP_MUL, 2, mul_in, 1, (int[]){-1}));
+        if (!zeros) return NULL;
+        int64_t along[MCIR_MAX_RANK];
+        for (int i = 0; i < rank; i++) along[i] = i == k ? ones_shape[k] : 1;
+        mcir_node *rs = ox_emit(x, MCIR_OP_RESHAPE, 1, &zeros, 1, (int[]){-1});
+        mcir_node_set_ints(x->g, rs, "shape", rank, along);
+        mcir_tensor *col = ox_done(x, rs);
+        if (!col) return NULL;
+        mcir_tensor *add_in[2] = {cur, col};
+        cur = ox_done(x, ox_emit(x, MCIR_OP_ADD, 2, add_in, 1, (int[]){-1}));
+    }
+    return cur;
+}
+
 /* A pending Expand is materialised as a mul by ones of the broadcast dims
  * (a weight as small as the broadcast needs). */
 static mcir_tensor *materialise_expand(ox *x, ox_value *v) {
@@ -285,6 +316,8 @@ static mcir_tensor *materialise_expand(ox *x, ox_value *v) {
         int ks = k - (v->rank - src->rank);
         ones_shape[k] = ks >= 0 && src->shape[ks] == v->shape[k] ? 1 : v->shape[k];
     }
+    if (x->probing && mcir_dtype_is_float(src->dtype))
+        return v->expanded = expand_by_aranges(x, src, ones_shape, v->rank);
     ox_value *ones = ox_new_float_const(x, mcir_arena_printf(x->a, "%s_ones", v->name),
                                         src->dtype, v->rank, ones_shape);
     if (!ones) return NULL;

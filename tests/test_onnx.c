@@ -488,7 +488,7 @@ START_TEST(named_dims_fix_dim_params) {
     size_t len = 0;
     FILE *f = open_memstream(&msg, &len);
     mcir_diag d = mcir_diag_to(f);
-    mcir_onnx_dim batch = {"batch", 5};
+    mcir_onnx_dim batch = {"batch", 5, 0};
     mcir_graph *g = mcir_onnx_read_ex(p, NULL, 0, &batch, 1, &d);
     fclose(f);
     ck_assert_msg(g, "%s", msg);
@@ -503,7 +503,7 @@ START_TEST(named_dims_fix_dim_params) {
     msg = NULL;
     f = open_memstream(&msg, &len);
     d = mcir_diag_to(f);
-    mcir_onnx_dim other[2] = {{"batch", 5}, {"length", 7}};
+    mcir_onnx_dim other[2] = {{"batch", 5, 0}, {"length", 7, 0}};
     g = mcir_onnx_read_ex(p, &pin, 1, other, 1, &d);
     fclose(f);
     ck_assert_ptr_null(g);

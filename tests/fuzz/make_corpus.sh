@@ -21,7 +21,8 @@ put graph_json tests/data/good/*.json tests/data/bad/*.json tests/data/ints/*.js
 put pipeline tests/data/good/*.json tests/data/ints/*.json examples/*/graph.json tests/golden/*/input.json \
   tests/data/dims/*.json
 put catalog catalog/default.yaml tests/data/catalog/good/*.yaml tests/data/catalog/bad/*.yaml
-put onnx tests/data/onnx/bad/*.onnx tests/data/onnx/node/*/model.onnx
+put onnx tests/data/onnx/bad/*.onnx tests/data/onnx/node/*/model.onnx tests/data/onnx/errors/dynamic_input.onnx \
+  tests/data/onnx/dims/errors/*.onnx
 put npy tests/data/bad/npy/*.npy tests/data/good/w/*.npy
 put memplan_csv tests/data/memplan/*.csv
 du -sh "$out"/* "$out"
