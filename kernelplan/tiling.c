@@ -94,7 +94,7 @@ static bool tile_rows(tile_ctx *c) {
     mcir_kernel_plan *k = c->k;
     const mcir_node *n = k->anchor;
     mcir_rows_problem g;
-    MCIR_ASSERT(mcir_rows_problem_of(k, &g));
+    MCIR_ASSERT(mcir_rows_problem_of(c->p->graph, k, &g));
     mcir_rows_layout cand[4];
     int nc = mcir_rows_candidates(c->t, &g, cand, 4);
     if (nc == 0) {
