@@ -328,7 +328,11 @@ bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mci
         bool wm[MCIR_MAX_RANK] = {false};
         if (n->op == MCIR_OP_SOFTMAX) {
             g->width = X->shape[axis];
-            for (int i = axis + 1; i < X->rank; i++) g->inner *= X->shape[i];
+            for (int i = axis + 1; i < X->rank; i++) {
+                g->inner *= X->shape[i];
+                mcir_extent e = mcir_tensor_extent(X, i);
+                g->inner_varies |= dims && mcir_graph_is_dynamic(dims) && !mcir_extent_is_const(&e, NULL);
+            }
             wm[axis] = true;
         } else {
             for (int i = axis; i < X->rank; i++) g->width *= X->shape[i];
@@ -433,11 +437,13 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
          * where only 4 | W; scalar otherwise (a prologue computes X, odd widths, softmax
          * over a non-last axis). A width that depends on a dimension is
          * a multiple of the vector at every size where the content of its
-         * polynomial is (8*seq: yes; seq: no, scalar) */
+         * polynomial is (8*seq: yes; seq: no, scalar); rows strided by
+         * a dimension (softmax over the first axis of [8, seq]) are
+         * strided at some size, so scalar */
         int elem = (int)mcir_dtype_size(g->dtype);
         int v16 = elem > 0 && elem <= 16 ? 16 / elem : 1;
         l->vector_width = 1;
-        if (g->inner == 1 && g->direct_read)
+        if (g->inner == 1 && !g->inner_varies && g->direct_read)
             l->vector_width = unit % v16 == 0 && (!warp_row || wmax >= 32 * v16) ? v16
                               : unit % 4 == 0                                 ? 4
                                                                               : 1;

@@ -110,6 +110,7 @@ typedef struct mcir_rows_problem {
      * width itself (no dims, or a width that is a constant). */
     int64_t width_max, width_unit;
     int64_t inner;               /* stride between row elements (softmax over a non-last axis) */
+    bool inner_varies;           /* NORM: inner depends on a dimension (not 1 at every size) */
     mcir_op op;                  /* NORM: softmax, layernorm or rmsnorm */
     bool direct_read;            /* NORM: X is a kernel read (not computed by a prologue) */
     bool strided;                /* REDUCE: the reduced axes are not the trailing ones */

@@ -707,7 +707,8 @@ END_TEST
  * Over [3, seq]: a warp per row, scalar (seq is not a multiple of a
  * vector at every size), gamma/beta [seq] by column, the epilogues as
  * above, a residual-add prologue (X computed) and softmax over the first
- * axis (strided rows of the fixed width 3, seq of them); over [2, seq, 8]
+ * axis of [8, seq] (rows of 8 strided by seq: 1 only at seq = 1, so
+ * scalar at every size, not 4-wide); over [2, seq, 8]
  * normalised over its last two axes: a block per row with the row cached
  * for 8*200 elements, 16-byte loads (8*seq is a multiple of 8 and 4 at
  * every size) for rmsnorm, a mul prologue (scalar) for layernorm, gamma
@@ -724,7 +725,8 @@ START_TEST(test_norms_over_a_symbolic_width_emulated) {
             "\"inputs\":[{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":[3,\"seq\"]},"
             "{\"name\":\"r\",\"dtype\":\"%s\",\"shape\":[3,\"seq\"]},{\"name\":\"g\",\"dtype\":\"%s\",\"shape\":[\"seq\"]},"
             "{\"name\":\"b\",\"dtype\":\"%s\",\"shape\":[\"seq\"]},{\"name\":\"w\",\"dtype\":\"%s\",\"shape\":[2,\"seq\",8]},"
-            "{\"name\":\"rw\",\"dtype\":\"%s\",\"shape\":[2,\"seq\",8]},{\"name\":\"gw\",\"dtype\":\"%s\",\"shape\":[8]}],"
+            "{\"name\":\"rw\",\"dtype\":\"%s\",\"shape\":[2,\"seq\",8]},{\"name\":\"gw\",\"dtype\":\"%s\",\"shape\":[8]},"
+            "{\"name\":\"x8\",\"dtype\":\"%s\",\"shape\":[8,\"seq\"]}],"
             "\"nodes\":[{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"b\"],\"outputs\":[\"y1\"]},"
             "{\"name\":\"ge\",\"op\":\"gelu\",\"inputs\":[\"y1\"],\"outputs\":[\"z1\"]},"
             "{\"name\":\"rn\",\"op\":\"rmsnorm\",\"inputs\":[\"x\",\"g\"],\"outputs\":[\"y2\"]},"
@@ -733,12 +735,12 @@ START_TEST(test_norms_over_a_symbolic_width_emulated) {
             "{\"name\":\"ca\",\"op\":\"cast\",\"inputs\":[\"y3\"],\"outputs\":[\"z3\"],\"attrs\":{\"to\":\"%s\"}},"
             "{\"name\":\"pa\",\"op\":\"add\",\"inputs\":[\"x\",\"r\"],\"outputs\":[\"h\"]},"
             "{\"name\":\"lp\",\"op\":\"layernorm\",\"inputs\":[\"h\",\"g\"],\"outputs\":[\"z4\"]},"
-            "{\"name\":\"s0\",\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"z5\"],\"attrs\":{\"axis\":0}},"
+            "{\"name\":\"s0\",\"op\":\"softmax\",\"inputs\":[\"x8\"],\"outputs\":[\"z5\"],\"attrs\":{\"axis\":0}},"
             "{\"name\":\"pm\",\"op\":\"mul\",\"inputs\":[\"w\",\"rw\"],\"outputs\":[\"hw\"]},"
             "{\"name\":\"lw\",\"op\":\"layernorm\",\"inputs\":[\"hw\",\"gw\"],\"outputs\":[\"z6\"],\"attrs\":{\"axis\":1}},"
             "{\"name\":\"rv\",\"op\":\"rmsnorm\",\"inputs\":[\"w\",\"gw\"],\"outputs\":[\"z7\"],\"attrs\":{\"axis\":1}}],"
             "\"outputs\":[\"z1\",\"z2\",\"z3\",\"z4\",\"z5\",\"z6\",\"z7\"]}",
-            dt, dt, dt, dt, dt, dt, dt, dt, other);
+            dt, dt, dt, dt, dt, dt, dt, dt, dt, other);
         mcir_graph *g = cgt_graph(json);
         cgt_kspec ks[] = {{MCIR_TEMPLATE_STREAMING_NORM, "ln", "ln,ge"},
                           {MCIR_TEMPLATE_STREAMING_NORM, "rn", "rn,ra"},
