@@ -129,7 +129,8 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     mcir_rows_problem g;
     mcir_rows_layout l;
     const char *why = "";
-    if (!mcir_rows_problem_of(cg_dyn, kp, &g) || !mcir_rows_layout_of_tiling(target, &g, &kp->tiling, &l, &why)) {
+    if (!mcir_rows_problem_of(cg_dyn, kp, &g) ||
+        !mcir_rows_layout_of_tiling(target, &g, &kp->tiling, &l, &why)) {
         cg_error(d, kp, "internal error: the plan's norm tiling cannot be realised: %s", why);
         return false;
     }

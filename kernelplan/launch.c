@@ -340,7 +340,8 @@ bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mci
         }
         for (int i = 0; i < k->n_reads; i++)
             if (k->reads[i] == X) g->direct_read = true;
-        if (dims && X->sym && mcir_graph_is_dynamic(dims)) width_range(dims, X, wm, &g->width_max, &g->width_unit);
+        if (dims && X->sym && mcir_graph_is_dynamic(dims))
+            width_range(dims, X, wm, &g->width_max, &g->width_unit);
     } else if (k->tpl == MCIR_TEMPLATE_REDUCE) {
         const int64_t *axes;
         bool arg = n->op == MCIR_OP_ARGMAX || n->op == MCIR_OP_ARGMIN;
@@ -372,6 +373,11 @@ bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mci
     return true;
 }
 
+/* The width the layout is made for (the largest in range) and a number
+ * that divides it at every size. */
+static int64_t width_max(const mcir_rows_problem *g) { return g->width_max > 0 ? g->width_max : g->width; }
+static int64_t width_unit(const mcir_rows_problem *g) { return g->width_unit > 0 ? g->width_unit : g->width; }
+
 /* Registers per thread (calibrated against ptxas 13.0 -v, sm_80 / sm_90,
  * docs/kernelplan.md "Registers": a sweep of the three norms in f32, f16
  * and bf16 at widths 64..16384). A warp-per-row norm keeps P = ceil(W /
@@ -387,11 +393,6 @@ bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mci
  * (56..64). Reductions and the global pool keep a running value: 15
  * (13..17), 23 when a kept axis follows a reduced one (22..24: the row is
  * strided). */
-/* The width the layout is made for (the largest in range) and a number
- * that divides it at every size. */
-static int64_t width_max(const mcir_rows_problem *g) { return g->width_max > 0 ? g->width_max : g->width; }
-static int64_t width_unit(const mcir_rows_problem *g) { return g->width_unit > 0 ? g->width_unit : g->width; }
-
 static int rows_registers(const mcir_rows_problem *g, const mcir_rows_layout *l) {
     if (g->kind != MCIR_ROWS_NORM) return g->strided ? 23 : 15;
     bool softmax = g->op == MCIR_OP_SOFTMAX, rms = g->op == MCIR_OP_RMSNORM;
