@@ -75,6 +75,9 @@ void cg_sb_numel_sum(cg_sb *b, const mcir_tensor *const *ts, int n);
 /* Whether t's extent k is 1 for every size (with cg_dyn: its polynomial
  * is the constant 1; else the integer is 1). */
 bool cg_extent_is_one(const mcir_tensor *t, int k);
+/* Whether a's extent i and c's extent j are the same for every size (with
+ * cg_dyn: the same polynomial; else the same integer). */
+bool cg_extents_equal(const mcir_tensor *a, int i, const mcir_tensor *c, int j);
 /* One dim k of a broadcast index walk, from the innermost out: `acc +=
  * (q % out[k]) * s;` where `in` has dim ik (and it is not 1), `q /=
  * out[k];` where divide, `s *= in[ik];` (ik < 0: in lacks the dim). */

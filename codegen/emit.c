@@ -183,7 +183,7 @@ bool cg_extent_is_one(const mcir_tensor *t, int k) {
     return mcir_extent_is_const(&t->sym[k], &v) && v == 1;
 }
 
-static bool extents_equal(const mcir_tensor *a, int i, const mcir_tensor *c, int j) {
+bool cg_extents_equal(const mcir_tensor *a, int i, const mcir_tensor *c, int j) {
     if (!cg_dyn || (!a->sym && !c->sym)) return a->shape[i] == c->shape[j];
     mcir_extent x = mcir_tensor_extent(a, i), y = mcir_tensor_extent(c, j);
     return mcir_extent_equal(&x, &y);
@@ -649,7 +649,7 @@ static void emit_bcast_index(cg_sb *b, const mcir_tensor *out, const mcir_tensor
     if (same) {
         /* same extents right-aligned, the ones before them 1: the linear index is the same */
         for (int k = 0; k < in->rank; k++)
-            if (!extents_equal(in, in->rank - 1 - k, out, orank - 1 - k)) same = false;
+            if (!cg_extents_equal(in, in->rank - 1 - k, out, orank - 1 - k)) same = false;
         for (int k = 0; k < orank - in->rank; k++)
             if (!cg_extent_is_one(out, k)) same = false;
     }

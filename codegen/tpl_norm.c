@@ -67,14 +67,18 @@ static void emit_x_load(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor 
 }
 
 /* Whether parameter p, broadcast against X, is a plain vector over the
- * normalised axes [axis, rank): its linear index is the column j. */
+ * normalised axes [axis, rank): its linear index is the column j. Decided
+ * on the extents' polynomials where the dims range (cg_extents_equal):
+ * gamma [8] against X [n, seq, 8] normalised over its last two axes is a
+ * column only at seq = 1, so never. */
 static bool param_is_column(const mcir_tensor *x, const mcir_tensor *p, int axis) {
-    int64_t width = 1;
-    for (int k = axis; k < x->rank; k++) width *= x->shape[k];
-    if (p->rank > x->rank || mcir_tensor_numel(p) != width) return false;
+    if (p->rank > x->rank) return false;
+    int lead = x->rank - p->rank;
+    for (int k = axis; k < lead; k++)   /* normalised axes p lacks: 1 */
+        if (!cg_extent_is_one(x, k)) return false;
     for (int pk = 0; pk < p->rank; pk++) {
-        int k = pk + (x->rank - p->rank);
-        if (k < axis ? p->shape[pk] != 1 : p->shape[pk] != x->shape[k]) return false;
+        int k = pk + lead;
+        if (k < axis ? !cg_extent_is_one(p, pk) : !cg_extents_equal(p, pk, x, k)) return false;
     }
     return true;
 }
@@ -125,7 +129,8 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     mcir_rows_problem g;
     mcir_rows_layout l;
     const char *why = "";
-    if (!mcir_rows_problem_of(kp, &g) || !mcir_rows_layout_of_tiling(target, &g, &kp->tiling, &l, &why)) {
+    if (!mcir_rows_problem_of(cg_dyn, kp, &g) ||
+        !mcir_rows_layout_of_tiling(target, &g, &kp->tiling, &l, &why)) {
         cg_error(d, kp, "internal error: the plan's norm tiling cannot be realised: %s", why);
         return false;
     }
@@ -170,6 +175,11 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_sb_printf(&b, "%lldLL\n#define NORM_INNER %lldLL\n#define NORM_ROWS %lldLL", (long long)W,
                      (long long)inner, (long long)rows);
     }
+    /* a warp per row over a width that depends on a dimension: its
+     * registers hold the largest row in range (the plan's layout is for
+     * it), the lanes past the row's end idle */
+    if (warp_row && g.width_max > 0)
+        cg_sb_printf(&b, "\n#define NORM_NCHUNK %lld", (long long)((g.width_max + 32 * vec - 1) / (32 * vec)));
     cg_sb_printf(&b,
         "\n#define NORM_V %d\n#define NORM_WARP_ROW %d\n#define NORM_CACHE %d\n#define NORM_LANES %d\n"
         "#define NORM_HAS_BETA %d\n#define NORM_EPS ",

@@ -43,8 +43,8 @@ static bool plan_flat(cg_kernel *k, mcir_flat_kind kind, const mcir_target *t, m
 static bool plan_rows(cg_kernel *k, const mcir_target *t, mcir_rows_layout *l, mcir_diag *d) {
     mcir_rows_problem g;
     const char *why = "not a row kernel";
-    if (!mcir_rows_problem_of(k->kp, &g) || !mcir_rows_layout_of_tiling(t, &g, &k->kp->tiling, l, &why) ||
-        l->threads != THREADS) {
+    if (!mcir_rows_problem_of(cg_dyn, k->kp, &g) ||
+        !mcir_rows_layout_of_tiling(t, &g, &k->kp->tiling, l, &why) || l->threads != THREADS) {
         cg_error(d, k->kp, "internal error: the plan's row tiling cannot be realised: %s", why);
         return false;
     }

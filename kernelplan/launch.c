@@ -278,7 +278,39 @@ int64_t mcir_attention_split_chunk(const mcir_target *t, const mcir_attention_pr
 
 /* ------------------------------------------------- norms and row reductions */
 
-bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *g) {
+/* The largest value and the content (the gcd of the coefficients: it
+ * divides the value at every size) of the product of X's extents k where
+ * mask[k], over the range of dims' dimensions. A product's content is the
+ * product of the contents (Gauss's lemma) and its largest value at most
+ * the product of the largest values (every extent is >= 0). */
+static void width_range(const mcir_graph *dims, const mcir_tensor *X, const bool *mask, int64_t *max,
+                        int64_t *unit) {
+    bool symbolic = false;
+    for (int k = 0; k < X->rank; k++) {
+        mcir_extent e = mcir_tensor_extent(X, k);
+        symbolic |= mask[k] && !mcir_extent_is_const(&e, NULL);
+    }
+    if (!symbolic) return;   /* 0, 0: the width */
+    *max = *unit = 1;
+    for (int k = 0; k < X->rank; k++) {
+        if (!mask[k]) continue;
+        mcir_extent e = mcir_tensor_extent(X, k);
+        int64_t lo, hi, c = 0;
+        mcir_extent_bounds(dims, &e, &lo, &hi);
+        for (int i = 0; i < e.n_terms; i++) {
+            int64_t a = e.terms[i].coef < 0 ? -e.terms[i].coef : e.terms[i].coef;
+            while (a) {
+                int64_t r = c % a;
+                c = a;
+                a = r;
+            }
+        }
+        if (mcir_mul_overflows(*max, hi, max)) *max = INT64_MAX;
+        if (mcir_mul_overflows(*unit, c, unit)) *unit = 1;
+    }
+}
+
+bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mcir_rows_problem *g) {
     memset(g, 0, sizeof *g);
     const mcir_node *n = k->anchor;
     if (!n || n->n_inputs < 1) return false;
@@ -293,14 +325,23 @@ bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *g) {
         g->kind = MCIR_ROWS_NORM;
         g->op = n->op;
         g->width = 1;
+        bool wm[MCIR_MAX_RANK] = {false};
         if (n->op == MCIR_OP_SOFTMAX) {
             g->width = X->shape[axis];
-            for (int i = axis + 1; i < X->rank; i++) g->inner *= X->shape[i];
+            for (int i = axis + 1; i < X->rank; i++) {
+                g->inner *= X->shape[i];
+                mcir_extent e = mcir_tensor_extent(X, i);
+                g->inner_varies |= dims && mcir_graph_is_dynamic(dims) && !mcir_extent_is_const(&e, NULL);
+            }
+            wm[axis] = true;
         } else {
             for (int i = axis; i < X->rank; i++) g->width *= X->shape[i];
+            for (int i = axis; i < X->rank; i++) wm[i] = true;
         }
         for (int i = 0; i < k->n_reads; i++)
             if (k->reads[i] == X) g->direct_read = true;
+        if (dims && X->sym && mcir_graph_is_dynamic(dims))
+            width_range(dims, X, wm, &g->width_max, &g->width_unit);
     } else if (k->tpl == MCIR_TEMPLATE_REDUCE) {
         const int64_t *axes;
         bool arg = n->op == MCIR_OP_ARGMAX || n->op == MCIR_OP_ARGMIN;
@@ -332,6 +373,11 @@ bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *g) {
     return true;
 }
 
+/* The width the layout is made for (the largest in range) and a number
+ * that divides it at every size. */
+static int64_t width_max(const mcir_rows_problem *g) { return g->width_max > 0 ? g->width_max : g->width; }
+static int64_t width_unit(const mcir_rows_problem *g) { return g->width_unit > 0 ? g->width_unit : g->width; }
+
 /* Registers per thread (calibrated against ptxas 13.0 -v, sm_80 / sm_90,
  * docs/kernelplan.md "Registers": a sweep of the three norms in f32, f16
  * and bf16 at widths 64..16384). A warp-per-row norm keeps P = ceil(W /
@@ -352,7 +398,7 @@ static int rows_registers(const mcir_rows_problem *g, const mcir_rows_layout *l)
     bool softmax = g->op == MCIR_OP_SOFTMAX, rms = g->op == MCIR_OP_RMSNORM;
     if (!l->warp_row && !l->cache) return softmax ? 42 : rms ? 53 : 58;
     if (!l->warp_row) return softmax ? (l->vector_width == 8 ? 34 : 44) : rms ? 44 : 46;
-    int64_t P = ceil_div(g->width, 32 * (int64_t)l->vector_width) * l->vector_width;
+    int64_t P = ceil_div(width_max(g), 32 * (int64_t)l->vector_width) * l->vector_width;
     if (P <= 4) return (int)(softmax ? 18 + 2 * P : (rms ? 17 : 20) + 3 * P);
     if (softmax) return (int)(26 + 9 * (P - 4) / 8);
     if (rms) return (int)min64(64, 29 + 3 * (P - 4) / 2);
@@ -373,7 +419,8 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
         return false;
     }
     if (g->kind == MCIR_ROWS_NORM) {
-        if (warp_row && g->width > 1024) {
+        int64_t wmax = width_max(g), unit = width_unit(g);
+        if (warp_row && wmax > 1024) {
             *why = "a warp per row keeps at most 1024 elements in registers";
             return false;
         }
@@ -389,22 +436,27 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
          * row starts on a vector boundary (a warp's row narrower than 32
          * such vectors keeps 4, so that every lane gets one); 4 elements
          * where only 4 | W; scalar otherwise (a prologue computes X, odd widths, softmax
-         * over a non-last axis) */
+         * over a non-last axis). A width that depends on a dimension is
+         * a multiple of the vector at every size where the content of its
+         * polynomial is (8*seq: yes; seq: no, scalar); rows strided by
+         * a dimension (softmax over the first axis of [8, seq]) are
+         * strided at some size, so scalar */
         int elem = (int)mcir_dtype_size(g->dtype);
         int v16 = elem > 0 && elem <= 16 ? 16 / elem : 1;
         l->vector_width = 1;
-        if (g->inner == 1 && g->direct_read)
-            l->vector_width = g->width % v16 == 0 && (!warp_row || g->width >= 32 * v16) ? v16
-                              : g->width % 4 == 0                                     ? 4
-                                                                                      : 1;
+        if (g->inner == 1 && !g->inner_varies && g->direct_read)
+            l->vector_width = unit % v16 == 0 && (!warp_row || wmax >= 32 * v16) ? v16
+                              : unit % 4 == 0                                 ? 4
+                                                                              : 1;
         /* norm.cuh: a block per row merges its warps' statistics in
          * __shared__ norm_stat part[32] (3 floats each), and caches the row
          * as f32 in dynamic shared memory while it and part[] stay under
-         * the 48 KB every block may use without opt-in */
+         * the 48 KB every block may use without opt-in (sized for the
+         * largest width in range: the same launch at every size) */
         if (!warp_row) {
             l->smem_static_bytes = 32 * 12;
-            l->cache = g->width * 4 <= 46 * 1024;
-            l->smem_bytes = l->cache ? g->width * 4 : 0;
+            l->cache = wmax * 4 <= 46 * 1024;
+            l->smem_bytes = l->cache ? wmax * 4 : 0;
         }
     } else {
         if (g->kind == MCIR_ROWS_GLOBAL_POOL && !warp_row) {
@@ -451,13 +503,13 @@ int mcir_rows_candidates(const mcir_target *t, const mcir_rows_problem *g, mcir_
     /* a warp per row where the row fits in registers (norms) or is short
      * (reductions): 8 warps per block first (256 threads), then 4; a block
      * per row beyond: 256 threads up to 8192 elements, 512 beyond */
-    bool warp_row = g->kind == MCIR_ROWS_GLOBAL_POOL || g->width <= 1024;
+    bool warp_row = g->kind == MCIR_ROWS_GLOBAL_POOL || width_max(g) <= 1024;
     if (warp_row) {
         static const int warps[] = {8, 4};
         for (int i = 0; i < 2 && n < max; i++)
             if (mcir_rows_layout_of(t, g, true, warps[i], &out[n], NULL)) n++;
     } else {
-        int first = g->kind == MCIR_ROWS_NORM && g->width > 8192 ? 16 : 8;
+        int first = g->kind == MCIR_ROWS_NORM && width_max(g) > 8192 ? 16 : 8;
         int warps[] = {first, first == 16 ? 8 : 16};
         for (int i = 0; i < 2 && n < max; i++)
             if (mcir_rows_layout_of(t, g, false, warps[i], &out[n], NULL)) n++;
@@ -642,8 +694,8 @@ const mcir_kernel_access *mcir_kernel_access_of(const mcir_kernel_plan *k,
     return NULL;
 }
 
-bool mcir_launch_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_launch *o,
-                    const char **why) {
+bool mcir_launch_of(const mcir_target *t, const mcir_graph *dims, const mcir_kernel_plan *k,
+                    mcir_launch *o, const char **why) {
     const char *dummy;
     if (!why) why = &dummy;
     memset(o, 0, sizeof *o);
@@ -672,7 +724,7 @@ bool mcir_launch_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_launch
         o->merge_block = l.merge_block;
         return true;
     }
-    if (mcir_rows_problem_of(k, &rg)) {
+    if (mcir_rows_problem_of(dims, k, &rg)) {
         mcir_rows_layout l;
         if (!mcir_rows_layout_of_tiling(t, &rg, &k->tiling, &l, why)) return false;
         set_1d(o, l.grid, l.threads);

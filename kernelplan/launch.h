@@ -100,8 +100,17 @@ typedef enum mcir_rows_kind {
 
 typedef struct mcir_rows_problem {
     mcir_rows_kind kind;
-    int64_t rows, width;         /* rows, elements per row */
+    int64_t rows, width;         /* rows, elements per row (at the graph's current binding) */
+    /* NORM over a width that depends on a symbolic dimension: the largest
+     * width over the dims' range and a number that divides the width at
+     * every size in it (the content of its polynomial: the gcd of its
+     * coefficients); the layout's choices that depend on the width
+     * (vector width, a warp or a block per row, the cached row, registers)
+     * are made from these, so they hold for the whole range. 0: the
+     * width itself (no dims, or a width that is a constant). */
+    int64_t width_max, width_unit;
     int64_t inner;               /* stride between row elements (softmax over a non-last axis) */
+    bool inner_varies;           /* NORM: inner depends on a dimension (not 1 at every size) */
     mcir_op op;                  /* NORM: softmax, layernorm or rmsnorm */
     bool direct_read;            /* NORM: X is a kernel read (not computed by a prologue) */
     bool strided;                /* REDUCE: the reduced axes are not the trailing ones */
@@ -122,7 +131,9 @@ typedef struct mcir_rows_layout {
     const char *occupancy_limit;
 } mcir_rows_layout;
 
-bool mcir_rows_problem_of(const mcir_kernel_plan *k, mcir_rows_problem *out);
+/* dims: the graph whose dims' ranges the width may depend on (NULL: the
+ * width at the current binding is the only one). */
+bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mcir_rows_problem *out);
 /* warps: per block; warp_row: a warp per row (the row must be <= 1024
  * elements for a norm). */
 bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps,
@@ -171,7 +182,8 @@ void mcir_flat_apply(const mcir_target *t, mcir_kernel_plan *k, const mcir_flat_
 
 /* The launch kernel k's template performs for its plan's tiling, for every
  * template this model covers (false for MATMUL / CONV2D and ALIAS, or when
- * the tiling cannot be realised: why says so). */
+ * the tiling cannot be realised: why says so). dims: as for
+ * mcir_rows_problem_of. */
 typedef struct mcir_launch {
     int64_t grid[3];
     int block[3];
@@ -182,7 +194,7 @@ typedef struct mcir_launch {
     int merge_block;
 } mcir_launch;
 
-bool mcir_launch_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_launch *out,
-                    const char **why);
+bool mcir_launch_of(const mcir_target *t, const mcir_graph *dims, const mcir_kernel_plan *k,
+                    mcir_launch *out, const char **why);
 
 #endif /* MCIR_LAUNCH_H */

@@ -135,7 +135,7 @@ static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     json_object_set_new(o, "scratch_bytes", json_integer(k->scratch_bytes));
     /* split-KV attention's second kernel, NAME_merge (launch.c) */
     mcir_launch la;
-    if (k->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && mcir_launch_of(p->target, k, &la, NULL) &&
+    if (k->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && mcir_launch_of(p->target, p->graph, k, &la, NULL) &&
         la.merge_grid > 0) {
         json_t *mg = json_object();
         json_object_set_new(mg, "name", json_string(mcir_arena_printf(p->arena, "%s_merge", k->name)));

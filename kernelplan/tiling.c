@@ -94,7 +94,7 @@ static bool tile_rows(tile_ctx *c) {
     mcir_kernel_plan *k = c->k;
     const mcir_node *n = k->anchor;
     mcir_rows_problem g;
-    MCIR_ASSERT(mcir_rows_problem_of(k, &g));
+    MCIR_ASSERT(mcir_rows_problem_of(c->p->graph, k, &g));
     mcir_rows_layout cand[4];
     int nc = mcir_rows_candidates(c->t, &g, cand, 4);
     if (nc == 0) {
@@ -108,21 +108,24 @@ static bool tile_rows(tile_ctx *c) {
         : mcir_arena_printf(c->a, "%s over %lld elements", mcir_op_name(n->op), (long long)g.width);
     mcir_rows_apply(k, &g, &l);
     mcir_tiling *ti = &k->tiling;
+    /* a width that depends on a dimension: the layout is the largest's */
+    const char *up_to = g.width_max > 0 ? "up to " : "";
+    int64_t width = g.width_max > 0 ? g.width_max : g.width;
     if (l.warp_row) {
-        int64_t per_lane = (g.width + 31) / 32;
+        int64_t per_lane = (width + 31) / 32;
         ti->reason = mcir_arena_printf(
             c->a,
-            "%s: row of %lld %s%s: one warp per row, %d warps = %lld rows per block, %lld "
+            "%s: row of %s%lld %s%s: one warp per row, %d warps = %lld rows per block, %lld "
             "elements per lane%s, vector width %d%s; %lld rows -> %lld blocks%s; %d blocks/SM "
             "(limited by %s, ~%d registers/thread)",
-            what, (long long)g.width, mcir_dtype_name(g.dtype),
+            what, up_to, (long long)width, mcir_dtype_name(g.dtype),
             g.kind == MCIR_ROWS_GLOBAL_POOL ? "" : " <= 1024", l.warps, (long long)l.rows_per_block,
             (long long)per_lane, g.kind == MCIR_ROWS_NORM ? " kept in registers" : "",
             l.vector_width, g.inner == 1 ? "" : " (strided rows)", (long long)g.rows,
             (long long)l.grid, l.grid == MCIR_LAUNCH_MAX_GRID ? " (grid-stride loop)" : "",
             l.blocks_per_sm, l.occupancy_limit, l.registers);
     } else {
-        int64_t per_thread = (g.width + l.threads - 1) / l.threads;
+        int64_t per_thread = (width + l.threads - 1) / l.threads;
         const char *smem = g.kind != MCIR_ROWS_NORM
             ? mcir_arena_printf(c->a, "block-wide sum through %s of static shared memory",
                                 kib(c, l.smem_static_bytes))
@@ -134,9 +137,9 @@ static bool tile_rows(tile_ctx *c) {
                                       "statistics in %s static", kib(c, l.smem_static_bytes));
         ti->reason = mcir_arena_printf(
             c->a,
-            "%s: row of %lld %s%s: one block of %d threads per row, vector width %d, %lld "
+            "%s: row of %s%lld %s%s: one block of %d threads per row, vector width %d, %lld "
             "elements per thread; %s; %lld rows -> %lld blocks; %d blocks/SM (limited by %s)",
-            what, (long long)g.width, mcir_dtype_name(g.dtype),
+            what, up_to, (long long)width, mcir_dtype_name(g.dtype),
             g.kind == MCIR_ROWS_NORM ? " > 1024" : " > 1024", l.threads, l.vector_width,
             (long long)per_thread, smem, (long long)g.rows, (long long)l.grid, l.blocks_per_sm,
             l.occupancy_limit);

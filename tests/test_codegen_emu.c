@@ -700,6 +700,110 @@ START_TEST(test_norm_vector_paths_emulated) {
 }
 END_TEST
 
+/* The same norms over a row width that is a dimension (seq in [1, 200]),
+ * in every dtype: one codegen, size-generic (the plan's width-dependent
+ * choices made for the range), then rebound and run at seq = 1, 37 and
+ * 200 against the interpreter at each, with no compile after the first.
+ * Over [3, seq]: a warp per row, scalar (seq is not a multiple of a
+ * vector at every size), gamma/beta [seq] by column, the epilogues as
+ * above, a residual-add prologue (X computed) and softmax over the first
+ * axis of [8, seq] (rows of 8 strided by seq: 1 only at seq = 1, so
+ * scalar at every size, not 4-wide); over [2, seq, 8]
+ * normalised over its last two axes: a block per row with the row cached
+ * for 8*200 elements, 16-byte loads (8*seq is a multiple of 8 and 4 at
+ * every size) for rmsnorm, a mul prologue (scalar) for layernorm, gamma
+ * [8] through the broadcast (a column only at seq = 1). */
+START_TEST(test_norms_over_a_symbolic_width_emulated) {
+    static const char *dts[] = {"f32", "f16", "bf16"};
+    static const int64_t sizes[] = {1, 37, 200};
+    int failed = 0;
+    for (int t = 0; t < 3; t++) {
+        const char *dt = dts[t], *other = t == 0 ? "f16" : "f32";
+        char json[4096];
+        snprintf(json, sizeof json,
+            "{\"mcir\":1,\"name\":\"e_nsym_%s\",\"dims\":{\"seq\":{\"min\":1,\"max\":200}},"
+            "\"inputs\":[{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":[3,\"seq\"]},"
+            "{\"name\":\"r\",\"dtype\":\"%s\",\"shape\":[3,\"seq\"]},{\"name\":\"g\",\"dtype\":\"%s\",\"shape\":[\"seq\"]},"
+            "{\"name\":\"b\",\"dtype\":\"%s\",\"shape\":[\"seq\"]},{\"name\":\"w\",\"dtype\":\"%s\",\"shape\":[2,\"seq\",8]},"
+            "{\"name\":\"rw\",\"dtype\":\"%s\",\"shape\":[2,\"seq\",8]},{\"name\":\"gw\",\"dtype\":\"%s\",\"shape\":[8]},"
+            "{\"name\":\"x8\",\"dtype\":\"%s\",\"shape\":[8,\"seq\"]}],"
+            "\"nodes\":[{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"b\"],\"outputs\":[\"y1\"]},"
+            "{\"name\":\"ge\",\"op\":\"gelu\",\"inputs\":[\"y1\"],\"outputs\":[\"z1\"]},"
+            "{\"name\":\"rn\",\"op\":\"rmsnorm\",\"inputs\":[\"x\",\"g\"],\"outputs\":[\"y2\"]},"
+            "{\"name\":\"ra\",\"op\":\"add\",\"inputs\":[\"y2\",\"r\"],\"outputs\":[\"z2\"]},"
+            "{\"name\":\"sm\",\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y3\"]},"
+            "{\"name\":\"ca\",\"op\":\"cast\",\"inputs\":[\"y3\"],\"outputs\":[\"z3\"],\"attrs\":{\"to\":\"%s\"}},"
+            "{\"name\":\"pa\",\"op\":\"add\",\"inputs\":[\"x\",\"r\"],\"outputs\":[\"h\"]},"
+            "{\"name\":\"lp\",\"op\":\"layernorm\",\"inputs\":[\"h\",\"g\"],\"outputs\":[\"z4\"]},"
+            "{\"name\":\"s0\",\"op\":\"softmax\",\"inputs\":[\"x8\"],\"outputs\":[\"z5\"],\"attrs\":{\"axis\":0}},"
+            "{\"name\":\"pm\",\"op\":\"mul\",\"inputs\":[\"w\",\"rw\"],\"outputs\":[\"hw\"]},"
+            "{\"name\":\"lw\",\"op\":\"layernorm\",\"inputs\":[\"hw\",\"gw\"],\"outputs\":[\"z6\"],\"attrs\":{\"axis\":1}},"
+            "{\"name\":\"rv\",\"op\":\"rmsnorm\",\"inputs\":[\"w\",\"gw\"],\"outputs\":[\"z7\"],\"attrs\":{\"axis\":1}}],"
+            "\"outputs\":[\"z1\",\"z2\",\"z3\",\"z4\",\"z5\",\"z6\",\"z7\"]}",
+            dt, dt, dt, dt, dt, dt, dt, dt, dt, other);
+        mcir_graph *g = cgt_graph(json);
+        cgt_kspec ks[] = {{MCIR_TEMPLATE_STREAMING_NORM, "ln", "ln,ge"},
+                          {MCIR_TEMPLATE_STREAMING_NORM, "rn", "rn,ra"},
+                          {MCIR_TEMPLATE_STREAMING_NORM, "sm", "sm,ca"},
+                          {MCIR_TEMPLATE_STREAMING_NORM, "lp", "pa,lp"},
+                          {MCIR_TEMPLATE_STREAMING_NORM, "s0", "s0"},
+                          {MCIR_TEMPLATE_STREAMING_NORM, "lw", "pm,lw"},
+                          {MCIR_TEMPLATE_STREAMING_NORM, "rv", "rv"}};
+        mcir_plan *p = cgt_plan(g, "sm_90", 7, ks);
+        /* the plan's layouts: warp rows over seq, block rows over 8*seq */
+        int v16 = t == 0 ? 4 : 8;
+        for (int i = 0; i < 7; i++) {
+            const mcir_kernel_plan *kp = &p->kernels[i];
+            bool wide = i >= 5;
+            ck_assert_msg(wide ? kp->smem_bytes == 8 * 200 * 4 : kp->smem_bytes == 0, "%s: %lld B", kp->name,
+                          (long long)kp->smem_bytes);
+            ck_assert_int_eq(kp->tiling.vector_width, i == 6 ? v16 : 1);
+        }
+        mcir_diag d = mcir_diag_stderr();
+        mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
+        ck_assert_ptr_nonnull(cg);
+        for (int i = 0; i < 7; i++) {
+            const char *why;
+            ck_assert_msg(mcir_codegen_kernel_generic(cg, i, &why), "%s: %s", p->kernels[i].name, why);
+        }
+        int compiles = -1;
+        for (int si = 0; si < 3; si++) {
+            ck_assert(mcir_codegen_rebind(cg, &sizes[si], &d));
+            mcir_env *cpu = mcir_env_new(g, 3), *dev = mcir_env_new(g, 3);
+            ck_assert(mcir_interp_run(g, cpu, &d));
+            mcir_gpu_stats st;
+            bool ok = mcir_emu_run(cg, dev, MCIR_ALLOC_EAGER, &st, &d);
+            if (!ok) fprintf(stderr, "%s at seq=%lld: the emulated run failed\n", g->name, (long long)sizes[si]);
+            for (int j = 0; j < g->n_outputs && ok; j++) {
+                const mcir_tensor *o = g->outputs[j];
+                mcir_compare_result cmp;
+                mcir_values_compare(mcir_env_get(dev, o), mcir_env_get(cpu, o), mcir_tensor_numel(o), &cmp);
+                if (!mcir_compare_within(&cmp, mcir_compare_tolerance(o->dtype))) {
+                    fprintf(stderr, "%s at seq=%lld: %s max rel err %g\n", g->name, (long long)sizes[si], o->name,
+                            cmp.max_rel);
+                    ok = false;
+                }
+            }
+            if (!ok) failed++;
+            mcir_compile_stats es;
+            mcir_codegen_emu_compile_stats(cg, &es);
+            if (si > 0 && es.nvrtc_compiles != compiles) {
+                fprintf(stderr, "%s at seq=%lld: compiled again\n", g->name, (long long)sizes[si]);
+                failed++;
+            }
+            compiles = es.nvrtc_compiles;
+            mcir_env_free(cpu);
+            mcir_env_free(dev);
+        }
+        fprintf(stderr, "  %-28s 7 kernels size-generic, run at seq=1, 37, 200: %d compiles at the first "
+                        "size (the rest from the cache), none after\n", g->name, compiles);
+        mcir_codegen_free(cg);
+        mcir_graph_free(g);
+    }
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 START_TEST(test_fused_chains_emulated) {
     int failed = 0;
     static const char *dts[] = {"f32", "f16", "bf16"};
@@ -1226,6 +1330,7 @@ int main(void) {
     TCase *tn = tcase_create("norm_vectors");   /* CK_RUN_CASE=norm_vectors runs it alone */
     tcase_set_timeout(tn, 900);
     tcase_add_test(tn, test_norm_vector_paths_emulated);
+    tcase_add_test(tn, test_norms_over_a_symbolic_width_emulated);
     suite_add_tcase(s, tn);
 #ifdef MCIR_HAVE_PIPELINE
     TCase *te = tcase_create("examples");   /* CK_RUN_CASE=examples MCIR_EMU_ONLY=NAME: one graph */

@@ -628,6 +628,60 @@ START_TEST(sm90a_templates_on_emu_at_three_sizes) {
 }
 END_TEST
 
+/* Norms and softmax whose reduced width is a dimension: the choices that
+ * depend on the width are the plan's for the whole range (the vector width
+ * from the width's polynomial: 8*seq takes 16-byte f16 loads, seq scalar
+ * ones; a warp or a block per row, the cached row and the registers from
+ * the largest width), the width is taken at launch, so one source serves
+ * every size. Each graph compiled once and run on the emulator at three
+ * sizes (1, an odd one, and a large one) against the original graph; the
+ * fused epilogues (gelu, a residual mul) and the separate residual add
+ * included. */
+START_TEST(norms_over_a_symbolic_width_on_emu_at_three_sizes) {
+    if (!test_have_cxx()) return;
+    static const struct {
+        const char *graph, *layout, *nw, *nv;
+        int sizes[3];
+    } cases[] = {
+        {"softmax_f16_seq.json", "one warp per row", "#define NORM_W (mc_d0)\n", "#define NORM_V 1\n",
+         {1, 37, 128}},
+        {"softmax_f32_seq.json", "the row cached in 11.72 KiB", "#define NORM_W (mc_d0)\n",
+         "#define NORM_V 1\n", {1, 77, 2999}},
+        {"layernorm_f16_seq.json", "vector width 8", "#define NORM_W (8LL*mc_d0)\n", "#define NORM_V 8\n",
+         {1, 37, 128}},
+        {"rmsnorm_bf16_seq.json", "re-read from L2", "#define NORM_W (mc_d0)\n", "#define NORM_V 1\n",
+         {1, 333, 19999}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char rel[128], dim[64];
+        snprintf(rel, sizeof rel, "tests/data/dims/%s", cases[c].graph);
+        cli_result r = RUN("--emit", "plan", cli_src(rel));
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_msg(strstr(r.out, cases[c].layout) != NULL, "%s: no '%s' in the plan", rel, cases[c].layout);
+        ck_assert_ptr_nonnull(strstr(r.out, "\"size_generic\": true"));
+        ck_assert_ptr_null(strstr(r.out, "\"size_generic\": false"));
+        cli_result_free(&r);
+        r = RUN("--emit", "cuda", cli_src(rel));
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_msg(strstr(r.out, cases[c].nw) && strstr(r.out, cases[c].nv), "%s: no '%s' / '%s'", rel,
+                      cases[c].nw, cases[c].nv);
+        cli_result_free(&r);
+        for (int i = 0; i < 3; i++) {
+            snprintf(dim, sizeof dim, "seq=%d", cases[c].sizes[i]);
+            r = RUN("--run", "--device", "emu", "--verify", "--dim", dim, cli_src(rel));
+            ck_assert_msg(r.status == 0, "%s at %s: %s", rel, dim, r.err);
+            ck_assert_ptr_nonnull(strstr(r.out, "(emu vs the original graph)"));
+            ck_assert_msg(strstr(r.out, " ok\n") && !strstr(r.out, "FAIL"), "%s at %s:\n%s", rel, dim, r.out);
+            char at[80];
+            snprintf(at, sizeof at, " at %s\n", dim);
+            ck_assert_msg(strstr(r.out, at) != NULL, "%s", r.out);
+            if (i > 0) ck_assert_msg(strstr(r.out, "\n  emu      0 compiles") != NULL, "%s", r.out);
+            cli_result_free(&r);
+        }
+    }
+}
+END_TEST
+
 /* examples/gpt2_decode: one decode step for caches of 1..1023 tokens,
  * compiled once, on the emulated device at three lengths (the split-KV
  * attention's splits taken at launch) against the original graph. */
@@ -835,24 +889,35 @@ START_TEST(compilation_of_a_symbolic_graph) {
     sscanf(top + strlen("traffic  2 launches, "), "%31[^H]", hbm_top);
     ck_assert_msg(hbm_at[0] && strcmp(hbm_at, hbm_top) != 0, "'%s' vs '%s'", hbm_at, hbm_top);
     cli_result_free(&r);
-    /* a kernel whose code differs at another size (the f16 softmax's
-     * vector width comes from its row's width): no device run of a range,
-     * the kernel and the first line that differs named */
-    const char *s16 = cli_src("tests/data/dims/softmax_f16_seq.json");
-    r = RUN(s16);
+    /* a kernel whose code differs at another size (the attention's head
+     * dim sizes its tiles and registers: ATT_D is an integer): no device
+     * run of a range, the kernel and the first line that differs named */
+    const char *ad = cli_src("tests/data/dims/attention_f32_head_dim.json");
+    r = RUN(ad);
     ck_assert_int_eq(r.status, 0);
-    ck_assert_ptr_nonnull(strstr(r.out, "; 0 of 1 kernels size-generic (not: sm16_s)\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "; 0 of 1 kernels size-generic (not: attd_a)\n"));
     cli_result_free(&r);
-    r = RUN("--run", "--device", "gpu", "--dim", "seq=1..100", s16);
+    r = RUN("--run", "--device", "gpu", "--dim", "d=8..40", ad);
     ck_assert_int_eq(r.status, 2);
-    ck_assert_ptr_nonnull(strstr(r.err, "--device gpu: dimension 'seq' ranges over [1, 100], and kernel "
-                                        "sm16_s is not size-generic yet (its code at seq=1 differs from the "
+    ck_assert_ptr_nonnull(strstr(r.err, "--device gpu: dimension 'd' ranges over [8, 40], and kernel "
+                                        "attd_a is not size-generic yet (its code at d=8 differs from the "
                                         "code at the largest sizes (line "));
-    ck_assert_ptr_nonnull(strstr(r.err, "or fix the size with --dim seq=N..N"));
+    ck_assert_ptr_nonnull(strstr(r.err, "reads '#define ATT_D 8'"));
+    ck_assert_ptr_nonnull(strstr(r.err, "or fix the size with --dim d=N..N"));
     cli_result_free(&r);
-    r = RUN("--emit", "plan", s16);
+    r = RUN("--run", "--device", "emu", ad);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--device emu: dimension 'd' ranges over [8, 64], and kernel attd_a"));
+    cli_result_free(&r);
+    r = RUN("--emit", "plan", ad);
     ck_assert_ptr_nonnull(strstr(r.out, "\"size_generic\": false"));
-    ck_assert_ptr_nonnull(strstr(r.out, "\"not_size_generic\": \"its code at seq=1 differs"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"not_size_generic\": \"its code at d=8 differs"));
+    cli_result_free(&r);
+    /* the f16 softmax over seq, refused here until its vector width was
+     * decided for the whole range, is size-generic */
+    r = RUN(cli_src("tests/data/dims/softmax_f16_seq.json"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "; 1 of 1 kernels size-generic\n"));
     cli_result_free(&r);
     const char *a16 = cli_src("tests/data/dims/attention_f16_seq.json");
     if (test_have_cxx()) {   /* the sm_80 template takes the dims at launch */
@@ -932,6 +997,7 @@ int main(void) {
     tcase_add_test(tc, blocks_on_emu_at_three_sizes_compile_once);
     tcase_add_test(tc, greedy_generation_matches_pytorch);
     tcase_add_test(tc, sm90a_templates_on_emu_at_three_sizes);
+    tcase_add_test(tc, norms_over_a_symbolic_width_on_emu_at_three_sizes);
     tcase_add_test(tc, gpt2_decode_example_at_three_cache_lengths);
     suite_add_tcase(s, tc);
     return test_main(s);

@@ -384,9 +384,12 @@ END_TEST
  * takes the launches there) against the CPU at the same sizes; nothing is
  * compiled after the first size. The sm_90a attention (causal, split-KV
  * decode, GQA packing) and GEMM read the dims from shared memory, which
- * only a GPU run checks on hardware (the graphs are planned as read, not
- * rewritten: each is one kernel; test_dims runs the blocks, rewritten, on
- * the emulator). */
+ * only a GPU run checks on hardware, and the norms and softmax over a
+ * row width that is a dimension (a warp row's registers for the largest
+ * row, 16-byte loads over 8*seq, the cached and the re-read block rows).
+ * The graphs are planned as read, not rewritten (one kernel each, the
+ * rmsnorm's residual add two); test_dims runs the blocks, rewritten, on
+ * the emulator. */
 START_TEST(test_size_generic_kernels_match_cpu) {
     static const struct {
         const char *path;
@@ -396,6 +399,10 @@ START_TEST(test_size_generic_kernels_match_cpu) {
         {"tests/data/dims/decode_f16_past.json", {1, 700, 3001}},
         {"tests/data/dims/gqa_f16_seq.json", {1, 49, 96}},
         {"tests/data/dims/matmul_f16_seq.json", {1, 77, 300}},
+        {"tests/data/dims/softmax_f16_seq.json", {1, 37, 128}},
+        {"tests/data/dims/softmax_f32_seq.json", {1, 77, 2999}},
+        {"tests/data/dims/layernorm_f16_seq.json", {1, 37, 128}},
+        {"tests/data/dims/rmsnorm_bf16_seq.json", {1, 333, 19999}},
     };
     int failed = 0;
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {

@@ -115,7 +115,7 @@ static int check_graph_launches(const char *path) {
         /* the model recomputed from the plan's tiling */
         mcir_launch la;
         const char *why = "";
-        ck_assert_msg(mcir_launch_of(p->target, k, &la, &why), "%s: %s", n, why);
+        ck_assert_msg(mcir_launch_of(p->target, p->graph, k, &la, &why), "%s: %s", n, why);
         for (int j = 0; j < 3; j++) ck_assert(la.grid[j] == k->grid[j] && la.block[j] == k->block[j]);
         ck_assert_int_eq(la.smem_bytes, k->smem_bytes);
         ck_assert_int_eq(la.smem_static_bytes, k->smem_static_bytes);
@@ -509,7 +509,7 @@ START_TEST(test_every_candidate_runs_emulated) {
             if (mcir_attention_problem_of(k, &pr.a)) {
                 pr.attention = true;
                 pr.graph = problem_graph(k, NULL, &pr.a);
-            } else if (k->tpl == MCIR_TEMPLATE_STREAMING_NORM && mcir_rows_problem_of(k, &pr.r) &&
+            } else if (k->tpl == MCIR_TEMPLATE_STREAMING_NORM && mcir_rows_problem_of(c.plan->graph, k, &pr.r) &&
                        k->n_nodes == 1) {
                 pr.graph = problem_graph(k, &pr.r, NULL);
             } else {
@@ -543,7 +543,7 @@ START_TEST(test_every_candidate_runs_emulated) {
             mcir_attention_problem ag;
             mcir_rows_problem rg;
             bool att = probs[i].attention;
-            ck_assert(att ? mcir_attention_problem_of(k, &ag) : mcir_rows_problem_of(k, &rg));
+            ck_assert(att ? mcir_attention_problem_of(k, &ag) : mcir_rows_problem_of(p->graph, k, &rg));
             int nc = att ? mcir_attention_candidates(p->target, &ag, &al, 1)
                          : mcir_rows_candidates(p->target, &rg, &rl, 1);
             ck_assert_int_eq(nc, 1);

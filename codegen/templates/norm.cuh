@@ -9,7 +9,10 @@
 // 4 where only 4 | W; 1 otherwise), NORM_WARP_ROW (a warp per row, values
 // kept in registers) or a block per row with the row cached in shared
 // memory (NORM_CACHE) or re-read (wide rows), NORM_EPS, and the accessors
-// x_load(xi, vals, MC_ARGS) (NORM_V values of X at element xi), gamma_v /
+// NORM_NCHUNK (a warp per row: the chunks of NORM_V * 32 elements each
+// lane's registers hold; given where NORM_W is an expression of the dims,
+// from the largest width in range, the chunks past the row's end
+// skipped), x_load(xi, vals, MC_ARGS) (NORM_V values of X at element xi), gamma_v /
 // beta_v (NORM_V parameters at column j) and epilogue_v(xi, vals, MC_ARGS)
 // (the fused chain per value, then packed stores of NORM_V outputs).
 //
@@ -118,12 +121,14 @@ __device__ __forceinline__ void norm_apply(const norm_stat& s, float* v, i64 j, 
 #endif
 }
 
-__device__ __forceinline__ i64 norm_index(i64 row, i64 j) {
+__device__ __forceinline__ i64 norm_index(i64 row, i64 j MC_DIMS_PARAMS) {
     return ((row / NORM_INNER) * NORM_W + j) * NORM_INNER + row % NORM_INNER;
 }
 
 #define NORM_CHUNK (NORM_V * NORM_LANES)
+#ifndef NORM_NCHUNK   // a warp's chunks of the row (a width that depends on a dim: at its largest)
 #define NORM_NCHUNK ((NORM_W + NORM_CHUNK - 1) / NORM_CHUNK)
+#endif
 
 __device__ __forceinline__ void mc_norm(MC_PARAMS) {
 #if NORM_WARP_ROW
@@ -136,7 +141,7 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
 #pragma unroll
         for (int c = 0; c < NORM_NCHUNK; c++) {
             const i64 j = (i64)(c * NORM_LANES + lane) * NORM_V;
-            if (j < NORM_W) x_load(norm_index(row, j), &vals[c * NORM_V], MC_ARGS);
+            if (j < NORM_W) x_load(norm_index(row, j MC_DIMS_ARGS), &vals[c * NORM_V], MC_ARGS);
         }
         norm_stat s = norm_identity();
 #pragma unroll
@@ -152,7 +157,7 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
         for (int c = 0; c < NORM_NCHUNK; c++) {
             const i64 j = (i64)(c * NORM_LANES + lane) * NORM_V;
             if (j < NORM_W) {
-                const i64 xi = norm_index(row, j);
+                const i64 xi = norm_index(row, j MC_DIMS_ARGS);
                 norm_apply(s, &vals[c * NORM_V], j, xi, MC_ARGS);
                 epilogue_v(xi, &vals[c * NORM_V], MC_ARGS);
             }
@@ -170,7 +175,7 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
         norm_stat s = norm_identity();
         for (i64 j = (i64)threadIdx.x * NORM_V; j < NORM_W; j += (i64)NORM_CHUNK) {
             float v[NORM_V];
-            x_load(norm_index(row, j), v, MC_ARGS);
+            x_load(norm_index(row, j MC_DIMS_ARGS), v, MC_ARGS);
 #pragma unroll
             for (int u = 0; u < NORM_V; u++) {
                 norm_add(s, v[u]);
@@ -191,9 +196,9 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
 #pragma unroll
             for (int u = 0; u < NORM_V; u++) v[u] = MC_SLD(cache[j + u]);   // written by this same thread
 #else
-            x_load(norm_index(row, j), v, MC_ARGS);
+            x_load(norm_index(row, j MC_DIMS_ARGS), v, MC_ARGS);
 #endif
-            const i64 xi = norm_index(row, j);
+            const i64 xi = norm_index(row, j MC_DIMS_ARGS);
             norm_apply(s, v, j, xi, MC_ARGS);
             epilogue_v(xi, v, MC_ARGS);
         }
