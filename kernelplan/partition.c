@@ -958,27 +958,51 @@ static const mcir_node *state_concat(const mcir_tensor *o, int *axis) {
     return n;
 }
 
-/* The self-copying pieces of each state concat join the concat's region. */
+/* Single-node region of s joins region u (later regions move down one). */
+static void region_move(part_ctx *c, region *regions, int *n_regions, mcir_node *s, int u) {
+    int w = c->unit_of[s->id];
+    region_add(c->p->arena, &regions[u], s, c->pos[s->id]);
+    c->unit_of[s->id] = u;
+    for (int q = w + 1; q < *n_regions; q++) {
+        regions[q - 1] = regions[q];
+        for (int j = 0; j < regions[q - 1].n; j++) c->unit_of[regions[q - 1].nodes[j]->id] = q - 1;
+    }
+    (*n_regions)--;
+}
+
+/* The self-copying pieces of each state concat join the concat's region;
+ * so do the slices of the state that only attention reads (as K or V). */
 static void state_pieces_join(part_ctx *c, region *regions, int *n_regions) {
     const mcir_graph *g = c->g;
-    mcir_arena *a = c->p->arena;
     for (int i = 0; i < g->n_outputs; i++) {
         int axis;
         const mcir_node *n = state_concat(g->outputs[i], &axis);
-        if (!n || c->unit_of[n->id] < 0) continue;
-        for (int k = 0; k < n->n_inputs; k++) {
+        if (!g->outputs[i]->state_input) continue;
+        for (int k = 0; n && c->unit_of[n->id] >= 0 && k < n->n_inputs; k++) {
             if (!self_piece(n, axis, k, g->outputs[i]->state_input)) continue;
             mcir_node *s = n->inputs[k]->producer;
             int w = c->unit_of[s->id], u = c->unit_of[n->id];
             int nc = c->cons_start[n->inputs[k]->id + 1] - c->cons_start[n->inputs[k]->id];
             if (w < 0 || w == u || regions[w].n != 1 || nc != 1 || c->role[s->id] != ROLE_KERNEL) continue;
-            region_add(a, &regions[u], s, c->pos[s->id]);
-            c->unit_of[s->id] = u;
-            for (int q = w + 1; q < *n_regions; q++) {   /* drop w: later regions move down one */
-                regions[q - 1] = regions[q];
-                for (int j = 0; j < regions[q - 1].n; j++) c->unit_of[regions[q - 1].nodes[j]->id] = q - 1;
+            region_move(c, regions, n_regions, s, u);
+        }
+        /* the valid rows attention reads (slice(O, axis, 0, n)): a strided
+         * view of the state inside the attention's kernel, not a copy */
+        const mcir_tensor *o = g->outputs[i];
+        for (int q = c->cons_start[o->id]; q < c->cons_start[o->id + 1]; q++) {
+            mcir_node *s = c->cons[q];
+            if (s->op != MCIR_OP_SLICE || mcir_node_int(s, "step") != 1 || s->outputs[0]->is_output ||
+                c->role[s->id] != ROLE_KERNEL || c->unit_of[s->id] < 0 || regions[c->unit_of[s->id]].n != 1)
+                continue;
+            int u = -1;
+            bool ok = c->cons_start[s->outputs[0]->id + 1] > c->cons_start[s->outputs[0]->id];
+            for (int r = c->cons_start[s->outputs[0]->id]; ok && r < c->cons_start[s->outputs[0]->id + 1]; r++) {
+                const mcir_node *at = c->cons[r];
+                ok = at->op == MCIR_OP_ATTENTION && at->inputs[0] != s->outputs[0] && c->role[at->id] == ROLE_KERNEL &&
+                     (u < 0 || u == c->unit_of[at->id]);
+                u = c->unit_of[at->id];
             }
-            (*n_regions)--;
+            if (ok && u >= 0 && u != c->unit_of[s->id]) region_move(c, regions, n_regions, s, u);
         }
     }
 }

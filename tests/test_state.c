@@ -307,7 +307,7 @@ START_TEST(decode_state_on_emu_at_three_lengths) {
     json_error_t je;
     json_t *plan = json_loads(r.out, 0, &je);
     ck_assert_ptr_nonnull(plan);
-    int windows = 0;
+    int windows = 0, attentions = 0;
     json_t *k;
     size_t i;
     json_array_foreach(json_object_get(plan, "kernels"), i, k) {
@@ -320,8 +320,19 @@ START_TEST(decode_state_on_emu_at_three_lengths) {
             windows++;
         }
         if (ws) ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(k, "grid"), 0)), 1);
+        /* attention reads the valid rows where they are (no copy kernel) */
+        json_array_foreach(json_object_get(k, "writes"), j, x)
+            ck_assert_msg(!strstr(json_string_value(x), "k_all") && !strstr(json_string_value(x), "v_all"), "%s",
+                          json_string_value(x));
+        if (!strcmp(json_string_value(json_object_get(k, "template")), "streaming_attention")) {
+            bool reads_cache = false;
+            json_array_foreach(json_object_get(k, "reads"), j, x) reads_cache |= !strncmp(json_string_value(x), "cache_", 6);
+            ck_assert(reads_cache);
+            attentions++;
+        }
     }
     ck_assert_int_eq(windows, 4);
+    ck_assert_int_eq(attentions, 2);
     json_decref(plan);
     cli_result_free(&r);
     r = RUN("--emit", "memory", graph);
