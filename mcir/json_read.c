@@ -1235,6 +1235,17 @@ static mcir_tensor *state_end(reader *r, json_t *e, int epv, const char *key, si
     return t;
 }
 
+/* "[1, past+1]": t's extents as polynomials over the dims. */
+static void sym_shape_text(const mcir_graph *g, const mcir_tensor *t, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->rank && k < n; i++) {
+        char e[96];
+        mcir_extent x = mcir_tensor_extent(t, i);
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", mcir_extent_str(g, &x, e, sizeof e));
+    }
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
 static void read_state(reader *r, json_t *list, int pv) {
     if (!json_is_array(list)) {
         err(r, at(r, pv), "'state' must be a list of {\"input\", \"output\"} pairs, got %s", json_kind(list));
@@ -1256,11 +1267,12 @@ static void read_state(reader *r, json_t *list, int pv) {
             same = mcir_extent_equal(&a, &b);
         }
         char si[160], so[160];
+        sym_shape_text(r->g, in, si, sizeof si);
+        sym_shape_text(r->g, out, so, sizeof so);
         if (!same) {
             err(r, at(r, epv), "state %zu: output '%s' (%s %s) is not the same dtype and shape as input '%s' "
-                "(%s %s): a state is written over its input's bytes", i, out->name, mcir_dtype_name(out->dtype),
-                mcir_shape_str(out, so, sizeof so), in->name, mcir_dtype_name(in->dtype),
-                mcir_shape_str(in, si, sizeof si));
+                "(%s %s): a state is written over its input's bytes", i, out->name, mcir_dtype_name(out->dtype), so,
+                in->name, mcir_dtype_name(in->dtype), si);
             continue;
         }
         if (out->state_input) {
