@@ -108,8 +108,10 @@ typedef struct gpu_run {
      * step and the device holds the state since (the next step reads it
      * there); keep_state: their outputs are not copied back into env. */
     bool state_loaded, keep_state;
+    int recaptures;          /* graphs captured again after a rebind */
     bool capturing;          /* a failure now is a capture's */
     CUgraphExec exec;        /* the instantiated capture (NULL: not yet) */
+    int64_t exec_dims[MCIR_MAX_DIMS];   /* the dims' values it captured (a graph with dims) */
     double host_us;          /* host time to issue the last step's launches */
     double capture_us;       /* host time of the first graph step's warm-up and capture */
 } gpu_run;
@@ -849,9 +851,24 @@ fail:
  * captures: the launches run once as without graphs (what a library
  * allocates on its first call is allocated outside the capture, and a
  * fault there names its kernel), then are captured, then replayed. */
+/* Whether the graph's dims moved since the capture (mcir_codegen_rebind
+ * between steps: a decode loop's length): its launches' extents and
+ * grids are stale. */
+static bool capture_stale(const gpu_run *r) {
+    for (int k = 0; r->exec && k < r->g->n_dims; k++)
+        if (r->exec_dims[k] != r->g->dims[k].value) return true;
+    return false;
+}
+
 static bool graph_launch(gpu_run *r) {
     size_t W = sizeof r->why;
+    if (capture_stale(r)) {   /* captured again at the new sizes, warm-up first as at the first step */
+        cu->cuGraphExecDestroy(r->exec);
+        r->exec = NULL;
+        r->recaptures++;
+    }
     if (!r->exec) {
+        for (int k = 0; k < r->g->n_dims; k++) r->exec_dims[k] = r->g->dims[k].value;
         double t0 = now_s();
         if (!run_launch(r) || !graph_capture(r)) return false;
         r->capture_us = (now_s() - t0) * 1e6;
@@ -1172,6 +1189,7 @@ bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *b
         stats->lt_fallbacks = r->lt_fallbacks;
         stats->host_us = r->host_us;
         stats->capture_us = r->capture_us;
+        stats->recaptures = r->recaptures;
         stats->graph = r->graphs;
     }
     if (ok && !s->warned && r->blas_note[0]) mcir_warning(d, graph, "%s", r->blas_note);

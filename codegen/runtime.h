@@ -61,6 +61,7 @@ typedef struct {
                                  * emulator it includes the kernels, which run as they are issued) */
     bool graph;                 /* the step ran as a CUDA graph (captured at the first step, replayed) */
     double capture_us;          /* the first graph step: host time of its warm-up launches and the capture */
+    int recaptures;             /* graphs captured again because the dims moved (the session's total) */
 } mcir_gpu_stats;
 
 /* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.
@@ -126,7 +127,10 @@ bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, 
  * outputs are the replay's. The arena, the weights and the session's own
  * input and output buffers never move, so nothing is re-bound between
  * replays: each step copies its inputs into the same buffers first. A
- * graph replays the grids and extents it captured. With graphs, bound tensors always go through the
+ * graph replays the grids and extents it captured: a step after
+ * mcir_codegen_rebind moved the dims (a decode loop's length) captures
+ * again at the new sizes, warm-up first as at the first step
+ * (stats->recaptures counts them; one graph per size bucket is not yet). With graphs, bound tensors always go through the
  * session's buffers (a device copy in before the replay, out after), so
  * a caller may bind other addresses at every step with no re-capture.
  * Graphs need the POOL or EAGER mode and no --sync (LAZY's frees and

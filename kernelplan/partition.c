@@ -1014,7 +1014,7 @@ static bool kernel_has(const mcir_kernel_plan *k, const mcir_node *n) {
 }
 
 /* Each state output takes its input's bytes (alias_root) where that is
- * safe: one kernel W writes it; no kernel after W reads the input; inside
+ * safe: one kernel W writes it; no other kernel reads the input; inside
  * W the input is read only by the concat's self-copying pieces. Then W
  * computes only the other pieces' rows. Otherwise the output keeps a
  * buffer of its own and the runtime copies it over the input between
@@ -1036,13 +1036,18 @@ static void plan_states(part_ctx *c) {
             ok ? mcir_arena_printf(a, "kernel %s writes '%s'", p->kernels[wk].name, o->name)
                : mcir_arena_printf(a, "'%s' is %s", o->name, wk < 0 ? "written by no kernel (a view of another tensor)"
                                                                     : "a view of another tensor")));
-        for (int k = wk + 1; ok && k < p->n_kernels; k++)
-            for (int j = 0; ok && j < p->kernels[k].n_reads; j++)
+        /* no other kernel reads x: not after W (the bytes are o's then),
+         * nor before (a step rerun — a CUDA graph's warm-up, then its
+         * replay — would read what W wrote: the step must be idempotent
+         * over its state) */
+        for (int k = 0; ok && k < p->n_kernels; k++)
+            for (int j = 0; ok && k != wk && j < p->kernels[k].n_reads; j++)
                 if (p->alias_root[p->kernels[k].reads[j]->id] == x) {
                     ok = false;
-                    json_array_append_new(ck, legality("input_dead_after", false,
-                        mcir_arena_printf(a, "kernel %s reads '%s' after kernel %s writes '%s' over it",
-                                          p->kernels[k].name, x->name, p->kernels[wk].name, o->name)));
+                    json_array_append_new(ck, legality("read_by_its_writer_only", false,
+                        mcir_arena_printf(a, "kernel %s reads '%s' %s kernel %s writes '%s' over it",
+                                          p->kernels[k].name, x->name, k > wk ? "after" : "before",
+                                          p->kernels[wk].name, o->name)));
                 }
         const mcir_node *cat = ok ? state_concat(o, &axis) : NULL;
         if (ok) {

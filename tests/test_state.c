@@ -414,52 +414,63 @@ START_TEST(greedy_generation_with_resident_cache) {
     ck_assert(update && update->windows && update->windows[w].axis == 2);
     const mcir_tensor *ids = mcir_graph_find_tensor(g, "input_ids"), *pos = mcir_graph_find_tensor(g, "position_ids"),
                       *logits = mcir_graph_find_tensor(g, "logits");
-    mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = 0, .keep_state = true};
-    mcir_gpu_session *s = mcir_emu_session_open(c.codegen, env, &o, &d);
-    ck_assert_ptr_nonnull(s);
-    mcir_compile_stats cs0, cs;
-    int64_t grid = -1;
-    for (int step = 1; step < n_tokens; step++) {
-        int64_t past = 4 + step;   /* the prompt's 5 tokens, then one a step */
-        ck_assert(mcir_codegen_rebind(c.codegen, &past, &d));
-        mcir_env_set_int(env, ids, &tok);
-        mcir_env_set_int(env, pos, &past);
-        mcir_gpu_stats st;
-        ck_assert_msg(mcir_gpu_session_step(s, env, NULL, &st, &d), "step %d", step);
-        if (step == 1) mcir_codegen_emu_compile_stats(c.codegen, &cs0);
-        mcir_codegen_emu_compile_stats(c.codegen, &cs);
-        ck_assert_int_eq(cs.nvrtc_compiles, cs0.nvrtc_compiles);
-        if (grid < 0) grid = update->grid[0];
-        ck_assert_int_eq(update->grid[0], grid);   /* the same launch at every length */
-        ck_assert_int_eq(mcir_kernel_write_items(update, w), 4 * 16);   /* one row per head */
-        tok = argmax(mcir_env_get(env, logits), 256);
-        ck_assert_msg(tok == tokens[step], "step %d: token %lld, PyTorch's %lld", step, (long long)tok,
-                      (long long)tokens[step]);
-        for (int i = 0; i < 4; i++) {
-            ck_assert_ptr_null(mcir_env_get(env, outs[i]));   /* never copied back */
-            float *junk = calloc(4 * 64 * 16, sizeof(float));
-            for (int e = 0; e < 4 * 64 * 16; e++) junk[e] = 1e3f;
-            mcir_env_set(env, caches[i], junk);   /* a step that uploaded it would go wrong */
-            free(junk);
+    int64_t tok0 = tok;
+    for (int graphs = 0; graphs < 2; graphs++) {   /* with graphs: captured again at each length */
+        tok = tok0;
+        if (graphs) {   /* a fresh env: no output of the first session in it */
+            mcir_env_free(env);
+            env = mcir_env_new(g, 0);
         }
-    }
-    /* the caches as the session left them: the prompt's rows as prefilled,
-     * one row a step after them, the rest never written */
-    int valid = 4 + n_tokens;
-    for (int i = 0; i < 4; i++) {
-        ck_assert(mcir_gpu_session_read(s, env, outs[i], &d));
-        const float *cache = mcir_env_get(env, outs[i]);
-        for (int h = 0; h < 4; h++)
-            for (int row = 0; row < 64; row++) {
-                const float *a = cache + (h * 64 + row) * 16, *b = prefilled[i] + (h * 64 + row) * 16;
-                bool nonzero = false;
-                for (int e = 0; e < 16; e++) nonzero |= a[e] != 0;
-                if (row < 5) ck_assert(memcmp(a, b, 16 * sizeof(float)) == 0);
-                else ck_assert_msg(nonzero == (row < valid), "%s head %d row %d", names[i], h, row);
+        for (int i = 0; i < 4; i++) mcir_env_set(env, caches[i], prefilled[i]);
+        mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = graphs, .keep_state = true};
+        mcir_gpu_session *s = mcir_emu_session_open(c.codegen, env, &o, &d);
+        ck_assert_ptr_nonnull(s);
+        mcir_compile_stats cs0, cs;
+        int64_t grid = -1;
+        for (int step = 1; step < n_tokens; step++) {
+            int64_t past = 4 + step;   /* the prompt's 5 tokens, then one a step */
+            ck_assert(mcir_codegen_rebind(c.codegen, &past, &d));
+            mcir_env_set_int(env, ids, &tok);
+            mcir_env_set_int(env, pos, &past);
+            mcir_gpu_stats st;
+            ck_assert_msg(mcir_gpu_session_step(s, env, NULL, &st, &d), "step %d", step);
+            ck_assert(st.graph == (graphs == 1));
+            ck_assert_int_eq(st.recaptures, graphs ? step - 1 : 0);
+            if (step == 1) mcir_codegen_emu_compile_stats(c.codegen, &cs0);
+            mcir_codegen_emu_compile_stats(c.codegen, &cs);
+            ck_assert_int_eq(cs.nvrtc_compiles, cs0.nvrtc_compiles);
+            if (grid < 0) grid = update->grid[0];
+            ck_assert_int_eq(update->grid[0], grid);   /* the same launch at every length */
+            ck_assert_int_eq(mcir_kernel_write_items(update, w), 4 * 16);   /* one row per head */
+            tok = argmax(mcir_env_get(env, logits), 256);
+            ck_assert_msg(tok == tokens[step], "graphs %d step %d: token %lld, PyTorch's %lld", graphs, step,
+                          (long long)tok, (long long)tokens[step]);
+            for (int i = 0; i < 4; i++) {
+                ck_assert_ptr_null(mcir_env_get(env, outs[i]));   /* never copied back */
+                float *junk = calloc(4 * 64 * 16, sizeof(float));
+                for (int e = 0; e < 4 * 64 * 16; e++) junk[e] = 1e3f;
+                mcir_env_set(env, caches[i], junk);   /* a step that uploaded it would go wrong */
+                free(junk);
             }
-        free(prefilled[i]);
+        }
+        /* the caches as the session left them: the prompt's rows as
+         * prefilled, one row a step after them, the rest never written */
+        int valid = 4 + n_tokens;
+        for (int i = 0; i < 4; i++) {
+            ck_assert(mcir_gpu_session_read(s, env, outs[i], &d));
+            const float *cache = mcir_env_get(env, outs[i]);
+            for (int h = 0; h < 4; h++)
+                for (int row = 0; row < 64; row++) {
+                    const float *a = cache + (h * 64 + row) * 16, *b = prefilled[i] + (h * 64 + row) * 16;
+                    bool nonzero = false;
+                    for (int e = 0; e < 16; e++) nonzero |= a[e] != 0;
+                    if (row < 5) ck_assert(memcmp(a, b, 16 * sizeof(float)) == 0);
+                    else ck_assert_msg(nonzero == (row < valid), "%s head %d row %d", names[i], h, row);
+                }
+        }
+        mcir_gpu_session_close(s);
     }
-    mcir_gpu_session_close(s);
+    for (int i = 0; i < 4; i++) free(prefilled[i]);
     mcir_env_free(env);
     mcir_compilation_free(&c);
     mcir_npy_free(&want);
