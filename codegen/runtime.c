@@ -845,12 +845,6 @@ fail:
     return false;
 }
 
-/* One replay of the captured graph, timed like run_launch (two events,
- * the host time to issue it), then waited for within the sum of the
- * kernels' watchdog deadlines. The first step warms up before it
- * captures: the launches run once as without graphs (what a library
- * allocates on its first call is allocated outside the capture, and a
- * fault there names its kernel), then are captured, then replayed. */
 /* Whether the graph's dims moved since the capture (mcir_codegen_rebind
  * between steps: a decode loop's length): its launches' extents and
  * grids are stale. */
@@ -860,6 +854,12 @@ static bool capture_stale(const gpu_run *r) {
     return false;
 }
 
+/* One replay of the captured graph, timed like run_launch (two events,
+ * the host time to issue it), then waited for within the sum of the
+ * kernels' watchdog deadlines. The first step warms up before it
+ * captures: the launches run once as without graphs (what a library
+ * allocates on its first call is allocated outside the capture, and a
+ * fault there names its kernel), then are captured, then replayed. */
 static bool graph_launch(gpu_run *r) {
     size_t W = sizeof r->why;
     if (capture_stale(r)) {   /* captured again at the new sizes, warm-up first as at the first step */

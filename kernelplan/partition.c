@@ -998,7 +998,10 @@ static void state_pieces_join(part_ctx *c, region *regions, int *n_regions) {
             bool ok = c->cons_start[s->outputs[0]->id + 1] > c->cons_start[s->outputs[0]->id];
             for (int r = c->cons_start[s->outputs[0]->id]; ok && r < c->cons_start[s->outputs[0]->id + 1]; r++) {
                 const mcir_node *at = c->cons[r];
-                ok = at->op == MCIR_OP_ATTENTION && at->inputs[0] != s->outputs[0] && c->role[at->id] == ROLE_KERNEL &&
+                bool kv = at->n_inputs >= 3 && (at->inputs[1] == s->outputs[0] || at->inputs[2] == s->outputs[0]);
+                for (int j = 0; kv && j < at->n_inputs; j++)
+                    kv = (j == 1 || j == 2) || at->inputs[j] != s->outputs[0];
+                ok = at->op == MCIR_OP_ATTENTION && kv && c->role[at->id] == ROLE_KERNEL &&
                      (u < 0 || u == c->unit_of[at->id]);
                 u = c->unit_of[at->id];
             }
