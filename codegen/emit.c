@@ -341,7 +341,7 @@ void cg_sb_view_offset(cg_sb *b, const cg_view *v) {
  * from the extent's end (the dims rules hold it inside for every size). */
 static mcir_extent slice_first(const mcir_node *n, const mcir_tensor *in, int axis, int64_t first) {
     const mcir_attr *a = mcir_node_attr(n, "start");
-    if (cg_dyn && a && a->dim_of && a->dim_of[0] >= 0) return mcir_extent_dim(a->dim_of[0]);
+    if (cg_dyn && a && a->dim_of && a->dim_of[0] >= 0) return mcir_attr_extent(a, 0);
     int64_t c = mcir_node_int(n, "start");
     mcir_extent e = mcir_tensor_extent(in, axis), k = mcir_extent_const(c), out;
     if (cg_dyn && c < 0 && !mcir_extent_is_const(&e, NULL) && mcir_extent_add(&e, &k, &out)) return out;

@@ -108,8 +108,12 @@ typedef struct gpu_run {
     char why[768];
     /* graphs (sessions): the launches captured once, replayed each step */
     bool graphs;             /* capture at the first step at each size, replay after */
+    /* States (graph.json "state"): their inputs were filled at an earlier
+     * step and the device holds the state since (the next step reads it
+     * there); keep_state: their outputs are not copied back into env. */
+    bool state_loaded, keep_state;
+    int recaptures;          /* graphs captured after the session's first (new sizes, or evicted) */
     bool capturing;          /* a failure now is a capture's */
-    bool warmed;             /* the launch sequence ran once uncaptured (the first graph step) */
     CUgraphExec exec;        /* the graph of this step's sizes (NULL: not captured yet) */
     /* a graph with dims: one capture per size, the least recently used
      * given up beyond GRAPH_SIZES (sized_evicted counts them) */
@@ -231,6 +235,13 @@ static const mcir_tensor *root_of(const gpu_run *r, const mcir_tensor *t) {
 static bool is_graph_tensor(const mcir_tensor *t) {
     return t->kind == MCIR_TENSOR_INPUT || t->kind == MCIR_TENSOR_WEIGHT ||
            t->kind == MCIR_TENSOR_OUTPUT || t->is_output;
+}
+
+/* The output carried over input t's bytes (graph.json "state"), or NULL. */
+static const mcir_tensor *state_output(const gpu_run *r, const mcir_tensor *t) {
+    for (int j = 0; t->kind == MCIR_TENSOR_INPUT && j < r->g->n_outputs; j++)
+        if (r->g->outputs[j]->state_input == t) return r->g->outputs[j];
+    return NULL;
 }
 
 /* A graph input or output: placed (and an input filled) at every step. */
@@ -620,6 +631,17 @@ static bool step_place(gpu_run *r, mcir_env *env, const uint64_t *bound) {
             continue;
         }
         if (cg_runtime_mutant == CG_MUTANT_REPLAY_SKIPS_INPUTS && r->exec) continue;
+        /* a state after its first step: the plan wrote the output over the
+         * input's bytes (its alias), or the output has bytes of its own
+         * that become the input's here, on the device */
+        const mcir_tensor *so = r->state_loaded ? state_output(r, tt) : NULL;
+        if (so && root_of(r, so) == tt) continue;
+        if (so && r->ptr[root_of(r, so)->id]) {
+            CU_CHECK(cu->cuMemcpyDtoDAsync_v2(r->ptr[t], r->ptr[root_of(r, so)->id], (size_t)mcir_tensor_bytes(tt),
+                                              r->stream),
+                     r->why, sizeof r->why);
+            continue;
+        }
         if (!upload(r, t, env)) return false;
     }
     return true;
@@ -909,7 +931,8 @@ static void graph_keep(gpu_run *r) {
 static bool graph_launch(gpu_run *r) {
     size_t W = sizeof r->why;
     graph_select(r);
-    if (!r->exec) {
+    if (!r->exec) {   /* sizes without a graph: warm-up, capture */
+        if (r->n_sized > 0 || r->sized_evicted > 0) r->recaptures++;
         double t0 = now_s();
         if (!run_launch(r) || !graph_capture(r)) return false;
         graph_keep(r);
@@ -969,6 +992,7 @@ static bool run_copy_back(gpu_run *r, mcir_env *env) {
             snprintf(r->why, sizeof r->why, "output '%s' was never placed on the device", t->name);
             return false;
         }
+        if (r->keep_state && t->state_input && !(r->bound && r->bound[t->id])) continue;   /* stays on the device */
         if (r->bound && r->bound[t->id]) {
             /* the caller's buffer: written in place, or (a view of another
              * tensor) copied into it on the device */
@@ -1157,7 +1181,7 @@ static mcir_gpu_session *session_open(const mcir_cu_driver *drv, mcir_codegen *c
     gpu_run *r = &s->r;
     *r = (gpu_run){.cg = cg, .p = cg->plan, .g = cg->plan->graph, .m = cg->mem, .mode = o ? o->mode : MCIR_ALLOC_POOL,
                    .failed = -1, .completed = -1, .launched = -1, .sync = sync_mode(),
-                   .graphs = graphs_wanted(o ? o->graphs : -1)};
+                   .graphs = graphs_wanted(o ? o->graphs : -1), .keep_state = o && o->keep_state};
     if (r->mode == MCIR_ALLOC_POOL && !cg->mem) r->mode = MCIR_ALLOC_EAGER;   /* no arena plan: one per tensor */
     const mcir_loc graph = {.path = cg->plan->graph->path};
     if (r->graphs && (r->mode == MCIR_ALLOC_LAZY || r->sync)) {
@@ -1222,6 +1246,7 @@ bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *b
     r->host_us = r->capture_us = 0;
     bool ok = step_place(r, env, bound) && (r->graphs ? graph_launch(r) : run_launch(r)) && run_copy_back(r, env);
     s->steps++;
+    r->state_loaded = ok;
     if (ok && stats) {
         stats->elapsed_ms = r->ms;
         stats->peak_device_bytes = r->peak;
@@ -1229,6 +1254,7 @@ bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *b
         stats->lt_fallbacks = r->lt_fallbacks;
         stats->host_us = r->host_us;
         stats->capture_us = r->capture_us;
+        stats->recaptures = r->recaptures;
         stats->graph = r->graphs;
         stats->graph_sizes = r->n_sized;
     }
@@ -1246,6 +1272,27 @@ bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *b
 }
 
 bool mcir_gpu_session_graphs(const mcir_gpu_session *s) { return s->r.graphs; }
+
+void mcir_gpu_session_reset_state(mcir_gpu_session *s) { s->r.state_loaded = false; }
+
+bool mcir_gpu_session_read(mcir_gpu_session *s, mcir_env *env, const mcir_tensor *t, mcir_diag *d) {
+    gpu_run *r = &s->r;
+    const mcir_loc graph = {.path = r->g->path};
+    if (!t->is_output || s->broken || !r->ptr || !r->ptr[root_of(r, t)->id]) {
+        mcir_error(d, graph, "'%s' %s", t->name, !t->is_output ? "is not a graph output" : "is not on the device "
+                   "(no step ran, or one failed)");
+        return false;
+    }
+    cu = s->drv;
+    void *h = malloc((size_t)mcir_tensor_bytes(t) + 1);
+    MCIR_ASSERT(h != NULL);
+    int rc = cu->cuStreamSynchronize(r->stream);
+    if (rc == CUDA_SUCCESS) rc = cu->cuMemcpyDtoH_v2(h, r->ptr[root_of(r, t)->id], (size_t)mcir_tensor_bytes(t));
+    if (rc == CUDA_SUCCESS) mcir_env_set_raw(env, t, h);
+    else mcir_error(d, graph, "reading '%s' back: %s (rc %d)", t->name, mcir_cu_error(rc), rc);
+    free(h);
+    return rc == CUDA_SUCCESS;
+}
 
 void mcir_gpu_session_close(mcir_gpu_session *s) {
     if (!s) return;

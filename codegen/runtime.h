@@ -62,6 +62,8 @@ typedef struct {
     bool graph;                 /* the step ran as a CUDA graph (captured at the first step, replayed) */
     double capture_us;          /* a graph step at new sizes: host time of its warm-up launches and the capture */
     int graph_sizes;            /* the graphs the session holds, one per size stepped at (at most 8) */
+    int recaptures;             /* graphs captured after the session's first: at new sizes, or again after
+                                 * one was given up (the session's total) */
 } mcir_gpu_stats;
 
 /* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.
@@ -147,6 +149,7 @@ typedef struct mcir_gpu_session mcir_gpu_session;
 typedef struct mcir_gpu_session_options {
     mcir_alloc_mode mode;
     int graphs;   /* 1 / 0 / -1: mcir_gpu_set_graphs, else MCIR_GPU_GRAPHS */
+    bool keep_state;   /* state outputs stay on the device (see below) */
 } mcir_gpu_session_options;
 /* NULL with a diagnostic where the device or the plan cannot be opened. */
 mcir_gpu_session *mcir_gpu_session_open(mcir_codegen *cg, mcir_env *env, const mcir_gpu_session_options *o,
@@ -158,6 +161,31 @@ bool mcir_gpu_session_step(mcir_gpu_session *s, mcir_env *env, const uint64_t *b
                            mcir_diag *d);
 /* Whether the session's steps run as a CUDA graph. */
 bool mcir_gpu_session_graphs(const mcir_gpu_session *s);
+
+/* States (graph.json "state": an output written over an input's bytes, a
+ * KV cache): the session keeps each pair in one device buffer for its
+ * whole life. The first step fills the input as any other (env's value,
+ * or seeded); every later step reads the state the step before left there
+ * — env's value of the input is not uploaded again, nothing is copied or
+ * re-bound (with graphs the replay writes the same bytes). Where the plan
+ * could not write the output over the input (the trace's state_in_place
+ * says why) the output has a buffer of its own, copied over the input's on
+ * the device before the next step. With keep_state the outputs are not
+ * copied back into env after a step: read one with mcir_gpu_session_read.
+ * reset_state: the next step fills the state inputs from env again (a new
+ * sequence).
+ *     mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .keep_state = true};
+ *     mcir_gpu_session *s = mcir_emu_session_open(cg, env, &o, &d);
+ *     mcir_env_set(env, cache, prefilled);              // read by step 1 only
+ *     for (int n = prompt; n < len; n++) {
+ *         int64_t past = n;
+ *         mcir_codegen_rebind(cg, &past, &d);           // the valid length
+ *         mcir_env_set(env, ids, next_token);
+ *         mcir_gpu_session_step(s, env, NULL, &st, &d); // writes row n in place
+ *     } */
+void mcir_gpu_session_reset_state(mcir_gpu_session *s);
+/* Copies graph output t as the last step left it into env. */
+bool mcir_gpu_session_read(mcir_gpu_session *s, mcir_env *env, const mcir_tensor *t, mcir_diag *d);
 void mcir_gpu_session_close(mcir_gpu_session *s);
 
 /* Diagnostics of device runs (docs/cli.md, "When a GPU run fails"):

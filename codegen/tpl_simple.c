@@ -66,8 +66,52 @@ static bool finish(cg_kernel *k, cg_sb *b, cg_emitter *e) {
 
 /* ---------------------------------------------------------- elementwise */
 
+/* A write's window (a state written over its input, kernelplan.h
+ * mcir_write_window): its first row and row count along the axis. */
+static const mcir_write_window *window_of(const mcir_kernel_plan *kp, int w, mcir_extent *start, mcir_extent *len,
+                                          int64_t *s0, int64_t *l0) {
+    if (!kp->windows || kp->windows[w].axis < 0) return NULL;
+    const mcir_write_window *x = &kp->windows[w];
+    MCIR_ASSERT(mcir_write_window_extents(x, start, len));
+    *s0 = *l0 = 0;
+    for (int q = 0; q <= x->last; q++) {
+        int64_t e = x->concat->inputs[q]->shape[x->axis];
+        if (q < x->first) *s0 += e;
+        else *l0 += e;
+    }
+    return x;
+}
+
+/* The elements of writes[0..n): each whole, or its window's rows. */
+static void items_sum(cg_sb *b, const mcir_kernel_plan *kp, int n) {
+    if (!kp->windows) {
+        cg_sb_numel_sum(b, (const mcir_tensor *const *)kp->writes, n);
+        return;
+    }
+    cg_sb_puts(b, "(0LL");
+    for (int w = 0; w < n; w++) {
+        mcir_extent st, len;
+        int64_t s0, l0;
+        const mcir_write_window *x = window_of(kp, w, &st, &len, &s0, &l0);
+        cg_sb_puts(b, " + ");
+        if (!x) {
+            cg_sb_numel(b, kp->writes[w]);
+            continue;
+        }
+        bool mask[MCIR_MAX_RANK];
+        for (int k = 0; k < kp->writes[w]->rank; k++) mask[k] = k != x->axis;
+        cg_sb_puts(b, "(");
+        cg_sb_prod(b, kp->writes[w], mask);
+        cg_sb_puts(b, ") * ");
+        cg_sb_ext(b, &len, l0);
+    }
+    cg_sb_puts(b, ")");
+}
+
 /* Every write of the region, one element per thread iteration, from the
- * emitted value functions (the whole chain recomputed per element). */
+ * emitted value functions (the whole chain recomputed per element); a
+ * write with a window, only its window's elements (i: their index in the
+ * whole tensor). */
 static bool gen_pointwise(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     mcir_kernel_plan *kp = k->kp;
     if (!plan_flat(k, MCIR_FLAT_POINTWISE, target, d)) return false;
@@ -84,15 +128,32 @@ static bool gen_pointwise(cg_kernel *k, const mcir_target *target, mcir_diag *d)
     cg_emit_signature(&b, kp, THREADS);
     cg_sb_puts(&b, " {\n"
                    "    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < ");
-    cg_sb_numel_sum(&b, (const mcir_tensor *const *)kp->writes, kp->n_writes);
+    items_sum(&b, kp, kp->n_writes);
     cg_sb_puts(&b, ";\n         t += (i64)gridDim.x * blockDim.x) {\n");
     for (int w = 0; w < kp->n_writes; w++) {
         const mcir_tensor *t = kp->writes[w];
         cg_sb_printf(&b, "        %sif (t < ", w ? "else " : "");
-        cg_sb_numel_sum(&b, (const mcir_tensor *const *)kp->writes, w + 1);
+        items_sum(&b, kp, w + 1);
         cg_sb_puts(&b, ") { i64 i = t - ");
-        cg_sb_numel_sum(&b, (const mcir_tensor *const *)kp->writes, w);
-        cg_sb_printf(&b, "; mc_st_%s(w%d, i, v%d(i, 0.0f, MC_ARGS)); }\n", cg_dsuffix(t->dtype), w, t->id);
+        items_sum(&b, kp, w);
+        cg_sb_puts(&b, ";");
+        mcir_extent st, len;
+        int64_t s0, l0;
+        const mcir_write_window *x = window_of(kp, w, &st, &len, &s0, &l0);
+        if (x) {   /* window index -> the tensor's: rows [start, start + len) of the axis */
+            bool inner[MCIR_MAX_RANK];
+            for (int j = 0; j < t->rank; j++) inner[j] = j > x->axis;
+            cg_sb_puts(&b, "\n            { const i64 in_ = ");
+            cg_sb_prod(&b, t, inner);
+            cg_sb_puts(&b, ", wl_ = ");
+            cg_sb_ext(&b, &len, l0);
+            cg_sb_puts(&b, " * in_, r_ = i % wl_;\n              i = ((i / wl_) * ");
+            cg_sb_extent(&b, t, x->axis);
+            cg_sb_puts(&b, " + ");
+            cg_sb_ext(&b, &st, s0);
+            cg_sb_puts(&b, " + r_ / in_) * in_ + r_ % in_; }\n           ");
+        }
+        cg_sb_printf(&b, " mc_st_%s(w%d, i, v%d(i, 0.0f, MC_ARGS)); }\n", cg_dsuffix(t->dtype), w, t->id);
     }
     cg_sb_puts(&b, "    }\n}\n");
     return finish(k, &b, &e);

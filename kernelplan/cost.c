@@ -183,6 +183,14 @@ static int64_t touched_bytes(const mcir_kernel_plan *k, const mcir_tensor *r) {
     return consumed && part < whole ? part : whole;
 }
 
+/* A read of a state's input by the kernel that writes the state over it
+ * through a window: the rows outside the window are never loaded. */
+static bool read_skipped(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    for (int w = 0; k->windows && w < k->n_writes; w++)
+        if (k->windows[w].axis >= 0 && k->writes[w]->state_input == t) return true;
+    return false;
+}
+
 /* Each distinct tensor the kernel reads, once (the same tensor may be
  * several reads: the parts of a folded split). */
 static int64_t reads_bytes(const mcir_kernel_plan *k) {
@@ -190,16 +198,17 @@ static int64_t reads_bytes(const mcir_kernel_plan *k) {
     for (int i = 0; i < k->n_reads; i++) {
         bool seen = false;
         for (int j = 0; j < i && !seen; j++) seen = k->reads[j] == k->reads[i];
-        if (!seen) b += touched_bytes(k, k->reads[i]);
+        if (!seen && !read_skipped(k, k->reads[i])) b += touched_bytes(k, k->reads[i]);
     }
     return b;
 }
 
 static int64_t writes_bytes(const mcir_kernel_plan *k) {
     int64_t b = 0;
-    for (int i = 0; i < k->n_writes; i++) b += mcir_tensor_bytes(k->writes[i]);
+    for (int i = 0; i < k->n_writes; i++) b += mcir_kernel_write_items(k, i) * esize(k->writes[i]);
     return b;
 }
+
 
 /* An operand read `passes` times in a row whose reuse span (the bytes
  * that must stay in L2 between two passes) exceeds the L2: every pass
@@ -267,7 +276,7 @@ static void cost_pointwise(cost_ctx *x) {
     double global = 0, flops = 0;
     for (int w = 0; w < k->n_writes; w++) {
         elem_cost e = chain_cost(k, k->writes[w], NULL, 0);
-        double n = (double)mcir_tensor_numel(k->writes[w]);
+        double n = (double)mcir_kernel_write_items(k, w);   /* a state's window: its rows */
         global += n * (e.bytes + (double)esize(k->writes[w]));
         flops += n * e.flops;
     }

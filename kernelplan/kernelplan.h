@@ -138,6 +138,17 @@ typedef struct mcir_kernel_access {
     int64_t strides[MCIR_MAX_RANK];
 } mcir_kernel_access;
 
+/* The part of a write a kernel computes where the rest already holds the
+ * right bytes: a state output written over its input (graph.json "state",
+ * docs/kernelplan.md "State written in place") whose concat copies the
+ * input's own rows onto themselves; the kernel computes the rows of the
+ * concat's inputs first..last along `axis`, the rest are the input's. */
+typedef struct mcir_write_window {
+    int axis;                    /* -1: the whole tensor */
+    const mcir_node *concat;
+    int first, last;
+} mcir_write_window;
+
 typedef struct mcir_kernel_plan {
     int id;                      /* position in execution order */
     const char *name;            /* unique, a C identifier: graph name + anchor */
@@ -155,6 +166,8 @@ typedef struct mcir_kernel_plan {
     int n_writes;
     mcir_tensor **writes;
     mcir_kernel_access *write_access;
+    /* NULL, or per write: its window (axis -1: all of it). */
+    mcir_write_window *windows;
     /* Intermediates that live only inside the kernel (recomputed or
      * streamed), never written to memory. */
     int n_internal;
@@ -235,6 +248,12 @@ void mcir_plan_free(mcir_plan *p);
  * come after their writer (through aliases), graph outputs are written,
  * tiles fit the target. Reports each problem. */
 bool mcir_plan_verify(const mcir_plan *p, mcir_diag *d);
+/* The elements kernel k computes of writes[w] at the graph's current
+ * binding: its window's (mcir_write_window), else all of it. */
+int64_t mcir_kernel_write_items(const mcir_kernel_plan *k, int w);
+/* A window's first row and row count along its axis, as polynomials over
+ * the dims; false if they need too many terms. */
+bool mcir_write_window_extents(const mcir_write_window *w, mcir_extent *start, mcir_extent *len);
 bool mcir_plan_write_json(const mcir_plan *p, FILE *out);
 /* A MATMUL kernel's epilogue as one library call can compute it:
  * D = act(op(A)·op(B) + bias + R), the cuBLASLt form (bias a constant [N]

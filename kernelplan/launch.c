@@ -586,6 +586,29 @@ static int flat_registers(const mcir_target *t, const mcir_kernel_plan *k, const
     return k->n_nodes >= 10 ? 30 : 27;
 }
 
+/* State windows (partition.c plan_states): what a kernel computes of a write. */
+int64_t mcir_kernel_write_items(const mcir_kernel_plan *k, int w) {
+    const mcir_tensor *t = k->writes[w];
+    if (!k->windows || k->windows[w].axis < 0) return mcir_tensor_numel(t);
+    const mcir_write_window *x = &k->windows[w];
+    int64_t e = t->shape[x->axis], len = 0;
+    for (int q = x->first; q <= x->last; q++) len += x->concat->inputs[q]->shape[x->axis];
+    return e > 0 ? mcir_tensor_numel(t) / e * len : 0;
+}
+
+bool mcir_write_window_extents(const mcir_write_window *w, mcir_extent *start, mcir_extent *len) {
+    mcir_extent end = mcir_extent_const(0), neg, e;
+    *start = end;
+    for (int q = 0; q <= w->last; q++) {
+        if (q == w->first) *start = end;
+        e = mcir_tensor_extent(w->concat->inputs[q], w->axis);
+        if (!mcir_extent_add(&end, &e, &end)) return false;
+    }
+    neg = *start;
+    for (int t = 0; t < neg.n_terms; t++) neg.terms[t].coef = -neg.terms[t].coef;
+    return mcir_extent_add(&end, &neg, len);
+}
+
 bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_flat_layout *l) {
     memset(l, 0, sizeof *l);
     l->threads = 256;
@@ -607,7 +630,7 @@ bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_f
         l->smem_static_bytes = 32 * 33 * (int64_t)mcir_value_type_size(mcir_value_type_of(x->dtype));
     } else if (k->tpl == MCIR_TEMPLATE_COPY || k->tpl == MCIR_TEMPLATE_ELEMENTWISE) {
         l->kind = MCIR_FLAT_POINTWISE;
-        for (int i = 0; i < k->n_writes; i++) l->items += mcir_tensor_numel(k->writes[i]);
+        for (int i = 0; i < k->n_writes; i++) l->items += mcir_kernel_write_items(k, i);
         l->per_block = 256;
     } else {
         return false;

@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "kernelplan/launch.h"
 #include "kernelplan/plan-impl.h"
 
 /* ------------------------------------------------------- template table */
@@ -916,6 +917,199 @@ static void batch_pointwise_groups(part_ctx *c, region *regions, int *n_regions)
     *n_regions = n;
 }
 
+/* ------------------------------------------ state written in place */
+
+/* A state output O written over input X (graph.json "state") that is
+ * concat(pieces) along an axis: a piece slice(X, axis, s, e) placed at
+ * offset s copies X's bytes onto themselves once O shares X's buffer.
+ * Such a piece joins the concat's kernel (a view, not a copy kernel of
+ * its own), the concat's kernel computes only the other pieces' rows (its
+ * write window), and no kernel reads the rows it would have copied. */
+
+/* Input k's offset along the concat's axis (a polynomial). */
+static bool concat_offset(const mcir_node *n, int axis, int k, mcir_extent *out) {
+    mcir_extent off = mcir_extent_const(0);
+    for (int j = 0; j < k; j++) {
+        mcir_extent e = mcir_tensor_extent(n->inputs[j], axis);
+        if (!mcir_extent_add(&off, &e, &off)) return false;
+    }
+    *out = off;
+    return true;
+}
+
+/* Whether input k of concat n (along axis) is X's own rows at their place. */
+static bool self_piece(const mcir_node *n, int axis, int k, const mcir_tensor *x) {
+    const mcir_node *s = n->inputs[k]->producer;
+    if (!s || s->dead || s->op != MCIR_OP_SLICE || s->inputs[0] != x || mcir_node_int(s, "step") != 1) return false;
+    int sa;
+    if (!mcir_norm_axis(mcir_node_int(s, "axis"), x->rank, &sa) || sa != axis) return false;
+    const mcir_attr *as = mcir_node_attr(s, "start");
+    int64_t start = mcir_node_int(s, "start");
+    if (!(as && as->dim_of && as->dim_of[0] >= 0) && start < 0) return false;
+    mcir_extent se = as && as->dim_of && as->dim_of[0] >= 0 ? mcir_attr_extent(as, 0) : mcir_extent_const(start), off;
+    return concat_offset(n, axis, k, &off) && mcir_extent_equal(&se, &off);
+}
+
+/* The concat producing state output o, with its axis; NULL if none. */
+static const mcir_node *state_concat(const mcir_tensor *o, int *axis) {
+    const mcir_node *n = o->producer;
+    if (!o->state_input || !n || n->dead || n->op != MCIR_OP_CONCAT) return NULL;
+    if (!mcir_norm_axis(mcir_node_int(n, "axis"), o->rank, axis)) return NULL;
+    return n;
+}
+
+/* Single-node region of s joins region u (later regions move down one). */
+static void region_move(part_ctx *c, region *regions, int *n_regions, mcir_node *s, int u) {
+    int w = c->unit_of[s->id];
+    region_add(c->p->arena, &regions[u], s, c->pos[s->id]);
+    c->unit_of[s->id] = u;
+    for (int q = w + 1; q < *n_regions; q++) {
+        regions[q - 1] = regions[q];
+        for (int j = 0; j < regions[q - 1].n; j++) c->unit_of[regions[q - 1].nodes[j]->id] = q - 1;
+    }
+    (*n_regions)--;
+}
+
+/* The self-copying pieces of each state concat join the concat's region;
+ * so do the slices of the state that only attention reads (as K or V). */
+static void state_pieces_join(part_ctx *c, region *regions, int *n_regions) {
+    const mcir_graph *g = c->g;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int axis;
+        const mcir_node *n = state_concat(g->outputs[i], &axis);
+        if (!g->outputs[i]->state_input) continue;
+        for (int k = 0; n && c->unit_of[n->id] >= 0 && k < n->n_inputs; k++) {
+            if (!self_piece(n, axis, k, g->outputs[i]->state_input)) continue;
+            mcir_node *s = n->inputs[k]->producer;
+            int w = c->unit_of[s->id], u = c->unit_of[n->id];
+            int nc = c->cons_start[n->inputs[k]->id + 1] - c->cons_start[n->inputs[k]->id];
+            if (w < 0 || w == u || regions[w].n != 1 || nc != 1 || c->role[s->id] != ROLE_KERNEL) continue;
+            region_move(c, regions, n_regions, s, u);
+        }
+        /* the valid rows attention reads (slice(O, axis, 0, n)): a strided
+         * view of the state inside the attention's kernel, not a copy */
+        const mcir_tensor *o = g->outputs[i];
+        for (int q = c->cons_start[o->id]; q < c->cons_start[o->id + 1]; q++) {
+            mcir_node *s = c->cons[q];
+            if (s->op != MCIR_OP_SLICE || mcir_node_int(s, "step") != 1 || s->outputs[0]->is_output ||
+                c->role[s->id] != ROLE_KERNEL || c->unit_of[s->id] < 0 || regions[c->unit_of[s->id]].n != 1)
+                continue;
+            int u = -1;
+            bool ok = c->cons_start[s->outputs[0]->id + 1] > c->cons_start[s->outputs[0]->id];
+            for (int r = c->cons_start[s->outputs[0]->id]; ok && r < c->cons_start[s->outputs[0]->id + 1]; r++) {
+                const mcir_node *at = c->cons[r];
+                bool kv = at->n_inputs >= 3 && (at->inputs[1] == s->outputs[0] || at->inputs[2] == s->outputs[0]);
+                for (int j = 0; kv && j < at->n_inputs; j++)
+                    kv = (j == 1 || j == 2) || at->inputs[j] != s->outputs[0];
+                ok = at->op == MCIR_OP_ATTENTION && kv && c->role[at->id] == ROLE_KERNEL &&
+                     (u < 0 || u == c->unit_of[at->id]);
+                u = c->unit_of[at->id];
+            }
+            if (ok && u >= 0 && u != c->unit_of[s->id]) region_move(c, regions, n_regions, s, u);
+        }
+    }
+}
+
+static bool kernel_has(const mcir_kernel_plan *k, const mcir_node *n) {
+    for (int i = 0; i < k->n_nodes; i++)
+        if (k->nodes[i] == n) return true;
+    return false;
+}
+
+/* Each state output takes its input's bytes (alias_root) where that is
+ * safe: one kernel W writes it; no other kernel reads the input; inside
+ * W the input is read only by the concat's self-copying pieces. Then W
+ * computes only the other pieces' rows. Otherwise the output keeps a
+ * buffer of its own and the runtime copies it over the input between
+ * steps; the trace says why. */
+static void plan_states(part_ctx *c) {
+    const mcir_graph *g = c->g;
+    mcir_plan *p = c->p;
+    mcir_arena *a = p->arena;
+    for (int i = 0; i < g->n_outputs; i++) {
+        mcir_tensor *o = g->outputs[i], *x = o->state_input;
+        if (!x) continue;
+        json_t *ck = json_array();
+        int wk = -1, wi = -1, axis = -1;
+        for (int k = 0; k < p->n_kernels; k++)
+            for (int j = 0; j < p->kernels[k].n_writes; j++)
+                if (p->kernels[k].writes[j] == o) wk = k, wi = j;
+        bool ok = p->alias_root[o->id] == o && p->alias_root[x->id] == x && wk >= 0;
+        json_array_append_new(ck, legality("one_writer", ok,
+            ok ? mcir_arena_printf(a, "kernel %s writes '%s'", p->kernels[wk].name, o->name)
+               : mcir_arena_printf(a, "'%s' is %s", o->name, wk < 0 ? "written by no kernel (a view of another tensor)"
+                                                                    : "a view of another tensor")));
+        /* no other kernel reads x: not after W (the bytes are o's then),
+         * nor before (a step rerun — a CUDA graph's warm-up, then its
+         * replay — would read what W wrote: the step must be idempotent
+         * over its state) */
+        for (int k = 0; ok && k < p->n_kernels; k++)
+            for (int j = 0; ok && k != wk && j < p->kernels[k].n_reads; j++)
+                if (p->alias_root[p->kernels[k].reads[j]->id] == x) {
+                    ok = false;
+                    json_array_append_new(ck, legality("read_by_its_writer_only", false,
+                        mcir_arena_printf(a, "kernel %s reads '%s' %s kernel %s writes '%s' over it",
+                                          p->kernels[k].name, x->name, k > wk ? "after" : "before",
+                                          p->kernels[wk].name, o->name)));
+                }
+        const mcir_node *cat = ok ? state_concat(o, &axis) : NULL;
+        if (ok) {
+            const mcir_kernel_plan *w = &p->kernels[wk];
+            for (int j = 0; ok && j < w->n_nodes; j++) {
+                const mcir_node *v = w->nodes[j];
+                bool reads_x = false;
+                for (int q = 0; q < v->n_inputs; q++) reads_x |= v->inputs[q] == x;
+                if (!reads_x) continue;
+                bool piece = false;
+                for (int q = 0; cat && q < cat->n_inputs; q++)
+                    piece |= v->outputs[0] == cat->inputs[q] && self_piece(cat, axis, q, x);
+                int nc = c->cons_start[v->outputs[0]->id + 1] - c->cons_start[v->outputs[0]->id];
+                if (!piece || nc != 1 || !kernel_has(w, cat)) {
+                    ok = false;
+                    json_array_append_new(ck, legality("reads_only_its_own_rows", false,
+                        mcir_arena_printf(a, "node '%s' of kernel %s reads '%s' other than as rows of '%s' "
+                                          "at their own place", v->name, w->name, x->name, o->name)));
+                }
+            }
+            if (ok)
+                json_array_append_new(ck, legality("reads_only_its_own_rows", true,
+                    mcir_arena_printf(a, "kernel %s reads '%s' only where '%s' keeps its rows", w->name,
+                                      x->name, o->name)));
+        }
+        /* W's window: from the first piece that is not the input's own rows to the last */
+        int first = -1, last = -1;
+        for (int q = 0; ok && cat && q < cat->n_inputs; q++)
+            if (!self_piece(cat, axis, q, x)) {
+                if (first < 0) first = q;
+                last = q;
+            }
+        mcir_kernel_plan *w = ok ? &p->kernels[wk] : NULL;
+        bool window = ok && first >= 0 && (w->tpl == MCIR_TEMPLATE_COPY || w->tpl == MCIR_TEMPLATE_ELEMENTWISE) &&
+                      !mcir_kernel_is_last2_transpose(w) && kernel_has(w, cat) && !w->write_access[wi].folded;
+        mcir_write_window win = {.axis = axis, .concat = cat, .first = first, .last = last};
+        mcir_extent ws, wl;
+        window = window && mcir_write_window_extents(&win, &ws, &wl);
+        if (ok) {
+            for (int t = 0; t < g->n_tensors; t++)
+                if (p->alias_root[t] == o) p->alias_root[t] = x;
+            if (window) {
+                if (!w->windows) {
+                    w->windows = mcir_arena_alloc(a, (size_t)w->n_writes * sizeof *w->windows);
+                    for (int j = 0; j < w->n_writes; j++) w->windows[j].axis = -1;
+                }
+                w->windows[wi] = win;
+                char sb[96], lb[96];
+                json_array_append_new(ck, legality("window", true,
+                    mcir_arena_printf(a, "kernel %s computes %s rows from row %s of axis %d of '%s'; the "
+                                      "others are '%s''s own", w->name, mcir_extent_str(g, &wl, lb, sizeof lb),
+                                      mcir_extent_str(g, &ws, sb, sizeof sb), axis, o->name, x->name)));
+            }
+        }
+        trace_fold(c, o->producer ? o->producer : g->nodes[0], "state_in_place", ok, ck,
+                   ok ? mcir_arena_printf(a, "'%s' written over '%s'", o->name, x->name) : NULL);
+    }
+}
+
 /* Fills kernel k from region r (unit index u). */
 static void build_kernel(part_ctx *c, mcir_kernel_plan *k, region *r, int u) {
     mcir_arena *a = c->p->arena;
@@ -1154,6 +1348,7 @@ mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_
         c.unit_of[v->id] = u;
     }
 
+    state_pieces_join(&c, regions, &n_regions);
     batch_pointwise_groups(&c, regions, &n_regions);
 
     /* order regions: a region runs once every region it reads from ran;
@@ -1197,6 +1392,7 @@ mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_
         build_kernel(&c, k, &regions[pick], pick);
         p->n_kernels++;
     }
+    plan_states(&c);
 
     for (int k = 0; k < p->n_kernels; k++) {
         if (!mcir_plan_choose_tiling(p, &p->kernels[k], d)) goto fail;

@@ -122,6 +122,18 @@ static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
         if (k->write_access[i].folded)
             json_array_append_new(views, access_json(&k->write_access[i]));
     json_object_set_new(o, "strided_views", views);
+    /* a state written over its input: the rows of each write it computes */
+    for (int i = 0; k->windows && i < k->n_writes; i++) {
+        mcir_extent st, len;
+        if (k->windows[i].axis < 0 || !mcir_write_window_extents(&k->windows[i], &st, &len)) continue;
+        json_t *ws = json_object_get(o, "write_windows");
+        if (!ws) json_object_set_new(o, "write_windows", ws = json_array());
+        char sb[96], lb[96];
+        json_array_append_new(ws, json_pack("{s:s, s:i, s:s, s:s, s:I}", "tensor", k->writes[i]->name, "axis",
+                                            k->windows[i].axis, "start", mcir_extent_str(p->graph, &st, sb, sizeof sb), "rows",
+                                            mcir_extent_str(p->graph, &len, lb, sizeof lb), "elements",
+                                            (json_int_t)mcir_kernel_write_items(k, i)));
+    }
     if (k->tpl == MCIR_TEMPLATE_MATMUL) {
         json_object_set_new(o, "transpose_a", json_boolean(k->trans_a));
         json_object_set_new(o, "transpose_b", json_boolean(k->trans_b));
@@ -296,5 +308,19 @@ bool mcir_memplan_write_json(const mcir_memplan *m, const mcir_plan *p, FILE *ou
         json_array_append_new(bufs, o);
     }
     json_object_set_new(root, "buffers", bufs);
+    /* states (graph.json "state"): outside the arena, like every graph
+     * input and output; one device buffer per pair where the output is
+     * written over the input ("buffer": the input's), else two */
+    json_t *states = json_array();
+    for (int i = 0; p && i < p->graph->n_outputs; i++) {
+        const mcir_tensor *o = p->graph->outputs[i];
+        if (!o->state_input) continue;
+        bool shared = p->alias_root[o->id] == o->state_input;
+        json_array_append_new(states, json_pack("{s:s, s:s, s:I, s:b, s:s}", "input", o->state_input->name, "output",
+                                                o->name, "bytes", (json_int_t)mcir_tensor_bytes(o), "in_place", shared,
+                                                "buffer", p->alias_root[o->id]->name));
+    }
+    if (json_array_size(states)) json_object_set_new(root, "states", states);
+    else json_decref(states);
     return dump(root, out);
 }

@@ -265,11 +265,17 @@ static void apply_binding(mcir_graph *g) {
             mcir_attr *at = &n->attrs[a];
             if (!at->dim_of) continue;
             if (at->type == MCIR_ATTR_INT && at->dim_of[0] >= 0)
-                at->i = g->dims[at->dim_of[0]].value;
+                at->i = g->dims[at->dim_of[0]].value + at->dim_plus;
             for (int k = 0; at->type == MCIR_ATTR_INTS && k < at->n; k++)
                 if (at->dim_of[k] >= 0) at->ints[k] = g->dims[at->dim_of[k]].value;
         }
     }
+}
+
+mcir_extent mcir_attr_extent(const mcir_attr *a, int k) {
+    mcir_extent e = mcir_extent_dim(a->dim_of[k]), plus = mcir_extent_const(k == 0 ? a->dim_plus : 0), out;
+    MCIR_ASSERT(mcir_extent_add(&e, &plus, &out));
+    return out;
 }
 
 bool mcir_graph_bind_dims(mcir_graph *g, const int64_t *values, mcir_diag *d) {
@@ -463,9 +469,10 @@ static bool rule_transpose(mcir_graph *g, mcir_node *n, mcir_diag *d, sym_shape 
     return true;
 }
 
-/* The extent attribute value k stands for: its dimension, or the integer. */
+/* The extent attribute value k stands for: its dimension (plus the
+ * constant of "past+1"), or the integer. */
 static mcir_extent attr_extent(const mcir_attr *a, int k, int64_t value) {
-    if (a && a->dim_of && a->dim_of[k] >= 0) return mcir_extent_dim(a->dim_of[k]);
+    if (a && a->dim_of && a->dim_of[k] >= 0) return mcir_attr_extent(a, k);
     return mcir_extent_const(value);
 }
 
@@ -703,7 +710,7 @@ static bool rule_arange(mcir_graph *g, mcir_node *n, mcir_diag *d, sym_shape *ou
         out[0].e[0] = mcir_extent_const(n->outputs[0]->shape[0]);
         return true;
     }
-    mcir_extent end = mcir_extent_dim(ae->dim_of[0]), start = mcir_extent_const(mcir_node_int(n, "start"));
+    mcir_extent end = mcir_attr_extent(ae, 0), start = mcir_extent_const(mcir_node_int(n, "start"));
     char dt[128];
     if (mcir_node_int(n, "step") != 1)
         return sym_error(d, n, "arange with end %s needs step 1 (a step of %" PRId64 " is not "

@@ -540,6 +540,8 @@ mcir_graph *mcir_graph_clone(const mcir_graph *g) {
         if (t->sym && t->rank > 0)
             u->sym = mcir_arena_memdup(a, t->sym, sizeof *t->sym * (size_t)t->rank);
     }
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->state_input) c->tensors[i]->state_input = c->tensors[g->tensors[i]->state_input->id];
     for (int i = 0; i < g->n_nodes; i++) {
         const mcir_node *n = g->nodes[i];
         mcir_tensor **ins = mcir_arena_alloc(a, (size_t)(n->n_inputs + 1) * sizeof *ins);

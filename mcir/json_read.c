@@ -775,13 +775,38 @@ static bool attr_takes_dims(mcir_op op, const char *an) {
            (op == MCIR_OP_SLICE && (!strcmp(an, "start") || !strcmp(an, "end")));
 }
 
+/* An integer attribute that names a dimension may add a constant to it
+ * ("past+1", "past-1"): the name into name, the constant into *plus;
+ * false where what follows the name is not [+-]digits. */
+static bool dim_expr(const char *s, char *name, size_t n, int64_t *plus) {
+    const char *op = strpbrk(s, "+-");
+    *plus = 0;
+    if (!op) {
+        snprintf(name, n, "%s", s);
+        return true;
+    }
+    snprintf(name, n, "%.*s", (int)(op - s), s);
+    if (!op[1] || strspn(op + 1, "0123456789") != strlen(op + 1) || strlen(op + 1) > 9) return false;
+    *plus = strtoll(op + 1, NULL, 10) * (*op == '-' ? -1 : 1);
+    return true;
+}
+
 static bool check_attr(reader *r, node_rec *nr, const mcir_attr_spec *spec, json_t *v, int pv) {
     const char *an = spec->name;
     if (json_is_string(v) && spec->type == MCIR_ATTR_INT && attr_takes_dims(nr->op, an)) {
-        char what[96];
+        char what[96], name[80];
         int k;
+        int64_t plus;
         snprintf(what, sizeof what, "attribute '%s'", an);
-        return dim_ref(r, v, pv, nr->who, what, &k);
+        if (!dim_expr(json_string_value(v), name, sizeof name, &plus)) {
+            err(r, at(r, pv), "%s: attribute '%s' is '%s'; a dimension, or a dimension plus or minus an "
+                "integer (\"past+1\"), was expected", nr->who, an, json_string_value(v));
+            return false;
+        }
+        json_t *nv = json_string(name);
+        bool ok = dim_ref(r, nv, pv, nr->who, what, &k);
+        json_decref(nv);
+        return ok;
     }
     if (json_is_string(v) && spec->type == MCIR_ATTR_INT && mcir_graph_find_dim(r->g, json_string_value(v)) >= 0) {
         err(r, at(r, pv), "%s: attribute '%s' names dimension '%s'; only reshape's 'shape', "
@@ -898,13 +923,17 @@ static void apply_attr(reader *r, mcir_node *n, const attr_val *a) {
     const char *an = a->spec->name;
     mcir_attr *attr = NULL;
     int8_t *dim_of = NULL;
-    if (json_is_string(a->v) && a->spec->type == MCIR_ATTR_INT) {   /* checked: a dimension */
-        int k = mcir_graph_find_dim(g, json_string_value(a->v));
+    if (json_is_string(a->v) && a->spec->type == MCIR_ATTR_INT) {   /* checked: a dimension (+ k) */
+        char name[80];
+        int64_t plus;
+        MCIR_ASSERT(dim_expr(json_string_value(a->v), name, sizeof name, &plus));
+        int k = mcir_graph_find_dim(g, name);
         MCIR_ASSERT(k >= 0);
-        attr = mcir_node_set_int(g, n, an, g->dims[k].value);
+        attr = mcir_node_set_int(g, n, an, g->dims[k].value + plus);
         dim_of = mcir_arena_alloc(g->arena, 1);
         dim_of[0] = (int8_t)k;
         attr->dim_of = dim_of;
+        attr->dim_plus = plus;
         attr->loc = at(r, a->pv);
         return;
     }
@@ -1180,6 +1209,88 @@ static void read_outputs(reader *r, json_t *outs, int pv) {
     strset_free(&seen);
 }
 
+/* "state": [{"input": "cache_k", "output": "cache_k_out"}, ...] — each
+ * output is written over its input's bytes (a state carried from step to
+ * step: a KV cache). Read after shape inference: the pair must have one
+ * dtype and the same shape for every size in range. */
+static const char *const state_keys[] = {"input", "output", NULL};
+
+static mcir_tensor *state_end(reader *r, json_t *e, int epv, const char *key, size_t i) {
+    int pv;
+    json_t *v = member(r, e, epv, key, &pv);
+    if (!v) {
+        err(r, at(r, epv), "state %zu: missing required field '%s'", i, key);
+        return NULL;
+    }
+    if (!json_is_string(v)) {
+        err(r, at(r, pv), "state %zu: '%s' must be a tensor name, got %s", i, key, json_kind(v));
+        return NULL;
+    }
+    mcir_tensor *t = mcir_graph_find_tensor(r->g, json_string_value(v));
+    bool in = !strcmp(key, "input");
+    if (!t || (in && t->kind != MCIR_TENSOR_INPUT) || (!in && !t->is_output)) {
+        err(r, at(r, pv), "state %zu: '%s' is not a graph %s", i, json_string_value(v), in ? "input" : "output");
+        return NULL;
+    }
+    return t;
+}
+
+/* "[1, past+1]": t's extents as polynomials over the dims. */
+static void sym_shape_text(const mcir_graph *g, const mcir_tensor *t, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->rank && k < n; i++) {
+        char e[96];
+        mcir_extent x = mcir_tensor_extent(t, i);
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", mcir_extent_str(g, &x, e, sizeof e));
+    }
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static void read_state(reader *r, json_t *list, int pv) {
+    if (!json_is_array(list)) {
+        err(r, at(r, pv), "'state' must be a list of {\"input\", \"output\"} pairs, got %s", json_kind(list));
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *e = json_array_get(list, i);
+        int epv = mcir_json_pos_index(r->pos, pv, i);
+        if (!json_is_object(e)) {
+            err(r, at(r, epv), "state %zu must be an object {\"input\", \"output\"}, got %s", i, json_kind(e));
+            continue;
+        }
+        check_keys(r, epv, state_keys, "a state pair");
+        mcir_tensor *in = state_end(r, e, epv, "input", i), *out = state_end(r, e, epv, "output", i);
+        if (!in || !out) continue;
+        bool same = in->dtype == out->dtype && in->rank == out->rank;
+        for (int k = 0; same && k < in->rank; k++) {
+            mcir_extent a = mcir_tensor_extent(in, k), b = mcir_tensor_extent(out, k);
+            same = mcir_extent_equal(&a, &b);
+        }
+        char si[160], so[160];
+        sym_shape_text(r->g, in, si, sizeof si);
+        sym_shape_text(r->g, out, so, sizeof so);
+        if (!same) {
+            err(r, at(r, epv), "state %zu: output '%s' (%s %s) is not the same dtype and shape as input '%s' "
+                "(%s %s): a state is written over its input's bytes", i, out->name, mcir_dtype_name(out->dtype), so,
+                in->name, mcir_dtype_name(in->dtype), si);
+            continue;
+        }
+        if (out->state_input) {
+            err(r, at(r, epv), "state %zu: output '%s' is already the state of input '%s'", i, out->name,
+                out->state_input->name);
+            continue;
+        }
+        for (int k = 0; k < r->g->n_outputs; k++)
+            if (r->g->outputs[k]->state_input == in) {
+                err(r, at(r, epv), "state %zu: input '%s' is already the state of output '%s'", i, in->name,
+                    r->g->outputs[k]->name);
+                in = NULL;
+                break;
+            }
+        if (in) out->state_input = in;
+    }
+}
+
 static const char *const tensor_rec_keys[] = {"dtype", "shape", "kind", "memory_state", NULL};
 
 static tensor_decl *read_tensors(reader *r, json_t *obj, int pv, int *n_decls) {
@@ -1400,7 +1511,7 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
     int rpv = mcir_json_pos_root(r.pos);
 
     static const char *const top_keys[] = {"mcir", "name", "dims", "inputs", "weights", "nodes",
-                                           "outputs", "tensors", NULL};
+                                           "outputs", "state", "tensors", NULL};
     int pv;
     json_t *v = member(&r, root, rpv, "mcir", &pv);
     if (!v)
@@ -1482,14 +1593,18 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
     else read_outputs(&r, outputs, pv);
 
     tensor_decl *decls = NULL;
-    int n_decls = 0;
+    int n_decls = 0, spv = 0;
     json_t *tensors = member(&r, root, rpv, "tensors", &pv);
     if (tensors) decls = read_tensors(&r, tensors, pv, &n_decls);
 
+    json_t *state = member(&r, root, rpv, "state", &spv);
+
     flush_errors(&r);
     if (structure_ok && r.n_errors == 0 && mcir_graph_sort(g, d) && mcir_graph_infer(g, d) &&
-        mcir_graph_verify(g, d))
+        mcir_graph_verify(g, d)) {
         check_tensor_decls(&r, decls, n_decls);
+        if (state) read_state(&r, state, spv);
+    }
     else if (structure_ok && r.n_errors == 0)
         r.n_errors++; /* sort, infer or verify reported it */
     flush_errors(&r);

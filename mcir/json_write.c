@@ -11,6 +11,7 @@
  * small printer of our own, which keeps short lists on one line and
  * formats each f32 value with the fewest digits that read back exactly.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,11 @@ static json_t *tensor_decl_json(const mcir_graph *g, const mcir_tensor *t) {
 
 /* Value k of an attribute: the dimension it names, or the integer. */
 static json_t *attr_int_json(const mcir_graph *g, const mcir_attr *a, int k, int64_t v) {
+    if (a->dim_of && a->dim_of[k] >= 0 && a->type == MCIR_ATTR_INT && a->dim_plus) {   /* "past+1" */
+        char buf[96];
+        snprintf(buf, sizeof buf, "%s%+" PRId64, g->dims[a->dim_of[k]].name, a->dim_plus);
+        return json_string(buf);
+    }
     if (a->dim_of && a->dim_of[k] >= 0) return json_string(g->dims[a->dim_of[k]].name);
     return json_integer(v);
 }
@@ -360,6 +366,13 @@ static bool write_json(const mcir_graph *g, FILE *out, const char *dir, const ch
     for (int i = 0; i < g->n_outputs; i++)
         json_array_append_new(outputs, json_string(g->outputs[i]->name));
     json_object_set_new(root, "outputs", outputs);
+    json_t *state = json_array();
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i]->state_input)
+            json_array_append_new(state, json_pack("{s:s, s:s}", "input", g->outputs[i]->state_input->name,
+                                                   "output", g->outputs[i]->name));
+    if (json_array_size(state)) json_object_set_new(root, "state", state);
+    else json_decref(state);
 
     /* Inputs, weights, then node outputs in node order: the order a
      * reader's declarations reproduce, so round trips are stable. */

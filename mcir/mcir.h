@@ -254,6 +254,11 @@ typedef struct mcir_tensor {
      * extent is the integer in shape[]. shape[] always holds the extents at
      * the graph's current binding of its dims (mcir_graph_bind_dims). */
     mcir_extent *sym;
+    /* A graph output that is a state carried from step to step (graph.json
+     * "state"): the input whose bytes it is written over (same dtype and
+     * shape); NULL otherwise. The graph stays pure — the output is a new
+     * value — and the plan and the runtime give both one buffer. */
+    struct mcir_tensor *state_input;
 
     /* Weights: storage-dtype bytes (little-endian), or NULL for seeded
      * pseudo-random values (see mcir_fill_seeded). */
@@ -302,6 +307,9 @@ typedef struct mcir_attr {
      * integer; NULL when none does. i / ints[] hold the dimension's value
      * at the current binding. */
     int8_t *dim_of;
+    /* An INT that names a dimension: the constant added to it ("past+1":
+     * 1), so i = the dimension's value + dim_plus. */
+    int64_t dim_plus;
 } mcir_attr;
 
 /* One entry of an op's attribute schema. A required attribute has no
@@ -584,6 +592,9 @@ int64_t mcir_extent_eval(const mcir_graph *g, const mcir_extent *e);
 void mcir_extent_bounds(const mcir_graph *g, const mcir_extent *e, int64_t *lo, int64_t *hi);
 /* "batch*seq", "seq+1", "768" into buf; returns buf. */
 char *mcir_extent_str(const mcir_graph *g, const mcir_extent *e, char *buf, size_t n);
+/* Value k of an attribute that names a dimension (a->dim_of[k] >= 0):
+ * the dimension plus the attribute's dim_plus ("past+1"). */
+mcir_extent mcir_attr_extent(const mcir_attr *a, int k);
 /* The first dimension e depends on (-1: none). */
 int mcir_extent_first_dim(const mcir_extent *e);
 /* Structural checks: arity, attribute types, single producer, every input

@@ -7,3 +7,12 @@ add_dependencies(test_dims mcirc)
 if(TARGET mcir_onnx)   # --dim on an ONNX model's dim_param
   target_compile_definitions(test_dims PRIVATE MCIR_HAVE_ONNX=1)
 endif()
+# States carried from step to step (graph.json "state": a KV cache updated
+# in place): format errors, the plan's in-place write, resident sessions on
+# the emulated device, greedy generation through the C session API.
+if(TARGET mcir_pipeline)
+  mcir_check_test(test_state SOURCES test_state.c cli_util.c LIBS mcir_pipeline mcir_codegen_testutil)
+  target_compile_definitions(test_state PRIVATE MCIRC_BINARY="$<TARGET_FILE:mcirc>")
+  add_dependencies(test_state mcirc)
+  set_tests_properties(test_state PROPERTIES TIMEOUT 900)
+endif()

@@ -16,6 +16,16 @@
                          [1, 4, past + 1, 16]) as outputs. One compilation
                          serves every length: the caches grow from step to
                          step without recompiling.
+  generate/decode_state.json
+                         the same step with each layer's cache at a fixed
+                         capacity of CAP (64) rows, updated in place: the
+                         inputs cache_k0 .. cache_v1 [1, 4, 64, 16] hold
+                         "past" valid rows (past in [1, 62]: nothing
+                         binds it, a run gives it); the step's cache
+                         concat(cache[:past], new row, cache[past+1:]) is
+                         the output cache_k0_out .. written over the input
+                         ("state"), and attention reads its first past+1
+                         rows. The caller's loop never copies a cache.
   generate/prompt.npy    5 prompt tokens (i64).
   generate/tokens.npy    the 8 tokens greedy decoding gives after the
                          prompt, computed with PyTorch in float64 from the
@@ -129,12 +139,49 @@ def decode():
     return g, j
 
 
+CAP = 64   # the state caches' capacity: a position table's worth (lm.NPOS)
+
+
+def decode_state(jd):
+    """decode.json with fixed-capacity caches updated in place."""
+    j = json.loads(json.dumps(jd))
+    j["name"] = "gpt2_decode_step_state"
+    j["dims"] = {"past": {"min": 1, "max": CAP - 2}}
+    cache = {}
+    for t in j["inputs"]:
+        if t["name"].startswith("past_"):
+            cache[t["name"]] = t["name"].replace("past_", "cache_")
+            t["name"] = cache[t["name"]]
+            t["shape"] = [1, lm.NH, CAP, lm.HD]
+    nodes, outputs, state = [], ["logits"], []
+    for n in j["nodes"]:
+        if n["op"] != "concat":
+            nodes.append(n)
+            continue
+        c, new = cache[n["inputs"][0]], n["inputs"][1]
+        p = n["name"]              # h0.attn.k_all
+        nodes += [
+            {"name": p + ".head", "op": "slice", "inputs": [c], "outputs": [p + ".head.y"],
+             "attrs": {"axis": 2, "start": 0, "end": "past"}},
+            {"name": p + ".tail", "op": "slice", "inputs": [c], "outputs": [p + ".tail.y"],
+             "attrs": {"axis": 2, "start": "past+1", "end": CAP}},
+            {"name": p + ".update", "op": "concat", "inputs": [p + ".head.y", new, p + ".tail.y"],
+             "outputs": [c + "_out"], "attrs": {"axis": 2}},
+            {"name": p, "op": "slice", "inputs": [c + "_out"], "outputs": n["outputs"],
+             "attrs": {"axis": 2, "start": 0, "end": "past+1"}},
+        ]
+        outputs.append(c + "_out")
+        state.append({"input": c, "output": c + "_out"})
+    j["nodes"], j["outputs"], j["state"] = nodes, outputs, state
+    return j
+
+
 def main():
     torch.set_num_threads(2)
     os.makedirs(OUT, exist_ok=True)
     gp, jp = prefill()
     gd, jd = decode()
-    for name, j in (("prefill", jp), ("decode", jd)):
+    for name, j in (("prefill", jp), ("decode", jd), ("decode_state", decode_state(jd))):
         with open(os.path.join(OUT, name + ".json"), "w") as f:
             json.dump(j, f, indent=1)
             f.write("\n")
