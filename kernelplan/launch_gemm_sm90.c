@@ -147,6 +147,44 @@ static bool prologue_inputs(const mcir_kernel_plan *k, const mcir_tensor *A, con
     return true;
 }
 
+/* t holds one value per row of A ([.., M, 1]: M elements, or one column
+ * of M per batch with A's leading dims): broadcast along A's K columns */
+static bool row_scale_shape(const mcir_tensor *A, const mcir_tensor *t) {
+    if (t->rank < 2 || t->rank > A->rank || t->shape[t->rank - 1] != 1 || t->shape[t->rank - 2] != A->shape[A->rank - 2])
+        return false;
+    int64_t lead = 1;
+    for (int i = 0; i < t->rank - 2; i++) lead *= t->shape[i];
+    if (lead == 1) return true;
+    for (int i = 0; i < A->rank - 2; i++)
+        if (t->rank != A->rank || t->shape[i] != A->shape[i]) return false;
+    return true;
+}
+
+/* A = P * s (or s * P) with s a scale per row of A that the kernel reads
+ * (row_scale_shape) and P of A's shape, A used by nothing in the region but
+ * the product: P, with l->row_scale set; else A. The product then reads P
+ * as A and the epilogue scales the accumulators' rows. */
+static const mcir_tensor *row_scale_factor(const mcir_kernel_plan *k, const mcir_tensor *A, mcir_gemm_sm90 *l) {
+    const mcir_node *p = producer_in(k, A);
+    if (!p || p->op != MCIR_OP_MUL || p->n_inputs != 2 || p->n_outputs != 1 ||
+        mcir_value_type_of(A->dtype) != MCIR_VALUE_F32)
+        return A;
+    for (int i = 0; i < k->n_nodes; i++)
+        for (int j = 0; j < k->nodes[i]->n_inputs; j++)
+            if (k->nodes[i]->inputs[j] == A && k->nodes[i] != k->anchor) return A;
+    for (int w = 0; w < k->n_writes; w++)
+        if (k->writes[w] == A) return A;
+    for (int j = 0; j < 2; j++) {
+        const mcir_tensor *s = p->inputs[j], *x = p->inputs[1 - j];
+        if (same_shape(x, A) && row_scale_shape(A, s) && plain_read(k, s) &&
+            mcir_value_type_of(s->dtype) == MCIR_VALUE_F32) {
+            l->row_scale = s;
+            return x;
+        }
+    }
+    return A;
+}
+
 /* Nothing in the region but A's prologue reads its leaves (the kernel
  * computes them from the boxes, for the prologue only). */
 static bool leaves_private(const mcir_kernel_plan *k, const mcir_gemm_sm90 *l) {
@@ -249,12 +287,12 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
     if (A->rank < 2 || B->rank < 2 || C->rank < 2) no = "a rank-1 operand";
     else if (!is_half(A->dtype) || A->dtype != B->dtype) no = "operands not both f16 or both bf16";
-    else if (!(l->a = stored_operand(k, A, &ta)) && ta)
+    else if (!(l->a = stored_operand(k, (l->a_value = ta ? A : row_scale_factor(k, A, l)), &ta)) && ta)
         no = "A transposed and computed by a prologue (a prologue reads A's leaves K-major only)";
-    else if (!l->a && (!prologue_inputs(k, A, A, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
+    else if (!l->a && (!prologue_inputs(k, l->a_value, l->a_value, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
         no = "A is not read as stored nor computed elementwise from at most 2 stored tensors of its shape and "
-             "dtype and one stored vector of its K >= 64 elements (a view, another broadcast, a cast or a "
-             "transpose computes it)";
+             "dtype and one stored vector of its K >= 64 elements, times at most one scale per row [M, 1] (a "
+             "view, another broadcast, a cast or a transpose computes it)";
     else if (!(l->b = stored_operand(k, B, &tb)))
         no = "B is not read as stored or as a transpose of the last two dims (a prologue or a view computes it)";
     if (no) {
@@ -288,6 +326,14 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     if (no) {
         if (why) *why = no;
         return false;
+    }
+    if (l->row_scale) {
+        const int sb = batched(l->row_scale, C);
+        if (sb < 0) {
+            if (why) *why = "the per-row scale's batch dims are neither C's nor absent";
+            return false;
+        }
+        l->row_scale_batched = sb == 1;
     }
     l->a_batched = ab == 1;
     l->b_batched = bb == 1;
@@ -379,7 +425,7 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     bool residual = false;
     for (int i = 0; i < k->n_nodes; i++)
         if (k->nodes[i] != n && k->nodes[i]->op != MCIR_OP_TRANSPOSE && k->nodes[i]->op != MCIR_OP_RESHAPE) epi++;
-    epi -= l->prologue_ops;
+    epi -= l->prologue_ops + (l->row_scale != NULL);   /* the row scale: one multiply, 58-74 measured */
     for (int i = 0; i < k->n_reads; i++) {
         const mcir_tensor *r = k->reads[i];
         bool operand = r == l->b;
@@ -446,10 +492,17 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         "modelled "
         "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)",
         (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(l.a->dtype),
-        l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s%s (loaded by the TMA, "
-                                          "combined in shared memory by the consumers), ", l.n_a, l.n_a > 1 ? "s" : "",
-                                       l.n_v ? " and a row vector of K elements broadcast over the rows" : "")
-                   : "",
+        mcir_arena_printf(
+            a, "%s%s",
+            l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s%s (loaded by the "
+                                              "TMA, combined in shared memory by the consumers), ",
+                                           l.n_a, l.n_a > 1 ? "s" : "",
+                                           l.n_v ? " and a row vector of K elements broadcast over the rows" : "")
+                       : "",
+            l.row_scale ? mcir_arena_printf(a, "A times a per-row scale %s (%s, applied to the accumulators' rows at "
+                                               "the epilogue), ",
+                                            l.row_scale->name, l.row_scale_batched ? "one column per batch" : "[M, 1]")
+                        : ""),
         l.trans_a ? "MN-major ([K, M])" : "K-major ([M, K])", l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])",
         (long long)l.bm, l.consumers,
         l.consumers > 1 ? "s" : "",
@@ -474,8 +527,8 @@ double mcir_gemm_library_fraction(const mcir_target *t) {
 }
 
 bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch, int64_t m, int64_t n,
-                             int64_t k, int64_t in_bytes, int64_t t_bytes, int64_t bc_bytes, char *d,
-                             size_t dn) {
+                             int64_t k, int64_t in_bytes, int64_t t_bytes, int64_t bc_bytes, bool row_scale,
+                             char *d, size_t dn) {
     if (!t || !t->has_wgmma || !is_half(dt)) {
         snprintf(d, dn, "no measured rate of a fused prologue on %s for %s: fused (saves %lld bytes of traffic)",
                  t ? t->name : "this target", mcir_dtype_name(dt), (long long)(2 * t_bytes));
@@ -483,15 +536,17 @@ bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch,
     }
     double tc = dt == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops, bw = t->dram_gbps * 1e3;
     double flops = 2.0 * (double)batch * (double)m * (double)n * (double)k;
-    double fused_c = flops / (tc * 1e6 * SM90_GEMM_EFFICIENCY * SM90_GEMM_PROLOGUE_RATE);
+    const double rate = SM90_GEMM_EFFICIENCY * (row_scale ? 1.0 : SM90_GEMM_PROLOGUE_RATE);
+    double fused_c = flops / (tc * 1e6 * rate);
     double fused_m = (double)(in_bytes + bc_bytes) / bw;
     double gemm_c = flops / (tc * 1e6 * mcir_gemm_library_fraction(t)), gemm_m = (double)(t_bytes + bc_bytes) / bw;
     double fused = (fused_c > fused_m ? fused_c : fused_m) + t->launch_us;
     double apart = (double)(in_bytes + t_bytes) / bw + t->launch_us + (gemm_c > gemm_m ? gemm_c : gemm_m) +
                    t->launch_us;
-    snprintf(d, dn, "fused on the sm_90a template %.2f us (its prologue rate, measured: %.0f%% of peak) %s "
+    snprintf(d, dn, "fused on the sm_90a template %.2f us (%s, measured: %.0f%% of peak) %s "
              "%.2f us materialised (a prologue kernel moving %lld bytes, then the library at %.0f%%) on %s",
-             fused, 100.0 * SM90_GEMM_EFFICIENCY * SM90_GEMM_PROLOGUE_RATE, fused <= apart ? "<=" : ">", apart,
+             fused, row_scale ? "a per-row scale at the epilogue: its plain rate" : "its prologue rate",
+             100.0 * rate, fused <= apart ? "<=" : ">", apart,
              (long long)(in_bytes + t_bytes), 100.0 * mcir_gemm_library_fraction(t), t->name);
     return fused <= apart;
 }

@@ -309,6 +309,39 @@ START_TEST(test_prologue_pays_per_arch) {
 }
 END_TEST
 
+/* prologue_pays for a scale per row of A ([M, 1]: a dequantisation scale,
+ * a row norm): the sm_90a template reads x as A and scales the product's
+ * rows at the epilogue, at its plain rate: Llama-7B's down projection at
+ * 64 tokens (bound by the weight) fuses it on sm_90 where SwiGLU's
+ * prologue stays apart (test_prologue_pays_per_arch); at 8192 tokens the
+ * library's rate wins even over the extra pass */
+START_TEST(test_prologue_pays_row_scale) {
+    mcir_catalog *c = default_catalog(NULL);
+    mcir_diag d = mcir_diag_stderr();
+    char buf[1200];
+    for (int tokens = 64; tokens <= 8192; tokens *= 128) {
+        snprintf(buf, sizeof buf,
+                 "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"bf16\", \"shape\": [%d, 11008]},"
+                 " {\"name\": \"s\", \"dtype\": \"bf16\", \"shape\": [%d, 1]}],"
+                 " \"weights\": [{\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [4096, 11008]}],"
+                 " \"nodes\": [{\"name\": \"p2\", \"op\": \"mul\", \"inputs\": [\"x\", \"s\"], \"outputs\": [\"a\"]},"
+                 " {\"name\": \"mm\", \"op\": \"matmul\", \"inputs\": [\"a\", \"w\"], \"outputs\": [\"y\"],"
+                 "  \"attrs\": {\"transpose_b\": true}}], \"outputs\": [\"y\"]}", tokens, tokens);
+        mcir_graph *g = mcir_graph_read_json_string(buf, "t.json", &d);
+        ck_assert_ptr_nonnull(g);
+        rewritten r = rewrite_graph(g, c, "sm_90");
+        json_t *rec = find_record(r.trace, "gemm_prologue", tokens == 64 ? "applied" : "rejected");
+        ck_assert_msg(rec != NULL, "%d tokens: gemm_prologue not %s", tokens, tokens == 64 ? "applied" : "rejected");
+        const char *detail = NULL;
+        if (tokens != 64) ck_assert_str_eq(failed_check(rec, &detail), "prologue_pays");
+        ck_assert_int_eq(mcir_graph_find_node(r.g, "p2")->group == mcir_graph_find_node(r.g, "mm")->group &&
+                         mcir_graph_find_node(r.g, "mm")->group >= 0, tokens == 64);
+        rewritten_free(&r);
+    }
+    mcir_catalog_free(c);
+}
+END_TEST
+
 START_TEST(test_working_set_numbers) {
     const mcir_target *t = mcir_target_find("sm_90");
     mcir_working_set ws;
@@ -975,6 +1008,7 @@ static Suite *rewrites_suite(void) {
     tcase_add_test(tc, test_attention_softmax_not_last_axis);
     tcase_add_test(tc, test_attention_working_set_per_arch);
     tcase_add_test(tc, test_prologue_pays_per_arch);
+    tcase_add_test(tc, test_prologue_pays_row_scale);
     tcase_add_test(tc, test_working_set_numbers);
     tcase_add_test(tc, test_layernorm_without_affine);
     tcase_add_test(tc, test_softmax_and_rmsnorm);
