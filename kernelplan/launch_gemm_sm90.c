@@ -77,14 +77,15 @@ static bool row_vector(const mcir_tensor *A, const mcir_tensor *t) {
     return t->rank >= 1 && t->rank <= A->rank && t->shape[t->rank - 1] == K && mcir_tensor_numel(t) == K;
 }
 
-/* Leaf t of A's prologue (A's dtype) as a TMA box: a tensor of A's shape
+/* Leaf t of A's prologue (f16 or bf16: a cast to A's dtype on the way
+ * converts it as the chain reads it, its box laid out as A's) as a TMA box: a tensor of A's shape
  * — a plain kernel read, or an output of a split along the last dim of
  * one (the gate and up halves of a horizontal GEMM's product) at a
  * 16-byte column offset — recorded in l (at most 2); or a row vector
  * (row_vector: a norm's weight) that is a plain read, l->v_leaf (at most
  * 1, and only where K >= 64: its box's column is A's index modulo K). */
 static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l) {
-    if (t->dtype != A->dtype) return false;
+    if (!is_half(t->dtype)) return false;   /* f16 or bf16: a cast to A's dtype converts it, the box laid out as A's */
     if (!same_shape(t, A)) {
         if (!row_vector(A, t) || !plain_read(k, t) || A->shape[A->rank - 1] < 64) return false;
         if (l->n_v == 1) return l->v_leaf == t;
@@ -290,9 +291,9 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     else if (!(l->a = stored_operand(k, (l->a_value = ta ? A : row_scale_factor(k, A, l)), &ta)) && ta)
         no = "A transposed and computed by a prologue (a prologue reads A's leaves K-major only)";
     else if (!l->a && (!prologue_inputs(k, l->a_value, l->a_value, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
-        no = "A is not read as stored nor computed elementwise from at most 2 stored tensors of its shape and "
-             "dtype and one stored vector of its K >= 64 elements, times at most one scale per row [M, 1] (a "
-             "view, another broadcast, a cast or a transpose computes it)";
+        no = "A is not read as stored nor computed elementwise from at most 2 stored f16 / bf16 tensors of its "
+             "shape and one stored vector of its K >= 64 elements, times at most one scale per row [M, 1] (a "
+             "view, another broadcast, a cast from a wider dtype or a transpose computes it)";
     else if (!(l->b = stored_operand(k, B, &tb)))
         no = "B is not read as stored or as a transpose of the last two dims (a prologue or a view computes it)";
     if (no) {
@@ -440,7 +441,9 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
         if (residual && !l->prologue) regs += 8 * (int)(l->bn / 64);
         if (l->group_m > 1) regs += 6;
     }
-    if (l->prologue && l->k <= 64) regs = 60;   /* one K step: 58-59 measured, whatever the epilogue */
+    /* one K step: 58-64 measured, whatever the epilogue; 70 where a batch's
+     * per-thread stores read a bias (a cast prologue at N = 129) */
+    if (l->prologue && l->k <= 64) regs = 60 + (!l->tma_store && l->batch > 1 && k->n_reads > 2 ? 10 : 0);
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
     /* setmaxnreg shares out the block's registers at entry: never more */
     MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * 168 ||
@@ -471,6 +474,10 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
             k->tiling.reason = mcir_arena_printf(a, "%s; not the sm_90a GEMM: %s", k->tiling.reason, why);
         return;
     }
+    const mcir_tensor *cast_leaf = NULL;   /* a leaf stored in the other 16-bit dtype */
+    for (int i = 0; i < l.n_a && l.prologue; i++)
+        if (l.a_in[i]->dtype != k->anchor->inputs[0]->dtype) cast_leaf = l.a_in[i];
+    if (l.n_v && l.v_leaf->dtype != k->anchor->inputs[0]->dtype) cast_leaf = l.v_leaf;
     mcir_tiling *ti = &k->tiling;
     const char *names[] = {"M", "N", "K", "wg", "group_m"};
     const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers, l.group_m};
@@ -491,13 +498,18 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         "of A and B panels, %s half the %lld MiB L2), the epilogue applied from the accumulators, the output by %s; "
         "modelled "
         "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)",
-        (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(l.a->dtype),
+        (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(k->anchor->inputs[0]->dtype),
         mcir_arena_printf(
             a, "%s%s",
             l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s%s (loaded by the "
-                                              "TMA, combined in shared memory by the consumers), ",
+                                              "TMA, combined in shared memory by the consumers%s), ",
                                            l.n_a, l.n_a > 1 ? "s" : "",
-                                           l.n_v ? " and a row vector of K elements broadcast over the rows" : "")
+                                           l.n_v ? " and a row vector of K elements broadcast over the rows" : "",
+                                           cast_leaf ? mcir_arena_printf(a, "; a cast on the way: %s stored as %s, "
+                                                                            "converted there",
+                                                                         cast_leaf->name,
+                                                                         mcir_dtype_name(cast_leaf->dtype))
+                                                     : "")
                        : "",
             l.row_scale ? mcir_arena_printf(a, "A times a per-row scale %s (%s, applied to the accumulators' rows at "
                                                "the epilogue), ",

@@ -1152,6 +1152,19 @@ static bool check_prologue_pays(const mcir_check_ctx *c, const mcir_param_value 
             if (ns < 64) seen[ns++] = t;
             in += mcir_tensor_bytes(t);
         }
+    /* a cast on the way: the sm_90a template converts a 16-bit leaf (f16 <->
+     * bf16, its TMA box laid out as A's); wider leaves and other targets
+     * keep the cast apart (a kernel of its own, then the GEMM as before) */
+    for (int i = 0; i < nm; i++) {
+        if (members[i]->op != MCIR_OP_CAST) continue;
+        const mcir_tensor *x = members[i]->inputs[0];
+        const bool half = x->dtype == MCIR_DTYPE_F16 || x->dtype == MCIR_DTYPE_BF16;
+        if (!c->target || !c->target->has_wgmma || !half) {
+            say(d, n, "a cast from %s into '%s' is fused only as a 16-bit leaf of the sm_90a template (f16 <-> bf16)",
+                mcir_dtype_name(x->dtype), mm->name);
+            return false;
+        }
+    }
     /* A = x * s with s one value per row ([.., M, 1]) and nothing else: the
      * sm_90a template reads x as A and scales the product's rows */
     bool row_scale = false;

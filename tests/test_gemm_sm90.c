@@ -18,14 +18,16 @@
  *    epilogue's operands: zero for a product with nothing to read after);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 71 shapes matches the reference interpreter: partial tiles in
+ *    each of 75 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
  *    prologues combined in shared memory, prologues with a row vector of K
  *    elements broadcast over the rows (a norm's weight [K], a scale per
  *    column [1, K], SwiGLU times a norm's weight), a scale per row of A
  *    ([M, 1], [lead..., M, 1]; alone and times SwiGLU or a norm's weight:
- *    x read as A, the product's rows scaled at the epilogue), A stored
+ *    x read as A, the product's rows scaled at the epilogue), a cast on
+ *    the way from the other 16-bit dtype (the leaf's box converted as the
+ *    prologue computes A), A stored
  *    [K, M] (MN-major);
  *  - the work items' order: products whose B does not fit half the L2
  *    walk bands of several M tiles (the reason says "tiles in groups of G
@@ -42,7 +44,8 @@
  *    TMA store; so is a ring whose transaction count leaves out a
  *    prologue's row vector box (the stage never completes: a hang); an A
  *    stored [K, M] read without wgmma's transpose bit for A gives wrong
- *    products, and so does a per-row scale left out of the epilogue.
+ *    products, and so do a per-row scale left out of the epilogue and a
+ *    cast leaf read in A's dtype.
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
  */
 #include <check.h>
@@ -84,7 +87,8 @@ typedef struct shape {
     int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu),
                           * 4 g * gamma (a weight [K]), 5 gamma * g (an input [1, K]), 6 silu(g) * u * gamma [K],
                           * per-row scales s: 7 g * s (a weight [M, 1]), 8 s * g (an input [lead..., M, 1]),
-                          * 9 silu(g) * u * s [M, 1], 10 (g * gamma [K]) * s [M, 1] */
+                          * 9 silu(g) * u * s [M, 1], 10 (g * gamma [K]) * s [M, 1],
+                          * 12 cast(g), g stored in the other 16-bit dtype */
     enum a_form af;      /* how x is stored and read (no prologue) */
 } shape;
 
@@ -174,6 +178,11 @@ static const shape SHAPES[] = {
     {"row_scale_b2x2_n129", "f16", {2, 2}, 70, 129, 64, true, B_WEIGHT, "relu", 8, A_PLAIN},
     {"row_scale_swiglu", "bf16", {0}, 150, 128, 136, false, B_WEIGHT, "none", 9, A_PLAIN},
     {"row_scale_norm_w", "f16", {2, 0}, 90, 72, 128, true, B_WEIGHT, "silu", 10, A_PLAIN},
+    /* a cast on the way: g stored in the other 16-bit dtype, converted as the consumers compute A */
+    {"cast_from_f16", "bf16", {0}, 130, 72, 136, false, B_WEIGHT, "none", 12, A_PLAIN},
+    {"cast_from_bf16_b2", "f16", {2, 0}, 70, 129, 64, true, B_WEIGHT, "bias", 12, A_PLAIN},
+    {"cast_m64_res", "bf16", {0}, 64, 64, 200, false, B_WEIGHT, "residual", 12, A_PLAIN},
+    {"cast_gelu_tb", "f16", {0}, 100, 136, 72, true, B_WEIGHT, "gelu_tanh", 12, A_PLAIN},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -269,7 +278,8 @@ static char *gemm_graph(const shape *s) {
     /* the prologue's inputs and nodes (x computed), or x itself */
     char xin[512], pro[512] = "";
     static const char *const pn[] = {"g", "u"};
-    int np = s->pro == 0 ? 0 : s->pro == 1 || s->pro == 3 || s->pro == 6 || s->pro == 9 ? 2 : 1, w2 = 0;
+    int np = s->pro == 0 ? 0 : s->pro == 1 || s->pro == 3 || s->pro == 6 || s->pro == 9 ? 2 : 1,
+        w2 = 0;
     char gush[64];
     if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", s->m, 2 * s->k);
     else dims_of(s, gush, sizeof gush, s->m, 2 * s->k);
@@ -277,9 +287,10 @@ static char *gemm_graph(const shape *s) {
         np = 0;
         snprintf(xin, sizeof xin, "{\"name\":\"gu\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, gush);
     } else if (!np) snprintf(xin, sizeof xin, "{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, xsh);
+    const char *other = strcmp(s->dt, "bf16") == 0 ? "f16" : "bf16";   /* g's dtype under a cast */
     for (int i = 0; i < np; i++)
         w2 += snprintf(xin + w2, sizeof xin - (size_t)w2, "%s{\"name\":\"%s\",\"dtype\":\"%s\",\"shape\":%s}",
-                       i ? "," : "", pn[i], s->dt, ash);
+                       i ? "," : "", pn[i], s->pro >= 12 && i == 0 ? other : s->dt, ash);
     if (s->pro == 1)
         snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
                                   "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},");
@@ -300,6 +311,10 @@ static char *gemm_graph(const shape *s) {
                  s->pro == 6 ? "su" : "g");
     else if (s->pro == 5)   /* a scale per column, an input [1, K] */
         snprintf(pro, sizeof pro, "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"gamma\",\"g\"],\"outputs\":[\"x\"]},");
+    else if (s->pro == 12)   /* cast(g) to A's dtype */
+        snprintf(pro, sizeof pro, "{\"name\":\"pc\",\"op\":\"cast\",\"inputs\":[\"g\"],\"outputs\":[\"x\"],"
+                                  "\"attrs\":{\"to\":\"%s\"}},",
+                 s->dt);
     else if (s->pro >= 7) {   /* a scale per row s [M, 1] ([lead..., M, 1] for 8) times P */
         char ssh[64];
         snprintf(pro, sizeof pro, "%s{\"name\":\"p4\",\"op\":\"mul\",\"inputs\":[%s],\"outputs\":[\"x\"]},",
@@ -377,7 +392,11 @@ START_TEST(test_plan_picks_sm90_gemm) {
         ck_assert_msg(sm90_tiled(k), "%s: %s", s->name, k->tiling.reason);
         ck_assert_ptr_nonnull(strstr(k->tiling.reason, "sm_90a GEMM"));
         /* a scale per row of A: the plan names it */
-        ck_assert_msg((strstr(k->tiling.reason, "A times a per-row scale s") != NULL) == (s->pro >= 7), "%s: %s",
+        ck_assert_msg((strstr(k->tiling.reason, "A times a per-row scale s") != NULL) ==
+                          (s->pro >= 7 && s->pro <= 10), "%s: %s",
+                      s->name, k->tiling.reason);
+        /* a cast on the way: likewise */
+        ck_assert_msg((strstr(k->tiling.reason, "a cast on the way: g stored as") != NULL) == (s->pro == 12), "%s: %s",
                       s->name, k->tiling.reason);
         int64_t bn = tile(k, "N"), cwg = tile(k, "wg");
         bn_seen[bn == 64 ? 0 : bn == 128 ? 1 : 2] = true;
@@ -491,7 +510,8 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         ck_assert_msg(strstr(kp->tiling.reason, tma_store ? "the output by TMA stores" : "the output by per-thread")
                       != NULL, "%s: %s", s->name, kp->tiling.reason);
         /* A and B only through the TMA: a bare product loads nothing per thread */
-        if ((strcmp(s->epi, "none") == 0 || strcmp(s->epi, "scale") == 0 || strcmp(s->epi, "f32") == 0) && s->pro < 7)
+        if ((strcmp(s->epi, "none") == 0 || strcmp(s->epi, "scale") == 0 || strcmp(s->epi, "f32") == 0) &&
+            (s->pro < 7 || s->pro > 10))
             ck_assert_msg(a->ld_global[0] + a->ld_global[1] + a->ld_global[2] == 0, "%s: ld.global", s->name);
         mcir_compilation_free(&c);
         free(js);
@@ -781,6 +801,25 @@ START_TEST(test_dropped_row_scale_is_wrong) {
 }
 END_TEST
 
+/* A cast on the way left out: the bf16 leaf's box read as f16 bits (the
+ * conversion is the box leaf's load in the leaf's own dtype) */
+static void drop_leaf_conversion(char *src) {
+    char *w = strstr(src, "mc_ld_bf16(gm_box(");
+    ck_assert_msg(w, "the cast leaf's load moved: update the mutation");
+    memcpy(w, "mc_ld_f16 (", strlen("mc_ld_f16 ("));
+}
+
+START_TEST(test_dropped_leaf_conversion_is_wrong) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_cast", "f16", {0}, 96, 64, 64, false, B_WEIGHT, "none", 12, A_PLAIN};
+    cgt_emu_result r = run_emulated(&s, drop_leaf_conversion);
+    ck_assert(!(r.ran && r.rel <= 2e-2 && r.finite));
+}
+END_TEST
+
 int main(void) {
     if (!test_tempdir("sm90gemm", work_dir, sizeof work_dir)) return 1;
     char cache[256];
@@ -800,6 +839,7 @@ int main(void) {
     tcase_add_test(tc, test_dropped_tnsp_a_is_wrong);
     tcase_add_test(tc, test_dropped_vector_bytes_is_found);
     tcase_add_test(tc, test_dropped_row_scale_is_wrong);
+    tcase_add_test(tc, test_dropped_leaf_conversion_is_wrong);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);

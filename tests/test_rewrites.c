@@ -342,6 +342,42 @@ START_TEST(test_prologue_pays_row_scale) {
 }
 END_TEST
 
+/* a cast into a matmul's A: fused on sm_90 from the other 16-bit dtype
+ * (the sm_90a template converts the leaf's box), kept apart from f32 and
+ * on sm_80 (no template converts it there) */
+START_TEST(test_prologue_pays_cast) {
+    mcir_catalog *c = default_catalog(NULL);
+    mcir_diag d = mcir_diag_stderr();
+    char buf[1200];
+    static const struct { const char *arch, *from; bool fused; } cases[] = {
+        {"sm_90", "f16", true}, {"sm_90", "f32", false}, {"sm_80", "f16", false}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(buf, sizeof buf,
+                 "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"%s\", \"shape\": [128, 256]}],"
+                 " \"weights\": [{\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [256, 128]}],"
+                 " \"nodes\": [{\"name\": \"pc\", \"op\": \"cast\", \"inputs\": [\"x\"], \"outputs\": [\"a\"],"
+                 "  \"attrs\": {\"to\": \"bf16\"}},"
+                 " {\"name\": \"mm\", \"op\": \"matmul\", \"inputs\": [\"a\", \"w\"], \"outputs\": [\"y\"]}],"
+                 " \"outputs\": [\"y\"]}", cases[i].from);
+        mcir_graph *g = mcir_graph_read_json_string(buf, "t.json", &d);
+        ck_assert_ptr_nonnull(g);
+        rewritten r = rewrite_graph(g, c, cases[i].arch);
+        json_t *rec = find_record(r.trace, "gemm_prologue", cases[i].fused ? "applied" : "rejected");
+        ck_assert_msg(rec != NULL, "%s from %s: gemm_prologue not %s", cases[i].arch, cases[i].from,
+                      cases[i].fused ? "applied" : "rejected");
+        if (!cases[i].fused) {
+            const char *detail;
+            ck_assert_str_eq(failed_check(rec, &detail), "prologue_pays");
+            ck_assert_msg(strstr(detail, "16-bit leaf of the sm_90a template"), "%s", detail);
+        }
+        ck_assert_int_eq(mcir_graph_find_node(r.g, "pc")->group == mcir_graph_find_node(r.g, "mm")->group &&
+                         mcir_graph_find_node(r.g, "mm")->group >= 0, cases[i].fused);
+        rewritten_free(&r);
+    }
+    mcir_catalog_free(c);
+}
+END_TEST
+
 START_TEST(test_working_set_numbers) {
     const mcir_target *t = mcir_target_find("sm_90");
     mcir_working_set ws;
@@ -1009,6 +1045,7 @@ static Suite *rewrites_suite(void) {
     tcase_add_test(tc, test_attention_working_set_per_arch);
     tcase_add_test(tc, test_prologue_pays_per_arch);
     tcase_add_test(tc, test_prologue_pays_row_scale);
+    tcase_add_test(tc, test_prologue_pays_cast);
     tcase_add_test(tc, test_working_set_numbers);
     tcase_add_test(tc, test_layernorm_without_affine);
     tcase_add_test(tc, test_softmax_and_rmsnorm);
