@@ -116,6 +116,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         MCIR_ASSERT(box_leaf != NULL);
         for (int i = 0; i < l.n_a; i++) box_leaf[l.a_leaf[i]->id] = i + 1;
         if (l.n_v) box_leaf[l.v_leaf->id] = -1;
+        if (l.row_scale) box_leaf[l.row_scale->id] = -2;   /* the epilogue applies it: 1 in A's chain */
         e.box_leaf = box_leaf;
         e.box_rows = l.n_v > 0;   /* A's index row * K + column: the vector's broadcast index is the column */
         cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k);\n");

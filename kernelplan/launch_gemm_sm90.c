@@ -134,6 +134,7 @@ static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const
  * for anything else. */
 static bool prologue_inputs(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l,
                             int depth) {
+    if (t == l->row_scale) return true;   /* a factor the epilogue applies: 1 in the chain */
     const mcir_node *p = producer_in(k, t);
     if (!p || p->op == MCIR_OP_SPLIT) return t != A && prologue_leaf(k, A, t, l);
     if (depth > 16 || p->n_outputs != 1 || !(mcir_op_desc_of(p->op)->flags & MCIR_OPF_ELEMENTWISE) ||
@@ -161,29 +162,49 @@ static bool row_scale_shape(const mcir_tensor *A, const mcir_tensor *t) {
     return true;
 }
 
-/* A = P * s (or s * P) with s a scale per row of A that the kernel reads
- * (row_scale_shape) and P of A's shape, A used by nothing in the region but
- * the product: P, with l->row_scale set; else A. The product then reads P
- * as A and the epilogue scales the accumulators' rows. */
-static const mcir_tensor *row_scale_factor(const mcir_kernel_plan *k, const mcir_tensor *A, mcir_gemm_sm90 *l) {
-    const mcir_node *p = producer_in(k, A);
-    if (!p || p->op != MCIR_OP_MUL || p->n_inputs != 2 || p->n_outputs != 1 ||
-        mcir_value_type_of(A->dtype) != MCIR_VALUE_F32)
-        return A;
+/* Used by nothing in the region but node `by` (and not written) */
+static bool only_used_by(const mcir_kernel_plan *k, const mcir_tensor *t, const mcir_node *by) {
     for (int i = 0; i < k->n_nodes; i++)
         for (int j = 0; j < k->nodes[i]->n_inputs; j++)
-            if (k->nodes[i]->inputs[j] == A && k->nodes[i] != k->anchor) return A;
+            if (k->nodes[i]->inputs[j] == t && k->nodes[i] != by) return false;
     for (int w = 0; w < k->n_writes; w++)
-        if (k->writes[w] == A) return A;
+        if (k->writes[w] == t) return false;
+    return true;
+}
+
+/* A scale per row of A that the kernel reads (row_scale_shape) as a factor
+ * of A: an input of a mul that computes t, t being A or reached from A
+ * through muls of A's shape whose every intermediate only the next mul
+ * reads. Sets l->row_scale; false when there is none. */
+static bool find_row_scale(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l,
+                           int depth) {
+    const mcir_node *p = producer_in(k, t);
+    if (!p || p->op != MCIR_OP_MUL || p->n_inputs != 2 || p->n_outputs != 1 || depth > 16 || !same_shape(t, A) ||
+        mcir_value_type_of(t->dtype) != MCIR_VALUE_F32)
+        return false;
     for (int j = 0; j < 2; j++) {
         const mcir_tensor *s = p->inputs[j], *x = p->inputs[1 - j];
         if (same_shape(x, A) && row_scale_shape(A, s) && plain_read(k, s) &&
             mcir_value_type_of(s->dtype) == MCIR_VALUE_F32) {
             l->row_scale = s;
-            return x;
+            l->row_scale_top = t == A;
+            l->row_scale_other = x;
+            return true;
         }
     }
-    return A;
+    for (int j = 0; j < 2; j++)
+        if (only_used_by(k, p->inputs[j], p) && find_row_scale(k, A, p->inputs[j], l, depth + 1)) return true;
+    return false;
+}
+
+/* A = P * s (or s * P) with s a scale per row of A, A used by nothing in
+ * the region but the product: P, with l->row_scale set (the product then
+ * reads P as A and the epilogue scales its rows); s a factor deeper in a
+ * chain of muls (RMSNorm's (x * s) * gamma): A, its prologue computing it
+ * with s read as 1 (the box leaf code -2); else A. */
+static const mcir_tensor *row_scale_factor(const mcir_kernel_plan *k, const mcir_tensor *A, mcir_gemm_sm90 *l) {
+    if (!only_used_by(k, A, k->anchor) || !find_row_scale(k, A, A, l, 0)) return A;
+    return l->row_scale_top ? l->row_scale_other : A;
 }
 
 /* Nothing in the region but A's prologue reads its leaves (the kernel
@@ -426,15 +447,17 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     bool residual = false;
     for (int i = 0; i < k->n_nodes; i++)
         if (k->nodes[i] != n && k->nodes[i]->op != MCIR_OP_TRANSPOSE && k->nodes[i]->op != MCIR_OP_RESHAPE) epi++;
-    epi -= l->prologue_ops + (l->row_scale != NULL);   /* the row scale: one multiply, 58-74 measured */
+    epi -= l->prologue_ops + (l->row_scale && l->row_scale_top);   /* the row scale: one multiply, 58-74 measured */
     for (int i = 0; i < k->n_reads; i++) {
         const mcir_tensor *r = k->reads[i];
         bool operand = r == l->b;
         for (int a = 0; a < l->n_a; a++) operand = operand || r == l->a_in[a];
         residual = residual || (!operand && mcir_tensor_numel(r) >= l->m * l->n);
     }
+    /* a per-row scale inside A's chain is a multiply by 1 there: folded away */
+    const int pro_ops = l->prologue_ops - (l->row_scale && !l->row_scale_top);
     int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) +
-               6 * (l->prologue_ops < 2 ? l->prologue_ops : 2) + 8 * l->n_v;
+               6 * (pro_ops < 2 ? pro_ops : 2) + 8 * l->n_v;
     if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;

@@ -50,6 +50,11 @@ typedef struct mcir_gemm_sm90 {
      * A itself) */
     const mcir_tensor *row_scale;
     bool row_scale_batched;  /* one column of scales per batch (else one for all) */
+    /* s multiplies A itself (A = P * s: P read as A); else s is a factor
+     * deeper in a chain of muls ((x * s) * gamma) and A's prologue reads it
+     * as 1. row_scale_other: the mul's other operand */
+    bool row_scale_top;
+    const mcir_tensor *row_scale_other;
     const mcir_tensor *a_value;
     bool prologue;
     int prologue_ops;        /* the region's nodes computing A */

@@ -9,7 +9,7 @@
  *    MN-major, wgmma's transpose bit for A), A shared by a batch of B —
  *    whatever the epilogue, and names what rules it out otherwise (f32,
  *    rows not a multiple of 16 bytes, an A stored [K, M] included, an A
- *    that a broadcast along K computes, a row vector over K < 64 columns);
+ *    with two scales per row, a row vector over K < 64 columns);
  *    sm_80 keeps its template;
  *  - every kernel of the sweep compiles with NVRTC for sm_90a with
  *    wgmma.mma_async and cp.async.bulk.tensor, no spills, no ptxas
@@ -18,14 +18,15 @@
  *    epilogue's operands: zero for a product with nothing to read after);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 75 shapes matches the reference interpreter: partial tiles in
+ *    each of 77 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
  *    prologues combined in shared memory, prologues with a row vector of K
  *    elements broadcast over the rows (a norm's weight [K], a scale per
  *    column [1, K], SwiGLU times a norm's weight), a scale per row of A
  *    ([M, 1], [lead..., M, 1]; alone and times SwiGLU or a norm's weight:
- *    x read as A, the product's rows scaled at the epilogue), a cast on
+ *    x read as A, the product's rows scaled at the epilogue; inside
+ *    RMSNorm's (x * s) * gamma, read as 1 by the prologue), a cast on
  *    the way from the other 16-bit dtype (the leaf's box converted as the
  *    prologue computes A), A stored
  *    [K, M] (MN-major);
@@ -87,7 +88,8 @@ typedef struct shape {
     int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu),
                           * 4 g * gamma (a weight [K]), 5 gamma * g (an input [1, K]), 6 silu(g) * u * gamma [K],
                           * per-row scales s: 7 g * s (a weight [M, 1]), 8 s * g (an input [lead..., M, 1]),
-                          * 9 silu(g) * u * s [M, 1], 10 (g * gamma [K]) * s [M, 1],
+                          * 9 silu(g) * u * s [M, 1], 10 (g * gamma [K]) * s [M, 1], 11 (g * s [M, 1]) * gamma [K]
+                          * (RMSNorm's order: s a factor below the top of A's chain),
                           * 12 cast(g), g stored in the other 16-bit dtype */
     enum a_form af;      /* how x is stored and read (no prologue) */
 } shape;
@@ -178,6 +180,8 @@ static const shape SHAPES[] = {
     {"row_scale_b2x2_n129", "f16", {2, 2}, 70, 129, 64, true, B_WEIGHT, "relu", 8, A_PLAIN},
     {"row_scale_swiglu", "bf16", {0}, 150, 128, 136, false, B_WEIGHT, "none", 9, A_PLAIN},
     {"row_scale_norm_w", "f16", {2, 0}, 90, 72, 128, true, B_WEIGHT, "silu", 10, A_PLAIN},
+    {"rmsnorm_order", "bf16", {0}, 130, 72, 136, false, B_WEIGHT, "none", 11, A_PLAIN},
+    {"rmsnorm_order_b2_res", "f16", {2, 0}, 70, 64, 128, true, B_WEIGHT, "residual", 11, A_PLAIN},
     /* a cast on the way: g stored in the other 16-bit dtype, converted as the consumers compute A */
     {"cast_from_f16", "bf16", {0}, 130, 72, 136, false, B_WEIGHT, "none", 12, A_PLAIN},
     {"cast_from_bf16_b2", "f16", {2, 0}, 70, 129, 64, true, B_WEIGHT, "bias", 12, A_PLAIN},
@@ -321,9 +325,10 @@ static char *gemm_graph(const shape *s) {
                  s->pro == 9 ? "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
                                "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"su\"]},"
                  : s->pro == 10 ? "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"gg\"]},"
+                 : s->pro == 11 ? "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"g\",\"s\"],\"outputs\":[\"gs\"]},"
                  : "",
                  s->pro == 8 ? "\"s\",\"g\"" : s->pro == 9 ? "\"su\",\"s\"" :
-                 s->pro == 10 ? "\"gg\",\"s\"" : "\"g\",\"s\"");
+                 s->pro == 10 ? "\"gg\",\"s\"" : s->pro == 11 ? "\"gs\",\"gamma\"" : "\"g\",\"s\"");
         if (s->pro == 8) {
             dims_of(s, ssh, sizeof ssh, s->m, 1);
             snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":%s}",
@@ -333,7 +338,7 @@ static char *gemm_graph(const shape *s) {
                      w[0] ? "," : "", s->dt, s->m);
         }
     }
-    if (s->pro == 4 || s->pro == 6 || s->pro == 10)
+    if (s->pro == 4 || s->pro == 6 || s->pro == 10 || s->pro == 11)
         snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%d]}",
                  w[0] ? "," : "", s->dt, s->k);
     else if (s->pro == 5)
@@ -393,7 +398,7 @@ START_TEST(test_plan_picks_sm90_gemm) {
         ck_assert_ptr_nonnull(strstr(k->tiling.reason, "sm_90a GEMM"));
         /* a scale per row of A: the plan names it */
         ck_assert_msg((strstr(k->tiling.reason, "A times a per-row scale s") != NULL) ==
-                          (s->pro >= 7 && s->pro <= 10), "%s: %s",
+                          (s->pro >= 7 && s->pro <= 11), "%s: %s",
                       s->name, k->tiling.reason);
         /* a cast on the way: likewise */
         ck_assert_msg((strstr(k->tiling.reason, "a cast on the way: g stored as") != NULL) == (s->pro == 12), "%s: %s",
@@ -431,10 +436,9 @@ START_TEST(test_plan_picks_sm90_gemm) {
          "\"dtype\":\"f16\",\"shape\":[64,100]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
          "[\"y\"]}],\"outputs\":[\"y\"]}",
          "B's rows are not a multiple of 16 bytes"},
-        /* a scale per row under a norm's weight, (x * s[M, 1]) * gamma[K] (RMSNorm's order): only a
-         * scale per row at the top of A's chain is taken to the epilogue */
+        /* two scales per row, (x * s[M, 1]) * t[M, 1]: the epilogue applies one */
         {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,128]}],\"weights\":[{\"name\":"
-         "\"s\",\"dtype\":\"bf16\",\"shape\":[64,1]},{\"name\":\"gamma\",\"dtype\":\"bf16\",\"shape\":[128]},"
+         "\"s\",\"dtype\":\"bf16\",\"shape\":[64,1]},{\"name\":\"gamma\",\"dtype\":\"bf16\",\"shape\":[64,1]},"
          "{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
          "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"s\"],\"outputs\":[\"a0\"]},"
          "{\"op\":\"mul\",\"inputs\":[\"a0\",\"gamma\"],\"outputs\":[\"a\"]},"
@@ -511,7 +515,7 @@ START_TEST(test_sm90_gemm_compiles_clean) {
                       != NULL, "%s: %s", s->name, kp->tiling.reason);
         /* A and B only through the TMA: a bare product loads nothing per thread */
         if ((strcmp(s->epi, "none") == 0 || strcmp(s->epi, "scale") == 0 || strcmp(s->epi, "f32") == 0) &&
-            (s->pro < 7 || s->pro > 10))
+            (s->pro < 7 || s->pro > 11))
             ck_assert_msg(a->ld_global[0] + a->ld_global[1] + a->ld_global[2] == 0, "%s: ld.global", s->name);
         mcir_compilation_free(&c);
         free(js);
