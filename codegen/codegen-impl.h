@@ -165,7 +165,9 @@ typedef struct cg_emitter {
      * of box k of a staged tile, `mc_ld_<dt>(gm_box(acc, k), i)` (the
      * sm_90a GEMM's prologue: acc carries the stage and consumer group);
      * -1 where it is a row vector staged for the K step,
-     * `mc_ld_<dt>(gm_vbox(acc), i)` (i: its element, the box's column) */
+     * `mc_ld_<dt>(gm_vbox(acc), i)` (i: its element, the box's column);
+     * -2 where it is a factor the template applies elsewhere (the GEMM's
+     * per-row scale, at the epilogue): 1 */
     const int *box_leaf;
     /* with box_leaf: index i is row * K + column of the box element (so
      * that a row vector's broadcast index is its column), and a box leaf

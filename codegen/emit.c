@@ -1141,7 +1141,15 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
         e->done[t->id] = 1;
         return true;
     }
-    if (e->box_leaf && e->box_leaf[t->id] < 0 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
+    if (e->box_leaf && e->box_leaf[t->id] == -2 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
+        cg_sb_printf(b, "// %s: a factor the epilogue applies, 1 here\n"
+                        "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
+                        "    (void)i; (void)acc;\n    return 1.0f;\n}\n",
+                     t->name, t->id);
+        e->done[t->id] = 1;
+        return true;
+    }
+    if (e->box_leaf && e->box_leaf[t->id] == -1 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
         MCIR_ASSERT(e->box_rows);
         cg_sb_printf(b, "// %s: its K step's elements staged in the vector box\n"
                         "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"

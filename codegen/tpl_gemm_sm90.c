@@ -14,7 +14,10 @@
  * tensors of its shape (SwiGLU's silu(g) * u) is read as those tensors,
  * one map each (a split's part: a column offset in its tensor), and
  * combined in shared memory through A's value chain with its leaves read
- * from the boxes. The fused epilogue (bias, activations, residual, casts:
+ * from the boxes. A scale per row of A at the top of its chain (A = P * s,
+ * s [.., M, 1]) is not computed in shared memory: P is read as A and the
+ * accumulators are multiplied by s[m] before the epilogue (gm_row_scaled).
+ * The fused epilogue (bias, activations, residual, casts:
  * whatever the region's writes compute from the product) is emitted here
  * by the shared emitter and applied per accumulator element. Where the
  * region's one write is f16 / bf16 with 16-byte rows the output goes
@@ -72,7 +75,8 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         return false;
     }
     int ap[2], bp = cg_read_index(kp, l.b), vp = l.n_v ? cg_read_index(kp, l.v_leaf) : 0;
-    bool reads = bp >= 0 && vp >= 0 && l.n_a >= 1 && l.n_a <= 2 && l.n_v <= 1;
+    const int sp = l.row_scale ? cg_read_index(kp, l.row_scale) : 0;
+    bool reads = bp >= 0 && vp >= 0 && sp >= 0 && l.n_a >= 1 && l.n_a <= 2 && l.n_v <= 1;
     for (int i = 0; reads && i < l.n_a; i++) reads = (ap[i] = cg_read_index(kp, l.a_in[i])) >= 0;
     if (!reads) {
         cg_error(d, kp, "internal error: the sm_90a GEMM's operands are not kernel reads");
@@ -112,6 +116,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         MCIR_ASSERT(box_leaf != NULL);
         for (int i = 0; i < l.n_a; i++) box_leaf[l.a_leaf[i]->id] = i + 1;
         if (l.n_v) box_leaf[l.v_leaf->id] = -1;
+        if (l.row_scale) box_leaf[l.row_scale->id] = -2;   /* the epilogue applies it: 1 in A's chain */
         e.box_leaf = box_leaf;
         e.box_rows = l.n_v > 0;   /* A's index row * K + column: the vector's broadcast index is the column */
         cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k);\n");
@@ -122,7 +127,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                              "    const i64 r = i / %lldLL, col = i - r * %lldLL;\n"
                              "    return r * 64 + ((((col >> 3) ^ r) & 7) << 3) + (col & 7);\n}\n",
                          (long long)l.k, (long long)l.k);
-        cg_emit_value(&e, n->inputs[0]);
+        cg_emit_value(&e, l.a_value);
         e.box_leaf = NULL;
         e.box_rows = false;
     }
@@ -175,17 +180,27 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_sb_printf(&b, "__device__ __forceinline__ float gm_a_value(int stage, int c, i64 j, MC_PARAMS) {\n"
                          "    return v%d(%s, __int_as_float(0x40000000 | (stage << 3) | c), MC_ARGS);\n}\n"
                          "__device__ __forceinline__ unsigned short gm_a_store(float v) { return mc_f32_to_%s(v); }\n",
-                     n->inputs[0]->id,
+                     l.a_value->id,
                      l.n_v ? "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)"
                            : "j",
                      bf16 ? "bf16" : "f16");
+    /* A = P * s[m]: the product of P scaled per row, C's rows by s (the
+     * accumulators before the epilogue's chain) */
+    if (l.row_scale)
+        cg_sb_printf(&b, "// A's per-row scale %s, applied to the product's rows\n"
+                         "__device__ __forceinline__ float gm_row_scaled(i64 bb, i64 m, float acc, MC_PARAMS) {\n"
+                         "    const float s = mc_ld_%s(r%d, %s);\n"
+                         "    return acc * s;\n}\n",
+                     l.row_scale->name, cg_dsuffix(l.row_scale->dtype), sp, l.row_scale_batched ? "bb * GM_M + m" : "m");
+    else
+        cg_sb_puts(&b, "#define gm_row_scaled(bb, m, acc, ...) (acc)\n");
     cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                   "    epilogue((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n");
+                   "    epilogue((bb * GM_M + m) * GM_N + n, gm_row_scaled(bb, m, acc, MC_ARGS), MC_ARGS);\n}\n");
     cg_sb_printf(&b, "#define GM_TMA_STORE %d   // the output: %s\n", l.tma_store, l.store);
     if (l.tma_store)   /* the one write's value, rounded to its dtype (cg_emit_epilogue emitted it) */
         cg_sb_printf(&b, "#define GM_O_BF16 %d\n"
                          "__device__ __forceinline__ float mm_value(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                         "    return v%d((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n",
+                         "    return v%d((bb * GM_M + m) * GM_N + n, gm_row_scaled(bb, m, acc, MC_ARGS), MC_ARGS);\n}\n",
                      kp->writes[0]->dtype == MCIR_DTYPE_BF16, kp->writes[0]->id);
     cg_sb_puts(&b, mcir_tpl_hopper);
     if (l.prologue)

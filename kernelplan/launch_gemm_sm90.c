@@ -77,14 +77,15 @@ static bool row_vector(const mcir_tensor *A, const mcir_tensor *t) {
     return t->rank >= 1 && t->rank <= A->rank && t->shape[t->rank - 1] == K && mcir_tensor_numel(t) == K;
 }
 
-/* Leaf t of A's prologue (A's dtype) as a TMA box: a tensor of A's shape
+/* Leaf t of A's prologue (f16 or bf16: a cast to A's dtype on the way
+ * converts it as the chain reads it, its box laid out as A's) as a TMA box: a tensor of A's shape
  * — a plain kernel read, or an output of a split along the last dim of
  * one (the gate and up halves of a horizontal GEMM's product) at a
  * 16-byte column offset — recorded in l (at most 2); or a row vector
  * (row_vector: a norm's weight) that is a plain read, l->v_leaf (at most
  * 1, and only where K >= 64: its box's column is A's index modulo K). */
 static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l) {
-    if (t->dtype != A->dtype) return false;
+    if (!is_half(t->dtype)) return false;   /* f16 or bf16: a cast to A's dtype converts it, the box laid out as A's */
     if (!same_shape(t, A)) {
         if (!row_vector(A, t) || !plain_read(k, t) || A->shape[A->rank - 1] < 64) return false;
         if (l->n_v == 1) return l->v_leaf == t;
@@ -133,6 +134,7 @@ static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const
  * for anything else. */
 static bool prologue_inputs(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l,
                             int depth) {
+    if (t == l->row_scale) return true;   /* a factor the epilogue applies: 1 in the chain */
     const mcir_node *p = producer_in(k, t);
     if (!p || p->op == MCIR_OP_SPLIT) return t != A && prologue_leaf(k, A, t, l);
     if (depth > 16 || p->n_outputs != 1 || !(mcir_op_desc_of(p->op)->flags & MCIR_OPF_ELEMENTWISE) ||
@@ -145,6 +147,64 @@ static bool prologue_inputs(const mcir_kernel_plan *k, const mcir_tensor *A, con
     if (l->prologue_ops == 16) return false;
     l->prologue_node[l->prologue_ops++] = p;
     return true;
+}
+
+/* t holds one value per row of A ([.., M, 1]: M elements, or one column
+ * of M per batch with A's leading dims): broadcast along A's K columns */
+static bool row_scale_shape(const mcir_tensor *A, const mcir_tensor *t) {
+    if (t->rank < 2 || t->rank > A->rank || t->shape[t->rank - 1] != 1 || t->shape[t->rank - 2] != A->shape[A->rank - 2])
+        return false;
+    int64_t lead = 1;
+    for (int i = 0; i < t->rank - 2; i++) lead *= t->shape[i];
+    if (lead == 1) return true;
+    for (int i = 0; i < A->rank - 2; i++)
+        if (t->rank != A->rank || t->shape[i] != A->shape[i]) return false;
+    return true;
+}
+
+/* Used by nothing in the region but node `by` (and not written) */
+static bool only_used_by(const mcir_kernel_plan *k, const mcir_tensor *t, const mcir_node *by) {
+    for (int i = 0; i < k->n_nodes; i++)
+        for (int j = 0; j < k->nodes[i]->n_inputs; j++)
+            if (k->nodes[i]->inputs[j] == t && k->nodes[i] != by) return false;
+    for (int w = 0; w < k->n_writes; w++)
+        if (k->writes[w] == t) return false;
+    return true;
+}
+
+/* A scale per row of A that the kernel reads (row_scale_shape) as a factor
+ * of A: an input of a mul that computes t, t being A or reached from A
+ * through muls of A's shape whose every intermediate only the next mul
+ * reads. Sets l->row_scale; false when there is none. */
+static bool find_row_scale(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l,
+                           int depth) {
+    const mcir_node *p = producer_in(k, t);
+    if (!p || p->op != MCIR_OP_MUL || p->n_inputs != 2 || p->n_outputs != 1 || depth > 16 || !same_shape(t, A) ||
+        mcir_value_type_of(t->dtype) != MCIR_VALUE_F32)
+        return false;
+    for (int j = 0; j < 2; j++) {
+        const mcir_tensor *s = p->inputs[j], *x = p->inputs[1 - j];
+        if (same_shape(x, A) && row_scale_shape(A, s) && plain_read(k, s) &&
+            mcir_value_type_of(s->dtype) == MCIR_VALUE_F32) {
+            l->row_scale = s;
+            l->row_scale_top = t == A;
+            l->row_scale_other = x;
+            return true;
+        }
+    }
+    for (int j = 0; j < 2; j++)
+        if (only_used_by(k, p->inputs[j], p) && find_row_scale(k, A, p->inputs[j], l, depth + 1)) return true;
+    return false;
+}
+
+/* A = P * s (or s * P) with s a scale per row of A, A used by nothing in
+ * the region but the product: P, with l->row_scale set (the product then
+ * reads P as A and the epilogue scales its rows); s a factor deeper in a
+ * chain of muls (RMSNorm's (x * s) * gamma): A, its prologue computing it
+ * with s read as 1 (the box leaf code -2); else A. */
+static const mcir_tensor *row_scale_factor(const mcir_kernel_plan *k, const mcir_tensor *A, mcir_gemm_sm90 *l) {
+    if (!only_used_by(k, A, k->anchor) || !find_row_scale(k, A, A, l, 0)) return A;
+    return l->row_scale_top ? l->row_scale_other : A;
 }
 
 /* Nothing in the region but A's prologue reads its leaves (the kernel
@@ -249,12 +309,12 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
     if (A->rank < 2 || B->rank < 2 || C->rank < 2) no = "a rank-1 operand";
     else if (!is_half(A->dtype) || A->dtype != B->dtype) no = "operands not both f16 or both bf16";
-    else if (!(l->a = stored_operand(k, A, &ta)) && ta)
+    else if (!(l->a = stored_operand(k, (l->a_value = ta ? A : row_scale_factor(k, A, l)), &ta)) && ta)
         no = "A transposed and computed by a prologue (a prologue reads A's leaves K-major only)";
-    else if (!l->a && (!prologue_inputs(k, A, A, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
-        no = "A is not read as stored nor computed elementwise from at most 2 stored tensors of its shape and "
-             "dtype and one stored vector of its K >= 64 elements (a view, another broadcast, a cast or a "
-             "transpose computes it)";
+    else if (!l->a && (!prologue_inputs(k, l->a_value, l->a_value, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
+        no = "A is not read as stored nor computed elementwise from at most 2 stored f16 / bf16 tensors of its "
+             "shape and one stored vector of its K >= 64 elements, times at most one scale per row [M, 1] (a "
+             "view, another broadcast, a cast from a wider dtype or a transpose computes it)";
     else if (!(l->b = stored_operand(k, B, &tb)))
         no = "B is not read as stored or as a transpose of the last two dims (a prologue or a view computes it)";
     if (no) {
@@ -288,6 +348,14 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     if (no) {
         if (why) *why = no;
         return false;
+    }
+    if (l->row_scale) {
+        const int sb = batched(l->row_scale, C);
+        if (sb < 0) {
+            if (why) *why = "the per-row scale's batch dims are neither C's nor absent";
+            return false;
+        }
+        l->row_scale_batched = sb == 1;
     }
     l->a_batched = ab == 1;
     l->b_batched = bb == 1;
@@ -379,22 +447,26 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     bool residual = false;
     for (int i = 0; i < k->n_nodes; i++)
         if (k->nodes[i] != n && k->nodes[i]->op != MCIR_OP_TRANSPOSE && k->nodes[i]->op != MCIR_OP_RESHAPE) epi++;
-    epi -= l->prologue_ops;
+    epi -= l->prologue_ops + (l->row_scale && l->row_scale_top);   /* the row scale: one multiply, 58-74 measured */
     for (int i = 0; i < k->n_reads; i++) {
         const mcir_tensor *r = k->reads[i];
         bool operand = r == l->b;
         for (int a = 0; a < l->n_a; a++) operand = operand || r == l->a_in[a];
         residual = residual || (!operand && mcir_tensor_numel(r) >= l->m * l->n);
     }
+    /* a per-row scale inside A's chain is a multiply by 1 there: folded away */
+    const int pro_ops = l->prologue_ops - (l->row_scale && !l->row_scale_top);
     int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) +
-               6 * (l->prologue_ops < 2 ? l->prologue_ops : 2) + 8 * l->n_v;
+               6 * (pro_ops < 2 ? pro_ops : 2) + 8 * l->n_v;
     if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
         if (residual && !l->prologue) regs += 8 * (int)(l->bn / 64);
         if (l->group_m > 1) regs += 6;
     }
-    if (l->prologue && l->k <= 64) regs = 60;   /* one K step: 58-59 measured, whatever the epilogue */
+    /* one K step: 58-64 measured, whatever the epilogue; 70 where a batch's
+     * per-thread stores read a bias (a cast prologue at N = 129) */
+    if (l->prologue && l->k <= 64) regs = 60 + (!l->tma_store && l->batch > 1 && k->n_reads > 2 ? 10 : 0);
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
     /* setmaxnreg shares out the block's registers at entry: never more */
     MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * 168 ||
@@ -425,6 +497,10 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
             k->tiling.reason = mcir_arena_printf(a, "%s; not the sm_90a GEMM: %s", k->tiling.reason, why);
         return;
     }
+    const mcir_tensor *cast_leaf = NULL;   /* a leaf stored in the other 16-bit dtype */
+    for (int i = 0; i < l.n_a && l.prologue; i++)
+        if (l.a_in[i]->dtype != k->anchor->inputs[0]->dtype) cast_leaf = l.a_in[i];
+    if (l.n_v && l.v_leaf->dtype != k->anchor->inputs[0]->dtype) cast_leaf = l.v_leaf;
     mcir_tiling *ti = &k->tiling;
     const char *names[] = {"M", "N", "K", "wg", "group_m"};
     const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers, l.group_m};
@@ -445,11 +521,23 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         "of A and B panels, %s half the %lld MiB L2), the epilogue applied from the accumulators, the output by %s; "
         "modelled "
         "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)",
-        (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(l.a->dtype),
-        l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s%s (loaded by the TMA, "
-                                          "combined in shared memory by the consumers), ", l.n_a, l.n_a > 1 ? "s" : "",
-                                       l.n_v ? " and a row vector of K elements broadcast over the rows" : "")
-                   : "",
+        (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(k->anchor->inputs[0]->dtype),
+        mcir_arena_printf(
+            a, "%s%s",
+            l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s%s (loaded by the "
+                                              "TMA, combined in shared memory by the consumers%s), ",
+                                           l.n_a, l.n_a > 1 ? "s" : "",
+                                           l.n_v ? " and a row vector of K elements broadcast over the rows" : "",
+                                           cast_leaf ? mcir_arena_printf(a, "; a cast on the way: %s stored as %s, "
+                                                                            "converted there",
+                                                                         cast_leaf->name,
+                                                                         mcir_dtype_name(cast_leaf->dtype))
+                                                     : "")
+                       : "",
+            l.row_scale ? mcir_arena_printf(a, "A times a per-row scale %s (%s, applied to the accumulators' rows at "
+                                               "the epilogue), ",
+                                            l.row_scale->name, l.row_scale_batched ? "one column per batch" : "[M, 1]")
+                        : ""),
         l.trans_a ? "MN-major ([K, M])" : "K-major ([M, K])", l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])",
         (long long)l.bm, l.consumers,
         l.consumers > 1 ? "s" : "",
@@ -474,8 +562,8 @@ double mcir_gemm_library_fraction(const mcir_target *t) {
 }
 
 bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch, int64_t m, int64_t n,
-                             int64_t k, int64_t in_bytes, int64_t t_bytes, int64_t bc_bytes, char *d,
-                             size_t dn) {
+                             int64_t k, int64_t in_bytes, int64_t t_bytes, int64_t bc_bytes, bool row_scale,
+                             char *d, size_t dn) {
     if (!t || !t->has_wgmma || !is_half(dt)) {
         snprintf(d, dn, "no measured rate of a fused prologue on %s for %s: fused (saves %lld bytes of traffic)",
                  t ? t->name : "this target", mcir_dtype_name(dt), (long long)(2 * t_bytes));
@@ -483,15 +571,17 @@ bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch,
     }
     double tc = dt == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops, bw = t->dram_gbps * 1e3;
     double flops = 2.0 * (double)batch * (double)m * (double)n * (double)k;
-    double fused_c = flops / (tc * 1e6 * SM90_GEMM_EFFICIENCY * SM90_GEMM_PROLOGUE_RATE);
+    const double rate = SM90_GEMM_EFFICIENCY * (row_scale ? 1.0 : SM90_GEMM_PROLOGUE_RATE);
+    double fused_c = flops / (tc * 1e6 * rate);
     double fused_m = (double)(in_bytes + bc_bytes) / bw;
     double gemm_c = flops / (tc * 1e6 * mcir_gemm_library_fraction(t)), gemm_m = (double)(t_bytes + bc_bytes) / bw;
     double fused = (fused_c > fused_m ? fused_c : fused_m) + t->launch_us;
     double apart = (double)(in_bytes + t_bytes) / bw + t->launch_us + (gemm_c > gemm_m ? gemm_c : gemm_m) +
                    t->launch_us;
-    snprintf(d, dn, "fused on the sm_90a template %.2f us (its prologue rate, measured: %.0f%% of peak) %s "
+    snprintf(d, dn, "fused on the sm_90a template %.2f us (%s, measured: %.0f%% of peak) %s "
              "%.2f us materialised (a prologue kernel moving %lld bytes, then the library at %.0f%%) on %s",
-             fused, 100.0 * SM90_GEMM_EFFICIENCY * SM90_GEMM_PROLOGUE_RATE, fused <= apart ? "<=" : ">", apart,
+             fused, row_scale ? "a per-row scale at the epilogue: its plain rate" : "its prologue rate",
+             100.0 * rate, fused <= apart ? "<=" : ">", apart,
              (long long)(in_bytes + t_bytes), 100.0 * mcir_gemm_library_fraction(t), t->name);
     return fused <= apart;
 }

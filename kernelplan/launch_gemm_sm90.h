@@ -4,7 +4,7 @@
  * its tiles. A matmul of f16 or bf16 operands that the TMA can read as
  * they are stored (kernel reads, B also through a folded last-two-dims
  * transpose, or A computed by an elementwise prologue from stored tensors of
- * its shape) takes it on a wgmma target whatever its epilogue: A's tiles
+ * its shape, possibly times a scale per row applied at the epilogue) takes it on a wgmma target whatever its epilogue: A's tiles
  * and B's arrive through a multi-stage mbarrier ring fed by a producer
  * warp group, one or two consumer warp groups multiply them with
  * wgmma.mma_async and apply the fused epilogue from the accumulators.
@@ -42,6 +42,20 @@ typedef struct mcir_gemm_sm90 {
     const mcir_tensor *v_leaf;
     int n_v;
     int64_t v_bytes;
+    /* A = P * s with s a scale per row of A ([.., M, 1]: a dequantisation
+     * scale, a row norm), a plain read of any float dtype: the kernel reads
+     * P as A (as stored, or by a prologue) and multiplies the accumulators'
+     * rows by s[m] at the epilogue (sum_k s[m] P[m, k] B[k, n] = s[m] (P B)[m, n]);
+     * row_scale NULL otherwise. a_value: the tensor the A boxes hold (P, or
+     * A itself) */
+    const mcir_tensor *row_scale;
+    bool row_scale_batched;  /* one column of scales per batch (else one for all) */
+    /* s multiplies A itself (A = P * s: P read as A); else s is a factor
+     * deeper in a chain of muls ((x * s) * gamma) and A's prologue reads it
+     * as 1. row_scale_other: the mul's other operand */
+    bool row_scale_top;
+    const mcir_tensor *row_scale_other;
+    const mcir_tensor *a_value;
     bool prologue;
     int prologue_ops;        /* the region's nodes computing A */
     const mcir_node *prologue_node[16];
@@ -98,10 +112,12 @@ double mcir_gemm_library_fraction(const mcir_target *t);
  * is the larger of its compute and its memory time, plus its launches).
  * Fused runs on the generated template at its measured prologue rate
  * where one was measured (sm_90a); elsewhere nothing says otherwise and
- * fusing (which saves the traffic) is kept. Writes the two modelled times
- * into d. */
+ * fusing (which saves the traffic) is kept. row_scale: the prologue is a
+ * scale per row of A alone, which the template applies to the product's
+ * rows at the epilogue (mcir_gemm_sm90.row_scale): the fused product runs
+ * at the plain template's rate. Writes the two modelled times into d. */
 bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch, int64_t m, int64_t n,
-                             int64_t k, int64_t in_bytes, int64_t t_bytes, int64_t bc_bytes, char *d,
-                             size_t dn);
+                             int64_t k, int64_t in_bytes, int64_t t_bytes, int64_t bc_bytes, bool row_scale,
+                             char *d, size_t dn);
 
 #endif

@@ -1152,8 +1152,30 @@ static bool check_prologue_pays(const mcir_check_ctx *c, const mcir_param_value 
             if (ns < 64) seen[ns++] = t;
             in += mcir_tensor_bytes(t);
         }
+    /* a cast on the way: the sm_90a template converts a 16-bit leaf (f16 <->
+     * bf16, its TMA box laid out as A's); wider leaves and other targets
+     * keep the cast apart (a kernel of its own, then the GEMM as before) */
+    for (int i = 0; i < nm; i++) {
+        if (members[i]->op != MCIR_OP_CAST) continue;
+        const mcir_tensor *x = members[i]->inputs[0];
+        const bool half = x->dtype == MCIR_DTYPE_F16 || x->dtype == MCIR_DTYPE_BF16;
+        if (!c->target || !c->target->has_wgmma || !half) {
+            say(d, n, "a cast from %s into '%s' is fused only as a 16-bit leaf of the sm_90a template (f16 <-> bf16)",
+                mcir_dtype_name(x->dtype), mm->name);
+            return false;
+        }
+    }
+    /* A = x * s with s one value per row ([.., M, 1]) and nothing else: the
+     * sm_90a template reads x as A and scales the product's rows */
+    bool row_scale = false;
+    if (nm == 1 && members[0]->op == MCIR_OP_MUL && members[0]->n_inputs == 2 && !mcir_node_bool(mm, "transpose_a"))
+        for (int j = 0; j < 2; j++) {
+            const mcir_tensor *s = members[0]->inputs[j], *x = members[0]->inputs[1 - j];
+            row_scale = row_scale || (s->rank >= 2 && s->shape[s->rank - 1] == 1 && s->shape[s->rank - 2] == m &&
+                                      mcir_tensor_numel(x) == mcir_tensor_numel(a) && x->rank == a->rank);
+        }
     return mcir_gemm_prologue_pays(c->target, a->dtype, batch, m, cols, k, in, mcir_tensor_bytes(a),
-                                   mcir_tensor_bytes(b) + mcir_tensor_bytes(y), d, n);
+                                   mcir_tensor_bytes(b) + mcir_tensor_bytes(y), row_scale, d, n);
 }
 
 /* --------------------------------------------------------------- table */

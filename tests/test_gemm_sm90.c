@@ -9,7 +9,7 @@
  *    MN-major, wgmma's transpose bit for A), A shared by a batch of B —
  *    whatever the epilogue, and names what rules it out otherwise (f32,
  *    rows not a multiple of 16 bytes, an A stored [K, M] included, an A
- *    that a broadcast along K computes, a row vector over K < 64 columns);
+ *    with two scales per row, a row vector over K < 64 columns);
  *    sm_80 keeps its template;
  *  - every kernel of the sweep compiles with NVRTC for sm_90a with
  *    wgmma.mma_async and cp.async.bulk.tensor, no spills, no ptxas
@@ -18,13 +18,18 @@
  *    epilogue's operands: zero for a product with nothing to read after);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 65 shapes matches the reference interpreter: partial tiles in
+ *    each of 77 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
  *    prologues combined in shared memory, prologues with a row vector of K
  *    elements broadcast over the rows (a norm's weight [K], a scale per
- *    column [1, K], SwiGLU times a norm's weight), A stored [K, M]
- *    (MN-major);
+ *    column [1, K], SwiGLU times a norm's weight), a scale per row of A
+ *    ([M, 1], [lead..., M, 1]; alone and times SwiGLU or a norm's weight:
+ *    x read as A, the product's rows scaled at the epilogue; inside
+ *    RMSNorm's (x * s) * gamma, read as 1 by the prologue), a cast on
+ *    the way from the other 16-bit dtype (the leaf's box converted as the
+ *    prologue computes A), A stored
+ *    [K, M] (MN-major);
  *  - the work items' order: products whose B does not fit half the L2
  *    walk bands of several M tiles (the reason says "tiles in groups of G
  *    M-tiles"; those kernels compile clean too), the rest row-major; the
@@ -40,7 +45,8 @@
  *    TMA store; so is a ring whose transaction count leaves out a
  *    prologue's row vector box (the stage never completes: a hang); an A
  *    stored [K, M] read without wgmma's transpose bit for A gives wrong
- *    products.
+ *    products, and so do a per-row scale left out of the epilogue and a
+ *    cast leaf read in A's dtype.
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
  */
 #include <check.h>
@@ -80,7 +86,11 @@ typedef struct shape {
     enum b_form bf;
     const char *epi;     /* none, bias, bias_gelu, gelu_tanh, relu, residual, scale, tanh, sigmoid, silu, f32, bias_relu_f32 */
     int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu),
-                          * 4 g * gamma (a weight [K]), 5 gamma * g (an input [1, K]), 6 silu(g) * u * gamma [K] */
+                          * 4 g * gamma (a weight [K]), 5 gamma * g (an input [1, K]), 6 silu(g) * u * gamma [K],
+                          * per-row scales s: 7 g * s (a weight [M, 1]), 8 s * g (an input [lead..., M, 1]),
+                          * 9 silu(g) * u * s [M, 1], 10 (g * gamma [K]) * s [M, 1], 11 (g * s [M, 1]) * gamma [K]
+                          * (RMSNorm's order: s a factor below the top of A's chain),
+                          * 12 cast(g), g stored in the other 16-bit dtype */
     enum a_form af;      /* how x is stored and read (no prologue) */
 } shape;
 
@@ -163,6 +173,20 @@ static const shape SHAPES[] = {
     {"col_scale_m40", "f16", {0}, 40, 64, 64, false, B_WEIGHT, "relu", 5, A_PLAIN},
     {"col_scale_b2x2", "bf16", {2, 2}, 72, 64, 128, true, B_WEIGHT, "none", 5, A_PLAIN},
     {"swiglu_norm_w", "bf16", {0}, 130, 96, 72, false, B_WEIGHT, "residual", 6, A_PLAIN},
+    /* A = x * s, s a scale per row [M, 1]: x read as A, the product's rows scaled at the epilogue */
+    {"row_scale", "f16", {0}, 130, 72, 200, false, B_WEIGHT, "none", 7, A_PLAIN},
+    {"row_scale_bf_bias", "bf16", {0}, 40, 136, 72, true, B_WEIGHT, "bias_gelu", 7, A_PLAIN},
+    {"row_scale_b2_res", "bf16", {2, 0}, 100, 64, 96, false, B_WEIGHT, "residual", 8, A_PLAIN},
+    {"row_scale_b2x2_n129", "f16", {2, 2}, 70, 129, 64, true, B_WEIGHT, "relu", 8, A_PLAIN},
+    {"row_scale_swiglu", "bf16", {0}, 150, 128, 136, false, B_WEIGHT, "none", 9, A_PLAIN},
+    {"row_scale_norm_w", "f16", {2, 0}, 90, 72, 128, true, B_WEIGHT, "silu", 10, A_PLAIN},
+    {"rmsnorm_order", "bf16", {0}, 130, 72, 136, false, B_WEIGHT, "none", 11, A_PLAIN},
+    {"rmsnorm_order_b2_res", "f16", {2, 0}, 70, 64, 128, true, B_WEIGHT, "residual", 11, A_PLAIN},
+    /* a cast on the way: g stored in the other 16-bit dtype, converted as the consumers compute A */
+    {"cast_from_f16", "bf16", {0}, 130, 72, 136, false, B_WEIGHT, "none", 12, A_PLAIN},
+    {"cast_from_bf16_b2", "f16", {2, 0}, 70, 129, 64, true, B_WEIGHT, "bias", 12, A_PLAIN},
+    {"cast_m64_res", "bf16", {0}, 64, 64, 200, false, B_WEIGHT, "residual", 12, A_PLAIN},
+    {"cast_gelu_tb", "f16", {0}, 100, 136, 72, true, B_WEIGHT, "gelu_tanh", 12, A_PLAIN},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -258,7 +282,8 @@ static char *gemm_graph(const shape *s) {
     /* the prologue's inputs and nodes (x computed), or x itself */
     char xin[512], pro[512] = "";
     static const char *const pn[] = {"g", "u"};
-    int np = s->pro == 0 ? 0 : s->pro == 2 || s->pro == 4 || s->pro == 5 ? 1 : 2, w2 = 0;
+    int np = s->pro == 0 ? 0 : s->pro == 1 || s->pro == 3 || s->pro == 6 || s->pro == 9 ? 2 : 1,
+        w2 = 0;
     char gush[64];
     if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", s->m, 2 * s->k);
     else dims_of(s, gush, sizeof gush, s->m, 2 * s->k);
@@ -266,9 +291,10 @@ static char *gemm_graph(const shape *s) {
         np = 0;
         snprintf(xin, sizeof xin, "{\"name\":\"gu\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, gush);
     } else if (!np) snprintf(xin, sizeof xin, "{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, xsh);
+    const char *other = strcmp(s->dt, "bf16") == 0 ? "f16" : "bf16";   /* g's dtype under a cast */
     for (int i = 0; i < np; i++)
         w2 += snprintf(xin + w2, sizeof xin - (size_t)w2, "%s{\"name\":\"%s\",\"dtype\":\"%s\",\"shape\":%s}",
-                       i ? "," : "", pn[i], s->dt, ash);
+                       i ? "," : "", pn[i], s->pro >= 12 && i == 0 ? other : s->dt, ash);
     if (s->pro == 1)
         snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
                                   "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},");
@@ -289,7 +315,30 @@ static char *gemm_graph(const shape *s) {
                  s->pro == 6 ? "su" : "g");
     else if (s->pro == 5)   /* a scale per column, an input [1, K] */
         snprintf(pro, sizeof pro, "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"gamma\",\"g\"],\"outputs\":[\"x\"]},");
-    if (s->pro == 4 || s->pro == 6)
+    else if (s->pro == 12)   /* cast(g) to A's dtype */
+        snprintf(pro, sizeof pro, "{\"name\":\"pc\",\"op\":\"cast\",\"inputs\":[\"g\"],\"outputs\":[\"x\"],"
+                                  "\"attrs\":{\"to\":\"%s\"}},",
+                 s->dt);
+    else if (s->pro >= 7) {   /* a scale per row s [M, 1] ([lead..., M, 1] for 8) times P */
+        char ssh[64];
+        snprintf(pro, sizeof pro, "%s{\"name\":\"p4\",\"op\":\"mul\",\"inputs\":[%s],\"outputs\":[\"x\"]},",
+                 s->pro == 9 ? "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
+                               "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"su\"]},"
+                 : s->pro == 10 ? "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"gg\"]},"
+                 : s->pro == 11 ? "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"g\",\"s\"],\"outputs\":[\"gs\"]},"
+                 : "",
+                 s->pro == 8 ? "\"s\",\"g\"" : s->pro == 9 ? "\"su\",\"s\"" :
+                 s->pro == 10 ? "\"gg\",\"s\"" : s->pro == 11 ? "\"gs\",\"gamma\"" : "\"g\",\"s\"");
+        if (s->pro == 8) {
+            dims_of(s, ssh, sizeof ssh, s->m, 1);
+            snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":%s}",
+                     s->dt, ssh);
+        } else {
+            snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":[%d,1]}",
+                     w[0] ? "," : "", s->dt, s->m);
+        }
+    }
+    if (s->pro == 4 || s->pro == 6 || s->pro == 10 || s->pro == 11)
         snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%d]}",
                  w[0] ? "," : "", s->dt, s->k);
     else if (s->pro == 5)
@@ -347,6 +396,13 @@ START_TEST(test_plan_picks_sm90_gemm) {
         const mcir_kernel_plan *k = &p->kernels[gemm_index(p)];
         ck_assert_msg(sm90_tiled(k), "%s: %s", s->name, k->tiling.reason);
         ck_assert_ptr_nonnull(strstr(k->tiling.reason, "sm_90a GEMM"));
+        /* a scale per row of A: the plan names it */
+        ck_assert_msg((strstr(k->tiling.reason, "A times a per-row scale s") != NULL) ==
+                          (s->pro >= 7 && s->pro <= 11), "%s: %s",
+                      s->name, k->tiling.reason);
+        /* a cast on the way: likewise */
+        ck_assert_msg((strstr(k->tiling.reason, "a cast on the way: g stored as") != NULL) == (s->pro == 12), "%s: %s",
+                      s->name, k->tiling.reason);
         int64_t bn = tile(k, "N"), cwg = tile(k, "wg");
         bn_seen[bn == 64 ? 0 : bn == 128 ? 1 : 2] = true;
         cwg_seen[cwg - 1] = true;
@@ -380,12 +436,14 @@ START_TEST(test_plan_picks_sm90_gemm) {
          "\"dtype\":\"f16\",\"shape\":[64,100]}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":"
          "[\"y\"]}],\"outputs\":[\"y\"]}",
          "B's rows are not a multiple of 16 bytes"},
-        /* a scale per row: A = x * s[M, 1] broadcasts s over the columns */
+        /* two scales per row, (x * s[M, 1]) * t[M, 1]: the epilogue applies one */
         {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,128]}],\"weights\":[{\"name\":"
-         "\"s\",\"dtype\":\"bf16\",\"shape\":[64,1]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
-         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"s\"],\"outputs\":[\"a\"]},"
+         "\"s\",\"dtype\":\"bf16\",\"shape\":[64,1]},{\"name\":\"gamma\",\"dtype\":\"bf16\",\"shape\":[64,1]},"
+         "{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"s\"],\"outputs\":[\"a0\"]},"
+         "{\"op\":\"mul\",\"inputs\":[\"a0\",\"gamma\"],\"outputs\":[\"a\"]},"
          "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
-         "nor computed elementwise from at most 2 stored tensors of its shape"},
+         "times at most one scale per row"},
         /* a norm's weight over K < 64 columns (its box column is not A's index modulo K) */
         {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[64,32]}],\"weights\":[{\"name\":"
          "\"gamma\",\"dtype\":\"bf16\",\"shape\":[32]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[32,64]}],"
@@ -456,7 +514,8 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         ck_assert_msg(strstr(kp->tiling.reason, tma_store ? "the output by TMA stores" : "the output by per-thread")
                       != NULL, "%s: %s", s->name, kp->tiling.reason);
         /* A and B only through the TMA: a bare product loads nothing per thread */
-        if (strcmp(s->epi, "none") == 0 || strcmp(s->epi, "scale") == 0 || strcmp(s->epi, "f32") == 0)
+        if ((strcmp(s->epi, "none") == 0 || strcmp(s->epi, "scale") == 0 || strcmp(s->epi, "f32") == 0) &&
+            (s->pro < 7 || s->pro > 11))
             ck_assert_msg(a->ld_global[0] + a->ld_global[1] + a->ld_global[2] == 0, "%s: ld.global", s->name);
         mcir_compilation_free(&c);
         free(js);
@@ -726,6 +785,45 @@ START_TEST(test_dropped_vector_bytes_is_found) {
 }
 END_TEST
 
+/* The per-row scale left out of the epilogue: the product of x, not of
+ * x * s (the shapes' scales are not all 1) */
+static void drop_row_scale(char *src) {
+    char *w = strstr(src, "return acc * s;");
+    ck_assert_msg(w, "the per-row scale moved: update the mutation");
+    memset(w + strlen("return acc"), ' ', strlen(" * s"));
+}
+
+START_TEST(test_dropped_row_scale_is_wrong) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_row_scale", "f16", {0}, 96, 64, 64, false, B_WEIGHT, "none", 7, A_PLAIN};
+    cgt_emu_result r = run_emulated(&s, drop_row_scale);
+    ck_assert(r.ran);
+    ck_assert(!(r.rel <= 2e-2 && r.finite));
+}
+END_TEST
+
+/* A cast on the way left out: the bf16 leaf's box read as f16 bits (the
+ * conversion is the box leaf's load in the leaf's own dtype) */
+static void drop_leaf_conversion(char *src) {
+    char *w = strstr(src, "mc_ld_bf16(gm_box(");
+    ck_assert_msg(w, "the cast leaf's load moved: update the mutation");
+    memcpy(w, "mc_ld_f16 (", strlen("mc_ld_f16 ("));
+}
+
+START_TEST(test_dropped_leaf_conversion_is_wrong) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_cast", "f16", {0}, 96, 64, 64, false, B_WEIGHT, "none", 12, A_PLAIN};
+    cgt_emu_result r = run_emulated(&s, drop_leaf_conversion);
+    ck_assert(!(r.ran && r.rel <= 2e-2 && r.finite));
+}
+END_TEST
+
 int main(void) {
     if (!test_tempdir("sm90gemm", work_dir, sizeof work_dir)) return 1;
     char cache[256];
@@ -744,6 +842,8 @@ int main(void) {
     tcase_add_test(tc, test_dropped_output_fence_is_found);
     tcase_add_test(tc, test_dropped_tnsp_a_is_wrong);
     tcase_add_test(tc, test_dropped_vector_bytes_is_found);
+    tcase_add_test(tc, test_dropped_row_scale_is_wrong);
+    tcase_add_test(tc, test_dropped_leaf_conversion_is_wrong);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);

@@ -309,6 +309,75 @@ START_TEST(test_prologue_pays_per_arch) {
 }
 END_TEST
 
+/* prologue_pays for a scale per row of A ([M, 1]: a dequantisation scale,
+ * a row norm): the sm_90a template reads x as A and scales the product's
+ * rows at the epilogue, at its plain rate: Llama-7B's down projection at
+ * 64 tokens (bound by the weight) fuses it on sm_90 where SwiGLU's
+ * prologue stays apart (test_prologue_pays_per_arch); at 8192 tokens the
+ * library's rate wins even over the extra pass */
+START_TEST(test_prologue_pays_row_scale) {
+    mcir_catalog *c = default_catalog(NULL);
+    mcir_diag d = mcir_diag_stderr();
+    char buf[1200];
+    for (int tokens = 64; tokens <= 8192; tokens *= 128) {
+        snprintf(buf, sizeof buf,
+                 "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"bf16\", \"shape\": [%d, 11008]},"
+                 " {\"name\": \"s\", \"dtype\": \"bf16\", \"shape\": [%d, 1]}],"
+                 " \"weights\": [{\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [4096, 11008]}],"
+                 " \"nodes\": [{\"name\": \"p2\", \"op\": \"mul\", \"inputs\": [\"x\", \"s\"], \"outputs\": [\"a\"]},"
+                 " {\"name\": \"mm\", \"op\": \"matmul\", \"inputs\": [\"a\", \"w\"], \"outputs\": [\"y\"],"
+                 "  \"attrs\": {\"transpose_b\": true}}], \"outputs\": [\"y\"]}", tokens, tokens);
+        mcir_graph *g = mcir_graph_read_json_string(buf, "t.json", &d);
+        ck_assert_ptr_nonnull(g);
+        rewritten r = rewrite_graph(g, c, "sm_90");
+        json_t *rec = find_record(r.trace, "gemm_prologue", tokens == 64 ? "applied" : "rejected");
+        ck_assert_msg(rec != NULL, "%d tokens: gemm_prologue not %s", tokens, tokens == 64 ? "applied" : "rejected");
+        const char *detail = NULL;
+        if (tokens != 64) ck_assert_str_eq(failed_check(rec, &detail), "prologue_pays");
+        ck_assert_int_eq(mcir_graph_find_node(r.g, "p2")->group == mcir_graph_find_node(r.g, "mm")->group &&
+                         mcir_graph_find_node(r.g, "mm")->group >= 0, tokens == 64);
+        rewritten_free(&r);
+    }
+    mcir_catalog_free(c);
+}
+END_TEST
+
+/* a cast into a matmul's A: fused on sm_90 from the other 16-bit dtype
+ * (the sm_90a template converts the leaf's box), kept apart from f32 and
+ * on sm_80 (no template converts it there) */
+START_TEST(test_prologue_pays_cast) {
+    mcir_catalog *c = default_catalog(NULL);
+    mcir_diag d = mcir_diag_stderr();
+    char buf[1200];
+    static const struct { const char *arch, *from; bool fused; } cases[] = {
+        {"sm_90", "f16", true}, {"sm_90", "f32", false}, {"sm_80", "f16", false}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(buf, sizeof buf,
+                 "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"%s\", \"shape\": [128, 256]}],"
+                 " \"weights\": [{\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [256, 128]}],"
+                 " \"nodes\": [{\"name\": \"pc\", \"op\": \"cast\", \"inputs\": [\"x\"], \"outputs\": [\"a\"],"
+                 "  \"attrs\": {\"to\": \"bf16\"}},"
+                 " {\"name\": \"mm\", \"op\": \"matmul\", \"inputs\": [\"a\", \"w\"], \"outputs\": [\"y\"]}],"
+                 " \"outputs\": [\"y\"]}", cases[i].from);
+        mcir_graph *g = mcir_graph_read_json_string(buf, "t.json", &d);
+        ck_assert_ptr_nonnull(g);
+        rewritten r = rewrite_graph(g, c, cases[i].arch);
+        json_t *rec = find_record(r.trace, "gemm_prologue", cases[i].fused ? "applied" : "rejected");
+        ck_assert_msg(rec != NULL, "%s from %s: gemm_prologue not %s", cases[i].arch, cases[i].from,
+                      cases[i].fused ? "applied" : "rejected");
+        if (!cases[i].fused) {
+            const char *detail;
+            ck_assert_str_eq(failed_check(rec, &detail), "prologue_pays");
+            ck_assert_msg(strstr(detail, "16-bit leaf of the sm_90a template"), "%s", detail);
+        }
+        ck_assert_int_eq(mcir_graph_find_node(r.g, "pc")->group == mcir_graph_find_node(r.g, "mm")->group &&
+                         mcir_graph_find_node(r.g, "mm")->group >= 0, cases[i].fused);
+        rewritten_free(&r);
+    }
+    mcir_catalog_free(c);
+}
+END_TEST
+
 START_TEST(test_working_set_numbers) {
     const mcir_target *t = mcir_target_find("sm_90");
     mcir_working_set ws;
@@ -975,6 +1044,8 @@ static Suite *rewrites_suite(void) {
     tcase_add_test(tc, test_attention_softmax_not_last_axis);
     tcase_add_test(tc, test_attention_working_set_per_arch);
     tcase_add_test(tc, test_prologue_pays_per_arch);
+    tcase_add_test(tc, test_prologue_pays_row_scale);
+    tcase_add_test(tc, test_prologue_pays_cast);
     tcase_add_test(tc, test_working_set_numbers);
     tcase_add_test(tc, test_layernorm_without_affine);
     tcase_add_test(tc, test_softmax_and_rmsnorm);
