@@ -1134,10 +1134,13 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     cg_sb *b = e->sb;
     const mcir_kernel_plan *kp = e->kp;
     if (e->box_leaf && e->box_leaf[t->id] > 0 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
+        /* an f32 leaf: two boxes of 32 columns, its element from A's row and column */
+        const bool f32 = t->dtype == MCIR_DTYPE_F32;
+        MCIR_ASSERT(!f32 || e->box_rows);
         cg_sb_printf(b, "// %s staged in box %d\n__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
-                        "    return mc_ld_%s(gm_box(acc, %d), %s);\n}\n",
-                     t->name, e->box_leaf[t->id] - 1, t->id, cg_dsuffix(t->dtype), e->box_leaf[t->id] - 1,
-                     e->box_rows ? "gm_box_elem(i)" : "i");
+                        "    return mc_ld_%s(%sgm_box(acc, %d), %s);\n}\n",
+                     t->name, e->box_leaf[t->id] - 1, t->id, cg_dsuffix(t->dtype), f32 ? "(const float*)" : "",
+                     e->box_leaf[t->id] - 1, f32 ? "gm_box_elem4(i)" : e->box_rows ? "gm_box_elem(i)" : "i");
         e->done[t->id] = 1;
         return true;
     }
@@ -1153,8 +1156,8 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
         MCIR_ASSERT(e->box_rows);
         cg_sb_printf(b, "// %s: its K step's elements staged in the vector box\n"
                         "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
-                        "    return mc_ld_%s(gm_vbox(acc), i);\n}\n",
-                     t->name, t->id, cg_dsuffix(t->dtype));
+                        "    return mc_ld_%s(%sgm_vbox(acc), i);\n}\n",
+                     t->name, t->id, cg_dsuffix(t->dtype), t->dtype == MCIR_DTYPE_F32 ? "(const float*)" : "");
         e->done[t->id] = 1;
         return true;
     }

@@ -37,22 +37,24 @@ static int64_t tile_of(const mcir_tiling *t, const char *dim) {
 }
 
 /* The 3-D map (columns, rows, batch; padded to 5-D) of a row-major operand
- * of `rows` x `cols` f16/bf16 elements, `batch` matrices (1: one matrix
+ * of `rows` x `cols` f16/bf16 (or f32) elements, `batch` matrices (1: one matrix
  * for every batch), read through parameter `param` as columns col0.. of a
  * tensor `width` elements wide (a split's part; else col0 0, width cols);
- * boxes of 64 columns (128 bytes, swizzled) x box_rows. */
+ * boxes of 128 bytes of columns (64 16-bit, 32 f32: the 128-byte swizzle
+ * span, PTX ISA's tensor-map rule) x box_rows. */
 static void map_of(const mcir_tensor *t, int param, int64_t rows, int64_t cols, int64_t batch, unsigned box_rows,
                    int64_t width, int64_t col0, mcir_tensor_map_desc *m) {
     memset(m, 0, sizeof *m);
     m->read = param;
     m->offset = col0;
-    m->esize = 2;
-    m->dtype = t->dtype == MCIR_DTYPE_BF16 ? 9 : 6;
+    const bool f32 = t->dtype == MCIR_DTYPE_F32;
+    m->esize = f32 ? 4 : 2;
+    m->dtype = f32 ? 7 : t->dtype == MCIR_DTYPE_BF16 ? 9 : 6;
     m->rank = 5;
     m->swizzle = 3;
-    const uint64_t row = (uint64_t)width * 2, mat = row * (uint64_t)rows;
+    const uint64_t row = (uint64_t)width * (uint64_t)m->esize, mat = row * (uint64_t)rows;
     const uint64_t dims[5] = {(uint64_t)cols, (uint64_t)rows, (uint64_t)batch, 1, 1};
-    const unsigned box[5] = {64, box_rows, 1, 1, 1};
+    const unsigned box[5] = {(unsigned)(128 / m->esize), box_rows, 1, 1, 1};
     /* a dim of extent 1 is never stepped: its stride only has to be legal
      * (a multiple of 16 bytes; the matrix's size is) */
     const uint64_t strides[4] = {row, mat, mat * (uint64_t)batch, mat * (uint64_t)batch};
@@ -91,9 +93,10 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         for (int i = 0; i < l.n_a; i++)
             map_of(l.a_in[i], ap[i], l.m, l.k, l.a_batched ? l.batch : 1, 64, l.a_width[i], l.a_col0[i],
                    &k->tmaps[i]);
-    if (l.n_v) {   /* the row vector [K]: one box of its 64 elements per K step, unswizzled */
+    if (l.n_v) {   /* the row vector [K]: one box of its 64 elements per K step, unswizzled (f32: 256 bytes) */
         map_of(l.v_leaf, vp, 1, l.k, 1, 1, l.k, 0, &k->tmaps[l.n_a]);
         k->tmaps[l.n_a].swizzle = 0;
+        k->tmaps[l.n_a].box[0] = 64;
     }
     if (l.trans_b)   /* B [N, K]: one box of BN rows of 64 k-columns */
         map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, l.k, 0, &k->tmaps[tb]);
@@ -109,6 +112,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_begin_source(&b, kp);
     cg_emitter_init(&e, kp, &b, C, d);
     int *box_leaf = NULL;
+    const bool rows_index = l.n_v > 0 || l.a_wide[0] == 2 || (l.n_a > 1 && l.a_wide[1] == 2);
     if (l.prologue) {
         /* A's value chain, its leaves read from the stage's boxes; first, so
          * nothing else emits those leaves (leaves_private: nothing else uses them) */
@@ -118,15 +122,22 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         if (l.n_v) box_leaf[l.v_leaf->id] = -1;
         if (l.row_scale) box_leaf[l.row_scale->id] = -2;   /* the epilogue applies it: 1 in A's chain */
         e.box_leaf = box_leaf;
-        e.box_rows = l.n_v > 0;   /* A's index row * K + column: the vector's broadcast index is the column */
+        /* A's index row * K + column: the vector's broadcast index is the
+         * column, and an f32 leaf's element is found from (row, column) */
+        e.box_rows = rows_index;
         cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k);\n");
-        if (l.n_v)
-            cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code);\n"
-                             "// box element (row, column) of A's index row * K + column\n"
+        if (l.n_v) cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code);\n");
+        if (e.box_rows)
+            cg_sb_printf(&b, "// box element (row, column) of A's index row * K + column\n"
                              "__device__ __forceinline__ i64 gm_box_elem(i64 i) {\n"
                              "    const i64 r = i / %lldLL, col = i - r * %lldLL;\n"
-                             "    return r * 64 + ((((col >> 3) ^ r) & 7) << 3) + (col & 7);\n}\n",
-                         (long long)l.k, (long long)l.k);
+                             "    return r * 64 + ((((col >> 3) ^ r) & 7) << 3) + (col & 7);\n}\n"
+                             "// an f32 leaf's element (row, column): box col / 32 of 64 rows of 32 columns,\n"
+                             "// 16-byte chunks of 4 swizzled by the row\n"
+                             "__device__ __forceinline__ i64 gm_box_elem4(i64 i) {\n"
+                             "    const i64 r = i / %lldLL, col = i - r * %lldLL;\n"
+                             "    return (col >> 5) * 2048 + r * 32 + ((((col >> 2) ^ r) & 7) << 2) + (col & 3);\n}\n",
+                         (long long)l.k, (long long)l.k, (long long)l.k, (long long)l.k);
         cg_emit_value(&e, l.a_value);
         e.box_leaf = NULL;
         e.box_rows = false;
@@ -172,8 +183,16 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  (long long)l.bn, l.consumers, l.stages, (long long)l.group_m, bf16, l.trans_a, l.trans_b, l.a_batched,
                  l.b_batched, l.producer_regs, l.consumer_regs);
     cg_sb_printf(&b, "#define GM_NA %d\n#define GM_NV %d\n#define GM_PROLOGUE %d\n", l.n_a, l.n_v, l.prologue);
+    /* A's part of a stage: A's own tile first where leaf 0 is f32 (else
+     * computed in place over leaf 0), then each leaf's boxes per group (an
+     * f32 leaf: two boxes of 32 columns, the second GM_ABOX further) */
+    cg_sb_printf(&b, "#define GM_A_OUT %d\n#define GM_A_BYTES %lld\n#define GM_V_ESIZE %d\n"
+                     "__device__ __forceinline__ int gm_leaf_at(int p) { return p ? %lld : %lld; }\n"
+                     "__device__ __forceinline__ int gm_leaf_wide(int p) { return p ? %d : %d; }\n",
+                 l.a_out, (long long)l.a_bytes, l.n_v ? l.v_esize : 2, (long long)(l.n_a > 1 ? l.a_at[1] : 0),
+                 (long long)l.a_at[0], l.n_a > 1 ? l.a_wide[1] : 1, l.a_wide[0]);
     /* A's element j in group c's boxes of a stage: acc carries (stage, c);
-     * with a row vector the chain's index is the element's row * K + column
+     * with a row vector or an f32 leaf the chain's index is the element's row * K + column
      * (the swizzle: the 16-byte chunk (j / 8) % 8 of row j / 64 holds
      * columns 8 ((j / 8 ^ j / 64) % 8)..) */
     if (l.prologue)
@@ -181,7 +200,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                          "    return v%d(%s, __int_as_float(0x40000000 | (stage << 3) | c), MC_ARGS);\n}\n"
                          "__device__ __forceinline__ unsigned short gm_a_store(float v) { return mc_f32_to_%s(v); }\n",
                      l.a_value->id,
-                     l.n_v ? "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)"
+                     rows_index ? "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)"
                            : "j",
                      bf16 ? "bf16" : "f16");
     /* A = P * s[m]: the product of P scaled per row, C's rows by s (the
@@ -208,8 +227,8 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                          "    MC_DYNAMIC_SMEM(mc_smem_raw);\n"
                          "    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);\n"
                          "    const int s = __float_as_int(code) & 0xffff;\n"
-                         "    return (const unsigned short*)(smem + (s >> 3) * %lld + (k * %d + (s & 7)) * 8192);\n}\n",
-                     (long long)((l.n_a * l.bm + l.bn) * l.bk * 2), l.consumers);
+                         "    return (const unsigned short*)(smem + (s >> 3) * %lld + gm_leaf_at(k) + (s & 7) * gm_leaf_wide(k) * 8192);\n}\n",
+                     (long long)(l.a_bytes + l.bn * l.bk * 2));
     /* A from shared memory K-major when stored [M, K], else (tnspA) MN-major;
      * B K-major when stored [N, K], else MN-major */
     cg_emit_wgmma(&b, "gm_wgmma", (int)l.bn, false, bf16, l.trans_a, !l.trans_b);

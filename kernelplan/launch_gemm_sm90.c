@@ -77,17 +77,22 @@ static bool row_vector(const mcir_tensor *A, const mcir_tensor *t) {
     return t->rank >= 1 && t->rank <= A->rank && t->shape[t->rank - 1] == K && mcir_tensor_numel(t) == K;
 }
 
-/* Leaf t of A's prologue (f16 or bf16: a cast to A's dtype on the way
- * converts it as the chain reads it, its box laid out as A's) as a TMA box: a tensor of A's shape
+/* Leaf t of A's prologue (f16, bf16 or f32: a cast to A's dtype on the way
+ * converts it as the chain reads it; a 16-bit leaf's box is laid out as A's,
+ * an f32 leaf comes as two boxes of 32 columns, a_wide) as a TMA box: a tensor of A's shape
  * — a plain kernel read, or an output of a split along the last dim of
  * one (the gate and up halves of a horizontal GEMM's product) at a
  * 16-byte column offset — recorded in l (at most 2); or a row vector
  * (row_vector: a norm's weight) that is a plain read, l->v_leaf (at most
  * 1, and only where K >= 64: its box's column is A's index modulo K). */
 static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l) {
-    if (!is_half(t->dtype)) return false;   /* f16 or bf16: a cast to A's dtype converts it, the box laid out as A's */
+    /* f16, bf16 or f32: a cast to A's dtype converts it as the chain reads it */
+    if (!is_half(t->dtype) && t->dtype != MCIR_DTYPE_F32) return false;
+    const int64_t es = (int64_t)mcir_dtype_size(t->dtype);
     if (!same_shape(t, A)) {
-        if (!row_vector(A, t) || !plain_read(k, t) || A->shape[A->rank - 1] < 64) return false;
+        if (!row_vector(A, t) || !plain_read(k, t) || A->shape[A->rank - 1] < 64 ||
+            (A->shape[A->rank - 1] * es) % 16 != 0)
+            return false;
         if (l->n_v == 1) return l->v_leaf == t;
         l->v_leaf = t;
         l->n_v = 1;
@@ -118,11 +123,12 @@ static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const
         return false;
     }
     const int64_t width = root->shape[root->rank - 1];
-    if ((col0 * 2) % 16 != 0 || (width * 2) % 16 != 0) return false;   /* the TMA's 16-byte base and stride */
+    if ((col0 * es) % 16 != 0 || (width * es) % 16 != 0) return false;   /* the TMA's 16-byte base and stride */
     l->a_in[l->n_a] = root;
     l->a_leaf[l->n_a] = t;
     l->a_col0[l->n_a] = col0;
     l->a_width[l->n_a] = width;
+    l->a_wide[l->n_a] = es == 4 ? 2 : 1;
     l->n_a++;
     return true;
 }
@@ -264,7 +270,9 @@ static double wave_bytes(const mcir_gemm_sm90 *l, int64_t g) {
     if (rows < gm) rows = gm;
     if (rows > l->tiles_m) rows = l->tiles_m;
     if (cols > l->tiles_n) cols = l->tiles_n;
-    return (double)rows * (double)(l->n_a * l->bm * l->k * 2) + (double)cols * (double)(l->bn * l->k * 2);
+    int64_t a_row = 0;   /* bytes of a row of A's leaves */
+    for (int i = 0; i < l->n_a; i++) a_row += 2 * l->a_wide[i];
+    return (double)rows * (double)(a_row * l->bm * l->k) + (double)cols * (double)(l->bn * l->k * 2);
 }
 
 /* GROUP_M, the band height of the tile order (the grouped ordering of
@@ -312,9 +320,9 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     else if (!(l->a = stored_operand(k, (l->a_value = ta ? A : row_scale_factor(k, A, l)), &ta)) && ta)
         no = "A transposed and computed by a prologue (a prologue reads A's leaves K-major only)";
     else if (!l->a && (!prologue_inputs(k, l->a_value, l->a_value, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
-        no = "A is not read as stored nor computed elementwise from at most 2 stored f16 / bf16 tensors of its "
-             "shape and one stored vector of its K >= 64 elements, times at most one scale per row [M, 1] (a "
-             "view, another broadcast, a cast from a wider dtype or a transpose computes it)";
+        no = "A is not read as stored nor computed elementwise from at most 2 stored f16 / bf16 / f32 tensors of "
+             "its shape and one stored vector of its K >= 64 elements, times at most one scale per row [M, 1] (a "
+             "view, another broadcast, a cast from another dtype or a transpose computes it)";
     else if (!(l->b = stored_operand(k, B, &tb)))
         no = "B is not read as stored or as a transpose of the last two dims (a prologue or a view computes it)";
     if (no) {
@@ -324,6 +332,7 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     if (l->a) {
         l->n_a = 1;
         l->a_in[0] = l->a_leaf[0] = l->a;
+        l->a_wide[0] = 1;
     } else {
         l->prologue = true;
         l->a = l->a_leaf[0];
@@ -402,9 +411,18 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     else if (!is_half(W->dtype)) l->store = "per-thread stores (the output is not f16 or bf16)";
     else if ((l->n * 2) % 16 != 0) l->store = "per-thread stores (the output's rows are not a multiple of 16 bytes)";
     else l->tma_store = true;
-    /* a stage: the A and B boxes in the ring, the vector's box after it */
-    l->v_bytes = l->n_v * l->bk * 2;
-    const int64_t stage = (l->n_a * l->bm + l->bn) * l->bk * 2 + l->v_bytes, room = t->smem_per_block_optin - 1024;
+    /* a stage: the A and B boxes in the ring (A's tile of its own first
+     * where leaf 0 is f32, then each leaf's boxes: 8 KiB per consumer group,
+     * twice that for an f32 leaf), the vector's box after it */
+    l->a_out = l->prologue && l->a_wide[0] == 2;
+    l->a_bytes = l->a_out ? l->consumers * 64 * 128 : 0;
+    for (int i = 0; i < l->n_a; i++) {
+        l->a_at[i] = l->a_bytes;
+        l->a_bytes += l->consumers * l->a_wide[i] * 64 * 128;
+    }
+    l->v_esize = l->n_v ? (int)mcir_dtype_size(l->v_leaf->dtype) : 0;
+    l->v_bytes = l->n_v * l->bk * l->v_esize;
+    const int64_t stage = l->a_bytes + l->bn * l->bk * 2 + l->v_bytes, room = t->smem_per_block_optin - 1024;
     l->o_bytes = l->tma_store ? l->consumers * 2 * 64 * 128 : 0;
     if (l->tma_store && (room - l->o_bytes) / stage < 2) {
         l->tma_store = false;
@@ -436,7 +454,9 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
      * reads a bias or a residual (per-thread stores), 6 per op of a
      * prologue (its value chain and the stores back into the tile; two
      * counted at most: silu(g) * u * gamma took 78), 8 with a row vector
-     * (A's index row * K + column and its decoding: 73-80 measured); 5/4
+     * (A's index row * K + column and its decoding: 73-80 measured) or an
+     * f32 leaf (the same index, then the f32 box's element; the leaf's
+     * cast counted in it: 66-80 measured over the sweep's 10 shapes); 5/4
      * per accumulator beyond 32; two consumer groups with setmaxnreg start
      * at the 384-thread share. The TMA store's box loop, where N >= 64
      * (narrower products fold most of it away: 58 at N 16): 2 more (3
@@ -455,9 +475,16 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
         residual = residual || (!operand && mcir_tensor_numel(r) >= l->m * l->n);
     }
     /* a per-row scale inside A's chain is a multiply by 1 there: folded away */
-    const int pro_ops = l->prologue_ops - (l->row_scale && !l->row_scale_top);
-    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) +
-               6 * (pro_ops < 2 ? pro_ops : 2) + 8 * l->n_v;
+    /* an f32 leaf: A's index row * K + column as with a row vector, and the
+     * f32 box's element from it; its cast (a rounding) counted in that */
+    const bool wide = l->prologue && (l->a_wide[0] == 2 || (l->n_a > 1 && l->a_wide[1] == 2));
+    int casts = 0;
+    for (int i = 0; i < l->prologue_ops && wide; i++) casts += l->prologue_node[i]->op == MCIR_OP_CAST;
+    const int pro_ops = l->prologue_ops - (l->row_scale && !l->row_scale_top) - casts;
+    /* with a prologue an epilogue of two or more ops measured as one (79
+     * at swiglu_m40, 72 at cast_norm32: both bias + GELU) */
+    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? (l->prologue ? 2 : 8) : 0) +
+               6 * (pro_ops < 2 ? pro_ops : 2) + 8 * (l->n_v || wide);
     if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
@@ -497,10 +524,10 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
             k->tiling.reason = mcir_arena_printf(a, "%s; not the sm_90a GEMM: %s", k->tiling.reason, why);
         return;
     }
-    const mcir_tensor *cast_leaf = NULL;   /* a leaf stored in the other 16-bit dtype */
+    const mcir_tensor *cast_leaf = NULL;   /* a leaf stored in another dtype (a box of A's shape first) */
+    if (l.n_v && l.v_leaf->dtype != k->anchor->inputs[0]->dtype) cast_leaf = l.v_leaf;
     for (int i = 0; i < l.n_a && l.prologue; i++)
         if (l.a_in[i]->dtype != k->anchor->inputs[0]->dtype) cast_leaf = l.a_in[i];
-    if (l.n_v && l.v_leaf->dtype != k->anchor->inputs[0]->dtype) cast_leaf = l.v_leaf;
     mcir_tiling *ti = &k->tiling;
     const char *names[] = {"M", "N", "K", "wg", "group_m"};
     const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers, l.group_m};
@@ -529,9 +556,13 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
                                            l.n_a, l.n_a > 1 ? "s" : "",
                                            l.n_v ? " and a row vector of K elements broadcast over the rows" : "",
                                            cast_leaf ? mcir_arena_printf(a, "; a cast on the way: %s stored as %s, "
-                                                                            "converted there",
+                                                                            "converted there%s",
                                                                          cast_leaf->name,
-                                                                         mcir_dtype_name(cast_leaf->dtype))
+                                                                         mcir_dtype_name(cast_leaf->dtype),
+                                                                         cast_leaf->dtype == MCIR_DTYPE_F32
+                                                                             ? " (two TMA boxes of 32 f32 columns per "
+                                                                               "K step)"
+                                                                             : "")
                                                      : "")
                        : "",
             l.row_scale ? mcir_arena_printf(a, "A times a per-row scale %s (%s, applied to the accumulators' rows at "

@@ -33,6 +33,18 @@ typedef struct mcir_gemm_sm90 {
     const mcir_tensor *a_leaf[2];  /* the value a box holds: a_in itself, or a split of it along the last dim */
     int64_t a_col0[2], a_width[2]; /* the leaf's first column in a_in, a_in's last dim */
     int n_a;
+    /* a leaf stored as f32 (a cast from f32 on the way): its 64 columns of
+     * a K step are 256 bytes, past the 128-byte swizzle span, so it comes
+     * as two boxes of 32 columns (128-byte rows, swizzled), a_wide 2 (else
+     * 1: one box of 64 16-bit columns); a_at: its first group's box in a
+     * stage. a_out: A's tile is computed into a region of its own at the
+     * stage's start (leaf 0 is f32: the 16-bit tile cannot be written in
+     * place over it); else in place over leaf 0's box. a_bytes: A's part of
+     * a stage (the out region and every leaf's boxes, all groups) */
+    int a_wide[2];
+    int64_t a_at[2];
+    bool a_out;
+    int64_t a_bytes;
     /* a leaf of the prologue broadcast along A's rows (and batches): a
      * vector of A's K elements ([K], [1, K]: a norm's weight, a scale per
      * column), f16 / bf16, a plain read; its 64 elements of a K step come
@@ -42,6 +54,7 @@ typedef struct mcir_gemm_sm90 {
     const mcir_tensor *v_leaf;
     int n_v;
     int64_t v_bytes;
+    int v_esize;   /* its element bytes: 2, or 4 (f32: a box of 256 bytes, unswizzled) */
     /* A = P * s with s a scale per row of A ([.., M, 1]: a dequantisation
      * scale, a row norm), a plain read of any float dtype: the kernel reads
      * P as A (as stored, or by a prologue) and multiplies the accumulators'

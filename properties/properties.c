@@ -1122,12 +1122,70 @@ static bool check_fits_on_chip(const mcir_check_ctx *c, const mcir_param_value *
     return ws.fits;
 }
 
+/* The members of the fused group of `at` that compute the A operand of
+ * the group's matmul (its prologue: walked up from A through producers in
+ * the group), with the matmul in *mm; -1 when the group holds no matmul
+ * (or at is in none), -2 when at is not among them (an epilogue node) or A
+ * is transposed, -3 past cap. */
+static int gemm_prologue_of(const mcir_graph *g, const mcir_node *at, const mcir_node **mm, const mcir_node **pro,
+                            int cap) {
+    if (at->group < 0) return -1;
+    const mcir_node *gm[MCIR_MAX_GROUP_OPS + 1];
+    const int gid = at->group;
+    int ng = mcir_graph_group_members(g, &gid, 1, gm, MCIR_MAX_GROUP_OPS + 1);
+    *mm = NULL;
+    for (int i = 0; i < ng && i <= MCIR_MAX_GROUP_OPS; i++)
+        if (gm[i]->op == MCIR_OP_MATMUL) *mm = gm[i];
+    if (!*mm) return -1;
+    if (mcir_node_bool(*mm, "transpose_a")) return -2;
+    const mcir_tensor *stack[MCIR_MAX_GROUP_OPS + 1];
+    int ns = 0, np = 0;
+    bool found = false;
+    stack[ns++] = (*mm)->inputs[0];
+    while (ns > 0) {
+        const mcir_tensor *t = stack[--ns];
+        const mcir_node *p = t->producer;
+        bool in = false, dup = false;
+        for (int i = 0; i < ng && i <= MCIR_MAX_GROUP_OPS && p; i++) in = in || gm[i] == p;
+        if (!in) continue;
+        for (int i = 0; i < np; i++) dup = dup || pro[i] == p;
+        if (dup) continue;
+        if (np == cap) return -3;
+        pro[np++] = p;
+        found = found || p == at;
+        for (int j = 0; j < p->n_inputs && ns < MCIR_MAX_GROUP_OPS + 1; j++) stack[ns++] = p->inputs[j];
+    }
+    return found ? np : -2;
+}
+
 /* Fusing the prologue group of `producer` into matmul `node` is modelled
  * faster than materialising its output (mcir_gemm_prologue_pays): the
  * group reads its inputs from outside once either way; apart it also
  * writes A and the library GEMM reads it back. */
 static bool check_prologue_pays(const mcir_check_ctx *c, const mcir_param_value *p, char *d, size_t n) {
     const mcir_node *mm = c->match->nodes[p[0].refs[0]];
+    mcir_param_value only = p[1];   /* the producer's merged group, as groupable sees it */
+    const mcir_node *members[MCIR_MAX_GROUP_OPS + 1];
+    int nm = group_members(c, &only, members, MCIR_MAX_GROUP_OPS + 1);
+    if (mm->op != MCIR_OP_MATMUL) {
+        /* a node of a GEMM's prologue, the producer's group joining it (a
+         * chain through a cast): the whole prologue, the matmul's members
+         * that compute its A, with the producer's group */
+        const mcir_node *at = mm;
+        const mcir_node *pro[MCIR_MAX_GROUP_OPS + 1];
+        int np = gemm_prologue_of(c->match->graph, at, &mm, pro, MCIR_MAX_GROUP_OPS + 1);
+        if (np < 0) {
+            say(d, n, "'%s' computes no matmul's A in a fused prologue (%s)", at->name,
+                np == -1 ? "its group holds no matmul" : np == -2 ? "its output reaches the matmul after the product, "
+                "or A is transposed" : "the prologue is too long");
+            return false;
+        }
+        for (int i = 0; i < np; i++) {
+            bool dup = false;
+            for (int j = 0; j < nm; j++) dup = dup || members[j] == pro[i];
+            if (!dup && nm < MCIR_MAX_GROUP_OPS + 1) members[nm++] = pro[i];
+        }
+    }
     const mcir_tensor *a = mm->inputs[0], *b = mm->n_inputs > 1 ? mm->inputs[1] : NULL, *y = mm->outputs[0];
     if (!b || a->rank < 2 || b->rank < 2) {
         say(d, n, "'%s' is not a product of matrices", mm->name);
@@ -1136,9 +1194,6 @@ static bool check_prologue_pays(const mcir_check_ctx *c, const mcir_param_value 
     int64_t m = a->shape[a->rank - 2], k = a->shape[a->rank - 1];
     int64_t cols = mcir_node_bool(mm, "transpose_b") ? b->shape[b->rank - 2] : b->shape[b->rank - 1];
     int64_t mn = m * cols > 0 ? m * cols : 1, batch = mcir_tensor_numel(y) / mn;
-    mcir_param_value only = p[1];   /* the producer's merged group, as groupable sees it */
-    const mcir_node *members[MCIR_MAX_GROUP_OPS + 1];
-    int nm = group_members(c, &only, members, MCIR_MAX_GROUP_OPS + 1);
     int64_t in = 0;
     const mcir_tensor *seen[64];
     int ns = 0;
@@ -1152,16 +1207,19 @@ static bool check_prologue_pays(const mcir_check_ctx *c, const mcir_param_value 
             if (ns < 64) seen[ns++] = t;
             in += mcir_tensor_bytes(t);
         }
-    /* a cast on the way: the sm_90a template converts a 16-bit leaf (f16 <->
-     * bf16, its TMA box laid out as A's); wider leaves and other targets
-     * keep the cast apart (a kernel of its own, then the GEMM as before) */
+    /* a cast on the way: the sm_90a template converts a leaf of f16, bf16
+     * or f32 as A's chain reads it (an f32 leaf as two TMA boxes of 32
+     * columns per K step: in_bytes above counts its 4 bytes an element);
+     * other dtypes and other targets keep the cast apart (a kernel of its
+     * own, then the GEMM as before) */
     for (int i = 0; i < nm; i++) {
         if (members[i]->op != MCIR_OP_CAST) continue;
-        const mcir_tensor *x = members[i]->inputs[0];
-        const bool half = x->dtype == MCIR_DTYPE_F16 || x->dtype == MCIR_DTYPE_BF16;
-        if (!c->target || !c->target->has_wgmma || !half) {
-            say(d, n, "a cast from %s into '%s' is fused only as a 16-bit leaf of the sm_90a template (f16 <-> bf16)",
-                mcir_dtype_name(x->dtype), mm->name);
+        const mcir_tensor *x = members[i]->inputs[0], *o = members[i]->outputs[0];
+        const bool fx = x->dtype == MCIR_DTYPE_F16 || x->dtype == MCIR_DTYPE_BF16 || x->dtype == MCIR_DTYPE_F32;
+        const bool fo = o->dtype == MCIR_DTYPE_F16 || o->dtype == MCIR_DTYPE_BF16 || o->dtype == MCIR_DTYPE_F32;
+        if (!c->target || !c->target->has_wgmma || !fx || !fo) {
+            say(d, n, "a cast from %s to %s into '%s' is fused only on the sm_90a template, between f16, bf16 and f32",
+                mcir_dtype_name(x->dtype), mcir_dtype_name(o->dtype), mm->name);
             return false;
         }
     }
@@ -1203,7 +1261,8 @@ static const mcir_param_spec p_last_axis_param[] = {
     {"tensors", MCIR_PARAM_TENSORS, true, "per-channel parameters (gamma, beta)", NULL, MCIR_RANGE_ANY},
     {"of", MCIR_PARAM_TENSOR, true, "the normalised tensor", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_prologue_pays[] = {
-    {"node", MCIR_PARAM_NODE, true, "the matmul", NULL, MCIR_RANGE_ANY},
+    {"node", MCIR_PARAM_NODE, true, "the matmul, or a node of its fused prologue (the producer's group joins it)",
+     NULL, MCIR_RANGE_ANY},
     {"producer", MCIR_PARAM_NODES, true, "the node computing its A (with its fusion group)", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_fits_on_chip[] = {
     {"model", MCIR_PARAM_STRING, true, "working-set model", ws_model_names, MCIR_RANGE_ANY},

@@ -54,6 +54,11 @@ if(TARGET mcirc)
   add_test(NAME emu_examples COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/emu_examples.sh $<TARGET_FILE:mcirc>
            ${PROJECT_SOURCE_DIR} ${MCIR_EMU_EXAMPLES})
   set_tests_properties(emu_examples PROPERTIES TIMEOUT 1500 SKIP_RETURN_CODE 77)
+  # Chains with a cast from f32 fused whole into their sm_90a GEMMs, run on
+  # the emulated device and verified (tests/gemm_cast_chain.sh).
+  add_test(NAME gemm_cast_chain_emu COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gemm_cast_chain.sh $<TARGET_FILE:mcirc>
+           ${PROJECT_SOURCE_DIR})
+  set_tests_properties(gemm_cast_chain_emu PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
 # scripts/gpu-check.sh's own logic on the emulated device (the script the
 # first GPU will run), and its failure path.

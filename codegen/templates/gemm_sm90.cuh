@@ -71,7 +71,12 @@
 // one A box of 64 rows of 128 bytes: A [M, K]: 64 m-rows of 64 k-columns;
 // A [K, M] (GM_TRANS_A): 64 k-rows of 64 m-columns (a consumer group's 64 rows)
 #define GM_ABOX (64 * 128)
-#define GM_A_BYTES (GM_NA * GM_CWG * GM_ABOX)   // input p's box for group g at (p GM_CWG + g) GM_ABOX
+// GM_A_BYTES (the plan's): A's part of a stage. Input p's boxes for group g
+// at gm_leaf_at(p) + g gm_leaf_wide(p) GM_ABOX: one box of 64 16-bit
+// columns, or (gm_leaf_wide 2: an f32 leaf, 64 columns being 256 bytes,
+// past the 128-byte swizzle span) two of 32 f32 columns, GM_ABOX apart.
+// GM_A_OUT: A's tile of its own at the stage's start (leaf 0 is f32), the
+// TMA writes the rest; else A is computed in place over leaf 0's box.
 #if GM_TRANS_B
 #define GM_BBOX (GM_BN * 128)         // B [N, K]: one box of BN rows of 64 k-columns
 #define GM_B_BOXES 1
@@ -83,7 +88,7 @@
 #define GM_STAGE (GM_A_BYTES + GM_B_BYTES)
 #define GM_OBOX (64 * 128)            // one 64 x 64 box of the output, bytes
 #define GM_OBAR 3                     // named barrier 3 + c: group c's output box is written
-#define GM_VBOX (64 * 2)              // a row vector's 64 elements of a K step, bytes
+#define GM_VBOX (64 * GM_V_ESIZE)     // a row vector's 64 elements of a K step, bytes
 // the stages' vector boxes: after the ring and the output boxes
 #define GM_VEC_AT (GM_STAGES * GM_STAGE + (GM_TMA_STORE ? GM_CWG * 2 * GM_OBOX : 0))
 
@@ -138,9 +143,11 @@ __device__ __forceinline__ void gm_issue(float* d, u32 a_at, u32 b_at, int first
 }
 
 #if GM_PROLOGUE
-// The prologue: consumer group c's A box of a stage, computed in place in
-// input 0's box from the same element of every input's box (the value
-// chain gm_a_value; swizzled alike, so any element order is A's), 8
+// The prologue: consumer group c's A box of a stage (at c GM_ABOX: in place
+// over input 0's box, or GM_A_OUT A's own tile) computed from the same
+// element of every input's box (the value chain gm_a_value; 16-bit boxes
+// are swizzled alike, so any element order is A's; an f32 box's element
+// is found from A's row and column, gm_box_elem4), 8
 // consecutive elements per thread and step; then made visible to wgmma
 // (the async proxy) and to the group's other warps.
 __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c, MC_PARAMS) {
@@ -212,7 +219,8 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             int ca[5] = {0, 0, GM_A_BATCHED ? (int)it.b : 0, 0, 0};
             int cb[5] = {0, 0, GM_B_BATCHED ? (int)it.b : 0, 0, 0};
             for (int s = 0; s < ksteps; s++) {
-                u64* bar = mc_ring_acquire(ring, st, GM_STAGE + GM_NV * GM_VBOX);
+                // the bytes the TMA writes (A's own tile is the consumers')
+                u64* bar = mc_ring_acquire(ring, st, GM_STAGE + GM_NV * GM_VBOX - GM_A_OUT * GM_CWG * GM_ABOX);
                 unsigned char* sp = smem + st.stage * GM_STAGE;
 #if GM_TRANS_A
                 ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns
@@ -221,12 +229,15 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                     mc_tma_load(sp + g * GM_ABOX, ta[0], ca, bar);
                 }
 #else
-                ca[0] = 64 * s;
 #pragma unroll
                 for (int p = 0; p < GM_NA; p++)
                     for (int g = 0; g < GM_CWG; g++) {
                         ca[1] = it.m0 + 64 * g;
-                        mc_tma_load(sp + (p * GM_CWG + g) * GM_ABOX, ta[p], ca, bar);
+                        unsigned char* lb = sp + gm_leaf_at(p) + g * gm_leaf_wide(p) * GM_ABOX;
+                        for (int h = 0; h < gm_leaf_wide(p); h++) {   // an f32 leaf: columns 32h.. of the step
+                            ca[0] = 64 * s + 32 * h;
+                            mc_tma_load(lb + h * GM_ABOX, ta[p], ca, bar);
+                        }
                     }
 #if GM_NV
                 const int cv[5] = {64 * s, 0, 0, 0, 0};
