@@ -214,7 +214,23 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             for (int s = 0; s < ksteps; s++) {
                 u64* bar = mc_ring_acquire(ring, st, GM_STAGE + GM_NV * GM_VBOX);
                 unsigned char* sp = smem + st.stage * GM_STAGE;
-#if GM_TRANS_A
+#if GM_CONV
+                // K step s: tap s / CV_CB (kh, kw), channels 64 (s % CV_CB)..; A: that
+                // tap's [O, C] boxes; B: per box j the output row segment n0 / 64 + j
+                // of the image, shifted by the tap (the TMA zero-fills the padding)
+                const int tap = s / CV_CB, c0 = 64 * (s - tap * CV_CB), kh = tap / CV_KW, kw = tap - kh * CV_KW;
+                ca[0] = c0;
+                ca[2] = tap;
+                for (int g = 0; g < GM_CWG; g++) {
+                    ca[1] = it.m0 + 64 * g;
+                    mc_tma_load(sp + g * GM_ABOX, ta[0], ca, bar);
+                }
+                for (int j = 0; j < GM_B_BOXES; j++) {
+                    const int seg = it.n0 / 64 + j, oh = seg / CV_SEGW;
+                    const int cx[5] = {(seg - oh * CV_SEGW) * 64 + kw - CV_PL, oh + kh - CV_PT, c0, (int)it.b, 0};
+                    mc_tma_load(sp + GM_A_BYTES + j * GM_BBOX, tb, cx, bar);
+                }
+#elif GM_TRANS_A
                 ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns
                 for (int g = 0; g < GM_CWG; g++) {
                     ca[0] = it.m0 + 64 * g;
@@ -233,7 +249,9 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                 mc_tma_load(smem + GM_VEC_AT + st.stage * GM_VBOX, tv, cv, bar);
 #endif
 #endif
-#if GM_TRANS_B
+#if GM_CONV
+                (void)cb;
+#elif GM_TRANS_B
                 cb[0] = 64 * s;
                 cb[1] = it.n0;
                 mc_tma_load(sp + GM_A_BYTES, tb, cb, bar);
