@@ -565,6 +565,10 @@ tiles:;
     /* one K step: 58-64 measured, whatever the epilogue; 70 where a batch's
      * per-thread stores read a bias (a cast prologue at N = 129) */
     if (l->prologue && l->k <= 64) regs = 60 + (!l->tma_store && l->batch > 1 && k->n_reads > 2 ? 10 : 0);
+    /* a conv (per-thread stores through its pixel mapping, the producer's
+     * tap and segment coordinates): 58-61 measured at bn 64 whatever the
+     * epilogue (bias, ReLU, a residual; tests/test_conv_sm90.c) */
+    if (l->conv) regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4;
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
     /* setmaxnreg shares out the block's registers at entry: never more */
     MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * 168 ||
