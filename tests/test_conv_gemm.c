@@ -12,6 +12,9 @@
  *    through the reshape; 81-pixel images (no TMA: rows of 162 bytes);
  *  - refused, with the reason in the trace: 49 pixels per image, a
  *    strided 1x1 conv, a 3x3 kernel;
+ *  - a 3x3 f16 conv (bias, residual, ReLU) large enough for the cost
+ *    model: on sm_90 the sm_90a implicit GEMM (rule conv_kxk_tap_major,
+ *    one kernel), on sm_80 the mma.sync implicit GEMM;
  *  - every graph on the emulated device (sm_90 and sm_80) matches the
  *    interpreter on the original graph, the bottleneck at two batch sizes
  *    with nothing compiled at the second.
@@ -70,6 +73,30 @@ START_TEST(test_bottleneck_plans) {
 }
 END_TEST
 
+/* A 3x3 conv the cost model gives the sm_90a implicit GEMM on sm_90: its
+ * weight repacked tap-major at compile time (a transpose folded into the
+ * conv's read: one kernel), bias, residual and ReLU fused; sm_80 keeps the
+ * mma.sync implicit GEMM (docs/kernelplan.md "KxK convs on the sm_90a GEMM") */
+START_TEST(test_kxk_plans) {
+    cli_result r = RUN("--arch", "sm_90", "--emit", "plan", graph("kxk_f16"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(count(r.out, "\"template\": \"conv2d\""), 1);
+    ck_assert_int_eq(count(r.out, "conv2d 3x3 as an implicit GEMM on the sm_90a template"), 1);
+    ck_assert_int_eq(count(r.out, "for the mma.sync implicit GEMM (conv2d as implicit GEMM"), 1);
+    ck_assert_int_eq(count(r.out, "\"folded\": \"k.weight\""), 1);
+    cli_result_free(&r);
+    r = RUN("--arch", "sm_90", "--emit", "trace", graph("kxk_f16"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"rule\":\"conv_kxk_tap_major\",\"property\":\"tile_compatible_compute\","
+                                        "\"action\":\"conv_tap_major\",\"anchor\":\"k\""));
+    cli_result_free(&r);
+    r = RUN("--arch", "sm_80", "--emit", "plan", graph("kxk_f16"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(count(r.out, "sm_90a"), 0);
+    ck_assert_int_eq(count(r.out, "conv2d as implicit GEMM"), 1);
+    cli_result_free(&r);
+}
+END_TEST
+
 START_TEST(test_refusals_say_why) {
     cli_result r = RUN("--emit", "trace", graph("refused_f16"));
     ck_assert_msg(r.status == 0, "%s", r.err);
@@ -92,7 +119,7 @@ END_TEST
 START_TEST(test_emulated_runs_match) {
     if (!test_have_cxx()) return;
     static const char *const graphs[] = {"bottleneck_f16", "bottleneck_f32", "bn_fold_f32", "scaled_bf16",
-                                         "refused_f16"};
+                                         "refused_f16", "kxk_f16"};
     static const char *const archs[] = {"sm_90", "sm_80"};
     for (size_t g = 0; g < sizeof graphs / sizeof *graphs; g++)
         for (int a = 0; a < 2; a++) {
@@ -116,6 +143,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("conv_gemm");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_bottleneck_plans);
+    tcase_add_test(tc, test_kxk_plans);
     tcase_add_test(tc, test_refusals_say_why);
     tcase_add_test(tc, test_emulated_runs_match);
     suite_add_tcase(s, tc);
