@@ -23,6 +23,13 @@
  * region's one write is f16 / bf16 with 16-byte rows the output goes
  * through shared memory and TMA stores (one more map, [batch, M, N] of
  * the write, after B's); else each thread stores its elements.
+ *
+ * A KxK conv2d kernel (mcir_gemm_sm90.conv; from tpl_conv.c) takes the
+ * same template as an implicit GEMM (GM_CONV): A the weight stored
+ * tap-major [KH, KW, O, C] (one [O, C] map per tap: dims C, O, taps), B
+ * the image through a 4-D map (w, h, c, n) read in boxes {64, 1, 64, 1} at
+ * the tap's offset, the output per thread through the pixel mapping of
+ * mm_store (docs/codegen.md "KxK convs").
  */
 #include <stdlib.h>
 #include <string.h>

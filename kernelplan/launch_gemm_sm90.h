@@ -10,7 +10,10 @@
  * wgmma.mma_async and apply the fused epilogue from the accumulators.
  * Called by mcir_launch_gemm after the generic tile choice; on a yes it
  * replaces the tiling and launch (the tiling dimension "wg" marks it), on
- * a no for a Hopper target the reason says why. Codegen
+ * a no for a Hopper target the reason says why. A conv2d kernel whose
+ * weight is read tap-major (rule conv_kxk_tap_major) takes it as an
+ * implicit GEMM (mcir_gemm_sm90.conv) where the cost model prices it
+ * lower than the mma.sync implicit GEMM (mcir_launch_gemm). Codegen
  * (codegen/tpl_gemm_sm90.c) and the cost model read the same layout.
  *
  *     mcir_gemm_sm90 l;

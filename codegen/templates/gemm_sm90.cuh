@@ -28,7 +28,16 @@
 //     and, GM_NV 1, from the stage's vector box (a row vector of K
 //     elements broadcast along A's rows: a norm's weight; its 64 elements
 //     of the K step, by the element's column), and gm_a_store(v): its
-//     storage bits.
+//     storage bits;
+//   GM_CONV 1: a KxK conv2d as an implicit GEMM (b an image, m an output
+//     channel, n a column of the output's 64-pixel row segments): per K
+//     step s the tap s / CV_CB (kh, kw) and channels 64 (s % CV_CB)..; ta
+//     the tap-major weight (channels, output channels, taps), tb the image
+//     (w, h, c, n) read in 4-D boxes {64, 1, 64, 1} at (ow0 + kw - CV_PL,
+//     oh + kh - CV_PT, c0, b), one per 64 columns of the tile (its B box:
+//     64 channel rows of 64 pixels); the TMA's zero fill outside the image
+//     is the padding; mm_store maps (m, n) to the output pixel, masking
+//     pixels past the row (CV_* the conv's sizes).
 // What it promises: A and B are read only by the TMA (5-D maps: columns,
 // rows, batch; 128-byte swizzle, boxes of 64 columns; rows and columns
 // past the tensor arrive as zeros), each tile of a work item once, and so
