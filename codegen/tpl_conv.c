@@ -31,6 +31,9 @@ bool cg_gen_conv2d(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_error(d, kp, "conv2d needs NCHW input and OIHW weights");
         return false;
     }
+    for (int i = 0; i < kp->tiling.n_dims && i < MCIR_MAX_TILE_DIMS; i++)   /* the sm_90a template */
+        if (kp->tiling.dim_names[i] && strcmp(kp->tiling.dim_names[i], "wg") == 0 && kp->tiling.block_tile[i] > 0)
+            return cg_gen_gemm_sm90(k, target, d);
     mcir_gemm_problem gp;
     mcir_gemm_layout l;
     const char *why = "not a GEMM";

@@ -23,6 +23,13 @@
  * region's one write is f16 / bf16 with 16-byte rows the output goes
  * through shared memory and TMA stores (one more map, [batch, M, N] of
  * the write, after B's); else each thread stores its elements.
+ *
+ * A KxK conv2d kernel (mcir_gemm_sm90.conv; from tpl_conv.c) takes the
+ * same template as an implicit GEMM (GM_CONV): A the weight stored
+ * tap-major [KH, KW, O, C] (one [O, C] map per tap: dims C, O, taps), B
+ * the image through a 4-D map (w, h, c, n) read in boxes {64, 1, 64, 1} at
+ * the tap's offset, the output per thread through the pixel mapping of
+ * mm_store (docs/codegen.md "KxK convs").
  */
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +94,22 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     const bool bf16 = n->inputs[0]->dtype == MCIR_DTYPE_BF16;   /* A's (a prologue's leaves: f16 or bf16) */
     k->n_tmaps = l.n_a + l.n_v + 1;   /* A's boxes, the row vector's, B's (+ the output's) */
     const int tb = l.n_a + l.n_v;
-    if (l.trans_a)   /* A [K, M]: boxes of 64 m-columns x 64 k-rows (MN-major; no prologue) */
+    if (l.conv) {
+        /* A: the weight [KH, KW, O, C], per tap an [O, C] matrix: boxes of 64
+         * channels x 64 output channels at (c0, o0, tap) */
+        map_of(l.a_in[0], ap[0], l.m, l.cv_c, l.cv_kh * l.cv_kw, 64, l.cv_c, 0, &k->tmaps[0]);
+        /* B: the image [N, C, H, W] as (w, h, c, n): boxes {64 w, 1 h, 64 c, 1 n}, in shared memory 64
+         * channel rows of 64 pixels (128 bytes, swizzled): a [K, N] box of the GEMM, MN-major */
+        mcir_tensor_map_desc *m = &k->tmaps[tb];
+        map_of(l.b, bp, 1, 1, 1, 1, 1, 0, m);
+        const uint64_t row = (uint64_t)l.cv_w * 2, plane = row * (uint64_t)l.cv_h, img = plane * (uint64_t)l.cv_c;
+        const uint64_t dims[5] = {(uint64_t)l.cv_w, (uint64_t)l.cv_h, (uint64_t)l.cv_c, (uint64_t)l.batch, 1};
+        const uint64_t strides[4] = {row, plane, img, img * (uint64_t)l.batch};
+        const unsigned box[5] = {64, 1, 64, 1, 1};
+        memcpy(m->dims, dims, sizeof dims);
+        memcpy(m->strides, strides, sizeof strides);
+        memcpy(m->box, box, sizeof box);
+    } else if (l.trans_a)   /* A [K, M]: boxes of 64 m-columns x 64 k-rows (MN-major; no prologue) */
         map_of(l.a_in[0], ap[0], l.k, l.m, l.a_batched ? l.batch : 1, 64, l.m, 0, &k->tmaps[0]);
     else             /* A [M, K] (each leaf of a prologue alike): boxes of 64 k-columns x 64 m-rows */
         for (int i = 0; i < l.n_a; i++)
@@ -98,7 +120,9 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         k->tmaps[l.n_a].swizzle = 0;
         k->tmaps[l.n_a].box[0] = 64;
     }
-    if (l.trans_b)   /* B [N, K]: one box of BN rows of 64 k-columns */
+    if (l.conv)
+        ;
+    else if (l.trans_b)   /* B [N, K]: one box of BN rows of 64 k-columns */
         map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, l.k, 0, &k->tmaps[tb]);
     else             /* B [K, N]: boxes of 64 n-columns x 64 k-rows */
         map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, 64, l.n, 0, &k->tmaps[tb]);
@@ -142,6 +166,8 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         e.box_leaf = NULL;
         e.box_rows = false;
     }
+    const mcir_tensor *bias = l.conv && n->n_inputs > 2 ? n->inputs[2] : NULL;
+    if (bias) cg_emit_value(&e, bias);
     cg_emit_epilogue(&e, 1);
     free(box_leaf);
     if (!e.ok) {
@@ -213,8 +239,28 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      l.row_scale->name, cg_dsuffix(l.row_scale->dtype), sp, l.row_scale_batched ? "bb * GM_M + m" : "m");
     else
         cg_sb_puts(&b, "#define gm_row_scaled(bb, m, acc, ...) (acc)\n");
-    cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                   "    epilogue((bb * GM_M + m) * GM_N + n, gm_row_scaled(bb, m, acc, MC_ARGS), MC_ARGS);\n}\n");
+    if (l.conv) {
+        /* the conv's view: image bb, output channel m, column n of the row
+         * segments (segment n / 64: output row seg / CV_SEGW, pixels from
+         * 64 (seg % CV_SEGW)); the bias per output channel, then the epilogue
+         * at the output's element */
+        cg_sb_printf(&b, "#define GM_CONV 1\n#define CV_C %lldLL\n#define CV_H %lldLL\n#define CV_W %lldLL\n"
+                         "#define CV_KH %lld\n#define CV_KW %lld\n#define CV_PT %lld\n#define CV_PL %lld\n"
+                         "#define CV_OH %lldLL\n#define CV_OW %lldLL\n#define CV_SEGW %lld\n#define CV_CB %lld\n",
+                     (long long)l.cv_c, (long long)l.cv_h, (long long)l.cv_w, (long long)l.cv_kh, (long long)l.cv_kw,
+                     (long long)l.cv_pt, (long long)l.cv_pl, (long long)l.cv_oh, (long long)l.cv_ow,
+                     (long long)l.cv_segw, (long long)l.cv_cb);
+        cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
+                       "    const i64 seg = n >> 6, oh = seg / CV_SEGW, ow = (seg - oh * CV_SEGW) * 64 + (n & 63);\n"
+                       "    if (ow >= CV_OW) return;\n");
+        if (bias)
+            cg_sb_printf(&b, "    acc += v%d(%s, 0.0f, MC_ARGS);\n", bias->id, mcir_tensor_numel(bias) == 1 ? "0" : "m");
+        cg_sb_puts(&b, "    epilogue(((bb * GM_M + m) * CV_OH + oh) * CV_OW + ow, acc, MC_ARGS);\n}\n");
+    } else {
+        cg_sb_puts(&b, "#define GM_CONV 0\n");
+        cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
+                       "    epilogue((bb * GM_M + m) * GM_N + n, gm_row_scaled(bb, m, acc, MC_ARGS), MC_ARGS);\n}\n");
+    }
     cg_sb_printf(&b, "#define GM_TMA_STORE %d   // the output: %s\n", l.tma_store, l.store);
     if (l.tma_store)   /* the one write's value, rounded to its dtype (cg_emit_epilogue emitted it) */
         cg_sb_printf(&b, "#define GM_O_BF16 %d\n"

@@ -502,7 +502,33 @@ bool mcir_launch_gemm(mcir_plan *p, mcir_kernel_plan *k, mcir_diag *d) {
     free(s);
     bool ok = mcir_gemm_apply(p, k, &best, reason);
     MCIR_ASSERT(ok);
+    /* a conv: the mma.sync implicit GEMM's plan, kept where the cost model
+     * prices it lower than the sm_90a template's (both figures traced) */
+    const mcir_kernel_plan kept = *k;
+    mcir_kernel_cost before, after;
+    if (k->tpl == MCIR_TEMPLATE_CONV2D) mcir_cost_kernel(k, p->target, NULL, &before);
     mcir_gemm_sm90_choose(p->target, k, a);   /* on Hopper, the sm_90a template where it applies */
+    if (k->tpl == MCIR_TEMPLATE_CONV2D && tile_dim(&k->tiling, "wg") > 0) {
+        mcir_cost_kernel(k, p->target, NULL, &after);
+        /* MCIR_SM90_CONV=always (tests: small convs on the emulator) takes it whatever the model */
+        const char *force = getenv("MCIR_SM90_CONV");
+        const bool forced = force && strcmp(force, "always") == 0;
+        if (after.modelled_us <= before.modelled_us || forced) {
+            k->tiling.reason = mcir_arena_printf(a, "%s; modelled %.2f us against %.2f us for the mma.sync implicit "
+                                                    "GEMM%s (%s)",
+                                                 k->tiling.reason, after.modelled_us, before.modelled_us,
+                                                 after.modelled_us <= before.modelled_us
+                                                     ? ""
+                                                     : ", taken as MCIR_SM90_CONV=always says",
+                                                 kept.tiling.reason);
+        } else {
+            const char *mine = k->tiling.reason;
+            *k = kept;
+            k->tiling.reason = mcir_arena_printf(a, "%s; not the sm_90a GEMM: modelled %.2f us there against %.2f us "
+                                                    "here (%s)",
+                                                 kept.tiling.reason, after.modelled_us, before.modelled_us, mine);
+        }
+    }
     if (k->library) {
         /* both lowerings as the cost model sees them */
         mcir_kernel_cost lib, gen;

@@ -303,12 +303,108 @@ static int64_t group_m_of(const mcir_target *t, const mcir_gemm_sm90 *l) {
     return fit > 0 ? fit : least;
 }
 
+/* The conv's operands and GEMM view (mcir_gemm_sm90.conv); false with why
+ * for what keeps the mma.sync implicit GEMM. */
+static bool conv_operands(const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const char **why) {
+    const mcir_node *n = k->anchor;
+    const mcir_tensor *X = n->inputs[0], *Wv = n->inputs[1], *Y = n->outputs[0];
+    if (X->rank != 4 || Wv->rank != 4 || Y->rank != 4) {
+        *why = "not an NCHW conv";
+        return false;
+    }
+    if (!is_half(X->dtype) || X->dtype != Wv->dtype) {
+        *why = "input and weight not both f16 or both bf16";
+        return false;
+    }
+    static const char *const one[] = {"strides", "dilations"};
+    for (int a = 0; a < 2; a++) {
+        const int64_t *v;
+        if (mcir_node_attr(n, one[a]) && mcir_node_ints(n, one[a], &v) == 2 && (v[0] != 1 || v[1] != 1)) {
+            *why = a == 0 ? "a stride other than 1 (the TMA boxes read rows of consecutive pixels)"
+                          : "a dilation (the TMA boxes read rows of consecutive pixels)";
+            return false;
+        }
+    }
+    if (mcir_node_attr(n, "groups") && mcir_node_int(n, "groups") != 1) {
+        *why = "a grouped conv";
+        return false;
+    }
+    for (int i = 0; i < 4; i++) {
+        mcir_extent ex = mcir_tensor_extent(X, i), ey = mcir_tensor_extent(Y, i);
+        if (!mcir_extent_is_const(&ex, NULL) || !mcir_extent_is_const(&ey, NULL)) {
+            *why = "a symbolic dim (the conv's boxes and segments are planned at integer sizes)";
+            return false;
+        }
+    }
+    /* the weight stored tap-major: W' = transpose(Wt [KH, KW, O, C], perm [2, 3, 0, 1]) folded into the read */
+    const mcir_kernel_access *x = mcir_kernel_access_of(k, Wv);
+    const int64_t *perm;
+    if (!x || x < k->read_access || x >= k->read_access + k->n_reads || !x->folded ||
+        x->folded->op != MCIR_OP_TRANSPOSE || x->folded->outputs[0] != Wv || x->folded->inputs[0] != x->tensor ||
+        mcir_node_ints(x->folded, "perm", &perm) != 4 || perm[0] != 2 || perm[1] != 3 || perm[2] != 0 ||
+        perm[3] != 1) {
+        *why = "the weight is not read tap-major ([KH, KW, O, C]: the rule conv_kxk_tap_major repacks a constant "
+               "one)";
+        return false;
+    }
+    if (!plain_read(k, X)) {
+        *why = "the input is not read as stored";
+        return false;
+    }
+    const int64_t *pads;
+    int64_t pt = 0, pl = 0;
+    if (mcir_node_attr(n, "pads") && mcir_node_ints(n, "pads", &pads) == 4) pt = pads[0], pl = pads[1];
+    l->cv_c = X->shape[1];
+    l->cv_h = X->shape[2];
+    l->cv_w = X->shape[3];
+    l->cv_kh = Wv->shape[2];
+    l->cv_kw = Wv->shape[3];
+    l->cv_pt = pt;
+    l->cv_pl = pl;
+    l->cv_oh = Y->shape[2];
+    l->cv_ow = Y->shape[3];
+    if ((l->cv_w * 2) % 16 != 0) {
+        *why = "the image's rows are not a multiple of 16 bytes (the TMA's stride unit)";
+        return false;
+    }
+    if ((l->cv_c * 2) % 16 != 0) {
+        *why = "the weight's rows (C channels) are not a multiple of 16 bytes (the TMA's stride unit)";
+        return false;
+    }
+    l->cv_segw = (l->cv_ow + 63) / 64;
+    l->cv_cb = (l->cv_c + 63) / 64;
+    l->conv = true;
+    l->a = l->a_in[0] = l->a_leaf[0] = l->a_value = x->tensor;
+    l->b = X;
+    l->n_a = 1;
+    l->a_width[0] = l->cv_c;
+    l->m = Y->shape[1];
+    l->n = l->cv_oh * l->cv_segw * 64;
+    l->k = l->cv_kh * l->cv_kw * l->cv_cb * 64;
+    l->batch = Y->shape[0];
+    return true;
+}
+
 bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const char **why) {
     memset(l, 0, sizeof *l);
     const char *no = NULL;
     const mcir_node *n = k->anchor;
     if (!t || !t->has_wgmma) no = "the target has no wgmma";
-    else if (k->tpl != MCIR_TEMPLATE_MATMUL || !n || n->op != MCIR_OP_MATMUL) no = "not a matmul";
+    else if (k->tpl == MCIR_TEMPLATE_CONV2D && n && n->op == MCIR_OP_CONV2D) {
+        if (!conv_operands(k, l, &no)) {
+            if (why) *why = no;
+            return false;
+        }
+        const int64_t lim = (int64_t)1 << 31;
+        if (l->m < 1 || l->n < 1 || l->batch < 1) no = "an empty conv";
+        else if (l->m >= lim || l->n >= lim || l->k >= lim || l->batch >= lim) no = "a dimension past 2^31";
+        if (no) {
+            if (why) *why = no;
+            return false;
+        }
+        l->b_batched = true;
+        goto tiles;
+    } else if (k->tpl != MCIR_TEMPLATE_MATMUL || !n || n->op != MCIR_OP_MATMUL) no = "not a matmul";
     if (no) {
         if (why) *why = no;
         return false;
@@ -368,6 +464,7 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     }
     l->a_batched = ab == 1;
     l->b_batched = bb == 1;
+tiles:;
     /* Once the plan chose this template (its tiling has "wg"), the choices
      * that depend on the sizes — consumer groups, the N tile, the grouped
      * order — are the plan's, made at the largest sizes: a kernel of a
@@ -407,7 +504,8 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
      * 16 bytes (the TMA's stride unit); element i of the write is element
      * i of C (the epilogue is elementwise and reshapes) */
     const mcir_tensor *W = k->n_writes == 1 ? k->writes[0] : NULL;
-    if (k->n_writes != 1) l->store = "per-thread stores (the region writes more than one tensor)";
+    if (l->conv) l->store = "per-thread stores (a conv's pixels: row segments of 64, masked past the row)";
+    else if (k->n_writes != 1) l->store = "per-thread stores (the region writes more than one tensor)";
     else if (!is_half(W->dtype)) l->store = "per-thread stores (the output is not f16 or bf16)";
     else if ((l->n * 2) % 16 != 0) l->store = "per-thread stores (the output's rows are not a multiple of 16 bytes)";
     else l->tma_store = true;
@@ -494,6 +592,10 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     /* one K step: 58-64 measured, whatever the epilogue; 70 where a batch's
      * per-thread stores read a bias (a cast prologue at N = 129) */
     if (l->prologue && l->k <= 64) regs = 60 + (!l->tma_store && l->batch > 1 && k->n_reads > 2 ? 10 : 0);
+    /* a conv (per-thread stores through its pixel mapping, the producer's
+     * tap and segment coordinates): 58-61 measured at bn 64 whatever the
+     * epilogue (bias, ReLU, a residual; tests/test_conv_sm90.c) */
+    if (l->conv) regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4;
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
     /* setmaxnreg shares out the block's registers at entry: never more */
     MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * 168 ||
@@ -520,7 +622,8 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
     mcir_gemm_sm90 l;
     const char *why = NULL;
     if (!mcir_gemm_sm90_layout(t, k, &l, &why)) {
-        if (t && t->has_wgmma && k->tiling.reason && k->tpl == MCIR_TEMPLATE_MATMUL)
+        if (t && t->has_wgmma && k->tiling.reason &&
+            (k->tpl == MCIR_TEMPLATE_MATMUL || k->tpl == MCIR_TEMPLATE_CONV2D))
             k->tiling.reason = mcir_arena_printf(a, "%s; not the sm_90a GEMM: %s", k->tiling.reason, why);
         return;
     }
@@ -586,6 +689,15 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
     k->block[1] = k->block[2] = 1;
     k->smem_bytes = l.smem_bytes;
     k->smem_static_bytes = 0;
+    if (!l.conv) return;
+    k->tiling.reason = mcir_arena_printf(
+        a, "conv2d %lldx%lld as an implicit GEMM on the sm_90a template (M = O = %lld, N = %lld output rows x %lld "
+           "segment%s of 64 pixels, K = %lld taps x %lld block%s of 64 channels; the weight read tap-major [KH, KW, "
+           "O, C] per tap, the image as 4-D TMA boxes {64 w, 1 h, 64 c, 1 n} at the tap's offset, the padding the "
+           "TMA's zero fill): %s",
+        (long long)l.cv_kh, (long long)l.cv_kw, (long long)l.m, (long long)l.cv_oh, (long long)l.cv_segw,
+        l.cv_segw > 1 ? "s" : "", (long long)(l.cv_kh * l.cv_kw), (long long)l.cv_cb, l.cv_cb > 1 ? "s" : "",
+        k->tiling.reason);
 }
 
 double mcir_gemm_library_fraction(const mcir_target *t) {

@@ -10,7 +10,10 @@
  * wgmma.mma_async and apply the fused epilogue from the accumulators.
  * Called by mcir_launch_gemm after the generic tile choice; on a yes it
  * replaces the tiling and launch (the tiling dimension "wg" marks it), on
- * a no for a Hopper target the reason says why. Codegen
+ * a no for a Hopper target the reason says why. A conv2d kernel whose
+ * weight is read tap-major (rule conv_kxk_tap_major) takes it as an
+ * implicit GEMM (mcir_gemm_sm90.conv) where the cost model prices it
+ * lower than the mma.sync implicit GEMM (mcir_launch_gemm). Codegen
  * (codegen/tpl_gemm_sm90.c) and the cost model read the same layout.
  *
  *     mcir_gemm_sm90 l;
@@ -96,6 +99,17 @@ typedef struct mcir_gemm_sm90 {
     int64_t smem_bytes;      /* the ring + the output boxes + the vector boxes + 1 KiB to align the swizzled tiles */
     int producer_regs, consumer_regs;  /* setmaxnreg (two consumer groups) */
     int registers;           /* the model's registers per thread */
+    /* A KxK conv2d as an implicit GEMM (NCHW, stride 1): M = O, N = the
+     * output pixels as cv_oh x cv_segw row segments of 64 (pixels past
+     * cv_ow computed and masked at the store), K = the taps x cv_cb blocks
+     * of 64 channels (channels past C zero-filled by the TMA in both
+     * operands), batch = the images. A is the weight stored tap-major
+     * [KH, KW, O, C] (rule conv_kxk_tap_major), read per tap as an [O, C]
+     * matrix; B the input, read as 4-D boxes {64 w, 1 h, 64 c, 1 n} at
+     * (ow0 + kw - pad_l, oh + kh - pad_t, c0, n): the TMA's zero fill of
+     * coordinates outside the image is the padding. */
+    bool conv;
+    int64_t cv_c, cv_h, cv_w, cv_kh, cv_kw, cv_pt, cv_pl, cv_oh, cv_ow, cv_segw, cv_cb;
 } mcir_gemm_sm90;
 
 /* Whether k's matmul fits the sm_90a template on t, and its layout; why:

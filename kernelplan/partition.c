@@ -323,6 +323,18 @@ static bool consumer_folds(const part_ctx *c, const mcir_node *t, const mcir_nod
         }
         return true;
     }
+    if (u->op == MCIR_OP_CONV2D) {
+        /* a weight repacked tap-major (rule conv_kxk_tap_major): the sm_90a
+         * implicit GEMM reads the stored [KH, KW, O, C] per tap, the mma.sync
+         * one through the strides */
+        const int64_t *perm;
+        if (j != 1 || mcir_node_ints(t, "perm", &perm) != 4 || perm[0] != 2 || perm[1] != 3 || perm[2] != 0 ||
+            perm[3] != 1) {
+            *why = "conv2d folds only its weight read tap-major (perm [2, 3, 0, 1])";
+            return false;
+        }
+        return true;
+    }
     if (u->op == MCIR_OP_ATTENTION) {
         if (j > 2) { *why = "the mask is read as given"; return false; }
         if (!perm_keeps_last(t)) {

@@ -445,6 +445,20 @@ static bool one_pure(const mcir_check_ctx *c, const mcir_node *nd, char *d, size
     return ok;
 }
 
+/* The target runs the sm_90a templates (wgmma, the TMA): a rewrite that
+ * only pays there (a conv's weight repacked for the TMA) asks for it. */
+static bool check_has_wgmma(const mcir_check_ctx *c, const mcir_param_value *p, char *d, size_t n) {
+    (void)p;
+    const mcir_target *t = c->target;
+    if (!t || !t->has_wgmma) {
+        say(d, n, "%s has no wgmma (sm_90a): the rewrite serves the TMA + wgmma templates only",
+            t ? t->name : "no target");
+        return false;
+    }
+    say(d, n, "%s has wgmma and the TMA (sm_90a)", t->name);
+    return true;
+}
+
 static bool check_pure(const mcir_check_ctx *c, const mcir_param_value *p, char *d,
                        size_t n) {
     bool ok = each_node(c, &p[0], one_pure, d, n);
@@ -1285,6 +1299,7 @@ const mcir_check_desc mcir_checks[] = {
     {"scalar_constant", "each tensor is a constant weight with one element",
      SPECS(p_tensors), check_scalar_constant},
     {"pure", "the nodes have no side effects", SPECS(p_nodes), check_pure},
+    {"has_wgmma", "the target has wgmma and the TMA (sm_90a)", SPECS(p_nodes), check_has_wgmma},
     {"deterministic", "the nodes give the same bits for the same inputs", SPECS(p_nodes),
      check_deterministic},
     {"reduction_last_axis", "the nodes reduce (or normalise) over the last axis only",
@@ -1399,6 +1414,11 @@ static const mcir_param_spec a_conv_as_matmul[] = {
     {"conv", MCIR_PARAM_NODE, true, "a 1x1 conv2d (stride 1, no padding, one group) with a constant weight",
      NULL, MCIR_RANGE_ANY},
     {"output", MCIR_PARAM_TENSOR, true, "its output, which the matmul (+ bias add) produces", NULL, MCIR_RANGE_ANY}};
+static const mcir_param_spec a_conv_tap_major[] = {
+    {"conv", MCIR_PARAM_NODE, true, "a KxK conv2d (stride 1, dilation 1, one group, f16 / bf16) with a constant weight",
+     NULL, MCIR_RANGE_ANY},
+    {"output", MCIR_PARAM_TENSOR, true, "its output, which the conv reading the repacked weight produces", NULL,
+     MCIR_RANGE_ANY}};
 static const mcir_param_spec a_inplace[] = {
     {"node", MCIR_PARAM_NODE, true, "the elementwise node that writes in place", NULL, MCIR_RANGE_ANY},
     {"input", MCIR_PARAM_TENSOR, true, "the input whose buffer it reuses", NULL, MCIR_RANGE_ANY}};
@@ -1429,6 +1449,10 @@ const mcir_action_desc mcir_action_descs[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_CONV_AS_MATMUL] = {"conv_as_matmul",
         "a pointwise conv2d -> W[O, C] times each image as [C, H*W] (a batched matmul, + the bias "
         "as [O, 1]), reshaped back: the GEMM lowerings take it", SPECS(a_conv_as_matmul)},
+    [MCIR_ACTION_CONV_TAP_MAJOR] = {"conv_tap_major",
+        "a KxK conv2d's constant weight [O, C, KH, KW] -> a constant [KH, KW, O, C] read through a transpose "
+        "(perm [2, 3, 0, 1]) the conv's kernel folds into its read: the sm_90a implicit GEMM's TMA boxes",
+        SPECS(a_conv_tap_major)},
 };
 
 bool mcir_action_parse(const char *name, mcir_action *out) {

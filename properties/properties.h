@@ -125,7 +125,8 @@ const mcir_check_desc *mcir_check_find(const char *name);
     X(INPLACE, "inplace")                    \
     X(FUSE_HORIZONTAL_MATMUL, "fuse_horizontal_matmul") \
     X(FOLD_CONV_AFFINE, "fold_conv_affine") \
-    X(CONV_AS_MATMUL, "conv_as_matmul")
+    X(CONV_AS_MATMUL, "conv_as_matmul")     \
+    X(CONV_TAP_MAJOR, "conv_tap_major")
 
 typedef enum mcir_action {
 #define X(id, name) MCIR_ACTION_##id,

@@ -925,6 +925,99 @@ undo:
     return false;
 }
 
+/* ------------------------------------------- KxK conv, weight tap-major */
+
+/* conv2d(X [N, C, H, W], W [O, C, KH, KW], B?) with a constant W, KH x KW
+ * not 1x1, stride 1, dilation 1, one group, f16 / bf16, integer dims, C
+ * and W multiples of 8 -> conv2d(X, transpose(Wt, perm [2, 3, 0, 1]), B)
+ * with Wt [KH, KW, O, C] a new constant holding W's values tap-major
+ * (repacked here, once: no kernel, no launch). The graph computes what it
+ * did (the interpreter runs the transpose and the conv); the planner
+ * folds the transpose into the conv's read, and the sm_90a implicit GEMM
+ * (kernelplan/launch_gemm_sm90.c) reads Wt per tap as an [O, C] matrix
+ * through TMA boxes (the weight as stored has the tap innermost: no TMA
+ * box reads it). Where the planner keeps the mma.sync implicit GEMM
+ * instead, it reads W' through the folded transpose's strides. Refused
+ * (traced) for anything else: the conv stays as it was. */
+static bool apply_conv_tap_major(mcir_action_ctx *a) {
+    mcir_node *conv = param_node(a, "conv");
+    mcir_tensor *out = param_tensor(a, "output");
+    if (!conv || !out || conv->op != MCIR_OP_CONV2D) return fail(a, "the match binds no conv2d or output");
+    mcir_tensor *X = conv->inputs[0], *W = conv->inputs[1], *B = conv->n_inputs > 2 ? conv->inputs[2] : NULL;
+    if (X->rank != 4 || W->rank != 4 || out->rank != 4) return fail(a, "'%s' is not an NCHW conv", conv->name);
+    if (W->kind != MCIR_TENSOR_WEIGHT) return fail(a, "'%s' has a weight computed at run time", conv->name);
+    if (W->shape[2] == 1 && W->shape[3] == 1)
+        return fail(a, "'%s' has a 1x1 kernel (conv1x1_as_matmul's, or the implicit GEMM's)", conv->name);
+    if (X->dtype != W->dtype || (X->dtype != MCIR_DTYPE_F16 && X->dtype != MCIR_DTYPE_BF16))
+        return fail(a, "'%s' is %s x %s: the sm_90a GEMM takes f16 or bf16", conv->name, mcir_dtype_name(X->dtype),
+                    mcir_dtype_name(W->dtype));
+    static const struct { const char *name; int n; int64_t ok; } plain[] = {
+        {"strides", 2, 1}, {"dilations", 2, 1}, {"groups", 0, 1}};
+    for (int k = 0; k < 3; k++) {
+        if (!mcir_node_attr(conv, plain[k].name)) continue;
+        const int64_t *v;
+        int n = plain[k].n ? mcir_node_ints(conv, plain[k].name, &v) : 1;
+        int64_t one = plain[k].n ? 0 : mcir_node_int(conv, plain[k].name);
+        for (int i = 0; i < n; i++)
+            if ((plain[k].n ? v[i] : one) != plain[k].ok)
+                return fail(a, "'%s' has %s %lld: the TMA boxes read stride-1, undilated, single-group convs",
+                            conv->name, plain[k].name, (long long)(plain[k].n ? v[i] : one));
+    }
+    for (int i = 0; i < 4; i++) {
+        mcir_extent e = mcir_tensor_extent(X, i);
+        if (!mcir_extent_is_const(&e, NULL)) return fail(a, "'%s': input dim %d is symbolic", conv->name, i);
+    }
+    const int64_t C = X->shape[1], Wd = X->shape[3], O = W->shape[0], KH = W->shape[2], KW = W->shape[3];
+    if (W->shape[1] != C) return fail(a, "'%s': the weight's %lld channels are not the input's %lld", conv->name,
+                                      (long long)W->shape[1], (long long)C);
+    if ((Wd * 2) % 16 != 0)
+        return fail(a, "'%s': image rows of %lld elements are not a multiple of 16 bytes (the TMA's stride unit)",
+                    conv->name, (long long)Wd);
+    if ((C * 2) % 16 != 0)
+        return fail(a, "'%s': %lld channels are not a multiple of 16 bytes (the repacked weight's rows)", conv->name,
+                    (long long)C);
+    mcir_graph *g = a->g;
+    const int64_t ts[4] = {KH, KW, O, C};
+    mcir_tensor *wt = mcir_graph_add_tensor(
+        g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.taps", W->name)), W->dtype, 4, ts,
+        MCIR_TENSOR_WEIGHT);
+    MCIR_ASSERT(wt);
+    const int64_t n = mcir_tensor_numel(W);
+    float *v = malloc((size_t)n * sizeof *v + 1);
+    MCIR_ASSERT(v);
+    mcir_weight_values(W, v);
+    unsigned char *data = mcir_arena_alloc(g->arena, (size_t)n * mcir_dtype_size(W->dtype));
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t kh = 0; kh < KH; kh++)
+                for (int64_t kw = 0; kw < KW; kw++)
+                    store_value(data, W->dtype, ((kh * KW + kw) * O + o) * C + c, v[((o * C + c) * KH + kh) * KW + kw]);
+    free(v);
+    wt->data = data;
+    mcir_node *built[2] = {NULL, NULL};
+    mcir_node *tr = built[0] = build(
+        a, MCIR_OP_TRANSPOSE, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.weight", conv->name)), 1, &wt);
+    const int64_t perm[4] = {2, 3, 0, 1};
+    mcir_node_set_ints(g, tr, "perm", 4, perm);
+    if (!infer(a, tr)) goto undo;
+    mcir_tensor *ins[3] = {X, tr->outputs[0], B};
+    mcir_node *cv = built[1] = build(a, MCIR_OP_CONV2D, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.taps", conv->name)),
+                                     B ? 3 : 2, ins);
+    for (int i = 0; i < conv->n_attrs; i++) {
+        const mcir_attr *at = &conv->attrs[i];
+        if (at->type == MCIR_ATTR_INTS) mcir_node_set_ints(g, cv, at->name, at->n, at->ints);
+        else if (at->type == MCIR_ATTR_INT) mcir_node_set_int(g, cv, at->name, at->i);
+    }
+    if (!infer(a, cv) || !take_over(a, cv, out)) goto undo;
+    add_result(a, tr);
+    add_result(a, cv);
+    return true;
+undo:
+    discard(built, 2);
+    a->n_results = 0;
+    return false;
+}
+
 /* ---------------------------------------------------------------- table */
 
 const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
@@ -939,4 +1032,5 @@ const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_FUSE_HORIZONTAL_MATMUL] = {apply_fuse_horizontal_matmul, NULL, true},
     [MCIR_ACTION_FOLD_CONV_AFFINE] = {apply_fold_conv_affine, NULL, true},
     [MCIR_ACTION_CONV_AS_MATMUL] = {apply_conv_as_matmul, NULL, true},
+    [MCIR_ACTION_CONV_TAP_MAJOR] = {apply_conv_tap_major, NULL, true},
 };

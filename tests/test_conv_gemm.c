@@ -12,17 +12,26 @@
  *    through the reshape; 81-pixel images (no TMA: rows of 162 bytes);
  *  - refused, with the reason in the trace: 49 pixels per image, a
  *    strided 1x1 conv, a 3x3 kernel;
+ *  - a 3x3 f16 conv (bias, residual, ReLU) large enough for the cost
+ *    model: on sm_90 the sm_90a implicit GEMM (rule conv_kxk_tap_major,
+ *    one kernel), on sm_80 the mma.sync implicit GEMM;
+ *  - PyTorch's output of a 3x3 bf16 conv (asymmetric pads, bias, ReLU, a
+ *    residual; tests/data/conv_gemm/kxk_torch) matches the emulated
+ *    device's, on the sm_90a implicit GEMM and on the mma.sync one;
  *  - every graph on the emulated device (sm_90 and sm_80) matches the
  *    interpreter on the original graph, the bottleneck at two batch sizes
  *    with nothing compiled at the second.
  * Emulator runs skip without a C++ compiler.
  */
 #include <check.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_util.h"
+#include "mcir/mcir.h"
 #include "test_util.h"
 
 #define RUN(...) cli_run((const char *const[]){__VA_ARGS__, NULL})
@@ -70,6 +79,92 @@ START_TEST(test_bottleneck_plans) {
 }
 END_TEST
 
+/* A 3x3 conv the cost model gives the sm_90a implicit GEMM on sm_90: its
+ * weight repacked tap-major at compile time (a transpose folded into the
+ * conv's read: one kernel), bias, residual and ReLU fused; sm_80 keeps the
+ * mma.sync implicit GEMM (docs/kernelplan.md "KxK convs on the sm_90a GEMM") */
+START_TEST(test_kxk_plans) {
+    cli_result r = RUN("--arch", "sm_90", "--emit", "plan", graph("kxk_f16"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(count(r.out, "\"template\": \"conv2d\""), 1);
+    ck_assert_int_eq(count(r.out, "conv2d 3x3 as an implicit GEMM on the sm_90a template"), 1);
+    ck_assert_int_eq(count(r.out, "for the mma.sync implicit GEMM (conv2d as implicit GEMM"), 1);
+    ck_assert_int_eq(count(r.out, "\"folded\": \"k.weight\""), 1);
+    cli_result_free(&r);
+    r = RUN("--arch", "sm_90", "--emit", "trace", graph("kxk_f16"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"rule\":\"conv_kxk_tap_major\",\"property\":\"tile_compatible_compute\","
+                                        "\"action\":\"conv_tap_major\",\"anchor\":\"k\""));
+    cli_result_free(&r);
+    r = RUN("--arch", "sm_80", "--emit", "plan", graph("kxk_f16"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(count(r.out, "sm_90a"), 0);
+    ck_assert_int_eq(count(r.out, "conv2d as implicit GEMM"), 1);
+    cli_result_free(&r);
+}
+END_TEST
+
+/* The bf16 values of an .npy file as floats */
+static float *bf16_npy(const char *path, int64_t *n) {
+    mcir_npy a;
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert_msg(mcir_npy_read(path, &a, &d), "%s", path);
+    ck_assert_int_eq(a.dtype, MCIR_DTYPE_BF16);
+    *n = 1;
+    for (int i = 0; i < a.rank; i++) *n *= a.shape[i];
+    float *v = malloc((size_t)*n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int64_t i = 0; i < *n; i++) {
+        const uint32_t bits = (uint32_t)((const uint16_t *)a.data)[i] << 16;
+        memcpy(&v[i], &bits, sizeof bits);
+    }
+    mcir_npy_free(&a);
+    return v;
+}
+
+/* PyTorch's output (tests/data/conv_gemm/kxk_torch/gen.py: a 3x3 bf16 conv
+ * with asymmetric pads, bias, ReLU and a residual, OW 56, C 24) against the
+ * emulated device's: the sm_90a implicit GEMM (MCIR_SM90_CONV=always) and
+ * the mma.sync one (sm_80) */
+START_TEST(test_kxk_matches_torch) {
+    if (!test_have_cxx()) return;
+    char dir[256];
+    ck_assert(test_tempdir("kxk_torch", dir, sizeof dir));
+    int64_t n, ne;
+    float *want = bf16_npy(cli_src("tests/data/conv_gemm/kxk_torch/expected_z.npy"), &ne);
+    static const char *const archs[] = {"sm_90", "sm_80"};
+    for (int a = 0; a < 2; a++) {
+        char out[300], xin[512], rin[512], got_path[320];
+        snprintf(out, sizeof out, "%s/%s", dir, archs[a]);
+        snprintf(xin, sizeof xin, "x=%s", cli_src("tests/data/conv_gemm/kxk_torch/x.npy"));
+        snprintf(rin, sizeof rin, "r=%s", cli_src("tests/data/conv_gemm/kxk_torch/r.npy"));
+        setenv("MCIR_SM90_CONV", "always", 1);
+        cli_result r = RUN("--arch", archs[a], "--run", "--device", "emu", "--input", xin, "--input", rin, "-o", out,
+                           cli_src("tests/data/conv_gemm/kxk_torch/graph.json"));
+        unsetenv("MCIR_SM90_CONV");
+        ck_assert_msg(r.status == 0, "%s: %s", archs[a], r.err);
+        cli_result_free(&r);
+        setenv("MCIR_SM90_CONV", "always", 1);   /* what ran: the sm_90a template on sm_90 only */
+        r = RUN("--arch", archs[a], "--emit", "plan", cli_src("tests/data/conv_gemm/kxk_torch/graph.json"));
+        unsetenv("MCIR_SM90_CONV");
+        ck_assert_int_eq(count(r.out, "conv2d 3x3 as an implicit GEMM on the sm_90a template"), a == 0);
+        cli_result_free(&r);
+        snprintf(got_path, sizeof got_path, "%s/z.npy", out);
+        float *got = bf16_npy(got_path, &n);
+        ck_assert_int_eq(n, ne);
+        double err = 0, mag = 0;
+        for (int64_t i = 0; i < n; i++) {
+            err = fmax(err, fabs((double)got[i] - want[i]));
+            mag = fmax(mag, fabs((double)want[i]));
+        }
+        fprintf(stderr, "  kxk_torch on %s: max |err| %g of max |z| %g\n", archs[a], err, mag);
+        ck_assert_msg(err <= 2e-2 * mag, "%s: max |err| %g of %g", archs[a], err, mag);
+        free(got);
+    }
+    free(want);
+    test_remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_refusals_say_why) {
     cli_result r = RUN("--emit", "trace", graph("refused_f16"));
     ck_assert_msg(r.status == 0, "%s", r.err);
@@ -92,7 +187,7 @@ END_TEST
 START_TEST(test_emulated_runs_match) {
     if (!test_have_cxx()) return;
     static const char *const graphs[] = {"bottleneck_f16", "bottleneck_f32", "bn_fold_f32", "scaled_bf16",
-                                         "refused_f16"};
+                                         "refused_f16", "kxk_f16"};
     static const char *const archs[] = {"sm_90", "sm_80"};
     for (size_t g = 0; g < sizeof graphs / sizeof *graphs; g++)
         for (int a = 0; a < 2; a++) {
@@ -116,6 +211,8 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("conv_gemm");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_bottleneck_plans);
+    tcase_add_test(tc, test_kxk_plans);
+    tcase_add_test(tc, test_kxk_matches_torch);
     tcase_add_test(tc, test_refusals_say_why);
     tcase_add_test(tc, test_emulated_runs_match);
     suite_add_tcase(s, tc);

@@ -28,7 +28,16 @@
 //     and, GM_NV 1, from the stage's vector box (a row vector of K
 //     elements broadcast along A's rows: a norm's weight; its 64 elements
 //     of the K step, by the element's column), and gm_a_store(v): its
-//     storage bits.
+//     storage bits;
+//   GM_CONV 1: a KxK conv2d as an implicit GEMM (b an image, m an output
+//     channel, n a column of the output's 64-pixel row segments): per K
+//     step s the tap s / CV_CB (kh, kw) and channels 64 (s % CV_CB)..; ta
+//     the tap-major weight (channels, output channels, taps), tb the image
+//     (w, h, c, n) read in 4-D boxes {64, 1, 64, 1} at (ow0 + kw - CV_PL,
+//     oh + kh - CV_PT, c0, b), one per 64 columns of the tile (its B box:
+//     64 channel rows of 64 pixels); the TMA's zero fill outside the image
+//     is the padding; mm_store maps (m, n) to the output pixel, masking
+//     pixels past the row (CV_* the conv's sizes).
 // What it promises: A and B are read only by the TMA (5-D maps: columns,
 // rows, batch; 128-byte swizzle, boxes of 64 columns; rows and columns
 // past the tensor arrive as zeros), each tile of a work item once, and so
@@ -222,7 +231,23 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                 // the bytes the TMA writes (A's own tile is the consumers')
                 u64* bar = mc_ring_acquire(ring, st, GM_STAGE + GM_NV * GM_VBOX - GM_A_OUT * GM_CWG * GM_ABOX);
                 unsigned char* sp = smem + st.stage * GM_STAGE;
-#if GM_TRANS_A
+#if GM_CONV
+                // K step s: tap s / CV_CB (kh, kw), channels 64 (s % CV_CB)..; A: that
+                // tap's [O, C] boxes; B: per box j the output row segment n0 / 64 + j
+                // of the image, shifted by the tap (the TMA zero-fills the padding)
+                const int tap = s / CV_CB, c0 = 64 * (s - tap * CV_CB), kh = tap / CV_KW, kw = tap - kh * CV_KW;
+                ca[0] = c0;
+                ca[2] = tap;
+                for (int g = 0; g < GM_CWG; g++) {
+                    ca[1] = it.m0 + 64 * g;
+                    mc_tma_load(sp + g * GM_ABOX, ta[0], ca, bar);
+                }
+                for (int j = 0; j < GM_B_BOXES; j++) {
+                    const int seg = it.n0 / 64 + j, oh = seg / CV_SEGW;
+                    const int cx[5] = {(seg - oh * CV_SEGW) * 64 + kw - CV_PL, oh + kh - CV_PT, c0, (int)it.b, 0};
+                    mc_tma_load(sp + GM_A_BYTES + j * GM_BBOX, tb, cx, bar);
+                }
+#elif GM_TRANS_A
                 ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns
                 for (int g = 0; g < GM_CWG; g++) {
                     ca[0] = it.m0 + 64 * g;
@@ -244,7 +269,9 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                 mc_tma_load(smem + GM_VEC_AT + st.stage * GM_VBOX, tv, cv, bar);
 #endif
 #endif
-#if GM_TRANS_B
+#if GM_CONV
+                (void)cb;
+#elif GM_TRANS_B
                 cb[0] = 64 * s;
                 cb[1] = it.n0;
                 mc_tma_load(sp + GM_A_BYTES, tb, cb, bar);

@@ -78,3 +78,15 @@ write("refused_f16", {
     "nodes": [node("small", "conv2d", ["x", "a.w"], ["ys"]),
               node("down", "conv2d", ["z", "d.w"], ["yd"], strides=[2, 2])],
     "outputs": ["ys", "yd"]})
+
+# A 3x3 conv large enough for the cost model to take the sm_90a implicit
+# GEMM on sm_90 (rule conv_kxk_tap_major: the weight repacked tap-major at
+# compile time), + bias, a residual add of its input, ReLU, all fused.
+write("kxk_f16", {
+    "mcir": 1, "name": "kxk_f16",
+    "inputs": [w("x", "f16", [4, 64, 32, 64])],
+    "weights": [w("k.w", "f16", [64, 64, 3, 3]), w("k.b", "f16", [64])],
+    "nodes": [node("k", "conv2d", ["x", "k.w", "k.b"], ["h"], pads=[1, 1, 1, 1]),
+              node("res", "add", ["h", "x"], ["s"]),
+              node("act", "relu", ["s"], ["y"])],
+    "outputs": ["y"]})
