@@ -377,6 +377,7 @@ static bool conv_operands(const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const ch
     l->a = l->a_in[0] = l->a_leaf[0] = l->a_value = x->tensor;
     l->b = X;
     l->n_a = 1;
+    l->a_wide[0] = 1;   /* one 16-bit box per consumer group */
     l->a_width[0] = l->cv_c;
     l->m = Y->shape[1];
     l->n = l->cv_oh * l->cv_segw * 64;
