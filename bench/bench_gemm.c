@@ -18,9 +18,19 @@
  * [B, S, K] with the weight shared across the batch; a Cohere-style LM
  * head scaled and cast to f32); the SwiGLU down projection
  * (silu(gate)·up, then the matmul) at Llama-7B sizes; batched products,
- * true batches and weights shared across a batch. Weights are weights
- * (Linear layers: [N, K], transpose_b), seeded. TFLOP/s counts 2·B·M·N·K
- * (the epilogue's and prologue's flops are not counted).
+ * true batches and weights shared across a batch; 3x3 pad-1 convs (NCHW,
+ * f16 and bf16) with bias + ReLU (one with a residual add before the
+ * ReLU, as ResNet's BasicBlock), at shapes the sm_90a implicit GEMM takes
+ * (ResNet's 56x56 stage, 112x112, 64x64) and two it cannot (28x28: a row
+ * of 56 bytes; a stride-2 conv), the path saying which ran; and products
+ * whose A arrives in f32 and is cast to f16 / bf16 first (alone, and
+ * cast(silu(gate)·up) with gate and up f32), at Llama-7B sizes, the cost
+ * model fusing the cast into the sm_90a GEMM's prologue or not (the path
+ * shows which). Weights are weights (Linear layers: [N, K], transpose_b;
+ * a conv's [O, C, KH, KW] and bias), seeded. TFLOP/s counts 2·B·M·N·K —
+ * for a conv 2·N·O·OH·OW·C·KH·KW, its row's B, M, N, K being the images,
+ * O, OH·OW and C·KH·KW (the epilogue's and prologue's flops are not
+ * counted).
  *
  * Without a GPU it exits 77 with one line saying why; --dry-run instead
  * runs the pipeline for every selected shape (NVRTC for the first
@@ -28,7 +38,7 @@
  * its path is named, its modelled time is finite and positive; one CSV
  * row per shape with "not run (no GPU)".
  *
- * usage: bench_gemm [--dry-run] [--suite plain|epilogue|swiglu|batch|all]
+ * usage: bench_gemm [--dry-run] [--suite plain|epilogue|swiglu|batch|conv|cast|all]
  *          [--match TEXT[,TEXT...]] [--compile N] [--reps N] [--warmup N]
  *          [--arch sm_XX] [--csv FILE]
  * --match keeps the shapes whose name contains any of the texts.
@@ -51,11 +61,12 @@ typedef struct epilogue {
     double scale;             /* 0: none */
     const char *cast;         /* the output's dtype where it is cast */
     bool swiglu;              /* A = silu(gate) · up, a prologue */
+    bool from_f32;            /* A (or gate and up) given in f32, cast to the product's dtype */
 } epilogue;
 
 typedef enum {
     EPI_NONE, EPI_BIAS_GELU_TANH, EPI_BIAS_GELU_ERF, EPI_BIAS_RELU, EPI_BIAS_RESIDUAL, EPI_RESIDUAL,
-    EPI_SCALE_CAST, EPI_SWIGLU
+    EPI_SCALE_CAST, EPI_SWIGLU, EPI_BIAS_RESIDUAL_RELU, EPI_CAST_F32, EPI_SWIGLU_CAST_F32
 } epilogue_id;
 
 static const epilogue EPILOGUES[] = {
@@ -67,7 +78,17 @@ static const epilogue EPILOGUES[] = {
     [EPI_RESIDUAL] = {"residual", .residual = true},
     [EPI_SCALE_CAST] = {"scale_cast_f32", .scale = 0.0625, .cast = "f32"},
     [EPI_SWIGLU] = {"silu_mul_prologue", .swiglu = true},
+    /* a conv's: (conv + bias + r) then ReLU */
+    [EPI_BIAS_RESIDUAL_RELU] = {"bias_residual_relu", .bias = true, .act = "relu", .residual = true},
+    [EPI_CAST_F32] = {"cast_f32_prologue", .from_f32 = true},                         /* cast(a) */
+    [EPI_SWIGLU_CAST_F32] = {"silu_mul_cast_f32_prologue", .swiglu = true, .from_f32 = true}, /* cast(silu(g)·u) */
 };
+
+/* A conv2d's dims (o 0: the shape is a product): X [N, C, H, W] (N is
+ * the shape's batch), W [O, C, KH, KW], square stride and padding. */
+typedef struct conv_dims {
+    int64_t c, h, w, o, kh, kw, stride, pad;
+} conv_dims;
 
 typedef struct shape {
     const char *suite;
@@ -78,6 +99,7 @@ typedef struct shape {
     bool shared_b;            /* B has no batch dims: one weight for the batch */
     bool weight_b;            /* B is a weight (else an input) */
     epilogue_id epi;
+    conv_dims cv;             /* a conv: batch images, m = O, n = OH·OW, k = C·KH·KW */
 } shape;
 
 typedef struct shapes {
@@ -95,11 +117,20 @@ static void add(shapes *s, shape x) {
  * as the block writes it, [batch, T/batch, K] on a shared weight. */
 static void layer(shapes *s, const char *label, mcir_dtype dt, int64_t batch, int64_t tokens, int64_t n,
                   int64_t k, bool trans_b, epilogue_id e) {
-    add(s, (shape){"epilogue", label, dt, 1, tokens, n, k, trans_b, true, true, e});
-    if (batch > 1) add(s, (shape){"epilogue", label, dt, batch, tokens / batch, n, k, trans_b, true, true, e});
+    add(s, (shape){"epilogue", label, dt, 1, tokens, n, k, trans_b, true, true, e, {0}});
+    if (batch > 1) add(s, (shape){"epilogue", label, dt, batch, tokens / batch, n, k, trans_b, true, true, e, {0}});
 }
 
-static const char *const SUITES[] = {"plain", "epilogue", "swiglu", "batch", "all", NULL};
+/* A KH x KW conv of N images [C, H, W] to O channels, its GEMM view in
+ * batch, m, n, k. */
+static void conv(shapes *s, const char *label, mcir_dtype dt, int64_t n_img, int64_t c, int64_t h, int64_t w,
+                 int64_t o, int64_t kh, int64_t stride, int64_t pad, epilogue_id e) {
+    conv_dims cv = {c, h, w, o, kh, kh, stride, pad};
+    int64_t oh = (h + 2 * pad - kh) / stride + 1, ow = (w + 2 * pad - kh) / stride + 1;
+    add(s, (shape){"conv", label, dt, n_img, o, oh * ow, c * kh * kh, false, true, true, e, cv});
+}
+
+static const char *const SUITES[] = {"plain", "epilogue", "swiglu", "batch", "conv", "cast", "all", NULL};
 
 static void sweep(shapes *s, const char *suite) {
     bool all = strcmp(suite, "all") == 0;
@@ -111,7 +142,7 @@ static void sweep(shapes *s, const char *suite) {
         for (int t = 0; t < 2; t++)
             for (int i = 0; i < 7; i++)
                 add(s, (shape){"plain", NULL, dts[t], 1, mnk[i][0], mnk[i][1], mnk[i][2], false, false, false,
-                               EPI_NONE});
+                               EPI_NONE, {0}});
     }
     if (all || strcmp(suite, "epilogue") == 0) {
         layer(s, "gpt2_c_fc", F16, 8, 8192, 3072, 768, false, EPI_BIAS_GELU_TANH);       /* 8 x 1024 tokens */
@@ -125,23 +156,57 @@ static void sweep(shapes *s, const char *suite) {
         for (int t = 0; t < 2; t++)
             for (int64_t tokens = 2048; tokens <= 8192; tokens *= 4)
                 add(s, (shape){"swiglu", "llama_down_proj", dts[t], 1, tokens, 4096, 11008, true, true, true,
-                               EPI_SWIGLU});
+                               EPI_SWIGLU, {0}});
     if (all || strcmp(suite, "batch") == 0) {
         for (int t = 0; t < 2; t++)
-            add(s, (shape){"batch", NULL, dts[t], 64, 512, 512, 512, false, false, false, EPI_NONE});
+            add(s, (shape){"batch", NULL, dts[t], 64, 512, 512, 512, false, false, false, EPI_NONE, {0}});
         /* attention's products at GPT-2's 8 x 12 heads, seq 1024 */
-        add(s, (shape){"batch", "attn_qk", F16, 96, 1024, 1024, 64, true, false, false, EPI_NONE});
-        add(s, (shape){"batch", "attn_pv", F16, 96, 1024, 64, 1024, false, false, false, EPI_NONE});
+        add(s, (shape){"batch", "attn_qk", F16, 96, 1024, 1024, 64, true, false, false, EPI_NONE, {0}});
+        add(s, (shape){"batch", "attn_pv", F16, 96, 1024, 64, 1024, false, false, false, EPI_NONE, {0}});
         /* a projection on [B, S, H] activations: the weight shared across the batch */
-        add(s, (shape){"batch", "gpt2_attn_c_proj", F16, 8, 1024, 768, 768, false, true, true, EPI_NONE});
-        add(s, (shape){"batch", "llama_q_proj", BF16, 4, 2048, 4096, 4096, true, true, true, EPI_NONE});
+        add(s, (shape){"batch", "gpt2_attn_c_proj", F16, 8, 1024, 768, 768, false, true, true, EPI_NONE, {0}});
+        add(s, (shape){"batch", "llama_q_proj", BF16, 4, 2048, 4096, 4096, true, true, true, EPI_NONE, {0}});
+    }
+    if (all || strcmp(suite, "conv") == 0)   /* 3x3, pad 1, bias + ReLU */
+        for (int t = 0; t < 2; t++) {
+            /* the sm_90a implicit GEMM's: W and C multiples of 8, stride 1 */
+            conv(s, "resnet_layer1", dts[t], 32, 64, 56, 56, 64, 3, 1, 1, EPI_BIAS_RELU);
+            conv(s, "resnet_layer1", dts[t], 32, 64, 56, 56, 64, 3, 1, 1, EPI_BIAS_RESIDUAL_RELU);
+            conv(s, NULL, dts[t], 32, 128, 56, 56, 128, 3, 1, 1, EPI_BIAS_RELU);
+            conv(s, NULL, dts[t], 8, 256, 64, 64, 256, 3, 1, 1, EPI_BIAS_RELU);
+            conv(s, NULL, dts[t], 8, 64, 112, 112, 64, 3, 1, 1, EPI_BIAS_RELU);
+            /* not its: a row of 28 pixels is 56 bytes (TMA strides are
+             * multiples of 16); a stride-2 conv (ResNet's downsampling) */
+            conv(s, "resnet_layer2", dts[t], 32, 128, 28, 28, 128, 3, 1, 1, EPI_BIAS_RELU);
+            conv(s, "resnet_layer2_down", dts[t], 32, 64, 56, 56, 128, 3, 2, 1, EPI_BIAS_RELU);
+        }
+    if (all || strcmp(suite, "cast") == 0) {   /* A arrives in f32 (a norm's output, say) */
+        const int64_t tok[] = {64, 512, 8192};
+        for (int i = 0; i < 3; i++) {
+            int64_t tokens = tok[i];
+            add(s, (shape){"cast", "llama_q_proj", BF16, 1, tokens, 4096, 4096, true, true, true, EPI_CAST_F32, {0}});
+            add(s, (shape){"cast", "llama_down_proj", BF16, 1, tokens, 4096, 11008, true, true, true,
+                           EPI_CAST_F32, {0}});
+            add(s, (shape){"cast", "llama_q_proj", F16, 1, tokens, 4096, 4096, true, true, true, EPI_CAST_F32, {0}});
+            add(s, (shape){"cast", "llama_down_proj", BF16, 1, tokens, 4096, 11008, true, true, true,
+                           EPI_SWIGLU_CAST_F32, {0}});
+        }
     }
 }
 
-/* suite/dtype[/label][/bB]/mM/nN/kK[/NT][/shared][/epilogue] */
+/* suite/dtype[/label][/bB]/mM/nN/kK[/NT][/shared][/epilogue]; a conv's
+ * conv/dtype[/label]/nN/cC/hH/wW/oO/kKHxKW/sS/pP[/epilogue] */
 static void shape_name(const shape *x, char *buf, size_t n) {
     char lb[48] = "", bt[32] = "", ep[48] = "";
     if (x->label) snprintf(lb, sizeof lb, "/%s", x->label);
+    if (x->cv.o) {
+        const conv_dims *c = &x->cv;
+        snprintf(buf, n, "%s/%s%s/n%lld/c%lld/h%lld/w%lld/o%lld/k%lldx%lld/s%lld/p%lld/%s", x->suite,
+                 mcir_dtype_name(x->dtype), lb, (long long)x->batch, (long long)c->c, (long long)c->h,
+                 (long long)c->w, (long long)c->o, (long long)c->kh, (long long)c->kw, (long long)c->stride,
+                 (long long)c->pad, EPILOGUES[x->epi].name);
+        return;
+    }
     if (x->batch > 1) snprintf(bt, sizeof bt, "/b%lld", (long long)x->batch);
     if (x->epi != EPI_NONE) snprintf(ep, sizeof ep, "/%s", EPILOGUES[x->epi].name);
     snprintf(buf, n, "%s/%s%s%s/m%lld/n%lld/k%lld%s%s%s", x->suite, mcir_dtype_name(x->dtype), lb, bt,
@@ -159,12 +224,48 @@ static void dims(char *buf, size_t n, int64_t batch, int64_t r, int64_t c) {
     else snprintf(buf, n, "[%lld, %lld]", (long long)r, (long long)c);
 }
 
-/* The graph: inputs a (or gate and up), b where it is not a weight, r
- * (residual); weights w (B) and bias; nodes prologue → matmul → bias →
- * activation → residual → scale → cast; output y. */
+/* A conv's graph: input x [N, C, H, W] (and r, the output's shape, for a
+ * residual), weights w [O, C, KH, KW] and bias [O]; conv2d(x, w, bias)
+ * (+ r) → ReLU; output y. */
+static void conv_json(bench_text *t, const shape *x) {
+    const epilogue *e = &EPILOGUES[x->epi];
+    const conv_dims *c = &x->cv;
+    const char *dt = mcir_dtype_name(x->dtype);
+    int64_t oh = (c->h + 2 * c->pad - c->kh) / c->stride + 1, ow = (c->w + 2 * c->pad - c->kw) / c->stride + 1;
+    long long nb = (long long)x->batch, ci = (long long)c->c, o = (long long)c->o, st = (long long)c->stride,
+              p = (long long)c->pad;
+    bench_text_printf(t, "{\"mcir\": 1, \"name\": \"conv\", \"inputs\": [{\"name\": \"x\", \"dtype\": \"%s\", "
+                         "\"shape\": [%lld, %lld, %lld, %lld]}",
+                      dt, nb, ci, (long long)c->h, (long long)c->w);
+    if (e->residual)
+        bench_text_printf(t, ", {\"name\": \"r\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld]}", dt, nb, o,
+                          (long long)oh, (long long)ow);
+    bench_text_printf(t, "],\n \"weights\": [{\"name\": \"w\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld]}, "
+                         "{\"name\": \"bias\", \"dtype\": \"%s\", \"shape\": [%lld]}],\n \"nodes\": [\n",
+                      dt, o, ci, (long long)c->kh, (long long)c->kw, dt, o);
+    bench_text_printf(t, "  {\"name\": \"conv\", \"op\": \"conv2d\", \"inputs\": [\"x\", \"w\", \"bias\"], "
+                         "\"outputs\": [\"c\"], \"attrs\": {\"strides\": [%lld, %lld], "
+                         "\"pads\": [%lld, %lld, %lld, %lld]}},\n",
+                      st, st, p, p, p, p);
+    if (e->residual)
+        bench_text_printf(t, "  {\"name\": \"res\", \"op\": \"add\", \"inputs\": [\"c\", \"r\"], "
+                             "\"outputs\": [\"s\"]},\n");
+    bench_text_printf(t, "  {\"name\": \"act\", \"op\": \"relu\", \"inputs\": [\"%s\"], \"outputs\": [\"y\"]}\n ],\n"
+                         " \"outputs\": [\"y\"]}\n",
+                      e->residual ? "s" : "c");
+}
+
+/* The graph: inputs a (or gate and up; f32 where the prologue casts), b
+ * where it is not a weight, r (residual); weights w (B) and bias; nodes
+ * prologue (→ cast) → matmul → bias → activation → residual → scale →
+ * cast; output y. */
 static void graph_json(bench_text *t, const shape *x) {
     const epilogue *e = &EPILOGUES[x->epi];
-    const char *dt = mcir_dtype_name(x->dtype);
+    if (x->cv.o) {
+        conv_json(t, x);
+        return;
+    }
+    const char *dt = mcir_dtype_name(x->dtype), *at = e->from_f32 ? "f32" : dt;   /* at: A's as given */
     char as[64], bs[64], ys[64];
     dims(as, sizeof as, x->batch, x->m, x->k);
     dims(bs, sizeof bs, x->shared_b ? 1 : x->batch, x->trans_b ? x->n : x->k, x->trans_b ? x->k : x->n);
@@ -172,9 +273,9 @@ static void graph_json(bench_text *t, const shape *x) {
     bench_text_printf(t, "{\"mcir\": 1, \"name\": \"gemm\", \"inputs\": [");
     if (e->swiglu)
         bench_text_printf(t, "{\"name\": \"gate\", \"dtype\": \"%s\", \"shape\": %s}, "
-                             "{\"name\": \"up\", \"dtype\": \"%s\", \"shape\": %s}", dt, as, dt, as);
+                             "{\"name\": \"up\", \"dtype\": \"%s\", \"shape\": %s}", at, as, at, as);
     else
-        bench_text_printf(t, "{\"name\": \"a\", \"dtype\": \"%s\", \"shape\": %s}", dt, as);
+        bench_text_printf(t, "{\"name\": \"a\", \"dtype\": \"%s\", \"shape\": %s}", at, as);
     if (!x->weight_b) bench_text_printf(t, ", {\"name\": \"b\", \"dtype\": \"%s\", \"shape\": %s}", dt, bs);
     if (e->residual) bench_text_printf(t, ", {\"name\": \"r\", \"dtype\": \"%s\", \"shape\": %s}", dt, ys);
     bench_text_printf(t, "],\n \"weights\": [");
@@ -190,6 +291,11 @@ static void graph_json(bench_text *t, const shape *x) {
                              "  {\"name\": \"mul\", \"op\": \"mul\", \"inputs\": [\"sg\", \"up\"], "
                              "\"outputs\": [\"h\"]},\n");
         snprintf(cur, sizeof cur, "h");
+    }
+    if (e->from_f32) {
+        bench_text_printf(t, "  {\"name\": \"cast_a\", \"op\": \"cast\", \"inputs\": [\"%s\"], \"outputs\": [\"ac\"], "
+                             "\"attrs\": {\"to\": \"%s\"}},\n", cur, dt);
+        snprintf(cur, sizeof cur, "ac");
     }
     /* the chain after the prologue: each step's op and its second input */
     typedef struct step {
@@ -228,17 +334,21 @@ static void graph_json(bench_text *t, const shape *x) {
  * cuBLASLt: "cuBLASLt", "cuBLAS+epilogue" (the f32 product staged for a
  * generated epilogue kernel), "cuBLAS", or the generated template
  * ("matmul.wgmma" for the sm_90a GEMM, "matmul.mma" / "matmul.fma" for
- * the others, else the template's name). */
+ * the others; a conv's "conv2d.wgmma" for the sm_90a TMA + wgmma implicit
+ * GEMM, "conv2d.mma" / "conv2d.fma" for the im2col one; else the
+ * template's name). */
 static const char *kernel_path(const mcir_plan *p, const mcir_kernel_plan *k, bool blas, bool lt,
                                mcir_kernel_cost *c) {
     mcir_cost_options o = {.generated_only = !blas, .no_cublaslt = !lt};
     mcir_cost_kernel(k, p->target, &o, c);
     if (c->library && strcmp(c->library, "cublasLt") == 0) return "cuBLASLt";
     if (c->library) return c->staging_bytes > 0 ? "cuBLAS+epilogue" : "cuBLAS";
+    bool conv = k->tpl == MCIR_TEMPLATE_CONV2D;
     for (int i = 0; i < k->tiling.n_dims; i++)   /* the sm_90a template: its warp groups */
-        if (strcmp(k->tiling.dim_names[i], "wg") == 0) return "matmul.wgmma";
+        if (strcmp(k->tiling.dim_names[i], "wg") == 0) return conv ? "conv2d.wgmma" : "matmul.wgmma";
     mcir_gemm_problem g;
-    if (mcir_gemm_problem_of(k, &g)) return g.mma ? "matmul.mma" : "matmul.fma";
+    if (mcir_gemm_problem_of(k, &g))
+        return conv ? (g.mma ? "conv2d.mma" : "conv2d.fma") : g.mma ? "matmul.mma" : "matmul.fma";
     return mcir_template_name(k->tpl);
 }
 
@@ -263,7 +373,7 @@ static void plan_path(const mcir_plan *p, bool blas, bool lt, char *path, size_t
 }
 
 static const char USAGE[] =
-    "usage: bench_gemm [--dry-run] [--suite plain|epilogue|swiglu|batch|all] [--match TEXT[,TEXT...]]\n"
+    "usage: bench_gemm [--dry-run] [--suite plain|epilogue|swiglu|batch|conv|cast|all] [--match TEXT[,TEXT...]]\n"
     "         [--compile N] [--reps N] [--warmup N] [--arch sm_XX] [--csv FILE]\n";
 
 int main(int argc, char **argv) {
@@ -323,8 +433,8 @@ int main(int argc, char **argv) {
         if (ok) plan_path(b.plan, blas, lt, path, sizeof path, &modelled, &launches);
         bench_gpu_timing t = {0};
         if (!ok) snprintf(status, sizeof status, "pipeline failed");
-        else if (bench_graph_kernel(&b, MCIR_TEMPLATE_MATMUL) < 0)
-            snprintf(status, sizeof status, "no matmul kernel in the plan");
+        else if (bench_graph_kernel(&b, x->cv.o ? MCIR_TEMPLATE_CONV2D : MCIR_TEMPLATE_MATMUL) < 0)
+            snprintf(status, sizeof status, "no %s kernel in the plan", x->cv.o ? "conv2d" : "matmul");
         else if (!(isfinite(modelled) && modelled > 0))
             snprintf(status, sizeof status, "modelled time %g us: not finite and positive", modelled);
         else if (!gpu) snprintf(status, sizeof status, "not run (no GPU)");
@@ -341,9 +451,12 @@ int main(int argc, char **argv) {
             snprintf(tf, sizeof tf, "%.2f", flops(x) / (t.median_ms * 1e-3) / 1e12);
         }
         bench_csv_cell(status);
-        fprintf(csv, "%s,mcir,%s,%s,%lld,%lld,%lld,%lld,%s%s,%s,%s,%d,%.4f,%s,%s,%s,%s,%s,%.2f,%s,%s\n", x->suite, nm,
+        char layout[16];   /* a conv's: its image layout */
+        snprintf(layout, sizeof layout, "%s%s", x->cv.o ? "NCHW" : x->trans_b ? "NT" : "NN",
+                 !x->cv.o && x->shared_b && x->batch > 1 ? "/shared" : "");
+        fprintf(csv, "%s,mcir,%s,%s,%lld,%lld,%lld,%lld,%s,%s,%s,%d,%.4f,%s,%s,%s,%s,%s,%.2f,%s,%s\n", x->suite, nm,
                 mcir_dtype_name(x->dtype), (long long)x->m, (long long)x->n, (long long)x->k, (long long)x->batch,
-                x->trans_b ? "NT" : "NN", x->shared_b && x->batch > 1 ? "/shared" : "", EPILOGUES[x->epi].name,
+                layout, EPILOGUES[x->epi].name,
                 path, launches, b.pipeline_s, comp, cache, med, mn, tf, modelled, gpu ? g->name : "", status);
         fflush(csv);
         if (!w.csv_file.to_stdout && t.reps)
