@@ -5,13 +5,17 @@ activations (batched ones too), F.linear for Linear layers (weight [N, K]),
 torch.addmm for GPT-2's Conv1D (weight [K, N]) with its bias, then each
 epilogue op as a separate kernel (F.gelu, F.relu, the residual add, the
 scale and .float()), and the SwiGLU prologue F.silu(gate) * up before the
-down projection. Timed like bench_gemm (CUDA events, warm-up, median of
+down projection; the conv suite's F.conv2d(x, w, bias) on channels-first
+(NCHW) tensors, then + residual and F.relu; the cast suite's A given in
+f32 and cast first, x.to(dtype) (or (F.silu(g) * u).to(dtype)), then
+F.linear. Timed like bench_gemm (CUDA events, warm-up, median of
 --reps, L2 flushed before every run, inputs resident). Same CSV columns;
 impl torch_eager is that composition, torch_gemm_only the product alone
-(no bias, no epilogue, the prologue's output given) for the shapes that
-have more than a product; path names the calls.
+(no bias, no epilogue, the prologue's output given; a conv's F.conv2d
+without its bias) for the shapes that have more than a product; path
+names the calls.
 
-    /usr/bin/python3 bench/torch_gemm.py [--suite plain|epilogue|swiglu|batch|all]
+    /usr/bin/python3 bench/torch_gemm.py [--suite plain|epilogue|swiglu|batch|conv|cast|all]
         [--match TEXT[,TEXT...]] [--reps 30] [--warmup 5] [--csv FILE] [--list]
 
 --list prints the selected shapes' names (as bench_gemm names them) and
@@ -45,14 +49,38 @@ def product_call(shape, with_bias):
 # each epilogue after the product, as the path column names it
 EPILOGUE_CALLS = {"none": "", "bias_gelu_tanh": " + gelu(tanh)", "bias_gelu_erf": " + gelu",
                   "bias_relu": " + relu", "bias_residual": " + add", "residual": " + add",
-                  "scale_cast_f32": " + mul + float", "silu_mul_prologue": ""}
+                  "scale_cast_f32": " + mul + float", "silu_mul_prologue": "", "cast_f32_prologue": "",
+                  "silu_mul_cast_f32_prologue": ""}
+# what runs before the product, from the inputs to A
+PROLOGUE_CALLS = {"silu_mul_prologue": "silu + mul + ", "cast_f32_prologue": "to(%s) + ",
+                  "silu_mul_cast_f32_prologue": "silu + mul + to(%s) + "}
+
+
+def conv_calls(torch, shape, x):
+    """The conv suite's (eager fn, path, product-only fn): F.conv2d with
+    its bias, the residual add, F.relu, as torchvision's BasicBlock."""
+    F = torch.nn.functional
+    stride, pad = shape[11][6], shape[11][7]
+    w, bias, r = x["w"], x["bias"], x.get("r")
+
+    def eager():
+        y = F.conv2d(x["x"], w, bias, stride=stride, padding=pad)
+        if r is not None:
+            y = y + r
+        return F.relu(y)
+
+    path = "conv2d(bias)" + (" + add" if r is not None else "") + " + relu"
+    return eager, path, lambda: F.conv2d(x["x"], w, None, stride=stride, padding=pad)
 
 
 def calls(torch, shape, x):
     """(eager fn, its path, product-only fn or None) for one shape on tensors x."""
+    if shape[11]:
+        return conv_calls(torch, shape, x)
     F = torch.nn.functional
     n, k, trans_b, epi = shape[5], shape[6], shape[7], shape[10]
     b, bias, r = x["b"], x.get("bias"), x.get("r")
+    dtype = tt.torch_dtype(torch, shape[2])
 
     def product(inp, with_bias):
         call = product_call(shape, with_bias)
@@ -63,7 +91,9 @@ def calls(torch, shape, x):
         return torch.matmul(inp, b.transpose(-1, -2) if trans_b else b)
 
     def eager():
-        inp = F.silu(x["gate"]) * x["up"] if epi == "silu_mul_prologue" else x["a"]
+        inp = F.silu(x["gate"]) * x["up"] if "silu_mul" in epi else x["a"]
+        if epi.endswith("cast_f32_prologue"):
+            inp = inp.to(dtype)
         y = product(inp, bias is not None)
         if epi == "bias_gelu_tanh":
             y = F.gelu(y, approximate="tanh")
@@ -78,23 +108,37 @@ def calls(torch, shape, x):
         return y
 
     path = product_call(shape, bias is not None) + EPILOGUE_CALLS[epi]
-    if epi == "silu_mul_prologue":
-        path = "silu + mul + " + path
+    if epi in PROLOGUE_CALLS:
+        path = PROLOGUE_CALLS[epi].replace("%s", shape[2]) + path
     if epi == "none":
         return eager, path, None
-    only = x["h"] if epi == "silu_mul_prologue" else x["a"]
+    only = x["h"] if epi in PROLOGUE_CALLS else x["a"]
     return eager, path, lambda: product(only, False)
 
 
 def tensors(torch, shape):
-    suite, label, dt, batch, m, n, k, trans_b, shared_b, weight_b, epi = shape
+    suite, label, dt, batch, m, n, k, trans_b, shared_b, weight_b, epi, conv = shape
     dtype = tt.torch_dtype(torch, dt)
     g = torch.Generator(device="cuda").manual_seed(1)
+    if conv:   # NCHW image, [O, C, KH, KW] weight, [O] bias, the output's residual
+        c, h, w, o, kh, kw, stride, pad = conv
+        x = {"x": rand(torch, [batch, c, h, w], dtype, g), "w": rand(torch, [o, c, kh, kw], dtype, g),
+             "bias": rand(torch, [o], dtype, g)}
+        if "residual" in epi:
+            oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+            x["r"] = rand(torch, [batch, o, oh, ow], dtype, g)
+        return x
     lead = [batch] if batch > 1 else []
     x = {"a": None}
-    if epi == "silu_mul_prologue":
-        x["gate"], x["up"] = rand(torch, lead + [m, k], dtype, g), rand(torch, lead + [m, k], dtype, g)
-        x["h"] = torch.nn.functional.silu(x["gate"]) * x["up"]
+    at = torch.float32 if epi.endswith("cast_f32_prologue") else dtype   # A's (or gate's and up's) as given
+    if epi in PROLOGUE_CALLS:
+        if "silu_mul" in epi:
+            x["gate"], x["up"] = rand(torch, lead + [m, k], at, g), rand(torch, lead + [m, k], at, g)
+            x["h"] = torch.nn.functional.silu(x["gate"]) * x["up"]
+        else:
+            x["a"] = rand(torch, lead + [m, k], at, g)
+            x["h"] = x["a"]
+        x["h"] = x["h"].to(dtype)
     else:
         x["a"] = rand(torch, lead + [m, k], dtype, g)
     x["b"] = rand(torch, ([] if shared_b else lead) + ([n, k] if trans_b else [k, n]), dtype, g)
@@ -107,7 +151,7 @@ def tensors(torch, shape):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--suite", default="all", choices=["all", "plain", "epilogue", "swiglu", "batch"])
+    ap.add_argument("--suite", default="all", choices=["all", "plain", "epilogue", "swiglu", "batch", "conv", "cast"])
     ap.add_argument("--match", default=None, help="only shapes whose name holds one of these (comma-separated)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
@@ -118,7 +162,7 @@ def main(argv):
         ap.error("--reps must be at least 1 and --warmup at least 0")
     shapes = []
     for s in tt.gemm_shapes(a.suite):
-        name = tt.gemm_name(*s[:9], s[10])
+        name = tt.gemm_name(*s[:9], s[10], s[11])
         if tt.matches(name, a.match):
             shapes.append((name, s))
     if not shapes:
@@ -133,16 +177,16 @@ def main(argv):
     out = tt.open_csv(a.csv)
     print(tt.GEMM_HEADER, file=out)
     for name, s in shapes:
-        suite, label, dt, batch, m, n, k, trans_b, shared_b, weight_b, epi = s
-        flops = 2.0 * batch * m * n * k
-        layout = ("NT" if trans_b else "NN") + ("/shared" if shared_b and batch > 1 else "")
+        suite, label, dt, batch, m, n, k, trans_b, shared_b, weight_b, epi, conv = s
+        flops = 2.0 * batch * m * n * k   # a conv's: 2 N O OH OW C KH KW
+        layout = "NCHW" if conv else ("NT" if trans_b else "NN") + ("/shared" if shared_b and batch > 1 else "")
         x, runs = None, []
         try:
             x = tensors(torch, s)
             eager, path, only = calls(torch, s, x)
             runs = [("torch_eager", path, eager)]
             if only:
-                runs.append(("torch_gemm_only", "gemm only", only))
+                runs.append(("torch_gemm_only", "conv2d only" if conv else "gemm only", only))
         except RuntimeError as e:   # out of memory (torch.cuda.OutOfMemoryError is one) or refused
             runs = [("torch_eager", "", "failed: " + str(e).split("\n")[0][:120])]
         for impl, path, fn in runs:

@@ -87,10 +87,13 @@ def norm_shapes():
 
 
 def gemm_shapes(suite="all"):
-    """(suite, label, dtype, batch, m, n, k, trans_b, shared_b, weight_b, epilogue)
+    """(suite, label, dtype, batch, m, n, k, trans_b, shared_b, weight_b, epilogue, conv)
     as bench_gemm.c sweeps them: A [batch,] M x K; B [N, K] when trans_b
     (a Linear layer's weight), [K, N] otherwise, without batch dims when
-    shared_b; weight_b: B is a weight (models) rather than an input."""
+    shared_b; weight_b: B is a weight (models) rather than an input; conv
+    None, or for a conv2d (c, h, w, o, kh, kw, stride, pad) of batch
+    images [C, H, W] (NCHW), its GEMM view m = O, n = OH*OW, k = C*KH*KW.
+    The cast suite's A (or gate and up) is f32, cast to dtype."""
     out = []
     if suite in ("all", "plain"):
         for dt in ("f16", "bf16"):
@@ -120,11 +123,36 @@ def gemm_shapes(suite="all"):
         out.append(("batch", "attn_pv", "f16", 96, 1024, 64, 1024, False, False, False, "none"))
         out.append(("batch", "gpt2_attn_c_proj", "f16", 8, 1024, 768, 768, False, True, True, "none"))
         out.append(("batch", "llama_q_proj", "bf16", 4, 2048, 4096, 4096, True, True, True, "none"))
+    out = [s + (None,) for s in out]
+    if suite in ("all", "conv"):   # 3x3, pad 1, bias + ReLU
+        for dt in ("f16", "bf16"):
+            for label, n, c, h, w, o, stride, epi in (
+                    ("resnet_layer1", 32, 64, 56, 56, 64, 1, "bias_relu"),
+                    ("resnet_layer1", 32, 64, 56, 56, 64, 1, "bias_residual_relu"),
+                    (None, 32, 128, 56, 56, 128, 1, "bias_relu"),
+                    (None, 8, 256, 64, 64, 256, 1, "bias_relu"),
+                    (None, 8, 64, 112, 112, 64, 1, "bias_relu"),
+                    ("resnet_layer2", 32, 128, 28, 28, 128, 1, "bias_relu"),
+                    ("resnet_layer2_down", 32, 64, 56, 56, 128, 2, "bias_relu")):
+                oh, ow = (h + 2 - 3) // stride + 1, (w + 2 - 3) // stride + 1
+                out.append(("conv", label, dt, n, o, oh * ow, c * 9, False, True, True, epi,
+                            (c, h, w, o, 3, 3, stride, 1)))
+    if suite in ("all", "cast"):   # A arrives in f32
+        for tokens in (64, 512, 8192):
+            for label, dt, k, epi in (("llama_q_proj", "bf16", 4096, "cast_f32_prologue"),
+                                      ("llama_down_proj", "bf16", 11008, "cast_f32_prologue"),
+                                      ("llama_q_proj", "f16", 4096, "cast_f32_prologue"),
+                                      ("llama_down_proj", "bf16", 11008, "silu_mul_cast_f32_prologue")):
+                out.append(("cast", label, dt, 1, tokens, 4096, k, True, True, True, epi, None))
     return out
 
 
-def gemm_name(suite, label, dt, batch, m, n, k, trans_b, shared_b, epilogue):
+def gemm_name(suite, label, dt, batch, m, n, k, trans_b, shared_b, epilogue, conv=None):
     """The shape's name as bench_gemm.c writes it (--match)."""
+    if conv:
+        c, h, w, o, kh, kw, stride, pad = conv
+        return "%s/%s%s/n%d/c%d/h%d/w%d/o%d/k%dx%d/s%d/p%d/%s" % (
+            suite, dt, "/" + label if label else "", batch, c, h, w, o, kh, kw, stride, pad, epilogue)
     return "%s/%s%s%s/m%d/n%d/k%d%s%s%s" % (
         suite, dt, "/" + label if label else "", "/b%d" % batch if batch > 1 else "", m, n, k,
         "/NT" if trans_b else "", "/shared" if shared_b and batch > 1 else "",
