@@ -1,7 +1,8 @@
 # Runs bench_gemm --dry-run and checks what a GPU-less machine must see:
-# every shape of the four suites planned (exit 0, the CSV header, one
+# every shape of the six suites planned (exit 0, the CSV header, one
 # "not run (no GPU)" row per shape, each with its path named and a finite,
-# positive modelled time), NVRTC for one shape of each kind of path;
+# positive modelled time; a conv's path names a conv2d kernel, and which
+# one each conv takes is printed), NVRTC for one shape of each kind of path;
 # torch_gemm.py names the same shapes (where PYTHON is given); a timed run
 # without a GPU skips with 77 and says why (on a GPU machine it runs and
 # must pass); bad command lines exit 2 with a message.
@@ -37,10 +38,16 @@ foreach(row ${rows})
   if(NOT modelled MATCHES "^[0-9]+\\.[0-9]+$" OR modelled MATCHES "^0\\.0*$")
     message(FATAL_ERROR "modelled time not finite and positive: ${row}")
   endif()
+  if(suite STREQUAL "conv")
+    if(NOT path MATCHES "conv2d\\.")
+      message(FATAL_ERROR "a conv's path names no conv2d kernel: ${row}")
+    endif()
+    message(STATUS "${name}: ${path}, modelled ${modelled} us")
+  endif()
   list(APPEND names "${name}")
   list(APPEND counts "${suite}")
 endforeach()
-foreach(want "plain;14" "epilogue;11" "swiglu;4" "batch;6")
+foreach(want "plain;14" "epilogue;11" "swiglu;4" "batch;6" "conv;14" "cast;12")
   list(GET want 0 suite)
   list(GET want 1 n)
   set(have ${counts})
@@ -53,14 +60,18 @@ endforeach()
 list(LENGTH rows n_rows)
 
 # NVRTC for one shape of each path: cuBLAS, cuBLASLt, the generated
-# template with an epilogue and with the SwiGLU prologue, two kernels
-execute_process(COMMAND ${BENCH} --dry-run --match
-                  plain/f16/m1024/,gpt2_c_fc/m8192,gpt2_c_fc/b8,swiglu/bf16/llama_down_proj/m2048,lm_head
+# template with an epilogue and with the SwiGLU prologue, two kernels, a
+# conv with bias, residual and ReLU on the sm_90a implicit GEMM (where the
+# plan takes it), a cast chain before the product
+set(match plain/f16/m1024/,gpt2_c_fc/m8192,gpt2_c_fc/b8,swiglu/bf16/llama_down_proj/m2048,lm_head)
+string(APPEND match ,conv/bf16/resnet_layer1/n32/c64/h56/w56/o64/k3x3/s1/p1/bias_residual_relu)
+string(APPEND match ,cast/bf16/llama_down_proj/m512/n4096/k11008/NT/silu_mul)
+execute_process(COMMAND ${BENCH} --dry-run --match ${match}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(REGEX MATCHALL ",[0-9]+\\.[0-9]+,(cold|cached),,,,[0-9]" compiled "${out}")
 list(LENGTH compiled n_compiled)
-if(NOT rc EQUAL 0 OR NOT n_compiled EQUAL 5)
-  message(FATAL_ERROR "expected NVRTC times for 5 shapes (exit 0), got ${n_compiled} (exit ${rc}):\n${err}\n${out}")
+if(NOT rc EQUAL 0 OR NOT n_compiled EQUAL 7)
+  message(FATAL_ERROR "expected NVRTC times for 7 shapes (exit 0), got ${n_compiled} (exit ${rc}):\n${err}\n${out}")
 endif()
 
 # the PyTorch side sweeps the same shapes under the same names
