@@ -180,9 +180,9 @@ static void sweep(shapes *s, const char *suite) {
             conv(s, "resnet_layer2", dts[t], 32, 128, 28, 28, 128, 3, 1, 1, EPI_BIAS_RELU);
             conv(s, "resnet_layer2_down", dts[t], 32, 64, 56, 56, 128, 3, 2, 1, EPI_BIAS_RELU);
         }
-    if (all || strcmp(suite, "cast") == 0) {   /* A arrives in f32 (a norm's output, say) */
-        const int64_t tok[] = {64, 512, 8192};
-        for (int i = 0; i < 3; i++) {
+    if (all || strcmp(suite, "cast") == 0) {   /* A arrives in f32 (a norm's output, say); 16: decoding */
+        const int64_t tok[] = {16, 64, 512, 8192};
+        for (int i = 0; i < 4; i++) {
             int64_t tokens = tok[i];
             add(s, (shape){"cast", "llama_q_proj", BF16, 1, tokens, 4096, 4096, true, true, true, EPI_CAST_F32, {0}});
             add(s, (shape){"cast", "llama_down_proj", BF16, 1, tokens, 4096, 11008, true, true, true,

@@ -138,7 +138,7 @@ def gemm_shapes(suite="all"):
                 out.append(("conv", label, dt, n, o, oh * ow, c * 9, False, True, True, epi,
                             (c, h, w, o, 3, 3, stride, 1)))
     if suite in ("all", "cast"):   # A arrives in f32
-        for tokens in (64, 512, 8192):
+        for tokens in (16, 64, 512, 8192):
             for label, dt, k, epi in (("llama_q_proj", "bf16", 4096, "cast_f32_prologue"),
                                       ("llama_down_proj", "bf16", 11008, "cast_f32_prologue"),
                                       ("llama_q_proj", "f16", 4096, "cast_f32_prologue"),
