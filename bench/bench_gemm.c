@@ -240,7 +240,8 @@ static void conv_json(bench_text *t, const shape *x) {
     if (e->residual)
         bench_text_printf(t, ", {\"name\": \"r\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld]}", dt, nb, o,
                           (long long)oh, (long long)ow);
-    bench_text_printf(t, "],\n \"weights\": [{\"name\": \"w\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld]}, "
+    bench_text_printf(t, "],\n \"weights\": [{\"name\": \"w\", \"dtype\": \"%s\", "
+                         "\"shape\": [%lld, %lld, %lld, %lld]}, "
                          "{\"name\": \"bias\", \"dtype\": \"%s\", \"shape\": [%lld]}],\n \"nodes\": [\n",
                       dt, o, ci, (long long)c->kh, (long long)c->kw, dt, o);
     bench_text_printf(t, "  {\"name\": \"conv\", \"op\": \"conv2d\", \"inputs\": [\"x\", \"w\", \"bias\"], "
