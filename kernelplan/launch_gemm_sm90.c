@@ -6,6 +6,7 @@
  * batch stride per operand (or none: shared by every batch).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernelplan/launch_gemm_sm90.h"
@@ -386,6 +387,30 @@ static bool conv_operands(const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const ch
     return true;
 }
 
+/* The N tile: the fewest waves of work items times the tile's time (the
+ * wasted columns of a partial tile included): a tile of BN columns runs at
+ * mcir_gemm_sm90_tile_rate(BN) of the 256-column tile's rate (its wgmmas
+ * read A and B from shared memory: bytes per flop grow as 1/64 + 1/BN);
+ * ties take the wider tile (A re-read less often). Counting waves alone
+ * picked 64 columns for 8192^3 (62.1 waves against 15.5), which ran at
+ * 0.42 of peak on an H200 where 4096^3 at 256 ran at 0.58. rows: the
+ * work items' count per N tile (batches x M tiles). */
+static int64_t best_bn(const mcir_target *t, int64_t rows, int64_t n) {
+    double best = -1;
+    int64_t pick = 64;
+    for (int64_t bn = 256; bn >= 64; bn /= 2) {
+        if (bn > 64 && bn / 2 >= n) continue;   /* more than half empty */
+        int64_t items = rows * ((n + bn - 1) / bn);
+        int64_t waves = (items + t->sm_count - 1) / t->sm_count;
+        double cost = (double)(waves * bn) / mcir_gemm_sm90_tile_rate(bn);
+        if (best < 0 || cost < best * (1 - 1e-9)) {
+            best = cost;
+            pick = bn;
+        }
+    }
+    return pick;
+}
+
 bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const char **why) {
     memset(l, 0, sizeof *l);
     const char *no = NULL;
@@ -476,28 +501,12 @@ tiles:;
     l->bm = 64 * l->consumers;
     l->bk = 64;
     l->tiles_m = (l->m + l->bm - 1) / l->bm;
-    /* N tile: the fewest waves of work items times the tile's time (the
-     * wasted columns of a partial tile included): a tile of BN columns
-     * runs at mcir_gemm_sm90_tile_rate(BN) of the 256-column tile's rate
-     * (its wgmmas read A and B from shared memory: bytes per flop grow as
-     * 1/64 + 1/BN); ties take the wider tile (A re-read less often). Counting
-     * waves alone picked 64 columns for 8192^3 (62.1 waves against 15.5),
-     * which ran at 0.42 of peak on an H200 where 4096^3 at 256 ran at 0.58 */
-    double best = -1;
-    for (int64_t bn = 256; bn >= 64; bn /= 2) {
-        if (planned_wg > 0) {   /* the plan's */
+    /* the N tile: the plan's, or the fewest waves times the tile's time (best_bn) */
+    if (planned_wg > 0) {   /* the plan's */
+        for (int64_t bn = 256; bn >= 64; bn /= 2)
             if (bn == tile_of(&k->tiling, "N")) l->bn = bn;
-            continue;
-        }
-        if (bn > 64 && bn / 2 >= l->n) continue;   /* more than half empty */
-        int64_t items = l->batch * l->tiles_m * ((l->n + bn - 1) / bn);
-        int64_t waves = (items + t->sm_count - 1) / t->sm_count;
-        double cost = (double)(waves * bn) / mcir_gemm_sm90_tile_rate(bn);
-        if (best < 0 || cost < best * (1 - 1e-9)) {
-            best = cost;
-            l->bn = bn;
-        }
-    }
+    } else
+        l->bn = best_bn(t, l->batch * l->tiles_m, l->n);
     l->tiles_n = (l->n + l->bn - 1) / l->bn;
     l->items = l->batch * l->tiles_m * l->tiles_n;
     /* the output: through shared memory and the TMA where its one write
@@ -713,10 +722,30 @@ bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch,
                  t ? t->name : "this target", mcir_dtype_name(dt), (long long)(2 * t_bytes));
         return true;
     }
+    /* MCIR_SM90_PROLOGUE=always (tests: the template's prologues at the
+     * small sizes the emulator affords) fuses whatever the model says */
+    const char *force = getenv("MCIR_SM90_PROLOGUE");
+    if (force && strcmp(force, "always") == 0) {
+        snprintf(d, dn, "fused on the sm_90a template, as MCIR_SM90_PROLOGUE=always says (the model not asked)");
+        return true;
+    }
     double tc = dt == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops, bw = t->dram_gbps * 1e3;
     double flops = 2.0 * (double)batch * (double)m * (double)n * (double)k;
     const double rate = SM90_GEMM_EFFICIENCY * (row_scale ? 1.0 : SM90_GEMM_PROLOGUE_RATE);
-    double fused_c = flops / (tc * 1e6 * rate);
+    /* the fused kernel's time as its plan will model it (the tiles the
+     * layout picks, padded, in waves: mcir_gemm_sm90_compute_us), so that a
+     * product of few rows is not fused at the rate of a full tile */
+    mcir_gemm_sm90 l;
+    memset(&l, 0, sizeof l);
+    l.m = m, l.n = n, l.k = k, l.batch = batch, l.prologue = !row_scale;
+    l.consumers = m > 64 ? 2 : 1;
+    l.bm = 64 * l.consumers;
+    l.bk = 64;
+    l.tiles_m = (m + l.bm - 1) / l.bm;
+    l.bn = best_bn(t, batch * l.tiles_m, n);
+    l.tiles_n = (n + l.bn - 1) / l.bn;
+    l.items = batch * l.tiles_m * l.tiles_n;
+    double fused_c = mcir_gemm_sm90_compute_us(t, &l);
     double fused_m = (double)(in_bytes + bc_bytes) / bw;
     double gemm_c = flops / (tc * 1e6 * mcir_gemm_library_fraction(t)), gemm_m = (double)(t_bytes + bc_bytes) / bw;
     double fused = (fused_c > fused_m ? fused_c : fused_m) + t->launch_us;
