@@ -16,7 +16,9 @@
  * combined in shared memory through A's value chain with its leaves read
  * from the boxes. A scale per row of A at the top of its chain (A = P * s,
  * s [.., M, 1]) is not computed in shared memory: P is read as A and the
- * accumulators are multiplied by s[m] before the epilogue (gm_row_scaled).
+ * accumulators are multiplied by s[m] as the epilogue reads them
+ * (gm_row_scale: loaded once per accumulator row of a thread, two rows
+ * per 64-row group, and kept in registers).
  * The fused epilogue (bias, activations, residual, casts:
  * whatever the region's writes compute from the product) is emitted here
  * by the shared emitter and applied per accumulator element. Where the
@@ -184,23 +186,22 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      l.n_v ? "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)"
                            : "j",
                      bf16 ? "bf16" : "f16");
-    /* A = P * s[m]: the product of P scaled per row, C's rows by s (the
-     * accumulators before the epilogue's chain) */
+    /* A = P * s[m]: the product of P scaled per row, C's rows by s: the
+     * template loads s[m] once per accumulator row a thread owns and
+     * multiplies the accumulators as the epilogue reads them */
+    cg_sb_printf(&b, "#define GM_ROW_SCALE %d\n", l.row_scale != NULL);
     if (l.row_scale)
         cg_sb_printf(&b, "// A's per-row scale %s, applied to the product's rows\n"
-                         "__device__ __forceinline__ float gm_row_scaled(i64 bb, i64 m, float acc, MC_PARAMS) {\n"
-                         "    const float s = mc_ld_%s(r%d, %s);\n"
-                         "    return acc * s;\n}\n",
+                         "__device__ __forceinline__ float gm_row_scale(i64 bb, i64 m, MC_PARAMS) {\n"
+                         "    return mc_ld_%s(r%d, %s);\n}\n",
                      l.row_scale->name, cg_dsuffix(l.row_scale->dtype), sp, l.row_scale_batched ? "bb * GM_M + m" : "m");
-    else
-        cg_sb_puts(&b, "#define gm_row_scaled(bb, m, acc, ...) (acc)\n");
     cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                   "    epilogue((bb * GM_M + m) * GM_N + n, gm_row_scaled(bb, m, acc, MC_ARGS), MC_ARGS);\n}\n");
+                   "    epilogue((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n");
     cg_sb_printf(&b, "#define GM_TMA_STORE %d   // the output: %s\n", l.tma_store, l.store);
     if (l.tma_store)   /* the one write's value, rounded to its dtype (cg_emit_epilogue emitted it) */
         cg_sb_printf(&b, "#define GM_O_BF16 %d\n"
                          "__device__ __forceinline__ float mm_value(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                         "    return v%d((bb * GM_M + m) * GM_N + n, gm_row_scaled(bb, m, acc, MC_ARGS), MC_ARGS);\n}\n",
+                         "    return v%d((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n",
                      kp->writes[0]->dtype == MCIR_DTYPE_BF16, kp->writes[0]->id);
     cg_sb_puts(&b, mcir_tpl_hopper);
     if (l.prologue)

@@ -17,6 +17,10 @@
 //     operands in shared memory, A as GM_TRANS_A says, B as GM_TRANS_B;
 //   mm_store(b, m, n, acc, MC_ARGS): the fused epilogue storing output
 //     element (b, m, n) from its f32 accumulator;
+//   GM_ROW_SCALE (A = P * s, s one value per row of A: P is read as A):
+//     gm_row_scale(b, m, MC_ARGS), s[m] of batch b, loaded once per
+//     accumulator row of a thread (rs) and applied as the epilogue reads
+//     the accumulators (GM_SCALED);
 //   GM_TMA_STORE (the output, one f16 / bf16 write with 16-byte rows,
 //     stored by the TMA through shared memory; else by mm_store):
 //     mm_value(b, m, n, acc, MC_ARGS), the epilogue's value of element
@@ -160,19 +164,27 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 }
 #endif
 
+// Accumulator v of a thread, times its row's scale (GM_ROW_SCALE: rs holds
+// the thread's two rows' s[m]; else rs is null and unread)
+#if GM_ROW_SCALE
+#define GM_SCALED(x, rs, v) ((x) * (rs)[((v) >> 1) & 1])
+#else
+#define GM_SCALED(x, rs, v) (x)
+#endif
+
 #if GM_TMA_STORE
 // Box j (columns 64j..64j+63 of the item) of consumer group c's slice into
 // the box buffer ob: value v of this thread is row 16w + g + 8((v/2)%2),
 // column 8(v/4) + 2 tq4 + v%2 of the slice; past the tensor, zeros (the
 // TMA clips them; the epilogue's operands are not read there)
-__device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, int j, const gm_item& it, int c, int w,
+__device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, const float* rs, int j, const gm_item& it, int c, int w,
                                            int g, int tq4, MC_PARAMS) {
 #pragma unroll
     for (int v = 32 * j; v < 32 * j + 32; v += 2) {
         const int r = 16 * w + g + 8 * ((v >> 1) & 1), col = 8 * ((v >> 2) & 7) + 2 * tq4;
         const i64 m = (i64)it.m0 + 64 * c + r, n = (i64)it.n0 + 64 * j + col;
-        const float lo = m < GM_M && n < GM_N ? mm_value(it.b, m, n, d[v], MC_ARGS) : 0.0f;
-        const float hi = m < GM_M && n + 1 < GM_N ? mm_value(it.b, m, n + 1, d[v + 1], MC_ARGS) : 0.0f;
+        const float lo = m < GM_M && n < GM_N ? mm_value(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS) : 0.0f;
+        const float hi = m < GM_M && n + 1 < GM_N ? mm_value(it.b, m, n + 1, GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0.0f;
         const u32 lin = (u32)(r * 128 + col * 2);
 #if GM_O_BF16
         MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_bf16(lo, hi));
@@ -301,6 +313,16 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         mc_wgmma_wait<0>();
         mc_fence_regs<GM_BN / 2>(d);
         mc_ring_release(ring, prev, lane);
+#if GM_ROW_SCALE
+        // A = P * s: the product's rows scaled by s[m], loaded once for each
+        // of this thread's two accumulator rows (16w + g and 16w + g + 8;
+        // the epilogue multiplies value v by rs[(v / 2) % 2])
+        const i64 sm = (i64)it.m0 + 64 * c + 16 * w + g;   // (r0.. are the kernel's reads)
+        const float rs[2] = {sm < GM_M ? gm_row_scale(it.b, sm, MC_ARGS) : 0.0f,
+                             sm + 8 < GM_M ? gm_row_scale(it.b, sm + 8, MC_ARGS) : 0.0f};
+#else
+        const float* rs = 0;
+#endif
 
 #if GM_TMA_STORE
         // the epilogue through this group's box buffers and the TMA (see the top)
@@ -309,7 +331,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             // a box wholly past N or M stores nothing (alike for the group's threads)
             if (it.n0 + 64 * j >= GM_N || it.m0 + 64 * c >= GM_M) break;
             unsigned char* ob = osm + (obox & 1) * GM_OBOX;
-            gm_box_out(ob, d, j, it, c, w, g, tq4, MC_ARGS);
+            gm_box_out(ob, d, rs, j, it, c, w, g, tq4, MC_ARGS);
             mc_fence_proxy_async();
             if (leader) mc_bulk_wait_read0();   // the other buffer's store has read it
             mc_bar_sync(GM_OBAR + c, 128);
@@ -327,7 +349,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
 #pragma unroll
         for (int v = 0; v < GM_BN / 2; v++) {
             const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
-            if (m < GM_M && n < GM_N) mm_store(it.b, m, n, d[v], MC_ARGS);
+            if (m < GM_M && n < GM_N) mm_store(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS);
         }
 #endif
     }
