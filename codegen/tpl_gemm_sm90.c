@@ -12,9 +12,11 @@
  * shared by every batch has extent 1 in its batch dim and is read at
  * coordinate 0. An A that an elementwise prologue computes from stored
  * tensors of its shape (SwiGLU's silu(g) * u) is read as those tensors,
- * one map each (a split's part: a column offset in its tensor), and
+ * one map each (a split's part: a column offset in its tensor; stored
+ * [K, M] like A under transpose_a, read MN-major alike), and
  * combined in shared memory through A's value chain with its leaves read
- * from the boxes. A scale per row of A at the top of its chain (A = P * s,
+ * from the boxes (a vector of K: by the box column, or the box row where
+ * A is stored [K, M]). A scale per row of A at the top of its chain (A = P * s,
  * s [.., M, 1]) is not computed in shared memory: P is read as A and the
  * accumulators are multiplied by s[m] as the epilogue reads them
  * (gm_row_scale: loaded once per accumulator row of a thread, two rows
@@ -87,13 +89,12 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     const bool bf16 = n->inputs[0]->dtype == MCIR_DTYPE_BF16;   /* A's (a prologue's leaves: f16 or bf16) */
     k->n_tmaps = l.n_a + l.n_v + 1;   /* A's boxes, the row vector's, B's (+ the output's) */
     const int tb = l.n_a + l.n_v;
-    if (l.trans_a)   /* A [K, M]: boxes of 64 m-columns x 64 k-rows (MN-major; no prologue) */
-        map_of(l.a_in[0], ap[0], l.k, l.m, l.a_batched ? l.batch : 1, 64, l.m, 0, &k->tmaps[0]);
-    else             /* A [M, K] (each leaf of a prologue alike): boxes of 64 k-columns x 64 m-rows */
-        for (int i = 0; i < l.n_a; i++)
-            map_of(l.a_in[i], ap[i], l.m, l.k, l.a_batched ? l.batch : 1, 64, l.a_width[i], l.a_col0[i],
-                   &k->tmaps[i]);
-    if (l.n_v) {   /* the row vector [K]: one box of its 64 elements per K step, unswizzled */
+    /* A [M, K]: boxes of 64 k-columns x 64 m-rows; A [K, M]: boxes of 64
+     * m-columns x 64 k-rows (MN-major); each leaf of a prologue as A */
+    for (int i = 0; i < l.n_a; i++)
+        map_of(l.a_in[i], ap[i], l.trans_a ? l.k : l.m, l.trans_a ? l.m : l.k, l.a_batched ? l.batch : 1, 64,
+               l.a_width[i], l.a_col0[i], &k->tmaps[i]);
+    if (l.n_v) {   /* the vector of K ([K] or, A [K, M], [K, 1]): one box of its 64 elements per K step, unswizzled */
         map_of(l.v_leaf, vp, 1, l.k, 1, 1, l.k, 0, &k->tmaps[l.n_a]);
         k->tmaps[l.n_a].swizzle = 0;
     }
@@ -120,15 +121,14 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         if (l.n_v) box_leaf[l.v_leaf->id] = -1;
         if (l.row_scale) box_leaf[l.row_scale->id] = -2;   /* the epilogue applies it: 1 in A's chain */
         e.box_leaf = box_leaf;
-        e.box_rows = l.n_v > 0;   /* A's index row * K + column: the vector's broadcast index is the column */
+        /* A's index row * W + column, W the stored A's last dim (K; M when
+         * stored [K, M]): the vector's broadcast index is the box's column
+         * ([K] over [M, K]) or its row ([K, 1] over [K, M]) */
+        e.box_rows = l.n_v > 0;
         cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k);\n");
-        if (l.n_v)
-            cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code);\n"
-                             "// box element (row, column) of A's index row * K + column\n"
-                             "__device__ __forceinline__ i64 gm_box_elem(i64 i) {\n"
-                             "    const i64 r = i / %lldLL, col = i - r * %lldLL;\n"
-                             "    return r * 64 + ((((col >> 3) ^ r) & 7) << 3) + (col & 7);\n}\n",
-                         (long long)l.k, (long long)l.k);
+        if (l.n_v)   /* gm_box_elem: defined after GM_M / GM_K (a graph's dims: their expressions) */
+            cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code);\n"
+                           "__device__ __forceinline__ i64 gm_box_elem(i64 i);\n");
         cg_emit_value(&e, l.a_value);
         e.box_leaf = NULL;
         e.box_rows = false;
@@ -178,12 +178,19 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
      * with a row vector the chain's index is the element's row * K + column
      * (the swizzle: the 16-byte chunk (j / 8) % 8 of row j / 64 holds
      * columns 8 ((j / 8 ^ j / 64) % 8)..) */
+    if (l.n_v)
+        cg_sb_printf(&b, "// box element (row, column) of A's index row * %s + column\n"
+                         "__device__ __forceinline__ i64 gm_box_elem(i64 i) {\n"
+                         "    const i64 r = i / %s, col = i - r * %s;\n"
+                         "    return r * 64 + ((((col >> 3) ^ r) & 7) << 3) + (col & 7);\n}\n",
+                     l.trans_a ? "M" : "K", l.trans_a ? "GM_M" : "GM_K", l.trans_a ? "GM_M" : "GM_K");
     if (l.prologue)
         cg_sb_printf(&b, "__device__ __forceinline__ float gm_a_value(int stage, int c, i64 j, MC_PARAMS) {\n"
                          "    return v%d(%s, __int_as_float(0x40000000 | (stage << 3) | c), MC_ARGS);\n}\n"
                          "__device__ __forceinline__ unsigned short gm_a_store(float v) { return mc_f32_to_%s(v); }\n",
                      l.a_value->id,
-                     l.n_v ? "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)"
+                     l.n_v ? (l.trans_a ? "(j >> 6) * GM_M + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)"
+                                        : "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)")
                            : "j",
                      bf16 ? "bf16" : "f16");
     /* A = P * s[m]: the product of P scaled per row, C's rows by s: the

@@ -9,7 +9,9 @@
  *    MN-major, wgmma's transpose bit for A), A shared by a batch of B —
  *    whatever the epilogue, and names what rules it out otherwise (f32,
  *    rows not a multiple of 16 bytes, an A stored [K, M] included, an A
- *    with two scales per row, a row vector over K < 64 columns);
+ *    with two scales per row, a row vector over K < 64 columns; over an
+ *    A stored [K, M]: a value per stored column added, a value per stored
+ *    row over M < 64 columns, two scales per stored column);
  *    sm_80 keeps its template;
  *  - every kernel of the sweep compiles with NVRTC for sm_90a with
  *    wgmma.mma_async and cp.async.bulk.tensor, no spills, no ptxas
@@ -20,7 +22,7 @@
  *    thread, not per value — 32 before, at BLOCK_N 64);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 77 shapes matches the reference interpreter: partial tiles in
+ *    each of 93 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
  *    prologues combined in shared memory, prologues with a row vector of K
@@ -31,7 +33,12 @@
  *    RMSNorm's (x * s) * gamma, read as 1 by the prologue), a cast on
  *    the way from the other 16-bit dtype (the leaf's box converted as the
  *    prologue computes A), A stored
- *    [K, M] (MN-major);
+ *    [K, M] (MN-major), and 15 prologues over an A stored [K, M]
+ *    (transpose_a: leaves stored [.., K, M] read MN-major like A; SwiGLU,
+ *    a split, a scale, an add, a cast, a value per stored row [K, 1] read
+ *    by the box row, a scale per stored column [M], [1, M], [lead, 1, M]
+ *    applied to the product's rows, RMSNorm's order), and the graph file
+ *    tests/golden/prologue_ta_bf16 through the whole pipeline;
  *  - the work items' order: products whose B does not fit half the L2
  *    walk bands of several M tiles (the reason says "tiles in groups of G
  *    M-tiles"; those kernels compile clean too), the rest row-major; the
@@ -47,8 +54,10 @@
  *    TMA store; so is a ring whose transaction count leaves out a
  *    prologue's row vector box (the stage never completes: a hang); an A
  *    stored [K, M] read without wgmma's transpose bit for A gives wrong
- *    products, and so do a per-row scale left out of the epilogue and a
- *    cast leaf read in A's dtype.
+ *    products, and so do a per-row scale left out of the epilogue (also
+ *    over an A stored [K, M]), a cast leaf read in A's dtype, and a
+ *    vector [K, 1] over an A stored [K, M] indexed as in the untransposed
+ *    layout (by the box element's column, not its row: rel err 1.49).
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
  */
 #include <check.h>
@@ -92,8 +101,11 @@ typedef struct shape {
                           * per-row scales s: 7 g * s (a weight [M, 1]), 8 s * g (an input [lead..., M, 1]),
                           * 9 silu(g) * u * s [M, 1], 10 (g * gamma [K]) * s [M, 1], 11 (g * s [M, 1]) * gamma [K]
                           * (RMSNorm's order: s a factor below the top of A's chain),
-                          * 12 cast(g), g stored in the other 16-bit dtype */
-    enum a_form af;      /* how x is stored and read (no prologue) */
+                          * 12 cast(g), g stored in the other 16-bit dtype, 13 g + u;
+                          * with A_TRANS the prologue's tensors are stored as A is, [lead..., K, M], and its
+                          * broadcasts read in that layout: gamma [K, 1] (a value per stored row), s [M],
+                          * [1, M], [lead..., 1, M] (a value per stored column: a scale per row of the product) */
+    enum a_form af;      /* how x is stored and read (a prologue's leaves: A_PLAIN or A_TRANS) */
 } shape;
 
 static const shape SHAPES[] = {
@@ -189,6 +201,25 @@ static const shape SHAPES[] = {
     {"cast_from_bf16_b2", "f16", {2, 0}, 70, 129, 64, true, B_WEIGHT, "bias", 12, A_PLAIN},
     {"cast_m64_res", "bf16", {0}, 64, 64, 200, false, B_WEIGHT, "residual", 12, A_PLAIN},
     {"cast_gelu_tb", "f16", {0}, 100, 136, 72, true, B_WEIGHT, "gelu_tanh", 12, A_PLAIN},
+    {"pro_add", "bf16", {0}, 96, 64, 136, false, B_WEIGHT, "none", 13, A_PLAIN},
+    /* prologues over an A stored [K, M] (transpose_a): leaves read MN-major like A, computed in shared
+     * memory; a vector per stored row [K, 1] read by the box row; a scale per stored column applied to
+     * the product's rows */
+    {"ta_swiglu", "bf16", {0}, 200, 136, 344, false, B_WEIGHT, "residual", 1, A_TRANS},
+    {"ta_swiglu_b2_tb", "f16", {2, 0}, 96, 72, 104, true, B_WEIGHT, "bias", 1, A_TRANS},
+    {"ta_pro_scale", "f16", {0}, 72, 64, 200, false, B_WEIGHT, "gelu_tanh", 2, A_TRANS},
+    {"ta_split", "bf16", {0}, 136, 96, 72, false, B_WEIGHT, "none", 3, A_TRANS},
+    {"ta_add_n129", "f16", {0}, 64, 129, 72, true, B_WEIGHT, "bias", 13, A_TRANS},
+    {"ta_norm_w", "bf16", {0}, 200, 136, 136, false, B_WEIGHT, "relu", 4, A_TRANS},
+    {"ta_col_vec_b2_tb", "f16", {2, 0}, 72, 64, 200, true, B_WEIGHT, "none", 5, A_TRANS},
+    {"ta_swiglu_norm_w", "f16", {0}, 128, 96, 72, false, B_WEIGHT, "silu", 6, A_TRANS},
+    {"ta_row_scale", "f16", {0}, 136, 72, 200, false, B_WEIGHT, "none", 7, A_TRANS},
+    {"ta_row_scale_b2_n129", "bf16", {2, 0}, 104, 129, 64, true, B_WEIGHT, "bias_gelu", 8, A_TRANS},
+    {"ta_row_scale_swiglu", "bf16", {0}, 80, 128, 136, false, B_WEIGHT, "residual", 9, A_TRANS},
+    {"ta_row_scale_norm_w", "f16", {0}, 200, 72, 128, true, B_WEIGHT, "tanh", 10, A_TRANS},
+    {"ta_rmsnorm_order_b2", "bf16", {2, 0}, 72, 64, 136, false, B_WEIGHT, "none", 11, A_TRANS},
+    {"ta_cast_from_bf16", "f16", {0}, 96, 80, 72, false, B_WEIGHT, "bias", 12, A_TRANS},
+    {"ta_cast_from_f16", "bf16", {0}, 64, 64, 200, true, B_WEIGHT, "none", 12, A_TRANS},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -203,8 +234,11 @@ static int dims_of(const shape *s, char *out, size_t n, int a, int b) {
 static char *gemm_graph(const shape *s) {
     char *js = malloc(8192), ash[64], xsh[64], bsh[64], csh[64], w[1024] = "", in[1024] = "", nodes[2048] = "";
     ck_assert_ptr_nonnull(js);
-    if (s->bf == B_A_SHARED) snprintf(ash, sizeof ash, "[%d,%d]", s->m, s->k);
-    else dims_of(s, ash, sizeof ash, s->m, s->k);
+    /* a prologue's leaves as A is stored: [.., K, M] under transpose_a */
+    const bool pt = s->pro && s->af == A_TRANS;
+    const int ar = pt ? s->k : s->m, ac = pt ? s->m : s->k;
+    if (s->bf == B_A_SHARED) snprintf(ash, sizeof ash, "[%d,%d]", ar, ac);
+    else dims_of(s, ash, sizeof ash, ar, ac);
     /* x as stored: [.., K, M] where one transpose reads it */
     const bool x_km = s->af == A_TRANS || s->af == A_FOLDED;
     if (s->bf == B_A_SHARED) snprintf(xsh, sizeof xsh, "[%d,%d]", x_km ? s->k : s->m, x_km ? s->m : s->k);
@@ -284,11 +318,11 @@ static char *gemm_graph(const shape *s) {
     /* the prologue's inputs and nodes (x computed), or x itself */
     char xin[512], pro[512] = "";
     static const char *const pn[] = {"g", "u"};
-    int np = s->pro == 0 ? 0 : s->pro == 1 || s->pro == 3 || s->pro == 6 || s->pro == 9 ? 2 : 1,
+    int np = s->pro == 0 ? 0 : s->pro == 1 || s->pro == 3 || s->pro == 6 || s->pro == 9 || s->pro == 13 ? 2 : 1,
         w2 = 0;
     char gush[64];
-    if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", s->m, 2 * s->k);
-    else dims_of(s, gush, sizeof gush, s->m, 2 * s->k);
+    if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", ar, 2 * ac);
+    else dims_of(s, gush, sizeof gush, ar, 2 * ac);
     if (s->pro == 3) {   /* gate and up as the halves of one [.., M, 2K] product */
         np = 0;
         snprintf(xin, sizeof xin, "{\"name\":\"gu\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, gush);
@@ -296,7 +330,7 @@ static char *gemm_graph(const shape *s) {
     const char *other = strcmp(s->dt, "bf16") == 0 ? "f16" : "bf16";   /* g's dtype under a cast */
     for (int i = 0; i < np; i++)
         w2 += snprintf(xin + w2, sizeof xin - (size_t)w2, "%s{\"name\":\"%s\",\"dtype\":\"%s\",\"shape\":%s}",
-                       i ? "," : "", pn[i], s->pro >= 12 && i == 0 ? other : s->dt, ash);
+                       i ? "," : "", pn[i], s->pro == 12 && i == 0 ? other : s->dt, ash);
     if (s->pro == 1)
         snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
                                   "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},");
@@ -305,7 +339,7 @@ static char *gemm_graph(const shape *s) {
                                   "\"attrs\":{\"axis\":-1,\"sizes\":[%d,%d]}},"
                                   "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
                                   "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},",
-                 s->k, s->k);
+                 ac, ac);
     else if (s->pro == 2)
         snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"scale\",\"inputs\":[\"g\"],\"outputs\":[\"x\"],"
                                   "\"attrs\":{\"value\":0.5}},");
@@ -317,11 +351,13 @@ static char *gemm_graph(const shape *s) {
                  s->pro == 6 ? "su" : "g");
     else if (s->pro == 5)   /* a scale per column, an input [1, K] */
         snprintf(pro, sizeof pro, "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"gamma\",\"g\"],\"outputs\":[\"x\"]},");
+    else if (s->pro == 13)
+        snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"add\",\"inputs\":[\"g\",\"u\"],\"outputs\":[\"x\"]},");
     else if (s->pro == 12)   /* cast(g) to A's dtype */
         snprintf(pro, sizeof pro, "{\"name\":\"pc\",\"op\":\"cast\",\"inputs\":[\"g\"],\"outputs\":[\"x\"],"
                                   "\"attrs\":{\"to\":\"%s\"}},",
                  s->dt);
-    else if (s->pro >= 7) {   /* a scale per row s [M, 1] ([lead..., M, 1] for 8) times P */
+    else if (s->pro >= 7 && s->pro <= 11) {   /* a scale per row s [M, 1] ([lead..., M, 1] for 8) times P */
         char ssh[64];
         snprintf(pro, sizeof pro, "%s{\"name\":\"p4\",\"op\":\"mul\",\"inputs\":[%s],\"outputs\":[\"x\"]},",
                  s->pro == 9 ? "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
@@ -331,21 +367,29 @@ static char *gemm_graph(const shape *s) {
                  : "",
                  s->pro == 8 ? "\"s\",\"g\"" : s->pro == 9 ? "\"su\",\"s\"" :
                  s->pro == 10 ? "\"gg\",\"s\"" : s->pro == 11 ? "\"gs\",\"gamma\"" : "\"g\",\"s\"");
+        /* A stored [K, M]: one scale per stored column ([lead..., 1, M] for 8,
+         * [M] for 7, [1, M] for the others) */
+        char wsh[32];
+        if (pt) snprintf(wsh, sizeof wsh, s->pro == 7 ? "[%d]" : "[1,%d]", s->m);
+        else snprintf(wsh, sizeof wsh, "[%d,1]", s->m);
         if (s->pro == 8) {
-            dims_of(s, ssh, sizeof ssh, s->m, 1);
+            if (pt) dims_of(s, ssh, sizeof ssh, 1, s->m);
+            else dims_of(s, ssh, sizeof ssh, s->m, 1);
             snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":%s}",
                      s->dt, ssh);
         } else {
-            snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":[%d,1]}",
-                     w[0] ? "," : "", s->dt, s->m);
+            snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":%s}",
+                     w[0] ? "," : "", s->dt, wsh);
         }
     }
+    /* gamma: K elements along A's rows ([K] / [1, K]; one per stored row,
+     * [K, 1], where A is stored [K, M]) */
     if (s->pro == 4 || s->pro == 6 || s->pro == 10 || s->pro == 11)
-        snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%d]}",
-                 w[0] ? "," : "", s->dt, s->k);
+        snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%d%s]}",
+                 w[0] ? "," : "", s->dt, s->k, pt ? ",1" : "");
     else if (s->pro == 5)
-        snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[1,%d]}",
-                 s->dt, s->k);
+        snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%s%d%s]}",
+                 s->dt, pt ? "" : "1,", s->k, pt ? ",1" : "");
     snprintf(js, 8192,
              "{\"mcir\":1,\"name\":\"%s\",\"inputs\":[%s%s],"
              "\"weights\":[%s],\"nodes\":[%s%s],\"outputs\":[\"%s\"]}",
@@ -452,6 +496,31 @@ START_TEST(test_plan_picks_sm90_gemm) {
          "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"a\"]},"
          "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
          "one stored vector of its K >= 64 elements"},
+        /* A stored [K, M] (transpose_a): a value per stored column [1, M] added (a scale per row of the
+         * product only as a factor) */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"f16\",\"shape\":[128,64]}],\"weights\":[{\"name\":"
+         "\"v\",\"dtype\":\"f16\",\"shape\":[1,64]},{\"name\":\"w\",\"dtype\":\"f16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"g\",\"v\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"],\"attrs\":{\"transpose_a\":true}}],"
+         "\"outputs\":[\"y\"]}",
+         "A (stored [K, M], transpose_a) is not read as stored nor computed elementwise"},
+        /* a value per stored row [K, 1] over M < 64 columns (A's index row * M + column: its box row is
+         * not the index over M) */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[128,32]}],\"weights\":[{\"name\":"
+         "\"gamma\",\"dtype\":\"bf16\",\"shape\":[128,1]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"],\"attrs\":{\"transpose_a\":true}}],"
+         "\"outputs\":[\"y\"]}",
+         "([K, 1], with M >= 64)"},
+        /* two scales per stored column, (x * s[1, M]) * t[1, M] */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"f16\",\"shape\":[128,64]}],\"weights\":[{\"name\":"
+         "\"s\",\"dtype\":\"f16\",\"shape\":[1,64]},{\"name\":\"t\",\"dtype\":\"f16\",\"shape\":[64]},"
+         "{\"name\":\"w\",\"dtype\":\"f16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"s\"],\"outputs\":[\"a0\"]},"
+         "{\"op\":\"mul\",\"inputs\":[\"a0\",\"t\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"],\"attrs\":{\"transpose_a\":true}}],"
+         "\"outputs\":[\"y\"]}",
+         "times at most one scale per row of the product"},
     };
     for (int i = 0; i < (int)(sizeof no / sizeof *no); i++) {
         mcir_compilation c;
@@ -636,6 +705,33 @@ START_TEST(test_sm90_gemm_matches_reference_emulated) {
 }
 END_TEST
 
+/* A graph file (tests/golden/prologue_ta_bf16, also a golden rewrite case
+ * and a catalog test): a transposed A computed by SwiGLU times a value per
+ * stored row [K, 1] and a scale per stored column [1, M], a bias after —
+ * one kernel on sm_90, the sm_90a GEMM with the prologue, matching the
+ * reference on the emulator */
+START_TEST(test_ta_prologue_graph_file) {
+    char *js = test_slurp(test_path("tests/golden/prologue_ta_bf16/input.json"), NULL);
+    ck_assert_ptr_nonnull(js);
+    mcir_compilation c;
+    compile_js(js, "sm_90", false, &c);
+    ck_assert_int_eq(c.plan->n_kernels, 1);
+    const mcir_kernel_plan *k = &c.plan->kernels[0];
+    ck_assert_msg(sm90_tiled(k) && strstr(k->tiling.reason, "A from an elementwise prologue") &&
+                      strstr(k->tiling.reason, "one per stored row") && strstr(k->tiling.reason, "A times a per-row scale s") &&
+                      strstr(k->tiling.reason, "A MN-major ([K, M])"),
+                  "%s", k->tiling.reason);
+    if (test_have_cxx()) {
+        cgt_emu_result r = cgt_emu_device(c.graph, c.plan, c.memory, 4, 7, NULL, NULL, NULL);
+        fprintf(stderr, "  sm_90a prologue_ta_bf16 (graph file): %llu wgmma, %llu TMA loads, rel err %.3g\n", r.wgmma,
+                r.tma_loads, r.rel);
+        ck_assert(r.ran && r.finite && r.rel <= 2e-2 && r.wgmma > 0 && r.tma_loads > 0);
+    }
+    mcir_compilation_free(&c);
+    free(js);
+}
+END_TEST
+
 /* The grouped tile order forced to bands of 3 M tiles in the generated
  * kernel (the shapes the emulator runs in seconds are a wave's worth of
  * L2, so the planner keeps them row-major): the producer and the consumers
@@ -811,6 +907,35 @@ START_TEST(test_dropped_row_scale_is_wrong) {
     cgt_emu_result r = run_emulated(&s, drop_row_scale);
     ck_assert(r.ran);
     ck_assert(!(r.rel <= 2e-2 && r.finite));
+    /* and over an A stored [K, M]: s [1, M], a scale per stored column */
+    const shape t = {"mutant_ta_row_scale", "bf16", {0}, 72, 64, 136, false, B_WEIGHT, "none", 9, A_TRANS};
+    r = run_emulated(&t, drop_row_scale);
+    ck_assert(r.ran);
+    ck_assert(!(r.rel <= 2e-2 && r.finite));
+}
+END_TEST
+
+/* A prologue over an A stored [K, M] with its vector [K, 1] (one value per
+ * stored row) indexed as in the untransposed layout: by the box element's
+ * column (the broadcast's index (i mod M) mod K, not (i / M) mod K) */
+static int mutant_m;
+static void vector_by_column(char *src) {
+    char what[32];
+    snprintf(what, sizeof what, "q_ /= %dLL;", mutant_m);
+    char *w = strstr(src, what), *f = strstr(src, "gm_a_value(int stage");
+    ck_assert_msg(w && f && w < f, "the vector's broadcast index moved: update the mutation");
+    w[strlen("q_ ")] = '%';
+}
+
+START_TEST(test_ta_vector_by_column_is_wrong) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_ta_vec", "bf16", {0}, 136, 64, 136, false, B_WEIGHT, "none", 4, A_TRANS};
+    mutant_m = s.m;
+    cgt_emu_result r = run_emulated(&s, vector_by_column);
+    ck_assert(!(r.ran && r.rel <= 2e-2 && r.finite));
 }
 END_TEST
 
@@ -845,6 +970,7 @@ int main(void) {
     tcase_add_test(tc, test_sm90_gemm_compiles_clean);
     tcase_add_test(tc, test_tile_order_groups_m_tiles);
     tcase_add_test(tc, test_grouped_order_matches_reference_emulated);
+    tcase_add_test(tc, test_ta_prologue_graph_file);
     tcase_add_test(tc, test_dropped_ring_wait_is_found);
     tcase_add_test(tc, test_dropped_prologue_barrier_is_found);
     tcase_add_test(tc, test_dropped_proxy_fence_is_found);
@@ -852,6 +978,7 @@ int main(void) {
     tcase_add_test(tc, test_dropped_tnsp_a_is_wrong);
     tcase_add_test(tc, test_dropped_vector_bytes_is_found);
     tcase_add_test(tc, test_dropped_row_scale_is_wrong);
+    tcase_add_test(tc, test_ta_vector_by_column_is_wrong);
     tcase_add_test(tc, test_dropped_leaf_conversion_is_wrong);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);

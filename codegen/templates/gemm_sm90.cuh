@@ -7,8 +7,8 @@
 //   each (GM_BM = 64 GM_CWG rows), GM_STAGES stages of the A/B ring,
 //   GM_TILES_M / GM_TILES_N, GM_GROUP_M (the tile order's band of M
 //   tiles: gm_item_of), GM_BF16, GM_TRANS_A (A stored [K, M]: MN-major
-//   for wgmma, its transpose bit; else [M, K]: K-major; never with
-//   GM_PROLOGUE), GM_TRANS_B (B stored [N, K]: K-major
+//   for wgmma, its transpose bit, a prologue's inputs stored alike; else
+//   [M, K]: K-major), GM_TRANS_B (B stored [N, K]: K-major
 //   for wgmma; else [K, N]: MN-major), GM_A_BATCHED / GM_B_BATCHED (the
 //   operand's map steps over the batch; else every batch reads the same
 //   matrix), GM_PRODUCER_REGS / GM_CONSUMER_REGS (setmaxnreg where two
@@ -29,10 +29,10 @@
 //   GM_NA boxes read for A per consumer group (1: A itself); with
 //     GM_PROLOGUE, gm_a_value(stage, c, j, MC_ARGS): element j of consumer
 //     group c's A box computed from element j of each box of the stage
-//     and, GM_NV 1, from the stage's vector box (a row vector of K
+//     and, GM_NV 1, from the stage's vector box (a vector of K
 //     elements broadcast along A's rows: a norm's weight; its 64 elements
-//     of the K step, by the element's column), and gm_a_store(v): its
-//     storage bits.
+//     of the K step, by the element's column, or by its row where A is
+//     stored [K, M]), and gm_a_store(v): its storage bits.
 // What it promises: A and B are read only by the TMA (5-D maps: columns,
 // rows, batch; 128-byte swizzle, boxes of 64 columns; rows and columns
 // past the tensor arrive as zeros), each tile of a work item once, and so
@@ -227,11 +227,13 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                 u64* bar = mc_ring_acquire(ring, st, GM_STAGE + GM_NV * GM_VBOX);
                 unsigned char* sp = smem + st.stage * GM_STAGE;
 #if GM_TRANS_A
-                ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns
-                for (int g = 0; g < GM_CWG; g++) {
-                    ca[0] = it.m0 + 64 * g;
-                    mc_tma_load(sp + g * GM_ABOX, ta[0], ca, bar);
-                }
+                ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns (each input of a prologue alike)
+#pragma unroll
+                for (int p = 0; p < GM_NA; p++)
+                    for (int g = 0; g < GM_CWG; g++) {
+                        ca[0] = it.m0 + 64 * g;
+                        mc_tma_load(sp + (p * GM_CWG + g) * GM_ABOX, ta[p], ca, bar);
+                    }
 #else
                 ca[0] = 64 * s;
 #pragma unroll
@@ -240,10 +242,11 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                         ca[1] = it.m0 + 64 * g;
                         mc_tma_load(sp + (p * GM_CWG + g) * GM_ABOX, ta[p], ca, bar);
                     }
+#endif
 #if GM_NV
+                // the vector's 64 elements of the K step (one per box column; A [K, M]: per box row)
                 const int cv[5] = {64 * s, 0, 0, 0, 0};
                 mc_tma_load(smem + GM_VEC_AT + st.stage * GM_VBOX, tv, cv, bar);
-#endif
 #endif
 #if GM_TRANS_B
                 cb[0] = 64 * s;
