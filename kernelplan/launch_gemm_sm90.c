@@ -483,6 +483,10 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? 8 : 0) +
                6 * (pro_ops < 2 ? pro_ops : 2) + 8 * l->n_v;
     if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
+    /* a per-row scale with a prologue: its two values per thread (rs) kept
+     * through the epilogue on top of the chain's (75-86 measured against
+     * 75-79 before the prologue zeroed its K tail) */
+    if (l->row_scale && l->prologue) regs += 2;
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
         if (residual && !l->prologue) regs += 8 * (int)(l->bn / 64);

@@ -22,7 +22,7 @@
  *    thread, not per value — 32 before, at BLOCK_N 64);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 93 shapes matches the reference interpreter: partial tiles in
+ *    each of 95 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
  *    prologues combined in shared memory, prologues with a row vector of K
@@ -55,7 +55,9 @@
  *    prologue's row vector box (the stage never completes: a hang); an A
  *    stored [K, M] read without wgmma's transpose bit for A gives wrong
  *    products, and so do a per-row scale left out of the epilogue (also
- *    over an A stored [K, M]), a cast leaf read in A's dtype, and a
+ *    over an A stored [K, M]), a cast leaf read in A's dtype, a prologue
+ *    that leaves 0 / 0 of the TMA's zero fill past K in A (g / u at
+ *    K = 72 and, A stored [K, M], K = 200: rel err inf), and a
  *    vector [K, 1] over an A stored [K, M] indexed as in the untransposed
  *    layout (by the box element's column, not its row: rel err 1.49).
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
@@ -101,7 +103,8 @@ typedef struct shape {
                           * per-row scales s: 7 g * s (a weight [M, 1]), 8 s * g (an input [lead..., M, 1]),
                           * 9 silu(g) * u * s [M, 1], 10 (g * gamma [K]) * s [M, 1], 11 (g * s [M, 1]) * gamma [K]
                           * (RMSNorm's order: s a factor below the top of A's chain),
-                          * 12 cast(g), g stored in the other 16-bit dtype, 13 g + u;
+                          * 12 cast(g), g stored in the other 16-bit dtype, 13 g + u,
+                          * 14 g / u (0 / 0 in the TMA's zero fill past K: stored as 0);
                           * with A_TRANS the prologue's tensors are stored as A is, [lead..., K, M], and its
                           * broadcasts read in that layout: gamma [K, 1] (a value per stored row), s [M],
                           * [1, M], [lead..., 1, M] (a value per stored column: a scale per row of the product) */
@@ -220,6 +223,9 @@ static const shape SHAPES[] = {
     {"ta_rmsnorm_order_b2", "bf16", {2, 0}, 72, 64, 136, false, B_WEIGHT, "none", 11, A_TRANS},
     {"ta_cast_from_bf16", "f16", {0}, 96, 80, 72, false, B_WEIGHT, "bias", 12, A_TRANS},
     {"ta_cast_from_f16", "bf16", {0}, 64, 64, 200, true, B_WEIGHT, "none", 12, A_TRANS},
+    /* a prologue that is not finite at the K tail's zero fill (0 / 0) */
+    {"pro_div_k72", "f16", {0}, 100, 64, 72, false, B_WEIGHT, "none", 14, A_PLAIN},
+    {"ta_div_k200", "bf16", {0}, 72, 64, 200, false, B_WEIGHT, "relu", 14, A_TRANS},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -318,7 +324,9 @@ static char *gemm_graph(const shape *s) {
     /* the prologue's inputs and nodes (x computed), or x itself */
     char xin[512], pro[512] = "";
     static const char *const pn[] = {"g", "u"};
-    int np = s->pro == 0 ? 0 : s->pro == 1 || s->pro == 3 || s->pro == 6 || s->pro == 9 || s->pro == 13 ? 2 : 1,
+    int np = s->pro == 0                                                                                   ? 0
+             : s->pro == 1 || s->pro == 3 || s->pro == 6 || s->pro == 9 || s->pro == 13 || s->pro == 14 ? 2
+                                                                                                         : 1,
         w2 = 0;
     char gush[64];
     if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", ar, 2 * ac);
@@ -351,8 +359,9 @@ static char *gemm_graph(const shape *s) {
                  s->pro == 6 ? "su" : "g");
     else if (s->pro == 5)   /* a scale per column, an input [1, K] */
         snprintf(pro, sizeof pro, "{\"name\":\"p3\",\"op\":\"mul\",\"inputs\":[\"gamma\",\"g\"],\"outputs\":[\"x\"]},");
-    else if (s->pro == 13)
-        snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"add\",\"inputs\":[\"g\",\"u\"],\"outputs\":[\"x\"]},");
+    else if (s->pro == 13 || s->pro == 14)
+        snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"%s\",\"inputs\":[\"g\",\"u\"],\"outputs\":[\"x\"]},",
+                 s->pro == 13 ? "add" : "div");
     else if (s->pro == 12)   /* cast(g) to A's dtype */
         snprintf(pro, sizeof pro, "{\"name\":\"pc\",\"op\":\"cast\",\"inputs\":[\"g\"],\"outputs\":[\"x\"],"
                                   "\"attrs\":{\"to\":\"%s\"}},",
@@ -553,9 +562,10 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         ck_assert_ptr_nonnull(strstr(ptx, ".target sm_90a"));
         const mcir_kernel_plan *kp = &p->kernels[ki];
         const mcir_kernel_audit *a = &kp->audit;
-        fprintf(stderr, "  sm_90a %-20s %-4s BN=%-3lld wg=%lld: %d registers, spills %d/%d, wgmma %d, bulk %d, "
+        fprintf(stderr, "  sm_90a %-20s %-4s BN=%-3lld wg=%lld: %d registers (plan %d), spills %d/%d, wgmma %d, bulk %d, "
                         "ld.global %d, advisories %d%s%s\n",
                 s->name, s->dt, (long long)tile(kp, "N"), (long long)tile(kp, "wg"), a->registers,
+                kp->tiling.registers_estimate,
                 a->spill_store_bytes, a->spill_load_bytes, a->wgmma, a->cp_async_bulk, a->ld_global[0] + a->ld_global[1] + a->ld_global[2], a->advisories,
                 a->advisories ? ": " : "", a->advisory);
         ck_assert(a->valid);
@@ -915,6 +925,28 @@ START_TEST(test_dropped_row_scale_is_wrong) {
 }
 END_TEST
 
+/* The prologue's zeroing past K left out: 0 / 0 of the TMA's zero fill in
+ * the last K step's box reaches every product (B's zero rows times NaN) */
+static void drop_k_tail_zero(char *src) {
+    char *w = strstr(src, "if (kx >= kleft) {");
+    ck_assert_msg(w, "the prologue's K tail moved: update the mutation");
+    memcpy(w, "if (kx >= 64   ) {", strlen("if (kx >= 64   ) {"));
+}
+
+START_TEST(test_dropped_k_tail_zero_is_wrong) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    static const shape s[] = {{"mutant_ktail", "f16", {0}, 100, 64, 72, false, B_WEIGHT, "none", 14, A_PLAIN},
+                              {"mutant_ta_ktail", "bf16", {0}, 72, 64, 200, false, B_WEIGHT, "none", 14, A_TRANS}};
+    for (int i = 0; i < 2; i++) {
+        cgt_emu_result r = run_emulated(&s[i], drop_k_tail_zero);
+        ck_assert(!(r.ran && r.rel <= 2e-2 && r.finite));
+    }
+}
+END_TEST
+
 /* A prologue over an A stored [K, M] with its vector [K, 1] (one value per
  * stored row) indexed as in the untransposed layout: by the box element's
  * column (the broadcast's index (i mod M) mod K, not (i / M) mod K) */
@@ -979,6 +1011,7 @@ int main(void) {
     tcase_add_test(tc, test_dropped_vector_bytes_is_found);
     tcase_add_test(tc, test_dropped_row_scale_is_wrong);
     tcase_add_test(tc, test_ta_vector_by_column_is_wrong);
+    tcase_add_test(tc, test_dropped_k_tail_zero_is_wrong);
     tcase_add_test(tc, test_dropped_leaf_conversion_is_wrong);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);

@@ -146,18 +146,43 @@ __device__ __forceinline__ void gm_issue(float* d, u32 a_at, u32 b_at, int first
 // input 0's box from the same element of every input's box (the value
 // chain gm_a_value; swizzled alike, so any element order is A's), 8
 // consecutive elements per thread and step; then made visible to wgmma
-// (the async proxy) and to the group's other warps.
-__device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c, MC_PARAMS) {
+// (the async proxy) and to the group's other warps. In K step ks's last
+// box, partial in K, the elements past K are then stored as 0 (by the
+// thread that computed them), whatever the chain made of the zeros the
+// TMA filled in there (0 / 0, log 0: a NaN would reach every product
+// through B's zero rows).
+__device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c, int ks, MC_PARAMS) {
     const int t = threadIdx.x & 127;
+    unsigned short* d = (unsigned short*)(sp + c * GM_ABOX);
 #pragma unroll 1
     for (int q = 0; q < GM_ABOX / 16 / 128; q++) {
         const int j0 = (t + 128 * q) * 8;
         unsigned short v[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = gm_a_store(gm_a_value(stage, c, j0 + e, MC_ARGS));
-        unsigned short* d = (unsigned short*)(sp + c * GM_ABOX);
 #pragma unroll
         for (int e = 0; e < 8; e++) MC_SST(d[j0 + e], v[e]);
+    }
+    // the step's k-columns (GM_TRANS_A: k-rows) inside A (K < 2^31); none
+    // past K where K is a multiple of 64
+    const int kleft = (int)(GM_K - 64 * (i64)ks);
+    if ((GM_K & 63) != 0 && kleft < 64) {
+#pragma unroll 1
+        for (int q = 0; q < GM_ABOX / 16 / 128; q++) {
+            const int j0 = (t + 128 * q) * 8;
+            // the 8 elements share one k: box row j0 / 64 (GM_TRANS_A), or
+            // one 16-byte chunk of columns 8 ((j0 / 8 ^ j0 / 64) % 8).. (K
+            // is a multiple of 8 there: A's rows are 16-byte multiples)
+#if GM_TRANS_A
+            const int kx = j0 >> 6;
+#else
+            const int kx = (((j0 >> 3) ^ (j0 >> 6)) & 7) << 3;
+#endif
+            if (kx >= kleft) {
+#pragma unroll
+                for (int e = 0; e < 8; e++) MC_SST(d[j0 + e], (unsigned short)0);
+            }
+        }
     }
     mc_fence_proxy_async();
     mc_bar_sync(1 + c, 128);
@@ -289,7 +314,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         // the first K step
         mc_ring_wait(ring, st);
 #if GM_PROLOGUE
-        gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, MC_ARGS);
+        gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, 0, MC_ARGS);
 #endif
         u32 at = base + st.stage * GM_STAGE;
         mc_fence_regs<GM_BN / 2>(d);
@@ -301,7 +326,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         for (int s = 1; s < steps; s++) {
             mc_ring_wait(ring, st);
 #if GM_PROLOGUE
-            gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, MC_ARGS);
+            gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, s, MC_ARGS);
 #endif
             at = base + st.stage * GM_STAGE;
             mc_fence_regs<GM_BN / 2>(d);
