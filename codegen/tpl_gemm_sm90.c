@@ -12,11 +12,15 @@
  * shared by every batch has extent 1 in its batch dim and is read at
  * coordinate 0. An A that an elementwise prologue computes from stored
  * tensors of its shape (SwiGLU's silu(g) * u) is read as those tensors,
- * one map each (a split's part: a column offset in its tensor), and
+ * one map each (a split's part: a column offset in its tensor; stored
+ * [K, M] like A under transpose_a, read MN-major alike), and
  * combined in shared memory through A's value chain with its leaves read
- * from the boxes. A scale per row of A at the top of its chain (A = P * s,
+ * from the boxes (a vector of K: by the box column, or the box row where
+ * A is stored [K, M]). A scale per row of A at the top of its chain (A = P * s,
  * s [.., M, 1]) is not computed in shared memory: P is read as A and the
- * accumulators are multiplied by s[m] before the epilogue (gm_row_scaled).
+ * accumulators are multiplied by s[m] as the epilogue reads them
+ * (gm_row_scale: loaded once per accumulator row of a thread, two rows
+ * per 64-row group, and kept in registers).
  * The fused epilogue (bias, activations, residual, casts:
  * whatever the region's writes compute from the product) is emitted here
  * by the shared emitter and applied per accumulator element. Where the
@@ -109,13 +113,13 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         memcpy(m->dims, dims, sizeof dims);
         memcpy(m->strides, strides, sizeof strides);
         memcpy(m->box, box, sizeof box);
-    } else if (l.trans_a)   /* A [K, M]: boxes of 64 m-columns x 64 k-rows (MN-major; no prologue) */
-        map_of(l.a_in[0], ap[0], l.k, l.m, l.a_batched ? l.batch : 1, 64, l.m, 0, &k->tmaps[0]);
-    else             /* A [M, K] (each leaf of a prologue alike): boxes of 64 k-columns x 64 m-rows */
+    } else {   /* A [M, K]: boxes of 64 k-columns x 64 m-rows; A [K, M]: boxes of 64
+                * m-columns x 64 k-rows (MN-major); each leaf of a prologue as A */
         for (int i = 0; i < l.n_a; i++)
-            map_of(l.a_in[i], ap[i], l.m, l.k, l.a_batched ? l.batch : 1, 64, l.a_width[i], l.a_col0[i],
-                   &k->tmaps[i]);
-    if (l.n_v) {   /* the row vector [K]: one box of its 64 elements per K step, unswizzled (f32: 256 bytes) */
+            map_of(l.a_in[i], ap[i], l.trans_a ? l.k : l.m, l.trans_a ? l.m : l.k, l.a_batched ? l.batch : 1, 64,
+                   l.a_width[i], l.a_col0[i], &k->tmaps[i]);
+    }
+    if (l.n_v) {   /* the vector of K ([K] or, A [K, M], [K, 1]): one box of its 64 elements per K step, unswizzled */
         map_of(l.v_leaf, vp, 1, l.k, 1, 1, l.k, 0, &k->tmaps[l.n_a]);
         k->tmaps[l.n_a].swizzle = 0;
         k->tmaps[l.n_a].box[0] = 64;
@@ -146,22 +150,16 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         if (l.n_v) box_leaf[l.v_leaf->id] = -1;
         if (l.row_scale) box_leaf[l.row_scale->id] = -2;   /* the epilogue applies it: 1 in A's chain */
         e.box_leaf = box_leaf;
-        /* A's index row * K + column: the vector's broadcast index is the
-         * column, and an f32 leaf's element is found from (row, column) */
+        /* A's index row * W + column, W the stored A's last dim (K; M when
+         * stored [K, M]): the vector's broadcast index is the box's column
+         * ([K] over [M, K]) or its row ([K, 1] over [K, M]), and an f32
+         * leaf's element is found from (row, column) */
         e.box_rows = rows_index;
         cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k);\n");
         if (l.n_v) cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code);\n");
-        if (e.box_rows)
-            cg_sb_printf(&b, "// box element (row, column) of A's index row * K + column\n"
-                             "__device__ __forceinline__ i64 gm_box_elem(i64 i) {\n"
-                             "    const i64 r = i / %lldLL, col = i - r * %lldLL;\n"
-                             "    return r * 64 + ((((col >> 3) ^ r) & 7) << 3) + (col & 7);\n}\n"
-                             "// an f32 leaf's element (row, column): box col / 32 of 64 rows of 32 columns,\n"
-                             "// 16-byte chunks of 4 swizzled by the row\n"
-                             "__device__ __forceinline__ i64 gm_box_elem4(i64 i) {\n"
-                             "    const i64 r = i / %lldLL, col = i - r * %lldLL;\n"
-                             "    return (col >> 5) * 2048 + r * 32 + ((((col >> 2) ^ r) & 7) << 2) + (col & 3);\n}\n",
-                         (long long)l.k, (long long)l.k, (long long)l.k, (long long)l.k);
+        if (rows_index)   /* defined after GM_M / GM_K (a graph's dims: their expressions) */
+            cg_sb_puts(&b, "__device__ __forceinline__ i64 gm_box_elem(i64 i);\n"
+                           "__device__ __forceinline__ i64 gm_box_elem4(i64 i);\n");
         cg_emit_value(&e, l.a_value);
         e.box_leaf = NULL;
         e.box_rows = false;
@@ -221,24 +219,37 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
      * with a row vector or an f32 leaf the chain's index is the element's row * K + column
      * (the swizzle: the 16-byte chunk (j / 8) % 8 of row j / 64 holds
      * columns 8 ((j / 8 ^ j / 64) % 8)..) */
+    if (l.prologue && rows_index) {
+        const char *w = l.trans_a ? "GM_M" : "GM_K";
+        cg_sb_printf(&b, "// box element (row, column) of A's index row * %s + column\n"
+                         "__device__ __forceinline__ i64 gm_box_elem(i64 i) {\n"
+                         "    const i64 r = i / %s, col = i - r * %s;\n"
+                         "    return r * 64 + ((((col >> 3) ^ r) & 7) << 3) + (col & 7);\n}\n"
+                         "// an f32 leaf's element (row, column): box col / 32 of 64 rows of 32 columns,\n"
+                         "// 16-byte chunks of 4 swizzled by the row (A [M, K] only)\n"
+                         "__device__ __forceinline__ i64 gm_box_elem4(i64 i) {\n"
+                         "    const i64 r = i / %s, col = i - r * %s;\n"
+                         "    return (col >> 5) * 2048 + r * 32 + ((((col >> 2) ^ r) & 7) << 2) + (col & 3);\n}\n",
+                     l.trans_a ? "M" : "K", w, w, w, w);
+    }
     if (l.prologue)
         cg_sb_printf(&b, "__device__ __forceinline__ float gm_a_value(int stage, int c, i64 j, MC_PARAMS) {\n"
                          "    return v%d(%s, __int_as_float(0x40000000 | (stage << 3) | c), MC_ARGS);\n}\n"
                          "__device__ __forceinline__ unsigned short gm_a_store(float v) { return mc_f32_to_%s(v); }\n",
                      l.a_value->id,
-                     rows_index ? "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)"
+                     rows_index ? (l.trans_a ? "(j >> 6) * GM_M + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)"
+                                        : "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)")
                            : "j",
                      bf16 ? "bf16" : "f16");
-    /* A = P * s[m]: the product of P scaled per row, C's rows by s (the
-     * accumulators before the epilogue's chain) */
+    /* A = P * s[m]: the product of P scaled per row, C's rows by s: the
+     * template loads s[m] once per accumulator row a thread owns and
+     * multiplies the accumulators as the epilogue reads them */
+    cg_sb_printf(&b, "#define GM_ROW_SCALE %d\n", l.row_scale != NULL);
     if (l.row_scale)
         cg_sb_printf(&b, "// A's per-row scale %s, applied to the product's rows\n"
-                         "__device__ __forceinline__ float gm_row_scaled(i64 bb, i64 m, float acc, MC_PARAMS) {\n"
-                         "    const float s = mc_ld_%s(r%d, %s);\n"
-                         "    return acc * s;\n}\n",
+                         "__device__ __forceinline__ float gm_row_scale(i64 bb, i64 m, MC_PARAMS) {\n"
+                         "    return mc_ld_%s(r%d, %s);\n}\n",
                      l.row_scale->name, cg_dsuffix(l.row_scale->dtype), sp, l.row_scale_batched ? "bb * GM_M + m" : "m");
-    else
-        cg_sb_puts(&b, "#define gm_row_scaled(bb, m, acc, ...) (acc)\n");
     if (l.conv) {
         /* the conv's view: image bb, output channel m, column n of the row
          * segments (segment n / 64: output row seg / CV_SEGW, pixels from
@@ -259,13 +270,13 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     } else {
         cg_sb_puts(&b, "#define GM_CONV 0\n");
         cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                       "    epilogue((bb * GM_M + m) * GM_N + n, gm_row_scaled(bb, m, acc, MC_ARGS), MC_ARGS);\n}\n");
+                       "    epilogue((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n");
     }
     cg_sb_printf(&b, "#define GM_TMA_STORE %d   // the output: %s\n", l.tma_store, l.store);
     if (l.tma_store)   /* the one write's value, rounded to its dtype (cg_emit_epilogue emitted it) */
         cg_sb_printf(&b, "#define GM_O_BF16 %d\n"
                          "__device__ __forceinline__ float mm_value(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                         "    return v%d((bb * GM_M + m) * GM_N + n, gm_row_scaled(bb, m, acc, MC_ARGS), MC_ARGS);\n}\n",
+                         "    return v%d((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n",
                      kp->writes[0]->dtype == MCIR_DTYPE_BF16, kp->writes[0]->id);
     cg_sb_puts(&b, mcir_tpl_hopper);
     if (l.prologue)

@@ -71,9 +71,16 @@ static bool plain_read(const mcir_kernel_plan *k, const mcir_tensor *t) {
     return x && x >= k->read_access && x < k->read_access + k->n_reads && !x->folded && x->tensor == t;
 }
 
-/* t holds A's K elements along its last dim and nothing else ([K],
- * [1, K], ...): broadcast along A's rows and batches */
-static bool row_vector(const mcir_tensor *A, const mcir_tensor *t) {
+/* t holds A's K elements and nothing else, broadcast along A's rows and
+ * batches: along the stored A's last dim ([K], [1, K], ...) where A is
+ * stored [.., M, K]; along its rows ([K, 1], [1, K, 1], ...: one value per
+ * stored row) where A is stored [.., K, M] (trans) */
+static bool row_vector(const mcir_tensor *A, const mcir_tensor *t, bool trans) {
+    if (trans) {
+        const int64_t K = A->shape[A->rank - 2];
+        return t->rank >= 2 && t->rank <= A->rank && t->shape[t->rank - 1] == 1 && t->shape[t->rank - 2] == K &&
+               mcir_tensor_numel(t) == K;
+    }
     const int64_t K = A->shape[A->rank - 1];
     return t->rank >= 1 && t->rank <= A->rank && t->shape[t->rank - 1] == K && mcir_tensor_numel(t) == K;
 }
@@ -85,14 +92,18 @@ static bool row_vector(const mcir_tensor *A, const mcir_tensor *t) {
  * one (the gate and up halves of a horizontal GEMM's product) at a
  * 16-byte column offset — recorded in l (at most 2); or a row vector
  * (row_vector: a norm's weight) that is a plain read, l->v_leaf (at most
- * 1, and only where K >= 64: its box's column is A's index modulo K). */
+ * 1, and only where the stored A's last dim is >= 64: A's index in the
+ * chain is box row * that dim + box column, and the vector's broadcast
+ * index, that modulo K ([.., M, K]) or over it ([.., K, M], l->trans_a),
+ * must be the box's column or row). */
 static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const mcir_tensor *t, mcir_gemm_sm90 *l) {
     /* f16, bf16 or f32: a cast to A's dtype converts it as the chain reads it */
     if (!is_half(t->dtype) && t->dtype != MCIR_DTYPE_F32) return false;
     const int64_t es = (int64_t)mcir_dtype_size(t->dtype);
     if (!same_shape(t, A)) {
-        if (!row_vector(A, t) || !plain_read(k, t) || A->shape[A->rank - 1] < 64 ||
-            (A->shape[A->rank - 1] * es) % 16 != 0)
+        /* its box's row: K elements, a multiple of 16 bytes (the TMA's stride unit) */
+        const int64_t kdim = A->shape[A->rank - (l->trans_a ? 2 : 1)];
+        if (!row_vector(A, t, l->trans_a) || !plain_read(k, t) || A->shape[A->rank - 1] < 64 || (kdim * es) % 16 != 0)
             return false;
         if (l->n_v == 1) return l->v_leaf == t;
         l->v_leaf = t;
@@ -102,6 +113,7 @@ static bool prologue_leaf(const mcir_kernel_plan *k, const mcir_tensor *A, const
     for (int i = 0; i < l->n_a; i++)
         if (l->a_leaf[i] == t) return true;
     if (l->n_a == 2) return false;
+    if (l->trans_a && es == 4) return false;   /* an f32 leaf's two boxes of 32 columns: K-major only */
     const mcir_tensor *root = t;
     int64_t col0 = 0;
     const mcir_node *p = producer_in(k, t);
@@ -157,10 +169,18 @@ static bool prologue_inputs(const mcir_kernel_plan *k, const mcir_tensor *A, con
 }
 
 /* t holds one value per row of A ([.., M, 1]: M elements, or one column
- * of M per batch with A's leading dims): broadcast along A's K columns */
-static bool row_scale_shape(const mcir_tensor *A, const mcir_tensor *t) {
-    if (t->rank < 2 || t->rank > A->rank || t->shape[t->rank - 1] != 1 || t->shape[t->rank - 2] != A->shape[A->rank - 2])
+ * of M per batch with A's leading dims): broadcast along A's K columns.
+ * A stored [.., K, M] (trans): one value per stored column ([M], [1, M],
+ * [.., 1, M]), the same scale of the logical A's rows. */
+static bool row_scale_shape(const mcir_tensor *A, const mcir_tensor *t, bool trans) {
+    if (trans) {
+        if (t->rank < 1 || t->rank > A->rank || t->shape[t->rank - 1] != A->shape[A->rank - 1] ||
+            (t->rank >= 2 && t->shape[t->rank - 2] != 1))
+            return false;
+    } else if (t->rank < 2 || t->rank > A->rank || t->shape[t->rank - 1] != 1 ||
+               t->shape[t->rank - 2] != A->shape[A->rank - 2]) {
         return false;
+    }
     int64_t lead = 1;
     for (int i = 0; i < t->rank - 2; i++) lead *= t->shape[i];
     if (lead == 1) return true;
@@ -191,7 +211,7 @@ static bool find_row_scale(const mcir_kernel_plan *k, const mcir_tensor *A, cons
         return false;
     for (int j = 0; j < 2; j++) {
         const mcir_tensor *s = p->inputs[j], *x = p->inputs[1 - j];
-        if (same_shape(x, A) && row_scale_shape(A, s) && plain_read(k, s) &&
+        if (same_shape(x, A) && row_scale_shape(A, s, l->trans_a) && plain_read(k, s) &&
             mcir_value_type_of(s->dtype) == MCIR_VALUE_F32) {
             l->row_scale = s;
             l->row_scale_top = t == A;
@@ -437,14 +457,21 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     }
     const mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *C = n->outputs[0];
     bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
+    /* a prologue's leaves are stored as A is: [.., K, M] under transpose_a
+     * (its broadcasts read in that layout: row_vector, row_scale_shape) */
+    l->trans_a = ta;
     if (A->rank < 2 || B->rank < 2 || C->rank < 2) no = "a rank-1 operand";
     else if (!is_half(A->dtype) || A->dtype != B->dtype) no = "operands not both f16 or both bf16";
-    else if (!(l->a = stored_operand(k, (l->a_value = ta ? A : row_scale_factor(k, A, l)), &ta)) && ta)
-        no = "A transposed and computed by a prologue (a prologue reads A's leaves K-major only)";
-    else if (!l->a && (!prologue_inputs(k, l->a_value, l->a_value, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
-        no = "A is not read as stored nor computed elementwise from at most 2 stored f16 / bf16 / f32 tensors of "
-             "its shape and one stored vector of its K >= 64 elements, times at most one scale per row [M, 1] (a "
-             "view, another broadcast, a cast from another dtype or a transpose computes it)";
+    else if (!(l->a = stored_operand(k, (l->a_value = row_scale_factor(k, A, l)), &ta)) &&
+             (!prologue_inputs(k, l->a_value, l->a_value, l, 0) || l->n_a == 0 || !leaves_private(k, l)))
+        no = ta ? "A (stored [K, M], transpose_a) is not read as stored nor computed elementwise from at most 2 "
+                  "stored f16 / bf16 tensors of its shape (no f32: its boxes are K-major) and one stored vector of its K "
+                  "elements per stored row "
+                  "([K, 1], with M >= 64), times at most one scale per row of the product ([M], [1, M]: one per "
+                  "stored column) (a view, another broadcast, a cast from a wider dtype or a transpose computes it)"
+             : "A is not read as stored nor computed elementwise from at most 2 stored f16 / bf16 / f32 tensors of "
+               "its shape and one stored vector of its K >= 64 elements, times at most one scale per row [M, 1] (a "
+               "view, another broadcast, a cast from a wider dtype or a transpose computes it)";
     else if (!(l->b = stored_operand(k, B, &tb)))
         no = "B is not read as stored or as a transpose of the last two dims (a prologue or a view computes it)";
     if (no) {
@@ -584,7 +611,9 @@ tiles:;
     }
     /* a per-row scale inside A's chain is a multiply by 1 there: folded away */
     /* an f32 leaf: A's index row * K + column as with a row vector, and the
-     * f32 box's element from it; its cast (a rounding) counted in that */
+     * f32 box's element from it; its cast (a rounding) counted in that: 8,
+     * 4 with one consumer group (64-75 measured at wg 1 against 66-80 at
+     * wg 2), and the row scale's two values within it (64-74 measured) */
     const bool wide = l->prologue && (l->a_wide[0] == 2 || (l->n_a > 1 && l->a_wide[1] == 2));
     int casts = 0;
     for (int i = 0; i < l->prologue_ops && wide; i++) casts += l->prologue_node[i]->op == MCIR_OP_CAST;
@@ -592,8 +621,12 @@ tiles:;
     /* with a prologue an epilogue of two or more ops measured as one (79
      * at swiglu_m40, 72 at cast_norm32: both bias + GELU) */
     int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? (l->prologue ? 2 : 8) : 0) +
-               6 * (pro_ops < 2 ? pro_ops : 2) + 8 * (l->n_v || wide);
+               6 * (pro_ops < 2 ? pro_ops : 2) + (l->n_v || wide ? (wide && l->consumers == 1 ? 4 : 8) : 0);
     if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
+    /* a per-row scale with a prologue: its two values per thread (rs) kept
+     * through the epilogue on top of the chain's (75-86 measured against
+     * 75-79 before the prologue zeroed its K tail) */
+    if (l->row_scale && l->prologue && !wide) regs += 2;
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
         if (residual && !l->prologue) regs += 8 * (int)(l->bn / 64);
@@ -667,7 +700,10 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
             l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s%s (loaded by the "
                                               "TMA, combined in shared memory by the consumers%s), ",
                                            l.n_a, l.n_a > 1 ? "s" : "",
-                                           l.n_v ? " and a row vector of K elements broadcast over the rows" : "",
+                                           !l.n_v ? ""
+                                           : l.trans_a ? " and a vector of K elements, one per stored row ([K, 1] over "
+                                                         "A stored [K, M])"
+                                                       : " and a row vector of K elements broadcast over the rows",
                                            cast_leaf ? mcir_arena_printf(a, "; a cast on the way: %s stored as %s, "
                                                                             "converted there%s",
                                                                          cast_leaf->name,
@@ -680,7 +716,12 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
                        : "",
             l.row_scale ? mcir_arena_printf(a, "A times a per-row scale %s (%s, applied to the accumulators' rows at "
                                                "the epilogue), ",
-                                            l.row_scale->name, l.row_scale_batched ? "one column per batch" : "[M, 1]")
+                                            l.row_scale->name,
+                                            /* the node's layout of A (a folded transpose of P aside) */
+                                            mcir_node_bool(k->anchor, "transpose_a")
+                                                ? (l.row_scale_batched ? "one row of M per batch, one per stored column"
+                                                                             : "[M] or [1, M], one per stored column")
+                                            : l.row_scale_batched ? "one column per batch" : "[M, 1]")
                         : ""),
         l.trans_a ? "MN-major ([K, M])" : "K-major ([M, K])", l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])",
         (long long)l.bm, l.consumers,

@@ -1205,7 +1205,9 @@ static bool check_prologue_pays(const mcir_check_ctx *c, const mcir_param_value 
         say(d, n, "'%s' is not a product of matrices", mm->name);
         return false;
     }
-    int64_t m = a->shape[a->rank - 2], k = a->shape[a->rank - 1];
+    /* A stored [.., K, M] under transpose_a */
+    const bool ta = mcir_node_bool(mm, "transpose_a");
+    int64_t m = a->shape[a->rank - (ta ? 1 : 2)], k = a->shape[a->rank - (ta ? 2 : 1)];
     int64_t cols = mcir_node_bool(mm, "transpose_b") ? b->shape[b->rank - 2] : b->shape[b->rank - 1];
     int64_t mn = m * cols > 0 ? m * cols : 1, batch = mcir_tensor_numel(y) / mn;
     int64_t in = 0;
@@ -1236,15 +1238,23 @@ static bool check_prologue_pays(const mcir_check_ctx *c, const mcir_param_value 
                 mcir_dtype_name(x->dtype), mcir_dtype_name(o->dtype), mm->name);
             return false;
         }
+        if (x->dtype == MCIR_DTYPE_F32 && mcir_node_bool(mm, "transpose_a")) {
+            say(d, n, "a cast from f32 into '%s''s A stored [K, M] (transpose_a) stays apart: the sm_90a template "
+                "reads an f32 leaf as two boxes of 32 columns, K-major only", mm->name);
+            return false;
+        }
     }
-    /* A = x * s with s one value per row ([.., M, 1]) and nothing else: the
-     * sm_90a template reads x as A and scales the product's rows */
+    /* A = x * s with s one value per row ([.., M, 1]; A stored [.., K, M]
+     * under transpose_a: one per stored column, [M], [.., 1, M]) and nothing
+     * else: the sm_90a template reads x as A and scales the product's rows */
     bool row_scale = false;
-    if (nm == 1 && members[0]->op == MCIR_OP_MUL && members[0]->n_inputs == 2 && !mcir_node_bool(mm, "transpose_a"))
+    if (nm == 1 && members[0]->op == MCIR_OP_MUL && members[0]->n_inputs == 2)
         for (int j = 0; j < 2; j++) {
             const mcir_tensor *s = members[0]->inputs[j], *x = members[0]->inputs[1 - j];
-            row_scale = row_scale || (s->rank >= 2 && s->shape[s->rank - 1] == 1 && s->shape[s->rank - 2] == m &&
-                                      mcir_tensor_numel(x) == mcir_tensor_numel(a) && x->rank == a->rank);
+            const bool per_row = ta ? s->rank >= 1 && s->shape[s->rank - 1] == m &&
+                                          (s->rank == 1 || s->shape[s->rank - 2] == 1)
+                                    : s->rank >= 2 && s->shape[s->rank - 1] == 1 && s->shape[s->rank - 2] == m;
+            row_scale = row_scale || (per_row && mcir_tensor_numel(x) == mcir_tensor_numel(a) && x->rank == a->rank);
         }
     return mcir_gemm_prologue_pays(c->target, a->dtype, batch, m, cols, k, in, mcir_tensor_bytes(a),
                                    mcir_tensor_bytes(b) + mcir_tensor_bytes(y), row_scale, d, n);

@@ -9,16 +9,20 @@
  *    MN-major, wgmma's transpose bit for A), A shared by a batch of B —
  *    whatever the epilogue, and names what rules it out otherwise (f32,
  *    rows not a multiple of 16 bytes, an A stored [K, M] included, an A
- *    with two scales per row, a row vector over K < 64 columns);
+ *    with two scales per row, a row vector over K < 64 columns; over an
+ *    A stored [K, M]: a value per stored column added, a value per stored
+ *    row over M < 64 columns, two scales per stored column);
  *    sm_80 keeps its template;
  *  - every kernel of the sweep compiles with NVRTC for sm_90a with
  *    wgmma.mma_async and cp.async.bulk.tensor, no spills, no ptxas
  *    advisory, registers within 10 % of the plan's estimate, and no
  *    per-thread global load of A or B (the audit's ld.global count is the
- *    epilogue's operands: zero for a product with nothing to read after);
+ *    epilogue's operands: zero for a product with nothing to read after,
+ *    two with a per-row scale: s[m] loaded once per accumulator row of a
+ *    thread, not per value — 32 before, at BLOCK_N 64);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 88 shapes matches the reference interpreter: partial tiles in
+ *    each of 106 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
  *    prologues combined in shared memory, prologues with a row vector of K
@@ -33,7 +37,12 @@
  *    its own), alone and in chains with the cast anywhere (cast(silu(g) *
  *    u), cast(g * gamma[K] f32), cast(g) * s[M, 1], silu(cast(g)) * u:
  *    the whole chain in the GEMM's kernel), A stored
- *    [K, M] (MN-major);
+ *    [K, M] (MN-major), and 15 prologues over an A stored [K, M]
+ *    (transpose_a: leaves stored [.., K, M] read MN-major like A; SwiGLU,
+ *    a split, a scale, an add, a cast, a value per stored row [K, 1] read
+ *    by the box row, a scale per stored column [M], [1, M], [lead, 1, M]
+ *    applied to the product's rows, RMSNorm's order), and the graph file
+ *    tests/golden/prologue_ta_bf16 through the whole pipeline;
  *  - the work items' order: products whose B does not fit half the L2
  *    walk bands of several M tiles (the reason says "tiles in groups of G
  *    M-tiles"; those kernels compile clean too), the rest row-major; the
@@ -49,10 +58,15 @@
  *    TMA store; so is a ring whose transaction count leaves out a
  *    prologue's row vector box (the stage never completes: a hang); an A
  *    stored [K, M] read without wgmma's transpose bit for A gives wrong
- *    products, and so do a per-row scale left out of the epilogue, a
- *    cast leaf read in A's dtype, an f32 leaf whose second 32-column box
- *    repeats the first one's columns, and a chain fused through a cast
- *    with one of its ops (the silu of cast(silu(g) * u)) dropped.
+ *    products, and so do a per-row scale left out of the epilogue (also
+ *    over an A stored [K, M]), a cast leaf read in A's dtype, an f32
+ *    leaf whose second 32-column box repeats the first one's columns, a
+ *    chain fused through a cast with one of its ops (the silu of
+ *    cast(silu(g) * u)) dropped, a prologue that leaves 0 / 0 of the
+ *    TMA's zero fill past K in A (g / u at K = 72 and, A stored [K, M],
+ *    K = 200: rel err inf), and a vector [K, 1] over an A stored [K, M]
+ *    indexed as in the untransposed layout (by the box element's column,
+ *    not its row: rel err 1.49).
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS).
  */
 #include <check.h>
@@ -99,8 +113,12 @@ typedef struct shape {
                           * 12 cast(g), g stored in the other 16-bit dtype,
                           * f32 leaves (a cast from f32 on the way, two TMA boxes of 32 columns per K step):
                           * 13 cast(g), 14 cast(silu(g) * u), 15 cast(g * gamma [K] f32), 16 cast(g) * s [M, 1];
-                          * 17 silu(cast(g)) * u, g in the other 16-bit dtype (a cast inside the chain) */
-    enum a_form af;      /* how x is stored and read (no prologue) */
+                          * 17 silu(cast(g)) * u, g in the other 16-bit dtype (a cast inside the chain),
+                          * 18 g + u, 19 g / u (0 / 0 in the TMA's zero fill past K: stored as 0);
+                          * with A_TRANS the prologue's tensors are stored as A is, [lead..., K, M], and its
+                          * broadcasts read in that layout: gamma [K, 1] (a value per stored row), s [M],
+                          * [1, M], [lead..., 1, M] (a value per stored column: a scale per row of the product) */
+    enum a_form af;      /* how x is stored and read (a prologue's leaves: A_PLAIN or A_TRANS) */
 } shape;
 
 static const shape SHAPES[] = {
@@ -209,6 +227,28 @@ static const shape SHAPES[] = {
     {"cast32_row_scale", "bf16", {0}, 130, 72, 136, false, B_WEIGHT, "none", 16, A_PLAIN},
     {"cast32_row_scale_tb", "f16", {0}, 40, 136, 72, true, B_WEIGHT, "relu", 16, A_PLAIN},
     {"silu_cast_mul", "f16", {0}, 100, 72, 136, false, B_WEIGHT, "silu", 17, A_PLAIN},
+    {"pro_add", "bf16", {0}, 96, 64, 136, false, B_WEIGHT, "none", 18, A_PLAIN},
+    /* prologues over an A stored [K, M] (transpose_a): leaves read MN-major like A, computed in shared
+     * memory; a vector per stored row [K, 1] read by the box row; a scale per stored column applied to
+     * the product's rows */
+    {"ta_swiglu", "bf16", {0}, 200, 136, 344, false, B_WEIGHT, "residual", 1, A_TRANS},
+    {"ta_swiglu_b2_tb", "f16", {2, 0}, 96, 72, 104, true, B_WEIGHT, "bias", 1, A_TRANS},
+    {"ta_pro_scale", "f16", {0}, 72, 64, 200, false, B_WEIGHT, "gelu_tanh", 2, A_TRANS},
+    {"ta_split", "bf16", {0}, 136, 96, 72, false, B_WEIGHT, "none", 3, A_TRANS},
+    {"ta_add_n129", "f16", {0}, 64, 129, 72, true, B_WEIGHT, "bias", 18, A_TRANS},
+    {"ta_norm_w", "bf16", {0}, 200, 136, 136, false, B_WEIGHT, "relu", 4, A_TRANS},
+    {"ta_col_vec_b2_tb", "f16", {2, 0}, 72, 64, 200, true, B_WEIGHT, "none", 5, A_TRANS},
+    {"ta_swiglu_norm_w", "f16", {0}, 128, 96, 72, false, B_WEIGHT, "silu", 6, A_TRANS},
+    {"ta_row_scale", "f16", {0}, 136, 72, 200, false, B_WEIGHT, "none", 7, A_TRANS},
+    {"ta_row_scale_b2_n129", "bf16", {2, 0}, 104, 129, 64, true, B_WEIGHT, "bias_gelu", 8, A_TRANS},
+    {"ta_row_scale_swiglu", "bf16", {0}, 80, 128, 136, false, B_WEIGHT, "residual", 9, A_TRANS},
+    {"ta_row_scale_norm_w", "f16", {0}, 200, 72, 128, true, B_WEIGHT, "tanh", 10, A_TRANS},
+    {"ta_rmsnorm_order_b2", "bf16", {2, 0}, 72, 64, 136, false, B_WEIGHT, "none", 11, A_TRANS},
+    {"ta_cast_from_bf16", "f16", {0}, 96, 80, 72, false, B_WEIGHT, "bias", 12, A_TRANS},
+    {"ta_cast_from_f16", "bf16", {0}, 64, 64, 200, true, B_WEIGHT, "none", 12, A_TRANS},
+    /* a prologue that is not finite at the K tail's zero fill (0 / 0) */
+    {"pro_div_k72", "f16", {0}, 100, 64, 72, false, B_WEIGHT, "none", 19, A_PLAIN},
+    {"ta_div_k200", "bf16", {0}, 72, 64, 200, false, B_WEIGHT, "relu", 19, A_TRANS},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -223,8 +263,11 @@ static int dims_of(const shape *s, char *out, size_t n, int a, int b) {
 static char *gemm_graph(const shape *s) {
     char *js = malloc(8192), ash[64], xsh[64], bsh[64], csh[64], w[1024] = "", in[1024] = "", nodes[2048] = "";
     ck_assert_ptr_nonnull(js);
-    if (s->bf == B_A_SHARED) snprintf(ash, sizeof ash, "[%d,%d]", s->m, s->k);
-    else dims_of(s, ash, sizeof ash, s->m, s->k);
+    /* a prologue's leaves as A is stored: [.., K, M] under transpose_a */
+    const bool pt = s->pro && s->af == A_TRANS;
+    const int ar = pt ? s->k : s->m, ac = pt ? s->m : s->k;
+    if (s->bf == B_A_SHARED) snprintf(ash, sizeof ash, "[%d,%d]", ar, ac);
+    else dims_of(s, ash, sizeof ash, ar, ac);
     /* x as stored: [.., K, M] where one transpose reads it */
     const bool x_km = s->af == A_TRANS || s->af == A_FOLDED;
     if (s->bf == B_A_SHARED) snprintf(xsh, sizeof xsh, "[%d,%d]", x_km ? s->k : s->m, x_km ? s->m : s->k);
@@ -304,12 +347,15 @@ static char *gemm_graph(const shape *s) {
     /* the prologue's inputs and nodes (x computed), or x itself */
     char xin[512], pro[512] = "";
     static const char *const pn[] = {"g", "u"};
-    int np = s->pro == 0 ? 0 : s->pro == 1 || s->pro == 3 || s->pro == 6 || s->pro == 9 || s->pro == 14 || s->pro == 17
-                                 ? 2 : 1,
+    int np = s->pro == 0 ? 0
+             : s->pro == 1 || s->pro == 3 || s->pro == 6 || s->pro == 9 || s->pro == 14 || s->pro == 17 ||
+                       s->pro == 18 || s->pro == 19
+                 ? 2
+                 : 1,
         w2 = 0;
     char gush[64];
-    if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", s->m, 2 * s->k);
-    else dims_of(s, gush, sizeof gush, s->m, 2 * s->k);
+    if (s->bf == B_A_SHARED) snprintf(gush, sizeof gush, "[%d,%d]", ar, 2 * ac);
+    else dims_of(s, gush, sizeof gush, ar, 2 * ac);
     if (s->pro == 3) {   /* gate and up as the halves of one [.., M, 2K] product */
         np = 0;
         snprintf(xin, sizeof xin, "{\"name\":\"gu\",\"dtype\":\"%s\",\"shape\":%s}", s->dt, gush);
@@ -328,7 +374,7 @@ static char *gemm_graph(const shape *s) {
                                   "\"attrs\":{\"axis\":-1,\"sizes\":[%d,%d]}},"
                                   "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"g\"],\"outputs\":[\"sg\"]},"
                                   "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},",
-                 s->k, s->k);
+                 ac, ac);
     else if (s->pro == 2)
         snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"scale\",\"inputs\":[\"g\"],\"outputs\":[\"x\"],"
                                   "\"attrs\":{\"value\":0.5}},");
@@ -366,6 +412,9 @@ static char *gemm_graph(const shape *s) {
                                   "{\"name\":\"p1\",\"op\":\"silu\",\"inputs\":[\"gc\"],\"outputs\":[\"sg\"]},"
                                   "{\"name\":\"p2\",\"op\":\"mul\",\"inputs\":[\"sg\",\"u\"],\"outputs\":[\"x\"]},",
                  s->dt);
+    else if (s->pro == 18 || s->pro == 19)
+        snprintf(pro, sizeof pro, "{\"name\":\"p1\",\"op\":\"%s\",\"inputs\":[\"g\",\"u\"],\"outputs\":[\"x\"]},",
+                 s->pro == 18 ? "add" : "div");
     if (s->pro == 16)
         snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":[%d,1]}",
                  w[0] ? "," : "", s->dt, s->m);
@@ -382,21 +431,29 @@ static char *gemm_graph(const shape *s) {
                  : "",
                  s->pro == 8 ? "\"s\",\"g\"" : s->pro == 9 ? "\"su\",\"s\"" :
                  s->pro == 10 ? "\"gg\",\"s\"" : s->pro == 11 ? "\"gs\",\"gamma\"" : "\"g\",\"s\"");
+        /* A stored [K, M]: one scale per stored column ([lead..., 1, M] for 8,
+         * [M] for 7, [1, M] for the others) */
+        char wsh[32];
+        if (pt) snprintf(wsh, sizeof wsh, s->pro == 7 ? "[%d]" : "[1,%d]", s->m);
+        else snprintf(wsh, sizeof wsh, "[%d,1]", s->m);
         if (s->pro == 8) {
-            dims_of(s, ssh, sizeof ssh, s->m, 1);
+            if (pt) dims_of(s, ssh, sizeof ssh, 1, s->m);
+            else dims_of(s, ssh, sizeof ssh, s->m, 1);
             snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":%s}",
                      s->dt, ssh);
         } else {
-            snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":[%d,1]}",
-                     w[0] ? "," : "", s->dt, s->m);
+            snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"s\",\"dtype\":\"%s\",\"shape\":%s}",
+                     w[0] ? "," : "", s->dt, wsh);
         }
     }
+    /* gamma: K elements along A's rows ([K] / [1, K]; one per stored row,
+     * [K, 1], where A is stored [K, M]) */
     if (s->pro == 4 || s->pro == 6 || s->pro == 10 || s->pro == 11)
-        snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%d]}",
-                 w[0] ? "," : "", s->dt, s->k);
+        snprintf(w + strlen(w), sizeof w - strlen(w), "%s{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%d%s]}",
+                 w[0] ? "," : "", s->dt, s->k, pt ? ",1" : "");
     else if (s->pro == 5)
-        snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[1,%d]}",
-                 s->dt, s->k);
+        snprintf(xin + strlen(xin), sizeof xin - strlen(xin), ",{\"name\":\"gamma\",\"dtype\":\"%s\",\"shape\":[%s%d%s]}",
+                 s->dt, pt ? "" : "1,", s->k, pt ? ",1" : "");
     snprintf(js, 8192,
              "{\"mcir\":1,\"name\":\"%s\",\"inputs\":[%s%s],"
              "\"weights\":[%s],\"nodes\":[%s%s],\"outputs\":[\"%s\"]}",
@@ -454,7 +511,8 @@ START_TEST(test_plan_picks_sm90_gemm) {
                           ((s->pro >= 7 && s->pro <= 11) || s->pro == 16), "%s: %s",
                       s->name, k->tiling.reason);
         /* a cast on the way: likewise (from f32: two boxes of 32 columns) */
-        ck_assert_msg((strstr(k->tiling.reason, "a cast on the way: ") != NULL) == (s->pro >= 12), "%s: %s",
+        ck_assert_msg((strstr(k->tiling.reason, "a cast on the way: ") != NULL) == (s->pro >= 12 && s->pro <= 17),
+                      "%s: %s",
                       s->name, k->tiling.reason);
         ck_assert_msg((strstr(k->tiling.reason, "two TMA boxes of 32 f32 columns") != NULL) ==
                           (s->pro >= 13 && s->pro <= 16), "%s: %s", s->name, k->tiling.reason);
@@ -505,6 +563,31 @@ START_TEST(test_plan_picks_sm90_gemm) {
          "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"a\"]},"
          "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}",
          "one stored vector of its K >= 64 elements"},
+        /* A stored [K, M] (transpose_a): a value per stored column [1, M] added (a scale per row of the
+         * product only as a factor) */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"f16\",\"shape\":[128,64]}],\"weights\":[{\"name\":"
+         "\"v\",\"dtype\":\"f16\",\"shape\":[1,64]},{\"name\":\"w\",\"dtype\":\"f16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"g\",\"v\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"],\"attrs\":{\"transpose_a\":true}}],"
+         "\"outputs\":[\"y\"]}",
+         "A (stored [K, M], transpose_a) is not read as stored nor computed elementwise"},
+        /* a value per stored row [K, 1] over M < 64 columns (A's index row * M + column: its box row is
+         * not the index over M) */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"bf16\",\"shape\":[128,32]}],\"weights\":[{\"name\":"
+         "\"gamma\",\"dtype\":\"bf16\",\"shape\":[128,1]},{\"name\":\"w\",\"dtype\":\"bf16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"gamma\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"],\"attrs\":{\"transpose_a\":true}}],"
+         "\"outputs\":[\"y\"]}",
+         "([K, 1], with M >= 64)"},
+        /* two scales per stored column, (x * s[1, M]) * t[1, M] */
+        {"{\"mcir\":1,\"inputs\":[{\"name\":\"g\",\"dtype\":\"f16\",\"shape\":[128,64]}],\"weights\":[{\"name\":"
+         "\"s\",\"dtype\":\"f16\",\"shape\":[1,64]},{\"name\":\"t\",\"dtype\":\"f16\",\"shape\":[64]},"
+         "{\"name\":\"w\",\"dtype\":\"f16\",\"shape\":[128,64]}],"
+         "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"g\",\"s\"],\"outputs\":[\"a0\"]},"
+         "{\"op\":\"mul\",\"inputs\":[\"a0\",\"t\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"],\"attrs\":{\"transpose_a\":true}}],"
+         "\"outputs\":[\"y\"]}",
+         "times at most one scale per row of the product"},
     };
     for (int i = 0; i < (int)(sizeof no / sizeof *no); i++) {
         mcir_compilation c;
@@ -537,9 +620,10 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         ck_assert_ptr_nonnull(strstr(ptx, ".target sm_90a"));
         const mcir_kernel_plan *kp = &p->kernels[ki];
         const mcir_kernel_audit *a = &kp->audit;
-        fprintf(stderr, "  sm_90a %-20s %-4s BN=%-3lld wg=%lld: %d registers, spills %d/%d, wgmma %d, bulk %d, "
+        fprintf(stderr, "  sm_90a %-20s %-4s BN=%-3lld wg=%lld: %d registers (plan %d), spills %d/%d, wgmma %d, bulk %d, "
                         "ld.global %d, advisories %d%s%s\n",
                 s->name, s->dt, (long long)tile(kp, "N"), (long long)tile(kp, "wg"), a->registers,
+                kp->tiling.registers_estimate,
                 a->spill_store_bytes, a->spill_load_bytes, a->wgmma, a->cp_async_bulk, a->ld_global[0] + a->ld_global[1] + a->ld_global[2], a->advisories,
                 a->advisories ? ": " : "", a->advisory);
         ck_assert(a->valid);
@@ -568,10 +652,16 @@ START_TEST(test_sm90_gemm_compiles_clean) {
                       "%s: TMA store %s", s->name, tma_store ? "missing" : "unexpected");
         ck_assert_msg(strstr(kp->tiling.reason, tma_store ? "the output by TMA stores" : "the output by per-thread")
                       != NULL, "%s: %s", s->name, kp->tiling.reason);
-        /* A and B only through the TMA: a bare product loads nothing per thread */
-        if ((strcmp(s->epi, "none") == 0 || strcmp(s->epi, "scale") == 0 || strcmp(s->epi, "f32") == 0) &&
-            (s->pro < 7 || s->pro > 11) && s->pro != 16)
-            ck_assert_msg(a->ld_global[0] + a->ld_global[1] + a->ld_global[2] == 0, "%s: ld.global", s->name);
+        /* A and B only through the TMA: a product whose epilogue reads no
+         * operand loads nothing per thread but a per-row scale, once per
+         * accumulator row of a thread (two loads, not one per value) */
+        static const char *const no_reads[] = {"none", "scale", "f32", "relu", "tanh", "sigmoid", "silu", "gelu_tanh"};
+        bool reads_none = false;
+        for (int e = 0; e < (int)(sizeof no_reads / sizeof *no_reads); e++)
+            reads_none = reads_none || strcmp(s->epi, no_reads[e]) == 0;
+        if (reads_none)
+            ck_assert_msg(a->ld_global[0] + a->ld_global[1] + a->ld_global[2] == ((s->pro >= 7 && s->pro <= 11) || s->pro == 16 ? 2 : 0),
+                          "%s: ld.global %d", s->name, a->ld_global[0] + a->ld_global[1] + a->ld_global[2]);
         mcir_compilation_free(&c);
         free(js);
     }
@@ -683,6 +773,33 @@ START_TEST(test_sm90_gemm_matches_reference_emulated) {
 }
 END_TEST
 
+/* A graph file (tests/golden/prologue_ta_bf16, also a golden rewrite case
+ * and a catalog test): a transposed A computed by SwiGLU times a value per
+ * stored row [K, 1] and a scale per stored column [1, M], a bias after —
+ * one kernel on sm_90, the sm_90a GEMM with the prologue, matching the
+ * reference on the emulator */
+START_TEST(test_ta_prologue_graph_file) {
+    char *js = test_slurp(test_path("tests/golden/prologue_ta_bf16/input.json"), NULL);
+    ck_assert_ptr_nonnull(js);
+    mcir_compilation c;
+    compile_js(js, "sm_90", false, &c);
+    ck_assert_int_eq(c.plan->n_kernels, 1);
+    const mcir_kernel_plan *k = &c.plan->kernels[0];
+    ck_assert_msg(sm90_tiled(k) && strstr(k->tiling.reason, "A from an elementwise prologue") &&
+                      strstr(k->tiling.reason, "one per stored row") && strstr(k->tiling.reason, "A times a per-row scale s") &&
+                      strstr(k->tiling.reason, "A MN-major ([K, M])"),
+                  "%s", k->tiling.reason);
+    if (test_have_cxx()) {
+        cgt_emu_result r = cgt_emu_device(c.graph, c.plan, c.memory, 4, 7, NULL, NULL, NULL);
+        fprintf(stderr, "  sm_90a prologue_ta_bf16 (graph file): %llu wgmma, %llu TMA loads, rel err %.3g\n", r.wgmma,
+                r.tma_loads, r.rel);
+        ck_assert(r.ran && r.finite && r.rel <= 2e-2 && r.wgmma > 0 && r.tma_loads > 0);
+    }
+    mcir_compilation_free(&c);
+    free(js);
+}
+END_TEST
+
 /* The grouped tile order forced to bands of 3 M tiles in the generated
  * kernel (the shapes the emulator runs in seconds are a wave's worth of
  * L2, so the planner keeps them row-major): the producer and the consumers
@@ -768,7 +885,7 @@ static void drop_proxy_fence(char *src) {
 /* The output's fence.proxy.async removed: the TMA store (the async proxy)
  * reads a box the group's threads wrote through the generic proxy */
 static void drop_output_fence(char *src) {
-    char *e = strstr(src, "gm_box_out(ob, d, j, it, c, w, g, tq4, MC_ARGS);");
+    char *e = strstr(src, "gm_box_out(ob, d, rs, j, it, c, w, g, tq4, MC_ARGS);");
     char *w = e ? strstr(e, "mc_fence_proxy_async();") : NULL;
     ck_assert_msg(w, "the output box's proxy fence moved: update the mutation");
     memset(w, ' ', strlen("mc_fence_proxy_async();"));
@@ -843,9 +960,10 @@ END_TEST
 /* The per-row scale left out of the epilogue: the product of x, not of
  * x * s (the shapes' scales are not all 1) */
 static void drop_row_scale(char *src) {
-    char *w = strstr(src, "return acc * s;");
+    const char *what = "#define GM_SCALED(x, rs, v) ((x) * (rs)[((v) >> 1) & 1])";
+    char *w = strstr(src, what);
     ck_assert_msg(w, "the per-row scale moved: update the mutation");
-    memset(w + strlen("return acc"), ' ', strlen(" * s"));
+    memset(w + strlen("#define GM_SCALED(x, rs, v) ((x)"), ' ', strlen(" * (rs)[((v) >> 1) & 1]"));
 }
 
 START_TEST(test_dropped_row_scale_is_wrong) {
@@ -857,6 +975,57 @@ START_TEST(test_dropped_row_scale_is_wrong) {
     cgt_emu_result r = run_emulated(&s, drop_row_scale);
     ck_assert(r.ran);
     ck_assert(!(r.rel <= 2e-2 && r.finite));
+    /* and over an A stored [K, M]: s [1, M], a scale per stored column */
+    const shape t = {"mutant_ta_row_scale", "bf16", {0}, 72, 64, 136, false, B_WEIGHT, "none", 9, A_TRANS};
+    r = run_emulated(&t, drop_row_scale);
+    ck_assert(r.ran);
+    ck_assert(!(r.rel <= 2e-2 && r.finite));
+}
+END_TEST
+
+/* The prologue's zeroing past K left out: 0 / 0 of the TMA's zero fill in
+ * the last K step's box reaches every product (B's zero rows times NaN) */
+static void drop_k_tail_zero(char *src) {
+    char *w = strstr(src, "if (kx >= kleft) {");
+    ck_assert_msg(w, "the prologue's K tail moved: update the mutation");
+    memcpy(w, "if (kx >= 64   ) {", strlen("if (kx >= 64   ) {"));
+}
+
+START_TEST(test_dropped_k_tail_zero_is_wrong) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    static const shape s[] = {{"mutant_ktail", "f16", {0}, 100, 64, 72, false, B_WEIGHT, "none", 19, A_PLAIN},
+                              {"mutant_ta_ktail", "bf16", {0}, 72, 64, 200, false, B_WEIGHT, "none", 19, A_TRANS}};
+    for (int i = 0; i < 2; i++) {
+        cgt_emu_result r = run_emulated(&s[i], drop_k_tail_zero);
+        ck_assert(!(r.ran && r.rel <= 2e-2 && r.finite));
+    }
+}
+END_TEST
+
+/* A prologue over an A stored [K, M] with its vector [K, 1] (one value per
+ * stored row) indexed as in the untransposed layout: by the box element's
+ * column (the broadcast's index (i mod M) mod K, not (i / M) mod K) */
+static int mutant_m;
+static void vector_by_column(char *src) {
+    char what[32];
+    snprintf(what, sizeof what, "q_ /= %dLL;", mutant_m);
+    char *w = strstr(src, what), *f = strstr(src, "gm_a_value(int stage");
+    ck_assert_msg(w && f && w < f, "the vector's broadcast index moved: update the mutation");
+    w[strlen("q_ ")] = '%';
+}
+
+START_TEST(test_ta_vector_by_column_is_wrong) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_ta_vec", "bf16", {0}, 136, 64, 136, false, B_WEIGHT, "none", 4, A_TRANS};
+    mutant_m = s.m;
+    cgt_emu_result r = run_emulated(&s, vector_by_column);
+    ck_assert(!(r.ran && r.rel <= 2e-2 && r.finite));
 }
 END_TEST
 
@@ -937,6 +1106,7 @@ int main(void) {
     tcase_add_test(tc, test_sm90_gemm_compiles_clean);
     tcase_add_test(tc, test_tile_order_groups_m_tiles);
     tcase_add_test(tc, test_grouped_order_matches_reference_emulated);
+    tcase_add_test(tc, test_ta_prologue_graph_file);
     tcase_add_test(tc, test_dropped_ring_wait_is_found);
     tcase_add_test(tc, test_dropped_prologue_barrier_is_found);
     tcase_add_test(tc, test_dropped_proxy_fence_is_found);
@@ -944,6 +1114,8 @@ int main(void) {
     tcase_add_test(tc, test_dropped_tnsp_a_is_wrong);
     tcase_add_test(tc, test_dropped_vector_bytes_is_found);
     tcase_add_test(tc, test_dropped_row_scale_is_wrong);
+    tcase_add_test(tc, test_ta_vector_by_column_is_wrong);
+    tcase_add_test(tc, test_dropped_k_tail_zero_is_wrong);
     tcase_add_test(tc, test_dropped_leaf_conversion_is_wrong);
     tcase_add_test(tc, test_dropped_second_f32_box_is_wrong);
     tcase_add_test(tc, test_dropped_chain_op_is_wrong);

@@ -7,8 +7,8 @@
 //   each (GM_BM = 64 GM_CWG rows), GM_STAGES stages of the A/B ring,
 //   GM_TILES_M / GM_TILES_N, GM_GROUP_M (the tile order's band of M
 //   tiles: gm_item_of), GM_BF16, GM_TRANS_A (A stored [K, M]: MN-major
-//   for wgmma, its transpose bit; else [M, K]: K-major; never with
-//   GM_PROLOGUE), GM_TRANS_B (B stored [N, K]: K-major
+//   for wgmma, its transpose bit, a prologue's inputs stored alike; else
+//   [M, K]: K-major), GM_TRANS_B (B stored [N, K]: K-major
 //   for wgmma; else [K, N]: MN-major), GM_A_BATCHED / GM_B_BATCHED (the
 //   operand's map steps over the batch; else every batch reads the same
 //   matrix), GM_PRODUCER_REGS / GM_CONSUMER_REGS (setmaxnreg where two
@@ -17,6 +17,10 @@
 //     operands in shared memory, A as GM_TRANS_A says, B as GM_TRANS_B;
 //   mm_store(b, m, n, acc, MC_ARGS): the fused epilogue storing output
 //     element (b, m, n) from its f32 accumulator;
+//   GM_ROW_SCALE (A = P * s, s one value per row of A: P is read as A):
+//     gm_row_scale(b, m, MC_ARGS), s[m] of batch b, loaded once per
+//     accumulator row of a thread (rs) and applied as the epilogue reads
+//     the accumulators (GM_SCALED);
 //   GM_TMA_STORE (the output, one f16 / bf16 write with 16-byte rows,
 //     stored by the TMA through shared memory; else by mm_store):
 //     mm_value(b, m, n, acc, MC_ARGS), the epilogue's value of element
@@ -25,10 +29,10 @@
 //   GM_NA boxes read for A per consumer group (1: A itself); with
 //     GM_PROLOGUE, gm_a_value(stage, c, j, MC_ARGS): element j of consumer
 //     group c's A box computed from element j of each box of the stage
-//     and, GM_NV 1, from the stage's vector box (a row vector of K
+//     and, GM_NV 1, from the stage's vector box (a vector of K
 //     elements broadcast along A's rows: a norm's weight; its 64 elements
-//     of the K step, by the element's column), and gm_a_store(v): its
-//     storage bits;
+//     of the K step, by the element's column, or by its row where A is
+//     stored [K, M]), and gm_a_store(v): its storage bits;
 //   GM_CONV 1: a KxK conv2d as an implicit GEMM (b an image, m an output
 //     channel, n a column of the output's 64-pixel row segments): per K
 //     step s the tap s / CV_CB (kh, kw) and channels 64 (s % CV_CB)..; ta
@@ -158,22 +162,55 @@ __device__ __forceinline__ void gm_issue(float* d, u32 a_at, u32 b_at, int first
 // are swizzled alike, so any element order is A's; an f32 box's element
 // is found from A's row and column, gm_box_elem4), 8
 // consecutive elements per thread and step; then made visible to wgmma
-// (the async proxy) and to the group's other warps.
-__device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c, MC_PARAMS) {
+// (the async proxy) and to the group's other warps. In K step ks's last
+// box, partial in K, the elements past K are then stored as 0 (by the
+// thread that computed them), whatever the chain made of the zeros the
+// TMA filled in there (0 / 0, log 0: a NaN would reach every product
+// through B's zero rows).
+__device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c, int ks, MC_PARAMS) {
     const int t = threadIdx.x & 127;
+    unsigned short* d = (unsigned short*)(sp + c * GM_ABOX);
 #pragma unroll 1
     for (int q = 0; q < GM_ABOX / 16 / 128; q++) {
         const int j0 = (t + 128 * q) * 8;
         unsigned short v[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = gm_a_store(gm_a_value(stage, c, j0 + e, MC_ARGS));
-        unsigned short* d = (unsigned short*)(sp + c * GM_ABOX);
 #pragma unroll
         for (int e = 0; e < 8; e++) MC_SST(d[j0 + e], v[e]);
+    }
+    // the step's k-columns (GM_TRANS_A: k-rows) inside A (K < 2^31); none
+    // past K where K is a multiple of 64
+    const int kleft = (int)(GM_K - 64 * (i64)ks);
+    if ((GM_K & 63) != 0 && kleft < 64) {
+#pragma unroll 1
+        for (int q = 0; q < GM_ABOX / 16 / 128; q++) {
+            const int j0 = (t + 128 * q) * 8;
+            // the 8 elements share one k: box row j0 / 64 (GM_TRANS_A), or
+            // one 16-byte chunk of columns 8 ((j0 / 8 ^ j0 / 64) % 8).. (K
+            // is a multiple of 8 there: A's rows are 16-byte multiples)
+#if GM_TRANS_A
+            const int kx = j0 >> 6;
+#else
+            const int kx = (((j0 >> 3) ^ (j0 >> 6)) & 7) << 3;
+#endif
+            if (kx >= kleft) {
+#pragma unroll
+                for (int e = 0; e < 8; e++) MC_SST(d[j0 + e], (unsigned short)0);
+            }
+        }
     }
     mc_fence_proxy_async();
     mc_bar_sync(1 + c, 128);
 }
+#endif
+
+// Accumulator v of a thread, times its row's scale (GM_ROW_SCALE: rs holds
+// the thread's two rows' s[m]; else rs is null and unread)
+#if GM_ROW_SCALE
+#define GM_SCALED(x, rs, v) ((x) * (rs)[((v) >> 1) & 1])
+#else
+#define GM_SCALED(x, rs, v) (x)
 #endif
 
 #if GM_TMA_STORE
@@ -181,14 +218,14 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 // the box buffer ob: value v of this thread is row 16w + g + 8((v/2)%2),
 // column 8(v/4) + 2 tq4 + v%2 of the slice; past the tensor, zeros (the
 // TMA clips them; the epilogue's operands are not read there)
-__device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, int j, const gm_item& it, int c, int w,
+__device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, const float* rs, int j, const gm_item& it, int c, int w,
                                            int g, int tq4, MC_PARAMS) {
 #pragma unroll
     for (int v = 32 * j; v < 32 * j + 32; v += 2) {
         const int r = 16 * w + g + 8 * ((v >> 1) & 1), col = 8 * ((v >> 2) & 7) + 2 * tq4;
         const i64 m = (i64)it.m0 + 64 * c + r, n = (i64)it.n0 + 64 * j + col;
-        const float lo = m < GM_M && n < GM_N ? mm_value(it.b, m, n, d[v], MC_ARGS) : 0.0f;
-        const float hi = m < GM_M && n + 1 < GM_N ? mm_value(it.b, m, n + 1, d[v + 1], MC_ARGS) : 0.0f;
+        const float lo = m < GM_M && n < GM_N ? mm_value(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS) : 0.0f;
+        const float hi = m < GM_M && n + 1 < GM_N ? mm_value(it.b, m, n + 1, GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0.0f;
         const u32 lin = (u32)(r * 128 + col * 2);
 #if GM_O_BF16
         MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_bf16(lo, hi));
@@ -248,11 +285,13 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                     mc_tma_load(sp + GM_A_BYTES + j * GM_BBOX, tb, cx, bar);
                 }
 #elif GM_TRANS_A
-                ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns
-                for (int g = 0; g < GM_CWG; g++) {
-                    ca[0] = it.m0 + 64 * g;
-                    mc_tma_load(sp + g * GM_ABOX, ta[0], ca, bar);
-                }
+                ca[1] = 64 * s;   // A [K, M]: k-rows, the group's 64 m-columns (each input of a prologue alike)
+#pragma unroll
+                for (int p = 0; p < GM_NA; p++)
+                    for (int g = 0; g < GM_CWG; g++) {
+                        ca[0] = it.m0 + 64 * g;
+                        mc_tma_load(sp + gm_leaf_at(p) + g * GM_ABOX, ta[p], ca, bar);   // 16-bit leaves only
+                    }
 #else
 #pragma unroll
                 for (int p = 0; p < GM_NA; p++)
@@ -264,10 +303,11 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                             mc_tma_load(lb + h * GM_ABOX, ta[p], ca, bar);
                         }
                     }
+#endif
 #if GM_NV
+                // the vector's 64 elements of the K step (one per box column; A [K, M]: per box row)
                 const int cv[5] = {64 * s, 0, 0, 0, 0};
                 mc_tma_load(smem + GM_VEC_AT + st.stage * GM_VBOX, tv, cv, bar);
-#endif
 #endif
 #if GM_CONV
                 (void)cb;
@@ -312,7 +352,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         // the first K step
         mc_ring_wait(ring, st);
 #if GM_PROLOGUE
-        gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, MC_ARGS);
+        gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, 0, MC_ARGS);
 #endif
         u32 at = base + st.stage * GM_STAGE;
         mc_fence_regs<GM_BN / 2>(d);
@@ -324,7 +364,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         for (int s = 1; s < steps; s++) {
             mc_ring_wait(ring, st);
 #if GM_PROLOGUE
-            gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, MC_ARGS);
+            gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, s, MC_ARGS);
 #endif
             at = base + st.stage * GM_STAGE;
             mc_fence_regs<GM_BN / 2>(d);
@@ -339,6 +379,16 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         mc_wgmma_wait<0>();
         mc_fence_regs<GM_BN / 2>(d);
         mc_ring_release(ring, prev, lane);
+#if GM_ROW_SCALE
+        // A = P * s: the product's rows scaled by s[m], loaded once for each
+        // of this thread's two accumulator rows (16w + g and 16w + g + 8;
+        // the epilogue multiplies value v by rs[(v / 2) % 2])
+        const i64 sm = (i64)it.m0 + 64 * c + 16 * w + g;   // (r0.. are the kernel's reads)
+        const float rs[2] = {sm < GM_M ? gm_row_scale(it.b, sm, MC_ARGS) : 0.0f,
+                             sm + 8 < GM_M ? gm_row_scale(it.b, sm + 8, MC_ARGS) : 0.0f};
+#else
+        const float* rs = 0;
+#endif
 
 #if GM_TMA_STORE
         // the epilogue through this group's box buffers and the TMA (see the top)
@@ -347,7 +397,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             // a box wholly past N or M stores nothing (alike for the group's threads)
             if (it.n0 + 64 * j >= GM_N || it.m0 + 64 * c >= GM_M) break;
             unsigned char* ob = osm + (obox & 1) * GM_OBOX;
-            gm_box_out(ob, d, j, it, c, w, g, tq4, MC_ARGS);
+            gm_box_out(ob, d, rs, j, it, c, w, g, tq4, MC_ARGS);
             mc_fence_proxy_async();
             if (leader) mc_bulk_wait_read0();   // the other buffer's store has read it
             mc_bar_sync(GM_OBAR + c, 128);
@@ -365,7 +415,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
 #pragma unroll
         for (int v = 0; v < GM_BN / 2; v++) {
             const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
-            if (m < GM_M && n < GM_N) mm_store(it.b, m, n, d[v], MC_ARGS);
+            if (m < GM_M && n < GM_N) mm_store(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS);
         }
 #endif
     }
