@@ -161,7 +161,10 @@ block=$blocks_dir/gpt2_b8_s1024_f16/graph.json
 attention=(--suite all --match fa3/f16/d128/,gqa/bf16/d128/b4/,decode/f16/d128/b8/h32/kv8/,mask/f16/d128/b4/)
 norms=(--match /f16/)
 gemm_plain=plain/f16/m4096/,plain/bf16/m4096/,plain/f16/m8192/,plain/bf16/m8192/
-gemm=(--match "$gemm_plain,gpt2_c_fc/m8192/,gpt2_c_fc/b8/,swiglu/bf16/llama_down_proj/m8192/")
+# and the implicit-GEMM convs (two on the sm_90a template, ResNet's 28x28 stage on
+# mma.sync), a cast from f32 before q_proj (apart by the model; fused in the
+# generated run below)
+gemm=(--match "$gemm_plain,gpt2_c_fc/m8192/,gpt2_c_fc/b8/,swiglu/bf16/llama_down_proj/m8192/,conv/f16/resnet_layer1/,conv/f16/n8/c256/,conv/f16/resnet_layer2/,cast/bf16/llama_q_proj/m8192/")
 make_block() {
   [ -f "$block" ] && return 0
   "$py" "$scripts/gen_blocks.py" --out "$blocks_dir" --batch 8 --seq 1024 --dtype f16 >"$out/gen_blocks.log" 2>&1
@@ -264,8 +267,10 @@ bench gemm_mcir 30 gemm_gpu.csv "$bench_dir/bench_gemm" "${gemm[@]}" --reps 20 -
 torch_bench gemm_torch 30 gemm_torch.csv "$py" "$scripts/torch_gemm.py" "${gemm[@]}" --reps 20 --warmup 3 \
   --csv "$out/gemm_torch.csv"
 # the same GEMMs on mcir's own kernels (the sm_90a template on Hopper):
-# what the generated lowering reaches beside the library's
-MCIR_NO_CUBLAS=1 bench gemm_generated 30 gemm_generated.csv "$bench_dir/bench_gemm" "${gemm[@]}" --reps 20 \
+# what the generated lowering reaches beside the library's, every prologue
+# fused (MCIR_SM90_PROLOGUE=always: the rate of a SwiGLU and an f32 cast
+# prologue that the model's choice rests on)
+MCIR_NO_CUBLAS=1 MCIR_SM90_PROLOGUE=always bench gemm_generated 30 gemm_generated.csv "$bench_dir/bench_gemm" "${gemm[@]}" --reps 20 \
   --warmup 3 --csv "$out/gemm_generated.csv"
 if make_block; then
   bench block_mcir 50 blocks_gpu.csv "$bench_dir/bench_blocks" --csv "$out/blocks_gpu.csv" "$block"
