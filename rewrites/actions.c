@@ -853,6 +853,33 @@ static mcir_node *reshape_to(mcir_action_ctx *a, const mcir_node *conv, const ch
     return n;
 }
 
+/* A conv attribute's plain value: `n` ints (0: one int) each equal to `ok`. */
+typedef struct conv_plain {
+    const char *name;
+    int n;
+    int64_t ok;
+} conv_plain;
+
+/* The first of the conv's attributes in `want` with an element off its plain
+ * value: its name and that value; false where every one is plain (or absent). */
+static bool conv_attr_off(const mcir_node *conv, const conv_plain *want, int count, const char **name,
+                          int64_t *value) {
+    for (int k = 0; k < count; k++) {
+        if (!mcir_node_attr(conv, want[k].name)) continue;
+        const int64_t *v = NULL;
+        const int n = want[k].n ? mcir_node_ints(conv, want[k].name, &v) : 1;
+        for (int i = 0; i < n; i++) {
+            const int64_t x = want[k].n ? v[i] : mcir_node_int(conv, want[k].name);
+            if (x != want[k].ok) {
+                *name = want[k].name;
+                *value = x;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 /* conv2d(X [N, C, H, W], W [O, C, 1, 1], B [O]), stride 1, no padding, one
  * group -> reshape(matmul(W as [O, C], X as [N, C, H·W]) (+ B as [O, 1]),
  * [N, O, H, W]): per image a GEMM with M = O, N = H·W, K = C, A the weight
@@ -874,18 +901,11 @@ static bool apply_conv_as_matmul(mcir_action_ctx *a) {
     if (W->shape[2] != 1 || W->shape[3] != 1)
         return fail(a, "'%s' has a %lldx%lld kernel, not 1x1", conv->name, (long long)W->shape[2],
                     (long long)W->shape[3]);
-    static const struct { const char *name; int n; int64_t ok; } plain[] = {
-        {"strides", 2, 1}, {"pads", 4, 0}, {"groups", 0, 1}};
-    for (int k = 0; k < 3; k++) {
-        if (!mcir_node_attr(conv, plain[k].name)) continue;
-        const int64_t *v;
-        int n = plain[k].n ? mcir_node_ints(conv, plain[k].name, &v) : 1;
-        int64_t one = plain[k].n ? 0 : mcir_node_int(conv, plain[k].name);
-        for (int i = 0; i < n; i++)
-            if ((plain[k].n ? v[i] : one) != plain[k].ok)
-                return fail(a, "'%s' has %s %lld: not a plain pointwise conv", conv->name, plain[k].name,
-                            (long long)(plain[k].n ? v[i] : one));
-    }
+    static const conv_plain plain[] = {{"strides", 2, 1}, {"pads", 4, 0}, {"groups", 0, 1}};
+    const char *attr;
+    int64_t value;
+    if (conv_attr_off(conv, plain, 3, &attr, &value))
+        return fail(a, "'%s' has %s %lld: not a plain pointwise conv", conv->name, attr, (long long)value);
     for (int i = 1; i < 4; i++) {
         mcir_extent e = mcir_tensor_extent(X, i);
         if (!mcir_extent_is_const(&e, NULL)) return fail(a, "'%s': input dim %d is symbolic", conv->name, i);
@@ -951,18 +971,12 @@ static bool apply_conv_tap_major(mcir_action_ctx *a) {
     if (X->dtype != W->dtype || (X->dtype != MCIR_DTYPE_F16 && X->dtype != MCIR_DTYPE_BF16))
         return fail(a, "'%s' is %s x %s: the sm_90a GEMM takes f16 or bf16", conv->name, mcir_dtype_name(X->dtype),
                     mcir_dtype_name(W->dtype));
-    static const struct { const char *name; int n; int64_t ok; } plain[] = {
-        {"strides", 2, 1}, {"dilations", 2, 1}, {"groups", 0, 1}};
-    for (int k = 0; k < 3; k++) {
-        if (!mcir_node_attr(conv, plain[k].name)) continue;
-        const int64_t *v;
-        int n = plain[k].n ? mcir_node_ints(conv, plain[k].name, &v) : 1;
-        int64_t one = plain[k].n ? 0 : mcir_node_int(conv, plain[k].name);
-        for (int i = 0; i < n; i++)
-            if ((plain[k].n ? v[i] : one) != plain[k].ok)
-                return fail(a, "'%s' has %s %lld: the TMA boxes read stride-1, undilated, single-group convs",
-                            conv->name, plain[k].name, (long long)(plain[k].n ? v[i] : one));
-    }
+    static const conv_plain plain[] = {{"strides", 2, 1}, {"dilations", 2, 1}, {"groups", 0, 1}};
+    const char *attr;
+    int64_t value;
+    if (conv_attr_off(conv, plain, 3, &attr, &value))
+        return fail(a, "'%s' has %s %lld: the TMA boxes read stride-1, undilated, single-group convs", conv->name,
+                    attr, (long long)value);
     for (int i = 0; i < 4; i++) {
         mcir_extent e = mcir_tensor_extent(X, i);
         if (!mcir_extent_is_const(&e, NULL)) return fail(a, "'%s': input dim %d is symbolic", conv->name, i);
