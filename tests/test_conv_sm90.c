@@ -39,6 +39,7 @@
 #include "emu/cuda_emu.h"
 #include "kernelplan/kernelplan.h"
 #include "mcirc/pipeline.h"
+#include "pipeline_test.h"
 #include "test_util.h"
 
 typedef struct conv_shape {
@@ -110,23 +111,7 @@ static char *conv_graph(const conv_shape *s) {
     return js;
 }
 
-static void compile_js(const char *js, const char *arch, bool ptx, mcir_compilation *c) {
-    mcir_options o = mcir_options_default();
-    o.graph = cgt_graph(js);
-    o.arch = arch;
-    o.want_plan = true;
-    o.want_ptx = ptx;
-    mcir_diag d = mcir_diag_stderr();
-    memset(c, 0, sizeof *c);
-    ck_assert_int_eq(mcir_compile(&o, c, &d), 0);
-}
-
-static int conv_index(const mcir_plan *p) {
-    for (int i = 0; i < p->n_kernels; i++)
-        if (p->kernels[i].tpl == MCIR_TEMPLATE_CONV2D) return i;
-    ck_abort_msg("no conv2d kernel in the plan");
-    return -1;
-}
+static int conv_index(const mcir_plan *p) { return cgt_kernel_index(p, MCIR_TEMPLATE_CONV2D, "conv2d"); }
 
 static int64_t tile(const mcir_kernel_plan *k, const char *dim) {
     for (int i = 0; i < k->tiling.n_dims; i++)
@@ -158,7 +143,7 @@ START_TEST(test_plan_takes_sm90_for_convs) {
         char *js = conv_graph(s);
         mcir_compilation c;
         force(i != MODEL_SHAPE);
-        compile_js(js, "sm_90", false, &c);
+        cgt_compile_js(js, "sm_90", false, &c);
         const mcir_plan *p = c.plan;
         ck_assert_msg(p->n_kernels == 1, "%s: %d kernels (the weight's transpose folded in, the epilogue fused)",
                       s->name, p->n_kernels);
@@ -180,7 +165,7 @@ START_TEST(test_plan_takes_sm90_for_convs) {
         free(tr);
         mcir_compilation_free(&c);
         force(false);
-        compile_js(js, "sm_80", false, &c);   /* sm_80: no repack, the mma.sync implicit GEMM */
+        cgt_compile_js(js, "sm_80", false, &c);   /* sm_80: no repack, the mma.sync implicit GEMM */
         k = &c.plan->kernels[conv_index(c.plan)];
         ck_assert(!sm90_tiled(k));
         tr = trace_text(&c);
@@ -193,7 +178,7 @@ START_TEST(test_plan_takes_sm90_for_convs) {
     const conv_shape small = {"small", "f16", 1, 64, 16, 64, 64, 3, 3, {1, 1, 1, 1}, "bias", 1, 1, 1, false};
     char *js = conv_graph(&small);
     mcir_compilation c;
-    compile_js(js, "sm_90", false, &c);
+    cgt_compile_js(js, "sm_90", false, &c);
     const mcir_kernel_plan *k = &c.plan->kernels[conv_index(c.plan)];
     ck_assert(!sm90_tiled(k));
     ck_assert_msg(strstr(k->tiling.reason, "; not the sm_90a GEMM: modelled ") &&
@@ -226,7 +211,7 @@ START_TEST(test_refusals_say_why) {
         char *js = conv_graph(&no[i].s);
         mcir_compilation c;
         force(true);
-        compile_js(js, "sm_90", false, &c);
+        cgt_compile_js(js, "sm_90", false, &c);
         force(false);
         const mcir_kernel_plan *k = &c.plan->kernels[conv_index(c.plan)];
         ck_assert_msg(!sm90_tiled(k), "%s", no[i].s.name);
@@ -264,7 +249,7 @@ START_TEST(test_sm90_convs_compile_clean) {
         char *js = conv_graph(s);
         mcir_compilation c;
         force(i != MODEL_SHAPE);
-        compile_js(js, "sm_90", true, &c);
+        cgt_compile_js(js, "sm_90", true, &c);
         force(false);
         const int ki = conv_index(c.plan);
         const char *ptx = mcir_codegen_kernel_ptx(c.codegen, ki);
@@ -310,7 +295,7 @@ static cgt_emu_result run_emulated(const conv_shape *s, bool forced, void (*muta
     char *js = conv_graph(s);
     mcir_compilation c;
     force(forced);
-    compile_js(js, "sm_90", false, &c);
+    cgt_compile_js(js, "sm_90", false, &c);
     force(false);
     mcir_plan *p = c.plan;
     ck_assert(sm90_tiled(&p->kernels[conv_index(p)]));

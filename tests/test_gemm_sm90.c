@@ -79,6 +79,7 @@
 #include "emu/cuda_emu.h"
 #include "kernelplan/kernelplan.h"
 #include "mcirc/pipeline.h"
+#include "pipeline_test.h"
 #include "test_util.h"
 
 static char work_dir[256];
@@ -461,25 +462,7 @@ static char *gemm_graph(const shape *s) {
     return js;
 }
 
-/* The graph through rewrites and the planner, as mcirc compiles it (the
- * epilogue fused into the matmul's kernel); ptx: NVRTC and the audit too */
-static void compile_js(const char *js, const char *arch, bool ptx, mcir_compilation *c) {
-    mcir_options o = mcir_options_default();
-    o.graph = cgt_graph(js);
-    o.arch = arch;
-    o.want_plan = true;
-    o.want_ptx = ptx;
-    mcir_diag d = mcir_diag_stderr();
-    memset(c, 0, sizeof *c);
-    ck_assert_int_eq(mcir_compile(&o, c, &d), 0);
-}
-
-static int gemm_index(const mcir_plan *p) {
-    for (int i = 0; i < p->n_kernels; i++)
-        if (p->kernels[i].tpl == MCIR_TEMPLATE_MATMUL) return i;
-    ck_abort_msg("no matmul kernel in the plan");
-    return -1;
-}
+static int gemm_index(const mcir_plan *p) { return cgt_kernel_index(p, MCIR_TEMPLATE_MATMUL, "matmul"); }
 
 static bool sm90_tiled(const mcir_kernel_plan *k) {
     for (int i = 0; i < k->tiling.n_dims; i++)
@@ -499,7 +482,7 @@ START_TEST(test_plan_picks_sm90_gemm) {
         const shape *s = &SHAPES[i];
         char *js = gemm_graph(s);
         mcir_compilation c;
-        compile_js(js, "sm_90", false, &c);
+        cgt_compile_js(js, "sm_90", false, &c);
         const mcir_plan *p = c.plan;
         /* the whole epilogue fused (a cast to f32 is its own kernel today) */
         ck_assert_msg(p->n_kernels == (strstr(s->epi, "f32") ? 2 : 1), "%s: %d kernels", s->name, p->n_kernels);
@@ -521,7 +504,7 @@ START_TEST(test_plan_picks_sm90_gemm) {
         cwg_seen[cwg - 1] = true;
         ck_assert_int_eq(tile(k, "M"), 64 * cwg);
         mcir_compilation_free(&c);
-        compile_js(js, "sm_80", false, &c);   /* sm_80 keeps the mma.sync template */
+        cgt_compile_js(js, "sm_80", false, &c);   /* sm_80 keeps the mma.sync template */
         ck_assert(!sm90_tiled(&c.plan->kernels[gemm_index(c.plan)]));
         mcir_compilation_free(&c);
         free(js);
@@ -591,7 +574,7 @@ START_TEST(test_plan_picks_sm90_gemm) {
     };
     for (int i = 0; i < (int)(sizeof no / sizeof *no); i++) {
         mcir_compilation c;
-        compile_js(no[i].js, "sm_90", false, &c);
+        cgt_compile_js(no[i].js, "sm_90", false, &c);
         const mcir_kernel_plan *k = &c.plan->kernels[gemm_index(c.plan)];
         ck_assert(!sm90_tiled(k));
         ck_assert_msg(strstr(k->tiling.reason, "not the sm_90a GEMM") && strstr(k->tiling.reason, no[i].why),
@@ -612,7 +595,7 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         const shape *s = &SHAPES[i];
         char *js = gemm_graph(s);
         mcir_compilation c;
-        compile_js(js, "sm_90", true, &c);
+        cgt_compile_js(js, "sm_90", true, &c);
         const mcir_plan *p = c.plan;
         int ki = gemm_index(p);
         const char *ptx = mcir_codegen_kernel_ptx(c.codegen, ki);
@@ -700,7 +683,7 @@ START_TEST(test_tile_order_groups_m_tiles) {
         const shape s = {name, "bf16", {0}, big[i].m, big[i].n, big[i].k, false, B_WEIGHT, "none", 0, A_PLAIN};
         char *js = gemm_graph(&s);
         mcir_compilation c;
-        compile_js(js, "sm_90", nvrtc && big[i].grouped, &c);
+        cgt_compile_js(js, "sm_90", nvrtc && big[i].grouped, &c);
         const int ki = gemm_index(c.plan);
         const mcir_kernel_plan *k = &c.plan->kernels[ki];
         ck_assert(sm90_tiled(k));
@@ -737,7 +720,7 @@ static void mutate_unit(mcir_codegen *cg) { unit_mutation(cg->k[gemm_index(cg->p
 static cgt_emu_result run_emulated(const shape *sh, void (*mutate)(char *unit)) {
     char *js = gemm_graph(sh);
     mcir_compilation c;
-    compile_js(js, "sm_90", false, &c);
+    cgt_compile_js(js, "sm_90", false, &c);
     mcir_plan *p = c.plan;
     ck_assert(sm90_tiled(&p->kernels[gemm_index(p)]));
     unit_mutation = mutate;
@@ -782,7 +765,7 @@ START_TEST(test_ta_prologue_graph_file) {
     char *js = test_slurp(test_path("tests/golden/prologue_ta_bf16/input.json"), NULL);
     ck_assert_ptr_nonnull(js);
     mcir_compilation c;
-    compile_js(js, "sm_90", false, &c);
+    cgt_compile_js(js, "sm_90", false, &c);
     ck_assert_int_eq(c.plan->n_kernels, 1);
     const mcir_kernel_plan *k = &c.plan->kernels[0];
     ck_assert_msg(sm90_tiled(k) && strstr(k->tiling.reason, "A from an elementwise prologue") &&
