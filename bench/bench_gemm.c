@@ -48,7 +48,7 @@
 #include <string.h>
 
 #include "bench/bench_util.h"
-#include "codegen/runtime-impl.h"   /* mcir_cublaslt_available: the path the runtime takes */
+#include "runtime/runtime-impl.h"   /* mcir_cublaslt_available: the path the runtime takes */
 
 /* What runs around the product, one entry per kind (torch_gemm.py keeps
  * the same names and writes each as PyTorch eager runs it). */

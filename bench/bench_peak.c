@@ -1,7 +1,7 @@
 /*
  * bench_peak.c — peak device memory of mcir's three allocation modes,
  * simulated exactly from the plan (no GPU): the same first/last use per
- * buffer, in kernel order, that codegen/runtime.c allocates by.
+ * buffer, in kernel order, that runtime/runtime.c allocates by.
  *
  *   pool   one allocation per arena pool (the memory plan's bytes) plus
  *          one per graph input, weight and output;

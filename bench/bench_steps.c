@@ -1,5 +1,5 @@
 /*
- * bench_steps.c — the per-step CPU overhead of a session (codegen/runtime.h)
+ * bench_steps.c — the per-step CPU overhead of a session (runtime/runtime.h)
  * with and without CUDA graphs: the host time to issue one step's
  * launches (mcir_gpu_stats.host_us: cuLaunchKernel and the library calls
  * one by one, or one cuGraphLaunch), and the step's stream-timed GPU time,
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "bench/bench_util.h"
-#include "codegen/runtime.h"
+#include "runtime/runtime.h"
 #include "emu/emu.h"
 
 typedef struct steps_timing {

@@ -1,6 +1,6 @@
 /*
  * gpu_timer.c — the benchmarks' timing over the CUDA driver table the
- * runtime uses (codegen/cuda_driver.h, dlopen'd): buffers, module loading,
+ * runtime uses (runtime/cuda_driver.h, dlopen'd): buffers, module loading,
  * event timing with an L2 flush.
  *
  * Invariant: every timed interval holds one launch and nothing else; the
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cuda_driver.h"
+#include "runtime/cuda_driver.h"
 
 static const mcir_cu_driver *cu;   /* set by bench_gpu_open */
 

@@ -1,6 +1,6 @@
 /*
  * gpu_timer.h — timing one kernel on the GPU for the benchmarks: the CUDA
- * driver loaded with dlopen (like codegen/runtime.c, so the benchmarks
+ * driver loaded with dlopen (like runtime/runtime.c, so the benchmarks
  * build and dry-run without one), device buffers that stay resident,
  * kernels loaded from the cubin codegen produced, and CUDA-event timing
  * with the L2 cache flushed before every timed launch (a memset of a

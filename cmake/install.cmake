@@ -56,7 +56,7 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/gpu-run.sh
 # The libraries, in link order (a library before the ones it uses).
 set(MCIR_INSTALL_LIBS)
 foreach(l mcir_pipeline mcir_rewrites mcir_catalog mcir_properties mcir_kernelplan
-          mcir_codegen mcir_emu mcir_memplan mcir_onnx mcir_launch mcir_target mcir_core)
+          mcir_runtime mcir_codegen mcir_emu mcir_memplan mcir_onnx mcir_launch mcir_target mcir_core)
   if(TARGET ${l})
     list(APPEND MCIR_INSTALL_LIBS ${l})
   endif()
@@ -64,7 +64,7 @@ endforeach()
 install(TARGETS ${MCIR_INSTALL_LIBS} ARCHIVE DESTINATION ${MCIR_INSTALL_LIBDIR})
 
 # Public headers, by folder, as the sources include them ("mcir/mcir.h").
-foreach(dir mcir catalog properties rewrites memplan kernelplan emu codegen onnx mcirc)
+foreach(dir mcir catalog properties rewrites memplan kernelplan emu codegen runtime onnx mcirc)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mcir/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "*-impl.h" EXCLUDE PATTERN "templates" EXCLUDE)

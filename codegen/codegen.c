@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen-impl.h"
-#include "emu/emu.h"
+#include "emu/compile.h"
 
 /* The template table: a new lowering strategy is one entry here. */
 static const cg_template_desc templates[] = {

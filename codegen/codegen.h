@@ -2,8 +2,10 @@
  * codegen.h — from KernelPlans to CUDA: one CUDA C source per kernel
  * (a template of codegen/templates/ instantiated with the plan's shapes,
  * dtypes, strides and fused elementwise chains), compiled at run time by
- * NVRTC to PTX and cubin through an on-disk cache. Running the result on
- * a GPU is runtime.h's.
+ * NVRTC to PTX and cubin through an on-disk cache (and, for the emulated
+ * device, to host code through emu/compile.h). The result is a set of
+ * modules (codegen/module.h); running them is runtime/'s (runtime/runtime.h):
+ * nothing here calls a driver.
  *
  * Invariants: a generated source is a pure function of the plan (same plan,
  * same bytes — the cache key depends on it); every kernel is an
@@ -16,7 +18,7 @@
  *     mcir_codegen *cg = mcir_codegen_new(plan, mem, &d);
  *     if (!cg || !mcir_codegen_compile(cg, "sm_90", &d)) return 3;
  *     mcir_codegen_write_dir(cg, "out", &d);       // out/kernels/NAME.cu, .ptx
- *     mcir_gpu_run(cg, env, MCIR_ALLOC_POOL, &st, &d);   // runtime.h
+ *     mcir_gpu_run(cg, env, MCIR_ALLOC_POOL, &st, &d);   // runtime/runtime.h
  *     mcir_codegen_free(cg);
  */
 #ifndef MCIR_CODEGEN_H

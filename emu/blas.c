@@ -1,6 +1,6 @@
 /*
  * blas.c — the emulated device's cuBLAS and cuBLASLt: host reference GEMMs
- * over the entry points mcir calls (codegen/blas_api.h), honouring exactly
+ * over the entry points mcir calls (runtime/blas_api.h), honouring exactly
  * the arguments given — column-major operands, transposes, leading dims,
  * batch strides, alpha / beta, the input and output types, cuBLASLt's
  * epilogues (ReLU, GELU, bias per row of D) and its matrix layouts — so a

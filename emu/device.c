@@ -1,8 +1,8 @@
 /*
  * device.c — the emulated device: a second implementation of the CUDA
- * driver table (codegen/cuda_driver.h) whose memory is host memory and
+ * driver table (runtime/cuda_driver.h) whose memory is host memory and
  * whose modules are the generated kernels built for the CPU emulator
- * (emu/compile.c), so codegen/runtime.c runs unchanged over it; see
+ * (emu/compile.c), so runtime/runtime.c runs unchanged over it; see
  * emu/emu.h.
  *
  * Invariants: a CUdeviceptr is a host address inside one of dev.allocs;
@@ -461,6 +461,13 @@ static double now_ms(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
+/* The runtime's clock for its waits (cuda_driver.h emu_clock / emu_nap):
+ * the monotonic clock plus every nap the runtime took, each returning at
+ * once. Nothing here runs in the background, so waiting cannot make a
+ * launch progress: the only thing a nap may change is how late it is. */
+static _Atomic long long napped_us;
+static double emu_clock(void) { return 1e-3 * now_ms() + 1e-6 * (double)napped_us; }
+static void emu_nap(unsigned us) { napped_us += us; }
 typedef struct emu_event {
     double ms;
     bool pending;   /* recorded after a launch that never completes */
@@ -971,6 +978,8 @@ static mcir_cu_driver table = {
     .emulated = "emu",
     .emu_name = emu_name,
     .emu_findings = emu_findings,
+    .emu_clock = emu_clock,
+    .emu_nap = emu_nap,
     .blas = &emu_blas_api,
 };
 

@@ -6,7 +6,7 @@
 #ifndef MCIR_EMU_IMPL_H
 #define MCIR_EMU_IMPL_H
 
-#include "codegen/blas_api.h"
+#include "runtime/blas_api.h"
 #include "emu/emu.h"
 
 /* The allocation holding [p, p + bytes), its offset there, and the name of

@@ -1,6 +1,6 @@
 /*
  * emu.h — the kernel emulator as a device. Behind the same driver table
- * the GPU uses (codegen/cuda_driver.h), so the runtime (codegen/runtime.c)
+ * the GPU uses (runtime/cuda_driver.h), so the runtime (runtime/runtime.c)
  * places the arena, encodes tensor maps, calls cuBLAS / cuBLASLt and
  * launches the generated kernels exactly as on a GPU, and the kernels run
  * on the CPU in the emulator (emu/cuda_emu.h) with its race, bounds,
@@ -38,27 +38,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/cuda_driver.h"
-
-/* A host C++ compiler the modules can be built with ($CXX, else c++);
- * false and why otherwise. */
-bool mcir_emu_available(char *why, size_t n);
+#include "emu/compile.h"
+#include "runtime/cuda_driver.h"
 
 /* The emulated driver table, its device modelled on target arch (sm_80 ...
  * sm_90: its compute capability and L2 size); NULL and why where no host
  * C++ compiler works. */
 const mcir_cu_driver *mcir_emu_driver(const char *arch, char *why, size_t n);
-
-/* The part of the kernel-cache key that names the emulator build: the
- * compiler's version line and a hash of emu/cuda_emu.h (and the sanitizer
- * flags where this process is instrumented). */
-const char *mcir_emu_version(void);
-
-/* Builds one compile unit (CUDA C with the launchers codegen appends under
- * MC_EMULATE) into a module image for cuModuleLoadData: malloc'd, *size
- * bytes. False with the compiler's first lines in why. */
-bool mcir_emu_compile_unit(const char *name, const char *source, unsigned char **image, size_t *size, char *why,
-                           size_t n);
 
 /* What every launch of the emulated device did, in order since the last
  * reset: for tests and the time per kernel. */

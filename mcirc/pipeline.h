@@ -22,7 +22,7 @@
 
 #include "catalog/catalog.h"
 #include "codegen/codegen.h"
-#include "codegen/runtime.h"
+#include "runtime/runtime.h"
 #include "kernelplan/kernelplan.h"
 #include "mcir/mcir.h"
 #include "onnx/onnx.h"

@@ -19,7 +19,7 @@
 
 #include "mcirc/tune.h"
 
-#include "codegen/cuda_driver.h"
+#include "runtime/cuda_driver.h"
 
 enum { TUNE_TOP_DEFAULT = 4 };
 

@@ -1,7 +1,7 @@
 # codegen/: template compile sweep (NVRTC, no GPU needed) and GPU-vs-CPU
 # runs (skip with 77 where no GPU/driver is present).
 add_library(mcir_codegen_testutil STATIC ${CMAKE_CURRENT_SOURCE_DIR}/codegen_util.c)
-target_link_libraries(mcir_codegen_testutil PUBLIC mcir_codegen ${CMAKE_DL_LIBS})
+target_link_libraries(mcir_codegen_testutil PUBLIC mcir_runtime mcir_codegen ${CMAKE_DL_LIBS})
 mcir_check_test(test_codegen SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_codegen.c
                 LIBS mcir_codegen_testutil)
 set_tests_properties(test_codegen PROPERTIES TIMEOUT 900)

@@ -2,7 +2,7 @@
 #include "codegen_util.h"
 
 #include "kernelplan/plan-impl.h"
-#include "codegen/runtime.h"
+#include "runtime/runtime.h"
 #include "emu/emu.h"
 #include <math.h>
 

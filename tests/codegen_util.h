@@ -36,7 +36,7 @@ void *cgt_emu_compile(const char *work_dir, const char *src_dir, const char *nam
                       const char *source, const char *launcher, bool *compiled);
 /* Plan p (its kernels generated from g; mp its memory plan, or NULL: each
  * tensor its own allocation) run on the emulated device through the real
- * runtime (codegen/runtime.c, emu/emu.h) with at most max_blocks blocks a
+ * runtime (runtime/runtime.c, emu/emu.h) with at most max_blocks blocks a
  * launch (0: all; every template is a grid-stride loop), its outputs
  * against the interpreter's on the same inputs: fill sets them in both
  * environments (NULL: seeded with seed, as the runtime seeds). mutate, when

@@ -1,7 +1,7 @@
 /*
  * test_codegen_emu.c — the generated kernels executed on the CPU. The plans
  * run on the emulated device (emu/emu.h) through the real runtime
- * (codegen/runtime.c): each compile unit's CUDA source built as C++ against
+ * (runtime/runtime.c): each compile unit's CUDA source built as C++ against
  * emu/cuda_emu.h (threads as coroutines, real barriers and warp shuffles,
  * the mma.sync / wgmma fragment layouts, TMA and mbarriers emulated), the
  * arena, tensor maps, split-KV scratch, cuBLAS arguments and launches as on
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "codegen/runtime.h"
+#include "runtime/runtime.h"
 #include "codegen_util.h"
 #include "emu/emu.h"
 #include "emu/cuda_emu.h"
@@ -171,7 +171,7 @@ static bool launches_of(mcir_codegen *cg, int i, const mcir_emu_launch_record *r
 
 /* Plan p (with memory plan mp: the pool arena, else each tensor its own
  * allocation) run on the emulated device through the real runtime
- * (codegen/runtime.c, emu/emu.h): the arena, tensor maps, split-KV scratch
+ * (runtime/runtime.c, emu/emu.h): the arena, tensor maps, split-KV scratch
  * and launches as on a GPU, every launch at most 3 blocks (every template
  * is a grid-stride loop, so this also tests the stride logic), with the
  * bounds, race and uninitialised-read checks. via_cublas: matrix products

@@ -22,7 +22,7 @@
 
 #include <jansson.h>
 
-#include "codegen/runtime.h"
+#include "runtime/runtime.h"
 #include "codegen_util.h"
 #include "test_util.h"
 

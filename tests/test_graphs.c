@@ -1,5 +1,5 @@
 /*
- * test_graphs.c — sessions and CUDA graphs (codegen/runtime.h) on the
+ * test_graphs.c — sessions and CUDA graphs (runtime/runtime.h) on the
  * emulated device (emu/emu.h), the runtime's code path on a GPU:
  *  - a session steps a compiled graph (cuBLASLt matmuls; a split-KV
  *    decode; the sm_90a attention with its tensor maps) several times with new inputs at
@@ -34,9 +34,9 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
-#include "codegen/cuda_driver.h"
-#include "codegen/runtime-impl.h"
-#include "codegen/runtime.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/runtime-impl.h"
+#include "runtime/runtime.h"
 #include "emu/emu.h"
 #include "mcirc/pipeline.h"
 #include "test_util.h"

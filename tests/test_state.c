@@ -20,7 +20,7 @@
 
 #include "cli_util.h"
 #include "codegen/codegen.h"
-#include "codegen/runtime.h"
+#include "runtime/runtime.h"
 #include "mcirc/pipeline.h"
 #include "test_util.h"
 

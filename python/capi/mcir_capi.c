@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/runtime.h"
+#include "runtime/runtime.h"
 #include "mcirc/pipeline.h"
 #include "python/capi/mcir_capi.h"
 #include "rewrites/rewrites.h"
@@ -183,7 +183,7 @@ static bool at_largest(mcir_capi *h, mcir_diag *d) {
 }
 
 /* One step of the handle's session on the GPU or the emulated device
- * (codegen/runtime.h): opened at the first device run and kept, so the
+ * (runtime/runtime.h): opened at the first device run and kept, so the
  * modules, cuBLAS handles, arena and weights stay on the device between
  * calls (and, with MCIR_GPU_GRAPHS=1, later calls replay a CUDA graph); a
  * session of the other device, or one whose step failed, is closed and

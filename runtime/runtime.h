@@ -1,9 +1,15 @@
 /*
- * runtime.h — runs a compiled plan on the GPU: the CUDA driver and cuBLAS
- * loaded with dlopen (nothing links to them, so every program starts and
- * its CPU path works where there is no driver), device memory laid out by
+ * runtime.h — runs a compiled plan on a device: device memory laid out by
  * the memory plan, kernels launched in plan order on one stream, outputs
- * copied back into the environment.
+ * copied back into the environment. One runtime over one driver table
+ * (runtime/cuda_driver.h) with two devices: the CUDA driver and cuBLAS,
+ * loaded with dlopen (nothing links to them, so every program starts and
+ * its CPU path works where there is no driver), or the emulator (emu/emu.h),
+ * which runs the same launches on the CPU with its checks.
+ *
+ * Layering (docs/architecture.md): codegen/ makes the modules
+ * (codegen/module.h) and never calls a driver; runtime/ executes them; emu/
+ * is a device of runtime/ and depends on nothing above it.
  *
  * Usage:
  *     mcir_codegen *cg = mcir_codegen_new(plan, mem, &d);   // codegen.h

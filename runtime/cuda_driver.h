@@ -104,11 +104,18 @@ typedef struct mcir_cu_driver {
      *   (what its findings call the bytes);
      * - emu_findings: the findings of the last launch or library call that
      *   failed, one per line "race|out-of-bounds|uninitialised|hang: WHAT";
-     * - blas: its cuBLAS / cuBLASLt (codegen/blas_api.h). */
+     * - blas: its cuBLAS / cuBLASLt (runtime/blas_api.h). */
     const char *emulated;
     void (*emu_name)(CUdeviceptr p, size_t bytes, const char *name);
     const char *(*emu_findings)(void);
     const struct mcir_blas_api *blas;
+    /* The clock the runtime's waits read (the watchdog), and its nap
+     * between two polls; NULL on the CUDA driver (CLOCK_MONOTONIC and
+     * usleep). The emulated device's clock is the monotonic clock plus every
+     * nap taken, and a nap returns at once: a launch that never completes
+     * reaches its deadline without the process waiting for it. */
+    double (*emu_clock)(void);
+    void (*emu_nap)(unsigned microseconds);
 } mcir_cu_driver;
 
 /* The driver table, loaded and cuInit'd on the first call; NULL and why

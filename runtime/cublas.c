@@ -17,7 +17,7 @@
  * runtime's workspace. No algorithm (CUBLAS_STATUS_NOT_SUPPORTED) is not
  * an error: the runtime runs the generated kernel instead.
  *
- * The entry points are a table (codegen/blas_api.h): the libraries', or
+ * The entry points are a table (runtime/blas_api.h): the libraries', or
  * the emulated device's host reference (emu/blas.c), which a run selects.
  */
 #include <dlfcn.h>
@@ -25,9 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/codegen-impl.h"
-#include "codegen/blas_api.h"
-#include "codegen/runtime-impl.h"
+#include "runtime/runtime-impl.h"
+#include "runtime/blas_api.h"
 
 enum { CUBLAS_OP_N = MCIR_CUBLAS_OP_N, CUBLAS_OP_T = MCIR_CUBLAS_OP_T, CUBLAS_COMPUTE_32F = MCIR_CUBLAS_COMPUTE_32F,
        CUBLAS_GEMM_DEFAULT = MCIR_CUBLAS_GEMM_DEFAULT, CUDA_R_32F = MCIR_CUDA_R_32F, CUDA_R_16F = MCIR_CUDA_R_16F,

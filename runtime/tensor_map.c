@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/codegen-impl.h"
-#include "codegen/cuda_driver.h"
+#include "runtime/runtime-impl.h"
+#include "runtime/cuda_driver.h"
 
 bool cg_tensor_maps_encode(const mcir_cu_driver *cu, const cg_kernel *k, const unsigned long long *ptrs,
                            unsigned char (*maps)[128], char *why, size_t n) {

@@ -5,7 +5,7 @@
  * known on a machine with a driver and no device.
  * The reason of a failed load is kept and given to every later caller.
  */
-#include "codegen/cuda_driver.h"
+#include "runtime/cuda_driver.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

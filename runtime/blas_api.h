@@ -1,6 +1,6 @@
 /*
  * blas_api.h — the cuBLAS and cuBLASLt entry points mcir calls, as one
- * table: the libraries' own (dlopen'd by codegen/cublas.c) or the
+ * table: the libraries' own (dlopen'd by runtime/cublas.c) or the
  * emulated device's host reference (emu/blas.c), chosen per run by the
  * driver table (mcir_cu_driver.blas). Signatures and enum values are the
  * C API's (cublas_api.h, cublasLt.h), declared here by hand: nothing

@@ -1,12 +1,15 @@
 /*
  * runtime-impl.h — what runtime.c needs from cublas.c (both dlopen'd;
- * handles and device pointers are passed as opaque values).
+ * handles and device pointers are passed as opaque values) and from
+ * tensor_map.c. Reads codegen's compiled-module format (codegen/module.h)
+ * and nothing else of codegen/.
  */
 #ifndef MCIR_RUNTIME_IMPL_H
 #define MCIR_RUNTIME_IMPL_H
 
-#include "codegen/codegen-impl.h"
-#include "codegen/runtime.h"
+#include "codegen/module.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/runtime.h"
 
 /* A deliberate fault in the runtime, for the tests that must catch it
  * (tests/test_graphs.c): REPLAY_SKIPS_INPUTS, a graph step after the
@@ -34,7 +37,7 @@ void cg_cublaslt_close(void *handle);
 /* One GEMM prepared for cuBLASLt: its descriptor and layouts (built once
  * per run) and the algorithm the heuristic chose for at most `workspace`
  * bytes (kept per process, by shape and device). */
-#include "codegen/blas_api.h"
+#include "runtime/blas_api.h"
 typedef struct cg_lt_plan {
     void *desc, *la, *lb, *lc;
     mcir_lt_heuristic algo;   /* algo.workspace: the bytes it needs */
@@ -54,5 +57,12 @@ bool cg_cublaslt_run(void *handle, void *stream, cg_lt_plan *p, const cg_gemm_de
 void cg_cublaslt_release(cg_lt_plan *p);
 /* How many times this process asked cuBLASLt's heuristic (tests). */
 long cg_cublaslt_heuristic_calls(void);
+
+/* Encodes k's n_tmaps tensor maps (tensor_map.c) for the device pointers
+ * of its pointer parameters (reads, then writes) into maps (64-byte
+ * aligned) with the run's driver table's cuTensorMapEncodeTiled; false and
+ * why on failure. */
+bool cg_tensor_maps_encode(const mcir_cu_driver *cu, const cg_kernel *k, const unsigned long long *ptrs,
+                           unsigned char (*maps)[128], char *why, size_t n);
 
 #endif

@@ -32,10 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "codegen/codegen-impl.h"
-#include "codegen/cuda_driver.h"
-#include "codegen/runtime-impl.h"
-#include "codegen/runtime.h"
+#include "runtime/runtime-impl.h"
+#include "runtime/runtime.h"
 #include "emu/emu.h"
 
 #define CU_CHECK(call, why, n) CG_CHECK("CUDA", call, CUDA_SUCCESS, mcir_cu_error, why, n)
@@ -160,6 +158,17 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The device's time for the watchdog's deadlines, and a nap between two
+ * polls: the host's, or the emulated device's (cuda_driver.h: its naps
+ * advance its clock instead of sleeping). */
+static double device_now_s(void) { return cu->emu_clock ? cu->emu_clock() : now_s(); }
+static void device_nap(useconds_t us) {
+    if (cu->emu_nap)
+        cu->emu_nap(us);
+    else
+        usleep(us);
+}
+
 bool mcir_gpu_check_versions(int driver, const char *nvrtc, char *why, size_t n) {
     int nmaj = 0, nmin = 0;
     if (!nvrtc || sscanf(nvrtc, "%d.%d", &nmaj, &nmin) != 2 || driver <= 0) return true;   /* nothing to compare */
@@ -204,7 +213,7 @@ static void name_range(CUdeviceptr p, int64_t bytes, const char *name) {
  * blocked forever. */
 static bool wait_for(gpu_run *r, int last) {
     for (int j = r->completed + 1; j <= last; j++) {
-        double t0 = now_s();
+        double t0 = device_now_s();
         useconds_t nap = 20;
         for (;;) {
             int rc = cu->cuEventQuery(r->done[j]);
@@ -213,14 +222,14 @@ static bool wait_for(gpu_run *r, int last) {
                 r->fault = rc;
                 return false;
             }
-            double spent = now_s() - t0;
+            double spent = device_now_s() - t0;
             if (r->deadline[j] > 0 && spent > r->deadline[j]) {
                 r->hung = true;
                 r->failed = j;
                 snprintf(r->why, sizeof r->why, "still running after %.1f s", spent);
                 return false;
             }
-            usleep(nap);
+            device_nap(nap);
             if (nap < 2000) nap *= 2;
         }
         r->completed = j;
@@ -949,7 +958,7 @@ static bool graph_launch(gpu_run *r) {
         return false;
     }
     CU_CHECK(cu->cuEventRecord(r->ev1, r->stream), r->why, W);
-    double limit = 0, start = now_s();   /* the sum of its kernels' deadlines; 0: one has none */
+    double limit = 0, start = device_now_s();   /* the sum of its kernels' deadlines; 0: one has none */
     for (int i = 0; i < r->cg->n; i++) {
         if (!r->cg->k[i].source) continue;
         if (r->deadline[i] <= 0) {
@@ -966,13 +975,13 @@ static bool graph_launch(gpu_run *r) {
             r->fault = rc;
             return false;
         }
-        if (limit > 0 && now_s() - start > limit) {
+        if (limit > 0 && device_now_s() - start > limit) {
             r->hung = true;
             snprintf(r->why, W, "still running after %.1f s (the watchdog's deadline: %.1f s, the sum of its kernels')",
-                     now_s() - start, limit);
+                     device_now_s() - start, limit);
             return false;
         }
-        usleep(nap);
+        device_nap(nap);
         if (nap < 2000) nap *= 2;
     }
     r->completed = r->cg->n - 1;
