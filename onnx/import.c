@@ -13,8 +13,8 @@
  * This file holds that walk (opsets, initializers, graph inputs, nodes,
  * graph outputs) and the entry points of onnx.h; protobuf.c reads
  * attributes and tensors out of the messages, values.c keeps the name
- * table and emits the MCIR nodes, ops.c holds the handlers and their
- * table.
+ * table and emits the MCIR nodes, ops.c holds the op table and ops_*.c
+ * the handlers, by op family.
  *
  * Invariants: every ONNX name resolves to at most one ox_value; an MCIR
  * tensor that carries a user-visible ONNX output keeps its ONNX name

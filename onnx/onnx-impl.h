@@ -3,7 +3,8 @@
  * import.c (the model walk, onnx.h's entry points, diagnostics),
  * protobuf.c (the nesting bound, attributes, TensorProto data), values.c
  * (the name table, runtime values and the MCIR nodes emitted for them),
- * ops.c (the op handlers and their table) and eval.c (the import-time
+ * ops.c (the op table) with the handlers by family in ops_*.c and the
+ * steps they are written with in ops_steps.c, and eval.c (the import-time
  * evaluator of constant tensors).
  *
  * Every ONNX tensor name maps to one ox_value: either a constant known at
@@ -175,6 +176,96 @@ bool ox_norm_axis(ox *x, int64_t axis, int rank, const char *what, int *out);
 
 /* ops.c: imports the current node (x->node) through its handler. */
 bool ox_import_node(ox *x);
+
+/* The op handlers (ops_*.c), one row each of ops.c's table: ox_import_OP
+ * imports the current node, its inputs in[0..n_in) (NULL where an optional
+ * input is empty): it reads the attributes it supports and defines the
+ * node's outputs; false on an error. */
+typedef bool (*ox_handler)(ox *x, ox_value **in, int n_in);
+/* ops_const.c: values known at import time. */
+bool ox_import_constant(ox *x, ox_value **in, int n_in);
+bool ox_import_constant_of_shape(ox *x, ox_value **in, int n_in);
+bool ox_import_eye_like(ox *x, ox_value **in, int n_in);
+bool ox_import_shape(ox *x, ox_value **in, int n_in);
+bool ox_import_size(ox *x, ox_value **in, int n_in);
+bool ox_import_range(ox *x, ox_value **in, int n_in);
+/* ops_elementwise.c */
+bool ox_import_elementwise(ox *x, ox_value **in, int n_in);
+bool ox_import_where(ox *x, ox_value **in, int n_in);
+bool ox_import_cast(ox *x, ox_value **in, int n_in);
+bool ox_import_cast_like(ox *x, ox_value **in, int n_in);
+bool ox_import_clip(ox *x, ox_value **in, int n_in);
+bool ox_import_hard_sigmoid(ox *x, ox_value **in, int n_in);   /* and HardSwish */
+bool ox_import_activation(ox *x, ox_value **in, int n_in);
+/* ops_shape.c: layout and data movement. */
+bool ox_import_identity(ox *x, ox_value **in, int n_in);       /* and Dropout */
+bool ox_import_transpose(ox *x, ox_value **in, int n_in);
+bool ox_import_reshape(ox *x, ox_value **in, int n_in);
+bool ox_import_flatten(ox *x, ox_value **in, int n_in);
+bool ox_import_unsqueeze(ox *x, ox_value **in, int n_in);
+bool ox_import_squeeze(ox *x, ox_value **in, int n_in);
+bool ox_import_concat(ox *x, ox_value **in, int n_in);
+bool ox_import_split(ox *x, ox_value **in, int n_in);
+bool ox_import_slice(ox *x, ox_value **in, int n_in);
+bool ox_import_gather(ox *x, ox_value **in, int n_in);
+bool ox_import_expand(ox *x, ox_value **in, int n_in);
+bool ox_import_pad(ox *x, ox_value **in, int n_in);
+bool ox_import_scatter_nd(ox *x, ox_value **in, int n_in);
+bool ox_import_trilu(ox *x, ox_value **in, int n_in);
+bool ox_import_one_hot(ox *x, ox_value **in, int n_in);
+/* ops_reduce.c */
+bool ox_import_reduce(ox *x, ox_value **in, int n_in);
+bool ox_import_argmax(ox *x, ox_value **in, int n_in);        /* and ArgMin */
+bool ox_import_cumsum(ox *x, ox_value **in, int n_in);
+/* ops_nn.c: matrix products, softmax and norms. */
+bool ox_import_matmul(ox *x, ox_value **in, int n_in);
+bool ox_import_gemm(ox *x, ox_value **in, int n_in);
+bool ox_import_softmax(ox *x, ox_value **in, int n_in);
+bool ox_import_log_softmax(ox *x, ox_value **in, int n_in);
+bool ox_import_hardmax(ox *x, ox_value **in, int n_in);
+bool ox_import_layernorm(ox *x, ox_value **in, int n_in);
+bool ox_import_batchnorm(ox *x, ox_value **in, int n_in);
+/* ops_spatial.c: conv, pools, resize. */
+bool ox_import_conv(ox *x, ox_value **in, int n_in);
+bool ox_import_pool(ox *x, ox_value **in, int n_in);           /* MaxPool, AveragePool */
+bool ox_import_global_avg_pool(ox *x, ox_value **in, int n_in);
+bool ox_import_conv_transpose(ox *x, ox_value **in, int n_in);
+bool ox_import_resize(ox *x, ox_value **in, int n_in);         /* and Upsample */
+
+/* ops_elementwise.c: the MCIR op of elementwise ONNX op `op` (its ew_map),
+ * or -1 for one evaluated at import time only. */
+int ox_ew_op(const char *op);
+/* Output 0 is v cast to element type `to` (Cast, CastLike, Hardmax). */
+bool ox_cast_to(ox *x, ox_value *v, int to);
+
+/* ops_steps.c: the steps the handlers are written with (which fold
+ * constants: see there). out_index names the result after that ONNX output
+ * of the node (-1: an intermediate), which the caller then defines. */
+/* A scalar constant of element type elem, named after stem. */
+ox_value *ox_scalar_of(ox *x, int elem, const char *stem, double val);
+/* ONNX elementwise op `op` (one of ew_map) on a, or on a and b. */
+ox_value *ox_ew_step(ox *x, const char *op, ox_value *a, ox_value *b, int out_index);
+/* Where(c, a, b): a bool condition, values of one dtype. */
+ox_value *ox_where_step(ox *x, ox_value *c, ox_value *a, ox_value *b, int out_index);
+/* MCIR's cast of runtime v to dt. */
+ox_value *ox_cast_step(ox *x, ox_value *v, mcir_dtype dt, int out_index);
+/* |v| = max(v, -v). */
+ox_value *ox_abs_step(ox *x, ox_value *v);
+/* The reduction mop of v over axes. */
+ox_value *ox_reduce_step(ox *x, mcir_op mop, ox_value *v, int n_axes, const int64_t *axes,
+                         bool keep, int out_index);
+/* v reshaped (never an ONNX output). */
+ox_value *ox_reshape_step(ox *x, ox_value *v, int rank, const int64_t *shape);
+/* A slice of v on axis ax; ox_slice_rt: of runtime t (first, len and step
+ * as ox_slice_bounds gives them). */
+ox_value *ox_slice_step(ox *x, ox_value *v, int ax, int64_t first, int64_t len,
+                        int64_t step);
+mcir_tensor *ox_slice_rt(ox *x, mcir_tensor *t, int ax, int64_t first, int64_t len,
+                         int64_t step, int out_index);
+/* Axis ax of v multiplied by the constant matrix A [out, in_len] (row o:
+ * the weights of the input positions output position o reads). */
+ox_value *ox_axis_matrix(ox *x, ox_value *v, int ax, const double *A, int64_t out,
+                         int64_t in_len, const char *stem, int out_index);
 
 
 /* The import-time evaluator: ops over constants. Returns true and sets

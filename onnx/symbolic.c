@@ -526,7 +526,7 @@ static bool build(probes *p, mcir_graph *g) {
     return ok;
 }
 
-/* A causal mask written for any length (ops.c probe_causal_mask) stands
+/* A causal mask written for any length (ops_elementwise.c probe_causal_mask) stands
  * for a slice of a buffer: its length must stay within the buffer for
  * every size, as the model fails beyond. */
 static bool within_limits(probes *p, mcir_graph *g) {
