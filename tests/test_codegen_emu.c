@@ -1005,7 +1005,7 @@ END_TEST
 #ifdef MCIR_HAVE_PIPELINE
 #include <dirent.h>
 
-#include "mcirc/pipeline.h"
+#include "pipeline_test.h"
 
 /* ---------------------------------------- every GEMM tile the model picks
  * The tiles the cost model picks for every matmul and conv of the
@@ -1087,13 +1087,8 @@ START_TEST(test_gemm_tiles_emulated) {
         snprintf(path, sizeof path, "%s/%s/graph.json", dir, e->d_name);
         if (access(path, R_OK) != 0) continue;
         for (int a = 0; a < 2; a++) {
-            mcir_options o = mcir_options_default();
-            o.graph_path = path;
-            o.arch = archs[a];
-            o.want_plan = true;
             mcir_compilation c;
-            mcir_diag d = mcir_diag_stderr();
-            ck_assert_int_eq(mcir_compile(&o, &c, &d), 0);
+            cgt_compile_path(path, (cgt_pipe){.arch = archs[a]}, &c);
             for (int i = 0; i < c.plan->n_kernels; i++) {
                 mcir_kernel_plan *k = &c.plan->kernels[i];
                 mcir_gemm_problem g;
@@ -1208,14 +1203,8 @@ START_TEST(test_examples_emulated) {
             if (only && !strstr(e->d_name, only)) continue;
             snprintf(path, sizeof path, "%s/%s/%s", dir, e->d_name, files[pass]);
             if (access(path, R_OK) != 0) continue;
-            mcir_options o = mcir_options_default();
-            o.graph_path = path;
-            o.want_plan = true;
-            o.want_cuda = true;
             mcir_compilation c;
-            mcir_diag d = mcir_diag_stderr();
-            int st = mcir_compile(&o, &c, &d);
-            ck_assert_msg(st == 0, "pipeline failed on %s", e->d_name);
+            cgt_compile_path(path, (cgt_pipe){.cuda = true}, &c);
             if (pass == 0 || uncovered_paths(&c) > 0) {
                 if (!run_emulated(c.graph, c.plan, c.memory, e->d_name, false)) failed++;
                 if (!run_emulated(c.graph, c.plan, c.memory, e->d_name, true)) failed++;
@@ -1247,13 +1236,8 @@ END_TEST
  * their slices and concat), argmax and argmin over i64 in the reduce
  * template (values across warp shuffles as two halves), i64 transposes. */
 START_TEST(test_exact_integers_pipeline_emulated) {
-    mcir_options o = mcir_options_default();
-    o.graph_path = test_path("tests/data/ints/exact.json");
-    o.want_plan = true;
-    o.want_cuda = true;
     mcir_compilation c;
-    mcir_diag d = mcir_diag_stderr();
-    ck_assert_int_eq(mcir_compile(&o, &c, &d), 0);
+    cgt_compile_path(test_path("tests/data/ints/exact.json"), (cgt_pipe){.cuda = true}, &c);
     int fused = 0, reduce = 0;
     for (int i = 0; i < c.plan->n_kernels; i++) {
         fused += c.plan->kernels[i].n_nodes >= 5;
@@ -1282,13 +1266,8 @@ START_TEST(test_onnx_decompositions_emulated) {
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char path[1400];
         snprintf(path, sizeof path, "%s/tests/data/onnx/ops/%s/model.onnx", test_source_dir(), models[i]);
-        mcir_options o = mcir_options_default();
-        o.graph_path = path;
-        o.want_plan = true;
-        o.want_cuda = true;
         mcir_compilation c;
-        mcir_diag d = mcir_diag_stderr();
-        int st = mcir_compile(&o, &c, &d);
+        int st = cgt_compile_status(path, (cgt_pipe){.cuda = true}, &c);
         if (st == 3) return;   /* built without ONNX import */
         ck_assert_msg(st == 0, "pipeline failed on %s", models[i]);
         if (!run_emulated(c.graph, c.plan, c.memory, models[i], false)) failed++;

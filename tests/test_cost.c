@@ -16,7 +16,7 @@
 #include "kernelplan/kernelplan.h"
 #include "test_util.h"
 #ifdef MCIR_HAVE_PIPELINE
-#include "mcirc/pipeline.h"
+#include "pipeline_test.h"
 #endif
 
 static mcir_graph *graph_of(const char *json) {
@@ -469,12 +469,8 @@ START_TEST(examples_fused_move_fewer_bytes_than_unfused) {
     for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/examples/%s/graph.json", test_source_dir(), examples[i]);
-        mcir_options o = mcir_options_default();
-        o.graph_path = path;
-        o.want_plan = true;
         mcir_compilation c;
-        mcir_diag d = mcir_diag_stderr();
-        ck_assert_int_eq(mcir_compile(&o, &c, &d), 0);
+        cgt_compile_path(path, (cgt_pipe){0}, &c);
         mcir_plan_cost t;
         mcir_cost_plan(c.plan, &t);
         ck_assert_int_ge(t.launches, c.plan->n_kernels);

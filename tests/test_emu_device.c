@@ -28,29 +28,14 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/runtime.h"
 #include "emu/emu.h"
-#include "mcirc/pipeline.h"
+#include "pipeline_test.h"
 #include "test_util.h"
 
 static char work_dir[256];
 
-/* A compilation of graph.json text for arch, planned and generated (not
- * compiled, not run): what mcirc has before --run. */
-static void compile_text(const char *name, const char *json, const char *arch, mcir_compilation *c) {
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s.json", work_dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(json, f);
-    fclose(f);
-    mcir_options o = mcir_options_default();
-    o.graph_path = path;
-    o.arch = arch;
-    o.want_plan = o.want_cuda = true;
-    mcir_diag d = mcir_diag_stderr();
-    memset(c, 0, sizeof *c);
-    ck_assert_int_eq(mcir_compile(&o, c, &d), 0);
-    ck_assert_ptr_nonnull(c->codegen);
-}
+/* The graphs' compilation for sm_90, planned and generated (not compiled,
+ * not run): what mcirc has before --run. */
+static const cgt_pipe SM90 = {.arch = "sm_90", .cuda = true};
 
 /* The run on the emulated device: ok, and its diagnostics in *diag (malloc'd). */
 static bool emu_run(mcir_compilation *c, mcir_alloc_mode mode, mcir_env **env, mcir_gpu_stats *st, char **diag) {
@@ -150,7 +135,7 @@ static const char MLP[] =
 
 START_TEST(test_runs_in_every_mode) {
     mcir_compilation c;
-    compile_text("mlp", MLP, "sm_90", &c);
+    cgt_compile_text(work_dir, "mlp", MLP, SM90, &c);
     static const mcir_alloc_mode modes[] = {MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY, MCIR_ALLOC_EAGER};
     int64_t peak[3];
     for (int m = 0; m < 3; m++) {
@@ -190,7 +175,7 @@ START_TEST(test_misaligned_bound_tensors_go_through_our_buffers) {
         "\"nodes\":[{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"b\"],\"outputs\":[\"y\"]}],"
         "\"outputs\":[\"y\"]}";
     mcir_compilation c;
-    compile_text("lnb", LN, "sm_90", &c);
+    cgt_compile_text(work_dir, "lnb", LN, SM90, &c);
     ck_assert_ptr_nonnull(strstr(c.codegen->k[kernel_of(&c, MCIR_TEMPLATE_STREAMING_NORM)].unit, "uint4"));
     char why[256];
     const mcir_cu_driver *drv = mcir_emu_driver("sm_90", why, sizeof why);
@@ -245,7 +230,7 @@ START_TEST(test_removed_syncthreads_is_a_race) {
         "\"weights\":[{\"name\":\"g\",\"dtype\":\"f32\",\"shape\":[3000]}],\"nodes\":[{\"name\":\"n\",\"op\":"
         "\"rmsnorm\",\"inputs\":[\"x\",\"g\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":-1}}],\"outputs\":[\"y\"]}";
     mcir_compilation c;
-    compile_text("norm", g, "sm_90", &c);
+    cgt_compile_text(work_dir, "norm", g, SM90, &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_NORM);
     /* the barrier between the warps' partials written and read back */
     mutate_unit(&c, i, "MC_SST(part[warp], s);\n        __syncthreads();\n", "MC_SST(part[warp], s);\n", 0);
@@ -262,7 +247,7 @@ START_TEST(test_dropped_mbarrier_wait_is_a_race) {
         "300,64]}],\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":["
         "\"y\"]}],\"outputs\":[\"y\"]}";
     mcir_compilation c;
-    compile_text("att", g, "sm_90", &c);
+    cgt_compile_text(work_dir, "att", g, SM90, &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
     ck_assert(c.codegen->k[i].sm90a);
     mutate_unit(&c, i, "            mc_ring_wait(ring, st);\n", "", 0);   /* the mainloop's */
@@ -279,7 +264,7 @@ START_TEST(test_off_by_one_tile_bound_is_out_of_bounds) {
         "\"weights\":[{\"name\":\"w\",\"dtype\":\"f32\",\"shape\":[64,40]}],\"nodes\":[{\"name\":\"p\",\"op\":"
         "\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}";
     mcir_compilation c;
-    compile_text("mm", g, "sm_90", &c);
+    cgt_compile_text(work_dir, "mm", g, SM90, &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_MATMUL);
     for (int n = 0; n < 2; n++)   /* the tensor-core and the FMA store */
         mutate_unit(&c, i, "if (m < MM_M && n < MM_N)", "if (m <= MM_M && n < MM_N)", 0);
@@ -298,7 +283,7 @@ START_TEST(test_wrong_cublas_leading_dim_is_out_of_bounds) {
         "\"weights\":[{\"name\":\"w\",\"dtype\":\"f32\",\"shape\":[32,48]}],\"nodes\":[{\"name\":\"p\",\"op\":"
         "\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}";
     mcir_compilation c;
-    compile_text("bl", g, "sm_90", &c);
+    cgt_compile_text(work_dir, "bl", g, SM90, &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_MATMUL);
     cg_gemm_desc *gd = &c.codegen->k[i].gemm;
     ck_assert_msg(gd->ok, "the matmul does not take cuBLAS");
@@ -328,7 +313,7 @@ static const char DECODE[] =
 /* the partials' scratch placed over Q */
 START_TEST(test_scratch_over_a_live_tensor_is_found) {
     mcir_compilation c;
-    compile_text("dec", DECODE, "sm_90", &c);
+    cgt_compile_text(work_dir, "dec", DECODE, SM90, &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
     ck_assert_msg(c.codegen->k[i].merge_grid > 0, "the decode attention does not split");
     mcir_memplan *m = c.memory;
@@ -362,7 +347,7 @@ START_TEST(test_shared_memory_beyond_the_attribute_fails) {
         "300,64]}],\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":["
         "\"y\"]}],\"outputs\":[\"y\"]}";
     mcir_compilation c;
-    compile_text("att2", g, "sm_90", &c);
+    cgt_compile_text(work_dir, "att2", g, SM90, &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
     ck_assert_int_gt(c.codegen->k[i].smem, 48 * 1024);
     c.codegen->k[i].unit_smem = 0;   /* the runtime would not raise the function's limit */
@@ -392,7 +377,7 @@ static const char CHAIN[] =
 
 START_TEST(test_asynchronous_fault_is_bounded_then_named_with_sync) {
     mcir_compilation c;
-    compile_text("chain", CHAIN, "sm_90", &c);
+    cgt_compile_text(work_dir, "chain", CHAIN, SM90, &c);
     int at = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
     setenv("MCIR_EMU_FAULT", "mc_streaming_attention", 1);
     /* asynchronous (the default): the kernels it may be in, and how to name it */
@@ -411,7 +396,7 @@ START_TEST(test_asynchronous_fault_is_bounded_then_named_with_sync) {
     /* a kernel of two launches (split-KV decode: the kernel, its merge):
      * the merge refused after the kernel faulted is that fault */
     mcir_compilation dc;
-    compile_text("dec", DECODE, "sm_90", &dc);
+    cgt_compile_text(work_dir, "dec", DECODE, SM90, &dc);
     int dk = kernel_of(&dc, MCIR_TEMPLATE_STREAMING_ATTENTION);
     ck_assert(dc.codegen->k[dk].merge_grid > 0);
     diag = run_expecting_failure(&dc);
@@ -443,7 +428,7 @@ static double hang_seconds(const char *diag) {
  * with no wall-clock wait in the test (docs/testing.md: no test sleeps). */
 START_TEST(test_hang_is_exit_3_naming_the_kernel) {
     mcir_compilation c;
-    compile_text("chain", CHAIN, "sm_90", &c);
+    cgt_compile_text(work_dir, "chain", CHAIN, SM90, &c);
     int at = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
     setenv("MCIR_EMU_HANG", "mc_streaming_attention", 1);
     static const mcir_alloc_mode modes[] = {MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY};
@@ -480,7 +465,7 @@ END_TEST
 
 START_TEST(test_device_of_another_compute_capability_is_named) {
     mcir_compilation c;
-    compile_text("chain", CHAIN, "sm_90", &c);   /* f16 attention: sm_90a on sm_90 */
+    cgt_compile_text(work_dir, "chain", CHAIN, SM90, &c);   /* f16 attention: sm_90a on sm_90 */
     bool sm90a = false;
     for (int i = 0; i < c.codegen->n; i++) sm90a |= c.codegen->k[i].sm90a;
     ck_assert(sm90a);
@@ -543,7 +528,7 @@ START_TEST(test_cublaslt_prepared_once_with_its_workspace) {
     char g[1200];
     linear_json(g, sizeof g, 3, 40, 64, 96);
     mcir_compilation c;
-    compile_text("lin", g, "sm_90", &c);
+    cgt_compile_text(work_dir, "lin", g, SM90, &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_MATMUL);
     const cg_gemm_desc *gd = &c.codegen->k[i].gemm;
     ck_assert_msg(gd->ok && gd->lt, "a batched linear layer with bias and GELU is one cuBLASLt call");
@@ -577,7 +562,7 @@ START_TEST(test_cublaslt_not_supported_runs_the_generated_kernel) {
         char g[1200];
         linear_json(g, sizeof g, 2, 24 + 8 * m, 32, 48);   /* shapes of their own: no algorithm kept */
         mcir_compilation c;
-        compile_text("lin", g, "sm_90", &c);
+        cgt_compile_text(work_dir, "lin", g, SM90, &c);
         int i = kernel_of(&c, MCIR_TEMPLATE_MATMUL);
         ck_assert(c.codegen->k[i].gemm.lt);
         setenv("MCIR_EMU_LT_UNSUPPORTED", modes[m], 1);

@@ -38,27 +38,13 @@
 #include "runtime/runtime-impl.h"
 #include "runtime/runtime.h"
 #include "emu/emu.h"
-#include "mcirc/pipeline.h"
+#include "pipeline_test.h"
 #include "test_util.h"
 
 static char work_dir[256];
 
-static void compile_text(const char *name, const char *json, mcir_compilation *c) {
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s.json", work_dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(json, f);
-    fclose(f);
-    mcir_options o = mcir_options_default();
-    o.graph_path = path;
-    o.arch = "sm_90";
-    o.want_plan = o.want_cuda = true;
-    mcir_diag d = mcir_diag_stderr();
-    memset(c, 0, sizeof *c);
-    ck_assert_int_eq(mcir_compile(&o, c, &d), 0);
-    ck_assert_ptr_nonnull(c->codegen);
-}
+/* The graphs compiled for sm_90 with their CUDA, as mcirc has them before --run. */
+static const cgt_pipe SM90 = {.arch = "sm_90", .cuda = true};
 
 /* x, two matmuls (cuBLAS / cuBLASLt), a GELU and an RMSnorm: f32. */
 static const char MLP[] =
@@ -197,7 +183,7 @@ START_TEST(test_graph_steps_match_steps_without_graphs) {
         {"mlp", MLP, 1e-4}, {"dec", DECODE, 1e-4}, {"att90", ATT90, 2e-2}};
     for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++) {
         mcir_compilation c;
-        compile_text(graphs[i].name, graphs[i].json, &c);
+        cgt_compile_text(work_dir, graphs[i].name, graphs[i].json, SM90, &c);
         int maps = 0;
         for (int k = 0; k < c.codegen->n; k++) maps += c.codegen->k[k].n_tmaps;
         if (!strcmp(graphs[i].name, "att90")) ck_assert_int_gt(maps, 0);   /* tensor maps captured by value */
@@ -217,7 +203,7 @@ END_TEST
  * inputs; the peak is that of one step (LAZY frees what it allocates). */
 START_TEST(test_sessions_in_every_mode) {
     mcir_compilation c;
-    compile_text("mlp", MLP, &c);
+    cgt_compile_text(work_dir, "mlp", MLP, SM90, &c);
     const mcir_graph *g = c.graph;
     mcir_diag d = mcir_diag_stderr();
     static const struct { mcir_alloc_mode mode; int graphs; } runs[] = {
@@ -280,7 +266,7 @@ static void bind_seq(mcir_compilation *c, int64_t seq) {
  * captured again when its size comes back. */
 START_TEST(test_one_graph_per_size) {
     mcir_compilation c;
-    compile_text("mlps", MLP_SEQ, &c);
+    cgt_compile_text(work_dir, "mlps", MLP_SEQ, SM90, &c);
     const mcir_graph *g = c.graph;
     mcir_diag d = mcir_diag_stderr();
     bind_seq(&c, 64);   /* opened at the largest sizes */
@@ -334,7 +320,7 @@ END_TEST
  * The replay then recomputes step 0's output, not the interpreter's. */
 START_TEST(test_replay_that_skips_the_input_copy_is_caught) {
     mcir_compilation c;
-    compile_text("mlp", MLP, &c);
+    cgt_compile_text(work_dir, "mlp", MLP, SM90, &c);
     const mcir_graph *g = c.graph;
     mcir_diag d = mcir_diag_stderr();
     mcir_env *env = mcir_env_new(g, 7);
@@ -366,7 +352,7 @@ END_TEST
  * buffers before each replay; the bound output written at its address. */
 START_TEST(test_bound_addresses_may_change_between_replays) {
     mcir_compilation c;
-    compile_text("mlp", MLP, &c);
+    cgt_compile_text(work_dir, "mlp", MLP, SM90, &c);
     const mcir_graph *g = c.graph;
     const mcir_tensor *x = g->inputs[0], *y = g->outputs[0];
     char why[256];
@@ -450,7 +436,7 @@ static char *one_diagnostic(mcir_compilation *c, mcir_gpu_session_options o, boo
 
 START_TEST(test_graphs_need_pool_mode_without_sync) {
     mcir_compilation c;
-    compile_text("mlp", MLP, &c);
+    cgt_compile_text(work_dir, "mlp", MLP, SM90, &c);
     char *t = one_diagnostic(&c, (mcir_gpu_session_options){.mode = MCIR_ALLOC_LAZY, .graphs = 1}, true);
     ck_assert_ptr_nonnull(strstr(t, "CUDA graphs need the pool or eager allocation mode"));
     free(t);
@@ -475,7 +461,7 @@ END_TEST
  * session closes cleanly. */
 START_TEST(test_call_refused_while_capturing_is_one_diagnostic) {
     mcir_compilation c;
-    compile_text("mlp", MLP, &c);
+    cgt_compile_text(work_dir, "mlp", MLP, SM90, &c);
     cg_runtime_mutant = CG_MUTANT_WAIT_WHILE_CAPTURING;
     char *t = one_diagnostic(&c, (mcir_gpu_session_options){.mode = MCIR_ALLOC_POOL, .graphs = 1}, false);
     cg_runtime_mutant = CG_MUTANT_NONE;
@@ -493,7 +479,7 @@ END_TEST
  * steps and closes. */
 START_TEST(test_fault_and_hang_in_a_replay_are_one_diagnostic) {
     mcir_compilation c;
-    compile_text("dec", DECODE, &c);
+    cgt_compile_text(work_dir, "dec", DECODE, SM90, &c);
     static const struct { const char *env, *want; } cases[] = {
         {"MCIR_EMU_FAULT", "GPU fault in the CUDA graph's replay: CUDA_ERROR_ILLEGAL_ADDRESS"},
         {"MCIR_EMU_HANG", "hang: the CUDA graph's replay is still running after"},

@@ -21,7 +21,7 @@
 #include "codegen_util.h"
 #include "emu/cuda_emu.h"
 #include "kernelplan/launch.h"
-#include "mcirc/pipeline.h"
+#include "pipeline_test.h"
 #include "test_util.h"
 
 static char work_dir[256];
@@ -55,22 +55,11 @@ static bool other_model(const mcir_kernel_plan *k) {
            tile_dim(&k->tiling, "wg") > 0;
 }
 
-static int compile_graph(const char *path, bool ptx, mcir_compilation *c) {
-    mcir_options o = mcir_options_default();
-    o.graph_path = path;
-    o.want_plan = true;
-    o.want_ptx = ptx;
-    mcir_diag d = mcir_diag_stderr();
-    memset(c, 0, sizeof *c);
-    return mcir_compile(&o, c, &d);
-}
-
 /* Plan == codegen's launch == the model's, for every kernel of the graph;
  * a plan built afresh (codegen never ran on it) has the same launch. */
 static int check_graph_launches(const char *path) {
     mcir_compilation c;
-    int st = compile_graph(path, false, &c);
-    ck_assert_msg(st == 0, "%s: status %d", path, st);
+    cgt_compile_path(path, (cgt_pipe){0}, &c);
     const mcir_plan *p = c.plan;
     mcir_diag d = mcir_diag_stderr();
     mcir_plan *fresh = mcir_plan_build(c.graph, c.target, NULL, &d);
@@ -163,7 +152,7 @@ START_TEST(test_plan_smem_equals_ptxas) {
         char path[600];
         snprintf(path, sizeof path, "%s/%s", test_source_dir(), graphs[g]);
         mcir_compilation c;
-        ck_assert_int_eq(compile_graph(path, true, &c), 0);
+        cgt_compile_path(path, (cgt_pipe){.ptx = true}, &c);
         for (int i = 0; i < c.plan->n_kernels; i++) {
             const mcir_kernel_plan *k = &c.plan->kernels[i];
             if (!k->audit.valid || other_model(k)) continue;
@@ -202,15 +191,8 @@ START_TEST(test_norm_accesses_are_16_bytes) {
     for (int g = 0; g < 2; g++) {
         char path[600];
         snprintf(path, sizeof path, "%s/%s", test_source_dir(), graphs[g]);
-        mcir_options o = mcir_options_default();
-        o.graph_path = path;
-        o.arch = "sm_90";
-        o.want_plan = true;
-        o.want_ptx = true;
-        mcir_diag d = mcir_diag_stderr();
         mcir_compilation c;
-        memset(&c, 0, sizeof c);
-        ck_assert_int_eq(mcir_compile(&o, &c, &d), 0);
+        cgt_compile_path(path, (cgt_pipe){.arch = "sm_90", .ptx = true}, &c);
         ck_assert_int_eq(c.plan->n_kernels, 1);
         const mcir_kernel_plan *k = &c.plan->kernels[0];
         const mcir_kernel_audit *a = &k->audit;
@@ -258,15 +240,8 @@ START_TEST(test_plan_registers_near_ptxas) {
     bool seen[MCIR_TEMPLATE_COUNT] = {false};
     for (int a = 0; a < 2; a++) {
         for (int gi = 0; gi < n; gi++) {
-            mcir_options o = mcir_options_default();
-            o.graph_path = gl.gl_pathv[gi];
-            o.arch = archs[a];
-            o.want_plan = true;
-            o.want_ptx = true;
-            mcir_diag d = mcir_diag_stderr();
             mcir_compilation c;
-            memset(&c, 0, sizeof c);
-            ck_assert_int_eq(mcir_compile(&o, &c, &d), 0);
+            cgt_compile_path(gl.gl_pathv[gi], (cgt_pipe){.arch = archs[a], .ptx = true}, &c);
             for (int i = 0; i < c.plan->n_kernels; i++) {
                 const mcir_kernel_plan *k = &c.plan->kernels[i];
                 if (!k->audit.valid) continue;
@@ -380,7 +355,7 @@ START_TEST(test_codegen_refuses_a_changed_plan) {
     char path[600];
     snprintf(path, sizeof path, "%s/examples/gpt2_block/graph.json", test_source_dir());
     mcir_compilation c;
-    ck_assert_int_eq(compile_graph(path, false, &c), 0);
+    cgt_compile_path(path, (cgt_pipe){0}, &c);
     mcir_diag d = mcir_diag_stderr();
     mcir_plan *p = mcir_plan_build(c.graph, c.target, NULL, &d);
     ck_assert_ptr_nonnull(p);
@@ -502,7 +477,7 @@ START_TEST(test_every_candidate_runs_emulated) {
     ck_assert_int_eq(glob(pat, 0, NULL, &gl), 0);
     for (size_t gi = 0; gi < gl.gl_pathc; gi++) {
         mcir_compilation c;
-        ck_assert_int_eq(compile_graph(gl.gl_pathv[gi], false, &c), 0);
+        cgt_compile_path(gl.gl_pathv[gi], (cgt_pipe){0}, &c);
         for (int i = 0; i < c.plan->n_kernels && np < 32; i++) {
             const mcir_kernel_plan *k = &c.plan->kernels[i];
             problem pr = {0};

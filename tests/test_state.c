@@ -21,7 +21,7 @@
 #include "cli_util.h"
 #include "codegen/codegen.h"
 #include "runtime/runtime.h"
-#include "mcirc/pipeline.h"
+#include "pipeline_test.h"
 #include "test_util.h"
 
 #define RUN(...) cli_run((const char *const[]){__VA_ARGS__, NULL})
@@ -124,26 +124,8 @@ START_TEST(state_format_errors) {
 }
 END_TEST
 
-static void compile_file(const char *path, mcir_compilation *c) {
-    mcir_options o = mcir_options_default();
-    o.graph_path = path;
-    o.arch = "sm_90";
-    o.want_plan = o.want_cuda = true;
-    mcir_diag d = mcir_diag_stderr();
-    memset(c, 0, sizeof *c);
-    ck_assert_int_eq(mcir_compile(&o, c, &d), 0);
-    ck_assert_ptr_nonnull(c->codegen);
-}
-
-static void compile_text(const char *name, const char *json, mcir_compilation *c) {
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s.json", work_dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(json, f);
-    fclose(f);
-    compile_file(path, c);
-}
+/* The graphs compiled for sm_90 with their CUDA, as mcirc has them before --run. */
+static const cgt_pipe SM90 = {.arch = "sm_90", .cuda = true};
 
 static const mcir_kernel_plan *writer_of(const mcir_plan *p, const char *name, int *w) {
     for (int k = 0; k < p->n_kernels; k++)
@@ -170,7 +152,7 @@ static char *memory_json(const mcir_compilation *c) {
 START_TEST(state_in_place_session) {
     if (!test_have_cxx()) return;
     mcir_compilation c;
-    compile_text("cache", CACHE_GRAPH(",\"state\":[{\"input\":\"x\",\"output\":\"y\"}]"), &c);
+    cgt_compile_text(work_dir, "cache", CACHE_GRAPH(",\"state\":[{\"input\":\"x\",\"output\":\"y\"}]"), SM90, &c);
     const mcir_graph *g = c.graph;
     const mcir_tensor *x = mcir_graph_find_tensor(g, "x"), *y = mcir_graph_find_tensor(g, "y"),
                       *nw = mcir_graph_find_tensor(g, "new"), *s_out = mcir_graph_find_tensor(g, "s");
@@ -241,7 +223,7 @@ START_TEST(state_not_in_place_falls_back_to_a_copy) {
         "{\"name\":\"plus\",\"op\":\"add\",\"inputs\":[\"y\",\"x\"],\"outputs\":[\"z\"]}],"
         "\"outputs\":[\"y\",\"z\"],\"state\":[{\"input\":\"x\",\"output\":\"y\"}]}";
     mcir_compilation c;
-    compile_text("copy", G, &c);
+    cgt_compile_text(work_dir, "copy", G, SM90, &c);
     const mcir_graph *g = c.graph;
     const mcir_tensor *x = mcir_graph_find_tensor(g, "x"), *y = mcir_graph_find_tensor(g, "y"),
                       *z = mcir_graph_find_tensor(g, "z");
@@ -393,7 +375,7 @@ START_TEST(greedy_generation_with_resident_cache) {
     ck_assert_int_eq(tok, tokens[0]);
 
     mcir_compilation c;
-    compile_file(cli_src("tests/data/dims/generate/decode_state.json"), &c);
+    cgt_compile_path(cli_src("tests/data/dims/generate/decode_state.json"), SM90, &c);
     const mcir_graph *g = c.graph;
     mcir_env *env = mcir_env_new(g, 0);
     static const char *const names[4] = {"cache_k0", "cache_v0", "cache_k1", "cache_v1"};
