@@ -38,6 +38,8 @@ static const struct {
     const size_t *size;
 } headers[] = {
     {"cuda_emu.h", mcir_emu_header_cuda_emu, &mcir_emu_header_cuda_emu_size},
+    {"cuda_emu_sm80.h", mcir_emu_header_cuda_emu_sm80, &mcir_emu_header_cuda_emu_sm80_size},
+    {"cuda_emu_sm90.h", mcir_emu_header_cuda_emu_sm90, &mcir_emu_header_cuda_emu_sm90_size},
 };
 enum { N_HEADERS = sizeof headers / sizeof headers[0] };
 
