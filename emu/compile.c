@@ -3,10 +3,11 @@
  * CUDA source (with the launchers codegen appends under MC_EMULATE) as C++
  * after the emulator header, by the host C++ compiler ($CXX, else c++),
  * into a shared object; the module image cuModuleLoadData takes is
- * "MCIREMU1", the object's size (u64) and its bytes. The emulator header
- * is the one embedded in the library (emu/cuda_emu.h), written once per
- * process into a private directory, so an installed mcirc needs nothing
- * but a compiler.
+ * "MCIREMU1", the object's size (u64) and its bytes. The emulator headers
+ * are the ones embedded in the library (emu/cuda_emu.h and the
+ * architecture parts it includes, emu/cuda_emu_sm80.h and
+ * emu/cuda_emu_sm90.h), written once per process into a private
+ * directory, so an installed mcirc needs nothing but a compiler.
  *
  * Invariants: compiles may run in parallel (codegen's workers): each job
  * has its own file names; the private directory and its files are gone
@@ -28,7 +29,19 @@
 #include "mcir/mcir.h"
 
 extern char **environ;
-extern const size_t mcir_emu_header_cuda_emu_size;
+
+/* The emulator's headers as embedded (emu/CMakeLists.txt), written side by
+ * side into the private directory: the generated unit includes the first,
+ * which includes the others by their sibling names. */
+static const struct {
+    const char *name, *text;
+    const size_t *size;
+} headers[] = {
+    {"cuda_emu.h", mcir_emu_header_cuda_emu, &mcir_emu_header_cuda_emu_size},
+    {"cuda_emu_sm80.h", mcir_emu_header_cuda_emu_sm80, &mcir_emu_header_cuda_emu_sm80_size},
+    {"cuda_emu_sm90.h", mcir_emu_header_cuda_emu_sm90, &mcir_emu_header_cuda_emu_sm90_size},
+};
+enum { N_HEADERS = sizeof headers / sizeof headers[0] };
 
 static struct {
     pthread_once_t once;
@@ -93,8 +106,10 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 static void cleanup(void) {
     if (!cc.dir[0]) return;
     char path[600];
-    snprintf(path, sizeof path, "%s/cuda_emu.h", cc.dir);
-    unlink(path);
+    for (int i = 0; i < N_HEADERS; i++) {
+        snprintf(path, sizeof path, "%s/%s", cc.dir, headers[i].name);
+        unlink(path);
+    }
     rmdir(cc.dir);
 }
 
@@ -124,16 +139,20 @@ static void setup(void) {
     }
     char *nl = strchr(first, '\n');
     if (nl) *nl = 0;
-    char header[600];
-    snprintf(header, sizeof header, "%s/cuda_emu.h", cc.dir);
-    FILE *f = fopen(header, "w");
-    if (!f || fwrite(mcir_emu_header_cuda_emu, 1, mcir_emu_header_cuda_emu_size, f) != mcir_emu_header_cuda_emu_size) {
-        if (f) fclose(f);
-        snprintf(cc.why, sizeof cc.why, "cannot write the emulator header into %s", cc.dir);
-        return;
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < N_HEADERS; i++) {
+        char header[600];
+        snprintf(header, sizeof header, "%s/%s", cc.dir, headers[i].name);
+        FILE *f = fopen(header, "w");
+        bool wrote = f && fwrite(headers[i].text, 1, *headers[i].size, f) == *headers[i].size;
+        if (f) wrote = fclose(f) == 0 && wrote;
+        if (!wrote) {
+            snprintf(cc.why, sizeof cc.why, "cannot write the emulator header %s into %s", headers[i].name, cc.dir);
+            return;
+        }
+        h = fnv(h, headers[i].name, strlen(headers[i].name) + 1);
+        h = fnv(h, headers[i].text, *headers[i].size);
     }
-    fclose(f);
-    uint64_t h = fnv(1469598103934665603ull, mcir_emu_header_cuda_emu, mcir_emu_header_cuda_emu_size);
     snprintf(cc.version, sizeof cc.version, "emu %016llx %s -std=c++17 -O1 %s", (unsigned long long)h, first,
              SAN_FLAGS);
     cc.ok = true;

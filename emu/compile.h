@@ -22,7 +22,8 @@
 bool mcir_emu_available(char *why, size_t n);
 
 /* The part of the kernel-cache key that names the emulator build: the
- * compiler's version line and a hash of emu/cuda_emu.h (and the sanitizer
+ * compiler's version line and a hash of the emulator's headers
+ * (emu/cuda_emu.h, cuda_emu_sm80.h, cuda_emu_sm90.h) (and the sanitizer
  * flags where this process is instrumented). */
 const char *mcir_emu_version(void);
 

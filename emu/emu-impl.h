@@ -40,7 +40,13 @@ bool emu_dev_capture_call(void *stream, int (*call)(const void *args), const voi
 
 extern const mcir_blas_api emu_blas_api;
 
-/* The embedded emulator header (emu/cuda_emu.h) and its hash. */
+/* The embedded emulator headers (emu/CMakeLists.txt; compile.c writes
+ * them out and hashes them into mcir_emu_version). */
 extern const char mcir_emu_header_cuda_emu[];
+extern const size_t mcir_emu_header_cuda_emu_size;
+extern const char mcir_emu_header_cuda_emu_sm80[];
+extern const size_t mcir_emu_header_cuda_emu_sm80_size;
+extern const char mcir_emu_header_cuda_emu_sm90[];
+extern const size_t mcir_emu_header_cuda_emu_sm90_size;
 
 #endif /* MCIR_EMU_IMPL_H */

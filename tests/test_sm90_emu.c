@@ -1,5 +1,5 @@
 /*
- * test_sm90_emu.c — the emulator's sm_90a semantics (emu/cuda_emu.h)
+ * test_sm90_emu.c — the emulator's sm_90a semantics (emu/cuda_emu_sm90.h)
  * checked against data it was not written from:
  *  - wgmma m64nNk16 with shared operands: for each descriptor case of
  *    tests/data/layouts/gmma_smem_desc.txt (CuTe's canonical GMMA layouts

@@ -3,7 +3,7 @@
 // ---- common parts; compiled only into sm_90a kernels).
 //
 // Each primitive is the PTX instruction on the GPU and the emulator's model
-// of it under MC_EMULATE (emu/cuda_emu.h), so the templates are written
+// of it under MC_EMULATE (emu/cuda_emu_sm90.h), so the templates are written
 // once for both.
 //
 // The asynchronous ring is one object (CUTLASS's PipelineTmaAsync):

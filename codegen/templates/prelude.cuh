@@ -100,7 +100,7 @@ __device__ __forceinline__ void mc_mma_m16n8k16(float* c, const u32* a, const u3
 #endif
 }
 // sm_80 (compiled only where a template uses them; the emulator models
-// each: emu/cuda_emu.h's sm_80 section).
+// each: emu/cuda_emu_sm80.h).
 // mc_cp_async16(dst, p, i, n): cp.async.cg of 16 bytes from element i of
 // p into shared dst (16-byte aligned both), of which the first n come
 // from global memory and the rest are zeros (n = 0: nothing is read, p + i

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes gmma_smem_desc.txt and tma_box.txt: where an sm_90a kernel's
 16-bit operand elements lie in shared memory, for the emulator's wgmma
-shared-memory descriptors and TMA tile loads (emu/cuda_emu.h). Written
+shared-memory descriptors and TMA tile loads (emu/cuda_emu_sm90.h). Written
 from CuTe's statements, not from the emulator:
 
 * NVIDIA/cutlass include/cute/atom/mma_traits_sm90_gmma.hpp, the comment of
