@@ -5,7 +5,7 @@
 # outside it; docs/cli.md and docs/graph-format.md restate them).
 set -uo pipefail
 cd "$1" || exit 1
-dirs=(mcir onnx catalog properties rewrites memplan kernelplan codegen mcirc python tools bench scripts tests cmake)
+dirs=(mcir onnx catalog properties rewrites memplan kernelplan codegen runtime emu mcirc python tools bench scripts tests cmake)
 globs=(--include='*.c' --include='*.h' --include='*.py' --include='*.sh' --include='*.cmake'
        --include='*.yaml' --include='*.cuh' --include=CMakeLists.txt)
 fail=0
