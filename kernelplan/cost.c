@@ -258,6 +258,11 @@ static void add_launch(cost_ctx *x, double dram_bytes, double flops, const char 
     add_launch_at(x, dram_bytes, flops, unit, 1.0);
 }
 
+double mcir_issue_us(const mcir_target *t, double warp_instructions) {
+    double per_us = (double)t->sm_count * t->issue_per_clock * t->clock_ghz * 1e3;   /* GHz = 1e3 clocks/us */
+    return per_us > 0 ? warp_instructions / per_us : 0;
+}
+
 /* One launch of a generated kernel that moves each tensor once. */
 static void simple_kernel(cost_ctx *x, double global, double flops) {
     mcir_kernel_cost *c = x->c;

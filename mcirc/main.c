@@ -824,6 +824,8 @@ int main(int argc, char **argv) {
                   (emit == EMIT_NONE && !out_dir);
     o.want_cuda = emit == EMIT_CUDA || emit == EMIT_PTX || emit == EMIT_AUDIT || out_dir;
     o.want_ptx = emit == EMIT_PTX || emit == EMIT_AUDIT || (out_dir && nvrtc);
+    /* the artifacts that show the audit read the SASS too (nvdisasm) */
+    o.want_sass = emit == EMIT_AUDIT || out_dir || report_path;
     if (report_path || out_dir) {
         o.want_plan = true;
         o.keep_original = true;
