@@ -480,7 +480,12 @@ typedef struct mcir_kernel_cost {
     const char *library;     /* "cublas", "cublasLt", or NULL: generated kernels only */
     const char *unit;        /* "f32_fma", "f16_tensor_core", "bf16_tensor_core" */
     double memory_us, compute_us, launch_us;
-    double modelled_us;      /* sum over launches of max(memory, compute) + launch overhead */
+    /* A memory-bound template's (elementwise, copy, reduce, norm) time to
+     * issue its instructions: its weighted SASS instructions per 16 bytes
+     * (cost.c's table) over the bytes its loads and stores move, at the
+     * target's issue rate (mcir_issue_us); 0 where not modelled. */
+    double issue_us;
+    double modelled_us;      /* sum over launches of max(memory, compute, issue) + launch overhead */
     /* The generated GEMM's schedule (0 elsewhere): waves of blocks over
      * the SMs, blocks resident per SM, and the shared-memory time inside
      * compute_us (fragment and tile traffic at the SMs' bandwidth). */
@@ -518,6 +523,7 @@ typedef struct mcir_plan_cost {
     int64_t compulsory_bytes;    /* graph inputs + weights read once, outputs written once */
     int64_t unfused_hbm_bytes;   /* p->unfused_hbm_bytes (0: not known) */
     double flops, modelled_us;
+    int issue_bound;             /* kernels whose issue time is their longest (mcir_kernel_cost.issue_us) */
 } mcir_plan_cost;
 
 /* The time target t takes to issue warp_instructions at its issue bound
