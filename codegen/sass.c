@@ -21,19 +21,14 @@
  * each run has its own temporary files.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <glob.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "codegen/codegen-impl.h"
-
-extern char **environ;
 
 /* ------------------------------------------------------------ finding */
 
@@ -75,26 +70,6 @@ static bool try_glob(const char *pattern) {
             }
     globfree(&g);
     return found;
-}
-
-/* Runs argv (looked up on PATH), its stdout into out (n bytes, NUL
- * ended), stderr into err_path (NULL: /dev/null); the exit status, or -1
- * where it could not start. */
-static int spawn_capture(char *const *argv, const char *out_path, const char *err_path) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path ? err_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC,
-                                     0600);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static char *slurp(const char *path, size_t *len) {
@@ -142,7 +117,7 @@ static bool try_python(void) {
                     "for s in (site.getsitepackages() if hasattr(site, 'getsitepackages') else []): print(s)\n",
                     NULL};
     bool found = false;
-    if (spawn_capture(argv, out, NULL) == 0) {
+    if (mcir_run_program(argv, out, "/dev/null") == 0) {
         char *text = slurp(out, NULL);
         for (char *line = text; line && *line && !found;) {
             char *end = strchr(line, '\n');
@@ -245,7 +220,7 @@ bool cg_sass_disassemble(mcir_compiled *c, char *why, size_t n) {
     int rc = -1;
     if (wrote) {
         char *argv[] = {(char *)nvd, "-c", cubin, NULL};
-        rc = spawn_capture(argv, out, err);
+        rc = mcir_run_program(argv, out, err);
     }
     if (rc == 0) {
         c->sass = slurp(out, NULL);

@@ -40,129 +40,107 @@ static mcir_sass_audit parse(const char *file, const char *entry) {
 
 static const char *const GRID = "tests/data/sass/grid_stride_sm90.sass";
 
-/* c[i] = a[i] * 2 with 4-byte loads: one grid-stride loop of 16
- * instructions moving 8 bytes a lane; the load's register is read by the
- * FADD after it, 4 bytes loaded before. */
+/* What a sample's entry must show, counted by hand from its text
+ * (instruction addresses step by 0x10). Widths and MUFU functions:
+ * {8/16-bit, 32, 64, 128} and {ex2, rcp, rsq}, the kernel's; `loop_*` the
+ * main loops' (one iteration of each, hot blocks). */
+typedef struct expect {
+    const char *file, *entry;
+    int instructions, subroutine, loops, main_loops;
+    int ldg[4], stg[4], mufu[3], fchk, slow_paths, int_div;
+    int loop_instructions, loop_bytes, loop_mufu, loop_fchk, loop_slow, inflight;
+} expect;
+
+static mcir_sass_audit check(const expect *e) {
+    mcir_sass_audit s = parse(e->file, e->entry);
+    const int got[] = {s.kernel.instructions, s.subroutine_instructions, s.loops, s.main_loops,
+                       s.kernel.ldg[0], s.kernel.ldg[1], s.kernel.ldg[2], s.kernel.ldg[3],
+                       s.kernel.stg[0], s.kernel.stg[1], s.kernel.stg[2], s.kernel.stg[3],
+                       s.kernel.mufu[MCIR_MUFU_ex2], s.kernel.mufu[MCIR_MUFU_rcp], s.kernel.mufu[MCIR_MUFU_rsq],
+                       s.kernel.fchk, s.kernel.slow_paths, s.kernel.int_div_calls, s.loop.instructions, s.loop_bytes,
+                       s.loop.mufu[MCIR_MUFU_ex2] + s.loop.mufu[MCIR_MUFU_rcp] + s.loop.mufu[MCIR_MUFU_rsq],
+                       s.loop.fchk, s.loop.slow_paths, s.inflight_thread_bytes};
+    const int want[] = {e->instructions, e->subroutine, e->loops, e->main_loops, e->ldg[0], e->ldg[1], e->ldg[2],
+                        e->ldg[3], e->stg[0], e->stg[1], e->stg[2], e->stg[3], e->mufu[0], e->mufu[1], e->mufu[2],
+                        e->fchk, e->slow_paths, e->int_div, e->loop_instructions, e->loop_bytes, e->loop_mufu,
+                        e->loop_fchk, e->loop_slow, e->inflight};
+    static const char *const what[] = {"instructions", "subroutine instructions", "loops", "main loops",
+                                       "LDG 8/16", "LDG 32", "LDG 64", "LDG 128", "STG 8/16", "STG 32", "STG 64",
+                                       "STG 128", "ex2", "rcp", "rsq", "FCHK", "slow paths", "integer divisions",
+                                       "loop instructions", "loop bytes", "loop MUFU", "loop FCHK",
+                                       "loop slow paths", "in flight"};
+    for (size_t i = 0; i < sizeof got / sizeof *got; i++)
+        ck_assert_msg(got[i] == want[i], "%s: %s %d, expected %d", e->entry, what[i], got[i], want[i]);
+    /* the figures per 16 bytes follow from the counts */
+    double vectors = e->loop_bytes / 16.0;
+    ck_assert_double_eq_tol(s.per_16b, e->loop_instructions / vectors, 1e-9);
+    ck_assert_double_eq_tol(s.weighted_per_16b,
+                            (e->loop_instructions + 3.0 * e->loop_mufu + 10.0 * e->loop_slow) / vectors, 1e-9);
+    return s;
+}
+
+/* c[i] = a[i] * 2 with 4-byte loads: one grid-stride loop (.L_x_0:
+ * 0x1b0 .. 0x2a0) moving 8 bytes a lane, 32 instructions per 16 bytes;
+ * the load's register is read by the FADD after it, 4 bytes loaded
+ * before. The trap loop after EXIT is unreachable: not a loop. */
 START_TEST(scalar_copy_loop) {
-    mcir_sass_audit s = parse(GRID, "scale_f32");
-    ck_assert_int_eq(s.kernel.instructions, 45);   /* 0x000 .. 0x2c0, NOPs not counted */
-    ck_assert_int_eq(s.subroutine_instructions, 0);
-    ck_assert_int_eq(s.kernel.ldg[MCIR_SASS_B32], 1);
-    ck_assert_int_eq(s.kernel.stg[MCIR_SASS_B32], 1);
-    ck_assert_int_eq(s.kernel.ldg[MCIR_SASS_B128] + s.kernel.ldg[MCIR_SASS_B64] + s.kernel.ldg[MCIR_SASS_NARROW], 0);
-    ck_assert_int_eq(s.loops, 1);   /* the trap loop after EXIT is unreachable */
-    ck_assert_int_eq(s.main_loops, 1);
-    ck_assert_int_eq(s.loop.instructions, 16);   /* .L_x_0: 0x1b0 .. 0x2a0 */
-    ck_assert_int_eq(s.loop_bytes, 8);
-    ck_assert_double_eq_tol(s.per_16b, 32.0, 1e-9);
-    ck_assert_double_eq_tol(s.weighted_per_16b, 32.0, 1e-9);
-    ck_assert_int_eq(s.inflight_thread_bytes, 4);
-    ck_assert_int_eq(s.kernel.fchk + s.kernel.slow_paths + s.kernel.calls, 0);
+    check(&(expect){GRID, "scale_f32", 45, 0, 1, 1, {0, 1, 0, 0}, {0, 1, 0, 0}, {0}, 0, 0, 0, 16, 8, 0, 0, 0, 4});
 }
 END_TEST
 
 /* The same copy over float4: LDG.E.128 / STG.E.128, 19 instructions per
- * 32 bytes — and the scalar loop above issues 3.4 times as many per 16
- * bytes (the mutant the audit must tell apart). */
+ * 32 bytes, R4..R7 loaded before the FMULs read them — and the scalar loop
+ * above issues 3.4 times as many per 16 bytes (the mutant the audit must
+ * tell apart). */
 START_TEST(vector_copy_loop) {
-    mcir_sass_audit s = parse(GRID, "scale_v4"), scalar = parse(GRID, "scale_f32");
-    ck_assert_int_eq(s.kernel.ldg[MCIR_SASS_B128], 1);
-    ck_assert_int_eq(s.kernel.stg[MCIR_SASS_B128], 1);
-    ck_assert_int_eq(s.kernel.ldg[MCIR_SASS_B32], 0);
+    mcir_sass_audit s = check(
+        &(expect){GRID, "scale_v4", 48, 0, 1, 1, {0, 0, 0, 1}, {0, 0, 0, 1}, {0}, 0, 0, 0, 19, 32, 0, 0, 0, 16});
     ck_assert_int_eq(s.loop.ldg[MCIR_SASS_B128], 1);
-    ck_assert_int_eq(s.loop.instructions, 19);
-    ck_assert_int_eq(s.loop_bytes, 32);
-    ck_assert_double_eq_tol(s.per_16b, 9.5, 1e-9);
-    ck_assert_int_eq(s.inflight_thread_bytes, 16);   /* R4..R7, read by the FMULs */
-    ck_assert(scalar.per_16b > 3 * s.per_16b);
+    ck_assert(parse(GRID, "scale_f32").per_16b > 3 * s.per_16b);
 }
 END_TEST
 
 /* __frcp_rn and rsqrtf: MUFU.RCP and MUFU.RSQ, no FCHK — but the IEEE
- * reciprocal's slow path is a call (__cuda_sm20_rcp_rn_f32_slowpath),
- * cold: its block is not counted per iteration, the call is weighted. */
+ * reciprocal's slow path is a call (__cuda_sm20_rcp_rn_f32_slowpath, 54
+ * instructions), cold: its block is not counted per iteration, the call
+ * is weighted. */
 START_TEST(reciprocal_slow_path) {
-    mcir_sass_audit s = parse(GRID, "rcp_f32");
-    ck_assert_int_eq(s.kernel.mufu[MCIR_MUFU_rcp], 1);   /* the fast path (the subroutine's own apart) */
-    ck_assert_int_eq(s.kernel.mufu[MCIR_MUFU_rsq], 1);
-    ck_assert_int_eq(s.kernel.fchk, 0);
-    ck_assert_int_eq(s.kernel.slow_paths, 1);
+    mcir_sass_audit s = check(
+        &(expect){GRID, "rcp_f32", 66, 54, 1, 1, {0, 2, 0, 0}, {0, 1, 0, 0}, {0, 1, 1}, 0, 1, 0, 31, 12, 2, 0, 1, 4});
     ck_assert_int_eq(s.kernel.calls, 1);
-    ck_assert_int_eq(s.subroutine_instructions, 54);
-    ck_assert_int_eq(s.main_loops, 1);
-    ck_assert_int_eq(s.loop.instructions, 31);
-    ck_assert_int_eq(s.loop.mufu[MCIR_MUFU_rcp], 1);
-    ck_assert_int_eq(s.loop.mufu[MCIR_MUFU_rsq], 1);
-    ck_assert_int_eq(s.loop.slow_paths, 1);
-    ck_assert_int_eq(s.loop_bytes, 12);
-    /* (31 + 3 x 2 MUFU + 10 x 1 slow path) / (12 / 16) */
-    ck_assert_double_eq_tol(s.weighted_per_16b, (31.0 + 6 + 10) / 0.75, 1e-9);
 }
 END_TEST
 
 /* a[i] / b[i]: nvcc unrolls the grid-stride loop by 4 with a remainder
- * loop — two main loops, five divisions (FCHK + a slow-path call each),
- * the trip count's 64-bit division a call of its own outside them. */
+ * loop — two main loops moving (1 + 4) x 12 bytes, five divisions (FCHK +
+ * a slow-path call each), the trip count's 64-bit division a call of its
+ * own outside them; both operands are loaded before MUFU.RCP reads one. */
 START_TEST(division_loops) {
-    mcir_sass_audit s = parse(GRID, "div_f32");
-    ck_assert_int_eq(s.kernel.fchk, 5);
-    ck_assert_int_eq(s.kernel.slow_paths, 5);
-    ck_assert_int_eq(s.kernel.int_div_calls, 1);
+    mcir_sass_audit s = check(&(expect){GRID, "div_f32", 225, 172, 2, 2, {0, 10, 0, 0}, {0, 5, 0, 0}, {0, 6, 0}, 5, 5,
+                                        1, 117, 60, 5, 5, 5, 8});
     ck_assert_int_eq(s.kernel.calls, 6);
-    ck_assert_int_eq(s.kernel.ldg[MCIR_SASS_B32], 10);
-    ck_assert_int_eq(s.kernel.stg[MCIR_SASS_B32], 5);
-    ck_assert_int_eq(s.loops, 2);
-    ck_assert_int_eq(s.main_loops, 2);
-    ck_assert_int_eq(s.loop.fchk, 5);
-    ck_assert_int_eq(s.loop.slow_paths, 5);
     ck_assert_int_eq(s.loop.int_div_calls, 0);
-    ck_assert_int_eq(s.loop.mufu[MCIR_MUFU_rcp], 5);
-    ck_assert_int_eq(s.loop_bytes, 60);   /* (1 + 4) x (4 + 4 + 4) */
-    ck_assert_int_eq(s.loop.instructions, 117);
-    ck_assert_double_eq_tol(s.per_16b, 117.0 / 3.75, 1e-9);
-    ck_assert_double_eq_tol(s.weighted_per_16b, (117.0 + 3 * 5 + 10 * 5) / 3.75, 1e-9);
-    ck_assert_int_eq(s.inflight_thread_bytes, 8);   /* both operands, then MUFU.RCP */
 }
 END_TEST
 
 /* mcirc's silu(g) * u over f16 (main ba63c2e): 2-byte loads and store,
- * EX2 and the IEEE division's RCP + FCHK + slow path per element. */
+ * EX2 and the IEEE division's RCP + FCHK + slow path per element; the loop
+ * (0x100 .. 0x3e0) less the call's block (3); g is converted before u is
+ * loaded. */
 START_TEST(elementwise_silu_mul) {
-    mcir_sass_audit s = parse("tests/data/sass/silu_mul_f16_sm90.sass", "mc_elementwise_7d5fea9982d8f403");
-    ck_assert_int_eq(s.kernel.instructions, 64);
-    ck_assert_int_eq(s.subroutine_instructions, 105);
-    ck_assert_int_eq(s.kernel.ldg[MCIR_SASS_NARROW], 2);
-    ck_assert_int_eq(s.kernel.stg[MCIR_SASS_NARROW], 1);
-    ck_assert_int_eq(s.kernel.mufu[MCIR_MUFU_ex2], 1);
-    ck_assert_int_eq(s.kernel.mufu[MCIR_MUFU_rcp], 1);
-    ck_assert_int_eq(s.kernel.fchk, 1);
-    ck_assert_int_eq(s.kernel.slow_paths, 1);
-    ck_assert_int_eq(s.main_loops, 1);
-    ck_assert_int_eq(s.loop.instructions, 44);   /* 0x100 .. 0x3e0 less the call's block (3) */
-    ck_assert_int_eq(s.loop_bytes, 6);
-    ck_assert_double_eq_tol(s.weighted_per_16b, (44.0 + 3 * 2 + 10) / (6.0 / 16), 1e-9);
-    ck_assert_int_eq(s.inflight_thread_bytes, 2);   /* g, converted before u is loaded */
+    check(&(expect){"tests/data/sass/silu_mul_f16_sm90.sass", "mc_elementwise_7d5fea9982d8f403", 64, 105, 1, 1,
+                    {2, 0, 0, 0}, {1, 0, 0, 0}, {1, 1, 0}, 1, 1, 0, 44, 6, 2, 1, 1, 2});
 }
 END_TEST
 
 /* An rmsnorm over rows of 64 bf16 (examples/layernorm_bf16): the warp
  * shuffles' divergent fallbacks (reached by BRA.DIV, after EXIT) branch
- * back into the row loop; they are not loops, nor part of it. */
+ * back into the row loop; they are not loops, nor part of it. The loop
+ * (.L_x_30: 0x160 .. 0xbb0, 166) less 21 instructions in 5 call blocks
+ * (4 divisions, 1 square root). */
 START_TEST(norm_divergent_fallbacks) {
-    mcir_sass_audit s = parse("tests/data/sass/rmsnorm_bf16_w64_sm90.sass", "mc_streaming_norm_b7763215d6866f1c");
-    ck_assert_int_eq(s.kernel.instructions, 344);
-    ck_assert_int_eq(s.loops, 1);
-    ck_assert_int_eq(s.main_loops, 1);
-    ck_assert_int_eq(s.kernel.ldg[MCIR_SASS_B64], 2);
-    ck_assert_int_eq(s.kernel.stg[MCIR_SASS_B64], 1);
-    ck_assert_int_eq(s.kernel.mufu[MCIR_MUFU_rsq], 1);
-    ck_assert_int_eq(s.kernel.mufu[MCIR_MUFU_rcp], 4);
-    ck_assert_int_eq(s.kernel.fchk, 4);
-    ck_assert_int_eq(s.kernel.slow_paths, 5);   /* 4 divisions, 1 square root */
-    ck_assert_int_eq(s.loop.instructions, 145);   /* .L_x_30: 0x160 .. 0xbb0 = 166, less 21 in 5 call blocks */
-    ck_assert_int_eq(s.loop_bytes, 24);
-    ck_assert_double_eq_tol(s.weighted_per_16b, (145.0 + 3 * 5 + 10 * 5) / 1.5, 1e-9);
-    ck_assert_int_eq(s.inflight_thread_bytes, 8);
+    check(&(expect){"tests/data/sass/rmsnorm_bf16_w64_sm90.sass", "mc_streaming_norm_b7763215d6866f1c", 344, 128, 1,
+                    1, {0, 0, 2, 0}, {0, 0, 1, 0}, {0, 4, 1}, 4, 5, 0, 145, 24, 5, 4, 5, 8});
 }
 END_TEST
 
