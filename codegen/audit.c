@@ -384,8 +384,10 @@ bool mcir_codegen_write_audit(const mcir_codegen *cg, FILE *out) {
         if (n > w) w = n;
     }
     const mcir_target *t = mcir_target_find(cg->arch);
-    fprintf(out, "# kernel audit for %s (%s): ptxas resources, theoretical occupancy, PTX instruction classes\n",
-            cg->arch, t ? t->example_gpu : "unknown target");
+    bool sass = false;
+    for (int i = 0; i < cg->n; i++) sass = sass || cg->k[i].kp->audit.sass.state;
+    fprintf(out, "# kernel audit for %s (%s): ptxas resources, theoretical occupancy, PTX instruction classes%s\n",
+            cg->arch, t ? t->example_gpu : "unknown target", sass ? "; SASS (nvdisasm) under each kernel" : "");
     fprintf(out, "%-*s %-19s %4s %4s %7s %5s %12s %7s  %-26s %4s %5s %4s %5s %4s %10s %10s %3s  %s\n", w,
             "kernel", "template", "regs", "est", "spill", "local", "smem", "plan", "occupancy", "mma",
             "wgmma", "ldsm", "cpasy", "bulk", "ld.global", "st.global", "adv", "entry");

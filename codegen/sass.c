@@ -131,16 +131,20 @@ static bool try_python(void) {
     return found;
 }
 
-static void find_nvdisasm(void) {
+/* Where nvdisasm is, into nvd_path; false with nvd_why. */
+static bool look_for_nvdisasm(void) {
     const char *e = getenv("MCIR_NVDISASM");
     if (e && *e) {
         if (!strcmp(e, "off") || !strcmp(e, "0") || !strcmp(e, "none")) {
             snprintf(nvd_why, sizeof nvd_why, "MCIR_NVDISASM=%s", e);
-            return;
+            return false;
         }
-        if (executable(e) && strlen(e) < sizeof nvd_path) snprintf(nvd_path, sizeof nvd_path, "%s", e);
-        else snprintf(nvd_why, sizeof nvd_why, "MCIR_NVDISASM=%.120s is not an executable file", e);
-        return;
+        if (executable(e) && strlen(e) < sizeof nvd_path) {
+            snprintf(nvd_path, sizeof nvd_path, "%s", e);
+            return true;
+        }
+        snprintf(nvd_why, sizeof nvd_why, "MCIR_NVDISASM=%.120s is not an executable file", e);
+        return false;
     }
     bool found = false;
     const char *path = getenv("PATH");
@@ -167,11 +171,16 @@ static void find_nvdisasm(void) {
         found = found || try_glob(pat);
     }
     found = found || try_python();
-    if (!found) {
-        nvd_path[0] = 0;
+    if (!found)
         snprintf(nvd_why, sizeof nvd_why,
                  "nvdisasm not found (MCIR_NVDISASM, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, python3's "
                  "nvidia-cuda-nvdisasm: scripts/test-deps.sh installs it)");
+    return found;
+}
+
+static void find_nvdisasm(void) {
+    if (!look_for_nvdisasm()) {
+        nvd_path[0] = 0;
         return;
     }
     struct stat st;   /* its identity, in the disassembly cache's key */
