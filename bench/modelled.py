@@ -2,8 +2,8 @@
 """modelled.py — modelled GPU time from the traffic and cost model
 (kernelplan/cost.c; "modelled_us" in plan.json), per graph and per kernel,
 next to the unfused baseline (the same graph compiled with --no-rewrite).
-Labelled modelled: a roofline of HBM bytes, flops and launch overhead for
-the target, not a measurement.
+Labelled modelled: a roofline of HBM bytes, flops, instruction issue and
+launch overhead for the target, not a measurement.
 
     /usr/bin/python3 bench/modelled.py --mcirc build-bench/mcirc/mcirc --arch sm_90 \
         --graphs-csv OUT.csv --kernels-csv OUT2.csv graph.json...
@@ -39,8 +39,8 @@ def main(argv):
     with open(a.graphs_csv, "w") as g, open(a.kernels_csv, "w") as k:
         print("graph,arch,kernels,launches,hbm_bytes,compulsory_bytes,modelled_us,unfused_kernels,"
               "unfused_launches,unfused_hbm_bytes,unfused_modelled_us,modelled_speedup,label", file=g)
-        print("graph,kernel,template,hbm_bytes,flops,launches,memory_us,compute_us,launch_us,modelled_us,label",
-              file=k)
+        print("graph,kernel,template,hbm_bytes,flops,launches,memory_us,compute_us,issue_us,launch_us,modelled_us,"
+              "label", file=k)
         for path in a.graphs:
             f, u = plan(a.mcirc, path, a.arch, True), plan(a.mcirc, path, a.arch, False)
             ft, ut = f["totals"], u["totals"]
@@ -51,10 +51,10 @@ def main(argv):
                 ut["modelled_us"] / ft["modelled_us"] if ft["modelled_us"] else 0), file=g)
             for kp in f["kernels"]:
                 cm = kp.get("cost_model") or {}
-                print("%s,%s,%s,%d,%.0f,%d,%.3f,%.3f,%.3f,%.3f,modelled" % (
+                print("%s,%s,%s,%d,%.0f,%d,%.3f,%.3f,%.3f,%.3f,%.3f,modelled" % (
                     n, kp["name"], kp["template"], kp["hbm_bytes"], kp["flops"], kp["launches"],
-                    cm.get("memory_us", 0), cm.get("compute_us", 0), cm.get("launch_us", 0), kp["modelled_us"]),
-                    file=k)
+                    cm.get("memory_us", 0), cm.get("compute_us", 0), cm.get("issue_us", 0), cm.get("launch_us", 0),
+                    kp["modelled_us"]), file=k)
     return 0
 
 

@@ -107,10 +107,11 @@ def main(argv):
     mk = [x for x in rows(d, "modelled_kernels.csv") if x["graph"] == "gpt2_b8_s1024_f16"]
     if mk:
         print("### modelled kernels gpt2_b8_s1024_f16\n")
-        print(table(["kernel", "template", "HBM MiB", "GFLOP", "memory µs", "compute µs", "launch µs", "modelled µs"],
+        print(table(["kernel", "template", "HBM MiB", "GFLOP", "memory µs", "compute µs", "issue µs", "launch µs",
+                     "modelled µs"],
                     [[x["kernel"], x["template"], mib(x["hbm_bytes"]), f(float(x["flops"]) / 1e9, "%.2f"),
-                      f(x["memory_us"], "%.1f"), f(x["compute_us"], "%.1f"), f(x["launch_us"], "%.1f"),
-                      f(x["modelled_us"], "%.1f")] for x in mk]))
+                      f(x["memory_us"], "%.1f"), f(x["compute_us"], "%.1f"), f(x.get("issue_us", 0), "%.1f"),
+                      f(x["launch_us"], "%.1f"), f(x["modelled_us"], "%.1f")] for x in mk]))
     mp = rows(d, "memplan.csv")
     if mp:
         print("### memplan\n")

@@ -264,7 +264,87 @@ void cg_audit_fill(mcir_kernel_audit *a, const mcir_compiled *bin, const char *e
     cg_ptx_census(bin->ptx, a);
 }
 
+/* The templates whose kernels stream memory: the SASS audit prices their
+ * issue against their DRAM time. */
+static bool memory_bound(const mcir_kernel_plan *kp) {
+    return kp && (kp->tpl == MCIR_TEMPLATE_ELEMENTWISE || kp->tpl == MCIR_TEMPLATE_COPY ||
+                  kp->tpl == MCIR_TEMPLATE_STREAMING_NORM || kp->tpl == MCIR_TEMPLATE_REDUCE ||
+                  kp->tpl == MCIR_TEMPLATE_POOL);
+}
+
+void cg_audit_sass(mcir_kernel_audit *a, const char *text, const char *why, const mcir_kernel_plan *kp,
+                   const mcir_target *t) {
+    mcir_sass_audit *s = &a->sass;
+    if (!text) {
+        memset(s, 0, sizeof *s);
+        s->state = -1;
+        snprintf(s->why, sizeof s->why, "%s", why && *why ? why : "no disassembly");
+        return;
+    }
+    if (!cg_sass_parse(text, a->entry, s)) return;
+    s->inflight_sm_bytes = (int64_t)a->blocks_per_sm * a->threads * s->inflight_thread_bytes;
+    if (!t || !memory_bound(kp) || s->loop_bytes <= 0) return;
+    /* a warp moves 16 bytes a lane (512 bytes) per weighted_per_16b
+     * instructions, over the bytes the cost model says the kernel's loads
+     * and stores request (global_bytes: a norm's gamma and beta at every
+     * row, as its main loop loads them); its DRAM time over hbm_bytes */
+    mcir_kernel_cost c;
+    mcir_cost_kernel(kp, t, NULL, &c);
+    s->memory_us = (double)c.hbm_bytes / (t->dram_gbps * 1e3);
+    s->issue_us = mcir_issue_us(t, s->weighted_per_16b * (double)c.global_bytes / (16.0 * t->warp_size));
+}
+
 /* ---------------------------------------------------------------- table */
+
+static void print_widths(FILE *out, const char *what, const int *n) {
+    fprintf(out, "%s %d/%d/%d/%d", what, n[MCIR_SASS_NARROW], n[MCIR_SASS_B32], n[MCIR_SASS_B64], n[MCIR_SASS_B128]);
+}
+
+static void print_mufu(FILE *out, const mcir_sass_counts *c) {
+    static const char *const names[] = {
+#define MCIR_SASS_MUFU_LOWER(name, spelling) #name,
+        MCIR_SASS_MUFU(MCIR_SASS_MUFU_LOWER)
+#undef MCIR_SASS_MUFU_LOWER
+    };
+    int any = 0;
+    fputs(", MUFU", out);
+    for (int i = 0; i < MCIR_MUFU_COUNT; i++)
+        if (c->mufu[i]) fprintf(out, "%s %s %d", any++ ? "," : "", names[i], c->mufu[i]);
+    if (!any) fputs(" 0", out);
+}
+
+/* The SASS lines of a kernel (mcir_codegen_audit_sass): the entry, then
+ * its main loop; nothing where the SASS was not asked for. */
+static void print_sass(FILE *out, int w, const mcir_sass_audit *s) {
+    if (s->state == 0) return;
+    if (s->state < 0) {
+        fprintf(out, "%-*s   SASS: not available (%s)\n", w, "", s->why);
+        return;
+    }
+    const mcir_sass_counts *k = &s->kernel, *l = &s->loop;
+    fprintf(out, "%-*s   SASS: %d instructions (+%d in subroutines), ", w, "", k->instructions,
+            s->subroutine_instructions);
+    print_widths(out, "LDG", k->ldg);
+    print_widths(out, ", STG", k->stg);
+    fputs(" (8-16/32/64/128-bit)", out);
+    print_mufu(out, k);
+    fprintf(out, ", FCHK %d, slow paths %d, integer divisions %d, %d loop%s\n", k->fchk, k->slow_paths,
+            k->int_div_calls, s->loops, s->loops == 1 ? "" : "s");
+    if (!s->main_loops) {
+        fprintf(out, "%-*s   SASS main loop: none (no loop holds a global load)\n", w, "");
+        return;
+    }
+    fprintf(out, "%-*s   SASS main loop%s (%d): %d/iter moving %d B a lane, %.1f per 16 B (weighted %.1f), ", w, "",
+            s->main_loops > 1 ? "s" : "", s->main_loops, l->instructions, s->loop_bytes, s->per_16b,
+            s->weighted_per_16b);
+    print_widths(out, "LDG", l->ldg);
+    print_widths(out, ", STG", l->stg);
+    print_mufu(out, l);
+    fprintf(out, ", FCHK %d, slow paths %d, in flight %d B a thread = %.1f KiB/SM", l->fchk, l->slow_paths,
+            s->inflight_thread_bytes, (double)s->inflight_sm_bytes / 1024.0);
+    if (s->issue_us >= 0) fprintf(out, ", issue %.1f us vs memory %.1f us", s->issue_us, s->memory_us);
+    fputc('\n', out);
+}
 
 static void print_row(FILE *out, int w, const char *name, const char *tpl, const mcir_kernel_audit *a,
                       int regs_estimate, int64_t smem_estimate) {
@@ -290,6 +370,7 @@ static void print_row(FILE *out, int w, const char *name, const char *tpl, const
                 a->mainloop.ld_global, a->mainloop.st_global, a->mainloop.ld_shared, a->mainloop.st_shared,
                 a->mainloop.cvt);
     if (a->advisories) fprintf(out, "%-*s   ptxas: %s\n", w, "", a->advisory);
+    print_sass(out, w, &a->sass);
 }
 
 bool mcir_codegen_write_audit(const mcir_codegen *cg, FILE *out) {
@@ -303,8 +384,10 @@ bool mcir_codegen_write_audit(const mcir_codegen *cg, FILE *out) {
         if (n > w) w = n;
     }
     const mcir_target *t = mcir_target_find(cg->arch);
-    fprintf(out, "# kernel audit for %s (%s): ptxas resources, theoretical occupancy, PTX instruction classes\n",
-            cg->arch, t ? t->example_gpu : "unknown target");
+    bool sass = false;
+    for (int i = 0; i < cg->n; i++) sass = sass || cg->k[i].kp->audit.sass.state;
+    fprintf(out, "# kernel audit for %s (%s): ptxas resources, theoretical occupancy, PTX instruction classes%s\n",
+            cg->arch, t ? t->example_gpu : "unknown target", sass ? "; SASS (nvdisasm) under each kernel" : "");
     fprintf(out, "%-*s %-19s %4s %4s %7s %5s %12s %7s  %-26s %4s %5s %4s %5s %4s %10s %10s %3s  %s\n", w,
             "kernel", "template", "regs", "est", "spill", "local", "smem", "plan", "occupancy", "mma",
             "wgmma", "ldsm", "cpasy", "bulk", "ld.global", "st.global", "adv", "entry");

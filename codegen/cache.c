@@ -9,6 +9,10 @@
  * overwritten by the rebuild). A cache that cannot be read or written is
  * never an error: compilation just goes to NVRTC.
  *
+ * Beside them, text entries DIR/<key>.<ext> (the SASS audit's nvdisasm
+ * text of a cubin, codegen/sass.c): "MCIRTXT1 <key> <bytes>\n" and the
+ * text; one whose first line or size does not match is ignored.
+ *
  * Layout of DIR/<key>.kbin: "MCIRKC3\0", key[32], 9 x int64 (registers,
  * spill stores, spill loads, stack, static smem, ptx bytes, cubin bytes,
  * ptxas advisories, advisory text bytes), ptx, cubin, advisory text,
@@ -162,6 +166,56 @@ void cg_cache_store(const char *key, const mcir_compiled *c) {
     if (null) {
         mcir_diag quiet = mcir_diag_to(null);
         mcir_outfile_write(path, buf, len, &quiet);
+        fclose(null);
+    }
+    free(buf);
+}
+
+/* ------------------------------------------------------- text entries */
+
+static bool text_path(const char *key, const char *ext, char *buf, size_t n) {
+    char dir[900];
+    if (!mcir_cache_dir(dir, sizeof dir)) return false;
+    return (size_t)snprintf(buf, n, "%s/%s.%s", dir, key, ext) < n;
+}
+
+char *cg_cache_load_text(const char *key, const char *ext) {
+    char path[1024], head[128];
+    if (!text_path(key, ext, path, sizeof path)) return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    long long bytes = -1;
+    char k[64];
+    if (fgets(head, sizeof head, f) && sscanf(head, "MCIRTXT1 %63s %lld", k, &bytes) == 2 && strcmp(k, key) == 0 &&
+        bytes >= 0 && bytes < (1ll << 31)) {
+        text = malloc((size_t)bytes + 1);
+        MCIR_ASSERT(text != NULL);
+        if (fread(text, 1, (size_t)bytes, f) != (size_t)bytes || fgetc(f) != EOF) {
+            free(text);
+            text = NULL;
+        } else {
+            text[bytes] = 0;
+        }
+    }
+    fclose(f);
+    return text;
+}
+
+void cg_cache_store_text(const char *key, const char *ext, const char *text) {
+    char dir[900], path[1024];
+    if (!mcir_cache_dir(dir, sizeof dir) || !mkdir_p(dir) || !text_path(key, ext, path, sizeof path)) return;
+    size_t n = strlen(text);
+    char head[128];
+    int h = snprintf(head, sizeof head, "MCIRTXT1 %s %lld\n", key, (long long)n);
+    char *buf = malloc((size_t)h + n);
+    MCIR_ASSERT(buf != NULL);
+    memcpy(buf, head, (size_t)h);
+    memcpy(buf + h, text, n);
+    FILE *null = fopen("/dev/null", "w");
+    if (null) {
+        mcir_diag quiet = mcir_diag_to(null);
+        mcir_outfile_write(path, buf, (size_t)h + n, &quiet);
         fclose(null);
     }
     free(buf);

@@ -270,6 +270,10 @@ bool cg_nvrtc_compile(const char *name, const char *source, const char *arch,
 
 bool cg_cache_load(const char *key, mcir_compiled *out);
 void cg_cache_store(const char *key, const mcir_compiled *c);
+/* Text entries beside the kernels (DIR/<key>.<ext>): the text, malloc'd,
+ * or NULL where there is none (or it does not match its key). */
+char *cg_cache_load_text(const char *key, const char *ext);
+void cg_cache_store_text(const char *key, const char *ext, const char *text);
 /* Two 64-bit FNV-1a hashes (differently seeded) over several strings, as
  * 32 hex digits + 1 NUL. */
 void cg_hash_key(char out[33], const char *source, const char *arch, const char *version);
@@ -282,6 +286,23 @@ void cg_ptx_census(const char *ptx, mcir_kernel_audit *a);
  * dynamic_smem bytes (occupancy needs t; NULL leaves it 0). */
 void cg_audit_fill(mcir_kernel_audit *a, const mcir_compiled *bin, const char *entry,
                    int threads, int64_t dynamic_smem, const mcir_target *t);
+
+/* ----------------------------------------------------------------- SASS */
+
+/* c->sass: nvdisasm's text of c->cubin, through the kernel cache's text
+ * entries (codegen/sass.c); false with why where it cannot be had. */
+bool cg_sass_disassemble(mcir_compiled *c, char *why, size_t n);
+/* The SASS census of function `entry` in nvdisasm's text (`nvdisasm -c`):
+ * counts, loops, the main loops, instructions per 16 bytes, the loads in
+ * flight per thread (s->state 1); false (state -1, why) where the entry is
+ * not there. The fields that need the launch and the plan
+ * (inflight_sm_bytes, issue_us, memory_us) are cg_audit_sass's. */
+bool cg_sass_parse(const char *text, const char *entry, mcir_sass_audit *s);
+/* a->sass from text (NULL: not available, why) for kernel kp (NULL: an
+ * epilogue) on t: the census, the loads in flight per SM at a's occupancy,
+ * and a memory-bound template's issue and memory times. */
+void cg_audit_sass(mcir_kernel_audit *a, const char *text, const char *why, const mcir_kernel_plan *kp,
+                   const mcir_target *t);
 
 
 #endif /* MCIR_CODEGEN_IMPL_H */

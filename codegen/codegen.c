@@ -566,6 +566,7 @@ typedef struct unit_job {
     char why[1024];
     char *log;
     char *emu_source;          /* the emulated device: the unit with its launchers */
+    bool sass;                 /* the SASS audit: disassemble out's cubin */
 } unit_job;
 
 typedef struct unit_pool {
@@ -585,6 +586,11 @@ static void *unit_worker(void *arg) {
         pthread_mutex_unlock(&pool->mu);
         if (i >= pool->n) return NULL;
         unit_job *j = &pool->jobs[i];
+        if (j->sass) {
+            j->ok = cg_sass_disassemble(j->out, j->why, sizeof j->why);
+            mcir_progress_add(pool->progress, 1);
+            continue;
+        }
         if (j->emu_source) {
             memset(j->out, 0, sizeof *j->out);
             j->ok = mcir_emu_compile_unit(j->name, j->emu_source, &j->out->cubin, &j->out->cubin_size, j->why,
@@ -857,6 +863,38 @@ bool mcir_codegen_compile(mcir_codegen *cg, const char *arch, mcir_diag *d) {
     }
     cg->stats.seconds = now_s() - t0;
     return ok;
+}
+
+void mcir_codegen_audit_sass(mcir_codegen *cg) {
+    const mcir_target *target = mcir_target_find(cg->arch);
+    unit_job *jobs = calloc((size_t)(2 * cg->n + 1), sizeof *jobs);
+    MCIR_ASSERT(jobs != NULL);
+    int n_jobs = 0;
+    for (int i = 0; i < cg->n; i++) {   /* each owner's cubin once */
+        cg_kernel *k = &cg->k[i];
+        for (int e = 0; e < 2; e++) {
+            bool compiled = e ? k->epi_compiled && k->epi_owner < 0 : k->compiled && k->owner < 0;
+            if (!compiled) continue;
+            unit_job *j = &jobs[n_jobs++];
+            j->sass = true;
+            j->name = e ? k->epi_name : k->kp->name;
+            j->out = e ? &k->epi_bin : &k->bin;
+        }
+    }
+    char why[200] = "";
+    if (n_jobs && mcir_nvdisasm_path(why, sizeof why)) run_jobs(jobs, n_jobs, worker_count(n_jobs), "nvdisasm");
+    for (int i = 0; i < cg->n; i++) {
+        cg_kernel *k = &cg->k[i];
+        for (int e = 0; e < 2; e++) {
+            if (!(e ? k->epi_compiled : k->compiled)) continue;
+            const mcir_compiled *bin = e ? cg_kernel_epi_bin(cg, i) : cg_kernel_bin(cg, i);
+            const char *w = why;
+            for (int q = 0; q < n_jobs; q++)
+                if (jobs[q].out == bin && jobs[q].why[0]) w = jobs[q].why;
+            cg_audit_sass(e ? &k->kp->epilogue_audit : &k->kp->audit, bin->sass, w, e ? NULL : k->kp, target);
+        }
+    }
+    free(jobs);
 }
 
 bool mcir_codegen_write_cuda(const mcir_codegen *cg, FILE *out) {

@@ -73,6 +73,16 @@ bool mcir_codegen_write_ptx(const mcir_codegen *cg, FILE *out);
  * included): registers, spills, local and shared memory, occupancy, PTX
  * instruction classes (docs/codegen.md "Kernel audit"). Needs compile. */
 bool mcir_codegen_write_audit(const mcir_codegen *cg, FILE *out);
+/* The SASS audit (docs/codegen.md "Kernel audit"): nvdisasm on every
+ * compiled kernel's cubin (its text cached beside the kernel cache's
+ * entries; several units at once), read into p->kernels[i].audit.sass and
+ * .epilogue_audit.sass. Needs compile; never fails: where nvdisasm is not
+ * found or fails, each audit says why (sass.state -1). */
+void mcir_codegen_audit_sass(mcir_codegen *cg);
+/* Where nvdisasm is ($MCIR_NVDISASM, "off" for none; PATH; $CUDA_HOME/bin,
+ * /usr/local/cuda/bin; python3's nvidia-cuda-nvdisasm package), looked
+ * for once per process; NULL with why where it is not found. */
+const char *mcir_nvdisasm_path(char *why, size_t n);
 /* DIR/kernels/NAME.cu, and NAME.ptx once compiled (temp name + rename). */
 bool mcir_codegen_write_dir(const mcir_codegen *cg, const char *dir, mcir_diag *d);
 
@@ -165,6 +175,7 @@ typedef struct mcir_compiled {
     int advisories;
     char advisory[256];
     char *log;         /* NVRTC's log (warnings), may be NULL */
+    char *sass;        /* nvdisasm's text of the cubin (mcir_codegen_audit_sass), or NULL */
 } mcir_compiled;
 
 /* Compiles one CUDA source through the cache (the entry point tests use to

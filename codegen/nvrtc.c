@@ -56,6 +56,7 @@ void mcir_compiled_free(mcir_compiled *c) {
     free(c->ptx);
     free(c->cubin);
     free(c->log);
+    free(c->sass);
     memset(c, 0, sizeof *c);
 }
 

@@ -14,15 +14,12 @@
  * when the process exits.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "emu/emu-impl.h"
@@ -60,20 +57,7 @@ static const char *cxx_name(void) {
 
 /* Runs argv (argv[0] looked up on PATH) with stdout and stderr into log;
  * its exit status, or -1 where it could not start. */
-static int run(char *const *argv, const char *log) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int run(char *const *argv, const char *log) { return mcir_run_program(argv, log, NULL); }
 
 /* The first lines of file path into buf (n bytes). */
 static void head_of(const char *path, char *buf, size_t n) {

@@ -238,15 +238,19 @@ static const char *tensor_unit(mcir_dtype dt) {
 }
 
 /* One GPU launch: roofline of its DRAM bytes and flops on `unit` at
- * `frac` of its peak. */
-static void add_launch_at(cost_ctx *x, double dram_bytes, double flops, const char *unit, double frac) {
+ * `frac` of its peak, and the time its instructions take to issue
+ * (issue_us; 0: not modelled): the slowest of the three. */
+static void add_launch_issue(cost_ctx *x, double dram_bytes, double flops, const char *unit, double frac,
+                             double issue) {
     mcir_kernel_cost *c = x->c;
     double mem = dram_bytes / (x->t->dram_gbps * 1e3);               /* GB/s = 1e3 B/us */
     double comp = flops / (peak_tflops(x->t, unit) * frac * 1e6);    /* TFLOP/s = 1e6 flop/us */
+    double most = mem > comp ? mem : comp;
     c->memory_us += mem;
     c->compute_us += comp;
+    c->issue_us += issue;
     c->launch_us += x->t->launch_us;
-    c->modelled_us += (mem > comp ? mem : comp) + x->t->launch_us;
+    c->modelled_us += (most > issue ? most : issue) + x->t->launch_us;
     c->launches++;
     if (c->launches == 1 || flops > x->most_flops) {
         x->most_flops = flops;
@@ -254,18 +258,88 @@ static void add_launch_at(cost_ctx *x, double dram_bytes, double flops, const ch
     }
 }
 
+static void add_launch_at(cost_ctx *x, double dram_bytes, double flops, const char *unit, double frac) {
+    add_launch_issue(x, dram_bytes, flops, unit, frac, 0);
+}
+
 static void add_launch(cost_ctx *x, double dram_bytes, double flops, const char *unit) {
     add_launch_at(x, dram_bytes, flops, unit, 1.0);
 }
 
-/* One launch of a generated kernel that moves each tensor once. */
-static void simple_kernel(cost_ctx *x, double global, double flops) {
+/* ---------------------------------------------------------- the issue bound */
+
+/* What a memory-bound kernel issues: weighted SASS instructions per 16
+ * bytes its loads and stores move a lane (MUFU x MCIR_SASS_MUFU_WEIGHT, an
+ * IEEE slow path + MCIR_SASS_SLOW_PATH_WEIGHT: the SASS audit's
+ * weighted_per_16b, docs/codegen.md "Kernel audit"), by template, norm
+ * kind and row layout, for f32 and for 16-bit (f16 and bf16 agree within
+ * 3 %) data. Calibrated with `mcirc --arch sm_90 --emit audit` (nvdisasm
+ * 13.5 on NVRTC 13.0's cubins, branch sass-audit, main at ba63c2e) on:
+ * elementwise a + b and copy a transpose of [8192, 8192]; reduce_sum over
+ * the last axis of [8192, 8192]; the norms over 2^25 elements, rows of
+ * W = 1024 (a warp a row) and W = 4096 (a block a row). The elementwise
+ * figure is its floor, a binary op: a chain with transcendentals issues
+ * more (silu(g) * u 67.7 f32 / 160.0 f16, gelu 81.2 / 204.0 — scalar
+ * loads and an IEEE division per element), which the audit of the kernel
+ * itself shows. To recalibrate (the norm and elementwise kernels are being
+ * rewritten): run the audit on those graphs and copy its weighted
+ * figures here. */
+typedef struct issue_figure {
+    mcir_template tpl;
+    mcir_op norm;          /* STREAMING_NORM: its op; else MCIR_OP_COUNT */
+    bool block_rows;       /* STREAMING_NORM: W > 1024 */
+    double f32, f16;       /* weighted instructions per 16 bytes */
+} issue_figure;
+
+static const issue_figure issue_figures[] = {
+    {MCIR_TEMPLATE_ELEMENTWISE, MCIR_OP_COUNT, false, 19.7, 58.7},
+    {MCIR_TEMPLATE_COPY, MCIR_OP_COUNT, false, 53.4, 114.9},
+    {MCIR_TEMPLATE_REDUCE, MCIR_OP_COUNT, false, 48.0, 104.0},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, false, 57.5, 123.9},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, true, 121.5, 131.5},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, false, 38.5, 85.7},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, true, 44.1, 128.5},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, false, 185.9, 383.4},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, true, 183.0, 363.0},
+};
+
+/* The issue time of kernel k moving `global` bytes through its loads and
+ * stores (a warp's 16-byte vector a lane is 512 of them), where the table
+ * has its template; 0 elsewhere. The data's dtype: the anchor's input (a
+ * norm, a reduction) or the first write (a chain, a copy). */
+static double issue_time(const cost_ctx *x, double global, bool block_rows) {
+    const mcir_kernel_plan *k = x->k;
+    const mcir_tensor *data = k->anchor && k->anchor->n_inputs && k->tpl != MCIR_TEMPLATE_ELEMENTWISE &&
+                                      k->tpl != MCIR_TEMPLATE_COPY
+                                  ? k->anchor->inputs[0]
+                              : k->n_writes ? k->writes[0] : NULL;
+    if (!data) return 0;
+    mcir_op norm = k->tpl == MCIR_TEMPLATE_STREAMING_NORM ? k->anchor->op : MCIR_OP_COUNT;
+    for (size_t i = 0; i < sizeof issue_figures / sizeof *issue_figures; i++) {
+        const issue_figure *f = &issue_figures[i];
+        if (f->tpl != k->tpl || f->norm != norm || (norm != MCIR_OP_COUNT && f->block_rows != block_rows)) continue;
+        double per_16b = esize(data) == 2 ? f->f16 : f->f32;
+        return mcir_issue_us(x->t, per_16b * global / (16.0 * x->t->warp_size));
+    }
+    return 0;
+}
+
+double mcir_issue_us(const mcir_target *t, double warp_instructions) {
+    double per_us = (double)t->sm_count * t->issue_per_clock * t->clock_ghz * 1e3;   /* GHz = 1e3 clocks/us */
+    return per_us > 0 ? warp_instructions / per_us : 0;
+}
+
+/* One launch of a generated kernel that moves each tensor once; a
+ * memory-bound template's issue time where the table has it. */
+static void simple_kernel_rows(cost_ctx *x, double global, double flops, bool block_rows) {
     mcir_kernel_cost *c = x->c;
     c->global_bytes = (int64_t)global;
     c->flops = flops;
     c->hbm_bytes = reads_bytes(x->k) + writes_bytes(x->k);
-    add_launch(x, (double)c->hbm_bytes, flops, "f32_fma");
+    add_launch_issue(x, (double)c->hbm_bytes, flops, "f32_fma", 1.0, issue_time(x, global, block_rows));
 }
+
+static void simple_kernel(cost_ctx *x, double global, double flops) { simple_kernel_rows(x, global, flops, false); }
 
 /* ------------------------------------------------------ data-parallel */
 
@@ -429,7 +503,7 @@ static void cost_norm(cost_ctx *x) {
         global += numel * ep.bytes;
         flops += numel * ep.flops;
     }
-    simple_kernel(x, global, flops);
+    simple_kernel_rows(x, global, flops, !warp_row);
 }
 
 /* ---------------------------------------------------------- attention */
@@ -853,6 +927,7 @@ void mcir_cost_plan(const mcir_plan *p, mcir_plan_cost *out) {
         out->global_bytes += c.global_bytes;
         out->flops += c.flops;
         out->modelled_us += c.modelled_us;
+        out->issue_bound += c.issue_us > c.memory_us && c.issue_us > c.compute_us;
     }
     /* compulsory: the graph's inputs and weights that some kernel reads,
      * and its outputs, once each */

@@ -82,8 +82,78 @@ typedef struct mcir_tiling {
 #define MCIR_MAINLOOP_CLASSES(X) \
     X(mma) X(wgmma) X(ldmatrix) X(cp_async) X(cp_async_bulk) X(ld_global) X(st_global) X(ld_shared) X(st_shared) X(cvt)
 
+/* The MUFU functions the SASS audit counts, in the order plan.json writes
+ * them (X(name, SASS spelling after "MUFU.")); `other` takes the rest. */
+#define MCIR_SASS_MUFU(X) \
+    X(ex2, "EX2") X(rcp, "RCP") X(rsq, "RSQ") X(lg2, "LG2") X(sin, "SIN") X(cos, "COS") X(tanh, "TANH") \
+    X(sqrt, "SQRT") X(other, "")
+enum {
+#define MCIR_SASS_MUFU_ENUM(name, spelling) MCIR_MUFU_##name,
+    MCIR_SASS_MUFU(MCIR_SASS_MUFU_ENUM)
+#undef MCIR_SASS_MUFU_ENUM
+    MCIR_MUFU_COUNT
+};
+
+/* Global load / store widths the SASS audit tells apart: 8/16-bit
+ * (LDG.E.U8 / .S8 / .U16 / .S16), 32-bit (LDG.E), 64-bit (.64), 128-bit
+ * (.128; .256 counts here too). */
+enum { MCIR_SASS_NARROW, MCIR_SASS_B32, MCIR_SASS_B64, MCIR_SASS_B128, MCIR_SASS_WIDTHS };
+
+/* The weights of the weighted instructions per 16 bytes (and of the cost
+ * model's issue figures, kernelplan/cost.c): a MUFU instruction issues at a
+ * quarter of the rate of a plain one (16 lanes a clock an SM against 64)
+ * and counts MCIR_SASS_MUFU_WEIGHT; an IEEE division or square root whose
+ * slow path is a subroutine call (the FCHK or range test, the branch
+ * around the call, the reconvergence, the rare divergent excursion) counts
+ * MCIR_SASS_SLOW_PATH_WEIGHT besides its fast path's instructions. */
+#define MCIR_SASS_MUFU_WEIGHT 4
+#define MCIR_SASS_SLOW_PATH_WEIGHT 10
+
+/* Static counts over some SASS instructions (codegen/sass.c). */
+typedef struct mcir_sass_counts {
+    int instructions;            /* NOPs (padding) not counted */
+    int ldg[MCIR_SASS_WIDTHS], stg[MCIR_SASS_WIDTHS];
+    int mufu[MCIR_MUFU_COUNT];
+    int fchk;                    /* FCHK: an IEEE division's range check */
+    int slow_paths;              /* CALL.REL to an IEEE division / reciprocal / sqrt slow-path subroutine */
+    int int_div_calls;           /* CALL.REL to a 64-bit integer division / remainder subroutine */
+    int calls;                   /* every CALL */
+} mcir_sass_counts;
+
+/* The SASS the SM executes: nvdisasm's text of the cubin, the launched
+ * entry read (codegen/sass.c; docs/codegen.md "Kernel audit"). */
+typedef struct mcir_sass_audit {
+    int state;                   /* 0: not asked; 1: read; -1: not available, `why` */
+    char why[200];
+    mcir_sass_counts kernel;     /* the entry's instructions (its subroutines apart) */
+    int subroutine_instructions; /* the slow-path and other subroutines the entry calls */
+    int loops;                   /* natural loops of the entry's control-flow graph */
+    /* The main loops: the innermost loops holding a global load (for a
+     * grid-stride kernel, its row or element loop); `loop` counts one
+     * iteration of each, summed, over its hot blocks (a block calling a
+     * slow-path subroutine is cold; a divergent-warp fallback, reached by
+     * BRA.DIV, is outside the loop) — the calls and FCHKs counted in
+     * full. loop_bytes: what its LDG and STG move per lane. */
+    int main_loops;
+    mcir_sass_counts loop;
+    int loop_bytes;
+    double per_16b;              /* loop.instructions / (loop_bytes / 16); 0: no main loop */
+    double weighted_per_16b;     /* the same with MUFU and slow paths weighted */
+    /* Bytes one thread has loaded in the main loop before it first reads a
+     * loaded register (its loads in flight), and per SM at the audit's
+     * occupancy (blocks_per_sm x threads x that). */
+    int inflight_thread_bytes;
+    int64_t inflight_sm_bytes;
+    /* A memory-bound template's (elementwise, copy, norm, reduce, pool)
+     * issue time, weighted_per_16b over the bytes the cost model's loads
+     * and stores request (global_bytes / 512 warp vectors), and its memory
+     * time (hbm_bytes / dram_gbps); -1 elsewhere. */
+    double issue_us, memory_us;
+} mcir_sass_audit;
+
 /* What a compiled kernel really uses, from ptxas's report and the PTX
- * (codegen/audit.c; docs/codegen.md "Kernel audit"). */
+ * (codegen/audit.c; docs/codegen.md "Kernel audit"), and from the SASS
+ * (sass, where mcir_codegen_audit_sass read it). */
 typedef struct mcir_kernel_audit {
     bool valid;                  /* false: not compiled */
     char entry[64];              /* the compiled function, named by content */
@@ -114,6 +184,7 @@ typedef struct mcir_kernel_audit {
      * serialised, C7517 wait injected, ...): each a defect; the first */
     int advisories;
     char advisory[256];
+    mcir_sass_audit sass;
 } mcir_kernel_audit;
 
 /* How a kernel touches one tensor in global memory. `tensor` holds the
@@ -409,7 +480,12 @@ typedef struct mcir_kernel_cost {
     const char *library;     /* "cublas", "cublasLt", or NULL: generated kernels only */
     const char *unit;        /* "f32_fma", "f16_tensor_core", "bf16_tensor_core" */
     double memory_us, compute_us, launch_us;
-    double modelled_us;      /* sum over launches of max(memory, compute) + launch overhead */
+    /* A memory-bound template's (elementwise, copy, reduce, norm) time to
+     * issue its instructions: its weighted SASS instructions per 16 bytes
+     * (cost.c's table) over the bytes its loads and stores move, at the
+     * target's issue rate (mcir_issue_us); 0 where not modelled. */
+    double issue_us;
+    double modelled_us;      /* sum over launches of max(memory, compute, issue) + launch overhead */
     /* The generated GEMM's schedule (0 elsewhere): waves of blocks over
      * the SMs, blocks resident per SM, and the shared-memory time inside
      * compute_us (fragment and tile traffic at the SMs' bandwidth). */
@@ -447,7 +523,12 @@ typedef struct mcir_plan_cost {
     int64_t compulsory_bytes;    /* graph inputs + weights read once, outputs written once */
     int64_t unfused_hbm_bytes;   /* p->unfused_hbm_bytes (0: not known) */
     double flops, modelled_us;
+    int issue_bound;             /* kernels whose issue time is their longest (mcir_kernel_cost.issue_us) */
 } mcir_plan_cost;
+
+/* The time target t takes to issue warp_instructions at its issue bound
+ * (sm_count x issue_per_clock warp instructions a clock at clock_ghz), us. */
+double mcir_issue_us(const mcir_target *t, double warp_instructions);
 
 /* The sum of every kernel's cost on p->target, and the compulsory bytes. */
 void mcir_cost_plan(const mcir_plan *p, mcir_plan_cost *out);

@@ -36,6 +36,52 @@ static json_t *access_json(const mcir_kernel_access *x) {
 static double round_us(double us) { return (double)(int64_t)(us * 1000.0 + 0.5) / 1000.0; }
 
 /* The kernel as compiled (codegen/audit.c), docs/codegen.md "Kernel audit". */
+/* A count of the SASS audit by width: b8_16, b32, b64, b128. */
+static json_t *widths_json(const int *n) {
+    return json_pack("{s:i, s:i, s:i, s:i}", "b8_16", n[MCIR_SASS_NARROW], "b32", n[MCIR_SASS_B32], "b64",
+                     n[MCIR_SASS_B64], "b128", n[MCIR_SASS_B128]);
+}
+
+static void sass_counts_json(json_t *o, const mcir_sass_counts *c) {
+    json_object_set_new(o, "instructions", json_integer(c->instructions));
+    json_object_set_new(o, "ldg", widths_json(c->ldg));
+    json_object_set_new(o, "stg", widths_json(c->stg));
+    json_t *m = json_object();
+#define MUFU_JSON(name, spelling) json_object_set_new(m, #name, json_integer(c->mufu[MCIR_MUFU_##name]));
+    MCIR_SASS_MUFU(MUFU_JSON)
+#undef MUFU_JSON
+    json_object_set_new(o, "mufu", m);
+    json_object_set_new(o, "fchk", json_integer(c->fchk));
+    json_object_set_new(o, "slow_paths", json_integer(c->slow_paths));
+    json_object_set_new(o, "int_div_calls", json_integer(c->int_div_calls));
+    json_object_set_new(o, "calls", json_integer(c->calls));
+}
+
+/* audit.sass (codegen/sass.c; docs/codegen.md "Kernel audit"). */
+static json_t *sass_json(const mcir_sass_audit *s) {
+    json_t *o = json_object();
+    json_object_set_new(o, "available", json_boolean(s->state > 0));
+    if (s->state < 0) {
+        json_object_set_new(o, "why", json_string(s->why));
+        return o;
+    }
+    sass_counts_json(o, &s->kernel);
+    json_object_set_new(o, "subroutine_instructions", json_integer(s->subroutine_instructions));
+    json_object_set_new(o, "loops", json_integer(s->loops));
+    json_t *ml = json_object();
+    json_object_set_new(ml, "loops", json_integer(s->main_loops));
+    sass_counts_json(ml, &s->loop);
+    json_object_set_new(ml, "bytes", json_integer(s->loop_bytes));
+    json_object_set_new(ml, "per_16b", json_real(round_us(s->per_16b)));
+    json_object_set_new(ml, "weighted_per_16b", json_real(round_us(s->weighted_per_16b)));
+    json_object_set_new(ml, "inflight_thread_bytes", json_integer(s->inflight_thread_bytes));
+    json_object_set_new(ml, "inflight_sm_bytes", json_integer(s->inflight_sm_bytes));
+    json_object_set_new(o, "mainloop", ml);
+    json_object_set_new(o, "issue_us", s->issue_us >= 0 ? json_real(round_us(s->issue_us)) : json_null());
+    json_object_set_new(o, "memory_us", s->memory_us >= 0 ? json_real(round_us(s->memory_us)) : json_null());
+    return o;
+}
+
 static json_t *audit_json(const mcir_kernel_audit *a) {
     json_t *o = json_object();
     json_object_set_new(o, "entry", json_string(a->entry));
@@ -76,6 +122,7 @@ static json_t *audit_json(const mcir_kernel_audit *a) {
     json_object_set_new(o, "instructions", ins);
     json_object_set_new(o, "advisories", json_integer(a->advisories));
     if (a->advisories) json_object_set_new(o, "advisory", json_string(a->advisory));
+    if (a->sass.state) json_object_set_new(o, "sass", sass_json(&a->sass));
     return o;
 }
 
@@ -189,6 +236,7 @@ static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     json_object_set_new(cm, "l2_spill_bytes", json_integer(c.l2_spill_bytes));
     json_object_set_new(cm, "memory_us", json_real(round_us(c.memory_us)));
     json_object_set_new(cm, "compute_us", json_real(round_us(c.compute_us)));
+    json_object_set_new(cm, "issue_us", json_real(round_us(c.issue_us)));
     json_object_set_new(cm, "launch_us", json_real(round_us(c.launch_us)));
     json_object_set_new(o, "cost_model", cm);
     return o;

@@ -693,6 +693,12 @@ bool mcir_outfile_publish(const char *from, const char *path, mcir_diag *d);
 /* Whether path means stdout: "-", or the very file stdout is (/dev/stdout). */
 bool mcir_path_is_stdout(const char *path);
 
+/* Runs argv (argv[0] looked up on PATH; mcir/spawn.c) with stdin from
+ * /dev/null, stdout into the file `out` and stderr into `err` (both
+ * created or truncated; err NULL: with stdout). Its exit status, or -1
+ * where it could not start or did not exit. */
+int mcir_run_program(char *const *argv, const char *out, const char *err);
+
 /* graph.json reader (docs/graph-format.md). Reports every problem it finds as
  * PATH:LINE:COL: error: ...; returns NULL if there was any. The graph comes
  * back sorted, shape-inferred and verified. */

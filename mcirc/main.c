@@ -369,9 +369,13 @@ static void print_summary(const mcir_compilation *c, FILE *out) {
         if (cost.unfused_hbm_bytes > 0)
             snprintf(unfused, sizeof unfused, " (unfused %.2fx)",
                      (double)cost.unfused_hbm_bytes / compulsory);
-        fprintf(out, "  traffic  %d launches, %s HBM = %.2fx compulsory%s, modelled %.1f us on %s%s\n",
+        char bound[48] = "";   /* kernels the issue rate bounds (cost.c, the SASS audit's figures) */
+        if (cost.issue_bound)
+            snprintf(bound, sizeof bound, " (%d issue-bound)", cost.issue_bound);
+        fprintf(out, "  traffic  %d launches, %s HBM = %.2fx compulsory%s, modelled %.1f us on %s%s%s\n",
                 cost.launches, hbm, (double)cost.hbm_bytes / compulsory, unfused,
-                cost.modelled_us, c->target->name, g->n_dims && mcir_graph_is_dynamic(g) ? " (at the largest sizes)" : "");
+                cost.modelled_us, c->target->name, bound,
+                g->n_dims && mcir_graph_is_dynamic(g) ? " (at the largest sizes)" : "");
         if (c->has_cost_at_run) {   /* the same kernels at the run's sizes */
             const mcir_plan_cost *r = &c->cost_at_run;
             human_bytes(r->hbm_bytes, hbm, sizeof hbm);
@@ -824,6 +828,8 @@ int main(int argc, char **argv) {
                   (emit == EMIT_NONE && !out_dir);
     o.want_cuda = emit == EMIT_CUDA || emit == EMIT_PTX || emit == EMIT_AUDIT || out_dir;
     o.want_ptx = emit == EMIT_PTX || emit == EMIT_AUDIT || (out_dir && nvrtc);
+    /* the artifacts that show the audit read the SASS too (nvdisasm) */
+    o.want_sass = emit == EMIT_AUDIT || out_dir || report_path;
     if (report_path || out_dir) {
         o.want_plan = true;
         o.keep_original = true;

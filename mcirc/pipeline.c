@@ -586,6 +586,7 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     if (gpu_run && dynamic && (st = require_generic(o, c, d))) return st;
     if (o->want_ptx || (gpu_run && o->device != MCIR_DEVICE_EMU)) {   /* the emulator builds its own */
         if (!mcir_codegen_compile(c->codegen, c->target->name, d)) return MCIR_EXIT_TOOLCHAIN;
+        if (o->want_sass) mcir_codegen_audit_sass(c->codegen);
     }
 
     /* symbolic dims: a run and --verify execute copies bound to the run's

@@ -82,6 +82,8 @@ typedef struct mcir_options {
                                     and the CPU reference still runs */
     bool want_cuda;              /* generated sources */
     bool want_ptx;               /* NVRTC compile (PTX + cubin) */
+    bool want_sass;              /* with want_ptx: the SASS audit (nvdisasm on every cubin,
+                                    mcir_codegen_audit_sass) */
     bool verify;
     bool keep_original;          /* keep the graph as read (the report draws it) */
     bool trace_all;              /* --trace=all: every near miss in the trace */

@@ -595,6 +595,14 @@ static const char page_js[] =
     "document.getElementById('tcount').textContent=shown+' of '+D.trace.length+' records';}\n"
     "function fmtBytes(b){if(b===undefined)return '';if(b>=1048576)return (b/1048576).toFixed(2)+' MiB';"
     "if(b>=1024)return (b/1024).toFixed(1)+' KiB';return b+' B';}\n"
+    "function sassCell(s){if(!s)return '';if(!s.available)return 'not available ('+s.why+')';"
+    "const m=s.mainloop||{};let t=s.instructions+' instructions';"
+    "if(m.loops)t+=', main loop '+m.instructions+'/iter, '+m.per_16b.toFixed(1)+' per 16 B (weighted '+"
+    "m.weighted_per_16b.toFixed(1)+'), in flight '+fmtBytes(m.inflight_sm_bytes)+'/SM';"
+    "if(s.slow_paths)t+=', '+s.slow_paths+' IEEE slow paths';"
+    "if(s.issue_us!==null&&s.issue_us!==undefined)t+=', issue '+s.issue_us.toFixed(1)+' µs vs memory '+"
+    "s.memory_us.toFixed(1)+' µs';return t;}\n"
+    "function issueBound(c){return c&&c.issue_us>c.memory_us&&c.issue_us>c.compute_us;}\n"
     "function kernelTable(){if(!D.plan)return;const tb=document.querySelector('#kernels tbody');"
     "for(const k of D.plan.kernels){const t=k.tiling_strategy||{},a=k.audit||{};"
     "const tiles=t.block_tile?Object.entries(t.block_tile).map(e=>e[0]+'='+e[1]).join(' '):'';"
@@ -603,8 +611,9 @@ static const char page_js[] =
     "(k.grid||[]).join('×')+' / '+(k.block||[]).join('×'),fmtBytes(k.smem_bytes),"
     "fmtBytes(t.working_set_bytes),a.registers!==undefined?a.registers+' regs, '+"
     "((a.spill_store_bytes||0)+(a.spill_load_bytes||0))+' B spills'+(a.advisories?', '+a.advisories+"
-    "' ptxas advisories ('+a.advisory+')':''):'not compiled',"
-    "fmtBytes(k.hbm_bytes),k.modelled_us!==undefined?k.modelled_us.toFixed(1)+' µs':'',t.reason||'']"
+    "' ptxas advisories ('+a.advisory+')':''):'not compiled',sassCell(a.sass),"
+    "fmtBytes(k.hbm_bytes),k.modelled_us!==undefined?k.modelled_us.toFixed(1)+' µs'+(issueBound(k.cost_model)?"
+    "' (issue-bound: '+k.cost_model.issue_us.toFixed(1)+' µs to issue)':''):'',t.reason||'']"
     ".forEach(v=>tr.appendChild(el('td',null,String(v))));"
     "tr.onclick=()=>{document.querySelectorAll('tr.sel').forEach(x=>x.classList.remove('sel'));"
     "tr.classList.add('sel');showGraph('after');highlight(k.nodes||[]);};tb.appendChild(tr);}}\n"
@@ -749,7 +758,7 @@ bool mcir_report_write(const mcir_compilation *c, const mcir_report_options *opt
         fprintf(out, "; the whole graph ran on the GPU in %.3f s", c->run_seconds);
     fputs(".</p>\n<table id=\"kernels\"><thead><tr><th>kernel</th><th>template</th>"
           "<th>nodes</th><th>tiles</th><th>launch</th><th>dyn. smem</th><th>working set</th>"
-          "<th>registers</th><th>HBM (model)</th><th>time (model)</th><th>why these tiles</th>"
+          "<th>registers</th><th>SASS</th><th>HBM (model)</th><th>time (model)</th><th>why these tiles</th>"
           "</tr></thead><tbody></tbody></table></section>\n",
           out);
 

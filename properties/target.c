@@ -9,6 +9,16 @@
  *   L4               300 GB/s GDDR6  48 MB  30.3 TF   121 TF   (L4 data sheet: 242 with sparsity)
  *   H100-SXM5-80GB   3350 GB/s HBM3  50 MB  67 TF     989 TF   (H100 data sheet: 1979 with sparsity)
  *
+ * clock_ghz is the part's boost clock (A100 1.41 GHz, A10 1.695 GHz, L4
+ * 2.04 GHz, H100 SXM5 1.98 GHz: the vendors' data sheets and NVIDIA's
+ * architecture whitepapers, which derive the peaks above from it:
+ * 132 SMs x 128 FP32 lanes x 2 x 1.98 GHz = 67 TF on the H100), and
+ * issue_per_clock the warp instructions an SM issues a clock: four
+ * schedulers (SM sub-partitions), one instruction each, on every part here
+ * (the CUDA C Programming Guide's "Hardware Multithreading" and the
+ * whitepapers' SM diagrams). Together they bound a kernel's instruction
+ * issue: SMs x 4 x clock warp instructions a second.
+ *
  * launch_us is not a data-sheet figure: it is the usual gap between
  * back-to-back kernel launches on one stream without CUDA graphs (a few
  * microseconds on every recent driver); the cost model charges it per
@@ -29,7 +39,8 @@ static const mcir_target sm_80 = {
     .smem_reserved_per_block = 1024, .smem_alloc_unit = 128,
     .sm_count = 108, .has_wgmma = false,
     .dram_gbps = 2039.0, .l2_bytes = 40 * MB, .f32_fma_tflops = 19.5,
-    .f16_tc_tflops = 312.0, .bf16_tc_tflops = 312.0, .launch_us = 3.0};
+    .f16_tc_tflops = 312.0, .bf16_tc_tflops = 312.0, .launch_us = 3.0,
+    .clock_ghz = 1.41, .issue_per_clock = 4};
 static const mcir_target sm_86 = {
     .name = "sm_86", .sm = 86, .example_gpu = "A10",
     .smem_per_block = 48 * 1024, .smem_per_block_optin = 99 * 1024,
@@ -39,7 +50,8 @@ static const mcir_target sm_86 = {
     .smem_reserved_per_block = 1024, .smem_alloc_unit = 128,
     .sm_count = 72, .has_wgmma = false,
     .dram_gbps = 600.0, .l2_bytes = 6 * MB, .f32_fma_tflops = 31.2,
-    .f16_tc_tflops = 125.0, .bf16_tc_tflops = 125.0, .launch_us = 3.0};
+    .f16_tc_tflops = 125.0, .bf16_tc_tflops = 125.0, .launch_us = 3.0,
+    .clock_ghz = 1.695, .issue_per_clock = 4};
 static const mcir_target sm_89 = {
     .name = "sm_89", .sm = 89, .example_gpu = "L4",
     .smem_per_block = 48 * 1024, .smem_per_block_optin = 99 * 1024,
@@ -49,7 +61,8 @@ static const mcir_target sm_89 = {
     .smem_reserved_per_block = 1024, .smem_alloc_unit = 128,
     .sm_count = 58, .has_wgmma = false,
     .dram_gbps = 300.0, .l2_bytes = 48 * MB, .f32_fma_tflops = 30.3,
-    .f16_tc_tflops = 121.0, .bf16_tc_tflops = 121.0, .launch_us = 3.0};
+    .f16_tc_tflops = 121.0, .bf16_tc_tflops = 121.0, .launch_us = 3.0,
+    .clock_ghz = 2.04, .issue_per_clock = 4};
 static const mcir_target sm_90 = {
     .name = "sm_90", .sm = 90, .example_gpu = "H100-SXM5-80GB",
     .smem_per_block = 48 * 1024, .smem_per_block_optin = 227 * 1024,
@@ -59,7 +72,8 @@ static const mcir_target sm_90 = {
     .smem_reserved_per_block = 1024, .smem_alloc_unit = 128,
     .sm_count = 132, .has_wgmma = true,
     .dram_gbps = 3350.0, .l2_bytes = 50 * MB, .f32_fma_tflops = 67.0,
-    .f16_tc_tflops = 989.0, .bf16_tc_tflops = 989.0, .launch_us = 3.0};
+    .f16_tc_tflops = 989.0, .bf16_tc_tflops = 989.0, .launch_us = 3.0,
+    .clock_ghz = 1.98, .issue_per_clock = 4};
 
 static const mcir_target *const targets[] = {&sm_80, &sm_86, &sm_89, &sm_90, NULL};
 

@@ -45,6 +45,11 @@ typedef struct mcir_target {
     double f16_tc_tflops;         /* tensor cores, f16 in, f32 accumulate */
     double bf16_tc_tflops;        /* tensor cores, bf16 in, f32 accumulate */
     double launch_us;             /* host-side cost of one kernel launch, back to back */
+    /* The issue bound (kernelplan/cost.c, the SASS audit): every SM issues
+     * at most issue_per_clock warp instructions a clock (one per scheduler,
+     * four schedulers) at clock_ghz (the named part's boost clock). */
+    double clock_ghz;
+    int issue_per_clock;
 } mcir_target;
 
 /* NULL if the architecture is not known. */

@@ -249,7 +249,8 @@ START_TEST(out_dir_has_every_artifact) {
 }
 END_TEST
 
-/* --emit audit: one row per compiled kernel (NVRTC needed, else exit 3);
+/* --emit audit: one row per compiled kernel (NVRTC needed, else exit 3),
+ * its SASS lines under it (or why not: MCIR_NVDISASM=off turns them off);
  * -o's summary reports the NVRTC compiles. */
 START_TEST(emit_audit_is_a_table) {
     cli_result r = RUN("--emit", "audit", mlp());
@@ -265,6 +266,16 @@ START_TEST(emit_audit_is_a_table) {
     int rows = 0;
     for (const char *q = r.out; (q = strstr(q, " mc_")); q++) rows++;
     ck_assert_int_ge(rows, 1);
+    /* the SASS lines: read where nvdisasm is found, else why not */
+    ck_assert_msg(strstr(r.out, "   SASS: ") &&
+                      (strstr(r.out, "SASS main loop") || strstr(r.out, "SASS: not available (")),
+                  "%s", r.out);
+    cli_result_free(&r);
+    setenv("MCIR_NVDISASM", "off", 1);
+    r = RUN("--emit", "audit", mlp());
+    unsetenv("MCIR_NVDISASM");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "   SASS: not available (MCIR_NVDISASM=off)"));
     cli_result_free(&r);
     char *dir = cli_tempdir();
     r = RUN("-o", dir, mlp());

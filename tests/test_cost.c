@@ -245,6 +245,49 @@ START_TEST(norm_rereads_rows_too_wide_to_cache) {
 }
 END_TEST
 
+/* The issue bound: every target issues 4 warp instructions a clock per SM
+ * at its boost clock; a memory-bound kernel takes the slowest of its
+ * memory, compute and issue times. An f16 softmax over rows of 1024
+ * issues 383.4 weighted instructions per 16 bytes (cost.c's table, the
+ * SASS audit of main's kernel): issue-bound, over twice its DRAM time; a
+ * plain f32 add (19.7) is memory-bound. */
+START_TEST(issue_bound_kernels) {
+    for (const mcir_target *const *t = mcir_target_list(); *t; t++) {
+        ck_assert_msg((*t)->clock_ghz > 1 && (*t)->clock_ghz < 3, "%s", (*t)->name);
+        ck_assert_int_eq((*t)->issue_per_clock, 4);
+        /* the f32 peak is the clock's: SMs x FP32 lanes x 2 flops x clock */
+        double lanes = (*t)->f32_fma_tflops * 1e3 / (2.0 * (*t)->sm_count * (*t)->clock_ghz);
+        ck_assert_msg(fabs(lanes - ((*t)->sm == 80 ? 64 : 128)) < 1.0, "%s: %.1f lanes", (*t)->name, lanes);
+    }
+    const mcir_target *h100 = mcir_target_find("sm_90");
+    ck_assert_double_eq_tol(mcir_issue_us(h100, 132 * 4 * 1.98e3), 1.0, 1e-12);
+    mcir_graph *g = graph_of("{\"mcir\":1,\"name\":\"sm\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f16\","
+                             "\"shape\":[32768,1024]}],\"nodes\":[{\"name\":\"n\",\"op\":\"softmax\",\"inputs\":[\"x\"],"
+                             "\"outputs\":[\"y\"],\"attrs\":{\"axis\":-1}}],\"outputs\":[\"y\"]}");
+    mcir_plan *p = plan_of(g, "sm_90");
+    mcir_kernel_cost c;
+    mcir_cost_kernel(kernel_with(p, MCIR_TEMPLATE_STREAMING_NORM), p->target, NULL, &c);
+    ck_assert_double_eq_tol(c.issue_us, mcir_issue_us(h100, 383.4 * (double)c.global_bytes / 512.0), 1e-9);
+    ck_assert(c.issue_us > 2 * c.memory_us && c.issue_us > c.compute_us);
+    ck_assert_double_eq_tol(c.modelled_us, c.issue_us + h100->launch_us, 1e-9);
+    mcir_plan_cost pc;
+    mcir_cost_plan(p, &pc);
+    ck_assert_int_eq(pc.issue_bound, 1);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+    g = graph_of("{\"mcir\":1,\"name\":\"add\",\"inputs\":[{\"name\":\"a\",\"dtype\":\"f32\",\"shape\":[4096,4096]},"
+                 "{\"name\":\"b\",\"dtype\":\"f32\",\"shape\":[4096,4096]}],\"nodes\":[{\"name\":\"n\",\"op\":\"add\","
+                 "\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}");
+    p = plan_of(g, "sm_90");
+    mcir_cost_kernel(kernel_with(p, MCIR_TEMPLATE_ELEMENTWISE), p->target, NULL, &c);
+    ck_assert_double_eq_tol(c.issue_us, mcir_issue_us(h100, 19.7 * (double)c.global_bytes / 512.0), 1e-9);
+    ck_assert(c.issue_us > 0 && c.issue_us < c.memory_us);
+    ck_assert_double_eq_tol(c.modelled_us, fmax(c.memory_us, c.compute_us) + h100->launch_us, 1e-9);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 static mcir_graph *attention_graph(const char *dt, int nq, int nk, int d, bool causal) {
     char json[1024];
     snprintf(json, sizeof json,
@@ -454,6 +497,7 @@ START_TEST(plan_totals_and_compulsory_bytes) {
                                          "modelled_us", "cost_model"};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
         ck_assert_msg(json_object_get(k0, fields[i]), "kernel lacks %s", fields[i]);
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(k0, "cost_model"), "issue_us"));
     json_decref(root);
     free(buf);
     mcir_plan_free(p);
@@ -498,6 +542,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, candidate_tiles_change_the_rereads);
     tcase_add_test(tc, rereads_beyond_l2_spill_to_dram);
     tcase_add_test(tc, norm_rereads_rows_too_wide_to_cache);
+    tcase_add_test(tc, issue_bound_kernels);
     tcase_add_test(tc, attention_rereads_kv_per_q_tile);
     tcase_add_test(tc, split_kv_counts_the_merge);
     tcase_add_test(tc, elementwise_chain_counts_paths);
