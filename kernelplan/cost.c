@@ -402,34 +402,48 @@ static void cost_conv2d(cost_ctx *x) {
 
 /* -------------------------------------------------------------- norms */
 
-/* codegen/tpl_norm.c + templates/norm.cuh (mirrors its row layout): a warp
- * per row up to 1024 elements (row in registers), else a block per row
- * with the row cached in shared memory up to 11776 f32 (46 KiB), else
- * read twice (statistics, then output). gamma and beta are read at every
- * element of every row. */
+/* codegen/tpl_norm.c + templates/norm.cuh, as the plan's row layout
+ * (kernelplan/launch.c) has it: X read once where the row stays on chip
+ * (registers, or the shared-memory cache), twice where it does not (then
+ * the second read crosses DRAM again where the rows in flight, the grid's,
+ * exceed the L2), plus one value of X per thread and row for layernorm's
+ * shift there; gamma and beta read at every element of every row. */
 static void cost_norm(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
     const mcir_node *n = k->anchor;
     const mcir_tensor *in = n->inputs[0], *y = n->outputs[0];
     int kind = n->op == MCIR_OP_SOFTMAX ? 0 : n->op == MCIR_OP_LAYERNORM ? 1 : 2;
-    int axis;
-    if (!mcir_norm_axis(mcir_node_int(n, "axis"), in->rank, &axis)) axis = in->rank - 1;
-    int64_t W = 1;
-    if (kind == 0) W = in->shape[axis];
-    else
-        for (int i = axis; i < in->rank; i++) W *= in->shape[i];
-    bool warp_row = W <= 1024, cache = !warp_row && W * 4 <= 46 * 1024;
-    double passes = warp_row || cache ? 1 : 2;
-    double numel = (double)mcir_tensor_numel(in);
+    mcir_rows_problem g;
+    mcir_rows_layout l;
+    bool stream = false;
+    int64_t threads = 0, grid = 0, W = 0;
+    if (mcir_rows_problem_of(NULL, k, &g) && mcir_rows_layout_of_tiling(x->t, &g, &k->tiling, &l, NULL)) {
+        stream = l.mode == MCIR_ROWS_BLOCK_STREAM;
+        threads = l.threads;
+        grid = l.grid;
+        W = g.width;
+    }
+    double numel = (double)mcir_tensor_numel(in), rows = W > 0 ? numel / (double)W : 0;
     elem_cost ex = chain_cost(k, in, y, 0), epi = epilogue_cost(k, y);
+    double passes = stream ? 2 : 1;
     double global = numel * (passes * ex.bytes + epi.bytes);
-    double flops = numel * (passes * ex.flops + epi.flops + (kind == 1 ? 8 : kind == 0 ? 5 : 4));
+    double flops = numel * (passes * ex.flops + epi.flops + (kind == 1 ? 5 : kind == 0 ? 4 : 3));
+    if (stream && kind == 1) {   /* the shift: x_first, one value a thread and row */
+        global += rows * (double)threads * ex.bytes;
+        flops += rows * (double)threads * ex.flops;
+    }
     for (int j = 1; j < n->n_inputs && kind > 0 && j <= 2; j++) {
         elem_cost ep = chain_cost(k, n->inputs[j], y, 0);
         global += numel * ep.bytes;
         flops += numel * ep.flops;
     }
-    simple_kernel(x, global, flops);
+    mcir_kernel_cost *c = x->c;
+    c->global_bytes = (int64_t)global;
+    c->flops = flops;
+    c->hbm_bytes = reads_bytes(k) + writes_bytes(k);
+    if (stream && (double)grid * (double)W * (double)esize(in) > (double)x->t->l2_bytes)
+        c->hbm_bytes += (int64_t)(numel * (double)esize(in));   /* the second read of X misses the L2 */
+    add_launch(x, (double)c->hbm_bytes, flops, "f32_fma");
 }
 
 /* ---------------------------------------------------------- attention */
