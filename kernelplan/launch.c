@@ -391,13 +391,16 @@ static int64_t width_unit(const mcir_rows_problem *g) { return g->width_unit > 0
  * and sm_90: a sweep of the three norms in f32, f16 and bf16 at widths
  * 64..150000, docs/kernelplan.md "Registers"). The registers layouts keep
  * P = chunks * V row values a thread. A warp per row: softmax 16 + P,
- * rmsnorm 18 + P (at most 50), layernorm 22 + 6P/5 in 16-bit, 25 + P in
+ * rmsnorm 18 + P (at most 50; 60 for f16 at P = 32, where ptxas keeps the
+ * packed halves too: 64 measured, bf16 48), layernorm 22 + 6P/5 in 16-bit, 25 + P in
  * f32 — except on sm_90 from P = 24 (768..1024 wide), where ptxas hoists
  * gamma's and beta's loads: 62; each read of a fused chain 4 more. A block per row with the row in registers
  * (P 16..32): layernorm 30 + 7P/8, rmsnorm 18 + 5P/4, softmax 8 + 25P/16
- * in 16-bit and 30 + 5P/8 in f32. The shared-memory cache: layernorm 64
- * (f32 58), rmsnorm 59 (50), softmax 59 (53); the row read twice:
- * layernorm 64 (58), rmsnorm 62 (52), softmax 60 (46). Reductions and the
+ * in 16-bit and 30 + 5P/8 in f32. The layouts that re-read the row (512
+ * threads; ptxas keeps four vectors with their gamma and beta): the
+ * shared-memory cache layernorm 96 (f32 59), rmsnorm 93 (57), softmax 96
+ * (57); the row read twice layernorm 97 (57), rmsnorm 94 (57), softmax 96
+ * (54). Reductions and the
  * global pool keep a running value: 15 (13..17), 23 when a kept axis
  * follows a reduced one (22..24: the row is strided). */
 static int rows_registers(const mcir_target *t, const mcir_rows_problem *g, const mcir_rows_layout *l) {
@@ -405,8 +408,8 @@ static int rows_registers(const mcir_target *t, const mcir_rows_problem *g, cons
     bool softmax = g->op == MCIR_OP_SOFTMAX, rms = g->op == MCIR_OP_RMSNORM, f32 = g->dtype == MCIR_DTYPE_F32;
     int64_t P = (int64_t)l->chunks * l->vector_width;
     switch (l->mode) {
-    case MCIR_ROWS_BLOCK_SMEM: return softmax ? (f32 ? 53 : 59) : rms ? (f32 ? 50 : 59) : (f32 ? 58 : 64);
-    case MCIR_ROWS_BLOCK_STREAM: return softmax ? (f32 ? 46 : 60) : rms ? (f32 ? 52 : 62) : (f32 ? 58 : 64);
+    case MCIR_ROWS_BLOCK_SMEM: return softmax ? (f32 ? 57 : 96) : rms ? (f32 ? 57 : 93) : (f32 ? 59 : 96);
+    case MCIR_ROWS_BLOCK_STREAM: return softmax ? (f32 ? 54 : 96) : rms ? (f32 ? 57 : 94) : (f32 ? 57 : 97);
     case MCIR_ROWS_BLOCK_REGS:
         if (softmax) return (int)(f32 ? 30 + 5 * P / 8 : 8 + 25 * P / 16);
         return (int)(rms ? 18 + 5 * P / 4 : 30 + 7 * P / 8);
@@ -414,7 +417,7 @@ static int rows_registers(const mcir_target *t, const mcir_rows_problem *g, cons
     }
     int chain = 4 * g->chain_reads;
     if (softmax) return (int)(16 + P) + chain;
-    if (rms) return (int)min64(18 + P, 50) + chain;
+    if (rms) return (g->dtype == MCIR_DTYPE_F16 && P >= 32 ? 60 : (int)min64(18 + P, 50)) + chain;
     if (f32 && t->sm >= 90 && P >= 24) return 62;
     return (int)(f32 ? 25 + P : 22 + 6 * P / 5) + chain;
 }
@@ -513,7 +516,12 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
     }
     /* a norm's grid is persistent: at most one wave of resident blocks,
      * each walking rows (the template's loops stride by the grid) */
-    if (g->kind == MCIR_ROWS_NORM) l->grid = min64(l->grid, (int64_t)t->sm_count * l->blocks_per_sm);
+    if (g->kind == MCIR_ROWS_NORM) {
+        l->grid = min64(l->grid, (int64_t)t->sm_count * l->blocks_per_sm);
+        int64_t elem = (int64_t)mcir_dtype_size(g->dtype), vectors = l->chunks > 0 ? l->chunks : 4;
+        l->inflight_thread_bytes = vectors * l->vector_width * (elem > 0 ? elem : 4);
+        l->inflight_sm_bytes = l->inflight_thread_bytes * l->threads * l->blocks_per_sm;
+    }
     return true;
 }
 
@@ -541,13 +549,15 @@ int mcir_rows_candidates(const mcir_target *t, const mcir_rows_problem *g, mcir_
             if (mcir_rows_layout_of(t, g, true, warps[i], &out[n], NULL)) n++;
     } else if (g->kind == MCIR_ROWS_NORM) {
         /* a norm's block keeps the row in its threads' registers where
-         * MCIR_ROWS_REG_VALUES a thread hold it (at least 4 warps: every
-         * thread keeps at least 64 bytes in flight up to 32768 elements),
-         * else 32 warps stream it through the shared-memory cache or twice
-         * from global memory, four vectors a thread in flight; the
-         * alternative: half the warps (twice the values a thread) */
+         * MCIR_ROWS_REG_VALUES a thread hold it (4..32 warps: every thread
+         * keeps 64..128 bytes in flight up to 32768 elements), else 16
+         * warps stream it through the shared-memory cache or twice from
+         * global memory, four vectors a thread in flight (32 warps would
+         * cap a thread at 64 registers, and the output pass's vectors with
+         * their gamma and beta spill there); the alternative: half the
+         * warps (twice the values a thread) */
         int64_t warps = ceil_div(width_max(g), (int64_t)t->warp_size * MCIR_ROWS_REG_VALUES);
-        int first = (int)(warps < 4 ? 4 : warps > 32 ? 32 : warps);
+        int first = (int)(warps < 4 ? 4 : warps > 32 ? 16 : warps);
         int alt[] = {first, first / 2 >= 4 ? first / 2 : 8};
         for (int i = 0; i < 2 && n < max; i++)
             if (mcir_rows_layout_of(t, g, false, alt[i], &out[n], NULL)) n++;

@@ -142,6 +142,11 @@ typedef struct mcir_rows_layout {
     mcir_rows_mode mode;         /* NORM: where the row is kept */
     int chunks;                  /* NORM, registers: vectors of vector_width a thread keeps */
     bool cache;                  /* NORM: mode == MCIR_ROWS_BLOCK_SMEM */
+    /* NORM: bytes of X a thread has in flight before its first use of one
+     * (the registers layouts: its whole part of the row; the streaming
+     * ones: four vectors), and per SM over its resident blocks (Little's
+     * law: an H100/H200 wants some 32 KiB per SM to run at the DRAM's rate) */
+    int64_t inflight_thread_bytes, inflight_sm_bytes;
     int64_t grid;
     int64_t smem_bytes, smem_static_bytes;
     int registers;

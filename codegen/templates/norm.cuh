@@ -89,8 +89,9 @@ __device__ __forceinline__ float norm_max(float v, float* part) {
 // NaN sum gives NaN everywhere)
 __device__ __forceinline__ float norm_offset(float m) { return m == MC_NINF ? 0.0f : m * MC_L2E; }
 __device__ __forceinline__ float norm_inv_sum(float s) { return s == 0.0f ? 0.0f : mc_rcp(s); }
-// layernorm / rmsnorm: 1 / sqrt(mean square + eps)
-__device__ __forceinline__ float norm_rstd(float sum_sq) { return mc_rsqrt(fmaf(sum_sq, NORM_INV_W, NORM_EPS)); }
+// layernorm / rmsnorm: 1 / sqrt(mean square + eps); inv_w = NORM_INV_W,
+// read where the dims are in scope
+__device__ __forceinline__ float norm_rstd(float sum_sq, float inv_w) { return mc_rsqrt(fmaf(sum_sq, inv_w, NORM_EPS)); }
 
 // The output of the NORM_V values v[] at column j (element xi of X), in
 // place. softmax: v holds the exponentials, a = 1 / sum; layernorm: a =
@@ -174,7 +175,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
                 q = fmaf(d, d, q);
             }
         }
-    b = norm_rstd(norm_sum(q, part));
+    b = norm_rstd(norm_sum(q, part), NORM_INV_W);
 #else
     float q = 0.0f;
 #pragma unroll
@@ -184,7 +185,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
             for (int u = 0; u < NORM_V; u++) q = fmaf(v[c * NORM_V + u], v[c * NORM_V + u], q);
         }
     a = 0.0f;
-    b = norm_rstd(norm_sum(q, part));
+    b = norm_rstd(norm_sum(q, part), NORM_INV_W);
 #endif
 #pragma unroll
     for (int c = 0; c < NORM_NCHUNK; c++)
@@ -197,13 +198,58 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
 }
 #endif
 
+#if NORM_LAYOUT >= 2
+// The output pass of the layouts that do not keep the row in registers:
+// four vectors a thread read (from the cache, or from X again) before the
+// first is used, each turned into its output (softmax: its exponential
+// again, offset by off) and stored. The loop itself is not unrolled: its
+// body is the unrolled step, whose stores keep their 16-byte form.
+#define NORM_UNROLL 4
+#define NORM_OUT_UNROLL 4
+#if NORM_LAYOUT == 3
+typedef float NORM_CACHE_T;   // no cache: the pass reads X
+#endif
+__device__ __forceinline__ void norm_out_pass(i64 row, int t, float a, float b, float off, const NORM_CACHE_T* cache,
+                                              MC_PARAMS) {
+    (void)off; (void)cache;
+#pragma unroll 1
+    for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_OUT_UNROLL) {
+        float v[NORM_OUT_UNROLL * NORM_V];
+#pragma unroll
+        for (int k = 0; k < NORM_OUT_UNROLL; k++) {
+            const i64 j = j0 + (i64)k * NORM_CHUNK;
+            if (j < NORM_W) {
+#if NORM_LAYOUT == 2
+                cache_get(cache, j, &v[k * NORM_V]);
+#else
+                x_load(norm_index(row, j MC_DIMS_ARGS), &v[k * NORM_V], MC_ARGS);
+#endif
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < NORM_OUT_UNROLL; k++) {
+            const i64 j = j0 + (i64)k * NORM_CHUNK;
+            if (j < NORM_W) {
+#if NORM_KIND == 0
+#pragma unroll
+                for (int u = 0; u < NORM_V; u++) v[k * NORM_V + u] = mc_exp2(fmaf(v[k * NORM_V + u], MC_L2E, -off));
+#endif
+                const i64 xi = norm_index(row, j MC_DIMS_ARGS);
+                norm_apply(&v[k * NORM_V], a, b, j, xi, MC_ARGS);
+                epilogue_v(xi, &v[k * NORM_V], MC_ARGS);
+            }
+        }
+    }
+}
+#endif
+
 #if NORM_LAYOUT == 2
 // ---- layout 2: the row cached in shared memory in X's dtype; four vectors
 // a thread in flight per step of the first pass
-#define NORM_UNROLL 4
 __device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE_T* cache, MC_PARAMS) {
     float a, b = 0.0f;
     float acc = NORM_KIND == 0 ? MC_NINF : 0.0f;   // softmax: max; layernorm: sum; rmsnorm: sum of squares
+#pragma unroll 1
     for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
         float v[NORM_UNROLL * NORM_V];
 #pragma unroll
@@ -235,6 +281,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE
 #if NORM_KIND == 0
     const float off = norm_offset(norm_max(acc, part));
     float s = 0.0f;
+#pragma unroll 1
     for (i64 j = (i64)t * NORM_V; j < NORM_W; j += NORM_CHUNK) {
         float v[NORM_V];
         cache_get(cache, j, v);
@@ -245,6 +292,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE
 #elif NORM_KIND == 1
     a = norm_sum(acc, part) * NORM_INV_W;
     float q = 0.0f;
+#pragma unroll 1
     for (i64 j = (i64)t * NORM_V; j < NORM_W; j += NORM_CHUNK) {
         float v[NORM_V];
         cache_get(cache, j, v);
@@ -254,23 +302,15 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE
             q = fmaf(d, d, q);
         }
     }
-    b = norm_rstd(norm_sum(q, part));
+    b = norm_rstd(norm_sum(q, part), NORM_INV_W);
 #else
     a = 0.0f;
-    b = norm_rstd(norm_sum(acc, part));
+    b = norm_rstd(norm_sum(acc, part), NORM_INV_W);
 #endif
-    for (i64 j = (i64)t * NORM_V; j < NORM_W; j += NORM_CHUNK) {
-        float v[NORM_V];
-        cache_get(cache, j, v);
-#if NORM_KIND == 0
-        // the exponentials again: the cache holds X's dtype, not theirs
-#pragma unroll
-        for (int u = 0; u < NORM_V; u++) v[u] = mc_exp2(fmaf(v[u], MC_L2E, -off));
+#if NORM_KIND != 0
+    const float off = 0.0f;
 #endif
-        const i64 xi = norm_index(row, j MC_DIMS_ARGS);
-        norm_apply(v, a, b, j, xi, MC_ARGS);
-        epilogue_v(xi, v, MC_ARGS);
-    }
+    norm_out_pass(row, t, a, b, off, cache, MC_ARGS);
     // no barrier before the next row: every slot of the cache is written
     // and read by one thread only
 }
@@ -278,8 +318,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE
 
 #if NORM_LAYOUT == 3
 // ---- layout 3: the row read twice, four vectors a thread in flight per
-// step of the first pass
-#define NORM_UNROLL 4
+// step of each pass
 __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS) {
     float a, b = 0.0f;
 #if NORM_KIND == 0
@@ -292,6 +331,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
 #else
     float q = 0.0f;
 #endif
+#pragma unroll 1
     for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
         float v[NORM_UNROLL * NORM_V];
 #pragma unroll
@@ -337,22 +377,15 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
     const float S = norm_sum(s, part), Q = norm_sum(q, part);
     const float ds = S * NORM_INV_W;   // mean - shift
     a = shift + ds;
-    b = norm_rstd(fmaxf(fmaf(-ds, S, Q), 0.0f));   // sum of squared deviations = Q - S^2 / W
+    b = norm_rstd(fmaxf(fmaf(-ds, S, Q), 0.0f), NORM_INV_W);   // sum of squared deviations = Q - S^2 / W
 #else
     a = 0.0f;
-    b = norm_rstd(norm_sum(q, part));
+    b = norm_rstd(norm_sum(q, part), NORM_INV_W);
 #endif
-    for (i64 j = (i64)t * NORM_V; j < NORM_W; j += NORM_CHUNK) {
-        float v[NORM_V];
-        const i64 xi = norm_index(row, j MC_DIMS_ARGS);
-        x_load(xi, v, MC_ARGS);
-#if NORM_KIND == 0
-#pragma unroll
-        for (int u = 0; u < NORM_V; u++) v[u] = mc_exp2(fmaf(v[u], MC_L2E, -off));
+#if NORM_KIND != 0
+    const float off = 0.0f;
 #endif
-        norm_apply(v, a, b, j, xi, MC_ARGS);
-        epilogue_v(xi, v, MC_ARGS);
-    }
+    norm_out_pass(row, t, a, b, off, (const NORM_CACHE_T*)0, MC_ARGS);
 }
 #endif
 
