@@ -330,7 +330,7 @@ START_TEST(test_model_refuses_unrealisable_tiles) {
     ck_assert(mcir_rows_layout_of(t, &r, false, 16, &rl, NULL));
     ck_assert_int_eq(rl.smem_bytes, 20000 * 2);
     r.width = 150000;
-    ck_assert(mcir_rows_layout_of(t, &r, false, 32, &rl, NULL));
+    ck_assert(mcir_rows_layout_of(t, &r, false, 16, &rl, NULL));
     ck_assert_int_eq(rl.mode, MCIR_ROWS_BLOCK_STREAM);
     ck_assert_int_eq(rl.smem_bytes, 0);
     /* a persistent grid: at most a wave of resident blocks */

@@ -19,6 +19,9 @@ typedef unsigned int u32;
 #define MC_GLD(p, i) ((p)[i])
 #define MC_GST(p, i, v) ((p)[i] = (v))
 #define MC_GLDV(T, p, i) (*(const T*)((p) + (i)))
+// MC_GSTV is a plain (weak) store: __stwb's is strong (STG.E.128.STRONG.SM).
+// NVVM splits a float4 struct store into scalars in a loop it unrolls at
+// run time: the templates' loops of unknown trip count say #pragma unroll 1.
 #define MC_GSTV(T, p, i, v) (*(T*)((p) + (i)) = (v))
 #define MC_SLD(x) (x)
 #define MC_SST(x, v) ((x) = (v))
