@@ -1,16 +1,16 @@
 /*
  * tpl_norm.c — instantiates templates/norm.cuh (softmax, layernorm,
  * rmsnorm) from a streaming-norm KernelPlan, realising the plan's row
- * layout (kernelplan/launch.c): a warp per row (row in registers, the
- * plan's warps = rows per block) or a block per row with the row cached in
- * dynamic shared memory up to 11776 elements (46 KB, no opt-in) and
- * re-read beyond. Where the plan's vector width is > 1 (X the kernel's own
- * read, rows contiguous, the width a multiple of it: every access aligned
- * by construction) X is read 16 bytes per lane (8 bytes where only 4 | W),
- * gamma/beta that are plain vectors over the normalised axes alongside it
- * by column, and the outputs stored packed, 16 bytes per lane. A fused
- * prologue (elementwise ops producing X) and epilogue (elementwise ops
- * after the norm) come from the value emitter.
+ * layout (kernelplan/launch.c): a warp per row with the row in its lanes'
+ * registers, or a block per row with the row in its threads' registers,
+ * cached in dynamic shared memory in X's storage dtype (up to the opt-in
+ * limit), or read twice. Where the plan's vector width is > 1 (X the
+ * kernel's own read, rows contiguous, the width a multiple of it: every
+ * access aligned by construction) X is read 16 bytes per lane (8 bytes
+ * where only 4 | W), gamma/beta that are plain vectors over the normalised
+ * axes alongside it by column, and the outputs stored packed, 16 bytes per
+ * lane. A fused prologue (elementwise ops producing X) and epilogue
+ * (elementwise ops after the norm) come from the value emitter.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +63,65 @@ static void emit_vec_load(cg_sb *b, const mcir_tensor *t, int ri, const char *id
 static void emit_x_load(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor *x, int vec) {
     cg_sb_puts(b, "__device__ __forceinline__ void x_load(i64 xi, float* out, MC_PARAMS) {\n");
     emit_vec_load(b, x, cg_read_index(kp, x), "xi", vec);
-    cg_sb_puts(b, "}\n");
+    cg_sb_printf(b, "}\n__device__ __forceinline__ float x_first(i64 xi, MC_PARAMS) { return v%d(xi, 0.0f, MC_ARGS); }\n",
+                 x->id);
+}
+
+/* Layout 2's cache of the row in X's storage dtype: cache_put / cache_get
+ * move NORM_V values at column j, one 16-byte (8-byte) shared access where
+ * the vector is that wide. X's values are rounded to its dtype already, so
+ * the round trip is exact. */
+static void emit_cache(cg_sb *b, const mcir_tensor *x, int vec) {
+    bool half = x->dtype == MCIR_DTYPE_F16 || x->dtype == MCIR_DTYPE_BF16;
+    const char *ds = cg_dsuffix(x->dtype);
+    if (!half) {   /* f32 (a norm's X is f32, f16 or bf16) */
+        cg_sb_puts(b, "#define NORM_CACHE_T float\n");
+        if (vec % 4 == 0)
+            cg_sb_printf(b,
+                "__device__ __forceinline__ void cache_put(float* c, i64 j, const float* v) {\n"
+                "#pragma unroll\n    for (int q = 0; q < %d; q += 4) {\n"
+                "        float4 w; w.x = v[q]; w.y = v[q + 1]; w.z = v[q + 2]; w.w = v[q + 3];\n"
+                "        MC_SST(*(float4*)(c + j + q), w);\n    }\n}\n"
+                "__device__ __forceinline__ void cache_get(const float* c, i64 j, float* v) {\n"
+                "#pragma unroll\n    for (int q = 0; q < %d; q += 4) {\n"
+                "        const float4 w = MC_SLD(*(const float4*)(c + j + q));\n"
+                "        v[q] = w.x; v[q + 1] = w.y; v[q + 2] = w.z; v[q + 3] = w.w;\n    }\n}\n", vec, vec);
+        else
+            cg_sb_printf(b,
+                "__device__ __forceinline__ void cache_put(float* c, i64 j, const float* v) {\n"
+                "#pragma unroll\n    for (int u = 0; u < %d; u++) MC_SST(c[j + u], v[u]);\n}\n"
+                "__device__ __forceinline__ void cache_get(const float* c, i64 j, float* v) {\n"
+                "#pragma unroll\n    for (int u = 0; u < %d; u++) v[u] = MC_SLD(c[j + u]);\n}\n", vec, vec);
+        return;
+    }
+    cg_sb_puts(b, "#define NORM_CACHE_T unsigned short\n");
+    if (vec % 4 == 0) {   /* u32 words of two values; a uint4 (8 values) or uint2 (4) a shared access */
+        bool wide = vec % 8 == 0;
+        const char *vt = wide ? "uint4" : "uint2";
+        int per = wide ? 8 : 4;
+        cg_sb_printf(b,
+            "__device__ __forceinline__ void cache_put(unsigned short* c, i64 j, const float* v) {\n"
+            "#pragma unroll\n    for (int q = 0; q < %d; q += %d) {\n        u32 p[%d];\n"
+            "#pragma unroll\n        for (int k = 0; k < %d; k++) p[k] = mc_pack_%s(v[q + 2 * k], v[q + 2 * k + 1]);\n"
+            "        %s w; w.x = p[0]; w.y = p[1];%s\n"
+            "        MC_SST(*(%s*)(c + j + q), w);\n    }\n}\n"
+            "__device__ __forceinline__ void cache_get(const unsigned short* c, i64 j, float* v) {\n"
+            "#pragma unroll\n    for (int q = 0; q < %d; q += %d) {\n"
+            "        const %s w = MC_SLD(*(const %s*)(c + j + q));\n"
+            "        const u32 p[%d] = {w.x, w.y%s};\n"
+            "#pragma unroll\n        for (int k = 0; k < %d; k++) {\n"
+            "            v[q + 2 * k] = mc_%s_to_f32((unsigned short)(p[k] & 0xffffu));\n"
+            "            v[q + 2 * k + 1] = mc_%s_to_f32((unsigned short)(p[k] >> 16));\n        }\n    }\n}\n",
+            vec, per, per / 2, per / 2, ds, vt, wide ? " w.z = p[2]; w.w = p[3];" : "", vt, vec, per, vt, vt,
+            per / 2, wide ? ", w.z, w.w" : "", per / 2, ds, ds);
+        return;
+    }
+    cg_sb_printf(b,
+        "__device__ __forceinline__ void cache_put(unsigned short* c, i64 j, const float* v) {\n"
+        "#pragma unroll\n    for (int u = 0; u < %d; u++) MC_SST(c[j + u], mc_f32_to_%s(v[u]));\n}\n"
+        "__device__ __forceinline__ void cache_get(const unsigned short* c, i64 j, float* v) {\n"
+        "#pragma unroll\n    for (int u = 0; u < %d; u++) v[u] = mc_%s_to_f32(MC_SLD(c[j + u]));\n}\n",
+        vec, ds, vec, ds);
 }
 
 /* Whether parameter p, broadcast against X, is a plain vector over the
@@ -136,7 +194,7 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     }
     int64_t W = g.width, inner = g.inner, rows = g.rows;
     int vec = l.vector_width;
-    bool warp_row = l.warp_row, cache = l.cache;
+    bool warp_row = l.warp_row;
     int threads = l.threads;
     int lanes = warp_row ? 32 : threads;
 
@@ -175,17 +233,25 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_sb_printf(&b, "%lldLL\n#define NORM_INNER %lldLL\n#define NORM_ROWS %lldLL", (long long)W,
                      (long long)inner, (long long)rows);
     }
-    /* a warp per row over a width that depends on a dimension: its
-     * registers hold the largest row in range (the plan's layout is for
-     * it), the lanes past the row's end idle */
-    if (warp_row && g.width_max > 0)
-        cg_sb_printf(&b, "\n#define NORM_NCHUNK %lld", (long long)((g.width_max + 32 * vec - 1) / (32 * vec)));
+    /* 1 / W: a literal, or (a width that depends on a dimension) computed
+     * once per thread from the dims */
+    cg_sb_puts(&b, "\n#define NORM_INV_W ");
+    if (cg_dyn && cg_tensor_dynamic(x))
+        cg_sb_puts(&b, "(1.0f / (float)(NORM_W))");
+    else
+        cg_sb_float(&b, (float)(1.0 / (double)W));
+    /* the registers layouts keep NORM_NCHUNK vectors a thread: for the
+     * largest width in range where it depends on a dimension (the lanes
+     * past the row's end idle) */
+    if (l.mode == MCIR_ROWS_WARP_REGS || l.mode == MCIR_ROWS_BLOCK_REGS)
+        cg_sb_printf(&b, "\n#define NORM_NCHUNK %d", l.chunks);
     cg_sb_printf(&b,
-        "\n#define NORM_V %d\n#define NORM_WARP_ROW %d\n#define NORM_CACHE %d\n#define NORM_LANES %d\n"
+        "\n#define NORM_V %d\n#define NORM_LAYOUT %d\n#define NORM_LANES %d\n"
         "#define NORM_HAS_BETA %d\n#define NORM_EPS ",
-        vec, warp_row, cache, lanes, beta != NULL);
+        vec, (int)l.mode, lanes, beta != NULL);
     cg_sb_float(&b, (float)eps);
     cg_sb_puts(&b, "\n");
+    if (l.mode == MCIR_ROWS_BLOCK_SMEM) emit_cache(&b, x, vec);
     emit_x_load(&b, kp, x, vec);
     if (gamma) emit_param_v(&b, kp, "gamma", x, gamma, axis, vec);
     if (beta) emit_param_v(&b, kp, "beta", x, beta, axis, vec);

@@ -272,42 +272,50 @@ static void add_launch(cost_ctx *x, double dram_bytes, double flops, const char 
  * bytes its loads and stores move a lane (MUFU x MCIR_SASS_MUFU_WEIGHT, an
  * IEEE slow path + MCIR_SASS_SLOW_PATH_WEIGHT: the SASS audit's
  * weighted_per_16b, docs/codegen.md "Kernel audit"), by template, norm
- * kind and row layout, for f32 and for 16-bit (f16 and bf16 agree within
- * 3 %) data. Calibrated with `mcirc --arch sm_90 --emit audit` (nvdisasm
- * 13.5 on NVRTC 13.0's cubins, branch sass-audit, main at ba63c2e) on:
- * elementwise a + b and copy a transpose of [8192, 8192]; reduce_sum over
- * the last axis of [8192, 8192]; the norms over 2^25 elements, rows of
- * W = 1024 (a warp a row) and W = 4096 (a block a row). The elementwise
+ * kind and row layout (mcir_rows_mode), for f32 and for 16-bit (f16 and
+ * bf16 agree within 3 %) data. Calibrated with `mcirc --arch sm_90 --emit
+ * audit` (nvdisasm 13.5 on NVRTC 13.0's cubins) on: elementwise a + b and
+ * copy a transpose of [8192, 8192]; reduce_sum over the last axis of
+ * [8192, 8192] (ba63c2e); the norms of #42 over 2^25 elements, rows of
+ * W = 1024 (a warp's registers), 4096 (a block's), 65536 f16 (the
+ * shared-memory cache) and 65536 f32 / 131072 (read twice). The audit's
+ * main loops are those that read global memory, so the cache's passes over
+ * shared memory are outside them: the cache's figures are the twice-read
+ * row's per-element work over 2/3 of its bytes (softmax x 1.5), or the
+ * audit's plus its variance pass (layernorm x 1.25). The elementwise
  * figure is its floor, a binary op: a chain with transcendentals issues
- * more (silu(g) * u 67.7 f32 / 160.0 f16, gelu 81.2 / 204.0 — scalar
- * loads and an IEEE division per element), which the audit of the kernel
- * itself shows. To recalibrate (the norm and elementwise kernels are being
- * rewritten): run the audit on those graphs and copy its weighted
- * figures here. */
+ * more, which the audit of the kernel itself shows. To recalibrate: run
+ * the audit on those graphs and copy its weighted figures here. */
 typedef struct issue_figure {
     mcir_template tpl;
     mcir_op norm;          /* STREAMING_NORM: its op; else MCIR_OP_COUNT */
-    bool block_rows;       /* STREAMING_NORM: W > 1024 */
+    int mode;              /* STREAMING_NORM: its row layout (mcir_rows_mode); else -1 */
     double f32, f16;       /* weighted instructions per 16 bytes */
 } issue_figure;
 
 static const issue_figure issue_figures[] = {
-    {MCIR_TEMPLATE_ELEMENTWISE, MCIR_OP_COUNT, false, 19.7, 58.7},
-    {MCIR_TEMPLATE_COPY, MCIR_OP_COUNT, false, 53.4, 114.9},
-    {MCIR_TEMPLATE_REDUCE, MCIR_OP_COUNT, false, 48.0, 104.0},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, false, 57.5, 123.9},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, true, 121.5, 131.5},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, false, 38.5, 85.7},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, true, 44.1, 128.5},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, false, 185.9, 383.4},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, true, 183.0, 363.0},
+    {MCIR_TEMPLATE_ELEMENTWISE, MCIR_OP_COUNT, -1, 19.7, 58.7},
+    {MCIR_TEMPLATE_COPY, MCIR_OP_COUNT, -1, 53.4, 114.9},
+    {MCIR_TEMPLATE_REDUCE, MCIR_OP_COUNT, -1, 48.0, 104.0},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_WARP_REGS, 7.3, 23.6},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_BLOCK_REGS, 13.2, 32.2},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_BLOCK_SMEM, 13.3, 38.3},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_BLOCK_STREAM, 10.6, 23.5},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_WARP_REGS, 6.3, 22.3},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_BLOCK_REGS, 8.1, 25.8},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_BLOCK_SMEM, 9.9, 33.6},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_BLOCK_STREAM, 6.6, 21.2},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_WARP_REGS, 19.8, 52.6},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_REGS, 26.3, 63.8},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_SMEM, 41.0, 83.3},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_STREAM, 27.3, 55.5},
 };
 
 /* The issue time of kernel k moving `global` bytes through its loads and
  * stores (a warp's 16-byte vector a lane is 512 of them), where the table
  * has its template; 0 elsewhere. The data's dtype: the anchor's input (a
  * norm, a reduction) or the first write (a chain, a copy). */
-static double issue_time(const cost_ctx *x, double global, bool block_rows) {
+static double issue_time(const cost_ctx *x, double global, int mode) {
     const mcir_kernel_plan *k = x->k;
     const mcir_tensor *data = k->anchor && k->anchor->n_inputs && k->tpl != MCIR_TEMPLATE_ELEMENTWISE &&
                                       k->tpl != MCIR_TEMPLATE_COPY
@@ -317,7 +325,7 @@ static double issue_time(const cost_ctx *x, double global, bool block_rows) {
     mcir_op norm = k->tpl == MCIR_TEMPLATE_STREAMING_NORM ? k->anchor->op : MCIR_OP_COUNT;
     for (size_t i = 0; i < sizeof issue_figures / sizeof *issue_figures; i++) {
         const issue_figure *f = &issue_figures[i];
-        if (f->tpl != k->tpl || f->norm != norm || (norm != MCIR_OP_COUNT && f->block_rows != block_rows)) continue;
+        if (f->tpl != k->tpl || f->norm != norm || (norm != MCIR_OP_COUNT && f->mode != mode)) continue;
         double per_16b = esize(data) == 2 ? f->f16 : f->f32;
         return mcir_issue_us(x->t, per_16b * global / (16.0 * x->t->warp_size));
     }
@@ -331,15 +339,13 @@ double mcir_issue_us(const mcir_target *t, double warp_instructions) {
 
 /* One launch of a generated kernel that moves each tensor once; a
  * memory-bound template's issue time where the table has it. */
-static void simple_kernel_rows(cost_ctx *x, double global, double flops, bool block_rows) {
+static void simple_kernel(cost_ctx *x, double global, double flops) {
     mcir_kernel_cost *c = x->c;
     c->global_bytes = (int64_t)global;
     c->flops = flops;
     c->hbm_bytes = reads_bytes(x->k) + writes_bytes(x->k);
-    add_launch_issue(x, (double)c->hbm_bytes, flops, "f32_fma", 1.0, issue_time(x, global, block_rows));
+    add_launch_issue(x, (double)c->hbm_bytes, flops, "f32_fma", 1.0, issue_time(x, global, -1));
 }
-
-static void simple_kernel(cost_ctx *x, double global, double flops) { simple_kernel_rows(x, global, flops, false); }
 
 /* ------------------------------------------------------ data-parallel */
 
@@ -476,34 +482,50 @@ static void cost_conv2d(cost_ctx *x) {
 
 /* -------------------------------------------------------------- norms */
 
-/* codegen/tpl_norm.c + templates/norm.cuh (mirrors its row layout): a warp
- * per row up to 1024 elements (row in registers), else a block per row
- * with the row cached in shared memory up to 11776 f32 (46 KiB), else
- * read twice (statistics, then output). gamma and beta are read at every
- * element of every row. */
+/* codegen/tpl_norm.c + templates/norm.cuh, as the plan's row layout
+ * (kernelplan/launch.c) has it: X read once where the row stays on chip
+ * (registers, or the shared-memory cache), twice where it does not (then
+ * the second read crosses DRAM again where the rows in flight, the grid's,
+ * exceed the L2), plus one value of X per thread and row for layernorm's
+ * shift there; gamma and beta read at every element of every row. */
 static void cost_norm(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
     const mcir_node *n = k->anchor;
     const mcir_tensor *in = n->inputs[0], *y = n->outputs[0];
     int kind = n->op == MCIR_OP_SOFTMAX ? 0 : n->op == MCIR_OP_LAYERNORM ? 1 : 2;
-    int axis;
-    if (!mcir_norm_axis(mcir_node_int(n, "axis"), in->rank, &axis)) axis = in->rank - 1;
-    int64_t W = 1;
-    if (kind == 0) W = in->shape[axis];
-    else
-        for (int i = axis; i < in->rank; i++) W *= in->shape[i];
-    bool warp_row = W <= 1024, cache = !warp_row && W * 4 <= 46 * 1024;
-    double passes = warp_row || cache ? 1 : 2;
-    double numel = (double)mcir_tensor_numel(in);
+    mcir_rows_problem g;
+    mcir_rows_layout l;
+    bool stream = false;
+    mcir_rows_mode mode = MCIR_ROWS_WARP_REGS;
+    int64_t threads = 0, grid = 0, W = 0;
+    if (mcir_rows_problem_of(NULL, k, &g) && mcir_rows_layout_of_tiling(x->t, &g, &k->tiling, &l, NULL)) {
+        mode = l.mode;
+        stream = l.mode == MCIR_ROWS_BLOCK_STREAM;
+        threads = l.threads;
+        grid = l.grid;
+        W = g.width;
+    }
+    double numel = (double)mcir_tensor_numel(in), rows = W > 0 ? numel / (double)W : 0;
     elem_cost ex = chain_cost(k, in, y, 0), epi = epilogue_cost(k, y);
+    double passes = stream ? 2 : 1;
     double global = numel * (passes * ex.bytes + epi.bytes);
-    double flops = numel * (passes * ex.flops + epi.flops + (kind == 1 ? 8 : kind == 0 ? 5 : 4));
+    double flops = numel * (passes * ex.flops + epi.flops + (kind == 1 ? 5 : kind == 0 ? 4 : 3));
+    if (stream && kind == 1) {   /* the shift: x_first, one value a thread and row */
+        global += rows * (double)threads * ex.bytes;
+        flops += rows * (double)threads * ex.flops;
+    }
     for (int j = 1; j < n->n_inputs && kind > 0 && j <= 2; j++) {
         elem_cost ep = chain_cost(k, n->inputs[j], y, 0);
         global += numel * ep.bytes;
         flops += numel * ep.flops;
     }
-    simple_kernel_rows(x, global, flops, !warp_row);
+    mcir_kernel_cost *c = x->c;
+    c->global_bytes = (int64_t)global;
+    c->flops = flops;
+    c->hbm_bytes = reads_bytes(k) + writes_bytes(k);
+    if (stream && (double)grid * (double)W * (double)esize(in) > (double)x->t->l2_bytes)
+        c->hbm_bytes += (int64_t)(numel * (double)esize(in));   /* the second read of X misses the L2 */
+    add_launch_issue(x, (double)c->hbm_bytes, flops, "f32_fma", 1.0, issue_time(x, global, (int)mode));
 }
 
 /* ---------------------------------------------------------- attention */

@@ -338,8 +338,12 @@ bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mci
             for (int i = axis; i < X->rank; i++) g->width *= X->shape[i];
             for (int i = axis; i < X->rank; i++) wm[i] = true;
         }
-        for (int i = 0; i < k->n_reads; i++)
+        for (int i = 0; i < k->n_reads; i++) {
             if (k->reads[i] == X) g->direct_read = true;
+            bool own = false;
+            for (int j = 0; j < n->n_inputs; j++) own |= k->reads[i] == n->inputs[j];
+            g->chain_reads += !own;
+        }
         if (dims && X->sym && mcir_graph_is_dynamic(dims))
             width_range(dims, X, wm, &g->width_max, &g->width_unit);
     } else if (k->tpl == MCIR_TEMPLATE_REDUCE) {
@@ -376,34 +380,46 @@ bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mci
 /* The width the layout is made for (the largest in range) and a number
  * that divides it at every size. */
 static int64_t width_max(const mcir_rows_problem *g) { return g->width_max > 0 ? g->width_max : g->width; }
+
+const char *mcir_rows_mode_name(mcir_rows_mode m) {
+    static const char *const names[] = {"warp registers", "block registers", "shared-memory cache", "read twice"};
+    return (unsigned)m < 4 ? names[m] : "?";
+}
 static int64_t width_unit(const mcir_rows_problem *g) { return g->width_unit > 0 ? g->width_unit : g->width; }
 
-/* Registers per thread (calibrated against ptxas 13.0 -v, sm_80 / sm_90,
- * docs/kernelplan.md "Registers": a sweep of the three norms in f32, f16
- * and bf16 at widths 64..16384). A warp-per-row norm keeps P = ceil(W /
- * (32 V)) * V row values per lane: up to P = 4 the fixed part dominates
- * (softmax 18 + 2P, rmsnorm 17 + 3P, layernorm 20 + 3P); beyond, softmax
- * 26 + 9(P - 4)/8 (55..63 at 32), rmsnorm 29 + 3(P - 4)/2 levelling off at
- * 64, layernorm with 4-wide parameters 32 + 9(P - 4)/8 (64 for 1024 f32);
- * a 16-bit layernorm's 16-byte gamma and beta (ptxas keeps them across
- * the row loop) 47 at P = 8, 61 at 16, 64 at 24, 75 at 32 (69..80). A
- * block per row with the row cached in shared memory: softmax 44 in f32,
- * 34 in 16-bit (30..40), rmsnorm 44 (37..55), layernorm 46 (40..52); one
- * that re-reads its row (W > 11776): softmax 42, rmsnorm 53, layernorm 58
- * (56..64). Reductions and the global pool keep a running value: 15
- * (13..17), 23 when a kept axis follows a reduced one (22..24: the row is
- * strided). */
-static int rows_registers(const mcir_rows_problem *g, const mcir_rows_layout *l) {
+/* Registers per thread (calibrated against ptxas 13.0 -v for sm_80, sm_86
+ * and sm_90: a sweep of the three norms in f32, f16 and bf16 at widths
+ * 64..150000, docs/kernelplan.md "Registers"). The registers layouts keep
+ * P = chunks * V row values a thread. A warp per row: softmax 16 + P,
+ * rmsnorm 18 + P (at most 50; 60 for f16 at P = 32, where ptxas keeps the
+ * packed halves too: 64 measured, bf16 48), layernorm 22 + 6P/5 in 16-bit, 25 + P in
+ * f32 — except on sm_90 from P = 24 (768..1024 wide), where ptxas hoists
+ * gamma's and beta's loads: 62; each read of a fused chain 4 more. A block per row with the row in registers
+ * (P 16..32): layernorm 30 + 7P/8, rmsnorm 18 + 5P/4, softmax 8 + 25P/16
+ * in 16-bit and 30 + 5P/8 in f32. The layouts that re-read the row (512
+ * threads; ptxas keeps four vectors with their gamma and beta): the
+ * shared-memory cache layernorm 96 (f32 59), rmsnorm 93 (57), softmax 96
+ * (57); the row read twice layernorm 97 (57), rmsnorm 94 (57), softmax 96
+ * (54). Reductions and the
+ * global pool keep a running value: 15 (13..17), 23 when a kept axis
+ * follows a reduced one (22..24: the row is strided). */
+static int rows_registers(const mcir_target *t, const mcir_rows_problem *g, const mcir_rows_layout *l) {
     if (g->kind != MCIR_ROWS_NORM) return g->strided ? 23 : 15;
-    bool softmax = g->op == MCIR_OP_SOFTMAX, rms = g->op == MCIR_OP_RMSNORM;
-    if (!l->warp_row && !l->cache) return softmax ? 42 : rms ? 53 : 58;
-    if (!l->warp_row) return softmax ? (l->vector_width == 8 ? 34 : 44) : rms ? 44 : 46;
-    int64_t P = ceil_div(width_max(g), 32 * (int64_t)l->vector_width) * l->vector_width;
-    if (P <= 4) return (int)(softmax ? 18 + 2 * P : (rms ? 17 : 20) + 3 * P);
-    if (softmax) return (int)(26 + 9 * (P - 4) / 8);
-    if (rms) return (int)min64(64, 29 + 3 * (P - 4) / 2);
-    if (l->vector_width < 8) return (int)(32 + 9 * (P - 4) / 8);
-    return P <= 8 ? 47 : P <= 16 ? 61 : P <= 24 ? 64 : 75;
+    bool softmax = g->op == MCIR_OP_SOFTMAX, rms = g->op == MCIR_OP_RMSNORM, f32 = g->dtype == MCIR_DTYPE_F32;
+    int64_t P = (int64_t)l->chunks * l->vector_width;
+    switch (l->mode) {
+    case MCIR_ROWS_BLOCK_SMEM: return softmax ? (f32 ? 57 : 96) : rms ? (f32 ? 57 : 93) : (f32 ? 59 : 96);
+    case MCIR_ROWS_BLOCK_STREAM: return softmax ? (f32 ? 54 : 96) : rms ? (f32 ? 57 : 94) : (f32 ? 57 : 97);
+    case MCIR_ROWS_BLOCK_REGS:
+        if (softmax) return (int)(f32 ? 30 + 5 * P / 8 : 8 + 25 * P / 16);
+        return (int)(rms ? 18 + 5 * P / 4 : 30 + 7 * P / 8);
+    case MCIR_ROWS_WARP_REGS: break;
+    }
+    int chain = 4 * g->chain_reads;
+    if (softmax) return (int)(16 + P) + chain;
+    if (rms) return (g->dtype == MCIR_DTYPE_F16 && P >= 32 ? 60 : (int)min64(18 + P, 50)) + chain;
+    if (f32 && t->sm >= 90 && P >= 24) return 62;
+    return (int)(f32 ? 25 + P : 22 + 6 * P / 5) + chain;
 }
 
 bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps,
@@ -448,16 +464,31 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
             l->vector_width = unit % v16 == 0 && (!warp_row || wmax >= 32 * v16) ? v16
                               : unit % 4 == 0                                 ? 4
                                                                               : 1;
-        /* norm.cuh: a block per row merges its warps' statistics in
-         * __shared__ norm_stat part[32] (3 floats each), and caches the row
-         * as f32 in dynamic shared memory while it and part[] stay under
-         * the 48 KB every block may use without opt-in (sized for the
-         * largest width in range: the same launch at every size) */
-        if (!warp_row) {
-            l->smem_static_bytes = 32 * 12;
-            l->cache = wmax * 4 <= 46 * 1024;
-            l->smem_bytes = l->cache ? wmax * 4 : 0;
+        /* templates/norm.cuh: a warp's row in its registers; a block's in
+         * the registers of its threads where each keeps at most
+         * MCIR_ROWS_REG_VALUES, else cached in dynamic shared memory in X's
+         * storage dtype while it fits the opt-in limit, else read twice;
+         * a block's warps meet through __shared__ float part[32] (sized for
+         * the largest width in range: the same launch at every size) */
+        int64_t per_pass = (int64_t)l->vector_width * (warp_row ? t->warp_size : l->threads);
+        l->chunks = (int)min64(ceil_div(wmax, per_pass), INT32_MAX);
+        if (warp_row) {
+            l->mode = MCIR_ROWS_WARP_REGS;
+        } else {
+            l->smem_static_bytes = 32 * 4;
+            int64_t cache = wmax * (int64_t)(elem > 0 ? elem : 4);
+            if ((int64_t)l->chunks * l->vector_width <= MCIR_ROWS_REG_VALUES) {
+                l->mode = MCIR_ROWS_BLOCK_REGS;
+            } else if (cache + l->smem_static_bytes <= t->smem_per_block_optin) {
+                l->mode = MCIR_ROWS_BLOCK_SMEM;
+                l->smem_bytes = cache;
+                l->chunks = 0;
+            } else {
+                l->mode = MCIR_ROWS_BLOCK_STREAM;
+                l->chunks = 0;
+            }
         }
+        l->cache = l->mode == MCIR_ROWS_BLOCK_SMEM;
     } else {
         if (g->kind == MCIR_ROWS_GLOBAL_POOL && !warp_row) {
             *why = "the global-average pool is a warp per plane";
@@ -475,13 +506,21 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
     l->rows_per_block = warp_row ? warps : 1;
     int64_t grid = ceil_div(g->rows, l->rows_per_block);
     l->grid = grid < 1 ? 1 : min64(grid, MCIR_LAUNCH_MAX_GRID);
-    l->registers = rows_registers(g, l);
+    l->registers = rows_registers(t, g, l);
     l->blocks_per_sm = mcir_launch_occupancy(t, l->threads, l->registers,
                                              l->smem_bytes + l->smem_static_bytes,
                                              &l->occupancy_limit);
     if (l->smem_bytes + l->smem_static_bytes > t->smem_per_block_optin || l->blocks_per_sm < 1) {
         *why = "the block does not fit on an SM";
         return false;
+    }
+    /* a norm's grid is persistent: at most one wave of resident blocks,
+     * each walking rows (the template's loops stride by the grid) */
+    if (g->kind == MCIR_ROWS_NORM) {
+        l->grid = min64(l->grid, (int64_t)t->sm_count * l->blocks_per_sm);
+        int64_t elem = (int64_t)mcir_dtype_size(g->dtype), vectors = l->chunks > 0 ? l->chunks : 4;
+        l->inflight_thread_bytes = vectors * l->vector_width * (elem > 0 ? elem : 4);
+        l->inflight_sm_bytes = l->inflight_thread_bytes * l->threads * l->blocks_per_sm;
     }
     return true;
 }
@@ -508,9 +547,22 @@ int mcir_rows_candidates(const mcir_target *t, const mcir_rows_problem *g, mcir_
         static const int warps[] = {8, 4};
         for (int i = 0; i < 2 && n < max; i++)
             if (mcir_rows_layout_of(t, g, true, warps[i], &out[n], NULL)) n++;
+    } else if (g->kind == MCIR_ROWS_NORM) {
+        /* a norm's block keeps the row in its threads' registers where
+         * MCIR_ROWS_REG_VALUES a thread hold it (4..32 warps: every thread
+         * keeps 64..128 bytes in flight up to 32768 elements), else 16
+         * warps stream it through the shared-memory cache or twice from
+         * global memory, four vectors a thread in flight (32 warps would
+         * cap a thread at 64 registers, and the output pass's vectors with
+         * their gamma and beta spill there); the alternative: half the
+         * warps (twice the values a thread) */
+        int64_t warps = ceil_div(width_max(g), (int64_t)t->warp_size * MCIR_ROWS_REG_VALUES);
+        int first = (int)(warps < 4 ? 4 : warps > 32 ? 16 : warps);
+        int alt[] = {first, first / 2 >= 4 ? first / 2 : 8};
+        for (int i = 0; i < 2 && n < max; i++)
+            if (mcir_rows_layout_of(t, g, false, alt[i], &out[n], NULL)) n++;
     } else {
-        int first = g->kind == MCIR_ROWS_NORM && width_max(g) > 8192 ? 16 : 8;
-        int warps[] = {first, first == 16 ? 8 : 16};
+        int warps[] = {8, 16};
         for (int i = 0; i < 2 && n < max; i++)
             if (mcir_rows_layout_of(t, g, false, warps[i], &out[n], NULL)) n++;
     }

@@ -113,17 +113,40 @@ typedef struct mcir_rows_problem {
     bool inner_varies;           /* NORM: inner depends on a dimension (not 1 at every size) */
     mcir_op op;                  /* NORM: softmax, layernorm or rmsnorm */
     bool direct_read;            /* NORM: X is a kernel read (not computed by a prologue) */
+    int chain_reads;             /* NORM: kernel reads besides X, gamma and beta (a fused chain's) */
     bool strided;                /* REDUCE: the reduced axes are not the trailing ones */
     bool pairs;                  /* REDUCE: argmax / argmin, (value, index) pairs */
     mcir_dtype dtype;
 } mcir_rows_problem;
 
+/* Where a norm keeps its row between the statistics and the output
+ * (templates/norm.cuh NORM_LAYOUT): in the registers of a warp or of a
+ * block, in shared memory (X's storage dtype, up to the opt-in limit), or
+ * nowhere (read twice from global memory). */
+typedef enum mcir_rows_mode {
+    MCIR_ROWS_WARP_REGS,         /* a warp per row, NORM_NCHUNK vectors a lane */
+    MCIR_ROWS_BLOCK_REGS,        /* a block per row, `chunks` vectors a thread */
+    MCIR_ROWS_BLOCK_SMEM,        /* a block per row, the row cached in dynamic shared memory */
+    MCIR_ROWS_BLOCK_STREAM       /* a block per row, the row read twice */
+} mcir_rows_mode;
+const char *mcir_rows_mode_name(mcir_rows_mode m);
+/* The row values a norm's thread keeps in registers at most (the block
+ * layouts; a warp per row keeps a 1024-wide row: 32 a lane). */
+#define MCIR_ROWS_REG_VALUES 32
+
 typedef struct mcir_rows_layout {
     bool warp_row;               /* a warp per row (row in registers), else a block per row */
     int warps, threads;
     int64_t rows_per_block;
-    int vector_width;            /* NORM: 4 or 1 */
-    bool cache;                  /* NORM block per row: the row cached in dynamic smem */
+    int vector_width;            /* NORM: 16 bytes of X (8 or 4), 4, or 1 */
+    mcir_rows_mode mode;         /* NORM: where the row is kept */
+    int chunks;                  /* NORM, registers: vectors of vector_width a thread keeps */
+    bool cache;                  /* NORM: mode == MCIR_ROWS_BLOCK_SMEM */
+    /* NORM: bytes of X a thread has in flight before its first use of one
+     * (the registers layouts: its whole part of the row; the streaming
+     * ones: four vectors), and per SM over its resident blocks (Little's
+     * law: an H100/H200 wants some 32 KiB per SM to run at the DRAM's rate) */
+    int64_t inflight_thread_bytes, inflight_sm_bytes;
     int64_t grid;
     int64_t smem_bytes, smem_static_bytes;
     int registers;

@@ -122,26 +122,38 @@ static bool tile_rows(tile_ctx *c) {
             g.kind == MCIR_ROWS_GLOBAL_POOL ? "" : " <= 1024", l.warps, (long long)l.rows_per_block,
             (long long)per_lane, g.kind == MCIR_ROWS_NORM ? " kept in registers" : "",
             l.vector_width, g.inner == 1 ? "" : " (strided rows)", (long long)g.rows,
-            (long long)l.grid, l.grid == MCIR_LAUNCH_MAX_GRID ? " (grid-stride loop)" : "",
+            (long long)l.grid,
+            l.grid == MCIR_LAUNCH_MAX_GRID                                       ? " (grid-stride loop)"
+            : g.kind == MCIR_ROWS_NORM && l.grid * l.rows_per_block < g.rows ? " (persistent: each walks rows)"
+                                                                               : "",
             l.blocks_per_sm, l.occupancy_limit, l.registers);
     } else {
         int64_t per_thread = (width + l.threads - 1) / l.threads;
-        const char *smem = g.kind != MCIR_ROWS_NORM
+        const char *keep = g.kind != MCIR_ROWS_NORM
             ? mcir_arena_printf(c->a, "block-wide sum through %s of static shared memory",
                                 kib(c, l.smem_static_bytes))
-            : l.cache
-            ? mcir_arena_printf(c->a, "the row cached in %s of dynamic shared memory (<= 46 KiB) for "
-                                      "the second pass, warp statistics in %s static",
-                                kib(c, l.smem_bytes), kib(c, l.smem_static_bytes))
-            : mcir_arena_printf(c->a, "the row (> 46 KiB) re-read from L2 by the second pass, warp "
-                                      "statistics in %s static", kib(c, l.smem_static_bytes));
+            : l.mode == MCIR_ROWS_BLOCK_REGS
+            ? mcir_arena_printf(c->a, "the row kept in registers (%d vectors a thread, <= %d values), every "
+                                      "load issued before the first use; warps meet in %s static",
+                                l.chunks, MCIR_ROWS_REG_VALUES, kib(c, l.smem_static_bytes))
+            : l.mode == MCIR_ROWS_BLOCK_SMEM
+            ? mcir_arena_printf(c->a, "the row (more than %d values a thread) cached in %s of dynamic shared "
+                                      "memory in %s for the later passes, four vectors a thread in flight; warps "
+                                      "meet in %s static",
+                                MCIR_ROWS_REG_VALUES, kib(c, l.smem_bytes), mcir_dtype_name(g.dtype),
+                                kib(c, l.smem_static_bytes))
+            : mcir_arena_printf(c->a, "the row (%s, over the %s shared-memory limit) read twice, four vectors a "
+                                      "thread in flight; warps meet in %s static",
+                                kib(c, width * (int64_t)mcir_dtype_size(g.dtype)),
+                                kib(c, c->t->smem_per_block_optin), kib(c, l.smem_static_bytes));
         ti->reason = mcir_arena_printf(
             c->a,
             "%s: row of %s%lld %s%s: one block of %d threads per row, vector width %d, %lld "
-            "elements per thread; %s; %lld rows -> %lld blocks; %d blocks/SM (limited by %s)",
+            "elements per thread; %s; %lld rows -> %lld blocks%s; %d blocks/SM (limited by %s)",
             what, up_to, (long long)width, mcir_dtype_name(g.dtype),
             g.kind == MCIR_ROWS_NORM ? " > 1024" : " > 1024", l.threads, l.vector_width,
-            (long long)per_thread, smem, (long long)g.rows, (long long)l.grid, l.blocks_per_sm,
+            (long long)per_thread, keep, (long long)g.rows, (long long)l.grid,
+            g.kind == MCIR_ROWS_NORM && l.grid < g.rows ? " (persistent: each walks rows)" : "", l.blocks_per_sm,
             l.occupancy_limit);
     }
     return true;

@@ -226,17 +226,19 @@ static mcir_graph *layernorm_graph(int rows, int width) {
 }
 
 /* templates/norm.cuh: the row once (in registers or cached in shared
- * memory) or twice (too wide to cache); gamma and beta at every element. */
+ * memory) or twice (too wide to cache: then layernorm's shift, one value
+ * of X a thread and row); gamma and beta at every element. */
 START_TEST(norm_rereads_rows_too_wide_to_cache) {
-    static const struct { int rows, width, passes; } cases[] = {
-        {64, 768, 1}, {16, 8192, 1}, {4, 16384, 2}};
+    static const struct { int rows, width, passes, shift_threads; } cases[] = {
+        {64, 768, 1, 0}, {16, 8192, 1, 0}, {4, 16384, 1, 0}, {2, 40000, 1, 0}, {2, 70000, 2, 512}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         mcir_graph *g = layernorm_graph(cases[i].rows, cases[i].width);
         mcir_plan *p = plan_of(g, "sm_90");
         mcir_kernel_cost c;
         mcir_cost_kernel(kernel_with(p, MCIR_TEMPLATE_STREAMING_NORM), p->target, NULL, &c);
         int64_t n = (int64_t)cases[i].rows * cases[i].width;
-        ck_assert_int_eq(c.global_bytes, n * 4 * (cases[i].passes + 2 + 1));
+        ck_assert_int_eq(c.global_bytes,
+                         n * 4 * (cases[i].passes + 2 + 1) + (int64_t)cases[i].rows * cases[i].shift_threads * 4);
         ck_assert_int_eq(c.hbm_bytes, 2 * n * 4 + 2 * cases[i].width * 4);
         ck_assert_int_eq(c.launches, 1);
         mcir_plan_free(p);

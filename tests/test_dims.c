@@ -631,8 +631,10 @@ END_TEST
 /* Norms and softmax whose reduced width is a dimension: the choices that
  * depend on the width are the plan's for the whole range (the vector width
  * from the width's polynomial: 8*seq takes 16-byte f16 loads, seq scalar
- * ones; a warp or a block per row, the cached row and the registers from
- * the largest width), the width is taken at launch, so one source serves
+ * ones; a warp or a block per row, where the block keeps the row — its
+ * registers, the shared-memory cache or nowhere (read twice) — and the
+ * registers from the largest width), the width is taken at launch, so one
+ * source serves
  * every size. Each graph compiled once and run on the emulator at three
  * sizes (1, an odd one, and a large one) against the original graph; the
  * fused epilogues (gelu, a residual mul) and the separate residual add
@@ -645,12 +647,18 @@ START_TEST(norms_over_a_symbolic_width_on_emu_at_three_sizes) {
     } cases[] = {
         {"softmax_f16_seq.json", "one warp per row", "#define NORM_W (mc_d0)\n", "#define NORM_V 1\n",
          {1, 37, 128}},
-        {"softmax_f32_seq.json", "the row cached in 11.72 KiB", "#define NORM_W (mc_d0)\n",
+        {"softmax_f32_seq.json", "the row kept in registers (24 vectors a thread", "#define NORM_W (mc_d0)\n",
          "#define NORM_V 1\n", {1, 77, 2999}},
         {"layernorm_f16_seq.json", "vector width 8", "#define NORM_W (8LL*mc_d0)\n", "#define NORM_V 8\n",
          {1, 37, 128}},
-        {"rmsnorm_bf16_seq.json", "re-read from L2", "#define NORM_W (mc_d0)\n", "#define NORM_V 1\n",
-         {1, 333, 19999}},
+        {"rmsnorm_bf16_seq.json", "one block of 640 threads per row, vector width 1, 32 elements per thread",
+         "#define NORM_W (mc_d0)\n", "#define NORM_V 1\n", {1, 333, 19999}},
+        /* the layouts past the registers: the shared-memory cache (X's
+         * dtype) and the row read twice (over the opt-in limit) */
+        {"layernorm_f16_wide_seq.json", "cached in 128 KiB of dynamic shared memory in f16",
+         "#define NORM_W (8LL*mc_d0)\n", "#define NORM_V 8\n", {1, 37, 8192}},
+        {"layernorm_f32_wider_seq.json", "read twice", "#define NORM_W (8LL*mc_d0)\n", "#define NORM_V 4\n",
+         {1, 333, 9000}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char rel[128], dim[64];

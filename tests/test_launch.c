@@ -308,19 +308,36 @@ START_TEST(test_model_refuses_unrealisable_tiles) {
     int64_t dims[2] = {1024, 1024};
     mcir_working_set_compute(t, MCIR_WS_ATTENTION, dims, MCIR_DTYPE_F16, &ws);
     ck_assert(!ws.fits);
-    /* norms: a warp per row only up to 1024 elements; the 46 KiB cache */
+    /* norms: a warp per row only up to 1024 elements; a block keeps the
+     * row in registers up to MCIR_ROWS_REG_VALUES a thread, then in the
+     * shared-memory cache (X's dtype, up to the opt-in limit), then reads
+     * it twice */
     mcir_rows_problem r = {.kind = MCIR_ROWS_NORM, .rows = 10, .width = 2048, .inner = 1,
                            .direct_read = true, .dtype = MCIR_DTYPE_F32};
     mcir_rows_layout rl;
     ck_assert(!mcir_rows_layout_of(t, &r, true, 8, &rl, &why));
     ck_assert(mcir_rows_layout_of(t, &r, false, 8, &rl, NULL));
-    ck_assert(rl.cache);
-    ck_assert_int_eq(rl.smem_bytes, 2048 * 4);
-    ck_assert_int_eq(rl.smem_static_bytes, 384);
+    ck_assert_int_eq(rl.mode, MCIR_ROWS_BLOCK_REGS);
+    ck_assert_int_eq(rl.chunks, 2);   /* 2048 / (256 threads x 4) */
+    ck_assert_int_eq(rl.smem_bytes, 0);
+    ck_assert_int_eq(rl.smem_static_bytes, 128);
     r.width = 20000;
     ck_assert(mcir_rows_layout_of(t, &r, false, 16, &rl, NULL));
-    ck_assert(!rl.cache);
+    ck_assert_int_eq(rl.mode, MCIR_ROWS_BLOCK_SMEM);
+    ck_assert(rl.cache);
+    ck_assert_int_eq(rl.smem_bytes, 20000 * 4);
+    r.dtype = MCIR_DTYPE_F16;   /* the cache holds X's dtype */
+    ck_assert(mcir_rows_layout_of(t, &r, false, 16, &rl, NULL));
+    ck_assert_int_eq(rl.smem_bytes, 20000 * 2);
+    r.width = 150000;
+    ck_assert(mcir_rows_layout_of(t, &r, false, 16, &rl, NULL));
+    ck_assert_int_eq(rl.mode, MCIR_ROWS_BLOCK_STREAM);
     ck_assert_int_eq(rl.smem_bytes, 0);
+    /* a persistent grid: at most a wave of resident blocks */
+    r.rows = 100000;
+    r.width = 4096;
+    ck_assert(mcir_rows_layout_of(t, &r, false, 4, &rl, NULL));
+    ck_assert_int_eq(rl.grid, (int64_t)t->sm_count * rl.blocks_per_sm);
 }
 END_TEST
 

@@ -19,7 +19,10 @@ typedef unsigned int u32;
 #define MC_GLD(p, i) ((p)[i])
 #define MC_GST(p, i, v) ((p)[i] = (v))
 #define MC_GLDV(T, p, i) (*(const T*)((p) + (i)))
-#define MC_GSTV(T, p, i, v) __stwb((T*)((p) + (i)), (v))
+// MC_GSTV is a plain (weak) store: __stwb's is strong (STG.E.128.STRONG.SM).
+// NVVM splits a float4 struct store into scalars in a loop it unrolls at
+// run time: the templates' loops of unknown trip count say #pragma unroll 1.
+#define MC_GSTV(T, p, i, v) (*(T*)((p) + (i)) = (v))
 #define MC_SLD(x) (x)
 #define MC_SST(x, v) ((x) = (v))
 #define MC_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
@@ -161,6 +164,29 @@ template <bool TRANS> __device__ __forceinline__ void mc_ldmatrix_x2(u32* r, con
                      : "=r"(r[0]), "=r"(r[1]) : "r"((u32)__cvta_generic_to_shared(row)) : "memory");
 #endif
 }
+// The SFU's approximations, one MUFU instruction each (no IEEE slow path:
+// the memory-bound templates call them once per element or once per row).
+// mc_exp2: 2^x, ex2.approx.ftz (2 ulp; 2^-inf = 0, results below 2^-126
+// flush to 0); mc_rcp: 1/x, rcp.approx.ftz (1 ulp); mc_rsqrt: 1/sqrt(x),
+// rsqrt.approx.ftz (2 ulp). MC_L2E: log2(e), so e^x = mc_exp2(x * MC_L2E).
+// The emulator computes them exactly and flushes as the GPU does.
+#define MC_L2E 1.4426950408889634f
+#ifdef MC_EMULATE
+__device__ __forceinline__ float mc_ftz(float y) { return fabsf(y) < 1.17549435e-38f ? 0.0f * y : y; }
+__device__ __forceinline__ float mc_exp2(float x) { return mc_ftz(exp2f(x)); }
+__device__ __forceinline__ float mc_rcp(float x) { return mc_ftz(1.0f / mc_ftz(x)); }
+__device__ __forceinline__ float mc_rsqrt(float x) { return mc_ftz(1.0f / sqrtf(mc_ftz(x))); }
+#else
+__device__ __forceinline__ float mc_exp2(float x) {
+    float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
+}
+__device__ __forceinline__ float mc_rcp(float x) {
+    float y; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
+}
+__device__ __forceinline__ float mc_rsqrt(float x) {
+    float y; asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
+}
+#endif
 // NumPy maximum/minimum: a NaN in either operand propagates.
 __device__ __forceinline__ float mc_max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float mc_min_nan(float a, float b) { return (a != a || a < b) ? a : b; }
