@@ -6,6 +6,11 @@
  * on the CPU in the emulator (emu/cuda_emu.h) with its race, bounds,
  * uninitialised-read and hang checks.
  *
+ * Layering (docs/architecture.md): emu/ is a device of runtime/ and
+ * depends on nothing above it — of runtime/ it includes only the device
+ * interface it implements (cuda_driver.h, blas_api.h: headers with no
+ * project includes); codegen/ builds its modules through emu/compile.h.
+ *
  *     char why[256];
  *     const mcir_cu_driver *cu = mcir_emu_driver("sm_90", why, sizeof why);
  *     if (!cu) return fail(why);                   // no host C++ compiler

@@ -3,7 +3,9 @@
  * dlopen (libcuda.so.1) and declared here with its own minimal types, so
  * nothing links to libcuda and every program starts where there is no
  * driver. The runtime (runtime.c) and the benchmarks' timer
- * (bench/gpu_timer.c) share this one table.
+ * (bench/gpu_timer.c) share this one table, and the emulated device
+ * (emu/emu.h) implements it: the device interface of runtime/, which
+ * includes nothing of the project so that emu/ depends on nothing above it.
  *
  * Usage:
  *     char why[256];
