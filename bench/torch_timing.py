@@ -3,8 +3,8 @@ header of the C benchmarks, CUDA-event timing with an L2 flush before every
 timed run (a buffer of 4x the L2 size, at least 256 MiB, zeroed outside the
 timed interval — bench/gpu_timer.c does the same), and the shape sweeps,
 written exactly as bench/bench_attention.c, bench/bench_norms.c and
-bench/bench_gemm.c write them (keep them in step; CTest bench_gemm_dry_run
-compares the GEMM names).
+bench/bench_gemm.c write them (keep them in step; CTests bench_gemm_dry_run
+and bench_norms_dry_run compare the GEMM and the norms' names).
 """
 import sys
 
@@ -84,6 +84,30 @@ def norm_shapes():
                 out.append((op, dt, (1 << 25) // w, w))
                 w *= 2
     return out
+
+
+def elementwise_shapes():
+    """(op, dtype, rows, width) of bench_norms' elementwise suite: swiglu
+    (silu(g) * u, [T, 11008]) and bias_gelu (gelu_tanh(x + b), [T, 3072])
+    in f16 and bf16, add_cast (cast(x + r), x and r f32 [T, 4096]) to bf16
+    and f16 (dtype "f32-bf16", "f32-f16"); T = 512, 4096 tokens."""
+    out = []
+    for op, w in (("swiglu", 11008), ("bias_gelu", 3072), ("add_cast", 4096)):
+        for dt in ("f16", "bf16"):
+            for t in (512, 4096):
+                out.append((op, "f32-" + dt if op == "add_cast" else dt, t, w))
+    return out
+
+
+def norms_suite_shapes(suite="all"):
+    """bench_norms' sweep in its order: the norms, then the elementwise suite."""
+    return ((norm_shapes() if suite in ("all", "norms") else []) +
+            (elementwise_shapes() if suite in ("all", "elementwise") else []))
+
+
+def norm_name(op, dt, rows, w):
+    """The shape's name as bench_norms.c writes it (--match)."""
+    return "%s/%s/r%d/w%d" % (op, dt, rows, w)
 
 
 def gemm_shapes(suite="all"):
