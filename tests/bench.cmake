@@ -23,6 +23,23 @@ if(TARGET bench_gemm)
   set_tests_properties(bench_gemm_dry_run PROPERTIES TIMEOUT 120
     ENVIRONMENT "MCIR_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache-bench-test")
 endif()
+# The norms benchmark's dry run (bench/norms_dry_run_test.cmake): the 81
+# norms and the 12 elementwise chains planned (swiglu and bias_gelu one
+# elementwise kernel each, every row's path named), two through NVRTC,
+# --suite, torch_norms.py's shape names compared, bad command lines
+# refused; ~1 s with the cache warm.
+if(TARGET bench_norms)
+  find_program(MCIR_BENCH_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  set(_python "")
+  if(MCIR_BENCH_PYTHON)
+    set(_python -DPYTHON=${MCIR_BENCH_PYTHON} -DSCRIPT=${PROJECT_SOURCE_DIR}/bench/torch_norms.py)
+  endif()
+  add_test(NAME bench_norms_dry_run
+    COMMAND ${CMAKE_COMMAND} -DBENCH=$<TARGET_FILE:bench_norms> ${_python}
+            -P ${PROJECT_SOURCE_DIR}/bench/norms_dry_run_test.cmake)
+  set_tests_properties(bench_norms_dry_run PROPERTIES TIMEOUT 120
+    ENVIRONMENT "MCIR_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache-bench-test")
+endif()
 # The first GPU run's command (scripts/gpu-run.sh, mcir-gpu-run) up to where
 # a GPU is needed: exit 77 with its record; every step reports with a fake
 # nvidia-smi and no driver; the figures' summary from known CSVs. ~10 s.
