@@ -2,10 +2,12 @@
 """gpu_run_summary.py — the figures of one mcir-gpu-run (scripts/gpu-run.sh)
 side by side, from the CSVs it wrote: attention TFLOP/s of mcir against the
 best PyTorch SDPA backend per shape, norms GB/s against PyTorch and the
-copy bandwidth, GEMM TFLOP/s against PyTorch eager (the product and its
-epilogue as separate ops) and the product alone, the block's latency and
-peak memory against PyTorch eager and torch.compile. Standard library only; a CSV that is missing or empty
-is said so, not an error.
+copy bandwidth, the elementwise chains' GB/s (mcir's path and PyTorch
+eager, each as a fraction of its copy, and mcir / PyTorch), GEMM TFLOP/s
+against PyTorch eager (the product and its epilogue as separate ops) and
+the product alone, the block's latency and peak memory against PyTorch
+eager and torch.compile. Standard library only; a CSV that is missing or
+empty is said so, not an error.
 
     python3 bench/gpu_run_summary.py DIR
 """
@@ -68,17 +70,51 @@ def attention(d):
     return out
 
 
+NORM_OPS = ("layernorm", "rmsnorm", "softmax")
+
+
 def norms(d):
     m, t = rows(d, "norms_gpu.csv"), rows(d, "norms_torch.csv")
     if not m:
         return ["norms: no mcir figures (norms_gpu.csv missing or empty)"]
-    tv = {(r["op"], r["dtype"], r["width"]): num(r.get("gbps")) for r in t or []}
+    tv = {(r["op"], r["dtype"], r["width"]): num(r.get("gbps")) for r in t or [] if r["op"] in NORM_OPS}
     out = ["norms, GB/s              mcir  torch  copy   mcir / copy"]
     for r in m:
+        if r["op"] not in NORM_OPS:
+            continue
         mv, cp = num(r["gbps"]), num(r["copy_gbps"])
         out.append("  %-22s %6s %6s %6s   %s" % ("%s %s w%s" % (r["op"], r["dtype"], r["width"]), fmt(mv, "%.0f"),
                                                fmt(tv.get((r["op"], r["dtype"], r["width"])), "%.0f"),
                                                fmt(cp, "%.0f"), fmt(num(r["fraction_of_copy"]), "%.2f")))
+    return out
+
+
+def elementwise(d):
+    """bench_norms' elementwise suite (the rows of norms_*.csv that are not
+    norms): GB/s of mcir's path and of PyTorch eager, each against the copy
+    of the same bytes in its own run, and mcir / PyTorch."""
+    m = [r for r in rows(d, "norms_gpu.csv") or [] if r["op"] not in NORM_OPS]
+    t = rows(d, "norms_torch.csv")
+    if not m:
+        return ["elementwise: no mcir figures (no elementwise rows in norms_gpu.csv)"]
+    key = ("op", "dtype", "rows", "width")
+    tv = {tuple(r[c] for c in key): r for r in t or [] if r["op"] not in NORM_OPS}
+    out = ["%-32s %6s  %-26s %6s %6s  %10s %10s %10s" % ("elementwise, GB/s", "mcir", "(path)", "torch", "copy",
+                                                       "mcir/copy", "torch/copy", "mcir/torch")]
+    for r in m:
+        x = tv.get(tuple(r[c] for c in key), {})
+        mv, tw = num(r["gbps"]), num(x.get("gbps"))
+        ratio = "%.2fx" % (mv / tw) if mv and tw else "–"
+        extra = "" if mv is not None else "  (%s)" % r["status"]
+        path = r["impl"][5:] if r["impl"].startswith("mcir_") else r["impl"]
+        out.append("  %-30s %6s  %-26s %6s %6s  %10s %10s %10s%s" % (
+            "%s %s T%s w%s" % (r["op"], r["dtype"], r["rows"], r["width"]), fmt(mv, "%.0f"), "(%s)" % path,
+            fmt(tw, "%.0f"), fmt(num(r["copy_gbps"]), "%.0f"), fmt(num(r["fraction_of_copy"]), "%.2f"),
+            fmt(num(x.get("fraction_of_copy")), "%.2f"), ratio, extra))
+    out.append("  (path: the plan's kernels, one fused elementwise kernel or each launch timed together; torch: "
+               "PyTorch eager, a kernel per op; copy: of the same bytes, in mcir's run; T: tokens)")
+    if t is None:
+        out.append("  (no PyTorch figures: norms_torch.csv missing)")
     return out
 
 
@@ -129,7 +165,7 @@ def main(argv):
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
     d = argv[1]
-    for part in (attention, norms, gemm, blocks):
+    for part in (attention, norms, elementwise, gemm, blocks):
         print("\n".join(part(d)))
     return 0
 

@@ -169,7 +169,8 @@ def attention_gpu_charts(results, charts):
 
 
 def norm_gpu_chart(results, charts):
-    r = [x for x in rows(results, "norms_gpu.csv") + rows(results, "norms_torch.csv") if num(x["gbps"])]
+    r = [x for x in rows(results, "norms_gpu.csv") + rows(results, "norms_torch.csv")
+         if num(x["gbps"]) and x["op"] in ("layernorm", "rmsnorm", "softmax")]   # not the elementwise suite
     if not r:
         return
     ops = sorted({x["op"] for x in r})
