@@ -15,14 +15,17 @@
 #   3. a short benchmark subset, each program with a share of what is left:
 #      attention (20 shapes: FA3 f16 head dim 128, GQA 4:1 bf16, Llama-3 GQA
 #      decode at batch 8, padding and full masks) by mcir and by
-#      every PyTorch SDPA backend, the three norms in f16 (27 shapes) by
-#      mcir and PyTorch, GEMMs (7 shapes: f16 and bf16 at 4096^3 and
-#      8192^3, GPT-2's c_fc with bias + GELU over tokens and over
-#      [8, 1024, 768], Llama-7B's SwiGLU down projection at 8192 tokens) by
-#      mcir and PyTorch eager (and again with MCIR_NO_CUBLAS=1: mcir's
-#      own GEMM kernels, gemm_generated.csv), and one block (GPT-2, batch 8, seq 1024,
-#      f16) by mcir and PyTorch eager / torch.compile; PyTorch's part only
-#      where python3 imports torch. CSVs named as scripts/bench.sh --gpu
+#      every PyTorch SDPA backend, the three norms in f16 (27 shapes) and
+#      8 elementwise chains (Llama-7B's SwiGLU silu(g) * u in f16 and bf16,
+#      GPT-2's bias + tanh-GELU in f16, a residual add in f32 cast to bf16;
+#      at 512 and 4096 tokens) by mcir and PyTorch eager, GEMMs (7 shapes:
+#      f16 and bf16 at 4096^3 and 8192^3, GPT-2's c_fc with bias + GELU
+#      over tokens and over [8, 1024, 768], Llama-7B's SwiGLU down
+#      projection at 8192 tokens) by mcir and PyTorch eager (and again
+#      with MCIR_NO_CUBLAS=1: mcir's own GEMM kernels, gemm_generated.csv),
+#      and one block (GPT-2, batch 8, seq 1024, f16) by mcir and PyTorch
+#      eager / torch.compile; PyTorch's part only where python3 imports
+#      torch. CSVs named as scripts/bench.sh --gpu
 #      names them (attention_gpu.csv, attention_torch.csv, norms_gpu.csv,
 #      gemm_gpu.csv, ...), a log per program;
 #   4. Nsight Compute profiles (ncu-norm.txt, ncu-gemm.txt,
@@ -159,7 +162,10 @@ run_timed() {
 blocks_dir=$out/blocks
 block=$blocks_dir/gpt2_b8_s1024_f16/graph.json
 attention=(--suite all --match fa3/f16/d128/,gqa/bf16/d128/b4/,decode/f16/d128/b8/h32/kv8/,mask/f16/d128/b4/)
-norms=(--match /f16/)
+# the norms in f16, and bench_norms' elementwise suite: /f16/ takes SwiGLU's
+# and bias + GELU's f16 shapes, then SwiGLU in bf16 (Llama's dtype) and the
+# f32 residual cast to bf16 (8 shapes, 2 tokens counts each)
+norms=(--match /f16/,swiglu/bf16/,add_cast/f32-bf16/)
 gemm_plain=plain/f16/m4096/,plain/bf16/m4096/,plain/f16/m8192/,plain/bf16/m8192/
 # and the implicit-GEMM convs (two on the sm_90a template, ResNet's 28x28 stage on
 # mma.sync), a cast from f32 before q_proj (apart by the model; fused in the

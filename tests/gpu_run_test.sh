@@ -7,7 +7,10 @@
 #    and reports one PASS / FAIL / SKIP line (gpu-check fails its probe,
 #    the benchmarks skip: no driver), within the budget, the archive holds
 #    the logs and summary;
-# 3. bench/gpu_run_summary.py puts known CSV figures side by side.
+# 3. the norms step's selection holds the 27 f16 norms and 8 elementwise
+#    chains (bench_norms --dry-run);
+# 4. bench/gpu_run_summary.py puts known CSV figures side by side, the
+#    elementwise rows apart from the norms, with their ratio to PyTorch.
 set -uo pipefail
 src=$1 build=$2 out=$3
 run=$src/scripts/gpu-run.sh
@@ -53,6 +56,7 @@ EOS
   grep -Eq '^FAIL +gpu-check +0 passed, 1 failed' "$out/fake/steps.txt" || bad "gpu-check did not fail its probe"
   grep -Eq '^SKIP +attention_mcir +bench_attention: skipped, no GPU' "$out/fake/steps.txt" || bad "bench_attention did not skip"
   grep -Eq '^SKIP +gemm_mcir +bench_gemm: skipped, no GPU' "$out/fake/steps.txt" || bad "bench_gemm did not skip"
+  grep -Eq '^SKIP +norms_mcir +bench_norms: skipped, no GPU' "$out/fake/steps.txt" || bad "bench_norms did not skip"
   grep -Eqv '^(PASS|FAIL|SKIP) ' "$out/fake/steps.txt" && bad "a step line without a status"
   tail -1 "$out/fake.log" | grep -Eq '^0 passed, 1 failed, [0-9]+ skipped in [0-9]+ s of 120; everything in ' ||
     bad "the summary is not printed last: $(tail -1 "$out/fake.log")"
@@ -63,6 +67,15 @@ EOS
 else
   echo "a CUDA driver is installed: the fake-GPU part is not checked"
 fi
+
+# the norms step's selection: the 27 f16 norms and 8 elementwise chains,
+# each of mcir's elementwise paths named (bench_norms --dry-run, no NVRTC)
+sel=$(sed -n 's/^norms=(--match \(.*\))$/\1/p' "$run")
+picked=$("$build/bench/bench_norms" --dry-run --compile 0 --match "$sel" 2>&1)
+n_norm=$(grep -Ec '^(layernorm|rmsnorm|softmax),mcir,f16,.*,not run \(no GPU\)$' <<<"$picked")
+n_ew=$(grep -Ec '^(swiglu|bias_gelu|add_cast),mcir_elementwise(\+elementwise)*,.*,not run \(no GPU\)$' <<<"$picked")
+[ -n "$sel" ] && [ "$n_norm" = 27 ] && [ "$n_ew" = 8 ] ||
+  bad "the norms step's selection '$sel': $n_norm norms and $n_ew elementwise shapes, wanted 27 and 8: $picked"
 
 mkdir -p "$out/csv"
 cat >"$out/csv/attention_gpu.csv" <<'EOS'
@@ -78,6 +91,15 @@ EOS
 cat >"$out/csv/norms_gpu.csv" <<'EOS'
 op,impl,dtype,rows,width,median_ms,min_ms,gbps,copy_gbps,fraction_of_copy,device,status
 layernorm,mcir,f16,32768,1024,0.0300,0.029,2800.0,3000.0,0.93,G,ok
+swiglu,mcir_elementwise,bf16,4096,11008,0.1000,0.099,2705.4,3500.0,0.773,G,ok
+add_cast,mcir_elementwise+elementwise,f32-bf16,4096,4096,0.1000,0.099,1677.7,3400.0,0.493,G,ok
+bias_gelu,mcir_elementwise,f16,512,3072,,,,,,G,failed: x
+EOS
+cat >"$out/csv/norms_torch.csv" <<'EOS'
+op,impl,dtype,rows,width,median_ms,min_ms,gbps,copy_gbps,fraction_of_copy,device,status
+swiglu,torch_silu_mul,bf16,4096,11008,0.2000,0.199,1352.7,3450.0,0.392,G,ok
+swiglu,torch_silu_mul,bf16,512,11008,0.0300,0.029,1127.3,2000.0,0.564,G,ok
+bias_gelu,torch_add_gelu,f16,512,3072,0.0100,0.009,630.0,1500.0,0.420,G,ok
 EOS
 cat >"$out/csv/blocks_gpu.csv" <<'EOS'
 graph,kernels,compile_s,pool_median_ms,pool_min_ms,lazy_median_ms,pool_peak_bytes,lazy_peak_bytes,eager_peak_bytes,device,status
@@ -106,6 +128,15 @@ summary=$(python3 "$src/bench/gpu_run_summary.py" "$out/csv" 2>&1) || bad "gpu_r
 grep -Eq 'fa3 f16 d128 q512 k512 full +440.0 +488.9 \(flash\) +0.90x' <<<"$summary" || bad "attention row: $summary"
 grep -q 'q16384 k16384 causal .*(launch failed)' <<<"$summary" || bad "a failed shape is not said"
 grep -Eq 'layernorm f16 w1024 +2800 +– +3000 +0.93' <<<"$summary" || bad "norms row: $summary"
+grep -Eq 'swiglu bf16 T4096 w11008 +2705 +\(elementwise\) +1353 +3500 +0.77 +0.39 +2.00x$' <<<"$summary" ||
+  bad "elementwise row: $summary"
+grep -Eq 'add_cast f32-bf16 T4096 w4096 +1678 +\(elementwise\+elementwise\) +– +3400 +0.49 +– +–$' <<<"$summary" ||
+  bad "an elementwise row without PyTorch's figure: $summary"
+grep -Eq 'bias_gelu f16 T512 w3072 +– +\(elementwise\) +630 +– +– +0.42 +– +\(failed: x\)' <<<"$summary" ||
+  bad "a failed elementwise shape is not said: $summary"
+grep -q 'swiglu.*T512' <<<"$summary" && bad "a PyTorch-only elementwise shape is listed: $summary"
+grep -Eq '^  (swiglu|add_cast|bias_gelu) .* w[0-9]+ +[0-9–]+ +[0-9–]+ +[0-9–]+ +[0-9.–]+$' <<<"$summary" &&
+  bad "an elementwise row in the norms' table: $summary"
 grep -Eq 'plain/bf16/m8192/n8192/k8192 +785.4 +\(cuBLAS\) +610.8 +788.2 +– +1.00x' <<<"$summary" || bad "gemm row: $summary"
 grep -Eq 'llama_down_proj/.* +– +\(matmul.mma\) +– +615.7 +738.8 +– +\(GPU run failed: x\)' <<<"$summary" ||
   bad "a failed GEMM shape is not said: $summary"
