@@ -11,11 +11,11 @@
  *    b [3072] (GPT-2's MLP); add_cast = cast(x + r), x and r f32 [T, 4096]
  *    (Llama-7B's hidden size), to f16 or bf16 (dtype cell "f32-f16" /
  *    "f32-bf16"); swiglu and bias_gelu in f16 and bf16; T = 512 and 4096
- *    tokens. mcir fuses swiglu and bias_gelu into one elementwise kernel,
- *    timed as a norm's is; a plan of more kernels (add_cast's today: the
- *    catalog keeps a cast a kernel boundary outside a GEMM prologue) is
- *    timed whole, every launch through the runtime (bench_time_graph:
- *    the same events, warm-up, median and L2 flush).
+ *    tokens. mcir fuses each chain into one elementwise kernel (add_cast
+ *    through the catalog's pointwise_cast), timed as a norm's is; a plan
+ *    of more kernels would be timed whole, every launch through the
+ *    runtime (bench_time_graph: the same events, warm-up, median and L2
+ *    flush).
  *
  * Each shape is a small graph taken through the pipeline, its kernel timed
  * on the GPU like bench_attention (CUDA events, warm-up, median of --reps,

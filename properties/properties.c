@@ -910,6 +910,51 @@ int mcir_matmul_siblings(const mcir_graph *g, const mcir_node *mm, mcir_node **o
     return kept;
 }
 
+/* Whether a pointwise path from tensor t (through elementwise ops and
+ * index remaps) reaches an operand of a matmul or a conv; *gemm, *via say
+ * which and through what. */
+static bool reaches_gemm(const mcir_graph *g, const mcir_tensor *t, int depth, const mcir_node **gemm,
+                         const mcir_node **via) {
+    if (depth > 64) return false;
+    mcir_node *cons[64];
+    int k = mcir_graph_consumers(g, t, cons, 64);
+    for (int i = 0; i < k && i < 64; i++) {
+        const mcir_node *u = cons[i];
+        if (u->op == MCIR_OP_MATMUL || u->op == MCIR_OP_CONV2D) {
+            *gemm = u;
+            return true;
+        }
+        if (!(mcir_op_desc_of(u->op)->flags & MCIR_OPF_ELEMENTWISE) && !remaps_index(u->op)) continue;
+        for (int o = 0; o < u->n_outputs; o++)
+            if (reaches_gemm(g, u->outputs[o], depth + 1, gemm, via)) {
+                if (!*via) *via = u;
+                return true;
+            }
+    }
+    return false;
+}
+
+/* No pointwise path from the node's outputs reaches an operand of a matmul
+ * or a conv: whether a chain feeding one joins it as a prologue is
+ * gemm_prologue's decision, priced (prologue_pays), not a pointwise rule's. */
+static bool check_not_gemm_operand(const mcir_check_ctx *c, const mcir_param_value *p, char *d, size_t n) {
+    const mcir_node *nd = p[0].set && p[0].n > 0 ? c->match->nodes[p[0].refs[0]] : NULL;
+    if (!nd) {
+        say(d, n, "no node bound");
+        return false;
+    }
+    for (int o = 0; o < nd->n_outputs; o++) {
+        const mcir_node *gemm = NULL, *via = NULL;
+        if (reaches_gemm(c->match->graph, nd->outputs[o], 0, &gemm, &via)) {
+            say(d, n, "'%s' reaches %s '%s'%s%s%s (its prologue is gemm_prologue's to decide)", nd->outputs[o]->name,
+                mcir_op_name(gemm->op), gemm->name, via ? " through '" : "", via ? via->name : "", via ? "'" : "");
+            return false;
+        }
+    }
+    say(d, n, "'%s' reaches no matmul or conv through pointwise ops", nd->name);
+    return true;
+}
+
 static bool check_horizontal_siblings(const mcir_check_ctx *c, const mcir_param_value *p,
                                       char *d, size_t n) {
     const mcir_node *mm = p[0].set && p[0].n > 0 ? c->match->nodes[p[0].refs[0]] : NULL;
@@ -1336,6 +1381,8 @@ const mcir_check_desc mcir_checks[] = {
      SPECS(p_tensors), check_pointwise_consumers},
     {"prologue_pays", "fusing the producer's group into the matmul as a prologue is modelled faster than "
      "materialising A for the library GEMM", SPECS(p_prologue_pays), check_prologue_pays},
+    {"not_gemm_operand", "no pointwise path from the node's outputs reaches a matmul or conv operand", SPECS(p_node),
+     check_not_gemm_operand},
     {"horizontal_siblings", "other matmuls read the node's A with constant weights of the "
      "same contraction length, dtype and flags (at most 8 in all)", SPECS(p_node),
      check_horizontal_siblings},
