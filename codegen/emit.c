@@ -774,13 +774,19 @@ static void emit_scale(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const
     cg_sb_puts(b, ";\n");
 }
 
+/* The tanh form as x * sigmoid(2z) (= 0.5 x (1 + tanh z), z = sqrt(2/pi)
+ * (x + 0.044715 x^3)): one exp2 and one reciprocal, no cancellation; the
+ * erf form through erff (a polynomial, no division). */
 static void emit_gelu(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
     (void)expr;
     emit_unary_operand(b, n, t);
-    bool th = strcmp(mcir_node_string(n, "approximate"), "tanh") == 0;
-    cg_sb_printf(b, "    float r_ = %s;\n",
-                 th ? "0.5f * x_ * (1.0f + tanhf(0.79788456080286536f * (x_ + 0.044715f * x_ * x_ * x_)))"
-                    : "0.5f * x_ * (1.0f + erff(x_ * 0.70710678118654752f))");
+    if (strcmp(mcir_node_string(n, "approximate"), "tanh") != 0) {
+        cg_sb_puts(b, "    float r_ = 0.5f * x_ * (1.0f + erff(x_ * 0.70710678118654752f));\n");
+        return;
+    }
+    cg_sb_puts(b, "    float r_ = x_ * mc_rcp(1.0f + mc_exp2(");
+    cg_sb_float(b, (float)(-2.0 * 0.79788456080286536 * 1.4426950408889634));   /* -2 sqrt(2/pi) log2(e) */
+    cg_sb_puts(b, " * (x_ + 0.044715f * x_ * x_ * x_)));\n");
 }
 
 /* Declares x_ and y_: the operands of a binary op, broadcast to t. */
@@ -1059,27 +1065,35 @@ static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
  * like mcir_op_descs[], with its expression for float and for integer
  * operands. The others (matmul, conv, pools, reductions, norms, attention)
  * are template anchors: reached here they cannot be fused. Comparisons
- * give bool as 1/0 (NaN compares false, not_equal true). */
+ * give bool as 1/0 (NaN compares false, not_equal true).
+ * Exponentials and reciprocals take the SFU's forms (prelude.cuh: mc_exp2,
+ * mc_rcp, mc_rsqrt; one MUFU instruction each, no IEEE division and its
+ * slow path): e^x = 2^(x log2 e) (2 ulp, plus the rounding of x log2 e:
+ * ~5e-6 relative at |x| = 88), sigmoid and silu through 1 / (1 + e^-x),
+ * a float division as x * (1/y) (2 ulp; |y| beyond 2^126 gives 0, a
+ * denormal y inf: flushed as on the GPU), reciprocal and rsqrt (1 and 2
+ * ulp). tanhf, erff and logf are CUDA's own MUFU-based sequences (no
+ * division). Integers stay exact (mc_idiv). */
 static const value_emitter value_emitters[MCIR_OP_COUNT] = {
     [MCIR_OP_ADD] = {emit_binary, "x_ + y_", "mc_iadd(x_, y_)"},
     [MCIR_OP_SUB] = {emit_binary, "x_ - y_", "mc_isub(x_, y_)"},
     [MCIR_OP_MUL] = {emit_binary, "x_ * y_", "mc_imul(x_, y_)"},
-    [MCIR_OP_DIV] = {emit_binary, "x_ / y_", "mc_idiv(x_, y_)"},
+    [MCIR_OP_DIV] = {emit_binary, "x_ * mc_rcp(y_)", "mc_idiv(x_, y_)"},
     [MCIR_OP_POW] = {emit_binary, "powf(x_, y_)", NULL},
     [MCIR_OP_MAX] = {emit_binary, "mc_max_nan(x_, y_)", "mc_imax(x_, y_)"},
     [MCIR_OP_MIN] = {emit_binary, "mc_min_nan(x_, y_)", "mc_imin(x_, y_)"},
     [MCIR_OP_SCALE] = {emit_scale, NULL, NULL},
     [MCIR_OP_RELU] = {emit_unary, "x_ < 0.0f ? 0.0f : x_", NULL},
-    [MCIR_OP_SIGMOID] = {emit_unary, "1.0f / (1.0f + expf(-x_))", NULL},
+    [MCIR_OP_SIGMOID] = {emit_unary, "mc_rcp(1.0f + mc_exp2(-x_ * MC_L2E))", NULL},
     [MCIR_OP_TANH] = {emit_unary, "tanhf(x_)", NULL},
-    [MCIR_OP_EXP] = {emit_unary, "expf(x_)", NULL},
+    [MCIR_OP_EXP] = {emit_unary, "mc_exp2(x_ * MC_L2E)", NULL},
     [MCIR_OP_LOG] = {emit_unary, "logf(x_)", NULL},
     [MCIR_OP_ERF] = {emit_unary, "erff(x_)", NULL},
     [MCIR_OP_SQRT] = {emit_unary, "sqrtf(x_)", NULL},
-    [MCIR_OP_RSQRT] = {emit_unary, "1.0f / sqrtf(x_)", NULL},
+    [MCIR_OP_RSQRT] = {emit_unary, "mc_rsqrt(x_)", NULL},
     [MCIR_OP_NEG] = {emit_unary, "-x_", "mc_ineg(x_)"},
-    [MCIR_OP_RECIPROCAL] = {emit_unary, "1.0f / x_", NULL},
-    [MCIR_OP_SILU] = {emit_unary, "x_ / (1.0f + expf(-x_))", NULL},
+    [MCIR_OP_RECIPROCAL] = {emit_unary, "mc_rcp(x_)", NULL},
+    [MCIR_OP_SILU] = {emit_unary, "x_ * mc_rcp(1.0f + mc_exp2(-x_ * MC_L2E))", NULL},
     [MCIR_OP_GELU] = {emit_gelu, NULL, NULL},
     [MCIR_OP_TRANSPOSE] = {emit_transpose, NULL, NULL},
     [MCIR_OP_RESHAPE] = {emit_reshape, NULL, NULL},
