@@ -181,6 +181,24 @@ void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,
 void cg_emitter_free(cg_emitter *e);
 /* Emits v<ID> and returns true, or reports why not. */
 bool cg_emit_value(cg_emitter *e, const mcir_tensor *t);
+/* Emits t's vector form `void vv<ID>(i64 i, float* out, <params>)`:
+ * elements i..i+vec-1 of t (i a multiple of vec) into out[], bit for bit
+ * what v<ID> gives each (t must have one: mcir_vector_form, pointwise
+ * kernels, no anchor): a kernel read by 16-byte (8-byte) loads, an
+ * elementwise op lane by lane over its operands' vectors (each operand's
+ * vector form, one broadcast value, or v<ID> per lane:
+ * mcir_vector_operand_of), a reshape as its input. */
+bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec);
+/* Statements loading vec (a multiple of 4) values of f32 / f16 / bf16
+ * kernel read ri at element IDX into float out[]: 16-byte loads (8-byte
+ * for 16-bit elements at vec 4). The caller proves IDX a multiple of vec
+ * (the buffer is 256-byte aligned). */
+void cg_emit_vec_load(cg_sb *b, const mcir_tensor *t, int ri, const char *idx, int vec);
+/* Stores of vec consecutive values of write t (kernel write w) at element
+ * i (a multiple of vec): packed 16-byte (8-byte) stores for f32 / f16 /
+ * bf16, element by element otherwise; the values from array vals, or
+ * (vals NULL) each through its chain from the anchor's acc[]. */
+void cg_emit_store_vec(cg_sb *b, const mcir_tensor *t, int w, int vec, const char *vals);
 /* True if t's value depends on the anchor output. */
 bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_tensor *anchor_out);
 

@@ -9,9 +9,10 @@
  *
  * Compile units: kernels whose sources differ only in names (the kernel's
  * own, node and tensor names in comments, tensor ids in value functions
- * v<ID>) — the layers of a stack — compile once. The unit is the source
- * with comments blanked (newlines kept, so NVRTC's line numbers are the
- * generated source's), v<ID> renumbered in order of first use, and the
+ * v<ID> and their vector forms vv<ID>) — the layers of a stack — compile
+ * once. The unit is the source with comments blanked (newlines kept, so
+ * NVRTC's line numbers are the generated source's), v<ID> / vv<ID>
+ * renumbered in order of first use (one number per id), and the
  * entry renamed mc_<template>_<hash of the rest>; the first kernel with a
  * unit owns its compiled object, the others share it. Units missing from
  * the cache compile in parallel, one NVRTC program per thread.
@@ -56,12 +57,14 @@ const char *cg_template_name(mcir_template t) {
 static bool ident_start(char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 static bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
 
-/* "v123" → true: a value function of the emitter (codegen/emit.c). */
-static bool value_fn(const char *s, size_t n) {
-    if (n < 2 || s[0] != 'v') return false;
-    for (size_t i = 1; i < n; i++)
-        if (s[i] < '0' || s[i] > '9') return false;
-    return true;
+/* "v123" → 1, "vv123" → 2 (its vector form): the length of the prefix of
+ * a value function of the emitter (codegen/emit.c); 0 for other names. */
+static size_t value_fn(const char *s, size_t n) {
+    size_t p = n > 2 && s[0] == 'v' && s[1] == 'v' ? 2 : 1;
+    if (n < p + 1 || s[0] != 'v') return 0;
+    for (size_t i = p; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return p;
 }
 
 /* Stands for the entry name while a unit is hashed (the name comes from the
@@ -111,7 +114,8 @@ char *cg_compile_unit(const char *src, const char *name, const char *prefix, cha
             if (n == name_len && !memcmp(p, name, n)) {
                 put(&b, ENTRY_MARK, 1);
             } else if (value_fn(p, n)) {
-                long id = strtol(p + 1, NULL, 10);
+                size_t pre = value_fn(p, n);
+                long id = strtol(p + pre, NULL, 10);
                 int k = 0;
                 while (k < n_ids && ids[k] != id) k++;
                 if (k == n_ids) {
@@ -123,7 +127,7 @@ char *cg_compile_unit(const char *src, const char *name, const char *prefix, cha
                     ids[n_ids++] = id;
                 }
                 char v[16];
-                put(&b, v, (size_t)snprintf(v, sizeof v, "v%d", k));
+                put(&b, v, (size_t)snprintf(v, sizeof v, "%.*s%d", (int)pre, "vv", k));
             } else {
                 put(&b, p, n);
             }

@@ -17,6 +17,10 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
+#include "kernelplan/launch.h"
+
+/* cg_emitter.done, by tensor id: which of its value functions exist. */
+enum { DONE_SCALAR = 1, DONE_VEC = 2 };
 
 /* ------------------------------------------------------------ strings */
 
@@ -740,6 +744,12 @@ typedef struct value_emitter {
     const char *expr, *iexpr;
 } value_emitter;
 
+/* Lane mode (cg_emit_value_vec): the op's statements run inside a loop
+ * over the lanes u of a vector, each operand j read from the array a<j>_
+ * the vector function filled (a<j>_[u]) instead of a v<ID>(j) call. The
+ * elementwise ops' emitters honour it; the others never run in it. */
+static _Thread_local bool lanes;
+
 /* The expression of entry ve for n's operands (integer or float). */
 static const char *operand_expr(const value_emitter *ve, const mcir_node *n) {
     const char *e = n->n_inputs > 0 && int_tensor(n->inputs[0]) ? ve->iexpr : ve->expr;
@@ -749,6 +759,10 @@ static const char *operand_expr(const value_emitter *ve, const mcir_node *n) {
 
 /* Declares x_: the operand of a unary op, broadcast to t. */
 static void emit_unary_operand(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
+    if (lanes) {
+        cg_sb_printf(b, "    %s x_ = a0_[u];\n", cg_vtype(n->inputs[0]->dtype));
+        return;
+    }
     emit_bcast_index(b, t, n->inputs[0], "i", "j0");
     cg_sb_printf(b, "    %s x_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(n->inputs[0]->dtype),
                  n->inputs[0]->id);
@@ -791,6 +805,11 @@ static void emit_gelu(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const 
 
 /* Declares x_ and y_: the operands of a binary op, broadcast to t. */
 static void emit_binary_operands(cg_sb *b, const mcir_node *n, const mcir_tensor *t) {
+    if (lanes) {
+        cg_sb_printf(b, "    %s x_ = a0_[u];\n    %s y_ = a1_[u];\n", cg_vtype(n->inputs[0]->dtype),
+                     cg_vtype(n->inputs[1]->dtype));
+        return;
+    }
     emit_bcast_index(b, t, n->inputs[0], "i", "j0");
     emit_bcast_index(b, t, n->inputs[1], "i", "j1");
     cg_sb_printf(b, "    %s x_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(n->inputs[0]->dtype),
@@ -835,7 +854,8 @@ static void emit_cast(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const 
     (void)expr;
     const mcir_tensor *x = n->inputs[0];
     bool xi = int_tensor(x), ti = int_tensor(t);
-    cg_sb_printf(b, "    %s x_ = v%d(i, acc, MC_ARGS);\n", cg_vtype(x->dtype), x->id);
+    if (lanes) cg_sb_printf(b, "    %s x_ = a0_[u];\n", cg_vtype(x->dtype));
+    else cg_sb_printf(b, "    %s x_ = v%d(i, acc, MC_ARGS);\n", cg_vtype(x->dtype), x->id);
     if (xi == ti)
         cg_sb_printf(b, "    %s r_ = x_;\n", cg_vtype(t->dtype));
     else if (xi)
@@ -847,15 +867,20 @@ static void emit_cast(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const 
 /* Both values are loaded (a select, no divergent branch). */
 static void emit_where(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
     (void)expr;
-    for (int k = 0; k < 3; k++) {
-        char dst[8];
-        snprintf(dst, sizeof dst, "j%d", k);
-        emit_bcast_index(b, t, n->inputs[k], "i", dst);
-    }
     const char *vt = cg_vtype(t->dtype);
-    cg_sb_printf(b, "    i64 c_ = v%d(j0, acc, MC_ARGS);\n    %s x_ = v%d(j1, acc, MC_ARGS), "
-                    "y_ = v%d(j2, acc, MC_ARGS);\n    %s r_ = c_ != 0 ? x_ : y_;\n",
-                 n->inputs[0]->id, vt, n->inputs[1]->id, n->inputs[2]->id, vt);
+    if (lanes) {
+        cg_sb_printf(b, "    i64 c_ = a0_[u];\n    %s x_ = a1_[u], y_ = a2_[u];\n", vt);
+    } else {
+        for (int k = 0; k < 3; k++) {
+            char dst[8];
+            snprintf(dst, sizeof dst, "j%d", k);
+            emit_bcast_index(b, t, n->inputs[k], "i", dst);
+        }
+        cg_sb_printf(b, "    i64 c_ = v%d(j0, acc, MC_ARGS);\n    %s x_ = v%d(j1, acc, MC_ARGS), "
+                        "y_ = v%d(j2, acc, MC_ARGS);\n",
+                     n->inputs[0]->id, vt, n->inputs[1]->id, n->inputs[2]->id);
+    }
+    cg_sb_printf(b, "    %s r_ = c_ != 0 ? x_ : y_;\n", vt);
 }
 
 /* An index out of range is clamped (the CPU path reports it instead;
@@ -1144,7 +1169,7 @@ bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_
 bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     if (!e->ok) return false;
     MCIR_ASSERT(t->id < e->n_tensors);
-    if (e->done[t->id]) return true;
+    if (e->done[t->id] & DONE_SCALAR) return true;
     cg_sb *b = e->sb;
     const mcir_kernel_plan *kp = e->kp;
     if (e->box_leaf && e->box_leaf[t->id] > 0 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
@@ -1155,7 +1180,7 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
                         "    return mc_ld_%s(%sgm_box(acc, %d), %s);\n}\n",
                      t->name, e->box_leaf[t->id] - 1, t->id, cg_dsuffix(t->dtype), f32 ? "(const float*)" : "",
                      e->box_leaf[t->id] - 1, f32 ? "gm_box_elem4(i)" : e->box_rows ? "gm_box_elem(i)" : "i");
-        e->done[t->id] = 1;
+        e->done[t->id] |= DONE_SCALAR;
         return true;
     }
     if (e->box_leaf && e->box_leaf[t->id] == -2 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
@@ -1163,7 +1188,7 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
                         "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
                         "    (void)i; (void)acc;\n    return 1.0f;\n}\n",
                      t->name, t->id);
-        e->done[t->id] = 1;
+        e->done[t->id] |= DONE_SCALAR;
         return true;
     }
     if (e->box_leaf && e->box_leaf[t->id] == -1 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
@@ -1172,7 +1197,7 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
                         "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
                         "    return mc_ld_%s(%sgm_vbox(acc), i);\n}\n",
                      t->name, t->id, cg_dsuffix(t->dtype), t->dtype == MCIR_DTYPE_F32 ? "(const float*)" : "");
-        e->done[t->id] = 1;
+        e->done[t->id] |= DONE_SCALAR;
         return true;
     }
     mcir_node *n = t == e->anchor_out ? NULL : cg_region_producer(kp, t);
@@ -1194,12 +1219,12 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     bool ints = int_tensor(t);
     if (t == e->anchor_out) {   /* a template's f32 result (an integer one: argmax's index) */
         cg_sb_printf(b, "    return mc_%s_%s(acc);\n}\n", ints ? "f2i" : "round", ds);
-        e->done[t->id] = 1;
+        e->done[t->id] |= DONE_SCALAR;
         return true;
     }
     if (!n) {
         cg_sb_printf(b, "    return mc_ld%s_%s(r%d, i);\n}\n", ints ? "i" : "", ds, ri);
-        e->done[t->id] = 1;
+        e->done[t->id] |= DONE_SCALAR;
         return true;
     }
     const value_emitter *ve = value_emitter_of(n->op);
@@ -1211,7 +1236,108 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     /* families with an expression per operand type get theirs */
     ve->emit(b, n, t, ve->expr || ve->iexpr ? operand_expr(ve, n) : NULL);
     cg_sb_printf(b, "    return mc_round_%s(r_);\n}\n", ds);
-    e->done[t->id] = 1;
+    e->done[t->id] |= DONE_SCALAR;
+    return true;
+}
+
+/* ------------------------------------------------ vector value functions */
+
+void cg_emit_vec_load(cg_sb *b, const mcir_tensor *t, int ri, const char *idx, int vec) {
+    int size = (int)mcir_dtype_size(t->dtype);
+    int per = size == 4 ? 4 : vec % 8 == 0 ? 8 : 4;   /* elements per access: 16 bytes (8: f16 at vec 4) */
+    const char *vt = size == 4 ? "float4" : per == 8 ? "uint4" : "uint2";
+    MCIR_ASSERT(ri >= 0 && vec % 4 == 0 && (size == 4 || size == 2));
+    cg_sb_printf(b, "#pragma unroll\n    for (int q = 0; q < %d; q += %d) {\n        const %s c_ = MC_GLDV(%s, r%d, %s + q);\n",
+                 vec, per, vt, vt, ri, idx);
+    if (size == 4) {
+        cg_sb_puts(b, "        out[q] = c_.x; out[q + 1] = c_.y; out[q + 2] = c_.z; out[q + 3] = c_.w;\n    }\n");
+        return;
+    }
+    const char *ds = cg_dsuffix(t->dtype);
+    cg_sb_printf(b, "        const u32 h_[%d] = {c_.x, c_.y%s};\n#pragma unroll\n        for (int k = 0; k < %d; k++) {\n"
+                    "            out[q + 2 * k] = mc_%s_to_f32((unsigned short)(h_[k] & 0xffffu));\n"
+                    "            out[q + 2 * k + 1] = mc_%s_to_f32((unsigned short)(h_[k] >> 16));\n        }\n    }\n",
+                 per / 2, per == 8 ? ", c_.z, c_.w" : "", per / 2, ds, ds);
+}
+
+/* src with pad after each newline (but the last). */
+static void sb_indented(cg_sb *b, const char *src, const char *pad) {
+    for (const char *p = src; *p; p++) {
+        char c[2] = {*p, 0};
+        cg_sb_puts(b, c);
+        if (*p == '\n' && p[1]) cg_sb_puts(b, pad);
+    }
+}
+
+bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
+    if (!e->ok) return false;
+    MCIR_ASSERT(t->id < e->n_tensors && vec > 1 && t != e->anchor_out);
+    if (e->done[t->id] & DONE_VEC) return true;
+    cg_sb *b = e->sb;
+    const mcir_kernel_plan *kp = e->kp;
+    MCIR_ASSERT(mcir_vector_form(kp, t));
+    mcir_node *n = cg_region_producer(kp, t);
+    mcir_vector_operand mode[8];
+    if (n && n->op == MCIR_OP_RESHAPE && !cg_emit_value_vec(e, n->inputs[0], vec)) return false;
+    for (int j = 0; n && n->op != MCIR_OP_RESHAPE && j < n->n_inputs; j++) {
+        MCIR_ASSERT(j < 8);
+        mode[j] = mcir_vector_operand_of(kp, n, j, vec);
+        if (!(mode[j] == MCIR_VEC_LANES ? cg_emit_value_vec(e, n->inputs[j], vec) : cg_emit_value(e, n->inputs[j])))
+            return false;
+    }
+    cg_sb_printf(b, "// %s %s, %d elements from element i (a multiple of %d)\n"
+                    "__device__ __forceinline__ void vv%d(i64 i, float* out, MC_PARAMS) {\n    (void)i;\n",
+                 t->name, n ? mcir_op_name(n->op) : "read", vec, vec, t->id);
+    e->done[t->id] |= DONE_VEC;
+    if (!n) {
+        cg_emit_vec_load(b, t, cg_read_index(kp, t), "i", vec);
+        cg_sb_puts(b, "}\n");
+        return true;
+    }
+    if (n->op == MCIR_OP_RESHAPE) {   /* the same linear index */
+        cg_sb_printf(b, "    vv%d(i, out, MC_ARGS);\n}\n", n->inputs[0]->id);
+        return true;
+    }
+    for (int j = 0; j < n->n_inputs; j++) {
+        const mcir_tensor *x = n->inputs[j];
+        const char *vt = cg_vtype(x->dtype);
+        cg_sb_printf(b, "    %s a%d_[%d];\n", vt, j, vec);
+        if (mode[j] == MCIR_VEC_SCALAR) {   /* each lane from its own index */
+            cg_sb ix = {0};
+            emit_bcast_index(&ix, t, x, "i + u", "j_");
+            cg_sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n    ", vec);
+            sb_indented(b, ix.s, "    ");
+            cg_sb_printf(b, "        a%d_[u] = v%d(j_, 0.0f, MC_ARGS);\n    }\n", j, x->id);
+            cg_sb_free(&ix);
+            continue;
+        }
+        /* its index at element i: i itself, or computed in a block of its own */
+        cg_sb ix = {0};
+        emit_bcast_index(&ix, t, x, "i", "j_");
+        bool same = strcmp(ix.s, "    i64 j_ = i;\n") == 0;
+        if (!same) {
+            cg_sb_puts(b, "    {\n    ");
+            sb_indented(b, ix.s, "    ");
+        }
+        const char *in = same ? "    " : "        ", *at = same ? "i" : "j_";
+        if (mode[j] == MCIR_VEC_LANES)
+            cg_sb_printf(b, "%svv%d(%s, a%d_, MC_ARGS);\n", in, x->id, at, j);
+        else   /* one element for every lane */
+            cg_sb_printf(b, "%sconst %s s_ = v%d(%s, 0.0f, MC_ARGS);\n#pragma unroll\n"
+                            "%sfor (int u = 0; u < %d; u++) a%d_[u] = s_;\n", in, vt, x->id, at, in, vec, j);
+        if (!same) cg_sb_puts(b, "    }\n");
+        cg_sb_free(&ix);
+    }
+    const value_emitter *ve = value_emitter_of(n->op);
+    MCIR_ASSERT(ve && (mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE));
+    cg_sb body = {0};
+    lanes = true;
+    ve->emit(&body, n, t, ve->expr || ve->iexpr ? operand_expr(ve, n) : NULL);
+    lanes = false;
+    cg_sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n    ", vec);
+    sb_indented(b, body.s ? body.s : "", "    ");
+    cg_sb_printf(b, "        out[u] = mc_round_%s(r_);\n    }\n}\n", cg_dsuffix(t->dtype));
+    cg_sb_free(&body);
     return true;
 }
 
@@ -1274,30 +1400,41 @@ bool cg_emit_epilogue(cg_emitter *e, int min_writes) {
     return true;
 }
 
-/* Stores of vec consecutive values of write w at element i (i a multiple
- * of vec): packed 16-byte (8-byte) stores for f32 / f16 / bf16, element by
- * element for the other dtypes or an odd vec. */
-static void emit_store_vec(cg_sb *b, const mcir_tensor *t, int w, int vec) {
+/* Value lane k (a C expression) of write t's vector at element i: vals[k]
+ * where the caller computed them into array vals, else its value
+ * function at i + k over the anchor's acc[k]. */
+static void sb_lane_value(cg_sb *b, const mcir_tensor *t, const char *vals, const char *k) {
+    if (vals) cg_sb_printf(b, "%s[%s]", vals, k);
+    else cg_sb_printf(b, "v%d(i + %s, acc[%s], MC_ARGS)", t->id, k, k);
+}
+
+void cg_emit_store_vec(cg_sb *b, const mcir_tensor *t, int w, int vec, const char *vals) {
     const char *ds = cg_dsuffix(t->dtype);
     bool half = t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16;
     if (vec < 4 || vec % 4 || (!half && t->dtype != MCIR_DTYPE_F32)) {
-        cg_sb_printf(b, "    for (int u = 0; u < %d; u++) mc_st_%s(w%d, i + u, v%d(i + u, acc[u], MC_ARGS));\n",
-                     vec, ds, w, t->id);
+        cg_sb_printf(b, "    for (int u = 0; u < %d; u++) mc_st_%s(w%d, i + u, ", vec, ds, w);
+        sb_lane_value(b, t, vals, "u");
+        cg_sb_puts(b, ");\n");
         return;
     }
     if (!half) {   /* f32: a float4 per 4 values */
-        cg_sb_printf(b, "    for (int q = 0; q < %d; q += 4) {\n        float4 o_;\n"
-                        "        o_.x = v%d(i + q, acc[q], MC_ARGS); o_.y = v%d(i + q + 1, acc[q + 1], MC_ARGS);\n"
-                        "        o_.z = v%d(i + q + 2, acc[q + 2], MC_ARGS); o_.w = v%d(i + q + 3, acc[q + 3], MC_ARGS);\n"
-                        "        MC_GSTV(float4, w%d, i + q, o_);\n    }\n",
-                     vec, t->id, t->id, t->id, t->id, w);
+        static const char *const lane[4] = {"q", "q + 1", "q + 2", "q + 3"}, *const field[4] = {"x", "y", "z", "w"};
+        cg_sb_printf(b, "    for (int q = 0; q < %d; q += 4) {\n        float4 o_;\n", vec);
+        for (int c = 0; c < 4; c++) {
+            cg_sb_printf(b, "%so_.%s = ", c % 2 ? " " : "        ", field[c]);
+            sb_lane_value(b, t, vals, lane[c]);
+            cg_sb_puts(b, c % 2 ? ";\n" : ";");
+        }
+        cg_sb_printf(b, "        MC_GSTV(float4, w%d, i + q, o_);\n    }\n", w);
         return;
     }
     /* 16-bit: two values per 32-bit word, the chain applied per value first */
-    cg_sb_printf(b, "    u32 p%d_[%d];\n    for (int u = 0; u < %d; u += 2)\n"
-                    "        p%d_[u / 2] = (u32)mc_f32_to_%s(v%d(i + u, acc[u], MC_ARGS)) |\n"
-                    "                     ((u32)mc_f32_to_%s(v%d(i + u + 1, acc[u + 1], MC_ARGS)) << 16);\n",
-                 w, vec / 2, vec, w, ds, t->id, ds, t->id);
+    cg_sb_printf(b, "    u32 p%d_[%d];\n    for (int u = 0; u < %d; u += 2)\n        p%d_[u / 2] = (u32)mc_f32_to_%s(",
+                 w, vec / 2, vec, w, ds);
+    sb_lane_value(b, t, vals, "u");
+    cg_sb_printf(b, ") |\n                     ((u32)mc_f32_to_%s(", ds);
+    sb_lane_value(b, t, vals, "u + 1");
+    cg_sb_puts(b, ") << 16);\n");
     if (vec % 8 == 0)
         cg_sb_printf(b, "    for (int q = 0; q < %d; q += 4) {\n        uint4 o_;\n"
                         "        o_.x = p%d_[q]; o_.y = p%d_[q + 1]; o_.z = p%d_[q + 2]; o_.w = p%d_[q + 3];\n"
@@ -1313,6 +1450,6 @@ static void emit_store_vec(cg_sb *b, const mcir_tensor *t, int w, int vec) {
 void cg_emit_epilogue_vec(cg_emitter *e, int vec) {
     const mcir_kernel_plan *kp = e->kp;
     cg_sb_printf(e->sb, "__device__ __forceinline__ void epilogue_v(i64 i, const float* acc, MC_PARAMS) {\n");
-    for (int w = 0; w < kp->n_writes; w++) emit_store_vec(e->sb, kp->writes[w], w, vec);
+    for (int w = 0; w < kp->n_writes; w++) cg_emit_store_vec(e->sb, kp->writes[w], w, vec, NULL);
     cg_sb_puts(e->sb, "}\n");
 }

@@ -108,10 +108,71 @@ static void items_sum(cg_sb *b, const mcir_kernel_plan *kp, int n) {
     cg_sb_puts(b, ")");
 }
 
+/* Test-only (a mutant): MCIR_POINTWISE_SCALAR=1 makes gen_pointwise
+ * emit the element-at-a-time loop where the plan runs a kernel a vector at
+ * a time (the launch stays the plan's: the grid-stride loop covers the
+ * rest). test_codegen_emu's check that vectorised kernels issue no scalar
+ * global access must catch it. */
+static bool force_scalar(void) {
+    const char *v = getenv("MCIR_POINTWISE_SCALAR");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* The kernel a vector at a time (mcir_pointwise_vector_width: vec > 1):
+ * a write that runs vectorised has N / vec items of vec elements —
+ * write_v<w>: its vector form, or vec values of its chain, stored packed,
+ * 16 bytes (8) at a time — then an item per element of its tail; the
+ * others an item per element. Every vector starts at a multiple of vec
+ * of a 256-byte aligned buffer, so every access is aligned. */
+static void gen_pointwise_vec(cg_sb *b, cg_emitter *e, const mcir_kernel_plan *kp, int vec) {
+    for (int w = 0; w < kp->n_writes && e->ok; w++) {
+        const mcir_tensor *t = kp->writes[w];
+        if (!mcir_pointwise_vector_write(kp, w, vec)) continue;
+        if (mcir_vector_form(kp, t) && !cg_emit_value_vec(e, t, vec)) return;
+        cg_sb_printf(b, "__device__ __forceinline__ void write_v%d(i64 i, MC_PARAMS) {\n    float vo_[%d];\n", w, vec);
+        if (mcir_vector_form(kp, t))
+            cg_sb_printf(b, "    vv%d(i, vo_, MC_ARGS);\n", t->id);
+        else
+            cg_sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) vo_[u] = v%d(i + u, 0.0f, MC_ARGS);\n",
+                         vec, t->id);
+        cg_emit_store_vec(b, t, w, vec, "vo_");
+        cg_sb_puts(b, "}\n");
+    }
+    if (!e->ok) return;
+    cg_emit_signature(b, kp, THREADS);
+    cg_sb_puts(b, " {\n");
+    for (int w = 0; w < kp->n_writes; w++) {   /* elements n, vectors v, first item s of each write */
+        char prev[32] = "";
+        if (w) snprintf(prev, sizeof prev, "s%d_ + ", w);
+        cg_sb_printf(b, "    const i64 n%d_ = ", w);
+        cg_sb_numel(b, kp->writes[w]);
+        if (mcir_pointwise_vector_write(kp, w, vec))
+            cg_sb_printf(b, ", v%d_ = n%d_ / %d, s%d_ = %sv%d_ + n%d_ %% %d;\n", w, w, vec, w + 1, prev, w, w, vec);
+        else
+            cg_sb_printf(b, ", s%d_ = %sn%d_;\n", w + 1, prev, w);
+    }
+    cg_sb_printf(b, "    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < s%d_;\n"
+                    "         t += (i64)gridDim.x * blockDim.x) {\n", kp->n_writes);
+    for (int w = 0; w < kp->n_writes; w++) {
+        const mcir_tensor *t = kp->writes[w];
+        cg_sb_printf(b, "        %sif (t < s%d_) {\n            i64 i = t", w ? "else " : "", w + 1);
+        if (w) cg_sb_printf(b, " - s%d_", w);
+        cg_sb_puts(b, ";\n");
+        if (mcir_pointwise_vector_write(kp, w, vec))
+            cg_sb_printf(b, "            if (i < v%d_) { write_v%d(i * %d, MC_ARGS); continue; }\n"
+                            "            i += v%d_ * %d;   /* the tail, an element an item */\n",
+                         w, w, vec, w, vec - 1);
+        cg_sb_printf(b, "            mc_st_%s(w%d, i, v%d(i, 0.0f, MC_ARGS));\n        }\n", cg_dsuffix(t->dtype), w,
+                     t->id);
+    }
+    cg_sb_puts(b, "    }\n}\n");
+}
+
 /* Every write of the region, one element per thread iteration, from the
  * emitted value functions (the whole chain recomputed per element); a
  * write with a window, only its window's elements (i: their index in the
- * whole tensor). */
+ * whole tensor). Where the plan says so (mcir_pointwise_vector_width),
+ * a vector per item instead: gen_pointwise_vec. */
 static bool gen_pointwise(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     mcir_kernel_plan *kp = k->kp;
     if (!plan_flat(k, MCIR_FLAT_POINTWISE, target, d)) return false;
@@ -125,6 +186,11 @@ static bool gen_pointwise(cg_kernel *k, const mcir_target *target, mcir_diag *d)
     }
     for (int w = 0; w < kp->n_writes && e.ok; w++) cg_emit_value(&e, kp->writes[w]);
     if (!e.ok) return finish(k, &b, &e);
+    int vec = mcir_pointwise_vector_width(kp);
+    if (vec > 1 && !force_scalar()) {
+        gen_pointwise_vec(&b, &e, kp, vec);
+        return finish(k, &b, &e);
+    }
     cg_emit_signature(&b, kp, THREADS);
     cg_sb_puts(&b, " {\n"
                    "    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < ");

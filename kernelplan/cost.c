@@ -349,15 +349,55 @@ static void simple_kernel(cost_ctx *x, double global, double flops) {
 
 /* ------------------------------------------------------ data-parallel */
 
-/* codegen/tpl_simple.c gen_pointwise: each write element from its chain;
- * a last-two-dims transpose copy moves each element once each way. */
+/* What t's vector form costs (codegen/emit.c's vv<ID>(i): vec elements at
+ * once; mcir_vector_operand_of says how each operand enters): a kernel
+ * read, vec elements; a reshape, its input's; an elementwise node, its
+ * op on every lane and each operand's: its vector form, one element of
+ * its chain (a broadcast one, computed once), or vec of them. */
+static elem_cost vector_cost(const mcir_kernel_plan *k, const mcir_tensor *t, int vec, int depth) {
+    elem_cost c = {0, 0};
+    mcir_node *n = region_producer(k, t);
+    if (depth > 64) return c;
+    if (!n) {
+        c.bytes = (double)vec * (double)esize(t);
+        return c;
+    }
+    if (n->op == MCIR_OP_RESHAPE) return vector_cost(k, n->inputs[0], vec, depth + 1);
+    for (int j = 0; j < n->n_inputs; j++) {
+        mcir_vector_operand m = mcir_vector_operand_of(k, n, j, vec);
+        elem_cost o = m == MCIR_VEC_LANES ? vector_cost(k, n->inputs[j], vec, depth + 1)
+                                          : chain_cost(k, n->inputs[j], NULL, depth + 1);
+        double times = m == MCIR_VEC_SCALAR ? (double)vec : 1.0;
+        c.bytes += times * o.bytes;
+        c.flops += times * o.flops;
+    }
+    c.flops += (double)vec * op_cost(n);
+    return c;
+}
+
+/* codegen/tpl_simple.c gen_pointwise: each write element from its chain,
+ * or (mcir_pointwise_vector_width) N / V vectors from its vector form (a
+ * write without one: V elements of its chain) and the N % V elements of
+ * its tail from the chain; a last-two-dims transpose copy moves each
+ * element once each way. */
 static void cost_pointwise(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
+    int vec = mcir_pointwise_vector_width(k);
     double global = 0, flops = 0;
     for (int w = 0; w < k->n_writes; w++) {
-        elem_cost e = chain_cost(k, k->writes[w], NULL, 0);
-        double n = (double)mcir_kernel_write_items(k, w);   /* a state's window: its rows */
-        global += n * (e.bytes + (double)esize(k->writes[w]));
+        const mcir_tensor *t = k->writes[w];
+        elem_cost e = chain_cost(k, t, NULL, 0);
+        int64_t items = mcir_kernel_write_items(k, w);   /* a state's window: its rows */
+        double n = (double)items, st = (double)esize(t);
+        if (mcir_pointwise_vector_write(k, w, vec)) {
+            elem_cost v = {vec * e.bytes, vec * e.flops};
+            if (mcir_vector_form(k, t)) v = vector_cost(k, t, vec, 0);
+            double nv = (double)(items / vec);
+            global += nv * (v.bytes + vec * st);
+            flops += nv * v.flops;
+            n = (double)(items % vec);
+        }
+        global += n * (e.bytes + st);
         flops += n * e.flops;
     }
     simple_kernel(x, global, flops);

@@ -661,10 +661,255 @@ bool mcir_write_window_extents(const mcir_write_window *w, mcir_extent *start, m
     return mcir_extent_add(&end, &neg, len);
 }
 
+/* Pointwise kernels a vector at a time (launch.h). The conditions hold at
+ * every size: extents compared as polynomials where a tensor has them,
+ * divisibility read from a product's content (the gcd of its polynomial's
+ * coefficients, which divides its value at every size). */
+static bool vec_float(mcir_dtype d) {
+    return d == MCIR_DTYPE_F32 || d == MCIR_DTYPE_F16 || d == MCIR_DTYPE_BF16;
+}
+
+static mcir_node *flat_producer(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    for (int i = 0; t->producer && i < k->n_nodes; i++)
+        if (k->nodes[i] == t->producer) return t->producer;
+    return NULL;
+}
+
+static bool flat_read(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    for (int i = 0; i < k->n_reads; i++)
+        if (k->reads[i] == t) return true;
+    return false;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+    a = a < 0 ? -a : a;
+    b = b < 0 ? -b : b;
+    while (b) {
+        int64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/* The content of t's extent k, times c (0: the product is 0 at every size). */
+static int64_t content_mul(int64_t c, const mcir_tensor *t, int k) {
+    mcir_extent e = mcir_tensor_extent(t, k);
+    int64_t g = 0;
+    for (int i = 0; i < e.n_terms; i++) g = gcd64(g, e.terms[i].coef);
+    int64_t p;
+    return mcir_mul_overflows(c, g, &p) ? 1 : p;   /* (an overflow proves nothing: 1) */
+}
+
+static bool extent_one(const mcir_tensor *t, int k) {
+    mcir_extent e = mcir_tensor_extent(t, k);
+    int64_t v;
+    return mcir_extent_is_const(&e, &v) && v == 1;
+}
+
+static bool extents_same(const mcir_tensor *a, int i, const mcir_tensor *b, int j) {
+    mcir_extent x = mcir_tensor_extent(a, i), y = mcir_tensor_extent(b, j);
+    return mcir_extent_equal(&x, &y);
+}
+
+/* x broadcast to t (right-aligned): whether vec consecutive elements of t
+ * from a multiple of vec read one element of x — x is 1 (or absent) in
+ * t's trailing dims, whose product is a multiple of vec, or everywhere. */
+static bool vec_splat(const mcir_tensor *t, const mcir_tensor *x, int vec) {
+    int d = t->rank - x->rank, k = t->rank - 1;
+    int64_t q = 1;
+    for (; k >= 0 && (k < d || extent_one(x, k - d)); k--) q = content_mul(q, t, k);
+    return k < 0 || q % vec == 0;
+}
+
+/* ... whether they read vec consecutive elements of x from a multiple of
+ * vec: x has t's extents in t's trailing dims, whose product is a
+ * multiple of vec, or everywhere t is not 1 (the same linear index). */
+static bool vec_contiguous(const mcir_tensor *t, const mcir_tensor *x, int vec) {
+    int d = t->rank - x->rank, k = t->rank - 1;
+    int64_t p = 1;
+    for (; k >= d && extents_same(x, k - d, t, k); k--) p = content_mul(p, t, k);
+    bool same = true;
+    for (int r = 0; r <= k; r++) same = same && extent_one(t, r);
+    return same || p % vec == 0;
+}
+
+bool mcir_vector_form(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    if (!vec_float(t->dtype)) return false;
+    const mcir_node *n = flat_producer(k, t);
+    if (!n) return flat_read(k, t);
+    if (n->op == MCIR_OP_RESHAPE) return mcir_vector_form(k, n->inputs[0]);   /* the same linear index */
+    return (mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE) != 0;
+}
+
+mcir_vector_operand mcir_vector_operand_of(const mcir_kernel_plan *k, const mcir_node *n, int j, int vec) {
+    const mcir_tensor *t = n->outputs[0], *x = n->inputs[j];
+    if (vec_splat(t, x, vec)) return MCIR_VEC_SPLAT;
+    if (mcir_vector_form(k, x) && vec_contiguous(t, x, vec)) return MCIR_VEC_LANES;
+    return MCIR_VEC_SCALAR;
+}
+
+/* Whether t's vector form at width vec loads some kernel read a vector at
+ * a time; *elem: the narrowest such read's element size. */
+static bool vec_loads(const mcir_kernel_plan *k, const mcir_tensor *t, int vec, int *elem, int depth) {
+    const mcir_node *n = flat_producer(k, t);
+    if (depth > 64) return false;
+    if (!n) {
+        int size = (int)mcir_dtype_size(t->dtype);
+        if (size < *elem) *elem = size;
+        return true;   /* (a form without a producer is a read) */
+    }
+    if (n->op == MCIR_OP_RESHAPE) return vec_loads(k, n->inputs[0], vec, elem, depth + 1);
+    bool any = false;
+    for (int j = 0; j < n->n_inputs; j++)
+        if (mcir_vector_operand_of(k, n, j, vec) == MCIR_VEC_LANES)
+            any = vec_loads(k, n->inputs[j], vec, elem, depth + 1) || any;
+    return any;
+}
+
+int mcir_pointwise_vector_width(const mcir_kernel_plan *k) {
+    if ((k->tpl != MCIR_TEMPLATE_ELEMENTWISE && k->tpl != MCIR_TEMPLATE_COPY) || mcir_kernel_is_last2_transpose(k))
+        return 1;
+    for (int w = 0; k->windows && w < k->n_writes; w++)
+        if (k->windows[w].axis >= 0) return 1;
+    for (int vec = 8; vec >= 4; vec /= 2) {
+        int elem = 16;
+        bool loads = false;
+        for (int w = 0; w < k->n_writes; w++) {
+            const mcir_tensor *t = k->writes[w];
+            if (!vec_float(t->dtype)) continue;
+            if (mcir_dtype_size(t->dtype) < (size_t)elem) elem = (int)mcir_dtype_size(t->dtype);
+            if (mcir_vector_form(k, t)) loads = vec_loads(k, t, vec, &elem, 0) || loads;
+        }
+        if (loads && (vec == 4 || elem == 2)) return vec;
+    }
+    return 1;
+}
+
+bool mcir_pointwise_vector_write(const mcir_kernel_plan *k, int w, int vec) {
+    return vec > 1 && vec_float(k->writes[w]->dtype);
+}
+
+int64_t mcir_pointwise_items(const mcir_kernel_plan *k, int w, int vec) {
+    int64_t n = mcir_kernel_write_items(k, w);
+    return mcir_pointwise_vector_write(k, w, vec) ? n / vec + n % vec : n;
+}
+
+/* What a write's vector form holds, path by path as the inlined code
+ * repeats it: vector loads (16-byte accesses), ops lane by lane by class,
+ * operands taken a lane at a time, broadcast values. */
+typedef struct vec_shape {
+    int loads, light, mufu, gelut, libm, lanes, remaps, splats, half, late;
+    const mcir_tensor *seen[16];
+    int n_seen;
+} vec_shape;
+
+/* Ops computed through MUFU forms (ex2 / rcp / rsqrt: codegen/emit.c's
+ * table) and through libm sequences (erf, tanh, log, pow, sqrt). */
+static int op_class(const mcir_node *n) {
+    switch (n->op) {
+    case MCIR_OP_SIGMOID: case MCIR_OP_SILU: case MCIR_OP_EXP: case MCIR_OP_DIV:
+    case MCIR_OP_RECIPROCAL: case MCIR_OP_RSQRT: return 1;
+    case MCIR_OP_GELU: return strcmp(mcir_node_string(n, "approximate"), "tanh") == 0 ? 3 : 2;
+    case MCIR_OP_ERF: case MCIR_OP_TANH: case MCIR_OP_LOG: case MCIR_OP_POW: case MCIR_OP_SQRT:
+    case MCIR_OP_MOD: return 2;
+    default: return 0;
+    }
+}
+
+/* Index remapping nodes under t (the chain a lane at a time repeats). */
+static int remaps_under(const mcir_kernel_plan *k, const mcir_tensor *t, int depth) {
+    const mcir_node *n = flat_producer(k, t);
+    if (!n || depth > 64) return 0;
+    int r = !(mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE) && n->op != MCIR_OP_RESHAPE;
+    for (int j = 0; j < n->n_inputs; j++) r += remaps_under(k, n->inputs[j], depth + 1);
+    return r;
+}
+
+static void vec_shape_of(const mcir_kernel_plan *k, const mcir_tensor *t, int vec, vec_shape *s, int depth) {
+    const mcir_node *n = flat_producer(k, t);
+    if (depth > 64) return;
+    if (!n) {   /* a read: its 16-byte loads, once (ptxas merges repeated loads) */
+        for (int i = 0; i < s->n_seen; i++)
+            if (s->seen[i] == t) return;
+        if (s->n_seen < 16) s->seen[s->n_seen++] = t;
+        int bytes = vec * (int)mcir_dtype_size(t->dtype);
+        s->loads += bytes > 16 ? bytes / 16 : 1;
+        s->half |= t->dtype == MCIR_DTYPE_F16;
+        return;
+    }
+    if (n->op == MCIR_OP_RESHAPE) {
+        vec_shape_of(k, n->inputs[0], vec, s, depth + 1);
+        return;
+    }
+    int c = op_class(n);
+    s->light += c == 0;
+    s->mufu += c == 1 || c == 3;
+    s->gelut += c == 3;
+    s->libm += c == 2;
+    int lanes_ops = 0, before = s->mufu + s->libm;
+    for (int j = 0; j < n->n_inputs; j++) {
+        mcir_vector_operand m = mcir_vector_operand_of(k, n, j, vec);
+        lanes_ops += m == MCIR_VEC_LANES;
+        if (m == MCIR_VEC_LANES) vec_shape_of(k, n->inputs[j], vec, s, depth + 1);
+        else if (m == MCIR_VEC_SPLAT) s->splats++;
+        else {
+            s->lanes++;
+            s->remaps += remaps_under(k, n->inputs[j], depth + 1);
+        }
+    }
+    s->late += lanes_ops >= 2 && s->mufu + s->libm > before;
+}
+
+/* Whether write w may have a tail: its element count is not a multiple
+ * of vec at every size. */
+static bool vec_tail(const mcir_kernel_plan *k, int w, int vec) {
+    int64_t c = 1;
+    for (int d = 0; d < k->writes[w]->rank; d++) c = content_mul(c, k->writes[w], d);
+    return c % vec != 0;
+}
+
+/* Registers of a kernel run a vector at a time (gen_pointwise_vec),
+ * fitted to ptxas 13.0 -v on sm_80 / sm_90 (the example and golden
+ * kernels and a sweep of 44 chains in f32 / f16 / bf16 — docs/kernelplan.md
+ * "Registers"): the most any vectorised write's branch needs. A write's:
+ * 15 (the loop, its 64-bit index, an address) and 2 a distinct 16-byte
+ * load (up to 4: ptxas keeps one load of a read however many paths reach
+ * it), 2 more with 8 lanes and 2 where f16 values are converted (cvt per
+ * element; bf16 is a shift), 1 an op (up to 3), 3 for a tanh GELU (its
+ * cube) and 3 where a vector stays live across a transcendental (silu(g)
+ * * u: u's lanes wait for g's ex2 / rcp), 11 for a libm sequence (erf,
+ * tanh, log, pow, sqrt), 2 for a tail, 2 on sm_90, one less for a lone op
+ * on a lone load; an operand taken a lane at a time (v<ID> per lane)
+ * one a lane, and 2 an index remap under such operands past the first (a
+ * transpose, slice, split or concat: the rotary halves), each lane's index
+ * arithmetic live together. */
+static int vec_registers(const mcir_target *t, const mcir_kernel_plan *k, int vec) {
+    int most = 0;
+    for (int w = 0; w < k->n_writes; w++) {
+        if (!mcir_pointwise_vector_write(k, w, vec)) continue;
+        vec_shape s = {0};
+        if (mcir_vector_form(k, k->writes[w])) {
+            vec_shape_of(k, k->writes[w], vec, &s, 0);
+        } else {   /* vec values of its chain, a lane at a time */
+            s.lanes = 1;
+            s.remaps = remaps_under(k, k->writes[w], 0);
+        }
+        s.half |= k->writes[w]->dtype == MCIR_DTYPE_F16;
+        int r = 15 + 2 * (s.loads < 4 ? s.loads : 4) + 2 * s.half + (vec == 8 ? 2 : 0) + (s.light < 3 ? s.light : 3) +
+                3 * (s.gelut > 0) + 3 * (s.late > 0) + 11 * (s.libm > 0) + 2 * vec_tail(k, w, vec) +
+                (t->sm >= 90 ? 2 : 0) - (s.loads == 1 && s.light + s.mufu + s.libm == 1 && !s.lanes);
+        if (s.lanes) r += vec * s.lanes + 2 * (s.remaps > 1 ? s.remaps - 1 : 0);
+        if (r > most) most = r;
+    }
+    return most > 0 ? most : 27;
+}
+
 bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_flat_layout *l) {
     memset(l, 0, sizeof *l);
     l->threads = 256;
     l->registers = 27;
+    l->vector_width = 1;
     if (k->tpl == MCIR_TEMPLATE_POOL) {
         const mcir_node *n = k->anchor;
         if (!n || n->op == MCIR_OP_GLOBAL_AVG_POOL) return false;
@@ -682,12 +927,13 @@ bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_f
         l->smem_static_bytes = 32 * 33 * (int64_t)mcir_value_type_size(mcir_value_type_of(x->dtype));
     } else if (k->tpl == MCIR_TEMPLATE_COPY || k->tpl == MCIR_TEMPLATE_ELEMENTWISE) {
         l->kind = MCIR_FLAT_POINTWISE;
-        for (int i = 0; i < k->n_writes; i++) l->items += mcir_kernel_write_items(k, i);
+        l->vector_width = mcir_pointwise_vector_width(k);
+        for (int i = 0; i < k->n_writes; i++) l->items += mcir_pointwise_items(k, i, l->vector_width);
         l->per_block = 256;
     } else {
         return false;
     }
-    l->registers = flat_registers(t, k, l);
+    l->registers = l->vector_width > 1 && l->items > 1 ? vec_registers(t, k, l->vector_width) : flat_registers(t, k, l);
     int64_t grid = ceil_div(l->items, l->per_block);
     l->grid = grid < 1 ? 1 : min64(grid, MCIR_LAUNCH_MAX_GRID);
     l->blocks_per_sm = mcir_launch_occupancy(t, l->threads, l->registers, l->smem_static_bytes,
@@ -754,7 +1000,7 @@ void mcir_flat_apply(const mcir_target *t, mcir_kernel_plan *k, const mcir_flat_
     int64_t flat_tile[] = {l->per_block}, tr_tile[] = {32, 32};
     bool tr = l->kind == MCIR_FLAT_TRANSPOSE;
     set_tiling(&k->tiling, tr ? 2 : 1, tr ? tr_names : flat_names, tr ? tr_tile : flat_tile,
-               l->threads / t->warp_size, 1, l->smem_static_bytes, l->blocks_per_sm, l->registers);
+               l->threads / t->warp_size, l->vector_width, l->smem_static_bytes, l->blocks_per_sm, l->registers);
     set_plan_launch(k, l->grid, l->threads, 0, l->smem_static_bytes);
     k->scratch_bytes = 0;
 }

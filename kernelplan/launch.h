@@ -178,7 +178,8 @@ typedef enum mcir_flat_kind {
 
 typedef struct mcir_flat_layout {
     mcir_flat_kind kind;
-    int64_t items;               /* elements, or 32x32 tiles */
+    int64_t items;               /* elements (vectors and tail elements where vectorised), or 32x32 tiles */
+    int vector_width;            /* elements per item of a vectorised write (mcir_pointwise_vector_width) */
     int64_t per_block;           /* items per block per grid-stride step */
     int threads;
     int64_t grid;
@@ -192,6 +193,38 @@ typedef struct mcir_flat_layout {
 bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_flat_layout *out);
 /* COPY kernels that the tiled transpose runs: one transpose of the last two dims. */
 bool mcir_kernel_is_last2_transpose(const mcir_kernel_plan *k);
+
+/* Pointwise kernels a vector at a time (codegen/tpl_simple.c gen_pointwise,
+ * docs/codegen.md "Elementwise kernels"): a thread computes V consecutive
+ * elements of a write per item from the chain's vector forms, loads and
+ * stores 16 bytes wide, a scalar item per element of the tail. The one
+ * decision codegen, the launch model and the cost model all read.
+ *
+ * V: 8 where some vector access (a write, or a kernel read loaded through
+ * a vector form) has 16-bit elements, else 4 (f32: one float4; f32 at 8:
+ * two); 1 (an element an item, as before) where no kernel read is loaded
+ * a vector at a time, a write has a state window, or the kernel is not an
+ * elementwise / copy chain. Decided on the extents' polynomials where the
+ * graph has dims, so the same at every size. */
+int mcir_pointwise_vector_width(const mcir_kernel_plan *k);
+/* Whether write w runs V at a time (V > 1 and w is f32 / f16 / bf16). */
+bool mcir_pointwise_vector_write(const mcir_kernel_plan *k, int w, int vec);
+/* The items of write w at width vec: N / vec vectors and N % vec tail
+ * elements where it runs vectorised, else its N elements (its window's). */
+int64_t mcir_pointwise_items(const mcir_kernel_plan *k, int w, int vec);
+/* Whether tensor t has a vector form: vec consecutive elements from a
+ * multiple of vec (a float kernel read: vector loads; a float output of
+ * an elementwise node: its op lane by lane over its operands' vectors; a
+ * reshape of a tensor that has one). */
+bool mcir_vector_form(const mcir_kernel_plan *k, const mcir_tensor *t);
+/* How operand j of elementwise region node n enters n's vector form. */
+typedef enum mcir_vector_operand {
+    MCIR_VEC_SCALAR,   /* a value per lane, each from its own broadcast index (v<ID>(j) calls) */
+    MCIR_VEC_LANES,    /* its vector form at one index: the same linear index, or a broadcast over
+                        * leading dims whose contiguous trailing extents are a multiple of vec */
+    MCIR_VEC_SPLAT     /* one element for every lane (broadcast in its trailing dims): one value */
+} mcir_vector_operand;
+mcir_vector_operand mcir_vector_operand_of(const mcir_kernel_plan *k, const mcir_node *n, int j, int vec);
 
 /* ------------------------------------------------------------- the launch */
 
