@@ -25,6 +25,7 @@
 #include "runtime/runtime.h"
 #include "codegen_util.h"
 #include "emu/emu.h"
+#include "kernelplan/launch.h"
 #include "emu/cuda_emu.h"
 #include "test_util.h"
 
@@ -1002,6 +1003,160 @@ START_TEST(test_exact_integers_emulated) {
 }
 END_TEST
 
+/* ------------------------------------ pointwise kernels a vector at a time
+ * Elementwise chains at Llama-7B / GPT-2 shapes scaled down for the
+ * emulator, each one ELEMENTWISE kernel (codegen/tpl_simple.c
+ * gen_pointwise_vec), in f32 / f16 / bf16: on the emulated device with
+ * every check against the interpreter, the global bytes the kernel
+ * requests exactly the cost model's; compiled by NVRTC for sm_90, the
+ * plan's vector width, and the PTX's global accesses: 16-byte (8-byte)
+ * vectors only where no tail, broadcast scalar or lane-by-lane operand
+ * needs a scalar one, and no IEEE division (div.rn.f32: a slow path per
+ * element) in the transcendental chains. A mutant (MCIR_POINTWISE_SCALAR:
+ * the element-at-a-time loop though the plan vectorises) must fail the
+ * access check. */
+typedef struct pw_case {
+    const char *name;
+    const char *json;        /* graph.json; %1$s: the dtype (f32 / f16 / bf16), where it has one */
+    const char *nodes;       /* the kernel's region */
+    bool typed;              /* run in each dtype (else as written) */
+    int scalar_loads;        /* scalar ld.global in the PTX: broadcast values (-1: a tail or lanes, >= 1) */
+    bool transcendental;     /* silu / sigmoid / gelu / div: no div.rn.f32 */
+} pw_case;
+
+#define PW_IN(n, s) "{\"name\":\"" n "\",\"dtype\":\"%1$s\",\"shape\":" s "}"
+#define PW_NODE(n, op, ins, out, attrs) \
+    "{\"name\":\"" n "\",\"op\":\"" op "\",\"inputs\":[" ins "],\"outputs\":[\"" out "\"]" attrs "}"
+
+static const pw_case PW_CASES[] = {
+    {"pw_swiglu", /* Llama-7B's FFN gate, 11008 / 16 columns */
+     "{\"mcir\":1,\"name\":\"pw_swiglu_%1$s\",\"inputs\":[" PW_IN("g", "[16,688]") "," PW_IN("u", "[16,688]") "],"
+     "\"nodes\":[" PW_NODE("si", "silu", "\"g\"", "s", "") "," PW_NODE("mu", "mul", "\"s\",\"u\"", "y", "") "],"
+     "\"outputs\":[\"y\"]}", "si,mu", true, 0, true},
+    {"pw_bias_gelu", /* GPT-2's FFN: bias [N] over [M, N], tanh GELU */
+     "{\"mcir\":1,\"name\":\"pw_bias_gelu_%1$s\",\"inputs\":[" PW_IN("a", "[32,768]") "],"
+     "\"weights\":[" PW_IN("b", "[768]") "],"
+     "\"nodes\":[" PW_NODE("ad", "add", "\"a\",\"b\"", "h", "") ","
+     PW_NODE("ge", "gelu", "\"h\"", "y", ",\"attrs\":{\"approximate\":\"tanh\"}") "],"
+     "\"outputs\":[\"y\"]}", "ad,ge", true, 0, true},
+    {"pw_residual_cast", /* f32 residual stream, bf16 out: 8 lanes, two float4 a read */
+     "{\"mcir\":1,\"name\":\"pw_residual_cast\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[32,512]},"
+     "{\"name\":\"r\",\"dtype\":\"f32\",\"shape\":[32,512]}],"
+     "\"nodes\":[" PW_NODE("ad", "add", "\"x\",\"r\"", "h", "") ","
+     PW_NODE("ca", "cast", "\"h\"", "y", ",\"attrs\":{\"to\":\"bf16\"}") "],\"outputs\":[\"y\"]}",
+     "ad,ca", false, 0, false},
+    {"pw_scalar_scale", /* a scalar tensor and a scale attribute: one broadcast load a vector */
+     "{\"mcir\":1,\"name\":\"pw_scalar_scale_%1$s\",\"inputs\":[" PW_IN("x", "[32,512]") "],"
+     "\"weights\":[{\"name\":\"k\",\"dtype\":\"%1$s\",\"shape\":[],\"value\":0.7}],"
+     "\"nodes\":[" PW_NODE("mk", "mul", "\"x\",\"k\"", "h", "") ","
+     PW_NODE("sc", "scale", "\"h\"", "y", ",\"attrs\":{\"value\":0.125}") "],\"outputs\":[\"y\"]}",
+     "mk,sc", true, 1, false},
+    {"pw_odd_tail", /* 4995 elements: vectors, then a scalar tail */
+     "{\"mcir\":1,\"name\":\"pw_odd_tail_%1$s\",\"inputs\":[" PW_IN("g", "[3,37,45]") "," PW_IN("u", "[3,37,45]") "],"
+     "\"nodes\":[" PW_NODE("sg", "sigmoid", "\"g\"", "s", "") "," PW_NODE("mu", "div", "\"u\",\"s\"", "y", "") "],"
+     "\"outputs\":[\"y\"]}", "sg,mu", true, -1, true},
+    {"pw_transpose_leaf", /* a transposed operand a lane at a time, beside a vector one */
+     "{\"mcir\":1,\"name\":\"pw_transpose_leaf_%1$s\",\"inputs\":[" PW_IN("t", "[64,48]") "," PW_IN("c", "[48,64]") "],"
+     "\"nodes\":[" PW_NODE("tr", "transpose", "\"t\"", "tt", ",\"attrs\":{\"perm\":[1,0]}") ","
+     PW_NODE("ad", "add", "\"tt\",\"c\"", "h", "") "," PW_NODE("ex", "exp", "\"h\"", "y", "") "],"
+     "\"outputs\":[\"y\"]}", "tr,ad,ex", true, -1, false},
+    {"pw_two_writes", /* two writes (segments), a row scale [M, 1] and a where on a bool */
+     "{\"mcir\":1,\"name\":\"pw_two_writes_%1$s\",\"inputs\":[" PW_IN("a", "[24,256]") "," PW_IN("b", "[24,256]") ","
+     PW_IN("s", "[24,1]") "],"
+     "\"nodes\":[" PW_NODE("ms", "mul", "\"a\",\"s\"", "y1", "") "," PW_NODE("gt", "greater", "\"a\",\"b\"", "m", "") ","
+     PW_NODE("wh", "where", "\"m\",\"a\",\"y1\"", "y2", "") "],\"outputs\":[\"y1\",\"y2\"]}",
+     "ms,gt,wh", true, -1, false},
+};
+
+/* Global accesses 16 (8) bytes wide only, but for `scalar_loads` broadcast
+ * values: what a kernel run a vector at a time shows without a tail. */
+static bool only_vector_accesses(const mcir_kernel_audit *a, int scalar_loads) {
+    return a->ld_global[0] == scalar_loads && a->st_global[0] == 0 && a->ld_global[1] + a->ld_global[2] > 0 &&
+           a->st_global[1] + a->st_global[2] > 0;
+}
+
+static int pw_exact;   /* kernels whose requested bytes matched the cost model exactly */
+
+static void check_cost_exact(const mcir_kernel_plan *kp, bool staged, unsigned long long bytes) {
+    mcir_kernel_cost model;
+    ck_assert(!staged);
+    mcir_cost_kernel(kp, mcir_target_find("sm_90"), &(mcir_cost_options){.generated_only = true}, &model);
+    ck_assert_msg((long long)bytes == (long long)model.global_bytes,
+                  "%s: the kernel requested %llu global bytes, the cost model says %lld", kp->name, bytes,
+                  (long long)model.global_bytes);
+    pw_exact++;
+}
+
+/* The case's kernel compiled by NVRTC for sm_90: its audit and PTX
+ * checked as the case says; mutant: the scalar loop was forced, so the
+ * access check must fail. */
+static void pw_check_ptx(const pw_case *c, mcir_plan *p, const char *what, bool mutant) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
+    ck_assert_ptr_nonnull(cg);
+    ck_assert_msg(mcir_codegen_compile(cg, "sm_90", &d), "%s", what);
+    const mcir_kernel_plan *kp = &p->kernels[0];
+    const mcir_kernel_audit *a = &kp->audit;
+    const char *ptx = mcir_codegen_kernel_ptx(cg, 0);
+    ck_assert(a->valid && ptx);
+    fprintf(stderr, "  %-28s%s V %d: ld.global %d/%d/%d, st.global %d/%d/%d, %d registers (plan %d)\n", what,
+            mutant ? " (mutant)" : "", kp->tiling.vector_width, a->ld_global[0], a->ld_global[1], a->ld_global[2],
+            a->st_global[0], a->st_global[1], a->st_global[2], a->registers, kp->tiling.registers_estimate);
+    if (mutant) {
+        ck_assert_msg(!only_vector_accesses(a, 0), "%s: the scalar mutant passes the vector access check", what);
+    } else if (c->scalar_loads >= 0) {
+        ck_assert_msg(only_vector_accesses(a, c->scalar_loads), "%s: scalar global accesses in a vectorised kernel",
+                      what);
+    } else {   /* a tail or operands a lane at a time: scalar accesses beside the vectors */
+        ck_assert_msg(a->ld_global[1] + a->ld_global[2] > 0 && a->st_global[1] + a->st_global[2] > 0,
+                      "%s: no vector access", what);
+    }
+    ck_assert_msg(!c->transcendental || !strstr(ptx, "div.rn.f32"), "%s: an IEEE division per element", what);
+    ck_assert_int_eq(a->spill_store_bytes + a->spill_load_bytes, 0);
+    mcir_codegen_free(cg);
+}
+
+START_TEST(test_pointwise_vectors_emulated) {
+    static const char *const dts[] = {"f32", "f16", "bf16"};
+    char why[256];
+    bool nvrtc = mcir_nvrtc_available(why, sizeof why);
+    if (!nvrtc) fprintf(stderr, "  PTX checks skipped: %s\n", why);
+    void (*hook)(const mcir_kernel_plan *, bool, unsigned long long) = launch_hook;
+    launch_hook = check_cost_exact;
+    int failed = 0, runs = 0;
+    for (size_t i = 0; i < sizeof PW_CASES / sizeof *PW_CASES; i++) {
+        const pw_case *c = &PW_CASES[i];
+        for (int t = 0; t < (c->typed ? 3 : 1); t++) {
+            char json[4096], what[64];
+            snprintf(json, sizeof json, c->json, dts[t]);
+            snprintf(what, sizeof what, "%s%s%s", c->name, c->typed ? " " : "", c->typed ? dts[t] : "");
+            mcir_graph *g = cgt_graph(json);
+            cgt_kspec ks[] = {{MCIR_TEMPLATE_ELEMENTWISE, NULL, c->nodes}};
+            mcir_plan *p = cgt_plan(g, "sm_90", 1, ks);
+            const mcir_kernel_plan *kp = &p->kernels[0];
+            bool half = c->typed ? t > 0 : true;   /* (the residual's write is bf16) */
+            ck_assert_int_eq(mcir_pointwise_vector_width(kp), half ? 8 : 4);
+            ck_assert_int_eq(kp->tiling.vector_width, half ? 8 : 4);
+            if (!run_emulated(g, p, NULL, what, false)) failed++;
+            runs++;
+            if (nvrtc) pw_check_ptx(c, p, what, false);
+            if (nvrtc && i == 0) {   /* the mutant: an element at a time, though the plan vectorises */
+                setenv("MCIR_POINTWISE_SCALAR", "1", 1);
+                launch_hook = NULL;   /* (its bytes are the scalar kernel's) */
+                if (!run_emulated(g, p, NULL, what, false)) failed++;
+                pw_check_ptx(c, p, what, true);
+                unsetenv("MCIR_POINTWISE_SCALAR");
+                launch_hook = check_cost_exact;
+            }
+            mcir_graph_free(g);
+        }
+    }
+    launch_hook = hook;
+    ck_assert_int_eq(failed, 0);
+    ck_assert_int_eq(pw_exact, runs);
+}
+END_TEST
+
 #ifdef MCIR_HAVE_PIPELINE
 #include <dirent.h>
 
@@ -1306,6 +1461,10 @@ int main(void) {
     tcase_add_test(tc, test_attention_emulated);
     tcase_add_test(tc, test_attention_head_split_merge_emulated);
     suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("pointwise_vectors");   /* CK_RUN_CASE=pointwise_vectors runs it alone */
+    tcase_set_timeout(tp, 900);
+    tcase_add_test(tp, test_pointwise_vectors_emulated);
+    suite_add_tcase(s, tp);
     TCase *tn = tcase_create("norm_vectors");   /* CK_RUN_CASE=norm_vectors runs it alone */
     tcase_set_timeout(tn, 900);
     tcase_add_test(tn, test_norm_vector_paths_emulated);
