@@ -1269,6 +1269,12 @@ static void sb_indented(cg_sb *b, const char *src, const char *pad) {
     }
 }
 
+/* Whether t's vector form is a kernel read's loads (through reshapes). */
+static bool loaded_form(const mcir_kernel_plan *kp, const mcir_tensor *t) {
+    const mcir_node *n = cg_region_producer(kp, t);
+    return !n || (n->op == MCIR_OP_RESHAPE && loaded_form(kp, n->inputs[0]));
+}
+
 bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
     if (!e->ok) return false;
     MCIR_ASSERT(t->id < e->n_tensors && vec > 1 && t != e->anchor_out);
@@ -1298,7 +1304,14 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
         cg_sb_printf(b, "    vv%d(i, out, MC_ARGS);\n}\n", n->inputs[0]->id);
         return true;
     }
-    for (int j = 0; j < n->n_inputs; j++) {
+    /* operands that are loads first (their loads issued before the other
+     * operands' ops: silu(g) * u loads u, then g), the rest in order */
+    int order[8], n_order = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < n->n_inputs; j++)
+            if ((mode[j] == MCIR_VEC_LANES && loaded_form(kp, n->inputs[j])) == (pass == 0)) order[n_order++] = j;
+    for (int o = 0; o < n_order; o++) {
+        int j = order[o];
         const mcir_tensor *x = n->inputs[j];
         const char *vt = cg_vtype(x->dtype);
         cg_sb_printf(b, "    %s a%d_[%d];\n", vt, j, vec);
