@@ -1066,6 +1066,12 @@ static const pw_case PW_CASES[] = {
      "\"nodes\":[" PW_NODE("ms", "mul", "\"a\",\"s\"", "y1", "") "," PW_NODE("gt", "greater", "\"a\",\"b\"", "m", "") ","
      PW_NODE("wh", "where", "\"m\",\"a\",\"y1\"", "y2", "") "],\"outputs\":[\"y1\",\"y2\"]}",
      "ms,gt,wh", true, -1, false},
+    {"pw_symbolic", /* rows of a dimension: size-generic, a bias of 45 a lane at a time, a tail at every size */
+     "{\"mcir\":1,\"name\":\"pw_symbolic_%1$s\",\"dims\":{\"seq\":{\"min\":1,\"max\":64}},"
+     "\"inputs\":[" PW_IN("a", "[\"seq\",45]") "],\"weights\":[" PW_IN("b", "[45]") "],"
+     "\"nodes\":[" PW_NODE("ad", "add", "\"a\",\"b\"", "h", "") ","
+     PW_NODE("ge", "gelu", "\"h\"", "y", ",\"attrs\":{\"approximate\":\"tanh\"}") "],"
+     "\"outputs\":[\"y\"]}", "ad,ge", true, -1, true},
 };
 
 /* Global accesses 16 (8) bytes wide only, but for `scalar_loads` broadcast
