@@ -871,7 +871,7 @@ static bool vec_tail(const mcir_kernel_plan *k, int w, int vec) {
 
 /* Registers of a kernel run a vector at a time (gen_pointwise_vec),
  * fitted to ptxas 13.0 -v on sm_80 / sm_90 (the example and golden
- * kernels and a sweep of 44 chains in f32 / f16 / bf16 — docs/kernelplan.md
+ * kernels and a sweep of 44 kernels in f32 / f16 / bf16 — docs/kernelplan.md
  * "Registers"): the most any vectorised write's branch needs. A write's:
  * 15 (the loop, its 64-bit index, an address) and 2 a distinct 16-byte
  * load (up to 4: ptxas keeps one load of a read however many paths reach

@@ -194,11 +194,12 @@ bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_f
 /* COPY kernels that the tiled transpose runs: one transpose of the last two dims. */
 bool mcir_kernel_is_last2_transpose(const mcir_kernel_plan *k);
 
-/* Pointwise kernels a vector at a time (codegen/tpl_simple.c gen_pointwise,
- * docs/codegen.md "Elementwise kernels"): a thread computes V consecutive
- * elements of a write per item from the chain's vector forms, loads and
- * stores 16 bytes wide, a scalar item per element of the tail. The one
- * decision codegen, the launch model and the cost model all read.
+/* Pointwise kernels a vector at a time (codegen/tpl_simple.c
+ * gen_pointwise, docs/codegen.md "Elementwise kernels, a vector at a
+ * time"): a thread computes V consecutive elements of a write per item
+ * from the chain's vector forms, loads and stores 16 bytes wide, a scalar
+ * item per element of the tail. The one decision codegen, the launch
+ * model and the cost model all read.
  *
  * V: 8 where some vector access (a write, or a kernel read loaded through
  * a vector form) has 16-bit elements, else 4 (f32: one float4; f32 at 8:
