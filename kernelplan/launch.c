@@ -749,21 +749,37 @@ mcir_vector_operand mcir_vector_operand_of(const mcir_kernel_plan *k, const mcir
     return MCIR_VEC_SCALAR;
 }
 
+/* The tensors vec_loads has answered for (a chain's diamonds are walked
+ * once, not once a path). */
+typedef struct vec_memo {
+    const mcir_tensor *t[64];
+    bool loads[64];
+    int n;
+} vec_memo;
+
 /* Whether t's vector form at width vec loads some kernel read a vector at
  * a time; *elem: the narrowest such read's element size. */
-static bool vec_loads(const mcir_kernel_plan *k, const mcir_tensor *t, int vec, int *elem, int depth) {
+static bool vec_loads(const mcir_kernel_plan *k, const mcir_tensor *t, int vec, int *elem, vec_memo *m, int depth) {
+    for (int i = 0; i < m->n; i++)
+        if (m->t[i] == t) return m->loads[i];
     const mcir_node *n = flat_producer(k, t);
+    bool any = false;
     if (depth > 64) return false;
-    if (!n) {
+    if (!n) {   /* (a form without a producer is a read) */
         int size = (int)mcir_dtype_size(t->dtype);
         if (size < *elem) *elem = size;
-        return true;   /* (a form without a producer is a read) */
+        any = true;
+    } else if (n->op == MCIR_OP_RESHAPE) {
+        any = vec_loads(k, n->inputs[0], vec, elem, m, depth + 1);
+    } else {
+        for (int j = 0; j < n->n_inputs; j++)
+            if (mcir_vector_operand_of(k, n, j, vec) == MCIR_VEC_LANES)
+                any = vec_loads(k, n->inputs[j], vec, elem, m, depth + 1) || any;
     }
-    if (n->op == MCIR_OP_RESHAPE) return vec_loads(k, n->inputs[0], vec, elem, depth + 1);
-    bool any = false;
-    for (int j = 0; j < n->n_inputs; j++)
-        if (mcir_vector_operand_of(k, n, j, vec) == MCIR_VEC_LANES)
-            any = vec_loads(k, n->inputs[j], vec, elem, depth + 1) || any;
+    if (m->n < 64) {
+        m->t[m->n] = t;
+        m->loads[m->n++] = any;
+    }
     return any;
 }
 
@@ -775,11 +791,12 @@ int mcir_pointwise_vector_width(const mcir_kernel_plan *k) {
     for (int vec = 8; vec >= 4; vec /= 2) {
         int elem = 16;
         bool loads = false;
+        vec_memo m = {.n = 0};
         for (int w = 0; w < k->n_writes; w++) {
             const mcir_tensor *t = k->writes[w];
             if (!vec_float(t->dtype)) continue;
             if (mcir_dtype_size(t->dtype) < (size_t)elem) elem = (int)mcir_dtype_size(t->dtype);
-            if (mcir_vector_form(k, t)) loads = vec_loads(k, t, vec, &elem, 0) || loads;
+            if (mcir_vector_form(k, t)) loads = vec_loads(k, t, vec, &elem, &m, 0) || loads;
         }
         if (loads && (vec == 4 || elem == 2)) return vec;
     }
@@ -801,7 +818,7 @@ int64_t mcir_pointwise_items(const mcir_kernel_plan *k, int w, int vec) {
 typedef struct vec_shape {
     int loads, light, mufu, gelut, libm, lanes, remaps, splats, half, late;
     const mcir_tensor *seen[16];
-    int n_seen;
+    int n_seen, visits;
 } vec_shape;
 
 /* Ops computed through MUFU forms (ex2 / rcp / rsqrt: codegen/emit.c's
@@ -828,7 +845,7 @@ static int remaps_under(const mcir_kernel_plan *k, const mcir_tensor *t, int dep
 
 static void vec_shape_of(const mcir_kernel_plan *k, const mcir_tensor *t, int vec, vec_shape *s, int depth) {
     const mcir_node *n = flat_producer(k, t);
-    if (depth > 64) return;
+    if (depth > 64 || ++s->visits > 4096) return;   /* (an estimate: a chain of diamonds is cut short) */
     if (!n) {   /* a read: its 16-byte loads, once (ptxas merges repeated loads) */
         for (int i = 0; i < s->n_seen; i++)
             if (s->seen[i] == t) return;
