@@ -890,17 +890,18 @@ static bool vec_tail(const mcir_kernel_plan *k, int w, int vec) {
  * fitted to ptxas 13.0 -v on sm_80 / sm_90 (the example and golden
  * kernels and a sweep of 44 kernels in f32 / f16 / bf16 — docs/kernelplan.md
  * "Registers"): the most any vectorised write's branch needs. A write's:
- * 15 (the loop, its 64-bit index, an address) and 2 a distinct 16-byte
+ * 16 (the loop, its 64-bit index, an address) and 1 a distinct 16-byte
  * load (up to 4: ptxas keeps one load of a read however many paths reach
  * it), 2 more with 8 lanes and 2 where f16 values are converted (cvt per
- * element; bf16 is a shift), 1 an op (up to 3), 3 for a tanh GELU (its
+ * element; bf16 is a shift), 2 an op (up to 3), 3 for a tanh GELU (its
  * cube) and 3 where a vector stays live across a transcendental (silu(g)
  * * u: u's lanes wait for g's ex2 / rcp), 11 for a libm sequence (erf,
- * tanh, log, pow, sqrt), 2 for a tail, 2 on sm_90, one less for a lone op
- * on a lone load; an operand taken a lane at a time (v<ID> per lane)
- * one a lane, and 2 an index remap under such operands past the first (a
- * transpose, slice, split or concat: the rotary halves), each lane's index
- * arithmetic live together. */
+ * tanh, log, pow, sqrt), 2 for a tail, 2 on sm_90 and 2 more for f32
+ * there (its streams' 64-bit pointers), one less for a lone op on a lone
+ * load; an operand taken a lane at a time (v<ID> per lane, each lane's
+ * index arithmetic live together) 3 a lane on sm_80 and 1.5 on sm_90, and
+ * 1 an index remap under such operands past the first (a transpose,
+ * slice, split or concat: the rotary halves). */
 static int vec_registers(const mcir_target *t, const mcir_kernel_plan *k, int vec) {
     int most = 0;
     for (int w = 0; w < k->n_writes; w++) {
@@ -913,10 +914,11 @@ static int vec_registers(const mcir_target *t, const mcir_kernel_plan *k, int ve
             s.remaps = remaps_under(k, k->writes[w], 0);
         }
         s.half |= k->writes[w]->dtype == MCIR_DTYPE_F16;
-        int r = 15 + 2 * (s.loads < 4 ? s.loads : 4) + 2 * s.half + (vec == 8 ? 2 : 0) + (s.light < 3 ? s.light : 3) +
+        bool sm90 = t->sm >= 90;
+        int r = 16 + (s.loads < 4 ? s.loads : 4) + 2 * s.half + (vec == 8 ? 2 : 0) + 2 * (s.light < 3 ? s.light : 3) +
                 3 * (s.gelut > 0) + 3 * (s.late > 0) + 11 * (s.libm > 0) + 2 * vec_tail(k, w, vec) +
-                (t->sm >= 90 ? 2 : 0) - (s.loads == 1 && s.light + s.mufu + s.libm == 1 && !s.lanes);
-        if (s.lanes) r += vec * s.lanes + 2 * (s.remaps > 1 ? s.remaps - 1 : 0);
+                (sm90 ? (vec == 4 ? 4 : 2) : 0) - (s.loads == 1 && s.light + s.mufu + s.libm == 1 && !s.lanes);
+        if (s.lanes) r += (sm90 ? 6 : 12) * vec * s.lanes / 4 + (s.remaps > 1 ? s.remaps - 1 : 0);
         if (r > most) most = r;
     }
     return most > 0 ? most : 27;
