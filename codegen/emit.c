@@ -3,15 +3,19 @@
  * emitter (a region's elementwise, reshape, transpose, slice, concat and
  * split nodes become device functions v<ID>(i, acc) computing one element,
  * so intermediates are rematerialised, never stored; each op's body is
- * written by its entry of a table indexed by op), strided views for
- * transposes folded into a kernel's loads and stores, and the kernel
- * signature.
+ * written by its entry of a table indexed by op) and their vector forms
+ * vv<ID>(i, out) computing V consecutive elements (pointwise kernels a
+ * vector at a time: the same statements lane by lane, 16-byte loads and
+ * packed stores), strided views for transposes folded into a kernel's
+ * loads and stores, and the kernel signature.
  *
  * Invariant: a value function returns exactly what the reference
  * interpreter stores for that element (same formula, rounded to the
- * tensor's storage dtype), up to f32 evaluation order; its type is the
+ * tensor's storage dtype), up to f32 evaluation order and the SFU's
+ * approximations (mc_exp2, mc_rcp, mc_rsqrt: 1-2 ulp); its type is the
  * tensor's value type (float, or i64 for integer and bool tensors: exact),
- * so a fused chain converts between them only at a cast.
+ * so a fused chain converts between them only at a cast. A vector form
+ * gives each lane bit for bit what the value function gives.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -899,9 +899,9 @@ static bool vec_tail(const mcir_kernel_plan *k, int w, int vec) {
  * tanh, log, pow, sqrt), 2 for a tail, 2 on sm_90 and 2 more for f32
  * there (its streams' 64-bit pointers), one less for a lone op on a lone
  * load; an operand taken a lane at a time (v<ID> per lane, each lane's
- * index arithmetic live together) 3 a lane on sm_80 and 1.5 on sm_90, and
- * 1 an index remap under such operands past the first (a transpose,
- * slice, split or concat: the rotary halves). */
+ * index arithmetic live together) 12 on sm_80 and 6 on sm_90, and 1 an
+ * index remap under such operands past the first (a transpose, slice,
+ * split or concat: the rotary halves). */
 static int vec_registers(const mcir_target *t, const mcir_kernel_plan *k, int vec) {
     int most = 0;
     for (int w = 0; w < k->n_writes; w++) {
@@ -918,7 +918,7 @@ static int vec_registers(const mcir_target *t, const mcir_kernel_plan *k, int ve
         int r = 16 + (s.loads < 4 ? s.loads : 4) + 2 * s.half + (vec == 8 ? 2 : 0) + 2 * (s.light < 3 ? s.light : 3) +
                 3 * (s.gelut > 0) + 3 * (s.late > 0) + 11 * (s.libm > 0) + 2 * vec_tail(k, w, vec) +
                 (sm90 ? (vec == 4 ? 4 : 2) : 0) - (s.loads == 1 && s.light + s.mufu + s.libm == 1 && !s.lanes);
-        if (s.lanes) r += (sm90 ? 6 : 12) * vec * s.lanes / 4 + (s.remaps > 1 ? s.remaps - 1 : 0);
+        if (s.lanes) r += (sm90 ? 6 : 12) * s.lanes + (s.remaps > 1 ? s.remaps - 1 : 0);
         if (r > most) most = r;
     }
     return most > 0 ? most : 27;
