@@ -1467,6 +1467,13 @@ void cg_emit_store_vec(cg_sb *b, const mcir_tensor *t, int w, int vec, const cha
 void cg_emit_epilogue_vec(cg_emitter *e, int vec) {
     const mcir_kernel_plan *kp = e->kp;
     cg_sb_printf(e->sb, "__device__ __forceinline__ void epilogue_v(i64 i, const float* acc, MC_PARAMS) {\n");
-    for (int w = 0; w < kp->n_writes; w++) cg_emit_store_vec(e->sb, kp->writes[w], w, vec, NULL);
+    for (int w = 0; w < kp->n_writes; w++) {
+        /* the template's own result written as it is: rounded once, by the
+         * store's conversion (its value function would round it to the
+         * dtype first, then the store again: f32 -> f16 -> f32 -> f16) */
+        const mcir_tensor *t = kp->writes[w];
+        bool raw = t == e->anchor_out && mcir_value_type_of(t->dtype) != MCIR_VALUE_I64;
+        cg_emit_store_vec(e->sb, t, w, vec, raw ? "acc" : NULL);
+    }
     cg_sb_puts(e->sb, "}\n");
 }

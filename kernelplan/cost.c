@@ -276,7 +276,8 @@ static void add_launch(cost_ctx *x, double dram_bytes, double flops, const char 
  * bf16 agree within 3 %) data. Calibrated with `mcirc --arch sm_90 --emit
  * audit` (nvdisasm 13.5 on NVRTC 13.0's cubins) on: elementwise a + b and
  * copy a transpose of [8192, 8192]; reduce_sum over the last axis of
- * [8192, 8192] (ba63c2e); the norms of #42 over 2^25 elements, rows of
+ * [8192, 8192] (ba63c2e); a + b a vector at a time (#42: the copy's
+ * pointwise form shares it; the tiled transpose keeps the scalar figure); the norms of #42 over 2^25 elements, rows of
  * W = 1024 (a warp's registers), 4096 (a block's), 65536 f16 (the
  * shared-memory cache) and 65536 f32 / 131072 (read twice). The audit's
  * main loops are those that read global memory, so the cache's passes over
@@ -289,13 +290,16 @@ static void add_launch(cost_ctx *x, double dram_bytes, double flops, const char 
 typedef struct issue_figure {
     mcir_template tpl;
     mcir_op norm;          /* STREAMING_NORM: its op; else MCIR_OP_COUNT */
-    int mode;              /* STREAMING_NORM: its row layout (mcir_rows_mode); else -1 */
+    int mode;              /* STREAMING_NORM: its row layout (mcir_rows_mode); ELEMENTWISE, COPY: 1 a
+                              vector at a time (the plan's vector width > 1), 0 scalar; else -1 */
     double f32, f16;       /* weighted instructions per 16 bytes */
 } issue_figure;
 
 static const issue_figure issue_figures[] = {
-    {MCIR_TEMPLATE_ELEMENTWISE, MCIR_OP_COUNT, -1, 19.7, 58.7},
-    {MCIR_TEMPLATE_COPY, MCIR_OP_COUNT, -1, 53.4, 114.9},
+    {MCIR_TEMPLATE_ELEMENTWISE, MCIR_OP_COUNT, 0, 19.7, 58.7},
+    {MCIR_TEMPLATE_ELEMENTWISE, MCIR_OP_COUNT, 1, 8.0, 20.0},
+    {MCIR_TEMPLATE_COPY, MCIR_OP_COUNT, 0, 53.4, 114.9},
+    {MCIR_TEMPLATE_COPY, MCIR_OP_COUNT, 1, 8.0, 20.0},
     {MCIR_TEMPLATE_REDUCE, MCIR_OP_COUNT, -1, 48.0, 104.0},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_WARP_REGS, 7.3, 23.6},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_BLOCK_REGS, 13.2, 32.2},
@@ -323,9 +327,10 @@ static double issue_time(const cost_ctx *x, double global, int mode) {
                               : k->n_writes ? k->writes[0] : NULL;
     if (!data) return 0;
     mcir_op norm = k->tpl == MCIR_TEMPLATE_STREAMING_NORM ? k->anchor->op : MCIR_OP_COUNT;
+    if (k->tpl == MCIR_TEMPLATE_ELEMENTWISE || k->tpl == MCIR_TEMPLATE_COPY) mode = k->tiling.vector_width > 1;
     for (size_t i = 0; i < sizeof issue_figures / sizeof *issue_figures; i++) {
         const issue_figure *f = &issue_figures[i];
-        if (f->tpl != k->tpl || f->norm != norm || (norm != MCIR_OP_COUNT && f->mode != mode)) continue;
+        if (f->tpl != k->tpl || f->norm != norm || (f->mode >= 0 && f->mode != mode)) continue;
         double per_16b = esize(data) == 2 ? f->f16 : f->f32;
         return mcir_issue_us(x->t, per_16b * global / (16.0 * x->t->warp_size));
     }
