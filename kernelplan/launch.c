@@ -391,8 +391,8 @@ static int64_t width_unit(const mcir_rows_problem *g) { return g->width_unit > 0
  * and sm_90: a sweep of the three norms in f32, f16 and bf16 at widths
  * 64..150000, docs/kernelplan.md "Registers"). The registers layouts keep
  * P = chunks * V row values a thread. A warp per row: softmax 16 + P,
- * rmsnorm 18 + P (at most 50; 60 for f16 at P = 32, where ptxas keeps the
- * packed halves too: 64 measured, bf16 48), layernorm 22 + 6P/5 in 16-bit, 25 + P in
+ * rmsnorm 18 + P (at most 50; 60 in 16-bit at P = 32, where ptxas keeps
+ * the packed halves too: 64 measured on sm_90), layernorm 23 + 6P/5 in 16-bit, 25 + P in
  * f32 — except on sm_90 from P = 24 (768..1024 wide), where ptxas hoists
  * gamma's and beta's loads: 62; each read of a fused chain 4 more. A block per row with the row in registers
  * (P 16..32): layernorm 30 + 7P/8, rmsnorm 18 + 5P/4, softmax 8 + 25P/16
@@ -417,9 +417,9 @@ static int rows_registers(const mcir_target *t, const mcir_rows_problem *g, cons
     }
     int chain = 4 * g->chain_reads;
     if (softmax) return (int)(16 + P) + chain;
-    if (rms) return (g->dtype == MCIR_DTYPE_F16 && P >= 32 ? 60 : (int)min64(18 + P, 50)) + chain;
+    if (rms) return (!f32 && P >= 32 ? 60 : (int)min64(18 + P, 50)) + chain;
     if (f32 && t->sm >= 90 && P >= 24) return 62;
-    return (int)(f32 ? 25 + P : 22 + 6 * P / 5) + chain;
+    return (int)(f32 ? 25 + P : 23 + 6 * P / 5) + chain;
 }
 
 bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps,

@@ -615,13 +615,21 @@ tiles:;
      * 4 with one consumer group (64-75 measured at wg 1 against 66-80 at
      * wg 2), and the row scale's two values within it (64-74 measured) */
     const bool wide = l->prologue && (l->a_wide[0] == 2 || (l->n_a > 1 && l->a_wide[1] == 2));
-    int casts = 0;
-    for (int i = 0; i < l->prologue_ops && wide; i++) casts += l->prologue_node[i]->op == MCIR_OP_CAST;
+    int casts = 0, silus = 0;
+    for (int i = 0; i < l->prologue_ops; i++) {
+        casts += wide && l->prologue_node[i]->op == MCIR_OP_CAST;
+        silus += l->prologue_node[i]->op == MCIR_OP_SILU;
+    }
     const int pro_ops = l->prologue_ops - (l->row_scale && !l->row_scale_top) - casts;
+    /* SwiGLU's silu through the SFU (mc_exp2, mc_rcp: #42) takes fewer than
+     * the IEEE expf and division did: 12 less with one consumer group
+     * (64-68 measured), 6 less with two (71-80) */
+    int pro_regs = 6 * (pro_ops < 2 ? pro_ops : 2) - (silus ? (l->consumers == 1 ? 12 : 6) : 0);
+    if (pro_regs < 0) pro_regs = 0;
     /* with a prologue an epilogue of two or more ops measured as one (79
      * at swiglu_m40, 72 at cast_norm32: both bias + GELU) */
     int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? (l->prologue ? 2 : 8) : 0) +
-               6 * (pro_ops < 2 ? pro_ops : 2) + (l->n_v || wide ? (wide && l->consumers == 1 ? 4 : 8) : 0);
+               pro_regs + (l->n_v || wide ? (wide && l->consumers == 1 ? 4 : 8) : 0);
     if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
     /* a per-row scale with a prologue: its two values per thread (rs) kept
      * through the epilogue on top of the chain's (75-86 measured against

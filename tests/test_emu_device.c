@@ -232,8 +232,10 @@ START_TEST(test_removed_syncthreads_is_a_race) {
     mcir_compilation c;
     cgt_compile_text(work_dir, "norm", g, SM90, &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_NORM);
-    /* the barrier between the warps' partials written and read back */
-    mutate_unit(&c, i, "MC_SST(part[warp], s);\n        __syncthreads();\n", "MC_SST(part[warp], s);\n", 0);
+    /* the barrier between the warps' partial sums written and read back
+     * (prelude.cuh's mc_block_sum, over the norm's part[]) */
+    mutate_unit(&c, i, "if (lane == 0) MC_SST(scratch[warp], v);\n    __syncthreads();\n",
+                "if (lane == 0) MC_SST(scratch[warp], v);\n", 0);
     expect_run_finding(&c, i, "race", "shared 'part'");   /* the array, by its name */
     mcir_compilation_free(&c);
 }

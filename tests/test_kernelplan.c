@@ -110,8 +110,8 @@ START_TEST(fused_group_is_one_kernel) {
     ck_assert_str_eq(k->writes[0]->name, "y");
     ck_assert_str_eq(k->recompute_policy, "recompute_in_consumer");
     ck_assert_int_eq(k->block[0], 256);
-    ck_assert_int_eq(k->grid[0], 4);   /* 1024 elements, one per thread (scalar loads) */
-    ck_assert_int_eq(k->tiling.vector_width, 1);
+    ck_assert_int_eq(k->tiling.vector_width, 4);   /* f32: 16 bytes a lane */
+    ck_assert_int_eq(k->grid[0], 1);                /* 1024 elements = 256 vectors */
     /* one partition record naming the kernel */
     int records = 0;
     for (int i = 0; i < mcir_trace_count(tr); i++) {
@@ -147,7 +147,7 @@ START_TEST(ungrouped_nodes_are_kernels_each) {
     ck_assert_int_eq(p->first_use[out_of(a)->id], 0);
     ck_assert_int_eq(p->last_use[out_of(a)->id], 1);
     ck_assert_str_eq(p->kernels[0].recompute_policy, "none");
-    ck_assert_int_eq(p->kernels[0].tiling.vector_width, 1);   /* the elementwise template: scalar */
+    ck_assert_int_eq(p->kernels[0].tiling.vector_width, 4);   /* the elementwise template: 16 bytes a lane */
     mcir_memplan *m = memory_of(p, NULL);
     ck_assert_int_eq(m->n_buffers, 1);
     ck_assert_int_eq(m->buffers[0].size, 4000);
@@ -352,7 +352,9 @@ START_TEST(head_split_folds_into_elementwise_and_slices) {
     const mcir_kernel_plan *k = &p->kernels[1];
     ck_assert(kernel_has_node(k, "heads"));
     ck_assert_ptr_eq(k->reads[0], out_of(e));
-    ck_assert_int_eq(k->tiling.vector_width, 1);
+    /* a vector at a time: cos loaded 16 bytes a lane, the transposed read
+     * (the folded head split) a lane at a time */
+    ck_assert_int_eq(k->tiling.vector_width, 4);
     const mcir_kernel_access *h = mcir_kernel_access_of(k, out_of(t));
     ck_assert_int_eq(h->strides[1], 8);
     ck_assert_int_eq(h->strides[2], 32);
