@@ -205,7 +205,15 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
 // again, offset by off) and stored. The loop itself is not unrolled: its
 // body is the unrolled step, whose stores keep their 16-byte form.
 #define NORM_UNROLL 4
-#define NORM_OUT_UNROLL 4
+// One step of a streaming pass: the NORM_UNROLL vectors of X a thread
+// reads at j0, j0 + one chunk, ..., all issued before any is used.
+__device__ __forceinline__ void norm_load_step(i64 row, i64 j0, float* v, MC_PARAMS) {
+#pragma unroll
+    for (int k = 0; k < NORM_UNROLL; k++) {
+        const i64 j = j0 + (i64)k * NORM_CHUNK;
+        if (j < NORM_W) x_load(norm_index(row, j MC_DIMS_ARGS), &v[k * NORM_V], MC_ARGS);
+    }
+}
 #if NORM_LAYOUT == 3
 typedef float NORM_CACHE_T;   // no cache: the pass reads X
 #endif
@@ -213,21 +221,19 @@ __device__ __forceinline__ void norm_out_pass(i64 row, int t, float a, float b, 
                                               MC_PARAMS) {
     (void)off; (void)cache;
 #pragma unroll 1
-    for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_OUT_UNROLL) {
-        float v[NORM_OUT_UNROLL * NORM_V];
-#pragma unroll
-        for (int k = 0; k < NORM_OUT_UNROLL; k++) {
-            const i64 j = j0 + (i64)k * NORM_CHUNK;
-            if (j < NORM_W) {
+    for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
+        float v[NORM_UNROLL * NORM_V];
 #if NORM_LAYOUT == 2
-                cache_get(cache, j, &v[k * NORM_V]);
-#else
-                x_load(norm_index(row, j MC_DIMS_ARGS), &v[k * NORM_V], MC_ARGS);
-#endif
-            }
-        }
 #pragma unroll
-        for (int k = 0; k < NORM_OUT_UNROLL; k++) {
+        for (int k = 0; k < NORM_UNROLL; k++) {
+            const i64 j = j0 + (i64)k * NORM_CHUNK;
+            if (j < NORM_W) cache_get(cache, j, &v[k * NORM_V]);
+        }
+#else
+        norm_load_step(row, j0, v, MC_ARGS);
+#endif
+#pragma unroll
+        for (int k = 0; k < NORM_UNROLL; k++) {
             const i64 j = j0 + (i64)k * NORM_CHUNK;
             if (j < NORM_W) {
 #if NORM_KIND == 0
@@ -252,11 +258,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE
 #pragma unroll 1
     for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
         float v[NORM_UNROLL * NORM_V];
-#pragma unroll
-        for (int k = 0; k < NORM_UNROLL; k++) {
-            const i64 j = j0 + (i64)k * NORM_CHUNK;
-            if (j < NORM_W) x_load(norm_index(row, j MC_DIMS_ARGS), &v[k * NORM_V], MC_ARGS);
-        }
+        norm_load_step(row, j0, v, MC_ARGS);
 #pragma unroll
         for (int k = 0; k < NORM_UNROLL; k++) {
             const i64 j = j0 + (i64)k * NORM_CHUNK;
@@ -334,11 +336,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
 #pragma unroll 1
     for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
         float v[NORM_UNROLL * NORM_V];
-#pragma unroll
-        for (int k = 0; k < NORM_UNROLL; k++) {
-            const i64 j = j0 + (i64)k * NORM_CHUNK;
-            if (j < NORM_W) x_load(norm_index(row, j MC_DIMS_ARGS), &v[k * NORM_V], MC_ARGS);
-        }
+        norm_load_step(row, j0, v, MC_ARGS);
 #pragma unroll
         for (int k = 0; k < NORM_UNROLL; k++) {
             const i64 j = j0 + (i64)k * NORM_CHUNK;
