@@ -20,37 +20,14 @@
 
 /* Statements loading vec values of tensor t (kernel read ri) at element
  * IDX into out[]: 16-byte (8-byte) vector loads where the dtype and vec
- * allow (the caller proves IDX a multiple of vec and t's buffer aligned),
- * else the value function element by element. */
+ * allow (cg_emit_vec_load, the pointwise kernels' too; the caller proves
+ * IDX a multiple of vec and t's buffer aligned), else the value function
+ * element by element. */
 static void emit_vec_load(cg_sb *b, const mcir_tensor *t, int ri, const char *idx, int vec) {
-    bool half = t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16;
-    const char *ds = cg_dsuffix(t->dtype);
-    if (ri >= 0 && vec % 4 == 0 && t->dtype == MCIR_DTYPE_F32) {
-        cg_sb_printf(b,
-            "#pragma unroll\n    for (int q = 0; q < %d; q += 4) {\n"
-            "        float4 v = MC_GLDV(float4, r%d, %s + q);\n"
-            "        out[q] = v.x; out[q + 1] = v.y; out[q + 2] = v.z; out[q + 3] = v.w;\n    }\n",
-            vec, ri, idx);
-        return;
-    }
-    if (ri >= 0 && vec % 8 == 0 && half) {
-        cg_sb_printf(b,
-            "#pragma unroll\n    for (int q = 0; q < %d; q += 8) {\n"
-            "        uint4 v = MC_GLDV(uint4, r%d, %s + q);\n"
-            "        const u32 w[4] = {v.x, v.y, v.z, v.w};\n"
-            "#pragma unroll\n        for (int k = 0; k < 4; k++) {\n"
-            "            out[q + 2 * k] = mc_%s_to_f32((unsigned short)(w[k] & 0xffffu));\n"
-            "            out[q + 2 * k + 1] = mc_%s_to_f32((unsigned short)(w[k] >> 16));\n"
-            "        }\n    }\n", vec, ri, idx, ds, ds);
-        return;
-    }
-    if (ri >= 0 && vec % 4 == 0 && half) {
-        cg_sb_printf(b,
-            "#pragma unroll\n    for (int q = 0; q < %d; q += 4) {\n"
-            "        uint2 v = MC_GLDV(uint2, r%d, %s + q);\n"
-            "        out[q] = mc_%s_to_f32((unsigned short)(v.x & 0xffffu)); out[q + 1] = mc_%s_to_f32((unsigned short)(v.x >> 16));\n"
-            "        out[q + 2] = mc_%s_to_f32((unsigned short)(v.y & 0xffffu)); out[q + 3] = mc_%s_to_f32((unsigned short)(v.y >> 16));\n"
-            "    }\n", vec, ri, idx, ds, ds, ds, ds);
+    int size = (int)mcir_dtype_size(t->dtype);
+    bool floating = t->dtype == MCIR_DTYPE_F32 || t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16;
+    if (ri >= 0 && vec % 4 == 0 && floating && (size == 4 || size == 2)) {
+        cg_emit_vec_load(b, t, ri, idx, vec);
         return;
     }
     cg_sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) out[u] = v%d(%s + u, 0.0f, MC_ARGS);\n", vec,
