@@ -150,6 +150,8 @@ typedef struct emu_launch {
     int n_args;
     unsigned grid, block;
     size_t smem;              /* dynamic shared memory */
+    unsigned cluster;         /* blocks per thread-block cluster (0 or 1: none);
+                                 the grid a multiple of it */
     unsigned long long write_args;   /* bit k: the kernel writes through args[k] */
     const emu_buffer *buffers;   /* every buffer of the run */
     int n_buffers;
@@ -195,6 +197,7 @@ typedef int (*emu_run_fn)(emu_launch *launch);
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __grid_constant__
+#define __cluster_dims__(...)
 #define __shared__ static __attribute__((section("emu_smem")))
 #define __align__(n) __attribute__((aligned(n)))
 #define MC_DYNAMIC_SMEM(name) unsigned char *name = emu_dyn_smem
@@ -203,6 +206,8 @@ struct emu_dim3 { unsigned x, y, z; };
 struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
 struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
 struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(8))) float2 { float x, y; };
+static inline float2 make_float2(float a, float b) { return {a, b}; }
 static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
@@ -253,7 +258,7 @@ static inline unsigned short mc_f32_to_bf16(float f) {
 }
 
 /* ---- the scheduler */
-enum { EMU_RUN, EMU_BARRIER, EMU_WARP, EMU_DONE };
+enum { EMU_RUN, EMU_BARRIER, EMU_WARP, EMU_DONE, EMU_CLUSTER = 64 };
 /* Switching between the scheduler and a thread: on x86-64 a user-space
  * switch of the callee-saved registers and the stack pointer (swapcontext
  * saves the signal mask with two system calls a switch: they were 60 % of
@@ -291,6 +296,19 @@ static emu_dim3 emu_block, emu_bdim, emu_gdim;
 static unsigned char *emu_dyn_smem;
 static emu_launch *emu_L;
 static int emu_failed;
+
+/* ---- thread-block clusters (docs/codegen.md "Clusters in the emulator"):
+ * the blocks of a cluster run together, one at a time on the scheduler
+ * until each is done or waits at barrier.cluster; switching blocks swaps
+ * the per-block state below (the static __shared__ section by copy).
+ * emu_cl_n: blocks per cluster (1: none); emu_cl_rank: the running block's
+ * rank; emu_cstart: the stamp at which the cluster began (emu_bstart
+ * without clusters); emu_cl_stamp: at the last barrier.cluster; emu_cl_epoch
+ * counts them. A thread's identity in the race shadow is rank * block +
+ * thread (emu_me). */
+static unsigned emu_cl_n = 1, emu_cl_rank;
+static uint32_t emu_cstart, emu_cl_stamp, emu_cl_epoch;
+static inline int emu_me() { return (int)emu_cl_rank * emu_nthreads + emu_cur_i; }
 
 #define threadIdx (emu_threads[emu_cur_i].tid)
 #define blockIdx emu_block
@@ -384,7 +402,11 @@ static unsigned emu_block_of(uint32_t s) {
 
 static bool emu_unordered(uint32_t s, int u, bool global) {
     if (s == 0) return false;
-    if (s < emu_bstart) return global;
+    if (s < emu_cstart) return global;
+    if (emu_cl_n > 1) {   /* another block of the cluster: ordered by barrier.cluster */
+        if (u / emu_nthreads != (int)emu_cl_rank) return global && s >= emu_cl_stamp;
+        u %= emu_nthreads;
+    }
     int t = emu_cur_i;
     if (u == t) return false;
     if ((u >> 5) == (t >> 5)) return s == emu_wstamp[t >> 5];
@@ -394,7 +416,7 @@ static bool emu_unordered(uint32_t s, int u, bool global) {
 /* Records an access to the granules of cells[0..n) and reports a race with
  * an earlier one; where: "shared offset N" / "'buf' + N". */
 static bool emu_live(uint32_t s, bool global) {
-    return s && (s >= emu_blast || (global && s < emu_bstart));
+    return s && (s >= emu_blast || (global && (s < emu_cstart || emu_cl_n > 1)));
 }
 
 /* The granules an access of n bytes at byte off covers. */
@@ -416,8 +438,8 @@ static void emu_race_at(emu_cell *cells, size_t off, size_t n, bool write, bool 
 }
 
 static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char *space, size_t off) {
-    int t = emu_cur_i;
-    uint32_t now = emu_wstamp[t >> 5];
+    int t = emu_me();
+    uint32_t now = emu_wstamp[emu_cur_i >> 5];
     for (size_t k = 0; k < n; k++, c++) {
         uint32_t ps = 0;
         int pu = 0, pw = 0;
@@ -426,14 +448,17 @@ static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char 
         else if (write && emu_unordered(c->r2s, c->r2t, global)) { ps = c->r2s; pu = c->r2t; }
         if (ps) {
             char w[200];
+            bool other = emu_cl_n > 1 && ps >= emu_cstart && pu / emu_nthreads != (int)emu_cl_rank;
+            unsigned pb = other ? emu_block.x - emu_cl_rank + (unsigned)(pu / emu_nthreads) : emu_block_of(ps);
+            if (emu_cl_n > 1 && ps >= emu_cstart) pu %= emu_nthreads;
             emu_report(EMU_FIND_RACE, "%s: thread (block %u, thread %d%s) %s it, "
                        "thread (block %u, thread %d) %s it with no %s between",
-                       emu_where(w, sizeof w, global, space, off + (k << emu_gshift)), emu_block_of(ps), pu,
-                       pu >> 5 == 32 ? ": the TMA unit" : "", pw ? "wrote" : "read", emu_block.x, t,
+                       emu_where(w, sizeof w, global, space, off + (k << emu_gshift)), pb, pu,
+                       pu >> 5 == 32 ? ": the TMA unit" : "", pw ? "wrote" : "read", emu_block.x, emu_cur_i,
                        write ? "writes" : "reads",
-                       ps < emu_bstart ? "ordering (another block of the launch)"
-                       : (pu >> 5) == (t >> 5) ? "__syncwarp or __syncthreads"
-                                                   : "__syncthreads or barrier wait");
+                       other ? "barrier.cluster" : ps < emu_cstart ? "ordering (another block of the launch)"
+                       : (pu >> 5) == (emu_cur_i >> 5) ? "__syncwarp or __syncthreads"
+                                                       : "__syncthreads or barrier wait");
             break;
         }
         if (write) {
@@ -514,6 +539,31 @@ static void *emu_global(const void *p, long long i, size_t sz, size_t n, bool wr
 static uint16_t *emu_cpa_pend;
 static long emu_cpa_inflight;
 
+/* The cluster shadow of a block's shared memory, per granule: the
+ * barrier.cluster epoch of its last write (0: none in this cluster's run)
+ * and the writer's rank; the epoch of its last reads through distributed
+ * shared memory and the ranks that read. A write and another rank's read
+ * in one epoch are a race; a remote read of a granule never written is
+ * uninitialised. */
+struct emu_xcell { uint32_t w_ep, r_ep; uint16_t r_mask; uint8_t w_rank; };
+static emu_xcell *emu_x_dyn, *emu_x_st;   /* the running block's */
+static void emu_xwrite(emu_xcell *x, size_t g, const char *space, size_t off) {
+    for (size_t k = 0; k < g; k++, x++) {
+        if ((emu_L->checks & EMU_CHECK_RACES) && x->r_ep == emu_cl_epoch && (x->r_mask & ~(1u << emu_cl_rank))) {
+            char w[200];
+            unsigned q = 0;
+            while (!((x->r_mask >> q) & 1) || q == emu_cl_rank) q++;
+            emu_report(EMU_FIND_RACE, "%s: block %u (cluster rank %u) read it through distributed shared memory, "
+                       "thread (block %u, thread %d) writes it with no barrier.cluster between",
+                       emu_where(w, sizeof w, false, space, off + (k << emu_gshift)), emu_block.x - emu_cl_rank + q,
+                       q, emu_block.x, emu_cur_i);
+            x->r_mask = 0;
+        }
+        x->w_ep = emu_cl_epoch;
+        x->w_rank = (uint8_t)emu_cl_rank;
+    }
+}
+
 /* Shared access of n bytes at a. */
 static void *emu_shared(void *p, size_t n, size_t align, bool write) {
     emu_launch *L = emu_L;
@@ -562,6 +612,9 @@ static void *emu_shared(void *p, size_t n, size_t align, bool write) {
             }
     if (L->checks & EMU_CHECK_RACES) emu_race_at(cells, off, n, write, false, space);
     else if (write) for (size_t k = 0; k < g; k++) c[k].ws = emu_wstamp[emu_cur_i >> 5];
+    if (write && emu_cl_n > 1)
+        emu_xwrite((cells == emu_dyn_cells ? emu_x_dyn : emu_x_st) + (off >> emu_gshift), g, space,
+                   off >> emu_gshift << emu_gshift);
     if (write && cells == emu_dyn_cells && emu_dyn_pw) {
         ++emu_pclock;
         for (size_t k = 0; k < g; k++) {
@@ -672,6 +725,132 @@ static unsigned char *emu_sptr(uint32_t s, size_t n) {
     return emu_sink;
 }
 
+/* ---- a cluster's blocks: the state one block keeps while another runs */
+struct emu_bs {
+    emu_thread *threads;
+    emu_dim3 block;
+    unsigned char *dyn, *st_save;
+    emu_cell *dyn_cells, *st_cells;
+    emu_xcell *x_dyn, *x_st;
+    unsigned long long *dyn_pw;
+    uint16_t *dyn_pt;
+    uint32_t bstart, blast, wstamp[32], seen[EMU_WARPS][EMU_WARPS];
+    unsigned char wsync[32];
+    unsigned long long pbstart, pfence[1024];
+    bool exited;
+};
+static emu_bs *emu_cl_bs;   /* emu_cl_n of them */
+static size_t emu_st_bytes() { return __start_emu_smem ? (size_t)(__stop_emu_smem - __start_emu_smem) : 0; }
+static void emu_cl_save() {
+    emu_bs *b = &emu_cl_bs[emu_cl_rank];
+    b->bstart = emu_bstart;
+    b->blast = emu_blast;
+    memcpy(b->wstamp, emu_wstamp, sizeof emu_wstamp);
+    memcpy(b->seen, emu_seen, sizeof emu_seen);
+    memcpy(b->wsync, emu_wsync, sizeof emu_wsync);
+    b->pbstart = emu_pbstart;
+    memcpy(b->pfence, emu_pfence, sizeof emu_pfence);
+    if (b->st_save && emu_st_bytes()) memcpy(b->st_save, __start_emu_smem, emu_st_bytes());
+}
+static void emu_cl_load(unsigned r) {
+    emu_bs *b = &emu_cl_bs[r];
+    emu_cl_rank = r;
+    emu_threads = b->threads;
+    emu_block = b->block;
+    emu_dyn_smem = b->dyn;
+    emu_dyn_cells = b->dyn_cells;
+    emu_st_cells = b->st_cells;
+    emu_x_dyn = b->x_dyn;
+    emu_x_st = b->x_st;
+    emu_dyn_pw = b->dyn_pw;
+    emu_dyn_pt = b->dyn_pt;
+    emu_bstart = b->bstart;
+    emu_blast = b->blast;
+    memcpy(emu_wstamp, b->wstamp, sizeof emu_wstamp);
+    memcpy(emu_seen, b->seen, sizeof emu_seen);
+    memcpy(emu_wsync, b->wsync, sizeof emu_wsync);
+    emu_pbstart = b->pbstart;
+    memcpy(emu_pfence, b->pfence, sizeof emu_pfence);
+    if (b->st_save && emu_st_bytes()) memcpy(__start_emu_smem, b->st_save, emu_st_bytes());
+}
+/* Makes block r of the cluster the running one. */
+static void emu_cl_switch(unsigned r) {
+    if (emu_cl_n <= 1 || r == emu_cl_rank) return;
+    emu_cl_save();
+    emu_cl_load(r);
+}
+
+/* %cluster_ctarank, %cluster_nctarank; barrier.cluster.arrive.release +
+ * barrier.cluster.wait.acquire (a lone block is a cluster of one) */
+static inline unsigned mc_cluster_rank() { return emu_cl_rank; }
+static inline unsigned mc_cluster_size() { return emu_cl_n; }
+static inline void mc_cluster_sync() { emu_park(EMU_CLUSTER); }
+
+/* mapa.shared::cluster + ld.shared::cluster: n bytes at p (an address in
+ * this block's shared memory) in the shared memory of the cluster's block
+ * of the given rank; checked for the rank, the bounds, the alignment, a
+ * block that has exited, a granule never written and a write in the same
+ * barrier.cluster epoch by another rank. */
+static const void *emu_dsmem(const void *p, size_t n, size_t align, unsigned rank) {
+    if (rank == emu_cl_rank) return emu_shared((void *)p, n, align, false);
+    const unsigned char *a = (const unsigned char *)p;
+    if (rank >= emu_cl_n) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d) maps shared memory of cluster rank %u; the "
+                   "cluster has %u blocks", emu_block.x, emu_cur_i, rank, emu_cl_n);
+        return emu_sink;
+    }
+    emu_bs *b = &emu_cl_bs[rank];
+    const unsigned char *host;
+    emu_xcell *x;
+    size_t off;
+    const char *space;
+    if (a >= emu_dyn_smem && a + n <= emu_dyn_smem + emu_L->smem) {
+        off = (size_t)(a - emu_dyn_smem);
+        host = b->dyn + off;
+        x = b->x_dyn;
+        space = "dynamic shared";
+    } else if (emu_st_bytes() && a >= (unsigned char *)__start_emu_smem && a + n <= (unsigned char *)__stop_emu_smem) {
+        off = (size_t)(a - (unsigned char *)__start_emu_smem);
+        host = b->st_save + off;
+        x = b->x_st;
+        space = "static shared";
+    } else {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d) reads %zu bytes of distributed shared memory "
+                   "outside the block's shared memory (%+lld from the dynamic base)", emu_block.x, emu_cur_i, n,
+                   (long long)(a - emu_dyn_smem));
+        return emu_sink;
+    }
+    if (!emu_L->checks) return host;
+    char w[200];
+    if ((emu_L->checks & EMU_CHECK_BOUNDS) && ((uintptr_t)a % align) != 0)
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): misaligned %zu-byte distributed shared load at %s",
+                   emu_block.x, emu_cur_i, n, emu_where(w, sizeof w, false, space, off));
+    if (b->exited) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d) reads %s of block %u (cluster rank %u), which has "
+                   "exited (a barrier.cluster before it exits keeps its shared memory)", emu_block.x, emu_cur_i,
+                   emu_where(w, sizeof w, false, space, off), b->block.x, rank);
+        return emu_sink;
+    }
+    x += off >> emu_gshift;
+    for (size_t k = 0; k < emu_granules(off, n); k++, x++) {
+        size_t at = (off >> emu_gshift << emu_gshift) + (k << emu_gshift);
+        if ((emu_L->checks & EMU_CHECK_INIT) && x->w_ep == 0)
+            emu_report(EMU_FIND_INIT, "thread (block %u, thread %d) reads %s of block %u (cluster rank %u), which "
+                       "that block never wrote", emu_block.x, emu_cur_i, emu_where(w, sizeof w, false, space, at),
+                       b->block.x, rank);
+        else if ((emu_L->checks & EMU_CHECK_RACES) && x->w_ep == emu_cl_epoch && x->w_rank != emu_cl_rank)
+            emu_report(EMU_FIND_RACE, "%s of block %u (cluster rank %u): written by that block, read by thread "
+                       "(block %u, thread %d) through distributed shared memory with no barrier.cluster between",
+                       emu_where(w, sizeof w, false, space, at), b->block.x, rank, emu_block.x, emu_cur_i);
+        if (x->r_ep != emu_cl_epoch) x->r_ep = emu_cl_epoch, x->r_mask = 0;
+        x->r_mask |= (uint16_t)(1u << emu_cl_rank);
+    }
+    return host;
+}
+template <class T> static inline T mc_dsmem_ld(const T *p, unsigned rank) {
+    return *(const T *)emu_dsmem(p, sizeof(T), alignof(T), rank);
+}
+
 /* ---- the instructions of each architecture, in sibling headers (found
  * next to this one, wherever it lives): they use everything above, and
  * emu_entry / emu_run below call their per-block and per-launch hooks. */
@@ -708,6 +887,66 @@ static void emu_barrier_stamps() {
 
 static emu_cell *emu_cells(size_t bytes) {
     return bytes ? (emu_cell *)calloc(emu_granules(0, bytes), sizeof(emu_cell)) : NULL;
+}
+
+/* Runs the running block's threads until every one has exited (0), every
+ * one waits at barrier.cluster (1), or a hang (-1, reported). */
+static int emu_block_run() {
+    unsigned bx = emu_block.x;
+    for (;;) {
+        bool ran = false;
+        for (int t = 0; t < emu_nthreads; t++)
+            if (emu_threads[t].state == EMU_RUN) {
+                emu_cur_i = t;
+#if EMU_FAST_SWITCH
+                emu_ctx_switch(&emu_sched_sp, emu_threads[t].sp);
+#else
+                swapcontext(&emu_sched, &emu_threads[t].ctx);
+#endif
+                ran = true;
+            }
+        if (ran) continue;
+        /* release complete warp barriers */
+        bool released = false;
+        for (int w = 0; w < emu_nthreads; w += 32) {
+            int n = emu_nthreads - w < 32 ? emu_nthreads - w : 32, at = 0;
+            for (int l = 0; l < n; l++) at += emu_threads[w + l].state == EMU_WARP;
+            if (at == n) {
+                for (int l = 0; l < n; l++) emu_threads[w + l].state = EMU_RUN;
+                if (emu_wsync[w / 32]) emu_wstamp[w / 32] = emu_clock++;   /* __syncwarp */
+                emu_wsync[w / 32] = 0;
+                released = true;
+            } else if (at > 0) {
+                emu_report(EMU_FIND_HANG, "block %u warp %d: %d of %d lanes at a warp primitive, others not "
+                           "(divergence)", bx, w / 32, at, n);
+                emu_failed = 1;
+            }
+        }
+        if (emu_failed) return -1;
+        if (released) continue;
+        int done = 0, bar = 0, other = 0, clu = 0;
+        for (int t = 0; t < emu_nthreads; t++) {
+            done += emu_threads[t].state == EMU_DONE;
+            bar += emu_threads[t].state == EMU_BARRIER;
+            clu += emu_threads[t].state == EMU_CLUSTER;
+            other += emu_threads[t].state > EMU_DONE && emu_threads[t].state != EMU_CLUSTER;
+        }
+        if (done == emu_nthreads) {
+            emu_sm90_block_end();
+            return 0;
+        }
+        if (bar + done == emu_nthreads && done == 0) {
+            for (int t = 0; t < emu_nthreads; t++) emu_threads[t].state = EMU_RUN;
+            emu_barrier_stamps();
+            continue;
+        }
+        if (clu == emu_nthreads) return 1;
+        emu_report(EMU_FIND_HANG, "block %u: %d threads at __syncthreads, %d at barrier.cluster, %d at an mbarrier, "
+                   "named barrier or wgmma wait, %d exited (barrier divergence or a wait nobody completes)", bx, bar,
+                   clu, other, done);
+        emu_failed = 1;
+        return -1;
+    }
 }
 
 extern "C" int emu_run(emu_launch *L) {
@@ -790,87 +1029,133 @@ extern "C" int emu_run(emu_launch *L) {
         free(cluster);
         free(tracked);
     }
-    emu_dyn_cells = emu_cells(smem);
-    emu_dyn_pw = smem ? (unsigned long long *)calloc(emu_granules(0, smem), sizeof *emu_dyn_pw) : NULL;
-    emu_dyn_pt = smem ? (uint16_t *)calloc(emu_granules(0, smem), sizeof *emu_dyn_pt) : NULL;
     emu_sm80_launch_begin(block, smem);
-    emu_st_cells = emu_cells(__start_emu_smem ? (size_t)(__stop_emu_smem - __start_emu_smem) : 0);
-    emu_failed = 0;
-    for (unsigned bx = 0; bx < grid && !emu_failed; bx++) {
-        emu_block = {bx, 0, 0};
-        memset(emu_dyn_smem, 0xcd, smem ? smem : 16);   /* garbage, like the GPU */
-        emu_bstart = emu_block_stamp[bx] = emu_clock;
-        emu_pbstart = emu_pclock;
-        emu_barrier_stamps();
-        memset(emu_wsync, 0, sizeof emu_wsync);
-        emu_sm80_block_begin();
-        emu_sm90_block_begin();
-        for (unsigned t = 0; t < block; t++) {
-            emu_thread *th = &emu_threads[t];
-            th->tid = {t, 0, 0};
-            th->state = EMU_RUN;
-#if EMU_FAST_SWITCH
-            th->sp = emu_fresh_stack(th->stack, STACK);
-            continue;
-#endif
-            getcontext(&th->ctx);
-            th->ctx.uc_stack.ss_sp = th->stack;
-            th->ctx.uc_stack.ss_size = STACK;
-            th->ctx.uc_link = NULL;
-            makecontext(&th->ctx, emu_entry, 0);
+    /* the blocks of a cluster: their threads, shared memory and shadows */
+    unsigned C = L->cluster > 1 ? L->cluster : 1;
+    size_t nst = emu_st_bytes();
+    emu_cl_n = C;
+    emu_cl_rank = 0;
+    emu_cl_bs = (emu_bs *)calloc(C, sizeof(emu_bs));
+    for (unsigned r = 0; r < C; r++) {
+        emu_bs *b = &emu_cl_bs[r];
+        b->threads = r ? (emu_thread *)calloc(block, sizeof(emu_thread)) : emu_threads;
+        if (r) for (unsigned t = 0; t < block; t++) b->threads[t].stack = (char *)malloc(STACK);
+        b->dyn = r ? (unsigned char *)aligned_alloc(1024, smem ? (smem + 1023) / 1024 * 1024 : 1024) : emu_dyn_smem;
+        b->dyn_cells = emu_cells(smem);
+        b->st_cells = emu_cells(nst);
+        b->dyn_pw = smem ? (unsigned long long *)calloc(emu_granules(0, smem), sizeof *b->dyn_pw) : NULL;
+        b->dyn_pt = smem ? (uint16_t *)calloc(emu_granules(0, smem), sizeof *b->dyn_pt) : NULL;
+        if (C > 1) {
+            b->st_save = (unsigned char *)calloc(nst ? nst : 1, 1);
+            b->x_dyn = (emu_xcell *)calloc(smem ? emu_granules(0, smem) : 1, sizeof(emu_xcell));
+            b->x_st = (emu_xcell *)calloc(nst ? emu_granules(0, nst) : 1, sizeof(emu_xcell));
         }
-        for (;;) {
-            bool ran = false;
-            for (int t = 0; t < emu_nthreads; t++)
-                if (emu_threads[t].state == EMU_RUN) {
-                    emu_cur_i = t;
+    }
+    emu_cl_load(0);
+    emu_failed = 0;
+    if (grid % C) {
+        emu_report(EMU_FIND_BOUNDS, "a grid of %u blocks in clusters of %u (the grid must be a multiple)", grid, C);
+        emu_failed = 1;
+    }
+    for (unsigned cb = 0; cb < grid && !emu_failed; cb += C) {
+        /* every block of the cluster begins before any runs */
+        emu_cstart = emu_cl_stamp = emu_clock;
+        emu_cl_epoch = 1;
+        for (unsigned r = 0; r < C; r++) {
+            emu_cl_switch(r);
+            unsigned bx = cb + r;
+            emu_cl_bs[r].block = emu_block = {bx, 0, 0};
+            emu_cl_bs[r].exited = false;
+            memset(emu_dyn_smem, 0xcd, smem ? smem : 16);   /* garbage, like the GPU */
+            if (C > 1) {
+                memset(emu_x_dyn, 0, (smem ? emu_granules(0, smem) : 1) * sizeof(emu_xcell));
+                memset(emu_x_st, 0, (nst ? emu_granules(0, nst) : 1) * sizeof(emu_xcell));
+            }
+            emu_bstart = emu_block_stamp[bx] = emu_clock;
+            emu_pbstart = emu_pclock;
+            emu_barrier_stamps();
+            memset(emu_wsync, 0, sizeof emu_wsync);
+            emu_sm80_block_begin();
+            emu_sm90_block_begin();
+            for (unsigned t = 0; t < block; t++) {
+                emu_thread *th = &emu_threads[t];
+                th->tid = {t, 0, 0};
+                th->state = EMU_RUN;
 #if EMU_FAST_SWITCH
-                    emu_ctx_switch(&emu_sched_sp, emu_threads[t].sp);
-#else
-                    swapcontext(&emu_sched, &emu_threads[t].ctx);
+                th->sp = emu_fresh_stack(th->stack, STACK);
+                continue;
 #endif
-                    ran = true;
+                getcontext(&th->ctx);
+                th->ctx.uc_stack.ss_sp = th->stack;
+                th->ctx.uc_stack.ss_size = STACK;
+                th->ctx.uc_link = NULL;
+                makecontext(&th->ctx, emu_entry, 0);
+            }
+        }
+        /* each block runs until it is done or all its threads wait at
+         * barrier.cluster; when every block of the cluster waits there,
+         * all are released */
+        for (;;) {
+            unsigned waiting = 0, exited = 0;
+            for (unsigned r = 0; r < C && !emu_failed; r++) {
+                if (emu_cl_bs[r].exited) {
+                    exited++;
+                    continue;
                 }
-            if (ran) continue;
-            /* release complete warp barriers */
-            bool released = false;
-            for (int w = 0; w < emu_nthreads; w += 32) {
-                int n = emu_nthreads - w < 32 ? emu_nthreads - w : 32, at = 0;
-                for (int l = 0; l < n; l++) at += emu_threads[w + l].state == EMU_WARP;
-                if (at == n) {
-                    for (int l = 0; l < n; l++) emu_threads[w + l].state = EMU_RUN;
-                    if (emu_wsync[w / 32]) emu_wstamp[w / 32] = emu_clock++;   /* __syncwarp */
-                    emu_wsync[w / 32] = 0;
-                    released = true;
-                } else if (at > 0) {
-                    emu_report(EMU_FIND_HANG, "block %u warp %d: %d of %d lanes at a warp primitive, others not "
-                               "(divergence)", bx, w / 32, at, n);
-                    emu_failed = 1;
+                emu_cl_switch(r);
+                int rc = emu_block_run();
+                if (rc == 0) {
+                    emu_cl_bs[r].exited = true;
+                    exited++;
+                } else if (rc == 1) {
+                    waiting++;
                 }
             }
-            if (emu_failed) break;
-            if (released) continue;
-            int done = 0, bar = 0, other = 0;
-            for (int t = 0; t < emu_nthreads; t++) {
-                done += emu_threads[t].state == EMU_DONE;
-                bar += emu_threads[t].state == EMU_BARRIER;
-                other += emu_threads[t].state > EMU_DONE;
-            }
-            if (done == emu_nthreads) {
-                emu_sm90_block_end();
-                break;
-            }
-            if (bar + done == emu_nthreads && done == 0) {
-                for (int t = 0; t < emu_nthreads; t++) emu_threads[t].state = EMU_RUN;
-                emu_barrier_stamps();
+            if (emu_failed || exited == C) break;
+            if (waiting == C) {
+                emu_cl_stamp = emu_clock;
+                emu_cl_epoch++;
+                for (unsigned r = 0; r < C; r++) {
+                    emu_cl_switch(r);
+                    for (int t = 0; t < emu_nthreads; t++) emu_threads[t].state = EMU_RUN;
+                    emu_barrier_stamps();
+                }
                 continue;
             }
-            emu_report(EMU_FIND_HANG, "block %u: %d threads at __syncthreads, %d at an mbarrier, named barrier "
-                       "or wgmma wait, %d exited (barrier divergence or a wait nobody completes)", bx, bar, other,
-                       done);
+            emu_report(EMU_FIND_HANG, "cluster of blocks %u..%u: %u blocks wait at barrier.cluster, %u have exited "
+                       "(a block that skips the cluster barrier)", cb, cb + C - 1, waiting, exited);
             emu_failed = 1;
         }
     }
+    if (C > 1 && (L->stats.wgmma || L->stats.tma_loads || L->stats.tma_stores || L->stats.cp_async ||
+                  L->stats.ldmatrix || L->stats.bar_arrives)) {
+        emu_report(EMU_FIND_HANG, "a cluster launch used wgmma, TMA, cp.async, ldmatrix or named barriers: the "
+                   "emulator runs clusters of blocks that use none of them");
+        emu_failed = 1;
+    }
+    emu_cl_switch(0);
+    for (unsigned r = 0; r < C; r++) {
+        emu_bs *b = &emu_cl_bs[r];
+        if (r) {
+            for (unsigned t = 0; t < block; t++) free(b->threads[t].stack);
+            free(b->threads);
+            free(b->dyn);
+        }
+        free(b->dyn_cells);
+        free(b->st_cells);
+        free(b->dyn_pw);
+        free(b->dyn_pt);
+        free(b->st_save);
+        free(b->x_dyn);
+        free(b->x_st);
+    }
+    free(emu_cl_bs);
+    emu_cl_bs = NULL;
+    emu_cl_n = 1;
+    emu_cl_rank = 0;
+    emu_dyn_pw = NULL;
+    emu_dyn_pt = NULL;
+    emu_x_dyn = emu_x_st = NULL;
     for (unsigned t = 0; t < block; t++) free(emu_threads[t].stack);
     free(emu_threads);
     free(emu_dyn_smem);
@@ -879,12 +1164,6 @@ extern "C" int emu_run(emu_launch *L) {
     free(emu_gb);
     free(emu_arg_buf);
     free(emu_block_stamp);
-    free(emu_dyn_cells);
-    free(emu_dyn_pw);
-    free(emu_dyn_pt);
-    emu_dyn_pw = NULL;
-    emu_dyn_pt = NULL;
-    free(emu_st_cells);
     emu_sm80_launch_end();
     emu_last_stats = L->stats;
     int total = 0, more = 0;

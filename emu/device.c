@@ -53,6 +53,7 @@ typedef struct emu_function {
     const char *params;   /* the launcher's parameter string: r4 w2 m0 ... */
     char name[128];
     int max_dynamic_smem;
+    unsigned cluster;     /* blocks per cluster (ENTRY__emu_cluster; 1: none) */
     struct emu_function *next;   /* the module's functions: freed with it */
 } emu_function;
 
@@ -630,12 +631,15 @@ static CUresult e_module_function(CUfunction *f, CUmodule mod, const char *name)
     void *body = dlsym(m->lib, sym);
     snprintf(sym, sizeof sym, "%s__emu_params", name);
     const char *params = dlsym(m->lib, sym);
+    snprintf(sym, sizeof sym, "%s__emu_cluster", name);   /* __cluster_dims__: blocks per cluster */
+    const unsigned *cluster = dlsym(m->lib, sym);
     if (!body || !params) return ERR_NOT_FOUND;
     emu_function *fn = calloc(1, sizeof *fn);
     MCIR_ASSERT(fn != NULL);
     fn->module = m;
     *(void **)&fn->body = body;
     fn->params = params;
+    fn->cluster = cluster && *cluster > 1 ? *cluster : 1;
     snprintf(fn->name, sizeof fn->name, "%s", name);
     fn->max_dynamic_smem = 48 * 1024;
     fn->next = m->functions;
@@ -784,9 +788,11 @@ static CUresult launch_run(emu_function *fn, unsigned gx, unsigned bx, unsigned 
         bufs[nb++] = (emu_buffer){.name = "device memory", .base = dev.allocs[i].base, .bytes = dev.allocs[i].bytes,
                                   .init = dev.allocs[i].init};
     char messages[4096] = "";
+    /* the capped grid: whole clusters */
     unsigned grid = dev.max_blocks && gx > dev.max_blocks ? dev.max_blocks : gx;
+    if (grid < gx && fn->cluster > 1) grid = grid > fn->cluster ? grid / fn->cluster * fn->cluster : fn->cluster;
     emu_launch L = {.kernel = fn->name, .body = fn->body, .args = args, .body_args = params, .n_args = n_args,
-                    .grid = grid, .block = bx, .smem = smem, .write_args = write_args, .buffers = bufs,
+                    .grid = grid, .block = bx, .smem = smem, .cluster = fn->cluster, .write_args = write_args, .buffers = bufs,
                     .n_buffers = nb, .arg_buffer = arg_buffer, .checks = checks, .quiet = 1,
                     .messages = messages, .messages_size = sizeof messages,
                     .smem_symbols = fn->module->smem, .n_smem_symbols = fn->module->n_smem};

@@ -286,6 +286,9 @@ typedef struct broken_run {
     int rc;
 } broken_run;
 
+/* blocks per cluster of the next run_broken (the cluster tests set it) */
+static unsigned broken_cluster;
+
 static broken_run run_broken_checks(const char *name, const char *source, unsigned grid, unsigned block, size_t smem,
                                     int checks) {
     static float arena[BX + BY + BZ] __attribute__((aligned(256)));
@@ -306,7 +309,8 @@ static broken_run run_broken_checks(const char *name, const char *source, unsign
     ck_assert(run && body);
     void *args[2] = {bufs[0].base, bufs[1].base};
     broken_run r = {.L = {.kernel = name, .body = body, .args = args, .n_args = 2, .grid = grid, .block = block,
-                          .smem = smem, .write_args = 2, .buffers = bufs, .n_buffers = 3, .checks = checks}};
+                          .smem = smem, .cluster = broken_cluster, .write_args = 2, .buffers = bufs, .n_buffers = 3,
+                          .checks = checks}};
     r.rc = run(&r.L);
     r.L.args = NULL;
     r.L.buffers = NULL;
@@ -488,6 +492,71 @@ START_TEST(test_detector_in_place_race) {
     ck_assert_int_gt(L.findings[EMU_FIND_RACE], 0);
     ck_assert_int_eq(L.findings[EMU_FIND_BOUNDS] + L.findings[EMU_FIND_INIT], 0);
     dlclose(h);
+}
+END_TEST
+
+/* Thread-block clusters: the blocks of a cluster run together; each
+ * publishes a value in its shared memory, and after barrier.cluster every
+ * thread sums the cluster's values through distributed shared memory. */
+#define CLUSTER_SUM(name, first_sync, last_sync)                                               \
+    KERNEL(name, "    __shared__ float2 v[1];\n"                                                \
+                 "    int t = threadIdx.x;\n"                                                   \
+                 "    if (t == 0) MC_SST(v[0], make_float2(MC_GLD(x, blockIdx.x), 1.0f));\n"    \
+                 first_sync                                                                      \
+                 "    float s = 0.0f;\n"                                                        \
+                 "    for (unsigned q = 0; q < mc_cluster_size(); q++) s += mc_dsmem_ld(&v[0], q).x;\n" \
+                 "    MC_GST(y, blockIdx.x * blockDim.x + t, s);\n" last_sync)
+
+START_TEST(test_detector_clusters) {
+    broken_cluster = 2;
+    broken_run r = run_broken("k_cluster_sum", CLUSTER_SUM("k_cluster_sum", "    mc_cluster_sync();\n",
+                                                           "    mc_cluster_sync();\n"), 4, 32, 0);
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert_int_eq(r.L.findings[EMU_FIND_RACE] + r.L.findings[EMU_FIND_INIT] + r.L.findings[EMU_FIND_BOUNDS] +
+                         r.L.findings[EMU_FIND_HANG], 0);
+    ck_assert_int_eq(r.L.stats.bytes_written, 4 * 32 * 4);
+    /* no barrier.cluster between the write and the remote reads: a race */
+    r = run_broken("k_cluster_nosync", CLUSTER_SUM("k_cluster_nosync", "", "    mc_cluster_sync();\n"), 4, 32, 0);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_int_gt(r.L.findings[EMU_FIND_RACE] + r.L.findings[EMU_FIND_INIT], 0);
+    /* no barrier.cluster before exit: a block reads the shared memory of
+     * one that has exited */
+    r = run_broken("k_cluster_exit", CLUSTER_SUM("k_cluster_exit", "    mc_cluster_sync();\n", ""), 4, 32, 0);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_int_gt(r.L.findings[EMU_FIND_BOUNDS], 0);
+    /* one block skips the barrier: a hang, named */
+    r = run_broken("k_cluster_skip", CLUSTER_SUM("k_cluster_skip", "    if (mc_cluster_rank() == 0) mc_cluster_sync();\n",
+                                                 ""), 4, 32, 0);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_int_gt(r.L.findings[EMU_FIND_HANG], 0);
+    /* a rank outside the cluster */
+    r = run_broken("k_cluster_rank", KERNEL("k_cluster_rank",
+        "    __shared__ float2 v[1];\n"
+        "    if (threadIdx.x == 0) MC_SST(v[0], make_float2(1.0f, 1.0f));\n"
+        "    mc_cluster_sync();\n"
+        "    MC_GST(y, blockIdx.x * blockDim.x + threadIdx.x, mc_dsmem_ld(&v[0], 2).x);\n"
+        "    mc_cluster_sync();"), 4, 32, 0);
+    ck_assert_int_gt(r.L.findings[EMU_FIND_BOUNDS], 0);
+    /* a grid that is not whole clusters */
+    r = run_broken("k_cluster_sum3", CLUSTER_SUM("k_cluster_sum3", "    mc_cluster_sync();\n",
+                                                 "    mc_cluster_sync();\n"), 3, 32, 0);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_int_gt(r.L.findings[EMU_FIND_BOUNDS], 0);
+    /* global memory: a block reads what another block of its cluster wrote
+     * before barrier.cluster (ordered); without the barrier, a race */
+    r = run_broken("k_cluster_global", KERNEL("k_cluster_global",
+        "    if (mc_cluster_rank() == 0) MC_GST(y, blockIdx.x * blockDim.x + threadIdx.x, 1.0f);\n"
+        "    mc_cluster_sync();\n"
+        "    if (mc_cluster_rank() == 1) MC_GST(y, blockIdx.x * blockDim.x + threadIdx.x, "
+        "MC_GLD(y, (blockIdx.x - 1) * blockDim.x + threadIdx.x));"), 4, 32, 0);
+    ck_assert_int_eq(r.rc, 0);
+    r = run_broken("k_cluster_global_race", KERNEL("k_cluster_global_race",
+        "    if (mc_cluster_rank() == 0) MC_GST(y, blockIdx.x * blockDim.x + threadIdx.x, 1.0f);\n"
+        "    if (mc_cluster_rank() == 1) MC_GST(y, blockIdx.x * blockDim.x + threadIdx.x, "
+        "MC_GLD(y, (blockIdx.x - 1) * blockDim.x + threadIdx.x));"), 4, 32, 0);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_int_gt(r.L.findings[EMU_FIND_RACE], 0);
+    broken_cluster = 0;
 }
 END_TEST
 
@@ -1447,6 +1516,7 @@ int main(void) {
     tcase_set_timeout(td, 300);
     tcase_add_test(td, test_emu_stats_count_requested_bytes);
     tcase_add_test(td, test_detector_smem_race_missing_barrier);
+    tcase_add_test(td, test_detector_clusters);
     tcase_add_test(td, test_detector_smem_race_within_warp);
     tcase_add_test(td, test_detector_global_race_across_blocks);
     tcase_add_test(td, test_detector_one_byte_race);
