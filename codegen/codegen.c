@@ -550,6 +550,8 @@ static char *emu_unit(const cg_kernel *k, int n_dims, bool epi) {
         emit_launcher(&b, k->kp, k->epi_entry, n_dims, 'r', 0);
     } else {
         emit_launcher(&b, k->kp, k->entry, n_dims, k->merge_grid > 0 ? 'w' : 0, k->n_tmaps);
+        if (k->cluster > 1)   /* the emulated device runs the blocks of a cluster together */
+            cg_sb_printf(&b, "extern \"C\" const unsigned %s__emu_cluster = %d;\n", k->entry, k->cluster);
         if (k->merge_grid > 0) {
             char merge[96];
             snprintf(merge, sizeof merge, "%s_merge", k->entry);

@@ -64,6 +64,7 @@ typedef struct cg_kernel {
     int block[3];
     int64_t smem;            /* dynamic shared memory bytes */
     int64_t smem_static;     /* __shared__ arrays the template declares */
+    int cluster;             /* blocks per thread-block cluster (__cluster_dims__; 0 or 1: none) */
     cg_gemm_desc gemm;
     mcir_compiled bin;       /* owner < 0 only; a sharer's is its owner's */
     bool compiled;

@@ -4,7 +4,9 @@
  * layout (kernelplan/launch.c): a warp per row with the row in its lanes'
  * registers, or a block per row with the row in its threads' registers,
  * cached in dynamic shared memory in X's storage dtype (up to the opt-in
- * limit), or read twice. Where the plan's vector width is > 1 (X the
+ * limit), split over a thread-block cluster (sm_90+: each block caches a
+ * slice; the statistics meet through distributed shared memory), or read
+ * twice. Where the plan's vector width is > 1 (X the
  * kernel's own read, rows contiguous, the width a multiple of it: every
  * access aligned by construction) X is read 16 bytes per lane (8 bytes
  * where only 4 | W), gamma/beta that are plain vectors over the normalised
@@ -178,6 +180,9 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb b = {0};
     cg_emitter e;
     cg_begin_source(&b, kp);
+    if (l.cluster > 1)   /* prelude.cuh mc_stv: NVVM scalarises the first vector store of a step */
+        cg_sb_puts(&b, "#ifndef MC_EMULATE\n#undef MC_GSTV\n#define MC_GSTV(T, p, i, v) mc_stv((T*)((p) + (i)), (v))\n"
+                       "#endif\n");
     cg_emitter_init(&e, kp, &b, y, d);
     cg_emit_value(&e, x);
     if (gamma) cg_emit_value(&e, gamma);
@@ -228,12 +233,18 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         vec, (int)l.mode, lanes, beta != NULL);
     cg_sb_float(&b, (float)eps);
     cg_sb_puts(&b, "\n");
-    if (l.mode == MCIR_ROWS_BLOCK_SMEM) emit_cache(&b, x, vec);
+    if (l.mode == MCIR_ROWS_CLUSTER_SMEM) cg_sb_printf(&b, "#define NORM_CLUSTER %d\n", l.cluster);
+    if (l.cache) emit_cache(&b, x, vec);
     emit_x_load(&b, kp, x, vec);
     if (gamma) emit_param_v(&b, kp, "gamma", x, gamma, axis, vec);
     if (beta) emit_param_v(&b, kp, "beta", x, beta, axis, vec);
     cg_sb_puts(&b, mcir_tpl_norm);
-    cg_emit_signature(&b, kp, threads);
+    if (l.cluster > 1) {   /* a cluster per row: compile-time cluster dims, consecutive blocks */
+        cg_sb_printf(&b, "extern \"C\" __global__ void __cluster_dims__(%d, 1, 1) __launch_bounds__(%d, %d) %s(MC_PARAMS)",
+                     l.cluster, threads, kp->launch_min_blocks > 0 ? kp->launch_min_blocks : 1, kp->name);
+    } else {
+        cg_emit_signature(&b, kp, threads);
+    }
     cg_sb_puts(&b, " {\n    mc_norm(MC_ARGS);\n}\n");
     cg_emitter_free(&e);
     k->source = cg_sb_take(&b);
@@ -243,5 +254,6 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     k->block[1] = k->block[2] = 1;
     k->smem = l.smem_bytes;
     k->smem_static = l.smem_static_bytes;
+    k->cluster = l.cluster;
     return true;
 }

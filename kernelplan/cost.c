@@ -313,6 +313,11 @@ static const issue_figure issue_figures[] = {
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_REGS, 26.3, 63.8},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_SMEM, 41.0, 83.3},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_STREAM, 27.3, 55.5},
+    /* a cluster's blocks run the cache's passes over their slices (the
+     * merge is per row): the cache's figures */
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_CLUSTER_SMEM, 13.3, 38.3},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_CLUSTER_SMEM, 9.9, 33.6},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_CLUSTER_SMEM, 41.0, 83.3},
 };
 
 /* The issue time of kernel k moving `global` bytes through its loads and

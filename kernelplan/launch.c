@@ -382,8 +382,9 @@ bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mci
 static int64_t width_max(const mcir_rows_problem *g) { return g->width_max > 0 ? g->width_max : g->width; }
 
 const char *mcir_rows_mode_name(mcir_rows_mode m) {
-    static const char *const names[] = {"warp registers", "block registers", "shared-memory cache", "read twice"};
-    return (unsigned)m < 4 ? names[m] : "?";
+    static const char *const names[] = {"warp registers", "block registers", "shared-memory cache", "read twice",
+                                        "cluster shared-memory cache"};
+    return (unsigned)m < 5 ? names[m] : "?";
 }
 static int64_t width_unit(const mcir_rows_problem *g) { return g->width_unit > 0 ? g->width_unit : g->width; }
 
@@ -398,9 +399,11 @@ static int64_t width_unit(const mcir_rows_problem *g) { return g->width_unit > 0
  * (P 16..32): layernorm 30 + 7P/8, rmsnorm 18 + 5P/4, softmax 8 + 25P/16
  * in 16-bit and 30 + 5P/8 in f32. The layouts that re-read the row (512
  * threads; ptxas keeps four vectors with their gamma and beta): the
- * shared-memory cache layernorm 96 (f32 59), rmsnorm 93 (57), softmax 96
- * (57); the row read twice layernorm 97 (57), rmsnorm 94 (57), softmax 96
- * (54). Reductions and the
+ * shared-memory cache 59..61 in 16-bit, f32 layernorm 52, rmsnorm 32,
+ * softmax 37; a cluster's slice cache (its merge unrolled over the
+ * cluster) layernorm 72 (f32 52..60), rmsnorm 68 (51..52), softmax 68
+ * (47..52); the row read twice layernorm 97 (57), rmsnorm 94 (57),
+ * softmax 96 (54). Reductions and the
  * global pool keep a running value: 15 (13..17), 23 when a kept axis
  * follows a reduced one (22..24: the row is strided). */
 static int rows_registers(const mcir_target *t, const mcir_rows_problem *g, const mcir_rows_layout *l) {
@@ -408,7 +411,8 @@ static int rows_registers(const mcir_target *t, const mcir_rows_problem *g, cons
     bool softmax = g->op == MCIR_OP_SOFTMAX, rms = g->op == MCIR_OP_RMSNORM, f32 = g->dtype == MCIR_DTYPE_F32;
     int64_t P = (int64_t)l->chunks * l->vector_width;
     switch (l->mode) {
-    case MCIR_ROWS_BLOCK_SMEM: return softmax ? (f32 ? 57 : 96) : rms ? (f32 ? 57 : 93) : (f32 ? 59 : 96);
+    case MCIR_ROWS_BLOCK_SMEM: return f32 ? (softmax ? 37 : rms ? 32 : 52) : 60;
+    case MCIR_ROWS_CLUSTER_SMEM: return softmax ? (f32 ? 50 : 68) : rms ? (f32 ? 51 : 68) : (f32 ? 57 : 72);
     case MCIR_ROWS_BLOCK_STREAM: return softmax ? (f32 ? 54 : 96) : rms ? (f32 ? 57 : 94) : (f32 ? 57 : 97);
     case MCIR_ROWS_BLOCK_REGS:
         if (softmax) return (int)(f32 ? 30 + 5 * P / 8 : 8 + 25 * P / 16);
@@ -422,11 +426,33 @@ static int rows_registers(const mcir_target *t, const mcir_rows_problem *g, cons
     return (int)(f32 ? 25 + P : 23 + 6 * P / 5) + chain;
 }
 
+static bool rows_layout(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps, int cluster,
+                        mcir_rows_layout *l, const char **why);
+
 bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps,
                          mcir_rows_layout *l, const char **why) {
+    return rows_layout(t, g, warp_row, warps, 1, l, why);
+}
+
+bool mcir_rows_layout_of_cluster(const mcir_target *t, const mcir_rows_problem *g, int warps, int cluster,
+                                 mcir_rows_layout *l, const char **why) {
+    return rows_layout(t, g, false, warps, cluster, l, why);
+}
+
+static bool rows_layout(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps, int cluster,
+                        mcir_rows_layout *l, const char **why) {
     const char *dummy;
     if (!why) why = &dummy;
     memset(l, 0, sizeof *l);
+    l->cluster = 1;
+    if (cluster != 1) {
+        /* a cluster per row: norms on sm_90+, 2..8 blocks (a power of two) */
+        if (g->kind != MCIR_ROWS_NORM || warp_row || t->sm < 90 || cluster < 2 || cluster > MCIR_ROWS_MAX_CLUSTER ||
+            (cluster & (cluster - 1))) {
+            *why = "a cluster per row is a norm's block layout on sm_90+, 2, 4 or 8 blocks";
+            return false;
+        }
+    }
     l->warp_row = warp_row;
     l->warps = warps;
     l->threads = warps * t->warp_size;
@@ -477,7 +503,18 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
         } else {
             l->smem_static_bytes = 32 * 4;
             int64_t cache = wmax * (int64_t)(elem > 0 ? elem : 4);
-            if ((int64_t)l->chunks * l->vector_width <= MCIR_ROWS_REG_VALUES) {
+            if (cluster > 1) {
+                /* each block caches a slice of ceil(W / cluster) columns
+                 * rounded up to the vector (the last may be shorter or
+                 * empty); the blocks' statistics meet in a float2 per row
+                 * parity (__shared__ float2 cpart[2]) */
+                l->cluster = cluster;
+                l->slice = ceil_div(ceil_div(wmax, cluster), l->vector_width) * l->vector_width;
+                l->smem_static_bytes += 2 * 8;
+                l->mode = MCIR_ROWS_CLUSTER_SMEM;
+                l->smem_bytes = l->slice * (int64_t)(elem > 0 ? elem : 4);
+                l->chunks = 0;
+            } else if ((int64_t)l->chunks * l->vector_width <= MCIR_ROWS_REG_VALUES) {
                 l->mode = MCIR_ROWS_BLOCK_REGS;
             } else if (cache + l->smem_static_bytes <= t->smem_per_block_optin) {
                 l->mode = MCIR_ROWS_BLOCK_SMEM;
@@ -488,7 +525,7 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
                 l->chunks = 0;
             }
         }
-        l->cache = l->mode == MCIR_ROWS_BLOCK_SMEM;
+        l->cache = l->mode == MCIR_ROWS_BLOCK_SMEM || l->mode == MCIR_ROWS_CLUSTER_SMEM;
     } else {
         if (g->kind == MCIR_ROWS_GLOBAL_POOL && !warp_row) {
             *why = "the global-average pool is a warp per plane";
@@ -504,8 +541,8 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
                                    (int64_t)mcir_value_type_size(mcir_value_type_of(g->dtype));
     }
     l->rows_per_block = warp_row ? warps : 1;
-    int64_t grid = ceil_div(g->rows, l->rows_per_block);
-    l->grid = grid < 1 ? 1 : min64(grid, MCIR_LAUNCH_MAX_GRID);
+    int64_t grid = ceil_div(g->rows, l->rows_per_block) * l->cluster;
+    l->grid = grid < 1 ? 1 : min64(grid, MCIR_LAUNCH_MAX_GRID / l->cluster * l->cluster);
     l->registers = rows_registers(t, g, l);
     l->blocks_per_sm = mcir_launch_occupancy(t, l->threads, l->registers,
                                              l->smem_bytes + l->smem_static_bytes,
@@ -517,7 +554,9 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
     /* a norm's grid is persistent: at most one wave of resident blocks,
      * each walking rows (the template's loops stride by the grid) */
     if (g->kind == MCIR_ROWS_NORM) {
-        l->grid = min64(l->grid, (int64_t)t->sm_count * l->blocks_per_sm);
+        /* whole clusters: a wave of them (at least one) */
+        int64_t wave = (int64_t)t->sm_count * l->blocks_per_sm / l->cluster * l->cluster;
+        l->grid = min64(l->grid, wave > l->cluster ? wave : l->cluster);
         int64_t elem = (int64_t)mcir_dtype_size(g->dtype), vectors = l->chunks > 0 ? l->chunks : 4;
         l->inflight_thread_bytes = vectors * l->vector_width * (elem > 0 ? elem : 4);
         l->inflight_sm_bytes = l->inflight_thread_bytes * l->threads * l->blocks_per_sm;
@@ -527,13 +566,17 @@ bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool 
 
 bool mcir_rows_layout_of_tiling(const mcir_target *t, const mcir_rows_problem *g,
                                 const mcir_tiling *ti, mcir_rows_layout *l, const char **why) {
-    int64_t rows = tile_dim(ti, "row");
+    int64_t rows = tile_dim(ti, "row"), cluster = tile_dim(ti, "cluster");
     bool warp_row = rows == ti->warps && rows > 1;
     if (rows != 1 && rows != ti->warps) {
         if (why) *why = "rows per block must be 1 (a block per row) or the warps (a warp per row)";
         return false;
     }
-    return mcir_rows_layout_of(t, g, warp_row, ti->warps, l, why);
+    if (cluster > 1 && (warp_row || cluster > MCIR_ROWS_MAX_CLUSTER)) {
+        if (why) *why = "a cluster per row takes a block per row and at most 8 blocks";
+        return false;
+    }
+    return rows_layout(t, g, warp_row, ti->warps, cluster > 1 ? (int)cluster : 1, l, why);
 }
 
 int mcir_rows_candidates(const mcir_target *t, const mcir_rows_problem *g, mcir_rows_layout *out,
@@ -559,6 +602,18 @@ int mcir_rows_candidates(const mcir_target *t, const mcir_rows_problem *g, mcir_
         int64_t warps = ceil_div(width_max(g), (int64_t)t->warp_size * MCIR_ROWS_REG_VALUES);
         int first = (int)(warps < 4 ? 4 : warps > 32 ? 16 : warps);
         int alt[] = {first, first / 2 >= 4 ? first / 2 : 8};
+        /* a row too wide for one block's shared memory: on sm_90+ the
+         * smallest cluster whose blocks' slices fit (each block caches a
+         * slice; the statistics meet through distributed shared memory)
+         * rather than reading the row twice */
+        mcir_rows_layout one;
+        if (t->sm >= 90 && mcir_rows_layout_of(t, g, false, first, &one, NULL) &&
+            one.mode == MCIR_ROWS_BLOCK_STREAM)
+            for (int c = 2; c <= MCIR_ROWS_MAX_CLUSTER && n < max; c *= 2)
+                if (mcir_rows_layout_of_cluster(t, g, first, c, &out[n], NULL)) {
+                    n++;
+                    break;
+                }
         for (int i = 0; i < 2 && n < max; i++)
             if (mcir_rows_layout_of(t, g, false, alt[i], &out[n], NULL)) n++;
     } else {
@@ -1006,9 +1061,9 @@ void mcir_attention_apply(mcir_kernel_plan *k, const mcir_attention_problem *g,
 }
 
 void mcir_rows_apply(mcir_kernel_plan *k, const mcir_rows_problem *g, const mcir_rows_layout *l) {
-    static const char *const names[] = {"row", "col"};
-    int64_t tile[] = {l->rows_per_block, g->width};
-    set_tiling(&k->tiling, 2, names, tile, l->warps, l->vector_width,
+    static const char *const names[] = {"row", "col", "cluster"};
+    int64_t tile[] = {l->rows_per_block, g->width, l->cluster};
+    set_tiling(&k->tiling, l->cluster > 1 ? 3 : 2, names, tile, l->warps, l->vector_width,
                l->smem_bytes + l->smem_static_bytes, l->blocks_per_sm, l->registers);
     set_plan_launch(k, l->grid, l->threads, l->smem_bytes, l->smem_static_bytes);
     k->scratch_bytes = 0;

@@ -127,7 +127,10 @@ typedef enum mcir_rows_mode {
     MCIR_ROWS_WARP_REGS,         /* a warp per row, NORM_NCHUNK vectors a lane */
     MCIR_ROWS_BLOCK_REGS,        /* a block per row, `chunks` vectors a thread */
     MCIR_ROWS_BLOCK_SMEM,        /* a block per row, the row cached in dynamic shared memory */
-    MCIR_ROWS_BLOCK_STREAM       /* a block per row, the row read twice */
+    MCIR_ROWS_BLOCK_STREAM,      /* a block per row, the row read twice */
+    MCIR_ROWS_CLUSTER_SMEM       /* a thread-block cluster per row (sm_90+), each block caching its slice
+                                  * in dynamic shared memory; the statistics meet through distributed
+                                  * shared memory */
 } mcir_rows_mode;
 const char *mcir_rows_mode_name(mcir_rows_mode m);
 /* The row values a norm's thread keeps in registers at most (the block
@@ -141,7 +144,9 @@ typedef struct mcir_rows_layout {
     int vector_width;            /* NORM: 16 bytes of X (8 or 4), 4, or 1 */
     mcir_rows_mode mode;         /* NORM: where the row is kept */
     int chunks;                  /* NORM, registers: vectors of vector_width a thread keeps */
-    bool cache;                  /* NORM: mode == MCIR_ROWS_BLOCK_SMEM */
+    bool cache;                  /* NORM: mode == MCIR_ROWS_BLOCK_SMEM or MCIR_ROWS_CLUSTER_SMEM */
+    int cluster;                 /* NORM: blocks per cluster sharing a row (1: none) */
+    int64_t slice;               /* NORM, cluster: the columns each block caches (a multiple of the vector) */
     /* NORM: bytes of X a thread has in flight before its first use of one
      * (the registers layouts: its whole part of the row; the streaming
      * ones: four vectors), and per SM over its resident blocks (Little's
@@ -161,6 +166,12 @@ bool mcir_rows_problem_of(const mcir_graph *dims, const mcir_kernel_plan *k, mci
  * elements for a norm). */
 bool mcir_rows_layout_of(const mcir_target *t, const mcir_rows_problem *g, bool warp_row, int warps,
                          mcir_rows_layout *out, const char **why);
+/* A norm's row split over a cluster of `cluster` blocks (2, 4 or 8 on
+ * sm_90+; 1: mcir_rows_layout_of's block per row). */
+bool mcir_rows_layout_of_cluster(const mcir_target *t, const mcir_rows_problem *g, int warps, int cluster,
+                                 mcir_rows_layout *out, const char **why);
+/* Most blocks per cluster the norms use (portable cluster size). */
+#define MCIR_ROWS_MAX_CLUSTER 8
 /* From a plan's tiling ("row" = rows per block; warp per row when it
  * equals warps). */
 bool mcir_rows_layout_of_tiling(const mcir_target *t, const mcir_rows_problem *g,

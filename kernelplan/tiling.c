@@ -142,6 +142,14 @@ static bool tile_rows(tile_ctx *c) {
                                       "meet in %s static",
                                 MCIR_ROWS_REG_VALUES, kib(c, l.smem_bytes), mcir_dtype_name(g.dtype),
                                 kib(c, l.smem_static_bytes))
+            : l.mode == MCIR_ROWS_CLUSTER_SMEM
+            ? mcir_arena_printf(c->a, "the row (%s, over the %s shared-memory limit) split over a cluster of %d "
+                                      "blocks, each caching a slice of %lld columns in %s of dynamic shared memory; "
+                                      "the slices' statistics meet through distributed shared memory; warps meet in "
+                                      "%s static",
+                                kib(c, width * (int64_t)mcir_dtype_size(g.dtype)),
+                                kib(c, c->t->smem_per_block_optin), l.cluster, (long long)l.slice,
+                                kib(c, l.smem_bytes), kib(c, l.smem_static_bytes))
             : mcir_arena_printf(c->a, "the row (%s, over the %s shared-memory limit) read twice, four vectors a "
                                       "thread in flight; warps meet in %s static",
                                 kib(c, width * (int64_t)mcir_dtype_size(g.dtype)),

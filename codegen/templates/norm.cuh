@@ -16,6 +16,10 @@
 //                    X's storage dtype (NORM_CACHE_T elements)
 //                  3 a block per row, the row read twice (too wide for
 //                    shared memory)
+//                  4 a cluster of NORM_CLUSTER blocks per row (sm_90+),
+//                    each caching a slice of NORM_SLICE columns as layout
+//                    2 does; the blocks' statistics meet through
+//                    distributed shared memory
 //   NORM_LANES     threads sharing a row (32, or the block)
 //   NORM_NCHUNK    layouts 0 and 1: the chunks of NORM_V * NORM_LANES
 //                  elements each thread keeps (from the largest width in
@@ -198,6 +202,12 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
 }
 #endif
 
+#if NORM_LAYOUT == 4
+// the columns [rank * NORM_SLICE, +NORM_SLICE) of the row are block rank's
+// (a multiple of the vector; the last block's may be shorter, or empty)
+#define NORM_SLICE ((((NORM_W) + NORM_CLUSTER - 1) / NORM_CLUSTER + NORM_V - 1) / NORM_V * NORM_V)
+#endif
+
 #if NORM_LAYOUT >= 2
 // The output pass of the layouts that do not keep the row in registers:
 // four vectors a thread read (from the cache, or from X again) before the
@@ -206,36 +216,37 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
 // body is the unrolled step, whose stores keep their 16-byte form.
 #define NORM_UNROLL 4
 // One step of a streaming pass: the NORM_UNROLL vectors of X a thread
-// reads at j0, j0 + one chunk, ..., all issued before any is used.
-__device__ __forceinline__ void norm_load_step(i64 row, i64 j0, float* v, MC_PARAMS) {
+// reads at j0, j0 + one chunk, ... (below hi), all issued before any is used.
+__device__ __forceinline__ void norm_load_step(i64 row, i64 j0, i64 hi, float* v, MC_PARAMS) {
 #pragma unroll
     for (int k = 0; k < NORM_UNROLL; k++) {
         const i64 j = j0 + (i64)k * NORM_CHUNK;
-        if (j < NORM_W) x_load(norm_index(row, j MC_DIMS_ARGS), &v[k * NORM_V], MC_ARGS);
+        if (j < hi) x_load(norm_index(row, j MC_DIMS_ARGS), &v[k * NORM_V], MC_ARGS);
     }
 }
 #if NORM_LAYOUT == 3
 typedef float NORM_CACHE_T;   // no cache: the pass reads X
 #endif
-__device__ __forceinline__ void norm_out_pass(i64 row, int t, float a, float b, float off, const NORM_CACHE_T* cache,
-                                              MC_PARAMS) {
+// The columns [lo, hi) of the row (the cache holds them from lo).
+__device__ __forceinline__ void norm_out_pass(i64 row, int t, i64 lo, i64 hi, float a, float b, float off,
+                                              const NORM_CACHE_T* cache, MC_PARAMS) {
     (void)off; (void)cache;
 #pragma unroll 1
-    for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
+    for (i64 j0 = lo + (i64)t * NORM_V; j0 < hi; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
         float v[NORM_UNROLL * NORM_V];
-#if NORM_LAYOUT == 2
+#if NORM_LAYOUT == 2 || NORM_LAYOUT == 4
 #pragma unroll
         for (int k = 0; k < NORM_UNROLL; k++) {
             const i64 j = j0 + (i64)k * NORM_CHUNK;
-            if (j < NORM_W) cache_get(cache, j, &v[k * NORM_V]);
+            if (j < hi) cache_get(cache, j - lo, &v[k * NORM_V]);
         }
 #else
-        norm_load_step(row, j0, v, MC_ARGS);
+        norm_load_step(row, j0, hi, v, MC_ARGS);
 #endif
 #pragma unroll
         for (int k = 0; k < NORM_UNROLL; k++) {
             const i64 j = j0 + (i64)k * NORM_CHUNK;
-            if (j < NORM_W) {
+            if (j < hi) {
 #if NORM_KIND == 0
 #pragma unroll
                 for (int u = 0; u < NORM_V; u++) v[k * NORM_V + u] = mc_exp2(fmaf(v[k * NORM_V + u], MC_L2E, -off));
@@ -249,21 +260,24 @@ __device__ __forceinline__ void norm_out_pass(i64 row, int t, float a, float b, 
 }
 #endif
 
-#if NORM_LAYOUT == 2
-// ---- layout 2: the row cached in shared memory in X's dtype; four vectors
-// a thread in flight per step of the first pass
-__device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE_T* cache, MC_PARAMS) {
-    float a, b = 0.0f;
+#if NORM_LAYOUT == 2 || NORM_LAYOUT == 4
+// ---- layouts 2 and 4: the row (layout 4: the block's slice [lo, hi))
+// cached in shared memory in X's dtype; four vectors a thread in flight
+// per step of the first pass. The block's statistics of its columns:
+// softmax (a, b) = (1 / sum, -), off = max log2e; layernorm a = mean, q =
+// the sum of squared deviations from it; rmsnorm q = the sum of squares.
+__device__ __forceinline__ void norm_block_stats(i64 row, int t, i64 lo, i64 hi, float* part, NORM_CACHE_T* cache,
+                                                 float& a, float& q, float& off, MC_PARAMS) {
     float acc = NORM_KIND == 0 ? MC_NINF : 0.0f;   // softmax: max; layernorm: sum; rmsnorm: sum of squares
 #pragma unroll 1
-    for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
+    for (i64 j0 = lo + (i64)t * NORM_V; j0 < hi; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
         float v[NORM_UNROLL * NORM_V];
-        norm_load_step(row, j0, v, MC_ARGS);
+        norm_load_step(row, j0, hi, v, MC_ARGS);
 #pragma unroll
         for (int k = 0; k < NORM_UNROLL; k++) {
             const i64 j = j0 + (i64)k * NORM_CHUNK;
-            if (j < NORM_W) {
-                cache_put(cache, j, &v[k * NORM_V]);
+            if (j < hi) {
+                cache_put(cache, j - lo, &v[k * NORM_V]);
 #pragma unroll
                 for (int u = 0; u < NORM_V; u++) {
                     const float x = v[k * NORM_V + u];
@@ -280,41 +294,121 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE
     }
     // each thread reads back only the vectors it cached itself: no barrier
     // between the passes beyond the reductions'
+    off = 0.0f;
 #if NORM_KIND == 0
-    const float off = norm_offset(norm_max(acc, part));
+    const float m = norm_max(acc, part);
+    off = norm_offset(m);
     float s = 0.0f;
 #pragma unroll 1
-    for (i64 j = (i64)t * NORM_V; j < NORM_W; j += NORM_CHUNK) {
+    for (i64 j = lo + (i64)t * NORM_V; j < hi; j += NORM_CHUNK) {
         float v[NORM_V];
-        cache_get(cache, j, v);
+        cache_get(cache, j - lo, v);
 #pragma unroll
         for (int u = 0; u < NORM_V; u++) s += mc_exp2(fmaf(v[u], MC_L2E, -off));
     }
-    a = norm_inv_sum(norm_sum(s, part));
+    a = norm_sum(s, part);   // the sum (the caller takes its reciprocal)
+    q = m;
 #elif NORM_KIND == 1
+#if NORM_LAYOUT == 2
     a = norm_sum(acc, part) * NORM_INV_W;
-    float q = 0.0f;
+#else
+    const i64 n = hi > lo ? hi - lo : 0;
+    const float sum = norm_sum(acc, part);
+    a = n > 0 ? sum * mc_rcp((float)n) : 0.0f;   // one reciprocal per row
+#endif
+    q = 0.0f;
 #pragma unroll 1
-    for (i64 j = (i64)t * NORM_V; j < NORM_W; j += NORM_CHUNK) {
+    for (i64 j = lo + (i64)t * NORM_V; j < hi; j += NORM_CHUNK) {
         float v[NORM_V];
-        cache_get(cache, j, v);
+        cache_get(cache, j - lo, v);
 #pragma unroll
         for (int u = 0; u < NORM_V; u++) {
             const float d = v[u] - a;
             q = fmaf(d, d, q);
         }
     }
-    b = norm_rstd(norm_sum(q, part), NORM_INV_W);
+    q = norm_sum(q, part);
 #else
     a = 0.0f;
-    b = norm_rstd(norm_sum(acc, part), NORM_INV_W);
+    q = norm_sum(acc, part);
 #endif
-#if NORM_KIND != 0
-    const float off = 0.0f;
+}
 #endif
-    norm_out_pass(row, t, a, b, off, cache, MC_ARGS);
+
+#if NORM_LAYOUT == 2
+__device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE_T* cache, MC_PARAMS) {
+    float a, q, off;
+    norm_block_stats(row, t, 0, NORM_W, part, cache, a, q, off, MC_ARGS);
+#if NORM_KIND == 0
+    (void)q;
+    a = norm_inv_sum(a);
+    const float b = 0.0f;
+#else
+    const float b = norm_rstd(q, NORM_INV_W);
+#endif
+    norm_out_pass(row, t, 0, NORM_W, a, b, off, cache, MC_ARGS);
     // no barrier before the next row: every slot of the cache is written
     // and read by one thread only
+}
+#endif
+
+#if NORM_LAYOUT == 4
+// ---- layout 4: a cluster per row. Each block's statistics of its slice
+// (softmax: max and sum of exponentials; layernorm: mean and sum of
+// squared deviations; rmsnorm: sum of squares) go to cpart[par] (par: the
+// row's parity, so a row's partials are never overwritten while another
+// block may still read them: the next row's barrier.cluster separates a
+// read from the write two rows later); after barrier.cluster every thread
+// reads the cluster's NORM_CLUSTER partials through distributed shared
+// memory and merges them (Chan's formula for the deviations; the maxima
+// rescale the sums), then writes its slice's outputs from the cache.
+__device__ __forceinline__ void norm_row(i64 row, int t, unsigned rank, float* part, float2* cpart, int par,
+                                         NORM_CACHE_T* cache, MC_PARAMS) {
+    const i64 lo = (i64)rank * NORM_SLICE, hi = lo + NORM_SLICE < NORM_W ? lo + NORM_SLICE : NORM_W;
+    float a, q, off;
+    norm_block_stats(row, t, lo, hi, part, cache, a, q, off, MC_ARGS);
+    if (t == 0) MC_SST(cpart[par], make_float2(NORM_KIND == 0 ? q : a, NORM_KIND == 0 ? a : q));
+    mc_cluster_sync();
+    float2 p[NORM_CLUSTER];
+#pragma unroll
+    for (int r = 0; r < NORM_CLUSTER; r++) p[r] = mc_dsmem_ld(&cpart[par], (unsigned)r);
+    float b = 0.0f;
+#if NORM_KIND == 0
+    // (max, sum) pairs: the row's max, each sum rescaled to it
+    float M = MC_NINF, S = 0.0f;
+#pragma unroll
+    for (int r = 0; r < NORM_CLUSTER; r++) M = fmaxf(M, p[r].x);
+#pragma unroll
+    for (int r = 0; r < NORM_CLUSTER; r++) S += p[r].x == MC_NINF ? 0.0f : p[r].y * mc_exp2((p[r].x - M) * MC_L2E);
+    off = norm_offset(M);
+    a = norm_inv_sum(S);
+#elif NORM_KIND == 1
+    // (mean, M2) of each slice of n_r columns: mean = sum n_r mean_r / W,
+    // M2 = sum M2_r + n_r (mean_r - mean)^2
+    float mean = 0.0f;
+#pragma unroll
+    for (int r = 0; r < NORM_CLUSTER; r++) {
+        const i64 l0 = (i64)r * NORM_SLICE, h0 = l0 + NORM_SLICE < NORM_W ? l0 + NORM_SLICE : NORM_W;
+        mean = fmaf((float)(h0 > l0 ? h0 - l0 : 0), p[r].x, mean);
+    }
+    mean *= NORM_INV_W;
+    float m2 = 0.0f;
+#pragma unroll
+    for (int r = 0; r < NORM_CLUSTER; r++) {
+        const i64 l0 = (i64)r * NORM_SLICE, h0 = l0 + NORM_SLICE < NORM_W ? l0 + NORM_SLICE : NORM_W;
+        const float d = p[r].x - mean;
+        m2 += fmaf((float)(h0 > l0 ? h0 - l0 : 0) * d, d, p[r].y);
+    }
+    a = mean;
+    b = norm_rstd(m2, NORM_INV_W);
+#else
+    float S = 0.0f;
+#pragma unroll
+    for (int r = 0; r < NORM_CLUSTER; r++) S += p[r].y;
+    a = 0.0f;
+    b = norm_rstd(S, NORM_INV_W);
+#endif
+    norm_out_pass(row, t, lo, hi, a, b, off, cache, MC_ARGS);
 }
 #endif
 
@@ -336,7 +430,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
 #pragma unroll 1
     for (i64 j0 = (i64)t * NORM_V; j0 < NORM_W; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
         float v[NORM_UNROLL * NORM_V];
-        norm_load_step(row, j0, v, MC_ARGS);
+        norm_load_step(row, j0, NORM_W, v, MC_ARGS);
 #pragma unroll
         for (int k = 0; k < NORM_UNROLL; k++) {
             const i64 j = j0 + (i64)k * NORM_CHUNK;
@@ -383,7 +477,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
 #if NORM_KIND != 0
     const float off = 0.0f;
 #endif
-    norm_out_pass(row, t, a, b, off, (const NORM_CACHE_T*)0, MC_ARGS);
+    norm_out_pass(row, t, 0, NORM_W, a, b, off, (const NORM_CACHE_T*)0, MC_ARGS);
 }
 #endif
 
@@ -395,6 +489,17 @@ __device__ __forceinline__ void mc_norm(MC_PARAMS) {
     const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
     for (i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < NORM_ROWS; row += warps)
         norm_row(row, lane, part, MC_ARGS);
+#elif NORM_LAYOUT == 4
+    // a cluster per row (consecutive blocks, rank = blockIdx.x % NORM_CLUSTER),
+    // rows handed out cluster by cluster over a persistent grid
+    __shared__ float2 cpart[2];
+    MC_DYNAMIC_SMEM(mc_smem);
+    NORM_CACHE_T* cache = (NORM_CACHE_T*)mc_smem;
+    const unsigned rank = mc_cluster_rank();
+    int par = 0;
+    for (i64 row = blockIdx.x / NORM_CLUSTER; row < NORM_ROWS; row += gridDim.x / NORM_CLUSTER, par ^= 1)
+        norm_row(row, (int)threadIdx.x, rank, part, cpart, par, cache, MC_ARGS);
+    mc_cluster_sync();   // no block exits while another may read its cpart
 #else
 #if NORM_LAYOUT == 2
     MC_DYNAMIC_SMEM(mc_smem);

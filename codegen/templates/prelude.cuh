@@ -187,6 +187,44 @@ __device__ __forceinline__ float mc_rsqrt(float x) {
     float y; asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
 }
 #endif
+// Thread-block clusters (sm_90+; the emulator has its own, emu/cuda_emu.h):
+// mc_cluster_rank: %cluster_ctarank; mc_cluster_sync: every thread of the
+// cluster arrives (release) and waits (acquire), so shared-memory writes
+// before it are visible to the cluster's blocks after it; mc_dsmem_ld: a
+// float2 at p (this block's shared memory) in the block of the given rank
+// (mapa + ld.shared::cluster).
+#if !defined(MC_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ unsigned mc_cluster_rank() {
+    unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r;
+}
+__device__ __forceinline__ void mc_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ float2 mc_dsmem_ld(const float2* p, unsigned rank) {
+    u32 a = (u32)__cvta_generic_to_shared(p), r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    float2 v;
+    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(r) : "memory");
+    return v;
+}
+#endif
+// mc_stv: one st.global.v4 / .v2 of a 16- / 8-byte vector at a (aligned by
+// the caller). NVVM scalarises a vector store whose alignment it fails to
+// prove from the index (a cluster norm's first store of a step, whose
+// column starts at rank * slice): the templates that meet that use these
+// (no "memory" clobber: the store's value depends on the loads of its
+// elements, and nothing reads it back in the kernel).
+#ifndef MC_EMULATE
+__device__ __forceinline__ void mc_stv(uint4* a, uint4 v) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" :: "l"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+__device__ __forceinline__ void mc_stv(uint2* a, uint2 v) {
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" :: "l"(a), "r"(v.x), "r"(v.y));
+}
+__device__ __forceinline__ void mc_stv(float4* a, float4 v) {
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(a), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w));
+}
+#endif
 // NumPy maximum/minimum: a NaN in either operand propagates.
 __device__ __forceinline__ float mc_max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float mc_min_nan(float a, float b) { return (a != a || a < b) ? a : b; }
