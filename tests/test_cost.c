@@ -225,15 +225,17 @@ static mcir_graph *layernorm_graph(int rows, int width) {
     return graph_of(json);
 }
 
-/* templates/norm.cuh: the row once (in registers or cached in shared
- * memory) or twice (too wide to cache: then layernorm's shift, one value
- * of X a thread and row); gamma and beta at every element. */
+/* templates/norm.cuh: the row once (in registers, cached in shared
+ * memory, or on sm_90 split over a cluster's caches) or twice (too wide to
+ * cache on sm_80: then layernorm's shift, one value of X a thread and
+ * row); gamma and beta at every element. */
 START_TEST(norm_rereads_rows_too_wide_to_cache) {
-    static const struct { int rows, width, passes, shift_threads; } cases[] = {
-        {64, 768, 1, 0}, {16, 8192, 1, 0}, {4, 16384, 1, 0}, {2, 40000, 1, 0}, {2, 70000, 2, 512}};
+    static const struct { int rows, width, passes, shift_threads; const char *arch; } cases[] = {
+        {64, 768, 1, 0, "sm_90"},   {16, 8192, 1, 0, "sm_90"},  {4, 16384, 1, 0, "sm_90"},
+        {2, 40000, 1, 0, "sm_90"},  {2, 70000, 1, 0, "sm_90"},  {2, 70000, 2, 512, "sm_80"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         mcir_graph *g = layernorm_graph(cases[i].rows, cases[i].width);
-        mcir_plan *p = plan_of(g, "sm_90");
+        mcir_plan *p = plan_of(g, cases[i].arch);
         mcir_kernel_cost c;
         mcir_cost_kernel(kernel_with(p, MCIR_TEMPLATE_STREAMING_NORM), p->target, NULL, &c);
         int64_t n = (int64_t)cases[i].rows * cases[i].width;

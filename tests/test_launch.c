@@ -333,6 +333,22 @@ START_TEST(test_model_refuses_unrealisable_tiles) {
     ck_assert(mcir_rows_layout_of(t, &r, false, 16, &rl, NULL));
     ck_assert_int_eq(rl.mode, MCIR_ROWS_BLOCK_STREAM);
     ck_assert_int_eq(rl.smem_bytes, 0);
+    /* sm_90 plans that row over a cluster: the smallest whose slices fit
+     * (300 000 B of f16 over 2 blocks: 75 000 columns each), a grid of
+     * whole clusters; sm_80 has none and reads it twice */
+    ck_assert_int_eq(mcir_rows_candidates(t, &r, &rl, 1), 1);
+    ck_assert_int_eq(rl.mode, MCIR_ROWS_CLUSTER_SMEM);
+    ck_assert_int_eq(rl.cluster, 2);
+    ck_assert_int_eq(rl.slice, 75000);
+    ck_assert_int_eq(rl.smem_bytes, 75000 * 2);
+    ck_assert_int_eq(rl.grid, 10 * 2);
+    ck_assert(mcir_rows_layout_of_cluster(t, &r, 16, 4, &rl, NULL));    /* 4 fit too: slices of 37 504 */
+    ck_assert_int_eq(rl.slice, 37504);
+    ck_assert(!mcir_rows_layout_of_cluster(t, &r, 16, 3, &rl, NULL));   /* not a power of two */
+    ck_assert(!mcir_rows_layout_of_cluster(t, &r, 16, 16, &rl, NULL));  /* more than 8 */
+    ck_assert_int_eq(mcir_rows_candidates(mcir_target_find("sm_80"), &r, &rl, 1), 1);
+    ck_assert_int_eq(rl.mode, MCIR_ROWS_BLOCK_STREAM);
+    ck_assert_int_eq(rl.cluster, 1);
     /* a persistent grid: at most a wave of resident blocks */
     r.rows = 100000;
     r.width = 4096;
