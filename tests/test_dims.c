@@ -644,39 +644,45 @@ START_TEST(norms_over_a_symbolic_width_on_emu_at_three_sizes) {
     static const struct {
         const char *graph, *layout, *nw, *nv;
         int sizes[3];
+        const char *arch;
     } cases[] = {
         {"softmax_f16_seq.json", "one warp per row", "#define NORM_W (mc_d0)\n", "#define NORM_V 1\n",
-         {1, 37, 128}},
+         {1, 37, 128}, "sm_90"},
         {"softmax_f32_seq.json", "the row kept in registers (24 vectors a thread", "#define NORM_W (mc_d0)\n",
-         "#define NORM_V 1\n", {1, 77, 2999}},
+         "#define NORM_V 1\n", {1, 77, 2999}, "sm_90"},
         {"layernorm_f16_seq.json", "vector width 8", "#define NORM_W (8LL*mc_d0)\n", "#define NORM_V 8\n",
-         {1, 37, 128}},
+         {1, 37, 128}, "sm_90"},
         {"rmsnorm_bf16_seq.json", "one block of 640 threads per row, vector width 1, 32 elements per thread",
-         "#define NORM_W (mc_d0)\n", "#define NORM_V 1\n", {1, 333, 19999}},
+         "#define NORM_W (mc_d0)\n", "#define NORM_V 1\n", {1, 333, 19999}, "sm_90"},
         /* the layouts past the registers: the shared-memory cache (X's
-         * dtype) and the row read twice (over the opt-in limit) */
+         * dtype), a cluster per row over the opt-in limit on sm_90 (at
+         * seq = 1 the second block's slice is empty), the row read twice
+         * there on sm_80 */
         {"layernorm_f16_wide_seq.json", "cached in 128 KiB of dynamic shared memory in f16",
-         "#define NORM_W (8LL*mc_d0)\n", "#define NORM_V 8\n", {1, 37, 8192}},
+         "#define NORM_W (8LL*mc_d0)\n", "#define NORM_V 8\n", {1, 37, 8192}, "sm_90"},
+        {"layernorm_f32_wider_seq.json", "split over a cluster of 2 blocks", "#define NORM_W (8LL*mc_d0)\n",
+         "#define NORM_V 4\n", {1, 333, 9000}, "sm_90"},
         {"layernorm_f32_wider_seq.json", "read twice", "#define NORM_W (8LL*mc_d0)\n", "#define NORM_V 4\n",
-         {1, 333, 9000}},
+         {1, 333, 9000}, "sm_80"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char rel[128], dim[64];
+        const char *arch = cases[c].arch;
         snprintf(rel, sizeof rel, "tests/data/dims/%s", cases[c].graph);
-        cli_result r = RUN("--emit", "plan", cli_src(rel));
+        cli_result r = RUN("--arch", arch, "--emit", "plan", cli_src(rel));
         ck_assert_msg(r.status == 0, "%s", r.err);
         ck_assert_msg(strstr(r.out, cases[c].layout) != NULL, "%s: no '%s' in the plan", rel, cases[c].layout);
         ck_assert_ptr_nonnull(strstr(r.out, "\"size_generic\": true"));
         ck_assert_ptr_null(strstr(r.out, "\"size_generic\": false"));
         cli_result_free(&r);
-        r = RUN("--emit", "cuda", cli_src(rel));
+        r = RUN("--arch", arch, "--emit", "cuda", cli_src(rel));
         ck_assert_msg(r.status == 0, "%s", r.err);
         ck_assert_msg(strstr(r.out, cases[c].nw) && strstr(r.out, cases[c].nv), "%s: no '%s' / '%s'", rel,
                       cases[c].nw, cases[c].nv);
         cli_result_free(&r);
         for (int i = 0; i < 3; i++) {
             snprintf(dim, sizeof dim, "seq=%d", cases[c].sizes[i]);
-            r = RUN("--run", "--device", "emu", "--verify", "--dim", dim, cli_src(rel));
+            r = RUN("--arch", arch, "--run", "--device", "emu", "--verify", "--dim", dim, cli_src(rel));
             ck_assert_msg(r.status == 0, "%s at %s: %s", rel, dim, r.err);
             ck_assert_ptr_nonnull(strstr(r.out, "(emu vs the original graph)"));
             ck_assert_msg(strstr(r.out, " ok\n") && !strstr(r.out, "FAIL"), "%s at %s:\n%s", rel, dim, r.out);
