@@ -754,6 +754,20 @@ typedef struct value_emitter {
  * elementwise ops' emitters honour it; the others never run in it. */
 static _Thread_local bool lanes;
 
+/* Remap mode (cg_emit_value_vec of a transpose, slice, split, concat or
+ * gather with a vector form, mcir_vector_remap): the emitter computes its
+ * operand's index j0 for the vector's first element as usual, then takes
+ * the operand's vector there (vv<ID>(j0, out)) instead of one value. */
+static _Thread_local bool remap_vec;
+
+/* The operand's value at j0: r_ = v<ID>(j0) (decl: declare r_), or in
+ * remap mode its vector into out. */
+static void emit_fetch(cg_sb *b, const mcir_tensor *t, const mcir_tensor *in, bool decl, const char *pad) {
+    if (remap_vec) cg_sb_printf(b, "%svv%d(j0, out, MC_ARGS);\n", pad, in->id);
+    else if (decl) cg_sb_printf(b, "%s%s r_ = v%d(j0, acc, MC_ARGS);\n", pad, cg_vtype(t->dtype), in->id);
+    else cg_sb_printf(b, "%sr_ = v%d(j0, acc, MC_ARGS);\n", pad, in->id);
+}
+
 /* The expression of entry ve for n's operands (integer or float). */
 static const char *operand_expr(const value_emitter *ve, const mcir_node *n) {
     const char *e = n->n_inputs > 0 && int_tensor(n->inputs[0]) ? ve->iexpr : ve->expr;
@@ -921,7 +935,8 @@ static void emit_gather(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
         sb_stride(b, &s);
         stride_mul(&s, x, k);
     }
-    cg_sb_printf(b, ";\n    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), x->id);
+    cg_sb_puts(b, ";\n");
+    emit_fetch(b, t, x, true, "    ");
 }
 
 /* argmax / argmin (expr: the comparison that makes a new best) loop over
@@ -1013,7 +1028,7 @@ static void emit_transpose(cg_sb *b, const mcir_node *n, const mcir_tensor *t, c
     for (int k = 0; k < np; k++) inv[perm[k] < 0 ? perm[k] + np : perm[k]] = k;
     emit_coords(b, t, "i");
     emit_linear(b, in, "j0", -1, NULL, inv);
-    cg_sb_printf(b, "    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), in->id);
+    emit_fetch(b, t, in, true, "    ");
 }
 
 static void emit_slice(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
@@ -1031,7 +1046,7 @@ static void emit_slice(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const
     emit_coords(b, t, "i");
     emit_linear(b, in, "j0", axis, ax.s, NULL);
     cg_sb_free(&ax);
-    cg_sb_printf(b, "    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), in->id);
+    emit_fetch(b, t, in, true, "    ");
 }
 
 /* Output t of the split starts after the sizes of the outputs before it. */
@@ -1052,7 +1067,7 @@ static void emit_split(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const
     snprintf(ax, sizeof ax, "%lldLL + c%d", (long long)off, axis);
     emit_coords(b, t, "i");
     emit_linear(b, in, "j0", axis, ax, NULL);
-    cg_sb_printf(b, "    %s r_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(t->dtype), in->id);
+    emit_fetch(b, t, in, true, "    ");
 }
 
 static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
@@ -1060,7 +1075,7 @@ static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
     int axis;
     MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), t->rank, &axis));
     emit_coords(b, t, "i");
-    cg_sb_printf(b, "    %s r_;\n", cg_vtype(t->dtype));
+    if (!remap_vec) cg_sb_printf(b, "    %s r_;\n", cg_vtype(t->dtype));
     int64_t off = 0;
     mcir_extent soff = mcir_extent_const(0);
     bool sym = true;
@@ -1083,7 +1098,8 @@ static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
         }
         emit_linear(b, in, "j0", axis, ax.s, NULL);
         cg_sb_free(&ax);
-        cg_sb_printf(b, "    r_ = v%d(j0, acc, MC_ARGS);\n    }\n", in->id);
+        emit_fetch(b, t, in, false, "    ");
+        cg_sb_puts(b, "    }\n");
         off = end;
         sym = sym_end;
         soff = send;
@@ -1285,7 +1301,7 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
     if (e->done[t->id] & DONE_VEC) return true;
     cg_sb *b = e->sb;
     const mcir_kernel_plan *kp = e->kp;
-    MCIR_ASSERT(mcir_vector_form(kp, t));
+    MCIR_ASSERT(mcir_vector_form(kp, t, vec));
     mcir_node *n = cg_region_producer(kp, t);
     mcir_vector_operand mode[8];
     if (n && n->op == MCIR_OP_RESHAPE && !cg_emit_value_vec(e, n->inputs[0], vec)) return false;
@@ -1306,6 +1322,16 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
     }
     if (n->op == MCIR_OP_RESHAPE) {   /* the same linear index */
         cg_sb_printf(b, "    vv%d(i, out, MC_ARGS);\n}\n", n->inputs[0]->id);
+        return true;
+    }
+    if (!(mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE)) {   /* a remap: its operand's vector at j0 */
+        const value_emitter *re = value_emitter_of(n->op);
+        MCIR_ASSERT(re && mcir_vector_remap(kp, n, t, vec));
+        cg_sb_puts(b, "    const float acc = 0.0f;\n    (void)acc;\n");
+        remap_vec = true;
+        re->emit(b, n, t, NULL);
+        remap_vec = false;
+        cg_sb_puts(b, "}\n");
         return true;
     }
     /* operands that are loads first (their loads issued before the other

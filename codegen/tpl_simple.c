@@ -130,9 +130,9 @@ static void gen_pointwise_vec(cg_sb *b, cg_emitter *e, const mcir_kernel_plan *k
     for (int w = 0; w < kp->n_writes && e->ok; w++) {
         const mcir_tensor *t = kp->writes[w];
         if (!mcir_pointwise_vector_write(kp, w, vec)) continue;
-        if (mcir_vector_form(kp, t) && !cg_emit_value_vec(e, t, vec)) return;
+        if (mcir_vector_form(kp, t, vec) && !cg_emit_value_vec(e, t, vec)) return;
         cg_sb_printf(b, "__device__ __forceinline__ void write_v%d(i64 i, MC_PARAMS) {\n    float vo_[%d];\n", w, vec);
-        if (mcir_vector_form(kp, t))
+        if (mcir_vector_form(kp, t, vec))
             cg_sb_printf(b, "    vv%d(i, vo_, MC_ARGS);\n", t->id);
         else
             cg_sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) vo_[u] = v%d(i + u, 0.0f, MC_ARGS);\n",
@@ -153,6 +153,7 @@ static void gen_pointwise_vec(cg_sb *b, cg_emitter *e, const mcir_kernel_plan *k
         else
             cg_sb_printf(b, ", s%d_ = %sn%d_;\n", w + 1, prev, w);
     }
+    if (mcir_pointwise_rolled(kp, vec)) cg_sb_puts(b, "#pragma unroll 1\n");
     cg_sb_printf(b, "    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < s%d_;\n"
                     "         t += (i64)gridDim.x * blockDim.x) {\n", kp->n_writes);
     for (int w = 0; w < kp->n_writes; w++) {

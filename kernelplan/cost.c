@@ -373,6 +373,17 @@ static elem_cost vector_cost(const mcir_kernel_plan *k, const mcir_tensor *t, in
         return c;
     }
     if (n->op == MCIR_OP_RESHAPE) return vector_cost(k, n->inputs[0], vec, depth + 1);
+    int axis;
+    if (n->op == MCIR_OP_CONCAT && mcir_norm_axis(mcir_node_int(n, "axis"), t->rank, &axis) && t->shape[axis] > 0) {
+        /* a vector of one part: each part's cost by its share of the axis */
+        for (int j = 0; j < n->n_inputs; j++) {
+            elem_cost x = vector_cost(k, n->inputs[j], vec, depth + 1);
+            double share = (double)n->inputs[j]->shape[axis] / (double)t->shape[axis];
+            c.bytes += share * x.bytes;
+            c.flops += share * x.flops;
+        }
+        return c;
+    }
     for (int j = 0; j < n->n_inputs; j++) {
         mcir_vector_operand m = mcir_vector_operand_of(k, n, j, vec);
         elem_cost o = m == MCIR_VEC_LANES ? vector_cost(k, n->inputs[j], vec, depth + 1)
@@ -401,7 +412,7 @@ static void cost_pointwise(cost_ctx *x) {
         double n = (double)items, st = (double)esize(t);
         if (mcir_pointwise_vector_write(k, w, vec)) {
             elem_cost v = {vec * e.bytes, vec * e.flops};
-            if (mcir_vector_form(k, t)) v = vector_cost(k, t, vec, 0);
+            if (mcir_vector_form(k, t, vec)) v = vector_cost(k, t, vec, 0);
             double nv = (double)(items / vec);
             global += nv * (v.bytes + vec * st);
             flops += nv * v.flops;

@@ -789,18 +789,88 @@ static bool vec_contiguous(const mcir_tensor *t, const mcir_tensor *x, int vec) 
     return same || p % vec == 0;
 }
 
-bool mcir_vector_form(const mcir_kernel_plan *k, const mcir_tensor *t) {
+/* Whether t's last extent is a multiple of vec at every size. */
+static bool last_multiple(const mcir_tensor *t, int vec) {
+    return t->rank >= 1 && content_mul(1, t, t->rank - 1) % vec == 0;
+}
+
+/* t's last extent, a constant that is a multiple of vec. */
+static bool last_const_multiple(const mcir_tensor *t, int vec) {
+    mcir_extent e = mcir_tensor_extent(t, t->rank - 1);
+    int64_t v;
+    return t->rank >= 1 && mcir_extent_is_const(&e, &v) && v % vec == 0;
+}
+
+bool mcir_vector_remap(const mcir_kernel_plan *k, const mcir_node *n, const mcir_tensor *t, int vec) {
+    (void)k;
+    if (!vec_float(t->dtype) || t->rank < 1 || !last_multiple(t, vec)) return false;
+    const mcir_tensor *x = n->inputs[0];
+    int L = t->rank - 1, axis;
+    switch (n->op) {
+    case MCIR_OP_TRANSPOSE: {   /* the last axis stays last */
+        const int64_t *perm;
+        int np = mcir_node_ints(n, "perm", &perm);
+        return np == t->rank && x->rank == t->rank && (perm[L] < 0 ? perm[L] + np : perm[L]) == L;
+    }
+    case MCIR_OP_SLICE: {
+        if (!mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis) || x->rank != t->rank) return false;
+        if (axis != L) return true;
+        /* along the last axis: a unit step from a multiple of vec, on constant extents */
+        int64_t first, len;
+        if (!last_const_multiple(x, vec) || !last_const_multiple(t, vec) || mcir_node_int(n, "step") != 1)
+            return false;
+        const mcir_attr *a = mcir_node_attr(n, "start");
+        if (a && a->dim_of && a->dim_of[0] >= 0) return false;
+        mcir_slice_range(x->shape[L], mcir_node_int(n, "start"), mcir_node_int(n, "end"), 1, &first, &len);
+        return first % vec == 0;
+    }
+    case MCIR_OP_SPLIT: {
+        if (!mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis) || x->rank != t->rank) return false;
+        if (axis != L) return true;
+        const int64_t *sizes;
+        int ns = mcir_node_ints(n, "sizes", &sizes);
+        int64_t off = 0;
+        if (!last_const_multiple(x, vec)) return false;
+        for (int o = 0; o < n->n_outputs && o < ns; o++) {
+            if (n->outputs[o] == t) return off % vec == 0;
+            off += sizes[o];
+        }
+        return false;
+    }
+    case MCIR_OP_CONCAT:   /* along the last axis: every part a multiple of vec (at most 8 parts) */
+        if (n->n_inputs > 8 || !mcir_norm_axis(mcir_node_int(n, "axis"), t->rank, &axis)) return false;
+        for (int j = 0; j < n->n_inputs; j++)
+            if (n->inputs[j]->rank != t->rank || (axis == L && !last_multiple(n->inputs[j], vec))) return false;
+        return true;
+    case MCIR_OP_GATHER:   /* rows of a table (an embedding): not along its last axis */
+        return mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis) && axis < x->rank - 1;
+    default:
+        return false;
+    }
+}
+
+/* The operands of remap node n that its vector form takes a vector of
+ * (all but a gather's indices). */
+static bool remap_data(const mcir_node *n, int j) { return n->op != MCIR_OP_GATHER || j == 0; }
+
+bool mcir_vector_form(const mcir_kernel_plan *k, const mcir_tensor *t, int vec) {
     if (!vec_float(t->dtype)) return false;
     const mcir_node *n = flat_producer(k, t);
     if (!n) return flat_read(k, t);
-    if (n->op == MCIR_OP_RESHAPE) return mcir_vector_form(k, n->inputs[0]);   /* the same linear index */
-    return (mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE) != 0;
+    if (n->op == MCIR_OP_RESHAPE) return mcir_vector_form(k, n->inputs[0], vec);   /* the same linear index */
+    if (mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE) return true;
+    if (!mcir_vector_remap(k, n, t, vec)) return false;
+    for (int j = 0; j < n->n_inputs; j++)
+        if (remap_data(n, j) && !mcir_vector_form(k, n->inputs[j], vec)) return false;
+    return true;
 }
 
 mcir_vector_operand mcir_vector_operand_of(const mcir_kernel_plan *k, const mcir_node *n, int j, int vec) {
     const mcir_tensor *t = n->outputs[0], *x = n->inputs[j];
+    if (!(mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE) && n->op != MCIR_OP_RESHAPE)
+        return remap_data(n, j) ? MCIR_VEC_LANES : MCIR_VEC_SPLAT;   /* (a remap with a vector form) */
     if (vec_splat(t, x, vec)) return MCIR_VEC_SPLAT;
-    if (mcir_vector_form(k, x) && vec_contiguous(t, x, vec)) return MCIR_VEC_LANES;
+    if (mcir_vector_form(k, x, vec) && vec_contiguous(t, x, vec)) return MCIR_VEC_LANES;
     return MCIR_VEC_SCALAR;
 }
 
@@ -851,11 +921,32 @@ int mcir_pointwise_vector_width(const mcir_kernel_plan *k) {
             const mcir_tensor *t = k->writes[w];
             if (!vec_float(t->dtype)) continue;
             if (mcir_dtype_size(t->dtype) < (size_t)elem) elem = (int)mcir_dtype_size(t->dtype);
-            if (mcir_vector_form(k, t)) loads = vec_loads(k, t, vec, &elem, &m, 0) || loads;
+            if (mcir_vector_form(k, t, vec)) loads = vec_loads(k, t, vec, &elem, &m, 0) || loads;
         }
         if (loads && (vec == 4 || elem == 2)) return vec;
     }
     return 1;
+}
+
+/* Whether t's vector form at width vec takes some remap's (a vector
+ * moved from another index). */
+static bool form_moves(const mcir_kernel_plan *k, const mcir_tensor *t, int vec, int depth) {
+    const mcir_node *n = flat_producer(k, t);
+    if (!n || depth > 64) return false;
+    if (!(mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE) && n->op != MCIR_OP_RESHAPE) return true;
+    for (int j = 0; j < n->n_inputs; j++)
+        if ((n->op == MCIR_OP_RESHAPE || mcir_vector_operand_of(k, n, j, vec) == MCIR_VEC_LANES) &&
+            form_moves(k, n->inputs[j], vec, depth + 1))
+            return true;
+    return false;
+}
+
+bool mcir_pointwise_rolled(const mcir_kernel_plan *k, int vec) {
+    for (int w = 0; vec > 1 && w < k->n_writes; w++)
+        if (mcir_pointwise_vector_write(k, w, vec) && mcir_vector_form(k, k->writes[w], vec) &&
+            form_moves(k, k->writes[w], vec, 0))
+            return true;
+    return false;
 }
 
 bool mcir_pointwise_vector_write(const mcir_kernel_plan *k, int w, int vec) {
@@ -871,7 +962,7 @@ int64_t mcir_pointwise_items(const mcir_kernel_plan *k, int w, int vec) {
  * repeats it: vector loads (16-byte accesses), ops lane by lane by class,
  * operands taken a lane at a time, broadcast values. */
 typedef struct vec_shape {
-    int loads, light, mufu, gelut, libm, lanes, remaps, splats, half, late;
+    int loads, light, mufu, gelut, libm, lanes, remaps, splats, half, late, moves, concats;
     const mcir_tensor *seen[16];
     int n_seen, visits;
 } vec_shape;
@@ -915,6 +1006,16 @@ static void vec_shape_of(const mcir_kernel_plan *k, const mcir_tensor *t, int ve
         return;
     }
     int c = op_class(n);
+    if (!(mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE)) {   /* a remap's vector form: its index math */
+        s->moves++;
+        s->concats += n->op == MCIR_OP_CONCAT;
+        for (int j = 0; j < n->n_inputs; j++) {
+            mcir_vector_operand m = mcir_vector_operand_of(k, n, j, vec);
+            if (m == MCIR_VEC_LANES) vec_shape_of(k, n->inputs[j], vec, s, depth + 1);
+            else s->splats++;
+        }
+        return;
+    }
     s->light += c == 0;
     s->mufu += c == 1 || c == 3;
     s->gelut += c == 3;
@@ -962,7 +1063,7 @@ static int vec_registers(const mcir_target *t, const mcir_kernel_plan *k, int ve
     for (int w = 0; w < k->n_writes; w++) {
         if (!mcir_pointwise_vector_write(k, w, vec)) continue;
         vec_shape s = {0};
-        if (mcir_vector_form(k, k->writes[w])) {
+        if (mcir_vector_form(k, k->writes[w], vec)) {
             vec_shape_of(k, k->writes[w], vec, &s, 0);
         } else {   /* vec values of its chain, a lane at a time */
             s.lanes = 1;
@@ -974,6 +1075,20 @@ static int vec_registers(const mcir_target *t, const mcir_kernel_plan *k, int ve
                 3 * (s.gelut > 0) + 3 * (s.late > 0) + 11 * (s.libm > 0) + 2 * vec_tail(k, w, vec) +
                 (sm90 ? (vec == 4 ? 4 : 2) : 0) - (s.loads == 1 && s.light + s.mufu + s.libm == 1 && !s.lanes);
         if (s.lanes) r += (sm90 ? 6 : 12) * s.lanes + (s.remaps > 1 ? s.remaps - 1 : 0);
+        if (s.moves) {   /* remaps' vector forms: their coordinates' index math (the loop kept rolled) */
+            const mcir_tensor *o = k->writes[w];
+            int hard = 0, dyn = 0;
+            for (int d = 1; d < o->rank; d++) {
+                mcir_extent e = mcir_tensor_extent(o, d);
+                int64_t v;
+                if (!mcir_extent_is_const(&e, &v)) hard++, dyn++;
+                else if (v & (v - 1)) hard++;
+            }
+            if (s.light + s.mufu + s.libm + s.lanes == 0)   /* a copy */
+                r = (vec == 8 ? 18 : 22) + sm90 + 4 * (s.concats > 0) + 4 * (dyn > 0);
+            else
+                r += (vec == 4 ? 5 + 4 * hard : -2) + !sm90;
+        }
         if (r > most) most = r;
     }
     return most > 0 ? most : 27;

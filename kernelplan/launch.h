@@ -219,6 +219,12 @@ bool mcir_kernel_is_last2_transpose(const mcir_kernel_plan *k);
  * elementwise / copy chain. Decided on the extents' polynomials where the
  * graph has dims, so the same at every size. */
 int mcir_pointwise_vector_width(const mcir_kernel_plan *k);
+/* Whether the kernel run V at a time keeps its grid-stride loop rolled
+ * (#pragma unroll 1): some write's vector form moves a vector from another
+ * index (mcir_vector_remap). Such a body is small (a copy), NVVM would
+ * unroll it four times at run time, which adds registers but no loads in
+ * flight (each load's store follows it; the buffers may alias). */
+bool mcir_pointwise_rolled(const mcir_kernel_plan *k, int vec);
 /* Whether write w runs V at a time (V > 1 and w is f32 / f16 / bf16). */
 bool mcir_pointwise_vector_write(const mcir_kernel_plan *k, int w, int vec);
 /* The items of write w at width vec: N / vec vectors and N % vec tail
@@ -227,8 +233,19 @@ int64_t mcir_pointwise_items(const mcir_kernel_plan *k, int w, int vec);
 /* Whether tensor t has a vector form: vec consecutive elements from a
  * multiple of vec (a float kernel read: vector loads; a float output of
  * an elementwise node: its op lane by lane over its operands' vectors; a
- * reshape of a tensor that has one). */
-bool mcir_vector_form(const mcir_kernel_plan *k, const mcir_tensor *t);
+ * reshape of a tensor that has one; an index remap that keeps rows of vec
+ * together, mcir_vector_remap, over operands that have one). */
+bool mcir_vector_form(const mcir_kernel_plan *k, const mcir_tensor *t, int vec);
+/* Whether output t of remap node n (transpose, slice, split, concat,
+ * gather) maps vec consecutive elements from a multiple of vec to vec
+ * consecutive elements of its operand from a multiple of vec: t's last
+ * extent a multiple of vec, the last axis kept last (a transpose), sliced
+ * or split only on an outer axis or from a constant multiple of vec,
+ * concatenated on an outer axis or from parts that are multiples of vec,
+ * gathered on an outer axis (an embedding's rows). Its vector form is
+ * then its operand's at the remapped index (a gather's index read once a
+ * vector). */
+bool mcir_vector_remap(const mcir_kernel_plan *k, const mcir_node *n, const mcir_tensor *t, int vec);
 /* How operand j of elementwise region node n enters n's vector form. */
 typedef enum mcir_vector_operand {
     MCIR_VEC_SCALAR,   /* a value per lane, each from its own broadcast index (v<ID>(j) calls) */

@@ -1081,7 +1081,9 @@ END_TEST
  * plan's vector width, and the PTX's global accesses: 16-byte (8-byte)
  * vectors only where no tail, broadcast scalar or lane-by-lane operand
  * needs a scalar one, and no IEEE division (div.rn.f32: a slow path per
- * element) in the transcendental chains. A mutant (MCIR_POINTWISE_SCALAR:
+ * element) in the transcendental chains; slices, concats, transposes that
+ * keep the last axis, embeddings and a rotary half-rotation a vector at a
+ * time too (mcir_vector_remap). A mutant (MCIR_POINTWISE_SCALAR:
  * the element-at-a-time loop though the plan vectorises) must fail the
  * access check. */
 typedef struct pw_case {
@@ -1091,6 +1093,7 @@ typedef struct pw_case {
     bool typed;              /* run in each dtype (else as written) */
     int scalar_loads;        /* scalar ld.global in the PTX: broadcast values (-1: a tail or lanes, >= 1) */
     bool transcendental;     /* silu / sigmoid / gelu / div: no div.rn.f32 */
+    bool copy;               /* a COPY kernel (index remaps only), else ELEMENTWISE */
 } pw_case;
 
 #define PW_IN(n, s) "{\"name\":\"" n "\",\"dtype\":\"%1$s\",\"shape\":" s "}"
@@ -1101,46 +1104,74 @@ static const pw_case PW_CASES[] = {
     {"pw_swiglu", /* Llama-7B's FFN gate, 11008 / 16 columns */
      "{\"mcir\":1,\"name\":\"pw_swiglu_%1$s\",\"inputs\":[" PW_IN("g", "[16,688]") "," PW_IN("u", "[16,688]") "],"
      "\"nodes\":[" PW_NODE("si", "silu", "\"g\"", "s", "") "," PW_NODE("mu", "mul", "\"s\",\"u\"", "y", "") "],"
-     "\"outputs\":[\"y\"]}", "si,mu", true, 0, true},
+     "\"outputs\":[\"y\"]}", "si,mu", true, 0, true, false},
     {"pw_bias_gelu", /* GPT-2's FFN: bias [N] over [M, N], tanh GELU */
      "{\"mcir\":1,\"name\":\"pw_bias_gelu_%1$s\",\"inputs\":[" PW_IN("a", "[32,768]") "],"
      "\"weights\":[" PW_IN("b", "[768]") "],"
      "\"nodes\":[" PW_NODE("ad", "add", "\"a\",\"b\"", "h", "") ","
      PW_NODE("ge", "gelu", "\"h\"", "y", ",\"attrs\":{\"approximate\":\"tanh\"}") "],"
-     "\"outputs\":[\"y\"]}", "ad,ge", true, 0, true},
+     "\"outputs\":[\"y\"]}", "ad,ge", true, 0, true, false},
     {"pw_residual_cast", /* f32 residual stream, bf16 out: 8 lanes, two float4 a read */
      "{\"mcir\":1,\"name\":\"pw_residual_cast\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[32,512]},"
      "{\"name\":\"r\",\"dtype\":\"f32\",\"shape\":[32,512]}],"
      "\"nodes\":[" PW_NODE("ad", "add", "\"x\",\"r\"", "h", "") ","
      PW_NODE("ca", "cast", "\"h\"", "y", ",\"attrs\":{\"to\":\"bf16\"}") "],\"outputs\":[\"y\"]}",
-     "ad,ca", false, 0, false},
+     "ad,ca", false, 0, false, false},
     {"pw_scalar_scale", /* a scalar tensor and a scale attribute: one broadcast load a vector */
      "{\"mcir\":1,\"name\":\"pw_scalar_scale_%1$s\",\"inputs\":[" PW_IN("x", "[32,512]") "],"
      "\"weights\":[{\"name\":\"k\",\"dtype\":\"%1$s\",\"shape\":[],\"value\":0.7}],"
      "\"nodes\":[" PW_NODE("mk", "mul", "\"x\",\"k\"", "h", "") ","
      PW_NODE("sc", "scale", "\"h\"", "y", ",\"attrs\":{\"value\":0.125}") "],\"outputs\":[\"y\"]}",
-     "mk,sc", true, 1, false},
+     "mk,sc", true, 1, false, false},
     {"pw_odd_tail", /* 4995 elements: vectors, then a scalar tail */
      "{\"mcir\":1,\"name\":\"pw_odd_tail_%1$s\",\"inputs\":[" PW_IN("g", "[3,37,45]") "," PW_IN("u", "[3,37,45]") "],"
      "\"nodes\":[" PW_NODE("sg", "sigmoid", "\"g\"", "s", "") "," PW_NODE("mu", "div", "\"u\",\"s\"", "y", "") "],"
-     "\"outputs\":[\"y\"]}", "sg,mu", true, -1, true},
+     "\"outputs\":[\"y\"]}", "sg,mu", true, -1, true, false},
     {"pw_transpose_leaf", /* a transposed operand a lane at a time, beside a vector one */
      "{\"mcir\":1,\"name\":\"pw_transpose_leaf_%1$s\",\"inputs\":[" PW_IN("t", "[64,48]") "," PW_IN("c", "[48,64]") "],"
      "\"nodes\":[" PW_NODE("tr", "transpose", "\"t\"", "tt", ",\"attrs\":{\"perm\":[1,0]}") ","
      PW_NODE("ad", "add", "\"tt\",\"c\"", "h", "") "," PW_NODE("ex", "exp", "\"h\"", "y", "") "],"
-     "\"outputs\":[\"y\"]}", "tr,ad,ex", true, -1, false},
+     "\"outputs\":[\"y\"]}", "tr,ad,ex", true, -1, false, false},
     {"pw_two_writes", /* two writes (segments), a row scale [M, 1] and a where on a bool */
      "{\"mcir\":1,\"name\":\"pw_two_writes_%1$s\",\"inputs\":[" PW_IN("a", "[24,256]") "," PW_IN("b", "[24,256]") ","
      PW_IN("s", "[24,1]") "],"
      "\"nodes\":[" PW_NODE("ms", "mul", "\"a\",\"s\"", "y1", "") "," PW_NODE("gt", "greater", "\"a\",\"b\"", "m", "") ","
      PW_NODE("wh", "where", "\"m\",\"a\",\"y1\"", "y2", "") "],\"outputs\":[\"y1\",\"y2\"]}",
-     "ms,gt,wh", true, -1, false},
+     "ms,gt,wh", true, -1, false, false},
     {"pw_symbolic", /* rows of a dimension: size-generic, a bias of 45 a lane at a time, a tail at every size */
      "{\"mcir\":1,\"name\":\"pw_symbolic_%1$s\",\"dims\":{\"seq\":{\"min\":1,\"max\":64}},"
      "\"inputs\":[" PW_IN("a", "[\"seq\",45]") "],\"weights\":[" PW_IN("b", "[45]") "],"
      "\"nodes\":[" PW_NODE("ad", "add", "\"a\",\"b\"", "h", "") ","
      PW_NODE("ge", "gelu", "\"h\"", "y", ",\"attrs\":{\"approximate\":\"tanh\"}") "],"
-     "\"outputs\":[\"y\"]}", "ad,ge", true, -1, true},
+     "\"outputs\":[\"y\"]}", "ad,ge", true, -1, true, false},
+    /* index remaps that keep rows of a vector together (mcir_vector_remap):
+     * each output vector is its operand's vector at the remapped index */
+    {"pw_slice_rows", /* rows 8..40 of a [64, 256] tensor (a KV cache window) */
+     "{\"mcir\":1,\"name\":\"pw_slice_rows_%1$s\",\"inputs\":[" PW_IN("x", "[64,256]") "],"
+     "\"nodes\":[" PW_NODE("sl", "slice", "\"x\"", "y", ",\"attrs\":{\"axis\":0,\"start\":8,\"end\":40}") "],"
+     "\"outputs\":[\"y\"]}", "sl", true, 0, false, true},
+    {"pw_concat_cols", /* [32, 128] ++ [32, 64] along the last axis: each part a multiple of the vector */
+     "{\"mcir\":1,\"name\":\"pw_concat_cols_%1$s\",\"inputs\":[" PW_IN("a", "[32,128]") "," PW_IN("b", "[32,64]") "],"
+     "\"nodes\":[" PW_NODE("cc", "concat", "\"a\",\"b\"", "y", ",\"attrs\":{\"axis\":1}") "],"
+     "\"outputs\":[\"y\"]}", "cc", true, 0, false, true},
+    {"pw_heads", /* [seq, heads, d] -> [heads, seq, d]: the last axis stays last */
+     "{\"mcir\":1,\"name\":\"pw_heads_%1$s\",\"inputs\":[" PW_IN("x", "[16,4,64]") "],"
+     "\"nodes\":[" PW_NODE("tr", "transpose", "\"x\"", "y", ",\"attrs\":{\"perm\":[1,0,2]}") "],"
+     "\"outputs\":[\"y\"]}", "tr", true, 0, false, true},
+    {"pw_embedding", /* rows of a [100, 64] table by i64 ids: one index load a vector */
+     "{\"mcir\":1,\"name\":\"pw_embedding_%1$s\",\"inputs\":[{\"name\":\"ids\",\"dtype\":\"i64\",\"shape\":[2,8]}],"
+     "\"weights\":[" PW_IN("w", "[100,64]") "],"
+     "\"nodes\":[" PW_NODE("ga", "gather", "\"w\",\"ids\"", "y", ",\"attrs\":{\"axis\":0}") "],"
+     "\"outputs\":[\"y\"]}", "ga", true, 1, false, false},
+    {"pw_rotate_half", /* x cos + rotate_half(x) sin: slices, a negation and a concat of halves */
+     "{\"mcir\":1,\"name\":\"pw_rotate_half_%1$s\",\"inputs\":[" PW_IN("x", "[8,64]") "," PW_IN("c", "[8,64]") ","
+     PW_IN("s", "[8,64]") "],"
+     "\"nodes\":[" PW_NODE("lo", "slice", "\"x\"", "x1", ",\"attrs\":{\"axis\":1,\"start\":0,\"end\":32}") ","
+     PW_NODE("hi", "slice", "\"x\"", "x2", ",\"attrs\":{\"axis\":1,\"start\":32,\"end\":64}") ","
+     PW_NODE("ng", "neg", "\"x2\"", "n2", "") "," PW_NODE("cc", "concat", "\"n2\",\"x1\"", "r", ",\"attrs\":{\"axis\":1}") ","
+     PW_NODE("m1", "mul", "\"x\",\"c\"", "p", "") "," PW_NODE("m2", "mul", "\"r\",\"s\"", "q", "") ","
+     PW_NODE("ad", "add", "\"p\",\"q\"", "y", "") "],"
+     "\"outputs\":[\"y\"]}", "lo,hi,ng,cc,m1,m2,ad", true, 0, false, false},
 };
 
 /* Global accesses 16 (8) bytes wide only, but for `scalar_loads` broadcast
@@ -1206,7 +1237,7 @@ START_TEST(test_pointwise_vectors_emulated) {
             snprintf(json, sizeof json, c->json, dts[t]);
             snprintf(what, sizeof what, "%s%s%s", c->name, c->typed ? " " : "", c->typed ? dts[t] : "");
             mcir_graph *g = cgt_graph(json);
-            cgt_kspec ks[] = {{MCIR_TEMPLATE_ELEMENTWISE, NULL, c->nodes}};
+            cgt_kspec ks[] = {{c->copy ? MCIR_TEMPLATE_COPY : MCIR_TEMPLATE_ELEMENTWISE, NULL, c->nodes}};
             mcir_plan *p = cgt_plan(g, "sm_90", 1, ks);
             const mcir_kernel_plan *kp = &p->kernels[0];
             bool half = c->typed ? t > 0 : true;   /* (the residual's write is bf16) */
