@@ -5,7 +5,7 @@
  * instructions, global loads and stores by width, MUFU functions, the
  * IEEE division / square-root slow paths, the control-flow graph, its
  * natural loops, the main loop of a memory-bound kernel (the innermost
- * loops holding a global load) and the loads in flight before their first
+ * loops holding a global access) and the loads in flight before their first
  * use (docs/codegen.md "Kernel audit").
  *
  * nvdisasm is not part of /usr/local/cuda here; it is looked for in
@@ -694,11 +694,12 @@ static bool inside(const sass_cfg *g, const sass_loop *a, const sass_loop *b) {
     return true;
 }
 
-static bool loop_has_ldg(const sass_fn *f, const sass_cfg *g, const sass_loop *L) {
+/* Whether loop L holds a global load or store. */
+static bool loop_has_global(const sass_fn *f, const sass_cfg *g, const sass_loop *L) {
     for (int v = 0; v < g->n; v++)
         if (bit(L->body, v))
             for (int i = g->b[v].first; i <= g->b[v].last; i++)
-                if (is_ldg(&f->ins[i])) return true;
+                if (is_ldg(&f->ins[i]) || is_stg(&f->ins[i])) return true;
     return false;
 }
 
@@ -825,12 +826,13 @@ bool cg_sass_parse(const char *text, const char *entry, mcir_sass_audit *s) {
     build_cfg(&f, &g);
     if (g.n) find_loops(&g);
     s->loops = g.n_loops;
-    /* the main loops: holding a global load, with no loop inside holding one */
+    /* the main loops: holding a global access, with no loop inside holding
+     * one (a norm's output pass from its cache stores only: a main loop) */
     for (int l = 0; l < g.n_loops; l++) {
-        if (!loop_has_ldg(&f, &g, &g.loops[l])) continue;
+        if (!loop_has_global(&f, &g, &g.loops[l])) continue;
         bool innermost = true;
         for (int o = 0; o < g.n_loops && innermost; o++)
-            innermost = !inside(&g, &g.loops[o], &g.loops[l]) || !loop_has_ldg(&f, &g, &g.loops[o]);
+            innermost = !inside(&g, &g.loops[o], &g.loops[l]) || !loop_has_global(&f, &g, &g.loops[o]);
         g.loops[l].main = innermost;
     }
     for (int l = 0; l < g.n_loops; l++) {

@@ -46,6 +46,29 @@ static void emit_x_load(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor 
                  x->id);
 }
 
+/* Softmax's cache layouts with 16-bit X read 16 bytes a lane (V = 8): the
+ * first pass puts the loaded bits in the cache as they are (no f32 ->
+ * 16-bit repacking: 4 instructions a vector, in the pass that also
+ * computes the exponentials) and unpacks them once for its statistics:
+ * x_load_raw, raw_unpack, cache_put_raw (templates/norm.cuh NORM_RAW).
+ * The other norms keep the repacking: the raw vectors would cost them
+ * 10-20 registers for nothing they need. */
+static void emit_raw(cg_sb *b, const mcir_kernel_plan *kp, const mcir_tensor *x) {
+    const char *ds = cg_dsuffix(x->dtype);
+    cg_sb_printf(b,
+        "#define NORM_RAW 1\n"
+        "__device__ __forceinline__ void x_load_raw(i64 xi, uint4* raw, MC_PARAMS) {\n"
+        "    *raw = MC_GLDV(uint4, r%d, xi);\n}\n"
+        "__device__ __forceinline__ void raw_unpack(const uint4 w, float* v) {\n"
+        "    const u32 p[4] = {w.x, w.y, w.z, w.w};\n"
+        "#pragma unroll\n    for (int k = 0; k < 4; k++) {\n"
+        "        v[2 * k] = mc_%s_to_f32((unsigned short)(p[k] & 0xffffu));\n"
+        "        v[2 * k + 1] = mc_%s_to_f32((unsigned short)(p[k] >> 16));\n    }\n}\n"
+        "__device__ __forceinline__ void cache_put_raw(unsigned short* c, i64 j, const uint4 w) {\n"
+        "    MC_SST(*(uint4*)(c + j), w);\n}\n",
+        cg_read_index(kp, x), ds, ds);
+}
+
 /* Layout 2's cache of the row in X's storage dtype: cache_put / cache_get
  * move NORM_V values at column j, one 16-byte (8-byte) shared access where
  * the vector is that wide. X's values are rounded to its dtype already, so
@@ -235,6 +258,9 @@ bool cg_gen_norm(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_sb_puts(&b, "\n");
     if (l.mode == MCIR_ROWS_CLUSTER_SMEM) cg_sb_printf(&b, "#define NORM_CLUSTER %d\n", l.cluster);
     if (l.cache) emit_cache(&b, x, vec);
+    if (kind == 0 && l.cache && vec == 8 && (x->dtype == MCIR_DTYPE_F16 || x->dtype == MCIR_DTYPE_BF16) &&
+        cg_read_index(kp, x) >= 0)   /* softmax: its first pass is the costliest (online exponentials) */
+        emit_raw(&b, kp, x);
     emit_x_load(&b, kp, x, vec);
     if (gamma) emit_param_v(&b, kp, "gamma", x, gamma, axis, vec);
     if (beta) emit_param_v(&b, kp, "beta", x, beta, axis, vec);

@@ -278,12 +278,12 @@ static void add_launch(cost_ctx *x, double dram_bytes, double flops, const char 
  * copy a transpose of [8192, 8192]; reduce_sum over the last axis of
  * [8192, 8192] (ba63c2e); a + b a vector at a time (#42: the copy's
  * pointwise form shares it; the tiled transpose keeps the scalar figure); the norms of #42 over 2^25 elements, rows of
- * W = 1024 (a warp's registers), 4096 (a block's), 65536 f16 (the
- * shared-memory cache) and 65536 f32 / 131072 (read twice). The audit's
- * main loops are those that read global memory, so the cache's passes over
- * shared memory are outside them: the cache's figures are the twice-read
- * row's per-element work over 2/3 of its bytes (softmax x 1.5), or the
- * audit's plus its variance pass (layernorm x 1.25). The elementwise
+ * W = 1024 (a warp's registers), 4096 (a block's), 65536 f16 / 40000 f32
+ * (the shared-memory cache), 262144 (a cluster per row) and, on sm_80,
+ * 65536 f32 / 131072 (read twice). The audit's main loops are those that
+ * access global memory: layernorm's variance pass over its cache (shared
+ * memory only) is outside them, so its cache figures are the audit's
+ * times 1.25; softmax's passes all load or store. The elementwise
  * figure is its floor, a binary op: a chain with transcendentals issues
  * more, which the audit of the kernel itself shows. To recalibrate: run
  * the audit on those graphs and copy its weighted figures here. */
@@ -303,21 +303,19 @@ static const issue_figure issue_figures[] = {
     {MCIR_TEMPLATE_REDUCE, MCIR_OP_COUNT, -1, 48.0, 104.0},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_WARP_REGS, 7.3, 23.6},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_BLOCK_REGS, 13.2, 32.2},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_BLOCK_SMEM, 13.3, 38.3},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_BLOCK_SMEM, 11.3, 31.1},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_BLOCK_STREAM, 10.6, 23.5},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_WARP_REGS, 6.3, 22.3},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_BLOCK_REGS, 8.1, 25.8},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_BLOCK_SMEM, 9.9, 33.6},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_BLOCK_SMEM, 15.2, 27.2},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_BLOCK_STREAM, 6.6, 21.2},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_WARP_REGS, 19.8, 52.6},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_REGS, 26.3, 63.8},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_SMEM, 41.0, 83.3},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_SMEM, 44.0, 77.4},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_BLOCK_STREAM, 27.3, 55.5},
-    /* a cluster's blocks run the cache's passes over their slices (the
-     * merge is per row): the cache's figures */
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_CLUSTER_SMEM, 13.3, 38.3},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_CLUSTER_SMEM, 9.9, 33.6},
-    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_CLUSTER_SMEM, 41.0, 83.3},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_CLUSTER_SMEM, 17.3, 32.8},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_RMSNORM, MCIR_ROWS_CLUSTER_SMEM, 11.7, 29.0},
+    {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_SOFTMAX, MCIR_ROWS_CLUSTER_SMEM, 45.5, 78.8},
 };
 
 /* The issue time of kernel k moving `global` bytes through its loads and

@@ -400,9 +400,9 @@ static int64_t width_unit(const mcir_rows_problem *g) { return g->width_unit > 0
  * in 16-bit and 30 + 5P/8 in f32. The layouts that re-read the row (512
  * threads; ptxas keeps four vectors with their gamma and beta): the
  * shared-memory cache 59..61 in 16-bit, f32 layernorm 52, rmsnorm 32,
- * softmax 37; a cluster's slice cache (its merge unrolled over the
- * cluster) layernorm 72 (f32 52..60), rmsnorm 68 (51..52), softmax 68
- * (47..52); the row read twice layernorm 97 (57), rmsnorm 94 (57),
+ * softmax 37 (16-bit softmax keeps its four raw vectors too: f16 64, bf16
+ * 80); a cluster's slice cache (its merge unrolled over the cluster)
+ * layernorm 72 (f32 52..60), rmsnorm 68 (51..52), softmax 80 (47..52); the row read twice layernorm 97 (57), rmsnorm 94 (57),
  * softmax 96 (54). Reductions and the
  * global pool keep a running value: 15 (13..17), 23 when a kept axis
  * follows a reduced one (22..24: the row is strided). */
@@ -411,8 +411,10 @@ static int rows_registers(const mcir_target *t, const mcir_rows_problem *g, cons
     bool softmax = g->op == MCIR_OP_SOFTMAX, rms = g->op == MCIR_OP_RMSNORM, f32 = g->dtype == MCIR_DTYPE_F32;
     int64_t P = (int64_t)l->chunks * l->vector_width;
     switch (l->mode) {
-    case MCIR_ROWS_BLOCK_SMEM: return f32 ? (softmax ? 37 : rms ? 32 : 52) : 60;
-    case MCIR_ROWS_CLUSTER_SMEM: return softmax ? (f32 ? 50 : 68) : rms ? (f32 ? 51 : 68) : (f32 ? 57 : 72);
+    case MCIR_ROWS_BLOCK_SMEM:
+        if (softmax) return f32 ? 37 : g->dtype == MCIR_DTYPE_BF16 ? 80 : 64;
+        return f32 ? (rms ? 32 : 52) : 60;
+    case MCIR_ROWS_CLUSTER_SMEM: return softmax ? (f32 ? 50 : 80) : rms ? (f32 ? 51 : 68) : (f32 ? 57 : 72);
     case MCIR_ROWS_BLOCK_STREAM: return softmax ? (f32 ? 54 : 96) : rms ? (f32 ? 57 : 94) : (f32 ? 57 : 97);
     case MCIR_ROWS_BLOCK_REGS:
         if (softmax) return (int)(f32 ? 30 + 5 * P / 8 : 8 + 25 * P / 16);

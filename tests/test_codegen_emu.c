@@ -255,7 +255,12 @@ static bool run_emulated(mcir_graph *g, mcir_plan *p, const mcir_memplan *mp, co
             if (e > maxerr) { maxerr = e; worst = k; }
         }
         double rel = maxerr / (maxref > 1e-6 ? maxref : 1e-6);
-        double tol = t->dtype == MCIR_DTYPE_F32 ? 1e-3 : 2e-2;
+        /* an f32 output cast from a 16-bit value carries 16-bit precision
+         * (softmax over 262144 columns: f16 subnormals, 1 ulp 0.7 % of the
+         * largest) */
+        bool narrow = t->dtype != MCIR_DTYPE_F32 ||
+                      (t->producer && t->producer->op == MCIR_OP_CAST && t->producer->inputs[0]->dtype != MCIR_DTYPE_F32);
+        double tol = narrow ? 2e-2 : 1e-3;
         float wv = n_el == 0 ? 0.0f : (float)mcir_value_get(t->dtype, raw, worst);
         /* a comparison that can fail: an output that is empty, all zero or
          * mostly NaN / inf in the reference says nothing about the kernel */

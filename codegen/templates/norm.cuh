@@ -45,7 +45,11 @@
 // output (x - mean) * rstd * gamma + beta as FMAs. No IEEE division or
 // square root, no per-element branch. Layout 3 (the row does not fit on
 // chip) reads X twice: softmax merges (max, sum) pairs online per vector,
-// layernorm accumulates sums shifted by the row's first element.
+// layernorm accumulates sums shifted by the row's first element. Softmax's
+// cache layouts (2, 4) merge (max, sum) online in their first pass too, so
+// the cache is read once, by the output pass; the layouts that compute the
+// exponential again there fold 1 / sum into its offset (norm_fold: one
+// MUFU.LG2 a row, no multiply an element).
 // Statistics meet across warps through shared memory (32 floats).
 
 #define NORM_CHUNK (NORM_V * NORM_LANES)
@@ -93,6 +97,11 @@ __device__ __forceinline__ float norm_max(float v, float* part) {
 // NaN sum gives NaN everywhere)
 __device__ __forceinline__ float norm_offset(float m) { return m == MC_NINF ? 0.0f : m * MC_L2E; }
 __device__ __forceinline__ float norm_inv_sum(float s) { return s == 0.0f ? 0.0f : mc_rcp(s); }
+// The layouts that compute the exponential again in the output pass fold
+// 1 / sum into its offset: e / sum = 2^(x log2e - off - log2 sum), one
+// FFMA and one MUFU.EX2 an element, no multiply (a sum of 0: an offset of
+// +inf, every output 0)
+__device__ __forceinline__ float norm_fold(float off, float s) { return s == 0.0f ? MC_INF : off + mc_log2(s); }
 // layernorm / rmsnorm: 1 / sqrt(mean square + eps); inv_w = NORM_INV_W,
 // read where the dims are in scope
 __device__ __forceinline__ float norm_rstd(float sum_sq, float inv_w) { return mc_rsqrt(fmaf(sum_sq, inv_w, NORM_EPS)); }
@@ -247,12 +256,13 @@ __device__ __forceinline__ void norm_out_pass(i64 row, int t, i64 lo, i64 hi, fl
         for (int k = 0; k < NORM_UNROLL; k++) {
             const i64 j = j0 + (i64)k * NORM_CHUNK;
             if (j < hi) {
-#if NORM_KIND == 0
+                const i64 xi = norm_index(row, j MC_DIMS_ARGS);
+#if NORM_KIND == 0   // off: 1 / sum folded in (norm_fold)
 #pragma unroll
                 for (int u = 0; u < NORM_V; u++) v[k * NORM_V + u] = mc_exp2(fmaf(v[k * NORM_V + u], MC_L2E, -off));
-#endif
-                const i64 xi = norm_index(row, j MC_DIMS_ARGS);
+#else
                 norm_apply(&v[k * NORM_V], a, b, j, xi, MC_ARGS);
+#endif
                 epilogue_v(xi, &v[k * NORM_V], MC_ARGS);
             }
         }
@@ -268,27 +278,55 @@ __device__ __forceinline__ void norm_out_pass(i64 row, int t, i64 lo, i64 hi, fl
 // the sum of squared deviations from it; rmsnorm q = the sum of squares.
 __device__ __forceinline__ void norm_block_stats(i64 row, int t, i64 lo, i64 hi, float* part, NORM_CACHE_T* cache,
                                                  float& a, float& q, float& off, MC_PARAMS) {
-    float acc = NORM_KIND == 0 ? MC_NINF : 0.0f;   // softmax: max; layernorm: sum; rmsnorm: sum of squares
+    // softmax: this thread's running max and sum of 2^(x log2e - max log2e),
+    // merged online a vector at a time (the sum rescaled once per vector
+    // whose max is larger), so the cache is read once, by the output pass;
+    // layernorm: the sum; rmsnorm: the sum of squares
+    float acc = NORM_KIND == 0 ? MC_NINF : 0.0f, s = 0.0f;
+    (void)s;
 #pragma unroll 1
     for (i64 j0 = lo + (i64)t * NORM_V; j0 < hi; j0 += (i64)NORM_CHUNK * NORM_UNROLL) {
         float v[NORM_UNROLL * NORM_V];
+#ifdef NORM_RAW   // the loaded bits cached as they are, unpacked once
+        uint4 raw[NORM_UNROLL];
+#pragma unroll
+        for (int k = 0; k < NORM_UNROLL; k++) {
+            const i64 j = j0 + (i64)k * NORM_CHUNK;
+            if (j < hi) x_load_raw(norm_index(row, j MC_DIMS_ARGS), &raw[k], MC_ARGS);
+        }
+#else
         norm_load_step(row, j0, hi, v, MC_ARGS);
+#endif
 #pragma unroll
         for (int k = 0; k < NORM_UNROLL; k++) {
             const i64 j = j0 + (i64)k * NORM_CHUNK;
             if (j < hi) {
+#ifdef NORM_RAW
+                cache_put_raw(cache, j - lo, raw[k]);
+                raw_unpack(raw[k], &v[k * NORM_V]);
+#else
                 cache_put(cache, j - lo, &v[k * NORM_V]);
+#endif
+#if NORM_KIND == 0
+                float mv = acc;
+#pragma unroll
+                for (int u = 0; u < NORM_V; u++) mv = fmaxf(mv, v[k * NORM_V + u]);
+                if (mv > acc) s *= mc_exp2((acc - mv) * MC_L2E);
+                acc = mv;
+                const float o = norm_offset(acc);
+#pragma unroll
+                for (int u = 0; u < NORM_V; u++) s += mc_exp2(fmaf(v[k * NORM_V + u], MC_L2E, -o));
+#else
 #pragma unroll
                 for (int u = 0; u < NORM_V; u++) {
                     const float x = v[k * NORM_V + u];
-#if NORM_KIND == 0
-                    acc = fmaxf(acc, x);
-#elif NORM_KIND == 1
+#if NORM_KIND == 1
                     acc += x;
 #else
                     acc = fmaf(x, x, acc);
 #endif
                 }
+#endif
             }
         }
     }
@@ -296,17 +334,11 @@ __device__ __forceinline__ void norm_block_stats(i64 row, int t, i64 lo, i64 hi,
     // between the passes beyond the reductions'
     off = 0.0f;
 #if NORM_KIND == 0
+    // merge the threads' (max, sum) pairs: the block's max, each sum rescaled to it
     const float m = norm_max(acc, part);
+    s = acc == MC_NINF ? 0.0f : s * mc_exp2((acc - m) * MC_L2E);
     off = norm_offset(m);
-    float s = 0.0f;
-#pragma unroll 1
-    for (i64 j = lo + (i64)t * NORM_V; j < hi; j += NORM_CHUNK) {
-        float v[NORM_V];
-        cache_get(cache, j - lo, v);
-#pragma unroll
-        for (int u = 0; u < NORM_V; u++) s += mc_exp2(fmaf(v[u], MC_L2E, -off));
-    }
-    a = norm_sum(s, part);   // the sum (the caller takes its reciprocal)
+    a = norm_sum(s, part);   // the sum (the caller folds it into the offset)
     q = m;
 #elif NORM_KIND == 1
 #if NORM_LAYOUT == 2
@@ -341,7 +373,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, NORM_CACHE
     norm_block_stats(row, t, 0, NORM_W, part, cache, a, q, off, MC_ARGS);
 #if NORM_KIND == 0
     (void)q;
-    a = norm_inv_sum(a);
+    off = norm_fold(off, a);
     const float b = 0.0f;
 #else
     const float b = norm_rstd(q, NORM_INV_W);
@@ -380,8 +412,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, unsigned rank, float* p
     for (int r = 0; r < NORM_CLUSTER; r++) M = fmaxf(M, p[r].x);
 #pragma unroll
     for (int r = 0; r < NORM_CLUSTER; r++) S += p[r].x == MC_NINF ? 0.0f : p[r].y * mc_exp2((p[r].x - M) * MC_L2E);
-    off = norm_offset(M);
-    a = norm_inv_sum(S);
+    off = norm_fold(norm_offset(M), S);
 #elif NORM_KIND == 1
     // (mean, M2) of each slice of n_r columns: mean = sum n_r mean_r / W,
     // M2 = sum M2_r + n_r (mean_r - mean)^2
@@ -463,8 +494,8 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
     // merge the threads' (max, sum) pairs: the row's max, each sum rescaled to it
     const float M = norm_max(m, part);
     s = m == MC_NINF ? 0.0f : s * mc_exp2((m - M) * MC_L2E);
-    const float off = norm_offset(M);
-    a = norm_inv_sum(norm_sum(s, part));
+    const float off = norm_fold(norm_offset(M), norm_sum(s, part));
+    a = 0.0f;
 #elif NORM_KIND == 1
     const float S = norm_sum(s, part), Q = norm_sum(q, part);
     const float ds = S * NORM_INV_W;   // mean - shift

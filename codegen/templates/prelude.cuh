@@ -168,7 +168,8 @@ template <bool TRANS> __device__ __forceinline__ void mc_ldmatrix_x2(u32* r, con
 // the memory-bound templates call them once per element or once per row).
 // mc_exp2: 2^x, ex2.approx.ftz (2 ulp; 2^-inf = 0, results below 2^-126
 // flush to 0); mc_rcp: 1/x, rcp.approx.ftz (1 ulp); mc_rsqrt: 1/sqrt(x),
-// rsqrt.approx.ftz (2 ulp). MC_L2E: log2(e), so e^x = mc_exp2(x * MC_L2E).
+// rsqrt.approx.ftz (2 ulp); mc_log2: log2(x), lg2.approx.ftz (2^-22.6
+// absolute; log2(0) = -inf). MC_L2E: log2(e), so e^x = mc_exp2(x * MC_L2E).
 // The emulator computes them exactly and flushes as the GPU does.
 #define MC_L2E 1.4426950408889634f
 #ifdef MC_EMULATE
@@ -176,6 +177,7 @@ __device__ __forceinline__ float mc_ftz(float y) { return fabsf(y) < 1.17549435e
 __device__ __forceinline__ float mc_exp2(float x) { return mc_ftz(exp2f(x)); }
 __device__ __forceinline__ float mc_rcp(float x) { return mc_ftz(1.0f / mc_ftz(x)); }
 __device__ __forceinline__ float mc_rsqrt(float x) { return mc_ftz(1.0f / sqrtf(mc_ftz(x))); }
+__device__ __forceinline__ float mc_log2(float x) { return log2f(mc_ftz(x)); }
 #else
 __device__ __forceinline__ float mc_exp2(float x) {
     float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
@@ -185,6 +187,9 @@ __device__ __forceinline__ float mc_rcp(float x) {
 }
 __device__ __forceinline__ float mc_rsqrt(float x) {
     float y; asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
+}
+__device__ __forceinline__ float mc_log2(float x) {
+    float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
 }
 #endif
 // Thread-block clusters (sm_90+; the emulator has its own, emu/cuda_emu.h):
