@@ -189,6 +189,10 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t);
  * vector form, one broadcast value, or v<ID> per lane:
  * mcir_vector_operand_of), a reshape as its input. */
 bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec);
+/* Whether cg_emit_value_vec also emits vvr<ID> for t, its vector form
+ * unrounded (for t's own packed store, whose conversion rounds once): t
+ * is a kernel write of f16 / bf16 computed by an elementwise op. */
+bool cg_vec_raw_write(const mcir_kernel_plan *kp, const mcir_tensor *t);
 /* Statements loading vec (a multiple of 4) values of f32 / f16 / bf16
  * kernel read ri at element IDX into float out[]: 16-byte loads (8-byte
  * for 16-bit elements at vec 4). The caller proves IDX a multiple of vec

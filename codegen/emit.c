@@ -1295,6 +1295,14 @@ static bool loaded_form(const mcir_kernel_plan *kp, const mcir_tensor *t) {
     return !n || (n->op == MCIR_OP_RESHAPE && loaded_form(kp, n->inputs[0]));
 }
 
+bool cg_vec_raw_write(const mcir_kernel_plan *kp, const mcir_tensor *t) {
+    const mcir_node *n = cg_region_producer(kp, t);
+    bool write = false;
+    for (int w = 0; w < kp->n_writes; w++) write = write || kp->writes[w] == t;
+    return write && (t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16) && n &&
+           (mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE);
+}
+
 bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
     if (!e->ok) return false;
     MCIR_ASSERT(t->id < e->n_tensors && vec > 1 && t != e->anchor_out);
@@ -1311,6 +1319,7 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
         if (!(mode[j] == MCIR_VEC_LANES ? cg_emit_value_vec(e, n->inputs[j], vec) : cg_emit_value(e, n->inputs[j])))
             return false;
     }
+    size_t fn_start = b->len;   /* the function's text, copied for vvr<ID> below */
     cg_sb_printf(b, "// %s %s, %d elements from element i (a multiple of %d)\n"
                     "__device__ __forceinline__ void vv%d(i64 i, float* out, MC_PARAMS) {\n    (void)i;\n",
                  t->name, n ? mcir_op_name(n->op) : "read", vec, vec, t->id);
@@ -1381,6 +1390,23 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
     sb_indented(b, body.s ? body.s : "", "    ");
     cg_sb_printf(b, "        out[u] = mc_round_%s(r_);\n    }\n}\n", cg_dsuffix(t->dtype));
     cg_sb_free(&body);
+    if (cg_vec_raw_write(kp, t)) {
+        /* vvr<ID>: the same, unrounded, for the write's packed store (its
+         * conversion rounds once; rounding first, then again, gives the
+         * same bits for two more instructions an element) */
+        char *text = strndup(b->s + fn_start, b->len - fn_start), from[64], to[64];
+        MCIR_ASSERT(text != NULL);
+        snprintf(from, sizeof from, "void vv%d(i64 i", t->id);
+        snprintf(to, sizeof to, "void vvr%d(i64 i", t->id);
+        char *h = strstr(text, from), *r = strstr(text, "out[u] = mc_round_");
+        MCIR_ASSERT(h && r);
+        const char *rest = strchr(r, ';');
+        *h = 0;
+        *r = 0;
+        cg_sb_printf(b, "%s%s%s", text, to, h + strlen(from));
+        cg_sb_printf(b, "out[u] = r_%s", rest);
+        free(text);
+    }
     return true;
 }
 

@@ -132,8 +132,8 @@ static void gen_pointwise_vec(cg_sb *b, cg_emitter *e, const mcir_kernel_plan *k
         if (!mcir_pointwise_vector_write(kp, w, vec)) continue;
         if (mcir_vector_form(kp, t, vec) && !cg_emit_value_vec(e, t, vec)) return;
         cg_sb_printf(b, "__device__ __forceinline__ void write_v%d(i64 i, MC_PARAMS) {\n    float vo_[%d];\n", w, vec);
-        if (mcir_vector_form(kp, t, vec))
-            cg_sb_printf(b, "    vv%d(i, vo_, MC_ARGS);\n", t->id);
+        if (mcir_vector_form(kp, t, vec))   /* (a 16-bit op's result unrounded: the store rounds it) */
+            cg_sb_printf(b, "    vv%s%d(i, vo_, MC_ARGS);\n", cg_vec_raw_write(kp, t) ? "r" : "", t->id);
         else
             cg_sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) vo_[u] = v%d(i + u, 0.0f, MC_ARGS);\n",
                          vec, t->id);

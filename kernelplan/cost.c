@@ -276,8 +276,11 @@ static void add_launch(cost_ctx *x, double dram_bytes, double flops, const char 
  * bf16 agree within 3 %) data. Calibrated with `mcirc --arch sm_90 --emit
  * audit` (nvdisasm 13.5 on NVRTC 13.0's cubins) on: elementwise a + b and
  * copy a transpose of [8192, 8192]; reduce_sum over the last axis of
- * [8192, 8192] (ba63c2e); a + b a vector at a time (#42: the copy's
- * pointwise form shares it; the tiled transpose keeps the scalar figure); the norms of #42 over 2^25 elements, rows of
+ * [8192, 8192] (ba63c2e); a + b a vector at a time (#42; 16-bit: its
+ * result stored unrounded, vvr<ID>); a copy a vector at a time, the
+ * costlier of a slice of rows of [8192, 8192] and the heads transpose of
+ * [64, 1024, 1024] (its coordinates' index math: 18.0 / 23.0 and 24.5 /
+ * 29.5; the tiled transpose keeps the scalar figure); the norms of #42 over 2^25 elements, rows of
  * W = 1024 (a warp's registers), 4096 (a block's), 65536 f16 / 40000 f32
  * (the shared-memory cache), 262144 (a cluster per row) and, on sm_80,
  * 65536 f32 / 131072 (read twice). The audit's main loops are those that
@@ -297,9 +300,9 @@ typedef struct issue_figure {
 
 static const issue_figure issue_figures[] = {
     {MCIR_TEMPLATE_ELEMENTWISE, MCIR_OP_COUNT, 0, 19.7, 58.7},
-    {MCIR_TEMPLATE_ELEMENTWISE, MCIR_OP_COUNT, 1, 8.0, 20.0},
+    {MCIR_TEMPLATE_ELEMENTWISE, MCIR_OP_COUNT, 1, 8.0, 14.7},
     {MCIR_TEMPLATE_COPY, MCIR_OP_COUNT, 0, 53.4, 114.9},
-    {MCIR_TEMPLATE_COPY, MCIR_OP_COUNT, 1, 8.0, 20.0},
+    {MCIR_TEMPLATE_COPY, MCIR_OP_COUNT, 1, 24.5, 29.5},
     {MCIR_TEMPLATE_REDUCE, MCIR_OP_COUNT, -1, 48.0, 104.0},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_WARP_REGS, 7.3, 23.6},
     {MCIR_TEMPLATE_STREAMING_NORM, MCIR_OP_LAYERNORM, MCIR_ROWS_BLOCK_REGS, 13.2, 32.2},
