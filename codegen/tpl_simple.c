@@ -234,9 +234,11 @@ bool cg_gen_elementwise(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
 
 /* ----------------------------------------------------------------- copy */
 
-/* A single transpose swapping the last two dims, read to write: 32x32
- * tiles through shared memory (+1 column against bank conflicts), so both
- * the loads and the stores are coalesced. */
+/* A single transpose swapping the last two dims, read to write: tiles
+ * through shared memory, so both the loads and the stores are coalesced —
+ * 16-byte vectors each way through a swizzled T x T tile where both
+ * extents allow (mcir_transpose_vector_width), else 32x32 tiles (+1
+ * column against bank conflicts) an element a lane. */
 bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     mcir_kernel_plan *kp = k->kp;
     if (!mcir_kernel_is_last2_transpose(kp)) return gen_pointwise(k, t, d);
@@ -248,6 +250,9 @@ bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     cg_emitter e;
     cg_begin_source(&b, kp);
     cg_emitter_init(&e, kp, &b, NULL, d);
+    if (mcir_transpose_vector_width(kp) > 1)   /* prelude.cuh mc_stv: NVVM scalarises the packed store */
+        cg_sb_puts(&b, "#ifndef MC_EMULATE\n#undef MC_GSTV\n#define MC_GSTV(T, p, i, v) mc_stv((T*)((p) + (i)), (v))\n"
+                       "#endif\n");
     cg_sb_puts(&b, "#define TR_R ");
     cg_sb_extent(&b, x, x->rank - 2);
     cg_sb_puts(&b, "\n#define TR_C ");
@@ -256,6 +261,71 @@ bool cg_gen_copy(cg_kernel *k, const mcir_target *t, mcir_diag *d) {
     cg_sb_prod(&b, x, lead);
     cg_sb_puts(&b, "\n");
     cg_emit_signature(&b, kp, THREADS);
+    int vec = mcir_transpose_vector_width(kp);
+    if (vec > 1) {
+        /* 16-byte vectors (V = 8 16-bit or 4 f32 elements): T x T tiles,
+         * T = 8V, of the storage type; 256 threads move T*T/V/256 vectors
+         * each way. In: tile row r (input row row0 + r) takes 8 chunks of
+         * V; out: output row c (input column col0 + c) gathers V elements
+         * of column c from rows r0..r0+V-1 of the tile and stores them
+         * packed. Chunk q of row r lives at chunk q ^ ((r / V) & 7): the
+         * gather's lanes (8 per output row, rows V apart) then hit 8
+         * different 16-byte chunks, no bank conflict; the chunk stores of a
+         * row stay one 128-byte line. R and C are multiples of V, so every
+         * vector is whole and aligned. */
+        bool half = mcir_dtype_size(x->dtype) == 2;
+        const char *st = half ? "unsigned short" : "float", *vt = half ? "uint4" : "float4";
+        int T = 8 * vec, per = T * T / vec / THREADS;
+        cg_sb_printf(&b,
+            " {\n"
+            "    __shared__ __align__(16) %s tile[%d][%d];\n"
+            "    const i64 tiles_c = (TR_C + %d) / %d, tiles_r = (TR_R + %d) / %d;\n"
+            "    for (i64 t = blockIdx.x; t < TR_B * tiles_r * tiles_c; t += gridDim.x) {\n"
+            "        const i64 bt = t / (tiles_r * tiles_c), rc = t %% (tiles_r * tiles_c);\n"
+            "        const i64 row0 = (rc / tiles_c) * %d, col0 = (rc %% tiles_c) * %d;\n"
+            "        const i64 base = bt * TR_R * TR_C;\n"
+            "        %s v[%d];\n"
+            "        __syncthreads();   // the tile free from the last item's gathers\n"
+            "#pragma unroll\n"
+            "        for (int k = 0; k < %d; k++) {   // every load before the first store\n"
+            "            const int q = (int)threadIdx.x + k * %d, r = q >> 3, ch = q & 7;\n"
+            "            const i64 gr = row0 + r, gc = col0 + ch * %d;\n"
+            "            if (gr < TR_R && gc < TR_C) v[k] = MC_GLDV(%s, r0, base + gr * TR_C + gc);\n"
+            "        }\n"
+            "#pragma unroll\n"
+            "        for (int k = 0; k < %d; k++) {\n"
+            "            const int q = (int)threadIdx.x + k * %d, r = q >> 3, ch = q & 7;\n"
+            "            if (row0 + r < TR_R && col0 + ch * %d < TR_C)\n"
+            "                MC_SST(*(%s*)&tile[r][((ch ^ ((r / %d) & 7)) * %d)], v[k]);\n"
+            "        }\n"
+            "        __syncthreads();\n"
+            "#pragma unroll\n"
+            "        for (int k = 0; k < %d; k++) {\n"
+            "            const int q = (int)threadIdx.x + k * %d, c = q >> 3, r0_ = (q & 7) * %d;\n"
+            "            const i64 oc = col0 + c, orow = row0 + r0_;   // output row oc, columns orow..\n"
+            "            if (oc >= TR_C || orow >= TR_R) continue;\n"
+            "            %s e[%d];\n"
+            "#pragma unroll\n"
+            "            for (int u = 0; u < %d; u++) {\n"
+            "                const int r = r0_ + u;\n"
+            "                e[u] = MC_SLD(tile[r][((c / %d) ^ ((r / %d) & 7)) * %d + c %% %d]);\n"
+            "            }\n",
+            st, T, T, T - 1, T, T - 1, T, T, T, vt, per, per, THREADS, vec, vt, per, THREADS, vec, vt, vec, vec,
+            per, THREADS, vec, st, vec, vec, vec, vec, vec, vec);
+        if (half)
+            cg_sb_puts(&b,
+                "            uint4 o;\n"
+                "            o.x = (u32)e[0] | ((u32)e[1] << 16); o.y = (u32)e[2] | ((u32)e[3] << 16);\n"
+                "            o.z = (u32)e[4] | ((u32)e[5] << 16); o.w = (u32)e[6] | ((u32)e[7] << 16);\n"
+                "            MC_GSTV(uint4, w0, base + oc * TR_R + orow, o);\n");
+        else
+            cg_sb_puts(&b,
+                "            float4 o;\n"
+                "            o.x = e[0]; o.y = e[1]; o.z = e[2]; o.w = e[3];\n"
+                "            MC_GSTV(float4, w0, base + oc * TR_R + orow, o);\n");
+        cg_sb_puts(&b, "        }\n    }\n}\n");
+        return finish(k, &b, &e);
+    }
     /* block of 256 = (32, 8): each thread moves 4 elements of a 32x32 tile
      * of the tensor's value type (integers move as i64, exactly) */
     bool ints = mcir_value_type_of(x->dtype) == MCIR_VALUE_I64;

@@ -670,6 +670,9 @@ static bool kernel_dynamic(const mcir_kernel_plan *k) {
 }
 
 static int flat_registers(const mcir_target *t, const mcir_kernel_plan *k, const mcir_flat_layout *l) {
+    /* the vectorised transpose: its vectors, the gathered lanes and the
+     * tile's index math whatever the item count */
+    if (l->kind == MCIR_FLAT_TRANSPOSE && l->vector_width > 1) return l->vector_width == 8 ? 48 : 28;
     if (l->items <= 1) return 10;
     if (l->kind == MCIR_FLAT_POOL) {
         const int64_t *win, *pads;
@@ -849,6 +852,14 @@ bool mcir_vector_remap(const mcir_kernel_plan *k, const mcir_node *n, const mcir
     default:
         return false;
     }
+}
+
+int mcir_transpose_vector_width(const mcir_kernel_plan *k) {
+    if (!mcir_kernel_is_last2_transpose(k)) return 1;
+    const mcir_tensor *x = k->reads[0];
+    if (!vec_float(x->dtype) || x->rank < 2) return 1;
+    int v = 16 / (int)mcir_dtype_size(x->dtype);
+    return content_mul(1, x, x->rank - 2) % v == 0 && content_mul(1, x, x->rank - 1) % v == 0 ? v : 1;
 }
 
 /* The operands of remap node n that its vector form takes a vector of
@@ -1112,10 +1123,16 @@ bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_f
         int64_t R = x->shape[x->rank - 2], C = x->shape[x->rank - 1];
         int64_t B = R * C > 0 ? mcir_tensor_numel(x) / (R * C) : 0;
         l->kind = MCIR_FLAT_TRANSPOSE;
-        l->items = B * ceil_div(R, 32) * ceil_div(C, 32);
+        /* tpl_simple.c: 16-byte vectors through a T x T tile of the
+         * storage dtype, T = 8V (64 for 16-bit, 32 for f32), where R and C
+         * are multiples of V; else 32x32 tiles through tile[32][33] of the
+         * value type (i64 for integers) */
+        l->vector_width = mcir_transpose_vector_width(k);
+        int64_t T = l->vector_width > 1 ? 8 * l->vector_width : 32;
+        l->items = B * ceil_div(R, T) * ceil_div(C, T);
         l->per_block = 1;
-        /* tpl_simple.c's tile[32][33] of the value type (i64 for integers) */
-        l->smem_static_bytes = 32 * 33 * (int64_t)mcir_value_type_size(mcir_value_type_of(x->dtype));
+        l->smem_static_bytes = l->vector_width > 1 ? T * T * (int64_t)mcir_dtype_size(x->dtype)
+                                                   : 32 * 33 * (int64_t)mcir_value_type_size(mcir_value_type_of(x->dtype));
     } else if (k->tpl == MCIR_TEMPLATE_COPY || k->tpl == MCIR_TEMPLATE_ELEMENTWISE) {
         l->kind = MCIR_FLAT_POINTWISE;
         l->vector_width = mcir_pointwise_vector_width(k);
@@ -1124,7 +1141,9 @@ bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_f
     } else {
         return false;
     }
-    l->registers = l->vector_width > 1 && l->items > 1 ? vec_registers(t, k, l->vector_width) : flat_registers(t, k, l);
+    l->registers = l->kind == MCIR_FLAT_POINTWISE && l->vector_width > 1 && l->items > 1
+                       ? vec_registers(t, k, l->vector_width)
+                       : flat_registers(t, k, l);
     int64_t grid = ceil_div(l->items, l->per_block);
     l->grid = grid < 1 ? 1 : min64(grid, MCIR_LAUNCH_MAX_GRID);
     l->blocks_per_sm = mcir_launch_occupancy(t, l->threads, l->registers, l->smem_static_bytes,
@@ -1188,7 +1207,8 @@ void mcir_rows_apply(mcir_kernel_plan *k, const mcir_rows_problem *g, const mcir
 
 void mcir_flat_apply(const mcir_target *t, mcir_kernel_plan *k, const mcir_flat_layout *l) {
     static const char *const flat_names[] = {"elements"}, *const tr_names[] = {"rows", "cols"};
-    int64_t flat_tile[] = {l->per_block}, tr_tile[] = {32, 32};
+    int64_t T = l->vector_width > 1 ? 8 * l->vector_width : 32;
+    int64_t flat_tile[] = {l->per_block}, tr_tile[] = {T, T};
     bool tr = l->kind == MCIR_FLAT_TRANSPOSE;
     set_tiling(&k->tiling, tr ? 2 : 1, tr ? tr_names : flat_names, tr ? tr_tile : flat_tile,
                l->threads / t->warp_size, l->vector_width, l->smem_static_bytes, l->blocks_per_sm, l->registers);

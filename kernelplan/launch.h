@@ -204,6 +204,11 @@ typedef struct mcir_flat_layout {
 bool mcir_flat_layout_of(const mcir_target *t, const mcir_kernel_plan *k, mcir_flat_layout *out);
 /* COPY kernels that the tiled transpose runs: one transpose of the last two dims. */
 bool mcir_kernel_is_last2_transpose(const mcir_kernel_plan *k);
+/* The tiled transpose's vector width: 16 bytes of f32 / f16 / bf16 (4 or
+ * 8 elements) where both transposed extents are multiples of it at every
+ * size (then T x T tiles, T = 8V, of the storage dtype, XOR-swizzled by
+ * 16-byte chunk); else 1 (32x32 tiles, an element a lane). */
+int mcir_transpose_vector_width(const mcir_kernel_plan *k);
 
 /* Pointwise kernels a vector at a time (codegen/tpl_simple.c
  * gen_pointwise, docs/codegen.md "Elementwise kernels, a vector at a

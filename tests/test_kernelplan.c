@@ -627,7 +627,8 @@ START_TEST(unfoldable_transpose_is_a_copy) {
     ck_assert_int_eq(p->n_kernels, 2);
     ck_assert_int_eq(p->kernels[0].tpl, MCIR_TEMPLATE_COPY);
     ck_assert_int_eq(p->kernels[0].smem_bytes, 0);
-    ck_assert_int_eq(p->kernels[0].smem_static_bytes, 32 * 33 * 4);   /* the f32 tile */
+    ck_assert_int_eq(p->kernels[0].smem_static_bytes, 32 * 32 * 4);   /* the f32 tile, 16-byte vectors (64 | 4, 96 | 4) */
+    ck_assert_int_eq(p->kernels[0].tiling.vector_width, 4);
     ck_assert_int_eq(p->kernels[1].tpl, MCIR_TEMPLATE_ELEMENTWISE);
     bool rejected = false;
     for (int i = 0; i < mcir_trace_count(tr); i++) {
