@@ -217,6 +217,22 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
 #define NORM_SLICE ((((NORM_W) + NORM_CLUSTER - 1) / NORM_CLUSTER + NORM_V - 1) / NORM_V * NORM_V)
 #endif
 
+#if NORM_LAYOUT >= 2 && NORM_KIND == 0
+// softmax's online statistics, one vector at a time (the streamed row's
+// passes and the caches' first pass): the running max m and sum s of
+// 2^(x log2e - m log2e), the sum rescaled once per vector, not per element
+__device__ __forceinline__ void norm_online_step(const float* v, float& m, float& s) {
+    float mv = m;
+#pragma unroll
+    for (int u = 0; u < NORM_V; u++) mv = fmaxf(mv, v[u]);
+    if (mv > m) s *= mc_exp2((m - mv) * MC_L2E);
+    m = mv;
+    const float off = norm_offset(m);
+#pragma unroll
+    for (int u = 0; u < NORM_V; u++) s += mc_exp2(fmaf(v[u], MC_L2E, -off));
+}
+#endif
+
 #if NORM_LAYOUT >= 2
 // The output pass of the layouts that do not keep the row in registers:
 // four vectors a thread read (from the cache, or from X again) before the
@@ -308,14 +324,7 @@ __device__ __forceinline__ void norm_block_stats(i64 row, int t, i64 lo, i64 hi,
                 cache_put(cache, j - lo, &v[k * NORM_V]);
 #endif
 #if NORM_KIND == 0
-                float mv = acc;
-#pragma unroll
-                for (int u = 0; u < NORM_V; u++) mv = fmaxf(mv, v[k * NORM_V + u]);
-                if (mv > acc) s *= mc_exp2((acc - mv) * MC_L2E);
-                acc = mv;
-                const float o = norm_offset(acc);
-#pragma unroll
-                for (int u = 0; u < NORM_V; u++) s += mc_exp2(fmaf(v[k * NORM_V + u], MC_L2E, -o));
+                norm_online_step(&v[k * NORM_V], acc, s);
 #else
 #pragma unroll
                 for (int u = 0; u < NORM_V; u++) {
@@ -467,15 +476,7 @@ __device__ __forceinline__ void norm_row(i64 row, int t, float* part, MC_PARAMS)
             const i64 j = j0 + (i64)k * NORM_CHUNK;
             if (j < NORM_W) {
 #if NORM_KIND == 0
-                float mv = m;
-#pragma unroll
-                for (int u = 0; u < NORM_V; u++) mv = fmaxf(mv, v[k * NORM_V + u]);
-                // rescale the running sum once per vector, not per element
-                if (mv > m) s *= mc_exp2((m - mv) * MC_L2E);
-                m = mv;
-                const float off = norm_offset(m);
-#pragma unroll
-                for (int u = 0; u < NORM_V; u++) s += mc_exp2(fmaf(v[k * NORM_V + u], MC_L2E, -off));
+                norm_online_step(&v[k * NORM_V], m, s);
 #elif NORM_KIND == 1
 #pragma unroll
                 for (int u = 0; u < NORM_V; u++) {
