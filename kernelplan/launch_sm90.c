@@ -204,8 +204,11 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
             mask_bytes = (bn * mes + 1023) / 1024 * 1024;
         }
         int64_t smem = q_bytes + l->stages * (2 * bn * d * 2 + mask_bytes) + 1024;
+        /* the static part: the Q, K and V rings' mbarriers and a 4-byte
+         * slot per consumer thread (mc_anchor_wait) */
+        int64_t smem_static = 8 * (2 + 4 * l->stages) + 4 * 128 * l->consumers;
         if (planned && bn != tile_of(&k->tiling, "kv")) continue;
-        if (smem <= t->smem_per_block_optin) {
+        if (smem + smem_static <= t->smem_per_block_optin) {
             l->bn = bn;
             l->smem_bytes = smem;
             break;

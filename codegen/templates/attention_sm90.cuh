@@ -72,8 +72,9 @@
 #define ATT_M_SPACE 0
 #define ATT_M_GROUP 0
 #endif
-#define ATT_KV_BYTES (2 * ATT_DB * ATT_KVBOX)
-#define ATT_STAGE (ATT_KV_BYTES + ATT_M_SPACE)    // K, V, mask: bytes of a stage
+#define ATT_KV_BYTES (ATT_DB * ATT_KVBOX)        // one K or V tile
+#define ATT_KSTAGE (ATT_KV_BYTES + ATT_M_SPACE)   // a K stage: K and the mask tile
+#define ATT_K_RING (ATT_STAGES * ATT_KSTAGE)
 #define ATT_TURN 1   // named barriers 1 + c: group c's turn to issue (count 256)
 #define ATT_OBAR 3   // 3 + c: group c's O tile is in shared memory (count 128)
 
@@ -191,42 +192,70 @@ __device__ __forceinline__ float att_exp2(float x) {
 #endif
 }
 
-// The online softmax of one S tile: scale, causal and key-range masking,
+// Whether a K/V tile needs the per-score key mask for any row of consumer
+// group c (uniform over the group, as the loops that branch on it must be:
+// wgmma is warp-group wide): it reaches past the group's smallest last
+// visible key — NK - 1, causal: i + NK - NQ for the group's smallest query
+// i (0 where the group's rows wrap to another packed head).
+__device__ __forceinline__ int att_group_lim(const att_item& it, int c) {
+    int lim = (int)ATT_NK - 1;
+#if ATT_CAUSAL
+    const int first = it.r0 + 64 * c;
+    const int last = first + 63 < (int)ATT_NR - 1 ? first + 63 : (int)ATT_NR - 1;
+    const int qmin = (ATT_PACK > 1 && last / (int)ATT_NQ != first / (int)ATT_NQ) ? 0 : first % (int)ATT_NQ;
+    const int cl = qmin + (int)(ATT_NK - ATT_NQ);
+    if (cl < lim) lim = cl;
+#else
+    (void)it, (void)c;
+#endif
+    return lim;
+}
+// The tiles of an item, from the first, that no row of group c masks
+__device__ __forceinline__ int att_plain_tiles(const att_item& it, int c) {
+    const int lim = att_group_lim(it, c);
+    const int n = lim + 1 - it.kv0 >= 0 ? (lim + 1 - it.kv0) / ATT_BN : 0;
+    return n < it.tiles ? n : it.tiles;
+}
+
+// The online softmax of one S tile: scale, causal and key-range masking
+// (MASK: the tile reaches past a row's last visible key; the loops run the
+// tiles that need it apart, so no branch on it sits between the waits),
 // running max m and sum l (per-thread partials: the quad is summed at the
 // end), P = e^(S - m) in place; alpha: the factor O takes.
+template <bool MASK>
 __device__ __forceinline__ void att_softmax(float* sc, int kv0, int row_a, int tq4, float* m_r, float* l_r,
                                             float* alpha) {
     float mx[2] = {MC_NINF, MC_NINF};
-    // keys >= NK are dead; causal: keys > lim[r] too (the row's query i
-    // sees j <= i + NK - NQ)
-    int lim[2] = {(int)ATT_NK - 1, (int)ATT_NK - 1};
+    if (!(ATT_SCALE > 0.0f)) {   // scale <= 0: scale first, then mask and max (natural units)
+#pragma unroll
+        for (int v = 0; v < ATT_BN / 2; v++) sc[v] *= ATT_SCALE;
+    }
+    if (MASK) {
+        // keys >= NK are dead; causal: keys > lim[r] too (the row's query i
+        // sees j <= i + NK - NQ)
+        int lim[2] = {(int)ATT_NK - 1, (int)ATT_NK - 1};
 #if ATT_CAUSAL
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int qi = ATT_PACK > 1 ? (row_a + 8 * r) % (int)ATT_NQ : row_a + 8 * r;
-        const int c = qi + (int)(ATT_NK - ATT_NQ);
-        lim[r] = c < lim[r] ? c : lim[r];
-    }
-#else
-    (void)row_a;
+        for (int r = 0; r < 2; r++) {
+            const int qi = ATT_PACK > 1 ? (row_a + 8 * r) % (int)ATT_NQ : row_a + 8 * r;
+            const int c = qi + (int)(ATT_NK - ATT_NQ);
+            lim[r] = c < lim[r] ? c : lim[r];
+        }
 #endif
-    // only a tile that reaches past a row's last visible key masks (the
-    // last tile of a ragged NK, the causal diagonal): the others skip the
-    // per-score compare
-    const bool edge = kv0 + ATT_BN - 1 > (lim[0] < lim[1] ? lim[0] : lim[1]);
+#pragma unroll
+        for (int v = 0; v < ATT_BN / 2; v++) {
+            const int hi = (v >> 1) & 1, kj = kv0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
+            if (kj > lim[hi]) sc[v] = MC_NINF;
+        }
+    } else {
+        (void)kv0, (void)row_a, (void)tq4;
+    }
     if (ATT_SCALE > 0.0f) {
         // FlashAttention-3's exponent: the running max of the raw scores
         // (scale > 0 keeps their order) and p = 2^(s·scale·log2e − m·scale·log2e),
         // one FFMA and one ex2 per score; an all-masked row keeps m = −inf
         // and takes 0 as its offset, so its p are 2^−inf = 0
         const float sl2 = ATT_SCALE * 1.4426950408889634f;
-        if (edge) {
-#pragma unroll
-            for (int v = 0; v < ATT_BN / 2; v++) {
-                const int hi = (v >> 1) & 1, kj = kv0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
-                if (kj > lim[hi]) sc[v] = MC_NINF;
-            }
-        }
 #pragma unroll
         for (int v = 0; v < ATT_BN / 2; v++) mx[(v >> 1) & 1] = fmaxf(mx[(v >> 1) & 1], sc[v]);
         float off[2];
@@ -248,13 +277,8 @@ __device__ __forceinline__ void att_softmax(float* sc, int kv0, int row_a, int t
         }
         return;
     }
-    // scale <= 0: scale first, then the max (natural units)
 #pragma unroll
-    for (int v = 0; v < ATT_BN / 2; v++) {
-        const int hi = (v >> 1) & 1, kj = kv0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
-        sc[v] = edge && kj > lim[hi] ? MC_NINF : sc[v] * ATT_SCALE;
-        mx[hi] = fmaxf(mx[hi], sc[v]);
-    }
+    for (int v = 0; v < ATT_BN / 2; v++) mx[(v >> 1) & 1] = fmaxf(mx[(v >> 1) & 1], sc[v]);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -287,16 +311,99 @@ __device__ __forceinline__ void att_convert_p(u32* pa, const float* sc) {
         }
 }
 
+// The producer's loads: K tile i of an item (and its mask tile) into the
+// next K stage; V tile i into the next V stage
+__device__ __forceinline__ void att_load_k(const att_item& it, int i, mc_ring<ATT_STAGES>& kring, mc_ring_state& ks,
+                                           unsigned char* Ks, const CUtensorMap* tk, int* ck, const CUtensorMap* tm,
+                                           int* cm) {
+    const int kv0 = it.kv0 + i * ATT_BN;
+    u64* bar = mc_ring_acquire(kring, ks, ATT_KV_BYTES + ATT_M_BYTES);
+    unsigned char* sp = Ks + ks.stage * ATT_KSTAGE;
+    for (int j = 0; j < ATT_DB; j++) {
+        ck[0] = 64 * j;
+        ck[1] = kv0;
+        mc_tma_load(sp + j * ATT_KVBOX, tk, ck, bar);
+    }
+#if ATT_MASK == 1
+    for (int g = 0; g < ATT_CWG; g++)
+        for (int j = 0; j < ATT_MBOXES; j++) {
+            cm[0] = kv0 + j * ATT_MCOLS;
+            cm[1] = it.r0 + 64 * g;
+            mc_tma_load(sp + ATT_KV_BYTES + g * ATT_M_GROUP + j * (64 * ATT_MB), tm, cm, bar);
+        }
+#elif ATT_MASK == 2
+    cm[0] = kv0;
+    cm[1] = 0;
+    mc_tma_load(sp + ATT_KV_BYTES, tm, cm, bar);
+#else
+    (void)tm, (void)cm;
+#endif
+    mc_ring_next<ATT_STAGES>(ks);
+}
+__device__ __forceinline__ void att_load_v(const att_item& it, int i, mc_ring<ATT_STAGES>& vring, mc_ring_state& vs,
+                                           unsigned char* Vs, const CUtensorMap* tv, int* cv) {
+    u64* bar = mc_ring_acquire(vring, vs, ATT_KV_BYTES);
+    unsigned char* sp = Vs + vs.stage * ATT_KV_BYTES;
+    for (int j = 0; j < ATT_DB; j++) {
+        cv[0] = 64 * j;
+        cv[1] = it.kv0 + i * ATT_BN;
+        mc_tma_load(sp + j * ATT_KVBOX, tv, cv, bar);
+    }
+    mc_ring_next<ATT_STAGES>(vs);
+}
+
+// Tile i >= 1 of an item in consumer group c: this group's turn issues
+// S(i), rescales O (P V(i-2) has retired) and issues P V(i-1) behind it;
+// the other group's softmax runs meanwhile. K(i) goes back once S(i) has
+// landed (wait_group 1), the softmax of tile i runs while P V(i-1) does,
+// V(i-1) goes back once that retired (wait_group 0), and P(i) is converted.
+template <bool MASKED>
+__device__ __forceinline__ void att_step(const att_item& it, int i, int c, int lr_a, int row_a, int tq4, int lane,
+                                         u32 q_at, u32 k_base, u32 v_base, mc_ring<ATT_STAGES>& kring,
+                                         mc_ring<ATT_STAGES>& vring, mc_ring_state& ks, mc_ring_state& vs, float* o,
+                                         float* sc, u32* pa, float* m_r, float* l_r, float* alpha, float* anchor) {
+    mc_ring_wait(kring, ks);
+    const u32 k_at = k_base + ks.stage * ATT_KSTAGE;
+    if (ATT_MASK) att_init_s(sc, k_at + ATT_KV_BYTES + c * ATT_M_GROUP, lr_a, tq4);
+    att_turn_begin(c);
+    mc_fence_regs<ATT_BN / 2>(sc);
+    mc_wgmma_fence();
+    att_issue_s(sc, q_at, k_at);
+#pragma unroll
+    for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
+    mc_ring_wait(vring, vs);
+    mc_fence_regs<ATT_D / 2>(o);
+    mc_fence_regs<ATT_BN / 4>(pa);
+    mc_wgmma_fence();
+    att_issue_pv(o, pa, v_base + vs.stage * ATT_KV_BYTES);
+    att_turn_end(c);
+    mc_wgmma_wait<1>();   // S has landed; P V may still run
+    mc_fence_regs<ATT_BN / 2>(sc);
+    mc_ring_release(kring, ks, lane);
+    mc_ring_next<ATT_STAGES>(ks);
+    att_softmax<MASKED>(sc, it.kv0 + i * ATT_BN, row_a, tq4, m_r, l_r, alpha);
+    mc_anchor_wait(anchor, l_r[0] + l_r[1]);   // the sums need every exponential: the wait stays behind them
+    mc_wgmma_wait<0>();   // P V of tile i-1 retired: V goes back, O and P are free
+    mc_fence_regs<ATT_D / 2>(o);
+    mc_fence_regs<ATT_BN / 4>(pa);
+    att_convert_p(pa, sc);
+    mc_ring_release(vring, vs, lane);
+    mc_ring_next<ATT_STAGES>(vs);
+}
+
 __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
                                                   const CUtensorMap* tm, const CUtensorMap* to, ATT_O_T* O,
                                                   float* P) {
     MC_DYNAMIC_SMEM(mc_smem_raw);
     __shared__ __align__(8) mc_ring<1> qring;             // Q: one stage, released by the consumers
-    __shared__ __align__(8) mc_ring<ATT_STAGES> ring;     // K, V (and the mask)
+    __shared__ __align__(8) mc_ring<ATT_STAGES> kring;    // K (and the mask), released once S has landed
+    __shared__ __align__(8) mc_ring<ATT_STAGES> vring;    // V, released once P V has retired
+    __shared__ float att_anchor[128 * ATT_CWG];          // a consumer thread's mc_anchor_wait slot
     // the swizzle follows shared-address bits: tiles start 1024-aligned
     unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);
     unsigned char* Qs = smem;
-    unsigned char* KVs = smem + ATT_Q_BYTES;
+    unsigned char* Ks = smem + ATT_Q_BYTES;
+    unsigned char* Vs = Ks + ATT_K_RING;
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     (void)tm;
     (void)O;
@@ -306,7 +413,8 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
     const i64 n_items = (i64)ATT_NB * ATT_QTILES * ATT_SPLITS;
     if (threadIdx.x == 0) {
         mc_ring_init(qring, 4 * ATT_CWG);   // released by lane 0 of every consumer warp
-        mc_ring_init(ring, 4 * ATT_CWG);
+        mc_ring_init(kring, 4 * ATT_CWG);
+        mc_ring_init(vring, 4 * ATT_CWG);
         mc_fence_mbar_init();
     }
     __syncthreads();
@@ -318,50 +426,35 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         mc_regs_dec<ATT_PRODUCER_REGS>();
 #endif
         if (threadIdx.x != 0) return;
-        mc_ring_state qs = {0, 0}, st = {0, 0};
+        mc_ring_state qs = {0, 0}, ks = {0, 0}, vs = {0, 0};
         for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
             const att_item it = att_item_of(t);
-            int c[5];
-            att_coords_q(it.b, c + 2);
-            u64* qbar = mc_ring_acquire(qring, qs, ATT_Q_BYTES);   // the consumers are done with Q
-            for (int g = 0; g < ATT_CWG; g++)
-                for (int j = 0; j < ATT_DB; j++) {
-                    c[0] = 64 * j;
-                    c[1] = it.r0 + 64 * g;
-                    mc_tma_load(Qs + (g * ATT_DB + j) * ATT_QBOX, tq, c, qbar);
-                }
-            mc_ring_next<1>(qs);
-            int ck[5], cv[5];
+            int cq[5], ck[5], cv[5];
+            att_coords_q(it.b, cq + 2);
             att_coords_k(it.b, ck + 2);
             att_coords_v(it.b, cv + 2);
-#if ATT_MASK
             int cm[5];
+#if ATT_MASK
             att_coords_m(it.b, cm + 2);
 #endif
-            for (int i = 0; i < it.tiles; i++) {
-                const int kv0 = it.kv0 + i * ATT_BN;
-                u64* bar = mc_ring_acquire(ring, st, ATT_KV_BYTES + ATT_M_BYTES);
-                unsigned char* sp = KVs + st.stage * ATT_STAGE;
+            // K0 first: it may stream while the previous item's consumers
+            // finish; then Q, once they released its slot
+            att_load_k(it, 0, kring, ks, Ks, tk, ck, tm, cm);
+            u64* qbar = mc_ring_acquire(qring, qs, ATT_Q_BYTES);
+            for (int g = 0; g < ATT_CWG; g++)
                 for (int j = 0; j < ATT_DB; j++) {
-                    ck[0] = cv[0] = 64 * j;
-                    ck[1] = cv[1] = kv0;
-                    mc_tma_load(sp + j * ATT_KVBOX, tk, ck, bar);
-                    mc_tma_load(sp + (ATT_DB + j) * ATT_KVBOX, tv, cv, bar);
+                    cq[0] = 64 * j;
+                    cq[1] = it.r0 + 64 * g;
+                    mc_tma_load(Qs + (g * ATT_DB + j) * ATT_QBOX, tq, cq, qbar);
                 }
-#if ATT_MASK == 1
-                for (int g = 0; g < ATT_CWG; g++)
-                    for (int j = 0; j < ATT_MBOXES; j++) {
-                        cm[0] = kv0 + j * ATT_MCOLS;
-                        cm[1] = it.r0 + 64 * g;
-                        mc_tma_load(sp + ATT_KV_BYTES + g * ATT_M_GROUP + j * (64 * ATT_MB), tm, cm, bar);
-                    }
-#elif ATT_MASK == 2
-                cm[0] = kv0;
-                cm[1] = 0;
-                mc_tma_load(sp + ATT_KV_BYTES, tm, cm, bar);
-#endif
-                mc_ring_next<ATT_STAGES>(st);
+            mc_ring_next<1>(qs);
+            // K of tile i ahead of V of tile i - 1 (FlashAttention-3's order:
+            // S(i) is issued before P V(i - 1))
+            for (int i = 1; i < it.tiles; i++) {
+                att_load_k(it, i, kring, ks, Ks, tk, ck, tm, cm);
+                att_load_v(it, i - 1, vring, vs, Vs, tv, cv);
             }
+            att_load_v(it, it.tiles - 1, vring, vs, Vs, tv, cv);
         }
         return;
     }
@@ -372,11 +465,12 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 #endif
     const int c = wg - 1, w = warp & 3, g = lane >> 2, tq4 = lane & 3;
     const int lr_a = 16 * w + g;   // this thread's first row in the group
-    const u32 q_at = mc_saddr(Qs + c * ATT_DB * ATT_QBOX), kv_at = mc_saddr(KVs);
+    const u32 q_at = mc_saddr(Qs + c * ATT_DB * ATT_QBOX), k_base = mc_saddr(Ks), v_base = mc_saddr(Vs);
+    float* anchor = &att_anchor[threadIdx.x - 128];
 #if ATT_CWG > 1
     if (c == 1) mc_bar_arrive(ATT_TURN + 0, 256);   // group 0 takes the first turn
 #endif
-    mc_ring_state qs = {0, 0}, st = {0, 0};
+    mc_ring_state qs = {0, 0}, ks = {0, 0}, vs = {0, 0};
     float o[ATT_D / 2], sc[ATT_BN / 2];
     u32 pa[ATT_BN / 4];   // P of the tile whose P V comes next, as wgmma A fragments
 #pragma unroll
@@ -391,11 +485,10 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         for (int v = 0; v < ATT_D / 2; v++) o[v] = 0.0f;
         mc_ring_wait(qring, qs);
 
-        // the first K/V tile: S only
-        mc_ring_wait(ring, st);
-        u32 k_at = kv_at + st.stage * ATT_STAGE, v_prev = k_at + ATT_DB * ATT_KVBOX;
-        u32 ms = k_at + ATT_KV_BYTES + c * ATT_M_GROUP;
-        if (ATT_MASK) att_init_s(sc, ms, lr_a, tq4);
+        // the first K/V tile: S only (masked: it may hold the diagonal)
+        mc_ring_wait(kring, ks);
+        u32 k_at = k_base + ks.stage * ATT_KSTAGE;
+        if (ATT_MASK) att_init_s(sc, k_at + ATT_KV_BYTES + c * ATT_M_GROUP, lr_a, tq4);
         att_turn_begin(c);
         mc_fence_regs<ATT_BN / 2>(sc);
         mc_wgmma_fence();
@@ -403,55 +496,50 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         att_turn_end(c);
         mc_wgmma_wait<0>();
         mc_fence_regs<ATT_BN / 2>(sc);
-        att_softmax(sc, it.kv0, row_a, tq4, m_r, l_r, alpha);
+        mc_ring_release(kring, ks, lane);
+        mc_ring_next<ATT_STAGES>(ks);
+        att_softmax<true>(sc, it.kv0, row_a, tq4, m_r, l_r, alpha);
         att_convert_p(pa, sc);
-        mc_ring_state prev = st;
-        mc_ring_next<ATT_STAGES>(st);
 
+        // Tile i: this group's turn issues S(i), rescales O (P V(i-2) has
+        // retired) and issues P V(i-1) behind it; the other group's softmax
+        // runs meanwhile. K(i) goes back once S(i) landed (wait_group 1),
+        // the softmax of tile i runs while P V(i-1) does, V(i-1) goes back
+        // once that retired (wait_group 0), and P(i) is converted.
+        int plain = att_plain_tiles(it, c);
+        mc_opaque(plain);
+        int i = 1;
 #pragma unroll 1
-        for (int i = 1; i < it.tiles; i++) {
-            mc_ring_wait(ring, st);
-            k_at = kv_at + st.stage * ATT_STAGE;
-            ms = k_at + ATT_KV_BYTES + c * ATT_M_GROUP;
-            if (ATT_MASK) att_init_s(sc, ms, lr_a, tq4);
-            // this group's turn: S of tile i, then P V of tile i-1, issued
-            // back to back; the other group's softmax runs meanwhile
-            att_turn_begin(c);
-            mc_fence_regs<ATT_BN / 2>(sc);
-            mc_fence_regs<ATT_D / 2>(o);
-            mc_fence_regs<ATT_BN / 4>(pa);
-            mc_wgmma_fence();
-            att_issue_s(sc, q_at, k_at);
-            att_issue_pv(o, pa, v_prev);
-            att_turn_end(c);
-            mc_wgmma_wait<1>();   // S has landed; P V may still run
-            mc_fence_regs<ATT_BN / 2>(sc);
-            att_softmax(sc, it.kv0 + i * ATT_BN, row_a, tq4, m_r, l_r, alpha);
-            mc_wgmma_wait<0>();   // P V of tile i-1 retired: its stage goes back, O and P are free
-            mc_fence_regs<ATT_D / 2>(o);
-            mc_fence_regs<ATT_BN / 4>(pa);
-            mc_ring_release(ring, prev, lane);
-#pragma unroll
-            for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
-            att_convert_p(pa, sc);
-            v_prev = k_at + ATT_DB * ATT_KVBOX;
-            prev = st;
-            mc_ring_next<ATT_STAGES>(st);
-        }
+        for (; i < plain; i++)
+            att_step<false>(it, i, c, lr_a, row_a, tq4, lane, q_at, k_base, v_base, kring, vring, ks, vs, o, sc, pa,
+                            m_r, l_r, alpha, anchor);
+#pragma unroll 1
+        for (; i < it.tiles; i++)
+            att_step<true>(it, i, c, lr_a, row_a, tq4, lane, q_at, k_base, v_base, kring, vring, ks, vs, o, sc, pa,
+                           m_r, l_r, alpha, anchor);
+
         // the last tile's O += P V, outside the turns
+#pragma unroll
+        for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
+        mc_ring_wait(vring, vs);
         mc_fence_regs<ATT_D / 2>(o);
         mc_fence_regs<ATT_BN / 4>(pa);
         mc_wgmma_fence();
-        att_issue_pv(o, pa, v_prev);
+        att_issue_pv(o, pa, v_base + vs.stage * ATT_KV_BYTES);
         mc_wgmma_wait<0>();
         mc_fence_regs<ATT_D / 2>(o);
-        mc_ring_release(ring, prev, lane);
+        mc_ring_release(vring, vs, lane);
+        mc_ring_next<ATT_STAGES>(vs);
 
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 1);
             l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 2);
         }
+#if !ATT_SPLIT_KV
+        // 1 / l once per row (a fully masked row, l = 0, gets 0)
+        const float inv[2] = {l_r[0] > 0.0f ? 1.0f / l_r[0] : 0.0f, l_r[1] > 0.0f ? 1.0f / l_r[1] : 0.0f};
+#endif
 #if ATT_SPLIT_KV
         // this split's unnormalised O, running max and sum (rows < NR)
         mc_ring_release(qring, qs, lane);
@@ -481,10 +569,9 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v += 2) {
             const int r = lr_a + 8 * ((v >> 1) & 1), dv = 8 * (v >> 2) + 2 * tq4;
-            const float l = l_r[(v >> 1) & 1];
+            const float f = inv[(v >> 1) & 1];
             const u32 lin = (u32)((dv / 64) * ATT_QBOX + r * 128 + (dv % 64) * 2);
-            MC_SST(*(u32*)(os + (lin ^ ((lin >> 3) & 0x70u))),
-                   att_pack(l > 0.0f ? o[v] / l : 0.0f, l > 0.0f ? o[v + 1] / l : 0.0f));
+            MC_SST(*(u32*)(os + (lin ^ ((lin >> 3) & 0x70u))), att_pack(o[v] * f, o[v + 1] * f));
         }
         mc_fence_proxy_async();
         mc_bar_sync(ATT_OBAR + c, 128);   // the group's slice is written
@@ -507,8 +594,7 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         for (int v = 0; v < ATT_D / 2; v++) {
             const int r = row_a + 8 * ((v >> 1) & 1);
             const int dv = 8 * (v >> 2) + 2 * tq4 + (v & 1);
-            const float l = l_r[(v >> 1) & 1];
-            if (r < ATT_NR) ATT_ST_O(O, ob + att_o_row(r) + (i64)dv * O_SD, l > 0.0f ? o[v] / l : 0.0f);
+            if (r < ATT_NR) ATT_ST_O(O, ob + att_o_row(r) + (i64)dv * O_SD, o[v] * inv[(v >> 1) & 1]);
         }
 #endif
         mc_ring_next<1>(qs);

@@ -200,6 +200,20 @@ __device__ __forceinline__ void mc_opaque(int& v) {
     (void)v;
 #endif
 }
+// Keeps a wgmma.wait_group after the register work that produced v: v is
+// stored into this thread's own shared slot (a word nobody reads) just
+// before the wait. ptxas places a wait's WARPGROUP.DEPBAR as early as its
+// ordering allows, ahead of independent register work; an attention's
+// whole softmax, meant to run while its P·V wgmma does, ended up behind it.
+// A store that needs the end of that work is ordered before the wait, and
+// so the wait after the work (docs/codegen.md "The softmax under P·V").
+__device__ __forceinline__ void mc_anchor_wait(float* slot, float v) {
+#ifdef MC_EMULATE
+    MC_SST(*slot, v);
+#else
+    asm volatile("st.shared.f32 [%0], %1;" ::"r"(mc_saddr(slot)), "f"(v) : "memory");
+#endif
+}
 // Shared-memory matrix descriptor, 128-byte swizzle (layout type 1):
 // start address, leading and stride byte offsets, each >> 4.
 __device__ __forceinline__ u64 mc_desc_sw128(u32 saddr, u32 lbo, u32 sbo) {
