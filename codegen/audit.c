@@ -283,6 +283,23 @@ void cg_audit_sass(mcir_kernel_audit *a, const char *text, const char *why, cons
     }
     if (!cg_sass_parse(text, a->entry, s)) return;
     s->inflight_sm_bytes = (int64_t)a->blocks_per_sm * a->threads * s->inflight_thread_bytes;
+    if (t && kp && kp->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && cg_attention_sm90_planned(kp) &&
+        s->wgmma_loops > 0 && t->clock_ghz > 0 && t->sm_count > 0) {
+        /* a K/V tile of one consumer group: S = Q K^T and O += P V, each
+         * 64 x BN x d multiply-adds, at the target's tensor peak per SM */
+        int64_t bn = 0, d = 0;
+        for (int i = 0; i < kp->tiling.n_dims && i < MCIR_MAX_TILE_DIMS; i++) {
+            if (strcmp(kp->tiling.dim_names[i], "kv") == 0) bn = kp->tiling.block_tile[i];
+            if (strcmp(kp->tiling.dim_names[i], "d") == 0) d = kp->tiling.block_tile[i];
+        }
+        bool bf16 = kp->anchor && kp->anchor->inputs[0]->dtype == MCIR_DTYPE_BF16;
+        double peak = bf16 ? t->bf16_tc_tflops : t->f16_tc_tflops;
+        double per_clock = peak * 1e12 / (t->sm_count * t->clock_ghz * 1e9);
+        if (bn > 0 && d > 0 && per_clock > 0) {
+            s->tile_tensor_clocks = 4.0 * 64 * (double)bn * (double)d / per_clock;
+            s->tile_issue_ratio = (double)s->wgmma_loop_instructions / s->wgmma_loops / s->tile_tensor_clocks;
+        }
+    }
     if (!t || !memory_bound(kp) || s->loop_bytes <= 0) return;
     /* a warp moves 16 bytes a lane (512 bytes) per weighted_per_16b
      * instructions, over the bytes the cost model says the kernel's loads
@@ -330,8 +347,18 @@ static void print_sass(FILE *out, int w, const mcir_sass_audit *s) {
     print_mufu(out, k);
     fprintf(out, ", FCHK %d, slow paths %d, integer divisions %d, %d loop%s\n", k->fchk, k->slow_paths,
             k->int_div_calls, s->loops, s->loops == 1 ? "" : "s");
+    if (s->wgmma_loops) {
+        fprintf(out, "%-*s   SASS wgmma loop%s (%d): %d/iter, HGMMA %d, MUFU.EX2 %d, %d of them while a wgmma group "
+                     "is in flight (%d of %d loops all)",
+                w, "", s->wgmma_loops > 1 ? "s" : "", s->wgmma_loops, s->wgmma_loop_instructions, s->wgmma_loop_hgmma,
+                s->wgmma_loop_ex2, s->wgmma_loop_ex2_overlapped, s->wgmma_loops_overlapped, s->wgmma_loops);
+        if (s->tile_tensor_clocks > 0)
+            fprintf(out, "; a warp issues %.0f per K/V tile against %.0f tensor clocks of its group (%.2f)",
+                    (double)s->wgmma_loop_instructions / s->wgmma_loops, s->tile_tensor_clocks, s->tile_issue_ratio);
+        fputc('\n', out);
+    }
     if (!s->main_loops) {
-        fprintf(out, "%-*s   SASS main loop: none (no loop holds a global load)\n", w, "");
+        if (!s->wgmma_loops) fprintf(out, "%-*s   SASS main loop: none (no loop holds a global load)\n", w, "");
         return;
     }
     fprintf(out, "%-*s   SASS main loop%s (%d): %d/iter moving %d B a lane, %.1f per 16 B (weighted %.1f), ", w, "",

@@ -703,6 +703,56 @@ static bool loop_has_global(const sass_fn *f, const sass_cfg *g, const sass_loop
     return false;
 }
 
+/* Whether loop L holds an HGMMA. */
+static bool loop_has_hgmma(const sass_fn *f, const sass_cfg *g, const sass_loop *L) {
+    for (int v = 0; v < g->n; v++)
+        if (bit(L->body, v))
+            for (int i = g->b[v].first; i <= g->b[v].last; i++)
+                if (op_is(&f->ins[i], "HGMMA")) return true;
+    return false;
+}
+
+/* "WARPGROUP.DEPBAR.LE gsb0, 0xN": N, the wgmma groups it leaves in
+ * flight; -1 for any other instruction. */
+static int depbar_pending(const sass_ins *x) {
+    if (!op_is(x, "WARPGROUP")) return -1;
+    const char *p = x->op + 9, *end = x->op + x->op_n;
+    if (end - p < 10 || memcmp(p, ".DEPBAR.LE", 10) != 0) return -1;
+    const char *a = x->args, *ae = x->args + x->args_n;
+    while (a < ae && *a != ',') a++;
+    if (a >= ae) return -1;
+    a++;
+    while (a < ae && *a == ' ') a++;
+    return (int)strtol(a, NULL, 0);
+}
+
+/* One iteration of wgmma loop L into s: its hot instructions in address
+ * order, the EX2 between a wait that leaves groups in flight and the next
+ * that leaves none. */
+static void wgmma_loop(const sass_fn *f, const sass_cfg *g, const sass_loop *L, mcir_sass_audit *s) {
+    int ex2 = 0, under = 0;
+    bool pending = false;
+    s->wgmma_loops++;
+    for (int v = 0; v < g->n; v++) {
+        if (!bit(L->body, v) || g->b[v].cold) continue;
+        for (int i = g->b[v].first; i <= g->b[v].last; i++) {
+            const sass_ins *x = &f->ins[i];
+            if (op_is(x, "NOP")) continue;
+            s->wgmma_loop_instructions++;
+            int d = depbar_pending(x);
+            if (d >= 0) pending = d > 0;
+            if (op_is(x, "HGMMA")) s->wgmma_loop_hgmma++;
+            if (op_is(x, "MUFU") && x->op_n >= 8 && memcmp(x->op + 5, "EX2", 3) == 0) {
+                ex2++;
+                under += pending;
+            }
+        }
+    }
+    s->wgmma_loop_ex2 += ex2;
+    s->wgmma_loop_ex2_overlapped += under;
+    s->wgmma_loops_overlapped += ex2 > 0 && under == ex2;
+}
+
 /* ------------------------------------------------------------ dataflow */
 
 /* Whether an operand list names a register of `pending`: R<n> (not
@@ -869,6 +919,14 @@ bool cg_sass_parse(const char *text, const char *entry, mcir_sass_audit *s) {
         s->per_16b = s->loop.instructions / vectors;
         s->weighted_per_16b = (s->loop.instructions + (MCIR_SASS_MUFU_WEIGHT - 1) * mufu +
                                MCIR_SASS_SLOW_PATH_WEIGHT * s->loop.slow_paths) / vectors;
+    }
+    /* the wgmma loops: holding an HGMMA, with no loop inside holding one */
+    for (int l = 0; l < g.n_loops; l++) {
+        if (!loop_has_hgmma(&f, &g, &g.loops[l])) continue;
+        bool innermost = true;
+        for (int o = 0; o < g.n_loops && innermost; o++)
+            innermost = !inside(&g, &g.loops[o], &g.loops[l]) || !loop_has_hgmma(&f, &g, &g.loops[o]);
+        if (innermost) wgmma_loop(&f, &g, &g.loops[l], s);
     }
     s->issue_us = s->memory_us = -1;
     free_cfg(&g);

@@ -149,6 +149,21 @@ typedef struct mcir_sass_audit {
      * and stores request (global_bytes / 512 warp vectors), and its memory
      * time (hbm_bytes / dram_gbps); -1 elsewhere. */
     double issue_us, memory_us;
+    /* The wgmma loops: the innermost loops holding an HGMMA (an attention's
+     * K/V tile loops, a GEMM's k loop), one iteration of each summed over
+     * its hot blocks: instructions, HGMMAs and MUFU.EX2, and the EX2 that
+     * issue while a wgmma group is still in flight — between a
+     * WARPGROUP.DEPBAR.LE gsb0 that leaves groups pending (0x1 ...) and the
+     * next that leaves none (0x0): an attention's softmax under its P·V.
+     * wgmma_loops_overlapped: the loops with EX2 where every one is. */
+    int wgmma_loops, wgmma_loops_overlapped;
+    int wgmma_loop_instructions, wgmma_loop_hgmma, wgmma_loop_ex2, wgmma_loop_ex2_overlapped;
+    /* An sm_90a attention's tensor-core clocks per K/V tile of one consumer
+     * group at the target's peak (S and P·V, 4·64·BN·d flops), and the
+     * issue slots a warp of the group takes per tile against them
+     * (wgmma_loop_instructions / wgmma_loops / tile_tensor_clocks: a
+     * scheduler issues for one warp of each group); 0 elsewhere. */
+    double tile_tensor_clocks, tile_issue_ratio;
 } mcir_sass_audit;
 
 /* What a compiled kernel really uses, from ptxas's report and the PTX

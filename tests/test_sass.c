@@ -6,7 +6,9 @@
  *                        (tests/data/sass/): instruction, LDG/STG width,
  *                        MUFU, FCHK and slow-path counts, loops and the
  *                        main loop, instructions per 16 bytes (plain and
- *                        weighted), the loads in flight before first use;
+ *                        weighted), the loads in flight before first use,
+ *                        the wgmma loops and the EX2 under an in-flight
+ *                        wgmma;
  *                        an audit without a disassembly says why. Needs
  *                        nothing but the texts.
  *   test_sass nvdisasm   real kernels through NVRTC and nvdisasm: a
@@ -141,6 +143,34 @@ END_TEST
 START_TEST(norm_divergent_fallbacks) {
     check(&(expect){"tests/data/sass/rmsnorm_bf16_w64_sm90.sass", "mc_streaming_norm_b7763215d6866f1c", 344, 128, 1,
                     1, {0, 0, 2, 0}, {0, 0, 1, 0}, {0, 4, 1}, 4, 5, 0, 145, 24, 5, 4, 5, 8});
+}
+END_TEST
+
+/* The wgmma loops (tests/data/sass/wgmma_loop_sm90.sass): a loop holding
+ * HGMMA, its EX2 counted while a wait leaves a group in flight (after
+ * DEPBAR gsb0 0x1, before 0x0); the EX2 after the loop is not the loop's.
+ * att_late_wait: both of its two under the P V wgmma, 12 instructions
+ * (0x10 .. 0xc0); att_early_wait: one of three, 11 instructions. */
+START_TEST(wgmma_loop_overlap) {
+    static const char *const F = "tests/data/sass/wgmma_loop_sm90.sass";
+    mcir_sass_audit s = parse(F, "att_late_wait");
+    ck_assert_int_eq(s.wgmma_loops, 1);
+    ck_assert_int_eq(s.wgmma_loop_instructions, 12);
+    ck_assert_int_eq(s.wgmma_loop_hgmma, 2);
+    ck_assert_int_eq(s.wgmma_loop_ex2, 2);
+    ck_assert_int_eq(s.wgmma_loop_ex2_overlapped, 2);
+    ck_assert_int_eq(s.wgmma_loops_overlapped, 1);
+    ck_assert_int_eq(s.kernel.mufu[MCIR_MUFU_ex2], 3);
+    s = parse(F, "att_early_wait");
+    ck_assert_int_eq(s.wgmma_loops, 1);
+    ck_assert_int_eq(s.wgmma_loop_instructions, 11);
+    ck_assert_int_eq(s.wgmma_loop_ex2, 3);
+    ck_assert_int_eq(s.wgmma_loop_ex2_overlapped, 1);
+    ck_assert_int_eq(s.wgmma_loops_overlapped, 0);
+    /* no HGMMA, no wgmma loop */
+    s = parse(GRID, "scale_f32");
+    ck_assert_int_eq(s.wgmma_loops, 0);
+    ck_assert_int_eq(s.wgmma_loop_ex2, 0);
 }
 END_TEST
 
@@ -300,6 +330,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, division_loops);
     tcase_add_test(tc, elementwise_silu_mul);
     tcase_add_test(tc, norm_divergent_fallbacks);
+    tcase_add_test(tc, wgmma_loop_overlap);
     tcase_add_test(tc, missing_entry_and_no_text);
     suite_add_tcase(s, tc);
     return test_main(s);

@@ -117,17 +117,18 @@ __device__ __forceinline__ att_item att_item_of(i64 t) {
 // columns (32 bytes inside a 128-byte swizzle row, a new box every 4); the
 // first step overwrites S, or accumulates onto the mask (att_init_s)
 __device__ __forceinline__ void att_issue_s(float* sc, u32 q_at, u32 k_at) {
+    const u64 dq = mc_desc_sw128(q_at, 16, 1024), dk = mc_desc_sw128(k_at, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < ATT_D / 16; kk++)
-        att_wgmma_s(sc, mc_desc_sw128(q_at + (kk / 4) * ATT_QBOX + (kk % 4) * 32, 16, 1024),
-                    mc_desc_sw128(k_at + (kk / 4) * ATT_KVBOX + (kk % 4) * 32, 16, 1024), kk > 0 || ATT_MASK);
+        att_wgmma_s(sc, mc_desc_add(dq, (kk / 4) * ATT_QBOX + (kk % 4) * 32),
+                    mc_desc_add(dk, (kk / 4) * ATT_KVBOX + (kk % 4) * 32), kk > 0 || ATT_MASK);
     mc_wgmma_commit();
 }
 // O += P V for one K/V tile: P in registers (A fragments), V MN-major
 __device__ __forceinline__ void att_issue_pv(float* o, const u32* pa, u32 v_at) {
+    const u64 dv = mc_desc_sw128(v_at, ATT_KVBOX, 1024);
 #pragma unroll
-    for (int kk = 0; kk < ATT_BN / 16; kk++)
-        att_wgmma_o(o, pa + 4 * kk, mc_desc_sw128(v_at + kk * 16 * 128, ATT_KVBOX, 1024));
+    for (int kk = 0; kk < ATT_BN / 16; kk++) att_wgmma_o(o, pa + 4 * kk, mc_desc_add(dv, kk * 16 * 128));
     mc_wgmma_commit();
 }
 
@@ -463,7 +464,7 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 #if ATT_CWG > 1
     mc_regs_inc<ATT_CONSUMER_REGS>();
 #endif
-    const int c = wg - 1, w = warp & 3, g = lane >> 2, tq4 = lane & 3;
+    const int c = mc_warp_uniform(wg - 1), w = warp & 3, g = lane >> 2, tq4 = lane & 3;
     const int lr_a = 16 * w + g;   // this thread's first row in the group
     const u32 q_at = mc_saddr(Qs + c * ATT_DB * ATT_QBOX), k_base = mc_saddr(Ks), v_base = mc_saddr(Vs);
     float* anchor = &att_anchor[threadIdx.x - 128];

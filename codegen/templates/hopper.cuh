@@ -220,6 +220,19 @@ __device__ __forceinline__ u64 mc_desc_sw128(u32 saddr, u32 lbo, u32 sbo) {
     return (u64)((saddr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
 }
 
+// A descriptor `bytes` further on (a multiple of 16): only the start
+// address field moves, and it cannot carry out (shared addresses stay
+// below 2^18), so one 32-bit add on the low word — CUTLASS's descriptor
+// iterator; building each k-step's descriptor afresh took ~7 uniform
+// instructions per wgmma.
+__device__ __forceinline__ u64 mc_desc_add(u64 desc, u32 bytes) {
+    return (desc & 0xffffffff00000000ull) | (u32)((u32)desc + (bytes >> 4));
+}
+// A value the compiler may keep in a uniform register: lane 0's, which
+// the caller knows every lane of the warp holds (CUTLASS's
+// canonical_warp_group_idx)
+__device__ __forceinline__ int mc_warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+
 // ---- named barriers and register reallocation
 __device__ __forceinline__ void mc_bar_arrive(int id, int count) {
 #ifdef MC_EMULATE
