@@ -280,7 +280,14 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
                  l.producer_regs, l.consumer_regs);
     if (dyn && !l.split_kv) cg_sb_puts(&b, "ATT_NK\n");   /* one chunk: every key */
     else cg_sb_printf(&b, "%lldLL\n", (long long)l.chunk);
-    cg_sb_printf(&b, "#define ATT_TMA_STORE %d   // O: %s\n#define ATT_SCALE ", tma_store, o_store);
+    cg_sb_printf(&b, "#define ATT_TMA_STORE %d   // O: %s\n#define ATT_O_STAGE %d\n", tma_store, o_store,
+                 tma_store && l.o_stage);
+    /* causal: the longest items first, in sections of as many K/V heads as
+     * half the L2 holds (at the run's key count) */
+    cg_sb_printf(&b, "#define ATT_ORDER %d\n#define ATT_SEC ((i64)%lldLL / ((i64)ATT_NK * %lldLL) > 1 ? "
+                     "(i64)%lldLL / ((i64)ATT_NK * %lldLL) : 1)\n#define ATT_SCALE ",
+                 causal ? 1 : 0, (long long)(target->l2_bytes / 2), (long long)(2 * D * 2),
+                 (long long)(target->l2_bytes / 2), (long long)(2 * D * 2));
     cg_sb_float(&b, scale);
     cg_sb_printf(&b, "\n#define ATT_O_T %s\n#define ATT_ST_O mc_st_%s\n#define O_SD ", cg_ctype(ov.root->dtype),
                  cg_dsuffix(ov.root->dtype));

@@ -637,15 +637,64 @@ static bool attention_run(const cost_ctx *x, const mcir_tiling *ti, const mcir_a
  * to the scratch instead of O; a second launch, NAME_merge (merge_block
  * threads per query row), reads them back and writes O. The scratch is
  * staging: written and re-read across DRAM. */
-/* The sm_90a attention kernel measured on an H200 (2026-11-27, commit
- * b697bc4, bench_attention's FA3 f16 d128 shapes, docs/performance.md
- * "Results"): 375 TF/s at seq 16k (0.38 of the 989 dense peak) falling to
- * 240 at seq 512, which a fixed cost per work item of 2.25 K/V tiles'
- * worth of compute fits within 3 % at every length, full and causal (Q
- * load, the peeled first tile, the TMA store of O: per item 4 tiles at
- * 512, 128 at 16k). */
-#define ATT_SM90_RATE 0.38
-#define ATT_SM90_ITEM_TILES 2.25
+/* The sm_90a kernel's pipeline (#43; docs/kernelplan.md "The sm_90a
+ * attention's pipeline"), in SM clocks per K/V tile of a block — both
+ * consumer groups, each 64 query rows:
+ *  - tensor: consumers x 4·64·BN·d flops (S = Q K^T and O += P V) at the
+ *    fraction of the dense peak cuBLAS sustained on the H200's GEMMs
+ *    (757-803 of 989 TF, docs/performance.md): ATT_SM90_TENSOR;
+ *  - issue: a scheduler issues for one warp of each consumer group, the
+ *    SASS audit's K/V loop a warp: ~4.5 instructions a score a thread
+ *    (max, FFMA, ex2, sum, half a pack), d/2 for O's rescale, 5 an HGMMA
+ *    (its descriptors and waits), 60 more (rings, turns, loop), and 3 a
+ *    score where a mask tile is read into S;
+ *  - L2: the K and V tile (and a mask tile) at the SM's share of the L2's
+ *    bandwidth (the target's l2_gbps).
+ * The tile takes the longest of the three. A K tile is loaded once S of
+ * the tile two back has landed, a V tile once P V two back retired (the
+ * two-stage rings): about ATT_SM90_LEAD tiles ahead of its use, so of a
+ * load's latency (ATT_SM90_LOAD_CLK) and transfer what that lead does not
+ * cover is exposed. An item
+ * adds ATT_SM90_ITEM_TILES tiles: its first S and softmax with nothing
+ * under them, its last P V alone and the epilogue (the next item's Q and
+ * K0 load under it). The persistent blocks walk the items longest first:
+ * the mean work a block, or the longest item where that is longer, plus
+ * one load latency at the start. */
+#define ATT_SM90_TENSOR 0.78
+#define ATT_SM90_LOAD_CLK 1000.0
+#define ATT_SM90_LEAD 1.5
+#define ATT_SM90_ITEM_TILES 1.0
+
+static double att_sm90_pipeline_us(const cost_ctx *x, const mcir_attention_sm90 *l, const char *unit, bool mask_rows,
+                                   bool mask_row, double tiles, double work_items, double longest_tiles,
+                                   mcir_kernel_cost *c) {
+    const mcir_target *t = x->t;
+    double clk_us = t->clock_ghz * 1e3;   /* SM clocks a microsecond */
+    double per_clk = peak_tflops(t, unit) * 1e6 / ((double)t->sm_count * clk_us);
+    double bn = (double)l->bn, d = (double)l->d, cons = (double)l->consumers;
+    double tensor = cons * 4.0 * 64.0 * bn * d / per_clk / ATT_SM90_TENSOR;
+    double n_tile = 4.5 * bn / 2 + d / 2 + 5.0 * (d / 16 + bn / 16) + 60 + (mask_rows || mask_row ? 3.0 * bn / 2 : 0);
+    double issue = cons * n_tile;
+    double bytes = 2.0 * bn * d * 2 + (mask_rows ? cons * 64.0 * bn * l->mask_esize : mask_row ? bn * l->mask_esize : 0);
+    double l2_per_clk = t->l2_gbps > 0 ? t->l2_gbps * 1e3 / ((double)t->sm_count * clk_us) : 0;
+    double l2 = l2_per_clk > 0 ? bytes / l2_per_clk : 0;
+    double tile = tensor > issue ? tensor : issue;
+    if (l2 > tile) tile = l2;
+    double exposed = ATT_SM90_LOAD_CLK + l2 - ATT_SM90_LEAD * tile;
+    if (exposed < 0) exposed = 0;
+    double blocks = work_items < (double)t->sm_count ? work_items : (double)t->sm_count;
+    if (blocks < 1) blocks = 1;
+    double per_tile = tile + exposed;
+    double mean = (tiles + ATT_SM90_ITEM_TILES * work_items) * per_tile / blocks;
+    double longest = (longest_tiles + ATT_SM90_ITEM_TILES) * per_tile;
+    c->tile_tensor_clk = tensor;
+    c->tile_issue_clk = issue;
+    c->tile_l2_clk = l2;
+    c->tile_clk = tile;
+    c->tile_exposed_clk = exposed;
+    c->items_per_block = work_items / blocks;
+    return ((mean > longest ? mean : longest) + ATT_SM90_LOAD_CLK) / clk_us;
+}
 
 static void cost_attention(cost_ctx *x) {
     const mcir_kernel_plan *k = x->k;
@@ -663,6 +712,7 @@ static void cost_attention(cost_ctx *x) {
     int64_t bm = l.bm, bn = l.bn, splits = l.splits, chunk = splits > 1 ? l.chunk : NK;
     bool causal = mcir_node_bool(n, "causal");
     double kv_rows = 0, scores = 0;   /* per item, summed over Q tiles and splits */
+    double longest_tiles = 0;         /* the longest work item's K/V tiles */
     int64_t qtiles = (NR + bm - 1) / bm;
     for (int64_t r0 = 0; r0 < NR; r0 += bm) {
         int64_t rows = NR - r0 < bm ? NR - r0 : bm, kv_end = NK;
@@ -676,6 +726,8 @@ static void cost_attention(cost_ctx *x) {
             int64_t b0 = s * chunk, e = kv_end < b0 + chunk ? kv_end : b0 + chunk;
             int64_t loaded = e <= b0 ? (l.sm90 ? bn : 0) : (e - b0 + bn - 1) / bn * bn;
             if (b0 + loaded > NK) loaded = NK - b0;
+            double tl = (double)((loaded + bn - 1) / bn);
+            if (tl > longest_tiles) longest_tiles = tl;
             kv_rows += (double)loaded;
             scores += (double)rows * (double)loaded;
         }
@@ -692,13 +744,32 @@ static void cost_attention(cost_ctx *x) {
      * run item by item, so that is the span the L2 must hold */
     c->l2_spill_bytes = l2_spill(x->t, (double)(NK * (D * esize(K) + DV * esize(V))), qtiles, l.items);
     const char *unit = g.mma ? tensor_unit(Q->dtype) : "f32_fma";
-    /* the compute the launch is timed by: the sm_90a kernel at its
-     * measured rate with its per-item cost; other paths at the peak */
+    /* the compute the launch is timed by: the sm_90a kernel by its
+     * pipeline (as the fraction of the peak that time means); other paths
+     * at the peak */
     double rate = 1.0, timed = flops;
     if (l.sm90 && g.mma) {
-        rate = ATT_SM90_RATE;
-        timed += items * (double)qtiles * (double)splits * ATT_SM90_ITEM_TILES * (double)(bm * bn) * 2.0 *
-                 (double)(D + DV);
+        mcir_attention_sm90 s9;
+        const char *why;
+        if (mcir_attention_sm90_layout(x->t, k, &s9, &why)) {
+            double tiles = 0;   /* every work item's K/V tiles */
+            for (int64_t r0 = 0; r0 < NR; r0 += bm) {
+                int64_t kv_end = NK;
+                if (causal) {
+                    int64_t last = r0 + bm - 1 < NR - 1 ? r0 + bm - 1 : NR - 1;
+                    int64_t qmax = l.pack > 1 && last / NQ != r0 / NQ ? NQ - 1 : last % NQ;
+                    if (qmax + (NK - NQ) + 1 < kv_end) kv_end = qmax + (NK - NQ) + 1;
+                }
+                for (int64_t sp = 0; sp < splits; sp++) {
+                    int64_t b0 = sp * chunk, e = kv_end < b0 + chunk ? kv_end : b0 + chunk;
+                    tiles += e <= b0 ? 1.0 : (double)((e - b0 + bn - 1) / bn);
+                }
+            }
+            double us = att_sm90_pipeline_us(x, &s9, unit, s9.mask == MCIR_SM90_MASK_ROWS,
+                                             s9.mask == MCIR_SM90_MASK_ONE_ROW, items * tiles,
+                                             items * (double)qtiles * (double)splits, longest_tiles, x->c);
+            if (us > 0) rate = flops / (us * peak_tflops(x->t, unit) * 1e6);
+        }
     }
     if (splits == 1) {
         c->global_bytes = (int64_t)global;

@@ -507,6 +507,13 @@ typedef struct mcir_kernel_cost {
     double waves;
     int blocks_per_sm;
     double smem_us;
+    /* The sm_90a attention's pipeline (0 elsewhere; kernelplan/cost.c):
+     * SM clocks per K/V tile of a block — its tensor-core work, the issue
+     * slots of a scheduler, the K and V bytes at the SM's share of the L2
+     * bandwidth — the tile (the largest) and the load latency it leaves
+     * exposed, and the work items each persistent block walks. */
+    double tile_tensor_clk, tile_issue_clk, tile_l2_clk, tile_clk, tile_exposed_clk;
+    double items_per_block;
 } mcir_kernel_cost;
 
 typedef struct mcir_cost_options {

@@ -211,6 +211,12 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
         if (smem + smem_static <= t->smem_per_block_optin) {
             l->bn = bn;
             l->smem_bytes = smem;
+            /* an O stage of Q's size where it fits besides (d 64 and 128
+             * without mask tiles; d 256's tiles leave no room) */
+            if (smem + q_bytes + smem_static <= t->smem_per_block_optin) {
+                l->o_stage = true;
+                l->smem_bytes += q_bytes;
+            }
             break;
         }
     }
@@ -246,12 +252,19 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
             }
         }
     }
+    if (l->split_kv && l->o_stage) {   /* the partials go out per thread: no O stage */
+        l->o_stage = false;
+        l->smem_bytes -= q_bytes;
+    }
     int64_t blocks = qblocks * l->splits;
     if (blocks >= (1ll << 31)) {
         *why = "more blocks than a grid holds";
         return false;
     }
-    l->grid = blocks < MCIR_LAUNCH_MAX_ATT_GRID ? blocks : MCIR_LAUNCH_MAX_ATT_GRID;
+    /* persistent (FlashAttention-3's scheduler): one block per SM walks the
+     * items, so an item's setup, first loads and O store overlap the
+     * neighbouring items' work */
+    l->grid = blocks < t->sm_count ? blocks : t->sm_count;
     /* setmaxnreg (two consumer groups) shares out what the block holds
      * at entry, 384 x 168 = 64512 registers (not the SM's 65536): 24 for
      * the producer and 240 per consumer as FA3 (128 x 24 + 256 x 240 =
@@ -319,20 +332,23 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
     ti->reason = mcir_arena_printf(
         a,
         "sm_90a path (TMA + mbarriers + wgmma, warp specialised), d=%lld: BLOCK_M=%lld (%d consumer warp "
-        "group%s of 64 query rows, setmaxnreg %d) BLOCK_N=%lld, a %d-stage K/V ring fed by a producer warp "
-        "group (setmaxnreg %d): %lld KiB of 128-byte-swizzled shared memory <= %lld KiB%s%s; "
-        "%lld q-tiles x %lld items -> %lld blocks of %d threads",
+        "group%s of 64 query rows, setmaxnreg %d) BLOCK_N=%lld, %d-stage K and V rings fed by a producer warp "
+        "group (setmaxnreg %d): %lld KiB of 128-byte-swizzled shared memory <= %lld KiB%s%s%s; "
+        "%lld q-tiles x %lld items, walked by %lld persistent blocks of %d threads%s",
         (long long)l.d, (long long)l.bm, l.consumers, l.consumers > 1 ? "s" : "", l.consumer_regs,
         (long long)l.bn, l.stages, l.producer_regs, (long long)(l.smem_bytes / 1024),
-        (long long)(t->smem_per_block_optin / 1024), mask, pack, (long long)l.qtiles, (long long)l.items,
-        (long long)(l.qtiles * l.items), l.threads);
+        (long long)(t->smem_per_block_optin / 1024), mask, pack,
+        l.o_stage ? "; an O stage apart from Q, so the next item's Q loads under this one's epilogue" : "",
+        (long long)l.qtiles, (long long)l.items, (long long)l.grid, l.threads,
+        mcir_node_bool(k->anchor, "causal") ? ", longest items first" : "");
     if (l.split_kv)
         ti->reason = mcir_arena_printf(
-            a, "%s; split-KV: %lld blocks < %d SMs, so Nk=%lld is split into %lld chunks of %lld keys -> %lld "
-               "blocks; partial O, max and sum per split in %lld KiB of f32 scratch, merged by NAME_merge "
+            a, "%s; split-KV: %lld items < %d SMs, so Nk=%lld is split into %lld chunks of %lld keys -> %lld "
+               "items; partial O, max and sum per split in %lld KiB of f32 scratch, merged by NAME_merge "
                "(%lld blocks of %d threads)",
             ti->reason, (long long)(l.qtiles * l.items), t->sm_count, (long long)l.nk, (long long)l.splits,
-            (long long)l.chunk, (long long)l.grid, (long long)((l.scratch_bytes + 1023) / 1024),
+            (long long)l.chunk, (long long)(l.qtiles * l.items * l.splits),
+            (long long)((l.scratch_bytes + 1023) / 1024),
             (long long)l.merge_grid, l.merge_block);
     k->scratch_bytes = l.scratch_bytes;
     k->grid[0] = l.grid;

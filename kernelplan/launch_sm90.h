@@ -44,10 +44,14 @@ typedef struct mcir_attention_sm90 {
     int64_t splits, chunk;   /* split-KV decoding: splits of chunk keys (1, nk: none) */
     bool split_kv;           /* the split-KV path (partials + merge), even where one split
                                 covers the keys at these sizes (the plan split at the largest) */
-    int64_t grid;            /* blocks (items x qtiles x splits; a grid-stride loop beyond) */
+    int64_t grid;            /* blocks: persistent, at most one per SM, each walking the items
+                                (items x qtiles x splits) */
+    bool o_stage;            /* shared memory holds an O stage of Q's size apart from Q: O's TMA
+                                store leaves Q's slot free for the next item's Q */
     mcir_sm90_mask mask;
     int mask_esize;          /* the mask's element bytes (4, 2) */
-    int64_t smem_bytes;      /* Q + ring (K, V, mask) + 1 KiB to align the swizzled tiles */
+    int64_t smem_bytes;      /* Q + K ring (with mask tiles) + V ring (+ O stage) + 1 KiB to
+                                align the swizzled tiles */
     int64_t scratch_bytes;   /* split-KV partials: f32 O, max, sum per row and split */
     int64_t merge_grid;      /* the merge kernel (splits > 1) */
     int merge_block;

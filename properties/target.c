@@ -19,6 +19,11 @@
  * whitepapers' SM diagrams). Together they bound a kernel's instruction
  * issue: SMs x 4 x clock warp instructions a second.
  *
+ * l2_gbps (sm_90 only) is not a data-sheet figure either: the L2's read
+ * bandwidth into the SMs measured by public microbenchmarks of the H100
+ * (about 5.5 TB/s); the sm_90a attention's model reads its K/V tiles at
+ * the SM's share of it.
+ *
  * launch_us is not a data-sheet figure: it is the usual gap between
  * back-to-back kernel launches on one stream without CUDA graphs (a few
  * microseconds on every recent driver); the cost model charges it per
@@ -72,7 +77,7 @@ static const mcir_target sm_90 = {
     .smem_reserved_per_block = 1024, .smem_alloc_unit = 128,
     .sm_count = 132, .has_wgmma = true,
     .dram_gbps = 3350.0, .l2_bytes = 50 * MB, .f32_fma_tflops = 67.0,
-    .f16_tc_tflops = 989.0, .bf16_tc_tflops = 989.0, .launch_us = 3.0,
+    .f16_tc_tflops = 989.0, .bf16_tc_tflops = 989.0, .launch_us = 3.0, .l2_gbps = 5500.0,
     .clock_ghz = 1.98, .issue_per_clock = 4};
 
 static const mcir_target *const targets[] = {&sm_80, &sm_86, &sm_89, &sm_90, NULL};

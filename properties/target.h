@@ -45,6 +45,10 @@ typedef struct mcir_target {
     double f16_tc_tflops;         /* tensor cores, f16 in, f32 accumulate */
     double bf16_tc_tflops;        /* tensor cores, bf16 in, f32 accumulate */
     double launch_us;             /* host-side cost of one kernel launch, back to back */
+    /* The L2's read bandwidth into the SMs, GB/s, all SMs together (public
+     * microbenchmarks of the named part); 0: not modelled. The sm_90a
+     * attention's K/V tiles come from it (kernelplan/cost.c). */
+    double l2_gbps;
     /* The issue bound (kernelplan/cost.c, the SASS audit): every SM issues
      * at most issue_per_clock warp instructions a clock (one per scheduler,
      * four schedulers) at clock_ghz (the named part's boost clock). */

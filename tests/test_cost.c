@@ -353,6 +353,58 @@ START_TEST(attention_rereads_kv_per_q_tile) {
 }
 END_TEST
 
+static mcir_graph *attention_graph_bh(const char *dt, int b, int h, int n, int d, bool causal) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"mcir\":1,\"name\":\"att\",\"inputs\":["
+             "{\"name\":\"q\",\"dtype\":\"%s\",\"shape\":[%d,%d,%d,%d]},"
+             "{\"name\":\"k\",\"dtype\":\"%s\",\"shape\":[%d,%d,%d,%d]},"
+             "{\"name\":\"v\",\"dtype\":\"%s\",\"shape\":[%d,%d,%d,%d]}],"
+             "\"nodes\":[{\"name\":\"at\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],"
+             "\"outputs\":[\"o\"],\"attrs\":{\"causal\":%s}}],\"outputs\":[\"o\"]}",
+             dt, b, h, n, d, dt, b, h, n, d, dt, b, h, n, d, causal ? "true" : "false");
+    return graph_of(json);
+}
+
+/* The sm_90a attention priced by its pipeline (cost.c): per K/V tile of a
+ * block the longest of its tensor, issue and L2 clocks; the persistent
+ * blocks (one per SM) walk the items; never above the tensor fraction of
+ * the peak; causal about half the work; short sequences pay their
+ * per-item tiles. */
+START_TEST(attention_sm90_pipeline) {
+    const mcir_target *h100 = mcir_target_find("sm_90");
+    double tf[2][2];   /* [causal][seq 512, 4096] */
+    for (int causal = 0; causal < 2; causal++)
+        for (int si = 0; si < 2; si++) {
+            int n = si ? 4096 : 512, b = 16384 / n;
+            mcir_graph *g = attention_graph_bh("f16", b, 16, n, 128, causal);
+            mcir_plan *p = plan_of(g, "sm_90");
+            const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_STREAMING_ATTENTION);
+            ck_assert_msg(strstr(k->tiling.reason, "sm_90a path") && strstr(k->tiling.reason, "persistent"), "%s",
+                          k->tiling.reason);
+            int64_t items = (int64_t)b * 16 * (n / 128);
+            ck_assert_int_eq(k->grid[0], items < h100->sm_count ? items : h100->sm_count);
+            mcir_kernel_cost c;
+            mcir_cost_kernel(k, h100, NULL, &c);
+            ck_assert(c.tile_tensor_clk > 0 && c.tile_issue_clk > 0 && c.tile_l2_clk > 0);
+            ck_assert_double_eq(c.tile_clk, fmax(c.tile_tensor_clk, fmax(c.tile_issue_clk, c.tile_l2_clk)));
+            ck_assert_double_eq_tol(c.items_per_block, (double)items / (double)k->grid[0], 1e-9);
+            /* d 128, BN 128, two groups: the tensor clocks of 2 x 4·64·128·128 flops */
+            double per_clk = h100->f16_tc_tflops * 1e12 / (h100->sm_count * h100->clock_ghz * 1e9);
+            ck_assert_double_eq_tol(c.tile_tensor_clk, 2 * 4.0 * 64 * 128 * 128 / per_clk / 0.78, 1e-6);
+            tf[causal][si] = c.flops / (c.compute_us * 1e6);
+            ck_assert_double_le(tf[causal][si], 0.78 * h100->f16_tc_tflops);
+            ck_assert_double_gt(c.modelled_us, c.memory_us);   /* compute-bound */
+            mcir_plan_free(p);
+            mcir_graph_free(g);
+        }
+    ck_assert_double_lt(tf[0][0], tf[0][1]);   /* the per-item tiles weigh more at 512 */
+    ck_assert_double_lt(tf[1][0], tf[1][1]);
+    ck_assert_double_lt(tf[1][1], tf[0][1]);   /* causal: the diagonal tiles' share */
+    ck_assert_double_gt(tf[1][1], 0.8 * tf[0][1]);
+}
+END_TEST
+
 /* Split-KV decode: the kernel loads Q once per split, streams each split's
  * keys, writes f32 partials (O row, max, sum) to the scratch; the merge is
  * a second launch that reads them back (every thread each split's max
@@ -556,6 +608,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, norm_rereads_rows_too_wide_to_cache);
     tcase_add_test(tc, issue_bound_kernels);
     tcase_add_test(tc, attention_rereads_kv_per_q_tile);
+    tcase_add_test(tc, attention_sm90_pipeline);
     tcase_add_test(tc, split_kv_counts_the_merge);
     tcase_add_test(tc, elementwise_chain_counts_paths);
     tcase_add_test(tc, reads_of_a_part_count_the_part);

@@ -75,6 +75,10 @@
 #define ATT_KV_BYTES (ATT_DB * ATT_KVBOX)        // one K or V tile
 #define ATT_KSTAGE (ATT_KV_BYTES + ATT_M_SPACE)   // a K stage: K and the mask tile
 #define ATT_K_RING (ATT_STAGES * ATT_KSTAGE)
+// O is staged through Q's slot only where the TMA stores it and shared
+// memory has no O stage of its own; Q goes back after the item's last S
+// otherwise
+#define ATT_O_IN_Q (ATT_TMA_STORE && !ATT_O_STAGE && !ATT_SPLIT_KV)
 #define ATT_TURN 1   // named barriers 1 + c: group c's turn to issue (count 256)
 #define ATT_OBAR 3   // 3 + c: group c's O tile is in shared memory (count 128)
 
@@ -86,6 +90,16 @@ __device__ __forceinline__ u32 att_pack(float lo, float hi) {
 #endif
 }
 
+// A persistent block's walk over the items: pass p takes item p·G + k
+// (G blocks, this is block k), every other pass in reverse (p·G + G-1-k),
+// so that with the longest items first each block's sum of lengths evens
+// out; -1 past the last item.
+__device__ __forceinline__ i64 att_walk(int pass) {
+    const i64 n_items = (i64)ATT_NB * ATT_QTILES * ATT_SPLITS, g = gridDim.x;
+    const i64 t = (i64)pass * g + ((pass & 1) && ATT_ORDER == 1 ? g - 1 - blockIdx.x : blockIdx.x);
+    return t < n_items ? t : -1;
+}
+
 // A work item: leading index b, first packed row r0, split; the keys it
 // streams, [kv0, kv0 + tiles * BN). Rows and keys are 32-bit (the TMA's
 // coordinates; the planner checks NR and NK < 2^31).
@@ -93,12 +107,35 @@ struct att_item {
     i64 b;
     int r0, split, tiles, kv0;
 };
+// Item t of the launch. ATT_ORDER 0: q-tiles fastest (the q-tiles of one
+// K/V head run side by side and share its K and V in the L2). ATT_ORDER 1
+// (causal): the longest items first — per section of ATT_SEC leading
+// items (as many K/V heads as half the L2 holds), the q-tiles from the
+// last (the most keys) down, the section's heads fastest.
 __device__ __forceinline__ att_item att_item_of(i64 t) {
     att_item it;
     it.split = (int)(t % ATT_SPLITS);
     t /= ATT_SPLITS;
+#if ATT_ORDER == 1
+    {
+        const i64 sec = (i64)ATT_SEC < (i64)ATT_NB ? (i64)ATT_SEC : (i64)ATT_NB;
+        const i64 full = (i64)ATT_NB / sec * sec;   // heads in whole sections
+        i64 b0 = 0, n = sec, u = t;
+        if (t < full * ATT_QTILES) {
+            b0 = t / (sec * ATT_QTILES) * sec;
+            u = t % (sec * ATT_QTILES);
+        } else {
+            b0 = full;
+            n = (i64)ATT_NB - full;
+            u = t - full * ATT_QTILES;
+        }
+        it.r0 = (int)(ATT_QTILES - 1 - u / n) * ATT_BM;
+        it.b = b0 + u % n;
+    }
+#else
     it.r0 = (int)(t % ATT_QTILES) * ATT_BM;
     it.b = t / ATT_QTILES;
+#endif
     it.kv0 = it.split * (int)ATT_CHUNK;
     int end = it.kv0 + (int)ATT_CHUNK < (int)ATT_NK ? it.kv0 + (int)ATT_CHUNK : (int)ATT_NK;
 #if ATT_CAUSAL
@@ -405,13 +442,15 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
     unsigned char* Qs = smem;
     unsigned char* Ks = smem + ATT_Q_BYTES;
     unsigned char* Vs = Ks + ATT_K_RING;
+#if ATT_O_STAGE
+    unsigned char* Os = Vs + ATT_STAGES * ATT_KV_BYTES;   // O's boxes on their way to the TMA store
+#endif
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     (void)tm;
     (void)O;
     (void)P;
     (void)to;
 
-    const i64 n_items = (i64)ATT_NB * ATT_QTILES * ATT_SPLITS;
     if (threadIdx.x == 0) {
         mc_ring_init(qring, 4 * ATT_CWG);   // released by lane 0 of every consumer warp
         mc_ring_init(kring, 4 * ATT_CWG);
@@ -428,7 +467,9 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 #endif
         if (threadIdx.x != 0) return;
         mc_ring_state qs = {0, 0}, ks = {0, 0}, vs = {0, 0};
-        for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
+        for (int pass = 0;; pass++) {
+            const i64 t = att_walk(pass);
+            if (t < 0) break;
             const att_item it = att_item_of(t);
             int cq[5], ck[5], cv[5];
             att_coords_q(it.b, cq + 2);
@@ -477,7 +518,9 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 #pragma unroll
     for (int v = 0; v < ATT_BN / 2; v++) sc[v] = 0.0f;
 #pragma unroll 1
-    for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
+    for (int pass = 0;; pass++) {
+        const i64 t = att_walk(pass);
+        if (t < 0) break;
         att_item it = att_item_of(t);
         mc_opaque(it.tiles);   // a loop, not straight-line code (hopper.cuh)
         const int row_a = it.r0 + 64 * c + lr_a;
@@ -519,6 +562,11 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             att_step<true>(it, i, c, lr_a, row_a, tq4, lane, q_at, k_base, v_base, kring, vring, ks, vs, o, sc, pa,
                            m_r, l_r, alpha, anchor);
 
+#if !ATT_O_IN_Q
+        // every S = Q K^T of the item has landed: the producer may load the
+        // next item's Q while this one's last P V and epilogue run
+        mc_ring_release(qring, qs, lane);
+#endif
         // the last tile's O += P V, outside the turns
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
@@ -543,7 +591,6 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 #endif
 #if ATT_SPLIT_KV
         // this split's unnormalised O, running max and sum (rows < NR)
-        mc_ring_release(qring, qs, lane);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int row = row_a + 8 * r;
@@ -562,11 +609,19 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             }
         }
 #elif ATT_TMA_STORE
-        // O goes through this group's Q slice (its last S = Q K^T has
-        // retired): 128-byte swizzled 64 x 64 boxes like Q's, column pairs
-        // as one 32-bit store, then one thread stores the boxes with the
-        // TMA and, once they are read, lets the producer reload the slice
+        // O goes through this group's slice of the O stage (the previous
+        // item's store has read it), or, where shared memory has no room
+        // for one, of Q (its last S = Q K^T has retired): 128-byte
+        // swizzled 64 x 64 boxes like Q's, column pairs as one 32-bit
+        // store; then one thread stores the boxes with the TMA (and, through
+        // Q, once they are read lets the producer reload the slice)
+#if ATT_O_STAGE
+        unsigned char* os = Os + c * ATT_DB * ATT_QBOX;
+        if (w == 0 && lane == 0) mc_bulk_wait_read0();
+        mc_bar_sync(ATT_OBAR + c, 128);
+#else
         unsigned char* os = Qs + c * ATT_DB * ATT_QBOX;
+#endif
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v += 2) {
             const int r = lr_a + 8 * ((v >> 1) & 1), dv = 8 * (v >> 2) + 2 * tq4;
@@ -585,11 +640,14 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
                 mc_tma_store(to, os + j * ATT_QBOX, co);
             }
             mc_bulk_commit();
+#if ATT_O_IN_Q
             mc_bulk_wait_read0();
+#endif
         }
+#if ATT_O_IN_Q
         mc_ring_release(qring, qs, lane);   // the producer may load the next Q
+#endif
 #else
-        mc_ring_release(qring, qs, lane);
         const i64 ob = o_off(it.b);
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v++) {
