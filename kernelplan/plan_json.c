@@ -79,6 +79,18 @@ static json_t *sass_json(const mcir_sass_audit *s) {
     json_object_set_new(o, "mainloop", ml);
     json_object_set_new(o, "issue_us", s->issue_us >= 0 ? json_real(round_us(s->issue_us)) : json_null());
     json_object_set_new(o, "memory_us", s->memory_us >= 0 ? json_real(round_us(s->memory_us)) : json_null());
+    json_t *wl = json_object();
+    json_object_set_new(wl, "loops", json_integer(s->wgmma_loops));
+    json_object_set_new(wl, "overlapped", json_integer(s->wgmma_loops_overlapped));
+    json_object_set_new(wl, "instructions", json_integer(s->wgmma_loop_instructions));
+    json_object_set_new(wl, "hgmma", json_integer(s->wgmma_loop_hgmma));
+    json_object_set_new(wl, "ex2", json_integer(s->wgmma_loop_ex2));
+    json_object_set_new(wl, "ex2_under_wgmma", json_integer(s->wgmma_loop_ex2_overlapped));
+    json_object_set_new(o, "wgmma_loops", wl);
+    if (s->tile_tensor_clocks > 0) {
+        json_object_set_new(o, "tile_tensor_clocks", json_real(round_us(s->tile_tensor_clocks)));
+        json_object_set_new(o, "tile_issue_ratio", json_real(round_us(s->tile_issue_ratio)));
+    }
     return o;
 }
 
@@ -238,6 +250,14 @@ static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     json_object_set_new(cm, "compute_us", json_real(round_us(c.compute_us)));
     json_object_set_new(cm, "issue_us", json_real(round_us(c.issue_us)));
     json_object_set_new(cm, "launch_us", json_real(round_us(c.launch_us)));
+    if (c.tile_clk > 0) {   /* the sm_90a attention's pipeline, SM clocks per K/V tile of a block */
+        json_object_set_new(cm, "tile_tensor_clocks", json_real(round_us(c.tile_tensor_clk)));
+        json_object_set_new(cm, "tile_issue_clocks", json_real(round_us(c.tile_issue_clk)));
+        json_object_set_new(cm, "tile_l2_clocks", json_real(round_us(c.tile_l2_clk)));
+        json_object_set_new(cm, "tile_clocks", json_real(round_us(c.tile_clk)));
+        json_object_set_new(cm, "tile_exposed_clocks", json_real(round_us(c.tile_exposed_clk)));
+        json_object_set_new(cm, "items_per_block", json_real(round_us(c.items_per_block)));
+    }
     json_object_set_new(o, "cost_model", cm);
     return o;
 }

@@ -353,14 +353,14 @@ __device__ __forceinline__ void att_convert_p(u32* pa, const float* sc) {
 // next K stage; V tile i into the next V stage
 __device__ __forceinline__ void att_load_k(const att_item& it, int i, mc_ring<ATT_STAGES>& kring, mc_ring_state& ks,
                                            unsigned char* Ks, const CUtensorMap* tk, int* ck, const CUtensorMap* tm,
-                                           int* cm) {
+                                           int* cm, u64 keep) {
     const int kv0 = it.kv0 + i * ATT_BN;
     u64* bar = mc_ring_acquire(kring, ks, ATT_KV_BYTES + ATT_M_BYTES);
     unsigned char* sp = Ks + ks.stage * ATT_KSTAGE;
     for (int j = 0; j < ATT_DB; j++) {
         ck[0] = 64 * j;
         ck[1] = kv0;
-        mc_tma_load(sp + j * ATT_KVBOX, tk, ck, bar);
+        mc_tma_load_hint(sp + j * ATT_KVBOX, tk, ck, bar, keep);
     }
 #if ATT_MASK == 1
     for (int g = 0; g < ATT_CWG; g++)
@@ -379,13 +379,13 @@ __device__ __forceinline__ void att_load_k(const att_item& it, int i, mc_ring<AT
     mc_ring_next<ATT_STAGES>(ks);
 }
 __device__ __forceinline__ void att_load_v(const att_item& it, int i, mc_ring<ATT_STAGES>& vring, mc_ring_state& vs,
-                                           unsigned char* Vs, const CUtensorMap* tv, int* cv) {
+                                           unsigned char* Vs, const CUtensorMap* tv, int* cv, u64 keep) {
     u64* bar = mc_ring_acquire(vring, vs, ATT_KV_BYTES);
     unsigned char* sp = Vs + vs.stage * ATT_KV_BYTES;
     for (int j = 0; j < ATT_DB; j++) {
         cv[0] = 64 * j;
         cv[1] = it.kv0 + i * ATT_BN;
-        mc_tma_load(sp + j * ATT_KVBOX, tv, cv, bar);
+        mc_tma_load_hint(sp + j * ATT_KVBOX, tv, cv, bar, keep);
     }
     mc_ring_next<ATT_STAGES>(vs);
 }
@@ -466,6 +466,12 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         mc_regs_dec<ATT_PRODUCER_REGS>();
 #endif
         if (threadIdx.x != 0) return;
+        mc_prefetch_tensormap(tq);
+        mc_prefetch_tensormap(tk);
+        mc_prefetch_tensormap(tv);
+        // K and V are read by every q-tile of their head: kept in the L2;
+        // a Q tile is read once
+        const u64 keep = mc_policy_evict_last(), once = mc_policy_evict_first();
         mc_ring_state qs = {0, 0}, ks = {0, 0}, vs = {0, 0};
         for (int pass = 0;; pass++) {
             const i64 t = att_walk(pass);
@@ -481,22 +487,22 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 #endif
             // K0 first: it may stream while the previous item's consumers
             // finish; then Q, once they released its slot
-            att_load_k(it, 0, kring, ks, Ks, tk, ck, tm, cm);
+            att_load_k(it, 0, kring, ks, Ks, tk, ck, tm, cm, keep);
             u64* qbar = mc_ring_acquire(qring, qs, ATT_Q_BYTES);
             for (int g = 0; g < ATT_CWG; g++)
                 for (int j = 0; j < ATT_DB; j++) {
                     cq[0] = 64 * j;
                     cq[1] = it.r0 + 64 * g;
-                    mc_tma_load(Qs + (g * ATT_DB + j) * ATT_QBOX, tq, cq, qbar);
+                    mc_tma_load_hint(Qs + (g * ATT_DB + j) * ATT_QBOX, tq, cq, qbar, once);
                 }
             mc_ring_next<1>(qs);
             // K of tile i ahead of V of tile i - 1 (FlashAttention-3's order:
             // S(i) is issued before P V(i - 1))
             for (int i = 1; i < it.tiles; i++) {
-                att_load_k(it, i, kring, ks, Ks, tk, ck, tm, cm);
-                att_load_v(it, i - 1, vring, vs, Vs, tv, cv);
+                att_load_k(it, i, kring, ks, Ks, tk, ck, tm, cm, keep);
+                att_load_v(it, i - 1, vring, vs, Vs, tv, cv, keep);
             }
-            att_load_v(it, it.tiles - 1, vring, vs, Vs, tv, cv);
+            att_load_v(it, it.tiles - 1, vring, vs, Vs, tv, cv, keep);
         }
         return;
     }

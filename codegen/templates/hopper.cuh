@@ -110,6 +110,45 @@ __device__ __forceinline__ void mc_tma_load(void* dst, const CUtensorMap* map, c
         : "memory");
 #endif
 }
+// The same load with an L2 eviction policy (mc_policy_*): a tile every
+// block of a head re-reads (an attention's K and V) stays, one read once
+// (its Q) goes first
+__device__ __forceinline__ void mc_tma_load_hint(void* dst, const CUtensorMap* map, const int* c, u64* bar,
+                                                 u64 policy) {
+#ifdef MC_EMULATE
+    (void)policy;
+    emu_tma_load(dst, map, c, bar);
+#else
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+        "%3, %4, %5, %6}], [%7], %8;" ::"r"(mc_saddr(dst)),
+        "l"((u64)map), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]), "r"(mc_saddr(bar)), "l"(policy)
+        : "memory");
+#endif
+}
+// L2 cache policies for mc_tma_load_hint (createpolicy, the whole access)
+__device__ __forceinline__ u64 mc_policy_evict_last() {
+    u64 p = 0;
+#ifndef MC_EMULATE
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+#endif
+    return p;
+}
+__device__ __forceinline__ u64 mc_policy_evict_first() {
+    u64 p = 0;
+#ifndef MC_EMULATE
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
+    return p;
+}
+// The tensor map's descriptor into the cache before its first copy
+__device__ __forceinline__ void mc_prefetch_tensormap(const CUtensorMap* map) {
+#ifdef MC_EMULATE
+    (void)map;
+#else
+    asm volatile("prefetch.tensormap [%0];" ::"l"((u64)map) : "memory");
+#endif
+}
 __device__ __forceinline__ void mc_tma_store(const CUtensorMap* map, const void* src, const int* c) {
 #ifdef MC_EMULATE
     emu_tma_store(map, c, src);
