@@ -675,7 +675,8 @@ static double att_sm90_pipeline_us(const cost_ctx *x, const mcir_attention_sm90 
     double tensor = cons * 4.0 * 64.0 * bn * d / per_clk / ATT_SM90_TENSOR;
     double n_tile = 4.5 * bn / 2 + d / 2 + 5.0 * (d / 16 + bn / 16) + 60 + (mask_rows || mask_row ? 3.0 * bn / 2 : 0);
     double issue = cons * n_tile;
-    double bytes = 2.0 * bn * d * 2 + (mask_rows ? cons * 64.0 * bn * l->mask_esize : mask_row ? bn * l->mask_esize : 0);
+    double dp = (double)((l->d + 63) / 64 * 64);   /* the TMA's 64-column boxes (d 96: 128, half zeros) */
+    double bytes = 2.0 * bn * dp * 2 + (mask_rows ? cons * 64.0 * bn * l->mask_esize : mask_row ? bn * l->mask_esize : 0);
     double l2_per_clk = t->l2_gbps > 0 ? t->l2_gbps * 1e3 / ((double)t->sm_count * clk_us) : 0;
     double l2 = l2_per_clk > 0 ? bytes / l2_per_clk : 0;
     double tile = tensor > issue ? tensor : issue;

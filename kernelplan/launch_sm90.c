@@ -2,7 +2,7 @@
  * launch_sm90.c — when streaming attention takes the sm_90a path (TMA,
  * mbarriers, wgmma, a producer warp group and one or two consumer warp
  * groups) and how; see launch_sm90.h. The tiles follow FlashAttention-3's
- * choices for head dims 64/128/256 within the 227 KiB of an H100 block:
+ * choices for head dims 64/96/128/256 within the 227 KiB of an H100 block:
  * 128 query rows (2 consumer groups; 64 for <= 64 rows), K/V tiles of 128
  * keys (64 at d = 256; halved until a mask tile fits too), a 2-stage ring.
  * GQA / MQA packs the query heads of a group into the rows when queries
@@ -83,8 +83,8 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
         return false;
     }
     int64_t d = Q->shape[Q->rank - 1];
-    if (K->shape[K->rank - 1] != d || V->shape[V->rank - 1] != d || (d != 64 && d != 128 && d != 256)) {
-        *why = "head dims other than 64, 128, 256 (or d != dv)";
+    if (K->shape[K->rank - 1] != d || V->shape[V->rank - 1] != d || (d != 64 && d != 96 && d != 128 && d != 256)) {
+        *why = "head dims other than 64, 96, 128, 256 (or d != dv)";
         return false;
     }
     const int rl = O->rank - 2;
@@ -194,7 +194,9 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
 
     /* K/V tiles: FA3's 128 keys (64 at d = 256), halved while Q + the ring
      * (with its mask tiles) exceed the shared memory */
-    int64_t q_bytes = (int64_t)l->consumers * 64 * d * 2;
+    /* a row in 64-column boxes (d 96: two, the second half zeros) */
+    const int64_t dp = (d + 63) / 64 * 64;
+    int64_t q_bytes = (int64_t)l->consumers * 64 * dp * 2;
     l->smem_bytes = 0;
     for (int64_t bn = d == 256 ? (l->mask == MCIR_SM90_MASK_ROWS ? 32 : 64) : 128; bn >= 32; bn /= 2) {
         int64_t mask_bytes = 0;
@@ -203,7 +205,7 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
         } else if (l->mask == MCIR_SM90_MASK_ONE_ROW) {
             mask_bytes = (bn * mes + 1023) / 1024 * 1024;
         }
-        int64_t smem = q_bytes + l->stages * (2 * bn * d * 2 + mask_bytes) + 1024;
+        int64_t smem = q_bytes + l->stages * (2 * bn * dp * 2 + mask_bytes) + 1024;
         /* the static part: the Q, K and V rings' mbarriers and a 4-byte
          * slot per consumer thread (mc_anchor_wait) */
         int64_t smem_static = 8 * (2 + 4 * l->stages) + 4 * 128 * l->consumers;
@@ -293,7 +295,7 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
     if (l->consumers > 1) {
         l->registers = cap;
     } else {
-        l->max_registers = d == 64 ? 192 : d == 128 ? 224 : 0;
+        l->max_registers = d == 64 ? 192 : d <= 128 ? 224 : 0;
         int est = (int)(d / 2 + 3 * l->bn / 4 + 45);
         l->registers = est < 255 ? est : 255;
     }

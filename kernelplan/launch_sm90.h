@@ -28,7 +28,7 @@ typedef enum mcir_sm90_mask {
 
 typedef struct mcir_attention_sm90 {
     int64_t bm, bn;          /* query rows per block (64 per consumer group), keys per K/V tile */
-    int64_t d;               /* head dim (= dv): 64, 128, 256 */
+    int64_t d;               /* head dim (= dv): 64, 96, 128, 256 */
     int consumers;           /* consumer warp groups (1 or 2); + 1 producer group */
     int stages;              /* K/V ring depth */
     int threads;

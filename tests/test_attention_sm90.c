@@ -2,7 +2,7 @@
  * test_attention_sm90.c — the sm_90a streaming-attention path
  * (templates/attention_sm90.cuh: TMA + mbarriers + wgmma, a producer warp
  * group and consumer warp groups, FA3's peeled mainloop):
- *  - the planner takes it on sm_90 for f16/bf16 head dims 64/128/256 —
+ *  - the planner takes it on sm_90 for f16/bf16 head dims 64/96/128/256 —
  *    MHA, GQA and MQA (K/V heads broadcast; decode packs a group's query
  *    heads into the rows), an additive mask (per-row tiles or one row for
  *    every query), split-KV decoding — and says what is missing elsewhere;
@@ -55,6 +55,8 @@ static const shape SHAPES[] = {
     {"mha128c", "f16", 1, 2, 2, 777, 1333, 128, true, 0, {0}, true, ""},
     {"mha256", "f16", 1, 1, 1, 200, 333, 256, false, 0, {0}, true, ""},
     {"mha256c", "bf16", 1, 1, 1, 200, 333, 256, true, 0, {0}, true, ""},
+    {"mha96c", "f16", 1, 2, 2, 300, 517, 96, true, 0, {0}, true, ""},   /* d 96: two boxes, the second half zeros */
+    {"gqa96", "bf16", 1, 8, 2, 150, 260, 96, false, 0, {0}, true, ""},
     {"rows_gt_keys", "f16", 1, 1, 1, 200, 150, 64, true, 0, {0}, true, ""},   /* rows with nothing to see */
     {"gqa4", "f16", 1, 8, 2, 150, 260, 128, true, 0, {0}, true, ""},
     {"gqa8", "bf16", 1, 16, 2, 40, 300, 64, false, 0, {0}, true, "GQA/MQA"},   /* packed: 320 rows */
@@ -66,6 +68,7 @@ static const shape SHAPES[] = {
     {"decode_gqa8", "bf16", 1, 16, 2, 1, 8192, 128, false, 0, {0}, true, "split-KV"},
     {"decode_gqa4_mask", "f16", 1, 8, 2, 1, 2048, 64, false, 4, {1, 1, 1, 2048}, true, "split-KV"},
     {"decode_short", "f16", 2, 2, 2, 1, 133, 128, false, 0, {0}, true, ""},   /* one item, no split */
+    {"decode96", "f16", 1, 4, 4, 1, 3000, 96, false, 0, {0}, true, "split-KV"},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 

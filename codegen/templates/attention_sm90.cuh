@@ -2,7 +2,7 @@
 //
 // What the plan gives (kernelplan/launch_sm90.c, generated before this text
 // by codegen/tpl_attention_sm90.c):
-//   ATT_D (= DV: 64, 128, 256), ATT_BN keys per K/V tile, ATT_CWG consumer
+//   ATT_D (= DV: 64, 96, 128, 256), ATT_BN keys per K/V tile, ATT_CWG consumer
 //   warp groups of 64 query rows each (ATT_BM = 64 ATT_CWG rows per work
 //   item), ATT_STAGES stages of the K/V ring;
 //   the problem: ATT_NB items of leading dims, ATT_NR query rows per item,
@@ -47,7 +47,8 @@
 // A row whose every score is -inf gets 0.
 
 #define ATT_BM (64 * ATT_CWG)
-#define ATT_DB (ATT_D / 64)                       // 64-column boxes per row
+#define ATT_DB ((ATT_D + 63) / 64)                // 64-column boxes per row (d 96: the second
+                                                  // box's last 32 columns arrive as zeros, unread)
 #define ATT_QBOX (64 * 128)                       // one 64-row Q box, bytes
 #define ATT_KVBOX (ATT_BN * 128)                  // one K or V box, bytes
 #define ATT_Q_BYTES (ATT_CWG * ATT_DB * ATT_QBOX)
