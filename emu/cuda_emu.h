@@ -326,10 +326,14 @@ static inline int emu_me() { return (int)emu_cl_rank * emu_nthreads + emu_cur_i;
 struct emu_cell { uint32_t ws, rs, r2s; uint16_t wt, rt, r2t; };   /* per granule */
 struct emu_gbuf { const emu_buffer *b; emu_cell *cells; };
 static uint32_t emu_clock, emu_bstart, emu_blast, emu_wstamp[32];
-/* emu_seen[t][u]: the latest stamp of warp u (32: the TMA unit) that
+/* emu_seen[t][u]: the latest stamp of warp u (32..39: the TMA unit) that
  * happens before warp t's current interval through mbarriers and named
- * barriers (cuda_emu_sm90.h) */
-enum { EMU_TMA_WARP = 32, EMU_WARPS = 33 };
+ * barriers (cuda_emu_sm90.h). The TMA unit counts as EMU_TMA_UNITS warps,
+ * one per mbarrier its copies complete on (its index mod EMU_TMA_UNITS):
+ * copies completing on different mbarriers are not ordered with each
+ * other, as on the GPU, so waiting for one does not make another's bytes
+ * visible. */
+enum { EMU_TMA_WARP = 32, EMU_TMA_UNITS = 8, EMU_WARPS = EMU_TMA_WARP + EMU_TMA_UNITS };
 static uint32_t emu_seen[EMU_WARPS][EMU_WARPS];
 static unsigned char emu_wsync[32];
 static uint32_t *emu_block_stamp;   /* stamp at which each block began */
@@ -454,7 +458,7 @@ static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char 
             emu_report(EMU_FIND_RACE, "%s: thread (block %u, thread %d%s) %s it, "
                        "thread (block %u, thread %d) %s it with no %s between",
                        emu_where(w, sizeof w, global, space, off + (k << emu_gshift)), pb, pu,
-                       pu >> 5 == 32 ? ": the TMA unit" : "", pw ? "wrote" : "read", emu_block.x, emu_cur_i,
+                       pu >> 5 >= EMU_TMA_WARP ? ": the TMA unit" : "", pw ? "wrote" : "read", emu_block.x, emu_cur_i,
                        write ? "writes" : "reads",
                        other ? "barrier.cluster" : ps < emu_cstart ? "ordering (another block of the launch)"
                        : (pu >> 5) == (emu_cur_i >> 5) ? "__syncwarp or __syncthreads"

@@ -8,7 +8,8 @@
 // what it builds on (the scheduler: emu_park and the thread states up to
 // EMU_DONE, extended here; the sanitizer: emu_shared / emu_global, the
 // warp stamps emu_wstamp and what each warp has seen, emu_seen with the
-// TMA unit as warp EMU_TMA_WARP; the generic-proxy write counts
+// TMA unit as warps EMU_TMA_WARP.. (one per mbarrier, mod EMU_TMA_UNITS);
+// the generic-proxy write counts
 // emu_dyn_pw / emu_pclock that emu_shared keeps; shared addresses:
 // emu_sptr) and before emu_run, which calls emu_sm90_block_begin and
 // emu_sm90_block_end around every block. Its state is the block's:
@@ -20,12 +21,13 @@
 //
 // Ordering for the race detector: besides __syncthreads and __syncwarp,
 // an mbarrier phase, a named barrier and the TMA order accesses. Each warp
-// knows, per other warp (and the TMA unit, warp EMU_TMA_WARP), the latest
+// knows, per other warp (and the TMA unit, a warp per mbarrier), the latest
 // stamp that happens before its current interval (emu_seen); arriving on
 // an mbarrier or a named barrier publishes the warp's knowledge and starts
 // a new interval; completing a wait acquires what the barrier's completed
 // phase published. A TMA copy writes shared memory under a fresh stamp of
-// the TMA unit, published by complete_tx on its mbarrier. Granularity is
+// the TMA unit's warp of that mbarrier, published by complete_tx on it
+// (copies completing on other mbarriers stay unordered). Granularity is
 // the warp: an arrive by one lane orders its warp-mates too (a race between
 // lanes of one warp across an mbarrier is missed).
 //
@@ -219,7 +221,7 @@ static inline void emu_setmaxnreg(bool inc, int n) {
 
 /* A shared write of n bytes at p by the async proxy (TMA), ordered after
  * what the issuing thread knows; its bytes take the TMA's stamp. */
-static void emu_async_write(unsigned char *p, size_t n, uint32_t stamp) {
+static void emu_async_write(unsigned char *p, size_t n, uint32_t stamp, int unit) {
     emu_launch *L = emu_L;
     if (!L->checks || p == emu_sink) return;
     emu_cell *c = NULL;
@@ -231,7 +233,7 @@ static void emu_async_write(unsigned char *p, size_t n, uint32_t stamp) {
     size_t g = emu_granules(off, n);
     if (c == emu_dyn_cells && emu_dyn_pw) memset(emu_dyn_pw + (off >> emu_gshift), 0, g * sizeof *emu_dyn_pw);
     c += off >> emu_gshift;
-    for (size_t k = 0; k < g; k++) c[k].ws = stamp, c[k].wt = (uint16_t)(EMU_TMA_WARP * 32);
+    for (size_t k = 0; k < g; k++) c[k].ws = stamp, c[k].wt = (uint16_t)(unit * 32);
 }
 static inline void emu_fence_proxy_async() { emu_pfence[emu_cur_i] = emu_pclock; }
 
@@ -308,6 +310,8 @@ static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *c
     emu_L->stats.tma_loads++;
     emu_L->stats.tma_bytes += bytes;
     unsigned char *base = emu_sptr(s0, bytes);
+    emu_mbar *mb = emu_mbar_find(bar, false);
+    const int unit = EMU_TMA_WARP + (mb ? (int)(mb - emu_mbars) % EMU_TMA_UNITS : 0);
     unsigned char fill[8];
     memset(fill, 0, sizeof fill);
     if (m.oob_nan) memset(fill, 0xff, sizeof fill);
@@ -318,16 +322,15 @@ static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *c
         unsigned char *to = emu_sptr(emu_swizzle(s0 + (uint32_t)lin, m.swizzle), m.esize);
         const void *from = fill;
         if (!oob) from = emu_global(m.base, off, 1, m.esize, false);
-        emu_async_write(to, m.esize, stamp);
+        emu_async_write(to, m.esize, stamp, unit);
         memcpy(to, from, m.esize);
     }
-    emu_mbar *mb = emu_mbar_find(bar, false);
     if (mb) {
         int w = emu_cur_i >> 5;
         for (int x = 0; x < EMU_WARPS; x++)
             if (emu_seen[w][x] > mb->acc[x]) mb->acc[x] = emu_seen[w][x];
         if (emu_wstamp[w] > mb->acc[w]) mb->acc[w] = emu_wstamp[w];
-        if (stamp > mb->acc[EMU_TMA_WARP]) mb->acc[EMU_TMA_WARP] = stamp;
+        if (stamp > mb->acc[unit]) mb->acc[unit] = stamp;
         mb->tx -= (long long)bytes;
         emu_mbar_progress(mb);
     }

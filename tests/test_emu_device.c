@@ -252,7 +252,8 @@ START_TEST(test_dropped_mbarrier_wait_is_a_race) {
     cgt_compile_text(work_dir, "att", g, SM90, &c);
     int i = kernel_of(&c, MCIR_TEMPLATE_STREAMING_ATTENTION);
     ck_assert(c.codegen->k[i].sm90a);
-    mutate_unit(&c, i, "            mc_ring_wait(ring, st);\n", "", 0);   /* the mainloop's */
+    /* the mainloop's wait for K (att_step) */
+    mutate_unit(&c, i, "    mc_ring_wait(kring, ks);\n    const u32 k_at", "    const u32 k_at", 0);
     expect_run_finding(&c, i, "race", "dynamic shared memory");
     mcir_compilation_free(&c);
 }
