@@ -357,6 +357,12 @@ static void print_sass(FILE *out, int w, const mcir_sass_audit *s) {
                     (double)s->wgmma_loop_instructions / s->wgmma_loops, s->tile_tensor_clocks, s->tile_issue_ratio);
         fputc('\n', out);
     }
+    if (s->setmaxnreg_regions) {
+        fprintf(out, "%-*s   SASS setmaxnreg:", w, "");
+        for (int i = 0; i < s->setmaxnreg_regions && i < MCIR_SASS_MAXNREG_REGIONS; i++)
+            fprintf(out, "%s R0..R%d under %d", i ? "," : "", s->maxnreg_used[i] - 1, s->maxnreg_budget[i]);
+        fprintf(out, "%s\n", s->setmaxnreg_over ? " -- OVER THE COUNT" : " (within)");
+    }
     if (!s->main_loops) {
         if (!s->wgmma_loops) fprintf(out, "%-*s   SASS main loop: none (no loop holds a global load)\n", w, "");
         return;

@@ -753,6 +753,80 @@ static void wgmma_loop(const sass_fn *f, const sass_cfg *g, const sass_loop *L, 
     s->wgmma_loops_overlapped += ex2 > 0 && under == ex2;
 }
 
+/* The highest register an instruction names (-1: none): R<n>, a pair where
+ * written R<n>.64, the data of a 64- or 128-bit access (its first register
+ * operand outside the [address]) 2 or 4 wide, IMAD.WIDE's destination a pair, an HGMMA's
+ * accumulators N/2 from their base and its register A operand 4. */
+static int max_reg(const sass_ins *x) {
+    int width_first = has_mod(x, "128") ? 4 : has_mod(x, "64") || has_mod(x, "WIDE") ? 2 : 1, hgmma_n = 0;
+    if (op_is(x, "HGMMA")) {
+        const char *p = x->op + 6;   /* "64xNxK" */
+        const char *xs = memchr(p, 'x', x->op_n > 6 ? x->op_n - 6 : 0);
+        if (xs) hgmma_n = (int)strtol(xs + 1, NULL, 10);
+        width_first = hgmma_n / 2;
+    }
+    const char *a = x->args, *e = x->args + x->args_n;
+    int best = -1, k = 0, depth = 0;   /* k: register operands outside [addresses] so far */
+    for (const char *q = a; q < e; q++) {
+        if (*q == '[') depth++;
+        if (*q == ']' && depth > 0) depth--;
+        if (*q != 'R' || q + 1 >= e || q[1] < '0' || q[1] > '9') continue;
+        if (q > a && ((q[-1] >= 'A' && q[-1] <= 'Z') || (q[-1] >= 'a' && q[-1] <= 'z') || q[-1] == '_')) continue;
+        char *end;
+        int n = (int)strtol(q + 1, &end, 10);
+        int w = depth ? 1 : k == 0 ? width_first : hgmma_n && k == 1 ? 4 : 1;
+        if (end + 3 <= e && memcmp(end, ".64", 3) == 0 && w < 2) w = 2;
+        if (n + w - 1 > best) best = n + w - 1;
+        if (!depth) k++;
+        q = end - 1;
+    }
+    return best;
+}
+
+/* The setmaxnreg regions: from each USETMAXREG (DEALLOC: the producer
+ * giving registers back; TRY_ALLOC: the consumers taking them) forward
+ * through the control-flow graph, the highest register named there
+ * against the count it sets. */
+static void setmaxnreg_regions(const sass_fn *f, const sass_cfg *g, mcir_sass_audit *s) {
+    for (int i = 0; i < f->n; i++) {
+        const sass_ins *x = &f->ins[i];
+        if (!op_is(x, "USETMAXREG")) continue;
+        const char *c = x->args + x->args_n;
+        while (c > x->args && c[-1] == ' ') c--;
+        while (c > x->args && c[-1] != ',' && c[-1] != ' ') c--;
+        int budget = (int)strtol(c, NULL, 0), top = -1;
+        bool *seen = calloc((size_t)g->n, sizeof *seen);
+        int *stack = malloc(sizeof *stack * (size_t)g->n), sp = 0;
+        MCIR_ASSERT(seen && stack);
+        int b0 = x->block;
+        for (int j = i + 1; j <= g->b[b0].last; j++) {
+            int r = max_reg(&f->ins[j]);
+            if (r > top) top = r;
+        }
+        seen[b0] = true;
+        for (int k = 0; k < g->b[b0].n_succ; k++) stack[sp++] = g->b[b0].succ[k];
+        while (sp) {
+            int v = stack[--sp];
+            if (seen[v]) continue;
+            seen[v] = true;
+            for (int j = g->b[v].first; j <= g->b[v].last; j++) {
+                int r = max_reg(&f->ins[j]);
+                if (r > top) top = r;
+            }
+            for (int k = 0; k < g->b[v].n_succ; k++)
+                if (!seen[g->b[v].succ[k]]) stack[sp++] = g->b[v].succ[k];
+        }
+        free(seen);
+        free(stack);
+        if (s->setmaxnreg_regions < MCIR_SASS_MAXNREG_REGIONS) {
+            s->maxnreg_budget[s->setmaxnreg_regions] = budget;
+            s->maxnreg_used[s->setmaxnreg_regions] = top + 1;
+            s->setmaxnreg_regions++;
+        }
+        s->setmaxnreg_over += top + 1 > budget;
+    }
+}
+
 /* ------------------------------------------------------------ dataflow */
 
 /* Whether an operand list names a register of `pending`: R<n> (not
@@ -920,6 +994,7 @@ bool cg_sass_parse(const char *text, const char *entry, mcir_sass_audit *s) {
         s->weighted_per_16b = (s->loop.instructions + (MCIR_SASS_MUFU_WEIGHT - 1) * mufu +
                                MCIR_SASS_SLOW_PATH_WEIGHT * s->loop.slow_paths) / vectors;
     }
+    setmaxnreg_regions(&f, &g, s);
     /* the wgmma loops: holding an HGMMA, with no loop inside holding one */
     for (int l = 0; l < g.n_loops; l++) {
         if (!loop_has_hgmma(&f, &g, &g.loops[l])) continue;

@@ -164,6 +164,13 @@ typedef struct mcir_sass_audit {
      * (wgmma_loop_instructions / wgmma_loops / tile_tensor_clocks: a
      * scheduler issues for one warp of each group); 0 elsewhere. */
     double tile_tensor_clocks, tile_issue_ratio;
+    /* Warp-specialised kernels: per USETMAXREG (setmaxnreg.dec / .inc) the
+     * register count it sets and the registers the code reachable from it
+     * names (the highest + 1); setmaxnreg_over: regions naming more than
+     * their count (all of them counted, the first few kept). */
+#define MCIR_SASS_MAXNREG_REGIONS 4
+    int setmaxnreg_regions, setmaxnreg_over;
+    int maxnreg_budget[MCIR_SASS_MAXNREG_REGIONS], maxnreg_used[MCIR_SASS_MAXNREG_REGIONS];
 } mcir_sass_audit;
 
 /* What a compiled kernel really uses, from ptxas's report and the PTX

@@ -87,6 +87,17 @@ static json_t *sass_json(const mcir_sass_audit *s) {
     json_object_set_new(wl, "ex2", json_integer(s->wgmma_loop_ex2));
     json_object_set_new(wl, "ex2_under_wgmma", json_integer(s->wgmma_loop_ex2_overlapped));
     json_object_set_new(o, "wgmma_loops", wl);
+    if (s->setmaxnreg_regions) {
+        json_t *r = json_array();
+        for (int i = 0; i < s->setmaxnreg_regions && i < MCIR_SASS_MAXNREG_REGIONS; i++) {
+            json_t *e = json_object();
+            json_object_set_new(e, "count", json_integer(s->maxnreg_budget[i]));
+            json_object_set_new(e, "registers", json_integer(s->maxnreg_used[i]));
+            json_array_append_new(r, e);
+        }
+        json_object_set_new(o, "setmaxnreg", r);
+        json_object_set_new(o, "setmaxnreg_over", json_integer(s->setmaxnreg_over));
+    }
     if (s->tile_tensor_clocks > 0) {
         json_object_set_new(o, "tile_tensor_clocks", json_real(round_us(s->tile_tensor_clocks)));
         json_object_set_new(o, "tile_issue_ratio", json_real(round_us(s->tile_issue_ratio)));

@@ -176,6 +176,11 @@ static bool sass_schedule_ok(const char *name, const mcir_kernel_audit *a, doubl
             s->wgmma_loops, s->wgmma_loops ? s->wgmma_loop_instructions / s->wgmma_loops : 0, s->wgmma_loop_ex2,
             s->wgmma_loop_ex2_overlapped, s->tile_issue_ratio);
     if (s->wgmma_loops < 1 || s->wgmma_loop_ex2 <= 0) return false;
+    /* two consumer groups: the producer's and the consumers' code within
+     * the counts setmaxnreg gives them */
+    for (int i = 0; i < s->setmaxnreg_regions && i < MCIR_SASS_MAXNREG_REGIONS; i++)
+        fprintf(stderr, "    setmaxnreg %d: %d registers named\n", s->maxnreg_budget[i], s->maxnreg_used[i]);
+    if (s->setmaxnreg_over || (a->threads > 256 && s->setmaxnreg_regions != 2)) return false;
     return s->wgmma_loop_ex2_overlapped == s->wgmma_loop_ex2 && s->wgmma_loops_overlapped == s->wgmma_loops &&
            s->tile_issue_ratio > 0 && s->tile_issue_ratio < ratio;
 }

@@ -167,6 +167,19 @@ START_TEST(wgmma_loop_overlap) {
     ck_assert_int_eq(s.wgmma_loop_ex2, 3);
     ck_assert_int_eq(s.wgmma_loop_ex2_overlapped, 1);
     ck_assert_int_eq(s.wgmma_loops_overlapped, 0);
+    /* setmaxnreg regions (ws_regions): the consumers' TRY_ALLOC 240 reach
+     * R199 (STS.128's data R196..R199; the HGMMAs R24..R87, R88..R151 and
+     * A R152..R155), within; the producer's DEALLOC 24 reaches R31
+     * (LDG.E.64 into R30..R31; IMAD.WIDE R22..R23), over its count */
+    s = parse(F, "ws_regions");
+    ck_assert_int_eq(s.setmaxnreg_regions, 2);
+    ck_assert_int_eq(s.maxnreg_budget[0], 240);
+    ck_assert_int_eq(s.maxnreg_used[0], 200);
+    ck_assert_int_eq(s.maxnreg_budget[1], 24);
+    ck_assert_int_eq(s.maxnreg_used[1], 32);
+    ck_assert_int_eq(s.setmaxnreg_over, 1);
+    s = parse(F, "att_late_wait");
+    ck_assert_int_eq(s.setmaxnreg_regions, 0);
     /* no HGMMA, no wgmma loop */
     s = parse(GRID, "scale_f32");
     ck_assert_int_eq(s.wgmma_loops, 0);
