@@ -298,6 +298,16 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
                          : M->dtype == MCIR_DTYPE_BF16 ? "mc_bf16_to_f32(mc_lds_u16(a))"
                                                        : "mc_f16_to_f32(mc_lds_u16(a))";
         cg_sb_printf(&b, "#define ATT_M_ES %d\n#define ATT_MASK_VAL(a) (%s)\n", l.mask_esize, cv);
+        /* a column pair (even column: 4 or 8 bytes aligned) in one load */
+        const char *pair = M->dtype == MCIR_DTYPE_F32
+                               ? "do { const u64 mp_ = mc_lds_u64(a); m0 = __uint_as_float((u32)mp_); "
+                                 "m1 = __uint_as_float((u32)(mp_ >> 32)); } while (0)"
+                           : M->dtype == MCIR_DTYPE_BF16
+                               ? "do { const u32 mp_ = mc_lds_u32(a); m0 = __uint_as_float(mp_ << 16); "
+                                 "m1 = __uint_as_float(mp_ & 0xffff0000u); } while (0)"
+                               : "do { const u32 mp_ = mc_lds_u32(a); m0 = mc_f16_to_f32((unsigned short)(mp_ & 0xffffu)); "
+                                 "m1 = mc_f16_to_f32((unsigned short)(mp_ >> 16)); } while (0)";
+        cg_sb_printf(&b, "#define ATT_MASK_PAIR(a, m0, m1) %s\n", pair);
     }
     /* o_off(b): O's element offset of item b; att_o_row(r): of row r of an
      * item (query r % NQ of packed head r / NQ) */

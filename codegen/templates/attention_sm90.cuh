@@ -198,26 +198,38 @@ __device__ __forceinline__ void att_turn_end(int c) {
 // of its own. Value v of this thread: row lr_a + 8((v/2)%2) of the group,
 // column 8(v/4) + 2 tq4 + v%2 of the tile.
 __device__ __forceinline__ void att_init_s(float* sc, u32 ms, int lr_a, int tq4) {
+    const float inv = 1.0f / ATT_SCALE;
+#if ATT_MASK == 1
+    // a thread's column pairs, one 32-bit (64-bit for f32) load each: the
+    // pair in its swizzled box, a row's 16-byte chunks permuted by the
+    // row's address bits (the same for rows lr_a and lr_a + 8; a pair never
+    // straddles a chunk)
 #pragma unroll
     for (int v = 0; v < ATT_BN / 2; v += 2) {
         const int hi = (v >> 1) & 1, col = 8 * (v >> 2) + 2 * tq4;
-        float m0 = 0.0f, m1 = 0.0f;
-#if ATT_MASK == 1
-        // the pair in its swizzled box: a row's 16-byte chunks permuted by
-        // the row's address bits (the same for rows lr_a and lr_a + 8)
         const u32 p = ms + (col / ATT_MCOLS) * (64 * ATT_MB) + (lr_a + 8 * hi) * ATT_MB +
                       (((col % ATT_MCOLS) * ATT_M_ES) ^ (((lr_a * ATT_MB) >> 3) & ATT_MSWZ));
-        m0 = ATT_MASK_VAL(p) * (1.0f / ATT_SCALE);
-        m1 = ATT_MASK_VAL(p + ATT_M_ES) * (1.0f / ATT_SCALE);
-#elif ATT_MASK == 2
-        m0 = ATT_MASK_VAL(ms + col * ATT_M_ES) * (1.0f / ATT_SCALE);
-        m1 = ATT_MASK_VAL(ms + (col + 1) * ATT_M_ES) * (1.0f / ATT_SCALE);
-#else
-        (void)ms, (void)lr_a, (void)hi, (void)col;
-#endif
-        sc[v] = m0;
-        sc[v + 1] = m1;
+        float m0, m1;
+        ATT_MASK_PAIR(p, m0, m1);
+        sc[v] = m0 * inv;
+        sc[v + 1] = m1 * inv;
     }
+#elif ATT_MASK == 2
+    // one row for every query: rows lr_a and lr_a + 8 take the same pair
+#pragma unroll
+    for (int v = 0; v < ATT_BN / 2; v += 4) {
+        const int col = 8 * (v >> 2) + 2 * tq4;
+        float m0, m1;
+        ATT_MASK_PAIR(ms + col * ATT_M_ES, m0, m1);
+        sc[v] = sc[v + 2] = m0 * inv;
+        sc[v + 1] = sc[v + 3] = m1 * inv;
+    }
+    (void)lr_a;
+#else
+    (void)ms, (void)lr_a, (void)tq4, (void)inv;
+#pragma unroll
+    for (int v = 0; v < ATT_BN / 2; v++) sc[v] = 0.0f;
+#endif
 }
 
 // 2^x by the SFU's ex2 (2^−inf = 0), as __expf uses it

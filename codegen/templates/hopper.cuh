@@ -51,6 +51,16 @@ __device__ __forceinline__ u32 mc_lds_u32(u32 a) {
 #endif
 }
 
+__device__ __forceinline__ u64 mc_lds_u64(u32 a) {
+#ifdef MC_EMULATE
+    return MC_SLD(*(const u64*)emu_sptr(a, 8));
+#else
+    u64 v;
+    asm volatile("ld.shared.u64 %0, [%1];" : "=l"(v) : "r"(a) : "memory");
+    return v;
+#endif
+}
+
 // ---- mbarriers
 __device__ __forceinline__ void mc_mbar_init(u64* bar, unsigned count) {
 #ifdef MC_EMULATE
