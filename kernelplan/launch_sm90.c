@@ -192,13 +192,23 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
     l->threads = 128 * (1 + l->consumers);
     l->qtiles = ceil_div(l->rows, l->bm);
 
-    /* K/V tiles: FA3's 128 keys (64 at d = 256), halved while Q + the ring
-     * (with its mask tiles) exceed the shared memory */
+    /* K/V tiles: FA3's 128 keys (64 at d = 256), halved while Q + the
+     * rings (with the mask tiles) exceed the shared memory. At d = 64
+     * without causality or a mask, with two consumer groups (240
+     * registers: S 96 + P 48 + O 32), FA3's 192: the softmax's per-score
+     * work is as long as a d-64 tile's products, and the per-tile rest
+     * (O's rescale, descriptors, waits) spreads over half again as many
+     * keys. The plan's tile where it chose one. */
     /* a row in 64-column boxes (d 96: two, the second half zeros) */
     const int64_t dp = (d + 63) / 64 * 64;
     int64_t q_bytes = (int64_t)l->consumers * 64 * dp * 2;
     l->smem_bytes = 0;
-    for (int64_t bn = d == 256 ? (l->mask == MCIR_SM90_MASK_ROWS ? 32 : 64) : 128; bn >= 32; bn /= 2) {
+    bool wide = d == 64 && !mcir_node_bool(n, "causal") && !M && l->consumers == 2;
+    int64_t bn0 = planned ? tile_of(&k->tiling, "kv")
+                  : d == 256 ? (l->mask == MCIR_SM90_MASK_ROWS ? 32 : 64)
+                  : wide     ? 192
+                             : 128;
+    for (int64_t bn = bn0; bn >= 32; bn /= 2) {
         int64_t mask_bytes = 0;
         if (l->mask == MCIR_SM90_MASK_ROWS) {   /* 64-row boxes of min(128, bn x es) bytes per group */
             mask_bytes = (int64_t)l->consumers * bn * mes * 64;
