@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
     shapes s = {.arena = mcir_arena_new()};
     sweep(&s, o.suite);
     fprintf(csv, "suite,impl,dtype,batch,heads,seq_q,seq_k,head_dim,causal,kv_heads,mask,path,pipeline_s,"
-                 "compile_s,compile_cache,median_ms,min_ms,tflops,gbps,device,status\n");
+                 "compile_s,compile_cache,median_ms,min_ms,tflops,gbps,modelled_us,device,status\n");
     mcir_diag d = mcir_diag_stderr();
     int failures = 0, selected = 0;
     for (int i = 0; i < s.n; i++) {
@@ -226,11 +226,19 @@ int main(int argc, char **argv) {
             snprintf(tf, sizeof tf, "%.2f", flops(x) / (t.median_ms * 1e-3) / 1e12);
             snprintf(gb, sizeof gb, "%.1f", (double)shape_bytes(x) / (t.median_ms * 1e-3) / 1e9);
         }
+        /* the plan's modelled time of the attention's launches (the
+         * cost model's pipeline on sm_90a: the figure a GPU run checks) */
+        char model[32] = "";
+        if (k >= 0) {
+            mcir_kernel_cost c;
+            mcir_cost_kernel(&b.plan->kernels[k], b.plan->target, NULL, &c);
+            snprintf(model, sizeof model, "%.2f", c.modelled_us);
+        }
         bench_csv_cell(status);
-        fprintf(csv, "%s,mcir,%s,%lld,%lld,%lld,%lld,%lld,%d,%lld,%s,%s,%.4f,%s,%s,%s,%s,%s,%s,%s,%s\n", x->suite,
+        fprintf(csv, "%s,mcir,%s,%lld,%lld,%lld,%lld,%lld,%d,%lld,%s,%s,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", x->suite,
                 mcir_dtype_name(x->dtype), (long long)x->batch, (long long)x->heads, (long long)x->nq,
                 (long long)x->nk, (long long)x->d, x->causal, (long long)kv_heads(x), MASK_NAMES[x->mask],
-                k >= 0 ? attention_path(&b.plan->kernels[k]) : "", b.pipeline_s, comp, cache, med, mn, tf, gb,
+                k >= 0 ? attention_path(&b.plan->kernels[k]) : "", b.pipeline_s, comp, cache, med, mn, tf, gb, model,
                 gpu ? g->name : "", status);
         fflush(csv);
         if (!w.csv_file.to_stdout && t.reps)

@@ -48,7 +48,8 @@ def attention(d):
         k = tuple(r.get(c, "") for c in key)
         if k not in best or v > best[k][0]:
             best[k] = (v, r["impl"][5:])
-    out = ["%-44s %6s   %-21s   %s" % ("attention, TFLOP/s", "mcir", "best SDPA (backend)", "mcir / best")]
+    out = ["%-44s %6s   %-21s   %-11s   %s" % ("attention, TFLOP/s", "mcir", "best SDPA (backend)", "mcir / best",
+                                               "measured / modelled time")]
     for r in m:
         k = tuple(r.get(c, "") for c in key)
         name = "%s %s d%s q%s k%s %s" % (r["suite"], r["dtype"], r["head_dim"], r["seq_q"], r["seq_k"],
@@ -63,8 +64,10 @@ def attention(d):
         b = best.get(k)
         ratio = "%.2fx" % (mv / b[0]) if mv and b and b[0] else "–"
         extra = "" if mv is not None else "  (%s)" % r["status"]
-        out.append("  %-42s %6s   %6s %-14s   %s%s" % (name, fmt(mv), fmt(b[0]) if b else "–",
-                                                    "(%s)" % b[1] if b else "", ratio, extra))
+        med, model = num(r.get("median_ms")), num(r.get("modelled_us"))
+        vs = "%.2fx" % (med * 1e3 / model) if med and model else "–"
+        out.append("  %-42s %6s   %6s %-14s   %-11s   %s%s" % (name, fmt(mv), fmt(b[0]) if b else "–",
+                                                           "(%s)" % b[1] if b else "", ratio, vs, extra))
     if t is None:
         out.append("  (no PyTorch figures: attention_torch.csv missing)")
     return out

@@ -141,7 +141,7 @@ def main(argv):
             row = [suite, impl, dt, b, h, nq, nk, d, int(causal), kvh, mask, "", "", "", "",
                    "%.4f" % med if med else "", "%.4f" % mn if mn else "",
                    "%.2f" % (flops / (med * 1e-3) / 1e12) if med else "",
-                   "%.1f" % (nbytes / (med * 1e-3) / 1e9) if med else "", timer.device, status]
+                   "%.1f" % (nbytes / (med * 1e-3) / 1e9) if med else "", "", timer.device, status]
             print(",".join(str(x) for x in row), file=out, flush=True)
         del q, k, v, kk, vv, m
         torch.cuda.empty_cache()

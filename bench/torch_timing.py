@@ -9,7 +9,7 @@ and bench_norms_dry_run compare the GEMM and the norms' names).
 import sys
 
 ATTN_HEADER = ("suite,impl,dtype,batch,heads,seq_q,seq_k,head_dim,causal,kv_heads,mask,path,pipeline_s,"
-               "compile_s,compile_cache,median_ms,min_ms,tflops,gbps,device,status")
+               "compile_s,compile_cache,median_ms,min_ms,tflops,gbps,modelled_us,device,status")
 NORM_HEADER = ("op,impl,dtype,rows,width,median_ms,min_ms,gbps,copy_gbps,fraction_of_copy,device,status")
 GEMM_HEADER = ("suite,impl,name,dtype,M,N,K,batch,layout,epilogue,path,launches,pipeline_s,compile_s,"
                "compile_cache,median_us,min_us,tflops,modelled_us,device,status")
