@@ -50,7 +50,10 @@ set_tests_properties(gpu_run_without_gpu PROPERTIES TIMEOUT 300)
 # bench_steps' dry run (bench/steps_dry_run_test.cmake): sessions with and
 # without CUDA graphs on the emulated device; a replayed step is one
 # cuGraphLaunch.
-if(TARGET bench_steps)
+# (not in the sanitizer build: 224 s of its CI time there, and the runtime
+# paths it steps — CUDA graphs captured and replayed on the emulated device
+# — run under ASan in test_graphs)
+if(TARGET bench_steps AND NOT MCIR_SANITIZE)
   add_test(NAME bench_steps_dry_run
     COMMAND ${CMAKE_COMMAND} -DBENCH=$<TARGET_FILE:bench_steps>
             -P ${PROJECT_SOURCE_DIR}/bench/steps_dry_run_test.cmake)
