@@ -284,10 +284,9 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
                  tma_store && l.o_stage);
     /* causal: the longest items first, in sections of as many K/V heads as
      * half the L2 holds (at the run's key count) */
-    cg_sb_printf(&b, "#define ATT_ORDER %d\n#define ATT_SEC ((i64)%lldLL / ((i64)ATT_NK * %lldLL) > 1 ? "
-                     "(i64)%lldLL / ((i64)ATT_NK * %lldLL) : 1)\n#define ATT_SCALE ",
-                 causal ? 1 : 0, (long long)(target->l2_bytes / 2), (long long)(2 * D * 2),
-                 (long long)(target->l2_bytes / 2), (long long)(2 * D * 2));
+    cg_sb_printf(&b, "#define ATT_ORDER %d\n#define ATT_SEC ((i64)%lldLL / ((i64)ATT_NK * %lldLL))\n"
+                     "#define ATT_SCALE ",
+                 causal ? 1 : 0, (long long)(target->l2_bytes / 2), (long long)(2 * D * 2));
     cg_sb_float(&b, scale);
     cg_sb_printf(&b, "\n#define ATT_O_T %s\n#define ATT_ST_O mc_st_%s\n#define O_SD ", cg_ctype(ov.root->dtype),
                  cg_dsuffix(ov.root->dtype));

@@ -714,6 +714,7 @@ static void cost_attention(cost_ctx *x) {
     bool causal = mcir_node_bool(n, "causal");
     double kv_rows = 0, scores = 0;   /* per item, summed over Q tiles and splits */
     double longest_tiles = 0;         /* the longest work item's K/V tiles */
+    double tiles = 0;                 /* every work item's K/V tiles, per leading item */
     int64_t qtiles = (NR + bm - 1) / bm;
     for (int64_t r0 = 0; r0 < NR; r0 += bm) {
         int64_t rows = NR - r0 < bm ? NR - r0 : bm, kv_end = NK;
@@ -729,6 +730,7 @@ static void cost_attention(cost_ctx *x) {
             if (b0 + loaded > NK) loaded = NK - b0;
             double tl = (double)((loaded + bn - 1) / bn);
             if (tl > longest_tiles) longest_tiles = tl;
+            tiles += tl;
             kv_rows += (double)loaded;
             scores += (double)rows * (double)loaded;
         }
@@ -753,19 +755,6 @@ static void cost_attention(cost_ctx *x) {
         mcir_attention_sm90 s9;
         const char *why;
         if (mcir_attention_sm90_layout(x->t, k, &s9, &why)) {
-            double tiles = 0;   /* every work item's K/V tiles */
-            for (int64_t r0 = 0; r0 < NR; r0 += bm) {
-                int64_t kv_end = NK;
-                if (causal) {
-                    int64_t last = r0 + bm - 1 < NR - 1 ? r0 + bm - 1 : NR - 1;
-                    int64_t qmax = l.pack > 1 && last / NQ != r0 / NQ ? NQ - 1 : last % NQ;
-                    if (qmax + (NK - NQ) + 1 < kv_end) kv_end = qmax + (NK - NQ) + 1;
-                }
-                for (int64_t sp = 0; sp < splits; sp++) {
-                    int64_t b0 = sp * chunk, e = kv_end < b0 + chunk ? kv_end : b0 + chunk;
-                    tiles += e <= b0 ? 1.0 : (double)((e - b0 + bn - 1) / bn);
-                }
-            }
             double us = att_sm90_pipeline_us(x, &s9, unit, s9.mask == MCIR_SM90_MASK_ROWS,
                                              s9.mask == MCIR_SM90_MASK_ONE_ROW, items * tiles,
                                              items * (double)qtiles * (double)splits, longest_tiles, x->c);

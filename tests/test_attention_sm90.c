@@ -185,6 +185,37 @@ static bool sass_schedule_ok(const char *name, const mcir_kernel_audit *a, doubl
            s->tile_issue_ratio > 0 && s->tile_issue_ratio < ratio;
 }
 
+/* A shape's graph, sm_90 plan and codegen (kernel ki the attention); drop:
+ * text removed from its compile unit first (a mutant), or NULL. */
+typedef struct att_build {
+    char *js;
+    mcir_graph *g;
+    mcir_plan *p;
+    mcir_codegen *cg;
+    int ki;
+} att_build;
+static att_build att_build_of(const shape *s, const char *drop) {
+    att_build b = {.js = att_graph(s)};
+    b.g = cgt_graph(b.js);
+    b.p = plan_of(b.g, "sm_90");
+    mcir_diag d = mcir_diag_stderr();
+    b.cg = mcir_codegen_new(b.p, NULL, &d);
+    ck_assert_ptr_nonnull(b.cg);
+    b.ki = attention_index(b.p);
+    if (drop) {
+        char *at = strstr(b.cg->k[b.ki].unit, drop);
+        ck_assert_msg(at != NULL, "'%s' is not in the unit: update the mutation", drop);
+        memset(at, ' ', strlen(drop));
+    }
+    return b;
+}
+static void att_build_free(att_build *b) {
+    mcir_codegen_free(b->cg);
+    mcir_plan_free(b->p);
+    mcir_graph_free(b->g);
+    free(b->js);
+}
+
 /* Every kernel of the sweep: NVRTC for sm_90a, the audit clean */
 START_TEST(test_sm90_kernels_compile_clean) {
     char why[256];
@@ -196,13 +227,11 @@ START_TEST(test_sm90_kernels_compile_clean) {
     if (!sass) fprintf(stderr, "  no SASS checks: %s\n", why);
     for (int i = 0; i < N_SHAPES; i++) {
         const shape *s = &SHAPES[i];
-        char *js = att_graph(s);
-        mcir_graph *g = cgt_graph(js);
-        mcir_plan *p = plan_of(g, "sm_90");
+        att_build b = att_build_of(s, NULL);
+        mcir_codegen *cg = b.cg;
+        mcir_plan *p = b.p;
+        int ki = b.ki;
         mcir_diag d = mcir_diag_stderr();
-        mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
-        ck_assert_ptr_nonnull(cg);
-        int ki = attention_index(p);
         ck_assert_msg(mcir_codegen_compile(cg, "sm_90", &d), "%s", s->name);
         if (sass) mcir_codegen_audit_sass(cg);
         const char *ptx = mcir_codegen_kernel_ptx(cg, ki);
@@ -235,10 +264,7 @@ START_TEST(test_sm90_kernels_compile_clean) {
         ck_assert_msg(sass_schedule_ok(s->name, a, bound),
                       "%s: the softmax is not under the P V wgmma in SASS, or the tile's issue exceeds %.2f of its "
                       "tensor clocks", s->name, bound);
-        mcir_codegen_free(cg);
-        mcir_plan_free(p);
-        mcir_graph_free(g);
-        free(js);
+        att_build_free(&b);
     }
 }
 END_TEST
@@ -254,30 +280,16 @@ START_TEST(test_lost_overlap_is_found) {
     }
     const shape sh = {"no_anchor", "f16", 1, 2, 2, 1024, 1024, 128, false, 0, {0}, false, ""};
     for (int mutate = 0; mutate < 2; mutate++) {
-        char *js = att_graph(&sh);
-        mcir_graph *g = cgt_graph(js);
-        mcir_plan *p = plan_of(g, "sm_90");
+        att_build b = att_build_of(&sh, mutate ? "mc_anchor_wait(anchor, l_r[0] + l_r[1]);" : NULL);
         mcir_diag d = mcir_diag_stderr();
-        mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
-        ck_assert_ptr_nonnull(cg);
-        int ki = attention_index(p);
-        if (mutate) {
-            const char *call = "mc_anchor_wait(anchor, l_r[0] + l_r[1]);";
-            char *at = strstr(cg->k[ki].unit, call);
-            ck_assert_msg(at != NULL, "the anchor moved: update the mutation");
-            memset(at, ' ', strlen(call));
-        }
-        ck_assert(mcir_codegen_compile(cg, "sm_90", &d));
-        mcir_codegen_audit_sass(cg);
-        const mcir_kernel_audit *a = &p->kernels[ki].audit;
+        ck_assert(mcir_codegen_compile(b.cg, "sm_90", &d));
+        mcir_codegen_audit_sass(b.cg);
+        const mcir_kernel_audit *a = &b.p->kernels[b.ki].audit;
         ck_assert_int_eq(a->sass.state, 1);
         bool ok = sass_schedule_ok(mutate ? "mutant" : "original", a, 0.75);
         ck_assert_msg(ok != (mutate != 0), "%s: overlap %d of %d EX2", mutate ? "mutant" : "original",
                       a->sass.wgmma_loop_ex2_overlapped, a->sass.wgmma_loop_ex2);
-        mcir_codegen_free(cg);
-        mcir_plan_free(p);
-        mcir_graph_free(g);
-        free(js);
+        att_build_free(&b);
     }
 }
 END_TEST

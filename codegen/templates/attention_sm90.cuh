@@ -119,7 +119,8 @@ __device__ __forceinline__ att_item att_item_of(i64 t) {
     t /= ATT_SPLITS;
 #if ATT_ORDER == 1
     {
-        const i64 sec = (i64)ATT_SEC < (i64)ATT_NB ? (i64)ATT_SEC : (i64)ATT_NB;
+        i64 sec = (i64)ATT_SEC < (i64)ATT_NB ? (i64)ATT_SEC : (i64)ATT_NB;
+        if (sec < 1) sec = 1;
         const i64 full = (i64)ATT_NB / sec * sec;   // heads in whole sections
         i64 b0 = 0, n = sec, u = t;
         if (t < full * ATT_QTILES) {
@@ -403,6 +404,20 @@ __device__ __forceinline__ void att_load_v(const att_item& it, int i, mc_ring<AT
     mc_ring_next<ATT_STAGES>(vs);
 }
 
+// O takes the previous tile's factor, then O += P V of the tile in the
+// next V stage (once it landed): issued, not waited for
+__device__ __forceinline__ void att_rescale_issue_pv(float* o, u32* pa, const float* alpha,
+                                                     mc_ring<ATT_STAGES>& vring, const mc_ring_state& vs,
+                                                     u32 v_base) {
+#pragma unroll
+    for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
+    mc_ring_wait(vring, vs);
+    mc_fence_regs<ATT_D / 2>(o);
+    mc_fence_regs<ATT_BN / 4>(pa);
+    mc_wgmma_fence();
+    att_issue_pv(o, pa, v_base + vs.stage * ATT_KV_BYTES);
+}
+
 // Tile i >= 1 of an item in consumer group c: this group's turn issues
 // S(i), rescales O (P V(i-2) has retired) and issues P V(i-1) behind it;
 // the other group's softmax runs meanwhile. K(i) goes back once S(i) has
@@ -420,13 +435,7 @@ __device__ __forceinline__ void att_step(const att_item& it, int i, int c, int l
     mc_fence_regs<ATT_BN / 2>(sc);
     mc_wgmma_fence();
     att_issue_s(sc, q_at, k_at);
-#pragma unroll
-    for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
-    mc_ring_wait(vring, vs);
-    mc_fence_regs<ATT_D / 2>(o);
-    mc_fence_regs<ATT_BN / 4>(pa);
-    mc_wgmma_fence();
-    att_issue_pv(o, pa, v_base + vs.stage * ATT_KV_BYTES);
+    att_rescale_issue_pv(o, pa, alpha, vring, vs, v_base);
     att_turn_end(c);
     mc_wgmma_wait<1>();   // S has landed; P V may still run
     mc_fence_regs<ATT_BN / 2>(sc);
@@ -587,13 +596,7 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         mc_ring_release(qring, qs, lane);
 #endif
         // the last tile's O += P V, outside the turns
-#pragma unroll
-        for (int v = 0; v < ATT_D / 2; v++) o[v] *= alpha[(v >> 1) & 1];
-        mc_ring_wait(vring, vs);
-        mc_fence_regs<ATT_D / 2>(o);
-        mc_fence_regs<ATT_BN / 4>(pa);
-        mc_wgmma_fence();
-        att_issue_pv(o, pa, v_base + vs.stage * ATT_KV_BYTES);
+        att_rescale_issue_pv(o, pa, alpha, vring, vs, v_base);
         mc_wgmma_wait<0>();
         mc_fence_regs<ATT_D / 2>(o);
         mc_ring_release(vring, vs, lane);
