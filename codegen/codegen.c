@@ -519,10 +519,11 @@ static void launcher_param(cg_sb *b, int i, const char *ctype, bool write) {
  * ENTRY__emu_params says what they are: r / w a pointer read / written,
  * m a tensor map, each with its element bytes (emu/device.c). extra:
  * after the reads and writes, 'w' the split-KV scratch, 'r' a read f32
- * buffer (the merge's partials, an epilogue's staged product); maps:
- * tensor maps after those. */
+ * buffer (the merge's partials, an epilogue's staged product); sched: a
+ * dynamic scheduler's u32 counters after that; maps: tensor maps after
+ * those. */
 static void emit_launcher(cg_sb *b, const mcir_kernel_plan *kp, const char *entry, int n_dims, char extra,
-                          int maps) {
+                          bool sched, int maps) {
     int np = kp->n_reads + kp->n_writes, i = 0;
     cg_sb_printf(b, "extern \"C\" void %s__emu(void **p) {\n    (void)p;\n    %s(", entry, entry);
     for (int j = 0; j < kp->n_reads; j++, i++) launcher_param(b, i, cg_ctype(kp->reads[j]->dtype), false);
@@ -530,12 +531,14 @@ static void emit_launcher(cg_sb *b, const mcir_kernel_plan *kp, const char *entr
     if (np == 0) cg_sb_puts(b, "0");
     for (int j = 0; j < n_dims; j++) cg_sb_printf(b, ", *(const long long*)p[%d]", i++);
     if (extra) launcher_param(b, i++, "float", extra == 'w');
+    if (sched) launcher_param(b, i++, "u32", true);
     for (int m = 0; m < maps; m++) cg_sb_printf(b, ", *(const CUtensorMap*)p[%d]", i++);
     cg_sb_printf(b, ");\n}\nextern \"C\" const char %s__emu_params[] = \"", entry);
     for (int j = 0; j < kp->n_reads; j++) cg_sb_printf(b, "r%d", (int)mcir_dtype_size(kp->reads[j]->dtype) % 10);
     for (int j = 0; j < kp->n_writes; j++) cg_sb_printf(b, "w%d", (int)mcir_dtype_size(kp->writes[j]->dtype) % 10);
     for (int j = 0; j < n_dims; j++) cg_sb_puts(b, "d8");
     if (extra) cg_sb_printf(b, "%c4", extra);
+    if (sched) cg_sb_puts(b, "w4");
     for (int m = 0; m < maps; m++) cg_sb_puts(b, "m0");
     cg_sb_puts(b, "\";\n");
 }
@@ -547,15 +550,15 @@ static char *emu_unit(const cg_kernel *k, int n_dims, bool epi) {
     cg_sb_puts(&b, epi ? k->epi_unit : k->unit);
     cg_sb_puts(&b, "\n#ifdef MC_EMULATE\n");
     if (epi) {
-        emit_launcher(&b, k->kp, k->epi_entry, n_dims, 'r', 0);
+        emit_launcher(&b, k->kp, k->epi_entry, n_dims, 'r', false, 0);
     } else {
-        emit_launcher(&b, k->kp, k->entry, n_dims, k->merge_grid > 0 ? 'w' : 0, k->n_tmaps);
+        emit_launcher(&b, k->kp, k->entry, n_dims, k->merge_grid > 0 ? 'w' : 0, k->sched, k->n_tmaps);
         if (k->cluster > 1)   /* the emulated device runs the blocks of a cluster together */
             cg_sb_printf(&b, "extern \"C\" const unsigned %s__emu_cluster = %d;\n", k->entry, k->cluster);
         if (k->merge_grid > 0) {
             char merge[96];
             snprintf(merge, sizeof merge, "%s_merge", k->entry);
-            emit_launcher(&b, k->kp, merge, n_dims, 'r', 0);
+            emit_launcher(&b, k->kp, merge, n_dims, 'r', false, 0);
         }
     }
     cg_sb_puts(&b, "#endif\n");

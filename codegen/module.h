@@ -52,10 +52,13 @@ typedef struct cg_kernel {
      * argument, and a second entry (entry + "_merge", in the same unit,
      * same arguments) merges the partials: merge_grid blocks of merge_block */
     int64_t merge_grid;      /* 0: no merge kernel */
+    /* a dynamic persistent scheduler: the kernel takes its counters
+     * (kp->sched_bytes, zero at launch) after the scratch */
+    bool sched;
     /* sm_90a attention (tpl_attention_sm90.c): compiled for sm_90a, takes
-     * n_tmaps CUtensorMap parameters after its pointers and split-KV
-     * scratch (Q, K, V, the mask where there is one and, where O's view
-     * has one, O for the TMA store) */
+     * n_tmaps CUtensorMap parameters after its pointers, split-KV
+     * scratch and scheduler counters (Q, K, V, the mask where there is
+     * one and, where O's view has one, O for the TMA store) */
     bool sm90a;
     int n_tmaps;
     mcir_tensor_map_desc tmaps[5];

@@ -285,8 +285,8 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     /* causal: the longest items first, in sections of as many K/V heads as
      * half the L2 holds (at the run's key count) */
     cg_sb_printf(&b, "#define ATT_ORDER %d\n#define ATT_SEC ((i64)%lldLL / ((i64)ATT_NK * %lldLL))\n"
-                     "#define ATT_SCALE ",
-                 causal ? 1 : 0, (long long)(target->l2_bytes / 2), (long long)(2 * D * 2));
+                     "#define ATT_DYNAMIC %d\n#define ATT_SCALE ",
+                 causal ? 1 : 0, (long long)(target->l2_bytes / 2), (long long)(2 * D * 2), kp->sched_bytes > 0);
     cg_sb_float(&b, scale);
     cg_sb_printf(&b, "\n#define ATT_O_T %s\n#define ATT_ST_O mc_st_%s\n#define O_SD ", cg_ctype(ov.root->dtype),
                  cg_dsuffix(ov.root->dtype));
@@ -362,6 +362,7 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     b.s[len - 1] = '\0';
     b.len = len - 1;
     if (l.split_kv) cg_sb_puts(&b, ", float* mc_scratch");
+    if (kp->sched_bytes > 0) cg_sb_puts(&b, ", u32* mc_sched");
     static const char *const tnames[] = {"q", "k", "v", "m", "o"};
     const char *tname[5];
     for (int i = 0; i < k->n_tmaps; i++) {
@@ -371,9 +372,10 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     cg_sb_printf(&b, ") {\n    (void)r%d; (void)r%d; (void)r%d;\n", qp, kpar, vp);
     cg_emit_sdims_fill(&b);
     if (M) cg_sb_printf(&b, "    (void)r%d;\n", mp);
-    cg_sb_printf(&b, "    mc_attention_sm90(&mc_tmap_q, &mc_tmap_k, &mc_tmap_v, %s, %s, w%d, %s);\n}\n",
+    cg_sb_printf(&b, "    mc_attention_sm90(&mc_tmap_q, &mc_tmap_k, &mc_tmap_v, %s, %s, w%d, %s, %s);\n}\n",
                  nm > 3 ? "&mc_tmap_m" : "(const CUtensorMap*)0", tma_store ? "&mc_tmap_o" : "(const CUtensorMap*)0",
-                 op, l.split_kv ? "mc_scratch" : "(float*)0");
+                 op, l.split_kv ? "mc_scratch" : "(float*)0", kp->sched_bytes > 0 ? "mc_sched" : "(u32*)0");
+    k->sched = kp->sched_bytes > 0;
     if (l.split_kv) {
         char out[16];
         snprintf(out, sizeof out, "w%d", op);

@@ -64,6 +64,8 @@ typedef struct emu_stats {
     unsigned long long bar_arrives, tma_stores, tma_store_bytes;
     /* sm_80: cp.async issued and ldmatrix executed (per lane) */
     unsigned long long cp_async, ldmatrix;
+    /* global atomics executed (per thread) */
+    unsigned long long atomics;
 } emu_stats;
 
 /* A TMA tensor map as the emulator reads it: the arguments of the driver's
@@ -478,6 +480,7 @@ static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char 
 /* Global access of n bytes at element i (size sz) of kernel argument p;
  * returns where the access may go (the sink when it is out of bounds). */
 static void *emu_shared(void *p, size_t n, size_t align, bool write);
+static bool emu_in_atomic;   /* an atomic's access: not entered in the race shadow */
 static void *emu_global(const void *p, long long i, size_t sz, size_t n, bool write) {
     emu_launch *L = emu_L;
     {   /* a generic pointer into the block's shared memory (a value chain
@@ -533,9 +536,24 @@ static void *emu_global(const void *p, long long i, size_t sz, size_t n, bool wr
                        "which no kernel of the run wrote", emu_block.x, emu_cur_i, (long long)(z - b->init),
                        b->name);
     }
-    if (emu_gb[bi].cells)
+    if (emu_gb[bi].cells && !emu_in_atomic)
         emu_race_at(emu_gb[bi].cells, (size_t)off, n, write, true, b->name);
     return a;
+}
+
+/* A global atomic on the u32 at p (add v, or exchange for v): checked for
+ * bounds and initialisation like a load and a store; atomics are not
+ * entered in the race shadow (two of them never race, and blocks run one
+ * after another here). Returns the old value. */
+static unsigned emu_atomic_u32(unsigned *p, unsigned v, bool add) {
+    emu_L->stats.atomics++;
+    emu_in_atomic = true;
+    unsigned *r = (unsigned *)emu_global(p, 0, 4, 4, false);
+    if (r != (unsigned *)emu_sink) r = (unsigned *)emu_global(p, 0, 4, 4, true);
+    emu_in_atomic = false;
+    unsigned old = *r;
+    *r = add ? old + v : v;
+    return old;
 }
 
 /* sm_80 cp.async in flight (cuda_emu_sm80.h): per 16 bytes of dynamic

@@ -657,13 +657,15 @@ static bool attention_run(const cost_ctx *x, const mcir_tiling *ti, const mcir_a
  * cover is exposed. An item
  * adds ATT_SM90_ITEM_TILES tiles: its first S and softmax with nothing
  * under them, its last P V alone and the epilogue (the next item's Q and
- * K0 load under it). The persistent blocks walk the items longest first:
- * the mean work a block, or the longest item where that is longer, plus
- * one load latency at the start. */
+ * K0 load under it). The persistent blocks walk the items (longest
+ * first where causal): the makespan of the plan's scheduler, static or
+ * dynamic, simulated over the items (launch_sm90.c; past 2^21 items the
+ * mean work a block, or the longest item where that is longer), plus one
+ * load latency at the start. */
 #define ATT_SM90_TENSOR 0.78
 #define ATT_SM90_LOAD_CLK 1000.0
 #define ATT_SM90_LEAD 1.5
-#define ATT_SM90_ITEM_TILES 1.0
+#define ATT_SM90_ITEM_TILES MCIR_ATT_SM90_ITEM_TILES
 
 static double att_sm90_pipeline_us(const cost_ctx *x, const mcir_attention_sm90 *l, const char *unit, bool mask_rows,
                                    bool mask_row, double tiles, double work_items, double longest_tiles,
@@ -688,6 +690,10 @@ static double att_sm90_pipeline_us(const cost_ctx *x, const mcir_attention_sm90 
     double per_tile = tile + exposed;
     double mean = (tiles + ATT_SM90_ITEM_TILES * work_items) * per_tile / blocks;
     double longest = (longest_tiles + ATT_SM90_ITEM_TILES) * per_tile;
+    /* the scheduler's makespan where the layout simulated it (static
+     * snake or dynamic claims: the items in their order, each block's sum) */
+    double span = l->dynamic ? l->dynamic_tiles : l->static_tiles;
+    if (span > 0) mean = span * per_tile, longest = 0;
     c->tile_tensor_clk = tensor;
     c->tile_issue_clk = issue;
     c->tile_l2_clk = l2;

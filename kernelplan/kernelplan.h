@@ -40,6 +40,10 @@
     X(POOL, "pool")                         /* max/avg pool, global avg pool */   \
     X(CONV2D, "conv2d")                     /* implicit GEMM (+ bias/relu) */
 
+/* The counters of a dynamic persistent scheduler: the next item to claim
+ * and the blocks that finished (two u32), padded to 16 bytes. */
+#define MCIR_SCHED_BYTES 16
+
 typedef enum mcir_template {
 #define X(id, name) MCIR_TEMPLATE_##id,
     MCIR_TEMPLATES(X)
@@ -284,6 +288,11 @@ typedef struct mcir_kernel_plan {
     int64_t smem_bytes;          /* dynamic shared memory per block */
     int64_t smem_static_bytes;   /* __shared__ arrays of the template, per block */
     int64_t scratch_bytes;       /* workspace in the arena (0: none) */
+    /* A dynamic persistent scheduler's counters (0: none): device bytes
+     * the runtime keeps for this kernel alone, zeroed once when the run is
+     * prepared; the kernel leaves them zero when it finishes (the last
+     * block resets them), so launches and graph replays need no memset. */
+    int64_t sched_bytes;
     /* Where a library runs the kernel instead of a generated one:
      * "cublas" / "cublasLt" and the operation it is asked for
      * (e.g. "cublasGemmStridedBatchedEx f16 NT, f32 accumulate"); NULL:

@@ -12,6 +12,7 @@
  * fill the SMs split the keys (flash-decoding) and merge the partials.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernelplan/launch.h"
@@ -61,6 +62,109 @@ static int64_t tile_of(const mcir_tiling *t, const char *dim) {
     for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
         if (t->dim_names[i] && strcmp(t->dim_names[i], dim) == 0) return t->block_tile[i];
     return 0;
+}
+
+/* Work item t's K/V tiles (att_item_of in attention_sm90.cuh: the same
+ * order, the same causal limit; an item with no visible key streams one). */
+static int64_t sched_item_tiles(const mcir_attention_sm90 *l, bool causal, int64_t t) {
+    const int64_t split = t % l->splits, Q = l->qtiles;
+    t /= l->splits;
+    int64_t r0;
+    if (l->order == 1) {
+        const int64_t sec = l->sec, full = l->items / sec * sec;
+        int64_t n = sec, u = t;
+        if (t < full * Q) {
+            u = t % (sec * Q);
+        } else {
+            n = l->items - full;
+            u = t - full * Q;
+        }
+        r0 = (Q - 1 - u / n) * l->bm;
+    } else {
+        r0 = (t % Q) * l->bm;
+    }
+    const int64_t kv0 = split * l->chunk;
+    int64_t end = kv0 + l->chunk < l->nk ? kv0 + l->chunk : l->nk;
+    if (causal) {
+        const int64_t last = r0 + l->bm - 1 < l->rows - 1 ? r0 + l->bm - 1 : l->rows - 1;
+        const int64_t qmax = l->pack > 1 && last / l->nq != r0 / l->nq ? l->nq - 1 : last % l->nq;
+        const int64_t lim = qmax + (l->nk - l->nq) + 1;
+        if (lim < end) end = lim;
+    }
+    return end > kv0 ? ceil_div(end - kv0, l->bn) : 1;
+}
+
+/* Whether the items' lengths differ. */
+static bool sched_uneven(const mcir_attention_sm90 *l, bool causal) {
+    const int64_t n = l->items * l->qtiles * l->splits;
+    const int64_t first = n > 0 ? sched_item_tiles(l, causal, 0) : 0;
+    for (int64_t t = 1; t < n && t < (1 << 21); t++)
+        if (sched_item_tiles(l, causal, t) != first) return true;
+    return false;
+}
+
+/* A block of the dynamic schedule: it claims its next item at `claim`
+ * (when its producer has issued the current item's last K tile: the K
+ * ring's SCHED_LEAD tiles and the item's own overhead before `free`, or at
+ * the item's start if that is later), and is busy until `free`. */
+#define SCHED_LEAD 2.0
+typedef struct sched_slot {
+    double claim, free;
+    int64_t block;
+} sched_slot;
+static bool slot_before(const sched_slot *a, const sched_slot *b) {
+    return a->claim < b->claim || (a->claim == b->claim && a->block < b->block);
+}
+static void heap_down(sched_slot *h, int64_t n, int64_t i) {
+    for (;;) {
+        int64_t m = i, a = 2 * i + 1, b = a + 1;
+        if (a < n && slot_before(&h[a], &h[m])) m = a;
+        if (b < n && slot_before(&h[b], &h[m])) m = b;
+        if (m == i) return;
+        sched_slot x = h[i];
+        h[i] = h[m];
+        h[m] = x;
+        i = m;
+    }
+}
+
+void mcir_attention_sm90_schedule(const mcir_attention_sm90 *l, bool causal, double item_tiles,
+                                  int64_t max_items, double *static_tiles, double *dynamic_tiles) {
+    const int64_t n = l->items * l->qtiles * l->splits, G = l->grid;
+    *static_tiles = *dynamic_tiles = 0;
+    if (n <= 0 || G <= 0 || n > max_items) return;
+    double *sum = calloc((size_t)G, sizeof *sum);
+    sched_slot *h = calloc((size_t)G, sizeof *h);
+    MCIR_ASSERT(sum && h);
+    /* static: pass p gives block k item pG + k, reversed on odd passes
+     * where the items run longest first (att_walk) */
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t p = t / G, r = t % G;
+        const int64_t k = (p & 1) && l->order == 1 ? G - 1 - r : r;
+        sum[k] += (double)sched_item_tiles(l, causal, t) + item_tiles;
+    }
+    for (int64_t k = 0; k < G; k++)
+        if (sum[k] > *static_tiles) *static_tiles = sum[k];
+    /* dynamic: block k starts item k at 0; the claims go in the order of
+     * their time */
+    for (int64_t k = 0; k < G; k++)
+        h[k] = (sched_slot){0.0, (double)sched_item_tiles(l, causal, k) + item_tiles, k};
+    for (int64_t k = 0; k < G; k++) {
+        const double c = h[k].free - SCHED_LEAD - item_tiles;
+        h[k].claim = c > 0 ? c : 0;
+    }
+    for (int64_t i = G / 2; i-- > 0;) heap_down(h, G, i);
+    for (int64_t t = G; t < n; t++) {
+        const double start = h[0].free, end = start + (double)sched_item_tiles(l, causal, t) + item_tiles;
+        const double c = end - SCHED_LEAD - item_tiles;
+        h[0].claim = c > start ? c : start;
+        h[0].free = end;
+        heap_down(h, G, 0);
+    }
+    for (int64_t k = 0; k < G; k++)
+        if (h[k].free > *dynamic_tiles) *dynamic_tiles = h[k].free;
+    free(sum);
+    free(h);
 }
 
 bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_attention_sm90 *l,
@@ -216,9 +320,10 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
             mask_bytes = (bn * mes + 1023) / 1024 * 1024;
         }
         int64_t smem = q_bytes + l->stages * (2 * bn * dp * 2 + mask_bytes) + 1024;
-        /* the static part: the Q, K and V rings' mbarriers and a 4-byte
-         * slot per consumer thread (mc_anchor_wait) */
-        int64_t smem_static = 8 * (2 + 4 * l->stages) + 4 * 128 * l->consumers;
+        /* the static part: the Q, K and V rings' mbarriers, a 4-byte slot
+         * per consumer thread (mc_anchor_wait) and the dynamic scheduler's
+         * two item slots (16 bytes with their alignment) */
+        int64_t smem_static = 8 * (2 + 4 * l->stages) + 4 * 128 * l->consumers + 16;
         if (planned && bn != tile_of(&k->tiling, "kv")) continue;
         if (smem + smem_static <= t->smem_per_block_optin) {
             l->bn = bn;
@@ -277,6 +382,17 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
      * items, so an item's setup, first loads and O store overlap the
      * neighbouring items' work */
     l->grid = blocks < t->sm_count ? blocks : t->sm_count;
+    /* causal: the longest items first, in sections of as many K/V heads as
+     * half the L2 holds (codegen's ATT_SEC) */
+    const bool causal = mcir_node_bool(n, "causal");
+    l->order = causal ? 1 : 0;
+    l->sec = (int64_t)(t->l2_bytes / 2) / (nk * 2 * d * 2);
+    if (l->sec > l->items) l->sec = l->items;
+    if (l->sec < 1) l->sec = 1;
+    /* the scheduler: dynamic where the items' lengths differ (causal, a
+     * short last split) and the model does not make it longer */
+    mcir_attention_sm90_schedule(l, causal, MCIR_ATT_SM90_ITEM_TILES, 1 << 21, &l->static_tiles, &l->dynamic_tiles);
+    l->dynamic = l->dynamic_tiles > 0 && l->dynamic_tiles <= l->static_tiles && sched_uneven(l, causal);
     /* setmaxnreg (two consumer groups) shares out what the block holds
      * at entry, 384 x 168 = 64512 registers (not the SM's 65536): 24 for
      * the producer and 240 per consumer as FA3 (128 x 24 + 256 x 240 =
@@ -346,13 +462,20 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
         "sm_90a path (TMA + mbarriers + wgmma, warp specialised), d=%lld: BLOCK_M=%lld (%d consumer warp "
         "group%s of 64 query rows, setmaxnreg %d) BLOCK_N=%lld, %d-stage K and V rings fed by a producer warp "
         "group (setmaxnreg %d): %lld KiB of 128-byte-swizzled shared memory <= %lld KiB%s%s%s; "
-        "%lld q-tiles x %lld items, walked by %lld persistent blocks of %d threads%s",
+        "%lld q-tiles x %lld items, walked by %lld persistent blocks of %d threads%s; %s",
         (long long)l.d, (long long)l.bm, l.consumers, l.consumers > 1 ? "s" : "", l.consumer_regs,
         (long long)l.bn, l.stages, l.producer_regs, (long long)(l.smem_bytes / 1024),
         (long long)(t->smem_per_block_optin / 1024), mask, pack,
         l.o_stage ? "; an O stage apart from Q, so the next item's Q loads under this one's epilogue" : "",
         (long long)l.qtiles, (long long)l.items, (long long)l.grid, l.threads,
-        mcir_node_bool(k->anchor, "causal") ? ", longest items first" : "");
+        l.order == 1 ? ", longest items first" : "",
+        l.dynamic ? mcir_arena_printf(a, "dynamic scheduler: each block claims its next item from a counter once it "
+                                         "has issued its item's last K tile (makespan %.0f K/V tiles, static %.0f)",
+                                      l.dynamic_tiles, l.static_tiles)
+        : l.dynamic_tiles > 0 && l.dynamic_tiles > l.static_tiles
+            ? mcir_arena_printf(a, "static scheduler: a snake over the items (makespan %.0f K/V tiles, dynamic %.0f)",
+                                l.static_tiles, l.dynamic_tiles)
+            : "static scheduler: the items are of one length");
     if (l.split_kv)
         ti->reason = mcir_arena_printf(
             a, "%s; split-KV: %lld items < %d SMs, so Nk=%lld is split into %lld chunks of %lld keys -> %lld "
@@ -363,6 +486,7 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
             (long long)((l.scratch_bytes + 1023) / 1024),
             (long long)l.merge_grid, l.merge_block);
     k->scratch_bytes = l.scratch_bytes;
+    k->sched_bytes = l.dynamic ? MCIR_SCHED_BYTES : 0;
     k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;
     k->block[0] = l.threads;

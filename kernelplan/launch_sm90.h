@@ -46,6 +46,17 @@ typedef struct mcir_attention_sm90 {
                                 covers the keys at these sizes (the plan split at the largest) */
     int64_t grid;            /* blocks: persistent, at most one per SM, each walking the items
                                 (items x qtiles x splits) */
+    int order;               /* the items' order: 0 q-tiles fastest; 1 (causal) longest first, in
+                                sections of sec leading items */
+    int64_t sec;
+    /* the scheduler: static (block k takes items k, 2G-1-k, 2G+k, ...: a
+     * snake) or dynamic (each block's first item is its index, the next
+     * ones claimed from a counter as it nears the end of one: FlashAttention-3's
+     * DynamicPersistentTileScheduler). Both makespans in K/V tiles (+1 an
+     * item), from mcir_attention_sm90_schedule; dynamic where the items'
+     * lengths differ and it is not longer. */
+    bool dynamic;
+    double static_tiles, dynamic_tiles;
     bool o_stage;            /* shared memory holds an O stage of Q's size apart from Q: O's TMA
                                 store leaves Q's slot free for the next item's Q */
     mcir_sm90_mask mask;
@@ -64,6 +75,16 @@ typedef struct mcir_attention_sm90 {
  * why: the reason it does not (static text naming what is missing). */
 bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir_attention_sm90 *l,
                                 const char **why);
+
+/* The tiles an item costs beyond its K/V tiles (its first S and softmax
+ * alone, its last P V and epilogue: kernelplan/cost.c's pipeline model). */
+#define MCIR_ATT_SM90_ITEM_TILES 1.0
+
+/* The makespans, in K/V tiles (+ item_tiles an item), of the static and
+ * the dynamic schedule of l's items over l->grid blocks; 0 where there
+ * are more than max_items items (then neither is simulated). */
+void mcir_attention_sm90_schedule(const mcir_attention_sm90 *l, bool causal, double item_tiles,
+                                  int64_t max_items, double *static_tiles, double *dynamic_tiles);
 
 /* Applies the choice to k (tiling, launch, smem, scratch, reason). */
 void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena *a);

@@ -215,6 +215,8 @@ static json_t *kernel_json(const mcir_plan *p, const mcir_kernel_plan *k) {
     json_object_set_new(o, "smem_bytes", json_integer(k->smem_bytes));
     json_object_set_new(o, "smem_static_bytes", json_integer(k->smem_static_bytes));
     json_object_set_new(o, "scratch_bytes", json_integer(k->scratch_bytes));
+    if (k->sched_bytes > 0)   /* a dynamic persistent scheduler's counters (launch_sm90.c) */
+        json_object_set_new(o, "sched_bytes", json_integer(k->sched_bytes));
     /* split-KV attention's second kernel, NAME_merge (launch.c) */
     mcir_launch la;
     if (k->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && mcir_launch_of(p->target, p->graph, k, &la, NULL) &&

@@ -345,6 +345,7 @@ bool mcir_plan_choose_tiling(mcir_plan *p, mcir_kernel_plan *k, mcir_diag *d) {
     tile_ctx c = {.p = p, .k = k, .t = p->target, .a = p->arena, .d = d};
     memset(&k->tiling, 0, sizeof k->tiling);
     k->scratch_bytes = 0;
+    k->sched_bytes = 0;
     k->smem_static_bytes = 0;
     MCIR_ASSERT(tile_fns[k->tpl]);
     if (!tile_fns[k->tpl](&c)) return false;

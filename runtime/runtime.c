@@ -78,6 +78,8 @@ typedef struct gpu_run {
     void *blas, *blas_lt;                        /* NULL: not loaded */
     CUdeviceptr staging;     /* f32 product of cuBLAS matmuls with an epilogue */
     CUdeviceptr scratch;     /* split-KV partials outside a pool plan */
+    CUdeviceptr sched;       /* dynamic schedulers' counters: MCIR_SCHED_BYTES at kernel i's slot i
+                              * (zeroed here once; each kernel leaves its own zero) */
     cg_lt_plan *lt;          /* by kernel: its cuBLASLt call, prepared at open */
     cg_gemm_desc *lt_at;     /* by kernel: the GEMM its call was prepared for (a graph with
                               * dims prepares it again at a step at other sizes) */
@@ -544,6 +546,14 @@ static bool run_open(gpu_run *r, mcir_diag *d) {
         return false;
     name_range(r->scratch, scratch_bytes, "split-KV scratch");
     name_range(r->staging, staging_bytes, "matmul staging product");
+    bool sched = false;
+    for (int i = 0; i < cg->n; i++) sched |= cg->k[i].source && cg->k[i].sched;
+    if (sched) {   /* the counters start at zero; the kernels keep them so */
+        int64_t bytes = (int64_t)cg->n * MCIR_SCHED_BYTES;
+        if (!dev_alloc(r, "the dynamic schedulers' counters", bytes, &r->sched)) return false;
+        CU_CHECK(cu->cuMemsetD32Async(r->sched, 0, (size_t)bytes / 4, r->stream), r->why, W);
+        name_range(r->sched, bytes, "scheduler counters");
+    }
     return true;
 fail:
     return false;
@@ -691,7 +701,7 @@ static bool launch_kernel(gpu_run *r, int i) {
     CUdeviceptr args[np + 1];   /* + the staging product or the scratch */
     /* the parameters: pointers, the dims' values (size-generic kernels),
      * + the staging product or the scratch (+ tensor maps) */
-    void *params[np + nd + 1], *kparams[np + nd + 1 + 5];
+    void *params[np + nd + 2], *kparams[np + nd + 2 + 5];
     long long dims[MCIR_MAX_DIMS + 1];
     _Alignas(64) unsigned char maps[5][128];
     for (int j = 0; j < kp->n_reads; j++) args[j] = r->ptr[root_of(r, kp->reads[j])->id];
@@ -757,6 +767,15 @@ static bool launch_kernel(gpu_run *r, int i) {
         }
         name_range(args[np], kp->scratch_bytes, "split-KV scratch");
         nk = np + 1;
+    }
+    CUdeviceptr sched = r->sched + (CUdeviceptr)i * MCIR_SCHED_BYTES;
+    if (k->sched) {   /* a dynamic scheduler: its counters */
+        if (!r->sched) {
+            snprintf(r->why, W, "kernel %s: a dynamic scheduler has no counters", kp->name);
+            return false;
+        }
+        params[nd + nk] = &sched;   /* after the dims and the scratch */
+        nk++;
     }
     kparams[0] = &args[0];
     for (int j = 0; j < nk + nd; j++) kparams[j] = params[j];
@@ -1042,6 +1061,7 @@ static void release_device(gpu_run *r, bool wait) {
     }
     if (r->staging) cu->cuMemFree_v2(r->staging);
     if (r->scratch) cu->cuMemFree_v2(r->scratch);
+    if (r->sched) cu->cuMemFree_v2(r->sched);
     if (r->workspace) cu->cuMemFree_v2(r->workspace);
     for (int i = 0; r->lt && i < r->cg->n; i++) cg_cublaslt_release(&r->lt[i]);
     if (r->ev0) cu->cuEventDestroy_v2(r->ev0);

@@ -16,6 +16,9 @@
  *    register-operand check, TMA, mbarriers, every sanitizer check on),
  *    they match the reference interpreter (f16 tolerance 2e-2 relative,
  *    finite outputs);
+ *  - the dynamic scheduler (causal) leaves its counters zero: three
+ *    steps of a session replaying a CUDA graph match the interpreter, and
+ *    a kernel without the reset does not;
  *  - the pipeline bug this template had — P converted into the A
  *    fragments of a P·V wgmma still in flight — is an emulator finding
  *    when put back into the generated kernel.
@@ -29,6 +32,8 @@
 #include "codegen_util.h"
 #include "codegen/codegen-impl.h"
 #include "emu/cuda_emu.h"
+#include "emu/emu.h"
+#include "runtime/runtime.h"
 #include "kernelplan/kernelplan.h"
 #include "kernelplan/launch_sm90.h"
 #include "test_util.h"
@@ -399,6 +404,110 @@ START_TEST(test_early_p_conversion_is_found) {
 }
 END_TEST
 
+/* The dynamic scheduler (causal: items of different lengths): the plan
+ * takes it where the items differ and not where they are alike; on the
+ * emulated device, one session of three steps, each with new inputs, as a
+ * CUDA graph (step 1: a warm-up launch, the capture, a replay; then
+ * replays), matches the interpreter at every step — which holds only if
+ * each launch leaves the counters zero for the next. The kernel without
+ * the last block's reset (a mutant) must fail from its second launch. */
+static void drop_reset(char *src) {
+    const char *call = "att_sched_done(sched);";
+    char *c = strstr(src, call);
+    ck_assert_msg(c != NULL, "the producer's att_sched_done moved: update the mutation");
+    memset(c, ' ', strlen(call));
+}
+
+static int sched_steps(const shape *sh, void (*mutate)(char *unit), int *launches) {
+    char *js = att_graph(sh);
+    mcir_graph *g = cgt_graph(js);
+    mcir_plan *p = plan_of(g, "sm_90");
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert_int_eq(p->n_kernels, 1);
+    ck_assert_int_eq(p->kernels[0].sched_bytes, MCIR_SCHED_BYTES);
+    mcir_memplan *mp = mcir_memplan_build(p, NULL, NULL, &d);
+    mcir_codegen *cg = mcir_codegen_new(p, mp, &d);
+    ck_assert_ptr_nonnull(cg);
+    ck_assert(cg->k[0].sched);
+    if (mutate) mutate(cg->k[0].unit);
+    mcir_env *dev = mcir_env_new(g, 5);
+    mcir_emu_set_max_blocks(3);   /* 3 blocks claim the other items */
+    mcir_emu_reset_launches();
+    mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = 1};
+    mcir_gpu_session *ss = mcir_emu_session_open(cg, dev, &o, &d);
+    ck_assert_ptr_nonnull(ss);
+    int bad = 0;
+    for (int step = 0; step < 3; step++) {
+        mcir_env *ref = mcir_env_new(g, 5);
+        for (int i = 0; i < g->n_inputs; i++) {   /* new, finite, varied inputs each step */
+            const mcir_tensor *t = g->inputs[i];
+            int64_t n = mcir_tensor_numel(t);
+            float *v = malloc(sizeof(float) * (size_t)n);
+            mcir_fill_seeded(t, 100 + (uint64_t)(10 * step + i), v);
+            mcir_env_set(ref, t, v);
+            mcir_env_set(dev, t, v);
+            free(v);
+        }
+        ck_assert(mcir_interp_run(g, ref, &d));
+        mcir_gpu_stats st;
+        bool ran = mcir_gpu_session_step(ss, dev, NULL, &st, &d);
+        const mcir_tensor *y = g->outputs[0];
+        const float *a = ran ? mcir_env_get(dev, y) : NULL, *b = mcir_env_get(ref, y);
+        double maxref = 0, maxerr = 0;
+        for (int64_t k = 0; a && k < mcir_tensor_numel(y); k++) {
+            maxref = fmax(maxref, fabs(b[k]));
+            maxerr = fmax(maxerr, isfinite(a[k]) ? fabs((double)a[k] - (double)b[k]) : INFINITY);
+        }
+        double rel = a && maxref > 0 ? maxerr / maxref : INFINITY;
+        fprintf(stderr, "  dynamic scheduler %-8s step %d: rel err %.3g\n", mutate ? "(mutant)" : "", step, rel);
+        bad += !(rel <= 2e-2);
+        mcir_env_free(ref);
+        if (!ran) break;
+    }
+    mcir_gpu_session_close(ss);
+    mcir_emu_set_max_blocks(0);
+    const mcir_emu_launch_record *r;
+    *launches = mcir_emu_launches(&r);
+    mcir_env_free(dev);
+    mcir_codegen_free(cg);
+    mcir_memplan_free(mp);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+    free(js);
+    return bad;
+}
+
+START_TEST(test_dynamic_scheduler) {
+    /* the plan: dynamic for causal items, static for items alike */
+    for (int i = 0; i < N_SHAPES; i++) {
+        const shape *s = &SHAPES[i];
+        char *js = att_graph(s);
+        mcir_graph *g = cgt_graph(js);
+        mcir_plan *p = plan_of(g, "sm_90");
+        mcir_attention_sm90 l;
+        const char *why;
+        ck_assert(mcir_attention_sm90_layout(mcir_target_find("sm_90"), &p->kernels[0], &l, &why));
+        bool uneven = s->causal && s->nq > l.bm;   /* more than one q-tile, each seeing more keys */
+        if (uneven) ck_assert_msg(l.dynamic && p->kernels[0].sched_bytes > 0, "%s: static", s->name);
+        if (!s->causal && strstr(s->expect, "split-KV") == NULL)
+            ck_assert_msg(!l.dynamic && p->kernels[0].sched_bytes == 0, "%s: dynamic", s->name);
+        if (l.dynamic) ck_assert(l.dynamic_tiles > 0 && l.dynamic_tiles <= l.static_tiles);
+        mcir_plan_free(p);
+        mcir_graph_free(g);
+        free(js);
+    }
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape sh = {"dyn", "f16", 1, 2, 2, 300, 300, 64, true, 0, {0}, true, ""};   /* 2 heads x 3 q-tiles */
+    int launches = 0;
+    ck_assert_int_eq(sched_steps(&sh, NULL, &launches), 0);
+    ck_assert_int_ge(launches, 4);   /* warm-up, then replays */
+    ck_assert_int_gt(sched_steps(&sh, drop_reset, &launches), 0);
+}
+END_TEST
+
 int main(void) {
     if (!test_tempdir("sm90att", work_dir, sizeof work_dir)) return 1;
     char cache[256];
@@ -411,6 +520,7 @@ int main(void) {
     tcase_add_test(tc, test_early_p_conversion_is_found);
     tcase_add_test(tc, test_lost_overlap_is_found);
     tcase_add_test(tc, test_sm90_matches_reference_emulated);
+    tcase_add_test(tc, test_dynamic_scheduler);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
     test_remove_dir(work_dir);

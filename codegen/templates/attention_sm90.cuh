@@ -15,6 +15,8 @@
 //   consumer groups); ATT_MASK (0 none, 1 a mask tile per row, 2 one mask row for
 //   every query: the mask broadcasts over queries), ATT_M_ES its element
 //   bytes and att_mask_val(p) its value; ATT_TMA_STORE (O through the TMA);
+//   ATT_ORDER / ATT_SEC the items' order, ATT_DYNAMIC the dynamic scheduler
+//   (its counters: the kernel's sched argument, zero at launch);
 //   att_coords_{q,k,v,m,o}(b, c): the item's leading coordinates in each
 //   tensor map (2..4; 0 where the operand broadcasts: a GQA K/V head is
 //   read once per group, never repeated); O_SR / O_SD / o_off / ATT_ST_O
@@ -101,6 +103,31 @@ __device__ __forceinline__ i64 att_walk(int pass) {
     return t < n_items ? t : -1;
 }
 
+#if ATT_DYNAMIC
+// The dynamic scheduler (FlashAttention-3's DynamicPersistentTileScheduler):
+// block k's first item is k; once its producer has issued an item's last K
+// tile it claims the next, the counter's value + G, in the same order as att_walk's (longest first where
+// causal), so a block that drew short items takes more of them. The item
+// reaches the consumers with the Q tile (att_qitem, written before the Q
+// stage's arrival, read after its wait); -1 ends the walk. sched[0]: the
+// claims; sched[1]: the blocks whose producer is done. The last of those
+// zeroes both, so the counters (zero when the run was prepared) are zero
+// again for the next launch or graph replay.
+__device__ __forceinline__ int att_claim(u32* sched) {
+    const u32 n_items = (u32)((i64)ATT_NB * ATT_QTILES * ATT_SPLITS);
+    const u32 t = mc_atomic_add_u32(sched, 1u) + gridDim.x;
+    return t < n_items ? (int)t : -1;
+}
+__device__ __forceinline__ void att_sched_done(u32* sched) {
+    mc_fence_gpu();   // this block's claims come before its count
+    if (mc_atomic_add_u32(sched + 1, 1u) == gridDim.x - 1) {
+        mc_fence_gpu();   // every block's claims and counts come before the reset
+        mc_atomic_exch_u32(sched, 0u);
+        mc_atomic_exch_u32(sched + 1, 0u);
+    }
+}
+#endif
+
 // A work item: leading index b, first packed row r0, split; the keys it
 // streams, [kv0, kv0 + tiles * BN). Rows and keys are 32-bit (the TMA's
 // coordinates; the planner checks NR and NK < 2^31).
@@ -112,31 +139,34 @@ struct att_item {
 // K/V head run side by side and share its K and V in the L2). ATT_ORDER 1
 // (causal): the longest items first — per section of ATT_SEC leading
 // items (as many K/V heads as half the L2 holds), the q-tiles from the
-// last (the most keys) down, the section's heads fastest.
-__device__ __forceinline__ att_item att_item_of(i64 t) {
+// last (the most keys) down, the section's heads fastest. I: i64, or int
+// where the index is the dynamic scheduler's (a u32 counter; the planner
+// keeps the items below 2^31), which keeps the producer's 24 registers.
+template <typename I>
+__device__ __forceinline__ att_item att_item_of(I t) {
     att_item it;
-    it.split = (int)(t % ATT_SPLITS);
-    t /= ATT_SPLITS;
+    it.split = (int)(t % (I)ATT_SPLITS);
+    t /= (I)ATT_SPLITS;
 #if ATT_ORDER == 1
     {
-        i64 sec = (i64)ATT_SEC < (i64)ATT_NB ? (i64)ATT_SEC : (i64)ATT_NB;
+        I sec = (I)ATT_SEC < (I)ATT_NB ? (I)ATT_SEC : (I)ATT_NB;
         if (sec < 1) sec = 1;
-        const i64 full = (i64)ATT_NB / sec * sec;   // heads in whole sections
-        i64 b0 = 0, n = sec, u = t;
-        if (t < full * ATT_QTILES) {
-            b0 = t / (sec * ATT_QTILES) * sec;
-            u = t % (sec * ATT_QTILES);
+        const I full = (I)ATT_NB / sec * sec;   // heads in whole sections
+        I b0 = 0, n = sec, u = t;
+        if (t < full * (I)ATT_QTILES) {
+            b0 = t / (sec * (I)ATT_QTILES) * sec;
+            u = t % (sec * (I)ATT_QTILES);
         } else {
             b0 = full;
-            n = (i64)ATT_NB - full;
-            u = t - full * ATT_QTILES;
+            n = (I)ATT_NB - full;
+            u = t - full * (I)ATT_QTILES;
         }
-        it.r0 = (int)(ATT_QTILES - 1 - u / n) * ATT_BM;
-        it.b = b0 + u % n;
+        it.r0 = (int)((I)ATT_QTILES - 1 - u / n) * ATT_BM;
+        it.b = (i64)(b0 + u % n);
     }
 #else
-    it.r0 = (int)(t % ATT_QTILES) * ATT_BM;
-    it.b = t / ATT_QTILES;
+    it.r0 = (int)(t % (I)ATT_QTILES) * ATT_BM;
+    it.b = (i64)(t / (I)ATT_QTILES);
 #endif
     it.kv0 = it.split * (int)ATT_CHUNK;
     int end = it.kv0 + (int)ATT_CHUNK < (int)ATT_NK ? it.kv0 + (int)ATT_CHUNK : (int)ATT_NK;
@@ -453,12 +483,16 @@ __device__ __forceinline__ void att_step(const att_item& it, int i, int c, int l
 
 __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
                                                   const CUtensorMap* tm, const CUtensorMap* to, ATT_O_T* O,
-                                                  float* P) {
+                                                  float* P, u32* sched) {
     MC_DYNAMIC_SMEM(mc_smem_raw);
     __shared__ __align__(8) mc_ring<1> qring;             // Q: one stage, released by the consumers
     __shared__ __align__(8) mc_ring<ATT_STAGES> kring;    // K (and the mask), released once S has landed
     __shared__ __align__(8) mc_ring<ATT_STAGES> vring;    // V, released once P V has retired
     __shared__ float att_anchor[128 * ATT_CWG];          // a consumer thread's mc_anchor_wait slot
+#if ATT_DYNAMIC
+    __shared__ int att_qitem;                           // the item whose Q the Q stage holds (-1: none left)
+    __shared__ int att_claimed;                         // the producer's next item
+#endif
     // the swizzle follows shared-address bits: tiles start 1024-aligned
     unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);
     unsigned char* Qs = smem;
@@ -472,6 +506,7 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
     (void)O;
     (void)P;
     (void)to;
+    (void)sched;
 
     if (threadIdx.x == 0) {
         mc_ring_init(qring, 4 * ATT_CWG);   // released by lane 0 of every consumer warp
@@ -495,9 +530,12 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         // a Q tile is read once
         const u64 keep = mc_policy_evict_last(), once = mc_policy_evict_first();
         mc_ring_state qs = {0, 0}, ks = {0, 0}, vs = {0, 0};
-        for (int pass = 0;; pass++) {
-            const i64 t = att_walk(pass);
-            if (t < 0) break;
+#if ATT_DYNAMIC
+        int t = blockIdx.x < (i64)ATT_NB * ATT_QTILES * ATT_SPLITS ? (int)blockIdx.x : -1;
+#else
+        i64 t = att_walk(0);
+#endif
+        for (int pass = 0; t >= 0; pass++) {
             const att_item it = att_item_of(t);
             int cq[5], ck[5], cv[5];
             att_coords_q(it.b, cq + 2);
@@ -510,6 +548,10 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
             // K0 first: it may stream while the previous item's consumers
             // finish; then Q, once they released its slot
             att_load_k(it, 0, kring, ks, Ks, tk, ck, tm, cm, keep);
+#if ATT_DYNAMIC
+            mc_mbar_wait(&qring.empty[qs.stage], qs.phase ^ 1u);
+            MC_SST(att_qitem, t);   // published by the stage's arrival below
+#endif
             u64* qbar = mc_ring_acquire(qring, qs, ATT_Q_BYTES);
             for (int g = 0; g < ATT_CWG; g++)
                 for (int j = 0; j < ATT_DB; j++) {
@@ -524,8 +566,28 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
                 att_load_k(it, i, kring, ks, Ks, tk, ck, tm, cm, keep);
                 att_load_v(it, i - 1, vring, vs, Vs, tv, cv, keep);
             }
+            // the next item: claimed once this one's last K is issued, two
+            // tiles (the K ring) before its consumers finish it — late
+            // enough that blocks claim nearly in the order they free up,
+            // early enough that the atomic's round trip hides under them
+#if ATT_DYNAMIC
+            // (through shared memory: held in a register across the V load
+            // it made ptxas spill the producer's 24)
+            MC_SST(att_claimed, att_claim(sched));
             att_load_v(it, it.tiles - 1, vring, vs, Vs, tv, cv, keep);
+            t = (int)mc_lds_u32(mc_saddr(&att_claimed));
+#else
+            t = att_walk(pass + 1);
+            att_load_v(it, it.tiles - 1, vring, vs, Vs, tv, cv, keep);
+#endif
         }
+#if ATT_DYNAMIC
+        // no item left: the consumers learn it from the Q stage
+        mc_mbar_wait(&qring.empty[qs.stage], qs.phase ^ 1u);
+        MC_SST(att_qitem, -1);
+        mc_ring_acquire(qring, qs, 0);
+        att_sched_done(sched);
+#endif
         return;
     }
 
@@ -547,15 +609,23 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
     for (int v = 0; v < ATT_BN / 2; v++) sc[v] = 0.0f;
 #pragma unroll 1
     for (int pass = 0;; pass++) {
+#if ATT_DYNAMIC
+        mc_ring_wait(qring, qs);
+        const int t = MC_SLD(att_qitem);
+        if (t < 0) break;
+#else
         const i64 t = att_walk(pass);
         if (t < 0) break;
+#endif
         att_item it = att_item_of(t);
         mc_opaque(it.tiles);   // a loop, not straight-line code (hopper.cuh)
         const int row_a = it.r0 + 64 * c + lr_a;
         float m_r[2] = {MC_NINF, MC_NINF}, l_r[2] = {0.0f, 0.0f}, alpha[2];
 #pragma unroll
         for (int v = 0; v < ATT_D / 2; v++) o[v] = 0.0f;
+#if !ATT_DYNAMIC
         mc_ring_wait(qring, qs);
+#endif
 
         // the first K/V tile: S only (masked: it may hold the diagonal)
         mc_ring_wait(kring, ks);

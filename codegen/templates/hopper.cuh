@@ -61,6 +61,32 @@ __device__ __forceinline__ u64 mc_lds_u64(u32 a) {
 #endif
 }
 
+// ---- global atomics and fences (a dynamic scheduler's counters)
+__device__ __forceinline__ u32 mc_atomic_add_u32(u32* p, u32 v) {
+#ifdef MC_EMULATE
+    return emu_atomic_u32(p, v, true);
+#else
+    u32 r;
+    asm volatile("atom.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
+    return r;
+#endif
+}
+__device__ __forceinline__ u32 mc_atomic_exch_u32(u32* p, u32 v) {
+#ifdef MC_EMULATE
+    return emu_atomic_u32(p, v, false);
+#else
+    u32 r;
+    asm volatile("atom.global.exch.b32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
+    return r;
+#endif
+}
+// orders this thread's global accesses before the later ones, GPU-wide
+__device__ __forceinline__ void mc_fence_gpu() {
+#ifndef MC_EMULATE
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#endif
+}
+
 // ---- mbarriers
 __device__ __forceinline__ void mc_mbar_init(u64* bar, unsigned count) {
 #ifdef MC_EMULATE
