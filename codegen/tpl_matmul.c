@@ -84,11 +84,12 @@ void cg_emit_gemm_tile(cg_sb *b, const mcir_gemm_problem *g, const mcir_gemm_lay
 /* The cp.async form of operand NAME ("A" / "B") of the sm_80 mainloop
  * (templates/matmul.cuh, MM_ASYNC): where the value is a plain read of
  * an f16/bf16 tensor of the GEMM's dtype (or a folded last-two-dims
- * transpose of one) with a rank >= 2 and a contiguous extent that is a
- * multiple of 8 elements (16-byte chunks, every row 16-byte aligned in
- * the runtime's 256-byte aligned buffers), MM_<NAME>_CPA 1, the pointer
- * and the stage layout as stored (k_major: K runs fastest in memory);
- * else nothing (the element-wise staging through a_at / b_at). */
+ * transpose of one) with a rank >= 2 and an even contiguous extent
+ * (copies of 16 bytes where it is a multiple of 8 elements, else 8 or 4:
+ * every row aligned to the copy in the runtime's 256-byte aligned
+ * buffers), MM_<NAME>_CPA 1, the copy's bytes, the pointer and the stage
+ * layout as stored (k_major: K runs fastest in memory); else nothing (the
+ * element-wise staging through a_at / b_at). */
 static void emit_cp_async_operand(cg_sb *b, const mcir_kernel_plan *kp, const char *name, const mcir_tensor *v,
                                   bool trans, bool is_a, int64_t M, int64_t N, int64_t K, mcir_dtype dt) {
     if (v->rank < 2) return;
@@ -99,9 +100,13 @@ static void emit_cp_async_operand(cg_sb *b, const mcir_kernel_plan *kp, const ch
      * unless transposed ([N, K], k-major) */
     bool k_major = is_a ? !t : t;
     int64_t contiguous = k_major ? K : is_a ? M : N;
-    if (contiguous % 8 != 0) return;
-    cg_sb_printf(b, "#define MM_%s_CPA 1\n#define MM_%s_PTR r%d\n#define MM_%s_KMAJOR %d\n", name, name,
-                 cg_read_index(kp, st), name, k_major);
+    /* the largest copy every row start is aligned to: 16 bytes, else 8 or
+     * 4 (rows of 2468 bytes: a [1000, 1234] f16 weight); odd extents
+     * (2-byte rows) stay staged element by element */
+    int bytes = contiguous % 8 == 0 ? 16 : contiguous % 4 == 0 ? 8 : contiguous % 2 == 0 ? 4 : 0;
+    if (!bytes) return;
+    cg_sb_printf(b, "#define MM_%s_CPA 1\n#define MM_%s_CPB %d\n#define MM_%s_PTR r%d\n#define MM_%s_KMAJOR %d\n",
+                 name, name, bytes, name, cg_read_index(kp, st), name, k_major);
 }
 
 /* The entry with the register budget the launch model planned: FMA

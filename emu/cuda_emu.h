@@ -556,7 +556,7 @@ static unsigned emu_atomic_u32(unsigned *p, unsigned v, bool add) {
     return old;
 }
 
-/* sm_80 cp.async in flight (cuda_emu_sm80.h): per 16 bytes of dynamic
+/* sm_80 cp.async in flight (cuda_emu_sm80.h): per 4 bytes of dynamic
  * shared memory, the copies that will still write them; their count. */
 static uint16_t *emu_cpa_pend;
 static long emu_cpa_inflight;
@@ -616,11 +616,11 @@ static void *emu_shared(void *p, size_t n, size_t align, bool write) {
     emu_cell *c = cells + (off >> emu_gshift);
     size_t g = emu_granules(off, n);
     if (emu_cpa_inflight && cells == emu_dyn_cells && (L->checks & EMU_CHECK_RACES))
-        for (size_t q = off >> 4; q <= (off + n - 1) >> 4; q++)
+        for (size_t q = off >> 2; q <= (off + n - 1) >> 2; q++)
             if (emu_cpa_pend[q]) {
                 emu_report(EMU_FIND_RACE, "%s: thread (block %u, thread %d) %s it while a cp.async to it is "
                            "in flight (no cp.async.wait_group that lands it, or no __syncthreads after that)",
-                           emu_where(w, sizeof w, false, space, q << 4), emu_block.x, emu_cur_i,
+                           emu_where(w, sizeof w, false, space, q << 2), emu_block.x, emu_cur_i,
                            write ? "writes" : "reads");
                 break;
             }

@@ -13,18 +13,18 @@
 // the copies in flight, so that part of the state (emu_cpa_pend,
 // emu_cpa_inflight) is declared in cuda_emu.h.
 //
-// cp.async.cg.shared.global [dst], [src], 16, src_size: the global read
-// happens, and is checked, at issue (src_size bytes; the rest of the 16
-// are zeros); the shared write lands only when the issuing thread's
+// cp.async.cg.shared.global [dst], [src], 16, src_size (and .ca of 8 or
+// 4 bytes; emu_cp_async): the global read happens, and is checked, at
+// issue (src_size bytes, the rest of the copy zeros; both addresses
+// aligned to the copy's size); the shared write lands only when the issuing thread's
 // cp.async.wait_group retires the commit group the copy belongs to (or at
 // the thread's exit), as a write by that thread in its interval then. It
 // is also checked as a write at issue (it may land at once on the GPU).
-// While it is in flight its 16 destination bytes are marked: any access
-// of them, the issuing thread's included, is a race finding. So a
+// While it is in flight its destination bytes are marked (per 4 bytes):
+// any access of them, the issuing thread's included, is a race finding. So a
 // missing wait_group (the data is read while in flight) and a missing
 // __syncthreads after it (another warp reads what this thread landed, in
-// the same interval) are both found. Destinations: 16-byte aligned
-// dynamic shared memory; at most EMU_CPA_MAX copies in flight per thread.
+// the same interval) are both found. Destinations: dynamic shared memory; at most EMU_CPA_MAX copies in flight per thread.
 //
 // ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16: lanes 8q..8q+7 give
 // the row addresses of matrix q (8 b16 elements, 16-byte aligned); lane l
@@ -38,22 +38,28 @@
 #error "cuda_emu_sm80.h is a part of cuda_emu.h (its C++ part): include cuda_emu.h"
 #endif
 
-struct emu_cpa { uint32_t dst; int group; unsigned char bytes[16]; };
+struct emu_cpa { uint32_t dst; int group, n; unsigned char bytes[16]; };
 enum { EMU_CPA_MAX = 512 };
 static emu_cpa *emu_cpaq;          /* per thread a ring of EMU_CPA_MAX */
 static int *emu_cpa_head, *emu_cpa_tail, *emu_cpa_commits;
 
-static inline void emu_cp_async16(void *sdst, const void *gsrc, long long i, size_t esz, int src_bytes) {
+/* cp.async of cp (16, 8 or 4) bytes, src_bytes of them from global memory
+ * (element i of size esz at gsrc), the rest zeros. */
+static inline void emu_cp_async(void *sdst, const void *gsrc, long long i, size_t esz, int cp, int src_bytes) {
     int t = emu_cur_i;
     unsigned char *d = (unsigned char *)sdst;
     emu_L->stats.cp_async++;
-    if (!(d >= emu_dyn_smem && d + 16 <= emu_dyn_smem + emu_L->smem) || ((d - emu_dyn_smem) & 15) ||
-        src_bytes < 0 || src_bytes > 16) {
-        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): cp.async of %d bytes to %p: not a 16-byte "
-                   "aligned destination in the block's %zu bytes of dynamic shared memory, or src_size beyond 16",
-                   emu_block.x, t, src_bytes, sdst, emu_L->smem);
+    if ((cp != 16 && cp != 8 && cp != 4) || !(d >= emu_dyn_smem && d + cp <= emu_dyn_smem + emu_L->smem) ||
+        ((d - emu_dyn_smem) & (cp - 1)) || src_bytes < 0 || src_bytes > cp) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): cp.async of %d (src_size %d) bytes to %p: not "
+                   "4, 8 or 16 bytes to a destination of that alignment in the block's %zu bytes of dynamic "
+                   "shared memory, or src_size beyond the copy",
+                   emu_block.x, t, cp, src_bytes, sdst, emu_L->smem);
         return;
     }
+    if (src_bytes > 0 && (((uintptr_t)gsrc + (uintptr_t)(i * (long long)esz)) & (uintptr_t)(cp - 1)))
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): cp.async of %d bytes from a global address "
+                   "that is not %d-byte aligned", emu_block.x, t, cp, cp);
     if (emu_cpa_tail[t] - emu_cpa_head[t] == EMU_CPA_MAX) {
         emu_report(EMU_FIND_HANG, "thread (block %u, thread %d): more than %d cp.async in flight (no "
                    "cp.async.wait_group)", emu_block.x, t, (int)EMU_CPA_MAX);
@@ -64,11 +70,15 @@ static inline void emu_cp_async16(void *sdst, const void *gsrc, long long i, siz
     memset(c->bytes, 0, 16);
     if (src_bytes > 0) memcpy(c->bytes, emu_global(gsrc, i, esz, (size_t)src_bytes, false), (size_t)src_bytes);
     c->dst = off;
+    c->n = cp;
     c->group = emu_cpa_commits[t];
     emu_cpa_tail[t]++;
-    emu_shared(d, 16, 16, true);   /* checked as a write now; bytes unchanged until it lands */
-    emu_cpa_pend[off >> 4]++;
+    emu_shared(d, (size_t)cp, (size_t)cp, true);   /* checked as a write now; bytes unchanged until it lands */
+    for (uint32_t q = off >> 2; q < (off + (uint32_t)cp) >> 2; q++) emu_cpa_pend[q]++;
     emu_cpa_inflight++;
+}
+static inline void emu_cp_async16(void *sdst, const void *gsrc, long long i, size_t esz, int src_bytes) {
+    emu_cp_async(sdst, gsrc, i, esz, 16, src_bytes);
 }
 static inline void emu_cp_async_commit() { emu_cpa_commits[emu_cur_i]++; }
 /* cp.async.wait_group keep: the calling thread's copies of all but its
@@ -78,9 +88,9 @@ static void emu_cp_async_wait(int keep) {
     while (emu_cpa_head[t] < emu_cpa_tail[t]) {
         emu_cpa *c = &emu_cpaq[(size_t)t * EMU_CPA_MAX + (size_t)(emu_cpa_head[t] % EMU_CPA_MAX)];
         if (c->group >= done) break;
-        emu_cpa_pend[c->dst >> 4]--;
+        for (uint32_t q = c->dst >> 2; q < (c->dst + (uint32_t)c->n) >> 2; q++) emu_cpa_pend[q]--;
         emu_cpa_inflight--;
-        memcpy(emu_shared(emu_dyn_smem + c->dst, 16, 16, true), c->bytes, 16);
+        memcpy(emu_shared(emu_dyn_smem + c->dst, (size_t)c->n, (size_t)c->n, true), c->bytes, (size_t)c->n);
         emu_cpa_head[t]++;
     }
 }
@@ -111,13 +121,13 @@ static inline void emu_ldmatrix(unsigned *r, uint32_t addr, int num, bool trans)
 
 /* The launch's cp.async state (emu_run, before its first block and after
  * its last): a ring of EMU_CPA_MAX copies per thread, the in-flight marks
- * per 16 bytes of dynamic shared memory. */
+ * per 4 bytes of dynamic shared memory. */
 static void emu_sm80_launch_begin(unsigned block, size_t smem) {
     emu_cpaq = (emu_cpa *)malloc(sizeof(emu_cpa) * EMU_CPA_MAX * block);
     emu_cpa_head = (int *)calloc(block, sizeof(int));
     emu_cpa_tail = (int *)calloc(block, sizeof(int));
     emu_cpa_commits = (int *)calloc(block, sizeof(int));
-    emu_cpa_pend = (uint16_t *)calloc(smem / 16 + 1, sizeof(uint16_t));
+    emu_cpa_pend = (uint16_t *)calloc(smem / 4 + 1, sizeof(uint16_t));
 }
 static void emu_sm80_launch_end() {
     free(emu_cpaq);
@@ -132,7 +142,7 @@ static void emu_sm80_block_begin() {
     memset(emu_cpa_head, 0, sizeof(int) * (size_t)emu_nthreads);
     memset(emu_cpa_tail, 0, sizeof(int) * (size_t)emu_nthreads);
     memset(emu_cpa_commits, 0, sizeof(int) * (size_t)emu_nthreads);
-    memset(emu_cpa_pend, 0, sizeof(uint16_t) * (emu_L->smem / 16 + 1));
+    memset(emu_cpa_pend, 0, sizeof(uint16_t) * (emu_L->smem / 4 + 1));
     emu_cpa_inflight = 0;
 }
 

@@ -405,7 +405,7 @@ typedef struct mcir_gemm_layout {
     int warps, stages, threads;
     int wm, wn;                  /* mma: warp grid (wm * wn == warps); FMA: thread grid 16 x threads/16 */
     int tm, tn;                  /* accumulators per thread: mma m16n8 tiles per warp; FMA outputs */
-    bool async;                  /* sm_80..89 matmul: the cp.async ring of 2..4 stages, ldmatrix
+    bool async;                  /* every mma.sync GEMM: the cp.async ring of 2..4 stages, ldmatrix
                                     fragments (templates/matmul.cuh, MM_ASYNC) */
     int64_t smem_bytes;          /* dynamic shared memory per block */
     int registers;               /* per thread, the model's estimate */

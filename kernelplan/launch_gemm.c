@@ -102,10 +102,7 @@ static bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
 /* Registers per thread the template needs, fitted to ptxas 13.0 -v on
  * sm_80 / sm_90 over the examples' and golden graphs' GEMMs
- * (docs/kernelplan.md "Registers"). mma (a least-squares fit, the f16
- * matmuls of the examples and of 10 shapes): 28 + 7/4 per accumulator,
- * + 5 per tile count that is not a power of two, + 4 when K is not a
- * multiple of BLOCK_K, + 14 with a fused epilogue, + 5 on sm_90. FMA: ptxas sees the
+ * (docs/kernelplan.md "Registers"). mma: the cp.async ring's fit below. FMA: ptxas sees the
  * problem's sizes as constants, so it drops the outputs a one-tile
  * dimension never reaches (N = 4 keeps one of tn columns); the rest is
  * a least-squares fit on those live outputs: 41 + live outputs + live
@@ -114,7 +111,7 @@ static bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
  * not a multiple of BLOCK_K (ptxas no longer unrolls the load loops), + 4
  * for a single tile; the implicit-GEMM conv + 2 (its im2col math varies
  * with the kernel window, which the problem does not carry). */
-static int estimate_registers(const mcir_target *t, const mcir_gemm_layout *l,
+static int estimate_registers(const mcir_gemm_layout *l,
                               const mcir_gemm_problem *g) {
     int64_t tiles_m = (g->m + l->bm - 1) / l->bm, tiles_n = (g->n + l->bn - 1) / l->bn;
     int np2 = !is_pow2(tiles_n) + !is_pow2(tiles_m * tiles_n);
@@ -142,11 +139,6 @@ static int estimate_registers(const mcir_target *t, const mcir_gemm_layout *l,
         return 39 + live * 6 / 7 + frag * 9 / 8 + 4 * np2 + 2 - (whole ? 13 : 0) + (g->epilogue_ops > 0 ? 5 : 0) +
                (g->k % 8 ? 6 : 0);
     }
-    if (g->mma) {
-        int acc = l->tm * l->tn * 4;
-        return 28 + acc * 7 / 4 + 5 * np2 + (g->k % l->bk ? 4 : 0) + (g->epilogue_ops > 0 ? 14 : 0) +
-               (t->sm >= 90 ? 5 : 0);
-    }
     int64_t ty = l->threads / 16;
     int tm = l->tm, tn = l->tn;
     if (tiles_m == 1)
@@ -171,10 +163,12 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
     l->warps = ti->warps;
     l->stages = ti->stages;
     l->threads = l->warps * t->warp_size;
-    /* the cp.async mainloop: f16/bf16 matmuls on sm_80, sm_86, sm_89
-     * (sm_90 keeps mma.sync with register staging where its wgmma path
-     * does not apply; conv2d's im2col operand is never a plain read) */
-    l->async = g->mma && !g->implicit && t->sm >= 80 && t->sm < 90;
+    /* the cp.async ring: every f16/bf16 GEMM (all targets are sm_80 or
+     * later; on sm_90 where its wgmma path does not apply: an operand the
+     * TMA cannot read, e.g. rows not a multiple of 16 bytes); conv2d's
+     * im2col operand, never a plain read, is staged element by element
+     * into it */
+    l->async = g->mma;
     int max_stages = l->async ? 4 : 2, min_stages = l->async ? 2 : 1;
     if (l->bm < 1 || l->bn < 1 || l->bk < 1 || l->warps < 1 || l->stages < min_stages ||
         l->stages > max_stages) {
@@ -219,16 +213,12 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
             *why = "more than 128 accumulators per thread";
             return false;
         }
-        if (l->async) {
-            /* per stage and operand the larger of its two padded layouts
-             * (rows of BK + 8 along K, or BK rows of BM / BN + 8: which one
-             * the operand's storage takes is codegen's, MM_A_KMAJOR) */
-            int64_t a = l->bm * l->bk + 8 * (l->bm > l->bk ? l->bm : l->bk);
-            int64_t b = l->bn * l->bk + 8 * (l->bn > l->bk ? l->bn : l->bk);
-            l->smem_bytes = (int64_t)l->stages * (a + b) * 2;
-        } else {
-            l->smem_bytes = (int64_t)l->stages * (l->bm + l->bn) * (l->bk + 8) * 2;
-        }
+        /* per stage and operand the larger of its two padded layouts
+         * (rows of BK + 8 along K, or BK rows of BM / BN + 8: which one
+         * the operand's storage takes is codegen's, MM_A_KMAJOR) */
+        int64_t a = l->bm * l->bk + 8 * (l->bm > l->bk ? l->bm : l->bk);
+        int64_t b = l->bn * l->bk + 8 * (l->bn > l->bk ? l->bn : l->bk);
+        l->smem_bytes = (int64_t)l->stages * (a + b) * 2;
     } else {
         int ty = l->threads / 16;
         if (l->bn % 16 || l->bm % ty) {
@@ -247,7 +237,7 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
         *why = "shared memory beyond the opt-in limit";
         return false;
     }
-    l->registers = estimate_registers(t, l, g);
+    l->registers = estimate_registers(l, g);
     if (l->registers > t->regs_per_thread) {
         *why = "registers beyond the per-thread limit";
         return false;

@@ -250,8 +250,14 @@ static const shape SHAPES[] = {
     {"nt", "f16", "[77,120]", "[96,120]", "[77,96]", false, true, "", "", "", true, true, {16, 32, 32, 4, 3}},
     {"tn", "f16", "[56,64]", "[56,80]", "[64,80]", true, false, "", "", "", true, true, {0}},
     {"tt_bf16", "bf16", "[48,40]", "[72,48]", "[40,72]", true, true, "", "", "", true, true, {32, 64, 16, 2, 4}},
-    {"unaligned", "f16", "[65,45]", "[45,70]", "[65,70]", false, false, "", "", "", false, false, {0}},
-    {"half_aligned", "bf16", "[50,64]", "[64,30]", "[50,30]", false, false, "", "", "", true, false, {0}},
+    /* odd K: A staged element by element; B's rows of 140 bytes: 4-byte copies */
+    {"unaligned", "f16", "[65,45]", "[45,70]", "[65,70]", false, false, "", "", "", false, true, {0}},
+    /* B's rows of 60 bytes: 4-byte copies */
+    {"half_aligned", "bf16", "[50,64]", "[64,30]", "[50,30]", false, false, "", "", "", true, true, {0}},
+    /* rows of 72 and 2468 bytes: 8- and 4-byte copies (the [.., 1234] f16 weight #44 names) */
+    {"odd_strides", "f16", "[40,36]", "[36,1234]", "[40,1234]", false, false, "", "", "", true, true, {0}},
+    /* B stored [N, K] with rows of 100 bytes (K = 50): 4-byte copies along K */
+    {"odd_strides_nt", "bf16", "[33,50]", "[24,50]", "[33,24]", false, true, "", "", "", true, true, {0}},
     {"long_k", "f16", "[64,520]", "[520,64]", "[64,64]", false, false, "", "", "", true, true, {0}},
     {"batch", "f16", "[3,48,64]", "[3,64,40]", "[3,48,40]", false, false, "", "", "", true, true, {0}},
     {"bcast_b", "bf16", "[2,3,40,32]", "[32,56]", "[2,3,40,56]", false, false, "", "", "", true, true, {16, 32, 16, 4, 2}},
@@ -542,10 +548,10 @@ static void mutate_unit(mcir_codegen *cg) {
         if (cg->k[i].kp->tpl == MCIR_TEMPLATE_MATMUL) unit_mutation(cg->k[i].unit);
 }
 
-static cgt_emu_result run_emulated(const shape *s, void (*mutate)(char *unit)) {
+static cgt_emu_result run_emulated_on(const char *arch, const shape *s, void (*mutate)(char *unit)) {
     char *js = gemm_graph(s);
     mcir_graph *g = cgt_graph(js);
-    mcir_plan *p = fused_plan_of(g, "sm_80", s->tile);
+    mcir_plan *p = fused_plan_of(g, arch, s->tile);
     ck_assert_int_eq(p->n_kernels, 1);
     mcir_memplan *mp = NULL;   /* each tensor its own (256-byte aligned) allocation */
     const mcir_kernel_plan *k = &p->kernels[matmul_index(p)];
@@ -559,13 +565,16 @@ static cgt_emu_result run_emulated(const shape *s, void (*mutate)(char *unit)) {
         fprintf(stderr, "%.600s", diag);
         free(diag);
     }
-    fprintf(stderr, "  sm_80 %-16s %-4s %lldx%lldx%lld, %d warps, %d stages: %d launches, rel err %.3g, %.1f s %s\n",
-            s->name, s->dt, (long long)k->tiling.block_tile[0], (long long)k->tiling.block_tile[1],
+    fprintf(stderr, "  %s %-16s %-4s %lldx%lldx%lld, %d warps, %d stages: %d launches, rel err %.3g, %.1f s %s\n",
+            arch, s->name, s->dt, (long long)k->tiling.block_tile[0], (long long)k->tiling.block_tile[1],
             (long long)k->tiling.block_tile[2], k->tiling.warps, k->tiling.stages, r.launches, r.rel, now_s() - t0,
             r.ran && r.rel <= 2e-2 && r.finite ? "ok" : "FAIL");
     mcir_graph_free(g);   /* and the plan, in its arena */
     free(js);
     return r;
+}
+static cgt_emu_result run_emulated(const shape *s, void (*mutate)(char *unit)) {
+    return run_emulated_on("sm_80", s, mutate);
 }
 
 START_TEST(test_sm80_matches_reference_emulated) {
@@ -613,6 +622,59 @@ START_TEST(test_dropped_wait_or_barrier_is_a_race) {
 }
 END_TEST
 
+/* The copy size follows the rows' alignment: a kernel that copies B's
+ * 4-byte aligned rows 8 bytes at a time (a mutant) is an emulator finding. */
+static void widen_b_copies(char *src) {
+    char *c = strstr(src, "#define MM_B_CPB 4\n");
+    ck_assert_msg(c != NULL, "odd_strides: B's 4-byte copies are not in the unit: update the mutation");
+    c[strlen("#define MM_B_CPB ")] = '8';
+}
+
+/* sm_90 where the wgmma path cannot read an operand (rows not a multiple
+ * of 16 bytes): the cp.async ring, never register staging; the odd-stride
+ * shapes on the emulated device match the interpreter, and the mutant
+ * above is found. */
+START_TEST(test_sm90_fallback_is_the_ring) {
+    static const char *const names[] = {"unaligned", "half_aligned", "odd_strides", "odd_strides_nt"};
+    int failed = 0;
+    for (int n = 0; n < 4; n++) {
+        const shape *s = NULL;
+        for (int i = 0; i < N_SHAPES; i++)
+            if (strcmp(SHAPES[i].name, names[n]) == 0) s = &SHAPES[i];
+        ck_assert_ptr_nonnull(s);
+        char *js = gemm_graph(s);
+        mcir_graph *g = cgt_graph(js);
+        mcir_plan *p = fused_plan_of(g, "sm_90", s->tile);
+        mcir_diag d = mcir_diag_stderr();
+        mcir_codegen *cg = mcir_codegen_new(p, NULL, &d);
+        ck_assert_ptr_nonnull(cg);
+        const char *src = mcir_codegen_kernel_source(cg, matmul_index(p));
+        ck_assert_msg(strstr(src, "#define MM_ASYNC 1") != NULL && strstr(src, "#define MM_MMA 1") != NULL,
+                      "%s: not the cp.async ring on sm_90", s->name);
+        if (strcmp(s->name, "odd_strides") == 0)
+            ck_assert_msg(strstr(src, "#define MM_A_CPB 8") && strstr(src, "#define MM_B_CPB 4"), "%s", src);
+        mcir_codegen_free(cg);
+        mcir_graph_free(g);
+        free(js);
+        if (!test_have_cxx()) continue;
+        cgt_emu_result r = run_emulated_on("sm_90", s, NULL);
+        failed += !(r.ran && r.rel <= 2e-2 && r.finite);
+    }
+    ck_assert_int_eq(failed, 0);
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    for (int i = 0; i < N_SHAPES; i++)
+        if (strcmp(SHAPES[i].name, "odd_strides") == 0) {
+            cgt_emu_result r = run_emulated(&SHAPES[i], widen_b_copies);
+            fprintf(stderr, "  8-byte copies of 4-byte aligned rows: %d out-of-bounds findings\n",
+                    r.findings[EMU_FIND_BOUNDS]);
+            ck_assert(!r.ran && r.findings[EMU_FIND_BOUNDS] > 0);
+        }
+}
+END_TEST
+
 int main(void) {
     if (!test_tempdir("gemm80", work_dir, sizeof work_dir)) return 1;
     char cache[256];
@@ -626,6 +688,7 @@ int main(void) {
     tcase_add_test(tc, test_sm80_kernels_compile_clean);
     tcase_add_test(tc, test_dropped_wait_or_barrier_is_a_race);
     tcase_add_test(tc, test_sm80_matches_reference_emulated);
+    tcase_add_test(tc, test_sm90_fallback_is_the_ring);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
     test_remove_dir(work_dir);

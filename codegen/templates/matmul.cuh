@@ -16,14 +16,16 @@
 // multiplied (one barrier per K step), MM_STAGES == 1 loads, then
 // multiplies (two barriers).
 //
-// MM_MMA && MM_ASYNC (sm_80, sm_86, sm_89 matmuls; the plan gives
-// MM_STAGES 2..4): a ring of MM_STAGES shared-memory stages fed by
-// cp.async. Per operand, MM_A_CPA / MM_B_CPA (codegen: the operand is a
-// plain f16/bf16 read, or a folded last-two-dims transpose of one, whose
-// contiguous extent is a multiple of 8 elements, so every 16-byte chunk
-// of a row is aligned and wholly inside or outside the matrix) selects
-// 16-byte cp.async.cg copies from MM_A_PTR / MM_B_PTR, out-of-range
-// chunks zero-filled through src_size 0; otherwise the operand is staged
+// MM_MMA (MM_ASYNC 1: sm_80 and later; on sm_90 where the wgmma template
+// does not apply; the plan gives MM_STAGES 2..4): a ring of MM_STAGES
+// shared-memory stages fed by cp.async. Per operand, MM_A_CPA / MM_B_CPA
+// (codegen: the operand is a plain f16/bf16 read, or a folded
+// last-two-dims transpose of one, whose contiguous extent is a multiple
+// of 2 elements, so every chunk of MM_A_CPB / MM_B_CPB bytes — 16, or 8
+// or 4 where the extent is a multiple of only 4 or 2 elements — is
+// aligned and wholly inside or outside the matrix) selects cp.async
+// copies of that size from MM_A_PTR / MM_B_PTR, out-of-range chunks
+// zero-filled through src_size 0; otherwise the operand is staged
 // element by element through a_at / b_at (prologues: casts, SwiGLU,
 // norm scales; conv's im2col), synchronously, into the same layout.
 // MM_A_KMAJOR / MM_B_KMAJOR: a stage keeps the operand as it is stored,
@@ -39,11 +41,11 @@
 // kt + STAGES - 1 into that stage, then multiplies tile kt. One barrier
 // per K step; the bytes a block reads are the tiles', each once.
 //
-// MM_MMA (other targets): shared A is [BM][BK + 8] and B is [BN][BK + 8] halves (k
-// contiguous: the +8 keeps the eight rows of a fragment load on distinct
-// banks); warp (wm, wn) owns a (BM / WM) x (BN / WN) warp tile of
-// m16n8 accumulators fed by mma.sync.m16n8k16.row.col (A rows g / g+8,
-// k 2t / 2t+8; B k 2t / 2t+8, column g; C rows g / g+8, columns 2t, 2t+1).
+// Warp (wm, wn) owns a (BM / WM) x (BN / WN) warp tile of m16n8
+// accumulators fed by mma.sync.m16n8k16.row.col (C rows g / g+8, columns
+// 2t, 2t+1). (The register-staged form, 2-byte stores and 4-byte fragment
+// loads with no cp.async, was removed in #44: every target is sm_80 or
+// later, and the ring takes any operand, copying what it can.)
 // FMA: shared A is [BK][BM + 4], B [BK][BN + 4] f32; a 16 x (threads/16)
 // thread grid, thread (tx, ty) owns rows ty + (threads/16) i and columns
 // tx + 16 j (conflict-free, broadcast reads).
@@ -51,7 +53,6 @@
 #define MM_THREADS (MM_WARPS * 32)
 
 #if MM_MMA
-#define MM_LDS (MM_BK + 8)
 #define MM_WTM (MM_BM / MM_WM)
 #define MM_WTN (MM_BN / MM_WN)
 #define MM_MI (MM_WTM / 16)
@@ -81,6 +82,9 @@ __device__ __forceinline__ void mm_store_tile(float (*acc)[MM_NI][4], i64 bb, i6
             }
 }
 
+#if !MM_ASYNC
+#error "the mma.sync GEMM is the cp.async ring (MM_ASYNC 1)"
+#endif
 #if MM_ASYNC
 #ifndef MM_A_CPA
 #define MM_A_CPA 0
@@ -88,6 +92,14 @@ __device__ __forceinline__ void mm_store_tile(float (*acc)[MM_NI][4], i64 bb, i6
 #ifndef MM_B_CPA
 #define MM_B_CPA 0
 #endif
+#ifndef MM_A_CPB
+#define MM_A_CPB 16
+#endif
+#ifndef MM_B_CPB
+#define MM_B_CPB 16
+#endif
+#define MM_A_CE (MM_A_CPB / 2)   // elements a copy
+#define MM_B_CE (MM_B_CPB / 2)
 #ifndef MM_A_KMAJOR
 #define MM_A_KMAJOR (!MM_TRANS_A)
 #endif
@@ -108,15 +120,15 @@ __device__ __forceinline__ void mm_store_tile(float (*acc)[MM_NI][4], i64 bb, i6
 __device__ __forceinline__ void mm_stage(unsigned short* As, unsigned short* Bs, i64 bb, i64 m0, i64 n0, i64 k0,
                                          MC_PARAMS) {
 #if MM_A_CPA
-    for (int c = threadIdx.x; c < MM_A_ROWS * (MM_A_W / 8); c += MM_THREADS) {
-        const int r = c / (MM_A_W / 8), col = c % (MM_A_W / 8) * 8;
+    for (int c = threadIdx.x; c < MM_A_ROWS * (MM_A_W / MM_A_CE); c += MM_THREADS) {
+        const int r = c / (MM_A_W / MM_A_CE), col = c % (MM_A_W / MM_A_CE) * MM_A_CE;
 #if MM_A_KMAJOR
         const i64 gm = m0 + r, gk = k0 + col, at = a_boff(bb, MC_ARGS) + gm * MM_K + gk;   // stored [M, K]
 #else
         const i64 gk = k0 + r, gm = m0 + col, at = a_boff(bb, MC_ARGS) + gk * MM_M + gm;   // stored [K, M]
 #endif
         const bool in = gm < MM_M && gk < MM_K;
-        mc_cp_async16(As + r * MM_A_LD + col, MM_A_PTR, in ? at : 0, in ? 16 : 0);
+        mc_cp_async<MM_A_CPB>(As + r * MM_A_LD + col, MM_A_PTR, in ? at : 0, in ? MM_A_CPB : 0);
     }
 #else
     for (int c = threadIdx.x; c < MM_BM * MM_BK; c += MM_THREADS) {
@@ -131,15 +143,15 @@ __device__ __forceinline__ void mm_stage(unsigned short* As, unsigned short* Bs,
     }
 #endif
 #if MM_B_CPA
-    for (int c = threadIdx.x; c < MM_B_ROWS * (MM_B_W / 8); c += MM_THREADS) {
-        const int r = c / (MM_B_W / 8), col = c % (MM_B_W / 8) * 8;
+    for (int c = threadIdx.x; c < MM_B_ROWS * (MM_B_W / MM_B_CE); c += MM_THREADS) {
+        const int r = c / (MM_B_W / MM_B_CE), col = c % (MM_B_W / MM_B_CE) * MM_B_CE;
 #if MM_B_KMAJOR
         const i64 gn = n0 + r, gk = k0 + col, at = b_boff(bb, MC_ARGS) + gn * MM_K + gk;   // stored [N, K]
 #else
         const i64 gk = k0 + r, gn = n0 + col, at = b_boff(bb, MC_ARGS) + gk * MM_N + gn;   // stored [K, N]
 #endif
         const bool in = gn < MM_N && gk < MM_K;
-        mc_cp_async16(Bs + r * MM_B_LD + col, MM_B_PTR, in ? at : 0, in ? 16 : 0);
+        mc_cp_async<MM_B_CPB>(Bs + r * MM_B_LD + col, MM_B_PTR, in ? at : 0, in ? MM_B_CPB : 0);
     }
 #else
     for (int c = threadIdx.x; c < MM_BN * MM_BK; c += MM_THREADS) {
@@ -240,101 +252,7 @@ __device__ __forceinline__ void mc_matmul(MC_PARAMS) {
     }
 }
 
-#else   // MM_MMA, register staging
-
-// K slice [k0, k0 + BK) of the A rows [m0, m0 + BM) and B columns [n0, n0 + BN).
-__device__ __forceinline__ void mm_load_tile(unsigned short* As, unsigned short* Bs, i64 bb, i64 m0,
-                                             i64 n0, i64 k0, MC_PARAMS) {
-    for (int c = threadIdx.x; c < MM_BM * MM_BK; c += MM_THREADS) {
-#if MM_TRANS_A
-        const int mm = c % MM_BM, kk = c / MM_BM;
-#else
-        const int mm = c / MM_BK, kk = c % MM_BK;
-#endif
-        const i64 gm = m0 + mm, gk = k0 + kk;
-        MC_SST(As[mm * MM_LDS + kk],
-               (gm < MM_M && gk < MM_K) ? mm_half(a_at(bb, gm, gk, MC_ARGS)) : (unsigned short)0);
-    }
-    for (int c = threadIdx.x; c < MM_BN * MM_BK; c += MM_THREADS) {
-#if MM_TRANS_B
-        const int nn = c / MM_BK, kk = c % MM_BK;
-#else
-        const int nn = c % MM_BN, kk = c / MM_BN;
-#endif
-        const i64 gn = n0 + nn, gk = k0 + kk;
-        MC_SST(Bs[nn * MM_LDS + kk],
-               (gn < MM_N && gk < MM_K) ? mm_half(b_at(bb, gk, gn, MC_ARGS)) : (unsigned short)0);
-    }
-}
-
-__device__ __forceinline__ void mm_compute_tile(const unsigned short* As, const unsigned short* Bs,
-                                                float (*acc)[MM_NI][4], int wm, int wn, int g, int tq) {
-#pragma unroll
-    for (int kk = 0; kk < MM_BK / 16; kk++) {
-        u32 a[MM_MI][4], b[MM_NI][2];
-#pragma unroll
-        for (int i = 0; i < MM_MI; i++) {
-            const unsigned short* p = As + (wm * MM_WTM + i * 16 + g) * MM_LDS + kk * 16 + 2 * tq;
-            a[i][0] = MC_SLD(*(const u32*)p);
-            a[i][1] = MC_SLD(*(const u32*)(p + 8 * MM_LDS));
-            a[i][2] = MC_SLD(*(const u32*)(p + 8));
-            a[i][3] = MC_SLD(*(const u32*)(p + 8 * MM_LDS + 8));
-        }
-#pragma unroll
-        for (int j = 0; j < MM_NI; j++) {
-            const unsigned short* p = Bs + (wn * MM_WTN + j * 8 + g) * MM_LDS + kk * 16 + 2 * tq;
-            b[j][0] = MC_SLD(*(const u32*)p);
-            b[j][1] = MC_SLD(*(const u32*)(p + 8));
-        }
-#pragma unroll
-        for (int i = 0; i < MM_MI; i++)
-#pragma unroll
-            for (int j = 0; j < MM_NI; j++) mc_mma_m16n8k16(acc[i][j], a[i], b[j], MM_BF16);
-    }
-}
-
-__device__ __forceinline__ void mc_matmul(MC_PARAMS) {
-    MC_DYNAMIC_SMEM(mc_smem);
-    unsigned short* As = (unsigned short*)mc_smem;                  // [STAGES][BM][LDS]
-    unsigned short* Bs = As + MM_STAGES * MM_BM * MM_LDS;           // [STAGES][BN][LDS]
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-    const int wm = warp / MM_WN, wn = warp % MM_WN;
-    const i64 tiles_m = (MM_M + MM_BM - 1) / MM_BM, tiles_n = (MM_N + MM_BN - 1) / MM_BN;
-    const i64 nk = (MM_K + MM_BK - 1) / MM_BK;
-    for (i64 t = blockIdx.x; t < (i64)MM_BATCH * tiles_m * tiles_n; t += gridDim.x) {
-        const i64 bb = t / (tiles_m * tiles_n), r = t % (tiles_m * tiles_n);
-        const i64 m0 = (r / tiles_n) * MM_BM, n0 = (r % tiles_n) * MM_BN;
-        float acc[MM_MI][MM_NI][4];
-#pragma unroll
-        for (int i = 0; i < MM_MI; i++)
-#pragma unroll
-            for (int j = 0; j < MM_NI; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
-        __syncthreads();   // the previous work item is done with shared memory
-#if MM_STAGES > 1
-        for (int s = 0; s < MM_STAGES - 1; s++)
-            if (s < nk) mm_load_tile(As + s * MM_BM * MM_LDS, Bs + s * MM_BN * MM_LDS, bb, m0, n0, s * MM_BK, MC_ARGS);
-        for (i64 kt = 0; kt < nk; kt++) {
-            __syncthreads();   // tile kt is in shared memory; tile kt - 1 is consumed
-            const i64 nt = kt + MM_STAGES - 1;
-            if (nt < nk) {
-                const int s = (int)(nt % MM_STAGES);
-                mm_load_tile(As + s * MM_BM * MM_LDS, Bs + s * MM_BN * MM_LDS, bb, m0, n0, nt * MM_BK, MC_ARGS);
-            }
-            const int s = (int)(kt % MM_STAGES);
-            mm_compute_tile(As + s * MM_BM * MM_LDS, Bs + s * MM_BN * MM_LDS, acc, wm, wn, g, tq);
-        }
-#else
-        for (i64 kt = 0; kt < nk; kt++) {
-            if (kt) __syncthreads();
-            mm_load_tile(As, Bs, bb, m0, n0, kt * MM_BK, MC_ARGS);
-            __syncthreads();
-            mm_compute_tile(As, Bs, acc, wm, wn, g, tq);
-        }
-#endif
-        mm_store_tile(acc, bb, m0, n0, wm, wn, g, tq, MC_ARGS);
-    }
-}
-#endif   // MM_ASYNC
+#endif   // MM_ASYNC (every mma.sync GEMM)
 
 #else   // FMA
 

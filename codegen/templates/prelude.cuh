@@ -117,10 +117,27 @@ __device__ __forceinline__ void mc_mma_m16n8k16(float* c, const u32* a, const u3
 // transposed matrix's).
 __device__ __forceinline__ void mc_cp_async16(void* dst, const unsigned short* p, i64 i, int n) {
 #ifdef MC_EMULATE
-    emu_cp_async16(dst, p, i, sizeof *p, n);
+    emu_cp_async(dst, p, i, sizeof *p, 16, n);
 #else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((u32)__cvta_generic_to_shared(dst)),
                  "l"(p + i), "r"(n) : "memory");
+#endif
+}
+// mc_cp_async<B>(dst, p, i, n): the same for B = 16, 8 or 4 bytes (dst and
+// p + i B-aligned): 16 through L2 only (.cg), 8 and 4 through L1 too (.ca,
+// the only form of those sizes) — rows of 8- or 4-byte alignment that a
+// 16-byte copy cannot take.
+template <int B> __device__ __forceinline__ void mc_cp_async(void* dst, const unsigned short* p, i64 i, int n) {
+    static_assert(B == 16 || B == 8 || B == 4, "cp.async copies 4, 8 or 16 bytes");
+#ifdef MC_EMULATE
+    emu_cp_async(dst, p, i, sizeof *p, B, n);
+#else
+    if (B == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((u32)__cvta_generic_to_shared(dst)),
+                     "l"(p + i), "r"(n) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"((u32)__cvta_generic_to_shared(dst)),
+                     "l"(p + i), "n"(B), "r"(n) : "memory");
 #endif
 }
 __device__ __forceinline__ void mc_cp_async_commit() {
