@@ -27,7 +27,7 @@ bool cg_tensor_maps_encode(const mcir_cu_driver *cu, const cg_kernel *k, const u
         void *base = (void *)(uintptr_t)(ptrs[m->read] + (unsigned long long)m->offset * (unsigned long long)m->esize);
         int rc = cu->cuTensorMapEncodeTiled(maps[i], m->dtype, (unsigned)m->rank, base, (const unsigned long long *)m->dims,
                         (const unsigned long long *)m->strides, m->box, es, 0, m->swizzle,
-                        2 /* L2 promotion 128B */, 0 /* out of bounds: zeros */);
+                        3 /* L2 promotion 256B, as CUTLASS's and FA3's maps */, 0 /* out of bounds: zeros */);
         if (rc != 0) {
             snprintf(why, n, "kernel %s: cuTensorMapEncodeTiled failed (CUresult %d) for tensor map %d", k->kp->name,
                      rc, i);

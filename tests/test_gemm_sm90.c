@@ -631,6 +631,11 @@ START_TEST(test_sm90_gemm_compiles_clean) {
          * 16-byte rows (every shape's GEMM kernel writes its dtype: a cast to
          * f32 is its own kernel), else per-thread stores */
         const bool tma_store = s->n % 8 == 0;
+        /* every tensor map's descriptor prefetched by the producer (A's or
+         * its prologue's, B, a vector box's, the output's) */
+        int prefetches = 0;
+        for (const char *q = strstr(ptx, "prefetch.tensormap"); q; q = strstr(q + 1, "prefetch.tensormap")) prefetches++;
+        ck_assert_msg(prefetches >= 2 + tma_store, "%s: %d prefetch.tensormap", s->name, prefetches);
         ck_assert_msg((strstr(ptx, "cp.async.bulk.tensor.5d.global.shared") != NULL) == tma_store,
                       "%s: TMA store %s", s->name, tma_store ? "missing" : "unexpected");
         ck_assert_msg(strstr(kp->tiling.reason, tma_store ? "the output by TMA stores" : "the output by per-thread")

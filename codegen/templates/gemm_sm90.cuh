@@ -259,6 +259,16 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         mc_regs_dec<GM_PRODUCER_REGS>();
 #endif
         if (threadIdx.x != 0) return;
+        // the descriptors into the L2 / constant caches before the first copy
+        // (CUTLASS's prefetch_tma_descriptor)
+        for (int i = 0; i < GM_NA; i++) mc_prefetch_tensormap(ta[i]);
+        mc_prefetch_tensormap(tb);
+#if GM_NV
+        mc_prefetch_tensormap(tv);
+#endif
+#if GM_TMA_STORE
+        mc_prefetch_tensormap(to);
+#endif
         mc_ring_state st = {0, 0};
         for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
             const gm_item it = gm_item_of(t);
