@@ -77,9 +77,6 @@ static inline void emu_cp_async(void *sdst, const void *gsrc, long long i, size_
     for (uint32_t q = off >> 2; q < (off + (uint32_t)cp) >> 2; q++) emu_cpa_pend[q]++;
     emu_cpa_inflight++;
 }
-static inline void emu_cp_async16(void *sdst, const void *gsrc, long long i, size_t esz, int src_bytes) {
-    emu_cp_async(sdst, gsrc, i, esz, 16, src_bytes);
-}
 static inline void emu_cp_async_commit() { emu_cpa_commits[emu_cur_i]++; }
 /* cp.async.wait_group keep: the calling thread's copies of all but its
  * newest keep commit groups land. */

@@ -104,10 +104,12 @@ __device__ __forceinline__ void mc_mma_m16n8k16(float* c, const u32* a, const u3
 }
 // sm_80 (compiled only where a template uses them; the emulator models
 // each: emu/cuda_emu_sm80.h).
-// mc_cp_async16(dst, p, i, n): cp.async.cg of 16 bytes from element i of
-// p into shared dst (16-byte aligned both), of which the first n come
-// from global memory and the rest are zeros (n = 0: nothing is read, p + i
-// need only be a valid address); the copy belongs to the thread's next
+// mc_cp_async<B>(dst, p, i, n): cp.async of B = 16, 8 or 4 bytes from
+// element i of p into shared dst (both B-aligned; 16 through L2 only, .cg,
+// 8 and 4 through L1 too, .ca, the only form of those sizes: rows of 8- or
+// 4-byte alignment that a 16-byte copy cannot take), of which the first n
+// come from global memory and the rest are zeros (n = 0: nothing is read,
+// p + i need only be a valid address); the copy belongs to the thread's next
 // commit group and is visible to the thread only after the
 // mc_cp_async_wait that retires that group (to the block after a
 // __syncthreads following it).
@@ -115,18 +117,6 @@ __device__ __forceinline__ void mc_mma_m16n8k16(float* c, const u32* a, const u3
 // memory into mma fragments; lanes 8q..8q+7 give the 16-byte rows of
 // matrix q; lane l gets row l/4, columns 2(l%4), +1 of each (.trans: the
 // transposed matrix's).
-__device__ __forceinline__ void mc_cp_async16(void* dst, const unsigned short* p, i64 i, int n) {
-#ifdef MC_EMULATE
-    emu_cp_async(dst, p, i, sizeof *p, 16, n);
-#else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((u32)__cvta_generic_to_shared(dst)),
-                 "l"(p + i), "r"(n) : "memory");
-#endif
-}
-// mc_cp_async<B>(dst, p, i, n): the same for B = 16, 8 or 4 bytes (dst and
-// p + i B-aligned): 16 through L2 only (.cg), 8 and 4 through L1 too (.ca,
-// the only form of those sizes) — rows of 8- or 4-byte alignment that a
-// 16-byte copy cannot take.
 template <int B> __device__ __forceinline__ void mc_cp_async(void* dst, const unsigned short* p, i64 i, int n) {
     static_assert(B == 16 || B == 8 || B == 4, "cp.async copies 4, 8 or 16 bytes");
 #ifdef MC_EMULATE
