@@ -669,6 +669,24 @@ static void emit_bcast_index(cg_sb *b, const mcir_tensor *out, const mcir_tensor
         cg_sb_printf(b, "    i64 %s = 0;\n", dst);
         return;
     }
+    if (!cg_tensor_dynamic(out) && !cg_tensor_dynamic(in) && mcir_tensor_numel(out) < ((int64_t)1 << 31)) {
+        /* sizes known here and an index below 2^31: the divisions and
+         * remainders by the extents in 32 bits (a multiply-high and a
+         * shift each, where 64 bits take a dozen instructions: a GEMM
+         * epilogue's bias index per element, #44) */
+        cg_sb_printf(b, "    i64 %s = 0; { u32 q_ = (u32)(%s); i64 s_ = 1;\n", dst, src);
+        for (int k = orank - 1; k >= 0; k--) {
+            int ik = k - (orank - in->rank);
+            cg_sb_puts(b, "     ");
+            if (ik >= 0 && in->shape[ik] != 1)
+                cg_sb_printf(b, " %s += (i64)(q_ %% %uu) * s_;", dst, (unsigned)out->shape[k]);
+            if (k > 0) cg_sb_printf(b, " q_ /= %uu;", (unsigned)out->shape[k]);
+            if (ik >= 0) cg_sb_printf(b, " s_ *= %lldLL;", (long long)in->shape[ik]);
+            cg_sb_puts(b, "\n");
+        }
+        cg_sb_puts(b, "      (void)s_; }\n");
+        return;
+    }
     cg_sb_printf(b, "    i64 %s = 0; { i64 q_ = %s; i64 s_ = 1;\n", dst, src);
     for (int k = orank - 1; k >= 0; k--) {
         cg_sb_puts(b, "     ");

@@ -626,15 +626,20 @@ tiles:;
      * (64-68 measured), 6 less with two (71-80) */
     int pro_regs = 6 * (pro_ops < 2 ? pro_ops : 2) - (silus ? (l->consumers == 1 ? 12 : 6) : 0);
     if (pro_regs < 0) pro_regs = 0;
-    /* with a prologue an epilogue of two or more ops measured as one (79
-     * at swiglu_m40, 72 at cast_norm32: both bias + GELU) */
-    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? (l->prologue ? 2 : 8) : 0) +
+    /* an epilogue of two or more ops: 6 (65 measured at m200_bias_gelu, 62
+     * at lin_b2, 70 at bias_relu_f32 since the broadcast indices are 32-bit;
+     * 8 before); with a prologue measured as one (79 at swiglu_m40, 72 at
+     * cast_norm32: both bias + GELU) */
+    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? (l->prologue ? 2 : 6) : 0) +
                pro_regs + (l->n_v || wide ? (wide && l->consumers == 1 ? 4 : 8) : 0);
     if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
     /* a per-row scale with a prologue: its two values per thread (rs) kept
      * through the epilogue on top of the chain's (75-86 measured against
-     * 75-79 before the prologue zeroed its K tail) */
-    if (l->row_scale && l->prologue && !wide) regs += 2;
+     * 75-79 before the prologue zeroed its K tail); with a gamma vector
+     * in the same chain (RMSNorm's) 4 less than the two terms add up to
+     * since its index is 32-bit: 70-84 measured over five shapes, mean
+     * 4 under */
+    if (l->row_scale && l->prologue && !wide) regs += l->n_v ? -2 : 2;
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
         if (residual && !l->prologue) regs += 8 * (int)(l->bn / 64);

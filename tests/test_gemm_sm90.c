@@ -625,6 +625,9 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         ck_assert_int_eq(a->spill_load_bytes, 0);
         ck_assert_msg(a->advisories == 0, "%s: %s", s->name, a->advisory);
         int est = kp->tiling.registers_estimate;
+        if (getenv("MCIR_TEST_ALL_REGS") && (a->registers < est * 0.9 || a->registers > est * 1.1))
+            fprintf(stderr, "  OFF %s: %d registers, plan %d\n", s->name, a->registers, est);
+        else
         ck_assert_msg(a->registers >= est * 0.9 && a->registers <= est * 1.1, "%s: %d registers, plan %d", s->name,
                       a->registers, est);
         /* the output through the TMA where it is one f16 / bf16 write with
@@ -998,9 +1001,10 @@ END_TEST
  * column (the broadcast's index (i mod M) mod K, not (i / M) mod K) */
 static int mutant_m;
 static void vector_by_column(char *src) {
-    char what[32];
+    char what[32], what32[32];
     snprintf(what, sizeof what, "q_ /= %dLL;", mutant_m);
-    char *w = strstr(src, what), *f = strstr(src, "gm_a_value(int stage");
+    snprintf(what32, sizeof what32, "q_ /= %du;", mutant_m);   /* the 32-bit form (static sizes) */
+    char *w = strstr(src, what32) ? strstr(src, what32) : strstr(src, what), *f = strstr(src, "gm_a_value(int stage");
     ck_assert_msg(w && f && w < f, "the vector's broadcast index moved: update the mutation");
     w[strlen("q_ ")] = '%';
 }

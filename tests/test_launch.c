@@ -246,6 +246,10 @@ START_TEST(test_plan_registers_near_ptxas) {
                 const mcir_kernel_plan *k = &c.plan->kernels[i];
                 if (!k->audit.valid) continue;
                 int est = k->tiling.registers_estimate, got = k->audit.registers;
+                if (getenv("MCIR_TEST_ALL_REGS") && abs(est - got) > regs_tolerance(got)) {
+                    fprintf(stderr, "  OFF %s %s (%s): plan %d, ptxas %d\n", archs[a], k->name, mcir_template_name(k->tpl), est, got);
+                    continue;
+                }
                 ck_assert_msg(abs(est - got) <= regs_tolerance(got),
                               "%s %s (%s): plan estimates %d registers, ptxas %d", archs[a], k->name,
                               mcir_template_name(k->tpl), est, got);
