@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
+#include "kernelplan/launch_gemm_sm90.h"
 
 static int64_t round_up(int64_t v, int64_t unit) { return unit > 0 ? (v + unit - 1) / unit * unit : v; }
 
@@ -283,7 +284,7 @@ void cg_audit_sass(mcir_kernel_audit *a, const char *text, const char *why, cons
     }
     if (!cg_sass_parse(text, a->entry, s)) return;
     s->inflight_sm_bytes = (int64_t)a->blocks_per_sm * a->threads * s->inflight_thread_bytes;
-    if (t && kp && kp->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && cg_attention_sm90_planned(kp) &&
+    if (t && kp && kp->tpl == MCIR_TEMPLATE_STREAMING_ATTENTION && cg_sm90a_planned(kp) &&
         s->wgmma_loops > 0 && t->clock_ghz > 0 && t->sm_count > 0) {
         /* a K/V tile of one consumer group: S = Q K^T and O += P V, each
          * 64 x BN x d multiply-adds, at the target's tensor peak per SM */
@@ -298,6 +299,20 @@ void cg_audit_sass(mcir_kernel_audit *a, const char *text, const char *why, cons
         if (bn > 0 && d > 0 && per_clock > 0) {
             s->tile_tensor_clocks = 4.0 * 64 * (double)bn * (double)d / per_clock;
             s->tile_issue_ratio = (double)s->wgmma_loop_instructions / s->wgmma_loops / s->tile_tensor_clocks;
+        }
+    }
+    mcir_gemm_sm90 gl;
+    if (t && kp && (kp->tpl == MCIR_TEMPLATE_MATMUL || kp->tpl == MCIR_TEMPLATE_CONV2D) && s->item_loops > 0 &&
+        cg_sm90a_planned(kp) &&
+        t->clock_ghz > 0 && t->sm_count > 0 && mcir_gemm_sm90_layout(t, kp, &gl, NULL)) {
+        /* one consumer group's 64 x BN slice of an item over K (a conv:
+         * its taps' K) at the target's tensor peak per SM */
+        double peak = gl.b->dtype == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops;
+        double per_clock = peak * 1e12 / (t->sm_count * t->clock_ghz * 1e9);
+        double k = (double)gl.k;
+        if (per_clock > 0 && k > 0) {
+            s->item_tensor_clocks = 2.0 * 64 * (double)gl.bn * k / per_clock;
+            s->item_issue_ratio = s->item_instructions / s->item_tensor_clocks;
         }
     }
     if (!t || !memory_bound(kp) || s->loop_bytes <= 0) return;
@@ -355,6 +370,15 @@ static void print_sass(FILE *out, int w, const mcir_sass_audit *s) {
         if (s->tile_tensor_clocks > 0)
             fprintf(out, "; a warp issues %.0f per K/V tile against %.0f tensor clocks of its group (%.2f)",
                     (double)s->wgmma_loop_instructions / s->wgmma_loops, s->tile_tensor_clocks, s->tile_issue_ratio);
+        fputc('\n', out);
+    }
+    if (s->item_loops) {
+        fprintf(out, "%-*s   SASS item loop%s (%d): %d instructions outside the wgmma loop%s", w, "",
+                s->item_loops > 1 ? "s" : "", s->item_loops, s->item_instructions,
+                s->item_inner_loops ? " (with a loop of its own, counted once)" : "");
+        if (s->item_tensor_clocks > 0)
+            fprintf(out, "; a warp issues them against %.0f tensor clocks of its group's item (%.2f)",
+                    s->item_tensor_clocks, s->item_issue_ratio);
         fputc('\n', out);
     }
     if (s->setmaxnreg_regions) {

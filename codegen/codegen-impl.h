@@ -213,6 +213,17 @@ void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads);
  * `void epilogue(i64 i, float acc, <params>)` storing every such write at
  * element i of the anchor output, and EPI_ARGS listing the parameters. */
 bool cg_emit_epilogue(cg_emitter *e, int min_writes);
+/* The same with the index packed, (row << 32) | column (row: the flat
+ * index over every dim of the anchor's output but the last; column: the
+ * last dim's): the writes' value functions p<ID>(i, acc) take it, and
+ * `epilogue(i, acc)` stores at its flat value. A broadcast operand's
+ * column is the column or 0, its row decoded from the row in 32 bits:
+ * a bias over the rows is read at the column, with no division, at the
+ * same address in every row. Only where cg_epilogue_packable: static
+ * sizes below 2^31 elements, the anchor's path elementwise with its
+ * element count and last extent (no reshape). */
+bool cg_epilogue_packable(const cg_emitter *e);
+bool cg_emit_epilogue_packed(cg_emitter *e, int min_writes);
 /* After cg_emit_epilogue: `void epilogue_v(i64 i, const float* acc,
  * <params>)` storing vec consecutive anchor elements i.. (i a multiple of
  * vec, every write's buffer aligned to 16 bytes): each value through its
@@ -257,8 +268,9 @@ void cg_emit_attention_partials(cg_sb *b, const char *items, const char *rows, c
                                 bool dims);
 void cg_emit_attention_merge(cg_sb *b, const char *kernel, const char *out, int block, const char *items,
                              const char *rows, const char *splits, int64_t dv, bool dims, const char *prologue);
-/* The planner gave attention kernel kp the sm_90a path (tiling dim "wg"). */
-bool cg_attention_sm90_planned(const mcir_kernel_plan *kp);
+/* The planner gave kernel kp (an attention, a GEMM or a conv) the sm_90a
+ * template: tiling dim "wg", its consumer warp groups. */
+bool cg_sm90a_planned(const mcir_kernel_plan *kp);
 /* The wgmma.mma_async wrapper NAME (tpl_attention_sm90.c; the sm_90a GEMM
  * uses it too): m64n<n>k16, A from registers (rs) or shared memory
  * (K-major or, tnsp_a, MN-major), B K-major or (tnsp_b) MN-major. */

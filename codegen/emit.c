@@ -24,7 +24,21 @@
 #include "kernelplan/launch.h"
 
 /* cg_emitter.done, by tensor id: which of its value functions exist. */
-enum { DONE_SCALAR = 1, DONE_VEC = 2 };
+enum { DONE_SCALAR = 1, DONE_VEC = 2, DONE_PACKED = 4 };
+
+/* Packed mode (cg_emit_epilogue_packed: a GEMM epilogue whose sizes are
+ * known and below 2^31): the index of a value is packed as (row << 32) |
+ * column, row the flat index over every dim but the last, column the last
+ * dim's. A broadcast's column is the column or 0 and its row is decoded
+ * from the row alone in 32 bits; an operand that broadcasts over the rows
+ * (a bias) gets the column itself, no division, and the same index (and
+ * load) in every row of a thread. The functions are p<ID> (v<ID> stay the
+ * flat ones: a tensor may have both); a tensor computed beside the
+ * anchor's path (a bias's cast) is its flat v<ID>, called at the packed
+ * index's flat value. pk_kp / pk_anchor: the plan and its anchor. */
+static _Thread_local bool packed;
+static _Thread_local const mcir_kernel_plan *pk_kp;
+static _Thread_local const mcir_tensor *pk_anchor;
 
 /* ------------------------------------------------------------ strings */
 
@@ -669,6 +683,28 @@ static void emit_bcast_index(cg_sb *b, const mcir_tensor *out, const mcir_tensor
         cg_sb_printf(b, "    i64 %s = 0;\n", dst);
         return;
     }
+    if (packed) {   /* (row << 32) | column into `in`: the column kept or 0, the row decoded in 32 bits */
+        bool col = in->rank > 0 && in->shape[in->rank - 1] != 1, rows = false;
+        for (int k = 0; k + 1 < in->rank; k++) rows = rows || in->shape[k] != 1;
+        if (!rows) {   /* one row (a bias): the column or 0 */
+            if (col) cg_sb_printf(b, "    i64 %s = (i64)(u32)(%s);\n", dst, src);
+            else cg_sb_printf(b, "    i64 %s = 0;\n", dst);
+            return;
+        }
+        cg_sb_printf(b, "    i64 %s; { u32 q_ = (u32)((u64)(%s) >> 32), o_ = 0, s_ = 1;\n", dst, src);
+        for (int k = orank - 2; k >= 0; k--) {
+            int ik = k - (orank - in->rank);
+            cg_sb_puts(b, "     ");
+            if (ik >= 0 && in->shape[ik] != 1) cg_sb_printf(b, " o_ += (q_ %% %uu) * s_;", (unsigned)out->shape[k]);
+            if (k > 0) cg_sb_printf(b, " q_ /= %uu;", (unsigned)out->shape[k]);
+            if (ik >= 0) cg_sb_printf(b, " s_ *= %uu;", (unsigned)in->shape[ik]);
+            cg_sb_puts(b, "\n");
+        }
+        cg_sb_printf(b, "      (void)q_; (void)s_; %s = (i64)(((u64)o_ << 32) | ", dst);
+        if (col) cg_sb_printf(b, "(u32)(%s)); }\n", src);
+        else cg_sb_puts(b, "0u); }\n");
+        return;
+    }
     if (!cg_tensor_dynamic(out) && !cg_tensor_dynamic(in) && mcir_tensor_numel(out) < ((int64_t)1 << 31)) {
         /* sizes known here and an index below 2^31: the divisions and
          * remainders by the extents in 32 bits (a multiply-high and a
@@ -778,12 +814,43 @@ static _Thread_local bool lanes;
  * the operand's vector there (vv<ID>(j0, out)) instead of one value. */
 static _Thread_local bool remap_vec;
 
+
+/* The flat index of packed index expression j into tensor t. */
+static void sb_pk_flat(cg_sb *b, const mcir_tensor *t, const char *j) {
+    if (t->rank == 0) cg_sb_puts(b, "0");
+    else cg_sb_printf(b, "((i64)((u64)(%s) >> 32) * %lldLL + (i64)(u32)(%s))", j, (long long)t->shape[t->rank - 1], j);
+}
+
+/* Whether t's packed value function is p<ID> (the anchor, a tensor on its
+ * path, a read) rather than its flat v<ID> (computed beside the path). */
+static bool pk_own(const mcir_tensor *t) {
+    return t == pk_anchor || !cg_region_producer(pk_kp, t) || cg_depends_on(pk_kp, t, pk_anchor);
+}
+
+/* The call of operand t's value at index j (an expression): v<ID>(j), in
+ * packed mode p<ID>(j) or v<ID>(flat j). */
+static void sb_operand(cg_sb *b, const mcir_tensor *t, const char *j) {
+    if (!packed) {
+        cg_sb_printf(b, "v%d(%s, acc, MC_ARGS)", t->id, j);
+    } else if (pk_own(t)) {
+        cg_sb_printf(b, "p%d(%s, acc, MC_ARGS)", t->id, j);
+    } else {
+        cg_sb_printf(b, "v%d(", t->id);
+        sb_pk_flat(b, t, j);
+        cg_sb_puts(b, ", acc, MC_ARGS)");
+    }
+}
+
 /* The operand's value at j0: r_ = v<ID>(j0) (decl: declare r_), or in
  * remap mode its vector into out. */
 static void emit_fetch(cg_sb *b, const mcir_tensor *t, const mcir_tensor *in, bool decl, const char *pad) {
     if (remap_vec) cg_sb_printf(b, "%svv%d(j0, out, MC_ARGS);\n", pad, in->id);
-    else if (decl) cg_sb_printf(b, "%s%s r_ = v%d(j0, acc, MC_ARGS);\n", pad, cg_vtype(t->dtype), in->id);
-    else cg_sb_printf(b, "%sr_ = v%d(j0, acc, MC_ARGS);\n", pad, in->id);
+    else {
+        if (decl) cg_sb_printf(b, "%s%s r_ = ", pad, cg_vtype(t->dtype));
+        else cg_sb_printf(b, "%sr_ = ", pad);
+        sb_operand(b, in, "j0");
+        cg_sb_puts(b, ";\n");
+    }
 }
 
 /* The expression of entry ve for n's operands (integer or float). */
@@ -800,8 +867,9 @@ static void emit_unary_operand(cg_sb *b, const mcir_node *n, const mcir_tensor *
         return;
     }
     emit_bcast_index(b, t, n->inputs[0], "i", "j0");
-    cg_sb_printf(b, "    %s x_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(n->inputs[0]->dtype),
-                 n->inputs[0]->id);
+    cg_sb_printf(b, "    %s x_ = ", cg_vtype(n->inputs[0]->dtype));
+    sb_operand(b, n->inputs[0], "j0");
+    cg_sb_puts(b, ";\n");
 }
 
 /* Unary elementwise: expr is a function of x_. */
@@ -848,10 +916,11 @@ static void emit_binary_operands(cg_sb *b, const mcir_node *n, const mcir_tensor
     }
     emit_bcast_index(b, t, n->inputs[0], "i", "j0");
     emit_bcast_index(b, t, n->inputs[1], "i", "j1");
-    cg_sb_printf(b, "    %s x_ = v%d(j0, acc, MC_ARGS);\n", cg_vtype(n->inputs[0]->dtype),
-                 n->inputs[0]->id);
-    cg_sb_printf(b, "    %s y_ = v%d(j1, acc, MC_ARGS);\n", cg_vtype(n->inputs[1]->dtype),
-                 n->inputs[1]->id);
+    cg_sb_printf(b, "    %s x_ = ", cg_vtype(n->inputs[0]->dtype));
+    sb_operand(b, n->inputs[0], "j0");
+    cg_sb_printf(b, ";\n    %s y_ = ", cg_vtype(n->inputs[1]->dtype));
+    sb_operand(b, n->inputs[1], "j1");
+    cg_sb_puts(b, ";\n");
 }
 
 /* Binary elementwise and comparisons: expr is a function of x_ and y_. */
@@ -891,7 +960,11 @@ static void emit_cast(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const 
     const mcir_tensor *x = n->inputs[0];
     bool xi = int_tensor(x), ti = int_tensor(t);
     if (lanes) cg_sb_printf(b, "    %s x_ = a0_[u];\n", cg_vtype(x->dtype));
-    else cg_sb_printf(b, "    %s x_ = v%d(i, acc, MC_ARGS);\n", cg_vtype(x->dtype), x->id);
+    else {
+        cg_sb_printf(b, "    %s x_ = ", cg_vtype(x->dtype));
+        sb_operand(b, x, "i");
+        cg_sb_puts(b, ";\n");
+    }
     if (xi == ti)
         cg_sb_printf(b, "    %s r_ = x_;\n", cg_vtype(t->dtype));
     else if (xi)
@@ -912,9 +985,13 @@ static void emit_where(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const
             snprintf(dst, sizeof dst, "j%d", k);
             emit_bcast_index(b, t, n->inputs[k], "i", dst);
         }
-        cg_sb_printf(b, "    i64 c_ = v%d(j0, acc, MC_ARGS);\n    %s x_ = v%d(j1, acc, MC_ARGS), "
-                        "y_ = v%d(j2, acc, MC_ARGS);\n",
-                     n->inputs[0]->id, vt, n->inputs[1]->id, n->inputs[2]->id);
+        cg_sb_puts(b, "    i64 c_ = ");
+        sb_operand(b, n->inputs[0], "j0");
+        cg_sb_printf(b, ";\n    %s x_ = ", vt);
+        sb_operand(b, n->inputs[1], "j1");
+        cg_sb_puts(b, ", y_ = ");
+        sb_operand(b, n->inputs[2], "j2");
+        cg_sb_puts(b, ";\n");
     }
     cg_sb_printf(b, "    %s r_ = c_ != 0 ? x_ : y_;\n", vt);
 }
@@ -1207,10 +1284,18 @@ bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_
 bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     if (!e->ok) return false;
     MCIR_ASSERT(t->id < e->n_tensors);
-    if (e->done[t->id] & DONE_SCALAR) return true;
+    if (packed && !pk_own(t)) {   /* beside the anchor's path: its flat function */
+        packed = false;
+        bool ok = cg_emit_value(e, t);
+        packed = true;
+        return ok;
+    }
+    const unsigned char done = packed ? DONE_PACKED : DONE_SCALAR;
+    const char fn = packed ? 'p' : 'v';
+    if (e->done[t->id] & done) return true;
     cg_sb *b = e->sb;
     const mcir_kernel_plan *kp = e->kp;
-    if (e->box_leaf && e->box_leaf[t->id] > 0 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
+    if (!packed && e->box_leaf && e->box_leaf[t->id] > 0 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
         /* an f32 leaf: two boxes of 32 columns, its element from A's row and column */
         const bool f32 = t->dtype == MCIR_DTYPE_F32;
         MCIR_ASSERT(!f32 || e->box_rows);
@@ -1221,7 +1306,7 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
         e->done[t->id] |= DONE_SCALAR;
         return true;
     }
-    if (e->box_leaf && e->box_leaf[t->id] == -2 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
+    if (!packed && e->box_leaf && e->box_leaf[t->id] == -2 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
         cg_sb_printf(b, "// %s: a factor the epilogue applies, 1 here\n"
                         "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
                         "    (void)i; (void)acc;\n    return 1.0f;\n}\n",
@@ -1229,7 +1314,7 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
         e->done[t->id] |= DONE_SCALAR;
         return true;
     }
-    if (e->box_leaf && e->box_leaf[t->id] == -1 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
+    if (!packed && e->box_leaf && e->box_leaf[t->id] == -1 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
         MCIR_ASSERT(e->box_rows);
         cg_sb_printf(b, "// %s: its K step's elements staged in the vector box\n"
                         "__device__ __forceinline__ float v%d(i64 i, float acc, MC_PARAMS) {\n"
@@ -1250,19 +1335,23 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
         for (int j = 0; j < n->n_inputs; j++)
             if (!cg_emit_value(e, n->inputs[j])) return false;
 
-    cg_sb_printf(b, "// %s %s\n", t->name, n ? mcir_op_name(n->op) : (ri >= 0 ? "read" : "anchor"));
-    cg_sb_printf(b, "__device__ __forceinline__ %s v%d(i64 i, float acc, MC_PARAMS) {\n"
-                    "    (void)acc; (void)i;\n", cg_vtype(t->dtype), t->id);
+    cg_sb_printf(b, "// %s %s%s\n", t->name, n ? mcir_op_name(n->op) : (ri >= 0 ? "read" : "anchor"),
+                 packed ? " (packed index)" : "");
+    cg_sb_printf(b, "__device__ __forceinline__ %s %c%d(i64 i, float acc, MC_PARAMS) {\n"
+                    "    (void)acc; (void)i;\n", cg_vtype(t->dtype), fn, t->id);
     const char *ds = cg_dsuffix(t->dtype);
     bool ints = int_tensor(t);
     if (t == e->anchor_out) {   /* a template's f32 result (an integer one: argmax's index) */
         cg_sb_printf(b, "    return mc_%s_%s(acc);\n}\n", ints ? "f2i" : "round", ds);
-        e->done[t->id] |= DONE_SCALAR;
+        e->done[t->id] |= done;
         return true;
     }
     if (!n) {
-        cg_sb_printf(b, "    return mc_ld%s_%s(r%d, i);\n}\n", ints ? "i" : "", ds, ri);
-        e->done[t->id] |= DONE_SCALAR;
+        cg_sb_printf(b, "    return mc_ld%s_%s(r%d, ", ints ? "i" : "", ds, ri);
+        if (packed) sb_pk_flat(b, t, "i");
+        else cg_sb_puts(b, "i");
+        cg_sb_puts(b, ");\n}\n");
+        e->done[t->id] |= done;
         return true;
     }
     const value_emitter *ve = value_emitter_of(n->op);
@@ -1274,7 +1363,7 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     /* families with an expression per operand type get theirs */
     ve->emit(b, n, t, ve->expr || ve->iexpr ? operand_expr(ve, n) : NULL);
     cg_sb_printf(b, "    return mc_round_%s(r_);\n}\n", ds);
-    e->done[t->id] |= DONE_SCALAR;
+    e->done[t->id] |= done;
     return true;
 }
 
@@ -1482,6 +1571,68 @@ bool cg_emit_epilogue(cg_emitter *e, int min_writes) {
         const mcir_tensor *t = kp->writes[w];
         cg_sb_printf(e->sb, "    mc_st_%s(w%d, i, v%d(i, acc, MC_ARGS));\n", cg_dsuffix(t->dtype), w,
                      t->id);
+    }
+    cg_sb_puts(e->sb, "}\n");
+    return true;
+}
+
+/* Whether t and what it is computed from in the region are static, each
+ * below 2^31 elements; on the anchor's path (depth > 0: below a write)
+ * elementwise with the anchor's element count and last extent. */
+static bool packable(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_tensor *a, int depth) {
+    if (depth > 64 || cg_tensor_dynamic(t) || mcir_tensor_numel(t) >= ((int64_t)1 << 31)) return false;
+    bool path = t == a || cg_depends_on(kp, t, a);
+    if (path && (t->rank < 1 || mcir_tensor_numel(t) != mcir_tensor_numel(a) ||
+                 t->shape[t->rank - 1] != a->shape[a->rank - 1]))
+        return false;
+    if (t == a) return true;
+    mcir_node *n = cg_region_producer(kp, t);
+    if (!n) return true;
+    if (!path) return true;   /* beside the path: flat, as anywhere */
+    if (!(mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE)) return false;
+    for (int j = 0; j < n->n_inputs; j++)
+        if (!packable(kp, n->inputs[j], a, depth + 1)) return false;
+    return true;
+}
+
+bool cg_epilogue_packable(const cg_emitter *e) {
+    const mcir_kernel_plan *kp = e->kp;
+    const mcir_tensor *a = e->anchor_out;
+    if (!a || a->rank < 2 || kp->n_writes < 1) return false;
+    for (int w = 0; w < kp->n_writes; w++)
+        if (!packable(kp, kp->writes[w], a, 0)) return false;
+    return true;
+}
+
+bool cg_emit_epilogue_packed(cg_emitter *e, int min_writes) {
+    MCIR_ASSERT(cg_epilogue_packable(e));
+    const mcir_kernel_plan *kp = e->kp;
+    /* the flat checks and errors first (every write's path), then the
+     * packed functions */
+    for (int w = 0; w < kp->n_writes; w++) {
+        const char *why = "";
+        const mcir_tensor *t = kp->writes[w];
+        if (!cg_depends_on(kp, t, e->anchor_out) || !epilogue_path_ok(kp, t, e->anchor_out, &why))
+            return cg_emit_epilogue(e, min_writes);   /* reports it */
+    }
+    if (kp->n_writes < min_writes) return cg_emit_epilogue(e, min_writes);
+    packed = true;
+    pk_kp = kp;
+    pk_anchor = e->anchor_out;
+    bool ok = true;
+    for (int w = 0; w < kp->n_writes && ok; w++) ok = cg_emit_value(e, kp->writes[w]);
+    packed = false;
+    pk_kp = NULL;
+    pk_anchor = NULL;
+    if (!ok) return false;
+    const mcir_tensor *a = e->anchor_out;
+    cg_sb_printf(e->sb, "// index i packed: (row << 32) | column, %lld columns\n"
+                        "__device__ __forceinline__ void epilogue(i64 i, float acc, MC_PARAMS) {\n"
+                        "    const i64 f_ = (i64)((u64)i >> 32) * %lldLL + (i64)(u32)i;\n",
+                 (long long)a->shape[a->rank - 1], (long long)a->shape[a->rank - 1]);
+    for (int w = 0; w < kp->n_writes; w++) {
+        const mcir_tensor *t = kp->writes[w];
+        cg_sb_printf(e->sb, "    mc_st_%s(w%d, f_, p%d(i, acc, MC_ARGS));\n", cg_dsuffix(t->dtype), w, t->id);
     }
     cg_sb_puts(e->sb, "}\n");
     return true;

@@ -753,6 +753,32 @@ static void wgmma_loop(const sass_fn *f, const sass_cfg *g, const sass_loop *L, 
     s->wgmma_loops_overlapped += ex2 > 0 && under == ex2;
 }
 
+/* The loop around wgmma loop L (a persistent kernel's item loop): its hot
+ * instructions outside L, once each — what a work item costs beside its
+ * K loop (the first stage's wait, the epilogue, the stores). A loop
+ * inside it other than L of more than 8 instructions (an epilogue not
+ * unrolled; not a barrier's try-wait spin) counts once, and is flagged. */
+static void item_overhead(const sass_fn *f, const sass_cfg *g, const sass_loop *L, mcir_sass_audit *s) {
+    const sass_loop *P = NULL;
+    for (int o = 0; o < g->n_loops; o++)
+        if (inside(g, L, &g->loops[o]) && (!P || g->loops[o].size < P->size)) P = &g->loops[o];
+    if (!P) return;
+    s->item_loops++;
+    for (int o = 0; o < g->n_loops; o++) {
+        const sass_loop *Q = &g->loops[o];
+        if (Q == L || !inside(g, Q, P) || inside(g, Q, L)) continue;
+        int hot = 0;   /* a barrier's try-wait spin is a few instructions: not counted */
+        for (int v = 0; v < g->n; v++)
+            if (bit(Q->body, v) && !g->b[v].cold) hot += g->b[v].last - g->b[v].first + 1;
+        s->item_inner_loops += hot > 8;
+    }
+    for (int v = 0; v < g->n; v++) {
+        if (!bit(P->body, v) || bit(L->body, v) || g->b[v].cold) continue;
+        for (int i = g->b[v].first; i <= g->b[v].last; i++)
+            if (!op_is(&f->ins[i], "NOP")) s->item_instructions++;
+    }
+}
+
 /* The highest register an instruction names (-1: none): R<n>, a pair where
  * written R<n>.64, the data of a 64- or 128-bit access (its first register
  * operand outside the [address]) 2 or 4 wide, IMAD.WIDE's destination a pair, an HGMMA's
@@ -1001,7 +1027,9 @@ bool cg_sass_parse(const char *text, const char *entry, mcir_sass_audit *s) {
         bool innermost = true;
         for (int o = 0; o < g.n_loops && innermost; o++)
             innermost = !inside(&g, &g.loops[o], &g.loops[l]) || !loop_has_hgmma(&f, &g, &g.loops[o]);
-        if (innermost) wgmma_loop(&f, &g, &g.loops[l], s);
+        if (!innermost) continue;
+        wgmma_loop(&f, &g, &g.loops[l], s);
+        item_overhead(&f, &g, &g.loops[l], s);
     }
     s->issue_us = s->memory_us = -1;
     free_cfg(&g);

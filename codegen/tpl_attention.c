@@ -118,7 +118,7 @@ bool cg_gen_attention(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  mcir_op_name(n->op));
         return false;
     }
-    if (cg_attention_sm90_planned(kp)) {
+    if (cg_sm90a_planned(kp)) {
         /* the sm_90a template realises launch_sm90.c's plan, its static
          * shared memory (barriers) included */
         if (!cg_gen_attention_sm90(k, target, d)) return false;

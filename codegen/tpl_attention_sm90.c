@@ -31,7 +31,7 @@ static int64_t tile_of(const mcir_tiling *t, const char *dim) {
     return 0;
 }
 
-bool cg_attention_sm90_planned(const mcir_kernel_plan *kp) { return tile_of(&kp->tiling, "wg") > 0; }
+bool cg_sm90a_planned(const mcir_kernel_plan *kp) { return tile_of(&kp->tiling, "wg") > 0; }
 
 /* void NAME(float* d, [const u32* a,] u64 [da,] u64 db[, int scale_d]):
  * wgmma.mma_async m64n<n>k16, f32 += {f16,bf16}; rs: A from registers and

@@ -166,7 +166,11 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     }
     const mcir_tensor *bias = l.conv && n->n_inputs > 2 ? n->inputs[2] : NULL;
     if (bias) cg_emit_value(&e, bias);
-    cg_emit_epilogue(&e, 1);
+    /* the index packed, (row << 32) | column, where the sizes allow (not a
+     * conv: its epilogue's index is the output pixel's) */
+    const bool pk = !l.conv && cg_epilogue_packable(&e);
+    if (pk) cg_emit_epilogue_packed(&e, 1);
+    else cg_emit_epilogue(&e, 1);
     free(box_leaf);
     if (!e.ok) {
         cg_emitter_free(&e);
@@ -269,15 +273,24 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_sb_puts(&b, "    epilogue(((bb * GM_M + m) * CV_OH + oh) * CV_OW + ow, acc, MC_ARGS);\n}\n");
     } else {
         cg_sb_puts(&b, "#define GM_CONV 0\n");
-        cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                       "    epilogue((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n");
+        cg_sb_printf(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
+                         "    epilogue(%s, acc, MC_ARGS);\n}\n",
+                     pk ? "(i64)(((u64)(bb * GM_M + m) << 32) | (u64)n)" : "(bb * GM_M + m) * GM_N + n");
+    }
+    /* the epilogue's bounds checks where tiles can hang over the output
+     * (sizes not multiples of the tile's, or not known here) */
+    {
+        const bool dyn = cg_dyn && (cg_tensor_dynamic(A) || cg_tensor_dynamic(B) || cg_tensor_dynamic(C));
+        cg_sb_printf(&b, "#define GM_CHECK_M %d\n#define GM_CHECK_N %d\n", dyn || l.m % l.bm != 0,
+                     dyn || l.n % l.bn != 0);
     }
     cg_sb_printf(&b, "#define GM_TMA_STORE %d   // the output: %s\n", l.tma_store, l.store);
     if (l.tma_store)   /* the one write's value, rounded to its dtype (cg_emit_epilogue emitted it) */
         cg_sb_printf(&b, "#define GM_O_BF16 %d\n"
                          "__device__ __forceinline__ float mm_value(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                         "    return v%d((bb * GM_M + m) * GM_N + n, acc, MC_ARGS);\n}\n",
-                     kp->writes[0]->dtype == MCIR_DTYPE_BF16, kp->writes[0]->id);
+                         "    return %c%d(%s, acc, MC_ARGS);\n}\n",
+                     kp->writes[0]->dtype == MCIR_DTYPE_BF16, pk ? 'p' : 'v', kp->writes[0]->id,
+                     pk ? "(i64)(((u64)(bb * GM_M + m) << 32) | (u64)n)" : "(bb * GM_M + m) * GM_N + n");
     cg_sb_puts(&b, mcir_tpl_hopper);
     if (l.prologue)
         cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k) {\n"

@@ -168,6 +168,18 @@ typedef struct mcir_sass_audit {
      * (wgmma_loop_instructions / wgmma_loops / tile_tensor_clocks: a
      * scheduler issues for one warp of each group); 0 elsewhere. */
     double tile_tensor_clocks, tile_issue_ratio;
+    /* The loops around the wgmma loops (a persistent kernel's item loop):
+     * their hot instructions outside the wgmma loop, once each (the first
+     * stage's wait, the epilogue, the stores: what an item costs beside
+     * its K loop); item_inner_loops: other loops of more than 8
+     * instructions inside them (an epilogue loop not unrolled; not a
+     * barrier's try-wait spin), counted once. An sm_90a GEMM's
+     * item_tensor_clocks: one consumer group's 64 x BN x K product at the
+     * target's peak, and item_issue_ratio = item_instructions /
+     * item_tensor_clocks (a scheduler issues for one warp of each group,
+     * whose tensor work shares the SM: the same ratio); 0 elsewhere. */
+    int item_loops, item_inner_loops, item_instructions;
+    double item_tensor_clocks, item_issue_ratio;
     /* Warp-specialised kernels: per USETMAXREG (setmaxnreg.dec / .inc) the
      * register count it sets and the registers the code reachable from it
      * names (the highest + 1); setmaxnreg_over: regions naming more than

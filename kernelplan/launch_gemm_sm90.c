@@ -615,16 +615,19 @@ tiles:;
      * 4 with one consumer group (64-75 measured at wg 1 against 66-80 at
      * wg 2), and the row scale's two values within it (64-74 measured) */
     const bool wide = l->prologue && (l->a_wide[0] == 2 || (l->n_a > 1 && l->a_wide[1] == 2));
-    int casts = 0, silus = 0;
+    int casts = 0, silus = 0, scales = 0;
     for (int i = 0; i < l->prologue_ops; i++) {
         casts += wide && l->prologue_node[i]->op == MCIR_OP_CAST;
         silus += l->prologue_node[i]->op == MCIR_OP_SILU;
+        scales += l->prologue_node[i]->op == MCIR_OP_SCALE;
     }
     const int pro_ops = l->prologue_ops - (l->row_scale && !l->row_scale_top) - casts;
     /* SwiGLU's silu through the SFU (mc_exp2, mc_rcp: #42) takes fewer than
      * the IEEE expf and division did: 12 less with one consumer group
      * (64-68 measured), 6 less with two (71-80) */
     int pro_regs = 6 * (pro_ops < 2 ? pro_ops : 2) - (silus ? (l->consumers == 1 ? 12 : 6) : 0);
+    /* a scale by a constant: no operand, 2 (61-65 measured) */
+    if (scales) pro_regs -= 4;
     if (pro_regs < 0) pro_regs = 0;
     /* an epilogue of two or more ops: 6 (65 measured at m200_bias_gelu, 62
      * at lin_b2, 70 at bias_relu_f32 since the broadcast indices are 32-bit;
@@ -642,9 +645,17 @@ tiles:;
     if (l->row_scale && l->prologue && !wide) regs += l->n_v ? -2 : 2;
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
-        if (residual && !l->prologue) regs += 8 * (int)(l->bn / 64);
+        /* a residual read at the output's own (packed) index: nothing more
+         * at bn 64 (62-65 measured), 19 at bn 128 (135), 5 more batched
+         * (65-75) */
+        if (residual && !l->prologue) regs += 19 * (int)(l->bn / 128) + (l->batch > 1 ? 5 : 0);
         if (l->group_m > 1) regs += 6;
     }
+    /* SwiGLU's prologue with a residual epilogue: 2 (75-80 measured) */
+    if (residual && silus) regs += 2;
+    /* tiles that divide N without a prologue or residual: the epilogue
+     * unchecked and its loads unpredicated, 2 (58-71 measured) */
+    if (l->n % l->bn == 0 && !l->prologue && !residual) regs += 2;
     /* one K step: 58-64 measured, whatever the epilogue; 70 where a batch's
      * per-thread stores read a bias (a cast prologue at N = 129) */
     if (l->prologue && l->k <= 64) regs = 60 + (!l->tma_store && l->batch > 1 && k->n_reads > 2 ? 10 : 0);

@@ -87,6 +87,17 @@ static json_t *sass_json(const mcir_sass_audit *s) {
     json_object_set_new(wl, "ex2", json_integer(s->wgmma_loop_ex2));
     json_object_set_new(wl, "ex2_under_wgmma", json_integer(s->wgmma_loop_ex2_overlapped));
     json_object_set_new(o, "wgmma_loops", wl);
+    if (s->item_loops) {
+        json_t *il = json_object();
+        json_object_set_new(il, "loops", json_integer(s->item_loops));
+        json_object_set_new(il, "instructions", json_integer(s->item_instructions));
+        json_object_set_new(il, "inner_loops", json_integer(s->item_inner_loops));
+        if (s->item_tensor_clocks > 0) {
+            json_object_set_new(il, "tensor_clocks", json_real(round_us(s->item_tensor_clocks)));
+            json_object_set_new(il, "issue_ratio", json_real(round_us(s->item_issue_ratio)));
+        }
+        json_object_set_new(o, "item_loops", il);
+    }
     if (s->setmaxnreg_regions) {
         json_t *r = json_array();
         for (int i = 0; i < s->setmaxnreg_regions && i < MCIR_SASS_MAXNREG_REGIONS; i++) {

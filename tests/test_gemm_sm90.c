@@ -105,7 +105,7 @@ typedef struct shape {
     int m, n, k;
     bool tb;             /* transpose_b */
     enum b_form bf;
-    const char *epi;     /* none, bias, bias_gelu, gelu_tanh, relu, residual, scale, tanh, sigmoid, silu, f32, bias_relu_f32 */
+    const char *epi;     /* none, bias, bias_gelu (erf), bias_gelu_tanh, gelu_tanh, relu, residual, scale, tanh, sigmoid, silu, f32, bias_relu_f32 */
     int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu),
                           * 4 g * gamma (a weight [K]), 5 gamma * g (an input [1, K]), 6 silu(g) * u * gamma [K],
                           * per-row scales s: 7 g * s (a weight [M, 1]), 8 s * g (an input [lead..., M, 1]),
@@ -332,7 +332,8 @@ static char *gemm_graph(const shape *s) {
         NODE("add", ",\"bias\"", "");
     }
     if (strcmp(e, "bias_gelu") == 0) NODE("gelu", "", ",\"attrs\":{\"approximate\":\"none\"}");
-    else if (strcmp(e, "gelu_tanh") == 0) NODE("gelu", "", ",\"attrs\":{\"approximate\":\"tanh\"}");
+    else if (strcmp(e, "gelu_tanh") == 0 || strcmp(e, "bias_gelu_tanh") == 0)
+        NODE("gelu", "", ",\"attrs\":{\"approximate\":\"tanh\"}");
     else if (strcmp(e, "relu") == 0 || strcmp(e, "bias_relu_f32") == 0) NODE("relu", "", "");
     else if (strcmp(e, "tanh") == 0) NODE("tanh", "", "");
     else if (strcmp(e, "sigmoid") == 0) NODE("sigmoid", "", "");
@@ -625,11 +626,15 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         ck_assert_int_eq(a->spill_load_bytes, 0);
         ck_assert_msg(a->advisories == 0, "%s: %s", s->name, a->advisory);
         int est = kp->tiling.registers_estimate;
-        if (getenv("MCIR_TEST_ALL_REGS") && (a->registers < est * 0.9 || a->registers > est * 1.1))
+        /* within 10 % or 8 registers: ptxas's count moves by that between
+         * kernels the model cannot tell apart (58 and 70 for two products
+         * with no epilogue and N a multiple of the tile), and the estimate
+         * decides nothing here (one block per SM) */
+        const int tol = est / 10 > 8 ? est / 10 : 8;
+        if (getenv("MCIR_TEST_ALL_REGS") && abs(a->registers - est) > tol)
             fprintf(stderr, "  OFF %s: %d registers, plan %d\n", s->name, a->registers, est);
         else
-        ck_assert_msg(a->registers >= est * 0.9 && a->registers <= est * 1.1, "%s: %d registers, plan %d", s->name,
-                      a->registers, est);
+            ck_assert_msg(abs(a->registers - est) <= tol, "%s: %d registers, plan %d", s->name, a->registers, est);
         /* the output through the TMA where it is one f16 / bf16 write with
          * 16-byte rows (every shape's GEMM kernel writes its dtype: a cast to
          * f32 is its own kernel), else per-thread stores */
@@ -653,6 +658,59 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         if (reads_none)
             ck_assert_msg(a->ld_global[0] + a->ld_global[1] + a->ld_global[2] == ((s->pro >= 7 && s->pro <= 11) || s->pro == 16 ? 2 : 0),
                           "%s: ld.global %d", s->name, a->ld_global[0] + a->ld_global[1] + a->ld_global[2]);
+        mcir_compilation_free(&c);
+        free(js);
+    }
+}
+END_TEST
+
+/* The epilogue's cost in SASS (#44): GPT-2's c_fc at 2048 tokens, bias +
+ * tanh-GELU over 768 x 3072 (bias + GELU at K = 768 is where the H200
+ * measured 168 TF/s against cuBLASLt's 384), f16 and bf16, and c_attn's
+ * bias alone. The index
+ * is packed ((row << 32) | column): the bias read at the column, with no
+ * division; and the tiles divide the output, so nothing is checked and
+ * a column's bias is loaded once for both of a thread's rows (BN / 4
+ * loads). What an item costs beside its K loop (item_instructions: the
+ * epilogue, its stores, the first stage's wait) against one consumer
+ * group's tensor clocks of the item, c_fc f16 at BN 128 (NVRTC 13 +
+ * nvdisasm 13.5): 2364 instructions (0.71) with the flat index and the
+ * bounds checks, 1698 (0.51) unchecked, 1332 (0.40) packed, LDG 64 -> 32.
+ * #44's 0.25 needs more (the f16 rounding of each intermediate, 4 of the
+ * ~20 instructions an element; the epilogue off the mainloop's path). */
+START_TEST(test_epilogue_in_sass) {
+    char why[256];
+    if (!mcir_nvrtc_available(why, sizeof why) || !mcir_nvdisasm_path(why, sizeof why)) {
+        fprintf(stderr, "  skipped: %s\n", why);
+        return;
+    }
+    static const shape big[] = {
+        {"c_fc_2048", "f16", {0}, 2048, 3072, 768, false, B_WEIGHT, "bias_gelu_tanh", 0, A_PLAIN},
+        {"c_fc_2048_bf", "bf16", {0}, 2048, 3072, 768, false, B_WEIGHT, "bias_gelu_tanh", 0, A_PLAIN},
+        {"c_attn_b4", "f16", {4, 0}, 512, 2304, 768, false, B_WEIGHT, "bias", 0, A_PLAIN},
+    };
+    for (int i = 0; i < (int)(sizeof big / sizeof *big); i++) {
+        const shape *s = &big[i];
+        char *js = gemm_graph(s);
+        mcir_compilation c;
+        cgt_compile_js(js, "sm_90", true, &c);
+        int ki = gemm_index(c.plan);
+        mcir_codegen_audit_sass(c.codegen);
+        const mcir_kernel_plan *kp = &c.plan->kernels[ki];
+        const mcir_sass_audit *a = &kp->audit.sass;
+        const char *src = mcir_codegen_kernel_source(c.codegen, ki);
+        ck_assert_int_eq(a->state, 1);
+        const int bn = (int)tile(kp, "N"), ldg = a->kernel.ldg[0] + a->kernel.ldg[1] + a->kernel.ldg[2] + a->kernel.ldg[3];
+        fprintf(stderr, "  sm_90a %-14s BN=%d: %d instructions, %d item loop(s): %d outside the K loop (%d inner "
+                        "loops) against %.0f tensor clocks (%.2f), LDG %d\n",
+                s->name, bn, a->kernel.instructions, a->item_loops, a->item_instructions, a->item_inner_loops,
+                a->item_tensor_clocks, a->item_issue_ratio, ldg);
+        ck_assert_msg(strstr(src, "(packed index)") != NULL, "%s: the epilogue's index is not packed", s->name);
+        /* one bias load per column a thread holds, each shared by its rows */
+        ck_assert_msg(ldg <= bn / 4, "%s: %d LDG for %d columns a thread", s->name, ldg, bn / 4);
+        ck_assert_int_eq(a->item_loops, 1);
+        ck_assert_msg(a->item_tensor_clocks > 0 && a->item_issue_ratio < 0.45, "%s: item ratio %.2f", s->name,
+                      a->item_issue_ratio);
         mcir_compilation_free(&c);
         free(js);
     }
@@ -1096,6 +1154,7 @@ int main(void) {
     tcase_set_timeout(tc, 1500);
     tcase_add_test(tc, test_plan_picks_sm90_gemm);
     tcase_add_test(tc, test_sm90_gemm_compiles_clean);
+    tcase_add_test(tc, test_epilogue_in_sass);
     tcase_add_test(tc, test_tile_order_groups_m_tiles);
     tcase_add_test(tc, test_grouped_order_matches_reference_emulated);
     tcase_add_test(tc, test_ta_prologue_graph_file);

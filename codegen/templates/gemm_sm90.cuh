@@ -205,6 +205,13 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 }
 #endif
 
+// Whether row m / column n of the output is inside it: always where the
+// tiles divide the problem (GM_CHECK_M / GM_CHECK_N 0: no check, and the
+// epilogue's loads unpredicated, so that a column's bias is loaded once
+// for both of a thread's rows)
+#define GM_IN_M(m) (!GM_CHECK_M || (m) < GM_M)
+#define GM_IN_N(n) (!GM_CHECK_N || (n) < GM_N)
+
 // Accumulator v of a thread, times its row's scale (GM_ROW_SCALE: rs holds
 // the thread's two rows' s[m]; else rs is null and unread)
 #if GM_ROW_SCALE
@@ -224,8 +231,8 @@ __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, co
     for (int v = 32 * j; v < 32 * j + 32; v += 2) {
         const int r = 16 * w + g + 8 * ((v >> 1) & 1), col = 8 * ((v >> 2) & 7) + 2 * tq4;
         const i64 m = (i64)it.m0 + 64 * c + r, n = (i64)it.n0 + 64 * j + col;
-        const float lo = m < GM_M && n < GM_N ? mm_value(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS) : 0.0f;
-        const float hi = m < GM_M && n + 1 < GM_N ? mm_value(it.b, m, n + 1, GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0.0f;
+        const float lo = GM_IN_M(m) && GM_IN_N(n) ? mm_value(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS) : 0.0f;
+        const float hi = GM_IN_M(m) && GM_IN_N(n + 1) ? mm_value(it.b, m, n + 1, GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0.0f;
         const u32 lin = (u32)(r * 128 + col * 2);
 #if GM_O_BF16
         MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_bf16(lo, hi));
@@ -394,8 +401,8 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         // of this thread's two accumulator rows (16w + g and 16w + g + 8;
         // the epilogue multiplies value v by rs[(v / 2) % 2])
         const i64 sm = (i64)it.m0 + 64 * c + 16 * w + g;   // (r0.. are the kernel's reads)
-        const float rs[2] = {sm < GM_M ? gm_row_scale(it.b, sm, MC_ARGS) : 0.0f,
-                             sm + 8 < GM_M ? gm_row_scale(it.b, sm + 8, MC_ARGS) : 0.0f};
+        const float rs[2] = {GM_IN_M(sm) ? gm_row_scale(it.b, sm, MC_ARGS) : 0.0f,
+                             GM_IN_M(sm + 8) ? gm_row_scale(it.b, sm + 8, MC_ARGS) : 0.0f};
 #else
         const float* rs = 0;
 #endif
@@ -425,7 +432,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
 #pragma unroll
         for (int v = 0; v < GM_BN / 2; v++) {
             const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
-            if (m < GM_M && n < GM_N) mm_store(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS);
+            if (GM_IN_M(m) && GM_IN_N(n)) mm_store(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS);
         }
 #endif
     }

@@ -27,7 +27,6 @@
 #ifndef MC_EMULATE
 struct __align__(64) CUtensorMap { unsigned long long opaque[16]; };
 #endif
-typedef unsigned long long u64;
 
 __device__ __forceinline__ u32 mc_saddr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 

@@ -2,6 +2,7 @@
 // ---- NVRTC compiles this without any include path).
 typedef long long i64;
 typedef unsigned int u32;
+typedef unsigned long long u64;
 #define MC_INF __int_as_float(0x7f800000)
 #define MC_NINF __int_as_float(0xff800000)
 
