@@ -1141,6 +1141,42 @@ START_TEST(test_dropped_chain_op_is_wrong) {
 }
 END_TEST
 
+/* Mutants of the packed epilogue (docs/codegen.md "Packed epilogue
+ * indices"): the bias read at the row instead of the column, and a tile
+ * left unchecked where N is not a multiple of the tile's (its bias read
+ * past N). */
+static void bias_by_row(char *src) {
+    const char *what = "= (i64)(u32)(i);";   /* a bias's packed index: the column */
+    char *w = strstr(src, what);
+    ck_assert_msg(w, "no packed bias index in the GEMM's kernel: update the mutation");
+    memcpy(w, "= (i64)(i>>32) ;", strlen(what));
+}
+
+static void unchecked_n(char *src) {
+    char *w = strstr(src, "#define GM_CHECK_N 1");
+    ck_assert_msg(w, "N is checked nowhere in the GEMM's kernel: update the mutation");
+    w[strlen("#define GM_CHECK_N ")] = '0';
+}
+
+START_TEST(test_packed_epilogue_mutants_are_found) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_bias_row", "f16", {0}, 64, 128, 64, false, B_WEIGHT, "bias", 0, A_PLAIN};
+    cgt_emu_result r = run_emulated(&s, NULL);
+    ck_assert(r.ran && r.finite && r.rel <= 2e-2);
+    r = run_emulated(&s, bias_by_row);
+    ck_assert(r.ran);
+    ck_assert(!(r.rel <= 2e-2 && r.finite));
+    const shape t = {"mutant_check_n", "bf16", {0}, 64, 72, 64, false, B_WEIGHT, "bias", 0, A_PLAIN};
+    r = run_emulated(&t, NULL);
+    ck_assert(r.ran && r.finite && r.rel <= 2e-2);
+    r = run_emulated(&t, unchecked_n);
+    ck_assert_int_gt(r.findings[EMU_FIND_BOUNDS], 0);
+}
+END_TEST
+
 int main(void) {
     if (!test_tempdir("sm90gemm", work_dir, sizeof work_dir)) return 1;
     char cache[256];
@@ -1170,6 +1206,7 @@ int main(void) {
     tcase_add_test(tc, test_dropped_leaf_conversion_is_wrong);
     tcase_add_test(tc, test_dropped_second_f32_box_is_wrong);
     tcase_add_test(tc, test_dropped_chain_op_is_wrong);
+    tcase_add_test(tc, test_packed_epilogue_mutants_are_found);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
