@@ -755,9 +755,11 @@ static void wgmma_loop(const sass_fn *f, const sass_cfg *g, const sass_loop *L, 
 
 /* The loop around wgmma loop L (a persistent kernel's item loop): its hot
  * instructions outside L, once each — what a work item costs beside its
- * K loop (the first stage's wait, the epilogue, the stores). A loop
- * inside it other than L of more than 8 instructions (an epilogue not
- * unrolled; not a barrier's try-wait spin) counts once, and is flagged. */
+ * K loop (the first stage's wait, the epilogue, the stores; the barrier
+ * waits' out-of-line retries, 4 instructions each, too). A loop inside
+ * it other than L of more than 8 instructions, neither a barrier wait's
+ * nor a TMA store's waterfall (an epilogue not unrolled), counts once,
+ * and is flagged. */
 static void item_overhead(const sass_fn *f, const sass_cfg *g, const sass_loop *L, mcir_sass_audit *s) {
     const sass_loop *P = NULL;
     for (int o = 0; o < g->n_loops; o++)
@@ -767,10 +769,20 @@ static void item_overhead(const sass_fn *f, const sass_cfg *g, const sass_loop *
     for (int o = 0; o < g->n_loops; o++) {
         const sass_loop *Q = &g->loops[o];
         if (Q == L || !inside(g, Q, P) || inside(g, Q, L)) continue;
-        int hot = 0;   /* a barrier's try-wait spin is a few instructions: not counted */
+        /* a barrier's try-wait retry (YIELD, SYNCS.PHASECHK, a branch
+         * back into the straight code) closes a loop through the code it
+         * returns to, and ptxas issues a TMA store in a waterfall over the
+         * warp's active threads (BRA.U.ANY back to its R2UR.OR): not
+         * loops of the epilogue */
+        int hot = 0;
+        bool spin = false;
         for (int v = 0; v < g->n; v++)
-            if (bit(Q->body, v) && !g->b[v].cold) hot += g->b[v].last - g->b[v].first + 1;
-        s->item_inner_loops += hot > 8;
+            if (bit(Q->body, v) && !g->b[v].cold)
+                for (int i = g->b[v].first; i <= g->b[v].last; i++) {
+                    hot++;
+                    spin = spin || op_is(&f->ins[i], "SYNCS") || (op_is(&f->ins[i], "BRA") && has_mod(&f->ins[i], "ANY"));
+                }
+        s->item_inner_loops += hot > 8 && !spin;
     }
     for (int v = 0; v < g->n; v++) {
         if (!bit(P->body, v) || bit(L->body, v) || g->b[v].cold) continue;

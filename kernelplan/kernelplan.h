@@ -172,8 +172,9 @@ typedef struct mcir_sass_audit {
      * their hot instructions outside the wgmma loop, once each (the first
      * stage's wait, the epilogue, the stores: what an item costs beside
      * its K loop); item_inner_loops: other loops of more than 8
-     * instructions inside them (an epilogue loop not unrolled; not a
-     * barrier's try-wait spin), counted once. An sm_90a GEMM's
+     * instructions inside them (an epilogue loop not unrolled; not one
+     * closed by a try-wait's retry or a TMA store's BRA.U.ANY waterfall),
+     * counted once. An sm_90a GEMM's
      * item_tensor_clocks: one consumer group's 64 x BN x K product at the
      * target's peak, and item_issue_ratio = item_instructions /
      * item_tensor_clocks (a scheduler issues for one warp of each group,

@@ -151,6 +151,26 @@ END_TEST
  * DEPBAR gsb0 0x1, before 0x0); the EX2 after the loop is not the loop's.
  * att_late_wait: both of its two under the P V wgmma, 12 instructions
  * (0x10 .. 0xc0); att_early_wait: one of three, 11 instructions. */
+/* The loop around a wgmma loop (gemm_item_loop: a persistent GEMM's
+ * item loop, hand-written): its 35 instructions (0x10 .. 0x1f0 and the
+ * barrier wait's retry at 0x210 .. 0x240) less the K loop's 4 — 31 per
+ * item. Inside it an epilogue loop of 11 (flagged: counted once, not as
+ * it runs) and a TMA store's waterfall of 10 closed by BRA.U.ANY (not
+ * flagged); the retry's own spin is 3. */
+START_TEST(wgmma_item_loop) {
+    mcir_sass_audit s = parse("tests/data/sass/wgmma_loop_sm90.sass", "gemm_item_loop");
+    ck_assert_int_eq(s.wgmma_loops, 1);
+    ck_assert_int_eq(s.wgmma_loop_instructions, 4);
+    ck_assert_int_eq(s.item_loops, 1);
+    ck_assert_int_eq(s.item_instructions, 31);
+    ck_assert_int_eq(s.item_inner_loops, 1);
+    /* the attention samples' wgmma loops have no loop around them */
+    s = parse("tests/data/sass/wgmma_loop_sm90.sass", "att_late_wait");
+    ck_assert_int_eq(s.item_loops, 0);
+    ck_assert_int_eq(s.item_instructions, 0);
+}
+END_TEST
+
 START_TEST(wgmma_loop_overlap) {
     static const char *const F = "tests/data/sass/wgmma_loop_sm90.sass";
     mcir_sass_audit s = parse(F, "att_late_wait");
@@ -344,6 +364,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, elementwise_silu_mul);
     tcase_add_test(tc, norm_divergent_fallbacks);
     tcase_add_test(tc, wgmma_loop_overlap);
+    tcase_add_test(tc, wgmma_item_loop);
     tcase_add_test(tc, missing_entry_and_no_text);
     suite_add_tcase(s, tc);
     return test_main(s);
