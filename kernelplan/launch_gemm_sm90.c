@@ -595,9 +595,8 @@ tiles:;
      * per accumulator beyond 32; two consumer groups with setmaxnreg start
      * at the 384-thread share. The TMA store's box loop, where N >= 64
      * (narrower products fold most of it away: 58 at N 16): 2 more (3
-     * with a prologue), 8 per 64 columns of the tile where the epilogue
-     * reads a residual (72 at bn 64, 129 at bn 128), 6 where the grouped
-     * order's index math meets it (69 on 8192^2 products) */
+     * with a prologue), a residual's below, 6 where the grouped order's
+     * index math meets it (69 on 8192^2 products) */
     int epi = 0;
     bool residual = false;
     for (int i = 0; i < k->n_nodes; i++)
