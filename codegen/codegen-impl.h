@@ -174,6 +174,13 @@ typedef struct cg_emitter {
      * that a row vector's broadcast index is its column), and a box leaf
      * reads element gm_box_elem(i) */
     bool box_rows;
+    /* The paired epilogue (a gated linear unit's product, mcir_glu_half):
+     * pair[h] is half h of the product (0 the gate's, 1 the up's; the
+     * emitter's anchor is pair[0]), whose value at an epilogue element is
+     * half h of acc's bits: the template passes the element's two
+     * accumulators rounded to the product's 16-bit dtype, the gate's in the
+     * low 16 bits (mm_pair). NULL: an epilogue of one accumulator. */
+    const mcir_tensor *pair[2];
 } cg_emitter;
 
 void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,

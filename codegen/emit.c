@@ -1295,6 +1295,16 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     if (e->done[t->id] & done) return true;
     cg_sb *b = e->sb;
     const mcir_kernel_plan *kp = e->kp;
+    if (e->pair[0] && (t == e->pair[0] || t == e->pair[1])) {
+        /* half h of the accumulator pair, already in the product's dtype */
+        const int h = t == e->pair[1];
+        cg_sb_printf(b, "// %s: the %s half of the product, from the accumulator pair\n"
+                        "__device__ __forceinline__ float %c%d(i64 i, float acc, MC_PARAMS) {\n"
+                        "    (void)i;\n    return mc_%s_to_f32((unsigned short)((u32)__float_as_int(acc)%s));\n}\n",
+                     t->name, h ? "up" : "gate", fn, t->id, cg_dsuffix(t->dtype), h ? " >> 16" : " & 0xffffu");
+        e->done[t->id] |= done;
+        return true;
+    }
     if (!packed && e->box_leaf && e->box_leaf[t->id] > 0 && mcir_value_type_of(t->dtype) == MCIR_VALUE_F32) {
         /* an f32 leaf: two boxes of 32 columns, its element from A's row and column */
         const bool f32 = t->dtype == MCIR_DTYPE_F32;

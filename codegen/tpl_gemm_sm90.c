@@ -130,15 +130,19 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, l.k, 0, &k->tmaps[tb]);
     else             /* B [K, N]: boxes of 64 n-columns x 64 k-rows */
         map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, 64, l.n, 0, &k->tmaps[tb]);
+    const int64_t on = l.glu ? l.n / 2 : l.n;   /* the output's columns (a paired epilogue: half the product's) */
     if (l.tma_store)   /* the output [batch, M, N] (its one write, element i of C): boxes of 64 x 64 */
-        map_of(kp->writes[0], kp->n_reads, l.m, l.n, l.batch, 64, l.n, 0, &k->tmaps[k->n_tmaps++]);
+        map_of(kp->writes[0], kp->n_reads, l.m, on, l.batch, 64, on, 0, &k->tmaps[k->n_tmaps++]);
     k->sm90a = true;
     k->smem = l.smem_bytes;
 
     cg_sb b = {0};
     cg_emitter e;
     cg_begin_source(&b, kp);
-    cg_emitter_init(&e, kp, &b, C, d);
+    /* the paired epilogue: its anchor the gate's half, the up's half
+     * beside it, both from the accumulator pair */
+    cg_emitter_init(&e, kp, &b, l.glu ? l.glu_half[0] : C, d);
+    if (l.glu) e.pair[0] = l.glu_half[0], e.pair[1] = l.glu_half[1];
     int *box_leaf = NULL;
     const bool rows_index = l.n_v > 0 || l.a_wide[0] == 2 || (l.n_a > 1 && l.a_wide[1] == 2);
     if (l.prologue) {
@@ -210,6 +214,16 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n",
                  (long long)l.bn, l.consumers, l.stages, (long long)l.group_m, bf16, l.trans_a, l.trans_b, l.a_batched,
                  l.b_batched, l.producer_regs, l.consumer_regs);
+    /* the paired epilogue: the output's GM_ON columns, half the product's;
+     * a (gate, up) accumulator pair rounded to the product's dtype and
+     * packed into one value, the gate's bits low (the emitter's pair) */
+    cg_sb_printf(&b, "#define GM_GLU %d\n#define GM_ON %s\n", l.glu, l.glu ? "(GM_N / 2)" : "GM_N");
+    if (l.glu) {
+        const char *ps = cg_dsuffix(C->dtype);
+        cg_sb_printf(&b, "__device__ __forceinline__ float mm_pair(float g, float u) {\n"
+                         "    return __int_as_float((int)((u32)mc_f32_to_%s(g) | ((u32)mc_f32_to_%s(u) << 16)));\n}\n",
+                     ps, ps);
+    }
     cg_sb_printf(&b, "#define GM_NA %d\n#define GM_NV %d\n#define GM_PROLOGUE %d\n", l.n_a, l.n_v, l.prologue);
     /* A's part of a stage: A's own tile first where leaf 0 is f32 (else
      * computed in place over leaf 0), then each leaf's boxes per group (an
@@ -275,7 +289,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
         cg_sb_puts(&b, "#define GM_CONV 0\n");
         cg_sb_printf(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
                          "    epilogue(%s, acc, MC_ARGS);\n}\n",
-                     pk ? "(i64)(((u64)(bb * GM_M + m) << 32) | (u64)n)" : "(bb * GM_M + m) * GM_N + n");
+                     pk ? "(i64)(((u64)(bb * GM_M + m) << 32) | (u64)n)" : "(bb * GM_M + m) * GM_ON + n");
     }
     /* the epilogue's bounds checks where tiles can hang over the output
      * (sizes not multiples of the tile's, or not known here) */
@@ -290,7 +304,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                          "__device__ __forceinline__ float mm_value(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
                          "    return %c%d(%s, acc, MC_ARGS);\n}\n",
                      kp->writes[0]->dtype == MCIR_DTYPE_BF16, pk ? 'p' : 'v', kp->writes[0]->id,
-                     pk ? "(i64)(((u64)(bb * GM_M + m) << 32) | (u64)n)" : "(bb * GM_M + m) * GM_N + n");
+                     pk ? "(i64)(((u64)(bb * GM_M + m) << 32) | (u64)n)" : "(bb * GM_M + m) * GM_ON + n");
     cg_sb_puts(&b, mcir_tpl_hopper);
     if (l.prologue)
         cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k) {\n"

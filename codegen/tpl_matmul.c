@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
+#include "kernelplan/launch_gemm_sm90.h"
 
 /* i64 NAME(i64 b): linear offset of batch b of a [..., R, C] operand whose
  * leading dims broadcast against the output's. */
@@ -181,7 +182,12 @@ static bool gen_tiled(cg_kernel *k, const mcir_target *target, mcir_diag *d, con
     cg_sb b = {0};
     cg_emitter e;
     cg_begin_source(&b, kp);
-    cg_emitter_init(&e, kp, &b, C, d);
+    /* the paired epilogue (a gated linear unit): its anchor the gate's
+     * half, the up's beside it, both from the accumulator pair */
+    const mcir_tensor *glu[2] = {NULL, NULL};
+    const bool pair = mcir_kernel_glu(kp, C, glu);
+    cg_emitter_init(&e, kp, &b, pair ? glu[0] : C, d);
+    if (pair) e.pair[0] = glu[0], e.pair[1] = glu[1];
     cg_emit_value(&e, A);
     cg_emit_value(&e, B);
     cg_emit_epilogue(&e, 1);
@@ -229,8 +235,13 @@ static bool gen_tiled(cg_kernel *k, const mcir_target *target, mcir_diag *d, con
     cg_sb_printf(&b, "__device__ __forceinline__ float b_at(i64 bb, i64 kk, i64 nn, MC_PARAMS) {\n"
                      "    return v%d(b_boff(bb, MC_ARGS) + %s, 0.0f, MC_ARGS);\n}\n",
                  B->id, tb ? "nn * MM_K + kk" : "kk * MM_N + nn");
+    cg_sb_printf(&b, "#define MM_GLU %d\n#define MM_ON %s\n", pair, pair ? "(MM_N / 2)" : "MM_N");
+    if (pair)   /* the (gate, up) accumulator pair rounded to the product's dtype, the gate's bits low */
+        cg_sb_printf(&b, "__device__ __forceinline__ float mm_pair(float g, float u) {\n"
+                         "    return __int_as_float((int)((u32)mc_f32_to_%s(g) | ((u32)mc_f32_to_%s(u) << 16)));\n}\n",
+                     cg_dsuffix(C->dtype), cg_dsuffix(C->dtype));
     cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                   "    epilogue((bb * MM_M + m) * MM_N + n, acc, MC_ARGS);\n}\n");
+                   "    epilogue((bb * MM_M + m) * MM_ON + n, acc, MC_ARGS);\n}\n");
     cg_sb_puts(&b, mcir_tpl_matmul);
     cg_emit_gemm_signature(&b, kp, &l);
     cg_sb_puts(&b, " {\n    mc_matmul(MC_ARGS);\n}\n");

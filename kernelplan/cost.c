@@ -985,11 +985,19 @@ static void cost_matmul(cost_ctx *x) {
         int64_t band = (int64_t)((double)x->t->l2_bytes / 2.0 / ((double)Kd * ea.bytes));
         if (band < 1) band = 1;
         c->l2_spill_bytes = l2_spill(x->t, (double)(Kd * N) * eb.bytes, (M + band - 1) / band, batch);
+    } else if (tile_dim(ti, "wg") > 0 && tile_dim(ti, "group_m") > 1) {
+        /* the sm_90a GEMM's grouped order (launch_gemm_sm90.c, gm_item_of):
+         * bands of group_m M tiles, each walking every N tile while its A
+         * panels stay in L2, so B crosses DRAM once per band */
+        int64_t gm = tile_dim(ti, "group_m");
+        c->l2_spill_bytes = l2_spill(x->t, (double)(Kd * N) * eb.bytes, (tm + gm - 1) / gm, batch);
     }
     double flops = 2.0 * mnk + (double)batch * (double)(M * Kd) * (double)tn * ea.flops +
                    (double)batch * (double)(Kd * N) * (double)tm * eb.flops;
     elem_cost epi = epilogue_cost(k, C);
-    double outs = (double)batch * (double)MN;
+    /* the epilogue runs per output element: a paired epilogue's output is
+     * half the product (one element per (gate, up) pair) */
+    double outs = (double)batch * (double)MN / (gp.glu ? 2.0 : 1.0);
     int64_t once = reads_bytes(k) + writes_bytes(k);
     if (path == 0) {
         c->global_bytes = (int64_t)(loads + outs * epi.bytes);

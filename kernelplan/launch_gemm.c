@@ -52,6 +52,7 @@ bool mcir_gemm_problem_of(const mcir_kernel_plan *k, mcir_gemm_problem *g) {
         g->batch = mn > 0 ? mcir_tensor_numel(Y) / mn : 1;
         g->dtype = A->dtype;
         g->mma = is_half(A->dtype) && A->dtype == B->dtype;
+        g->glu = mcir_kernel_glu(k, Y, NULL);
     } else if (k->tpl == MCIR_TEMPLATE_CONV2D && n->op == MCIR_OP_CONV2D) {
         const mcir_tensor *X = n->inputs[0], *W = n->inputs[1], *Y = n->outputs[0];
         if (X->rank != 4 || W->rank != 4 || Y->rank != 4) return false;
@@ -136,8 +137,13 @@ static int estimate_registers(const mcir_gemm_layout *l,
         for (int j = 0; j < l->tn; j++) cols += !(tiles_n == 1 && l->wn == 1 && 8 * j >= g->n);
         int live = (int)(2 * rows * cols), frag = (l->tm * 4 + l->tn * 2) * (l->bk >= 32 ? 2 : 1);
         bool whole = (g->k + l->bk - 1) / l->bk <= l->stages - 1;
+        /* the paired epilogue (a GLU): half the accumulators make an output,
+         * each from a pair; ptxas keeps a quarter fewer live, 16 at most
+         * (measured 64-91 against 73-96 over tests/test_glu.c's warp tiles
+         * of 32 columns, 107-112 against 126-135 at Llama's 128-column
+         * tiles, 182-195 at its 128 x 64 ones) */
         return 39 + live * 6 / 7 + frag * 9 / 8 + 4 * np2 + 2 - (whole ? 13 : 0) + (g->epilogue_ops > 0 ? 5 : 0) +
-               (g->k % 8 ? 6 : 0);
+               (g->k % 8 ? 6 : 0) - (g->glu ? (live / 4 < 16 ? live / 4 : 16) : 0);
     }
     int64_t ty = l->threads / 16;
     int tm = l->tm, tn = l->tn;
@@ -187,6 +193,10 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
         *why = "too many threads per block";
         return false;
     }
+    if (g->glu && !g->mma) {
+        *why = "a paired epilogue needs the mma.sync tile (f16 / bf16 operands)";
+        return false;
+    }
     if (g->mma) {
         if (l->bk % 16) {
             *why = "BLOCK_K is not a multiple of the mma's k16";
@@ -197,7 +207,7 @@ bool mcir_gemm_layout_of(const mcir_target *t, const mcir_gemm_problem *g, const
         for (int wm = 1; wm <= l->warps; wm++) {
             if (l->warps % wm) continue;
             int wn = l->warps / wm;
-            if (l->bm % (16 * wm) || l->bn % (8 * wn)) continue;
+            if (l->bm % (16 * wm) || l->bn % ((g->glu ? 16 : 8) * wn)) continue;
             int64_t d = l->bm / wm - l->bn / wn;
             if (d < 0) d = -d;
             if (best < 0 || d < best) {

@@ -407,6 +407,44 @@ static bool conv_operands(const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const ch
     return true;
 }
 
+bool mcir_kernel_glu(const mcir_kernel_plan *k, const mcir_tensor *C, const mcir_tensor **half) {
+    const mcir_tensor *h[2] = {NULL, NULL};
+    int chain = 0;
+    for (int i = 0; i < k->n_nodes; i++) {
+        const mcir_node *x = k->nodes[i];
+        int which = -1;
+        if (x->op == MCIR_OP_RESHAPE && mcir_glu_half(x->outputs[0], &which) == C && !h[which]) h[which] = x->outputs[0];
+    }
+    if (!h[0] || !h[1]) return false;
+    /* the steps between C and each half: C's readers are the two first
+     * reshapes, each step's one reader the next */
+    const mcir_tensor *s[2], *r[2];
+    for (int q = 0; q < 2; q++) {
+        s[q] = h[q]->producer->inputs[0];
+        r[q] = s[q]->producer->inputs[0];
+    }
+    for (int i = 0; i < k->n_nodes; i++) {
+        const mcir_node *x = k->nodes[i];
+        for (int j = 0; j < x->n_inputs; j++) {
+            const mcir_tensor *in = x->inputs[j];
+            bool step = in == C, next = in == C && (x == r[0]->producer || x == r[1]->producer);
+            for (int q = 0; q < 2; q++) {
+                step = step || in == r[q] || in == s[q];
+                next = next || (in == r[q] && x == s[q]->producer) || (in == s[q] && x == h[q]->producer);
+            }
+            if (step && !next) return false;
+            chain += step;
+        }
+    }
+    for (int w = 0; w < k->n_writes; w++)
+        for (int q = 0; q < 2; q++)
+            if (k->writes[w] == C || k->writes[w] == s[q] || k->writes[w] == r[q])
+                return false;
+    if (chain != 6) return false;
+    if (half) half[0] = h[0], half[1] = h[1];
+    return true;
+}
+
 /* The N tile: the fewest waves of work items times the tile's time (the
  * wasted columns of a partial tile included): a tile of BN columns runs at
  * mcir_gemm_sm90_tile_rate(BN) of the 256-column tile's rate (its wgmmas
@@ -415,10 +453,10 @@ static bool conv_operands(const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const ch
  * picked 64 columns for 8192^3 (62.1 waves against 15.5), which ran at
  * 0.42 of peak on an H200 where 4096^3 at 256 ran at 0.58. rows: the
  * work items' count per N tile (batches x M tiles). */
-static int64_t best_bn(const mcir_target *t, int64_t rows, int64_t n) {
+static int64_t best_bn(const mcir_target *t, int64_t rows, int64_t n, int64_t least) {
     double best = -1;
-    int64_t pick = 64;
-    for (int64_t bn = 256; bn >= 64; bn /= 2) {
+    int64_t pick = least;
+    for (int64_t bn = 256; bn >= least; bn /= 2) {
         if (bn > 64 && bn / 2 >= n) continue;   /* more than half empty */
         int64_t items = rows * ((n + bn - 1) / bn);
         int64_t waves = (items + t->sm_count - 1) / t->sm_count;
@@ -494,6 +532,7 @@ bool mcir_gemm_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k, mcir
     l->k = A->shape[A->rank - (node_ta ? 2 : 1)];
     if (!l->prologue) l->a_width[0] = ta ? l->m : l->k;
     l->n = C->shape[C->rank - 1];
+    l->glu = mcir_kernel_glu(k, C, l->glu_half);
     int64_t mn = l->m * l->n;
     l->batch = mn > 0 ? mcir_tensor_numel(C) / mn : 1;
     int ab = batched(l->a, C), bb = batched(l->b, C);
@@ -533,7 +572,11 @@ tiles:;
         for (int64_t bn = 256; bn >= 64; bn /= 2)
             if (bn == tile_of(&k->tiling, "N")) l->bn = bn;
     } else
-        l->bn = best_bn(t, l->batch * l->tiles_m, l->n);
+        /* a paired epilogue's tile of 64 columns makes 32 output columns,
+         * narrower than the TMA store's box: 128 at least where the product
+         * has 256 columns (per-thread stores of such tiles with unchecked
+         * bounds made ptxas serialise every wgmma: advisory C7514) */
+        l->bn = best_bn(t, l->batch * l->tiles_m, l->n, l->glu && l->n >= 256 ? 128 : 64);
     l->tiles_n = (l->n + l->bn - 1) / l->bn;
     l->items = l->batch * l->tiles_m * l->tiles_n;
     /* the output: through shared memory and the TMA where its one write
@@ -544,7 +587,11 @@ tiles:;
     if (l->conv) l->store = "per-thread stores (a conv's pixels: row segments of 64, masked past the row)";
     else if (k->n_writes != 1) l->store = "per-thread stores (the region writes more than one tensor)";
     else if (!is_half(W->dtype)) l->store = "per-thread stores (the output is not f16 or bf16)";
-    else if ((l->n * 2) % 16 != 0) l->store = "per-thread stores (the output's rows are not a multiple of 16 bytes)";
+    else if (((l->glu ? l->n / 2 : l->n) * 2) % 16 != 0)
+        l->store = "per-thread stores (the output's rows are not a multiple of 16 bytes)";
+    else if (l->glu && l->bn < 128)
+        l->store = "per-thread stores (a paired epilogue's tile of 64 columns makes 32 output columns: narrower than "
+                   "a TMA box)";
     else l->tma_store = true;
     /* a stage: the A and B boxes in the ring (A's tile of its own first
      * where leaf 0 is f32, then each leaf's boxes: 8 KiB per consumer group,
@@ -658,6 +705,25 @@ tiles:;
     /* one K step: 58-64 measured, whatever the epilogue; 70 where a batch's
      * per-thread stores read a bias (a cast prologue at N = 129) */
     if (l->prologue && l->k <= 64) regs = 60 + (!l->tma_store && l->batch > 1 && k->n_reads > 2 ? 10 : 0);
+    /* the paired epilogue (a GLU; tests/test_glu.c and a sweep of SiLU,
+     * GELU erf / tanh, ReLU over tiles that divide or not): at BLOCK_N 128,
+     * 110 with ReLU and every tile whole; 117-120 where N is checked; 112-118
+     * where M is; 140-146 with an exp-based activation and nothing checked
+     * (ptxas overlaps the pairs' SFU chains), one consumer group alike
+     * (130-144); 58 at BLOCK_N 64 (per-thread stores); 156 at 256 with one
+     * consumer group (its 128 accumulators leave no room for more) */
+    if (l->glu) {
+        bool exp_act = false;
+        for (int i = 0; i < k->n_nodes; i++) {
+            const mcir_op op = k->nodes[i]->op;
+            exp_act = exp_act || op == MCIR_OP_SILU || op == MCIR_OP_GELU || op == MCIR_OP_SIGMOID ||
+                      op == MCIR_OP_TANH;
+        }
+        const bool check_m = l->m % l->bm != 0, check_n = l->n % l->bn != 0;
+        regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 +
+               (l->bn == 64 ? 0 : check_n ? 18 : exp_act ? (check_m ? 12 : 40) : 10);
+        if (l->bn == 256) regs = 156;
+    }
     /* a conv (per-thread stores through its pixel mapping, the producer's
      * tap and segment coordinates): 58-61 measured at bn 64 whatever the
      * epilogue (bias, ReLU, a residual; tests/test_conv_sm90.c) */
@@ -714,7 +780,7 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
         "by a producer warp group%s: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
         "on %lld blocks of %d threads (%.2f waves), tiles in groups of %lld M-tile%s (a wave touches %.1f MiB "
-        "of A and B panels, %s half the %lld MiB L2), the epilogue applied from the accumulators, the output by %s; "
+        "of A and B panels, %s half the %lld MiB L2), %s, the output by %s; "
         "modelled "
         "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)",
         (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(k->anchor->inputs[0]->dtype),
@@ -754,7 +820,12 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         (long long)(l.smem_bytes / 1024), (long long)(t->smem_per_block_optin / 1024),
         (long long)l.items, (long long)l.grid, l.threads, (double)l.items / (double)t->sm_count,
         (long long)l.group_m, l.group_m > 1 ? "s" : "", l.wave_bytes / (1024.0 * 1024.0),
-        l.wave_bytes <= (double)t->l2_bytes / 2 ? "within" : "over", (long long)(t->l2_bytes >> 20), l.store,
+        l.wave_bytes <= (double)t->l2_bytes / 2 ? "within" : "over", (long long)(t->l2_bytes >> 20),
+        l.glu ? mcir_arena_printf(a, "a paired epilogue (the product's columns interleave %s's and %s's in blocks of "
+                                     "8: each thread's (gate, up) accumulator pairs make one output column of %lld)",
+                                  l.glu_half[0]->name, l.glu_half[1]->name, (long long)(l.n / 2))
+              : "the epilogue applied from the accumulators",
+        l.store,
         mcir_gemm_sm90_compute_us(t, &l),
         100.0 * SM90_GEMM_EFFICIENCY * (l.prologue ? SM90_GEMM_PROLOGUE_RATE : 1.0));
     k->grid[0] = l.grid;
@@ -806,7 +877,7 @@ bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch,
     l.bm = 64 * l.consumers;
     l.bk = 64;
     l.tiles_m = (m + l.bm - 1) / l.bm;
-    l.bn = best_bn(t, batch * l.tiles_m, n);
+    l.bn = best_bn(t, batch * l.tiles_m, n, 64);
     l.tiles_n = (n + l.bn - 1) / l.bn;
     l.items = batch * l.tiles_m * l.tiles_n;
     double fused_c = mcir_gemm_sm90_compute_us(t, &l);
@@ -820,5 +891,46 @@ bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch,
              fused, row_scale ? "a per-row scale at the epilogue: its plain rate" : "its prologue rate",
              100.0 * rate, fused <= apart ? "<=" : ">", apart,
              (long long)(in_bytes + t_bytes), 100.0 * mcir_gemm_library_fraction(t), t->name);
+    return fused <= apart;
+}
+
+bool mcir_gemm_glu_pays(const mcir_target *t, mcir_dtype dt, int64_t batch, int64_t m, int64_t n2, int64_t k,
+                        int64_t x_bytes, int64_t w_bytes, int64_t h_bytes, char *d, size_t dn) {
+    const char *force = getenv("MCIR_GLU");
+    if (force && (strcmp(force, "always") == 0 || strcmp(force, "never") == 0)) {
+        snprintf(d, dn, "%s, as MCIR_GLU=%s says (the model not asked)",
+                 force[0] == 'a' ? "fused" : "kept apart", force);
+        return force[0] == 'a';
+    }
+    if (!t || !t->has_wgmma || !is_half(dt)) {
+        snprintf(d, dn, "no measured rate of the generated GEMM against the library on %s: fused (saves %lld bytes "
+                 "of traffic: the [.., %lld] product written and read back)",
+                 t ? t->name : "this target", (long long)(4 * h_bytes), (long long)n2);
+        return true;
+    }
+    double tc = dt == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops, bw = t->dram_gbps * 1e3;
+    double flops = 2.0 * (double)batch * (double)m * (double)n2 * (double)k;
+    mcir_gemm_sm90 l;
+    memset(&l, 0, sizeof l);
+    l.m = m, l.n = n2, l.k = k, l.batch = batch;
+    l.consumers = m > 64 ? 2 : 1;
+    l.bm = 64 * l.consumers;
+    l.bk = 64;
+    l.tiles_m = (m + l.bm - 1) / l.bm;
+    l.bn = best_bn(t, batch * l.tiles_m, n2, n2 >= 256 ? 128 : 64);
+    l.tiles_n = (n2 + l.bn - 1) / l.bn;
+    l.items = batch * l.tiles_m * l.tiles_n;
+    const double fused_c = mcir_gemm_sm90_compute_us(t, &l), fused_m = (double)(x_bytes + w_bytes + h_bytes) / bw;
+    const double fused = (fused_c > fused_m ? fused_c : fused_m) + t->launch_us;
+    /* apart: the product (twice the output's bytes) written by the library
+     * and read back by the elementwise kernel, which writes the output */
+    const double gemm_c = flops / (tc * 1e6 * mcir_gemm_library_fraction(t)),
+                 gemm_m = (double)(x_bytes + w_bytes + 2 * h_bytes) / bw;
+    const double apart = (gemm_c > gemm_m ? gemm_c : gemm_m) + t->launch_us + (double)(3 * h_bytes) / bw +
+                         t->launch_us;
+    snprintf(d, dn, "fused on the sm_90a template %.2f us (measured: %.0f%% of peak) %s %.2f us apart (the library "
+             "at %.0f%% writing the [.., %lld] product, an elementwise kernel moving %lld bytes) on %s",
+             fused, 100.0 * SM90_GEMM_EFFICIENCY, fused <= apart ? "<=" : ">", apart,
+             100.0 * mcir_gemm_library_fraction(t), (long long)n2, (long long)(3 * h_bytes), t->name);
     return fused <= apart;
 }

@@ -96,6 +96,14 @@ typedef struct mcir_gemm_sm90 {
     bool tma_store;
     const char *store;
     int64_t o_bytes;
+    /* The paired epilogue (a gated linear unit, mcir_glu_half): the product
+     * [.., M, n] is read by the region only as its two halves glu_half[0]
+     * (the gate's) and glu_half[1] (the up's), [.., M, n / 2]; the epilogue
+     * runs once per (gate, up) accumulator pair at the output's column, and
+     * the output is n / 2 wide (TMA stores: one 64 x 64 box per 128
+     * columns of a tile, so BLOCK_N >= 128) */
+    bool glu;
+    const mcir_tensor *glu_half[2];
     int64_t smem_bytes;      /* the ring + the output boxes + the vector boxes + 1 KiB to align the swizzled tiles */
     int producer_regs, consumer_regs;  /* setmaxnreg (two consumer groups) */
     int registers;           /* the model's registers per thread */
@@ -146,5 +154,24 @@ double mcir_gemm_library_fraction(const mcir_target *t);
 bool mcir_gemm_prologue_pays(const mcir_target *t, mcir_dtype dt, int64_t batch, int64_t m, int64_t n,
                              int64_t k, int64_t in_bytes, int64_t t_bytes, int64_t bc_bytes, bool row_scale,
                              char *d, size_t dn);
+
+/* The gated MLP's gate and up projections as one generated GEMM of N = n2
+ * with act(gate) * up in its epilogue (the rule glu_matmul), against the
+ * library's [.., M, n2] product stored and an elementwise kernel reading it
+ * back: on sm_90a the generated GEMM at its measured rate
+ * (mcir_gemm_sm90_compute_us at the tiles the layout picks) moving x, the
+ * weights and the half-width output; apart the library at its fraction of
+ * peak, then the product written and read, the output written, two
+ * launches. Without a measured rate of the generated GEMM (other targets)
+ * fused: it only saves traffic. MCIR_GLU=always / never (tests) decides
+ * without the model. Writes the modelled times into d. */
+bool mcir_gemm_glu_pays(const mcir_target *t, mcir_dtype dt, int64_t batch, int64_t m, int64_t n2, int64_t k,
+                        int64_t x_bytes, int64_t w_bytes, int64_t h_bytes, char *d, size_t dn);
+
+/* The paired epilogue (a gated linear unit, mcir_glu_half): whether kernel
+ * k reads the product C only through its two halves, each a reshape, a
+ * slice and a reshape in the region, every step read by the next alone
+ * and none written; half[0] (the gate's) and half[1] (the up's) set. */
+bool mcir_kernel_glu(const mcir_kernel_plan *k, const mcir_tensor *C, const mcir_tensor **half);
 
 #endif

@@ -869,3 +869,34 @@ void mcir_graph_compact(mcir_graph *g) {
     free(used);
     if (rebuild) hash_rebuild(g);
 }
+
+/* ------------------------------------------------ gated linear units */
+
+const mcir_tensor *mcir_glu_half(const mcir_tensor *t, int *half) {
+    const mcir_node *r2 = t ? t->producer : NULL;
+    if (!r2 || r2->dead || r2->op != MCIR_OP_RESHAPE || r2->n_inputs != 1) return NULL;
+    const mcir_tensor *s = r2->inputs[0];
+    const mcir_node *sl = s->producer;
+    if (!sl || sl->dead || sl->op != MCIR_OP_SLICE || sl->n_inputs != 1) return NULL;
+    const mcir_tensor *q = sl->inputs[0];
+    const mcir_node *r1 = q->producer;
+    if (!r1 || r1->dead || r1->op != MCIR_OP_RESHAPE || r1->n_inputs != 1) return NULL;
+    const mcir_tensor *p = r1->inputs[0];
+    const int r = p->rank;
+    if (r < 1 || q->rank != r + 2 || s->rank != r + 2 || t->rank != r || p->sym || q->sym || s->sym || t->sym)
+        return NULL;
+    const int64_t f = t->shape[r - 1];
+    if (f < 8 || f % 8 != 0 || p->shape[r - 1] != 2 * f) return NULL;
+    for (int i = 0; i < r - 1; i++)
+        if (p->shape[i] != t->shape[i] || q->shape[i] != p->shape[i] || s->shape[i] != p->shape[i]) return NULL;
+    if (q->shape[r - 1] != f / 8 || q->shape[r] != 2 || q->shape[r + 1] != 8 || s->shape[r - 1] != f / 8 ||
+        s->shape[r] != 1 || s->shape[r + 1] != 8)
+        return NULL;
+    int64_t axis = mcir_node_int(sl, "axis");
+    if (axis < 0) axis += q->rank;
+    const int64_t start = mcir_node_int(sl, "start");
+    const mcir_attr *st = mcir_node_attr(sl, "step");
+    if (axis != r || (start != 0 && start != 1) || (st && st->i != 1)) return NULL;
+    if (half) *half = (int)start;
+    return p;
+}

@@ -610,6 +610,13 @@ void mcir_graph_compact(mcir_graph *g);
  * max into out, which may be NULL). */
 int mcir_graph_consumers(const mcir_graph *g, const mcir_tensor *t,
                          mcir_node **out, int max);
+/* The gated-linear-unit layout (rewrites' fuse_glu_matmul): t [.., F] is
+ * half h of a product P [.., 2F] whose columns interleave a gate's and an
+ * up projection's in blocks of 8 (columns 16b..16b+7 the gate's 8b..8b+7,
+ * 16b+8.. the up's), read back as t = reshape(slice(reshape(P, [.., F/8,
+ * 2, 8]), axis -2, [h, h+1)), [.., F]), static shapes, F a multiple of 8.
+ * Returns P with *half = h (0: the gate's, 1: the up's), or NULL. */
+const mcir_tensor *mcir_glu_half(const mcir_tensor *t, int *half);
 /* Builds (on) or drops (off) an index that makes mcir_graph_consumers
  * O(answer) instead of a scan of every node. Adding nodes, compaction and
  * mcir_graph_replace_uses drop it; whoever rewires node inputs directly

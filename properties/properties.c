@@ -604,6 +604,16 @@ static bool remaps_index(mcir_op op) {
     return op == MCIR_OP_SLICE || op == MCIR_OP_CONCAT || op == MCIR_OP_SPLIT;
 }
 
+/* A slice reading a half of a gated-linear-unit product (mcir_glu_half,
+ * through its one reader, the reshape back to [.., F]): the GEMM's paired
+ * epilogue takes it from the accumulators, no index remap. */
+static bool glu_slice(const mcir_graph *g, const mcir_node *sl) {
+    mcir_node *cons[2];
+    if (mcir_graph_consumers(g, sl->outputs[0], cons, 2) != 1) return false;
+    const mcir_tensor *p = mcir_glu_half(cons[0]->outputs[0], NULL);
+    return p && p->producer && p->producer->op == MCIR_OP_MATMUL;
+}
+
 /* The nodes the check names plus every member of their fusion groups. */
 static int group_members(const mcir_check_ctx *c, const mcir_param_value *p,
                          const mcir_node **members, int cap) {
@@ -682,6 +692,7 @@ static bool check_groupable(const mcir_check_ctx *c, const mcir_param_value *p, 
         const mcir_node *nd = members[i];
         if (mcir_op_desc_of(nd->op)->flags & MCIR_OPF_ELEMENTWISE) continue;
         if (nd->op == MCIR_OP_RESHAPE) continue;   /* element i stays element i */
+        if (nd->op == MCIR_OP_SLICE && glu_slice(c->match->graph, nd)) continue;   /* a paired epilogue's half */
         if (remaps_index(nd->op)) {
             remap = nd;
             continue;
@@ -985,6 +996,131 @@ static bool check_horizontal_siblings(const mcir_check_ctx *c, const mcir_param_
     say(d, n, "%d matmuls read '%s' (%s): one GEMM of N = %lld over weights concatenated at "
         "compile time", k, mm->inputs[0]->name, names, (long long)cols);
     return true;
+}
+
+/* ------------------------------------------------ gated linear units */
+
+static bool same_dims(const mcir_tensor *a, const mcir_tensor *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* t is read by `by` alone and is no graph output */
+static bool only_reader(const mcir_graph *g, const mcir_tensor *t, const mcir_node *by) {
+    mcir_node *cons[2];
+    return !t->is_output && mcir_graph_consumers(g, t, cons, 2) == 1 && cons[0] == by;
+}
+
+bool mcir_glu_operands(const mcir_graph *g, const mcir_node *glu, const mcir_node *act, const mcir_node *gate,
+                       const mcir_node *up, char *d, size_t n) {
+    if (gate->op != MCIR_OP_MATMUL || up->op != MCIR_OP_MATMUL || gate->n_inputs != 2 || up->n_inputs != 2) {
+        say(d, n, "'%s' and '%s' are not both products of two matrices", gate->name, up->name);
+        return false;
+    }
+    const mcir_node *nodes[4] = {glu, act, gate, up};
+    for (int i = 0; i < 4; i++)
+        if (nodes[i]->group >= 0 || nodes[i]->dead) {
+            say(d, n, "'%s' is already in a fusion group", nodes[i]->name);
+            return false;
+        }
+    const mcir_tensor *X = gate->inputs[0], *Wg = gate->inputs[1], *Wu = up->inputs[1];
+    const mcir_tensor *G = gate->outputs[0], *U = up->outputs[0], *Ga = act->outputs[0], *Y = glu->outputs[0];
+    if (up->inputs[0] != X) {
+        say(d, n, "'%s' reads '%s' and '%s' reads '%s': not one activation", gate->name, X->name, up->name,
+            up->inputs[0]->name);
+        return false;
+    }
+    if (Wg->kind != MCIR_TENSOR_WEIGHT || Wu->kind != MCIR_TENSOR_WEIGHT || Wg->rank != 2 || Wu->rank != 2 ||
+        Wg->shape[0] != Wu->shape[0] || Wg->shape[1] != Wu->shape[1] || Wg->dtype != Wu->dtype) {
+        say(d, n, "the weights '%s' and '%s' are not constant matrices of one shape and dtype", Wg->name, Wu->name);
+        return false;
+    }
+    static const char *const flags[] = {"transpose_a", "transpose_b"};
+    for (int i = 0; i < 2; i++)
+        if (mcir_node_bool(gate, flags[i]) != mcir_node_bool(up, flags[i])) {
+            say(d, n, "'%s' and '%s' differ in %s", gate->name, up->name, flags[i]);
+            return false;
+        }
+    if ((X->dtype != MCIR_DTYPE_F16 && X->dtype != MCIR_DTYPE_BF16) || Wg->dtype != X->dtype) {
+        say(d, n, "'%s' x '%s' is %s x %s: the paired epilogue is for the f16 / bf16 tensor-core GEMMs", X->name,
+            Wg->name, mcir_dtype_name(X->dtype), mcir_dtype_name(Wg->dtype));
+        return false;
+    }
+    const unsigned need = MCIR_OPF_ELEMENTWISE | MCIR_OPF_UNARY | MCIR_OPF_PURE;
+    if ((mcir_op_desc_of(act->op)->flags & need) != need || act->n_inputs != 1 || act->inputs[0] != G) {
+        say(d, n, "'%s' (%s) is not a unary elementwise op of '%s' alone", act->name, mcir_op_name(act->op),
+            G->name);
+        return false;
+    }
+    if (glu->op != MCIR_OP_MUL || glu->n_inputs != 2 ||
+        !((glu->inputs[0] == Ga && glu->inputs[1] == U) || (glu->inputs[0] == U && glu->inputs[1] == Ga))) {
+        say(d, n, "'%s' does not multiply '%s' by '%s'", glu->name, Ga->name, U->name);
+        return false;
+    }
+    const mcir_tensor *inner[3] = {G, Ga, U};
+    const mcir_node *reader[3] = {act, glu, glu};
+    for (int i = 0; i < 3; i++)
+        if (!only_reader(g, inner[i], reader[i])) {
+            say(d, n, "'%s' is %s: the fused GEMM keeps it in registers", inner[i]->name,
+                inner[i]->is_output ? "a graph output" : "read elsewhere too");
+            return false;
+        }
+    if (X->sym || G->sym || U->sym || Y->sym) {
+        say(d, n, "'%s' has a symbolic dim: the interleaved product is read back through reshapes of static "
+            "extents", X->sym ? X->name : Y->name);
+        return false;
+    }
+    const int64_t f = G->shape[G->rank - 1];
+    if (G->rank < 2 || f % 8 != 0 || !same_dims(G, U) || !same_dims(G, Y)) {
+        say(d, n, "'%s' has %lld columns: the weights interleave in blocks of 8 (a multiple of 8 needed)", G->name,
+            (long long)f);
+        return false;
+    }
+    if (2 * mcir_tensor_numel(Wg) > ((int64_t)1 << 28)) {
+        say(d, n, "the interleaved weight would hold %lld elements", (long long)(2 * mcir_tensor_numel(Wg)));
+        return false;
+    }
+    say(d, n, "'%s' and '%s' read '%s' with constant %s weights: one GEMM of N = %lld over the two interleaved "
+        "in blocks of 8 columns, %s(gate) * up from each thread's accumulator pairs", gate->name, up->name,
+        X->name, mcir_dtype_name(Wg->dtype), (long long)(2 * f), mcir_op_name(act->op));
+    return true;
+}
+
+static const mcir_node *ref_node(const mcir_check_ctx *c, const mcir_param_value *p) {
+    return p->set && p->n > 0 ? c->match->nodes[p->refs[0]] : NULL;
+}
+
+static bool check_glu_operands(const mcir_check_ctx *c, const mcir_param_value *p, char *d, size_t n) {
+    const mcir_node *glu = ref_node(c, &p[0]), *act = ref_node(c, &p[1]), *gate = ref_node(c, &p[2]),
+                    *up = ref_node(c, &p[3]);
+    if (!glu || !act || !gate || !up) {
+        say(d, n, "the match binds no product, activation, gate or up projection");
+        return false;
+    }
+    return mcir_glu_operands(c->match->graph, glu, act, gate, up, d, n);
+}
+
+/* The paired epilogue on the generated GEMM is modelled faster than the
+ * library's product [.., 2F] stored and an elementwise kernel
+ * (mcir_gemm_glu_pays). */
+static bool check_glu_pays(const mcir_check_ctx *c, const mcir_param_value *p, char *d, size_t n) {
+    const mcir_node *gate = ref_node(c, &p[0]), *glu = ref_node(c, &p[1]);
+    if (!gate || !glu || gate->op != MCIR_OP_MATMUL || gate->n_inputs != 2) {
+        say(d, n, "the match binds no gate projection");
+        return false;
+    }
+    const mcir_tensor *X = gate->inputs[0], *W = gate->inputs[1], *G = gate->outputs[0];
+    if (X->rank < 2 || W->rank != 2 || G->rank < 2) {
+        say(d, n, "'%s' is not a product of matrices", gate->name);
+        return false;
+    }
+    const bool ta = mcir_node_bool(gate, "transpose_a");
+    const int64_t m = X->shape[X->rank - (ta ? 1 : 2)], k = X->shape[X->rank - (ta ? 2 : 1)];
+    const int64_t f = G->shape[G->rank - 1], mf = m * f > 0 ? m * f : 1;
+    return mcir_gemm_glu_pays(c->target, X->dtype, mcir_tensor_numel(G) / mf, m, 2 * f, k, mcir_tensor_bytes(X),
+                              2 * mcir_tensor_bytes(W), mcir_tensor_bytes(glu->outputs[0]), d, n);
 }
 
 /* ------------------------------------------------------ working set */
@@ -1329,6 +1465,14 @@ static const mcir_param_spec p_broadcasts_to[] = {
 static const mcir_param_spec p_last_axis_param[] = {
     {"tensors", MCIR_PARAM_TENSORS, true, "per-channel parameters (gamma, beta)", NULL, MCIR_RANGE_ANY},
     {"of", MCIR_PARAM_TENSOR, true, "the normalised tensor", NULL, MCIR_RANGE_ANY}};
+static const mcir_param_spec p_glu_operands[] = {
+    {"glu", MCIR_PARAM_NODE, true, "the mul of act(gate) by up", NULL, MCIR_RANGE_ANY},
+    {"act", MCIR_PARAM_NODE, true, "the activation of the gate's product", NULL, MCIR_RANGE_ANY},
+    {"gate", MCIR_PARAM_NODE, true, "the gate projection (a matmul)", NULL, MCIR_RANGE_ANY},
+    {"up", MCIR_PARAM_NODE, true, "the up projection (a matmul of the same A)", NULL, MCIR_RANGE_ANY}};
+static const mcir_param_spec p_glu_pays[] = {
+    {"gate", MCIR_PARAM_NODE, true, "the gate projection (a matmul)", NULL, MCIR_RANGE_ANY},
+    {"glu", MCIR_PARAM_NODE, true, "the mul of act(gate) by up", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec p_prologue_pays[] = {
     {"node", MCIR_PARAM_NODE, true, "the matmul, or a node of its fused prologue (the producer's group joins it)",
      NULL, MCIR_RANGE_ANY},
@@ -1383,6 +1527,11 @@ const mcir_check_desc mcir_checks[] = {
      "materialising A for the library GEMM", SPECS(p_prologue_pays), check_prologue_pays},
     {"not_gemm_operand", "no pointwise path from the node's outputs reaches a matmul or conv operand", SPECS(p_node),
      check_not_gemm_operand},
+    {"glu_operands", "a gate and an up projection of one activation with constant weights of one shape, the "
+     "gate's activation times the up's product, nothing else reading them (f16 / bf16, columns a multiple of 8)",
+     SPECS(p_glu_operands), check_glu_operands},
+    {"glu_pays", "the generated GEMM with the paired epilogue is modelled faster than the library's product stored "
+     "and an elementwise kernel", SPECS(p_glu_pays), check_glu_pays},
     {"horizontal_siblings", "other matmuls read the node's A with constant weights of the "
      "same contraction length, dtype and flags (at most 8 in all)", SPECS(p_node),
      check_horizontal_siblings},
@@ -1412,6 +1561,8 @@ const mcir_lowering_desc mcir_lowerings[] = {
      "producer's kernel, never stored"},
     {"smem_tiled", "tiles sized from the target's shared memory and registers"},
     {"write_in_place", "the output is written over a dying input's buffer"},
+    {"gemm_paired_epilogue", "one GEMM over weights interleaved at compile time; its epilogue combines each "
+     "thread's accumulator pairs (a gate column and its up column) and stores the half-width result"},
     {"one_gemm_concatenated_weights", "one GEMM over weights concatenated at compile time; "
      "the shared activation is read once and the parts are strided views of the product"},
 };
@@ -1476,6 +1627,13 @@ static const mcir_param_spec a_conv_tap_major[] = {
      NULL, MCIR_RANGE_ANY},
     {"output", MCIR_PARAM_TENSOR, true, "its output, which the conv reading the repacked weight produces", NULL,
      MCIR_RANGE_ANY}};
+static const mcir_param_spec a_glu[] = {
+    {"glu", MCIR_PARAM_NODE, true, "the mul of act(gate) by up (its output is what the fused group produces)",
+     NULL, MCIR_RANGE_ANY},
+    {"act", MCIR_PARAM_NODE, true, "the activation of the gate's product", NULL, MCIR_RANGE_ANY},
+    {"gate", MCIR_PARAM_NODE, true, "the gate projection (a matmul with a constant weight)", NULL, MCIR_RANGE_ANY},
+    {"up", MCIR_PARAM_NODE, true, "the up projection (a matmul of the same A with a constant weight of the same "
+     "shape)", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_inplace[] = {
     {"node", MCIR_PARAM_NODE, true, "the elementwise node that writes in place", NULL, MCIR_RANGE_ANY},
     {"input", MCIR_PARAM_TENSOR, true, "the input whose buffer it reuses", NULL, MCIR_RANGE_ANY}};
@@ -1510,6 +1668,10 @@ const mcir_action_desc mcir_action_descs[MCIR_ACTION_COUNT] = {
         "a KxK conv2d's constant weight [O, C, KH, KW] -> a constant [KH, KW, O, C] read through a transpose "
         "(perm [2, 3, 0, 1]) the conv's kernel folds into its read: the sm_90a implicit GEMM's TMA boxes",
         SPECS(a_conv_tap_major)},
+    [MCIR_ACTION_FUSE_GLU_MATMUL] = {"fuse_glu_matmul",
+        "act(x·Wg) * (x·Wu) -> one matmul over the two constant weights interleaved in blocks of 8 columns, "
+        "read back as its gate and up halves (reshape, slice, reshape), act(gate) * up: one fusion group whose "
+        "GEMM computes the product from each thread's accumulator pairs", SPECS(a_glu)},
 };
 
 bool mcir_action_parse(const char *name, mcir_action *out) {

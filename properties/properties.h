@@ -126,7 +126,8 @@ const mcir_check_desc *mcir_check_find(const char *name);
     X(FUSE_HORIZONTAL_MATMUL, "fuse_horizontal_matmul") \
     X(FOLD_CONV_AFFINE, "fold_conv_affine") \
     X(CONV_AS_MATMUL, "conv_as_matmul")     \
-    X(CONV_TAP_MAJOR, "conv_tap_major")
+    X(CONV_TAP_MAJOR, "conv_tap_major")     \
+    X(FUSE_GLU_MATMUL, "fuse_glu_matmul")
 
 typedef enum mcir_action {
 #define X(id, name) MCIR_ACTION_##id,
@@ -209,5 +210,17 @@ bool mcir_weight_values(const mcir_tensor *t, float *out);
  * count (at most max written). */
 #define MCIR_MAX_HORIZONTAL 8
 int mcir_matmul_siblings(const mcir_graph *g, const mcir_node *mm, mcir_node **out, int max);
+
+
+/* act(x·Wg) ∘ (x·Wu) as one GEMM (the rule glu_matmul; rewrites'
+ * fuse_glu_matmul): gate and up are live, ungrouped matmuls reading the
+ * same A (f16 or bf16, static shapes) with constant rank-2 weights of one
+ * shape, dtype and transpose flags; act is a unary elementwise op of the
+ * gate's product alone; glu multiplies act's output by the up's product;
+ * each of those three tensors has that one reader and is no graph output;
+ * F, the products' columns, is a multiple of 8 (the weights interleave in
+ * blocks of 8). False with why (static text or printed into buf). */
+bool mcir_glu_operands(const mcir_graph *g, const mcir_node *glu, const mcir_node *act, const mcir_node *gate,
+                       const mcir_node *up, char *buf, size_t n);
 
 #endif /* MCIR_PROPERTIES_H */

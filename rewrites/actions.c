@@ -735,6 +735,120 @@ undo:
     return false;
 }
 
+/* ------------------------------------------------- gated linear unit */
+
+/* act(x·Wg) ∘ (x·Wu) (SwiGLU, GeGLU; mcir_glu_operands) -> P = x·Wi with
+ * Wi the two weights interleaved once, here, in blocks of 8 output
+ * columns (Wi's columns 16b..16b+7 are Wg's 8b..8b+7, 16b+8..16b+15 Wu's;
+ * rows of an [N, K] weight under transpose_b), read back as the gate's
+ * and the up's halves (mcir_glu_half: reshape [.., F/8, 2, 8], slice,
+ * reshape [.., F]), then act(gate half) * up half as before. The whole is
+ * one fusion group headed by the matmul: in a GEMM's accumulator fragment
+ * (mma.sync and wgmma alike) a thread holds columns 8j + 2t, 8j + 2t + 1
+ * of each 8-column block, so a gate column's up column is in the same
+ * thread's next block, and the epilogue computes act(g) * u from the
+ * pair; only [.., F] is stored. The interpreter runs the interleaved
+ * product, the reshapes and the slices (--verify checks the rewrite). */
+static bool apply_fuse_glu_matmul(mcir_action_ctx *a) {
+    mcir_node *glu = param_node(a, "glu"), *act = param_node(a, "act"), *gate = param_node(a, "gate"),
+              *up = param_node(a, "up");
+    if (!glu || !act || !gate || !up) return fail(a, "the match binds no product, activation, gate or up projection");
+    char why[512];
+    if (!mcir_glu_operands(a->g, glu, act, gate, up, why, sizeof why)) return fail(a, "%s", why);
+    mcir_graph *g = a->g;
+    mcir_tensor *X = gate->inputs[0], *Wg = gate->inputs[1], *Wu = up->inputs[1];
+    mcir_tensor *G = gate->outputs[0], *Ga = act->outputs[0], *U = up->outputs[0], *Y = glu->outputs[0];
+    const bool tb = mcir_node_bool(gate, "transpose_b");
+    const int64_t F = G->shape[G->rank - 1], K = tb ? Wg->shape[1] : Wg->shape[0];
+    const int64_t ws[2] = {tb ? 2 * F : K, tb ? K : 2 * F};
+    mcir_tensor *wi = mcir_graph_add_tensor(
+        g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.glu_weight", gate->name)), Wg->dtype, 2, ws,
+        MCIR_TENSOR_WEIGHT);
+    MCIR_ASSERT(wi);
+    const int64_t wn = mcir_tensor_numel(Wg);
+    float *vg = malloc((size_t)wn * sizeof *vg), *vu = malloc((size_t)wn * sizeof *vu);
+    MCIR_ASSERT(vg && vu);
+    mcir_weight_values(Wg, vg);
+    mcir_weight_values(Wu, vu);
+    unsigned char *data = mcir_arena_alloc(g->arena, (size_t)(2 * wn) * mcir_dtype_size(Wg->dtype));
+    for (int64_t j = 0; j < 2 * F; j++) {   /* column j of Wi: column 8 (j / 16) + j % 8 of Wg or Wu */
+        const int64_t f = 8 * (j / 16) + j % 8;
+        const float *src = (j / 8) % 2 ? vu : vg;
+        for (int64_t kk = 0; kk < K; kk++)
+            store_value(data, Wg->dtype, tb ? j * K + kk : kk * 2 * F + j, src[tb ? f * K + kk : kk * F + f]);
+    }
+    free(vg);
+    free(vu);
+    wi->data = data;
+
+    enum { N_BUILT = 9 };
+    mcir_node *built[N_BUILT] = {0};
+    int nb = 0;
+    mcir_node *mm = built[nb++] = build(a, MCIR_OP_MATMUL, fused_name(a, "glu.matmul"), 2, (mcir_tensor *[]){X, wi});
+    mcir_node_set_bool(g, mm, "transpose_a", mcir_node_bool(gate, "transpose_a"));
+    mcir_node_set_bool(g, mm, "transpose_b", tb);
+    if (!infer(a, mm)) goto undo;
+    mcir_tensor *P = mm->outputs[0], *half[2];
+    const int r = P->rank;
+    if (P->shape[r - 1] != 2 * F || r + 2 > MCIR_MAX_RANK) {
+        fail(a, "the interleaved product '%s' is not [.., %lld]", P->name, (long long)(2 * F));
+        goto undo;
+    }
+    for (int h = 0; h < 2; h++) {
+        int64_t shape[MCIR_MAX_RANK];
+        for (int i = 0; i < r - 1; i++) shape[i] = P->shape[i];
+        shape[r - 1] = F / 8, shape[r] = 2, shape[r + 1] = 8;
+        mcir_node *r1 = built[nb++] = build(a, MCIR_OP_RESHAPE, fused_name(a, h ? "glu.up_blocks" : "glu.gate_blocks"),
+                                            1, &P);
+        mcir_node_set_ints(g, r1, "shape", r + 2, shape);
+        if (!infer(a, r1)) goto undo;
+        mcir_node *sl = built[nb++] = build(a, MCIR_OP_SLICE, fused_name(a, h ? "glu.up_half" : "glu.gate_half"), 1,
+                                            &r1->outputs[0]);
+        mcir_node_set_int(g, sl, "axis", -2);
+        mcir_node_set_int(g, sl, "start", h);
+        mcir_node_set_int(g, sl, "end", h + 1);
+        if (!infer(a, sl)) goto undo;
+        mcir_node *r2 = built[nb++] = build(a, MCIR_OP_RESHAPE, fused_name(a, h ? "glu.up" : "glu.gate"), 1,
+                                            &sl->outputs[0]);
+        mcir_node_set_ints(g, r2, "shape", G->rank, G->shape);
+        if (!infer(a, r2)) goto undo;
+        half[h] = r2->outputs[0];
+        int back = -1;
+        if (mcir_glu_half(half[h], &back) != P || back != h) {
+            fail(a, "internal error: half %d of '%s' is not read back as the paired epilogue expects", h, P->name);
+            goto undo;
+        }
+    }
+    /* the activation and the product, the same ops over the halves */
+    mcir_node *na = built[nb++] = build(a, act->op, fused_name(a, mcir_op_name(act->op)), 1, &half[0]);
+    for (int i = 0; i < act->n_attrs; i++) {
+        const mcir_attr *at = &act->attrs[i];
+        switch (at->type) {
+        case MCIR_ATTR_INT: mcir_node_set_int(g, na, at->name, at->i); break;
+        case MCIR_ATTR_FLOAT: mcir_node_set_float(g, na, at->name, at->f); break;
+        case MCIR_ATTR_BOOL: mcir_node_set_bool(g, na, at->name, at->b); break;
+        case MCIR_ATTR_STRING: mcir_node_set_string(g, na, at->name, at->s); break;
+        case MCIR_ATTR_INTS: mcir_node_set_ints(g, na, at->name, at->n, at->ints); break;
+        }
+    }
+    if (!infer(a, na)) goto undo;
+    mcir_tensor *gated = na->outputs[0];
+    mcir_tensor *ins[2] = {glu->inputs[0] == U ? half[1] : gated, glu->inputs[0] == U ? gated : half[1]};
+    mcir_node *nm = built[nb++] = build(a, MCIR_OP_MUL, fused_name(a, "glu.product"), 2, ins);
+    if (!infer(a, nm) || !take_over(a, nm, Y)) goto undo;
+    (void)Ga;
+    const int gid = mcir_graph_max_group(g) + 1;
+    for (int i = 0; i < nb; i++) {
+        mcir_graph_set_group(g, built[i], gid);
+        add_result(a, built[i]);
+    }
+    return true;
+undo:
+    discard(built, N_BUILT);
+    a->n_results = 0;
+    return false;
+}
+
 /* ------------------------------------------------------ conv affine fold */
 
 /* The values of constant c, one per output channel of a conv output of
@@ -1047,4 +1161,5 @@ const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_FOLD_CONV_AFFINE] = {apply_fold_conv_affine, NULL, true},
     [MCIR_ACTION_CONV_AS_MATMUL] = {apply_conv_as_matmul, NULL, true},
     [MCIR_ACTION_CONV_TAP_MAJOR] = {apply_conv_tap_major, NULL, true},
+    [MCIR_ACTION_FUSE_GLU_MATMUL] = {apply_fuse_glu_matmul, NULL, true},
 };

@@ -26,6 +26,11 @@
 //     mm_value(b, m, n, acc, MC_ARGS), the epilogue's value of element
 //     (b, m, n) in the output's dtype, GM_O_BF16 its dtype, and the map
 //     `to` (columns, rows, batch; 128-byte swizzle, boxes of 64 x 64);
+//   GM_GLU 1 (the paired epilogue of a gated linear unit): the product's
+//     columns interleave a gate's and an up projection's in blocks of 8;
+//     the output has GM_ON = GM_N / 2 columns, and mm_store / mm_value take
+//     the output's (m, n) with mm_pair(gate acc, up acc), the two rounded to
+//     the product's dtype in one value; else GM_ON = GM_N;
 //   GM_NA boxes read for A per consumer group (1: A itself); with
 //     GM_PROLOGUE, gm_a_value(stage, c, j, MC_ARGS): element j of consumer
 //     group c's A box computed from element j of each box of the stage
@@ -211,6 +216,11 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 // for both of a thread's rows)
 #define GM_IN_M(m) (!GM_CHECK_M || (m) < GM_M)
 #define GM_IN_N(n) (!GM_CHECK_N || (n) < GM_N)
+// column n of the output (GM_ON columns: GM_N, or half that with GM_GLU)
+#define GM_IN_O(n) (!GM_CHECK_N || (n) < GM_ON)
+// the output's columns of a work item (GM_GLU: a (gate, up) pair of the
+// product's columns makes one), and the TMA store's boxes of 64 per item
+#define GM_OBN (GM_GLU ? GM_BN / 2 : GM_BN)
 
 // Accumulator v of a thread, times its row's scale (GM_ROW_SCALE: rs holds
 // the thread's two rows' s[m]; else rs is null and unread)
@@ -220,7 +230,34 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 #define GM_SCALED(x, rs, v) (x)
 #endif
 
-#if GM_TMA_STORE
+#if GM_TMA_STORE && GM_GLU
+// The paired epilogue's box j: output columns 64j..64j+63 of the item (its
+// product columns 128j..128j+127). Value v of this thread, in an even
+// 8-column block v / 4 (a gate's), and v + 4 (its up column, the next
+// block) make output row 16w + g + 8((v/2)%2), column 8((v/8)%8) + 2 tq4 +
+// v%2 of the box; the epilogue gets the pair (mm_pair)
+__device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, const float* rs, int j, const gm_item& it, int c, int w,
+                                           int g, int tq4, MC_PARAMS) {
+#pragma unroll
+    for (int v = 64 * j; v < 64 * j + 64; v += 2) {
+        if ((v >> 2) & 1) continue;   // an up block: its values went with the gate's
+        const int r = 16 * w + g + 8 * ((v >> 1) & 1), col = 8 * ((v >> 3) & 7) + 2 * tq4;
+        const i64 m = (i64)it.m0 + 64 * c + r, n = (i64)it.n0 / 2 + 64 * j + col;
+        const float lo = GM_IN_M(m) && GM_IN_O(n)
+                             ? mm_value(it.b, m, n, mm_pair(GM_SCALED(d[v], rs, v), GM_SCALED(d[v + 4], rs, v)), MC_ARGS)
+                             : 0.0f;
+        const float hi = GM_IN_M(m) && GM_IN_O(n + 1)
+                             ? mm_value(it.b, m, n + 1, mm_pair(GM_SCALED(d[v + 1], rs, v), GM_SCALED(d[v + 5], rs, v)), MC_ARGS)
+                             : 0.0f;
+        const u32 lin = (u32)(r * 128 + col * 2);
+#if GM_O_BF16
+        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_bf16(lo, hi));
+#else
+        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_f16(lo, hi));
+#endif
+    }
+}
+#elif GM_TMA_STORE
 // Box j (columns 64j..64j+63 of the item) of consumer group c's slice into
 // the box buffer ob: value v of this thread is row 16w + g + 8((v/2)%2),
 // column 8(v/4) + 2 tq4 + v%2 of the slice; past the tensor, zeros (the
@@ -410,16 +447,16 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
 #if GM_TMA_STORE
         // the epilogue through this group's box buffers and the TMA (see the top)
 #pragma unroll
-        for (int j = 0; j < GM_BN / 64; j++) {
+        for (int j = 0; j < GM_OBN / 64; j++) {
             // a box wholly past N or M stores nothing (alike for the group's threads)
-            if (it.n0 + 64 * j >= GM_N || it.m0 + 64 * c >= GM_M) break;
+            if ((GM_GLU ? it.n0 / 2 : it.n0) + 64 * j >= GM_ON || it.m0 + 64 * c >= GM_M) break;
             unsigned char* ob = osm + (obox & 1) * GM_OBOX;
             gm_box_out(ob, d, rs, j, it, c, w, g, tq4, MC_ARGS);
             mc_fence_proxy_async();
             if (leader) mc_bulk_wait_read0();   // the other buffer's store has read it
             mc_bar_sync(GM_OBAR + c, 128);
             if (leader) {
-                const int co[5] = {it.n0 + 64 * j, it.m0 + 64 * c, (int)it.b, 0, 0};
+                const int co[5] = {(GM_GLU ? it.n0 / 2 : it.n0) + 64 * j, it.m0 + 64 * c, (int)it.b, 0, 0};
                 mc_tma_store(to, ob, co);
                 mc_bulk_commit();
             }
@@ -429,11 +466,24 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         // the epilogue from the accumulators: value v of this thread is row
         // 16w + g + 8((v/2)%2) of the group, column 8(v/4) + 2 tq4 + v%2
         const i64 row0 = (i64)it.m0 + 64 * c + 16 * w + g;
+#if GM_GLU
+        // the paired epilogue: value v of an even 8-column block (a gate's)
+        // and v + 4 (its up column, the next block) make output column
+        // n0 / 2 + 8(v/8) + 2 tq4 + v%2
+#pragma unroll
+        for (int q = 0; q < GM_BN / 4; q++) {
+            const int v = (q & 3) | ((q >> 2) << 3);   // the q-th value of a gate block
+            const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 / 2 + 8 * (v >> 3) + 2 * tq4 + (v & 1);
+            if (GM_IN_M(m) && GM_IN_O(n))
+                mm_store(it.b, m, n, mm_pair(GM_SCALED(d[v], rs, v), GM_SCALED(d[v + 4], rs, v)), MC_ARGS);
+        }
+#else
 #pragma unroll
         for (int v = 0; v < GM_BN / 2; v++) {
             const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
             if (GM_IN_M(m) && GM_IN_N(n)) mm_store(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS);
         }
+#endif
 #endif
     }
 #if GM_TMA_STORE

@@ -9,7 +9,11 @@
 //   a_at(b, m, k) / b_at(b, k, n): operand elements as f32 (folded
 //     transposes, broadcast batch dims, fused prologues, im2col inside);
 //     called for in-range elements only;
-//   mm_store(b, m, n, acc): the fused epilogue storing output (b, m, n).
+//   mm_store(b, m, n, acc): the fused epilogue storing output (b, m, n);
+//   MM_GLU 1 (the paired epilogue; MM_MMA tiles only): the output has MM_ON = MM_N / 2
+//     columns, mm_store takes its (m, n) with mm_pair(gate acc, up acc)
+//     (the two rounded to the product's dtype in one value); else MM_ON =
+//     MM_N.
 // Out-of-range rows, columns and K are zero in shared memory and never
 // stored. A block walks the (batch, M tile, N tile) work items with a
 // grid stride; MM_STAGES >= 2 loads tile k + STAGES - 1 while tile k is
@@ -66,6 +70,27 @@ __device__ __forceinline__ unsigned short mm_half(float v) {
 #endif
 }
 
+#if MM_GLU
+// The paired epilogue (a gated linear unit: B's columns interleave a gate's
+// and an up projection's in blocks of 8; the output has MM_ON = MM_N / 2
+// columns): m16n8 tile j even of warp (wm, wn) holds a gate block, tile
+// j + 1 its up block (warp tiles are a multiple of 16 columns), so value e
+// of both makes output column (n0 + wn MM_WTN + 8 j) / 2 + 2t + e % 2,
+// stored from mm_pair(gate, up); out-of-range outputs are skipped.
+__device__ __forceinline__ void mm_store_tile(float (*acc)[MM_NI][4], i64 bb, i64 m0, i64 n0, int wm, int wn,
+                                              int g, int tq, MC_PARAMS) {
+#pragma unroll
+    for (int i = 0; i < MM_MI; i++)
+#pragma unroll
+        for (int j = 0; j < MM_NI; j += 2)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const i64 m = m0 + wm * MM_WTM + i * 16 + g + (e >= 2 ? 8 : 0);
+                const i64 n = (n0 + wn * MM_WTN + j * 8) / 2 + 2 * tq + (e & 1);
+                if (m < MM_M && n < MM_ON) mm_store(bb, m, n, mm_pair(acc[i][j][e], acc[i][j + 1][e]), MC_ARGS);
+            }
+}
+#else
 // The accumulators of warp (wm, wn) through the epilogue (C rows g / g+8,
 // columns 2t, 2t+1 of each m16n8 tile); out-of-range outputs are skipped.
 __device__ __forceinline__ void mm_store_tile(float (*acc)[MM_NI][4], i64 bb, i64 m0, i64 n0, int wm, int wn,
@@ -81,6 +106,7 @@ __device__ __forceinline__ void mm_store_tile(float (*acc)[MM_NI][4], i64 bb, i6
                 if (m < MM_M && n < MM_N) mm_store(bb, m, n, acc[i][j][e], MC_ARGS);
             }
 }
+#endif
 
 #if !MM_ASYNC
 #error "the mma.sync GEMM is the cp.async ring (MM_ASYNC 1)"
