@@ -26,7 +26,13 @@
  * whose A arrives in f32 and is cast to f16 / bf16 first (alone, and
  * cast(silu(gate)·up) with gate and up f32), at Llama-7B sizes, the cost
  * model fusing the cast into the sm_90a GEMM's prologue or not (the path
- * shows which). Weights are weights (Linear layers: [N, K], transpose_b;
+ * shows which); and Llama's whole gated MLP (gate and up projections,
+ * SiLU · up, the down projection; Llama-7B f16 and Llama-3-8B bf16 at 16,
+ * 512 and 8192 tokens; its row's N is the intermediate size F, K the model
+ * width, TFLOP/s over its three products), once as the cost model plans it
+ * and once with the paired epilogue forced (MCIR_GLU=always: the gate and
+ * up projections one generated GEMM with SiLU · up in its epilogue, then
+ * the down projection). Weights are weights (Linear layers: [N, K], transpose_b;
  * a conv's [O, C, KH, KW] and bias), seeded. TFLOP/s counts 2·B·M·N·K —
  * for a conv 2·N·O·OH·OW·C·KH·KW, its row's B, M, N, K being the images,
  * O, OH·OW and C·KH·KW (the epilogue's and prologue's flops are not
@@ -38,7 +44,7 @@
  * its path is named, its modelled time is finite and positive; one CSV
  * row per shape with "not run (no GPU)".
  *
- * usage: bench_gemm [--dry-run] [--suite plain|epilogue|swiglu|batch|conv|cast|all]
+ * usage: bench_gemm [--dry-run] [--suite plain|epilogue|swiglu|batch|conv|cast|mlp|all]
  *          [--match TEXT[,TEXT...]] [--compile N] [--reps N] [--warmup N]
  *          [--arch sm_XX] [--csv FILE]
  * --match keeps the shapes whose name contains any of the texts.
@@ -62,11 +68,13 @@ typedef struct epilogue {
     const char *cast;         /* the output's dtype where it is cast */
     bool swiglu;              /* A = silu(gate) · up, a prologue */
     bool from_f32;            /* A (or gate and up) given in f32, cast to the product's dtype */
+    bool mlp;                 /* the whole gated MLP: down(silu(x·Wg) · (x·Wu)); M tokens, N = F, K = D */
+    const char *glu;          /* MCIR_GLU for it ("always": the paired epilogue whatever the model says) */
 } epilogue;
 
 typedef enum {
     EPI_NONE, EPI_BIAS_GELU_TANH, EPI_BIAS_GELU_ERF, EPI_BIAS_RELU, EPI_BIAS_RESIDUAL, EPI_RESIDUAL,
-    EPI_SCALE_CAST, EPI_SWIGLU, EPI_BIAS_RESIDUAL_RELU, EPI_CAST_F32, EPI_SWIGLU_CAST_F32
+    EPI_SCALE_CAST, EPI_SWIGLU, EPI_BIAS_RESIDUAL_RELU, EPI_CAST_F32, EPI_SWIGLU_CAST_F32, EPI_MLP, EPI_MLP_GLU
 } epilogue_id;
 
 static const epilogue EPILOGUES[] = {
@@ -82,6 +90,8 @@ static const epilogue EPILOGUES[] = {
     [EPI_BIAS_RESIDUAL_RELU] = {"bias_residual_relu", .bias = true, .act = "relu", .residual = true},
     [EPI_CAST_F32] = {"cast_f32_prologue", .from_f32 = true},                         /* cast(a) */
     [EPI_SWIGLU_CAST_F32] = {"silu_mul_cast_f32_prologue", .swiglu = true, .from_f32 = true}, /* cast(silu(g)·u) */
+    [EPI_MLP] = {"gated_mlp", .mlp = true},                         /* the plan the cost model picks */
+    [EPI_MLP_GLU] = {"gated_mlp_glu", .mlp = true, .glu = "always"}, /* the paired epilogue forced */
 };
 
 /* A conv2d's dims (o 0: the shape is a product): X [N, C, H, W] (N is
@@ -130,7 +140,7 @@ static void conv(shapes *s, const char *label, mcir_dtype dt, int64_t n_img, int
     add(s, (shape){"conv", label, dt, n_img, o, oh * ow, c * kh * kh, false, true, true, e, cv});
 }
 
-static const char *const SUITES[] = {"plain", "epilogue", "swiglu", "batch", "conv", "cast", "all", NULL};
+static const char *const SUITES[] = {"plain", "epilogue", "swiglu", "batch", "conv", "cast", "mlp", "all", NULL};
 
 static void sweep(shapes *s, const char *suite) {
     bool all = strcmp(suite, "all") == 0;
@@ -180,6 +190,16 @@ static void sweep(shapes *s, const char *suite) {
             conv(s, "resnet_layer2", dts[t], 32, 128, 28, 28, 128, 3, 1, 1, EPI_BIAS_RELU);
             conv(s, "resnet_layer2_down", dts[t], 32, 64, 56, 56, 128, 3, 2, 1, EPI_BIAS_RELU);
         }
+    if (all || strcmp(suite, "mlp") == 0) {   /* Llama's gated MLP whole: gate / up, SiLU · up, down */
+        const int64_t tok[] = {16, 512, 8192};
+        for (int i = 0; i < 3; i++)
+            for (int e = 0; e < 2; e++) {
+                add(s, (shape){"mlp", "llama7_mlp", F16, 1, tok[i], 11008, 4096, true, true, true,
+                               e ? EPI_MLP_GLU : EPI_MLP, {0}});
+                add(s, (shape){"mlp", "llama3_8b_mlp", BF16, 1, tok[i], 14336, 4096, true, true, true,
+                               e ? EPI_MLP_GLU : EPI_MLP, {0}});
+            }
+    }
     if (all || strcmp(suite, "cast") == 0) {   /* A arrives in f32 (a norm's output, say); 16: decoding */
         const int64_t tok[] = {16, 64, 512, 8192};
         for (int i = 0; i < 4; i++) {
@@ -214,8 +234,8 @@ static void shape_name(const shape *x, char *buf, size_t n) {
              x->shared_b && x->batch > 1 ? "/shared" : "", ep);
 }
 
-static double flops(const shape *x) {
-    return 2.0 * (double)x->batch * (double)x->m * (double)x->n * (double)x->k;
+static double flops(const shape *x) {   /* the gated MLP's: its three products */
+    return (EPILOGUES[x->epi].mlp ? 3.0 : 1.0) * 2.0 * (double)x->batch * (double)x->m * (double)x->n * (double)x->k;
 }
 
 /* "[B, R, C]" or "[R, C]" */
@@ -260,10 +280,36 @@ static void conv_json(bench_text *t, const shape *x) {
  * where it is not a weight, r (residual); weights w (B) and bias; nodes
  * prologue (→ cast) → matmul → bias → activation → residual → scale →
  * cast; output y. */
+/* The gated MLP: input x [M, K]; weights wg, wu [N, K], wd [K, N] (Linear
+ * layers); y = (silu(x·wgᵀ) · (x·wuᵀ))·wdᵀ, SiLU written as the models'
+ * exports write it (x · sigmoid(x)) */
+static void mlp_json(bench_text *t, const shape *x) {
+    const char *dt = mcir_dtype_name(x->dtype);
+    const long long m = (long long)x->m, f = (long long)x->n, d = (long long)x->k;
+    bench_text_printf(t, "{\"mcir\": 1, \"name\": \"mlp\", \"inputs\": [{\"name\": \"x\", \"dtype\": \"%s\", "
+                         "\"shape\": [%lld, %lld]}],\n \"weights\": [{\"name\": \"wg\", \"dtype\": \"%s\", "
+                         "\"shape\": [%lld, %lld]}, {\"name\": \"wu\", \"dtype\": \"%s\", \"shape\": [%lld, %lld]}, "
+                         "{\"name\": \"wd\", \"dtype\": \"%s\", \"shape\": [%lld, %lld]}],\n \"nodes\": [\n",
+                      dt, m, d, dt, f, d, dt, f, d, dt, d, f);
+    bench_text_printf(t, "  {\"name\": \"gate\", \"op\": \"matmul\", \"inputs\": [\"x\", \"wg\"], \"outputs\": [\"g\"], "
+                         "\"attrs\": {\"transpose_b\": true}},\n"
+                         "  {\"name\": \"up\", \"op\": \"matmul\", \"inputs\": [\"x\", \"wu\"], \"outputs\": [\"u\"], "
+                         "\"attrs\": {\"transpose_b\": true}},\n"
+                         "  {\"name\": \"sig\", \"op\": \"sigmoid\", \"inputs\": [\"g\"], \"outputs\": [\"sg\"]},\n"
+                         "  {\"name\": \"silu\", \"op\": \"mul\", \"inputs\": [\"g\", \"sg\"], \"outputs\": [\"a\"]},\n"
+                         "  {\"name\": \"gate_up\", \"op\": \"mul\", \"inputs\": [\"a\", \"u\"], \"outputs\": [\"h\"]},\n"
+                         "  {\"name\": \"down\", \"op\": \"matmul\", \"inputs\": [\"h\", \"wd\"], \"outputs\": [\"y\"], "
+                         "\"attrs\": {\"transpose_b\": true}}\n ],\n \"outputs\": [\"y\"]}\n");
+}
+
 static void graph_json(bench_text *t, const shape *x) {
     const epilogue *e = &EPILOGUES[x->epi];
     if (x->cv.o) {
         conv_json(t, x);
+        return;
+    }
+    if (e->mlp) {
+        mlp_json(t, x);
         return;
     }
     const char *dt = mcir_dtype_name(x->dtype), *at = e->from_f32 ? "f32" : dt;   /* at: A's as given */
@@ -374,7 +420,7 @@ static void plan_path(const mcir_plan *p, bool blas, bool lt, char *path, size_t
 }
 
 static const char USAGE[] =
-    "usage: bench_gemm [--dry-run] [--suite plain|epilogue|swiglu|batch|conv|cast|all] [--match TEXT[,TEXT...]]\n"
+    "usage: bench_gemm [--dry-run] [--suite plain|epilogue|swiglu|batch|conv|cast|mlp|all] [--match TEXT[,TEXT...]]\n"
     "         [--compile N] [--reps N] [--warmup N] [--arch sm_XX] [--csv FILE]\n";
 
 int main(int argc, char **argv) {
@@ -426,7 +472,17 @@ int main(int argc, char **argv) {
         bench_text json = {0};
         graph_json(&json, x);
         bench_graph b;
+        /* the gated MLP's variant with the paired epilogue forced (the rule
+         * reads MCIR_GLU as it runs): set for this build only */
+        const char *glu = EPILOGUES[x->epi].glu, *was = getenv("MCIR_GLU");
+        char *saved = was ? strdup(was) : NULL;
+        if (glu) setenv("MCIR_GLU", glu, 1);
         bool ok = bench_sweep_build(&w, &b, json.s, nm, &d);
+        if (glu) {
+            if (saved) setenv("MCIR_GLU", saved, 1);
+            else unsetenv("MCIR_GLU");
+        }
+        free(saved);
         bench_text_free(&json);
         char path[256] = "", status[600];
         double modelled = 0;

@@ -1,5 +1,5 @@
 # Runs bench_gemm --dry-run and checks what a GPU-less machine must see:
-# every shape of the six suites planned (exit 0, the CSV header, one
+# every shape of the seven suites planned (exit 0, the CSV header, one
 # "not run (no GPU)" row per shape, each with its path named and a finite,
 # positive modelled time; a conv's path names a conv2d kernel, and which
 # one each conv takes is printed), NVRTC for one shape of each kind of path;
@@ -47,7 +47,7 @@ foreach(row ${rows})
   list(APPEND names "${name}")
   list(APPEND counts "${suite}")
 endforeach()
-foreach(want "plain;14" "epilogue;11" "swiglu;4" "batch;6" "conv;14" "cast;16")
+foreach(want "plain;14" "epilogue;11" "swiglu;4" "batch;6" "conv;14" "cast;16" "mlp;12")
   list(GET want 0 suite)
   list(GET want 1 n)
   set(have ${counts})

@@ -135,6 +135,9 @@ def gemm(d):
         mv, ev, gv = num(r["tflops"]), tv.get((r["name"], "torch_eager")), tv.get((r["name"], "torch_gemm_only"))
         ratio = "%.2fx" % (mv / ev) if mv and ev else "–"
         extra = "" if mv is not None else "  (%s)" % r["status"]
+        cv = tv.get((r["name"], "torch_compile"))   # the mlp suite's torch.compile
+        if cv:
+            extra += "  torch.compile %s (mcir %s)" % (fmt(cv), "%.2fx" % (mv / cv) if mv else "–")
         out.append("  %-*s %6s  %-24s %6s %6s %6s   %s%s" % (w, r["name"], fmt(mv), "(%s)" % r["path"],
                                                           fmt(gen.get(r["name"])), fmt(ev), fmt(gv), ratio, extra))
     out.append("  (own: mcir's generated kernel, MCIR_NO_CUBLAS=1; torch: PyTorch eager, the epilogue or prologue "

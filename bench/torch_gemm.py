@@ -8,14 +8,17 @@ scale and .float()), and the SwiGLU prologue F.silu(gate) * up before the
 down projection; the conv suite's F.conv2d(x, w, bias) on channels-first
 (NCHW) tensors, then + residual and F.relu; the cast suite's A given in
 f32 and cast first, x.to(dtype) (or (F.silu(g) * u).to(dtype)), then
-F.linear. Timed like bench_gemm (CUDA events, warm-up, median of
+F.linear; the mlp suite's Llama gated MLP, F.linear(F.silu(F.linear(x, wg))
+* F.linear(x, wu), wd), eagerly and through torch.compile (impl
+torch_compile: compiled once before the warm-up, the default mode).
+Timed like bench_gemm (CUDA events, warm-up, median of
 --reps, L2 flushed before every run, inputs resident). Same CSV columns;
 impl torch_eager is that composition, torch_gemm_only the product alone
 (no bias, no epilogue, the prologue's output given; a conv's F.conv2d
 without its bias) for the shapes that have more than a product; path
 names the calls.
 
-    /usr/bin/python3 bench/torch_gemm.py [--suite plain|epilogue|swiglu|batch|conv|cast|all]
+    /usr/bin/python3 bench/torch_gemm.py [--suite plain|epilogue|swiglu|batch|conv|cast|mlp|all]
         [--match TEXT[,TEXT...]] [--reps 30] [--warmup 5] [--csv FILE] [--list]
 
 --list prints the selected shapes' names (as bench_gemm names them) and
@@ -50,7 +53,7 @@ def product_call(shape, with_bias):
 EPILOGUE_CALLS = {"none": "", "bias_gelu_tanh": " + gelu(tanh)", "bias_gelu_erf": " + gelu",
                   "bias_relu": " + relu", "bias_residual": " + add", "residual": " + add",
                   "scale_cast_f32": " + mul + float", "silu_mul_prologue": "", "cast_f32_prologue": "",
-                  "silu_mul_cast_f32_prologue": ""}
+                  "silu_mul_cast_f32_prologue": "", "gated_mlp": "", "gated_mlp_glu": ""}
 # what runs before the product, from the inputs to A
 PROLOGUE_CALLS = {"silu_mul_prologue": "silu + mul + ", "cast_f32_prologue": "to(%s) + ",
                   "silu_mul_cast_f32_prologue": "silu + mul + to(%s) + "}
@@ -73,10 +76,23 @@ def conv_calls(torch, shape, x):
     return eager, path, lambda: F.conv2d(x["x"], w, None, stride=stride, padding=pad)
 
 
+def mlp_calls(torch, x):
+    """The mlp suite's (eager fn, path, None): Llama's MLP as transformers'
+    LlamaMLP writes it."""
+    F = torch.nn.functional
+
+    def eager():
+        return F.linear(F.silu(F.linear(x["x"], x["wg"])) * F.linear(x["x"], x["wu"]), x["wd"])
+
+    return eager, "linear + linear + silu + mul + linear", None
+
+
 def calls(torch, shape, x):
     """(eager fn, its path, product-only fn or None) for one shape on tensors x."""
     if shape[11]:
         return conv_calls(torch, shape, x)
+    if shape[0] == "mlp":
+        return mlp_calls(torch, x)
     F = torch.nn.functional
     n, k, trans_b, epi = shape[5], shape[6], shape[7], shape[10]
     b, bias, r = x["b"], x.get("bias"), x.get("r")
@@ -128,6 +144,9 @@ def tensors(torch, shape):
             oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
             x["r"] = rand(torch, [batch, o, oh, ow], dtype, g)
         return x
+    if suite == "mlp":   # x [M, D], wg and wu [F, D], wd [D, F]
+        return {"x": rand(torch, [m, k], dtype, g), "wg": rand(torch, [n, k], dtype, g),
+                "wu": rand(torch, [n, k], dtype, g), "wd": rand(torch, [k, n], dtype, g)}
     lead = [batch] if batch > 1 else []
     x = {"a": None}
     at = torch.float32 if epi.endswith("cast_f32_prologue") else dtype   # A's (or gate's and up's) as given
@@ -151,7 +170,8 @@ def tensors(torch, shape):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--suite", default="all", choices=["all", "plain", "epilogue", "swiglu", "batch", "conv", "cast"])
+    ap.add_argument("--suite", default="all",
+                    choices=["all", "plain", "epilogue", "swiglu", "batch", "conv", "cast", "mlp"])
     ap.add_argument("--match", default=None, help="only shapes whose name holds one of these (comma-separated)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
@@ -178,7 +198,7 @@ def main(argv):
     print(tt.GEMM_HEADER, file=out)
     for name, s in shapes:
         suite, label, dt, batch, m, n, k, trans_b, shared_b, weight_b, epi, conv = s
-        flops = 2.0 * batch * m * n * k   # a conv's: 2 N O OH OW C KH KW
+        flops = (3.0 if suite == "mlp" else 1.0) * 2.0 * batch * m * n * k   # a conv's: 2 N O OH OW C KH KW
         layout = "NCHW" if conv else ("NT" if trans_b else "NN") + ("/shared" if shared_b and batch > 1 else "")
         x, runs = None, []
         try:
@@ -187,6 +207,10 @@ def main(argv):
             runs = [("torch_eager", path, eager)]
             if only:
                 runs.append(("torch_gemm_only", "conv2d only" if conv else "gemm only", only))
+            if suite == "mlp":   # compiled before its warm-up: the timing is the compiled code's
+                compiled = torch.compile(eager)
+                compiled()
+                runs.append(("torch_compile", "torch.compile(" + path + ")", compiled))
         except RuntimeError as e:   # out of memory (torch.cuda.OutOfMemoryError is one) or refused
             runs = [("torch_eager", "", "failed: " + str(e).split("\n")[0][:120])]
         for impl, path, fn in runs:

@@ -161,6 +161,11 @@ def gemm_shapes(suite="all"):
                 oh, ow = (h + 2 - 3) // stride + 1, (w + 2 - 3) // stride + 1
                 out.append(("conv", label, dt, n, o, oh * ow, c * 9, False, True, True, epi,
                             (c, h, w, o, 3, 3, stride, 1)))
+    if suite in ("all", "mlp"):   # Llama's gated MLP whole: n = F, k = D; the model's plan, the GLU forced
+        for tokens in (16, 512, 8192):
+            for epi in ("gated_mlp", "gated_mlp_glu"):
+                out.append(("mlp", "llama7_mlp", "f16", 1, tokens, 11008, 4096, True, True, True, epi, None))
+                out.append(("mlp", "llama3_8b_mlp", "bf16", 1, tokens, 14336, 4096, True, True, True, epi, None))
     if suite in ("all", "cast"):   # A arrives in f32
         for tokens in (16, 64, 512, 8192):
             for label, dt, k, epi in (("llama_q_proj", "bf16", 4096, "cast_f32_prologue"),

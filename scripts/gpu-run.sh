@@ -167,10 +167,11 @@ attention=(--suite all --match fa3/f16/d128/,gqa/bf16/d128/b4/,decode/f16/d128/b
 # f32 residual cast to bf16 (8 shapes, 2 tokens counts each)
 norms=(--match /f16/,swiglu/bf16/,add_cast/f32-bf16/)
 gemm_plain=plain/f16/m4096/,plain/bf16/m4096/,plain/f16/m8192/,plain/bf16/m8192/
-# and the implicit-GEMM convs (two on the sm_90a template, ResNet's 28x28 stage on
+# Llama-7B's whole gated MLP (mlp/f16/: 16, 512 and 8192 tokens, as planned and with the
+# paired epilogue forced, against eager and torch.compile), and the implicit-GEMM convs (two on the sm_90a template, ResNet's 28x28 stage on
 # mma.sync), a cast from f32 before q_proj (apart by the model; fused in the
 # generated run below)
-gemm=(--match "$gemm_plain,gpt2_c_fc/m8192/,gpt2_c_fc/b8/,swiglu/bf16/llama_down_proj/m8192/,conv/f16/resnet_layer1/,conv/f16/n8/c256/,conv/f16/resnet_layer2/,cast/bf16/llama_q_proj/m8192/")
+gemm=(--match "$gemm_plain,gpt2_c_fc/m8192/,gpt2_c_fc/b8/,swiglu/bf16/llama_down_proj/m8192/,conv/f16/resnet_layer1/,conv/f16/n8/c256/,conv/f16/resnet_layer2/,cast/bf16/llama_q_proj/m8192/,mlp/f16/")
 make_block() {
   [ -f "$block" ] && return 0
   "$py" "$scripts/gen_blocks.py" --out "$blocks_dir" --batch 8 --seq 1024 --dtype f16 >"$out/gen_blocks.log" 2>&1

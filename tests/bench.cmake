@@ -10,7 +10,9 @@ endif()
 # The GEMM benchmark's dry run (bench/gemm_dry_run_test.cmake): every GEMM
 # and conv shape planned, seven through NVRTC, the CSV checked (each conv's
 # path printed), torch_gemm.py's shapes compared with bench_gemm's, bad
-# command lines refused; ~0.4 s warm, ~5 s cold on the 2-core VM.
+# command lines refused; ~30 s on the 2-core VM, most of it the mlp suite's
+# Llama weights (up to 2 x 14336 x 4096) concatenated or interleaved at
+# compile time, as a real compile does.
 if(TARGET bench_gemm)
   find_program(MCIR_BENCH_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
   set(_python "")
@@ -20,7 +22,7 @@ if(TARGET bench_gemm)
   add_test(NAME bench_gemm_dry_run
     COMMAND ${CMAKE_COMMAND} -DBENCH=$<TARGET_FILE:bench_gemm> ${_python}
             -P ${PROJECT_SOURCE_DIR}/bench/gemm_dry_run_test.cmake)
-  set_tests_properties(bench_gemm_dry_run PROPERTIES TIMEOUT 120
+  set_tests_properties(bench_gemm_dry_run PROPERTIES TIMEOUT 400
     ENVIRONMENT "MCIR_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache-bench-test")
 endif()
 # The norms benchmark's dry run (bench/norms_dry_run_test.cmake): the 81
