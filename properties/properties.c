@@ -1088,6 +1088,71 @@ bool mcir_glu_operands(const mcir_graph *g, const mcir_node *glu, const mcir_nod
     return true;
 }
 
+bool mcir_norm_gamma_foldable(const mcir_graph *g, const mcir_node *norm, char *d, size_t n) {
+    if (norm->op != MCIR_OP_RMSNORM || norm->n_inputs != 2 || norm->dead || norm->group >= 0) {
+        say(d, n, "'%s' is not a live, ungrouped rmsnorm", norm->name);
+        return false;
+    }
+    const mcir_tensor *X = norm->inputs[0], *gamma = norm->inputs[1], *Y = norm->outputs[0];
+    int64_t axis = mcir_node_int(norm, "axis");
+    if (axis < 0) axis += X->rank;
+    const int64_t k = X->rank > 0 ? X->shape[X->rank - 1] : 0;
+    if (X->rank < 1 || axis != X->rank - 1) {
+        say(d, n, "'%s' normalises over more than the last axis", norm->name);
+        return false;
+    }
+    if (gamma->kind != MCIR_TENSOR_WEIGHT || mcir_tensor_numel(gamma) != k || gamma->shape[gamma->rank - 1] != k) {
+        say(d, n, "'%s''s gamma '%s' is not a constant of one value per column", norm->name, gamma->name);
+        return false;
+    }
+    float *v = malloc((size_t)k * sizeof *v + 1);
+    MCIR_ASSERT(v);
+    mcir_weight_values(gamma, v);
+    bool ones = true;
+    for (int64_t i = 0; i < k && ones; i++) ones = v[i] == 1.0f;
+    free(v);
+    if (ones) {
+        say(d, n, "'%s''s gamma is all ones: nothing to fold", norm->name);
+        return false;
+    }
+    if (Y->is_output) {
+        say(d, n, "'%s' is a graph output: it keeps its gamma", Y->name);
+        return false;
+    }
+    mcir_node *cons[9];
+    const int nc = mcir_graph_consumers(g, Y, cons, 9);
+    if (nc < 1 || nc > 8) {
+        say(d, n, "'%s' has %d readers (1 to 8 folded)", Y->name, nc);
+        return false;
+    }
+    for (int i = 0; i < nc; i++) {
+        const mcir_node *mm = cons[i];
+        const mcir_tensor *w = mm->n_inputs == 2 ? mm->inputs[1] : NULL;
+        const bool tb = mcir_node_bool(mm, "transpose_b");
+        if (mm->op != MCIR_OP_MATMUL || mm->group >= 0 || mm->inputs[0] != Y || !w || w == Y ||
+            mcir_node_bool(mm, "transpose_a") || w->kind != MCIR_TENSOR_WEIGHT || w->rank != 2 ||
+            w->shape[tb ? 1 : 0] != k || mcir_tensor_numel(w) > ((int64_t)1 << 28)) {
+            say(d, n, "'%s' reads '%s' where its gamma cannot fold: %s", mm->name, Y->name,
+                mm->op != MCIR_OP_MATMUL ? "not a matmul"
+                : mm->group >= 0         ? "a matmul already in a fusion group"
+                                         : "not as A of a constant weight of K rows");
+            return false;
+        }
+    }
+    say(d, n, "'%s''s gamma folds into the rows of the weights of its %d reader%s", norm->name, nc,
+        nc > 1 ? "s" : "");
+    return true;
+}
+
+static bool check_norm_gamma_foldable(const mcir_check_ctx *c, const mcir_param_value *p, char *d, size_t n) {
+    const mcir_node *norm = p[0].set && p[0].n > 0 ? c->match->nodes[p[0].refs[0]] : NULL;
+    if (!norm) {
+        say(d, n, "the match binds no norm");
+        return false;
+    }
+    return mcir_norm_gamma_foldable(c->match->graph, norm, d, n);
+}
+
 static const mcir_node *ref_node(const mcir_check_ctx *c, const mcir_param_value *p) {
     return p->set && p->n > 0 ? c->match->nodes[p->refs[0]] : NULL;
 }
@@ -1530,6 +1595,8 @@ const mcir_check_desc mcir_checks[] = {
     {"glu_operands", "a gate and an up projection of one activation with constant weights of one shape, the "
      "gate's activation times the up's product, nothing else reading them (f16 / bf16, columns a multiple of 8)",
      SPECS(p_glu_operands), check_glu_operands},
+    {"norm_gamma_foldable", "an rmsnorm's constant gamma folds into the rows of the constant weights of the matmuls "
+     "reading its output (every reader one)", SPECS(p_node), check_norm_gamma_foldable},
     {"glu_pays", "the generated GEMM with the paired epilogue is modelled faster than the library's product stored "
      "and an elementwise kernel", SPECS(p_glu_pays), check_glu_pays},
     {"horizontal_siblings", "other matmuls read the node's A with constant weights of the "
@@ -1561,6 +1628,8 @@ const mcir_lowering_desc mcir_lowerings[] = {
      "producer's kernel, never stored"},
     {"smem_tiled", "tiles sized from the target's shared memory and registers"},
     {"write_in_place", "the output is written over a dying input's buffer"},
+    {"constant_folded_into_weights", "a constant per-column scale is multiplied into the consuming GEMMs' weights "
+     "once, at compile time: no kernel applies it"},
     {"gemm_paired_epilogue", "one GEMM over weights interleaved at compile time; its epilogue combines each "
      "thread's accumulator pairs (a gate column and its up column) and stores the half-width result"},
     {"one_gemm_concatenated_weights", "one GEMM over weights concatenated at compile time; "
@@ -1634,6 +1703,9 @@ static const mcir_param_spec a_glu[] = {
     {"gate", MCIR_PARAM_NODE, true, "the gate projection (a matmul with a constant weight)", NULL, MCIR_RANGE_ANY},
     {"up", MCIR_PARAM_NODE, true, "the up projection (a matmul of the same A with a constant weight of the same "
      "shape)", NULL, MCIR_RANGE_ANY}};
+static const mcir_param_spec a_fold_norm_gamma[] = {
+    {"node", MCIR_PARAM_NODE, true, "a matmul reading the rmsnorm's output as A", NULL, MCIR_RANGE_ANY},
+    {"norm", MCIR_PARAM_NODE, true, "the rmsnorm", NULL, MCIR_RANGE_ANY}};
 static const mcir_param_spec a_inplace[] = {
     {"node", MCIR_PARAM_NODE, true, "the elementwise node that writes in place", NULL, MCIR_RANGE_ANY},
     {"input", MCIR_PARAM_TENSOR, true, "the input whose buffer it reuses", NULL, MCIR_RANGE_ANY}};
@@ -1668,6 +1740,10 @@ const mcir_action_desc mcir_action_descs[MCIR_ACTION_COUNT] = {
         "a KxK conv2d's constant weight [O, C, KH, KW] -> a constant [KH, KW, O, C] read through a transpose "
         "(perm [2, 3, 0, 1]) the conv's kernel folds into its read: the sm_90a implicit GEMM's TMA boxes",
         SPECS(a_conv_tap_major)},
+    [MCIR_ACTION_FOLD_NORM_GAMMA] = {"fold_norm_gamma",
+        "rmsnorm(x, gamma) · W -> rmsnorm(x, ones) · W' with W' = diag(gamma) W computed once (W's rows scaled; "
+        "its columns under transpose_b); the norm without gamma is shared by the matmuls folded",
+        SPECS(a_fold_norm_gamma)},
     [MCIR_ACTION_FUSE_GLU_MATMUL] = {"fuse_glu_matmul",
         "act(x·Wg) * (x·Wu) -> one matmul over the two constant weights interleaved in blocks of 8 columns, "
         "read back as its gate and up halves (reshape, slice, reshape), act(gate) * up: one fusion group whose "

@@ -127,7 +127,8 @@ const mcir_check_desc *mcir_check_find(const char *name);
     X(FOLD_CONV_AFFINE, "fold_conv_affine") \
     X(CONV_AS_MATMUL, "conv_as_matmul")     \
     X(CONV_TAP_MAJOR, "conv_tap_major")     \
-    X(FUSE_GLU_MATMUL, "fuse_glu_matmul")
+    X(FUSE_GLU_MATMUL, "fuse_glu_matmul")   \
+    X(FOLD_NORM_GAMMA, "fold_norm_gamma")
 
 typedef enum mcir_action {
 #define X(id, name) MCIR_ACTION_##id,
@@ -222,5 +223,15 @@ int mcir_matmul_siblings(const mcir_graph *g, const mcir_node *mm, mcir_node **o
  * blocks of 8). False with why (static text or printed into buf). */
 bool mcir_glu_operands(const mcir_graph *g, const mcir_node *glu, const mcir_node *act, const mcir_node *gate,
                        const mcir_node *up, char *buf, size_t n);
+
+/* A constant gamma of RMSNorm `norm` folds into the rows of the constant
+ * weights of the matmuls reading its output (the rule norm_gamma_fold;
+ * rewrites' fold_norm_gamma): norm is a live, ungrouped rmsnorm over the
+ * last axis with a constant gamma of one value per column (K), not all
+ * ones; its output is no graph output and every reader (1 to 8) is a
+ * live, ungrouped matmul reading it as A (not transpose_a) with a constant
+ * rank-2 weight of K rows ([K, N], or [N, K] under transpose_b) of at most
+ * 2^28 elements. False with why printed into buf. */
+bool mcir_norm_gamma_foldable(const mcir_graph *g, const mcir_node *norm, char *buf, size_t n);
 
 #endif /* MCIR_PROPERTIES_H */

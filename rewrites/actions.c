@@ -849,6 +849,81 @@ undo:
     return false;
 }
 
+/* ------------------------------------------------ norm gamma into weights */
+
+/* rmsnorm(x, gamma) · W -> rmsnorm(x, ones) · W' with W' = diag(gamma) W
+ * (mcir_norm_gamma_foldable): W's row k scaled by gamma[k] once, here (its
+ * column k under transpose_b), so no kernel multiplies by gamma. Applied
+ * per matmul: the norm without gamma is built by the first and reused by
+ * the others (the rule's earlier result: a live rmsnorm of the same x and
+ * attributes whose gamma is this rule's ones), and the old norm goes with
+ * its last reader. The interpreter runs both (--verify): the product
+ * rounds differently (gamma rounded into W, not into the norm's output),
+ * within the dtype's tolerance. */
+static bool apply_fold_norm_gamma(mcir_action_ctx *a) {
+    mcir_node *mm = param_node(a, "node"), *norm = param_node(a, "norm");
+    if (!mm || !norm) return fail(a, "the match binds no matmul or norm");
+    char why[512];
+    if (!mcir_norm_gamma_foldable(a->g, norm, why, sizeof why)) return fail(a, "%s", why);
+    if (mm->inputs[0] != norm->outputs[0]) return fail(a, "'%s' does not read '%s'", mm->name, norm->name);
+    mcir_graph *g = a->g;
+    mcir_tensor *X = norm->inputs[0], *gamma = norm->inputs[1], *W = mm->inputs[1];
+    const int64_t k = X->shape[X->rank - 1];
+    const bool tb = mcir_node_bool(mm, "transpose_b");
+    mcir_node *built[2] = {NULL, NULL};
+    /* the norm without gamma: this rule's, if an earlier fold built it */
+    mcir_node *unit = NULL;
+    for (int i = 0; i < g->n_nodes && !unit; i++) {
+        mcir_node *c = g->nodes[i];
+        if (!c->dead && c->op == MCIR_OP_RMSNORM && c->inputs[0] == X && c->origin_rule &&
+            strcmp(c->origin_rule, a->p->name) == 0 && mcir_node_int(c, "axis") == mcir_node_int(norm, "axis") &&
+            mcir_node_float(c, "eps") == mcir_node_float(norm, "eps"))
+            unit = c;
+    }
+    if (!unit) {
+        mcir_tensor *ones = constant_fill(a, mcir_arena_printf(g->arena, "%s.unit_gamma", norm->name), gamma->dtype,
+                                          k, 1.0f);
+        unit = built[0] = build(a, MCIR_OP_RMSNORM, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.unit",
+                                                                                               norm->name)),
+                                2, (mcir_tensor *[]){X, ones});
+        mcir_node_set_int(g, unit, "axis", mcir_node_int(norm, "axis"));
+        mcir_node_set_float(g, unit, "eps", mcir_node_float(norm, "eps"));
+        if (!infer(a, unit)) goto undo;
+    }
+    /* W' = diag(gamma) W, in W's dtype */
+    {
+        const int64_t wn = mcir_tensor_numel(W);
+        mcir_tensor *ws = mcir_graph_add_tensor(
+            g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.gamma_folded", W->name)), W->dtype, 2,
+            W->shape, MCIR_TENSOR_WEIGHT);
+        MCIR_ASSERT(ws);
+        float *wv = malloc((size_t)wn * sizeof *wv + 1), *gv = malloc((size_t)k * sizeof *gv + 1);
+        MCIR_ASSERT(wv && gv);
+        mcir_weight_values(W, wv);
+        mcir_weight_values(gamma, gv);
+        unsigned char *data = mcir_arena_alloc(g->arena, (size_t)wn * mcir_dtype_size(W->dtype));
+        const int64_t cols = W->shape[1];
+        for (int64_t i = 0; i < wn; i++) {
+            const int64_t kk = tb ? i % cols : i / cols;   /* [N, K]: column k; [K, N]: row k */
+            store_value(data, W->dtype, i, wv[i] * gv[kk]);
+        }
+        free(wv);
+        free(gv);
+        ws->data = data;
+        mcir_node *nm = built[1] = build(a, MCIR_OP_MATMUL, mcir_graph_fresh_name(g, mcir_arena_printf(
+                                                                                       g->arena, "%s.folded", mm->name)),
+                                         2, (mcir_tensor *[]){unit->outputs[0], ws});
+        mcir_node_set_bool(g, nm, "transpose_b", tb);
+        if (!infer(a, nm) || !take_over(a, nm, mm->outputs[0])) goto undo;
+    }
+    if (built[0]) add_result(a, built[0]);
+    return true;
+undo:
+    discard(built, 2);
+    a->n_results = 0;
+    return false;
+}
+
 /* ------------------------------------------------------ conv affine fold */
 
 /* The values of constant c, one per output channel of a conv output of
@@ -1162,4 +1237,5 @@ const mcir_action_impl mcir_action_impls[MCIR_ACTION_COUNT] = {
     [MCIR_ACTION_CONV_AS_MATMUL] = {apply_conv_as_matmul, NULL, true},
     [MCIR_ACTION_CONV_TAP_MAJOR] = {apply_conv_tap_major, NULL, true},
     [MCIR_ACTION_FUSE_GLU_MATMUL] = {apply_fuse_glu_matmul, NULL, true},
+    [MCIR_ACTION_FOLD_NORM_GAMMA] = {apply_fold_norm_gamma, NULL, true},
 };

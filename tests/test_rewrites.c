@@ -364,6 +364,51 @@ START_TEST(test_glu_pays_per_arch) {
 }
 END_TEST
 
+/* norm_gamma_fold then glu_matmul on a Llama MLP in f16 (RMSNorm, gate and
+ * up, SiLU · up, down): the norm's gamma folds into the gate's and up's
+ * weights (one norm without gamma, shared), then the two projections over
+ * the folded weights become the paired-epilogue GEMM; the down projection
+ * reads no norm and keeps its weight; the interpreter agrees with the
+ * original graph */
+START_TEST(test_norm_gamma_fold_then_glu) {
+    mcir_catalog *c = default_catalog(NULL);
+    mcir_diag d = mcir_diag_stderr();
+    static const char *json =
+        "{\"mcir\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f16\", \"shape\": [2, 24, 64]}],"
+        " \"weights\": [{\"name\": \"gamma\", \"dtype\": \"f16\", \"shape\": [64]},"
+        " {\"name\": \"wg\", \"dtype\": \"f16\", \"shape\": [128, 64]},"
+        " {\"name\": \"wu\", \"dtype\": \"f16\", \"shape\": [128, 64]},"
+        " {\"name\": \"wd\", \"dtype\": \"f16\", \"shape\": [64, 128]}],"
+        " \"nodes\": [{\"name\": \"norm\", \"op\": \"rmsnorm\", \"inputs\": [\"x\", \"gamma\"], \"outputs\": [\"n\"]},"
+        " {\"name\": \"gate\", \"op\": \"matmul\", \"inputs\": [\"n\", \"wg\"], \"outputs\": [\"g\"],"
+        "  \"attrs\": {\"transpose_b\": true}},"
+        " {\"name\": \"up\", \"op\": \"matmul\", \"inputs\": [\"n\", \"wu\"], \"outputs\": [\"u\"],"
+        "  \"attrs\": {\"transpose_b\": true}},"
+        " {\"name\": \"act\", \"op\": \"silu\", \"inputs\": [\"g\"], \"outputs\": [\"ga\"]},"
+        " {\"name\": \"glu\", \"op\": \"mul\", \"inputs\": [\"ga\", \"u\"], \"outputs\": [\"h\"]},"
+        " {\"name\": \"down\", \"op\": \"matmul\", \"inputs\": [\"h\", \"wd\"], \"outputs\": [\"y\"],"
+        "  \"attrs\": {\"transpose_b\": true}}],"
+        " \"outputs\": [\"y\"]}";
+    mcir_graph *g = mcir_graph_read_json_string(json, "t.json", &d);
+    ck_assert_ptr_nonnull(g);
+    rewritten r = rewrite_graph(g, c, "sm_90");
+    ck_assert_ptr_nonnull(find_record(r.trace, "norm_gamma_fold", "applied"));
+    ck_assert_ptr_nonnull(find_record(r.trace, "glu_matmul", "applied"));
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_RMSNORM), 1);
+    const mcir_node *norm = first_op(r.g, MCIR_OP_RMSNORM);
+    ck_assert_str_eq(norm->name, "norm.unit");
+    float ones[64];
+    ck_assert(mcir_weight_values(norm->inputs[1], ones));
+    for (int i = 0; i < 64; i++) ck_assert(ones[i] == 1.0f);
+    ck_assert_int_eq(count_op(r.g, MCIR_OP_MATMUL), 2);   /* the paired-epilogue GEMM and the down projection */
+    ck_assert_ptr_nonnull(mcir_graph_find_node(r.g, "glu.matmul"));
+    ck_assert_str_eq(mcir_graph_find_node(r.g, "down")->inputs[1]->name, "wd");
+    assert_verifies(&r);
+    rewritten_free(&r);
+    mcir_catalog_free(c);
+}
+END_TEST
+
 /* prologue_pays for a scale per row of A ([M, 1]: a dequantisation scale,
  * a row norm): the sm_90a template reads x as A and scales the product's
  * rows at the epilogue, at its plain rate, priced as its plan prices it
@@ -1206,6 +1251,7 @@ static Suite *rewrites_suite(void) {
     tcase_add_test(tc, test_attention_working_set_per_arch);
     tcase_add_test(tc, test_prologue_pays_per_arch);
     tcase_add_test(tc, test_glu_pays_per_arch);
+    tcase_add_test(tc, test_norm_gamma_fold_then_glu);
     tcase_add_test(tc, test_prologue_pays_row_scale);
     tcase_add_test(tc, test_prologue_pays_cast);
     tcase_add_test(tc, test_prologue_cast_chains);
