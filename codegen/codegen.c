@@ -9,10 +9,11 @@
  *
  * Compile units: kernels whose sources differ only in names (the kernel's
  * own, node and tensor names in comments, tensor ids in value functions
- * v<ID> and their vector forms vv<ID>) — the layers of a stack — compile
- * once. The unit is the source with comments blanked (newlines kept, so
- * NVRTC's line numbers are the generated source's), v<ID> / vv<ID>
- * renumbered in order of first use (one number per id), and the
+ * v<ID>, their vector forms vv<ID> and packed-index forms p<ID>) — the
+ * layers of a stack — compile once. The unit is the source with comments
+ * blanked (newlines kept, so NVRTC's line numbers are the generated
+ * source's), v<ID> / vv<ID> / p<ID> renumbered in order of first use (one
+ * number per id), and the
  * entry renamed mc_<template>_<hash of the rest>; the first kernel with a
  * unit owns its compiled object, the others share it. Units missing from
  * the cache compile in parallel, one NVRTC program per thread.
@@ -57,11 +58,12 @@ const char *cg_template_name(mcir_template t) {
 static bool ident_start(char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 static bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
 
-/* "v123" → 1, "vv123" → 2 (its vector form): the length of the prefix of
- * a value function of the emitter (codegen/emit.c); 0 for other names. */
+/* "v123" → 1, "vv123" → 2 (its vector form), "p123" → 1 (its form at a
+ * packed epilogue index): the length of the prefix of a value function of
+ * the emitter (codegen/emit.c); 0 for other names. */
 static size_t value_fn(const char *s, size_t n) {
     size_t p = n > 2 && s[0] == 'v' && s[1] == 'v' ? 2 : 1;
-    if (n < p + 1 || s[0] != 'v') return 0;
+    if (n < p + 1 || (s[0] != 'v' && s[0] != 'p')) return 0;
     for (size_t i = p; i < n; i++)
         if (s[i] < '0' || s[i] > '9') return 0;
     return p;
@@ -127,7 +129,7 @@ char *cg_compile_unit(const char *src, const char *name, const char *prefix, cha
                     ids[n_ids++] = id;
                 }
                 char v[16];
-                put(&b, v, (size_t)snprintf(v, sizeof v, "%.*s%d", (int)pre, "vv", k));
+                put(&b, v, (size_t)snprintf(v, sizeof v, "%.*s%d", (int)pre, p, k));
             } else {
                 put(&b, p, n);
             }

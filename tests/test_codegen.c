@@ -447,18 +447,21 @@ START_TEST(test_identical_sources_compile_once) {
 }
 END_TEST
 
-/* The compile unit: comments blanked (lines kept), v<ID> renumbered by first
- * use, the entry named by what remains; literals and numbers verbatim. */
+/* The compile unit: comments blanked (lines kept), v<ID> (and the packed
+ * p<ID>) renumbered by first use, the entry named by what remains; literals
+ * and numbers verbatim. */
 START_TEST(test_compile_unit_ignores_names) {
     static const char a[] =
         "// kernel layer0_mlp (matmul)\n/* region: h0.mlp */\n#define S \"// not a comment\"\n"
         "__device__ float v17(float x) { return x * 1.5e-3f; }   // h0.b read\n"
         "__device__ float v9(float x) { return v17(x) + 0x1eLL; }\n"
+        "__device__ float p17(float x) { return v17(x); }   // packed index\n"
         "extern \"C\" __global__ void layer0_mlp(float* p) { p[0] = v9(p[1]); }\n";
     static const char b[] =
         "// kernel layer7_mlp (matmul)\n/* region: h7.mlp */\n#define S \"// not a comment\"\n"
         "__device__ float v41(float x) { return x * 1.5e-3f; }   // h7.b read\n"
         "__device__ float v40(float x) { return v41(x) + 0x1eLL; }\n"
+        "__device__ float p41(float x) { return v41(x); }   // packed index\n"
         "extern \"C\" __global__ void layer7_mlp(float* p) { p[0] = v40(p[1]); }\n";
     char ea[64], eb[64], ec[64];
     char *ua = cg_compile_unit(a, "layer0_mlp", "matmul", ea);
@@ -468,6 +471,7 @@ START_TEST(test_compile_unit_ignores_names) {
     ck_assert_ptr_nonnull(strstr(ua, "\"// not a comment\""));
     ck_assert_ptr_nonnull(strstr(ua, "__device__ float v0(float x) { return x * 1.5e-3f; }"));
     ck_assert_ptr_nonnull(strstr(ua, "return v0(x) + 0x1eLL;"));
+    ck_assert_ptr_nonnull(strstr(ua, "__device__ float p0(float x) { return v0(x); }"));
     ck_assert_ptr_null(strstr(ua, "h0."));
     ck_assert_ptr_null(strstr(ua, "layer0"));
     char decl[100];
