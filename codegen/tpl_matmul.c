@@ -190,17 +190,31 @@ static bool gen_tiled(cg_kernel *k, const mcir_target *target, mcir_diag *d, con
     if (pair) e.pair[0] = glu[0], e.pair[1] = glu[1];
     cg_emit_value(&e, A);
     cg_emit_value(&e, B);
-    cg_emit_epilogue(&e, 1);
+    mcir_gemm_problem gp;
+    const bool have_gp = mcir_gemm_problem_of(kp, &gp);
+    /* the FMA tiles' epilogue index packed, (row << 32) | column, where
+     * the sizes allow (docs/codegen.md "Packed epilogue indices") and the
+     * GEMM's column n is the output's last dim: not a matrix times a
+     * vector B ([..., M, K] . [K] -> [..., M]: its 2-D form's single
+     * column is not C's; C's last dim is M). The mma ring keeps the flat
+     * index: packed, its epilogue took more instructions, not fewer (f16
+     * 2048 x 3072 x 768 with a bias, 128 x 128 tiles: 2064 SASS
+     * instructions flat, 2296 packed; with a residual 2416 / 2856), and
+     * where the ring's prologue issues every K tile ptxas hoisted the
+     * bias loads into the last k-steps (prologue_ta_bf16: 76 -> 100
+     * registers) */
+    const bool pk = have_gp && !gp.mma && B->rank >= 2 && cg_epilogue_packable(&e);
+    if (pk) cg_emit_epilogue_packed(&e, 1);
+    else cg_emit_epilogue(&e, 1);
     if (!e.ok) {
         cg_emitter_free(&e);
         cg_sb_free(&b);
         return false;
     }
     /* the plan's tile, realised as the launch model lays it out */
-    mcir_gemm_problem gp;
     mcir_gemm_layout l;
     const char *why = "not a GEMM";
-    if (!mcir_gemm_problem_of(kp, &gp) || !mcir_gemm_layout_of(target, &gp, &kp->tiling, &l, &why)) {
+    if (!have_gp || !mcir_gemm_layout_of(target, &gp, &kp->tiling, &l, &why)) {
         cg_error(d, kp, "the plan's GEMM tile cannot be realised: %s", why);
         cg_emitter_free(&e);
         cg_sb_free(&b);
@@ -240,8 +254,21 @@ static bool gen_tiled(cg_kernel *k, const mcir_target *target, mcir_diag *d, con
         cg_sb_printf(&b, "__device__ __forceinline__ float mm_pair(float g, float u) {\n"
                          "    return __int_as_float((int)((u32)mc_f32_to_%s(g) | ((u32)mc_f32_to_%s(u) << 16)));\n}\n",
                      cg_dsuffix(C->dtype), cg_dsuffix(C->dtype));
-    cg_sb_puts(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                   "    epilogue((bb * MM_M + m) * MM_ON + n, acc, MC_ARGS);\n}\n");
+    cg_sb_printf(&b, "__device__ __forceinline__ void mm_store(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
+                     "    epilogue(%s, acc, MC_ARGS);\n}\n",
+                 pk ? "(i64)(((u64)(bb * MM_M + m) << 32) | (u64)n)" : "(bb * MM_M + m) * MM_ON + n");
+    /* the bounds checks where tiles can hang over the output (sizes not
+     * multiples of the block tile's, or not known here). The mma ring
+     * checks its rows always: with no predicate left on its stores ptxas
+     * converts and addresses every accumulator of the warp before the
+     * first store (a bare bf16 product with 4 x 4 m16n8 tiles a warp,
+     * packed: 219-244 registers against 138-151 checked, f16 167-195);
+     * its columns unchecked, a bare bf16 2048 x 3072 x 768 product on 128
+     * x 128 tiles takes 1328 SASS instructions against 1704 checked, 147
+     * registers either way */
+    const bool dyn = cg_dyn && (cg_tensor_dynamic(A) || cg_tensor_dynamic(B) || cg_tensor_dynamic(C));
+    cg_sb_printf(&b, "#define MM_CHECK_M %d\n#define MM_CHECK_N %d\n", dyn || gp.mma || M % l.bm != 0,
+                 dyn || N % l.bn != 0);
     cg_sb_puts(&b, mcir_tpl_matmul);
     cg_emit_gemm_signature(&b, kp, &l);
     cg_sb_puts(&b, " {\n    mc_matmul(MC_ARGS);\n}\n");

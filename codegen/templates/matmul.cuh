@@ -56,6 +56,18 @@
 
 #define MM_THREADS (MM_WARPS * 32)
 
+// Whether output row m / column n exists: always where the block tiles
+// divide the output (MM_CHECK_M / MM_CHECK_N 0: no check, the epilogue's
+// loads unpredicated; codegen keeps the mma ring's row check, which holds
+// ptxas to storing as it converts)
+#ifndef MM_CHECK_M   // (a conv's implicit GEMM: checked)
+#define MM_CHECK_M 1
+#endif
+#ifndef MM_CHECK_N
+#define MM_CHECK_N 1
+#endif
+#define MM_IN(m, n) ((!MM_CHECK_M || (m) < MM_M) && (!MM_CHECK_N || (n) < MM_N))
+
 #if MM_MMA
 #define MM_WTM (MM_BM / MM_WM)
 #define MM_WTN (MM_BN / MM_WN)
@@ -103,7 +115,7 @@ __device__ __forceinline__ void mm_store_tile(float (*acc)[MM_NI][4], i64 bb, i6
             for (int e = 0; e < 4; e++) {
                 const i64 m = m0 + wm * MM_WTM + i * 16 + g + (e >= 2 ? 8 : 0);
                 const i64 n = n0 + wn * MM_WTN + j * 8 + 2 * tq + (e & 1);
-                if (m < MM_M && n < MM_N) mm_store(bb, m, n, acc[i][j][e], MC_ARGS);
+                if (MM_IN(m, n)) mm_store(bb, m, n, acc[i][j][e], MC_ARGS);
             }
 }
 #endif
@@ -368,7 +380,7 @@ __device__ __forceinline__ void mc_matmul(MC_PARAMS) {
 #pragma unroll
             for (int j = 0; j < MM_TN; j++) {
                 const i64 m = m0 + ty + MM_TY * i, n = n0 + tx + 16 * j;
-                if (m < MM_M && n < MM_N) mm_store(bb, m, n, acc[i][j], MC_ARGS);
+                if (MM_IN(m, n)) mm_store(bb, m, n, acc[i][j], MC_ARGS);
             }
     }
 }
