@@ -414,6 +414,9 @@ typedef struct mcir_gemm_problem {
     bool glu;                    /* the paired epilogue (mcir_kernel_glu): act(gate) * up of each
                                     thread's accumulator pairs, the output n / 2 wide; mma warp
                                     tiles a multiple of 16 columns (both halves of a block of 16) */
+    bool trans_b;                /* matmul: B stored [N, K] (transpose_b) */
+    bool dynamic;                /* matmul: A, B or C has an extent of a graph dim (the sizes
+                                    are the largest; the template checks every bound) */
 } mcir_gemm_problem;
 
 typedef struct mcir_gemm_layout {

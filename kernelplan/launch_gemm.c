@@ -53,6 +53,11 @@ bool mcir_gemm_problem_of(const mcir_kernel_plan *k, mcir_gemm_problem *g) {
         g->dtype = A->dtype;
         g->mma = is_half(A->dtype) && A->dtype == B->dtype;
         g->glu = mcir_kernel_glu(k, Y, NULL);
+        g->trans_b = rb >= 2 && tb;
+        const mcir_tensor *abc[3] = {A, B, Y};
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; abc[i]->sym && j < abc[i]->rank; j++)
+                g->dynamic = g->dynamic || !mcir_extent_is_const(&abc[i]->sym[j], NULL);
     } else if (k->tpl == MCIR_TEMPLATE_CONV2D && n->op == MCIR_OP_CONV2D) {
         const mcir_tensor *X = n->inputs[0], *W = n->inputs[1], *Y = n->outputs[0];
         if (X->rank != 4 || W->rank != 4 || Y->rank != 4) return false;
@@ -111,7 +116,10 @@ static bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
  * (the 64-bit division of the tile index stays a division), - 5 when K is
  * not a multiple of BLOCK_K (ptxas no longer unrolls the load loops), + 4
  * for a single tile; the implicit-GEMM conv + 2 (its im2col math varies
- * with the kernel window, which the problem does not carry). */
+ * with the kernel window, which the problem does not carry). A matmul
+ * whose tiles divide N checks no column in its epilogue (MM_CHECK_N 0):
+ * 2 less a column from 4 columns a thread, and 12 less again with B
+ * stored [N, K] at 4 columns (below). */
 static int estimate_registers(const mcir_gemm_layout *l,
                               const mcir_gemm_problem *g) {
     int64_t tiles_m = (g->m + l->bm - 1) / l->bm, tiles_n = (g->n + l->bn - 1) / l->bn;
@@ -153,9 +161,19 @@ static int estimate_registers(const mcir_gemm_layout *l,
         for (tn = 0; tn < l->tn && 16 * tn < g->n; tn++) {}
     /* 6 per column a thread holds up to 4, 3 past that: the epilogue's
      * broadcast indices are 32-bit (gpt2_stack's c_fc, 8 x 8 outputs with
-     * bias + GELU, measured 148 on sm_90; 168 with 64-bit indices) */
+     * bias + GELU, measured 148 on sm_90 with its columns checked; 168
+     * with 64-bit indices) */
     int r = 41 + tm * tn + tm + 6 * (tn < 4 ? tn : 4) + 3 * (tn > 4 ? tn - 4 : 0);
     r += 6 * np2;
+    /* static sizes whose tiles divide N (a matmul's epilogue then checks
+     * no column, MM_CHECK_N 0: its loads and stores unpredicated, the
+     * packed index's column a constant offset) with 4 columns a thread or
+     * more: 2 less a column (4 x 4 outputs: 85 measured on sm_80, 92 on
+     * sm_90, against 92 / 102 checked; 8 x 8, gpt2_stack's c_fc on sm_90:
+     * 138 against 148); with B stored [N, K] (transpose_b: Llama's
+     * weights) and 4 columns 12 less again (4 x 4: 80 on sm_80, 82 on
+     * sm_90; 8 x 4: 92 / 101, against 96 / 102 and 128 / 127 checked) */
+    if (!g->implicit && !g->dynamic && g->n % l->bn == 0 && tn >= 4) r -= 2 * tn + (g->trans_b && tn == 4 ? 12 : 0);
     if (g->k % l->bk) r -= 5;
     if (g->batch * tiles_m * tiles_n == 1) r += 4;
     return r + (g->implicit ? 2 : 0);
