@@ -411,6 +411,7 @@ typedef struct mcir_gemm_problem {
     bool mma;                    /* f16/bf16 operands of one dtype: mma.sync m16n8k16, f32 accumulate */
     bool implicit;               /* conv2d: A gathered from the image (im2col index math) */
     int epilogue_ops;            /* nodes fused after the GEMM (bias, activation, residual) */
+    bool residual;               /* the epilogue reads a tensor of the output's size (not A or B) */
     bool glu;                    /* the paired epilogue (mcir_kernel_glu): act(gate) * up of each
                                     thread's accumulator pairs, the output n / 2 wide; mma warp
                                     tiles a multiple of 16 columns (both halves of a block of 16) */
