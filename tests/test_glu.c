@@ -13,9 +13,10 @@
  *    each shape matches the reference interpreter run on the original
  *    graph: f16 and bf16, SiLU, GELU (erf and tanh), ReLU, weights [F, K]
  *    and [K, F], partial tiles in M and in the output's columns, a leading
- *    batch dim, BLOCK_N 64 (per-thread stores) and 128 / 256 (TMA stores),
- *    an epilogue after the product (a scale, a residual), a down
- *    projection after it;
+ *    batch dim, BLOCK_N 64 (per-thread stores) and 128 (TMA stores; 256
+ *    in the compiled-only Llama shapes), an epilogue after the product (a
+ *    scale, a residual), a down projection after it, and a cast from f32
+ *    before it (on sm_90 the cast is the same kernel's prologue);
  *  - mutants: the pair's halves swapped (the GLU reading the wrong half)
  *    and the up value taken from the gate's own block are wrong results.
  * The generated kernel runs, not cuBLAS (MCIR_NO_CUBLAS); MCIR_GLU=always
@@ -43,17 +44,19 @@ typedef struct glu_case {
     const char *act;    /* silu, gelu, gelu_tanh, relu */
     const char *tail;   /* none, scale (h * 0.5 in the GEMM's epilogue), residual (h + r, r an input of h's
                          * shape), down (a down projection [F] -> [K] after) */
+    bool from_f32;      /* x given in f32 and cast to dt first (on sm_90 the cast is the GEMM's prologue) */
 } glu_case;
 
 static const glu_case CASES[] = {
-    {"silu_tb", "f16", 2, 96, 128, 136, true, "silu", "none"},         /* partial N (272 = 256 + 16), batch */
-    {"gelu_kn_bf", "bf16", 0, 200, 72, 64, false, "gelu", "none"},    /* partial M and K, BN 64: per-thread stores */
-    {"relu_tb", "f16", 0, 256, 128, 512, true, "relu", "none"},       /* tiles divide: unchecked */
-    {"silu_bn256", "f16", 0, 256, 64, 1024, true, "silu", "none"},    /* N = 2048: BN 256, TMA stores */
-    {"geluT_bf", "bf16", 0, 130, 96, 192, true, "gelu_tanh", "none"}, /* partial output box (192 = 128 + 64) */
-    {"silu_scale", "f16", 0, 128, 64, 256, false, "silu", "scale"},   /* one more op in the epilogue */
-    {"silu_res_bf", "bf16", 2, 64, 64, 128, true, "silu", "residual"},/* a residual read at the output's index */
-    {"mlp_down", "f16", 0, 128, 256, 512, true, "silu", "down"},      /* the down projection after */
+    {"silu_tb", "f16", 2, 96, 128, 136, true, "silu", "none", false},         /* partial N (272 = 256 + 16), batch */
+    {"gelu_kn_bf", "bf16", 0, 200, 72, 64, false, "gelu", "none", false},    /* partial M and K, BN 64: per-thread stores */
+    {"relu_tb", "f16", 0, 256, 128, 512, true, "relu", "none", false},       /* tiles divide: unchecked */
+    {"silu_bn256", "f16", 0, 256, 64, 1024, true, "silu", "none", false},    /* N = 2048: BN 128, TMA stores */
+    {"geluT_bf", "bf16", 0, 130, 96, 192, true, "gelu_tanh", "none", false}, /* partial output box (192 = 128 + 64) */
+    {"silu_scale", "f16", 0, 128, 64, 256, false, "silu", "scale", false},   /* one more op in the epilogue */
+    {"silu_res_bf", "bf16", 2, 64, 64, 128, true, "silu", "residual", false},/* a residual read at the output's index */
+    {"mlp_down", "f16", 0, 128, 256, 512, true, "silu", "down", false},      /* the down projection after */
+    {"cast_silu", "f16", 0, 128, 128, 256, true, "silu", "none", true}, /* a cast from f32 before: a prologue */
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -61,9 +64,9 @@ static const glu_case CASES[] = {
  * Llama-3-8B's gate and up projections at 4096 tokens (BLOCK_N 256, the
  * grouped tile order), and at 16 (one consumer group) */
 static const glu_case BIG[] = {
-    {"llama7_4096", "f16", 0, 4096, 4096, 11008, true, "silu", "none"},
-    {"llama3_4096", "bf16", 0, 4096, 4096, 14336, true, "silu", "none"},
-    {"llama7_16", "f16", 0, 16, 4096, 11008, true, "silu", "none"},
+    {"llama7_4096", "f16", 0, 4096, 4096, 11008, true, "silu", "none", false},
+    {"llama3_4096", "bf16", 0, 4096, 4096, 14336, true, "silu", "none", false},
+    {"llama7_16", "f16", 0, 16, 4096, 11008, true, "silu", "none", false},
 };
 #define N_BIG ((int)(sizeof BIG / sizeof BIG[0]))
 
@@ -87,6 +90,10 @@ static char *glu_graph(const glu_case *c) {
                                                        : ", \"attrs\": {\"approximate\": \"none\"}")
                   : "");
     const char *tail = "", *out = "h";
+    char cast[160] = "";
+    if (c->from_f32)
+        snprintf(cast, sizeof cast, "\n  {\"name\": \"cast\", \"op\": \"cast\", \"inputs\": [\"x32\"], \"outputs\": [\"x\"], "
+                                    "\"attrs\": {\"to\": \"%s\"}},", c->dt);
     char tail_buf[512], inputs_extra[128] = "", weights_extra[128] = "";
     if (strcmp(c->tail, "scale") == 0) {
         tail = ", {\"name\": \"sc\", \"op\": \"scale\", \"inputs\": [\"h\"], \"outputs\": [\"y\"], "
@@ -107,10 +114,10 @@ static char *glu_graph(const glu_case *c) {
     }
     snprintf(js, 8192,
              "{\"mcir\": 1, \"name\": \"glu_%s\",\n"
-             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"%s\", \"shape\": %s}%s],\n"
+             " \"inputs\": [{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": %s}%s],\n"
              " \"weights\": [{\"name\": \"wg\", \"dtype\": \"%s\", \"shape\": %s},"
              " {\"name\": \"wu\", \"dtype\": \"%s\", \"shape\": %s}%s],\n"
-             " \"nodes\": [\n"
+             " \"nodes\": [%s\n"
              "  {\"name\": \"gate\", \"op\": \"matmul\", \"inputs\": [\"x\", \"wg\"], \"outputs\": [\"g\"], "
              "\"attrs\": {\"transpose_b\": %s}},\n"
              "  {\"name\": \"up\", \"op\": \"matmul\", \"inputs\": [\"x\", \"wu\"], \"outputs\": [\"u\"], "
@@ -118,7 +125,8 @@ static char *glu_graph(const glu_case *c) {
              "  %s,\n"
              "  {\"name\": \"glu\", \"op\": \"mul\", \"inputs\": [\"ga\", \"u\"], \"outputs\": [\"h\"]}%s],\n"
              " \"outputs\": [\"%s\"]}\n",
-             c->name, c->dt, x, inputs_extra, c->dt, w, c->dt, w, weights_extra, c->tb ? "true" : "false",
+             c->name, c->from_f32 ? "x32" : "x", c->from_f32 ? "f32" : c->dt, x, inputs_extra, c->dt, w, c->dt, w,
+             weights_extra, cast, c->tb ? "true" : "false",
              c->tb ? "true" : "false", act, tail, out);
     return js;
 }
@@ -301,6 +309,7 @@ int main(void) {
     cgt_temp_cache(cache, sizeof cache);
     setenv("MCIR_NO_CUBLAS", "1", 1);   /* the generated kernels run */
     setenv("MCIR_GLU", "always", 1);    /* fused at the emulator's sizes, whatever the model says */
+    setenv("MCIR_SM90_PROLOGUE", "always", 1);   /* the cast too (test_rewrites checks prologue_pays) */
     Suite *s = suite_create("glu");
     TCase *tc = tcase_create("glu");
     tcase_set_timeout(tc, 1200);
