@@ -1000,13 +1000,6 @@ static bool check_horizontal_siblings(const mcir_check_ctx *c, const mcir_param_
 
 /* ------------------------------------------------ gated linear units */
 
-static bool same_dims(const mcir_tensor *a, const mcir_tensor *b) {
-    if (a->rank != b->rank) return false;
-    for (int i = 0; i < a->rank; i++)
-        if (a->shape[i] != b->shape[i]) return false;
-    return true;
-}
-
 /* t is read by `by` alone and is no graph output */
 static bool only_reader(const mcir_graph *g, const mcir_tensor *t, const mcir_node *by) {
     mcir_node *cons[2];
@@ -1073,7 +1066,7 @@ bool mcir_glu_operands(const mcir_graph *g, const mcir_node *glu, const mcir_nod
         return false;
     }
     const int64_t f = G->shape[G->rank - 1];
-    if (G->rank < 2 || f % 8 != 0 || !same_dims(G, U) || !same_dims(G, Y)) {
+    if (G->rank < 2 || f % 8 != 0 || !same_shape(G, U) || !same_shape(G, Y)) {
         say(d, n, "'%s' has %lld columns: the weights interleave in blocks of 8 (a multiple of 8 needed)", G->name,
             (long long)f);
         return false;
@@ -1086,6 +1079,10 @@ bool mcir_glu_operands(const mcir_graph *g, const mcir_node *glu, const mcir_nod
         "in blocks of 8 columns, %s(gate) * up from each thread's accumulator pairs", gate->name, up->name,
         X->name, mcir_dtype_name(Wg->dtype), (long long)(2 * f), mcir_op_name(act->op));
     return true;
+}
+
+static const mcir_node *ref_node(const mcir_check_ctx *c, const mcir_param_value *p) {
+    return p->set && p->n > 0 ? c->match->nodes[p->refs[0]] : NULL;
 }
 
 bool mcir_norm_gamma_foldable(const mcir_graph *g, const mcir_node *norm, char *d, size_t n) {
@@ -1145,16 +1142,12 @@ bool mcir_norm_gamma_foldable(const mcir_graph *g, const mcir_node *norm, char *
 }
 
 static bool check_norm_gamma_foldable(const mcir_check_ctx *c, const mcir_param_value *p, char *d, size_t n) {
-    const mcir_node *norm = p[0].set && p[0].n > 0 ? c->match->nodes[p[0].refs[0]] : NULL;
+    const mcir_node *norm = ref_node(c, &p[0]);
     if (!norm) {
         say(d, n, "the match binds no norm");
         return false;
     }
     return mcir_norm_gamma_foldable(c->match->graph, norm, d, n);
-}
-
-static const mcir_node *ref_node(const mcir_check_ctx *c, const mcir_param_value *p) {
-    return p->set && p->n > 0 ? c->match->nodes[p->refs[0]] : NULL;
 }
 
 static bool check_glu_operands(const mcir_check_ctx *c, const mcir_param_value *p, char *d, size_t n) {

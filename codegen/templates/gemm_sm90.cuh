@@ -230,6 +230,20 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 #define GM_SCALED(x, rs, v) (x)
 #endif
 
+#if GM_TMA_STORE
+// Output values (lo, hi) of row r, columns col and col + 1 of a 64 x 64
+// box into the box buffer ob, one 32-bit store, in the output's dtype and
+// the maps' 128-byte swizzle
+__device__ __forceinline__ void gm_box_put(unsigned char* ob, int r, int col, float lo, float hi) {
+    const u32 lin = (u32)(r * 128 + col * 2);
+#if GM_O_BF16
+    MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_bf16(lo, hi));
+#else
+    MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_f16(lo, hi));
+#endif
+}
+#endif
+
 #if GM_TMA_STORE && GM_GLU
 // The paired epilogue's box j: output columns 64j..64j+63 of the item (its
 // product columns 128j..128j+127). Value v of this thread, in an even
@@ -249,12 +263,7 @@ __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, co
         const float hi = GM_IN_M(m) && GM_IN_O(n + 1)
                              ? mm_value(it.b, m, n + 1, mm_pair(GM_SCALED(d[v + 1], rs, v), GM_SCALED(d[v + 5], rs, v)), MC_ARGS)
                              : 0.0f;
-        const u32 lin = (u32)(r * 128 + col * 2);
-#if GM_O_BF16
-        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_bf16(lo, hi));
-#else
-        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_f16(lo, hi));
-#endif
+        gm_box_put(ob, r, col, lo, hi);
     }
 }
 #elif GM_TMA_STORE
@@ -270,12 +279,7 @@ __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, co
         const i64 m = (i64)it.m0 + 64 * c + r, n = (i64)it.n0 + 64 * j + col;
         const float lo = GM_IN_M(m) && GM_IN_N(n) ? mm_value(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS) : 0.0f;
         const float hi = GM_IN_M(m) && GM_IN_N(n + 1) ? mm_value(it.b, m, n + 1, GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0.0f;
-        const u32 lin = (u32)(r * 128 + col * 2);
-#if GM_O_BF16
-        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_bf16(lo, hi));
-#else
-        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_f16(lo, hi));
-#endif
+        gm_box_put(ob, r, col, lo, hi);
     }
 }
 #endif
