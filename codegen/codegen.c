@@ -40,6 +40,7 @@ static const cg_template_desc templates[] = {
     {MCIR_TEMPLATE_COPY, "copy", cg_gen_copy},
     {MCIR_TEMPLATE_POOL, "pool", cg_gen_pool},
     {MCIR_TEMPLATE_CONV2D, "conv2d", cg_gen_conv2d},
+    {MCIR_TEMPLATE_COLLECTIVE, "collective", NULL},   /* NCCL / in memory (runtime/); no kernel */
 };
 
 const cg_template_desc *cg_template_find(mcir_template t) {

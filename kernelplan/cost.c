@@ -1052,6 +1052,48 @@ static void cost_matmul(cost_ctx *x) {
     add_launch(x, (double)(once - ab) + staged, outs * epi.flops, "f32_fma");
 }
 
+/* -------------------------------------------------------- collectives */
+
+/* NCCL's ring algorithms over `ranks` GPUs on the target's link: each rank
+ * sends (and receives) 2(R-1)/R of the tensor for an all_reduce, (R-1)/R
+ * of the whole for an all_gather or a reduce_scatter, at the link's
+ * bandwidth per direction, plus MCIR_COLLECTIVE_STEP_US a ring step
+ * (2(R-1) or R-1 steps). Reads and writes of its buffers count as HBM. */
+#define MCIR_COLLECTIVE_STEP_US 2.0
+
+void mcir_cost_collective(const mcir_kernel_plan *k, const mcir_target *t, double *link_bytes, double *us) {
+    const mcir_node *n = k->anchor;
+    int R = k->ranks > 1 ? k->ranks : 1;
+    double in = (double)mcir_tensor_bytes(n->inputs[0]), out = (double)mcir_tensor_bytes(n->outputs[0]);
+    double moved = 0, steps = 0;
+    if (R > 1) {
+        if (n->op == MCIR_OP_ALL_REDUCE) {
+            moved = 2.0 * (R - 1) / R * in;
+            steps = 2.0 * (R - 1);
+        } else {
+            moved = (double)(R - 1) / R * (n->op == MCIR_OP_ALL_GATHER ? out : in);
+            steps = R - 1;
+        }
+    }
+    *link_bytes = moved;
+    *us = R > 1 ? steps * MCIR_COLLECTIVE_STEP_US + (t->link_gbps > 0 ? moved / (t->link_gbps * 1e3) : 0) : 0;
+}
+
+static void cost_collective(cost_ctx *x) {
+    double link, us;
+    mcir_cost_collective(x->k, x->t, &link, &us);
+    const mcir_node *n = x->k->anchor;
+    mcir_kernel_cost *c = x->c;
+    int64_t io = mcir_tensor_bytes(n->inputs[0]) + mcir_tensor_bytes(n->outputs[0]);
+    c->hbm_bytes = c->global_bytes = io;
+    c->launches = 1;
+    c->library = "nccl";
+    c->memory_us = (double)io / (x->t->dram_gbps * 1e3);
+    c->launch_us = x->t->launch_us;
+    /* with one rank: a device-to-device copy */
+    c->modelled_us = x->k->ranks > 1 ? us + c->launch_us : c->memory_us + c->launch_us;
+}
+
 /* ------------------------------------------------------------- driver */
 
 typedef void (*cost_fn)(cost_ctx *x);
@@ -1065,6 +1107,7 @@ static const cost_fn cost_fns[MCIR_TEMPLATE_COUNT] = {
     [MCIR_TEMPLATE_COPY] = cost_pointwise,
     [MCIR_TEMPLATE_POOL] = cost_pool,
     [MCIR_TEMPLATE_CONV2D] = cost_conv2d,
+    [MCIR_TEMPLATE_COLLECTIVE] = cost_collective,
 };
 
 void mcir_cost_kernel(const mcir_kernel_plan *k, const mcir_target *t,

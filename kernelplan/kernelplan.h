@@ -38,7 +38,8 @@
     X(REDUCE, "reduce")                     /* reduce_sum/mean/max */             \
     X(COPY, "copy")                         /* transpose, slice, concat, split */ \
     X(POOL, "pool")                         /* max/avg pool, global avg pool */   \
-    X(CONV2D, "conv2d")                     /* implicit GEMM (+ bias/relu) */
+    X(CONV2D, "conv2d")                     /* implicit GEMM (+ bias/relu) */    \
+    X(COLLECTIVE, "collective")             /* all_reduce / all_gather / reduce_scatter: NCCL */
 
 /* The counters of a dynamic persistent scheduler: the next item to claim
  * and the blocks that finished (two u32), padded to 16 bytes. */
@@ -312,6 +313,8 @@ typedef struct mcir_kernel_plan {
      * the generated kernel runs with the launch above. */
     const char *library;
     const char *library_op;
+    /* COLLECTIVE: the ranks it spans (the graph's), for the cost model. */
+    int ranks;
 
     /* Filled by codegen after NVRTC (-1: not compiled). */
     int registers;
@@ -551,6 +554,10 @@ typedef struct mcir_kernel_cost {
     double tile_tensor_clk, tile_issue_clk, tile_l2_clk, tile_clk, tile_exposed_clk;
     double items_per_block;
 } mcir_kernel_cost;
+
+/* A collective kernel's bytes over the links per rank and its modelled
+ * time (NCCL's ring on the target's link; 0 with one rank). */
+void mcir_cost_collective(const mcir_kernel_plan *k, const mcir_target *t, double *link_bytes, double *us);
 
 typedef struct mcir_cost_options {
     /* Tiles to score instead of those the template realises from the plan

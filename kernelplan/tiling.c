@@ -212,6 +212,29 @@ static bool tile_pool(tile_ctx *c) {
     return c->k->anchor && c->k->anchor->op == MCIR_OP_GLOBAL_AVG_POOL ? tile_rows(c) : tile_flat(c);
 }
 
+/* A collective: no generated kernel. The runtime hands it to NCCL (the
+ * emulated device: in memory); with one rank it is a copy. */
+static bool tile_collective(tile_ctx *c) {
+    mcir_kernel_plan *k = c->k;
+    const mcir_node *n = k->anchor;
+    MCIR_ASSERT(n && (mcir_op_desc_of(n->op)->flags & MCIR_OPF_COLLECTIVE));
+    int ranks = c->p->graph->ranks;
+    const mcir_tensor *x = n->inputs[0];
+    const char *red = n->op == MCIR_OP_ALL_GATHER ? "" : mcir_arena_printf(c->a, " %s", mcir_node_string(n, "op"));
+    const char *call = n->op == MCIR_OP_ALL_REDUCE ? "ncclAllReduce"
+                       : n->op == MCIR_OP_ALL_GATHER ? "ncclAllGather" : "ncclReduceScatter";
+    k->library = "nccl";
+    k->ranks = ranks;
+    k->library_op = mcir_arena_printf(c->a, "%s%s %s, %lld elements per rank", call, red,
+                                      mcir_dtype_name(x->dtype), (long long)mcir_tensor_numel(x));
+    k->tiling.reason =
+        ranks > 1 ? mcir_arena_printf(c->a, "%s over %d ranks: NCCL on GPUs, in memory on the emulated device",
+                                      mcir_op_name(n->op), ranks)
+                  : mcir_arena_printf(c->a, "%s over one rank: the identity, a device-to-device copy",
+                                      mcir_op_name(n->op));
+    return true;
+}
+
 typedef bool (*tile_fn)(tile_ctx *c);
 
 static const tile_fn tile_fns[MCIR_TEMPLATE_COUNT] = {
@@ -223,6 +246,7 @@ static const tile_fn tile_fns[MCIR_TEMPLATE_COUNT] = {
     [MCIR_TEMPLATE_POOL] = tile_pool,
     [MCIR_TEMPLATE_COPY] = tile_flat,
     [MCIR_TEMPLATE_ELEMENTWISE] = tile_flat,
+    [MCIR_TEMPLATE_COLLECTIVE] = tile_collective,
 };
 
 /* ------------------------------------------------ library epilogues */

@@ -726,6 +726,24 @@ static bool rule_arange(mcir_graph *g, mcir_node *n, mcir_diag *d, sym_shape *ou
     return true;
 }
 
+/* all_gather / reduce_scatter: X's extents, the axis times / over the
+ * ranks (all_reduce is elementwise). */
+static bool rule_collective(mcir_graph *g, mcir_node *n, mcir_diag *d, sym_shape *out) {
+    const mcir_tensor *X = n->inputs[0];
+    shape_of(X, &out[0]);
+    if (n->op == MCIR_OP_ALL_REDUCE) return true;
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), X->rank, &axis));
+    mcir_extent r = mcir_extent_const(g->ranks);
+    mcir_extent e = out[0].e[axis];
+    bool ok = n->op == MCIR_OP_ALL_GATHER ? mcir_extent_mul(&e, &r, &out[0].e[axis])
+                                          : extent_div(&e, &r, &out[0].e[axis]);
+    if (!ok)
+        return sym_error(d, n, "axis %d of '%s' is symbolic and does not divide into %d parts for every size",
+                         axis, X->name, g->ranks);
+    return true;
+}
+
 /* The symbolic rule of each shape family, found by the op table's
  * inference function: a family is one table entry. */
 typedef bool (*sym_rule_fn)(mcir_graph *g, mcir_node *n, mcir_diag *d, sym_shape *out);
@@ -744,7 +762,7 @@ static const struct {
     {mcir_infer_compare, rule_elementwise}, {mcir_infer_where, rule_elementwise},
     {mcir_infer_gather, rule_gather},       {mcir_infer_argreduce, rule_reduce},
     {mcir_infer_arange, rule_arange},       {mcir_infer_bitwise, rule_elementwise},
-    {mcir_infer_cumsum, rule_elementwise},
+    {mcir_infer_cumsum, rule_elementwise},   {mcir_infer_collective, rule_collective},
 };
 
 /* Whether anything of n is symbolic: an input extent or an attribute. */

@@ -86,6 +86,7 @@ mcir_graph *mcir_graph_new(const char *name) {
     g->name = mcir_arena_strdup(a, name ? name : "graph");
     g->path = "<graph>";
     g->dir = ".";
+    g->ranks = 1;
     return g;
 }
 
@@ -117,6 +118,9 @@ mcir_tensor *mcir_graph_add_tensor(mcir_graph *g, const char *name, mcir_dtype d
     for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
     t->kind = kind;
     t->memory_state = MCIR_MEM_MATERIALIZED;
+    t->shard_axis = -1;
+    t->shard_parts = 1;
+    t->shard_blocks = 1;
     t->loc = (mcir_loc){g->path, 0, 0};
     g->tensors = mcir_arena_grow(g->arena, g->tensors, &g->cap_tensors,
                                  g->n_tensors + 1, sizeof *g->tensors);
@@ -521,6 +525,7 @@ mcir_graph *mcir_graph_clone(const mcir_graph *g) {
     c->dir = mcir_arena_strdup(a, g->dir);
     c->next_auto_name = g->next_auto_name;
     c->n_dims = g->n_dims;
+    c->ranks = g->ranks;
     for (int i = 0; i < g->n_dims; i++) {
         c->dims[i] = g->dims[i];
         c->dims[i].name = mcir_arena_strdup(a, g->dims[i].name);
@@ -534,8 +539,11 @@ mcir_graph *mcir_graph_clone(const mcir_graph *g) {
         u->memory_state = t->memory_state;
         u->loc = t->loc;
         u->loc.path = c->path;
+        u->shard_axis = t->shard_axis;
+        u->shard_parts = t->shard_parts;
+        u->shard_blocks = t->shard_blocks;
         if (t->data)
-            u->data = mcir_arena_memdup(a, t->data, (size_t)mcir_tensor_bytes(t));
+            u->data = mcir_arena_memdup(a, t->data, (size_t)mcir_tensor_whole_bytes(t));
         u->data_path = mcir_arena_strdup(a, t->data_path);
         if (t->sym && t->rank > 0)
             u->sym = mcir_arena_memdup(a, t->sym, sizeof *t->sym * (size_t)t->rank);

@@ -728,3 +728,33 @@ bool mcir_infer_attention(mcir_graph *g, mcir_node *n, mcir_diag *d) {
     lead[rl + 1] = dv;
     return set_output(n, d, 0, dt, rl + 2, lead);
 }
+
+/* -------------------------------------------------------- collectives */
+
+/* all_reduce: X's shape. all_gather: the axis times the ranks.
+ * reduce_scatter: the axis over the ranks, which must divide it. Every
+ * rank's X has one shape (SPMD), so inference sees one rank's. */
+bool mcir_infer_collective(mcir_graph *g, mcir_node *n, mcir_diag *d) {
+    mcir_dtype dt;
+    if (!prelude(n, d, &dt)) return false;
+    const mcir_tensor *X = n->inputs[0];
+    int64_t shape[MCIR_MAX_RANK];
+    memcpy(shape, X->shape, sizeof(int64_t) * (size_t)X->rank);
+    if (n->op != MCIR_OP_ALL_REDUCE) {
+        int axis;
+        if (!axis_attr(n, d, "axis", X, &axis)) return false;
+        shape_text sx;
+        if (n->op == MCIR_OP_ALL_GATHER) {
+            if (mcir_mul_overflows(shape[axis], g->ranks, &shape[axis]))
+                return node_error(d, n, "axis %d of '%s' %s times %d ranks overflows", axis, X->name,
+                                  tshape(X, &sx), g->ranks);
+        } else if (shape[axis] % g->ranks != 0) {
+            return node_error(d, n, "axis %d of '%s' %s (extent %lld) does not divide into %d equal "
+                              "parts, one per rank", axis, X->name, tshape(X, &sx),
+                              (long long)shape[axis], g->ranks);
+        } else {
+            shape[axis] /= g->ranks;
+        }
+    }
+    return set_output(n, d, 0, dt, X->rank, shape);
+}

@@ -115,9 +115,16 @@ struct mcir_env {
     spare_buffer *spare;
     int n_spare, cap_spare;
     int64_t spare_bytes;
+    /* Graphs with ranks > 1: this env is a group of one env per rank
+     * (rank_env[r], whose `rank` is r); sel is the rank the accessors
+     * read (and write; -1: read rank 0, write the whole tensor). */
+    int rank;
+    int n_ranks;
+    mcir_env **rank_env;
+    int sel;
 };
 
-mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed) {
+static mcir_env *env_new_rank(const mcir_graph *g, uint64_t seed, int rank) {
     mcir_env *e = calloc(1, sizeof *e);
     MCIR_ASSERT(e);
     e->g = g;
@@ -128,13 +135,47 @@ mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed) {
     e->caps = calloc(slots, sizeof(int64_t));
     e->as_f32 = calloc(slots, sizeof(float *));
     MCIR_ASSERT(e->values && e->caps && e->as_f32);
+    e->rank = rank;
+    e->n_ranks = 1;
+    e->sel = -1;
     return e;
+}
+
+mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed) {
+    mcir_env *e = env_new_rank(g, seed, 0);
+    if (g->ranks > 1) {
+        e->n_ranks = g->ranks;
+        e->rank_env = calloc((size_t)g->ranks, sizeof *e->rank_env);
+        MCIR_ASSERT(e->rank_env);
+        for (int r = 0; r < g->ranks; r++) e->rank_env[r] = env_new_rank(g, seed, r);
+    }
+    return e;
+}
+
+int mcir_env_ranks(const mcir_env *e) { return e->n_ranks; }
+
+mcir_env *mcir_env_rank_env(mcir_env *e, int r) {
+    MCIR_ASSERT(r >= 0 && r < e->n_ranks);
+    return e->rank_env ? e->rank_env[r] : e;
+}
+
+void mcir_env_select_rank(mcir_env *e, int r) {
+    MCIR_ASSERT(r >= -1 && r < e->n_ranks);
+    e->sel = r;
+}
+
+/* The env the accessors use: a group's selected rank (rank 0 for reads
+ * when none is). */
+static mcir_env *cur(mcir_env *e) {
+    return e->rank_env ? e->rank_env[e->sel > 0 ? e->sel : 0] : e;
 }
 
 uint64_t mcir_env_seed(const mcir_env *e) { return e->seed; }
 
 void mcir_env_free(mcir_env *e) {
     if (!e) return;
+    for (int r = 0; e->rank_env && r < e->n_ranks; r++) mcir_env_free(e->rank_env[r]);
+    free(e->rank_env);
     for (int i = 0; i < e->n; i++) {
         free(e->values[i]);
         free(e->as_f32[i]);
@@ -147,7 +188,10 @@ void mcir_env_free(mcir_env *e) {
     free(e);
 }
 
-void mcir_env_keep_all(mcir_env *e, bool keep) { e->keep_all = keep; }
+void mcir_env_keep_all(mcir_env *e, bool keep) {
+    e->keep_all = keep;
+    for (int r = 0; e->rank_env && r < e->n_ranks; r++) e->rank_env[r]->keep_all = keep;
+}
 
 const mcir_graph *mcir_env_graph(const mcir_env *e) { return e->g; }
 
@@ -166,6 +210,7 @@ static void drop_f32_copy(mcir_env *e, int id) {
 }
 
 float *mcir_env_get(mcir_env *e, const mcir_tensor *t) {
+    e = cur(e);
     if (!in_env(e, t) || !e->values[t->id]) return NULL;
     if (!is_int(t)) return e->values[t->id];
     int64_t n = mcir_tensor_numel(t);
@@ -180,10 +225,12 @@ float *mcir_env_get(mcir_env *e, const mcir_tensor *t) {
 }
 
 int64_t *mcir_env_get_int(mcir_env *e, const mcir_tensor *t) {
+    e = cur(e);
     return in_env(e, t) && is_int(t) ? e->values[t->id] : NULL;
 }
 
 bool mcir_env_get_raw(mcir_env *e, const mcir_tensor *t, void *out) {
+    e = cur(e);
     if (!in_env(e, t) || !e->values[t->id]) return false;
     int64_t n = mcir_tensor_numel(t);
     if (is_int(t)) mcir_values_from_int(t->dtype, e->values[t->id], out, n);
@@ -193,6 +240,8 @@ bool mcir_env_get_raw(mcir_env *e, const mcir_tensor *t, void *out) {
 
 bool mcir_env_compare(mcir_env *eg, const mcir_tensor *got, mcir_env *ew,
                       const mcir_tensor *want, mcir_compare_result *r) {
+    eg = cur(eg);
+    ew = cur(ew);
     MCIR_ASSERT(got->dtype == want->dtype && mcir_tensor_numel(got) == mcir_tensor_numel(want));
     if (!in_env(eg, got) || !in_env(ew, want) || !eg->values[got->id] || !ew->values[want->id])
         return false;
@@ -297,7 +346,47 @@ static void round_values(mcir_dtype dt, void *values, int64_t count) {
     for (int64_t i = 0; i < count; i++) v[i] = mcir_dtype_round(dt, v[i]);
 }
 
+static void mcir_env_set_one(mcir_env *e, const mcir_tensor *t, const float *values);
+static void mcir_env_set_int_one(mcir_env *e, const mcir_tensor *t, const int64_t *values);
+static void mcir_env_set_raw_one(mcir_env *e, const mcir_tensor *t, const void *data);
+typedef enum { SET_F32, SET_INT, SET_RAW } set_kind;
+
+static void set_one(mcir_env *e, const mcir_tensor *t, const void *values, set_kind k) {
+    if (k == SET_F32) mcir_env_set_one(e, t, values);
+    else if (k == SET_INT) mcir_env_set_int_one(e, t, values);
+    else mcir_env_set_raw_one(e, t, values);
+}
+
+/* Sets the whole tensor's values on a group: each rank its part of a
+ * sharded tensor, every rank all of an unsharded one. */
+static void group_set(mcir_env *e, const mcir_tensor *t, const void *values, size_t size,
+                      set_kind k) {
+    if (t->shard_axis < 0) {
+        for (int r = 0; r < e->n_ranks; r++) set_one(e->rank_env[r], t, values, k);
+        return;
+    }
+    void *part = malloc((size_t)mcir_tensor_numel(t) * size + 1);
+    MCIR_ASSERT(part);
+    for (int r = 0; r < e->n_ranks; r++) {
+        mcir_tensor_take_part(t, values, size, r, part);
+        set_one(e->rank_env[r], t, part, k);
+    }
+    free(part);
+}
+
 void mcir_env_set(mcir_env *e, const mcir_tensor *t, const float *values) {
+    if (e->rank_env) {   /* a group: one rank's, or the whole tensor's parts */
+        if (e->sel >= 0) {
+            mcir_env_set(e->rank_env[e->sel], t, values);
+            return;
+        }
+        group_set(e, t, values, sizeof(float), SET_F32);
+        return;
+    }
+    mcir_env_set_one(e, t, values);
+}
+
+static void mcir_env_set_one(mcir_env *e, const mcir_tensor *t, const float *values) {
     int64_t count;
     void *v = env_slot(e, t, &count);
     MCIR_ASSERT(v); /* the caller sized `values` from the same shape */
@@ -311,6 +400,18 @@ void mcir_env_set(mcir_env *e, const mcir_tensor *t, const float *values) {
 }
 
 void mcir_env_set_int(mcir_env *e, const mcir_tensor *t, const int64_t *values) {
+    if (e->rank_env) {   /* a group: one rank's, or the whole tensor's parts */
+        if (e->sel >= 0) {
+            mcir_env_set_int(e->rank_env[e->sel], t, values);
+            return;
+        }
+        group_set(e, t, values, sizeof(int64_t), SET_INT);
+        return;
+    }
+    mcir_env_set_int_one(e, t, values);
+}
+
+static void mcir_env_set_int_one(mcir_env *e, const mcir_tensor *t, const int64_t *values) {
     int64_t count;
     void *v = env_slot(e, t, &count);
     MCIR_ASSERT(v);
@@ -321,6 +422,18 @@ void mcir_env_set_int(mcir_env *e, const mcir_tensor *t, const int64_t *values) 
 }
 
 void mcir_env_set_raw(mcir_env *e, const mcir_tensor *t, const void *data) {
+    if (e->rank_env) {   /* a group: one rank's, or the whole tensor's parts */
+        if (e->sel >= 0) {
+            mcir_env_set_raw(e->rank_env[e->sel], t, data);
+            return;
+        }
+        group_set(e, t, data, mcir_dtype_size(t->dtype), SET_RAW);
+        return;
+    }
+    mcir_env_set_raw_one(e, t, data);
+}
+
+static void mcir_env_set_raw_one(mcir_env *e, const mcir_tensor *t, const void *data) {
     int64_t count;
     void *v = env_slot(e, t, &count);
     MCIR_ASSERT(v);
@@ -345,22 +458,32 @@ typedef struct leaves_ctx {
 
 static void fill_leaves(void *ctx, int64_t lo, int64_t hi) {
     const leaves_ctx *c = ctx;
+    int rank = c->e->rank;
     for (int64_t i = lo; i < hi; i++) {
         const mcir_tensor *t = c->pending[i];
         void *v = c->e->values[t->id];
         int64_t n = mcir_tensor_numel(t);
         uint64_t seed = t->kind == MCIR_TENSOR_INPUT ? c->e->seed : 0;
         if (t->kind == MCIR_TENSOR_WEIGHT && t->data) {
-            if (is_int(t)) mcir_values_to_int(t->dtype, t->data, v, n);
-            else mcir_values_to_f32(t->dtype, t->data, v, n);
+            const void *bytes = t->data;
+            void *part = NULL;
+            if (t->shard_axis >= 0) {   /* the data is the whole tensor: this rank's part */
+                part = malloc((size_t)mcir_tensor_bytes(t) + 1);
+                MCIR_ASSERT(part);
+                mcir_tensor_take_part(t, t->data, mcir_dtype_size(t->dtype), rank, part);
+                bytes = part;
+            }
+            if (is_int(t)) mcir_values_to_int(t->dtype, bytes, v, n);
+            else mcir_values_to_f32(t->dtype, bytes, v, n);
+            free(part);
         } else if (is_int(t)) {   /* seeded integers are small: exact in f32 */
             float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
             MCIR_ASSERT(f);
-            mcir_fill_seeded(t, seed, f);
+            mcir_fill_seeded_part(t, seed, rank, f);
             for (int64_t k = 0; k < n; k++) ((int64_t *)v)[k] = (int64_t)f[k];
             free(f);
         } else {
-            mcir_fill_seeded(t, seed, v);
+            mcir_fill_seeded_part(t, seed, rank, v);
         }
     }
 }
@@ -391,72 +514,131 @@ static bool load_leaves(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
     return true;
 }
 
-bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
-    MCIR_ASSERT(e->g == g && e->n == g->n_tensors);
-    if (!load_leaves(g, e, d)) return false;
+/* What a run keeps while it steps through the nodes. */
+typedef struct run_state {
+    int *last_use;     /* index of the last live node reading each tensor (-1: none) */
+    const void **inp;  /* pointer arrays sized for the widest node */
+    void **outp;
+} run_state;
 
-    /* Index of the last live node reading each tensor (-1: none). */
-    int *last_use = malloc(sizeof(int) * (size_t)(g->n_tensors > 0 ? g->n_tensors : 1));
-    MCIR_ASSERT(last_use);
-    for (int i = 0; i < g->n_tensors; i++) last_use[i] = -1;
+static void run_state_init(const mcir_graph *g, run_state *st) {
+    st->last_use = malloc(sizeof(int) * (size_t)(g->n_tensors > 0 ? g->n_tensors : 1));
+    MCIR_ASSERT(st->last_use);
+    for (int i = 0; i < g->n_tensors; i++) st->last_use[i] = -1;
+    int max_in = 1, max_out = 1;
     for (int k = 0; k < g->n_nodes; k++) {
         const mcir_node *n = g->nodes[k];
         if (n->dead) continue;
-        for (int i = 0; i < n->n_inputs; i++) last_use[n->inputs[i]->id] = k;
+        for (int i = 0; i < n->n_inputs; i++) st->last_use[n->inputs[i]->id] = k;
+        if (n->n_inputs > max_in) max_in = n->n_inputs;
+        if (n->n_outputs > max_out) max_out = n->n_outputs;
     }
+    st->inp = malloc(sizeof *st->inp * (size_t)max_in);
+    st->outp = malloc(sizeof *st->outp * (size_t)max_out);
+    MCIR_ASSERT(st->inp && st->outp);
+}
 
-    /* Pointer arrays sized for the widest node. */
-    int max_in = 1, max_out = 1;
-    for (int k = 0; k < g->n_nodes; k++) {
-        if (g->nodes[k]->n_inputs > max_in) max_in = g->nodes[k]->n_inputs;
-        if (g->nodes[k]->n_outputs > max_out) max_out = g->nodes[k]->n_outputs;
+static void run_state_free(run_state *st) {
+    free(st->inp);
+    free(st->outp);
+    free(st->last_use);
+}
+
+/* Points st->inp / st->outp at node k's buffers in e (outputs allocated). */
+static bool node_buffers(mcir_env *e, const mcir_node *n, run_state *st, mcir_diag *d) {
+    for (int i = 0; i < n->n_inputs; i++) {
+        st->inp[i] = e->values[n->inputs[i]->id];
+        if (!st->inp[i]) {
+            mcir_error(d, n->loc,
+                       "node '%s' (%s): input '%s' has no value (graph not sorted, "
+                       "or its producer is dead)",
+                       n->name, mcir_op_name(n->op), n->inputs[i]->name);
+            return false;
+        }
     }
-    const void **inp = malloc(sizeof *inp * (size_t)max_in);
-    void **outp = malloc(sizeof *outp * (size_t)max_out);
-    MCIR_ASSERT(inp && outp);
+    for (int i = 0; i < n->n_outputs; i++) {
+        int64_t count;
+        st->outp[i] = env_slot(e, n->outputs[i], &count);
+        if (!st->outp[i]) return too_large(n->outputs[i], d);
+    }
+    return true;
+}
+
+/* After node k ran in e: free intermediates whose last reader was this
+ * node, and outputs nobody reads. Inputs, weights and graph outputs stay. */
+static void node_done(mcir_env *e, const mcir_node *n, int k, const run_state *st) {
+    for (int i = 0; i < n->n_outputs; i++)
+        round_values(n->outputs[i]->dtype, e->values[n->outputs[i]->id],
+                     mcir_tensor_numel(n->outputs[i]));
+    if (e->keep_all) return;
+    for (int i = 0; i < n->n_inputs + n->n_outputs; i++) {
+        const mcir_tensor *t = i < n->n_inputs ? n->inputs[i] : n->outputs[i - n->n_inputs];
+        if (!t->producer || t->is_output || t->kind == MCIR_TENSOR_OUTPUT) continue;
+        if (st->last_use[t->id] == k || (i >= n->n_inputs && st->last_use[t->id] < 0))
+            env_release(e, t->id);
+    }
+}
+
+/* Runs node k in e (one rank). */
+static bool run_node(mcir_env *e, const mcir_node *n, int k, run_state *st, mcir_diag *d) {
+    if (!node_buffers(e, n, st, d)) return false;
+    mcir_value_check_fn check = mcir_op_desc_of(n->op)->check;
+    if (check && !check(n, (const void *const *)st->inp, d)) return false;
+    mcir_ref_run_node_typed(n, (const void *const *)st->inp, (void *const *)st->outp);
+    node_done(e, n, k, st);
+    return true;
+}
+
+/* A collective node k across a group's ranks, in lockstep: every rank's
+ * input is there before any rank's output is written. */
+static bool run_collective(mcir_env *grp, const mcir_node *n, int k, run_state *st,
+                           mcir_diag *d) {
+    int R = grp->n_ranks;
+    const void **in = malloc(sizeof *in * (size_t)R);
+    void **out = malloc(sizeof *out * (size_t)R);
+    MCIR_ASSERT(in && out);
+    bool ok = true;
+    for (int r = 0; ok && r < R; r++) {
+        ok = node_buffers(grp->rank_env[r], n, st, d);
+        if (ok) {
+            in[r] = st->inp[0];
+            out[r] = st->outp[0];
+        }
+    }
+    if (ok) {
+        mcir_collective_run(n, R, in, out);
+        for (int r = 0; r < R; r++) node_done(grp->rank_env[r], n, k, st);
+    }
+    free(in);
+    free(out);
+    return ok;
+}
+
+bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
+    MCIR_ASSERT(e->g == g && e->n == g->n_tensors);
+    if (g->ranks > 1 && !e->rank_env) {
+        mcir_error(d, (mcir_loc){g->path, 0, 0},
+                   "the graph has %d ranks but the values are one rank's (an env made for "
+                   "another graph)", g->ranks);
+        return false;
+    }
+    int R = e->rank_env ? e->n_ranks : 1;
+    mcir_env **envs = e->rank_env ? e->rank_env : &e;
+    for (int r = 0; r < R; r++)
+        if (!load_leaves(g, envs[r], d)) return false;
+    run_state st;
+    run_state_init(g, &st);
     bool ok = true;
     for (int k = 0; ok && k < g->n_nodes; k++) {
         const mcir_node *n = g->nodes[k];
         if (n->dead) continue;
-        for (int i = 0; i < n->n_inputs; i++) {
-            inp[i] = e->values[n->inputs[i]->id];
-            if (!inp[i]) {
-                mcir_error(d, n->loc,
-                           "node '%s' (%s): input '%s' has no value (graph not sorted, "
-                           "or its producer is dead)",
-                           n->name, mcir_op_name(n->op), n->inputs[i]->name);
-                ok = false;
-                break;
-            }
+        if (R > 1 && (mcir_op_desc_of(n->op)->flags & MCIR_OPF_COLLECTIVE)) {
+            ok = run_collective(e, n, k, &st, d);
+            continue;
         }
-        for (int i = 0; ok && i < n->n_outputs; i++) {
-            int64_t count;
-            outp[i] = env_slot(e, n->outputs[i], &count);
-            if (!outp[i]) ok = too_large(n->outputs[i], d);
-        }
-        if (!ok) break;
-        mcir_value_check_fn check = mcir_op_desc_of(n->op)->check;
-        if (check && !check(n, (const void *const *)inp, d)) {
-            ok = false;
-            break;
-        }
-        mcir_ref_run_node_typed(n, (const void *const *)inp, (void *const *)outp);
-        for (int i = 0; i < n->n_outputs; i++)
-            round_values(n->outputs[i]->dtype, outp[i], mcir_tensor_numel(n->outputs[i]));
-        if (e->keep_all) continue;
-        /* Free intermediates whose last reader was this node, and outputs
-         * nobody reads. Inputs, weights and graph outputs stay. */
-        for (int i = 0; i < n->n_inputs + n->n_outputs; i++) {
-            const mcir_tensor *t = i < n->n_inputs ? n->inputs[i] : n->outputs[i - n->n_inputs];
-            if (!t->producer || t->is_output || t->kind == MCIR_TENSOR_OUTPUT) continue;
-            if (last_use[t->id] == k || (i >= n->n_inputs && last_use[t->id] < 0)) {
-                env_release(e, t->id);
-            }
-        }
+        for (int r = 0; ok && r < R; r++) ok = run_node(envs[r], n, k, &st, d);
     }
-    free(inp);
-    free(outp);
-    free(last_use);
+    run_state_free(&st);
     return ok;
 }
 

@@ -582,10 +582,65 @@ static void read_weight_data(reader *r, mcir_tensor *t, json_t *v, int pv, const
     mcir_npy_free(&npy);
 }
 
+/* "shard": {"axis": A} — rank r holds part r of the graph's ranks equal
+ * parts along A; the declared shape (and any data) is the whole tensor's,
+ * t->shape becomes one rank's part. */
+static void read_shard(reader *r, mcir_tensor *t, json_t *v, int pv, const char *who) {
+    static const char *const shard_keys[] = {"axis", "blocks", NULL};
+    if (!json_is_object(v)) {
+        err(r, at(r, pv), "%s: 'shard' must be an object {\"axis\": A}, got %s", who, json_kind(v));
+        return;
+    }
+    check_keys(r, pv, shard_keys, mcir_arena_printf(r->g->arena, "%s's shard", who));
+    int apv;
+    json_t *a = required(r, v, pv, "axis", &apv, mcir_arena_printf(r->g->arena, "%s's shard", who));
+    if (!a) return;
+    int axis;
+    if (!json_is_integer(a) || !mcir_norm_axis(json_integer_value(a), t->rank, &axis)) {
+        char sh[200];
+        shape_fmt(sh, sizeof sh, t->rank, t->shape);
+        if (json_is_integer(a))
+            err(r, at(r, apv), "%s: shard axis %lld is out of range for shape %s (rank %d)", who,
+                (long long)json_integer_value(a), sh, t->rank);
+        else
+            err(r, at(r, apv), "%s: shard axis must be an integer, got %s", who, json_kind(a));
+        return;
+    }
+    if (t->sym && !mcir_extent_is_const(&t->sym[axis], NULL)) {
+        err(r, at(r, apv), "%s: shard axis %d has a symbolic extent; a sharded axis must have a "
+            "fixed one", who, axis);
+        return;
+    }
+    int ranks = r->g->ranks, bpv;
+    int64_t blocks = 1;
+    json_t *b = member(r, v, pv, "blocks", &bpv);
+    if (b && (!json_is_integer(b) || json_integer_value(b) < 1 || json_integer_value(b) > t->shape[axis])) {
+        err(r, at(r, bpv), "%s: shard blocks must be an integer from 1 to the axis' extent %lld", who,
+            (long long)t->shape[axis]);
+        return;
+    }
+    if (b) blocks = json_integer_value(b);
+    if (t->shape[axis] % (blocks * ranks) != 0) {
+        if (blocks > 1)
+            err(r, at(r, apv), "%s: shard axis %d (extent %lld) does not divide into %lld blocks of %d "
+                "equal parts, one per rank", who, axis, (long long)t->shape[axis], (long long)blocks, ranks);
+        else
+            err(r, at(r, apv), "%s: shard axis %d (extent %lld) does not divide into %d equal parts, "
+                "one per rank", who, axis, (long long)t->shape[axis], ranks);
+        return;
+    }
+    t->shard_blocks = (int)blocks;
+    t->shape[axis] /= ranks;
+    if (t->sym) t->sym[axis] = mcir_extent_const(t->shape[axis]);
+    t->shard_axis = axis;
+    t->shard_parts = ranks;
+}
+
 /* inputs[] and weights[] entries. */
 static void read_tensor_list(reader *r, json_t *list, int lpv, bool weights) {
-    static const char *const input_keys[] = {"name", "dtype", "shape", NULL};
-    static const char *const weight_keys[] = {"name", "dtype", "shape", "data", "value", NULL};
+    static const char *const input_keys[] = {"name", "dtype", "shape", "shard", NULL};
+    static const char *const weight_keys[] = {"name", "dtype", "shape", "data", "value", "shard",
+                                              NULL};
     const char *what = weights ? "weight" : "input";
     if (!json_is_array(list)) {
         err(r, at(r, lpv), "'%s' must be a list, got %s", weights ? "weights" : "inputs",
@@ -650,6 +705,10 @@ static void read_tensor_list(reader *r, json_t *list, int lpv, bool weights) {
         if (has_sym) t->sym = mcir_arena_memdup(r->g->arena, sym, sizeof *sym * (size_t)rank);
         if (data) read_weight_data(r, t, data, data_pv, who);
         else if (value) read_weight_value(r, t, value, value_pv, who);
+        /* after the data, which is the whole tensor's */
+        int shard_pv;
+        json_t *shard = member(r, obj, opv, "shard", &shard_pv);
+        if (shard) read_shard(r, t, shard, shard_pv, who);
     }
 }
 
@@ -1510,8 +1569,8 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
     reader r = {.g = g, .d = d, .path = g->path, .pos = mcir_json_pos_scan(text, len)};
     int rpv = mcir_json_pos_root(r.pos);
 
-    static const char *const top_keys[] = {"mcir", "name", "dims", "inputs", "weights", "nodes",
-                                           "outputs", "state", "tensors", NULL};
+    static const char *const top_keys[] = {"mcir", "name", "ranks", "dims", "inputs", "weights",
+                                           "nodes", "outputs", "state", "tensors", NULL};
     int pv;
     json_t *v = member(&r, root, rpv, "mcir", &pv);
     if (!v)
@@ -1528,6 +1587,18 @@ static mcir_graph *read_text(const char *text, size_t len, const char *path, mci
     g->name = v && json_is_string(v) && json_string_length(v)
                   ? mcir_arena_strdup(g->arena, json_string_value(v))
                   : stem_of(g->arena, path);
+
+    v = member(&r, root, rpv, "ranks", &pv);
+    if (v) {
+        if (!json_is_integer(v))
+            err(&r, at(&r, pv), "'ranks' must be an integer (the number of ranks that run the graph), "
+                "got %s", json_kind(v));
+        else if (json_integer_value(v) < 1 || json_integer_value(v) > MCIR_MAX_RANKS)
+            err(&r, at(&r, pv), "'ranks' must be from 1 to %d (the number of ranks that run the "
+                "graph), got %lld", MCIR_MAX_RANKS, (long long)json_integer_value(v));
+        else
+            g->ranks = (int)json_integer_value(v);
+    }
 
     json_t *dims = member(&r, root, rpv, "dims", &pv);
     if (dims) {

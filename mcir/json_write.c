@@ -199,6 +199,22 @@ static json_t *value_json(const mcir_tensor *t, int dim, int64_t *k) {
     return a;
 }
 
+/* A sharded input's or weight's declaration is the whole tensor's: its
+ * shape and data, with the axis as "shard". */
+static mcir_tensor whole_of(const mcir_tensor *t) {
+    mcir_tensor w = *t;
+    mcir_tensor_whole_shape(t, w.shape);
+    w.shard_axis = -1;
+    w.shard_parts = 1;
+    w.shard_blocks = 1;
+    return w;
+}
+
+static json_t *shard_json(const mcir_tensor *t) {
+    if (t->shard_blocks > 1) return json_pack("{s:i, s:i}", "axis", t->shard_axis, "blocks", t->shard_blocks);
+    return json_pack("{s:i}", "axis", t->shard_axis);
+}
+
 static json_t *tensor_decl_json(const mcir_graph *g, const mcir_tensor *t) {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(t->name));
@@ -313,6 +329,7 @@ static bool write_json(const mcir_graph *g, FILE *out, const char *dir, const ch
     json_t *root = json_object();
     json_object_set_new(root, "mcir", json_integer(1));
     json_object_set_new(root, "name", json_string(g->name ? g->name : "graph"));
+    if (g->ranks != 1) json_object_set_new(root, "ranks", json_integer(g->ranks));
     if (g->n_dims) {
         json_t *dims = json_object();
         for (int i = 0; i < g->n_dims; i++) {
@@ -325,14 +342,22 @@ static bool write_json(const mcir_graph *g, FILE *out, const char *dir, const ch
     }
 
     json_t *inputs = json_array();
-    for (int i = 0; i < g->n_inputs; i++)
-        json_array_append_new(inputs, tensor_decl_json(g, g->inputs[i]));
+    for (int i = 0; i < g->n_inputs; i++) {
+        mcir_tensor whole = whole_of(g->inputs[i]);
+        json_t *o = tensor_decl_json(g, &whole);
+        if (g->inputs[i]->shard_axis >= 0)
+            json_object_set_new(o, "shard", shard_json(g->inputs[i]));
+        json_array_append_new(inputs, o);
+    }
     json_object_set_new(root, "inputs", inputs);
 
     json_t *weights = json_array();
     for (int i = 0; i < g->n_weights; i++) {
-        const mcir_tensor *t = g->weights[i];
+        mcir_tensor whole = whole_of(g->weights[i]);
+        const mcir_tensor *t = &whole;
         json_t *w = tensor_decl_json(g, t);
+        if (g->weights[i]->shard_axis >= 0)
+            json_object_set_new(w, "shard", shard_json(g->weights[i]));
         if (t->data_path) {
             json_object_set_new(w, "data", json_string(t->data_path));
         } else if (t->data && t->rank >= 0 && dir && mcir_tensor_numel(t) > inline_max) {

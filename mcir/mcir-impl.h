@@ -24,6 +24,7 @@ bool mcir_infer_conv2d(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_pool2d(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_global_avg_pool(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_attention(mcir_graph *g, mcir_node *n, mcir_diag *d);
+bool mcir_infer_collective(mcir_graph *g, mcir_node *n, mcir_diag *d);
 /* Arity, output count, attribute presence and types, input shapes known:
  * the checks every inference function starts with. */
 bool mcir_infer_check_node(mcir_node *n, mcir_diag *d);

@@ -98,6 +98,8 @@ static inline bool mcir_numel_bounded(int rank, const int64_t *shape, int64_t *n
  * polynomial; anything that would only hold for some sizes is an error
  * naming the dimension. An extent that needs more terms is an error too. */
 #define MCIR_MAX_DIMS 8
+/* The most ranks a graph may name (graph.json "ranks"). */
+#define MCIR_MAX_RANKS 1024
 #define MCIR_EXTENT_TERMS 4
 
 typedef struct mcir_extent_term {
@@ -260,8 +262,21 @@ typedef struct mcir_tensor {
      * value — and the plan and the runtime give both one buffer. */
     struct mcir_tensor *state_input;
 
+    /* Graphs with ranks > 1 (graph.json "shard"): the axis this input or
+     * weight is split along, rank r holding part r of shard_parts equal
+     * parts; shape[] is one rank's part. -1 (and shard_parts 1): every
+     * rank holds the whole tensor. */
+    int shard_axis;
+    int shard_parts;
+    /* "shard": {"axis": A, "blocks": B}: the whole axis is B equal blocks
+     * (a fused QKV weight's q, k and v), each split into shard_parts; rank
+     * r holds part r of every block, in block order. 1: one block. */
+    int shard_blocks;
+
     /* Weights: storage-dtype bytes (little-endian), or NULL for seeded
-     * pseudo-random values (see mcir_fill_seeded). */
+     * pseudo-random values (see mcir_fill_seeded). A sharded weight's
+     * data is the whole tensor (mcir_tensor_whole_bytes); each rank takes
+     * its part (mcir_tensor_take_part). */
     void *data;
     const char *data_path;       /* .npy it came from (as resolved), or NULL */
 } mcir_tensor;
@@ -272,6 +287,17 @@ int64_t mcir_tensor_numel(const mcir_tensor *t);
 bool mcir_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
                           int *rout, int64_t *out);
 int64_t mcir_tensor_bytes(const mcir_tensor *t);
+/* A sharded tensor's whole shape (shape[] with the shard axis times
+ * shard_parts) into out; the element count and bytes of the whole. For an
+ * unsharded tensor, its own. */
+void mcir_tensor_whole_shape(const mcir_tensor *t, int64_t *out);
+int64_t mcir_tensor_whole_numel(const mcir_tensor *t);
+int64_t mcir_tensor_whole_bytes(const mcir_tensor *t);
+/* Rank r's part of a sharded tensor's whole values (elements of `size`
+ * bytes, C order, mcir_tensor_whole_numel of them) into out
+ * (mcir_tensor_numel elements); the whole for an unsharded one. */
+void mcir_tensor_take_part(const mcir_tensor *t, const void *whole, size_t size, int r,
+                           void *out);
 /* "[1, 128, 768]" into buf; returns buf. */
 char *mcir_shape_str(const mcir_tensor *t, char *buf, size_t n);
 /* Normalises a possibly negative axis against rank; false if out of range. */
@@ -351,6 +377,8 @@ typedef struct mcir_attr_spec {
     X(CONV2D, "conv2d") X(MAX_POOL2D, "max_pool2d")                        \
     X(AVG_POOL2D, "avg_pool2d") X(GLOBAL_AVG_POOL, "global_avg_pool")      \
     X(ATTENTION, "attention")                                              \
+    X(ALL_REDUCE, "all_reduce") X(ALL_GATHER, "all_gather")                \
+    X(REDUCE_SCATTER, "reduce_scatter")                                    \
     MCIR_INT_OPS(X)
 
 /* Ops on integer and bool tensors (mcir/ops_int.c): casts, comparisons,
@@ -387,6 +415,7 @@ enum {
     MCIR_OPF_VIEW = 1u << 7,        /* reshape: same bytes, new shape */
     MCIR_OPF_COMMUTATIVE = 1u << 8, /* binary op with swappable inputs */
     MCIR_OPF_INTS = 1u << 9,        /* takes integer and bool tensors too */
+    MCIR_OPF_COLLECTIVE = 1u << 10, /* all_reduce, all_gather, reduce_scatter: across ranks */
 };
 
 typedef struct mcir_graph mcir_graph;
@@ -529,6 +558,9 @@ struct mcir_graph {
     /* symbolic dimensions, in declaration order (graph.json "dims") */
     int n_dims;
     mcir_dim dims[MCIR_MAX_DIMS];
+    /* graph.json "ranks": how many ranks run this program (SPMD), each on
+     * its part of the sharded inputs and weights; 1: one device. */
+    int ranks;
 };
 
 mcir_graph *mcir_graph_new(const char *name);
@@ -772,6 +804,17 @@ bool mcir_env_get_raw(mcir_env *e, const mcir_tensor *t, void *out);
  * count); false if either has no values. */
 bool mcir_env_compare(mcir_env *eg, const mcir_tensor *got, mcir_env *ew,
                       const mcir_tensor *want, mcir_compare_result *r);
+/* Graphs with ranks > 1: the env holds every rank's values. The
+ * accessors read the selected rank's (rank 0 until one is selected);
+ * setters write the selected rank's, or with none selected (-1) the
+ * whole tensor's: each rank takes its part of a sharded input or weight,
+ * every rank all of another. mcir_interp_run runs all ranks in lockstep. */
+int mcir_env_ranks(const mcir_env *e);
+void mcir_env_select_rank(mcir_env *e, int r);
+/* Rank r's own env (its values only; e itself for a graph of one rank):
+ * what a device run of that rank reads its leaves from and writes its
+ * outputs to. */
+mcir_env *mcir_env_rank_env(mcir_env *e, int r);
 /* Keep every intermediate after a run (for tests and debugging). */
 void mcir_env_keep_all(mcir_env *e, bool keep);
 /* Copies f32 values in (rounded to a float dtype; truncated and saturated
@@ -788,6 +831,9 @@ void mcir_env_set_raw(mcir_env *e, const mcir_tensor *t, const void *data);
  * [-1, 1). Weights: the same scaled by 1/sqrt(fan_in), fan_in =
  * numel / shape[0] for rank >= 2. */
 void mcir_fill_seeded(const mcir_tensor *t, uint64_t seed, float *out);
+/* Rank r's part of a sharded tensor's seeded values (the whole tensor's
+ * values, fan_in of the whole); mcir_fill_seeded is rank 0's. */
+void mcir_fill_seeded_part(const mcir_tensor *t, uint64_t seed, int r, float *out);
 
 /* Executes the graph: inputs not set are filled by mcir_fill_seeded with
  * the env's seed, weights come from their data (or seeded with seed 0,
@@ -802,6 +848,12 @@ void mcir_ref_run_node(const mcir_node *n, const float *const *in,
  * the float kernel when every tensor is floating-point, else the typed one. */
 void mcir_ref_run_node_typed(const mcir_node *n, const void *const *in,
                              void *const *out);
+
+/* A collective node (all_reduce, all_gather, reduce_scatter) over `ranks`
+ * ranks: in[r] / out[r] are rank r's buffers of its input / output, of
+ * their value type. With one rank, the identity. */
+void mcir_collective_run(const mcir_node *n, int ranks, const void *const *in,
+                         void *const *out);
 
 /* Number of worker threads the reference kernels may use (default: the
  * number of online CPUs). */

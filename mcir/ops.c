@@ -53,6 +53,15 @@ static const mcir_attr_spec conv2d_attrs[] = {
 static const mcir_attr_spec pool2d_attrs[] = {
     REQ("kernel", MCIR_ATTR_INTS), OPT("strides", MCIR_ATTR_INTS),
     DEF_INTS("pads", zeros4)};
+static const char *const reduce_ops[] = {"sum", "max", "min", NULL};
+static const mcir_attr_spec all_reduce_attrs[] = {
+    {.name = "op", .type = MCIR_ATTR_STRING, .has_default = true, .def_s = "sum",
+     .choices = reduce_ops}};
+static const mcir_attr_spec all_gather_attrs[] = {REQ("axis", MCIR_ATTR_INT)};
+static const mcir_attr_spec reduce_scatter_attrs[] = {
+    REQ("axis", MCIR_ATTR_INT),
+    {.name = "op", .type = MCIR_ATTR_STRING, .has_default = true, .def_s = "sum",
+     .choices = reduce_ops}};
 static const mcir_attr_spec attention_attrs[] = {
     OPT("scale", MCIR_ATTR_FLOAT), DEF_B("causal", false)};
 
@@ -165,6 +174,15 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
                                  mcir_infer_global_avg_pool, mcir_ref_GLOBAL_AVG_POOL},
     [MCIR_OP_ATTENTION] = {"attention", 3, 4, 1, PURE, ATTRS(attention_attrs),
                            mcir_infer_attention, mcir_ref_ATTENTION},
+    /* Collectives (ranks.c): not PURE — a rewrite may neither recompute nor
+     * drop one. With one rank they are the identity. */
+#define COLLECTIVE(id, nm, attrs)                                                      \
+    [MCIR_OP_##id] = {nm, 1, 1, 1, MCIR_OPF_COLLECTIVE | INTS, ATTRS(attrs),          \
+                      mcir_infer_collective, mcir_ref_##id, NULL, mcir_typed_##id}
+    COLLECTIVE(ALL_REDUCE, "all_reduce", all_reduce_attrs),
+    COLLECTIVE(ALL_GATHER, "all_gather", all_gather_attrs),
+    COLLECTIVE(REDUCE_SCATTER, "reduce_scatter", reduce_scatter_attrs),
+#undef COLLECTIVE
 
     /* ---- integer and bool ops (ops_int.c; docs/ops.md) ---- */
     [MCIR_OP_CAST] = {"cast", 1, 1, 1, MCIR_OPF_PURE | MCIR_OPF_ELEMENTWISE | MCIR_OPF_UNARY | INTS,

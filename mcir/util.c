@@ -270,6 +270,37 @@ int64_t mcir_tensor_bytes(const mcir_tensor *t) {
     return mcir_tensor_numel(t) * (int64_t)mcir_dtype_size(t->dtype);
 }
 
+void mcir_tensor_whole_shape(const mcir_tensor *t, int64_t *out) {
+    for (int i = 0; i < t->rank; i++) out[i] = t->shape[i];
+    if (t->shard_axis >= 0 && t->shard_axis < t->rank) out[t->shard_axis] *= t->shard_parts;
+}
+
+int64_t mcir_tensor_whole_numel(const mcir_tensor *t) {
+    return mcir_tensor_numel(t) * (t->shard_axis >= 0 ? t->shard_parts : 1);
+}
+
+int64_t mcir_tensor_whole_bytes(const mcir_tensor *t) {
+    return mcir_tensor_whole_numel(t) * (int64_t)mcir_dtype_size(t->dtype);
+}
+
+/* The part is `outer` x `blocks` runs of (extent along the axis / blocks)
+ * x (inner elements): run (i, b) starts at element ((i * blocks + b) *
+ * parts + r) * run of the whole. */
+void mcir_tensor_take_part(const mcir_tensor *t, const void *whole, size_t size, int r, void *out) {
+    if (t->shard_axis < 0 || t->shard_parts <= 1) {
+        memcpy(out, whole, (size_t)mcir_tensor_numel(t) * size);
+        return;
+    }
+    int64_t outer = 1, run = 1, blocks = t->shard_blocks > 1 ? t->shard_blocks : 1;
+    for (int i = 0; i < t->shard_axis; i++) outer *= t->shape[i];
+    for (int i = t->shard_axis; i < t->rank; i++) run *= t->shape[i];
+    run /= blocks;
+    size_t bytes = (size_t)run * size;
+    for (int64_t i = 0; i < outer * blocks; i++)
+        memcpy((char *)out + (size_t)i * bytes,
+               (const char *)whole + (size_t)(i * t->shard_parts + r) * bytes, bytes);
+}
+
 char *mcir_shape_str(const mcir_tensor *t, char *buf, size_t n) {
     size_t k = 0;
     k += (size_t)snprintf(buf + k, n > k ? n - k : 0, "[");
@@ -287,28 +318,48 @@ char *mcir_shape_str(const mcir_tensor *t, char *buf, size_t n) {
  * representable in f32, value 2u - 1; integer dtypes take floor(16u) (in
  * [0, 16): valid indices for any axis of 16 or more), bool u >= 0.5.
  * See docs/ir.md. */
-void mcir_fill_seeded(const mcir_tensor *t, uint64_t seed, float *out) {
+/* Element i of the whole tensor's sequence: SplitMix64's (i+1)-th output. */
+static float seeded_at(const mcir_tensor *t, uint64_t state, float scale, int64_t i) {
+    uint64_t z = state + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    float u = (float)(z >> 40) * 0x1p-24f;
+    if (t->dtype == MCIR_DTYPE_BOOL) return u >= 0.5f;
+    if (mcir_dtype_is_integer(t->dtype)) return floorf(16.0f * u);
+    return mcir_dtype_round(t->dtype, (2.0f * u - 1.0f) * scale);
+}
+
+void mcir_fill_seeded_part(const mcir_tensor *t, uint64_t seed, int r, float *out) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (const unsigned char *p = (const unsigned char *)t->name; *p; p++) {
         h ^= *p;
         h *= 0x100000001b3ull;
     }
     uint64_t state = h ^ (seed * 0x9e3779b97f4a7c15ull);
+    int64_t whole[MCIR_MAX_RANK];
+    mcir_tensor_whole_shape(t, whole);
     float scale = 1.0f;
     if (t->kind == MCIR_TENSOR_WEIGHT && t->rank >= 2) {
-        int64_t fan_in = mcir_tensor_numel(t) / t->shape[0];
+        int64_t fan_in = mcir_tensor_whole_numel(t) / whole[0];
         scale = 1.0f / sqrtf((float)fan_in);
     }
-    int64_t n = mcir_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-        state += 0x9e3779b97f4a7c15ull;
-        uint64_t z = state;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        float u = (float)(z >> 40) * 0x1p-24f;
-        if (t->dtype == MCIR_DTYPE_BOOL) out[i] = u >= 0.5f;
-        else if (mcir_dtype_is_integer(t->dtype)) out[i] = floorf(16.0f * u);
-        else out[i] = mcir_dtype_round(t->dtype, (2.0f * u - 1.0f) * scale);
+    bool sharded = t->shard_axis >= 0 && t->shard_parts > 1;
+    int64_t outer = 1, run = mcir_tensor_numel(t);
+    if (sharded) {   /* as mcir_tensor_take_part's runs */
+        run = 1;
+        for (int i = 0; i < t->shard_axis; i++) outer *= t->shape[i];
+        for (int i = t->shard_axis; i < t->rank; i++) run *= t->shape[i];
+        int64_t blocks = t->shard_blocks > 1 ? t->shard_blocks : 1;
+        run /= blocks;
+        outer *= blocks;
     }
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t base = sharded ? (o * t->shard_parts + r) * run : 0;
+        for (int64_t j = 0; j < run; j++) out[o * run + j] = seeded_at(t, state, scale, base + j);
+    }
+}
+
+void mcir_fill_seeded(const mcir_tensor *t, uint64_t seed, float *out) {
+    mcir_fill_seeded_part(t, seed, 0, out);
 }

@@ -45,7 +45,8 @@ static const mcir_target sm_80 = {
     .sm_count = 108, .has_wgmma = false,
     .dram_gbps = 2039.0, .l2_bytes = 40 * MB, .f32_fma_tflops = 19.5,
     .f16_tc_tflops = 312.0, .bf16_tc_tflops = 312.0, .launch_us = 3.0,
-    .clock_ghz = 1.41, .issue_per_clock = 4};
+    .clock_ghz = 1.41, .issue_per_clock = 4,
+    .link = "NVLink 3 (12 links)", .link_gbps = 300};
 static const mcir_target sm_86 = {
     .name = "sm_86", .sm = 86, .example_gpu = "A10",
     .smem_per_block = 48 * 1024, .smem_per_block_optin = 99 * 1024,
@@ -56,7 +57,8 @@ static const mcir_target sm_86 = {
     .sm_count = 72, .has_wgmma = false,
     .dram_gbps = 600.0, .l2_bytes = 6 * MB, .f32_fma_tflops = 31.2,
     .f16_tc_tflops = 125.0, .bf16_tc_tflops = 125.0, .launch_us = 3.0,
-    .clock_ghz = 1.695, .issue_per_clock = 4};
+    .clock_ghz = 1.695, .issue_per_clock = 4,
+    .link = "PCIe 4.0 x16", .link_gbps = 32};
 static const mcir_target sm_89 = {
     .name = "sm_89", .sm = 89, .example_gpu = "L4",
     .smem_per_block = 48 * 1024, .smem_per_block_optin = 99 * 1024,
@@ -67,7 +69,8 @@ static const mcir_target sm_89 = {
     .sm_count = 58, .has_wgmma = false,
     .dram_gbps = 300.0, .l2_bytes = 48 * MB, .f32_fma_tflops = 30.3,
     .f16_tc_tflops = 121.0, .bf16_tc_tflops = 121.0, .launch_us = 3.0,
-    .clock_ghz = 2.04, .issue_per_clock = 4};
+    .clock_ghz = 2.04, .issue_per_clock = 4,
+    .link = "PCIe 4.0 x16", .link_gbps = 32};
 static const mcir_target sm_90 = {
     .name = "sm_90", .sm = 90, .example_gpu = "H100-SXM5-80GB",
     .smem_per_block = 48 * 1024, .smem_per_block_optin = 227 * 1024,
@@ -78,7 +81,8 @@ static const mcir_target sm_90 = {
     .sm_count = 132, .has_wgmma = true,
     .dram_gbps = 3350.0, .l2_bytes = 50 * MB, .f32_fma_tflops = 67.0,
     .f16_tc_tflops = 989.0, .bf16_tc_tflops = 989.0, .launch_us = 3.0, .l2_gbps = 5500.0,
-    .clock_ghz = 1.98, .issue_per_clock = 4};
+    .clock_ghz = 1.98, .issue_per_clock = 4,
+    .link = "NVLink 4 (18 links)", .link_gbps = 450};
 
 static const mcir_target *const targets[] = {&sm_80, &sm_86, &sm_89, &sm_90, NULL};
 

@@ -54,6 +54,11 @@ typedef struct mcir_target {
      * four schedulers) at clock_ghz (the named part's boost clock). */
     double clock_ghz;
     int issue_per_clock;
+    /* Between the GPUs of a node (collectives, kernelplan/cost.c): the link
+     * of the named part's usual system and its bandwidth per direction per
+     * GPU, GB/s (NVLink on SXM parts, PCIe otherwise). */
+    const char *link;
+    double link_gbps;
 } mcir_target;
 
 /* NULL if the architecture is not known. */

@@ -264,6 +264,30 @@ static const char *origin_of(mcir_graph *g, const mcir_match *m) {
     return s;
 }
 
+/* Actions that compute new constants from the values of the weights
+ * they match (concatenate, interleave, fold, reorder). A sharded weight's
+ * values differ between ranks, and those actions build one constant for
+ * all of them, so they do not apply to it (yet): true with why. */
+static bool reads_sharded_constant(mcir_action a, const mcir_match *m, char *why, size_t n) {
+    switch (a) {
+    case MCIR_ACTION_FUSE_HORIZONTAL_MATMUL: case MCIR_ACTION_FOLD_CONV_AFFINE:
+    case MCIR_ACTION_CONV_AS_MATMUL: case MCIR_ACTION_CONV_TAP_MAJOR:
+    case MCIR_ACTION_FUSE_GLU_MATMUL: case MCIR_ACTION_FOLD_NORM_GAMMA: break;
+    default: return false;
+    }
+    for (int i = 0; i < m->n_nodes; i++)
+        for (int j = 0; m->nodes[i] && j < m->nodes[i]->n_inputs; j++) {
+            const mcir_tensor *t = m->nodes[i]->inputs[j];
+            if (t->kind == MCIR_TENSOR_WEIGHT && t->shard_axis >= 0) {
+                snprintf(why, n, "'%s' is sharded across %d ranks (axis %d): %s builds one constant from "
+                         "its values, and each rank holds other values; not done for sharded weights yet",
+                         t->name, t->shard_parts, t->shard_axis, mcir_action_descs[a].name);
+                return true;
+            }
+        }
+    return false;
+}
+
 static json_t *record_new(const attempt *at, const mcir_match *m) {
     const mcir_pattern *p = at->p;
     json_t *r = json_object();
@@ -705,6 +729,11 @@ static bool on_match(const mcir_match *m, void *ctx) {
     json_t *rec = record_new(at, m);
     json_t *legality = json_array();
     int failed = 0;
+    char sharded[DETAIL_SIZE] = "";
+    if (reads_sharded_constant(p->action, m, sharded, sizeof sharded)) {
+        legality_add(legality, "unsharded_constants", false, sharded);
+        failed++;
+    }
     mcir_check_ctx cc = {m, e->target};
     for (int i = 0; i < p->n_checks; i++) {
         char detail[DETAIL_SIZE] = "";

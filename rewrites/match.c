@@ -104,7 +104,7 @@ void mcir_match_miss_detail(const mcir_pattern *p, const mcir_match_miss *miss, 
 
 /* Every element of a weight equals value within relative tolerance. */
 static bool weight_equals(const mcir_tensor *t, double value, double tol) {
-    if (t->kind != MCIR_TENSOR_WEIGHT) return false;
+    if (t->kind != MCIR_TENSOR_WEIGHT || t->shard_axis >= 0) return false;   /* ranks' parts differ */
     int64_t n = mcir_tensor_numel(t);
     if (n > 4096) return false;
     float *v = malloc((size_t)(n ? n : 1) * sizeof *v);

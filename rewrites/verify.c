@@ -19,7 +19,12 @@ bool mcir_rewrite_verify(const mcir_graph *before, const mcir_graph *after, uint
     mcir_env *eb = mcir_env_new(before, seed);
     mcir_env *ea = mcir_env_new(after, seed);
     bool ok = mcir_interp_run(before, eb, d) && mcir_interp_run(after, ea, d);
-    for (int i = 0; ok && i < before->n_outputs; i++) {
+    /* graphs with ranks: every rank's outputs (a one-rank side against each) */
+    int R = mcir_env_ranks(eb) > mcir_env_ranks(ea) ? mcir_env_ranks(eb) : mcir_env_ranks(ea);
+    for (int k = 0; ok && k < before->n_outputs * R; k++) {
+        int i = k % before->n_outputs, rank = k / before->n_outputs;
+        if (mcir_env_ranks(eb) > 1) mcir_env_select_rank(eb, rank);
+        if (mcir_env_ranks(ea) > 1) mcir_env_select_rank(ea, rank);
         const mcir_tensor *tb = before->outputs[i];
         const mcir_tensor *ta = mcir_graph_find_tensor(after, tb->name);
         if (!ta || mcir_tensor_numel(ta) != mcir_tensor_numel(tb)) {
@@ -38,8 +43,8 @@ bool mcir_rewrite_verify(const mcir_graph *before, const mcir_graph *after, uint
         }
         bool pass = mcir_compare_within(&r, mcir_rewrite_tolerance(tb->dtype));
         if (report)
-            fprintf(report, "output %s: max abs err %.3g, max rel err %.3g%s\n", tb->name,
-                    r.max_abs, r.max_rel,
+            fprintf(report, "output %s%s: max abs err %.3g, max rel err %.3g%s\n", tb->name,
+                    R > 1 ? mcir_arena_printf(after->arena, " (rank %d)", rank) : "", r.max_abs, r.max_rel,
                     pass ? "" : r.nonfinite_mismatch ? " (NaN/Inf mismatch)" : " (beyond tolerance)");
         if (!pass) ok = false;
     }

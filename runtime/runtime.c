@@ -67,6 +67,7 @@ typedef struct gpu_run {
     const mcir_memplan *m;   /* NULL: no arena plan */
     mcir_alloc_mode mode;
     const uint64_t *bound;   /* by tensor id: the caller's device bytes, 0 = ours (NULL: none) */
+    int rank;                /* graphs with ranks: the rank this run is (its parts of sharded leaves) */
     /* open */
     CUdevice dev;
     CUcontext ctx;
@@ -335,17 +336,17 @@ static void graphs_drop(gpu_run *r) {
 /* The bytes a leaf (input or weight) starts with: env's values if set,
  * else the weight's data, else seeded like the interpreter (inputs with
  * env's seed, weights with seed 0). */
-static void *leaf_bytes(const mcir_tensor *t, mcir_env *env) {
+static void *leaf_bytes(const mcir_tensor *t, mcir_env *env, int rank) {
     void *out = malloc((size_t)mcir_tensor_bytes(t) + 1);
     MCIR_ASSERT(out != NULL);
     if (mcir_env_get_raw(env, t, out)) return out;   /* exact, integers too */
-    if (t->kind == MCIR_TENSOR_WEIGHT && t->data) {
-        memcpy(out, t->data, (size_t)mcir_tensor_bytes(t));
+    if (t->kind == MCIR_TENSOR_WEIGHT && t->data) {   /* a sharded weight's data is the whole: its part */
+        mcir_tensor_take_part(t, t->data, mcir_dtype_size(t->dtype), rank, out);
         return out;
     }
     float *tmp = malloc((size_t)mcir_tensor_numel(t) * sizeof(float) + 1);
     MCIR_ASSERT(tmp != NULL);
-    mcir_fill_seeded(t, t->kind == MCIR_TENSOR_INPUT ? mcir_env_seed(env) : 0, tmp);
+    mcir_fill_seeded_part(t, t->kind == MCIR_TENSOR_INPUT ? mcir_env_seed(env) : 0, rank, tmp);
     mcir_values_from_f32(t->dtype, tmp, out, mcir_tensor_numel(t));
     free(tmp);
     return out;
@@ -565,7 +566,7 @@ fail:
  * copied into its device buffer. */
 static bool upload(gpu_run *r, int t, mcir_env *env) {
     const mcir_tensor *tt = r->g->tensors[t];
-    void *h = leaf_bytes(tt, env);
+    void *h = leaf_bytes(tt, env, r->rank);
     int rc = cu->cuMemcpyHtoD_v2(r->ptr[t], h, (size_t)mcir_tensor_bytes(tt));
     free(h);
     CU_CHECK(rc, r->why, sizeof r->why);
@@ -820,6 +821,49 @@ static bool lazy_free(gpu_run *r, int i) {
 
 /* The plan's kernels in order on the stream, timed by two events (on the
  * emulator, a progress line per kernel where stderr is a terminal). */
+/* A collective of a graph with one rank: the identity, a copy on the
+ * stream (its input and output have one shape). */
+static bool collective_one_rank(gpu_run *r, int i) {
+    const mcir_kernel_plan *kp = r->cg->k[i].kp;
+    MCIR_ASSERT(kp->n_reads >= 1 && kp->n_writes == 1);
+    const mcir_tensor *in = root_of(r, kp->anchor->inputs[0]), *out = root_of(r, kp->writes[0]);
+    CU_CHECK(cu->cuMemcpyDtoDAsync_v2(r->ptr[out->id], r->ptr[in->id], (size_t)mcir_tensor_bytes(kp->writes[0]),
+                                      r->stream), r->why, sizeof r->why);
+    return true;
+fail:
+    return false;
+}
+
+/* Kernel i on the stream (a one-rank collective: its copy), its event
+ * recorded; LAZY's allocations before and frees after. */
+static bool launch_one(gpu_run *r, int i) {
+    bool ok = !(r->mode == MCIR_ALLOC_LAZY && !lazy_alloc(r, i));
+    if (ok && r->cg->k[i].kp->tpl == MCIR_TEMPLATE_COLLECTIVE && !collective_one_rank(r, i)) {
+        r->failed = i;
+        ok = false;
+    }
+    if (ok && r->cg->k[i].source && !launch_kernel(r, i)) {
+        r->failed = i;
+        ok = false;
+        /* refused because an earlier launch faulted (the context's
+         * sticky error; or this kernel's own first launch, the merge
+         * or epilogue refused): a fault among those on the stream */
+        int rc = cu->cuEventQuery(r->ev0);
+        if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_NOT_READY) {
+            r->fault = rc;
+            r->failed = -1;
+            r->launched = i;
+        }
+    }
+    if (ok) {
+        r->launched = i;
+        int rc = cu->cuEventRecord(r->done[i], r->stream);
+        if (rc != CUDA_SUCCESS) r->fault = rc;   /* an asynchronous error of a kernel on the stream */
+        ok = rc == CUDA_SUCCESS && !(r->sync && !wait_for(r, i));
+    }
+    return ok && !(r->mode == MCIR_ALLOC_LAZY && !lazy_free(r, i));
+}
+
 static bool run_launch(gpu_run *r) {
     size_t W = sizeof r->why;
     CU_CHECK(cu->cuEventRecord(r->ev0, r->stream), r->why, W);
@@ -827,28 +871,7 @@ static bool run_launch(gpu_run *r) {
     mcir_progress *pr = cu->emulated ? mcir_progress_begin("emu", "kernels", r->cg->n) : NULL;
     for (int i = 0; i < r->cg->n; i++) {
         if (pr) mcir_progress_set(pr, i, " (%s)", r->cg->k[i].kp->name);
-        bool ok = !(r->mode == MCIR_ALLOC_LAZY && !lazy_alloc(r, i));
-        if (ok && r->cg->k[i].source && !launch_kernel(r, i)) {
-            r->failed = i;
-            ok = false;
-            /* refused because an earlier launch faulted (the context's
-             * sticky error; or this kernel's own first launch, the merge
-             * or epilogue refused): a fault among those on the stream */
-            int rc = cu->cuEventQuery(r->ev0);
-            if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_NOT_READY) {
-                r->fault = rc;
-                r->failed = -1;
-                r->launched = i;
-            }
-        }
-        if (ok) {
-            r->launched = i;
-            int rc = cu->cuEventRecord(r->done[i], r->stream);
-            if (rc != CUDA_SUCCESS) r->fault = rc;   /* an asynchronous error of a kernel on the stream */
-            ok = rc == CUDA_SUCCESS && !(r->sync && !wait_for(r, i));
-        }
-        ok = ok && !(r->mode == MCIR_ALLOC_LAZY && !lazy_free(r, i));
-        if (!ok) {
+        if (!launch_one(r, i)) {
             mcir_progress_end(pr);
             return false;
         }
@@ -869,7 +892,8 @@ fail:
  * issued on the capturing stream; false with the kernel that failed. */
 static bool capture_launches(gpu_run *r) {
     for (int i = 0; i < r->cg->n; i++) {
-        if (r->cg->k[i].source && !launch_kernel(r, i)) {
+        if ((r->cg->k[i].kp->tpl == MCIR_TEMPLATE_COLLECTIVE && !collective_one_rank(r, i)) ||
+            (r->cg->k[i].source && !launch_kernel(r, i))) {
             r->failed = i;
             return false;
         }
@@ -1202,6 +1226,14 @@ static bool graphs_wanted(int opt) {
 
 static mcir_gpu_session *session_open(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env,
                                       const mcir_gpu_session_options *o, mcir_diag *d) {
+    if (cg->plan->graph->ranks > 1) {
+        mcir_error(d, (mcir_loc){.path = cg->plan->graph->path},
+                   "the graph has %d ranks: %s", cg->plan->graph->ranks,
+                   drv->emulated ? "a session of several ranks is not built yet (mcir_emu_run runs every rank once)"
+                                 : "a run of several ranks on GPUs (NCCL) is not built yet; --device emu and "
+                                   "--device cpu run every rank in one process");
+        return NULL;
+    }
     cu = drv;
     cg_blas_select(drv->blas);
     mcir_gpu_session *s = calloc(1, sizeof *s);
@@ -1332,6 +1364,154 @@ void mcir_gpu_session_close(mcir_gpu_session *s) {
     free(s);
 }
 
+/* ------------------------------------------------------ several ranks */
+
+/* Collective kernel i across the ranks' runs, in memory: every rank's
+ * stream done up to i, each rank's input read back, the collective
+ * computed as the interpreter does (mcir_collective_run), each rank's
+ * output written; its event recorded on every stream. */
+static bool collective_ranks(gpu_run *rr, int R, int i) {
+    const mcir_node *n = rr[0].cg->k[i].kp->anchor;
+    const mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
+    bool ints = mcir_value_type_of(x->dtype) == MCIR_VALUE_I64;
+    size_t vs = mcir_value_type_size(mcir_value_type_of(x->dtype));
+    int64_t nx = mcir_tensor_numel(x), ny = mcir_tensor_numel(y);
+    void **in = calloc((size_t)R, sizeof *in), **out = calloc((size_t)R, sizeof *out);
+    void *raw = malloc((size_t)(mcir_tensor_bytes(x) > mcir_tensor_bytes(y) ? mcir_tensor_bytes(x)
+                                                                           : mcir_tensor_bytes(y)) + 1);
+    MCIR_ASSERT(in && out && raw);
+    bool ok = true;
+    for (int r = 0; ok && r < R; r++) {
+        gpu_run *g = &rr[r];
+        in[r] = malloc((size_t)nx * vs + 1);
+        out[r] = malloc((size_t)ny * vs + 1);
+        MCIR_ASSERT(in[r] && out[r]);
+        ok = !(g->mode == MCIR_ALLOC_LAZY && !lazy_alloc(g, i)) && wait_for(g, i - 1);
+        const gpu_run *from = cg_runtime_mutant == CG_MUTANT_COLLECTIVE_READS_RANK0 ? &rr[0] : g;
+        int rc = ok ? cu->cuMemcpyDtoH_v2(raw, from->ptr[root_of(from, x)->id], (size_t)mcir_tensor_bytes(x))
+                    : CUDA_SUCCESS;
+        if (rc != CUDA_SUCCESS) {
+            snprintf(g->why, sizeof g->why, "%s: reading '%s' back: %s", mcir_op_name(n->op), x->name,
+                     mcir_cu_error(rc));
+            g->failed = i;
+            ok = false;
+        }
+        if (!ok) break;
+        if (ints) mcir_values_to_int(x->dtype, raw, in[r], nx);
+        else mcir_values_to_f32(x->dtype, raw, in[r], nx);
+    }
+    if (ok) mcir_collective_run(n, R, (const void *const *)in, out);
+    for (int r = 0; ok && r < R; r++) {
+        gpu_run *g = &rr[r];
+        if (ints) mcir_values_from_int(y->dtype, out[r], raw, ny);
+        else mcir_values_from_f32(y->dtype, out[r], raw, ny);   /* rounds to the dtype, as the interpreter */
+        int rc = cu->cuMemcpyHtoD_v2(g->ptr[root_of(g, y)->id], raw, (size_t)mcir_tensor_bytes(y));
+        if (rc == CUDA_SUCCESS) rc = cu->cuEventRecord(g->done[i], g->stream);
+        if (rc != CUDA_SUCCESS) {
+            snprintf(g->why, sizeof g->why, "%s: writing '%s': %s", mcir_op_name(n->op), y->name, mcir_cu_error(rc));
+            g->failed = i;
+            ok = false;
+            break;
+        }
+        g->launched = i;
+        ok = !(g->mode == MCIR_ALLOC_LAZY && !lazy_free(g, i));
+    }
+    for (int r = 0; r < R; r++) {
+        free(in[r]);
+        free(out[r]);
+    }
+    free(in);
+    free(out);
+    free(raw);
+    return ok;
+}
+
+/* A graph with ranks on the emulated device: one run per rank (its own
+ * arena, stream and leaves: its parts of the sharded ones), stepped in
+ * lockstep — every rank's kernels up to a collective, the collective in
+ * memory, on to the next. The outputs go to each rank's env. */
+static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
+                      mcir_gpu_stats *stats, mcir_diag *d) {
+    const mcir_graph *g = cg->plan->graph;
+    const mcir_loc graph = {.path = g->path};
+    int R = g->ranks;
+    if (mcir_env_ranks(env) != R) {
+        mcir_error(d, graph, "the graph has %d ranks but the values hold %d", R, mcir_env_ranks(env));
+        return false;
+    }
+    if (graphs_wanted(-1) || sync_mode()) {
+        mcir_error(d, graph, "the graph has %d ranks: CUDA graphs and --sync are not built for runs of several "
+                   "ranks yet (run without --graphs, MCIR_GPU_GRAPHS and MCIR_GPU_SYNC)", R);
+        return false;
+    }
+    cu = drv;
+    cg_blas_select(drv->blas);
+    gpu_run *rr = calloc((size_t)R, sizeof *rr);
+    MCIR_ASSERT(rr);
+    int opened = 0, bad = -1;
+    bool ok = true;
+    for (int r = 0; ok && r < R; r++) {
+        rr[r] = (gpu_run){.cg = cg, .p = cg->plan, .g = g, .m = cg->mem, .mode = mode, .rank = r,
+                          .failed = -1, .completed = -1, .launched = -1};
+        if (rr[r].mode == MCIR_ALLOC_POOL && !cg->mem) rr[r].mode = MCIR_ALLOC_EAGER;
+        opened++;
+        ok = run_open(&rr[r], d) && run_place(&rr[r], mcir_env_rank_env(env, r)) &&
+             step_place(&rr[r], mcir_env_rank_env(env, r), NULL);
+        if (ok) {
+            int rc = cu->cuEventRecord(rr[r].ev0, rr[r].stream);
+            if (rc != CUDA_SUCCESS) {
+                snprintf(rr[r].why, sizeof rr[r].why, "%s", mcir_cu_error(rc));
+                ok = false;
+            }
+        }
+        if (!ok) bad = r;
+    }
+    double t0 = now_s();
+    for (int from = 0; ok && from < cg->n;) {
+        int c = from;
+        while (c < cg->n && cg->k[c].kp->tpl != MCIR_TEMPLATE_COLLECTIVE) c++;
+        for (int r = 0; ok && r < R; r++)
+            for (int i = from; ok && i < c; i++)
+                if (!launch_one(&rr[r], i)) {
+                    ok = false;
+                    bad = r;
+                }
+        if (ok && c < cg->n && !collective_ranks(rr, R, c)) {
+            ok = false;
+            for (int r = 0; r < R; r++)
+                if (rr[r].why[0] && bad < 0) bad = r;
+        }
+        from = c + 1;
+    }
+    double host_us = (now_s() - t0) * 1e6;
+    for (int r = 0; ok && r < R; r++) {
+        gpu_run *x = &rr[r];
+        ok = cu->cuEventRecord(x->ev1, x->stream) == CUDA_SUCCESS && wait_for(x, cg->n - 1) &&
+             cu->cuEventSynchronize(x->ev1) == CUDA_SUCCESS &&
+             cu->cuEventElapsedTime(&x->ms, x->ev0, x->ev1) == CUDA_SUCCESS &&
+             run_copy_back(x, mcir_env_rank_env(env, r));
+        if (!ok) bad = r;
+    }
+    if (ok && stats) {
+        memset(stats, 0, sizeof *stats);
+        for (int r = 0; r < R; r++) {
+            if (rr[r].ms > stats->elapsed_ms) stats->elapsed_ms = rr[r].ms;
+            if (rr[r].peak > stats->peak_device_bytes) stats->peak_device_bytes = rr[r].peak;
+        }
+        stats->host_us = host_us;
+        snprintf(stats->device_name, sizeof stats->device_name, "%s", rr[0].device);
+    }
+    if (!ok) {
+        if (bad < 0) bad = 0;
+        mcir_error(d, graph, "rank %d of %d failed:", bad, R);
+        report_failure(&rr[bad], d);
+    }
+    for (int r = 0; r < opened; r++) run_close(&rr[r]);
+    free(rr);
+    cg_blas_select(NULL);
+    return ok;
+}
+
 /* One step of a session of its own (open, step, close) on driver table
  * drv; bound as mcir_gpu_run_bound's. */
 static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
@@ -1376,5 +1556,6 @@ bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, 
         mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "cannot run on the emulated device: %s", why);
         return false;
     }
+    if (cg->plan->graph->ranks > 1 && !bound) return ranks_run(drv, cg, env, mode, stats, d);
     return device_run(drv, cg, env, bound, mode, stats, d);
 }

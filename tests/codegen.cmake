@@ -9,6 +9,9 @@ set_tests_properties(test_codegen PROPERTIES TIMEOUT 900)
 mcir_check_test(test_codegen_emu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_codegen_emu.c
                 LIBS mcir_codegen_testutil ${CMAKE_DL_LIBS})
 set_tests_properties(test_codegen_emu PROPERTIES TIMEOUT 1500)
+if(MCIR_SANITIZE)   # the examples' library-call variant runs in the normal build only
+  target_compile_definitions(test_codegen_emu PRIVATE MCIR_EMU_SANITIZED=1)
+endif()
 if(TARGET mcir_pipeline)   # the examples through rewrites + planner (as mcirc does)
   foreach(t test_codegen test_codegen_emu)
     target_link_libraries(${t} PRIVATE mcir_pipeline)

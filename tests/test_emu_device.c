@@ -26,6 +26,7 @@
 
 #include "codegen/codegen-impl.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/runtime-impl.h"
 #include "runtime/runtime.h"
 #include "emu/emu.h"
 #include "pipeline_test.h"
@@ -158,6 +159,81 @@ START_TEST(test_runs_in_every_mode) {
     }
     ck_assert_int_le(peak[1], peak[2]);   /* lazy <= eager */
     mcir_compilation_free(&c);
+}
+END_TEST
+
+/* ------------------------------------------------ graphs with ranks */
+
+/* Worst max |emu - interpreter| / max |interpreter| over every rank's
+ * outputs. */
+static double ranks_rel_error(mcir_compilation *c, mcir_env *emu) {
+    mcir_env *ref = mcir_env_new(c->graph, 7);
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_interp_run(c->graph, ref, &d));
+    double worst = 0;
+    for (int r = 0; r < c->graph->ranks; r++) {
+        mcir_env_select_rank(emu, r);
+        mcir_env_select_rank(ref, r);
+        for (int i = 0; i < c->graph->n_outputs; i++) {
+            const mcir_tensor *t = c->graph->outputs[i];
+            mcir_compare_result cr;
+            ck_assert(mcir_env_compare(emu, t, ref, t, &cr));
+            double den = 0;
+            const float *v = mcir_env_get(ref, t);
+            for (int64_t k = 0; k < mcir_tensor_numel(t); k++) den = fmax(den, fabs(v[k]));
+            ck_assert_msg(den > 0 && isfinite(den), "an all-zero or non-finite reference asserts nothing");
+            worst = fmax(worst, cr.max_abs / den);
+        }
+    }
+    mcir_env_select_rank(emu, -1);
+    mcir_env_free(ref);
+    return worst;
+}
+
+/* Every rank of a graph with ranks on the emulated device in one process:
+ * each rank its own arena and its parts of the sharded leaves, the
+ * collectives in memory between the ranks' kernels (all_reduce after a
+ * row-parallel product, reduce_scatter of f16, all_gather of bf16 over 4
+ * ranks), in every allocation mode, against the interpreter's ranks. A
+ * runtime whose collective reads rank 0's input for every rank is caught. */
+START_TEST(test_ranks_run_in_lockstep) {
+    static const char *const graphs[] = {"tests/data/ranks/mlp.json", "tests/data/ranks/scatter.json",
+                                         "tests/data/ranks/gather.json"};
+    static const mcir_alloc_mode modes[] = {MCIR_ALLOC_POOL, MCIR_ALLOC_LAZY, MCIR_ALLOC_EAGER};
+    for (int gi = 0; gi < 3; gi++) {
+        mcir_compilation c;
+        cgt_compile_path(test_path(graphs[gi]), SM90, &c);
+        ck_assert_int_gt(c.graph->ranks, 1);
+        int collectives = 0;
+        for (int i = 0; i < c.plan->n_kernels; i++) collectives += c.plan->kernels[i].tpl == MCIR_TEMPLATE_COLLECTIVE;
+        ck_assert_int_eq(collectives, 1);
+        double tol = gi == 0 ? 1e-4 : 2e-2;
+        for (int m = 0; m < 3; m++) {
+            mcir_env *env;
+            mcir_gpu_stats st;
+            char *diag = NULL;
+            ck_assert_msg(emu_run(&c, modes[m], &env, &st, &diag), "%s: %s", graphs[gi], diag);
+            ck_assert_int_eq(mcir_env_ranks(env), c.graph->ranks);
+            double rel = ranks_rel_error(&c, env);
+            fprintf(stderr, "  %s, %s: %d ranks, rel err %.3g\n", graphs[gi], mcir_alloc_mode_name(modes[m]),
+                    c.graph->ranks, rel);
+            ck_assert_double_le(rel, tol);
+            mcir_env_free(env);
+            free(diag);
+        }
+        cg_runtime_mutant = CG_MUTANT_COLLECTIVE_READS_RANK0;
+        mcir_env *env;
+        mcir_gpu_stats st;
+        char *diag = NULL;
+        bool ran = emu_run(&c, MCIR_ALLOC_POOL, &env, &st, &diag);
+        cg_runtime_mutant = CG_MUTANT_NONE;
+        ck_assert(ran);
+        double rel = ranks_rel_error(&c, env);
+        ck_assert_msg(rel > 0.05, "%s: the mutant collective went unnoticed (rel err %g)", graphs[gi], rel);
+        mcir_env_free(env);
+        free(diag);
+        mcir_compilation_free(&c);
+    }
 }
 END_TEST
 
@@ -628,6 +704,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_cu_error_names_match_cuda_h);
     tcase_add_test(tc, test_runs_in_every_mode);
+    tcase_add_test(tc, test_ranks_run_in_lockstep);
     tcase_add_test(tc, test_removed_syncthreads_is_a_race);
     tcase_add_test(tc, test_dropped_mbarrier_wait_is_a_race);
     tcase_add_test(tc, test_off_by_one_tile_bound_is_out_of_bounds);
