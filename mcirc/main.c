@@ -67,6 +67,7 @@ static const char usage_text[] =
     "                       ONNX model's dim_param NAME is kept symbolic over it)\n"
     "  --shape NAME=DIMS    pin a dynamic input dimension of an ONNX model,\n"
     "                       e.g. --shape input_ids=1x128 (repeatable)\n"
+    "  --tp N               tensor parallelism: the program of each of N ranks (docs/cli.md)\n"
     "  --threads N          threads of the CPU reference (default: all cores)\n"
     "  --tune               time the top candidate tiles of every matmul and conv\n"
     "                       on the GPU and keep the fastest in the tuning cache\n"
@@ -264,6 +265,25 @@ static const char *output_file_stem(const char *name, char *buf, size_t n) {
 }
 
 /* Writes every artifact (and --run outputs) into dir, atomically. */
+/* Whether the ranks of a run hold different values of output t. */
+static bool ranks_differ(mcir_env *e, const mcir_tensor *t) {
+    int R = mcir_env_ranks(e);
+    if (R <= 1) return false;
+    size_t bytes = (size_t)mcir_tensor_bytes(t);
+    unsigned char *a = malloc(bytes + 1), *b = malloc(bytes + 1);
+    MCIR_ASSERT(a && b);
+    mcir_env_select_rank(e, 0);
+    bool differ = !mcir_env_get_raw(e, t, a);
+    for (int r = 1; !differ && r < R; r++) {
+        mcir_env_select_rank(e, r);
+        differ = !mcir_env_get_raw(e, t, b) || memcmp(a, b, bytes) != 0;
+    }
+    mcir_env_select_rank(e, -1);
+    free(a);
+    free(b);
+    return differ;
+}
+
 static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *d) {
     if (!mkdir_p(dir)) {
         mcir_error(d, (mcir_loc){dir, 0, 0}, "cannot create the output directory: %s",
@@ -310,13 +330,20 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
         for (int i = 0; ok && i < run->n_outputs; i++) {
             const mcir_tensor *t = run->outputs[i];
             size_t n = (size_t)mcir_tensor_numel(t), es = mcir_dtype_size(t->dtype);
-            char stem[256];
+            char stem[256], suffix[32];
             unsigned char *raw = malloc(n * es + 1);
             MCIR_ASSERT(raw);
-            MCIR_ASSERT(mcir_env_get_raw(c->env, t, raw));   /* exact, integers too */
-            ok = join_path(path, sizeof path, tmp, output_file_stem(t->name, stem, sizeof stem),
-                           ".npy") &&
-                 mcir_npy_write(path, t->dtype, t->rank, t->shape, raw, d);
+            /* ranks whose values differ: NAME.rankR.npy each */
+            int R = ranks_differ(c->env, t) ? mcir_env_ranks(c->env) : 1;
+            for (int r = 0; ok && r < R; r++) {
+                if (R > 1) mcir_env_select_rank(c->env, r);
+                MCIR_ASSERT(mcir_env_get_raw(c->env, t, raw));   /* exact, integers too */
+                snprintf(suffix, sizeof suffix, R > 1 ? ".rank%d.npy" : ".npy", r);
+                ok = join_path(path, sizeof path, tmp, output_file_stem(t->name, stem, sizeof stem),
+                               suffix) &&
+                     mcir_npy_write(path, t->dtype, t->rank, t->shape, raw, d);
+            }
+            mcir_env_select_rank(c->env, -1);
             free(raw);
         }
     }
@@ -395,6 +422,40 @@ static void print_summary(const mcir_compilation *c, FILE *out) {
         fprintf(out, "  arena    %s for %d buffers, lower bound %s (%.3fx, planner %s)\n", a,
                 c->memory->n_buffers, lb, ratio, c->memory->planner);
     }
+    if (g->ranks > 1) {   /* per rank (docs/cli.md "Graphs with ranks") */
+        int64_t wbytes = 0;
+        for (int i = 0; i < g->n_weights; i++) wbytes += mcir_tensor_bytes(g->weights[i]);
+        char w[32];
+        human_bytes(wbytes, w, sizeof w);
+        fprintf(out, "  ranks    %d%s: per rank the kernels and arena above, weights %s", g->ranks,
+                c->tp_collectives ? mcir_arena_printf(g->arena, " (--tp: %d collectives inserted)", c->tp_collectives)
+                                  : "", w);
+        int counts[3] = {0, 0, 0};
+        double link = 0, us = 0;
+        for (int i = 0; c->plan && i < c->plan->n_kernels; i++) {
+            const mcir_kernel_plan *k = &c->plan->kernels[i];
+            if (k->tpl != MCIR_TEMPLATE_COLLECTIVE) continue;
+            double b, t;
+            mcir_cost_collective(k, c->target, &b, &t);
+            link += b;
+            us += t;
+            counts[k->anchor->op == MCIR_OP_ALL_REDUCE ? 0 : k->anchor->op == MCIR_OP_ALL_GATHER ? 1 : 2]++;
+        }
+        if (counts[0] + counts[1] + counts[2]) {
+            char lb[32];
+            human_bytes((int64_t)link, lb, sizeof lb);
+            fprintf(out, "; collectives:");
+            static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter"};
+            for (int k = 0, first = 1; k < 3; k++)
+                if (counts[k]) {
+                    fprintf(out, "%s %d %s", first ? "" : ",", counts[k], names[k]);
+                    first = 0;
+                }
+            fprintf(out, ", %s over the links per rank, modelled %.1f us on %s (%.0f GB/s)", lb, us,
+                    c->target->link, c->target->link_gbps);
+        }
+        fputc('\n', out);
+    }
     if (g->n_dims) {   /* what a symbolic graph's compilation is (docs/cli.md) */
         fprintf(out, "  dims    ");
         for (int k = 0; k < g->n_dims; k++)
@@ -445,29 +506,40 @@ static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out)
     fputc('\n', out);
     for (int i = 0; i < run->n_outputs; i++) {
         const mcir_tensor *t = run->outputs[i];
-        const float *v = mcir_env_get(c->env, t);
-        int64_t n = mcir_tensor_numel(t);
-        double sum = 0, amax = 0;
-        for (int64_t k = 0; k < n; k++) {
-            sum += v[k];
-            if (fabsf(v[k]) > amax) amax = fabsf(v[k]);
+        int R = ranks_differ(c->env, t) ? mcir_env_ranks(c->env) : 1;
+        for (int r = 0; r < R; r++) {
+            if (R > 1) mcir_env_select_rank(c->env, r);
+            const float *v = mcir_env_get(c->env, t);
+            int64_t n = mcir_tensor_numel(t);
+            double sum = 0, amax = 0;
+            for (int64_t k = 0; k < n; k++) {
+                sum += v[k];
+                if (fabsf(v[k]) > amax) amax = fabsf(v[k]);
+            }
+            char shape[128], rank[32] = "";
+            if (R > 1) snprintf(rank, sizeof rank, " (rank %d)", r);
+            fprintf(out, "  output   %s%s %s %s: mean %.6g, max |x| %.6g", t->name, rank,
+                    mcir_dtype_name(t->dtype), mcir_shape_str(t, shape, sizeof shape),
+                    n ? sum / (double)n : 0.0, amax);
+            char stem[256];
+            if (out_dir)
+                fprintf(out, " -> %s/%s%s", out_dir, output_file_stem(t->name, stem, sizeof stem),
+                        R > 1 ? mcir_arena_printf(c->graph->arena, ".rank%d.npy", r) : ".npy");
+            fputc('\n', out);
         }
-        char shape[128];
-        fprintf(out, "  output   %s %s %s: mean %.6g, max |x| %.6g", t->name,
-                mcir_dtype_name(t->dtype), mcir_shape_str(t, shape, sizeof shape),
-                n ? sum / (double)n : 0.0, amax);
-        char stem[256];
-        if (out_dir)
-            fprintf(out, " -> %s/%s.npy", out_dir, output_file_stem(t->name, stem, sizeof stem));
-        fputc('\n', out);
+        mcir_env_select_rank(c->env, -1);
     }
+    if (mcir_env_ranks(c->env) > 1)
+        fprintf(out, "  ranks    %d, run in lockstep in one process\n", mcir_env_ranks(c->env));
 }
 
 static void print_verify(const mcir_compilation *c, FILE *out) {
     for (int i = 0; i < c->n_verify; i++) {
         const mcir_verify_result *v = &c->verify[i];
-        fprintf(out, "verify   %s%s%s%s: max abs err %.3g, max rel err %.3g (tolerance %.0e) %s\n", v->output,
-                v->device ? " (" : "", v->device ? v->device : "", v->device ? " vs the original graph)" : "",
+        char rank[32] = "";
+        if (v->rank >= 0) snprintf(rank, sizeof rank, " (rank %d)", v->rank);
+        fprintf(out, "verify   %s%s%s%s%s: max abs err %.3g, max rel err %.3g (tolerance %.0e) %s\n", v->output,
+                v->device ? " (" : "", v->device ? v->device : "", v->device ? " vs the original graph)" : "", rank,
                 v->max_abs, v->max_rel, v->tolerance, v->ok ? "ok" : "FAIL");
     }
 }
@@ -767,6 +839,13 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
                 return usage_error("--tune-top: '%s' is not a count from 1 to 64", val);
             }
             o->tune_top = (int)n;
+        } else if (is_opt(a, "--tp")) {
+            VALUE("--tp");
+            char *end;
+            long n = strtol(val, &end, 10);
+            if (*end || !*val || n < 1 || n > MCIR_MAX_RANKS)
+                return usage_error("--tp: '%s' is not a number of ranks (1 to 1024)", val);
+            o->tp = (int)n;
         } else if (is_opt(a, "--threads")) {
             VALUE("--threads");
             char *end;

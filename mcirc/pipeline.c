@@ -52,15 +52,18 @@ static int set_input_files(const mcir_options *o, const mcir_graph *g, mcir_env 
         }
         mcir_npy npy;
         if (!mcir_npy_read(f->path, &npy, d)) return MCIR_EXIT_INVALID;
+        /* a sharded input's file is the whole tensor (each rank takes its part) */
+        mcir_tensor whole = *t;
+        mcir_tensor_whole_shape(t, whole.shape);
         bool same = npy.rank == t->rank && npy.dtype == t->dtype;
-        for (int k = 0; same && k < t->rank; k++) same = npy.shape[k] == t->shape[k];
+        for (int k = 0; same && k < t->rank; k++) same = npy.shape[k] == whole.shape[k];
         if (!same) {
             char want[128], got[128];
             mcir_tensor tmp = {.rank = npy.rank};
             memcpy(tmp.shape, npy.shape, sizeof tmp.shape);
             mcir_error(d, (mcir_loc){f->path, 0, 0},
                        "input '%s' is %s %s, but the file holds %s %s", t->name,
-                       mcir_dtype_name(t->dtype), mcir_shape_str(t, want, sizeof want),
+                       mcir_dtype_name(t->dtype), mcir_shape_str(&whole, want, sizeof want),
                        mcir_dtype_name(npy.dtype), mcir_shape_str(&tmp, got, sizeof got));
             mcir_npy_free(&npy);
             return MCIR_EXIT_INVALID;
@@ -344,47 +347,58 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
             return st ? st : MCIR_EXIT_INVALID;
         }
     }
-    /* a device run: its outputs against the original graph's too */
-    c->n_verify = original->n_outputs * (c->ran_on_gpu ? 2 : 1);
+    /* a device run: its outputs against the original graph's too; graphs
+     * with ranks: every rank's outputs */
+    int R = mcir_env_ranks(before) > mcir_env_ranks(after) ? mcir_env_ranks(before) : mcir_env_ranks(after);
+    int per = original->n_outputs * (c->ran_on_gpu ? 2 : 1);
+    c->n_verify = per * R;
     c->verify = calloc((size_t)c->n_verify + 1, sizeof *c->verify);
     MCIR_ASSERT(c->verify);
     c->verify_ok = true;
-    for (int i = 0; i < original->n_outputs; i++) {
-        const mcir_tensor *ref = original->outputs[i];
-        const mcir_tensor *got = mcir_graph_find_tensor(graph, ref->name);
-        mcir_verify_result *v = &c->verify[i];
-        v->output = ref->name;
-        v->tolerance = mcir_verify_tolerance(ref->dtype);
-        mcir_compare_result r;
-        if (!got || got->rank != ref->rank || got->dtype != ref->dtype ||
-            mcir_tensor_numel(got) != mcir_tensor_numel(ref) ||
-            !mcir_env_compare(after, got, before, ref, &r)) {
-            mcir_error(d, (mcir_loc){graph->path, 0, 0},
-                       "--verify: the rewritten graph lost output '%s' or changed its shape",
-                       ref->name);
-            v->max_abs = v->max_rel = INFINITY;
-            v->ok = c->verify_ok = false;
-            if (c->ran_on_gpu) c->verify[original->n_outputs + i] = *v;
-            continue;
+    for (int rk = 0; rk < R; rk++) {
+        if (mcir_env_ranks(before) > 1) mcir_env_select_rank(before, rk);
+        if (mcir_env_ranks(after) > 1) mcir_env_select_rank(after, rk);
+        mcir_verify_result *vr = c->verify + per * rk;
+        for (int i = 0; i < original->n_outputs; i++) {
+            const mcir_tensor *ref = original->outputs[i];
+            const mcir_tensor *got = mcir_graph_find_tensor(graph, ref->name);
+            mcir_verify_result *v = &vr[i];
+            v->output = ref->name;
+            v->rank = R > 1 ? rk : -1;
+            v->tolerance = mcir_verify_tolerance(ref->dtype);
+            mcir_compare_result r;
+            if (!got || got->rank != ref->rank || got->dtype != ref->dtype ||
+                mcir_tensor_numel(got) != mcir_tensor_numel(ref) ||
+                !mcir_env_compare(after, got, before, ref, &r)) {
+                mcir_error(d, (mcir_loc){graph->path, 0, 0},
+                           "--verify: the rewritten graph lost output '%s' or changed its shape",
+                           ref->name);
+                v->max_abs = v->max_rel = INFINITY;
+                v->ok = c->verify_ok = false;
+                if (c->ran_on_gpu) vr[original->n_outputs + i] = *v;
+                continue;
+            }
+            v->max_abs = r.max_abs;
+            v->max_rel = r.max_rel;
+            v->ok = mcir_compare_within(&r, v->tolerance);
+            if (!v->ok) c->verify_ok = false;
+            if (!c->ran_on_gpu) continue;
+            mcir_verify_result *w = &vr[original->n_outputs + i];
+            *w = (mcir_verify_result){.output = ref->name, .device = c->ran_on_emu ? "emu" : "gpu",
+                                      .rank = v->rank, .tolerance = v->tolerance};
+            if (!mcir_env_compare(c->env, got, before, ref, &r)) {
+                w->max_abs = w->max_rel = INFINITY;
+                w->ok = c->verify_ok = false;
+                continue;
+            }
+            w->max_abs = r.max_abs;
+            w->max_rel = r.max_rel;
+            w->ok = mcir_compare_within(&r, w->tolerance);
+            if (!w->ok) c->verify_ok = false;
         }
-        v->max_abs = r.max_abs;
-        v->max_rel = r.max_rel;
-        v->ok = mcir_compare_within(&r, v->tolerance);
-        if (!v->ok) c->verify_ok = false;
-        if (!c->ran_on_gpu) continue;
-        mcir_verify_result *w = &c->verify[original->n_outputs + i];
-        *w = (mcir_verify_result){.output = ref->name, .device = c->ran_on_emu ? "emu" : "gpu",
-                                  .tolerance = v->tolerance};
-        if (!mcir_env_compare(c->env, got, before, ref, &r)) {
-            w->max_abs = w->max_rel = INFINITY;
-            w->ok = c->verify_ok = false;
-            continue;
-        }
-        w->max_abs = r.max_abs;
-        w->max_rel = r.max_rel;
-        w->ok = mcir_compare_within(&r, w->tolerance);
-        if (!w->ok) c->verify_ok = false;
     }
+    if (mcir_env_ranks(before) > 1) mcir_env_select_rank(before, -1);
+    if (mcir_env_ranks(after) > 1) mcir_env_select_rank(after, -1);
     mcir_env_free(before);
     if (after != c->env) mcir_env_free(after);
     return c->verify_ok ? MCIR_EXIT_OK : MCIR_EXIT_INVALID;
@@ -526,6 +540,18 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     if ((!onnx || c->graph->n_dims) && (st = stage_dims(o, c->graph, onnx, d))) return st;
     c->nodes_before = c->nodes_after = mcir_graph_live_nodes(c->graph);
     if (o->verify || o->keep_original) c->original = mcir_graph_clone(c->graph);
+    /* --tp N: the program of each of N ranks, Megatron-style (rewrites/tp.c) */
+    if (o->tp > 0) {
+        if (c->graph->ranks != 1) {
+            mcir_error(d, (mcir_loc){c->graph->path, 0, 0}, "--tp %d: the graph already has %d ranks; --tp "
+                       "takes a graph of one rank", o->tp, c->graph->ranks);
+            return MCIR_EXIT_USAGE;
+        }
+        mcir_graph *rp = mcir_tp_rewrite(c->graph, o->tp, c->trace, &c->tp_collectives, d);
+        if (!rp) return MCIR_EXIT_INVALID;
+        mcir_graph_free(c->graph);
+        c->graph = rp;
+    }
     /* the cost model's baseline: the graph as read, planned as --no-rewrite plans it */
     int64_t unfused = 0;
     if ((o->want_plan || o->want_cuda || o->want_ptx || o->run) && !o->no_rewrite)

@@ -100,11 +100,15 @@ typedef struct mcir_options {
      * in the tuning cache next to the kernel cache (mcirc/tune.c) */
     bool tune;
     int tune_top;
+    /* --tp N: the graph (of one rank) rewritten into the program of each
+     * of N ranks (rewrites/tp.c) before the catalog's rules; 0: not asked */
+    int tp;
 } mcir_options;
 
 typedef struct mcir_verify_result {
     const char *output;
     const char *device;          /* NULL: the rewritten graph's interpreter; else the device that ran it */
+    int rank;                    /* graphs with ranks > 1: the rank compared; else -1 */
     double max_abs, max_rel, tolerance;
     bool ok;
 } mcir_verify_result;
@@ -120,6 +124,7 @@ typedef struct mcir_compilation {
     const mcir_target *target;
 
     int nodes_before, nodes_after, rewrites_applied;
+    int tp_collectives;          /* --tp: collectives the rewrite inserted */
     mcir_rewrite_stats rewrite_stats;   /* fusions vs bookkeeping */
 
     /* A graph with symbolic dims is compiled at its largest sizes; a run

@@ -137,4 +137,11 @@ int mcir_pattern_match(const mcir_pattern *p, mcir_graph *g, mcir_node *anchor,
 int mcir_rule_tests_run(const mcir_catalog *c, const char *path, const mcir_target *target,
                         FILE *report, int *n_run, mcir_diag *d);
 
+/* Tensor parallelism (rewrites/tp.c, `mcirc --tp N`): a copy of g (one
+ * rank) rewritten into the program each of `ranks` ranks runs — sharded
+ * weights, the collectives between — every decision a trace record (stage
+ * "tp"). *collectives (may be NULL): how many it inserted. NULL with an
+ * error where g already has ranks or the result does not check. */
+mcir_graph *mcir_tp_rewrite(const mcir_graph *g, int ranks, mcir_trace *trace, int *collectives, mcir_diag *d);
+
 #endif /* MCIR_REWRITES_H */

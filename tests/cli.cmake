@@ -1,5 +1,5 @@
 # mcirc by its command-line contract, and every example through it.
-foreach(t cli examples output_paths)
+foreach(t cli examples output_paths ranks)
   mcir_check_test(test_${t} SOURCES test_${t}.c cli_util.c LIBS mcir_core)
   target_compile_definitions(test_${t} PRIVATE MCIRC_BINARY="$<TARGET_FILE:mcirc>")
   add_dependencies(test_${t} mcirc)

@@ -1,0 +1,717 @@
+/*
+ * tp.c — tensor parallelism as a rewrite (`mcirc --tp N`, docs/rewrites.md
+ * "Tensor parallelism"): a one-rank graph becomes the program every one of
+ * N ranks runs (graph.json "ranks", "shard"), Megatron-style.
+ *
+ * Every tensor gets a layout, decided node by node in topological order:
+ *   R        replicated: every rank holds the whole tensor;
+ *   S(a, b)  split along axis a: rank r holds part r (of every one of b
+ *            equal blocks of the axis, for a fused QKV product);
+ *   P        partial sums: the whole tensor is the sum over the ranks.
+ * Inputs start R. A product x·W with x replicated and W a constant splits
+ * W's columns (column-parallel: S(last)); a product whose x is split along
+ * its K axis splits W's rows (row-parallel: P). Elementwise ops, reshapes,
+ * transposes, softmax and norms over other axes, and attention keep a
+ * split (so attention runs on each rank's heads); a constant operand that
+ * spans the split axis (a bias) is split with it; P stays P through sums
+ * of partials and linear views. Anything else takes its inputs whole: an
+ * all_gather of S, an all_reduce of P (so a row-parallel bias is added
+ * once, after the reduction), and graph outputs are made whole the same
+ * way. Each decision is a trace record (stage "tp", property
+ * "tensor_parallel") with its legality checks: the rules are this file's,
+ * not the YAML catalog's (yet).
+ *
+ * The graph is rewritten in place on whole shapes; at the end the sharded
+ * leaves take their per-rank shapes, reshape and split attributes their
+ * per-rank extents, and shape inference runs again.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "rewrites/rewrites.h"
+
+typedef enum { L_R, L_S, L_P } lkind;
+
+typedef struct layout {
+    lkind kind;
+    int axis;     /* L_S */
+    int blocks;   /* L_S: 1, or the blocks of a fused product's columns */
+} layout;
+
+typedef struct tp {
+    mcir_graph *g;
+    int n;                 /* ranks */
+    mcir_trace *trace;
+    layout *lay;           /* by tensor id */
+    bool *decided;         /* weights: their layout is fixed (a consumer split it or took it whole) */
+    mcir_tensor **whole;   /* by tensor id: its all_gather / all_reduce, once made */
+    int cap;
+    int reduces, gathers;  /* collectives inserted */
+} tp;
+
+static const layout R = {L_R, -1, 1};
+
+static void grow(tp *t) {
+    int n = t->g->n_tensors;
+    if (n <= t->cap) return;
+    int cap = n * 2;
+    t->lay = realloc(t->lay, sizeof *t->lay * (size_t)cap);
+    t->decided = realloc(t->decided, sizeof *t->decided * (size_t)cap);
+    t->whole = realloc(t->whole, sizeof *t->whole * (size_t)cap);
+    MCIR_ASSERT(t->lay && t->decided && t->whole);
+    for (int i = t->cap; i < cap; i++) {
+        t->lay[i] = R;
+        t->decided[i] = false;
+        t->whole[i] = NULL;
+    }
+    t->cap = cap;
+}
+
+static layout lay_of(tp *t, const mcir_tensor *x) {
+    grow(t);
+    return t->lay[x->id];
+}
+
+static void set_lay(tp *t, const mcir_tensor *x, layout l) {
+    grow(t);
+    t->lay[x->id] = l;
+}
+
+/* ----------------------------------------------------------- the trace */
+
+static json_t *check(const char *name, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static json_t *check(const char *name, bool ok, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return json_pack("{s:s, s:b, s:s}", "check", name, "ok", ok, "detail", buf);
+}
+
+/* One decision: rule at node n, its checks (stolen), applied or rejected,
+ * what it made. */
+static void record(tp *t, const char *rule, const mcir_node *n, json_t *legality, bool applied,
+                   const char *result) {
+    if (!t->trace) {
+        json_decref(legality);
+        return;
+    }
+    json_t *r = json_object();
+    json_object_set_new(r, "stage", json_string("tp"));
+    json_object_set_new(r, "rule", json_string(rule));
+    json_object_set_new(r, "property", json_string("tensor_parallel"));
+    json_object_set_new(r, "anchor", json_string(n->name));
+    json_object_set_new(r, "matched", json_pack("[s]", n->name));
+    json_object_set_new(r, "legality", legality ? legality : json_array());
+    json_object_set_new(r, "decision", json_string(applied ? "applied" : "rejected"));
+    if (applied && result) json_object_set_new(r, "result", json_pack("[s]", result));
+    json_object_set_new(r, "ranks", json_integer(t->n));
+    mcir_trace_append(t->trace, r);
+}
+
+static const char *lay_text(tp *t, const mcir_tensor *x, char *buf, size_t n) {
+    layout l = lay_of(t, x);
+    if (l.kind == L_R) snprintf(buf, n, "whole on every rank");
+    else if (l.kind == L_P) snprintf(buf, n, "partial sums over the ranks");
+    else if (l.blocks > 1) snprintf(buf, n, "split along axis %d (each of %d blocks)", l.axis, l.blocks);
+    else snprintf(buf, n, "split along axis %d", l.axis);
+    return buf;
+}
+
+/* ---------------------------------------------------- making tensors whole */
+
+static bool is_weight(const mcir_tensor *x) { return x->kind == MCIR_TENSOR_WEIGHT; }
+
+static bool static_extent(const mcir_tensor *x, int axis) {
+    if (!x->sym) return true;
+    mcir_extent e = mcir_tensor_extent(x, axis);
+    return mcir_extent_is_const(&e, NULL);
+}
+
+/* x whole on every rank: itself, or its all_gather / all_reduce (made
+ * once, right after its producer), recorded at n, the node that needs it. */
+static mcir_tensor *whole(tp *t, mcir_tensor *x, const mcir_node *n, const char *why) {
+    layout l = lay_of(t, x);
+    if (l.kind == L_R) return x;
+    if (t->whole[x->id]) return t->whole[x->id];
+    char b[128];
+    bool reduce = l.kind == L_P;
+    mcir_op op = reduce ? MCIR_OP_ALL_REDUCE : MCIR_OP_ALL_GATHER;
+    const char *name = mcir_graph_fresh_name(t->g, mcir_arena_printf(t->g->arena, "%s_%s", x->name,
+                                                                      reduce ? "reduced" : "gathered"));
+    mcir_tensor *y = mcir_graph_add_tensor(t->g, name, x->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
+    MCIR_ASSERT(y);
+    mcir_node *c = mcir_graph_add_node(t->g, op, mcir_graph_fresh_name(t->g, mcir_arena_printf(t->g->arena, "tp_%s",
+                                                                           mcir_op_name(op))),
+                                       1, &x, 1, &y);
+    c->origin_rule = reduce ? "tp_reduce" : "tp_gather";
+    c->origin_nodes = n->name;
+    if (!reduce) mcir_node_set_int(t->g, c, "axis", l.axis);
+    if (!reduce && l.blocks > 1 && x->rank + 2 <= MCIR_MAX_RANK) {
+        /* a blocked split gathers rank-major ([ranks, blocks, e] along the
+         * axis): moved block-major by a reshape, a transpose, a reshape */
+        int64_t s1[MCIR_MAX_RANK], perm[MCIR_MAX_RANK];
+        int r1 = 0, a = l.axis;
+        for (int i = 0; i < x->rank; i++) {
+            if (i != a) {
+                s1[r1++] = x->shape[i];
+                continue;
+            }
+            s1[r1++] = t->n;
+            s1[r1++] = l.blocks;
+            s1[r1++] = x->shape[i] / ((int64_t)t->n * l.blocks);
+        }
+        for (int i = 0; i < r1; i++) perm[i] = i;
+        perm[a] = a + 1;
+        perm[a + 1] = a;
+        mcir_tensor *prev = y;
+        for (int step = 0; step < 3; step++) {
+            mcir_op sop = step == 1 ? MCIR_OP_TRANSPOSE : MCIR_OP_RESHAPE;
+            mcir_tensor *z = mcir_graph_add_tensor(t->g, mcir_graph_fresh_name(t->g, name), x->dtype, -1, NULL,
+                                                   MCIR_TENSOR_INTERMEDIATE);
+            mcir_node *m = mcir_graph_add_node(t->g, sop, NULL, 1, &prev, 1, &z);
+            m->origin_rule = "tp_gather";
+            m->origin_nodes = n->name;
+            if (step == 0) mcir_node_set_ints(t->g, m, "shape", r1, s1);
+            else if (step == 1) mcir_node_set_ints(t->g, m, "perm", r1, perm);
+            else mcir_node_set_ints(t->g, m, "shape", x->rank, x->shape);
+            set_lay(t, z, R);
+            prev = z;
+        }
+        y = prev;
+    }
+    grow(t);
+    t->whole[x->id] = y;
+    set_lay(t, y, R);
+    if (reduce) t->reduces++;
+    else t->gathers++;
+    json_t *leg = json_array();
+    json_array_append_new(leg, check("input_layout", false, "'%s' is %s; %s", x->name, lay_text(t, x, b, sizeof b),
+                                     why));
+    record(t, reduce ? "tp_reduce" : "tp_gather", n, leg, true, c->name);
+    return y;
+}
+
+/* ------------------------------------------------------------- the rules */
+
+/* The axis of an operand of rank rx, aligned right against the output's
+ * rank ro (broadcasting); -1 where the operand has no such axis. */
+static int align(int axis, int ro, int rx) {
+    int a = axis - (ro - rx);
+    return a >= 0 && a < rx ? a : -1;
+}
+
+/* Looks past a product's bias add for a split of its last axis into k
+ * equal parts (a fused QKV projection): k, or 1. */
+static int qkv_blocks(tp *t, const mcir_node *mm) {
+    const mcir_tensor *y = mm->outputs[0];
+    for (int depth = 0; depth < 3; depth++) {
+        const mcir_node *only = NULL;
+        int readers = 0;
+        for (int k = 0; k < t->g->n_nodes; k++) {
+            const mcir_node *c = t->g->nodes[k];
+            for (int i = 0; !c->dead && i < c->n_inputs; i++)
+                if (c->inputs[i] == y) {
+                    readers++;
+                    only = c;
+                }
+        }
+        if (readers != 1 || y->is_output) return 1;
+        if (only->op == MCIR_OP_SPLIT) {
+            int axis;
+            const int64_t *sizes;
+            int k = mcir_node_ints(only, "sizes", &sizes);
+            if (!mcir_norm_axis(mcir_node_int(only, "axis"), y->rank, &axis) || axis != y->rank - 1 || k < 2) return 1;
+            for (int i = 1; i < k; i++)
+                if (sizes[i] != sizes[0]) return 1;
+            return sizes[0] % t->n == 0 ? k : 1;
+        }
+        if (only->op != MCIR_OP_ADD || only->n_outputs != 1) return 1;
+        y = only->outputs[0];
+    }
+    return 1;
+}
+
+static bool divides(tp *t, int64_t extent, int blocks) { return extent % ((int64_t)t->n * blocks) == 0; }
+
+/* matmul: column-parallel, row-parallel, a split batch, or whole. */
+static void rule_matmul(tp *t, mcir_node *n) {
+    mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *Y = n->outputs[0];
+    bool ta = mcir_node_bool(n, "transpose_a"), tb = mcir_node_bool(n, "transpose_b");
+    layout la = lay_of(t, A), lb = lay_of(t, B);
+    char b1[128];
+    if (is_weight(B) && B->rank == 2 && A->rank >= 2 && !ta) {
+        int kaxis = tb ? 1 : 0, naxis = tb ? 0 : 1;
+        int64_t K = B->shape[kaxis], N = B->shape[naxis];
+        json_t *leg = json_array();
+        if (la.kind == L_P) {
+            A = n->inputs[0] = whole(t, A, n, "a product needs its A whole or split along K");
+            la = R;
+        }
+        if (la.kind == L_S && la.axis == A->rank - 1 && la.blocks == 1) {
+            bool ok = !t->decided[B->id] && divides(t, K, 1) && static_extent(B, kaxis);
+            json_array_append_new(leg, check("a_split_along_k", true, "'%s' is split along its last axis (K = %lld)",
+                                             A->name, (long long)K));
+            json_array_append_new(leg, check("weight_rows_divide", ok,
+                                             t->decided[B->id] ? "'%s' is already laid out for another product"
+                                                               : "'%s' has %lld rows%s", B->name, (long long)K,
+                                             divides(t, K, 1) ? ", a multiple of the ranks" : ", not a multiple of the ranks"));
+            if (ok) {
+                B->shard_axis = kaxis;
+                B->shard_parts = t->n;
+                B->shard_blocks = 1;
+                t->decided[B->id] = true;
+                set_lay(t, Y, (layout){L_P, -1, 1});
+                record(t, "tp_row_parallel", n, leg, true, Y->name);
+                return;
+            }
+            record(t, "tp_row_parallel", n, leg, false, NULL);
+            A = n->inputs[0] = whole(t, A, n, "the row-parallel product does not apply");
+            la = R;
+        } else if (la.kind == L_S && la.axis < A->rank - 1 && A->rank == Y->rank) {
+            /* rows or a batch split: every rank multiplies its rows by the whole B */
+            if (lb.kind != L_R) B = n->inputs[1] = whole(t, B, n, "a split of A's rows takes B whole");
+            t->decided[B->id] = true;
+            set_lay(t, Y, la);
+            json_decref(leg);
+            return;
+        } else if (la.kind == L_S) {
+            A = n->inputs[0] = whole(t, A, n, "a product takes its A whole unless split along K or its rows");
+            la = R;
+        }
+        int blocks = qkv_blocks(t, n);
+        bool fits = divides(t, N, blocks) && static_extent(B, naxis);
+        json_array_append_new(leg, check("a_whole", true, "'%s' is whole on every rank", A->name));
+        json_array_append_new(
+            leg, check("weight_columns_divide", fits && !t->decided[B->id],
+                       t->decided[B->id] ? "'%s' is already laid out for another product"
+                                         : "'%s' has %lld columns%s%s", B->name, (long long)N,
+                       blocks > 1 ? mcir_arena_printf(t->g->arena, " in %d blocks (its product is split in %d)", blocks,
+                                                      blocks) : "",
+                       fits ? ", each a multiple of the ranks" : ", not a multiple of the ranks"));
+        if (fits && !t->decided[B->id]) {
+            B->shard_axis = naxis;
+            B->shard_parts = t->n;
+            B->shard_blocks = blocks;
+            t->decided[B->id] = true;
+            set_lay(t, Y, (layout){L_S, Y->rank - 1, blocks});
+            record(t, "tp_column_parallel", n, leg, true, Y->name);
+            return;
+        }
+        record(t, "tp_column_parallel", n, leg, false, NULL);
+        if (lb.kind != L_R) B = n->inputs[1] = whole(t, B, n, "a replicated product takes B whole");
+        t->decided[B->id] = true;
+        set_lay(t, Y, R);
+        return;
+    }
+    /* two activations (attention's scores and its weighted sum): a split
+     * batch axis carries through where the other operand has the same split
+     * or spans 1 there */
+    if (la.kind == L_P) A = n->inputs[0] = whole(t, A, n, "a product of activations takes them whole or split");
+    if (lb.kind == L_P) B = n->inputs[1] = whole(t, B, n, "a product of activations takes them whole or split");
+    la = lay_of(t, A);
+    lb = lay_of(t, B);
+    int ro = Y->rank;
+    int axis = -1;
+    if (la.kind == L_S && la.blocks == 1) axis = la.axis + (ro - A->rank);
+    if (lb.kind == L_S && lb.blocks == 1) {
+        int bo = lb.axis + (ro - B->rank);
+        axis = axis < 0 || axis == bo ? bo : -2;
+    }
+    if (axis >= 0 && axis < ro - 2 && A->rank >= 2 && B->rank >= 2) {
+        bool ok = true;
+        for (int k = 0; k < 2; k++) {
+            mcir_tensor *x = k ? B : A;
+            layout lx = k ? lb : la;
+            int ax = align(axis, ro, x->rank);
+            if (lx.kind == L_S) ok &= lx.axis == ax;
+            else ok &= ax < 0 || x->shape[ax] == 1;
+        }
+        if (ok) {
+            set_lay(t, Y, (layout){L_S, axis, 1});
+            return;
+        }
+    }
+    if (la.kind != L_R) A = n->inputs[0] = whole(t, A, n, mcir_arena_printf(t->g->arena, "the other operand is %s",
+                                                                              lay_text(t, B, b1, sizeof b1)));
+    if (lb.kind != L_R) B = n->inputs[1] = whole(t, B, n, "the operands' splits do not agree");
+    set_lay(t, Y, R);
+}
+
+/* Elementwise ops (unary, binary, where, cast, ...): one split carried
+ * through; a constant that spans the split axis is split with it. */
+static void rule_elementwise(tp *t, mcir_node *n) {
+    mcir_tensor *Y = n->outputs[0];
+    int ro = Y->rank;
+    /* partial sums: a sum of partials, or a scale of one, stays partial */
+    bool any_p = false, all_p = true;
+    for (int i = 0; i < n->n_inputs; i++) {
+        bool p = lay_of(t, n->inputs[i]).kind == L_P;
+        any_p |= p;
+        all_p &= p;
+    }
+    if (any_p) {
+        bool linear = (n->op == MCIR_OP_ADD || n->op == MCIR_OP_SUB) ? all_p
+                      : n->op == MCIR_OP_SCALE || n->op == MCIR_OP_NEG;
+        /* the tests' mutant: a bias added to each rank's partial sums (so
+         * ranks times over) — --verify must catch it */
+        static int mutant = -1;
+        if (mutant < 0) mutant = getenv("MCIR_TP_MUTANT") && !strcmp(getenv("MCIR_TP_MUTANT"), "bias_on_partials");
+        if (mutant && n->op == MCIR_OP_ADD) linear = true;
+        if (linear) {
+            set_lay(t, Y, (layout){L_P, -1, 1});
+            return;
+        }
+        for (int i = 0; i < n->n_inputs; i++)
+            if (lay_of(t, n->inputs[i]).kind == L_P)
+                n->inputs[i] = whole(t, n->inputs[i], n,
+                                     mcir_arena_printf(t->g->arena, "'%s' (%s) is not linear in it", n->name,
+                                                       mcir_op_name(n->op)));
+    }
+    /* the split of the output: every split input's, if they agree */
+    int axis = -1, blocks = 1;
+    bool agree = true;
+    for (int i = 0; i < n->n_inputs; i++) {
+        layout l = lay_of(t, n->inputs[i]);
+        if (l.kind != L_S) continue;
+        int a = l.axis + (ro - n->inputs[i]->rank);
+        if (axis < 0) {
+            axis = a;
+            blocks = l.blocks;
+        } else if (a != axis || l.blocks != blocks) {
+            agree = false;
+        }
+    }
+    if (axis < 0) {
+        set_lay(t, Y, R);
+        return;
+    }
+    bool ok = agree;
+    for (int i = 0; ok && i < n->n_inputs; i++) {
+        mcir_tensor *x = n->inputs[i];
+        layout l = lay_of(t, x);
+        if (l.kind == L_S) continue;
+        int ax = align(axis, ro, x->rank);
+        if (ax < 0 || x->shape[ax] == 1) continue;   /* broadcast along the split */
+        /* a constant that spans the split axis (a bias) is split with it */
+        ok = is_weight(x) && !t->decided[x->id] && divides(t, x->shape[ax], blocks) && static_extent(x, ax);
+        if (ok) {
+            x->shard_axis = ax;
+            x->shard_parts = t->n;
+            x->shard_blocks = blocks;
+            t->decided[x->id] = true;
+            set_lay(t, x, (layout){L_S, ax, blocks});
+        }
+    }
+    if (ok) {
+        for (int i = 0; i < n->n_inputs; i++)
+            if (is_weight(n->inputs[i])) t->decided[n->inputs[i]->id] = true;
+        set_lay(t, Y, (layout){L_S, axis, blocks});
+        return;
+    }
+    for (int i = 0; i < n->n_inputs; i++)
+        if (lay_of(t, n->inputs[i]).kind != L_R)
+            n->inputs[i] = whole(t, n->inputs[i], n, "the operands' splits do not agree");
+    set_lay(t, Y, R);
+}
+
+/* reshape: a split axis that maps onto one output axis (the same elements
+ * before it, the output's extent a multiple of the ranks) stays split. */
+static void rule_reshape(tp *t, mcir_node *n) {
+    mcir_tensor *X = n->inputs[0], *Y = n->outputs[0];
+    layout l = lay_of(t, X);
+    if (l.kind != L_S) {
+        set_lay(t, Y, l);
+        return;
+    }
+    int64_t before = 1;
+    for (int i = 0; i < l.axis; i++) before *= X->shape[i];
+    int64_t acc = 1;
+    int o = -1;
+    for (int i = 0; i < Y->rank; i++) {
+        if (acc == before && Y->shape[i] % t->n == 0 && l.blocks == 1 && static_extent(Y, i)) {
+            /* the elements from the axis on: the same count on both sides */
+            int64_t xin = 1, yin = 1;
+            for (int k = l.axis; k < X->rank; k++) xin *= X->shape[k];
+            for (int k = i; k < Y->rank; k++) yin *= Y->shape[k];
+            if (xin == yin && (Y->shape[i] >= t->n)) {
+                o = i;
+                break;
+            }
+        }
+        acc *= Y->shape[i];
+    }
+    const mcir_attr *a = mcir_node_attr(n, "shape");
+    if (o >= 0 && a && o < a->n && a->dim_of && a->dim_of[o] >= 0) o = -1;   /* a dimension's extent */
+    if (o < 0) {
+        n->inputs[0] = whole(t, X, n, "the reshape does not keep the split axis whole");
+        set_lay(t, Y, R);
+        return;
+    }
+    set_lay(t, Y, (layout){L_S, o, 1});
+}
+
+static void rule_transpose(tp *t, mcir_node *n) {
+    layout l = lay_of(t, n->inputs[0]);
+    if (l.kind == L_S) {
+        const int64_t *perm;
+        int k = mcir_node_ints(n, "perm", &perm), to = -1;
+        for (int i = 0; i < k; i++)
+            if ((int)(perm[i] < 0 ? perm[i] + k : perm[i]) == l.axis) to = i;
+        MCIR_ASSERT(to >= 0);
+        l.axis = to;
+    }
+    set_lay(t, n->outputs[0], l);
+}
+
+/* The ops whose work runs along `axis` only (softmax, norms, reductions,
+ * slices, concats, splits, cumsum): a split elsewhere stays. in_axes[i]:
+ * whether axis i is one the op works along. */
+static void rule_along(tp *t, mcir_node *n, const bool *in_axes, bool keepdims) {
+    mcir_tensor *X = n->inputs[0];
+    layout l = lay_of(t, X);
+    if (l.kind == L_P) {
+        X = n->inputs[0] = whole(t, X, n, mcir_arena_printf(t->g->arena, "'%s' (%s) is not linear", n->name,
+                                                              mcir_op_name(n->op)));
+        l = R;
+    }
+    bool ok = l.kind != L_S || (!in_axes[l.axis] && l.blocks == 1);
+    if (n->op == MCIR_OP_SPLIT && l.kind == L_S && in_axes[l.axis] && l.blocks > 1) {
+        /* a blocked split read block by block: each output is split */
+        const int64_t *sizes;
+        int k = mcir_node_ints(n, "sizes", &sizes);
+        ok = k == l.blocks;
+        if (ok) {
+            for (int i = 0; i < n->n_outputs; i++) set_lay(t, n->outputs[i], (layout){L_S, l.axis, 1});
+            return;
+        }
+    }
+    for (int i = 1; i < n->n_inputs; i++) {   /* gamma, beta, other concat parts */
+        layout li = lay_of(t, n->inputs[i]);
+        if (n->op == MCIR_OP_CONCAT) ok &= li.kind == l.kind && li.axis == l.axis && li.blocks == l.blocks;
+        else if (li.kind != L_R) n->inputs[i] = whole(t, n->inputs[i], n, "a norm takes its gamma and beta whole");
+    }
+    if (!ok) {
+        for (int i = 0; i < n->n_inputs; i++)
+            if (lay_of(t, n->inputs[i]).kind != L_R)
+                n->inputs[i] = whole(t, n->inputs[i], n,
+                                     mcir_arena_printf(t->g->arena, "'%s' (%s) works along the split axis", n->name,
+                                                       mcir_op_name(n->op)));
+        l = R;
+    }
+    int out_axis = l.axis;
+    if (l.kind == L_S && !keepdims)
+        for (int i = 0; i < l.axis; i++) out_axis -= in_axes[i];
+    for (int i = 0; i < n->n_outputs; i++)
+        set_lay(t, n->outputs[i], l.kind == L_S ? (layout){L_S, out_axis, 1} : R);
+}
+
+/* attention: Q, K, V (and a mask) split along one leading axis — the
+ * heads — run on each rank's heads. */
+static void rule_attention(tp *t, mcir_node *n) {
+    mcir_tensor *Y = n->outputs[0];
+    int ro = Y->rank, axis = -1;
+    bool ok = true;
+    for (int i = 0; i < 3; i++) {
+        layout l = lay_of(t, n->inputs[i]);
+        if (l.kind != L_S) continue;
+        int a = l.axis + (ro - n->inputs[i]->rank);
+        if (axis < 0) axis = a;
+        ok &= a == axis && l.blocks == 1;
+    }
+    ok &= axis >= 0 && axis < ro - 2;
+    for (int i = 0; ok && i < n->n_inputs; i++) {
+        mcir_tensor *x = n->inputs[i];
+        layout l = lay_of(t, x);
+        int ax = align(axis, ro, x->rank);
+        if (l.kind == L_S) continue;
+        ok = l.kind == L_R && (ax < 0 || x->shape[ax] == 1);
+    }
+    json_t *leg = json_array();
+    char b[128];
+    json_array_append_new(leg, ok ? check("heads_split", true, "Q, K and V are split along axis %d (the heads)", axis)
+                                  : check("heads_split", false, "Q is %s: the heads are not split alike",
+                                          lay_text(t, n->inputs[0], b, sizeof b)));
+    record(t, "tp_attention_heads", n, leg, ok, ok ? Y->name : NULL);
+    if (ok) {
+        set_lay(t, Y, (layout){L_S, axis, 1});
+        return;
+    }
+    for (int i = 0; i < n->n_inputs; i++)
+        if (lay_of(t, n->inputs[i]).kind != L_R)
+            n->inputs[i] = whole(t, n->inputs[i], n, "attention takes its operands whole unless its heads are split");
+    set_lay(t, Y, R);
+}
+
+static void node_rule_of(tp *t, mcir_node *n);
+
+/* A node's rule; then every weight it reads has its layout fixed: a later
+ * consumer cannot split one this node read whole (a tied embedding and LM
+ * head). */
+static void node_rule(tp *t, mcir_node *n) {
+    node_rule_of(t, n);
+    grow(t);
+    for (int i = 0; i < n->n_inputs; i++)
+        if (is_weight(n->inputs[i])) t->decided[n->inputs[i]->id] = true;
+}
+
+static void node_rule_of(tp *t, mcir_node *n) {
+    const unsigned fl = mcir_op_desc_of(n->op)->flags;
+    mcir_tensor *X = n->n_inputs ? n->inputs[0] : NULL;
+    bool axes[MCIR_MAX_RANK] = {false};
+    int axis;
+    switch (n->op) {
+    case MCIR_OP_MATMUL: rule_matmul(t, n); return;
+    case MCIR_OP_RESHAPE: rule_reshape(t, n); return;
+    case MCIR_OP_TRANSPOSE: rule_transpose(t, n); return;
+    case MCIR_OP_ATTENTION: rule_attention(t, n); return;
+    case MCIR_OP_SOFTMAX:
+    case MCIR_OP_CUMSUM:
+    case MCIR_OP_SPLIT:
+    case MCIR_OP_CONCAT:
+    case MCIR_OP_SLICE:
+        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), X->rank, &axis));
+        axes[axis] = true;
+        rule_along(t, n, axes, true);
+        return;
+    case MCIR_OP_LAYERNORM:
+    case MCIR_OP_RMSNORM:
+        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), X->rank, &axis));
+        for (int i = axis; i < X->rank; i++) axes[i] = true;
+        rule_along(t, n, axes, true);
+        return;
+    case MCIR_OP_REDUCE_SUM:
+    case MCIR_OP_REDUCE_MEAN:
+    case MCIR_OP_REDUCE_MAX: {
+        const int64_t *ax;
+        int k = mcir_node_ints(n, "axes", &ax);
+        for (int i = 0; i < k; i++)
+            if (mcir_norm_axis(ax[i], X->rank, &axis)) axes[axis] = true;
+        rule_along(t, n, axes, mcir_node_bool(n, "keepdims"));
+        return;
+    }
+    default: break;
+    }
+    if (fl & MCIR_OPF_ELEMENTWISE) {
+        rule_elementwise(t, n);
+        return;
+    }
+    /* anything else takes its inputs whole */
+    for (int i = 0; i < n->n_inputs; i++)
+        if (lay_of(t, n->inputs[i]).kind != L_R)
+            n->inputs[i] = whole(t, n->inputs[i], n,
+                                 mcir_arena_printf(t->g->arena, "'%s' (%s) has no rule for split operands", n->name,
+                                                   mcir_op_name(n->op)));
+    for (int i = 0; i < n->n_outputs; i++) set_lay(t, n->outputs[i], R);
+}
+
+/* A graph output that is not whole: its producer writes a new tensor, and
+ * the collective that makes it whole writes the output (the name stays). */
+static void output_whole(tp *t, mcir_tensor *y) {
+    layout l = lay_of(t, y);
+    if (l.kind == L_R || !y->producer) return;
+    mcir_node *p = y->producer;
+    const char *name = mcir_graph_fresh_name(t->g, mcir_arena_printf(t->g->arena, "%s_part", y->name));
+    mcir_tensor *part = mcir_graph_add_tensor(t->g, name, y->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
+    MCIR_ASSERT(part);
+    for (int i = 0; i < p->n_outputs; i++)
+        if (p->outputs[i] == y) p->outputs[i] = part;
+    part->producer = p;
+    for (int k = 0; k < t->g->n_nodes; k++) {
+        mcir_node *c = t->g->nodes[k];
+        for (int i = 0; !c->dead && i < c->n_inputs; i++)
+            if (c->inputs[i] == y) c->inputs[i] = part;
+    }
+    set_lay(t, part, l);
+    bool reduce = l.kind == L_P;
+    mcir_op op = reduce ? MCIR_OP_ALL_REDUCE : MCIR_OP_ALL_GATHER;
+    mcir_node *c = mcir_graph_add_node(t->g, op, mcir_graph_fresh_name(t->g, mcir_arena_printf(t->g->arena, "tp_%s",
+                                                                           mcir_op_name(op))),
+                                       1, &part, 1, &y);
+    c->origin_rule = reduce ? "tp_reduce" : "tp_gather";
+    c->origin_nodes = p->name;
+    if (!reduce) mcir_node_set_int(t->g, c, "axis", l.axis);
+    if (reduce) t->reduces++;
+    else t->gathers++;
+    set_lay(t, y, R);
+    char b[128];
+    json_t *leg = json_array();
+    json_array_append_new(leg, check("output_whole", false, "graph output '%s' is %s; every rank returns it whole",
+                                     y->name, lay_text(t, part, b, sizeof b)));
+    record(t, reduce ? "tp_reduce" : "tp_gather", p, leg, true, c->name);
+}
+
+/* Per-rank extents: sharded leaves, and the reshape and split attributes
+ * that name an extent along a split axis. */
+static void per_rank_attrs(tp *t) {
+    for (int k = 0; k < t->g->n_nodes; k++) {
+        mcir_node *n = t->g->nodes[k];
+        if (n->dead) continue;
+        layout lo = lay_of(t, n->outputs[0]);
+        if (n->op == MCIR_OP_RESHAPE && lo.kind == L_S) {
+            const int64_t *shape;
+            int c = mcir_node_ints(n, "shape", &shape);
+            int64_t v[MCIR_MAX_RANK];
+            memcpy(v, shape, sizeof(int64_t) * (size_t)c);
+            if (v[lo.axis] > 0) v[lo.axis] /= t->n;
+            mcir_attr *a = mcir_node_set_ints(t->g, n, "shape", c, v);
+            (void)a;
+        } else if (n->op == MCIR_OP_SPLIT && lo.kind == L_S) {
+            int axis;
+            MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), n->inputs[0]->rank, &axis));
+            if (axis == lo.axis) {
+                const int64_t *sizes;
+                int c = mcir_node_ints(n, "sizes", &sizes);
+                int64_t v[64];
+                MCIR_ASSERT(c <= 64);
+                for (int i = 0; i < c; i++) v[i] = sizes[i] / t->n;
+                mcir_node_set_ints(t->g, n, "sizes", c, v);
+            }
+        }
+    }
+    for (int i = 0; i < t->g->n_weights; i++) {
+        mcir_tensor *w = t->g->weights[i];
+        if (w->shard_axis >= 0) {
+            w->shape[w->shard_axis] /= t->n;
+            if (w->sym) w->sym[w->shard_axis] = mcir_extent_const(w->shape[w->shard_axis]);
+        }
+    }
+}
+
+mcir_graph *mcir_tp_rewrite(const mcir_graph *src, int ranks, mcir_trace *trace, int *collectives, mcir_diag *d) {
+    MCIR_ASSERT(ranks >= 1);
+    if (src->ranks != 1) {
+        mcir_error(d, (mcir_loc){src->path, 0, 0}, "--tp %d: the graph already has %d ranks; --tp takes a graph of "
+                   "one rank", ranks, src->ranks);
+        return NULL;
+    }
+    mcir_graph *g = mcir_graph_clone(src);
+    tp t = {.g = g, .n = ranks, .trace = trace};
+    grow(&t);
+    int n0 = g->n_nodes;
+    if (ranks > 1) {
+        for (int k = 0; k < n0; k++)
+            if (!g->nodes[k]->dead) node_rule(&t, g->nodes[k]);
+        for (int i = 0; i < g->n_outputs; i++) output_whole(&t, g->outputs[i]);
+        per_rank_attrs(&t);
+    }
+    g->ranks = ranks;
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->producer) g->tensors[i]->rank = -1;   /* inferred again */
+    bool ok = mcir_graph_sort(g, d) && mcir_graph_infer(g, d) && mcir_graph_verify(g, d);
+    free(t.lay);
+    free(t.decided);
+    free(t.whole);
+    if (!ok) {
+        mcir_error(d, (mcir_loc){src->path, 0, 0}, "--tp %d: internal error: the rank program does not check", ranks);
+        mcir_graph_free(g);
+        return NULL;
+    }
+    if (collectives) *collectives = t.reduces + t.gathers;
+    return g;
+}

@@ -1,0 +1,509 @@
+/*
+ * test_ranks.c — graphs with ranks (docs/graph-format.md "Ranks and
+ * collectives"): `ranks`, `shard` and the collectives parsed, inferred and
+ * checked; the reference interpreter running every rank in lockstep, each
+ * collective against values computed here from the whole tensors; the
+ * sharded MLP against the same MLP on one rank; the mcir writer's round
+ * trip; and mcirc by its contract (--run --device cpu and emu, --verify
+ * per rank, per-rank output files, --graphs refused with exit 3, errors at
+ * path:line:col). The emulated runs' own checks: test_emu_device.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "mcir/mcir.h"
+
+/* Reads a graph from text; on failure the diagnostics are in *errs. */
+static mcir_graph *read_graph(const char *text, char **errs) {
+    size_t len = 0;
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, &len);
+    mcir_diag d = mcir_diag_to(f);
+    mcir_graph *g = mcir_graph_read_json_string(text, "g.json", &d);
+    fclose(f);
+    if (errs) *errs = buf;
+    else free(buf);
+    return g;
+}
+
+static void expect_error(const char *text, const char *want) {
+    char *errs = NULL;
+    mcir_graph *g = read_graph(text, &errs);
+    ck_assert_msg(g == NULL, "accepted a graph that should fail with '%s'", want);
+    ck_assert_msg(strstr(errs, want) != NULL, "wanted '%s' in:\n%s", want, errs);
+    ck_assert_msg(strncmp(errs, "g.json:", 7) == 0, "no position: %s", errs);
+    free(errs);
+}
+
+static mcir_tensor *tensor(const mcir_graph *g, const char *name) {
+    mcir_tensor *t = mcir_graph_find_tensor(g, name);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+/* One input x (shape, dtype, optional shard axis), one node, output y. */
+static char *one_node(int ranks, const char *dtype, const char *shape, const char *shard,
+                      const char *op, const char *attrs) {
+    char *s = NULL;
+    ck_assert_int_gt(asprintf(&s,
+                              "{\"mcir\": 1, \"ranks\": %d, \"inputs\": [{\"name\": \"x\", \"dtype\": \"%s\", "
+                              "\"shape\": %s%s}], \"nodes\": [{\"op\": \"%s\", \"inputs\": [\"x\"], "
+                              "\"outputs\": [\"y\"]%s%s}], \"outputs\": [\"y\"]}",
+                              ranks, dtype, shape, shard ? shard : "", op, attrs ? ", \"attrs\": " : "",
+                              attrs ? attrs : ""),
+                     0);
+    return s;
+}
+
+START_TEST(test_parse_and_infer) {
+    char *errs = NULL;
+    mcir_graph *g = read_graph(
+        "{\"mcir\": 1, \"ranks\": 2,"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"f16\", \"shape\": [8, 1024, 4096]}],"
+        " \"weights\": [{\"name\": \"w_up\", \"dtype\": \"f16\", \"shape\": [4096, 11008], \"shard\": {\"axis\": 1}},"
+        "   {\"name\": \"w_down\", \"dtype\": \"f16\", \"shape\": [11008, 4096], \"shard\": {\"axis\": -2}}],"
+        " \"nodes\": [{\"op\": \"matmul\", \"inputs\": [\"x\", \"w_up\"], \"outputs\": [\"h\"]},"
+        "   {\"op\": \"gelu\", \"inputs\": [\"h\"], \"outputs\": [\"a\"]},"
+        "   {\"op\": \"matmul\", \"inputs\": [\"a\", \"w_down\"], \"outputs\": [\"p\"]},"
+        "   {\"op\": \"all_reduce\", \"inputs\": [\"p\"], \"outputs\": [\"y\"]},"
+        "   {\"op\": \"all_gather\", \"inputs\": [\"a\"], \"outputs\": [\"ag\"], \"attrs\": {\"axis\": -1}},"
+        "   {\"op\": \"reduce_scatter\", \"inputs\": [\"p\"], \"outputs\": [\"rs\"], \"attrs\": {\"axis\": 1, \"op\": \"max\"}}],"
+        " \"outputs\": [\"y\", \"ag\", \"rs\"]}",
+        &errs);
+    ck_assert_msg(g != NULL, "%s", errs);
+    free(errs);
+    ck_assert_int_eq(g->ranks, 2);
+    mcir_tensor *up = tensor(g, "w_up"), *down = tensor(g, "w_down");
+    ck_assert_int_eq(up->shard_axis, 1);
+    ck_assert_int_eq(up->shard_parts, 2);
+    ck_assert_int_eq(up->shape[1], 5504);   /* each rank's part */
+    ck_assert_int_eq(down->shard_axis, 0);
+    ck_assert_int_eq(down->shape[0], 5504);
+    ck_assert_int_eq(mcir_tensor_whole_numel(up), 4096LL * 11008);
+    ck_assert_int_eq(tensor(g, "x")->shard_axis, -1);
+    ck_assert_int_eq(tensor(g, "h")->shape[2], 5504);   /* inferred shapes are each rank's own */
+    ck_assert_int_eq(tensor(g, "y")->shape[2], 4096);
+    ck_assert_int_eq(tensor(g, "ag")->shape[2], 11008);
+    ck_assert_int_eq(tensor(g, "rs")->shape[1], 512);
+    ck_assert(mcir_op_desc_of(MCIR_OP_ALL_REDUCE)->flags & MCIR_OPF_COLLECTIVE);
+    ck_assert(!(mcir_op_desc_of(MCIR_OP_ALL_REDUCE)->flags & MCIR_OPF_PURE));   /* never recomputed */
+    mcir_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_errors) {
+    expect_error("{\"mcir\": 1, \"ranks\": 0, \"inputs\": [], \"nodes\": [], \"outputs\": []}",
+                 "'ranks' must be from 1 to 1024");
+    expect_error("{\"mcir\": 1, \"ranks\": \"2\", \"inputs\": [], \"nodes\": [], \"outputs\": []}",
+                 "'ranks' must be an integer");
+    char *s = one_node(4, "f32", "[2, 8, 30]", ", \"shard\": {\"axis\": 2}", "relu", NULL);
+    expect_error(s, "input 'x': shard axis 2 (extent 30) does not divide into 4 equal parts");
+    free(s);
+    s = one_node(2, "f32", "[2, 8]", ", \"shard\": {\"axis\": 2}", "relu", NULL);
+    expect_error(s, "shard axis 2 is out of range for shape [2, 8]");
+    free(s);
+    s = one_node(2, "f32", "[2, 8]", ", \"shard\": {\"axis\": 0, \"blocks\": 2}", "relu", NULL);
+    expect_error(s, "blocks");
+    free(s);
+    s = one_node(2, "f32", "[2, 8]", ", \"shard\": 1", "relu", NULL);
+    expect_error(s, "'shard' must be an object");
+    free(s);
+    s = one_node(2, "f32", "[2, 8]", NULL, "all_gather", "{\"axis\": 5}");
+    expect_error(s, "node 'all_gather' (all_gather): axis 5 is out of range");
+    free(s);
+    s = one_node(2, "f32", "[3, 5]", NULL, "reduce_scatter", "{\"axis\": 1}");
+    expect_error(s, "axis 1 of 'x' [3, 5] (extent 5) does not divide into 2 equal parts");
+    free(s);
+    s = one_node(2, "f32", "[4, 4]", NULL, "all_gather", NULL);
+    expect_error(s, "axis");
+    free(s);
+    s = one_node(2, "f32", "[4, 4]", NULL, "all_reduce", "{\"op\": \"prod\"}");
+    expect_error(s, "allowed values are");
+    free(s);
+}
+END_TEST
+
+/* The whole tensor's seeded values: the same tensor, unsharded. */
+static float *whole_values(const mcir_tensor *t, uint64_t seed) {
+    mcir_tensor w = *t;
+    mcir_tensor_whole_shape(t, w.shape);
+    w.shard_axis = -1;
+    w.shard_parts = 1;
+    float *v = malloc(sizeof(float) * (size_t)mcir_tensor_numel(&w));
+    ck_assert_ptr_nonnull(v);
+    mcir_fill_seeded(&w, seed, v);
+    return v;
+}
+
+static int64_t numel(const mcir_tensor *t) { return mcir_tensor_numel(t); }
+
+START_TEST(test_collectives_in_lockstep) {
+    /* all_gather of a sharded input rebuilds the whole input on every rank */
+    char *s = one_node(4, "f32", "[6, 8, 5]", ", \"shard\": {\"axis\": 1}", "all_gather", "{\"axis\": 1}");
+    char *errs = NULL;
+    mcir_graph *g = read_graph(s, &errs);
+    ck_assert_msg(g, "%s", errs);
+    free(errs);
+    free(s);
+    const mcir_tensor *x = tensor(g, "x"), *y = tensor(g, "y");
+    ck_assert_int_eq(x->shape[1], 2);
+    ck_assert_int_eq(y->shape[1], 8);
+    mcir_env *e = mcir_env_new(g, 7);
+    ck_assert_int_eq(mcir_env_ranks(e), 4);
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_interp_run(g, e, &d));
+    float *whole = whole_values(x, 7);
+    double amax = 0;
+    for (int r = 0; r < 4; r++) {
+        mcir_env_select_rank(e, r);
+        const float *v = mcir_env_get(e, y), *xr = mcir_env_get(e, x);
+        for (int64_t i = 0; i < numel(y); i++) {
+            ck_assert_float_eq(v[i], whole[i]);
+            amax = fmax(amax, fabs(v[i]));
+        }
+        /* rank r's x is the part r along axis 1: whole[a][2r + b][c] */
+        for (int a = 0; a < 6; a++)
+            for (int b = 0; b < 2; b++)
+                for (int c = 0; c < 5; c++)
+                    ck_assert_float_eq(xr[(a * 2 + b) * 5 + c], whole[(a * 8 + 2 * r + b) * 5 + c]);
+    }
+    ck_assert(amax > 0.5);   /* varied, finite values */
+    free(whole);
+    mcir_env_free(e);
+    mcir_graph_free(g);
+
+    /* all_reduce max / min / sum of a sharded input: the parts combined */
+    static const char *const ops[] = {"max", "min", "sum"};
+    for (int o = 0; o < 3; o++) {
+        char attrs[64];
+        snprintf(attrs, sizeof attrs, "{\"op\": \"%s\"}", ops[o]);
+        s = one_node(2, "f32", "[4, 5]", ", \"shard\": {\"axis\": 0}", "all_reduce", attrs);
+        g = read_graph(s, NULL);
+        free(s);
+        ck_assert_ptr_nonnull(g);
+        x = tensor(g, "x");
+        y = tensor(g, "y");
+        e = mcir_env_new(g, 3);
+        ck_assert(mcir_interp_run(g, e, &d));
+        whole = whole_values(x, 3);
+        for (int r = 0; r < 2; r++) {
+            mcir_env_select_rank(e, r);
+            const float *v = mcir_env_get(e, y);
+            for (int i = 0; i < 10; i++) {
+                float a = whole[i], b = whole[10 + i];
+                float want = o == 0 ? fmaxf(a, b) : o == 1 ? fminf(a, b) : a + b;
+                ck_assert_float_eq_tol(v[i], want, 1e-7);
+            }
+        }
+        free(whole);
+        mcir_env_free(e);
+        mcir_graph_free(g);
+    }
+
+    /* integers: an i32 sum over 3 ranks, exact */
+    s = one_node(3, "i32", "[6, 2]", ", \"shard\": {\"axis\": 0}", "all_reduce", NULL);
+    g = read_graph(s, NULL);
+    free(s);
+    ck_assert_ptr_nonnull(g);
+    x = tensor(g, "x");
+    y = tensor(g, "y");
+    e = mcir_env_new(g, 5);
+    ck_assert(mcir_interp_run(g, e, &d));
+    whole = whole_values(x, 5);
+    mcir_env_select_rank(e, 2);
+    const int64_t *iv = mcir_env_get_int(e, y);
+    ck_assert_ptr_nonnull(iv);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(iv[i], (int64_t)(whole[i] + whole[4 + i] + whole[8 + i]));
+    free(whole);
+    mcir_env_free(e);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* reduce_scatter of an f16 tensor split along its columns: rank r gets
+ * rows part r of the sum over the ranks of tanh of their columns (each
+ * rank's tanh rounded to f16, the sum rounded once). The input is set
+ * whole through the group (each rank takes its columns). */
+START_TEST(test_reduce_scatter_and_group_inputs) {
+    mcir_graph *g = mcir_graph_read_json(cli_src("tests/data/ranks/scatter.json"), NULL);
+    ck_assert_ptr_nonnull(g);
+    const mcir_tensor *x = tensor(g, "x"), *y = tensor(g, "y");
+    ck_assert_int_eq(y->shape[0], 4);
+    ck_assert_int_eq(y->shape[1], 3);
+    float xv[48];
+    for (int i = 0; i < 48; i++) xv[i] = (float)((i * 37) % 23 - 11) / 8.0f;
+    mcir_env *e = mcir_env_new(g, 1);
+    mcir_env_set(e, x, xv);
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_interp_run(g, e, &d));
+    for (int r = 0; r < 2; r++) {
+        mcir_env_select_rank(e, r);
+        const float *v = mcir_env_get(e, y);
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 3; j++) {
+                int row = 4 * r + i;
+                float a = mcir_dtype_round(MCIR_DTYPE_F16, tanhf(mcir_dtype_round(MCIR_DTYPE_F16, xv[row * 6 + j])));
+                float b = mcir_dtype_round(MCIR_DTYPE_F16, tanhf(mcir_dtype_round(MCIR_DTYPE_F16, xv[row * 6 + 3 + j])));
+                ck_assert_float_eq_tol(v[i * 3 + j], mcir_dtype_round(MCIR_DTYPE_F16, a + b), 1e-3);
+            }
+    }
+    mcir_env_free(e);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* The MLP with its weights split column- then row-parallel and one
+ * all_reduce equals the MLP on one rank (weights seeded by name, the whole
+ * tensor's values), on every rank. */
+START_TEST(test_sharded_mlp_matches_one_rank) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g2 = mcir_graph_read_json(cli_src("tests/data/ranks/mlp.json"), &d);
+    mcir_graph *g1 = mcir_graph_read_json(cli_src("tests/data/ranks/mlp_one_rank.json"), &d);
+    ck_assert(g2 && g1);
+    mcir_env *e2 = mcir_env_new(g2, 11), *e1 = mcir_env_new(g1, 11);
+    ck_assert(mcir_interp_run(g2, e2, &d) && mcir_interp_run(g1, e1, &d));
+    const mcir_tensor *y2 = tensor(g2, "y"), *y1 = tensor(g1, "y");
+    for (int r = 0; r < 2; r++) {
+        mcir_env_select_rank(e2, r);
+        mcir_compare_result c;
+        ck_assert(mcir_env_compare(e2, y2, e1, y1, &c));
+        ck_assert_msg(c.max_abs < 1e-5, "rank %d: max abs err %g", r, c.max_abs);
+    }
+    const float *v = mcir_env_get(e1, y1);
+    double amax = 0;
+    for (int64_t i = 0; i < numel(y1); i++) amax = fmax(amax, fabs(v[i]));
+    ck_assert(amax > 0.05 && isfinite(amax));
+    mcir_env_free(e1);
+    mcir_env_free(e2);
+    mcir_graph_free(g1);
+    mcir_graph_free(g2);
+}
+END_TEST
+
+/* A sharded weight's data ("value") is the whole tensor; each rank takes
+ * its part. The writer gives back the whole shape, the shard and the data. */
+START_TEST(test_weight_data_parts_and_round_trip) {
+    const char *text =
+        "{\"mcir\": 1, \"ranks\": 2, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [2]}],"
+        " \"weights\": [{\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [2, 4], \"shard\": {\"axis\": 1},"
+        "   \"value\": [[1, 2, 3, 4], [5, 6, 7, 8]]}],"
+        " \"nodes\": [{\"op\": \"scale\", \"inputs\": [\"w\"], \"outputs\": [\"y\"], \"attrs\": {\"value\": 2.0}}],"
+        " \"outputs\": [\"y\"]}";
+    char *errs = NULL;
+    mcir_graph *g = read_graph(text, &errs);
+    ck_assert_msg(g, "%s", errs);
+    free(errs);
+    mcir_env *e = mcir_env_new(g, 0);
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_interp_run(g, e, &d));
+    static const float want[2][4] = {{2, 4, 10, 12}, {6, 8, 14, 16}};
+    for (int r = 0; r < 2; r++) {
+        mcir_env_select_rank(e, r);
+        const float *v = mcir_env_get(e, tensor(g, "y"));
+        for (int i = 0; i < 4; i++) ck_assert_float_eq(v[i], want[r][i]);
+    }
+    mcir_env_free(e);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    ck_assert(mcir_graph_write_json(g, f));
+    fclose(f);
+    ck_assert_msg(strstr(out, "\"ranks\": 2"), "%s", out);
+    ck_assert_msg(strstr(out, "\"shard\": {\"axis\": 1}"), "%s", out);
+    mcir_graph *back = read_graph(out, &errs);
+    ck_assert_msg(back, "%s\n%s", errs, out);
+    free(errs);
+    free(out);
+    ck_assert_int_eq(back->ranks, 2);
+    const mcir_tensor *w = tensor(back, "w");
+    ck_assert_int_eq(w->shard_axis, 1);
+    ck_assert_int_eq(w->shape[1], 2);
+    ck_assert(memcmp(w->data, tensor(g, "w")->data, 32) == 0);
+    mcir_graph_free(back);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* With one rank a collective is the identity. */
+START_TEST(test_one_rank_identity) {
+    char *s = one_node(1, "f32", "[4, 6]", ", \"shard\": {\"axis\": 0}", "reduce_scatter", "{\"axis\": 1}");
+    mcir_graph *g = read_graph(s, NULL);
+    free(s);
+    ck_assert_ptr_nonnull(g);
+    mcir_env *e = mcir_env_new(g, 2);
+    ck_assert_int_eq(mcir_env_ranks(e), 1);
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_interp_run(g, e, &d));
+    const float *x = mcir_env_get(e, tensor(g, "x")), *y = mcir_env_get(e, tensor(g, "y"));
+    ck_assert(memcmp(x, y, 24 * sizeof(float)) == 0);
+    mcir_env_free(e);
+    mcir_graph_free(g);
+}
+END_TEST
+
+/* mcirc by its contract. */
+START_TEST(test_cli_runs_every_rank) {
+    char *dir = cli_tempdir();
+    const char *mlp = cli_src("tests/data/ranks/mlp.json");
+    const char *run[] = {mlp, "--run", "--device", "cpu", "--verify", "-o", dir, NULL};
+    cli_result r = cli_run(run);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "verify   y (rank 0): max abs err"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "verify   y (rank 1): max abs err"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "ranks    2, run in lockstep"), "%s", r.out);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/y.npy", dir);   /* all_reduce: every rank's y is the same */
+    ck_assert(cli_file_exists(path));
+    cli_result_free(&r);
+    cli_remove_tree(dir);
+    free(dir);
+
+    dir = cli_tempdir();
+    const char *scatter[] = {cli_src("tests/data/ranks/scatter.json"), "--run", "--device", "cpu", "-o", dir, NULL};
+    r = cli_run(scatter);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "output   y (rank 1) f16 [4, 3]"), "%s", r.out);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/y.rank%d.npy", dir, k);
+        ck_assert_msg(cli_file_exists(path), "%s missing", path);
+    }
+    snprintf(path, sizeof path, "%s/y.npy", dir);
+    ck_assert(!cli_file_exists(path));
+    cli_result_free(&r);
+    cli_remove_tree(dir);
+    free(dir);
+
+    /* the plan names the collective; a device run is refused (exit 3) */
+    const char *plan[] = {mlp, "--emit", "plan", NULL};
+    r = cli_run(plan);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "\"template\": \"collective\"") && strstr(r.out, "ncclAllReduce sum f32"), "%s",
+                  r.out);
+    cli_result_free(&r);
+    /* the emulated device runs every rank: its outputs against the original's, per rank */
+    const char *emu[] = {cli_src("tests/data/ranks/gather.json"), "--run", "--device", "emu", "--verify", NULL};
+    r = cli_run(emu);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "verify   y (emu vs the original graph) (rank 3): max abs err"), "%s", r.out);
+    cli_result_free(&r);
+    const char *graphs[] = {mlp, "--run", "--device", "emu", "--graphs", NULL};
+    r = cli_run(graphs);
+    ck_assert_int_eq(r.status, 3);
+    ck_assert_msg(strstr(r.err, "the graph has 2 ranks: CUDA graphs and --sync are not built"), "%s", r.err);
+    cli_result_free(&r);
+
+    const char *bad[] = {cli_src("tests/data/ranks/bad_shard.json"), NULL};
+    r = cli_run(bad);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "bad_shard.json:3:85: error: input 'x': shard axis 2 (extent 30) does not divide"),
+                  "%s", r.err);
+    ck_assert_str_eq(r.out, "");
+    cli_result_free(&r);
+}
+END_TEST
+
+/* --tp N: every example verifies at 2 and 4 ranks (each rank's outputs
+ * against the one-rank graph); the Megatron figure of two all_reduces per
+ * transformer block; the fused QKV weight split by blocks; the trace's
+ * records; a mutant that adds the row-parallel bias to every rank's
+ * partial sums is caught by --verify. */
+static int count(const char *hay, const char *needle) {
+    int k = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) k++;
+    return k;
+}
+
+START_TEST(test_tp_examples_verify) {
+    static const char *const examples[] = {"mlp_tiny", "gpt2_block", "llama_block", "bert_layer", "gpt2_decode",
+                                           "gpt2_lm", "attention_f16", "cross_attention", "layernorm_bf16",
+                                           "ops_misc", "resnet_small"};
+    for (size_t e = 0; e < sizeof examples / sizeof *examples; e++)
+        for (int n = 2; n <= 4; n += 2) {
+            char path[256], tp[8];
+            snprintf(path, sizeof path, "examples/%s/graph.json", examples[e]);
+            snprintf(tp, sizeof tp, "%d", n);
+            const char *args[] = {cli_src(path), "--tp", tp, "--verify", NULL};
+            cli_result r = cli_run(args);
+            ck_assert_msg(r.status == 0, "%s --tp %d: %s%s", examples[e], n, r.out, r.err);
+            char want[64];
+            snprintf(want, sizeof want, "(rank %d): max abs err", n - 1);
+            ck_assert_msg(strstr(r.out, want) && !strstr(r.out, "FAIL"), "%s --tp %d: %s", examples[e], n, r.out);
+            cli_result_free(&r);
+        }
+    /* two all_reduces per block, no gathers */
+    static const char *const blocks[] = {"gpt2_block", "llama_block", "bert_layer"};
+    for (int b = 0; b < 3; b++) {
+        char path[256];
+        snprintf(path, sizeof path, "examples/%s/graph.json", blocks[b]);
+        const char *args[] = {cli_src(path), "--tp", "2", "--emit", "plan", NULL};
+        cli_result r = cli_run(args);
+        ck_assert_int_eq(r.status, 0);
+        ck_assert_msg(count(r.out, "ncclAllReduce") == 2 && count(r.out, "ncclAllGather") == 0, "%s: %.2000s", blocks[b],
+                      r.out);
+        cli_result_free(&r);
+    }
+    const char *mcir[] = {cli_src("examples/gpt2_block/graph.json"), "--tp", "2", "--no-rewrite", "--emit", "mcir", NULL};
+    cli_result r = cli_run(mcir);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "\"ranks\": 2") && count(r.out, "\"shard\": {\"axis\": 1, \"blocks\": 3}") == 1 &&
+                      count(r.out, "\"shard\": {\"axis\": 0, \"blocks\": 3}") == 1,
+                  "%.2000s", r.out);
+    cli_result_free(&r);
+    const char *trace[] = {cli_src("examples/llama_block/graph.json"), "--tp", "4", "--emit", "trace", NULL};
+    r = cli_run(trace);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(count(r.out, "\"rule\":\"tp_row_parallel\"") == 2 &&
+                      strstr(r.out, "\"check\":\"weight_rows_divide\"") &&
+                      strstr(r.out, "\"property\":\"tensor_parallel\""), "%.2000s", r.out);
+    cli_result_free(&r);
+    /* the summary's per-rank line */
+    const char *sum[] = {cli_src("examples/llama_block/graph.json"), "--tp", "4", NULL};
+    r = cli_run(sum);
+    ck_assert_msg(strstr(r.out, "ranks    4 (--tp: 2 collectives inserted): per rank") &&
+                      strstr(r.out, "2 all_reduce") && strstr(r.out, "NVLink"), "%.2000s", r.out);
+    cli_result_free(&r);
+    /* errors */
+    const char *twice[] = {cli_src("tests/data/ranks/mlp.json"), "--tp", "2", NULL};
+    r = cli_run(twice);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--tp takes a graph of one rank"), "%s", r.err);
+    cli_result_free(&r);
+    const char *zero[] = {cli_src("examples/mlp_tiny/graph.json"), "--tp", "0", NULL};
+    r = cli_run(zero);
+    ck_assert_int_eq(r.status, 2);
+    cli_result_free(&r);
+    /* the mutant */
+    setenv("MCIR_TP_MUTANT", "bias_on_partials", 1);
+    const char *mut[] = {cli_src("examples/gpt2_block/graph.json"), "--tp", "2", "--verify", NULL};
+    r = cli_run(mut);
+    unsetenv("MCIR_TP_MUTANT");
+    ck_assert_msg(r.status == 1 && strstr(r.out, "FAIL"), "the mutant went unnoticed: %s%s", r.out, r.err);
+    cli_result_free(&r);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("ranks");
+    TCase *tc = tcase_create("ranks");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_parse_and_infer);
+    tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_collectives_in_lockstep);
+    tcase_add_test(tc, test_reduce_scatter_and_group_inputs);
+    tcase_add_test(tc, test_sharded_mlp_matches_one_rank);
+    tcase_add_test(tc, test_weight_data_parts_and_round_trip);
+    tcase_add_test(tc, test_one_rank_identity);
+    tcase_add_test(tc, test_cli_runs_every_rank);
+    tcase_add_test(tc, test_tp_examples_verify);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
