@@ -62,3 +62,11 @@ if(TARGET bench_steps AND NOT MCIR_SANITIZE)
   set_tests_properties(bench_steps_dry_run PROPERTIES TIMEOUT 600
     ENVIRONMENT "MCIR_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache-bench-test")
 endif()
+# Tensor parallelism's modelled scaling (bench/bench_tp.c): its quick run
+# (Llama-2-7B at 128 tokens, 1 and 2 ranks) compiles and prints its table,
+# the 2-rank row with its two all_reduces.
+if(TARGET bench_tp)
+  add_test(NAME bench_tp_quick COMMAND bench_tp --quick)
+  set_tests_properties(bench_tp_quick PROPERTIES
+    PASS_REGULAR_EXPRESSION "llama2_7b +128 +2 +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +2 ")
+endif()
