@@ -987,6 +987,7 @@ static mcir_cu_driver table = {
     .emu_clock = emu_clock,
     .emu_nap = emu_nap,
     .blas = &emu_blas_api,
+    .coll = &emu_coll_api,
 };
 
 /* MCIR_EMU_PROFILE: the functions that took the most time, at exit. */

@@ -39,6 +39,7 @@ bool emu_dev_hung(void);
 bool emu_dev_capture_call(void *stream, int (*call)(const void *args), const void *args, size_t size);
 
 extern const mcir_blas_api emu_blas_api;
+extern const struct mcir_coll_api emu_coll_api;   /* emu/coll.c */
 
 /* The embedded emulator headers (emu/CMakeLists.txt; compile.c writes
  * them out and hashes them into mcir_emu_version). */

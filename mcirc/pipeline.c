@@ -569,6 +569,8 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         c->rewrites_applied = c->rewrite_stats.applied;
         c->nodes_after = mcir_graph_live_nodes(c->graph);
     }
+    /* collectives as NCCL runs them: gathers and scatters along axis 0 */
+    if (c->graph->ranks > 1 && mcir_lower_collectives(c->graph, c->trace, d) < 0) return MCIR_EXIT_INVALID;
     MCIR_ASSERT(mcir_graph_verify(c->graph, d));
 
     /* plan kernels, then memory: partition, tiles, liveness, arena offsets */

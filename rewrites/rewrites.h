@@ -142,6 +142,10 @@ int mcir_rule_tests_run(const mcir_catalog *c, const char *path, const mcir_targ
  * weights, the collectives between — every decision a trace record (stage
  * "tp"). *collectives (may be NULL): how many it inserted. NULL with an
  * error where g already has ranks or the result does not check. */
+/* Every all_gather and reduce_scatter of g along an axis with elements
+ * before it becomes that collective along axis 0 between two transposes
+ * (NCCL moves flat buffers rank by rank); the count, or -1 with an error. */
+int mcir_lower_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d);
 mcir_graph *mcir_tp_rewrite(const mcir_graph *g, int ranks, mcir_trace *trace, int *collectives, mcir_diag *d);
 
 #endif /* MCIR_REWRITES_H */

@@ -715,3 +715,63 @@ mcir_graph *mcir_tp_rewrite(const mcir_graph *src, int ranks, mcir_trace *trace,
     if (collectives) *collectives = t.reduces + t.gathers;
     return g;
 }
+
+/* ------------------------------------------- collectives NCCL can run */
+
+/* NCCL gathers and scatters flat buffers rank by rank: an all_gather or a
+ * reduce_scatter along an axis with elements before it (outer > 1) is
+ * that collective along axis 0 between two transposes moving the axis to
+ * the front and back. The trace says so (rule "collective_axis_first"). */
+int mcir_lower_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d) {
+    int lowered = 0, n0 = g->n_nodes;
+    for (int k = 0; k < n0; k++) {
+        mcir_node *n = g->nodes[k];
+        if (n->dead || (n->op != MCIR_OP_ALL_GATHER && n->op != MCIR_OP_REDUCE_SCATTER)) continue;
+        mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
+        int axis;
+        MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+        int64_t outer = 1;
+        for (int i = 0; i < axis; i++) outer *= x->shape[i];
+        if (outer == 1) continue;
+        int64_t perm[MCIR_MAX_RANK], inv[MCIR_MAX_RANK];
+        perm[0] = axis;
+        for (int i = 0, j = 1; i < x->rank; i++)
+            if (i != axis) perm[j++] = i;
+        for (int i = 0; i < x->rank; i++) inv[perm[i]] = i;
+        const char *stem = mcir_arena_printf(g->arena, "%s_axis_first", x->name);
+        mcir_tensor *xt = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, stem), x->dtype, -1, NULL,
+                                                MCIR_TENSOR_INTERMEDIATE);
+        mcir_tensor *yt = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s_axis_first",
+                                                                                             y->name)),
+                                                y->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
+        mcir_node *t1 = mcir_graph_add_node(g, MCIR_OP_TRANSPOSE, NULL, 1, &x, 1, &xt);
+        mcir_node_set_ints(g, t1, "perm", x->rank, perm);
+        n->inputs[0] = xt;
+        n->outputs[0] = yt;
+        yt->producer = n;
+        mcir_node_set_int(g, n, "axis", 0);
+        mcir_node *t2 = mcir_graph_add_node(g, MCIR_OP_TRANSPOSE, NULL, 1, &yt, 1, &y);
+        mcir_node_set_ints(g, t2, "perm", x->rank, inv);
+        t1->origin_rule = t2->origin_rule = "collective_axis_first";
+        t1->origin_nodes = t2->origin_nodes = n->name;
+        lowered++;
+        if (trace) {
+            json_t *leg = json_array();
+            json_array_append_new(leg, check("axis_first", false, "'%s' %s along axis %d of '%s' (%lld elements "
+                                             "before it): NCCL moves flat buffers rank by rank", n->name,
+                                             mcir_op_name(n->op), axis, x->name, (long long)outer));
+            json_t *r = json_object();
+            json_object_set_new(r, "stage", json_string("tp"));
+            json_object_set_new(r, "rule", json_string("collective_axis_first"));
+            json_object_set_new(r, "property", json_string("tensor_parallel"));
+            json_object_set_new(r, "anchor", json_string(n->name));
+            json_object_set_new(r, "matched", json_pack("[s]", n->name));
+            json_object_set_new(r, "legality", leg);
+            json_object_set_new(r, "decision", json_string("applied"));
+            json_object_set_new(r, "result", json_pack("[s,s,s]", t1->name, n->name, t2->name));
+            mcir_trace_append(trace, r);
+        }
+    }
+    if (lowered && !(mcir_graph_sort(g, d) && mcir_graph_infer(g, d) && mcir_graph_verify(g, d))) return -1;
+    return lowered;
+}

@@ -106,11 +106,14 @@ typedef struct mcir_cu_driver {
      *   (what its findings call the bytes);
      * - emu_findings: the findings of the last launch or library call that
      *   failed, one per line "race|out-of-bounds|uninitialised|hang: WHAT";
-     * - blas: its cuBLAS / cuBLASLt (runtime/blas_api.h). */
+     * - blas: its cuBLAS / cuBLASLt (runtime/blas_api.h);
+     * - coll: its collectives between ranks (runtime/coll_api.h; on the
+     *   CUDA driver NCCL, loaded when a run of several ranks asks). */
     const char *emulated;
     void (*emu_name)(CUdeviceptr p, size_t bytes, const char *name);
     const char *(*emu_findings)(void);
     const struct mcir_blas_api *blas;
+    const struct mcir_coll_api *coll;
     /* The clock the runtime's waits read (the watchdog), and its nap
      * between two polls; NULL on the CUDA driver (CLOCK_MONOTONIC and
      * usleep). The emulated device's clock is the monotonic clock plus every

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/coll_api.h"
 #include "runtime/runtime-impl.h"
 #include "runtime/runtime.h"
 #include "emu/emu.h"
@@ -67,6 +68,7 @@ typedef struct gpu_run {
     const mcir_memplan *m;   /* NULL: no arena plan */
     mcir_alloc_mode mode;
     const uint64_t *bound;   /* by tensor id: the caller's device bytes, 0 = ours (NULL: none) */
+    int ordinal;             /* the CUDA device ordinal (ranks on GPUs: one each) */
     int rank;                /* graphs with ranks: the rank this run is (its parts of sharded leaves) */
     /* open */
     CUdevice dev;
@@ -454,7 +456,7 @@ static bool run_open(gpu_run *r, mcir_diag *d) {
     r->merge_funcs = calloc((size_t)nk, sizeof *r->merge_funcs);
     MCIR_ASSERT(r->mods && r->epi_mods && r->funcs && r->epi_funcs && r->merge_funcs);
 
-    CU_CHECK(cu->cuDeviceGet(&r->dev, 0), r->why, W);
+    CU_CHECK(cu->cuDeviceGet(&r->dev, r->ordinal), r->why, W);
     CU_CHECK(cu->cuDevicePrimaryCtxRetain(&r->ctx, r->dev), r->why, W);
     CU_CHECK(cu->cuCtxSetCurrent(r->ctx), r->why, W);
     CU_CHECK(cu->cuDeviceGetName(r->device, sizeof r->device, r->dev), r->why, W);
@@ -1229,9 +1231,8 @@ static mcir_gpu_session *session_open(const mcir_cu_driver *drv, mcir_codegen *c
     if (cg->plan->graph->ranks > 1) {
         mcir_error(d, (mcir_loc){.path = cg->plan->graph->path},
                    "the graph has %d ranks: %s", cg->plan->graph->ranks,
-                   drv->emulated ? "a session of several ranks is not built yet (mcir_emu_run runs every rank once)"
-                                 : "a run of several ranks on GPUs (NCCL) is not built yet; --device emu and "
-                                   "--device cpu run every rank in one process");
+                   "a session of several ranks (several steps, CUDA graphs) is not built yet; a run "
+                   "(mcir_gpu_run, mcir_emu_run) runs every rank once");
         return NULL;
     }
     cu = drv;
@@ -1366,70 +1367,68 @@ void mcir_gpu_session_close(mcir_gpu_session *s) {
 
 /* ------------------------------------------------------ several ranks */
 
-/* Collective kernel i across the ranks' runs, in memory: every rank's
- * stream done up to i, each rank's input read back, the collective
- * computed as the interpreter does (mcir_collective_run), each rank's
- * output written; its event recorded on every stream. */
-static bool collective_ranks(gpu_run *rr, int R, int i) {
-    const mcir_node *n = rr[0].cg->k[i].kp->anchor;
-    const mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
-    bool ints = mcir_value_type_of(x->dtype) == MCIR_VALUE_I64;
-    size_t vs = mcir_value_type_size(mcir_value_type_of(x->dtype));
-    int64_t nx = mcir_tensor_numel(x), ny = mcir_tensor_numel(y);
-    void **in = calloc((size_t)R, sizeof *in), **out = calloc((size_t)R, sizeof *out);
-    void *raw = malloc((size_t)(mcir_tensor_bytes(x) > mcir_tensor_bytes(y) ? mcir_tensor_bytes(x)
-                                                                           : mcir_tensor_bytes(y)) + 1);
-    MCIR_ASSERT(in && out && raw);
-    bool ok = true;
-    for (int r = 0; ok && r < R; r++) {
-        gpu_run *g = &rr[r];
-        in[r] = malloc((size_t)nx * vs + 1);
-        out[r] = malloc((size_t)ny * vs + 1);
-        MCIR_ASSERT(in[r] && out[r]);
-        ok = !(g->mode == MCIR_ALLOC_LAZY && !lazy_alloc(g, i)) && wait_for(g, i - 1);
-        const gpu_run *from = cg_runtime_mutant == CG_MUTANT_COLLECTIVE_READS_RANK0 ? &rr[0] : g;
-        int rc = ok ? cu->cuMemcpyDtoH_v2(raw, from->ptr[root_of(from, x)->id], (size_t)mcir_tensor_bytes(x))
-                    : CUDA_SUCCESS;
-        if (rc != CUDA_SUCCESS) {
-            snprintf(g->why, sizeof g->why, "%s: reading '%s' back: %s", mcir_op_name(n->op), x->name,
-                     mcir_cu_error(rc));
-            g->failed = i;
-            ok = false;
-        }
-        if (!ok) break;
-        if (ints) mcir_values_to_int(x->dtype, raw, in[r], nx);
-        else mcir_values_to_f32(x->dtype, raw, in[r], nx);
+static int nccl_dtype(mcir_dtype t) {
+    switch (t) {
+    case MCIR_DTYPE_F32: return MCIR_NCCL_FLOAT32;
+    case MCIR_DTYPE_F16: return MCIR_NCCL_FLOAT16;
+    case MCIR_DTYPE_BF16: return MCIR_NCCL_BFLOAT16;
+    case MCIR_DTYPE_I32: return MCIR_NCCL_INT32;
+    case MCIR_DTYPE_I64: return MCIR_NCCL_INT64;
+    default: return MCIR_NCCL_UINT8;   /* u8, bool */
     }
-    if (ok) mcir_collective_run(n, R, (const void *const *)in, out);
-    for (int r = 0; ok && r < R; r++) {
-        gpu_run *g = &rr[r];
-        if (ints) mcir_values_from_int(y->dtype, out[r], raw, ny);
-        else mcir_values_from_f32(y->dtype, out[r], raw, ny);   /* rounds to the dtype, as the interpreter */
-        int rc = cu->cuMemcpyHtoD_v2(g->ptr[root_of(g, y)->id], raw, (size_t)mcir_tensor_bytes(y));
-        if (rc == CUDA_SUCCESS) rc = cu->cuEventRecord(g->done[i], g->stream);
-        if (rc != CUDA_SUCCESS) {
-            snprintf(g->why, sizeof g->why, "%s: writing '%s': %s", mcir_op_name(n->op), y->name, mcir_cu_error(rc));
-            g->failed = i;
-            ok = false;
-            break;
-        }
-        g->launched = i;
-        ok = !(g->mode == MCIR_ALLOC_LAZY && !lazy_free(g, i));
-    }
-    for (int r = 0; r < R; r++) {
-        free(in[r]);
-        free(out[r]);
-    }
-    free(in);
-    free(out);
-    free(raw);
-    return ok;
 }
 
-/* A graph with ranks on the emulated device: one run per rank (its own
+/* Collective kernel i across the ranks' runs: one call per rank on its
+ * stream, in one group (the collectives' table: NCCL, or the emulated
+ * device's in memory); its event recorded on every stream. The planner
+ * put a gather's or a scatter's axis first (mcir_lower_collectives), so
+ * its buffers are flat rank by rank. */
+static bool collective_ranks(gpu_run *rr, int R, int i, const mcir_coll_api *coll, void **comms) {
+    const mcir_node *n = rr[0].cg->k[i].kp->anchor;
+    const mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
+    const char *red = n->op == MCIR_OP_ALL_GATHER ? "sum" : mcir_node_string(n, "op");
+    int op = !strcmp(red, "max") ? MCIR_NCCL_MAX : !strcmp(red, "min") ? MCIR_NCCL_MIN : MCIR_NCCL_SUM;
+    int dt = nccl_dtype(x->dtype);
+    for (int r = 0; r < R; r++)
+        if (rr[r].mode == MCIR_ALLOC_LAZY && !lazy_alloc(&rr[r], i)) return false;
+    int rc = coll->group_start();
+    for (int r = 0; r < R && rc == 0; r++) {
+        gpu_run *g = &rr[r];
+        const gpu_run *from = cg_runtime_mutant == CG_MUTANT_COLLECTIVE_READS_RANK0 ? &rr[0] : g;
+        const void *send = (const void *)(uintptr_t)from->ptr[root_of(from, x)->id];
+        void *recv = (void *)(uintptr_t)g->ptr[root_of(g, y)->id];
+        if (n->op == MCIR_OP_ALL_REDUCE)
+            rc = coll->all_reduce(send, recv, (size_t)mcir_tensor_numel(x), dt, op, comms[r], g->stream);
+        else if (n->op == MCIR_OP_ALL_GATHER)
+            rc = coll->all_gather(send, recv, (size_t)mcir_tensor_numel(x), dt, comms[r], g->stream);
+        else
+            rc = coll->reduce_scatter(send, recv, (size_t)mcir_tensor_numel(y), dt, op, comms[r], g->stream);
+    }
+    int end = coll->group_end();
+    if (rc == 0) rc = end;
+    if (rc != 0) {
+        snprintf(rr[0].why, sizeof rr[0].why, "%s (%s): %s", mcir_op_name(n->op), coll->name, coll->error_string(rc));
+        rr[0].failed = i;
+        return false;
+    }
+    for (int r = 0; r < R; r++) {
+        gpu_run *g = &rr[r];
+        int e = cu->cuEventRecord(g->done[i], g->stream);
+        if (e != CUDA_SUCCESS) {
+            snprintf(g->why, sizeof g->why, "%s", mcir_cu_error(e));
+            g->failed = i;
+            return false;
+        }
+        g->launched = i;
+        if (g->mode == MCIR_ALLOC_LAZY && !lazy_free(g, i)) return false;
+    }
+    return true;
+}
+
+/* A graph with ranks: one run per rank (its own device on GPUs, its own
  * arena, stream and leaves: its parts of the sharded ones), stepped in
- * lockstep — every rank's kernels up to a collective, the collective in
- * memory, on to the next. The outputs go to each rank's env. */
+ * lockstep — every rank's kernels up to a collective, the collective, on
+ * to the next. The outputs go to each rank's env. */
 static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
                       mcir_gpu_stats *stats, mcir_diag *d) {
     const mcir_graph *g = cg->plan->graph;
@@ -1444,14 +1443,29 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
                    "ranks yet (run without --graphs, MCIR_GPU_GRAPHS and MCIR_GPU_SYNC)", R);
         return false;
     }
+    char why[512];
+    const mcir_coll_api *coll = drv->coll ? drv->coll : mcir_nccl_load(why, sizeof why);
+    if (!coll) {
+        mcir_error(d, graph, "the graph has %d ranks, and a run of several ranks on GPUs needs NCCL: %s", R, why);
+        return false;
+    }
+    int gpus = 0;
+    if (!drv->emulated && (drv->cuDeviceGetCount(&gpus) != CUDA_SUCCESS || gpus < R)) {
+        mcir_error(d, graph, "the graph has %d ranks and this machine has %d GPU%s: one process drives one GPU a "
+                   "rank (--device cpu and --device emu run every rank in one process)", R, gpus, gpus == 1 ? "" : "s");
+        return false;
+    }
     cu = drv;
     cg_blas_select(drv->blas);
     gpu_run *rr = calloc((size_t)R, sizeof *rr);
-    MCIR_ASSERT(rr);
+    void **comms = calloc((size_t)R, sizeof *comms);
+    int *devs = calloc((size_t)R, sizeof *devs);
+    MCIR_ASSERT(rr && comms && devs);
     int opened = 0, bad = -1;
-    bool ok = true;
+    bool ok = true, have_comms = false;
     for (int r = 0; ok && r < R; r++) {
-        rr[r] = (gpu_run){.cg = cg, .p = cg->plan, .g = g, .m = cg->mem, .mode = mode, .rank = r,
+        devs[r] = drv->emulated ? 0 : r;   /* the emulated device is one; every rank gets its own arena on it */
+        rr[r] = (gpu_run){.cg = cg, .p = cg->plan, .g = g, .m = cg->mem, .mode = mode, .rank = r, .ordinal = devs[r],
                           .failed = -1, .completed = -1, .launched = -1};
         if (rr[r].mode == MCIR_ALLOC_POOL && !cg->mem) rr[r].mode = MCIR_ALLOC_EAGER;
         opened++;
@@ -1466,27 +1480,37 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
         }
         if (!ok) bad = r;
     }
+    if (ok) {
+        int rc = coll->comm_init_all(comms, R, devs);
+        have_comms = rc == 0;
+        if (!have_comms) {
+            snprintf(rr[0].why, sizeof rr[0].why, "%s: ncclCommInitAll over %d ranks: %s", coll->name, R,
+                     coll->error_string(rc));
+            ok = false;
+            bad = 0;
+        }
+    }
     double t0 = now_s();
     for (int from = 0; ok && from < cg->n;) {
         int c = from;
         while (c < cg->n && cg->k[c].kp->tpl != MCIR_TEMPLATE_COLLECTIVE) c++;
-        for (int r = 0; ok && r < R; r++)
-            for (int i = from; ok && i < c; i++)
-                if (!launch_one(&rr[r], i)) {
-                    ok = false;
-                    bad = r;
-                }
-        if (ok && c < cg->n && !collective_ranks(rr, R, c)) {
+        for (int r = 0; ok && r < R; r++) {
+            if (!drv->emulated && cu->cuCtxSetCurrent(rr[r].ctx) != CUDA_SUCCESS) ok = false;
+            for (int i = from; ok && i < c; i++) ok = launch_one(&rr[r], i);
+            if (!ok) bad = r;
+        }
+        if (ok && c < cg->n && !collective_ranks(rr, R, c, coll, comms)) {
             ok = false;
-            for (int r = 0; r < R; r++)
-                if (rr[r].why[0] && bad < 0) bad = r;
+            for (int r = 0; r < R && bad < 0; r++)
+                if (rr[r].why[0]) bad = r;
         }
         from = c + 1;
     }
     double host_us = (now_s() - t0) * 1e6;
     for (int r = 0; ok && r < R; r++) {
         gpu_run *x = &rr[r];
-        ok = cu->cuEventRecord(x->ev1, x->stream) == CUDA_SUCCESS && wait_for(x, cg->n - 1) &&
+        ok = (drv->emulated || cu->cuCtxSetCurrent(x->ctx) == CUDA_SUCCESS) &&
+             cu->cuEventRecord(x->ev1, x->stream) == CUDA_SUCCESS && wait_for(x, cg->n - 1) &&
              cu->cuEventSynchronize(x->ev1) == CUDA_SUCCESS &&
              cu->cuEventElapsedTime(&x->ms, x->ev0, x->ev1) == CUDA_SUCCESS &&
              run_copy_back(x, mcir_env_rank_env(env, r));
@@ -1506,8 +1530,14 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
         mcir_error(d, graph, "rank %d of %d failed:", bad, R);
         report_failure(&rr[bad], d);
     }
-    for (int r = 0; r < opened; r++) run_close(&rr[r]);
+    for (int r = 0; have_comms && r < R; r++) coll->comm_destroy(comms[r]);
+    for (int r = opened; r-- > 0;) {
+        if (!drv->emulated) cu->cuCtxSetCurrent(rr[r].ctx);
+        run_close(&rr[r]);
+    }
     free(rr);
+    free(comms);
+    free(devs);
     cg_blas_select(NULL);
     return ok;
 }
@@ -1539,6 +1569,7 @@ bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
         mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "cannot run on the GPU: %s", why);
         return false;
     }
+    if (cg->plan->graph->ranks > 1 && !bound) return ranks_run(drv, cg, env, mode, stats, d);
     return device_run(drv, cg, env, bound, mode, stats, d);
 }
 

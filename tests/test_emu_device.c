@@ -26,6 +26,7 @@
 
 #include "codegen/codegen-impl.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/coll_api.h"
 #include "runtime/runtime-impl.h"
 #include "runtime/runtime.h"
 #include "emu/emu.h"
@@ -234,6 +235,92 @@ START_TEST(test_ranks_run_in_lockstep) {
         free(diag);
         mcir_compilation_free(&c);
     }
+}
+END_TEST
+
+/* The emulated device's collectives (emu/coll.c) as NCCL's calls: a sum
+ * over 3 ranks in f16 and an all_gather right; a rank that never calls
+ * the collective is a hang naming it, calls that disagree are a finding,
+ * a read of bytes nothing wrote is uninitialised. NCCL itself: loaded or
+ * named with what to install. */
+START_TEST(test_emulated_collectives_are_checked) {
+    char why[256];
+    const mcir_cu_driver *drv = mcir_emu_driver("sm_90", why, sizeof why);
+    ck_assert_msg(drv != NULL, "%s", why);
+    const mcir_coll_api *coll = drv->coll;
+    ck_assert_ptr_nonnull(coll);
+    enum { R = 3, N = 40 };
+    CUdeviceptr send[R], recv[R], big[R];
+    uint16_t h[N];
+    for (int r = 0; r < R; r++) {
+        ck_assert_int_eq(drv->cuMemAlloc_v2(&send[r], 2 * N), 0);
+        ck_assert_int_eq(drv->cuMemAlloc_v2(&recv[r], 2 * N), 0);
+        ck_assert_int_eq(drv->cuMemAlloc_v2(&big[r], 2 * N * R), 0);
+        for (int i = 0; i < N; i++) h[i] = mcir_f32_to_f16(0.25f * (float)((i * 7 + r * 3) % 11) - 1.0f);
+        ck_assert_int_eq(drv->cuMemcpyHtoD_v2(send[r], h, sizeof h), 0);
+    }
+    void *comms[R];
+    ck_assert_int_eq(coll->comm_init_all(comms, R, (int[]){0, 0, 0}), 0);
+    /* the sum and the gather */
+    ck_assert_int_eq(coll->group_start(), 0);
+    for (int r = 0; r < R; r++)
+        ck_assert_int_eq(coll->all_reduce((void *)(uintptr_t)send[r], (void *)(uintptr_t)recv[r], N, MCIR_NCCL_FLOAT16,
+                                          MCIR_NCCL_SUM, comms[r], NULL), 0);
+    for (int r = 0; r < R; r++)
+        ck_assert_int_eq(coll->all_gather((void *)(uintptr_t)send[r], (void *)(uintptr_t)big[r], N, MCIR_NCCL_FLOAT16,
+                                          comms[r], NULL), 0);
+    ck_assert_int_eq(coll->group_end(), 0);
+    for (int r = 0; r < R; r++) {
+        uint16_t out[N], all[N * R];
+        ck_assert_int_eq(drv->cuMemcpyDtoH_v2(out, recv[r], sizeof out), 0);
+        ck_assert_int_eq(drv->cuMemcpyDtoH_v2(all, big[r], sizeof all), 0);
+        for (int i = 0; i < N; i++) {
+            float want = 0;
+            for (int q = 0; q < R; q++) want += 0.25f * (float)((i * 7 + q * 3) % 11) - 1.0f;
+            ck_assert_float_eq(mcir_f16_to_f32(out[i]), want);
+            for (int q = 0; q < R; q++)
+                ck_assert_float_eq(mcir_f16_to_f32(all[q * N + i]), 0.25f * (float)((i * 7 + q * 3) % 11) - 1.0f);
+        }
+    }
+    /* rank 2 never calls */
+    ck_assert_int_eq(coll->group_start(), 0);
+    for (int r = 0; r < 2; r++)
+        coll->all_reduce((void *)(uintptr_t)send[r], (void *)(uintptr_t)recv[r], N, MCIR_NCCL_FLOAT16, MCIR_NCCL_SUM,
+                         comms[r], NULL);
+    ck_assert_int_ne(coll->group_end(), 0);
+    const char *f = drv->emu_findings();
+    ck_assert_msg(strstr(f, "hang: ncclAllReduce: rank 2 of 3 never calls it (ranks 0, 1 do"), "%s", f);
+    /* counts that disagree */
+    ck_assert_int_eq(coll->group_start(), 0);
+    for (int r = 0; r < R; r++)
+        coll->all_reduce((void *)(uintptr_t)send[r], (void *)(uintptr_t)recv[r], r == 1 ? N - 1 : N, MCIR_NCCL_FLOAT16,
+                         MCIR_NCCL_SUM, comms[r], NULL);
+    ck_assert_int_ne(coll->group_end(), 0);
+    f = drv->emu_findings();
+    ck_assert_msg(strstr(f, "rank 1 ncclAllReduce (39 elements") && strstr(f, "must agree"), "%s", f);
+    /* a read of what nothing wrote */
+    CUdeviceptr fresh;
+    ck_assert_int_eq(drv->cuMemAlloc_v2(&fresh, 2 * N), 0);
+    ck_assert_int_eq(coll->group_start(), 0);
+    for (int r = 0; r < R; r++)
+        coll->all_reduce((void *)(uintptr_t)(r == 2 ? fresh : send[r]), (void *)(uintptr_t)recv[r], N,
+                         MCIR_NCCL_FLOAT16, MCIR_NCCL_MAX, comms[r], NULL);
+    ck_assert_int_ne(coll->group_end(), 0);
+    f = drv->emu_findings();
+    ck_assert_msg(strstr(f, "uninitialised: ncclAllReduce (rank 2 of 3) reads byte 0"), "%s", f);
+    for (int r = 0; r < R; r++) ck_assert_int_eq(coll->comm_destroy(comms[r]), 0);
+    /* NCCL: loaded, or what to install */
+    const mcir_coll_api *nccl = mcir_nccl_load(why, sizeof why);
+    ck_assert_msg((nccl && !strncmp(nccl->name, "NCCL ", 5)) || strstr(why, "nvidia-nccl-cu13"), "%s", why);
+}
+END_TEST
+
+START_TEST(test_nccl_library_that_does_not_load_is_named) {
+    setenv("MCIR_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+    char why[512];
+    ck_assert_ptr_null(mcir_nccl_load(why, sizeof why));
+    ck_assert_msg(strstr(why, "MCIR_NCCL_LIBRARY=/nonexistent/libnccl.so.2 cannot be loaded"), "%s", why);
+    unsetenv("MCIR_NCCL_LIBRARY");
 }
 END_TEST
 
@@ -705,6 +792,8 @@ int main(void) {
     tcase_add_test(tc, test_cu_error_names_match_cuda_h);
     tcase_add_test(tc, test_runs_in_every_mode);
     tcase_add_test(tc, test_ranks_run_in_lockstep);
+    tcase_add_test(tc, test_emulated_collectives_are_checked);
+    tcase_add_test(tc, test_nccl_library_that_does_not_load_is_named);
     tcase_add_test(tc, test_removed_syncthreads_is_a_race);
     tcase_add_test(tc, test_dropped_mbarrier_wait_is_a_race);
     tcase_add_test(tc, test_off_by_one_tile_bound_is_out_of_bounds);
