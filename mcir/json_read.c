@@ -614,9 +614,10 @@ static void read_shard(reader *r, mcir_tensor *t, json_t *v, int pv, const char 
     int ranks = r->g->ranks, bpv;
     int64_t blocks = 1;
     json_t *b = member(r, v, pv, "blocks", &bpv);
-    if (b && (!json_is_integer(b) || json_integer_value(b) < 1 || json_integer_value(b) > t->shape[axis])) {
-        err(r, at(r, bpv), "%s: shard blocks must be an integer from 1 to the axis' extent %lld", who,
-            (long long)t->shape[axis]);
+    int64_t max_blocks = t->shape[axis] < 65536 ? t->shape[axis] : 65536;
+    if (b && (!json_is_integer(b) || json_integer_value(b) < 1 || json_integer_value(b) > max_blocks)) {
+        err(r, at(r, bpv), "%s: shard blocks must be an integer from 1 to %lld (the axis' extent, at most "
+            "65536)", who, (long long)max_blocks);
         return;
     }
     if (b) blocks = json_integer_value(b);

@@ -20,7 +20,7 @@ declare -A may=(
   # runtime reads codegen's module format and public header, never its internals
   [runtime]="mcir properties/target.h kernelplan codegen/module.h codegen/codegen.h emu/emu.h emu/compile.h"
   # emu depends on nothing above it: of runtime/ only the device interface it implements
-  [emu]="mcir properties/target.h runtime/cuda_driver.h runtime/blas_api.h"
+  [emu]="mcir properties/target.h runtime/cuda_driver.h runtime/blas_api.h runtime/coll_api.h"
 )
 fail=0
 for dir in "${!may[@]}"; do
@@ -35,7 +35,7 @@ for dir in "${!may[@]}"; do
   done < <(grep -rn --include='*.c' --include='*.h' --include='*.cuh' -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$dir")
 done
 # the device interface emu/ implements includes nothing of the project
-for h in runtime/cuda_driver.h runtime/blas_api.h emu/compile.h codegen/module.h; do
+for h in runtime/cuda_driver.h runtime/blas_api.h runtime/coll_api.h emu/compile.h codegen/module.h; do
   grep -n -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$h" | grep -v '"codegen/codegen.h"' |
     sed "s#^#$h:#; s#\$#: an interface header includes the project#" | grep . && fail=1
 done

@@ -110,6 +110,12 @@ START_TEST(test_errors) {
     s = one_node(2, "f32", "[2, 8]", ", \"shard\": {\"axis\": 0, \"blocks\": 2}", "relu", NULL);
     expect_error(s, "blocks");
     free(s);
+    s = one_node(2, "f32", "[2, 8]", ", \"shard\": {\"axis\": 1, \"blocks\": 3}", "relu", NULL);
+    expect_error(s, "shard axis 1 (extent 8) does not divide into 3 blocks of 2 equal parts");
+    free(s);
+    s = one_node(2, "f32", "[2, 8]", ", \"shard\": {\"axis\": 1, \"blocks\": 0}", "relu", NULL);
+    expect_error(s, "shard blocks must be an integer from 1 to 8");
+    free(s);
     s = one_node(2, "f32", "[2, 8]", ", \"shard\": 1", "relu", NULL);
     expect_error(s, "'shard' must be an object");
     free(s);
@@ -325,6 +331,25 @@ START_TEST(test_weight_data_parts_and_round_trip) {
     ck_assert_int_eq(w->shape[1], 2);
     ck_assert(memcmp(w->data, tensor(g, "w")->data, 32) == 0);
     mcir_graph_free(back);
+    mcir_graph_free(g);
+
+    /* blocks: the axis is 3 blocks of 2 columns; rank r holds column r of each */
+    g = read_graph("{\"mcir\": 1, \"ranks\": 2, \"inputs\": [],"
+                   " \"weights\": [{\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [1, 6],"
+                   "   \"shard\": {\"axis\": 1, \"blocks\": 3}, \"value\": [[1, 2, 3, 4, 5, 6]]}],"
+                   " \"nodes\": [{\"op\": \"neg\", \"inputs\": [\"w\"], \"outputs\": [\"y\"]}],"
+                   " \"outputs\": [\"y\"]}", &errs);
+    ck_assert_msg(g, "%s", errs);
+    free(errs);
+    e = mcir_env_new(g, 0);
+    ck_assert(mcir_interp_run(g, e, &d));
+    static const float blocked[2][3] = {{-1, -3, -5}, {-2, -4, -6}};
+    for (int r = 0; r < 2; r++) {
+        mcir_env_select_rank(e, r);
+        const float *v = mcir_env_get(e, tensor(g, "y"));
+        for (int i = 0; i < 3; i++) ck_assert_float_eq(v[i], blocked[r][i]);
+    }
+    mcir_env_free(e);
     mcir_graph_free(g);
 }
 END_TEST

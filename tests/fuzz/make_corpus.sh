@@ -17,9 +17,9 @@ put() { # put DIR FILE...: copy each small file, named by its path
   done
 }
 put graph_json tests/data/good/*.json tests/data/bad/*.json tests/data/ints/*.json examples/*/graph.json \
-  tests/golden/*/input.json tests/data/dims/*.json
+  tests/golden/*/input.json tests/data/dims/*.json tests/data/ranks/*.json
 put pipeline tests/data/good/*.json tests/data/ints/*.json examples/*/graph.json tests/golden/*/input.json \
-  tests/data/dims/*.json
+  tests/data/dims/*.json tests/data/ranks/*.json
 put catalog catalog/default.yaml tests/data/catalog/good/*.yaml tests/data/catalog/bad/*.yaml
 put onnx tests/data/onnx/bad/*.onnx tests/data/onnx/node/*/model.onnx tests/data/onnx/errors/dynamic_input.onnx \
   tests/data/onnx/dims/errors/*.onnx
