@@ -607,11 +607,84 @@ static void store_value(unsigned char *data, mcir_dtype dt, int64_t i, float v) 
     mcir_value_set(dt, data, i, v);
 }
 
+/* ------------------------------------------- constants of sharded weights */
+
+/* A graph with ranks holds other values of a sharded weight on each rank.
+ * An action that builds a new constant from weights' values builds each
+ * rank's from that rank's values (weight_part_values), and the new
+ * weight's whole data is the ranks' constants one after another along its
+ * shard axis (rank-major): so rank r takes exactly its own. The weights an
+ * action reads must then be split along the axis the new one is (checked
+ * by sharded_like, or the action fails saying why). */
+
+/* t's values for rank r: its part of a sharded weight, all of another. */
+static void weight_part_values(const mcir_tensor *t, int r, float *out) {
+    if (t->shard_axis < 0 || t->shard_parts <= 1) {
+        mcir_weight_values(t, out);
+        return;
+    }
+    if (!t->data) {
+        mcir_fill_seeded_part(t, 0, r, out);
+        return;
+    }
+    void *part = malloc((size_t)mcir_tensor_bytes(t) + 1);
+    MCIR_ASSERT(part);
+    mcir_tensor_take_part(t, t->data, mcir_dtype_size(t->dtype), r, part);
+    mcir_values_to_f32(t->dtype, part, out, mcir_tensor_numel(t));
+    free(part);
+}
+
+/* The ranks of the weights ws (1: none sharded), where every one is split
+ * in one block along axes[i] into the same parts; 0 (with why) where they
+ * are split otherwise. */
+static int sharded_like(mcir_action_ctx *a, mcir_tensor *const *ws, const int *axes, int n) {
+    int R = 0;
+    for (int i = 0; i < n; i++) {
+        const mcir_tensor *t = ws[i];
+        int parts = t->shard_axis >= 0 ? t->shard_parts : 1;
+        if (R == 0) R = parts;
+        if (parts != R || (parts > 1 && (t->shard_axis != axes[i] || t->shard_blocks > 1))) {
+            fail(a, "'%s' is %s: the weights' parts do not line up along the new constant's axis", t->name,
+                 parts > 1 ? mcir_arena_printf(a->g->arena, "split along axis %d in %d parts", t->shard_axis, parts)
+                           : "whole on every rank while the others are split");
+            return 0;
+        }
+    }
+    return R > 0 ? R : 1;
+}
+
+/* Writes rank r's constant `part` (t's per-rank shape) into t's whole data
+ * along axis (rank-major): the inverse of mcir_tensor_take_part. */
+static void put_part(const mcir_tensor *t, int axis, int R, int r, const unsigned char *part, unsigned char *whole) {
+    size_t es = mcir_dtype_size(t->dtype);
+    int64_t outer = 1, run = 1;
+    for (int i = 0; i < axis; i++) outer *= t->shape[i];
+    for (int i = axis; i < t->rank; i++) run *= t->shape[i];
+    size_t bytes = (size_t)run * es;
+    for (int64_t i = 0; i < outer; i++)
+        memcpy(whole + (size_t)(i * R + r) * bytes, part + (size_t)i * bytes, bytes);
+}
+
+/* Marks t (per-rank shape) split along axis into R parts, whole data `whole`. */
+static void set_ranked(mcir_tensor *t, int axis, int R, unsigned char *whole) {
+    t->data = whole;
+    if (R > 1) {
+        t->shard_axis = axis;
+        t->shard_parts = R;
+        t->shard_blocks = 1;
+    }
+}
+
 /* A new constant weight: the parts concatenated along `axis` (0 or 1 of
- * rank 2, or 0 of rank 1), their values taken once now. */
+ * rank 2, or 0 of rank 1), their values taken once now (each rank's from
+ * its parts of sharded ones, split along the same axis). */
 static mcir_tensor *concat_weights(mcir_action_ctx *a, const char *name, mcir_tensor **parts,
                                    int n, int axis) {
     mcir_graph *g = a->g;
+    int axes[MCIR_MAX_HORIZONTAL];
+    for (int i = 0; i < n; i++) axes[i] = parts[i]->rank == 2 ? axis : 0;
+    int R = sharded_like(a, parts, axes, n);
+    if (R == 0) return NULL;
     int rank = parts[0]->rank;
     int64_t shape[2] = {parts[0]->shape[0], rank == 2 ? parts[0]->shape[1] : 1};
     int64_t total = 0;
@@ -622,25 +695,33 @@ static mcir_tensor *concat_weights(mcir_action_ctx *a, const char *name, mcir_te
                                            MCIR_TENSOR_WEIGHT);
     MCIR_ASSERT(t);
     int64_t numel = mcir_tensor_numel(t);
-    unsigned char *data = mcir_arena_alloc(g->arena, (size_t)numel * mcir_dtype_size(dt));
-    int64_t cols = rank == 2 ? shape[1] : total, off = 0;
-    for (int i = 0; i < n; i++) {
-        int64_t pn = mcir_tensor_numel(parts[i]);
-        float *v = malloc((size_t)pn * sizeof *v);
-        MCIR_ASSERT(v);
-        mcir_weight_values(parts[i], v);
-        int64_t prow = rank == 2 ? parts[i]->shape[1] : pn, prows = pn / prow;
-        for (int64_t r = 0; r < prows; r++)
-            for (int64_t c = 0; c < prow; c++) {
-                /* axis 0: rows follow each other; axis 1: columns side by side */
-                int64_t at = axis == 0 ? (off + r) * cols + c : r * cols + off + c;
-                if (rank == 1) at = off + c;
-                store_value(data, dt, at, v[r * prow + c]);
-            }
-        off += axis == 0 && rank == 2 ? prows : parts[i]->shape[axis];
-        free(v);
+    size_t es = mcir_dtype_size(dt);
+    unsigned char *whole = mcir_arena_alloc(g->arena, (size_t)(numel * R) * es);
+    unsigned char *data = R > 1 ? malloc((size_t)numel * es + 1) : whole;
+    MCIR_ASSERT(data);
+    int64_t cols = rank == 2 ? shape[1] : total;
+    for (int rk = 0; rk < R; rk++) {
+        int64_t off = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t pn = mcir_tensor_numel(parts[i]);
+            float *v = malloc((size_t)pn * sizeof *v);
+            MCIR_ASSERT(v);
+            weight_part_values(parts[i], rk, v);
+            int64_t prow = rank == 2 ? parts[i]->shape[1] : pn, prows = pn / prow;
+            for (int64_t r = 0; r < prows; r++)
+                for (int64_t c = 0; c < prow; c++) {
+                    /* axis 0: rows follow each other; axis 1: columns side by side */
+                    int64_t at = axis == 0 ? (off + r) * cols + c : r * cols + off + c;
+                    if (rank == 1) at = off + c;
+                    store_value(data, dt, at, v[r * prow + c]);
+                }
+            off += axis == 0 && rank == 2 ? prows : parts[i]->shape[axis];
+            free(v);
+        }
+        if (R > 1) put_part(t, rank == 2 ? axis : 0, R, rk, data, whole);
     }
-    t->data = data;
+    if (R > 1) free(data);
+    set_ranked(t, rank == 2 ? axis : 0, R, whole);
     return t;
 }
 
@@ -689,6 +770,9 @@ static bool apply_fuse_horizontal_matmul(mcir_action_ctx *a) {
     mcir_tensor *A = mm->inputs[0];
     mcir_tensor *wcat = concat_weights(a, shared_name(a, sib, n, "horizontal.weight"), w, n,
                                        tb ? 0 : 1);
+    if (!wcat) return false;
+    mcir_tensor *bcat = with_bias ? concat_weights(a, shared_name(a, sib, n, "horizontal.bias"), bias, n, 0) : NULL;
+    if (with_bias && !bcat) return false;
     mcir_node *built[3] = {NULL, NULL, NULL};
     mcir_node *gm = build(a, MCIR_OP_MATMUL, shared_name(a, sib, n, "horizontal.matmul"), 2,
                           (mcir_tensor *[]){A, wcat});
@@ -698,7 +782,6 @@ static bool apply_fuse_horizontal_matmul(mcir_action_ctx *a) {
     if (!infer(a, gm)) goto undo;
     mcir_tensor *prod = gm->outputs[0];
     if (with_bias) {
-        mcir_tensor *bcat = concat_weights(a, shared_name(a, sib, n, "horizontal.bias"), bias, n, 0);
         mcir_node *ad = build(a, MCIR_OP_ADD, shared_name(a, sib, n, "horizontal.bias_add"), 2,
                               (mcir_tensor *[]){prod, bcat});
         built[1] = ad;
@@ -766,20 +849,29 @@ static bool apply_fuse_glu_matmul(mcir_action_ctx *a) {
         MCIR_TENSOR_WEIGHT);
     MCIR_ASSERT(wi);
     const int64_t wn = mcir_tensor_numel(Wg);
+    const int naxis = tb ? 0 : 1;
+    int R = sharded_like(a, (mcir_tensor *[]){Wg, Wu}, (int[]){naxis, naxis}, 2);
+    if (R == 0) return false;   /* before anything is built: wi is an unused tensor */
+    size_t es = mcir_dtype_size(Wg->dtype);
+    unsigned char *whole = mcir_arena_alloc(g->arena, (size_t)(2 * wn * R) * es);
+    unsigned char *data = R > 1 ? malloc((size_t)(2 * wn) * es + 1) : whole;
     float *vg = malloc((size_t)wn * sizeof *vg), *vu = malloc((size_t)wn * sizeof *vu);
-    MCIR_ASSERT(vg && vu);
-    mcir_weight_values(Wg, vg);
-    mcir_weight_values(Wu, vu);
-    unsigned char *data = mcir_arena_alloc(g->arena, (size_t)(2 * wn) * mcir_dtype_size(Wg->dtype));
-    for (int64_t j = 0; j < 2 * F; j++) {   /* column j of Wi: column 8 (j / 16) + j % 8 of Wg or Wu */
-        const int64_t f = 8 * (j / 16) + j % 8;
-        const float *src = (j / 8) % 2 ? vu : vg;
-        for (int64_t kk = 0; kk < K; kk++)
-            store_value(data, Wg->dtype, tb ? j * K + kk : kk * 2 * F + j, src[tb ? f * K + kk : kk * F + f]);
+    MCIR_ASSERT(vg && vu && data);
+    for (int rk = 0; rk < R; rk++) {   /* each rank's gate and up parts interleaved */
+        weight_part_values(Wg, rk, vg);
+        weight_part_values(Wu, rk, vu);
+        for (int64_t j = 0; j < 2 * F; j++) {   /* column j of Wi: column 8 (j / 16) + j % 8 of Wg or Wu */
+            const int64_t f = 8 * (j / 16) + j % 8;
+            const float *src = (j / 8) % 2 ? vu : vg;
+            for (int64_t kk = 0; kk < K; kk++)
+                store_value(data, Wg->dtype, tb ? j * K + kk : kk * 2 * F + j, src[tb ? f * K + kk : kk * F + f]);
+        }
+        if (R > 1) put_part(wi, naxis, R, rk, data, whole);
     }
     free(vg);
     free(vu);
-    wi->data = data;
+    if (R > 1) free(data);
+    set_ranked(wi, naxis, R, whole);
 
     enum { N_BUILT = 9 };
     mcir_node *built[N_BUILT] = {0};
@@ -897,19 +989,32 @@ static bool apply_fold_norm_gamma(mcir_action_ctx *a) {
             g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s.gamma_folded", W->name)), W->dtype, 2,
             W->shape, MCIR_TENSOR_WEIGHT);
         MCIR_ASSERT(ws);
+        /* a W split by its output columns (N): each rank's columns scaled alike */
+        const int naxis = tb ? 0 : 1;
+        int R = sharded_like(a, (mcir_tensor *[]){W}, (int[]){naxis}, 1);
+        if (R == 0 || gamma->shard_axis >= 0) {
+            if (R) fail(a, "'%s' is split across the ranks", gamma->name);
+            goto undo;
+        }
         float *wv = malloc((size_t)wn * sizeof *wv + 1), *gv = malloc((size_t)k * sizeof *gv + 1);
-        MCIR_ASSERT(wv && gv);
-        mcir_weight_values(W, wv);
+        size_t es = mcir_dtype_size(W->dtype);
+        unsigned char *whole = mcir_arena_alloc(g->arena, (size_t)(wn * R) * es);
+        unsigned char *data = R > 1 ? malloc((size_t)wn * es + 1) : whole;
+        MCIR_ASSERT(wv && gv && data);
         mcir_weight_values(gamma, gv);
-        unsigned char *data = mcir_arena_alloc(g->arena, (size_t)wn * mcir_dtype_size(W->dtype));
         const int64_t cols = W->shape[1];
-        for (int64_t i = 0; i < wn; i++) {
-            const int64_t kk = tb ? i % cols : i / cols;   /* [N, K]: column k; [K, N]: row k */
-            store_value(data, W->dtype, i, wv[i] * gv[kk]);
+        for (int rk = 0; rk < R; rk++) {
+            weight_part_values(W, rk, wv);
+            for (int64_t i = 0; i < wn; i++) {
+                const int64_t kk = tb ? i % cols : i / cols;   /* [N, K]: column k; [K, N]: row k */
+                store_value(data, W->dtype, i, wv[i] * gv[kk]);
+            }
+            if (R > 1) put_part(ws, naxis, R, rk, data, whole);
         }
         free(wv);
         free(gv);
-        ws->data = data;
+        if (R > 1) free(data);
+        set_ranked(ws, naxis, R, whole);
         mcir_node *nm = built[1] = build(a, MCIR_OP_MATMUL, mcir_graph_fresh_name(g, mcir_arena_printf(
                                                                                        g->arena, "%s.folded", mm->name)),
                                          2, (mcir_tensor *[]){unit->outputs[0], ws});

@@ -265,14 +265,14 @@ static const char *origin_of(mcir_graph *g, const mcir_match *m) {
 }
 
 /* Actions that compute new constants from the values of the weights
- * they match (concatenate, interleave, fold, reorder). A sharded weight's
- * values differ between ranks, and those actions build one constant for
- * all of them, so they do not apply to it (yet): true with why. */
+ * they match and build one constant for every rank (the conv folds and
+ * reorders). A sharded weight's values differ between ranks, so they do
+ * not apply to it (yet): true with why. (The horizontal GEMM, the paired
+ * epilogue and the gamma fold build each rank's constant from its own
+ * parts: rewrites/actions.c, "constants of sharded weights".) */
 static bool reads_sharded_constant(mcir_action a, const mcir_match *m, char *why, size_t n) {
     switch (a) {
-    case MCIR_ACTION_FUSE_HORIZONTAL_MATMUL: case MCIR_ACTION_FOLD_CONV_AFFINE:
-    case MCIR_ACTION_CONV_AS_MATMUL: case MCIR_ACTION_CONV_TAP_MAJOR:
-    case MCIR_ACTION_FUSE_GLU_MATMUL: case MCIR_ACTION_FOLD_NORM_GAMMA: break;
+    case MCIR_ACTION_FOLD_CONV_AFFINE: case MCIR_ACTION_CONV_AS_MATMUL: case MCIR_ACTION_CONV_TAP_MAJOR: break;
     default: return false;
     }
     for (int i = 0; i < m->n_nodes; i++)

@@ -443,6 +443,18 @@ static int count(const char *hay, const char *needle) {
     return k;
 }
 
+/* Whether a trace (JSON lines) has a record of rule applied. */
+static bool applied_line(const char *trace, const char *rule) {
+    char want[128];
+    snprintf(want, sizeof want, "\"rule\":\"%s\"", rule);
+    for (const char *p = trace; (p = strstr(p, want)); p++) {
+        const char *end = strchr(p, '\n');
+        const char *dec = strstr(p, "\"decision\":\"applied\"");
+        if (dec && (!end || dec < end)) return true;
+    }
+    return false;
+}
+
 START_TEST(test_tp_examples_verify) {
     static const char *const examples[] = {"mlp_tiny", "gpt2_block", "llama_block", "bert_layer", "gpt2_decode",
                                            "gpt2_lm", "attention_f16", "cross_attention", "layernorm_bf16",
@@ -501,6 +513,27 @@ START_TEST(test_tp_examples_verify) {
     const char *zero[] = {cli_src("examples/mlp_tiny/graph.json"), "--tp", "0", NULL};
     r = cli_run(zero);
     ck_assert_int_eq(r.status, 2);
+    cli_result_free(&r);
+    /* the folding rules on split weights build each rank's constant from
+     * its parts: the gamma fold and the horizontal Q/K/V on Llama at 2
+     * ranks; the paired epilogue on the SwiGLU at 5 (F = 40: 8 a rank),
+     * emulated and verified */
+    const char *fold[] = {cli_src("examples/llama_block/graph.json"), "--tp", "2", "--emit", "trace", NULL};
+    r = cli_run(fold);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(applied_line(r.out, "norm_gamma_fold") && applied_line(r.out, "horizontal_matmul"), "%.2000s", r.out);
+    cli_result_free(&r);
+    setenv("MCIR_GLU", "always", 1);
+    const char *glu_trace[] = {cli_src("tests/golden/swiglu_bf16/input.json"), "--tp", "5", "--emit", "trace", NULL};
+    r = cli_run(glu_trace);
+    ck_assert_msg(r.status == 0 && applied_line(r.out, "glu_matmul"), "%.3000s", r.out);
+    cli_result_free(&r);
+    const char *glu_run[] = {cli_src("tests/golden/swiglu_bf16/input.json"), "--tp", "5", "--run", "--device", "emu",
+                             "--verify", NULL};
+    r = cli_run(glu_run);
+    unsetenv("MCIR_GLU");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "verify   y (emu vs the original graph) (rank 4)") &&
+                      !strstr(r.out, "FAIL"), "%s%s", r.out, r.err);
     cli_result_free(&r);
     /* the mutant */
     setenv("MCIR_TP_MUTANT", "bias_on_partials", 1);
