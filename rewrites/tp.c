@@ -125,6 +125,14 @@ static const char *lay_text(tp *t, const mcir_tensor *x, char *buf, size_t n) {
 
 /* ---------------------------------------------------- making tensors whole */
 
+/* The tests' mutants ($MCIR_TP_MUTANT): "bias_on_partials" adds a bias to
+ * each rank's partial sums (so ranks times over); "drop_reduce" makes
+ * partial sums whole without the all_reduce. --verify must catch both. */
+static bool mutant(const char *name) {
+    const char *m = getenv("MCIR_TP_MUTANT");
+    return m && !strcmp(m, name);
+}
+
 static bool is_weight(const mcir_tensor *x) { return x->kind == MCIR_TENSOR_WEIGHT; }
 
 static bool static_extent(const mcir_tensor *x, int axis) {
@@ -139,6 +147,7 @@ static mcir_tensor *whole(tp *t, mcir_tensor *x, const mcir_node *n, const char 
     layout l = lay_of(t, x);
     if (l.kind == L_R) return x;
     if (t->whole[x->id]) return t->whole[x->id];
+    if (l.kind == L_P && mutant("drop_reduce")) return x;
     char b[128];
     bool reduce = l.kind == L_P;
     mcir_op op = reduce ? MCIR_OP_ALL_REDUCE : MCIR_OP_ALL_GATHER;
@@ -358,11 +367,7 @@ static void rule_elementwise(tp *t, mcir_node *n) {
     if (any_p) {
         bool linear = (n->op == MCIR_OP_ADD || n->op == MCIR_OP_SUB) ? all_p
                       : n->op == MCIR_OP_SCALE || n->op == MCIR_OP_NEG;
-        /* the tests' mutant: a bias added to each rank's partial sums (so
-         * ranks times over) — --verify must catch it */
-        static int mutant = -1;
-        if (mutant < 0) mutant = getenv("MCIR_TP_MUTANT") && !strcmp(getenv("MCIR_TP_MUTANT"), "bias_on_partials");
-        if (mutant && n->op == MCIR_OP_ADD) linear = true;
+        if (mutant("bias_on_partials") && n->op == MCIR_OP_ADD) linear = true;
         if (linear) {
             set_lay(t, Y, (layout){L_P, -1, 1});
             return;

@@ -542,6 +542,11 @@ START_TEST(test_tp_examples_verify) {
     unsetenv("MCIR_TP_MUTANT");
     ck_assert_msg(r.status == 1 && strstr(r.out, "FAIL"), "the mutant went unnoticed: %s%s", r.out, r.err);
     cli_result_free(&r);
+    setenv("MCIR_TP_MUTANT", "drop_reduce", 1);   /* an all_reduce dropped */
+    r = cli_run(mut);
+    unsetenv("MCIR_TP_MUTANT");
+    ck_assert_msg(r.status == 1 && strstr(r.out, "FAIL"), "the dropped all_reduce went unnoticed: %s%s", r.out, r.err);
+    cli_result_free(&r);
 }
 END_TEST
 
