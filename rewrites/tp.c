@@ -141,6 +141,23 @@ static bool static_extent(const mcir_tensor *x, int axis) {
     return mcir_extent_is_const(&e, NULL);
 }
 
+/* The collective that makes x (layout l) whole into y: an all_reduce of
+ * partial sums, an all_gather of a split; counted, y whole. */
+static mcir_node *add_collective(tp *t, mcir_tensor *x, mcir_tensor *y, layout l, const char *origin) {
+    bool reduce = l.kind == L_P;
+    mcir_op op = reduce ? MCIR_OP_ALL_REDUCE : MCIR_OP_ALL_GATHER;
+    mcir_node *c = mcir_graph_add_node(t->g, op, mcir_graph_fresh_name(t->g, mcir_arena_printf(t->g->arena, "tp_%s",
+                                                                           mcir_op_name(op))),
+                                       1, &x, 1, &y);
+    c->origin_rule = reduce ? "tp_reduce" : "tp_gather";
+    c->origin_nodes = origin;
+    if (!reduce) mcir_node_set_int(t->g, c, "axis", l.axis);
+    if (reduce) t->reduces++;
+    else t->gathers++;
+    set_lay(t, y, R);
+    return c;
+}
+
 /* x whole on every rank: itself, or its all_gather / all_reduce (made
  * once, right after its producer), recorded at n, the node that needs it. */
 static mcir_tensor *whole(tp *t, mcir_tensor *x, const mcir_node *n, const char *why) {
@@ -150,17 +167,11 @@ static mcir_tensor *whole(tp *t, mcir_tensor *x, const mcir_node *n, const char 
     if (l.kind == L_P && mutant("drop_reduce")) return x;
     char b[128];
     bool reduce = l.kind == L_P;
-    mcir_op op = reduce ? MCIR_OP_ALL_REDUCE : MCIR_OP_ALL_GATHER;
     const char *name = mcir_graph_fresh_name(t->g, mcir_arena_printf(t->g->arena, "%s_%s", x->name,
                                                                       reduce ? "reduced" : "gathered"));
     mcir_tensor *y = mcir_graph_add_tensor(t->g, name, x->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
     MCIR_ASSERT(y);
-    mcir_node *c = mcir_graph_add_node(t->g, op, mcir_graph_fresh_name(t->g, mcir_arena_printf(t->g->arena, "tp_%s",
-                                                                           mcir_op_name(op))),
-                                       1, &x, 1, &y);
-    c->origin_rule = reduce ? "tp_reduce" : "tp_gather";
-    c->origin_nodes = n->name;
-    if (!reduce) mcir_node_set_int(t->g, c, "axis", l.axis);
+    mcir_node *c = add_collective(t, x, y, l, n->name);
     if (!reduce && l.blocks > 1 && x->rank + 2 <= MCIR_MAX_RANK) {
         /* a blocked split gathers rank-major ([ranks, blocks, e] along the
          * axis): moved block-major by a reshape, a transpose, a reshape */
@@ -197,8 +208,6 @@ static mcir_tensor *whole(tp *t, mcir_tensor *x, const mcir_node *n, const char 
     grow(t);
     t->whole[x->id] = y;
     set_lay(t, y, R);
-    if (reduce) t->reduces++;
-    else t->gathers++;
     json_t *leg = json_array();
     json_array_append_new(leg, check("input_layout", false, "'%s' is %s; %s", x->name, lay_text(t, x, b, sizeof b),
                                      why));
@@ -634,16 +643,7 @@ static void output_whole(tp *t, mcir_tensor *y) {
     }
     set_lay(t, part, l);
     bool reduce = l.kind == L_P;
-    mcir_op op = reduce ? MCIR_OP_ALL_REDUCE : MCIR_OP_ALL_GATHER;
-    mcir_node *c = mcir_graph_add_node(t->g, op, mcir_graph_fresh_name(t->g, mcir_arena_printf(t->g->arena, "tp_%s",
-                                                                           mcir_op_name(op))),
-                                       1, &part, 1, &y);
-    c->origin_rule = reduce ? "tp_reduce" : "tp_gather";
-    c->origin_nodes = p->name;
-    if (!reduce) mcir_node_set_int(t->g, c, "axis", l.axis);
-    if (reduce) t->reduces++;
-    else t->gathers++;
-    set_lay(t, y, R);
+    mcir_node *c = add_collective(t, part, y, l, p->name);
     char b[128];
     json_t *leg = json_array();
     json_array_append_new(leg, check("output_whole", false, "graph output '%s' is %s; every rank returns it whole",
@@ -760,22 +760,12 @@ int mcir_lower_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d) {
         t1->origin_rule = t2->origin_rule = "collective_axis_first";
         t1->origin_nodes = t2->origin_nodes = n->name;
         lowered++;
-        if (trace) {
-            json_t *leg = json_array();
-            json_array_append_new(leg, check("axis_first", false, "'%s' %s along axis %d of '%s' (%lld elements "
-                                             "before it): NCCL moves flat buffers rank by rank", n->name,
-                                             mcir_op_name(n->op), axis, x->name, (long long)outer));
-            json_t *r = json_object();
-            json_object_set_new(r, "stage", json_string("tp"));
-            json_object_set_new(r, "rule", json_string("collective_axis_first"));
-            json_object_set_new(r, "property", json_string("tensor_parallel"));
-            json_object_set_new(r, "anchor", json_string(n->name));
-            json_object_set_new(r, "matched", json_pack("[s]", n->name));
-            json_object_set_new(r, "legality", leg);
-            json_object_set_new(r, "decision", json_string("applied"));
-            json_object_set_new(r, "result", json_pack("[s,s,s]", t1->name, n->name, t2->name));
-            mcir_trace_append(trace, r);
-        }
+        tp rec = {.g = g, .n = g->ranks, .trace = trace};
+        json_t *leg = json_array();
+        json_array_append_new(leg, check("axis_first", false, "'%s' %s along axis %d of '%s' (%lld elements before "
+                                         "it): NCCL moves flat buffers rank by rank", n->name, mcir_op_name(n->op),
+                                         axis, x->name, (long long)outer));
+        record(&rec, "collective_axis_first", n, leg, true, t2->name);
     }
     if (lowered && !(mcir_graph_sort(g, d) && mcir_graph_infer(g, d) && mcir_graph_verify(g, d))) return -1;
     return lowered;
