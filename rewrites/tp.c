@@ -228,6 +228,7 @@ static int align(int axis, int ro, int rx) {
  * equal parts (a fused QKV projection): k, or 1. */
 static int qkv_blocks(tp *t, const mcir_node *mm) {
     const mcir_tensor *y = mm->outputs[0];
+    if (y->rank + 2 > MCIR_MAX_RANK) return 1;   /* a gather of blocks reorders through rank + 2 */
     for (int depth = 0; depth < 3; depth++) {
         const mcir_node *only = NULL;
         int readers = 0;
