@@ -52,22 +52,28 @@ static bool emu_run(mcir_compilation *c, mcir_alloc_mode mode, mcir_env **env, m
     return ok;
 }
 
-/* max |emu - interpreter| / max |interpreter| over every output */
+/* max |emu - interpreter| / max |interpreter| over every output (of
+ * every rank, for a graph with ranks) */
 static double rel_error(mcir_compilation *c, mcir_env *emu) {
     mcir_env *ref = mcir_env_new(c->graph, 7);
     mcir_diag d = mcir_diag_stderr();
     ck_assert(mcir_interp_run(c->graph, ref, &d));
     double worst = 0;
-    for (int i = 0; i < c->graph->n_outputs; i++) {
-        const mcir_tensor *t = c->graph->outputs[i];
-        mcir_compare_result r;
-        ck_assert(mcir_env_compare(emu, t, ref, t, &r));
-        double den = 0;
-        const float *v = mcir_env_get(ref, t);
-        for (int64_t k = 0; k < mcir_tensor_numel(t); k++) den = fmax(den, fabs(v[k]));
-        ck_assert_msg(den > 0, "an all-zero reference output asserts nothing");
-        worst = fmax(worst, r.max_abs / den);
+    for (int r = 0; r < mcir_env_ranks(ref); r++) {
+        mcir_env_select_rank(emu, r);
+        mcir_env_select_rank(ref, r);
+        for (int i = 0; i < c->graph->n_outputs; i++) {
+            const mcir_tensor *t = c->graph->outputs[i];
+            mcir_compare_result cr;
+            ck_assert(mcir_env_compare(emu, t, ref, t, &cr));
+            double den = 0;
+            const float *v = mcir_env_get(ref, t);
+            for (int64_t k = 0; k < mcir_tensor_numel(t); k++) den = fmax(den, fabs(v[k]));
+            ck_assert_msg(den > 0 && isfinite(den), "an all-zero or non-finite reference output asserts nothing");
+            worst = fmax(worst, cr.max_abs / den);
+        }
     }
+    mcir_env_select_rank(emu, -1);
     mcir_env_free(ref);
     return worst;
 }
@@ -165,32 +171,6 @@ END_TEST
 
 /* ------------------------------------------------ graphs with ranks */
 
-/* Worst max |emu - interpreter| / max |interpreter| over every rank's
- * outputs. */
-static double ranks_rel_error(mcir_compilation *c, mcir_env *emu) {
-    mcir_env *ref = mcir_env_new(c->graph, 7);
-    mcir_diag d = mcir_diag_stderr();
-    ck_assert(mcir_interp_run(c->graph, ref, &d));
-    double worst = 0;
-    for (int r = 0; r < c->graph->ranks; r++) {
-        mcir_env_select_rank(emu, r);
-        mcir_env_select_rank(ref, r);
-        for (int i = 0; i < c->graph->n_outputs; i++) {
-            const mcir_tensor *t = c->graph->outputs[i];
-            mcir_compare_result cr;
-            ck_assert(mcir_env_compare(emu, t, ref, t, &cr));
-            double den = 0;
-            const float *v = mcir_env_get(ref, t);
-            for (int64_t k = 0; k < mcir_tensor_numel(t); k++) den = fmax(den, fabs(v[k]));
-            ck_assert_msg(den > 0 && isfinite(den), "an all-zero or non-finite reference asserts nothing");
-            worst = fmax(worst, cr.max_abs / den);
-        }
-    }
-    mcir_env_select_rank(emu, -1);
-    mcir_env_free(ref);
-    return worst;
-}
-
 /* Every rank of a graph with ranks on the emulated device in one process:
  * each rank its own arena and its parts of the sharded leaves, the
  * collectives in memory between the ranks' kernels (all_reduce after a
@@ -215,7 +195,7 @@ START_TEST(test_ranks_run_in_lockstep) {
             char *diag = NULL;
             ck_assert_msg(emu_run(&c, modes[m], &env, &st, &diag), "%s: %s", graphs[gi], diag);
             ck_assert_int_eq(mcir_env_ranks(env), c.graph->ranks);
-            double rel = ranks_rel_error(&c, env);
+            double rel = rel_error(&c, env);
             fprintf(stderr, "  %s, %s: %d ranks, rel err %.3g\n", graphs[gi], mcir_alloc_mode_name(modes[m]),
                     c.graph->ranks, rel);
             ck_assert_double_le(rel, tol);
@@ -229,7 +209,7 @@ START_TEST(test_ranks_run_in_lockstep) {
         bool ran = emu_run(&c, MCIR_ALLOC_POOL, &env, &st, &diag);
         cg_runtime_mutant = CG_MUTANT_NONE;
         ck_assert(ran);
-        double rel = ranks_rel_error(&c, env);
+        double rel = rel_error(&c, env);
         ck_assert_msg(rel > 0.05, "%s: the mutant collective went unnoticed (rel err %g)", graphs[gi], rel);
         mcir_env_free(env);
         free(diag);
