@@ -122,6 +122,9 @@ struct mcir_env {
     int n_ranks;
     mcir_env **rank_env;
     int sel;
+    /* One rank of an outside group (mcir_env_new_member): its collectives
+     * go to group.run; NULL otherwise. */
+    const mcir_group *member;
 };
 
 static mcir_env *env_new_rank(const mcir_graph *g, uint64_t seed, int rank) {
@@ -149,6 +152,13 @@ mcir_env *mcir_env_new(const mcir_graph *g, uint64_t seed) {
         MCIR_ASSERT(e->rank_env);
         for (int r = 0; r < g->ranks; r++) e->rank_env[r] = env_new_rank(g, seed, r);
     }
+    return e;
+}
+
+mcir_env *mcir_env_new_member(const mcir_graph *g, uint64_t seed, const mcir_group *group) {
+    MCIR_ASSERT(group && group->run && group->rank >= 0 && group->rank < g->ranks);
+    mcir_env *e = env_new_rank(g, seed, group->rank);
+    e->member = group;
     return e;
 }
 
@@ -614,9 +624,25 @@ static bool run_collective(mcir_env *grp, const mcir_node *n, int k, run_state *
     return ok;
 }
 
+/* A collective node k of one rank of an outside group: the group runs it
+ * on this rank's buffers (every other rank calls it with theirs). */
+static bool run_member_collective(mcir_env *e, const mcir_node *n, int k, run_state *st,
+                                  mcir_diag *d) {
+    if (!node_buffers(e, n, st, d)) return false;
+    int before = d->n_errors;
+    if (!e->member->run(e->member->ctx, n, st->inp[0], st->outp[0], d)) {
+        if (d->n_errors == before)
+            mcir_error(d, n->loc, "node '%s' (%s): the group's collective failed", n->name,
+                       mcir_op_name(n->op));
+        return false;
+    }
+    node_done(e, n, k, st);
+    return true;
+}
+
 bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
     MCIR_ASSERT(e->g == g && e->n == g->n_tensors);
-    if (g->ranks > 1 && !e->rank_env) {
+    if (g->ranks > 1 && !e->rank_env && !e->member) {
         mcir_error(d, (mcir_loc){g->path, 0, 0},
                    "the graph has %d ranks but the values are one rank's (an env made for "
                    "another graph)", g->ranks);
@@ -634,6 +660,10 @@ bool mcir_interp_run(const mcir_graph *g, mcir_env *e, mcir_diag *d) {
         if (n->dead) continue;
         if (R > 1 && (mcir_op_desc_of(n->op)->flags & MCIR_OPF_COLLECTIVE)) {
             ok = run_collective(e, n, k, &st, d);
+            continue;
+        }
+        if (e->member && g->ranks > 1 && (mcir_op_desc_of(n->op)->flags & MCIR_OPF_COLLECTIVE)) {
+            ok = run_member_collective(e, n, k, &st, d);
             continue;
         }
         for (int r = 0; ok && r < R; r++) ok = run_node(envs[r], n, k, &st, d);

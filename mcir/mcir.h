@@ -815,6 +815,26 @@ void mcir_env_select_rank(mcir_env *e, int r);
  * what a device run of that rank reads its leaves from and writes its
  * outputs to. */
 mcir_env *mcir_env_rank_env(mcir_env *e, int r);
+/* One rank of a group whose other ranks run elsewhere (other processes,
+ * under torch.distributed or an MPI launcher): run performs collective
+ * node n over the group on this rank's buffers — in: n's input, out: its
+ * output, each of its tensor's value type (f32 for floating-point dtypes,
+ * i64 for integers and bool; the shapes are n's tensors', this rank's) —
+ * and returns false after an error in d (or with none, and the caller
+ * reports a failed collective). Every rank calls it for the same nodes in
+ * the same order. */
+typedef bool (*mcir_group_fn)(void *ctx, const mcir_node *n, const void *in, void *out,
+                              mcir_diag *d);
+typedef struct mcir_group {
+    int rank;          /* this process's rank, 0 <= rank < the graph's ranks */
+    mcir_group_fn run;
+    void *ctx;
+} mcir_group;
+/* An env for rank group->rank of graph g (ranks > 1): it holds that rank's
+ * values only (a sharded input or weight: its part; setters take the
+ * part), and mcir_interp_run hands each collective to group->run. The
+ * group must outlive the env. */
+mcir_env *mcir_env_new_member(const mcir_graph *g, uint64_t seed, const mcir_group *group);
 /* Keep every intermediate after a run (for tests and debugging). */
 void mcir_env_keep_all(mcir_env *e, bool keep);
 /* Copies f32 values in (rounded to a float dtype; truncated and saturated

@@ -560,6 +560,9 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     /* catalog: the built-in rules, then the user's files */
     if ((st = stage_catalog(o, c, d))) return st;
 
+    /* several ranks: a collective repeated on one tensor runs once */
+    if (!o->no_rewrite && c->graph->ranks > 1 && mcir_merge_collectives(c->graph, c->trace, d) < 0)
+        return MCIR_EXIT_INVALID;
     /* detect properties, check legality, annotate, rewrite to a fixpoint */
     if (!o->no_rewrite) {
         mcir_rewrite_options ro = {.all_near_misses = o->trace_all};

@@ -146,6 +146,11 @@ int mcir_rule_tests_run(const mcir_catalog *c, const char *path, const mcir_targ
  * before it becomes that collective along axis 0 between two transposes
  * (NCCL moves flat buffers rank by rank); the count, or -1 with an error. */
 int mcir_lower_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d);
+/* A graph of several ranks: a collective that repeats an earlier one (same
+ * kind, input and attributes) is dropped for the first's result, and the
+ * pure nodes that then repeat earlier ones with it (rule
+ * "tp_shared_collective"); how many collectives, or -1 with an error. */
+int mcir_merge_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d);
 mcir_graph *mcir_tp_rewrite(const mcir_graph *g, int ranks, mcir_trace *trace, int *collectives, mcir_diag *d);
 
 #endif /* MCIR_REWRITES_H */

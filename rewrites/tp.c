@@ -771,3 +771,85 @@ int mcir_lower_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d) {
     if (lowered && !(mcir_graph_sort(g, d) && mcir_graph_infer(g, d) && mcir_graph_verify(g, d))) return -1;
     return lowered;
 }
+
+/* ------------------------------------------ identical collectives, once */
+
+static bool attr_same(const mcir_attr *a, const mcir_attr *b) {
+    if (a->type != b->type || a->dim_of || b->dim_of) return false;
+    switch (a->type) {
+    case MCIR_ATTR_INT: return a->i == b->i;
+    case MCIR_ATTR_FLOAT: return a->f == b->f;
+    case MCIR_ATTR_BOOL: return a->b == b->b;
+    case MCIR_ATTR_STRING: return !strcmp(a->s, b->s);
+    case MCIR_ATTR_INTS:
+        return a->n == b->n && (a->n == 0 || !memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n));
+    }
+    return false;
+}
+
+/* Whether m and n compute the same values: one op on the same tensors
+ * with equal attributes (none naming a dimension). */
+static bool same_node(const mcir_node *m, const mcir_node *n) {
+    if (m->op != n->op || m->n_inputs != n->n_inputs || m->n_outputs != n->n_outputs ||
+        m->n_attrs != n->n_attrs)
+        return false;
+    for (int i = 0; i < n->n_inputs; i++)
+        if (m->inputs[i] != n->inputs[i]) return false;
+    for (int i = 0; i < n->n_outputs; i++)
+        if (m->outputs[i]->dtype != n->outputs[i]->dtype) return false;
+    for (int i = 0; i < n->n_attrs; i++) {
+        const mcir_attr *b = NULL;
+        for (int j = 0; j < m->n_attrs && !b; j++)
+            if (!strcmp(m->attrs[j].name, n->attrs[i].name)) b = &m->attrs[j];
+        if (!b || !attr_same(b, &n->attrs[i])) return false;
+    }
+    return true;
+}
+
+static bool is_graph_output(const mcir_node *n) {
+    for (int i = 0; i < n->n_outputs; i++)
+        if (n->outputs[i]->is_output || n->outputs[i]->kind == MCIR_TENSOR_OUTPUT) return true;
+    return false;
+}
+
+/* A graph of several ranks where one tensor goes through the same
+ * collective twice — what DTensor's redistributions give: each
+ * column-parallel product of a sequence-parallel norm's output gathers it
+ * again — runs it once: the later copies read the first's result (every
+ * rank runs the same program, so every rank drops the same copies), and
+ * the pure nodes that then compute the same thing from it are merged too.
+ * Each merged collective is a trace record (stage "tp", rule
+ * "tp_shared_collective"). Returns how many collectives were dropped. */
+int mcir_merge_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d) {
+    if (g->ranks < 2) return 0;
+    int merged = 0, pure = 0;
+    for (int k = 0; k < g->n_nodes; k++) {
+        mcir_node *n = g->nodes[k];
+        unsigned flags = mcir_op_desc_of(n->op)->flags;
+        bool coll = flags & MCIR_OPF_COLLECTIVE;
+        if (n->dead || is_graph_output(n) || !(coll || ((flags & MCIR_OPF_PURE) && merged))) continue;
+        for (int j = 0; j < k; j++) {
+            mcir_node *m = g->nodes[j];
+            if (m->dead || !same_node(m, n)) continue;
+            for (int i = 0; i < n->n_outputs; i++) mcir_graph_replace_uses(g, n->outputs[i], m->outputs[i]);
+            n->dead = true;
+            if (coll) {
+                merged++;
+                tp rec = {.g = g, .n = g->ranks, .trace = trace};
+                json_t *leg = json_array();
+                json_array_append_new(leg, check("same_collective", true, "'%s' is '%s' again: %s of '%s' with the "
+                                                 "same attributes", n->name, m->name, mcir_op_name(n->op),
+                                                 n->inputs[0]->name));
+                json_array_append_new(leg, check("every_rank_alike", true, "every rank runs this program, so "
+                                                 "every rank drops the same copy and the ranks stay matched"));
+                record(&rec, "tp_shared_collective", n, leg, true, m->name);
+            } else {
+                pure++;
+            }
+            break;
+        }
+    }
+    if ((merged || pure) && !(mcir_graph_sort(g, d) && mcir_graph_infer(g, d) && mcir_graph_verify(g, d)))
+        return -1;
+    return merged;
+}

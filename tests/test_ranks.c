@@ -291,6 +291,88 @@ START_TEST(test_sharded_mlp_matches_one_rank) {
 }
 END_TEST
 
+/* One rank of an outside group (mcir_env_new_member, what the Python
+ * package runs under torch.distributed): each rank of the sharded MLP run
+ * alone, its collective handed to a group function that sees this rank's
+ * input (checked against the lockstep run's) and answers with every
+ * rank's, gives that rank's y of the lockstep run exactly; a failing group
+ * is an error naming the node. */
+typedef struct fake_group {
+    const float *p[2];   /* each rank's all_reduce input, from the lockstep run */
+    int64_t count;
+    int calls;
+    bool fail;
+} fake_group;
+
+static bool fake_collective(void *ctx, const mcir_node *n, const void *in, void *out, mcir_diag *d) {
+    (void)d;
+    fake_group *fg = ctx;
+    fg->calls++;
+    if (fg->fail) return false;
+    ck_assert_int_eq(n->op, MCIR_OP_ALL_REDUCE);
+    ck_assert_int_eq(mcir_tensor_numel(n->inputs[0]), fg->count);
+    const void *ins[2] = {fg->p[0], fg->p[1]};
+    float *outs0 = malloc(sizeof(float) * (size_t)fg->count), *outs1 = malloc(sizeof(float) * (size_t)fg->count);
+    void *outs[2] = {outs0, outs1};
+    mcir_collective_run(n, 2, ins, outs);
+    memcpy(out, outs0, sizeof(float) * (size_t)fg->count);
+    bool mine = !memcmp(in, fg->p[0], sizeof(float) * (size_t)fg->count) ||
+                !memcmp(in, fg->p[1], sizeof(float) * (size_t)fg->count);
+    free(outs0);
+    free(outs1);
+    return mine;
+}
+
+START_TEST(test_member_of_an_outside_group) {
+    mcir_diag d = mcir_diag_stderr();
+    mcir_graph *g = mcir_graph_read_json(cli_src("tests/data/ranks/mlp.json"), &d);
+    ck_assert(g);
+    mcir_env *grp = mcir_env_new(g, 5);
+    mcir_env_keep_all(grp, true);
+    ck_assert(mcir_interp_run(g, grp, &d));
+    const mcir_tensor *p = tensor(g, "p"), *y = tensor(g, "y");
+    fake_group fg = {.count = numel(p)};
+    float *parts[2];
+    for (int r = 0; r < 2; r++) {
+        mcir_env_select_rank(grp, r);
+        parts[r] = malloc(sizeof(float) * (size_t)fg.count);
+        memcpy(parts[r], mcir_env_get(grp, p), sizeof(float) * (size_t)fg.count);
+        fg.p[r] = parts[r];
+    }
+    ck_assert_msg(memcmp(parts[0], parts[1], sizeof(float) * (size_t)fg.count) != 0, "the ranks' partial sums agree");
+    for (int r = 0; r < 2; r++) {
+        mcir_group group = {r, fake_collective, &fg};
+        mcir_env *e = mcir_env_new_member(g, 5, &group);
+        fg.calls = 0;
+        ck_assert(mcir_interp_run(g, e, &d));
+        ck_assert_int_eq(fg.calls, 1);
+        mcir_env_select_rank(grp, r);
+        mcir_compare_result c;
+        ck_assert(mcir_env_compare(e, y, grp, y, &c));
+        ck_assert_msg(c.max_abs == 0, "rank %d: max abs err %g", r, c.max_abs);
+        mcir_env_free(e);
+    }
+    /* a group that fails: an error naming the node, the run false */
+    fg.fail = true;
+    mcir_group group = {1, fake_collective, &fg};
+    mcir_env *e = mcir_env_new_member(g, 5, &group);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mcir_diag df = mcir_diag_to(f);
+    ck_assert(!mcir_interp_run(g, e, &df));
+    fclose(f);
+    ck_assert_msg(strstr(buf, "node 'all_reduce' (all_reduce): the group's collective failed") ||
+                  strstr(buf, "(all_reduce): the group's collective failed"), "%s", buf);
+    free(buf);
+    mcir_env_free(e);
+    free(parts[0]);
+    free(parts[1]);
+    mcir_env_free(grp);
+    mcir_graph_free(g);
+}
+END_TEST
+
 /* A sharded weight's data ("value") is the whole tensor; each rank takes
  * its part. The writer gives back the whole shape, the shard and the data. */
 START_TEST(test_weight_data_parts_and_round_trip) {
@@ -564,6 +646,38 @@ START_TEST(test_tp_examples_verify) {
 }
 END_TEST
 
+/* One tensor through the same all_gather twice (what DTensor's sequence
+ * parallelism gives each column-parallel product): the second gather and
+ * the relu that repeats the first's are dropped, the trace says why, one
+ * collective kernel remains, and every rank still verifies; --no-rewrite
+ * keeps both. */
+START_TEST(test_shared_collectives_merge) {
+    const char *g = cli_src("tests/data/ranks/shared_gather.json");
+    const char *verify[] = {g, "--verify", NULL};
+    cli_result r = cli_run(verify);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "verify   y (rank 1): max abs err"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "collectives: 1 all_gather,"), "%s", r.out);
+    cli_result_free(&r);
+    const char *trace[] = {g, "--emit", "trace", NULL};
+    r = cli_run(trace);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(applied_line(r.out, "tp_shared_collective"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "all_gather of 'h' with the same attributes"), "%s", r.out);
+    cli_result_free(&r);
+    const char *plan[] = {g, "--emit", "plan", NULL};
+    r = cli_run(plan);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(count(r.out, "\"template\": \"collective\""), 1);
+    cli_result_free(&r);
+    const char *raw[] = {g, "--no-rewrite", "--emit", "plan", NULL};
+    r = cli_run(raw);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(count(r.out, "\"template\": \"collective\""), 2);
+    cli_result_free(&r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ranks");
     TCase *tc = tcase_create("ranks");
@@ -573,10 +687,12 @@ int main(void) {
     tcase_add_test(tc, test_collectives_in_lockstep);
     tcase_add_test(tc, test_reduce_scatter_and_group_inputs);
     tcase_add_test(tc, test_sharded_mlp_matches_one_rank);
+    tcase_add_test(tc, test_member_of_an_outside_group);
     tcase_add_test(tc, test_weight_data_parts_and_round_trip);
     tcase_add_test(tc, test_one_rank_identity);
     tcase_add_test(tc, test_cli_runs_every_rank);
     tcase_add_test(tc, test_tp_examples_verify);
+    tcase_add_test(tc, test_shared_collectives_merge);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -31,9 +31,13 @@ struct mcir_capi {
      * (mcir_codegen_rebind), when known */
     int64_t launch_values[MCIR_MAX_DIMS];
     bool launch_known;
+    /* mcir_capi_set_group: this process is one rank of an outside group */
+    mcir_capi_collective_fn group_fn;
+    void *group_ctx;
+    int group_rank;
 };
 
-#define CAPI_VERSION 5
+#define CAPI_VERSION 6
 int mcir_capi_version(void) { return CAPI_VERSION; }
 
 /* Runs fn with a diagnostics sink whose text lands in h->errors. */
@@ -246,7 +250,12 @@ int mcir_capi_run_device(mcir_capi *h, int n_inputs, const char *const *names,
         sink_close(&s, h);
         return MCIR_EXIT_INVALID;
     }
-    if (!c->codegen || !mcir_gpu_available(why, sizeof why)) {
+    if (h->group_fn && g->ranks > 1) {
+        mcir_error(d, (mcir_loc){g->path, 0, 0},
+                   "device 'gpu': a graph run as rank %d of an outside group (%d ranks) runs on "
+                   "the CPU reference only (device 'cpu')", h->group_rank, g->ranks);
+        st = MCIR_EXIT_USAGE;
+    } else if (!c->codegen || !mcir_gpu_available(why, sizeof why)) {
         mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'gpu': %s",
                    c->codegen ? why : "compile with ptx=True first");
         st = MCIR_EXIT_TOOLCHAIN;
@@ -406,6 +415,48 @@ const char *mcir_capi_artifact(mcir_capi *h, const char *what) {
  * into the buffers given in graph output order (storage dtype, C order).
  * device: "cpu" (the reference interpreter) or "gpu" (the generated
  * kernels; needs MCIR_CAPI_PTX at compile time and a GPU). 0 on success. */
+/* The outside group's collective, as mcir_group_fn: the node's kind and
+ * attributes handed to the caller's function. */
+static bool capi_group_run(void *ctx, const mcir_node *n, const void *in, void *out,
+                           mcir_diag *d) {
+    const mcir_capi *h = ctx;
+    const mcir_tensor *x = n->inputs[0];
+    long long shape[MCIR_MAX_RANK];
+    for (int j = 0; j < x->rank; j++) shape[j] = (long long)x->shape[j];
+    const char *op = mcir_op_name(n->op);
+    const char *reduce = n->op == MCIR_OP_ALL_GATHER ? "" : mcir_node_string(n, "op");
+    int axis = n->op == MCIR_OP_ALL_REDUCE ? -1 : (int)mcir_node_int(n, "axis");
+    int integer = mcir_value_type_of(x->dtype) == MCIR_VALUE_I64;
+    int rc = h->group_fn(h->group_ctx, op, reduce, axis, h->c.graph->ranks, integer, x->rank,
+                         shape, in, out);
+    if (rc != 0)
+        mcir_error(d, n->loc, "node '%s' (%s): the group's collective failed (%d)", n->name, op,
+                   rc);
+    return rc == 0;
+}
+
+/* This process runs rank `rank` of the graph's ranks (a graph with ranks
+ * > 1, each rank in its own process: torch.distributed): mcir_capi_run on
+ * the CPU then holds this rank's values only — its inputs and weights,
+ * its outputs — and hands each collective to fn, which must perform it
+ * with the other ranks (docs/python.md "Tensor parallelism"). fn == NULL
+ * forgets the group. */
+int mcir_capi_set_group(mcir_capi *h, int rank, mcir_capi_collective_fn fn, void *ctx) {
+    if (!h || h->status) return MCIR_EXIT_USAGE;
+    if (fn && (h->c.graph->ranks < 2 || rank < 0 || rank >= h->c.graph->ranks)) {
+        free(h->errors);
+        char buf[160];
+        snprintf(buf, sizeof buf, "mcir_capi_set_group: rank %d of a graph with %d ranks\n", rank,
+                 h->c.graph->ranks);
+        h->errors = strdup(buf);
+        return MCIR_EXIT_USAGE;
+    }
+    h->group_fn = fn;
+    h->group_ctx = ctx;
+    h->group_rank = rank;
+    return MCIR_EXIT_OK;
+}
+
 int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *const *names,
                   const void *const *data, const long long *bytes, void *const *outputs,
                   const long long *output_bytes, unsigned long long seed) {
@@ -416,7 +467,16 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
     mcir_compilation *c = &h->c;
     const mcir_graph *g = c->graph;
     int st = MCIR_EXIT_OK;
-    mcir_env *env = mcir_env_new(g, seed);
+    mcir_group group = {h->group_rank, capi_group_run, h};
+    bool member = h->group_fn && g->ranks > 1;
+    mcir_env *env = member ? mcir_env_new_member(g, seed, &group) : mcir_env_new(g, seed);
+    bool gpu = device && !strcmp(device, "gpu"), emu = device && !strcmp(device, "emu");
+    if (member && (gpu || emu)) {
+        mcir_error(d, (mcir_loc){g->path, 0, 0},
+                   "device '%s': a graph run as rank %d of an outside group (%d ranks) runs on "
+                   "the CPU reference only (device 'cpu')", device, h->group_rank, g->ranks);
+        st = MCIR_EXIT_USAGE;
+    }
     for (int i = 0; !st && i < n_inputs; i++) {
         const mcir_tensor *t = mcir_graph_find_tensor((mcir_graph *)g, names[i]);
         if (!t || t->kind != MCIR_TENSOR_INPUT) {
@@ -432,7 +492,6 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
             mcir_env_set_raw(env, t, data[i]);
         }
     }
-    bool gpu = device && !strcmp(device, "gpu"), emu = device && !strcmp(device, "emu");
     if (!st && emu) {
         /* the emulated device builds its own modules: the generated code
          * is enough (made here when compiled without code=True) */

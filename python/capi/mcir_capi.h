@@ -33,4 +33,14 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
                   const void *const *data, const long long *bytes, void *const *outputs,
                   const long long *output_bytes, unsigned long long seed);
 
+/* A collective of an outside group (mcir_capi_set_group): op "all_reduce",
+ * "all_gather" or "reduce_scatter"; reduce "sum", "max", "min" ("" for a
+ * gather); axis (-1 for all_reduce); ranks; integer: the buffers hold
+ * int64 values, else float32; the input's rank and shape (this rank's);
+ * in / out: this rank's buffers. 0 on success. */
+typedef int (*mcir_capi_collective_fn)(void *ctx, const char *op, const char *reduce, int axis,
+                                       int ranks, int integer, int ndim,
+                                       const long long *shape, const void *in, void *out);
+int mcir_capi_set_group(mcir_capi *h, int rank, mcir_capi_collective_fn fn, void *ctx);
+
 #endif /* MCIR_CAPI_H */

@@ -15,7 +15,7 @@ _CANDIDATES = [
 ]
 
 NO_REWRITE, CODE, PTX = 1, 2, 4
-CAPI_VERSION = 5
+CAPI_VERSION = 6
 
 
 class McirError(Exception):
@@ -44,6 +44,14 @@ def library_path():
     """The path of the libmcir_capi.so this package loads."""
     lib()
     return _path
+
+
+# mcir_capi_collective_fn: (ctx, op, reduce, axis, ranks, integer, ndim,
+# shape, in, out) -> 0 on success
+COLLECTIVE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
+                                 ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                 ctypes.POINTER(ctypes.c_longlong), ctypes.c_void_p,
+                                 ctypes.c_void_p)
 
 
 def lib():
@@ -86,6 +94,9 @@ def lib():
     L.mcir_capi_run.restype = ctypes.c_int
     L.mcir_capi_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, c_char_pp,
                                 c_void_pp, c_ll_p, c_void_pp, c_ll_p, ctypes.c_ulonglong]
+    L.mcir_capi_set_group.restype = ctypes.c_int
+    L.mcir_capi_set_group.argtypes = [ctypes.c_void_p, ctypes.c_int, COLLECTIVE_FN,
+                                      ctypes.c_void_p]
     if L.mcir_capi_version() != CAPI_VERSION:
         raise McirError("%s speaks version %d, this package %d: rebuild it (pip install "
                         "./python, or scripts/build.sh)" % (path, L.mcir_capi_version(),

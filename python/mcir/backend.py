@@ -49,7 +49,7 @@ def reset_stats():
     _STATS.clear()
     _STATS.update({"graphs": 0, "graphs_mcir": 0, "graphs_fallback": 0, "calls_mcir": 0,
                    "calls_fallback": 0, "compiles": 0, "rebinds": 0, "dynamic": 0, "fallbacks": [],
-                   "per_shape": []})
+                   "per_shape": [], "collectives": 0})
 
 
 reset_stats()
@@ -181,8 +181,12 @@ class _Runner:
     """Runs one Dynamo graph through mcir: a compiled graph per input
     signature, weights bound to the parameters they came from."""
 
-    def __init__(self, gm, weights, strict, gpu, device=None, symbolic=None, dynamic_max=None):
+    def __init__(self, gm, weights, strict, gpu, device=None, symbolic=None, dynamic_max=None,
+                 desugared=None):
         self.gm, self.weights, self.strict, self.gpu = gm, weights, strict, gpu
+        self.dt = desugared               # mcir.distributed.Desugared: DTensor inputs, or None
+        if desugared is not None:
+            self.weights = desugared.weights
         self.device = device   # "emu", or None: by where the tensors are
         self.cache = {}   # signature -> (Compiled, bound weights)
         self.fallback = None
@@ -246,11 +250,16 @@ class _Runner:
     def compile(self, args):
         if self.symbolic is not None:
             return self.compile_dynamic(args)
-        from .capture import capture_fx
+        from .capture import capture_desugared, capture_fx
         from .graph import compile as mcir_compile
-        g = capture_fx(self.gm, args, name="dynamo_graph", weights=self.weights)
+        if self.dt is not None:
+            g = capture_desugared(self.dt, args, name="dynamo_graph")
+        else:
+            g = capture_fx(self.gm, args, name="dynamo_graph", weights=self.weights)
         c = mcir_compile(g, ptx=self.gpu)
         _STATS["compiles"] += 1
+        _STATS["collectives"] += sum(k.get("template") == "collective"
+                                     for k in c.plan.get("kernels", []))
         return c
 
     def first(self, args):
@@ -281,8 +290,11 @@ class _Runner:
     def __call__(self, *args):
         if self.fallback is not None:
             return self.fallback(*args)
+        given = args
+        if self.dt is not None:
+            args = self.dt.local(args)
         if not self.cache and not self.first(args):   # symbolic sizes: the first shape
-            return self.fallback(*args)
+            return self.fallback(*given)
         key = self.signature(args)
         entry = self.cache.get(key)
         now = self.bound(args)
@@ -298,8 +310,16 @@ class _Runner:
         c = entry[0]
         gpu = any(getattr(a, "is_cuda", False) for a in args)
         inputs = [args[i] for i in c.graph.input_args]
+        if c.graph.group is not None:
+            gpu = False   # one rank of a torch.distributed group: the CPU reference (docs/python.md)
+            if self.device == "emu" or any(getattr(a, "is_cuda", False) for a in inputs):
+                raise McirError("a graph with torch.distributed collectives runs on the CPU "
+                                "(gloo) only in this version; its tensors are on %s" %
+                                ("the emulated device" if self.device == "emu" else "CUDA"))
         out = c(*inputs, device=self.device or ("gpu" if gpu else "cpu"))
         _STATS["calls_mcir"] += 1
+        if self.dt is not None:
+            out = self.dt.wrap(out)
         return out
 
 
@@ -334,10 +354,21 @@ def backend(gm, example_inputs, options=None):
         gpu = False
     if device == "emu":
         gpu = False   # the kernels run on the emulated device; tensors go through the host
+    desugared = None
+    from .distributed import has_dtensors
+    if has_dtensors(example_inputs):
+        # a DTensor-sharded model: this process's rank (mcir.distributed)
+        from .distributed import Desugared
+        desugared = Desugared(gm, example_inputs, weights)
+        if not all(_concrete(x) for x in example_inputs):
+            why = "DTensor inputs with symbolic sizes"
+            _STATS["per_shape"].append(why)
+            print("mcir: compiling this graph once per shape: %s" % why, file=sys.stderr)
+            return _Runner(gm, weights, strict, gpu, device, desugared=desugared)
     if all(_concrete(x) for x in example_inputs):
         # compile now: a graph mcir cannot take falls back at once
-        runner = _Runner(gm, weights, strict, gpu, device)
-        if not runner.first(example_inputs):
+        runner = _Runner(gm, weights, strict, gpu, device, desugared=desugared)
+        if not runner.first(desugared.local(example_inputs) if desugared else example_inputs):
             return runner.fallback
         return runner
     # symbolic sizes: compiled at the first call, for a range of each size

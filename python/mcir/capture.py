@@ -617,6 +617,85 @@ def _same(L, args, kw):
     return args[0]
 
 
+def _process_group(L, name, size=None):
+    """The process group of a functional collective, as the graph's: one
+    group per graph (its size the graph's ranks, this process's rank in it
+    the rank the graph runs)."""
+    import torch.distributed as dist
+    from .distributed import resolve_group
+    try:
+        pg = resolve_group(str(name))
+    except Exception as e:   # noqa: BLE001 — the group's name is not known here
+        L.unsupported("a collective over process group %r (%s)" % (name, e))
+    ranks = dist.get_world_size(pg)
+    if L.g.group is not None and L.g.group[1] is not pg:
+        L.unsupported("collectives over two process groups (%r and another): mcir runs one "
+                      "group per graph" % (name,))
+    if size is not None and int(size) != ranks:
+        L.unsupported("a collective of group size %s over a group of %d ranks" % (size, ranks))
+    L.g.group = (dist.get_rank(pg), pg)
+    L.g.ranks = ranks
+    return ranks
+
+
+_REDUCE = {"sum": "sum", "max": "max", "min": "min", "avg": "avg"}
+
+
+def _reduction(L, op):
+    red = _REDUCE.get(str(op).lower())
+    if red is None:
+        L.unsupported("a collective with reduction %r (mcir has sum, avg, max, min)" % (op,))
+    return red
+
+
+def _averaged(L, y, red, ranks):
+    if red != "avg":
+        return y
+    dt = L.dtype(y)
+    return L.emit("mul", [y, L.const(1.0 / ranks, dt)], L.shape(y), dt, name=L.n.name + ".avg")
+
+
+@lowers("all_reduce")
+def _all_reduce(L, args, kw):
+    x, op, group = args[0], args[1], args[2]
+    ranks = _process_group(L, group)
+    red = _reduction(L, op)
+    y = L.emit("all_reduce", [x], L.shape(x), L.dtype(x), {"op": "sum" if red == "avg" else red})
+    return _averaged(L, y, red, ranks)
+
+
+@lowers("all_gather_into_tensor")
+def _all_gather(L, args, kw):
+    x, size, group = args[0], args[1], args[2]
+    ranks = _process_group(L, group, size)
+    shape = list(L.shape(x))
+    if not shape:
+        L.unsupported("all_gather of a 0-d tensor")
+    shape[0] *= ranks
+    return L.emit("all_gather", [x], shape, L.dtype(x), {"axis": 0})
+
+
+@lowers("reduce_scatter_tensor")
+def _reduce_scatter(L, args, kw):
+    x, op, size, group = args[0], args[1], args[2], args[3]
+    ranks = _process_group(L, group, size)
+    red = _reduction(L, op)
+    if red not in ("sum", "avg"):
+        L.unsupported("reduce_scatter with reduction %r (mcir's is a sum)" % (op,))
+    shape = list(L.shape(x))
+    if not shape or shape[0] % ranks:
+        L.unsupported("reduce_scatter of %s over %d ranks (dim 0 does not divide)" %
+                      (shape, ranks))
+    shape[0] //= ranks
+    y = L.emit("reduce_scatter", [x], shape, L.dtype(x), {"axis": 0, "op": "sum"})
+    return _averaged(L, y, red, ranks)
+
+
+@lowers("wait_tensor")
+def _wait(L, args, kw):
+    return args[0]   # mcir's collectives are complete when their node is
+
+
 @lowers(*RANDOM_OPS)
 def _random(L, args, kw):
     L.refuse_training("aten::%s draws random numbers (dropout in training mode?)" % L.op)
@@ -1612,6 +1691,19 @@ def _capture(module, example_inputs, name, mode, dynamic):
         raise ValueError("mode must be 'aten' or 'fx'")
     with _no_grad():
         return _Lowering(gm, name, dynamic=dynamic).run(example_inputs)
+
+
+def capture_desugared(d, example_inputs, name="fx_graph"):
+    """A Dynamo graph with DTensor inputs (mcir.distributed.Desugared d) as
+    this process's rank of an mcir graph: traced on the local shards, its
+    functional collectives as mcir's over the graph's process group.
+    example_inputs: d.local() of the Dynamo inputs."""
+    import torch.fx.traceback as fx_traceback
+    example_inputs = tuple(example_inputs)
+    with fx_traceback.preserve_node_meta(), _no_grad():
+        aten = _make_fx(d, example_inputs, stack_traces=False)
+    with _no_grad():
+        return _Lowering(aten, name, d.weights).run(example_inputs)
 
 
 def capture_fx(gm, example_inputs, name="fx_graph", weights=(), dynamic=False):

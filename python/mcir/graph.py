@@ -74,6 +74,8 @@ class Graph:
         self.output_tree = None   # the structure the model returns (capture sets it)
         self.input_args = None    # example-input position of each input (capture)
         self.keep = []            # torch tensors the weights' values view
+        self.ranks = 1            # graph.json "ranks"
+        self.group = None         # capture of torch.distributed collectives: (rank, process group)
         self._names = set()
 
     def fresh(self, base):
@@ -121,6 +123,8 @@ class Graph:
 
     def to_json(self):
         doc = {"mcir": 1, "name": self.name}
+        if self.ranks > 1:
+            doc["ranks"] = self.ranks
         if self.dims:
             doc["dims"] = {k: {"min": lo, "max": hi} for k, (lo, hi) in self.dims.items()}
         doc.update({"inputs": self.inputs, "weights": self.weights, "nodes": self.nodes,
@@ -135,6 +139,8 @@ class Compiled:
     def __init__(self, graph, handle):
         self.graph = graph
         self._h = handle
+        self._group = None          # set_group's callback
+        self._group_error = None
         L = _lib.lib()
         self.trace = [json.loads(line) for line in
                       self._artifact("trace").splitlines() if line.strip()]
@@ -144,6 +150,48 @@ class Compiled:
         L.mcir_capi_counts(self._h, *[ctypes.byref(c) for c in counts])
         self.nodes_before, self.nodes_after, self.kernels, self.rewrites = \
             [c.value for c in counts]
+
+    def set_group(self, rank, collective):
+        """Runs this graph (ranks > 1) as rank `rank` of a group whose other
+        ranks run it in other processes: a run on the CPU takes and returns
+        this rank's values only, and each collective node calls
+        collective(op, reduce, axis, ranks, x) — op "all_reduce",
+        "all_gather" or "reduce_scatter", reduce "sum" / "max" / "min" (""
+        for a gather), x this rank's input as a numpy array (float32, or
+        int64 for integer tensors) — which must return this rank's result
+        (mcir.distributed.group_collective does it with torch.distributed).
+        collective None: the graph runs all its ranks itself again."""
+        L = _lib.lib()
+        if collective is None:
+            self._group = None
+            st = L.mcir_capi_set_group(self._h, 0, _lib.COLLECTIVE_FN(), None)
+        else:
+            def call(ctx, op, reduce, axis, ranks, integer, ndim, shape, pin, pout):
+                try:
+                    dt = np.int64 if integer else np.float32
+                    shp = tuple(shape[i] for i in range(ndim))
+                    n = int(np.prod(shp, dtype=np.int64))
+                    x = np.frombuffer((ctypes.c_char * (n * 8 if integer else n * 4))
+                                      .from_address(pin), dtype=dt).reshape(shp).copy()
+                    y = np.ascontiguousarray(np.asarray(collective(op.decode(), reduce.decode(),
+                                                                   axis, ranks, x)), dtype=dt)
+                    want = list(shp)
+                    if op == b"all_gather":
+                        want[axis] *= ranks
+                    elif op == b"reduce_scatter":
+                        want[axis] //= ranks
+                    if list(y.shape) != want:
+                        raise _lib.McirError("collective %s returned shape %s, not %s" %
+                                             (op.decode(), list(y.shape), want))
+                    ctypes.memmove(pout, y.ctypes.data, y.nbytes)
+                    return 0
+                except BaseException as e:   # noqa: BLE001 — raised again after the run
+                    self._group_error = e
+                    return 1
+            self._group = _lib.COLLECTIVE_FN(call)   # kept alive while the library holds it
+            st = L.mcir_capi_set_group(self._h, rank, self._group, None)
+        if st != 0:
+            raise _lib.McirError(L.mcir_capi_errors(self._h).decode().strip())
 
     def _artifact(self, what):
         text = _lib.lib().mcir_capi_artifact(self._h, what.encode())
@@ -201,11 +249,17 @@ class Compiled:
             spec = self._output_spec(name)
             outs.append(np.empty(spec[1], dtype=_NP_DTYPE[spec[0]]))
         L = _lib.lib()
+        self._group_error = None
         st = L.mcir_capi_run(self._h, device.encode(), len(arrays),
                              _lib.strings([s["name"] for s in g.inputs]), _lib.pointers(arrays),
                              _lib.sizes(arrays), _lib.pointers(outs), _lib.sizes(outs), seed)
         if st != 0:
-            raise _lib.McirError(L.mcir_capi_errors(self._h).decode())
+            err = self._group_error
+            self._group_error = None
+            msg = L.mcir_capi_errors(self._h).decode()
+            if err is not None:
+                raise _lib.McirError("%s%s: %s" % (msg, type(err).__name__, err)) from err
+            raise _lib.McirError(msg)
         results = [from_storage(o, self._output_spec(n)[0]) for o, n in zip(outs, g.outputs)]
         if want_torch:
             import torch
@@ -330,4 +384,9 @@ def compile(graph, arch=None, rewrite=True, code=False, ptx=False, catalogs=()):
         msg = L.mcir_capi_errors(h).decode()
         L.mcir_capi_free(h)
         raise _lib.McirError(msg.strip() or "compilation failed")
-    return Compiled(graph, h)
+    c = Compiled(graph, h)
+    if graph.group is not None:   # a capture of torch.distributed collectives
+        from .distributed import group_collective
+        rank, pg = graph.group
+        c.set_group(rank, group_collective(pg))
+    return c

@@ -1,0 +1,210 @@
+"""torch.compile(backend="mcir") on models sharded with DTensor across
+processes (torch.distributed with gloo on the loopback address, the CPU):
+a Llama-style block (RMSNorm, grouped-query attention, SwiGLU) with
+ColwiseParallel / RowwiseParallel by parallelize_module, run by 2 and by 4
+processes in strict mode, each rank's output equal to the unsharded eager
+model's within 1e-4, with the Megatron figure of collectives (2 per block)
+in the graphs mcir compiled; and a rank whose collective fails is an error
+naming it. Skipped on torch without DTensor (Debian's 1.13)."""
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor  # noqa: F401
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+    HAVE = dist.is_available() and dist.is_gloo_available() and hasattr(torch, "compile")
+except ImportError:
+    HAVE = False
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def block(world):
+    """The unsharded block and its inputs (the same on every rank)."""
+    import models
+    torch.manual_seed(0)
+    heads, kv_heads, hidden, inter, T = 8, 4, 64, 128, 8
+    m = models.LlamaDecoderLayer(hidden, heads, kv_heads, inter, "sdpa", "repeat_kv").eval()
+    x = torch.randn(2, T, hidden)
+    rope = models.LlamaRotaryEmbedding(hidden // heads)
+    pos = torch.arange(T)[None, :].expand(2, T)
+    cos, sin = rope(x, pos)
+    return m, (x, None, (cos, sin))
+
+
+PLAN = {"self_attn.q_proj": "col", "self_attn.k_proj": "col", "self_attn.v_proj": "col",
+        "self_attn.o_proj": "row", "mlp.gate_proj": "col", "mlp.up_proj": "col",
+        "mlp.down_proj": "row"}
+
+
+def sequence_plan():
+    """Sequence parallelism around the norms (torch's tutorial): the
+    block's input and residual stream sharded along the sequence, the
+    products' inputs all-gathered, their outputs reduce-scattered; the
+    block returns a DTensor."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import PrepareModuleInput, SequenceParallel
+    plan = {"": PrepareModuleInput(input_layouts=(Replicate(), None, None),
+                                   desired_input_layouts=(Shard(1), None, None),
+                                   use_local_output=False)}
+    for norm in ("input_layernorm", "post_attention_layernorm"):
+        plan[norm] = SequenceParallel()
+    for k, v in PLAN.items():
+        plan[k] = ColwiseParallel(input_layouts=Shard(1)) if v == "col" else \
+            RowwiseParallel(output_layouts=Shard(1), use_local_output=False)
+    return plan
+
+
+def worker(rank, world, port, out_dir, mutant):
+    import copy
+
+    import numpy as np
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+    import datetime
+    # a rank that stops answering fails the others' collectives in seconds, not gloo's 30 min
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        import mcir
+        from torch.distributed.tensor import DTensor, Shard
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("cpu", (world,))
+        m, args = block(world)
+        with torch.no_grad():
+            want = m(*args)
+        tp = copy.deepcopy(m)
+        if mutant == "sequence":
+            parallelize_module(tp, mesh, sequence_plan())
+        else:
+            parallelize_module(tp, mesh, {k: ColwiseParallel() if v == "col" else
+                                          RowwiseParallel() for k, v in PLAN.items()})
+        if mutant == "fail":   # rank 1's collectives fail: the run is an error naming the collective
+            import mcir.distributed as md
+            real = md.group_collective
+
+            def failing(pg):
+                run = real(pg)
+
+                def go(op, reduce, axis, ranks, x):
+                    if dist.get_rank() == 1:
+                        raise RuntimeError("rank 1 refuses %s" % op)
+                    return run(op, reduce, axis, ranks, x)
+                return go
+            md.group_collective = failing
+        mcir.reset_stats()
+        torch._dynamo.reset()
+        opt = torch.compile(tp, backend="mcir", options={"strict": True})
+        with torch.no_grad():
+            try:
+                got = opt(*args)
+            except Exception as e:   # noqa: BLE001
+                with open(os.path.join(out_dir, "error.%d" % rank), "w") as f:
+                    f.write("%s: %s" % (type(e).__name__, e))
+                return
+            got2 = opt(*args)   # again: no recompile
+        st = mcir.stats()
+        if mutant == "sequence":   # this rank's part of the sequence, as a DTensor
+            assert isinstance(got, DTensor) and got.placements == (Shard(1),), got
+            part = want.shape[1] // world
+            got, got2 = got.to_local(), got2.to_local()
+            want = want[:, rank * part:(rank + 1) * part]
+        ref = want.double().numpy()
+        assert np.isfinite(ref).all() and ref.std() > 0
+        err = float(np.abs(got.double().numpy() - ref).max() / np.abs(ref).max())
+        assert torch.equal(got, got2)
+        with open(os.path.join(out_dir, "rank.%d" % rank), "w") as f:
+            f.write("%r %d %d %d %d %d\n" % (err, st["graphs_mcir"], st["graphs_fallback"],
+                                             st["calls_mcir"], st["compiles"],
+                                             st["collectives"]))
+    finally:
+        dist.destroy_process_group()
+
+
+def run(world, mode=None):
+    """Runs `world` worker processes (this file with --worker: no import of
+    the caller's main module, as multiprocessing's spawn would do); their
+    result files by name. A worker that fails fails the test with its
+    output."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    port = free_port()
+    with tempfile.TemporaryDirectory() as d:
+        procs = []
+        for r in range(world):
+            log = open(os.path.join(d, "log.%d" % r), "w+")
+            procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker",
+                                            str(r), str(world), str(port), d, mode or ""],
+                                           env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        bad = []
+        for r, (p, log) in enumerate(procs):
+            try:
+                rc = p.wait(timeout=600)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "timeout"
+            log.seek(0)
+            if rc != 0:
+                bad.append("rank %d: exit %s\n%s" % (r, rc, log.read()[-4000:]))
+            log.close()
+        if bad:
+            raise AssertionError("\n".join(bad))
+        out = {}
+        for name in sorted(os.listdir(d)):
+            if not name.startswith("log."):
+                with open(os.path.join(d, name)) as f:
+                    out[name] = f.read()
+        return out
+
+
+@unittest.skipUnless(HAVE, "needs torch >= 2.4 with torch.distributed (gloo) and DTensor")
+class DTensorParallel(unittest.TestCase):
+    def check(self, world, mode=None, collectives=2, graphs=1):
+        out = run(world, mode)
+        self.assertEqual(sorted(out), ["rank.%d" % r for r in range(world)], out)
+        for r in range(world):
+            err, mc, fb, calls, compiles, coll = out["rank.%d" % r].split()
+            self.assertLess(float(err), 1e-4, (world, r))
+            self.assertEqual((int(mc), int(fb), int(calls), int(compiles)),
+                             (graphs, 0, 2 * graphs, graphs))
+            self.assertEqual(int(coll), collectives)
+
+    # Megatron: one all_reduce after the attention, one after the MLP
+    def test_two_processes(self):
+        self.check(2)
+
+    def test_four_processes(self):
+        self.check(4)
+
+    # an all_gather before each of the two column-parallel groups (DTensor
+    # gathers for each product: mcir runs each gather once), a
+    # reduce_scatter after each row-parallel product; Dynamo compiles the
+    # root module's input hook as a graph of its own
+    def test_sequence_parallel(self):
+        self.check(2, "sequence", 4, graphs=2)
+
+    def test_failing_collective_is_an_error(self):
+        out = run(2, "fail")
+        self.assertIn("error.1", out, out)
+        self.assertIn("all_reduce", out["error.1"])
+        self.assertIn("rank 1 refuses", out["error.1"])
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        rank, world, port, out_dir, mode = sys.argv[2:7]
+        worker(int(rank), int(world), int(port), out_dir, mode or None)
+    else:
+        unittest.main()
