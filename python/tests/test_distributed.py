@@ -200,6 +200,9 @@ class DTensorParallel(unittest.TestCase):
         self.assertIn("error.1", out, out)
         self.assertIn("all_reduce", out["error.1"])
         self.assertIn("rank 1 refuses", out["error.1"])
+        # rank 0's all_reduce fails too (the peer is gone), within the group's timeout
+        self.assertIn("error.0", out, out)
+        self.assertIn("the group's collective failed", out["error.0"])
 
 
 if __name__ == "__main__":
