@@ -8,3 +8,11 @@ set_tests_properties(test_examples PROPERTIES TIMEOUT 1500)
 if(TARGET mcir_onnx)   # its ONNX cases; without: a model is refused (-DMCIR_ONNX=OFF)
   target_compile_definitions(test_cli PRIVATE MCIR_HAVE_ONNX=1)
 endif()
+# Graphs with ranks run by mcirc, each rank's outputs against NumPy
+# (tests/ranks_numpy.py; Debian's python3-numpy, exit 77 without it).
+find_program(MCIR_NUMPY_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(MCIR_NUMPY_PYTHON)
+  add_test(NAME ranks_numpy COMMAND ${MCIR_NUMPY_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/ranks_numpy.py
+           $<TARGET_FILE:mcirc>)
+  set_tests_properties(ranks_numpy PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
