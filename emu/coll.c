@@ -29,6 +29,10 @@ typedef struct member {
 struct clique {
     int n;
     member *members;
+    /* ranks in other processes (comm_init_rank): members holds this
+     * process's one, and each collective goes through remote */
+    const mcir_coll_remote *remote;
+    int local_rank;
 };
 
 typedef struct call {
@@ -64,13 +68,31 @@ static int e_comm_init_all(void **comms, int ndev, const int *devlist) {
     return OK;
 }
 
+/* One rank of a clique whose other ranks run in other processes: the id
+ * holds a pointer to the process's mcir_coll_remote (coll_api.h). */
+static int e_comm_init_rank(void **comm, int nranks, const void *id, int rank) {
+    const mcir_coll_remote *remote;
+    memcpy(&remote, id, sizeof remote);
+    if (nranks < 1 || rank < 0 || rank >= nranks || !remote || !remote->exchange) return INVALID_ARGUMENT;
+    clique *c = calloc(1, sizeof *c);
+    MCIR_ASSERT(c);
+    c->n = nranks;
+    c->remote = remote;
+    c->local_rank = rank;
+    c->members = calloc(1, sizeof *c->members);
+    MCIR_ASSERT(c->members);
+    c->members[0] = (member){c, rank};
+    *comm = &c->members[0];
+    return OK;
+}
+
 /* The clique goes with its last member. */
 static int e_comm_destroy(void *comm) {
     member *m = comm;
     if (!m) return INVALID_ARGUMENT;
     clique *c = m->c;
     m->c = NULL;
-    for (int i = 0; i < c->n; i++)
+    for (int i = 0; i < (c->remote ? 1 : c->n); i++)
         if (c->members[i].c) return OK;
     free(c->members);
     free(c);
@@ -178,6 +200,64 @@ static int run_one(call *const *by_rank, int n) {
     return rc;
 }
 
+/* At the root of a remote exchange: every rank's send buffer combined as
+ * run_one does (sums in double in rank order, rounded once). */
+static bool e_combine(int kind, int dtype, int op, size_t count, int n, const void *const *ins, void *const *outs) {
+    size_t es = type_size(dtype);
+    if (!es) return false;
+    size_t in_count = kind == KIND_REDUCE_SCATTER ? count * (size_t)n : count;
+    size_t out_count = kind == KIND_ALL_GATHER ? count * (size_t)n : count;
+    if (kind == KIND_ALL_GATHER) {
+        for (int q = 0; q < n; q++)
+            for (int r = 0; r < n; r++) memcpy((unsigned char *)outs[q] + (size_t)r * count * es, ins[r], count * es);
+        return true;
+    }
+    unsigned char *result = malloc(in_count * es + 1);
+    MCIR_ASSERT(result);
+    for (size_t i = 0; i < in_count; i++) {
+        double acc = get(dtype, (const unsigned char *)ins[0] + i * es);
+        for (int r = 1; r < n; r++) {
+            double v = get(dtype, (const unsigned char *)ins[r] + i * es);
+            acc = op == MCIR_NCCL_MAX ? (v > acc ? v : acc) : op == MCIR_NCCL_MIN ? (v < acc ? v : acc) : acc + v;
+        }
+        put(dtype, result + i * es, acc);
+    }
+    for (int q = 0; q < n; q++)
+        memcpy(outs[q], kind == KIND_REDUCE_SCATTER ? result + (size_t)q * out_count * es : result, out_count * es);
+    free(result);
+    return true;
+}
+
+/* A collective of this process's rank of a remote clique: its buffers
+ * checked here, the values through the runtime's exchange. */
+static int run_remote(const call *c0) {
+    const clique *cq = c0->m->c;
+    int n = cq->n;
+    size_t es = type_size(c0->dtype);
+    if (!es) return INVALID_ARGUMENT;
+    size_t in_count = c0->kind == KIND_REDUCE_SCATTER ? c0->count * (size_t)n : c0->count;
+    size_t out_count = c0->kind == KIND_ALL_GATHER ? c0->count * (size_t)n : c0->count;
+    size_t in_off, out_off;
+    const emu_mem *in = bytes_at(c0, c0->send, in_count * es, false, &in_off);
+    if (!in) return INVALID_USAGE;
+    const emu_mem *out = bytes_at(c0, c0->recv, out_count * es, true, &out_off);
+    if (!out) return INVALID_USAGE;
+    unsigned char *result = malloc(out_count * es + 1);
+    MCIR_ASSERT(result);
+    char why[600];
+    bool ok = cq->remote->exchange(cq->remote->ctx, c0->kind, c0->dtype, c0->op, c0->count, in->base + in_off,
+                                   in_count * es, result, out_count * es, e_combine, why, sizeof why);
+    if (ok) {
+        memmove(out->base + out_off, result, out_count * es);
+        memset(out->init + out_off, 1, out_count * es);
+    } else {
+        emu_dev_finding("hang", "%s (rank %d of %d, one process a rank): %s", kind_names[c0->kind], cq->local_rank,
+                        n, why);
+    }
+    free(result);
+    return ok ? OK : INVALID_USAGE;
+}
+
 static const char *op_name(int op) { return op == MCIR_NCCL_MAX ? "max" : op == MCIR_NCCL_MIN ? "min" : "sum"; }
 
 /* Every call of the group, clique by clique: the k-th calls of a clique's
@@ -191,6 +271,14 @@ static int flush(void) {
     for (int i = 0; i < st.n && rc == OK; i++) {
         if (done[i]) continue;
         clique *c = st.calls[i].m->c;
+        if (c->remote) {   /* this process's rank: its calls in order */
+            for (int j = i; j < st.n; j++)
+                if (!done[j] && st.calls[j].m->c == c) {
+                    done[j] = true;
+                    if (rc == OK) rc = run_remote(&st.calls[j]);
+                }
+            continue;
+        }
         int n = c->n;
         /* per rank, its calls in order */
         int *count = calloc((size_t)n, sizeof *count);
@@ -294,4 +382,5 @@ const mcir_coll_api emu_coll_api = {
     .all_gather = e_all_gather,
     .reduce_scatter = e_reduce_scatter,
     .error_string = e_error_string,
+    .comm_init_rank = e_comm_init_rank,
 };

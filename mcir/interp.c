@@ -384,7 +384,20 @@ static void group_set(mcir_env *e, const mcir_tensor *t, const void *values, siz
     free(part);
 }
 
+/* One rank of an outside group: a sharded tensor's whole values, of which
+ * it keeps its part. */
+static bool member_set(mcir_env *e, const mcir_tensor *t, const void *values, size_t size, set_kind k) {
+    if (!e->member || t->shard_axis < 0) return false;
+    void *part = malloc((size_t)mcir_tensor_numel(t) * size + 1);
+    MCIR_ASSERT(part);
+    mcir_tensor_take_part(t, values, size, e->rank, part);
+    set_one(e, t, part, k);
+    free(part);
+    return true;
+}
+
 void mcir_env_set(mcir_env *e, const mcir_tensor *t, const float *values) {
+    if (member_set(e, t, values, sizeof(float), SET_F32)) return;
     if (e->rank_env) {   /* a group: one rank's, or the whole tensor's parts */
         if (e->sel >= 0) {
             mcir_env_set(e->rank_env[e->sel], t, values);
@@ -410,6 +423,7 @@ static void mcir_env_set_one(mcir_env *e, const mcir_tensor *t, const float *val
 }
 
 void mcir_env_set_int(mcir_env *e, const mcir_tensor *t, const int64_t *values) {
+    if (member_set(e, t, values, sizeof(int64_t), SET_INT)) return;
     if (e->rank_env) {   /* a group: one rank's, or the whole tensor's parts */
         if (e->sel >= 0) {
             mcir_env_set_int(e->rank_env[e->sel], t, values);
@@ -432,6 +446,7 @@ static void mcir_env_set_int_one(mcir_env *e, const mcir_tensor *t, const int64_
 }
 
 void mcir_env_set_raw(mcir_env *e, const mcir_tensor *t, const void *data) {
+    if (member_set(e, t, data, mcir_dtype_size(t->dtype), SET_RAW)) return;
     if (e->rank_env) {   /* a group: one rank's, or the whole tensor's parts */
         if (e->sel >= 0) {
             mcir_env_set_raw(e->rank_env[e->sel], t, data);

@@ -831,9 +831,9 @@ typedef struct mcir_group {
     void *ctx;
 } mcir_group;
 /* An env for rank group->rank of graph g (ranks > 1): it holds that rank's
- * values only (a sharded input or weight: its part; setters take the
- * part), and mcir_interp_run hands each collective to group->run. The
- * group must outlive the env. */
+ * values only (a sharded input or weight: its part — setters take the
+ * whole tensor, as a group's do, and keep the part), and mcir_interp_run
+ * hands each collective to group->run. The group must outlive the env. */
 mcir_env *mcir_env_new_member(const mcir_graph *g, uint64_t seed, const mcir_group *group);
 /* Keep every intermediate after a run (for tests and debugging). */
 void mcir_env_keep_all(mcir_env *e, bool keep);

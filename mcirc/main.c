@@ -333,12 +333,14 @@ static int write_out_dir(const char *dir, const mcir_compilation *c, mcir_diag *
             char stem[256], suffix[32];
             unsigned char *raw = malloc(n * es + 1);
             MCIR_ASSERT(raw);
-            /* ranks whose values differ: NAME.rankR.npy each */
+            /* ranks whose values differ: NAME.rankR.npy each; one process
+             * a rank: its own, NAME.rankR.npy */
             int R = ranks_differ(c->env, t) ? mcir_env_ranks(c->env) : 1;
             for (int r = 0; ok && r < R; r++) {
                 if (R > 1) mcir_env_select_rank(c->env, r);
                 MCIR_ASSERT(mcir_env_get_raw(c->env, t, raw));   /* exact, integers too */
-                snprintf(suffix, sizeof suffix, R > 1 ? ".rank%d.npy" : ".npy", r);
+                if (c->launch_rank >= 0) snprintf(suffix, sizeof suffix, ".rank%d.npy", c->launch_rank);
+                else snprintf(suffix, sizeof suffix, R > 1 ? ".rank%d.npy" : ".npy", r);
                 ok = join_path(path, sizeof path, tmp, output_file_stem(t->name, stem, sizeof stem),
                                suffix) &&
                      mcir_npy_write(path, t->dtype, t->rank, t->shape, raw, d);
@@ -517,20 +519,24 @@ static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out)
                 if (fabsf(v[k]) > amax) amax = fabsf(v[k]);
             }
             char shape[128], rank[32] = "";
-            if (R > 1) snprintf(rank, sizeof rank, " (rank %d)", r);
+            int which = c->launch_rank >= 0 ? c->launch_rank : R > 1 ? r : -1;
+            if (which >= 0) snprintf(rank, sizeof rank, " (rank %d)", which);
             fprintf(out, "  output   %s%s %s %s: mean %.6g, max |x| %.6g", t->name, rank,
                     mcir_dtype_name(t->dtype), mcir_shape_str(t, shape, sizeof shape),
                     n ? sum / (double)n : 0.0, amax);
             char stem[256];
             if (out_dir)
                 fprintf(out, " -> %s/%s%s", out_dir, output_file_stem(t->name, stem, sizeof stem),
-                        R > 1 ? mcir_arena_printf(c->graph->arena, ".rank%d.npy", r) : ".npy");
+                        which >= 0 ? mcir_arena_printf(c->graph->arena, ".rank%d.npy", which) : ".npy");
             fputc('\n', out);
         }
         mcir_env_select_rank(c->env, -1);
     }
     if (mcir_env_ranks(c->env) > 1)
         fprintf(out, "  ranks    %d, run in lockstep in one process\n", mcir_env_ranks(c->env));
+    else if (c->launch_rank >= 0)
+        fprintf(out, "  ranks    %d, one process a rank: this is rank %d (rendezvous on %s)\n", c->graph->ranks,
+                c->launch_rank, c->launch_where);
 }
 
 static void print_verify(const mcir_compilation *c, FILE *out) {

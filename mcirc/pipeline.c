@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "mcirc/pipeline.h"
+#include "runtime/launch.h"
 #include "mcirc/tune.h"
 
 mcir_options mcir_options_default(void) {
@@ -261,6 +262,44 @@ const mcir_graph *mcir_compilation_run_graph(const mcir_compilation *c) {
 
 /* ---------------------------------------------------------------- stages */
 
+/* The values of a run of g: this process's rank where a launcher started
+ * one process a rank, else every rank's. */
+static mcir_env *env_for(mcir_compilation *c, const mcir_graph *g, uint64_t seed) {
+    if (c->rdv && g->ranks > 1) return mcir_env_new_member(g, seed, &c->group);
+    return mcir_env_new(g, seed);
+}
+
+/* A graph with ranks run under a launcher (RANK, WORLD_SIZE, MASTER_ADDR,
+ * MASTER_PORT): this process runs its rank, after the rendezvous with the
+ * others (runtime/launch.h). Nothing where no launcher set WORLD_SIZE. */
+static int stage_launch(mcir_compilation *c, mcir_diag *d) {
+    c->launch_rank = -1;
+    mcir_launch l;
+    char why[600];
+    int k = mcir_launch_from_env(&l, why, sizeof why);
+    if (k == 0) return MCIR_EXIT_OK;
+    if (k < 0) {
+        mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "the launcher's environment: %s", why);
+        return MCIR_EXIT_USAGE;
+    }
+    if (l.world != c->graph->ranks) {
+        mcir_error(d, (mcir_loc){c->graph->path, 0, 0},
+                   "the graph has %d ranks and the launcher started %d processes (WORLD_SIZE=%d): one process "
+                   "a rank", c->graph->ranks, l.world, l.world);
+        return MCIR_EXIT_USAGE;
+    }
+    c->rdv = mcir_rdv_open(&l, why, sizeof why);
+    if (!c->rdv) {
+        mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "rank %d of %d: %s", l.rank, l.world, why);
+        return MCIR_EXIT_TOOLCHAIN;
+    }
+    mcir_rdv_group(c->rdv, &c->group);
+    mcir_runtime_set_launch(c->rdv);
+    c->launch_rank = l.rank;
+    snprintf(c->launch_where, sizeof c->launch_where, "%s:%d", l.addr, l.port);
+    return MCIR_EXIT_OK;
+}
+
 static int stage_catalog(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     c->catalog = mcir_catalog_new();
     if (!o->no_default_catalog && !mcir_catalog_load_default(c->catalog, d))
@@ -273,7 +312,7 @@ static int stage_catalog(const mcir_options *o, mcir_compilation *c, mcir_diag *
 static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     mcir_graph *run = c->run_graph ? c->run_graph : c->graph;
     if (o->device == MCIR_DEVICE_EMU) {
-        c->env = mcir_env_new(c->graph, o->seed);
+        c->env = env_for(c, c->graph, o->seed);
         int st = set_input_files(o, c->graph, c->env, d);
         if (st) return st;
         double t0 = now_seconds();
@@ -290,7 +329,7 @@ static int stage_run(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         mcir_error(d, (mcir_loc){"mcirc", 0, 0}, "--device gpu: no usable GPU: %s", why);
         return MCIR_EXIT_TOOLCHAIN;
     }
-    c->env = mcir_env_new(run, o->seed);
+    c->env = env_for(c, run, o->seed);
     int st = set_input_files(o, run, c->env, d);
     if (st) return st;
     double t0 = now_seconds();
@@ -332,13 +371,13 @@ static int require_generic(const mcir_options *o, const mcir_compilation *c, mci
 static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     mcir_graph *original = c->run_original ? c->run_original : c->original;
     mcir_graph *graph = c->run_graph ? c->run_graph : c->graph;
-    mcir_env *before = mcir_env_new(original, o->seed);
+    mcir_env *before = env_for(c, original, o->seed);
     int st = set_input_files(o, original, before, d);
     if (st || !mcir_interp_run(original, before, d)) {
         mcir_env_free(before);
         return st ? st : MCIR_EXIT_INVALID;
     }
-    mcir_env *after = c->env && !c->ran_on_gpu ? c->env : mcir_env_new(graph, o->seed);
+    mcir_env *after = c->env && !c->ran_on_gpu ? c->env : env_for(c, graph, o->seed);
     if (after != c->env) {
         st = set_input_files(o, graph, after, d);
         if (st || !mcir_interp_run(graph, after, d)) {
@@ -364,7 +403,7 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
             const mcir_tensor *got = mcir_graph_find_tensor(graph, ref->name);
             mcir_verify_result *v = &vr[i];
             v->output = ref->name;
-            v->rank = R > 1 ? rk : -1;
+            v->rank = c->launch_rank >= 0 ? c->launch_rank : R > 1 ? rk : -1;
             v->tolerance = mcir_verify_tolerance(ref->dtype);
             mcir_compare_result r;
             if (!got || got->rank != ref->rank || got->dtype != ref->dtype ||
@@ -409,7 +448,7 @@ static int stage_verify(const mcir_options *o, mcir_compilation *c, mcir_diag *d
  * env of the run's bound copy, which the summary, -o and --verify read. */
 static void move_outputs(mcir_compilation *c) {
     if (mcir_env_graph(c->env) == c->run_graph) return;
-    mcir_env *e = mcir_env_new(c->run_graph, mcir_env_seed(c->env));
+    mcir_env *e = env_for(c, c->run_graph, mcir_env_seed(c->env));
     for (int i = 0; i < c->run_graph->n_outputs; i++) {
         const mcir_tensor *t = c->run_graph->outputs[i];
         const mcir_tensor *from = mcir_graph_find_tensor(c->graph, t->name);
@@ -493,6 +532,7 @@ static mcir_plan *plan_or_warn(mcir_compilation *c, mcir_diag *d) {
 
 int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     memset(c, 0, sizeof *c);
+    c->launch_rank = -1;
     int st;
 
     /* target: the architecture kernels are planned and compiled for */
@@ -647,6 +687,8 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
         if (st) return st;
     }
 
+    /* one process a rank, under a launcher */
+    if ((o->run || o->verify) && c->graph->ranks > 1 && (st = stage_launch(c, d))) return st;
     /* run: the GPU where asked (or present), else the CPU reference; a
      * device run of a graph with dims takes the kernels' launches at the
      * run's sizes, then goes back to the largest for the artifacts */
@@ -670,6 +712,10 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
 
 void mcir_compilation_free(mcir_compilation *c) {
     mcir_env_free(c->env);
+    if (c->rdv) {
+        mcir_runtime_set_launch(NULL);
+        mcir_rdv_close(c->rdv);
+    }
     mcir_codegen_free(c->codegen);
     mcir_memplan_free(c->memory);
     mcir_plan_free(c->plan);

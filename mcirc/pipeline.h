@@ -147,6 +147,14 @@ typedef struct mcir_compilation {
     int n_verify;
     mcir_verify_result *verify;  /* per graph output */
     bool verify_ok;
+
+    /* One process a rank (a launcher's RANK / WORLD_SIZE, docs/parallel.md
+     * "One process per rank"): this process's rank (-1: every rank here),
+     * the rendezvous and the interpreter's group over it. */
+    int launch_rank;
+    struct mcir_rdv *rdv;
+    mcir_group group;
+    char launch_where[300];
 } mcir_compilation;
 
 mcir_options mcir_options_default(void);

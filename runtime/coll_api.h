@@ -14,6 +14,7 @@
 #ifndef MCIR_COLL_API_H
 #define MCIR_COLL_API_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* ncclDataType_t and ncclRedOp_t values */
@@ -34,7 +35,29 @@ typedef struct mcir_coll_api {
     int (*reduce_scatter)(const void *send, void *recv, size_t recvcount, int dtype, int op, void *comm,
                           void *stream);
     const char *(*error_string)(int rc);
+    /* One rank per process (runtime/launch.h): ncclGetUniqueId at rank 0,
+     * its MCIR_NCCL_ID_BYTES bytes sent to every rank, ncclCommInitRank
+     * with them. The emulated device's id holds a pointer to the process's
+     * mcir_coll_remote instead (get_unique_id: NULL). */
+    int (*get_unique_id)(void *id);
+    int (*comm_init_rank)(void **comm, int nranks, const void *id, int rank);
 } mcir_coll_api;
+
+#define MCIR_NCCL_ID_BYTES 128   /* sizeof(ncclUniqueId) */
+
+/* The emulated device's collectives with ranks in other processes: the
+ * kinds of call, and the exchange the runtime provides (every rank's send
+ * buffer to a root that runs combine over them all, each rank's result
+ * back into recv; false and why — a rank missing, calls that disagree —
+ * otherwise). */
+enum { MCIR_COLL_ALL_REDUCE, MCIR_COLL_ALL_GATHER, MCIR_COLL_REDUCE_SCATTER };
+typedef bool (*mcir_coll_combine_fn)(int kind, int dtype, int op, size_t count, int ranks, const void *const *ins,
+                                     void *const *outs);
+typedef struct mcir_coll_remote {
+    bool (*exchange)(void *ctx, int kind, int dtype, int op, size_t count, const void *send, size_t send_bytes,
+                     void *recv, size_t recv_bytes, mcir_coll_combine_fn combine, char *why, size_t n);
+    void *ctx;
+} mcir_coll_remote;
 
 /* NCCL loaded from $MCIR_NCCL_LIBRARY, libnccl.so.2 on the loader's path
  * or PyPI's nvidia-nccl-cu13 / -cu12 wheels; NULL and why (what to

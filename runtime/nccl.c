@@ -26,6 +26,19 @@ static struct {
     char why[512];
 } nc;
 
+/* ncclUniqueId is a struct of 128 bytes passed by value */
+typedef struct { char internal[MCIR_NCCL_ID_BYTES]; } nccl_id;
+static int (*real_get_unique_id)(nccl_id *id);
+static int (*real_init_rank)(void **comm, int nranks, nccl_id id, int rank);
+
+static int get_unique_id(void *id) { return real_get_unique_id((nccl_id *)id); }
+
+static int comm_init_rank(void **comm, int nranks, const void *id, int rank) {
+    nccl_id v;
+    memcpy(&v, id, sizeof v);
+    return real_init_rank(comm, nranks, v, rank);
+}
+
 static void *try_open(const char *path) { return path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL; }
 
 static void *open_from_wheels(void) {
@@ -85,6 +98,14 @@ static void load(void) {
     SYM(all_gather, "ncclAllGather");
     SYM(reduce_scatter, "ncclReduceScatter");
     SYM(error_string, "ncclGetErrorString");
+    *(void **)&real_get_unique_id = dlsym(nc.lib, "ncclGetUniqueId");
+    *(void **)&real_init_rank = dlsym(nc.lib, "ncclCommInitRank");
+    if (!real_get_unique_id || !real_init_rank) {
+        snprintf(nc.why, sizeof nc.why, "NCCL has no ncclGetUniqueId / ncclCommInitRank");
+        return;
+    }
+    nc.api.get_unique_id = get_unique_id;
+    nc.api.comm_init_rank = comm_init_rank;
     int (*version)(int *) = NULL;
     *(void **)&version = dlsym(nc.lib, "ncclGetVersion");
     int v = 0;

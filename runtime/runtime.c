@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "runtime/coll_api.h"
+#include "runtime/launch.h"
 #include "runtime/runtime-impl.h"
 #include "runtime/runtime.h"
 #include "emu/emu.h"
@@ -1425,6 +1426,40 @@ static bool collective_ranks(gpu_run *rr, int R, int i, const mcir_coll_api *col
     return true;
 }
 
+/* One process a rank (runtime.h mcir_runtime_set_launch): the rendezvous
+ * its collectives and NCCL id go through; NULL: every rank here. */
+static mcir_rdv *launch_rdv;
+
+void mcir_runtime_set_launch(mcir_rdv *r) { launch_rdv = r; }
+
+typedef struct {
+    mcir_coll_combine_fn combine;
+} exchange_ctx;
+
+static bool combine_ranks(void *ctx, const mcir_rdv_call *c, int ranks, const void *const *ins, void *const *outs,
+                          char *why, size_t n) {
+    const exchange_ctx *x = ctx;
+    if (!x->combine((int)c->kind, (int)c->dtype, (int)c->op, (size_t)c->count, ranks, ins, outs)) {
+        snprintf(why, n, "type %u cannot be combined", c->dtype);
+        return false;
+    }
+    return true;
+}
+
+static const char *describe_nccl(uint32_t kind) {
+    return kind == MCIR_COLL_ALL_REDUCE ? "ncclAllReduce" : kind == MCIR_COLL_ALL_GATHER ? "ncclAllGather"
+         : kind == MCIR_COLL_REDUCE_SCATTER ? "ncclReduceScatter" : "a collective";
+}
+
+/* The emulated device's collective with the ranks in other processes. */
+static bool rdv_exchange(void *ctx, int kind, int dtype, int op, size_t count, const void *send, size_t send_bytes,
+                         void *recv, size_t recv_bytes, mcir_coll_combine_fn combine, char *why, size_t n) {
+    mcir_rdv_call c = {.kind = (uint32_t)kind, .dtype = (uint32_t)dtype, .op = (uint32_t)op, .count = count,
+                       .send_bytes = send_bytes, .recv_bytes = recv_bytes};
+    exchange_ctx x = {combine};
+    return mcir_rdv_star(ctx, &c, send, recv, combine_ranks, &x, describe_nccl, why, n);
+}
+
 /* A graph with ranks: one run per rank (its own device on GPUs, its own
  * arena, stream and leaves: its parts of the sharded ones), stepped in
  * lockstep — every rank's kernels up to a collective, the collective, on
@@ -1434,7 +1469,15 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
     const mcir_graph *g = cg->plan->graph;
     const mcir_loc graph = {.path = g->path};
     int R = g->ranks;
-    if (mcir_env_ranks(env) != R) {
+    /* one process a rank (mcir_runtime_set_launch): this process runs its
+     * own rank, env holds its values */
+    const mcir_launch *L = launch_rdv ? mcir_rdv_launch(launch_rdv) : NULL;
+    int NL = L ? 1 : R;
+    if (L && L->world != R) {
+        mcir_error(d, graph, "the graph has %d ranks and the launcher started %d (WORLD_SIZE)", R, L->world);
+        return false;
+    }
+    if (mcir_env_ranks(env) != (L ? 1 : R)) {
         mcir_error(d, graph, "the graph has %d ranks but the values hold %d", R, mcir_env_ranks(env));
         return false;
     }
@@ -1450,27 +1493,37 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
         return false;
     }
     int gpus = 0;
-    if (!drv->emulated && (drv->cuDeviceGetCount(&gpus) != CUDA_SUCCESS || gpus < R)) {
+    if (!drv->emulated && L && (drv->cuDeviceGetCount(&gpus) != CUDA_SUCCESS || gpus <= L->local_rank)) {
+        mcir_error(d, graph, "rank %d: LOCAL_RANK %d and this machine has %d GPU%s", L->rank, L->local_rank, gpus,
+                   gpus == 1 ? "" : "s");
+        return false;
+    }
+    if (!drv->emulated && !L && (drv->cuDeviceGetCount(&gpus) != CUDA_SUCCESS || gpus < R)) {
         mcir_error(d, graph, "the graph has %d ranks and this machine has %d GPU%s: one process drives one GPU a "
                    "rank (--device cpu and --device emu run every rank in one process)", R, gpus, gpus == 1 ? "" : "s");
         return false;
     }
+    if (L && !coll->comm_init_rank) {
+        mcir_error(d, graph, "%s cannot run one rank a process (no ncclCommInitRank)", coll->name);
+        return false;
+    }
     cu = drv;
     cg_blas_select(drv->blas);
-    gpu_run *rr = calloc((size_t)R, sizeof *rr);
-    void **comms = calloc((size_t)R, sizeof *comms);
-    int *devs = calloc((size_t)R, sizeof *devs);
+    gpu_run *rr = calloc((size_t)NL, sizeof *rr);
+    void **comms = calloc((size_t)NL, sizeof *comms);
+    int *devs = calloc((size_t)NL, sizeof *devs);
     MCIR_ASSERT(rr && comms && devs);
     int opened = 0, bad = -1;
     bool ok = true, have_comms = false;
-    for (int r = 0; ok && r < R; r++) {
-        devs[r] = drv->emulated ? 0 : r;   /* the emulated device is one; every rank gets its own arena on it */
-        rr[r] = (gpu_run){.cg = cg, .p = cg->plan, .g = g, .m = cg->mem, .mode = mode, .rank = r, .ordinal = devs[r],
-                          .failed = -1, .completed = -1, .launched = -1};
+    for (int r = 0; ok && r < NL; r++) {
+        /* the emulated device is one; every rank gets its own arena on it */
+        devs[r] = drv->emulated ? 0 : L ? L->local_rank : r;
+        rr[r] = (gpu_run){.cg = cg, .p = cg->plan, .g = g, .m = cg->mem, .mode = mode, .rank = L ? L->rank : r,
+                          .ordinal = devs[r], .failed = -1, .completed = -1, .launched = -1};
         if (rr[r].mode == MCIR_ALLOC_POOL && !cg->mem) rr[r].mode = MCIR_ALLOC_EAGER;
         opened++;
-        ok = run_open(&rr[r], d) && run_place(&rr[r], mcir_env_rank_env(env, r)) &&
-             step_place(&rr[r], mcir_env_rank_env(env, r), NULL);
+        mcir_env *mine = L ? env : mcir_env_rank_env(env, r);
+        ok = run_open(&rr[r], d) && run_place(&rr[r], mine) && step_place(&rr[r], mine, NULL);
         if (ok) {
             int rc = cu->cuEventRecord(rr[r].ev0, rr[r].stream);
             if (rc != CUDA_SUCCESS) {
@@ -1480,7 +1533,29 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
         }
         if (!ok) bad = r;
     }
-    if (ok) {
+    if (ok && L) {
+        /* the communicator of this process's rank: NCCL's id from rank 0
+         * through the rendezvous; the emulated device's names the
+         * rendezvous itself */
+        char id[MCIR_NCCL_ID_BYTES] = {0};
+        static mcir_coll_remote remote = {rdv_exchange, NULL};
+        remote.ctx = launch_rdv;
+        const mcir_coll_remote *rp = &remote;
+        int rc = 0;
+        if (drv->emulated) memcpy(id, &rp, sizeof rp);
+        else if (L->rank == 0) rc = coll->get_unique_id(id);
+        char why2[600] = "";
+        if (rc == 0 && !drv->emulated && !mcir_rdv_broadcast(launch_rdv, id, sizeof id, why2, sizeof why2)) rc = -1;
+        if (rc == 0 && !drv->emulated && cu->cuCtxSetCurrent(rr[0].ctx) != CUDA_SUCCESS) rc = -1;
+        if (rc == 0) rc = coll->comm_init_rank(&comms[0], R, id, L->rank);
+        have_comms = rc == 0;
+        if (!have_comms) {
+            snprintf(rr[0].why, sizeof rr[0].why, "%s: ncclCommInitRank, rank %d of %d: %s", coll->name, L->rank, R,
+                     why2[0] ? why2 : coll->error_string(rc));
+            ok = false;
+            bad = 0;
+        }
+    } else if (ok) {
         int rc = coll->comm_init_all(comms, R, devs);
         have_comms = rc == 0;
         if (!have_comms) {
@@ -1494,31 +1569,31 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
     for (int from = 0; ok && from < cg->n;) {
         int c = from;
         while (c < cg->n && cg->k[c].kp->tpl != MCIR_TEMPLATE_COLLECTIVE) c++;
-        for (int r = 0; ok && r < R; r++) {
+        for (int r = 0; ok && r < NL; r++) {
             if (!drv->emulated && cu->cuCtxSetCurrent(rr[r].ctx) != CUDA_SUCCESS) ok = false;
             for (int i = from; ok && i < c; i++) ok = launch_one(&rr[r], i);
             if (!ok) bad = r;
         }
-        if (ok && c < cg->n && !collective_ranks(rr, R, c, coll, comms)) {
+        if (ok && c < cg->n && !collective_ranks(rr, NL, c, coll, comms)) {
             ok = false;
-            for (int r = 0; r < R && bad < 0; r++)
+            for (int r = 0; r < NL && bad < 0; r++)
                 if (rr[r].why[0]) bad = r;
         }
         from = c + 1;
     }
     double host_us = (now_s() - t0) * 1e6;
-    for (int r = 0; ok && r < R; r++) {
+    for (int r = 0; ok && r < NL; r++) {
         gpu_run *x = &rr[r];
         ok = (drv->emulated || cu->cuCtxSetCurrent(x->ctx) == CUDA_SUCCESS) &&
              cu->cuEventRecord(x->ev1, x->stream) == CUDA_SUCCESS && wait_for(x, cg->n - 1) &&
              cu->cuEventSynchronize(x->ev1) == CUDA_SUCCESS &&
              cu->cuEventElapsedTime(&x->ms, x->ev0, x->ev1) == CUDA_SUCCESS &&
-             run_copy_back(x, mcir_env_rank_env(env, r));
+             run_copy_back(x, L ? env : mcir_env_rank_env(env, r));
         if (!ok) bad = r;
     }
     if (ok && stats) {
         memset(stats, 0, sizeof *stats);
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < NL; r++) {
             if (rr[r].ms > stats->elapsed_ms) stats->elapsed_ms = rr[r].ms;
             if (rr[r].peak > stats->peak_device_bytes) stats->peak_device_bytes = rr[r].peak;
         }
@@ -1527,10 +1602,10 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
     }
     if (!ok) {
         if (bad < 0) bad = 0;
-        mcir_error(d, graph, "rank %d of %d failed:", bad, R);
+        mcir_error(d, graph, "rank %d of %d failed:", rr[bad].rank, R);
         report_failure(&rr[bad], d);
     }
-    for (int r = 0; have_comms && r < R; r++) coll->comm_destroy(comms[r]);
+    for (int r = 0; have_comms && r < NL; r++) coll->comm_destroy(comms[r]);
     for (int r = opened; r-- > 0;) {
         if (!drv->emulated) cu->cuCtxSetCurrent(rr[r].ctx);
         run_close(&rr[r]);

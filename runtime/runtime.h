@@ -104,6 +104,14 @@ bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
  * race, bounds, uninitialised-read and hang checks. A finding fails the run
  * with one diagnostic per finding, "KERNEL: error: KIND: WHAT"
  * (KIND race | out-of-bounds | uninitialised | hang). */
+/* One process a rank (runtime/launch.h: torchrun's environment): runs of
+ * a graph with ranks from now on run this process's rank only — env holds
+ * its values (mcir_env_new_member), the collectives go through NCCL's
+ * ncclCommInitRank with rank 0's id sent over r (GPUs), or through r
+ * itself (the emulated device). NULL: every rank in this process again. */
+struct mcir_rdv;
+void mcir_runtime_set_launch(struct mcir_rdv *r);
+
 bool mcir_emu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
                   mcir_gpu_stats *stats, mcir_diag *d);
 

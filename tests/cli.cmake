@@ -16,3 +16,9 @@ if(MCIR_NUMPY_PYTHON)
            $<TARGET_FILE:mcirc>)
   set_tests_properties(ranks_numpy PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
+# One process a rank under a launcher's environment (tests/launch_ranks.sh):
+# 2 and 4 mcirc processes on the loopback address, cpu and emu, against the
+# one-process run; the rendezvous's failures.
+add_test(NAME launch_ranks COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launch_ranks.sh $<TARGET_FILE:mcirc>
+         ${PROJECT_SOURCE_DIR})
+set_tests_properties(launch_ranks PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
