@@ -1522,7 +1522,15 @@ START_TEST(test_examples_emulated) {
             if (access(path, R_OK) != 0) continue;
             mcir_compilation c;
             cgt_compile_path(path, (cgt_pipe){.cuda = true}, &c);
-            if (pass == 0 || uncovered_paths(&c) > 0) {
+#ifdef MCIR_EMU_SANITIZED
+            /* the sanitizer build: a graph only where it takes a path the
+             * graphs before it did not (the normal build runs them all;
+             * CI time, docs/testing.md) */
+            bool run = uncovered_paths(&c) > 0;
+#else
+            bool run = pass == 0 || uncovered_paths(&c) > 0;
+#endif
+            if (run) {
                 if (!run_emulated(c.graph, c.plan, c.memory, e->d_name, false)) failed++;
 #ifdef MCIR_EMU_SANITIZED
                 /* the sanitizer build: the library-call variant only where it
