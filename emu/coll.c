@@ -49,7 +49,10 @@ static struct {
     call *calls;
     int n, cap;
     int last_error;
+    long ran;   /* calls done (mcir_emu_collective_calls) */
 } st;
+
+long mcir_emu_collective_calls(void) { return st.ran; }
 
 enum { OK = 0, INVALID_ARGUMENT = 4, INVALID_USAGE = 5 };
 
@@ -153,6 +156,7 @@ static const emu_mem *bytes_at(const call *c, const void *p, size_t bytes, bool 
 
 /* One collective: calls[0..n) of one clique, one per rank, in rank order. */
 static int run_one(call *const *by_rank, int n) {
+    st.ran += n;
     const call *c0 = by_rank[0];
     size_t es = type_size(c0->dtype);
     if (!es) return INVALID_ARGUMENT;
@@ -231,6 +235,7 @@ static bool e_combine(int kind, int dtype, int op, size_t count, int n, const vo
 /* A collective of this process's rank of a remote clique: its buffers
  * checked here, the values through the runtime's exchange. */
 static int run_remote(const call *c0) {
+    st.ran++;
     const clique *cq = c0->m->c;
     int n = cq->n;
     size_t es = type_size(c0->dtype);

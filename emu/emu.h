@@ -76,6 +76,10 @@ typedef struct mcir_emu_calls {
 } mcir_emu_calls;
 void mcir_emu_call_counts(mcir_emu_calls *out);
 
+/* Collectives the emulated NCCL ran (each rank's call counts once), since
+ * the process started: for tests of how the runtime uses it. */
+long mcir_emu_collective_calls(void);
+
 /* How many times the emulated cuBLASLt chose an algorithm
  * (cublasLtMatmulAlgoGetHeuristic) and ran a matmul, since the process
  * started: for tests of how the runtime uses the library. */

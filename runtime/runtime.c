@@ -1617,6 +1617,20 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
     return ok;
 }
 
+/* A graph of one rank whose plan has collectives: they go through the
+ * collectives' table with a communicator of one rank (NCCL where it loads,
+ * so a machine with one GPU checks those calls; the emulated device's
+ * always) instead of copies — except under CUDA graphs and --sync, which
+ * runs of ranks do not build. */
+static bool one_rank_communicator(const mcir_cu_driver *drv, const mcir_codegen *cg) {
+    if (cg->plan->graph->ranks != 1 || launch_rdv || graphs_wanted(-1) || sync_mode()) return false;
+    bool any = false;
+    for (int i = 0; i < cg->n && !any; i++) any = cg->k[i].kp->tpl == MCIR_TEMPLATE_COLLECTIVE;
+    if (!any) return false;
+    char why[512];
+    return drv->coll || mcir_nccl_load(why, sizeof why);
+}
+
 /* One step of a session of its own (open, step, close) on driver table
  * drv; bound as mcir_gpu_run_bound's. */
 static bool device_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
@@ -1644,7 +1658,8 @@ bool mcir_gpu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound,
         mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "cannot run on the GPU: %s", why);
         return false;
     }
-    if (cg->plan->graph->ranks > 1 && !bound) return ranks_run(drv, cg, env, mode, stats, d);
+    if ((cg->plan->graph->ranks > 1 || one_rank_communicator(drv, cg)) && !bound)
+        return ranks_run(drv, cg, env, mode, stats, d);
     return device_run(drv, cg, env, bound, mode, stats, d);
 }
 
@@ -1662,6 +1677,7 @@ bool mcir_emu_run_bound(mcir_codegen *cg, mcir_env *env, const uint64_t *bound, 
         mcir_error(d, (mcir_loc){.path = cg->plan->graph->path}, "cannot run on the emulated device: %s", why);
         return false;
     }
-    if (cg->plan->graph->ranks > 1 && !bound) return ranks_run(drv, cg, env, mode, stats, d);
+    if ((cg->plan->graph->ranks > 1 || one_rank_communicator(drv, cg)) && !bound)
+        return ranks_run(drv, cg, env, mode, stats, d);
     return device_run(drv, cg, env, bound, mode, stats, d);
 }

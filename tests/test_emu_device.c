@@ -218,6 +218,31 @@ START_TEST(test_ranks_run_in_lockstep) {
 }
 END_TEST
 
+/* A graph of one rank with collectives: on the emulated device they go
+ * through its NCCL with a communicator of one rank (as a machine with one
+ * GPU runs them through NCCL's), not as copies: the emulated NCCL counts
+ * one call each, and the outputs are the interpreter's. */
+START_TEST(test_one_rank_communicator) {
+    mcir_compilation c;
+    cgt_compile_path(test_path("tests/data/ranks/one_rank.json"), SM90, &c);
+    ck_assert_int_eq(c.graph->ranks, 1);
+    int collectives = 0;
+    for (int i = 0; i < c.plan->n_kernels; i++) collectives += c.plan->kernels[i].tpl == MCIR_TEMPLATE_COLLECTIVE;
+    ck_assert_int_eq(collectives, 2);
+    long before = mcir_emu_collective_calls();
+    mcir_env *env;
+    mcir_gpu_stats st;
+    char *diag = NULL;
+    ck_assert_msg(emu_run(&c, MCIR_ALLOC_POOL, &env, &st, &diag), "%s", diag);
+    ck_assert_int_eq(mcir_emu_collective_calls() - before, 2);
+    double rel = rel_error(&c, env);
+    ck_assert_double_le(rel, 2e-2);
+    mcir_env_free(env);
+    free(diag);
+    mcir_compilation_free(&c);
+}
+END_TEST
+
 /* The emulated device's collectives (emu/coll.c) as NCCL's calls: a sum
  * over 3 ranks in f16 and an all_gather right; a rank that never calls
  * the collective is a hang naming it, calls that disagree are a finding,
@@ -772,6 +797,7 @@ int main(void) {
     tcase_add_test(tc, test_cu_error_names_match_cuda_h);
     tcase_add_test(tc, test_runs_in_every_mode);
     tcase_add_test(tc, test_ranks_run_in_lockstep);
+    tcase_add_test(tc, test_one_rank_communicator);
     tcase_add_test(tc, test_emulated_collectives_are_checked);
     tcase_add_test(tc, test_nccl_library_that_does_not_load_is_named);
     tcase_add_test(tc, test_removed_syncthreads_is_a_race);
