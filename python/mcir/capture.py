@@ -262,6 +262,10 @@ def _where(n):
 _LOWER = {}
 
 
+def _is_meta(v):
+    return getattr(v, "device", None) is not None and getattr(v.device, "type", "") == "meta"
+
+
 def lowers(*names):
     def deco(f):
         for nm in names:
@@ -461,6 +465,8 @@ class _Lowering:
                 v = self.vals.value[n]
                 self.env[n] = self.emit("arange", [], [v.numel()], "i64", {"end": v.numel()})
 
+            elif n in self.vals.const and not n.users and _is_meta(self.vals.value[n]):
+                self.env[n] = _UNUSED          # an unused buffer on the meta device (transformers' TP)
             elif n in self.vals.const and self.fold(n):
                 self.env[n] = self.folded(n, self.vals.value[n])
             else:

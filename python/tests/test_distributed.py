@@ -25,6 +25,12 @@ try:
     HAVE = dist.is_available() and dist.is_gloo_available() and hasattr(torch, "compile")
 except ImportError:
     HAVE = False
+try:
+    import accelerate  # noqa: F401 — transformers' tp_plan needs it
+    import transformers  # noqa: F401
+    HAVE_HF = True
+except ImportError:
+    HAVE_HF = False
 
 
 def free_port():
@@ -69,7 +75,33 @@ def sequence_plan():
     return plan
 
 
-def worker(rank, world, port, out_dir, mutant):
+def hf_worker(rank, world, out_dir, model_dir):
+    """transformers' own tensor parallelism (from_pretrained with
+    tp_plan="auto": DTensor parameters, its hooks' collectives, a
+    vocabulary-parallel embedding and a gathered LM head) under
+    torch.compile(backend="mcir"), against the unsharded model."""
+    import numpy as np
+    import mcir
+    from transformers import LlamaForCausalLM
+    ref = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    tp = LlamaForCausalLM.from_pretrained(model_dir, tp_plan="auto", dtype=torch.float32).eval()
+    assert isinstance(tp.model.layers[0].self_attn.q_proj.weight, DTensor)
+    ids = torch.tensor([[3, 17, 99, 5, 64, 2, 31, 8]])
+    mcir.reset_stats()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        want = ref(ids, use_cache=False).logits
+        got = torch.compile(tp, backend="mcir", options={"strict": True})(ids, use_cache=False).logits
+    st = mcir.stats()
+    ref_np = want.double().numpy()
+    assert np.isfinite(ref_np).all() and ref_np.std() > 0
+    err = float(np.abs(got.double().numpy() - ref_np).max() / np.abs(ref_np).max())
+    with open(os.path.join(out_dir, "rank.%d" % rank), "w") as f:
+        f.write("%r %d %d %d %d %d\n" % (err, st["graphs_mcir"], st["graphs_fallback"], st["calls_mcir"],
+                                         st["compiles"], st["collectives"]))
+
+
+def worker(rank, world, port, out_dir, mode):
     import copy
 
     import numpy as np
@@ -79,6 +111,9 @@ def worker(rank, world, port, out_dir, mutant):
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     try:
+        if mode and mode.startswith("hf:"):
+            os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+            return hf_worker(rank, world, out_dir, mode[3:])
         import mcir
         from torch.distributed.tensor import DTensor, Shard
         from torch.distributed.device_mesh import init_device_mesh
@@ -87,12 +122,12 @@ def worker(rank, world, port, out_dir, mutant):
         with torch.no_grad():
             want = m(*args)
         tp = copy.deepcopy(m)
-        if mutant == "sequence":
+        if mode == "sequence":
             parallelize_module(tp, mesh, sequence_plan())
         else:
             parallelize_module(tp, mesh, {k: ColwiseParallel() if v == "col" else
                                           RowwiseParallel() for k, v in PLAN.items()})
-        if mutant == "fail":   # rank 1's collectives fail: the run is an error naming the collective
+        if mode == "fail":   # rank 1's collectives fail: the run is an error naming the collective
             import mcir.distributed as md
             real = md.group_collective
 
@@ -117,7 +152,7 @@ def worker(rank, world, port, out_dir, mutant):
                 return
             got2 = opt(*args)   # again: no recompile
         st = mcir.stats()
-        if mutant == "sequence":   # this rank's part of the sequence, as a DTensor
+        if mode == "sequence":   # this rank's part of the sequence, as a DTensor
             assert isinstance(got, DTensor) and got.placements == (Shard(1),), got
             part = want.shape[1] // world
             got, got2 = got.to_local(), got2.to_local()
@@ -194,6 +229,23 @@ class DTensorParallel(unittest.TestCase):
     # root module's input hook as a graph of its own
     def test_sequence_parallel(self):
         self.check(2, "sequence", 4, graphs=2)
+
+    @unittest.skipUnless(HAVE_HF, "needs transformers and accelerate")
+    def test_transformers_tp_plan_auto(self):
+        """A tiny random Llama (GQA: 8 heads, 4 K/V heads) saved and loaded
+        again with tp_plan="auto" by 2 processes: 6 collectives (the
+        embedding's all_reduce, 2 per layer, the LM head's gather)."""
+        from transformers import LlamaConfig, LlamaForCausalLM
+        torch.manual_seed(0)
+        cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=64)
+        with tempfile.TemporaryDirectory() as d:
+            LlamaForCausalLM(cfg).save_pretrained(d)
+            out = run(2, "hf:" + d)
+        for r in range(2):
+            err, mc, fb, calls, compiles, coll = out["rank.%d" % r].split()
+            self.assertLess(float(err), 1e-4, r)
+            self.assertEqual((int(mc), int(fb), int(calls), int(compiles), int(coll)), (1, 0, 1, 1, 6))
 
     def test_failing_collective_is_an_error(self):
         out = run(2, "fail")
