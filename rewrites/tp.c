@@ -258,6 +258,38 @@ static int qkv_blocks(tp *t, const mcir_node *mm) {
 
 static bool divides(tp *t, int64_t extent, int blocks) { return extent % ((int64_t)t->n * blocks) == 0; }
 
+/* Looks past a product's bias add for the reshape that splits its last
+ * axis into [.., heads, e]: the heads, or 0 where there is none. A split
+ * of the columns whose heads do not divide by the ranks would be gathered
+ * back at that reshape: GQA's K and V projections, fewer heads than ranks. */
+static int64_t heads_of(tp *t, const mcir_node *mm) {
+    const mcir_tensor *y = mm->outputs[0];
+    for (int depth = 0; depth < 3; depth++) {
+        const mcir_node *only = NULL;
+        int readers = 0;
+        for (int k = 0; k < t->g->n_nodes; k++) {
+            const mcir_node *c = t->g->nodes[k];
+            for (int i = 0; !c->dead && i < c->n_inputs; i++)
+                if (c->inputs[i] == y) {
+                    readers++;
+                    only = c;
+                }
+        }
+        if (readers != 1 || y->is_output) return 0;
+        if (only->op == MCIR_OP_RESHAPE) {
+            const mcir_tensor *z = only->outputs[0];
+            if (z->rank != y->rank + 1 || z->rank < 2) return 0;
+            for (int i = 0; i < y->rank - 1; i++)
+                if (z->shape[i] != y->shape[i]) return 0;
+            int64_t h = z->shape[z->rank - 2], e = z->shape[z->rank - 1];
+            return h * e == y->shape[y->rank - 1] ? h : 0;
+        }
+        if (only->op != MCIR_OP_ADD || only->n_outputs != 1) return 0;
+        y = only->outputs[0];
+    }
+    return 0;
+}
+
 /* matmul: column-parallel, row-parallel, a split batch, or whole. */
 static void rule_matmul(tp *t, mcir_node *n) {
     mcir_tensor *A = n->inputs[0], *B = n->inputs[1], *Y = n->outputs[0];
@@ -304,6 +336,20 @@ static void rule_matmul(tp *t, mcir_node *n) {
             la = R;
         }
         int blocks = qkv_blocks(t, n);
+        int64_t heads = blocks == 1 ? heads_of(t, n) : 0;
+        if (heads > 0 && heads % t->n != 0) {
+            /* K / V of grouped-query attention with fewer heads than ranks:
+             * replicated (every rank computes them; the attention takes
+             * each rank's heads from them, tp_attention_heads) */
+            json_array_append_new(leg, check("heads_divide", false, "'%s' splits into %lld heads, fewer than (or not "
+                                             "a multiple of) the %d ranks: its columns stay whole, K / V heads "
+                                             "replicated", Y->name, (long long)heads, t->n));
+            record(t, "tp_column_parallel", n, leg, false, NULL);
+            if (lb.kind != L_R) B = n->inputs[1] = whole(t, B, n, "a replicated product takes B whole");
+            t->decided[B->id] = true;
+            set_lay(t, Y, R);
+            return;
+        }
         bool fits = divides(t, N, blocks) && static_extent(B, naxis);
         json_array_append_new(leg, check("a_whole", true, "'%s' is whole on every rank", A->name));
         json_array_append_new(
@@ -437,6 +483,64 @@ static void rule_elementwise(tp *t, mcir_node *n) {
 
 /* reshape: a split axis that maps onto one output axis (the same elements
  * before it, the output's extent a multiple of the ranks) stays split. */
+/* The only consumer of x, or NULL. */
+static mcir_node *only_consumer(tp *t, const mcir_tensor *x, int *slot) {
+    mcir_node *only = NULL;
+    int readers = 0;
+    for (int k = 0; k < t->g->n_nodes; k++) {
+        mcir_node *c = t->g->nodes[k];
+        for (int i = 0; !c->dead && i < c->n_inputs; i++)
+            if (c->inputs[i] == x) {
+                readers++;
+                only = c;
+                *slot = i;
+            }
+    }
+    return readers == 1 && !x->is_output ? only : NULL;
+}
+
+/* Grouped-query attention's Q, [.., H, ..] split along the heads, regrouped
+ * as [.., Hkv, g, ..] for an attention whose K and V have Hkv heads, fewer
+ * than the ranks: the reshape groups the heads as [.., N, H/N, ..] instead
+ * (rank r's H/N heads, all of one K/V head since H/N divides g), so the
+ * split carries to the attention, which takes each rank's K/V head from
+ * the whole K and V (rule_attention). */
+static bool regroup(tp *t, mcir_node *n, layout l) {
+    mcir_tensor *X = n->inputs[0], *Y = n->outputs[0];
+    int a = l.axis, slot = -1;
+    if (l.blocks != 1 || Y->rank != X->rank + 1 || Y->rank > MCIR_MAX_RANK) return false;
+    mcir_node *att = only_consumer(t, Y, &slot);
+    if (!att || att->op != MCIR_OP_ATTENTION || slot != 0) return false;
+    for (int i = 0; i < a; i++)
+        if (Y->shape[i] != X->shape[i]) return false;
+    for (int i = a + 1; i < X->rank; i++)
+        if (Y->shape[i + 1] != X->shape[i]) return false;
+    int64_t E = X->shape[a], h1 = Y->shape[a], h2 = Y->shape[a + 1];
+    if (h1 * h2 != E || h1 % t->n == 0 || t->n % h1 != 0 || h2 % (t->n / h1) != 0) return false;
+    const mcir_attr *sa = mcir_node_attr(n, "shape");
+    if (!sa || sa->n != Y->rank || (sa->dim_of && (sa->dim_of[a] >= 0 || sa->dim_of[a + 1] >= 0))) return false;
+    int64_t v[MCIR_MAX_RANK];
+    memcpy(v, sa->ints, sizeof(int64_t) * (size_t)sa->n);
+    v[a] = t->n;
+    v[a + 1] = E / t->n;
+    mcir_node_set_ints(t->g, n, "shape", sa->n, v);
+    Y->shape[a] = t->n;
+    Y->shape[a + 1] = E / t->n;
+    if (Y->sym) {
+        Y->sym[a] = mcir_extent_const(Y->shape[a]);
+        Y->sym[a + 1] = mcir_extent_const(Y->shape[a + 1]);
+    }
+    set_lay(t, Y, (layout){L_S, a, 1});
+    json_t *leg = json_array();
+    json_array_append_new(leg, check("kv_heads_fewer_than_ranks", true, "'%s' groups %lld heads as %lld K/V heads of "
+                                     "%lld for '%s'; %lld K/V heads do not split over %d ranks", Y->name,
+                                     (long long)E, (long long)h1, (long long)h2, att->name, (long long)h1, t->n));
+    json_array_append_new(leg, check("rank_heads_in_one_group", true, "each rank's %lld heads share one K/V head: "
+                                     "grouped as [%d, %lld]", (long long)(E / t->n), t->n, (long long)(E / t->n)));
+    record(t, "tp_attention_heads", n, leg, true, Y->name);
+    return true;
+}
+
 static void rule_reshape(tp *t, mcir_node *n) {
     mcir_tensor *X = n->inputs[0], *Y = n->outputs[0];
     layout l = lay_of(t, X);
@@ -463,6 +567,7 @@ static void rule_reshape(tp *t, mcir_node *n) {
     }
     const mcir_attr *a = mcir_node_attr(n, "shape");
     if (o >= 0 && a && o < a->n && a->dim_of && a->dim_of[o] >= 0) o = -1;   /* a dimension's extent */
+    if (o < 0 && regroup(t, n, l)) return;
     if (o < 0) {
         n->inputs[0] = whole(t, X, n, "the reshape does not keep the split axis whole");
         set_lay(t, Y, R);
@@ -526,6 +631,51 @@ static void rule_along(tp *t, mcir_node *n, const bool *in_axes, bool keepdims) 
         set_lay(t, n->outputs[i], l.kind == L_S ? (layout){L_S, out_axis, 1} : R);
 }
 
+/* The heads of whole x (EK along axis ax) that each rank's part of EQ
+ * heads reads — head j of EQ reads head j * EK / EQ —: a gather by a
+ * constant index list of EQ entries split over the ranks (rank r holds
+ * its EQ / N), so x's gather is split along ax like the heads it serves.
+ * No communication: every rank has x whole. */
+static mcir_tensor *rank_heads(tp *t, mcir_tensor *x, int ax, int64_t EQ, const mcir_node *n) {
+    mcir_graph *g = t->g;
+    int64_t EK = x->shape[ax];
+    int64_t shape[1] = {EQ};
+    mcir_tensor *idx = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s_rank_heads",
+                                                                                             x->name)),
+                                             MCIR_DTYPE_I64, 1, shape, MCIR_TENSOR_WEIGHT);
+    MCIR_ASSERT(idx);
+    int64_t *v = mcir_arena_alloc(g->arena, sizeof(int64_t) * (size_t)EQ);
+    for (int64_t j = 0; j < EQ; j++) v[j] = j * EK / EQ;
+    idx->data = v;
+    idx->shard_axis = 0;
+    idx->shard_parts = t->n;
+    idx->shard_blocks = 1;
+    grow(t);
+    t->decided[idx->id] = true;
+    int64_t ys[MCIR_MAX_RANK];
+    memcpy(ys, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    ys[ax] = EQ;
+    mcir_tensor *y = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s_for_rank",
+                                                                                           x->name)),
+                                           x->dtype, x->rank, ys, MCIR_TENSOR_INTERMEDIATE);
+    MCIR_ASSERT(y);
+    mcir_tensor *ins[2] = {x, idx};
+    mcir_node *gn = mcir_graph_add_node(g, MCIR_OP_GATHER, NULL, 2, ins, 1, &y);
+    mcir_node_set_int(g, gn, "axis", ax);
+    gn->origin_rule = "tp_attention_heads";
+    gn->origin_nodes = n->name;
+    grow(t);
+    set_lay(t, idx, (layout){L_S, 0, 1});
+    set_lay(t, y, (layout){L_S, ax, 1});
+    json_t *leg = json_array();
+    json_array_append_new(leg, check("kv_heads_replicated", true, "'%s' is whole with %lld heads along axis %d; each "
+                                     "rank takes the ones its %lld of the %lld query heads (or head groups) along that "
+                                     "axis read (gather by '%s', split over the ranks)", x->name, (long long)EK, ax, (long long)(EQ / t->n),
+                                     (long long)EQ, idx->name));
+    record(t, "tp_attention_heads", n, leg, true, y->name);
+    return y;
+}
+
 /* attention: Q, K, V (and a mask) split along one leading axis — the
  * heads — run on each rank's heads. */
 static void rule_attention(tp *t, mcir_node *n) {
@@ -540,6 +690,20 @@ static void rule_attention(tp *t, mcir_node *n) {
         ok &= a == axis && l.blocks == 1;
     }
     ok &= axis >= 0 && axis < ro - 2;
+    /* K, V whole with their own heads (replicated: fewer K/V heads than
+     * ranks): each rank takes the heads its Q heads read */
+    if (ok && lay_of(t, n->inputs[0]).kind == L_S) {
+        mcir_tensor *Q = n->inputs[0];
+        int qa = align(axis, ro, Q->rank);
+        for (int i = 1; i < 3; i++) {
+            mcir_tensor *x = n->inputs[i];
+            int ax = align(axis, ro, x->rank);
+            if (lay_of(t, x).kind != L_R || ax < 0 || x->shape[ax] == 1 || qa < 0) continue;
+            int64_t EQ = Q->shape[qa], EK = x->shape[ax];
+            if (EQ % EK != 0 || EQ % t->n != 0) continue;
+            n->inputs[i] = rank_heads(t, x, ax, EQ, n);
+        }
+    }
     for (int i = 0; ok && i < n->n_inputs; i++) {
         mcir_tensor *x = n->inputs[i];
         layout l = lay_of(t, x);
@@ -547,6 +711,8 @@ static void rule_attention(tp *t, mcir_node *n) {
         if (l.kind == L_S) continue;
         ok = l.kind == L_R && (ax < 0 || x->shape[ax] == 1);
     }
+    if (ok && n->inputs[0]->rank == ro)   /* Q regrouped (regroup): the output's lead extents follow */
+        for (int i = 0; i < ro - 2; i++) Y->shape[i] = n->inputs[0]->shape[i];
     json_t *leg = json_array();
     char b[128];
     json_array_append_new(leg, ok ? check("heads_split", true, "Q, K and V are split along axis %d (the heads)", axis)

@@ -646,6 +646,39 @@ START_TEST(test_tp_examples_verify) {
 }
 END_TEST
 
+/* Grouped-query attention with fewer K/V heads than ranks (8 query heads,
+ * 2 K/V heads) at --tp 2, 4 and 8: the K / V projections stay whole (rule
+ * tp_column_parallel rejected: heads_divide), the query heads regrouped so
+ * each rank's share one K/V head, each rank gathering its K/V head from the
+ * whole K and V; one all_reduce, nothing gathered across ranks, every rank
+ * verifies — on the emulated device too. */
+START_TEST(test_tp_gqa_fewer_kv_heads) {
+    const char *g = cli_src("tests/data/ranks/gqa_block.json");
+    static const char *const ns[] = {"2", "4", "8"};
+    for (int i = 0; i < 3; i++) {
+        const char *verify[] = {g, "--tp", ns[i], "--verify", NULL};
+        cli_result r = cli_run(verify);
+        ck_assert_msg(r.status == 0, "--tp %s: %s%s", ns[i], r.out, r.err);
+        ck_assert_msg(strstr(r.out, "collectives: 1 all_reduce,"), "--tp %s: %s", ns[i], r.out);
+        ck_assert_int_eq(count(r.err, "ok\n") + count(r.out, "ok\n"), atoi(ns[i]));
+        cli_result_free(&r);
+    }
+    const char *trace[] = {g, "--tp", "4", "--emit", "trace", NULL};
+    cli_result r = cli_run(trace);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "'k' splits into 2 heads, fewer than (or not a multiple of) the 4 ranks"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "\"check\":\"kv_heads_replicated\""), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "\"check\":\"rank_heads_in_one_group\""), "%s", r.out);
+    ck_assert_msg(!strstr(r.out, "\"rule\":\"tp_gather\""), "%s", r.out);
+    cli_result_free(&r);
+    const char *emu[] = {g, "--tp", "4", "--run", "--device", "emu", "--verify", NULL};
+    r = cli_run(emu);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "verify   y (emu vs the original graph) (rank 3): max abs err"), "%s", r.out);
+    cli_result_free(&r);
+}
+END_TEST
+
 /* One tensor through the same all_gather twice (what DTensor's sequence
  * parallelism gives each column-parallel product): the second gather and
  * the relu that repeats the first's are dropped, the trace says why, one
@@ -693,6 +726,7 @@ int main(void) {
     tcase_add_test(tc, test_cli_runs_every_rank);
     tcase_add_test(tc, test_tp_examples_verify);
     tcase_add_test(tc, test_shared_collectives_merge);
+    tcase_add_test(tc, test_tp_gqa_fewer_kv_heads);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
