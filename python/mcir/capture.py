@@ -602,6 +602,17 @@ class _Lowering:
         return out
 
 
+class _Typed:
+    """A dict subclass in the output structure (transformers' ModelOutput):
+    its class, and its items as a plain dict."""
+
+    def __init__(self, cls, items):
+        self.cls, self.items = cls, items
+
+    def __repr__(self):
+        return "%s(%r)" % (self.cls.__name__, self.items)
+
+
 class _Out:
     """Position of a tensor in Graph.outputs, inside the output structure."""
 
@@ -1647,7 +1658,7 @@ def _check_inference(module, example_inputs):
                             "model.eval() first" % type(module).__name__)
 
 
-def capture(module, example_inputs, name=None, mode="aten", dynamic_shapes=None):
+def capture(module, example_inputs, name=None, mode="aten", dynamic_shapes=None, kwargs=None):
     """Captures module (in eval mode) on example inputs and returns an mcir
     Graph whose weights hold the module's parameters and buffers.
 
@@ -1666,7 +1677,19 @@ def capture(module, example_inputs, name=None, mode="aten", dynamic_shapes=None)
 
     The graph declares the dims and names them where the model's sizes
     follow them; one compilation then runs at every size in range
-    (mcir/dynamic.py says how, docs/python.md what is supported)."""
+    (mcir/dynamic.py says how, docs/python.md what is supported).
+
+    kwargs: keyword arguments the module is called with, constants of the
+    capture ("aten" mode): kwargs={"use_cache": False} for a transformers
+    model, whose cache object mcir does not take."""
+    if kwargs and mode != "aten":
+        raise ValueError("kwargs: mode 'aten' only")
+    if kwargs:
+        import functools
+        call = functools.partial(module, **kwargs)
+        module_for = (module, call)
+    else:
+        module_for = (module, module)
     if not isinstance(example_inputs, (list, tuple)):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
@@ -1675,17 +1698,87 @@ def capture(module, example_inputs, name=None, mode="aten", dynamic_shapes=None)
     if dynamic_shapes is not None:
         from .dynamic import capture_dynamic, parse_dynamic_shapes
         axes, dims = parse_dynamic_shapes(dynamic_shapes, example_inputs)
-        return capture_dynamic(lambda args: _capture(module, args, name, mode, True),
+        return capture_dynamic(lambda args: _capture(module_for, args, name, mode, True),
                                example_inputs, axes, {}, dims)
-    return _capture(module, example_inputs, name, mode, False)
+    return _capture(module_for, example_inputs, name, mode, False)
 
 
-def _capture(module, example_inputs, name, mode, dynamic):
+class _compiling:
+    """torch.compiler.is_compiling() true while make_fx traces: a model
+    then takes the paths it takes under torch.compile — no checks of tensor
+    values in Python, which a trace cannot follow (transformers' masks test
+    `(mask == 0).all()` otherwise)."""
+
+    def __enter__(self):
+        import torch
+        comp = getattr(torch, "compiler", None)
+        self.old = getattr(comp, "is_compiling", None) if comp is not None else None
+        if self.old is not None:
+            comp.is_compiling = lambda: True
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+        if self.old is not None:
+            torch.compiler.is_compiling = self.old
+        return False
+
+
+def _not_tensors(out, where="output"):
+    """The first leaf of a module's outputs that is not a tensor (nor None,
+    a number or a string), as (where, type name), or None."""
+    import torch
+    if isinstance(out, torch.Tensor) or out is None or isinstance(out, (int, float, bool, str)):
+        return None
+    if isinstance(out, dict):   # transformers' ModelOutput is one
+        for k, v in out.items():
+            r = _not_tensors(v, "%s[%r]" % (where, k))
+            if r:
+                return r
+        return None
+    if isinstance(out, (list, tuple)):
+        for i, v in enumerate(out):
+            r = _not_tensors(v, "%s[%d]" % (where, i))
+            if r:
+                return r
+        return None
+    return where, "%s.%s" % (type(out).__module__, type(out).__name__)
+
+
+def _refuse_outputs(module, call, example_inputs, err):
+    """After a failed trace: a module that returns an object mcir cannot
+    take (a transformers cache) is refused by name, with what to pass."""
+    try:
+        with _no_grad():
+            bad = _not_tensors(call(*example_inputs))
+    except Exception:   # noqa: BLE001 — the trace's own error says more
+        bad = None
+    if not bad:
+        raise err
+    where, what = bad
+    hint = " (a transformers cache: pass use_cache=False, mcir.capture(model, inputs, " \
+        "kwargs={'use_cache': False}))" if "cache" in what.lower() else ""
+    raise UnsupportedError("%s returns %s in %s%s: mcir.capture takes modules whose outputs are "
+                           "tensors, and lists, tuples and dicts of them" %
+                           (type(module).__name__, what, where, hint)) from err
+
+
+def _capture(module_for, example_inputs, name, mode, dynamic):
     import torch
     import torch.fx
+    module, call = module_for
+    returned = []   # the class of what the module returned (a ModelOutput is a dict's)
+
+    def traced(*args):
+        out = call(*args)
+        returned.append(type(out))
+        return out
     if mode == "aten":
-        with _no_grad():
-            gm = _make_fx(module, example_inputs)
+        try:
+            with _no_grad(), _compiling():
+                gm = _make_fx(traced, example_inputs)
+        except (NotImplementedError, TypeError, RuntimeError) as e:
+            _refuse_outputs(module, call, example_inputs, e)
     elif mode == "fx":
         tracer = torch.fx.Tracer()
         tracer.record_stack_traces = True
@@ -1696,7 +1789,11 @@ def _capture(module, example_inputs, name, mode, dynamic):
     else:
         raise ValueError("mode must be 'aten' or 'fx'")
     with _no_grad():
-        return _Lowering(gm, name, dynamic=dynamic).run(example_inputs)
+        g = _Lowering(gm, name, dynamic=dynamic).run(example_inputs)
+    cls = returned[0] if returned else None
+    if cls is not None and cls is not dict and issubclass(cls, dict) and isinstance(g.output_tree, dict):
+        g.output_tree = _Typed(cls, g.output_tree)   # given back as the model's own class
+    return g
 
 
 def capture_desugared(d, example_inputs, name="fx_graph"):

@@ -54,6 +54,12 @@ def _rebuild(tree, results):
         return type(tree)(_rebuild(x, results) for x in tree)
     if isinstance(tree, dict):
         return {k: _rebuild(v, results) for k, v in tree.items()}
+    if type(tree).__name__ == "_Typed":   # a dict's subclass: ModelOutput
+        items = {k: _rebuild(v, results) for k, v in tree.items.items()}
+        try:
+            return tree.cls(**items)
+        except Exception:   # noqa: BLE001 — a class that takes no keywords: its items
+            return items
     if type(tree).__name__ == "_Out":
         return results[tree.i]
     return tree
