@@ -988,6 +988,7 @@ static int op_class(const mcir_node *n) {
     case MCIR_OP_RECIPROCAL: case MCIR_OP_RSQRT: return 1;
     case MCIR_OP_GELU: return strcmp(mcir_node_string(n, "approximate"), "tanh") == 0 ? 3 : 2;
     case MCIR_OP_ERF: case MCIR_OP_TANH: case MCIR_OP_LOG: case MCIR_OP_POW: case MCIR_OP_SQRT:
+    case MCIR_OP_COS: case MCIR_OP_SIN:
     case MCIR_OP_MOD: return 2;
     default: return 0;
     }

@@ -379,6 +379,7 @@ typedef struct mcir_attr_spec {
     X(ATTENTION, "attention")                                              \
     X(ALL_REDUCE, "all_reduce") X(ALL_GATHER, "all_gather")                \
     X(REDUCE_SCATTER, "reduce_scatter")                                    \
+    X(COS, "cos") X(SIN, "sin")                                            \
     MCIR_INT_OPS(X)
 
 /* Ops on integer and bool tensors (mcir/ops_int.c): casts, comparisons,

@@ -132,6 +132,8 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     UNARY(EXP, "exp"),
     UNARY(LOG, "log"),
     UNARY(ERF, "erf"),
+    UNARY(COS, "cos"),
+    UNARY(SIN, "sin"),
     UNARY(SQRT, "sqrt"),
     UNARY(RSQRT, "rsqrt"),
     [MCIR_OP_NEG] = {"neg", 1, 1, 1, EW_UNARY | INTS, NO_ATTRS, mcir_infer_unary, mcir_ref_NEG,

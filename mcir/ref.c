@@ -80,6 +80,8 @@ typedef struct unary_ctx {
     X(EXP, expf(v), 10)                                                         \
     X(LOG, logf(v), 10)                                                         \
     X(ERF, erff(v), 20)                                                         \
+    X(COS, cosf(v), 20)                                                         \
+    X(SIN, sinf(v), 20)                                                         \
     X(SQRT, sqrtf(v), 4)                                                        \
     X(RSQRT, 1.0f / sqrtf(v), 4)                                                \
     X(NEG, -v, 1)                                                               \
@@ -116,7 +118,7 @@ static void unary_run(const mcir_node *n, const float *x, float *y, mcir_range_f
                        float *const *out) {                                     \
         unary_run(n, in[0], out[0], unary_##ID, COST);                          \
     }
-X(RELU, , 1) X(SIGMOID, , 20) X(TANH, , 20) X(EXP, , 10) X(LOG, , 10) X(ERF, , 20)
+X(RELU, , 1) X(SIGMOID, , 20) X(TANH, , 20) X(EXP, , 10) X(LOG, , 10) X(ERF, , 20) X(COS, , 20) X(SIN, , 20)
 X(SQRT, , 4) X(RSQRT, , 4) X(NEG, , 1) X(RECIPROCAL, , 2) X(SILU, , 20) X(SCALE, , 1)
 #undef X
 

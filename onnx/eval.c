@@ -174,6 +174,7 @@ static const struct {
     {"Neg", K_UNARY}, {"Abs", K_UNARY}, {"Sqrt", K_UNARY}, {"Reciprocal", K_UNARY},
     {"Exp", K_UNARY}, {"Log", K_UNARY}, {"Relu", K_UNARY}, {"Sigmoid", K_UNARY},
     {"Tanh", K_UNARY}, {"Erf", K_UNARY}, {"Floor", K_UNARY}, {"Ceil", K_UNARY},
+    {"Cos", K_UNARY}, {"Sin", K_UNARY},
     {"Not", K_UNARY}, {"Sign", K_UNARY}, {"BitwiseNot", K_UNARY},
     {"Add", K_BINARY}, {"Sub", K_BINARY}, {"Mul", K_BINARY}, {"Div", K_BINARY},
     {"Pow", K_BINARY}, {"Mod", K_BINARY}, {"FMod", K_BINARY},
@@ -200,6 +201,7 @@ static const struct {
     {"Neg", f_neg}, {"Not", f_not}, {"Abs", fabs}, {"Sqrt", sqrt}, {"Sigmoid", f_sigmoid},
     {"Sign", f_sign}, {"Reciprocal", f_recip}, {"Relu", f_relu}, {"Exp", exp},
     {"Erf", erf}, {"Log", log}, {"Tanh", tanh}, {"Floor", floor}, {"Ceil", ceil},
+    {"Cos", cos}, {"Sin", sin},
 };
 
 static double unary_f(const char *op, double a) {
@@ -330,7 +332,8 @@ ox_fold ox_fold_elementwise(ox *x, const char *op, ox_value *const *in, int n_in
             if (A->fv) ox_set(o, j, unary_f(op, A->fv[j]));
             else if (!strcmp(op, "Sqrt") || !strcmp(op, "Exp") || !strcmp(op, "Log") ||
                      !strcmp(op, "Reciprocal") || !strcmp(op, "Sigmoid") ||
-                     !strcmp(op, "Tanh") || !strcmp(op, "Erf"))
+                     !strcmp(op, "Tanh") || !strcmp(op, "Erf") || !strcmp(op, "Cos") ||
+                     !strcmp(op, "Sin"))
                 ox_set(o, j, unary_f(op, (double)A->iv[j]));
             else ox_seti(o, j, unary_i(op, A->iv[j]));
         }

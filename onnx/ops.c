@@ -43,6 +43,7 @@ static const struct {
     {"Relu", 1, 1, ox_import_elementwise}, {"Sigmoid", 1, 1, ox_import_elementwise},
     {"Tanh", 1, 1, ox_import_elementwise}, {"Exp", 1, 1, ox_import_elementwise},
     {"Log", 1, 1, ox_import_elementwise}, {"Erf", 1, 1, ox_import_elementwise},
+    {"Cos", 1, 1, ox_import_elementwise}, {"Sin", 1, 1, ox_import_elementwise},
     {"Sqrt", 1, 1, ox_import_elementwise}, {"Reciprocal", 1, 1, ox_import_elementwise},
     {"Neg", 1, 1, ox_import_elementwise}, {"Abs", 1, 1, ox_import_elementwise},
     {"Floor", 1, 1, ox_import_elementwise}, {"Ceil", 1, 1, ox_import_elementwise},

@@ -58,6 +58,7 @@ static const struct {
     {"Pow", MCIR_OP_POW}, {"Max", MCIR_OP_MAX}, {"Min", MCIR_OP_MIN}, {"Sum", MCIR_OP_ADD},
     {"Relu", MCIR_OP_RELU}, {"Sigmoid", MCIR_OP_SIGMOID}, {"Tanh", MCIR_OP_TANH},
     {"Exp", MCIR_OP_EXP}, {"Log", MCIR_OP_LOG}, {"Erf", MCIR_OP_ERF},
+    {"Cos", MCIR_OP_COS}, {"Sin", MCIR_OP_SIN},
     {"Sqrt", MCIR_OP_SQRT}, {"Reciprocal", MCIR_OP_RECIPROCAL}, {"Neg", MCIR_OP_NEG},
     {"Equal", MCIR_OP_EQUAL}, {"Less", MCIR_OP_LESS}, {"Greater", MCIR_OP_GREATER},
     {"LessOrEqual", MCIR_OP_LESS_EQUAL}, {"GreaterOrEqual", MCIR_OP_GREATER_EQUAL},

@@ -193,7 +193,7 @@ def gen_models(opsets, only=None):
 # candidates.
 MAPPED = {
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where",
-    "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Erf", "Sqrt", "Reciprocal", "Neg",
+    "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Erf", "Cos", "Sin", "Sqrt", "Reciprocal", "Neg",
     "Softmax", "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
     "Transpose", "Reshape", "Flatten", "Split", "Slice", "Concat", "Conv",
     "MaxPool", "AveragePool", "GlobalAveragePool", "Identity", "Dropout",

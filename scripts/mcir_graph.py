@@ -26,7 +26,7 @@ import mcir_seed
 
 DTYPES = ("f32", "f16", "bf16")
 
-UNARY = ("relu", "sigmoid", "tanh", "exp", "log", "erf", "sqrt", "rsqrt", "neg",
+UNARY = ("relu", "sigmoid", "tanh", "exp", "log", "erf", "cos", "sin", "sqrt", "rsqrt", "neg",
          "reciprocal", "silu")
 BINARY = ("add", "sub", "mul", "div", "pow", "max", "min")
 REDUCE = ("reduce_sum", "reduce_mean", "reduce_max")
@@ -590,7 +590,7 @@ def eval_node(op, xs, attrs):
         return [a * float(np.float32(attrs["value"]))]
     if op in UNARY:
         f = {"relu": lambda x: np.maximum(x, 0), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-             "tanh": np.tanh, "exp": np.exp, "log": np.log, "erf": _erf, "sqrt": np.sqrt,
+             "tanh": np.tanh, "exp": np.exp, "log": np.log, "erf": _erf, "cos": np.cos, "sin": np.sin, "sqrt": np.sqrt,
              "rsqrt": lambda x: 1 / np.sqrt(x), "neg": np.negative, "reciprocal": lambda x: 1 / x,
              "silu": lambda x: x / (1 + np.exp(-x))}[op]
         return [f(a)]

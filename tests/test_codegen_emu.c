@@ -879,6 +879,36 @@ START_TEST(test_norms_over_a_symbolic_width_emulated) {
 }
 END_TEST
 
+/* cos and sin (a rotary table computed at run time: positions times
+ * frequencies) in one elementwise kernel, f32 and f16, against the
+ * interpreter. */
+START_TEST(test_trig_emulated) {
+    int failed = 0;
+    static const char *dts[] = {"f32", "f16"};
+    for (int t = 0; t < 2; t++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 "{\"mcir\":1,\"name\":\"e_trig_%s\",\"inputs\":[{\"name\":\"pos\",\"dtype\":\"%s\",\"shape\":[37,1]},"
+                 "{\"name\":\"x\",\"dtype\":\"%s\",\"shape\":[37,24]}],"
+                 "\"weights\":[{\"name\":\"freq\",\"dtype\":\"%s\",\"shape\":[24]}],"
+                 "\"nodes\":[{\"name\":\"ang\",\"op\":\"mul\",\"inputs\":[\"pos\",\"freq\"],\"outputs\":[\"a\"]},"
+                 "{\"name\":\"a8\",\"op\":\"scale\",\"inputs\":[\"a\"],\"outputs\":[\"a2\"],\"attrs\":{\"value\":40.0}},"
+                 "{\"name\":\"c\",\"op\":\"cos\",\"inputs\":[\"a2\"],\"outputs\":[\"co\"]},"
+                 "{\"name\":\"s\",\"op\":\"sin\",\"inputs\":[\"a2\"],\"outputs\":[\"si\"]},"
+                 "{\"name\":\"xc\",\"op\":\"mul\",\"inputs\":[\"x\",\"co\"],\"outputs\":[\"p\"]},"
+                 "{\"name\":\"xs\",\"op\":\"mul\",\"inputs\":[\"x\",\"si\"],\"outputs\":[\"q\"]},"
+                 "{\"name\":\"y\",\"op\":\"sub\",\"inputs\":[\"p\",\"q\"],\"outputs\":[\"y\"]}],"
+                 "\"outputs\":[\"y\"]}", dts[t], dts[t], dts[t], dts[t]);
+        mcir_graph *g = cgt_graph(json);
+        cgt_kspec ks[] = {{MCIR_TEMPLATE_ELEMENTWISE, NULL, "ang,a8,c,s,xc,xs,y"}};
+        mcir_plan *p = cgt_plan(g, "sm_90", 1, ks);
+        if (!run_emulated(g, p, NULL, g->name, false)) failed++;
+        mcir_graph_free(g);
+    }
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 START_TEST(test_fused_chains_emulated) {
     int failed = 0;
     static const char *dts[] = {"f32", "f16", "bf16"};
@@ -1635,6 +1665,7 @@ int main(void) {
     tcase_add_test(tc, test_cost_model_counts_what_kernels_request);   /* first: installs the check */
     tcase_add_test(tc, test_norms_reductions_copies_conv_emulated);
     tcase_add_test(tc, test_fused_chains_emulated);
+    tcase_add_test(tc, test_trig_emulated);
     tcase_add_test(tc, test_integer_ops_emulated);
     tcase_add_test(tc, test_rank1_matmuls_emulated);
     tcase_add_test(tc, test_argmax_reduce_emulated);

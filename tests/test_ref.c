@@ -211,6 +211,8 @@ START_TEST(unary_hand_values) {
         {MCIR_OP_EXP, {exp(-2), exp(-0.5), 1, exp(1), exp(4)}},
         {MCIR_OP_TANH, {tanh(-2), tanh(-0.5), 0, tanh(1), tanh(4)}},
         {MCIR_OP_ERF, {erf(-2), erf(-0.5), 0, erf(1), erf(4)}},
+        {MCIR_OP_COS, {cos(-2), cos(-0.5), 1, cos(1), cos(4)}},
+        {MCIR_OP_SIN, {sin(-2), sin(-0.5), 0, sin(1), sin(4)}},
         {MCIR_OP_SIGMOID, {1 / (1 + exp(2)), 1 / (1 + exp(0.5)), 0.5, 1 / (1 + exp(-1)),
                            1 / (1 + exp(-4))}},
         {MCIR_OP_SILU, {-2 / (1 + exp(2)), -0.5 / (1 + exp(0.5)), 0, 1 / (1 + exp(-1)),

@@ -1024,6 +1024,7 @@ def _compare(L, args, kw):
 
 _UNARY = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "log": "log",
           "erf": "erf", "sqrt": "sqrt", "rsqrt": "rsqrt", "neg": "neg", "silu": "silu",
+          "cos": "cos", "sin": "sin",
           "reciprocal": "reciprocal", "bitwise_not": "bitwise_not",
           "logical_not": "bitwise_not"}
 

@@ -104,14 +104,34 @@ class Api(unittest.TestCase):
     def test_unsupported_op_is_named_with_its_line(self):
         class Cum(torch.nn.Module):
             def forward(self, x):
-                return torch.sin(x)
+                return torch.sort(x, -1)[0]
         with self.assertRaises(mcir.UnsupportedError) as e:
             mcir.capture(Cum().eval(), (torch.randn(2, 3),), mode="fx")
-        self.assertIn("sin", str(e.exception))
+        self.assertIn("sort", str(e.exception))
         self.assertIn("test_api.py", str(e.exception))
         with self.assertRaises(mcir.UnsupportedError) as e:
             mcir.capture(Cum().eval(), (torch.randn(2, 3),))
-        self.assertIn("aten::sin", str(e.exception))
+        self.assertIn("aten::sort", str(e.exception))
+
+    def test_cos_sin_of_runtime_values(self):
+        """A rotary table computed at run time (positions an input): cos and
+        sin as ops, on the CPU and the emulated device."""
+        class Rot(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.freq = torch.nn.Parameter(torch.linspace(0.1, 3.0, 16))
+
+            def forward(self, x, pos):
+                ang = pos[:, None] * self.freq
+                return x * torch.cos(ang) - torch.cat([x[:, 8:], x[:, :8]], -1) * torch.sin(ang)
+        m = Rot().eval()
+        x, pos = torch.randn(10, 16), torch.arange(10, dtype=torch.float32) * 0.7
+        c = mcir.compile(mcir.capture(m, (x, pos)))
+        ops = [n["op"] for n in c.graph.nodes]
+        self.assertIn("cos", ops)
+        self.assertIn("sin", ops)
+        self.assertLess(rel_err(c(x, pos), m(x, pos)), 1e-5)
+        self.assertLess(rel_err(c(x, pos, device="emu"), m(x, pos)), 1e-5)
 
     def test_mcir_errors_come_back_as_text(self):
         g = mcir.Graph("bad")
