@@ -197,6 +197,7 @@ bool ox_import_cast_like(ox *x, ox_value **in, int n_in);
 bool ox_import_clip(ox *x, ox_value **in, int n_in);
 bool ox_import_hard_sigmoid(ox *x, ox_value **in, int n_in);   /* and HardSwish */
 bool ox_import_activation(ox *x, ox_value **in, int n_in);
+bool ox_import_is_nan_inf(ox *x, ox_value **in, int n_in);   /* IsNaN, IsInf */
 /* ops_shape.c: layout and data movement. */
 bool ox_import_identity(ox *x, ox_value **in, int n_in);       /* and Dropout */
 bool ox_import_transpose(ox *x, ox_value **in, int n_in);
@@ -208,6 +209,7 @@ bool ox_import_concat(ox *x, ox_value **in, int n_in);
 bool ox_import_split(ox *x, ox_value **in, int n_in);
 bool ox_import_slice(ox *x, ox_value **in, int n_in);
 bool ox_import_gather(ox *x, ox_value **in, int n_in);
+bool ox_import_gather_elements(ox *x, ox_value **in, int n_in);
 bool ox_import_expand(ox *x, ox_value **in, int n_in);
 bool ox_import_pad(ox *x, ox_value **in, int n_in);
 bool ox_import_scatter_nd(ox *x, ox_value **in, int n_in);

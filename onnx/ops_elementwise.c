@@ -400,6 +400,37 @@ bool ox_import_hard_sigmoid(ox *x, ox_value **in, int n_in) {
     return y && ox_define_out(x, 0, y);
 }
 
+/* IsNaN(x) = not (x == x); IsInf(x) = x == +inf or x == -inf (each side
+ * as detect_positive / detect_negative ask): MCIR's comparisons are
+ * IEEE's, a NaN equal to nothing. */
+bool ox_import_is_nan_inf(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *X = in[0];
+    if (!ox_is_float(X->elem))
+        return ox_error(x, "%s needs a floating-point operand, '%s' is %s", x->node->op_type, X->name,
+                        ox_elem_name(X->elem));
+    ox_value *y;
+    if (!strcmp(x->node->op_type, "IsNaN")) {
+        ox_value *same = ox_ew_step(x, "Equal", X, X, -1);
+        y = same ? ox_ew_step(x, "Equal", same, ox_scalar_of(x, OX_BOOL, "false", 0), 0) : NULL;
+    } else {
+        bool neg = ox_attr_int(x, "detect_negative", 1) != 0, pos = ox_attr_int(x, "detect_positive", 1) != 0;
+        if (x->failed) return false;
+        ox_value *p = pos ? ox_ew_step(x, "Equal", X, ox_scalar_of(x, X->elem, "inf", INFINITY), neg ? -1 : 0)
+                          : NULL;
+        ox_value *m = neg ? ox_ew_step(x, "Equal", X, ox_scalar_of(x, X->elem, "minus_inf", -INFINITY),
+                                       pos ? -1 : 0)
+                          : NULL;
+        if (pos && neg) y = p && m ? ox_where_step(x, p, ox_scalar_of(x, OX_BOOL, "true", 1), m, 0) : NULL;
+        else if (pos || neg) y = pos ? p : m;
+        else y = ox_ew_step(x, "Equal", X, X, -1) ? ox_where_step(x, ox_ew_step(x, "Equal", X, X, -1),
+                                                                  ox_scalar_of(x, OX_BOOL, "false", 0),
+                                                                  ox_scalar_of(x, OX_BOOL, "false", 0), 0)
+                                                  : NULL;
+    }
+    return y && ox_define_out(x, 0, y);
+}
+
 /* Not, And and Or on runtime bool tensors, written with MCIR's comparison
  * and select: Not a = (a == false), And = where(a, b, false), Or =
  * where(a, true, b). Xor is not_equal (ew_map). */

@@ -692,3 +692,74 @@ bool ox_import_one_hot(ox *x, ox_value **in, int n_in) {
                                 ox_reshape_step(x, off, 0, scalar), 0);
     return y && ox_define_out(x, 0, y);
 }
+
+/* GatherElements(data, indices, axis): out[i] = data[i with its axis
+ * coordinate replaced by indices[i]], as one MCIR gather on the flattened
+ * data: flat[i] = base[i] + idx[i]·stride(axis), base[i] the position of
+ * i in data with that coordinate 0 (a constant). Negative indices count
+ * from the end (where(idx < 0, idx + dim, idx)); a runtime index out of
+ * range is the gather's error on the CPU, as for Gather. */
+bool ox_import_gather_elements(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *D = in[0], *I = in[1];
+    int ax;
+    if (x->failed || !ox_norm_axis(x, ox_attr_int(x, "axis", 0), D->rank, "axis", &ax)) return false;
+    if (I->elem != OX_INT32 && I->elem != OX_INT64)
+        return ox_error(x, "indices '%s' must be int32 or int64, got %s", I->name, ox_elem_name(I->elem));
+    if (I->rank != D->rank || D->rank < 1)
+        return ox_error(x, "indices '%s' has rank %d and data '%s' rank %d: GatherElements needs one rank", I->name,
+                        I->rank, D->name, D->rank);
+    for (int k = 0; k < D->rank; k++)
+        if (k != ax && I->shape[k] > D->shape[k])
+            return ox_error(x, "indices '%s' has %lld in dim %d, data '%s' only %lld", I->name,
+                            (long long)I->shape[k], k, D->name, (long long)D->shape[k]);
+    if (I->numel == 0) return ox_error(x, "empty indices");
+    int64_t st[MCIR_MAX_RANK], dim = D->shape[ax];
+    st[D->rank - 1] = 1;
+    for (int k = D->rank - 2; k >= 0; k--) st[k] = st[k + 1] * D->shape[k + 1];
+    ox_value *base = ox_const_new(x, OX_INT64, I->rank, I->shape);
+    if (!base) return false;
+    base->name = ox_fresh(x, "gather_elements_base");
+    for (int64_t i = 0; i < I->numel; i++) {
+        int64_t rem = i, off = 0;
+        for (int k = I->rank - 1; k >= 0; k--) {
+            int64_t c = rem % I->shape[k];
+            rem /= I->shape[k];
+            if (k != ax) off += c * st[k];
+        }
+        ox_seti(base, i, off);
+    }
+    ox_value *flat;
+    if (I->is_const) {
+        flat = base;   /* the whole flat index, known now */
+        for (int64_t i = 0; i < I->numel; i++) {
+            int64_t v = I->iv[i];
+            if (v < -dim || v >= dim)
+                return ox_error(x, "index %lld is out of range for axis %d of size %lld", (long long)v, ax,
+                                (long long)dim);
+            ox_seti(flat, i, ox_geti(base, i) + (v < 0 ? v + dim : v) * st[ax]);
+        }
+    } else {
+        ox_value *idx = I->elem == OX_INT32 ? ox_cast_step(x, I, MCIR_DTYPE_I64, -1) : I;
+        ox_value *neg = ox_ew_step(x, "Less", idx, ox_scalar_of(x, OX_INT64, "zero", 0), -1);
+        ox_value *wrapped = ox_ew_step(x, "Add", idx, ox_scalar_of(x, OX_INT64, "axis_size", (double)dim), -1);
+        idx = ox_where_step(x, neg, wrapped, idx, -1);
+        flat = ox_ew_step(x, "Add", ox_ew_step(x, "Mul", idx, ox_scalar_of(x, OX_INT64, "stride", (double)st[ax]),
+                                               -1),
+                          base, -1);
+    }
+    int64_t n = D->numel;
+    ox_value *Df = ox_reshape_step(x, D, 1, &n);
+    if (!flat || !Df) return false;
+    if (Df->is_const && flat->is_const) {
+        ox_value *o = ox_fold_gather(x, Df, flat, 0);
+        return o && ox_define_out(x, 0, o);
+    }
+    mcir_dtype dt;
+    if (!ox_value_dtype(x, D, &dt)) return false;
+    mcir_tensor *ins[2] = {ox_runtime(x, Df, dt), ox_runtime(x, flat, MCIR_DTYPE_I64)};
+    if (!ins[0] || !ins[1]) return false;
+    mcir_node *g = ox_emit1(x, MCIR_OP_GATHER, 2, ins, 0);
+    mcir_node_set_int(x->g, g, "axis", 0);
+    return ox_define_rt(x, 0, ox_done(x, g));
+}
