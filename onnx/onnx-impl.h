@@ -210,6 +210,7 @@ bool ox_import_split(ox *x, ox_value **in, int n_in);
 bool ox_import_slice(ox *x, ox_value **in, int n_in);
 bool ox_import_gather(ox *x, ox_value **in, int n_in);
 bool ox_import_gather_elements(ox *x, ox_value **in, int n_in);
+bool ox_import_gather_nd(ox *x, ox_value **in, int n_in);
 bool ox_import_expand(ox *x, ox_value **in, int n_in);
 bool ox_import_pad(ox *x, ox_value **in, int n_in);
 bool ox_import_scatter_nd(ox *x, ox_value **in, int n_in);

@@ -72,6 +72,7 @@ static const struct {
     {"Split", 1, 2, ox_import_split},
     {"Slice", 1, 5, ox_import_slice},
     {"Gather", 2, 2, ox_import_gather}, {"GatherElements", 2, 2, ox_import_gather_elements},
+    {"GatherND", 2, 2, ox_import_gather_nd},
     {"Expand", 2, 2, ox_import_expand},
     {"Conv", 2, 3, ox_import_conv},
     {"MaxPool", 1, 1, ox_import_pool},

@@ -763,3 +763,109 @@ bool ox_import_gather_elements(ox *x, ox_value **in, int n_in) {
     mcir_node_set_int(x->g, g, "axis", 0);
     return ox_define_rt(x, 0, ox_done(x, g));
 }
+
+/* GatherND(data, indices, batch_dims b): indices [.., k] pick data's
+ * [b, b + k) coordinates. One MCIR gather along axis 0 of data reshaped
+ * to [B·M, inner..] (B the batch dims' product, M the picked dims'), its
+ * row index batch·M + Σ_j idx[.., j]·s_j (s_j the picked dims' strides;
+ * negative indices counted from the end), computed from the columns of
+ * runtime indices (slices), or at import time for constant ones. */
+bool ox_import_gather_nd(ox *x, ox_value **in, int n_in) {
+    (void)n_in;
+    ox_value *D = in[0], *I = in[1];
+    int64_t b = ox_attr_int(x, "batch_dims", 0);
+    if (x->failed) return false;
+    if (I->elem != OX_INT32 && I->elem != OX_INT64)
+        return ox_error(x, "indices '%s' must be int32 or int64, got %s", I->name, ox_elem_name(I->elem));
+    if (I->rank < 1 || D->rank < 1) return ox_error(x, "data and indices need rank 1 or more");
+    int q = I->rank, r = D->rank;
+    int64_t k = I->shape[q - 1];
+    if (b < 0 || b >= q || b >= r) return ox_error(x, "batch_dims %lld: data and indices have ranks %d and %d",
+                                                   (long long)b, r, q);
+    if (k < 1 || b + k > r)
+        return ox_error(x, "indices '%s' pick %lld coordinates of data '%s' (rank %d, batch_dims %lld)", I->name,
+                        (long long)k, D->name, r, (long long)b);
+    for (int i = 0; i < b; i++)
+        if (I->shape[i] != D->shape[i])
+            return ox_error(x, "batch dim %d: indices '%s' has %lld, data '%s' %lld", i, I->name,
+                            (long long)I->shape[i], D->name, (long long)D->shape[i]);
+    int out_rank = q - 1 + (int)(r - b - k);
+    if (out_rank > MCIR_MAX_RANK || out_rank < 1) return ox_error(x, "result rank %d is not supported", out_rank);
+    if (I->numel == 0) return ox_error(x, "empty indices");
+    int64_t M = 1, Bn = 1, s[MCIR_MAX_RANK];
+    for (int i = 0; i < b; i++) Bn *= D->shape[i];
+    for (int64_t j = k - 1; j >= 0; j--) {
+        s[j] = M;
+        M *= D->shape[b + j];
+    }
+    int64_t rows_shape[MCIR_MAX_RANK], n_rows = 1;
+    for (int i = 0; i < q - 1; i++) n_rows *= (rows_shape[i] = I->shape[i]);
+    /* the batch part of each row index (0 without batch dims) */
+    ox_value *base = ox_const_new(x, OX_INT64, q - 1 > 0 ? q - 1 : 0, rows_shape);
+    if (!base) return false;
+    base->name = ox_fresh(x, "gather_nd_base");
+    int64_t per_batch = n_rows / (Bn > 0 ? Bn : 1);
+    for (int64_t p = 0; p < n_rows; p++) ox_seti(base, p, b ? (p / per_batch) * M : 0);
+    ox_value *rows;
+    if (I->is_const) {
+        rows = base;
+        for (int64_t p = 0; p < n_rows; p++) {
+            int64_t acc = ox_geti(base, p);
+            for (int64_t j = 0; j < k; j++) {
+                int64_t v = I->iv[p * k + j], dim = D->shape[b + j];
+                if (v < -dim || v >= dim)
+                    return ox_error(x, "index %lld is out of range for dim %lld of size %lld", (long long)v,
+                                    (long long)(b + j), (long long)dim);
+                acc += (v < 0 ? v + dim : v) * s[j];
+            }
+            ox_seti(rows, p, acc);
+        }
+    } else {
+        ox_value *idx = I->elem == OX_INT32 ? ox_cast_step(x, I, MCIR_DTYPE_I64, -1) : I;
+        rows = NULL;
+        int64_t col_shape[MCIR_MAX_RANK];
+        memcpy(col_shape, rows_shape, sizeof(int64_t) * (size_t)(q - 1));
+        for (int64_t j = 0; j < k && idx; j++) {
+            ox_value *c = ox_slice_step(x, idx, q - 1, j, 1, 1);
+            c = ox_reshape_step(x, c, q - 1, col_shape);
+            ox_value *neg = ox_ew_step(x, "Less", c, ox_scalar_of(x, OX_INT64, "zero", 0), -1);
+            ox_value *wrapped = ox_ew_step(x, "Add", c, ox_scalar_of(x, OX_INT64, "dim_size",
+                                                                    (double)D->shape[b + j]), -1);
+            c = ox_where_step(x, neg, wrapped, c, -1);
+            if (s[j] != 1) c = ox_ew_step(x, "Mul", c, ox_scalar_of(x, OX_INT64, "stride", (double)s[j]), -1);
+            rows = rows ? ox_ew_step(x, "Add", rows, c, -1) : c;
+        }
+        if (rows && b) rows = ox_ew_step(x, "Add", rows, base, -1);
+    }
+    int64_t dshape[MCIR_MAX_RANK];
+    int dr = 0;
+    dshape[dr++] = Bn * M;
+    for (int i = (int)(b + k); i < r; i++) dshape[dr++] = D->shape[i];
+    ox_value *Dr = ox_reshape_step(x, D, dr, dshape);
+    if (!rows || !Dr) return false;
+    if (q - 1 == 0) {   /* one index tuple: a rows tensor of one element */
+        int64_t one = 1;
+        rows = ox_reshape_step(x, rows, 1, &one);
+        if (!rows) return false;
+    }
+    int64_t out_shape[MCIR_MAX_RANK];
+    int o = 0;
+    for (int i = 0; i < q - 1; i++) out_shape[o++] = I->shape[i];
+    for (int i = (int)(b + k); i < r; i++) out_shape[o++] = D->shape[i];
+    if (Dr->is_const && rows->is_const) {
+        ox_value *g = ox_fold_gather(x, Dr, rows, 0);
+        ox_value *res = g ? ox_reshape_step(x, g, o, out_shape) : NULL;
+        return res && ox_define_out(x, 0, res);
+    }
+    mcir_dtype dt;
+    if (!ox_value_dtype(x, D, &dt)) return false;
+    mcir_tensor *ins[2] = {ox_runtime(x, Dr, dt), ox_runtime(x, rows, MCIR_DTYPE_I64)};
+    if (!ins[0] || !ins[1]) return false;
+    bool direct = q - 1 > 0;   /* the gather's shape is the result's */
+    mcir_node *g = ox_emit1(x, MCIR_OP_GATHER, 2, ins, direct ? 0 : -1);
+    mcir_node_set_int(x->g, g, "axis", 0);
+    mcir_tensor *t = ox_done(x, g);
+    if (!t) return false;
+    if (direct) return ox_define_rt(x, 0, t);
+    return ox_reshape_to(x, ox_runtime_value(x, t), o, out_shape, 0);
+}

@@ -193,7 +193,7 @@ def gen_models(opsets, only=None):
 # candidates.
 MAPPED = {
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where",
-    "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Erf", "Cos", "Sin", "IsNaN", "IsInf", "GatherElements", "Sqrt", "Reciprocal", "Neg",
+    "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Erf", "Cos", "Sin", "IsNaN", "IsInf", "GatherElements", "GatherND", "Sqrt", "Reciprocal", "Neg",
     "Softmax", "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
     "Transpose", "Reshape", "Flatten", "Split", "Slice", "Concat", "Conv",
     "MaxPool", "AveragePool", "GlobalAveragePool", "Identity", "Dropout",
@@ -223,7 +223,7 @@ RUNTIME_INT_OPS = {
     "Identity": set(), "Flatten": set(), "Reshape": {1}, "Unsqueeze": {1}, "Squeeze": {1},
     "Expand": {1}, "Slice": {1, 2, 3, 4}, "Split": {1},
     "Div": set(), "Mod": set(), "Neg": set(), "BitShift": set(), "BitwiseAnd": set(),
-    "BitwiseOr": set(), "BitwiseXor": set(), "BitwiseNot": set(), "GatherElements": set(),
+    "BitwiseOr": set(), "BitwiseXor": set(), "BitwiseNot": set(), "GatherElements": set(), "GatherND": set(),
 }
 
 # The element types a runtime tensor may have (test inputs and outputs).

@@ -171,7 +171,7 @@ END_TEST
 START_TEST(every_mapped_op_has_backend_tests) {
     static const char *const ops[] = {
         "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "Relu",
-        "Sigmoid", "Tanh", "Exp", "Log", "Erf", "Cos", "Sin", "IsNaN", "IsInf", "GatherElements", "Sqrt", "Reciprocal", "Neg", "Softmax",
+        "Sigmoid", "Tanh", "Exp", "Log", "Erf", "Cos", "Sin", "IsNaN", "IsInf", "GatherElements", "GatherND", "Sqrt", "Reciprocal", "Neg", "Softmax",
         "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "Transpose", "Reshape",
         "Flatten", "Split", "Slice", "Concat", "Conv", "MaxPool", "AveragePool",
         "GlobalAveragePool", "Identity", "Dropout", "Constant", "Gather", "Unsqueeze",
