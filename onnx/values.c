@@ -307,7 +307,8 @@ static mcir_tensor *expand_by_aranges(ox *x, mcir_tensor *src, const int64_t *on
 }
 
 /* A pending Expand is materialised as a mul by ones of the broadcast dims
- * (a weight as small as the broadcast needs). */
+ * (a weight as small as the broadcast needs); an integer one as an add of
+ * zeros, a bool one (an attention mask) as where(src, true, false). */
 static mcir_tensor *materialise_expand(ox *x, ox_value *v) {
     if (v->expanded) return v->expanded;
     mcir_tensor *src = v->t;
@@ -318,19 +319,33 @@ static mcir_tensor *materialise_expand(ox *x, ox_value *v) {
     }
     if (x->probing && mcir_dtype_is_float(src->dtype))
         return v->expanded = expand_by_aranges(x, src, ones_shape, v->rank);
-    ox_value *ones = ox_new_float_const(x, mcir_arena_printf(x->a, "%s_ones", v->name),
+    bool fl = mcir_dtype_is_float(src->dtype), boolean = src->dtype == MCIR_DTYPE_BOOL;
+    ox_value *ones = ox_new_float_const(x, mcir_arena_printf(x->a, "%s_%s", v->name,
+                                                             fl ? "ones" : boolean ? "true" : "zeros"),
                                         src->dtype, v->rank, ones_shape);
     if (!ones) return NULL;
-    for (int64_t i = 0; i < ones->numel; i++) ones->fv[i] = 1.0f;
-    mcir_tensor *ins[2] = {src, ox_weight_of(x, ones, src->dtype)};
+    for (int64_t i = 0; i < ones->numel; i++) {
+        if (fl) ones->fv[i] = 1.0f;
+        else ones->iv[i] = boolean ? 1 : 0;
+    }
+    ox_value *falses = NULL;
+    if (boolean) {
+        falses = ox_new_float_const(x, mcir_arena_printf(x->a, "%s_false", v->name), src->dtype, v->rank,
+                                    ones_shape);
+        if (!falses) return NULL;
+        for (int64_t i = 0; i < falses->numel; i++) falses->iv[i] = 0;
+    }
+    mcir_tensor *ins[3] = {src, ox_weight_of(x, ones, src->dtype),
+                           boolean ? ox_weight_of(x, falses, src->dtype) : NULL};
+    if (!ins[1] || (boolean && !ins[2])) return NULL;
     const char *nm = v->name && !mcir_graph_find_tensor(x->g, v->name)
                          ? v->name
                          : ox_fresh(x, mcir_arena_printf(x->a, "%s_expanded", v->name));
     mcir_tensor *out = mcir_graph_add_tensor(x->g, nm, src->dtype, -1, NULL,
                                              MCIR_TENSOR_INTERMEDIATE);
-    mcir_node *n = mcir_graph_add_node(x->g, MCIR_OP_MUL,
+    mcir_node *n = mcir_graph_add_node(x->g, fl ? MCIR_OP_MUL : boolean ? MCIR_OP_WHERE : MCIR_OP_ADD,
                                        ox_fresh_node_name(x, mcir_arena_printf(x->a, "%s_expand", nm)),
-                                       2, ins, 1, &out);
+                                       boolean ? 3 : 2, ins, 1, &out);
     n->loc = (mcir_loc){x->path, 0, 0};
     if (!ox_infer_now(x, n)) return NULL;
     v->expanded = out;

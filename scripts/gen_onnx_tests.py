@@ -768,6 +768,14 @@ def gen_ops():
         [("x", X4)], [I64("k", 1), I64("ax", 2)])
     add("onehot_runtime", [helper.make_node("OneHot", ["ids", "depth", "vals"], ["y"], axis=1)],
         [("ids", [3, 4], "int64", 16)], [I64("depth", 12), F32("vals", [-0.5, 2.0])])
+    # an Expand of a runtime bool mask read by Where (BERT's attention mask
+    # in torch's dynamo export), and of runtime int ids read by Gather
+    add("expand_bool_mask", [helper.make_node("Expand", ["m", "shp"], ["me"]),
+                             helper.make_node("Where", ["me", "x", "z"], ["y"])],
+        [("m", [1, 1, 6], "bool"), ("x", [5, 6])], [I64("shp", [2, 5, 6]), F32("z", -1.0)])
+    add("expand_int_ids", [helper.make_node("Expand", ["ids", "shp"], ["e"]),
+                           helper.make_node("Gather", ["emb", "e"], ["y"])],
+        [("ids", [1, 4], "int64", 16)], [I64("shp", [3, 4]), F32("emb", crng.standard_normal((16, 5)))])
     dst = os.path.join(OUT, "ops")
     shutil.rmtree(dst, ignore_errors=True)
     os.makedirs(dst)
