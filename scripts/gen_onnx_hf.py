@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Generates tests/data/onnx/models/hf_*_dynamo/: tiny random Hugging Face
+models (python/tests/test_transformers.py's configs: GPT-2, Llama with
+grouped-query attention, BERT) exported by PyTorch's own exporter
+(torch.onnx.export(..., dynamo=True), opset 18, static shapes), with the
+token ids and onnxruntime's output, listed in models/index.json. Run once
+(the tests need no Python):
+
+  venv/bin/python scripts/gen_onnx_hf.py
+Needs torch >= 2.5, transformers, onnx, onnxscript, onnxruntime.
+"""
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+import torch
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+OUT = os.path.join(ROOT, "tests", "data", "onnx", "models")
+sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+
+
+def main():
+    import onnxruntime as ort
+    from test_transformers import IDS, tiny
+    warnings.filterwarnings("ignore")
+    index_path = os.path.join(OUT, "index.json")
+    index = json.load(open(index_path))
+    for name in ("gpt2", "llama", "bert"):
+        m = tiny(name)
+
+        class Logits(torch.nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, ids):
+                return (self.m(ids) if name == "bert" else self.m(ids, use_cache=False))[0]
+        key = "hf_%s_dynamo" % name
+        d = os.path.join(OUT, key)
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "model.onnx")
+        torch.onnx.export(Logits(m).eval(), (IDS,), path, dynamo=True, opset_version=18,
+                          external_data=False)
+        ids = IDS.numpy().astype(np.int64)
+        s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        (y,) = s.run(None, {s.get_inputs()[0].name: ids})
+        with torch.no_grad():
+            ref = Logits(m).eval()(IDS).numpy()
+        err = float(np.abs(y - ref).max() / np.abs(ref).max())
+        assert err < 1e-4, (name, err)
+        np.save(os.path.join(d, "input_0.npy"), ids)
+        np.save(os.path.join(d, "output_0.npy"), y.astype("<f4"))
+        index[key] = {"model": "models/%s/model.onnx" % key, "opset": 18,
+                      "inputs": ["models/%s/input_0.npy" % key],
+                      "outputs": ["models/%s/output_0.npy" % key]}
+        print("%s: %d bytes, onnxruntime vs PyTorch %.2g" % (key, os.path.getsize(path), err))
+    with open(index_path, "w") as f:
+        json.dump(index, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
