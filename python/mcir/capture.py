@@ -774,6 +774,54 @@ def _view(L, args, kw):
     return L.reshape(x, shape)
 
 
+@lowers("as_strided", "as_strided_copy")
+def _as_strided(L, args, kw):
+    """as_strided of a contiguous tensor (and as_strided_, in place): each
+    output element's position in the input, computed now; the identity
+    order is a reshape (timm's pooling head restrides [B, C, 1, 1] to
+    channels-last: the same values), any other one a gather of the
+    flattened input by those positions (a constant)."""
+    import numpy as np
+    x, size, stride = args[0], [int(v) for v in args[1]], [int(v) for v in args[2]]
+    offset = args[3] if len(args) > 3 else kw.get("storage_offset")
+    src = L.n.args[0]
+    meta = getattr(src, "meta", {})
+    val, tm = meta.get("val"), meta.get("tensor_meta")   # torch 2 / torch 1.13's make_fx
+    if val is not None and hasattr(val, "is_contiguous"):
+        contiguous, base = val.is_contiguous(), int(val.storage_offset())
+    elif tm is not None:   # no storage offset recorded: an offset given is read from 0
+        shp, want, acc = list(tm.shape), [], 1
+        for e in reversed(shp):
+            want.insert(0, acc)
+            acc *= e
+        contiguous = all(e == 1 or int(a) == b for e, a, b in zip(shp, tm.stride, want))
+        base = 0
+    else:
+        contiguous = False
+    if not contiguous:
+        L.unsupported("as_strided of a tensor whose layout is not known to be contiguous")
+    if len(size) != len(stride):
+        L.unsupported("as_strided with %d sizes and %d strides" % (len(size), len(stride)))
+    start = (base if offset is None else int(offset)) - base
+    shape, dt = L.out_meta()
+    n = _numel(L.shape(x))
+    pos = np.full(size, start, dtype=np.int64) if size else np.array(start, dtype=np.int64)
+    for k, (e, st) in enumerate(zip(size, stride)):
+        ax = [1] * len(size)
+        ax[k] = e
+        pos = pos + (np.arange(e, dtype=np.int64) * st).reshape(ax)
+    if pos.size and (pos.min() < 0 or pos.max() >= n):
+        L.unsupported("as_strided reaching outside its input (positions %d..%d of %d)" %
+                      (int(pos.min()), int(pos.max()), n))
+    flat = pos.reshape(-1)
+    if np.array_equal(flat, np.arange(flat.size)) and flat.size == n:
+        return L.reshape(x, shape)
+    xs = L.reshape(x, [n], name=L.n.name + ".flat")
+    idx = L.weight(L.n.name + ".positions", "i64", [int(flat.size)], flat)
+    g = L.emit("gather", [xs, idx], [int(flat.size)], dt, {"axis": 0}, name=L.n.name + ".gather")
+    return L.reshape(g, shape)
+
+
 @lowers("expand", "expand_copy", "broadcast_to")
 def _expand(L, args, kw):
     x = args[0]

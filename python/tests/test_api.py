@@ -113,6 +113,32 @@ class Api(unittest.TestCase):
             mcir.capture(Cum().eval(), (torch.randn(2, 3),))
         self.assertIn("aten::sort", str(e.exception))
 
+    def test_as_strided_views(self):
+        """as_strided of a contiguous tensor: a transpose written with it
+        (a gather by the positions), and timm's restride of a pooled
+        [B, C, 1, 1] to channels-last in place (the same values: a reshape)."""
+        class Strided(torch.nn.Module):
+            def forward(self, x):
+                t = torch.as_strided(x * 2, (4, 3), (1, 4))
+                p = x.mean((0,), keepdim=True).reshape(1, 4, 1, 1) + 1
+                p.as_strided_((1, 4, 1, 1), (4, 1, 4, 4))
+                return t, p
+        m = Strided().eval()
+        x = torch.randn(3, 4)
+        g = mcir.capture(m, (x,))
+        ops = [n["op"] for n in g.nodes]
+        self.assertIn("gather", ops)
+        got, want = mcir.compile(g)(x), m(x)
+        self.assertLess(rel_err(got[0], want[0]), 1e-6)
+        self.assertLess(rel_err(got[1], want[1]), 1e-6)
+        class OfAView(torch.nn.Module):
+            def forward(self, x):
+                return torch.as_strided((x + 1).t(), (2, 2), (1, 2))
+        with self.assertRaises(mcir.UnsupportedError) as e:
+            mcir.capture(OfAView().eval(), (torch.randn(3, 4),))
+        self.assertIn("as_strided of a tensor whose layout is not known to be contiguous",
+                      str(e.exception))
+
     def test_cos_sin_of_runtime_values(self):
         """A rotary table computed at run time (positions an input): cos and
         sin as ops, on the CPU and the emulated device."""
