@@ -224,36 +224,50 @@ static int align(int axis, int ro, int rx) {
     return a >= 0 && a < rx ? a : -1;
 }
 
+/* The only consumer of x, or NULL. */
+static mcir_node *only_consumer(tp *t, const mcir_tensor *x, int *slot) {
+    mcir_node *only = NULL;
+    int readers = 0;
+    for (int k = 0; k < t->g->n_nodes; k++) {
+        mcir_node *c = t->g->nodes[k];
+        for (int i = 0; !c->dead && i < c->n_inputs; i++)
+            if (c->inputs[i] == x) {
+                readers++;
+                only = c;
+                *slot = i;
+            }
+    }
+    return readers == 1 && !x->is_output ? only : NULL;
+}
+
+/* The node a product's output y feeds past its bias add (at most two
+ * adds, each y's only reader): that node, *y the tensor it reads; NULL
+ * where y has several readers, is an output, or adds go on. */
+static const mcir_node *past_bias(tp *t, const mcir_tensor **y) {
+    int slot;
+    for (int depth = 0; depth < 3; depth++) {
+        const mcir_node *only = only_consumer(t, *y, &slot);
+        if (!only) return NULL;
+        if (only->op != MCIR_OP_ADD || only->n_outputs != 1) return only;
+        *y = only->outputs[0];
+    }
+    return NULL;
+}
+
 /* Looks past a product's bias add for a split of its last axis into k
  * equal parts (a fused QKV projection): k, or 1. */
 static int qkv_blocks(tp *t, const mcir_node *mm) {
     const mcir_tensor *y = mm->outputs[0];
     if (y->rank + 2 > MCIR_MAX_RANK) return 1;   /* a gather of blocks reorders through rank + 2 */
-    for (int depth = 0; depth < 3; depth++) {
-        const mcir_node *only = NULL;
-        int readers = 0;
-        for (int k = 0; k < t->g->n_nodes; k++) {
-            const mcir_node *c = t->g->nodes[k];
-            for (int i = 0; !c->dead && i < c->n_inputs; i++)
-                if (c->inputs[i] == y) {
-                    readers++;
-                    only = c;
-                }
-        }
-        if (readers != 1 || y->is_output) return 1;
-        if (only->op == MCIR_OP_SPLIT) {
-            int axis;
-            const int64_t *sizes;
-            int k = mcir_node_ints(only, "sizes", &sizes);
-            if (!mcir_norm_axis(mcir_node_int(only, "axis"), y->rank, &axis) || axis != y->rank - 1 || k < 2) return 1;
-            for (int i = 1; i < k; i++)
-                if (sizes[i] != sizes[0]) return 1;
-            return sizes[0] % t->n == 0 ? k : 1;
-        }
-        if (only->op != MCIR_OP_ADD || only->n_outputs != 1) return 1;
-        y = only->outputs[0];
-    }
-    return 1;
+    const mcir_node *only = past_bias(t, &y);
+    if (!only || only->op != MCIR_OP_SPLIT) return 1;
+    int axis;
+    const int64_t *sizes;
+    int k = mcir_node_ints(only, "sizes", &sizes);
+    if (!mcir_norm_axis(mcir_node_int(only, "axis"), y->rank, &axis) || axis != y->rank - 1 || k < 2) return 1;
+    for (int i = 1; i < k; i++)
+        if (sizes[i] != sizes[0]) return 1;
+    return sizes[0] % t->n == 0 ? k : 1;
 }
 
 static bool divides(tp *t, int64_t extent, int blocks) { return extent % ((int64_t)t->n * blocks) == 0; }
@@ -264,30 +278,14 @@ static bool divides(tp *t, int64_t extent, int blocks) { return extent % ((int64
  * back at that reshape: GQA's K and V projections, fewer heads than ranks. */
 static int64_t heads_of(tp *t, const mcir_node *mm) {
     const mcir_tensor *y = mm->outputs[0];
-    for (int depth = 0; depth < 3; depth++) {
-        const mcir_node *only = NULL;
-        int readers = 0;
-        for (int k = 0; k < t->g->n_nodes; k++) {
-            const mcir_node *c = t->g->nodes[k];
-            for (int i = 0; !c->dead && i < c->n_inputs; i++)
-                if (c->inputs[i] == y) {
-                    readers++;
-                    only = c;
-                }
-        }
-        if (readers != 1 || y->is_output) return 0;
-        if (only->op == MCIR_OP_RESHAPE) {
-            const mcir_tensor *z = only->outputs[0];
-            if (z->rank != y->rank + 1 || z->rank < 2) return 0;
-            for (int i = 0; i < y->rank - 1; i++)
-                if (z->shape[i] != y->shape[i]) return 0;
-            int64_t h = z->shape[z->rank - 2], e = z->shape[z->rank - 1];
-            return h * e == y->shape[y->rank - 1] ? h : 0;
-        }
-        if (only->op != MCIR_OP_ADD || only->n_outputs != 1) return 0;
-        y = only->outputs[0];
-    }
-    return 0;
+    const mcir_node *only = past_bias(t, &y);
+    if (!only || only->op != MCIR_OP_RESHAPE) return 0;
+    const mcir_tensor *z = only->outputs[0];
+    if (z->rank != y->rank + 1 || z->rank < 2) return 0;
+    for (int i = 0; i < y->rank - 1; i++)
+        if (z->shape[i] != y->shape[i]) return 0;
+    int64_t h = z->shape[z->rank - 2], e = z->shape[z->rank - 1];
+    return h * e == y->shape[y->rank - 1] ? h : 0;
 }
 
 /* matmul: column-parallel, row-parallel, a split batch, or whole. */
@@ -483,22 +481,6 @@ static void rule_elementwise(tp *t, mcir_node *n) {
 
 /* reshape: a split axis that maps onto one output axis (the same elements
  * before it, the output's extent a multiple of the ranks) stays split. */
-/* The only consumer of x, or NULL. */
-static mcir_node *only_consumer(tp *t, const mcir_tensor *x, int *slot) {
-    mcir_node *only = NULL;
-    int readers = 0;
-    for (int k = 0; k < t->g->n_nodes; k++) {
-        mcir_node *c = t->g->nodes[k];
-        for (int i = 0; !c->dead && i < c->n_inputs; i++)
-            if (c->inputs[i] == x) {
-                readers++;
-                only = c;
-                *slot = i;
-            }
-    }
-    return readers == 1 && !x->is_output ? only : NULL;
-}
-
 /* Grouped-query attention's Q, [.., H, ..] split along the heads, regrouped
  * as [.., Hkv, g, ..] for an attention whose K and V have Hkv heads, fewer
  * than the ranks: the reshape groups the heads as [.., N, H/N, ..] instead
