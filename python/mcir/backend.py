@@ -49,7 +49,7 @@ def reset_stats():
     _STATS.clear()
     _STATS.update({"graphs": 0, "graphs_mcir": 0, "graphs_fallback": 0, "calls_mcir": 0,
                    "calls_fallback": 0, "compiles": 0, "rebinds": 0, "dynamic": 0, "fallbacks": [],
-                   "per_shape": [], "collectives": 0})
+                   "per_shape": [], "collectives": 0, "merged_dims": 0})
 
 
 reset_stats()
@@ -177,6 +177,22 @@ def _symbolic_sizes(gm, example_inputs, weights):
     return axes, ints, lower
 
 
+def _merge_equal(axes, ints, lower, sizes):
+    """The symbols of equal size now made one (the first by name stands
+    for the others), or None when no two are equal."""
+    rep, by_size = {}, {}
+    for k in sorted(sizes, key=lambda k: (len(k), k)):
+        rep[k] = by_size.setdefault(sizes[k], k)
+    if all(rep[k] == k for k in rep):
+        return None
+    axes = {i: {a: rep[k] for a, k in ax.items()} for i, ax in axes.items()}
+    ints = {i: rep[k] for i, k in ints.items()}
+    low = {}
+    for k, v in lower.items():
+        low[rep.get(k, k)] = max(low.get(rep.get(k, k), 1), v)
+    return axes, ints, low
+
+
 class _Runner:
     """Runs one Dynamo graph through mcir: a compiled graph per input
     signature, weights bound to the parameters they came from."""
@@ -191,6 +207,7 @@ class _Runner:
         self.cache = {}   # signature -> (Compiled, bound weights)
         self.fallback = None
         self.symbolic = symbolic          # _symbolic_sizes', or None: concrete shapes
+        self.symbolic0 = symbolic         # the same before compile_dynamic merged any
         self.dynamic_max = dynamic_max
         self.ranges = None                # symbol -> (min, max) of the compilation in cache
 
@@ -208,7 +225,10 @@ class _Runner:
     def in_range(self, args):
         from .dynamic import _sizes_of
         axes, ints, _ = self.symbolic
-        sizes = _sizes_of(args, axes, ints)
+        try:
+            sizes = _sizes_of(args, axes, ints)
+        except ValueError:   # dims merged by compile_dynamic that differ now
+            return False
         return all(self.ranges[k][0] <= v <= self.ranges[k][1] for k, v in sizes.items())
 
     def compile_dynamic(self, args):
@@ -217,18 +237,36 @@ class _Runner:
         from .capture import capture_fx
         from .dynamic import _sizes_of, capture_dynamic
         from .graph import compile as mcir_compile
-        axes, ints, lower = self.symbolic
-        sizes = _sizes_of(args, axes, ints)
-        old = self.ranges or {}
-        ranges = {}
-        for k, v in sizes.items():
-            lo = min(lower.get(k, 1), v)
-            hi = max(self.dynamic_max or 2 * v, v, old.get(k, (0, 0))[1])
-            ranges[k] = (lo, hi)
-        g = capture_dynamic(lambda a: capture_fx(self.gm, a, name="dynamo_graph",
-                                                 weights=self.weights, dynamic=True),
-                            args, axes, ints, ranges)
-        c = mcir_compile(g, ptx=self.gpu)
+        for merge in (False, True):
+            axes, ints, lower = self.symbolic0
+            if merge:
+                merged = _merge_equal(axes, ints, lower, _sizes_of(args, axes, ints))
+                if merged is None:
+                    raise first_error
+                axes, ints, lower = merged
+            sizes = _sizes_of(args, axes, ints)
+            old = self.ranges or {}
+            ranges = {}
+            for k, v in sizes.items():
+                lo = min(lower.get(k, 1), v)
+                hi = max(self.dynamic_max or 2 * v, v, old.get(k, (0, 0))[1])
+                ranges[k] = (lo, hi)
+            g = capture_dynamic(lambda a: capture_fx(self.gm, a, name="dynamo_graph",
+                                                     weights=self.weights, dynamic=True),
+                                args, axes, ints, ranges)
+            try:
+                c = mcir_compile(g, ptx=self.gpu)
+                break
+            except McirError as e:
+                # Dynamo relates no two symbols its fake kernels do not
+                # compare (a KV cache's key and value lengths): where mcir
+                # needs them equal and they are equal now, one dim
+                if merge or "agree only for some values" not in str(e):
+                    raise
+                first_error = e
+        self.symbolic = (axes, ints, lower)
+        if merge:
+            _STATS["merged_dims"] += 1
         self.ranges = ranges
         _STATS["compiles"] += 1
         _STATS["dynamic"] += 1

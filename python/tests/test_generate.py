@@ -1,0 +1,78 @@
+"""model.generate() of Hugging Face decoder models with the forward
+compiled by mcir (torch >= 2 with transformers; tiny random configs, CPU,
+strict mode): the tokens are eager's, greedy and sampled with a fixed seed.
+
+The default (dynamic) KV cache: Dynamo gives the past keys and the past
+values of a layer two unrelated length symbols (its fake kernels never
+compare them); mcir needs them equal in attention, so the backend makes
+symbols that are equal at the first call one dim (mcir.stats()
+"merged_dims"), and decoding compiles for a range of lengths, not per
+token."""
+import os
+import sys
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mcir  # noqa: E402
+
+try:
+    import transformers  # noqa: F401
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    dynamo = hasattr(torch, "compile")
+except ImportError:
+    transformers = None
+    dynamo = False
+
+PROMPT = torch.tensor([[3, 17, 99, 5, 64, 2, 31]])
+
+
+def tiny(name):
+    torch.manual_seed(0)
+    if name == "gpt2":
+        return GPT2LMHeadModel(GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                                          bos_token_id=0, eos_token_id=None)).eval()
+    return LlamaForCausalLM(LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
+                                        num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
+                                        max_position_embeddings=64, eos_token_id=None)).eval()
+
+
+@unittest.skipUnless(transformers is not None and dynamo, "needs transformers and torch.compile")
+class Generate(unittest.TestCase):
+    def generate(self, name, sample, new=12, **kw):
+        m = tiny(name)
+        args = dict(max_new_tokens=new, min_new_tokens=new, pad_token_id=0, do_sample=sample, **kw)
+        with torch.no_grad():
+            torch.manual_seed(1)
+            want = m.generate(PROMPT, **args)
+            torch._dynamo.reset()
+            mcir.reset_stats()
+            m.forward = torch.compile(m.forward, backend="mcir", options={"strict": True})
+            torch.manual_seed(1)
+            got = m.generate(PROMPT, **args)
+        self.assertEqual(want.shape, (1, PROMPT.shape[1] + new))
+        self.assertEqual(got.tolist(), want.tolist())
+        s = mcir.stats()
+        self.assertEqual(s["graphs_fallback"], 0)
+        self.assertEqual(s["calls_mcir"], new)           # every step through mcir
+        return want, s
+
+    def check_dynamic(self, name):
+        toks, s = self.generate(name, sample=True)
+        self.assertGreater(len(set(toks[0, PROMPT.shape[1]:].tolist())), 3)   # varied tokens
+        # the prefill, the first decode step, the decode for a range of
+        # lengths (and once more past twice its first length)
+        self.assertGreaterEqual(s["merged_dims"], 1)
+        self.assertLessEqual(s["compiles"], 4)
+        self.generate(name, sample=False)
+
+    def test_gpt2_dynamic_cache(self):
+        self.check_dynamic("gpt2")
+
+    def test_llama_dynamic_cache(self):
+        self.check_dynamic("llama")
+
+
+if __name__ == "__main__":
+    unittest.main()
