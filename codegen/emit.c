@@ -1034,6 +1034,32 @@ static void emit_gather(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
     emit_fetch(b, t, x, true, "    ");
 }
 
+/* index_copy: element c of Y is U's row h along the axis where I[h] names
+ * c's row (the last such h, as the interpreter's order of writes), else
+ * X's. The thread searches I (all lanes read the same entry: one
+ * broadcast load each); out-of-range indices were reported by the
+ * interpreter's check and match no row here. */
+static void emit_index_copy(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const char *expr) {
+    (void)expr;
+    const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1], *u = n->inputs[2];
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+    emit_coords(b, t, "i");
+    cg_sb_puts(b, "    i64 h_ = -1;\n    for (i64 k_ = 0; k_ < ");
+    cg_sb_extent(b, idx, 0);
+    cg_sb_printf(b, "; k_++) {\n        i64 g_ = v%d(k_, acc, MC_ARGS);\n        if (g_ < 0) g_ += ",
+                 idx->id);
+    cg_sb_extent(b, x, axis);
+    cg_sb_printf(b, ";\n        if (g_ == c%d) h_ = k_;\n    }\n", axis);
+    cg_sb_printf(b, "    %s r_;\n    if (h_ >= 0) {\n", cg_vtype(t->dtype));
+    emit_linear(b, u, "j0", axis, "h_", NULL);
+    emit_fetch(b, t, u, false, "    ");
+    cg_sb_puts(b, "    } else {\n");
+    emit_linear(b, x, "j0", -1, NULL, NULL);
+    emit_fetch(b, t, x, false, "    ");
+    cg_sb_puts(b, "    }\n");
+}
+
 /* argmax / argmin (expr: the comparison that makes a new best) loop over
  * their axis in the thread of the output element; the first NaN wins (a
  * test that integers never pass). */
@@ -1251,6 +1277,7 @@ static const value_emitter value_emitters[MCIR_OP_COUNT] = {
     [MCIR_OP_GREATER_EQUAL] = {emit_binary, "x_ >= y_", "x_ >= y_"},
     [MCIR_OP_WHERE] = {emit_where, NULL, NULL},
     [MCIR_OP_GATHER] = {emit_gather, NULL, NULL},
+    [MCIR_OP_INDEX_COPY] = {emit_index_copy, NULL, NULL},
     [MCIR_OP_ARGMAX] = {emit_argreduce, ">", ">"},
     [MCIR_OP_ARGMIN] = {emit_argreduce, "<", "<"},
     [MCIR_OP_ARANGE] = {emit_arange, NULL, NULL},

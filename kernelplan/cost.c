@@ -120,6 +120,19 @@ static elem_cost chain_cost(const mcir_kernel_plan *k, const mcir_tensor *t,
         c.flops = len * (in.flops + op_cost(n));
         return c;
     }
+    if (n->op == MCIR_OP_INDEX_COPY) {   /* the search of its indices, then a row of U or X */
+        int axis;
+        const mcir_tensor *x = n->inputs[0];
+        if (!mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis) || x->shape[axis] == 0) return c;
+        double len = (double)n->inputs[1]->shape[0], share = len / (double)x->shape[axis];
+        if (share > 1) share = 1;   /* (a repeated index) */
+        elem_cost ix = chain_cost(k, n->inputs[1], anchor_out, depth + 1),
+                  xs = chain_cost(k, x, anchor_out, depth + 1),
+                  us = chain_cost(k, n->inputs[2], anchor_out, depth + 1);
+        c.bytes = len * ix.bytes + share * us.bytes + (1 - share) * xs.bytes;
+        c.flops = len * (ix.flops + op_cost(n)) + share * us.flops + (1 - share) * xs.flops;
+        return c;
+    }
     if (n->op == MCIR_OP_CUMSUM) {   /* its prefix along the axis, (len + 1) / 2 on average */
         int axis;
         const mcir_tensor *x = n->inputs[0];

@@ -703,6 +703,23 @@ static bool rule_gather(mcir_graph *g, mcir_node *n, mcir_diag *d, sym_shape *ou
     return true;
 }
 
+/* index_copy: X's extents; U's must be X's but on the axis, the indices'
+ * length there. */
+static bool rule_index_copy(mcir_graph *g, mcir_node *n, mcir_diag *d, sym_shape *out) {
+    const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1], *u = n->inputs[2];
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+    shape_of(x, &out[0]);
+    for (int i = 0; i < x->rank; i++) {
+        mcir_extent ue = mcir_tensor_extent(u, i);
+        mcir_extent want = i == axis ? mcir_tensor_extent(idx, 0) : out[0].e[i];
+        if (!equal_or_error(g, n, d, &ue, &want,
+                            i == axis ? "the updates' rows and the indices" : "the updates and the input"))
+            return false;
+    }
+    return true;
+}
+
 static bool rule_arange(mcir_graph *g, mcir_node *n, mcir_diag *d, sym_shape *out) {
     const mcir_attr *ae = mcir_node_attr(n, "end");
     out[0].rank = 1;
@@ -763,6 +780,7 @@ static const struct {
     {mcir_infer_gather, rule_gather},       {mcir_infer_argreduce, rule_reduce},
     {mcir_infer_arange, rule_arange},       {mcir_infer_bitwise, rule_elementwise},
     {mcir_infer_cumsum, rule_elementwise},   {mcir_infer_collective, rule_collective},
+    {mcir_infer_index_copy, rule_index_copy},
 };
 
 /* Whether anything of n is symbolic: an input extent or an attribute. */

@@ -384,7 +384,7 @@ typedef struct mcir_attr_spec {
 
 /* Ops on integer and bool tensors (mcir/ops_int.c): casts, comparisons,
  * select, index lookups, arg-reductions, index ranges, remainders, bitwise
- * logic and shifts, cumulative sums. */
+ * logic and shifts, cumulative sums, row updates by index. */
 #define MCIR_INT_OPS(X)                                                    \
     X(CAST, "cast")                                                        \
     X(EQUAL, "equal") X(NOT_EQUAL, "not_equal") X(LESS, "less")            \
@@ -395,7 +395,7 @@ typedef struct mcir_attr_spec {
     X(MOD, "mod") X(BITWISE_AND, "bitwise_and") X(BITWISE_OR, "bitwise_or") \
     X(BITWISE_XOR, "bitwise_xor") X(BITWISE_NOT, "bitwise_not")            \
     X(LEFT_SHIFT, "left_shift") X(RIGHT_SHIFT, "right_shift")              \
-    X(CUMSUM, "cumsum")
+    X(CUMSUM, "cumsum") X(INDEX_COPY, "index_copy")
 
 typedef enum mcir_op {
 #define X(id, name) MCIR_OP_##id,

@@ -74,6 +74,7 @@ static const char *const dtype_names[] = {
 static const mcir_attr_spec cast_attrs[] = {
     {.name = "to", .type = MCIR_ATTR_STRING, .required = true, .choices = dtype_names}};
 static const mcir_attr_spec gather_attrs[] = {DEF_I("axis", 0)};
+static const mcir_attr_spec index_copy_attrs[] = {DEF_I("axis", 0)};
 static const mcir_attr_spec argreduce_attrs[] = {DEF_I("axis", -1), DEF_B("keepdims", false)};
 static const mcir_attr_spec mod_attrs[] = {DEF_B("fmod", false)};
 static const mcir_attr_spec cumsum_attrs[] = {
@@ -216,6 +217,9 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     BITWISE(RIGHT_SHIFT, "right_shift", EW_BINARY),
     [MCIR_OP_CUMSUM] = {"cumsum", 1, 1, 1, PURE | INTS, ATTRS(cumsum_attrs), mcir_infer_cumsum,
                         mcir_ref_CUMSUM, NULL, mcir_typed_CUMSUM},
+    [MCIR_OP_INDEX_COPY] = {"index_copy", 3, 3, 1, PURE | INTS, ATTRS(index_copy_attrs),
+                            mcir_infer_index_copy, NULL, mcir_check_index_copy,
+                            mcir_typed_INDEX_COPY},
 };
 
 const char *mcir_op_name(mcir_op op) {

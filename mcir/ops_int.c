@@ -121,6 +121,38 @@ bool mcir_infer_gather(mcir_graph *g, mcir_node *n, mcir_diag *d) {
     return true;
 }
 
+/* index_copy(X, I, U): X with row I[j] along the axis replaced by U's row
+ * j; I is 1-D, U is X's shape with I's length on the axis. */
+bool mcir_infer_index_copy(mcir_graph *g, mcir_node *n, mcir_diag *d) {
+    (void)g;
+    if (!mcir_infer_check_node(n, d)) return false;
+    const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1], *u = n->inputs[2];
+    int axis;
+    if (!mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis))
+        return node_error(d, n, "axis %lld is out of range for rank %d",
+                          (long long)mcir_node_int(n, "axis"), x->rank);
+    if (!mcir_dtype_is_integer(idx->dtype) || idx->dtype == MCIR_DTYPE_BOOL)
+        return node_error(d, n, "indices '%s' must be i32, i64 or u8, got %s", idx->name,
+                          mcir_dtype_name(idx->dtype));
+    if (idx->rank != 1)
+        return node_error(d, n, "indices '%s' must be 1-D, got rank %d", idx->name, idx->rank);
+    if (u->dtype != x->dtype)
+        return node_error(d, n, "updates '%s' must have the dtype of '%s' (%s), got %s", u->name,
+                          x->name, mcir_dtype_name(x->dtype), mcir_dtype_name(u->dtype));
+    if (u->rank != x->rank)
+        return node_error(d, n, "updates '%s' must have the rank of '%s' (%d), got %d", u->name,
+                          x->name, x->rank, u->rank);
+    for (int i = 0; i < x->rank; i++) {
+        int64_t want = i == axis ? idx->shape[0] : x->shape[i];
+        if (u->shape[i] != want)
+            return node_error(d, n, "updates '%s' have %lld in dim %d where %s %lld", u->name,
+                              (long long)u->shape[i], i,
+                              i == axis ? "the indices give" : "the input has", (long long)want);
+    }
+    set_output(n, x->dtype, x->rank, x->shape);
+    return true;
+}
+
 bool mcir_infer_argreduce(mcir_graph *g, mcir_node *n, mcir_diag *d) {
     (void)g;
     if (!mcir_infer_check_node(n, d)) return false;
@@ -209,6 +241,23 @@ bool mcir_infer_cumsum(mcir_graph *g, mcir_node *n, mcir_diag *d) {
 /* ------------------------------------------------------ run-time checks */
 
 bool mcir_check_gather(const mcir_node *n, const void *const *in, mcir_diag *d) {
+    const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1];
+    const int64_t *ids = in[1];
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+    int64_t dim = x->shape[axis], count = mcir_tensor_numel(idx);
+    for (int64_t i = 0; i < count; i++)
+        if (ids[i] < -dim || ids[i] >= dim)
+            return node_error(d, n, "index %lld (element %lld of '%s') is out of range for axis %d "
+                              "of '%s' (size %lld)",
+                              (long long)ids[i], (long long)i, idx->name, axis, x->name,
+                              (long long)dim);
+    return true;
+}
+
+/* index_copy's indices name rows of X: in [-dim, dim) (negative from
+ * the end, as gather's). */
+bool mcir_check_index_copy(const mcir_node *n, const void *const *in, mcir_diag *d) {
     const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1];
     const int64_t *ids = in[1];
     int axis;
@@ -561,6 +610,29 @@ void mcir_typed_GATHER(const mcir_node *n, const void *const *in, void *const *o
                     mcir_value_type_size(mcir_value_type_of(x->dtype))};
     int64_t rows = outer * c.n_idx;
     mcir_parallel_for(rows, (double)rows * (double)inner, gather_range, &c);
+}
+
+/* ---------------------------------------------------------- index_copy */
+
+/* X copied, then U's rows written over rows I[0], I[1], ... in that order
+ * (a repeated index: the last of its rows wins, as the generated kernel's
+ * search does). */
+void mcir_typed_INDEX_COPY(const mcir_node *n, const void *const *in, void *const *out) {
+    const mcir_tensor *x = n->inputs[0];
+    int axis;
+    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
+    int64_t outer = 1, inner = 1, dim = x->shape[axis], count = mcir_tensor_numel(n->inputs[1]);
+    for (int i = 0; i < axis; i++) outer *= x->shape[i];
+    for (int i = axis + 1; i < x->rank; i++) inner *= x->shape[i];
+    size_t es = mcir_value_type_size(mcir_value_type_of(x->dtype)), row = es * (size_t)inner;
+    const char *xs = in[0], *us = in[2];
+    const int64_t *ids = in[1];
+    char *y = out[0];
+    if (outer * dim * inner > 0) memcpy(y, xs, (size_t)(outer * dim) * row);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < count; k++)
+            memcpy(y + (size_t)(o * dim + gather_index(ids[k], dim)) * row,
+                   us + (size_t)(o * count + k) * row, row);
 }
 
 /* ---------------------------------------------------- argmax / argmin */

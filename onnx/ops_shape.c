@@ -537,44 +537,50 @@ bool ox_import_pad(ox *x, ox_value **in, int n_in) {
     return ox_define_out(x, 0, v);
 }
 
-/* ScatterND with constant indices. Constants fold (every reduction). A
- * runtime `data` keeps its elements through a 0/1 mask and takes the
- * updates from a constant with zeros elsewhere (constant updates) or from
- * a matmul of a one-hot placement matrix with the updates (runtime
- * updates): data·mask + scattered, exact. */
+/* ScatterND. Constants fold (every reduction). Otherwise an index_copy
+ * along the first axis of data seen as [positions, slice...]: the
+ * positions are constants computed here from constant indices (any last
+ * dim q), or runtime indices with q = 1 (a KV cache's update by
+ * cache_position), whose range the interpreter checks at run time. */
 bool ox_import_scatter_nd(ox *x, ox_value **in, int n_in) {
     (void)n_in;
     char rbuf[16];
     const char *red = x->opset >= 16 ? ox_attr_str(x, "reduction", "none", rbuf, sizeof rbuf) : "none";
     if (x->failed) return false;
     ox_value *D = in[0], *I = in[1], *U = in[2];
-    if (!I->is_const || ox_is_float(I->elem))
-        return ox_error(x, "indices '%s' must be integer constants known at import time", I->name);
+    if (ox_is_float(I->elem))
+        return ox_error(x, "indices '%s' must be integers", I->name);
     if (I->rank < 1) return ox_error(x, "indices '%s' must have rank >= 1", I->name);
     int q = (int)I->shape[I->rank - 1];
     if (q < 1 || q > D->rank) return ox_error(x, "indices' last dim %d is out of range", q);
+    if (!I->is_const && q != 1)
+        return ox_error(x, "indices '%s' computed at run time must have a last dim of 1 (a row "
+                        "index), not %d; with constant indices any is supported", I->name, q);
     int64_t n_idx = I->numel / q, slice = 1, prefix = 1;
     for (int k = q; k < D->rank; k++) slice *= D->shape[k];
     for (int k = 0; k < q; k++) prefix *= D->shape[k];
     if (U->numel != n_idx * slice)
         return ox_error(x, "updates '%s' has %lld elements, indices and data need %lld", U->name,
                         (long long)U->numel, (long long)(n_idx * slice));
-    int64_t *pos = mcir_arena_alloc(x->a, sizeof(int64_t) * (size_t)(n_idx ? n_idx : 1));
-    for (int64_t i = 0; i < n_idx; i++) {
-        int64_t p = 0;
-        for (int k = 0; k < q; k++) {
-            int64_t t = I->iv[i * q + k], dim = D->shape[k];
-            if (t < -dim || t >= dim)
-                return ox_error(x, "index %lld is out of range for axis %d of size %lld",
-                                (long long)t, k, (long long)dim);
-            p = p * dim + (t < 0 ? t + dim : t);
-        }
-        pos[i] = p;
-    }
     int rk = !strcmp(red, "none") ? 0 : !strcmp(red, "add") ? 1 : !strcmp(red, "mul") ? 2
              : !strcmp(red, "max") ? 3 : !strcmp(red, "min") ? 4 : -1;
     if (rk < 0) return ox_error(x, "reduction \"%s\" is not supported", red);
-    if (D->is_const && U->is_const) {
+    int64_t *pos = NULL;
+    if (I->is_const) {
+        pos = mcir_arena_alloc(x->a, sizeof(int64_t) * (size_t)(n_idx ? n_idx : 1));
+        for (int64_t i = 0; i < n_idx; i++) {
+            int64_t p = 0;
+            for (int k = 0; k < q; k++) {
+                int64_t t = I->iv[i * q + k], dim = D->shape[k];
+                if (t < -dim || t >= dim)
+                    return ox_error(x, "index %lld is out of range for axis %d of size %lld",
+                                    (long long)t, k, (long long)dim);
+                p = p * dim + (t < 0 ? t + dim : t);
+            }
+            pos[i] = p;
+        }
+    }
+    if (D->is_const && U->is_const && pos) {
         ox_value *o = ox_const_new(x, D->elem, D->rank, D->shape);
         if (!o) return false;
         for (int64_t i = 0; i < D->numel; i++) ox_copy_elem(o, i, D, i);
@@ -595,40 +601,37 @@ bool ox_import_scatter_nd(ox *x, ox_value **in, int n_in) {
         return ox_define_out(x, 0, o);
     }
     if (rk != 0) return ox_error(x, "reduction \"%s\" on runtime tensors is not supported", red);
-    unsigned char *hit = mcir_arena_alloc(x->a, (size_t)prefix);
-    memset(hit, 0, (size_t)prefix);
-    for (int64_t i = 0; i < n_idx; i++) {
-        if (hit[pos[i]]) return ox_error(x, "indices repeat a position (undefined in ONNX)");
-        hit[pos[i]] = 1;
-    }
-    mcir_dtype dt = ox_node_dtype(in, 3);
-    int elem = ox_dtype_elem(dt);
-    int64_t mshape[MCIR_MAX_RANK];
-    for (int k = 0; k < D->rank; k++) mshape[k] = k < q ? D->shape[k] : 1;
-    ox_value *mask = ox_const_new(x, elem, D->rank, mshape);
-    if (!mask) return false;
-    for (int64_t p = 0; p < prefix; p++) ox_set(mask, p, hit[p] ? 0.0 : 1.0);
-    mask->name = ox_fresh(x, "scatter_nd_keep");
-    ox_value *scattered;
-    if (U->is_const) {
-        scattered = ox_const_new(x, elem, D->rank, D->shape);
-        if (!scattered) return false;
-        for (int64_t i = 0; i < n_idx; i++)
-            for (int64_t j = 0; j < slice; j++)
-                ox_set(scattered, pos[i] * slice + j, ox_get(U, i * slice + j));
-        scattered->name = ox_fresh(x, "scatter_nd_updates");
+    ox_value *rows;
+    if (pos) {
+        unsigned char *hit = mcir_arena_alloc(x->a, (size_t)prefix);
+        memset(hit, 0, (size_t)prefix);
+        for (int64_t i = 0; i < n_idx; i++) {
+            if (hit[pos[i]]) return ox_error(x, "indices repeat a position (undefined in ONNX)");
+            hit[pos[i]] = 1;
+        }
+        rows = ox_const_new(x, ox_dtype_elem(MCIR_DTYPE_I64), 1, &n_idx);
+        if (!rows) return false;
+        for (int64_t i = 0; i < n_idx; i++) ox_seti(rows, i, pos[i]);
+        rows->name = ox_fresh(x, "scatter_nd_rows");
     } else {
-        int64_t s2[2] = {n_idx, slice};
-        if (prefix * n_idx > ((int64_t)1 << 24)) return ox_error(x, "too many positions");
-        double *P = mcir_arena_alloc(x->a, sizeof(double) * (size_t)(prefix * n_idx));
-        memset(P, 0, sizeof(double) * (size_t)(prefix * n_idx));
-        for (int64_t i = 0; i < n_idx; i++) P[pos[i] * n_idx + i] = 1;
-        ox_value *u2 = ox_reshape_step(x, U, 2, s2);
-        scattered = ox_axis_matrix(x, u2, 0, P, prefix, n_idx, "scatter_nd_placement", -1);
-        scattered = ox_reshape_step(x, scattered, D->rank, D->shape);
+        rows = ox_reshape_step(x, I, 1, &n_idx);
     }
-    ox_value *y = ox_ew_step(x, "Add", ox_ew_step(x, "Mul", D, mask, -1), scattered, 0);
-    return y && ox_define_out(x, 0, y);
+    int64_t dshape[MCIR_MAX_RANK], ushape[MCIR_MAX_RANK];
+    int r = 0;
+    dshape[r] = prefix, ushape[r++] = n_idx;
+    for (int k = q; k < D->rank; k++, r++) dshape[r] = ushape[r] = D->shape[k];
+    ox_value *D2 = ox_reshape_step(x, D, r, dshape), *U2 = ox_reshape_step(x, U, r, ushape);
+    if (!rows || !D2 || !U2) return false;
+    mcir_dtype dt;
+    if (!ox_value_dtype(x, D, &dt)) return false;
+    mcir_tensor *ins[3] = {ox_runtime(x, D2, dt), ox_runtime(x, rows, MCIR_DTYPE_I64),
+                           ox_runtime(x, U2, dt)};
+    if (!ins[0] || !ins[1] || !ins[2]) return false;
+    mcir_node *nd = ox_emit1(x, MCIR_OP_INDEX_COPY, 3, ins, -1);
+    mcir_node_set_int(x->g, nd, "axis", 0);
+    mcir_tensor *t = ox_done(x, nd);
+    if (!t) return false;
+    return ox_reshape_to(x, ox_runtime_value(x, t), D->rank, D->shape, 0);
 }
 
 /* Trilu: where(mask, x, 0) with the constant triangle mask of the last two

@@ -608,7 +608,7 @@ def gen_bad():
     print("bad, errors, misc written")
 
 
-def gen_ops():
+def gen_ops(only=None):
     """ops/: one small model per case of the decomposed ops (Clip,
     HardSigmoid, HardSwish, LogSoftmax, BatchNormalization, the composite
     reductions, Pad, Resize, Upsample, ConvTranspose, Dropout with ratio 0),
@@ -776,12 +776,23 @@ def gen_ops():
     add("expand_int_ids", [helper.make_node("Expand", ["ids", "shp"], ["e"]),
                            helper.make_node("Gather", ["emb", "e"], ["y"])],
         [("ids", [1, 4], "int64", 16)], [I64("shp", [3, 4]), F32("emb", crng.standard_normal((16, 5)))])
+    # ScatterND by runtime row indices (a KV cache's update at positions
+    # known at run time; distinct rows, one negative), read by an Add
+    add("scatternd_runtime_rows", [helper.make_node("ScatterND", ["x", "i", "u"], ["s"]),
+                                   helper.make_node("Add", ["s", "x"], ["y"])],
+        [("x", [6, 2, 3]), ("i", [3, 1], "int64", 6), ("u", [3, 2, 3])], [], opset=16)
     dst = os.path.join(OUT, "ops")
-    shutil.rmtree(dst, ignore_errors=True)
-    os.makedirs(dst)
     index = {}
+    if only:   # these cases only, the others (and gen_int_ops') kept
+        cases = {k: v for k, v in cases.items() if k in only}
+        with open(os.path.join(dst, "index.json")) as f:
+            index = json.load(f)
+    else:
+        shutil.rmtree(dst, ignore_errors=True)
+        os.makedirs(dst)
     for name, (m, ins) in cases.items():
         d = os.path.join(dst, name)
+        shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         p = os.path.join(d, "model.onnx")
         onnx.save(m, p)
@@ -798,6 +809,8 @@ def gen_ops():
             feeds["ids"] -= 8  # negative indices count from the end
         if name == "batchnorm_runtime_params":
             feeds["v"] = np.abs(feeds["v"]) + 0.5
+        if name == "scatternd_runtime_rows":
+            feeds["i"] = np.array([[4], [-6], [2]], np.int64)
         (y,) = ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(None, feeds)
         files = []
         for i, inp in enumerate(ins):
@@ -926,7 +939,7 @@ def main():
     if a.bad:
         gen_bad()
     if a.ops:
-        gen_ops()
+        gen_ops(a.only)
 
 
 if __name__ == "__main__":

@@ -986,6 +986,42 @@ START_TEST(test_integer_ops_emulated) {
 }
 END_TEST
 
+/* index_copy (a KV cache's update): f32 rows over axis 2 of a [2, 3, 8, 4]
+ * cache with a negative and a repeated index (the last write wins), the
+ * result read by an add; i64 rows over axis 0; f16 over the last axis. */
+static const char INDEX_COPY[] =
+    "{\"mcir\":1,\"name\":\"e_index_copy\",\"inputs\":[{\"name\":\"cache\",\"dtype\":\"f32\",\"shape\":[2,3,8,4]},"
+    "{\"name\":\"new\",\"dtype\":\"f32\",\"shape\":[2,3,3,4]},{\"name\":\"h\",\"dtype\":\"f16\",\"shape\":[5,6]},"
+    "{\"name\":\"hn\",\"dtype\":\"f16\",\"shape\":[5,2]}],"
+    "\"weights\":[{\"name\":\"pos\",\"dtype\":\"i64\",\"shape\":[3],\"value\":[5,-1,5]},"
+    "{\"name\":\"ids\",\"dtype\":\"i64\",\"shape\":[3,2],\"value\":[[1,2],[3,4],[5,6]]},"
+    "{\"name\":\"row\",\"dtype\":\"i32\",\"shape\":[1],\"value\":[1]},"
+    "{\"name\":\"nid\",\"dtype\":\"i64\",\"shape\":[1,2],\"value\":[[-7,70000000000]]},"
+    "{\"name\":\"cols\",\"dtype\":\"u8\",\"shape\":[2],\"value\":[0,4]}],"
+    "\"nodes\":[{\"name\":\"upd\",\"op\":\"index_copy\",\"inputs\":[\"cache\",\"pos\",\"new\"],\"outputs\":[\"c2\"],"
+    "\"attrs\":{\"axis\":2}},"
+    "{\"name\":\"use\",\"op\":\"add\",\"inputs\":[\"c2\",\"cache\"],\"outputs\":[\"s\"]},"
+    "{\"name\":\"upi\",\"op\":\"index_copy\",\"inputs\":[\"ids\",\"row\",\"nid\"],\"outputs\":[\"i2\"]},"
+    "{\"name\":\"uph\",\"op\":\"index_copy\",\"inputs\":[\"h\",\"cols\",\"hn\"],\"outputs\":[\"h2\"],\"attrs\":{\"axis\":-1}}],"
+    "\"outputs\":[\"c2\",\"s\",\"i2\",\"h2\"]}";
+
+START_TEST(test_index_copy_emulated) {
+    int failed = 0;
+    mcir_graph *g = cgt_graph(INDEX_COPY);
+    mcir_plan *p = cgt_plan_naive(g, "sm_90");
+    if (!run_emulated(g, p, NULL, "e_index_copy (a kernel per node)", false)) failed++;
+    mcir_graph_free(g);
+    g = cgt_graph(INDEX_COPY);
+    cgt_kspec ks[] = {{MCIR_TEMPLATE_ELEMENTWISE, NULL, "upd,use"},
+                      {MCIR_TEMPLATE_ELEMENTWISE, NULL, "upi"},
+                      {MCIR_TEMPLATE_ELEMENTWISE, NULL, "uph"}};
+    p = cgt_plan(g, "sm_80", 3, ks);
+    if (!run_emulated(g, p, NULL, "e_index_copy (the update fused into its reader)", false)) failed++;
+    mcir_graph_free(g);
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 /* matmul with NumPy's rank-1 operands (a row vector times a matrix, a
  * matrix times a column vector, a dot product to a scalar, a vector times
  * a batch of matrices, a transposed B, f16 on tensor cores, a fused relu):
@@ -1593,8 +1629,8 @@ END_TEST
 /* The ONNX ops the importer writes out as other MCIR ops (docs/onnx.md):
  * the imported graphs through the pipeline and the emulator, against the
  * interpreter — interpolation and zero-insertion matmuls with a broadcast
- * constant A, reversed slices and concats (Pad), masks and placement
- * matmuls (ScatterND), the clamps and reductions of the others; and the
+ * constant A, reversed slices and concats (Pad), index_copy by constant
+ * positions (ScatterND), the clamps and reductions of the others; and the
  * imported integer and bool graphs (gather, cast, comparisons, where,
  * argmax) with their seeded inputs. */
 /* exact.json through the pipeline: the partitioner's fused integer chains
@@ -1667,6 +1703,7 @@ int main(void) {
     tcase_add_test(tc, test_fused_chains_emulated);
     tcase_add_test(tc, test_trig_emulated);
     tcase_add_test(tc, test_integer_ops_emulated);
+    tcase_add_test(tc, test_index_copy_emulated);
     tcase_add_test(tc, test_rank1_matmuls_emulated);
     tcase_add_test(tc, test_argmax_reduce_emulated);
     tcase_add_test(tc, test_runtime_start_slice_emulated);

@@ -287,6 +287,77 @@ START_TEST(gather_index_out_of_range_is_an_error) {
 }
 END_TEST
 
+/* index_copy (a KV cache's update): rows of the updates over the indexed
+ * rows, along axis 1 of f32 and axis 0 of i64 values past 2^53, a
+ * negative index, a repeated one (its last row wins). */
+static const char *index_copy_graph(char *json, size_t n, const char *rows, const char *extra) {
+    snprintf(json, n,
+             "{\"mcir\":1,\"inputs\":[],\"weights\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[2,4],"
+             "\"value\":[[0,1,2,3],[10,11,12,13]]},"
+             "{\"name\":\"i\",\"dtype\":\"i64\",\"shape\":[3],\"value\":%s},"
+             "{\"name\":\"u\",\"dtype\":\"f32\",\"shape\":[2,3],\"value\":[[-1,-2,-3],[-4,-5,-6]]},"
+             "{\"name\":\"t\",\"dtype\":\"i64\",\"shape\":[3,2],\"value\":[[9007199254740993,1],[2,3],[4,5]]},"
+             "{\"name\":\"j\",\"dtype\":\"i32\",\"shape\":[1],\"value\":[-1]},"
+             "{\"name\":\"r\",\"dtype\":\"i64\",\"shape\":[1,2],\"value\":[[-9007199254740993,7]]}%s],"
+             "\"nodes\":[{\"name\":\"upd\",\"op\":\"index_copy\",\"inputs\":[\"x\",\"i\",\"u\"],\"outputs\":[\"y\"],"
+             "\"attrs\":{\"axis\":1}},"
+             "{\"name\":\"upi\",\"op\":\"index_copy\",\"inputs\":[\"t\",\"j\",\"r\"],\"outputs\":[\"z\"]}],"
+             "\"outputs\":[\"y\",\"z\"]}",
+             rows, extra);
+    return json;
+}
+
+START_TEST(index_copy_writes_rows_by_index) {
+    char json[4096], errs[2048];
+    mcir_graph *g = graph_of(index_copy_graph(json, sizeof json, "[3,-4,3]", ""), errs, sizeof errs);
+    ck_assert_msg(g, "%s", errs);
+    mcir_env *e = run(g, errs, sizeof errs);
+    ck_assert_msg(e, "%s", errs);
+    /* column 3 gets u's column 0, then column 2 (the last write of index 3) */
+    ASSERT_VALUES(value(e, g, "y"), -2, 1, 2, -3, -5, 11, 12, -6);
+    const int64_t *z = mcir_env_get_int(e, mcir_graph_find_tensor(g, "z"));
+    ck_assert(z[0] == 9007199254740993LL && z[1] == 1 && z[2] == 2 && z[3] == 3 &&
+              z[4] == -9007199254740993LL && z[5] == 7);
+    mcir_env_free(e);
+    mcir_graph_free(g);
+    /* an index out of range is a run-time error naming it */
+    g = graph_of(index_copy_graph(json, sizeof json, "[0,4,1]", ""), errs, sizeof errs);
+    ck_assert_msg(g, "%s", errs);
+    ck_assert(run(g, errs, sizeof errs) == NULL);
+    ck_assert_msg(strstr(errs, "node 'upd' (index_copy): index 4 (element 1 of 'i') is out of range "
+                               "for axis 1 of 'x' (size 4)"), "%s", errs);
+    mcir_graph_free(g);
+}
+END_TEST
+
+START_TEST(index_copy_checks_its_operands) {
+    static const struct {
+        const char *node, *want;
+    } bad[] = {
+        {"{\"op\":\"index_copy\",\"inputs\":[\"x\",\"u\",\"u\"],\"outputs\":[\"q\"],\"attrs\":{\"axis\":1}}",
+         "indices 'u' must be i32, i64 or u8, got f32"},
+        {"{\"op\":\"index_copy\",\"inputs\":[\"x\",\"t\",\"u\"],\"outputs\":[\"q\"],\"attrs\":{\"axis\":1}}",
+         "indices 't' must be 1-D, got rank 2"},
+        {"{\"op\":\"index_copy\",\"inputs\":[\"x\",\"i\",\"r\"],\"outputs\":[\"q\"],\"attrs\":{\"axis\":1}}",
+         "updates 'r' must have the dtype of 'x' (f32), got i64"},
+        {"{\"op\":\"index_copy\",\"inputs\":[\"x\",\"i\",\"u\"],\"outputs\":[\"q\"],\"attrs\":{\"axis\":0}}",
+         "updates 'u' have 2 in dim 0 where the indices give 3"},
+        {"{\"op\":\"index_copy\",\"inputs\":[\"x\",\"i\",\"u\"],\"outputs\":[\"q\"],\"attrs\":{\"axis\":2}}",
+         "axis 2 is out of range for rank 2"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char json[4096], errs[2048], extra[512];
+        snprintf(extra, sizeof extra, "],\"nodes\":[%s],\"outputs\":[\"q\"]}", bad[k].node);
+        index_copy_graph(json, sizeof json, "[0,1,2]", "");
+        char *cut = strstr(json, "],\"nodes\"");
+        ck_assert(cut);
+        snprintf(cut, sizeof json - (size_t)(cut - json), "%s", extra);
+        ck_assert_msg(graph_of(json, errs, sizeof errs) == NULL, "%zu accepted", k);
+        ck_assert_msg(strstr(errs, bad[k].want), "%zu: %s", k, errs);
+    }
+}
+END_TEST
+
 START_TEST(argmax_argmin_take_the_first_extreme) {
     char errs[2048];
     mcir_graph *g = graph_of(
@@ -491,6 +562,8 @@ int main(void) {
     tcase_add_test(to, comparisons_and_where_broadcast);
     tcase_add_test(to, gather_takes_rows_and_columns);
     tcase_add_test(to, gather_index_out_of_range_is_an_error);
+    tcase_add_test(to, index_copy_writes_rows_by_index);
+    tcase_add_test(to, index_copy_checks_its_operands);
     tcase_add_test(to, argmax_argmin_take_the_first_extreme);
     tcase_add_test(to, arange_counts_in_steps);
     tcase_add_test(to, seeded_integer_inputs_are_small_indices);
