@@ -17,8 +17,9 @@ if [ "${MCIR_TORCH2:-1}" = 0 ]; then
 fi
 # PyPI's Linux wheels of torch bring their CUDA libraries (about 5 GB
 # installed); the venv is made once per build directory. transformers and
-# accelerate: its tp_plan="auto" (python/tests/test_distributed.py).
-pins=(torch==2.15.0 torchvision==0.29.2 numpy==2.4.6 transformers==5.24.0 accelerate==1.15.0)
+# accelerate: its tp_plan="auto" (python/tests/test_distributed.py); timm:
+# python/tests/test_timm.py.
+pins=(torch==2.15.0 torchvision==0.29.2 numpy==2.4.6 transformers==5.24.0 accelerate==1.15.0 timm==1.0.31)
 venv=$build/venv-torch2
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)

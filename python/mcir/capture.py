@@ -145,6 +145,17 @@ class _Values:
         return self
 
 
+_VIEWS = {"slice", "view", "_unsafe_view", "alias", "reshape", "expand", "select", "unsqueeze",
+          "squeeze", "transpose", "t", "permute", "as_strided", "narrow", "diagonal", "unfold"}
+
+
+class _Fixed:
+    """A value to make an output of, given directly (not by its FX node)."""
+
+    def __init__(self, v):
+        self.v = v
+
+
 def _has_tensor(v):
     import torch
     if isinstance(v, torch.Tensor):
@@ -294,6 +305,9 @@ class _Lowering:
         self.by_tensor = {}        # (data_ptr, shape, stride, dtype) -> weight name
         self.keep = []             # tensors whose data_ptr keys by_tensor
         self.consts = {}           # (value, dtype) -> scalar weight name
+        self.input_of = {}         # placeholder -> index in g.inputs
+        self.mutated = {}          # placeholder -> its value after the in-place ops on it
+        self.updated = {}          # in-place op node -> the node of the tensor it updated
         self.n = None
 
     # ------------------------------------------------------------ helpers
@@ -450,6 +464,7 @@ class _Lowering:
                         shape, dt = self.out_meta()
                         self.env[n] = self.g.input(n.name, dt, shape)
                         self.info[self.env[n]] = (shape, dt)
+                        self.input_of[n] = len(self.g.inputs) - 1
                         self.g.input_args.append(ph)
                 else:
                     self.env[n] = x
@@ -459,6 +474,13 @@ class _Lowering:
                 self.env[n] = self.tensor_weight(n.target, v) if isinstance(v, torch.Tensor) else v
             elif n.op == "output":
                 self.g.output_tree = self.outputs(n.args[0])
+                for ph, y in self.mutated.items():
+                    # an input updated in place (a static KV cache): its new
+                    # value is one more output, which Compiled.__call__
+                    # writes over the caller's tensor
+                    self.n = ph
+                    k = self.outputs(_Fixed(y)).i
+                    self.g.mutations.append((self.input_of[ph], k))
             elif n in self.vals.value and not _has_tensor(self.vals.value[n]):
                 self.env[n] = self.vals.value[n]        # sizes, shape arithmetic
             elif n in self.vals.const and self.dynamic and self.positions(n):
@@ -525,12 +547,16 @@ class _Lowering:
             return type(tree)(self.outputs(x) for x in tree)
         if isinstance(tree, dict):
             return {k: self.outputs(v) for k, v in tree.items()}
-        if not isinstance(tree, torch.fx.Node):
+        if isinstance(tree, _Fixed):
+            v = tree.v
+        elif not isinstance(tree, torch.fx.Node):
             return tree
-        v = self.env[tree]
+        else:
+            v = self.env[tree]
         if not isinstance(v, (str, _Lazy)):
             return v
-        self.n = tree
+        if not isinstance(tree, _Fixed):
+            self.n = tree
         name = self.m(v)
         if name in self.g.outputs or name in self.g.values or \
                 any(i["name"] == name for i in self.g.inputs):
@@ -540,6 +566,29 @@ class _Lowering:
                 self.emit("reshape", [name], shape, dt, {"shape": shape}, name=name + ".out")
         self.g.outputs.append(name)
         return _Out(len(self.g.outputs) - 1)
+
+    def viewed(self, node):
+        """The node whose tensor node is (through views that change nothing:
+        torch 1.13 writes x[:, i] = v as index_put_ on slice(x, 0, 0, max)).
+        An in-place update through another view of a graph input cannot be
+        written back: refused."""
+        import torch.fx
+        v = node
+        while isinstance(v, torch.fx.Node) and v.op == "call_function" and v.args and \
+                isinstance(v.args[0], torch.fx.Node) and _op_name(v) in _VIEWS:
+            base = v.args[0]
+            if self.env.get(v) != self.env.get(base) or not isinstance(self.env.get(v), str):
+                root = base
+                while root in self.updated or (root.op == "call_function" and root.args and
+                                               isinstance(root.args[0], torch.fx.Node)
+                                               and _op_name(root) in _VIEWS):
+                    root = self.updated.get(root, root.args[0])
+                if root in self.input_of:
+                    self.unsupported("an in-place %s of a view (%s) of input %s" %
+                                     (_op_name(self.n), _op_name(v), root.name))
+                return node
+            v = base
+        return v
 
     def args_of(self, n):
         import torch.fx
@@ -567,7 +616,16 @@ class _Lowering:
             # of the mutated tensor read the result
             y = _LOWER[op](self, args, kw)
             if isinstance(n.args[0], torch.fx.Node):
-                self.env[n.args[0]] = y
+                # the tensor updated: the node named, or the tensor an earlier
+                # in-place op (whose result names it here) updated
+                v = self.viewed(n.args[0])
+                root = self.updated.get(v, v)
+                self.updated[n] = root
+                # every node that names the tensor reads the new value
+                for a in [n.args[0], v, root] + [k for k, r in self.updated.items() if r is root]:
+                    self.env[a] = y
+                if root in self.input_of:   # the caller's tensor: written back
+                    self.mutated[root] = y
             return y
         f = _LOWER.get(op)
         if f is None:
@@ -951,6 +1009,74 @@ def _cat(L, args, kw):
     return L.emit("concat", ins, shape, dt, {"axis": dim % len(shape)})
 
 
+@lowers("roll")
+def _roll(L, args, kw):
+    """torch.roll (Swin's shifted windows): per dim, the last `shift`
+    elements moved to the front: a concat of two slices."""
+    shape, dt = L.out_meta()
+    shifts = args[1] if len(args) > 1 else kw.get("shifts")
+    dims = args[2] if len(args) > 2 else kw.get("dims", [])
+    shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    x = L.m(args[0])
+    if not dims:   # over the flattened tensor
+        flat = L.reshape(x, [_numel(shape)], name=L.n.name + ".flat")
+        return L.reshape(_roll_axis(L, flat, [_numel(shape)], 0, shifts[0], dt), shape)
+    if len(shifts) != len(dims):
+        L.unsupported("roll with %d shifts for %d dims" % (len(shifts), len(dims)))
+    for sh, d in zip(shifts, dims):
+        x = _roll_axis(L, x, shape, d % len(shape), sh, dt)
+    return x
+
+
+def _roll_axis(L, x, shape, d, shift, dt):
+    n = shape[d]
+    s = shift % n if n else 0
+    if s == 0:
+        return x
+    head = L.emit("slice", [x], shape[:d] + [s] + shape[d + 1:], dt,
+                  {"axis": d, "start": n - s, "end": n, "step": 1}, name=L.n.name + ".tail")
+    tail = L.emit("slice", [x], shape[:d] + [n - s] + shape[d + 1:], dt,
+                  {"axis": d, "start": 0, "end": n - s, "step": 1}, name=L.n.name + ".head")
+    return L.emit("concat", [head, tail], shape, dt, {"axis": d})
+
+
+@lowers("constant_pad_nd")
+def _constant_pad(L, args, kw):
+    """F.pad with a constant: per dim (from the last), a slice for a
+    negative pad and a concat with a constant block for a positive one."""
+    shape, dt = L.out_meta()
+    pad = list(args[1] if len(args) > 1 else kw.get("pad"))
+    value = args[2] if len(args) > 2 else kw.get("value", 0)
+    value = 0 if value is None else value
+    x = L.m(args[0])
+    s = list(L.shape(x))
+    for j in range(len(pad) // 2):
+        d = len(s) - 1 - j
+        lo, hi = pad[2 * j], pad[2 * j + 1]
+        if lo < 0 or hi < 0:
+            start, end = max(0, -lo), s[d] - max(0, -hi)
+            s2 = s[:d] + [end - start] + s[d + 1:]
+            x = L.emit("slice", [x], s2, dt, {"axis": d, "start": start, "end": end, "step": 1},
+                       name=L.n.name + ".crop")
+            s = s2
+        parts = []
+        for w in (max(0, lo), None, max(0, hi)):
+            if w is None:
+                parts.append(x)
+            elif w > 0:
+                bs = s[:d] + [w] + s[d + 1:]
+                if _numel(bs) > 1 << 20:
+                    L.unsupported("constant_pad_nd adding %d elements" % _numel(bs))
+                parts.append(L.weight(L.n.name + ".fill", dt, bs, np.full(bs, value)))
+        if len(parts) > 1:
+            s = s[:d] + [s[d] + max(0, lo) + max(0, hi)] + s[d + 1:]
+            x = L.emit("concat", parts, s, dt, {"axis": d}, name=L.n.name + ".pad%d" % d)
+    if s != shape:
+        L.unsupported("constant_pad_nd to %s (computed %s)" % (shape, s))
+    return x
+
+
 @lowers("stack")
 def _stack(L, args, kw):
     shape, dt = L.out_meta()
@@ -1255,6 +1381,8 @@ def _index_select(L, args, kw):
 def _index(L, args, kw):
     x, idx = args[0], args[1]
     pos = [i for i, t in enumerate(idx) if t is not None]
+    if len(pos) > 1:
+        return _index_several(L, x, idx, pos)
     if len(pos) != 1:
         L.unsupported("indexing with %d index tensors" % len(pos))
     i = idx[pos[0]]
@@ -1262,6 +1390,117 @@ def _index(L, args, kw):
         L.unsupported("indexing with a boolean mask")
     shape, dt = L.out_meta()
     return L.emit("gather", [L.m(x), L.m(i)], shape, dt, {"axis": pos[0]})
+
+
+@lowers("gather")
+def _gather_elements(L, args, kw):
+    """torch.gather(x, dim, index): out[i] = x[i with index[i] on dim] — a
+    gather from x flattened at index * stride(dim) + the rest of i's
+    offset (a constant of index's shape; RoBERTa's token types)."""
+    x, dim, idx = L.m(args[0]), args[1], L.m(args[2])
+    xs, ishape = L.shape(x), L.shape(idx)
+    shape, dt = L.out_meta()
+    dim %= max(1, len(xs))
+    if len(ishape) != len(xs):
+        L.unsupported("gather with an index of rank %d for rank %d" % (len(ishape), len(xs)))
+    if _numel(ishape) > 1 << 22:
+        L.unsupported("gather with %d indices" % _numel(ishape))
+    strides = [int(np.prod(xs[k + 1:], dtype=np.int64)) for k in range(len(xs))]
+    base = np.zeros(ishape, np.int64)
+    for k in range(len(xs)):
+        if k != dim:
+            r = [1] * len(xs)
+            r[k] = ishape[k]
+            base = base + (np.arange(ishape[k], dtype=np.int64) * strides[k]).reshape(r)
+    i64 = L.operand(idx, "i64")
+    if strides[dim] != 1:
+        i64 = L.emit("mul", [i64, L.const(strides[dim], "i64")], ishape, "i64", name=L.n.name + ".row")
+    if base.any():
+        i64 = L.emit("add", [i64, L.weight(L.n.name + ".offsets", "i64", ishape, base)], ishape,
+                     "i64", name=L.n.name + ".flat_index")
+    flat = L.reshape(x, [_numel(xs)], name=L.n.name + ".flat")
+    return L.emit("gather", [flat, i64], shape, dt, {"axis": 0})
+
+
+def _rows_index(L, i):
+    """An index tensor of index_copy / index_put as mcir's 1-D one."""
+    i = L.m(i)
+    if L.dtype(i) == "bool":
+        L.unsupported("an in-place update by a boolean mask")
+    s = L.shape(i)
+    if len(s) == 0:
+        return L.reshape(i, [1], name=L.n.name + ".index")
+    if len(s) != 1:
+        L.unsupported("an in-place update by a %d-D index tensor" % len(s))
+    return i
+
+
+def _index_several(L, x, idx, pos):
+    """x[i0, i1] with index tensors on adjacent dims (CLIP's pooled token:
+    h[arange(B), ids.argmax(-1)]): one gather over those dims merged, at
+    the flat index sum(i_k mod size_k * stride_k) (broadcast)."""
+    x = L.m(x)
+    xs = L.shape(x)
+    if pos != list(range(pos[0], pos[-1] + 1)):
+        L.unsupported("indexing with index tensors on dims %s that are not adjacent" % pos)
+    shape, dt = L.out_meta()
+    ins = [L.m(idx[p]) for p in pos]
+    if any(L.dtype(i) == "bool" for i in ins):
+        L.unsupported("indexing with a boolean mask")
+    bshape = list(np.broadcast_shapes(*[tuple(L.shape(i)) for i in ins]))
+    flat = None
+    stride = 1
+    for p, i in reversed(list(zip(pos, ins))):
+        i = L.operand(i, "i64")
+        s = L.shape(i)
+        i = L.emit("mod", [i, L.const(xs[p], "i64")], s, "i64", name=L.n.name + ".wrap")
+        if stride != 1:
+            i = L.emit("mul", [i, L.const(stride, "i64")], s, "i64", name=L.n.name + ".stride")
+        flat = i if flat is None else L.emit("add", [flat, i], list(np.broadcast_shapes(
+            tuple(L.shape(flat)), tuple(s))), "i64", name=L.n.name + ".flat_index")
+        stride *= xs[p]
+    if L.shape(flat) != bshape:
+        L.unsupported("indexing whose index tensors broadcast to %s" % bshape)
+    merged = L.reshape(x, xs[:pos[0]] + [stride] + xs[pos[-1] + 1:], name=L.n.name + ".merged")
+    return L.emit("gather", [merged, flat], shape, dt, {"axis": pos[0]})
+
+
+@lowers("index_copy")
+def _index_copy(L, args, kw):
+    """x.index_copy(dim, index, source) (in place: a KV cache's update,
+    transformers' StaticCache): mcir's index_copy."""
+    x, dim, idx, src = args[0], args[1], args[2], args[3]
+    shape, dt = L.out_meta()
+    dim %= max(1, len(shape))
+    i = _rows_index(L, idx)
+    s = L.m(src)
+    want = shape[:dim] + [L.shape(i)[0]] + shape[dim + 1:]
+    if L.shape(s) != want:
+        s = L.reshape(s, want, name=L.n.name + ".rows")
+    return L.emit("index_copy", [L.m(x), i, L.operand(s, dt)], shape, dt, {"axis": dim})
+
+
+@lowers("index_put")
+def _index_put(L, args, kw):
+    """x[..., idx, ...] = values with one 1-D index tensor (the others
+    whole axes): index_copy along its axis. Accumulating, several index
+    tensors or a boolean mask: refused."""
+    x, idx, vals = args[0], args[1], args[2]
+    acc = args[3] if len(args) > 3 else kw.get("accumulate", False)
+    if acc:
+        L.unsupported("index_put with accumulate=True")
+    pos = [k for k, t in enumerate(idx) if t is not None]
+    if len(pos) != 1:
+        L.unsupported("index_put with %d index tensors" % len(pos))
+    shape, dt = L.out_meta()
+    dim = pos[0]
+    i = _rows_index(L, idx[dim])
+    want = shape[:dim] + [L.shape(i)[0]] + shape[dim + 1:]
+    v = L.operand(vals, dt) if not isinstance(vals, (int, float)) else None
+    if v is None or L.shape(v) != want:
+        L.unsupported("index_put whose values (%s) are not the indexed rows' shape %s" %
+                      ("a number" if v is None else L.shape(v), want))
+    return L.emit("index_copy", [L.m(x), i, v], shape, dt, {"axis": dim})
 
 
 @lowers("cumsum")
@@ -1400,9 +1639,21 @@ def _convolution(L, args, kw):
     x, w, b, stride, pad, dil, transposed, _, groups = args[:9]
     if transposed:
         L.unsupported("transposed convolution")
-    if len(L.shape(L.m(x))) != 4:
-        L.unsupported("a %d-D convolution (mcir has conv2d)" % (len(L.shape(L.m(x))) - 2))
     shape, dt = L.out_meta()
+    if len(L.shape(L.m(x))) == 3:
+        # 1-D (Whisper's stem): a conv2d of height 1
+        one = lambda v: list(v)[0] if isinstance(v, (list, tuple)) else v  # noqa: E731
+        xs, ws = L.shape(L.m(x)), L.shape(L.m(w))
+        x2 = L.reshape(L.m(x), xs[:2] + [1, xs[2]], name=L.n.name + ".x2d")
+        w2 = L.reshape(L.m(w), ws[:2] + [1, ws[2]], name=L.n.name + ".w2d")
+        ins = [x2, w2] + ([L.m(b)] if b is not None else [])
+        p = one(pad)
+        y = L.emit("conv2d", ins, shape[:2] + [1, shape[2]], dt, {
+            "strides": [1, one(stride)], "pads": [0, p, 0, p], "dilations": [1, one(dil)],
+            "groups": groups}, name=L.n.name + ".2d")
+        return L.reshape(y, shape)
+    if len(L.shape(L.m(x))) != 4:
+        L.unsupported("a %d-D convolution (mcir has conv1d and conv2d)" % (len(L.shape(L.m(x))) - 2))
     ins = [L.m(x), L.m(w)] + ([L.m(b)] if b is not None else [])
     pad = _pair(pad)
     return L.emit("conv2d", ins, shape, dt, {
@@ -1417,15 +1668,20 @@ def _pool(L, args, kw):
     k = _pair(b["kernel_size"])
     st = _pair(b["stride"]) if b.get("stride") else k
     p = _pair(b.get("padding") or 0)
+    shape, dt = L.out_meta(0 if op == "max_pool2d_with_indices" else None)
     if b.get("ceil_mode"):
-        L.unsupported("%s with ceil_mode" % op)
+        # the same windows where the sizes divide (timm's ResNet-D shortcut)
+        d = _pair(b.get("dilation") or 1) if op != "avg_pool2d" else [1, 1]
+        xs = L.shape(L.m(b["self"]))
+        floor = [(xs[2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(2)]
+        if floor != shape[2:]:
+            L.unsupported("%s with ceil_mode (its last window is partial here)" % op)
     if op != "avg_pool2d" and _pair(b.get("dilation") or 1) != [1, 1]:
         L.unsupported("%s with dilation" % op)
     if op == "avg_pool2d" and (not b.get("count_include_pad", True) is False) and p != [0, 0]:
         L.unsupported("avg_pool2d counting padding (count_include_pad=True with padding)")
     if op == "avg_pool2d" and b.get("divisor_override"):
         L.unsupported("avg_pool2d with divisor_override")
-    shape, dt = L.out_meta(0 if op == "max_pool2d_with_indices" else None)
     y = L.emit("avg_pool2d" if op == "avg_pool2d" else "max_pool2d", [L.m(b["self"])], shape,
                dt, {"kernel": k, "strides": st, "pads": [p[0], p[1], p[0], p[1]]})
     return [y, _UNUSED] if op == "max_pool2d_with_indices" else y
@@ -1741,7 +1997,9 @@ def capture(module, example_inputs, name=None, mode="aten", dynamic_shapes=None,
         module_for = (module, module)
     if not isinstance(example_inputs, (list, tuple)):
         example_inputs = (example_inputs,)
-    example_inputs = tuple(example_inputs)
+    import torch
+    # the trace runs the module: inputs it updates in place are copies
+    example_inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in example_inputs)
     _check_inference(module, example_inputs)
     name = name or type(module).__name__
     if dynamic_shapes is not None:
@@ -1864,7 +2122,11 @@ def capture_fx(gm, example_inputs, name="fx_graph", weights=(), dynamic=False):
     parameters or buffers, bound as weights of the graph (their values at
     capture) instead of inputs. dynamic: a capture that dynamic.py compares
     with others (positions and causal masks as nodes, not constants)."""
-    example_inputs = tuple(example_inputs)
+    import torch
+    # the trace runs the graph: inputs it updates in place are copies
+    example_inputs = tuple(x.clone() if isinstance(x, torch.Tensor) and i not in weights and
+                           type(x).__name__ not in ("FakeTensor", "FunctionalTensor") else x
+                           for i, x in enumerate(example_inputs))
     aten = to_aten(gm, example_inputs)
     with _no_grad():
         return _Lowering(aten, name, weights, dynamic).run(example_inputs)

@@ -12,6 +12,12 @@ _NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i64": np.
 _INT = ("i64", "i32", "u8", "bool")
 
 
+def _contiguous(a, dtype=None):
+    """a as a C-order array (0-d stays 0-d: np.ascontiguousarray makes it 1-d)."""
+    a = np.asarray(a, dtype=dtype)
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
 def storage(values, dtype):
     """values (anything numpy takes, or a torch tensor) as a C-order numpy
     array in mcir's storage dtype (bf16: the upper 16 bits of f32, rounded
@@ -22,20 +28,20 @@ def storage(values, dtype):
             import torch
             tt = {"i64": torch.int64, "i32": torch.int32, "u8": torch.uint8,
                   "bool": torch.bool}[dtype]
-            return np.ascontiguousarray(t.to(tt).numpy())
+            return _contiguous(t.to(tt).numpy())
         if dtype == "bf16":
             import torch
-            return np.ascontiguousarray(t.to(torch.bfloat16).view(torch.int16).numpy()
+            return _contiguous(t.to(torch.bfloat16).view(torch.int16).numpy()
                                         .view(np.uint16))
         values = t.float().numpy() if dtype != "f16" else t.half().numpy()
     a = np.asarray(values)
     if dtype == "bf16":
         if a.dtype == np.uint16:
-            return np.ascontiguousarray(a)
-        u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+            return _contiguous(a)
+        u = _contiguous(a, dtype=np.float32).view(np.uint32)
         rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
         return rounded.astype(np.uint16)
-    return np.ascontiguousarray(a, dtype=_NP_DTYPE[dtype])
+    return _contiguous(a, dtype=_NP_DTYPE[dtype])
 
 
 def from_storage(a, dtype):
@@ -65,6 +71,18 @@ def _rebuild(tree, results):
     return tree
 
 
+def _write_back(g, inputs, results):
+    """The model's in-place updates of its inputs (a static KV cache's
+    index_copy_), computed as outputs, written over the caller's tensors."""
+    for i, k in g.mutations:
+        x = inputs[i]
+        if hasattr(x, "copy_"):
+            import torch
+            x.copy_(torch.as_tensor(results[k]).to(x.device))
+        elif isinstance(x, np.ndarray) and x.flags.writeable:
+            np.copyto(x, np.asarray(results[k]).astype(x.dtype, copy=False))
+
+
 class Graph:
     """A graph being built: inputs, weights (with in-memory values), nodes,
     outputs. `to_json()` is graph.json text; weights' values travel apart."""
@@ -82,6 +100,7 @@ class Graph:
         self.keep = []            # torch tensors the weights' values view
         self.ranks = 1            # graph.json "ranks"
         self.group = None         # capture of torch.distributed collectives: (rank, process group)
+        self.mutations = []       # (input index, output index): an input the model updates in place
         self._names = set()
 
     def fresh(self, base):
@@ -270,6 +289,7 @@ class Compiled:
         if want_torch:
             import torch
             results = [torch.from_numpy(r) for r in results]
+        _write_back(g, inputs, results)
         if g.output_tree is not None:
             return _rebuild(g.output_tree, results)
         return results[0] if len(results) == 1 else tuple(results)
@@ -311,6 +331,7 @@ class Compiled:
                                     in_ptrs, in_bytes, out_ptrs, out_bytes)
         if st != 0:
             raise _lib.McirError(L.mcir_capi_errors(self._h).decode())
+        _write_back(g, inputs, outs)
         if g.output_tree is not None:
             return _rebuild(g.output_tree, outs)
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -139,6 +139,61 @@ class Api(unittest.TestCase):
         self.assertIn("as_strided of a tensor whose layout is not known to be contiguous",
                       str(e.exception))
 
+    def test_model_zoo_data_movement(self):
+        """The ops timm's and transformers' models bring: constant padding
+        (positive, negative, a value), roll (on dims and flattened),
+        torch.gather along a middle dim, indexing by two index tensors
+        (broadcast, negative), a 1-D convolution (stride, padding,
+        dilation, groups), index_copy_ and index_put_ on an input (written
+        back), average pooling with ceil_mode where the windows divide."""
+        class Zoo(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv1d(4, 6, 3, stride=2, padding=2, dilation=2, groups=2)
+                self.pool = torch.nn.AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False)
+
+            def forward(self, x, ids, cache, pos):
+                a = torch.nn.functional.pad(x, (1, -1, 2, 0), value=0.5)
+                b = torch.roll(x, shifts=(1, -2), dims=(1, 2)) + torch.roll(x, 3)
+                c = torch.gather(x, 1, ids)
+                d = x[torch.tensor([[1], [-1]]), torch.tensor([0, 2, -1])]
+                e = self.conv(x.reshape(2, 4, 6))
+                f = self.pool(x.reshape(1, 2, 4, 6))
+                cache.index_copy_(1, pos, x[:, :2])
+                cache[:, pos + 2] = x[:, 2:] * 2
+                return a, b, c, d, e, f, cache * 1
+        m = Zoo().eval()
+        torch.manual_seed(3)
+        x = torch.randn(2, 4, 6)
+        ids = torch.tensor([[[3, 0, 1, 2, 3, 0]], [[1, 1, 2, 0, 3, 2]]])
+        cache = torch.randn(2, 7, 6)
+        pos = torch.tensor([4, 0])
+        mine = cache.clone()
+        g = mcir.capture(m, (x, ids, mine, pos))
+        self.assertTrue(torch.equal(mine, cache))        # the trace ran on copies
+        want = m(x, ids, cache, pos)
+        got = mcir.compile(g)(x, ids, mine, pos)
+        for k, (u, v) in enumerate(zip(got, want)):
+            self.assertEqual(tuple(u.shape), tuple(v.shape), k)
+            self.assertLess(rel_err(u, v), 1e-5, k)
+        self.assertTrue(torch.allclose(mine, cache))     # the updates written back
+        self.assertEqual(sum(n["op"] == "index_copy" for n in g.nodes), 2)
+
+        class ViewUpdate(torch.nn.Module):
+            def forward(self, x):
+                x[:, 1].mul_(2)
+                return x + 1
+        with self.assertRaises(mcir.UnsupportedError) as e:
+            mcir.capture(ViewUpdate().eval(), (torch.randn(3, 4),))
+        self.assertIn("an in-place mul_ of a view (select) of input", str(e.exception))
+
+        class Partial(torch.nn.Module):
+            def forward(self, x):
+                return torch.nn.functional.avg_pool2d(x, 2, 2, ceil_mode=True)
+        with self.assertRaises(mcir.UnsupportedError) as e:
+            mcir.capture(Partial().eval(), (torch.randn(1, 2, 5, 4),))
+        self.assertIn("avg_pool2d with ceil_mode (its last window is partial here)", str(e.exception))
+
     def test_cos_sin_of_runtime_values(self):
         """A rotary table computed at run time (positions an input): cos and
         sin as ops, on the CPU and the emulated device."""

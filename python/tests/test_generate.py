@@ -7,7 +7,12 @@ values of a layer two unrelated length symbols (its fake kernels never
 compare them); mcir needs them equal in attention, so the backend makes
 symbols that are equal at the first call one dim (mcir.stats()
 "merged_dims"), and decoding compiles for a range of lengths, not per
-token."""
+token.
+
+The static cache (cache_implementation="static"): its buffers are updated
+in place by index_copy_, which the capture takes as mcir's index_copy and
+an extra output written back over the caller's tensor; prefill and decode
+compile once each over 32 new tokens."""
 import os
 import sys
 import unittest
@@ -72,6 +77,22 @@ class Generate(unittest.TestCase):
 
     def test_llama_dynamic_cache(self):
         self.check_dynamic("llama")
+
+    def check_static(self, name):
+        # the cache's buffers are updated in place (index_copy_) and written
+        # back to the caller's tensors: one compile for the prefill, one for
+        # every decode step
+        toks, s = self.generate(name, sample=True, new=32, cache_implementation="static")
+        self.assertGreater(len(set(toks[0, PROMPT.shape[1]:].tolist())), 3)
+        self.assertEqual(s["compiles"], 2)
+        self.assertEqual(s["graphs"], 2)
+        self.generate(name, sample=False, cache_implementation="static")
+
+    def test_gpt2_static_cache(self):
+        self.check_static("gpt2")
+
+    def test_llama_static_cache(self):
+        self.check_static("llama")
 
 
 if __name__ == "__main__":

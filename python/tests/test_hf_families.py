@@ -5,8 +5,9 @@ encoder, and the whole encoder-decoder forward with decoder ids), Whisper's
 encoder, ViT, CLIP's text and vision towers. Each is captured
 (mcir.capture + mcir.compile, its output the model's own ModelOutput class)
 and, on torch >= 2.0, run by torch.compile(backend="mcir") in strict mode,
-both within 1e-4 of eager. A family mcir does not take yet keeps its test,
-skipped with the op and the model's line that stop it."""
+both within 1e-4 of eager. RoBERTa brings torch.gather (its token types),
+Whisper a 1-D convolution, CLIP's text tower indexing by two index
+tensors (the pooled token)."""
 import os
 import sys
 import unittest
@@ -136,9 +137,6 @@ class HFFamilies(unittest.TestCase):
     def test_phi(self):
         self.check("phi")
 
-    @unittest.skip("mcir: aten::gather is not supported (transformers roberta/modeling_roberta.py "
-                   "line 105, RobertaEmbeddings.forward without token_type_ids: "
-                   "torch.gather(buffered_token_type_ids, dim=1, index=position_ids))")
     def test_roberta(self):
         self.check("roberta")
 
@@ -153,18 +151,12 @@ class HFFamilies(unittest.TestCase):
             want = m(IDS, dec)
         self.assertLess(err(c(IDS, dec)["logits"], want["logits"]), 1e-4)
 
-    @unittest.skip("mcir: convolution: a 1-D convolution (mcir has conv2d) is not supported "
-                   "(transformers whisper/modeling_whisper.py line 617, WhisperEncoder.forward: "
-                   "nn.functional.gelu(self.conv1(input_features)))")
     def test_whisper_encoder(self):
         self.check("whisper_encoder")
 
     def test_vit(self):
         self.check("vit")
 
-    @unittest.skip("mcir: aten::index with 2 index tensors is not supported (transformers "
-                   "clip/modeling_clip.py line 558, CLIPTextTransformer.forward: the pooled token, "
-                   "last_hidden_state[torch.arange(batch), input_ids.argmax(-1)])")
     def test_clip_text(self):
         self.check("clip_text")
 

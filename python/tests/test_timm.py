@@ -3,8 +3,8 @@ inputs; CPU; skipped without timm): ResNet-18, ConvNeXt-atto,
 EfficientNet-B0, MobileNetV3-small, DeiT-tiny (2 blocks), a small Swin
 (shifted windows) and ResNet-10t. Each is captured (mcir.capture +
 mcir.compile) and, on torch >= 2.0, run by torch.compile(backend="mcir") in
-strict mode, both within 1e-4 of eager. A model mcir does not take yet keeps
-its test, skipped with the op and the model's line that stop it."""
+strict mode, both within 1e-4 of eager. Swin brings roll and padding;
+ResNet-10t an average pool with ceil_mode over even sizes."""
 import os
 import sys
 import unittest
@@ -54,10 +54,6 @@ class Timm(unittest.TestCase):
     def test_resnet18(self):
         self.check("resnet18")
 
-    @unittest.skip("mcir: avg_pool2d with ceil_mode is not supported (timm resnet.py line 162, "
-                   "BasicBlock.forward: shortcut = self.downsample(shortcut), the avg-down "
-                   "shortcut's AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False) of "
-                   "downsample_avg, line 339; even sizes here, so ceil_mode changes nothing)")
     def test_resnet10t(self):
         self.check("resnet10t")
 
@@ -73,10 +69,6 @@ class Timm(unittest.TestCase):
     def test_deit_tiny(self):
         self.check("deit_tiny_patch16_224", img_size=64, depth=2)
 
-    @unittest.skip("mcir: aten::constant_pad_nd is not supported (timm swin_transformer.py "
-                   "line 567, SwinTransformerBlock._attn: torch.nn.functional.pad(shifted_x, "
-                   "(0, 0, 0, pad_w, 0, pad_h)), all zero here); next aten::roll (line 560, the "
-                   "shifted windows: torch.roll(x, shifts=..., dims=(1, 2)))")
     def test_swin(self):
         # 64 / patch 4 = 16, windows of 4: no padding; the second block of a
         # stage shifts its windows
