@@ -1239,7 +1239,9 @@ static void emit_concat(cg_sb *b, const mcir_node *n, const mcir_tensor *t, cons
  * a float division as x * (1/y) (2 ulp; |y| beyond 2^126 gives 0, a
  * denormal y inf: flushed as on the GPU), reciprocal and rsqrt (1 and 2
  * ulp). tanhf, erff and logf are CUDA's own MUFU-based sequences (no
- * division). Integers stay exact (mc_idiv). */
+ * division); cos and sin are mc_cos / mc_sin (prelude.cuh: CUDA's cosf and
+ * sinf keep a local array past |x| = 105615, a stack frame in every kernel
+ * that calls them). Integers stay exact (mc_idiv). */
 static const value_emitter value_emitters[MCIR_OP_COUNT] = {
     [MCIR_OP_ADD] = {emit_binary, "x_ + y_", "mc_iadd(x_, y_)"},
     [MCIR_OP_SUB] = {emit_binary, "x_ - y_", "mc_isub(x_, y_)"},
@@ -1255,8 +1257,8 @@ static const value_emitter value_emitters[MCIR_OP_COUNT] = {
     [MCIR_OP_EXP] = {emit_unary, "mc_exp2(x_ * MC_L2E)", NULL},
     [MCIR_OP_LOG] = {emit_unary, "logf(x_)", NULL},
     [MCIR_OP_ERF] = {emit_unary, "erff(x_)", NULL},
-    [MCIR_OP_COS] = {emit_unary, "cosf(x_)", NULL},
-    [MCIR_OP_SIN] = {emit_unary, "sinf(x_)", NULL},
+    [MCIR_OP_COS] = {emit_unary, "mc_cos(x_)", NULL},
+    [MCIR_OP_SIN] = {emit_unary, "mc_sin(x_)", NULL},
     [MCIR_OP_SQRT] = {emit_unary, "sqrtf(x_)", NULL},
     [MCIR_OP_RSQRT] = {emit_unary, "mc_rsqrt(x_)", NULL},
     [MCIR_OP_NEG] = {emit_unary, "-x_", "mc_ineg(x_)"},

@@ -882,8 +882,27 @@ END_TEST
 /* cos and sin (a rotary table computed at run time: positions times
  * frequencies) in one elementwise kernel, f32 and f16, against the
  * interpreter. */
+/* cos and sin (mc_cos / mc_sin, prelude.cuh) over the whole float range:
+ * the rotary chain at angles up to ~200 (Cody-Waite reduction), and the
+ * seeded values scaled past 105615 (Payne-Hanek in registers) up to
+ * ~1e37, each against the interpreter's libm (2 ulp apart at most). */
 START_TEST(test_trig_emulated) {
     int failed = 0;
+    static const char *const scales[] = {"3.0e5", "7.0e11", "2.5e23", "1.0e37"};
+    for (int k = 0; k < 4; k++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"mcir\":1,\"name\":\"e_trig_large%d\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[512]}],"
+                 "\"nodes\":[{\"name\":\"big\",\"op\":\"scale\",\"inputs\":[\"x\"],\"outputs\":[\"b\"],\"attrs\":{\"value\":%s}},"
+                 "{\"name\":\"c\",\"op\":\"cos\",\"inputs\":[\"b\"],\"outputs\":[\"co\"]},"
+                 "{\"name\":\"s\",\"op\":\"sin\",\"inputs\":[\"b\"],\"outputs\":[\"si\"]}],"
+                 "\"outputs\":[\"co\",\"si\"]}", k, scales[k]);
+        mcir_graph *g = cgt_graph(json);
+        cgt_kspec ks[] = {{MCIR_TEMPLATE_ELEMENTWISE, NULL, "big,c,s"}};
+        mcir_plan *p = cgt_plan(g, "sm_90", 1, ks);
+        if (!run_emulated(g, p, NULL, g->name, false)) failed++;
+        mcir_graph_free(g);
+    }
     static const char *dts[] = {"f32", "f16"};
     for (int t = 0; t < 2; t++) {
         char json[2048];

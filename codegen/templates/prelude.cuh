@@ -200,6 +200,89 @@ __device__ __forceinline__ float mc_log2(float x) {
     float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
 }
 #endif
+// mc_sin / mc_cos: sinf / cosf without a stack frame. x = q·(π/2) + r,
+// |r| ≤ π/4, then a minimax polynomial of r by q mod 4 (Cephes' single
+// precision coefficients, each step an explicit fmaf so the GPU and the
+// emulator round alike). Up to |x| = 105615: a three-part Cody-Waite
+// reduction in f32 (CUDA's constants). Beyond: Payne-Hanek in registers —
+// x = m·2^E (m: 24 bits), and the 128 bits of 2/π that matter at E (the
+// ones above give whole periods) from a table of 8 words; the 152-bit
+// product m·W in five 32-bit limbs; its 64 bits at the binary point
+// (2 of quadrant, 62 of fraction) picked by selects, not an array
+// (CUDA's reduction keeps its limbs in a local array: the 32-byte frame).
+// 2.1 ulp at most (CUDA documents 2 for sinf/cosf), checked against 300-bit
+// values over the whole float range (tests/test_codegen_emu.c, trig).
+static __device__ const unsigned int mc_two_over_pi[8] = {
+    0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u,
+    0xDB629599u, 0x3C439041u, 0xFE5163ABu, 0xDEBBC561u};
+__device__ __forceinline__ float mc_trig_reduce(float x, int* quadrant) {
+    float ax = fabsf(x);
+    if (ax <= 105615.0f) {
+        float j = rintf(x * 0.636619772f);
+        float r = fmaf(j, -1.5707962512969971e+00f, x);
+        r = fmaf(j, -7.5497894158615964e-08f, r);
+        r = fmaf(j, -5.3903029534742384e-15f, r);
+        *quadrant = (int)j;
+        return r;
+    }
+    if (!(ax <= 3.40282347e+38f)) {   // inf, NaN
+        *quadrant = 0;
+        return x - x;
+    }
+    unsigned int bits = (unsigned int)__float_as_int(ax);
+    int e = (int)(bits >> 23) - 150;                    // ax = m · 2^e
+    unsigned long long m = (bits & 0x7FFFFFu) | 0x800000u;
+    int i0 = e > 1 ? (e - 2) >> 5 : 0;                  // words above give multiples of 4
+    int s = e - 32 * i0;                                // in [-7, 33]
+    unsigned long long p3 = m * mc_two_over_pi[i0 + 3], p2 = m * mc_two_over_pi[i0 + 2],
+                       p1 = m * mc_two_over_pi[i0 + 1], p0 = m * mc_two_over_pi[i0];
+    unsigned long long l1, l2, l3, l4, t;
+    t = p2 + (p3 >> 32);
+    l1 = t & 0xFFFFFFFFull;
+    t = p1 + (t >> 32);
+    l2 = t & 0xFFFFFFFFull;
+    t = p0 + (t >> 32);
+    l3 = t & 0xFFFFFFFFull;
+    l4 = t >> 32;
+    // Q = the 64 bits of the product from bit 66 - s (2 integer bits, 62 of fraction)
+    int b = 66 - s;                                     // in [33, 73]
+    unsigned long long lo = b < 64 ? (l1 | (l2 << 32)) : (l2 | (l3 << 32));
+    unsigned long long hi = b < 64 ? l3 : l4;
+    int sh = b < 64 ? b - 32 : b - 64;
+    unsigned long long q64 = sh ? (lo >> sh) | (hi << (64 - sh)) : lo;
+    int q = (int)(q64 >> 62);
+    long long f = (long long)(q64 & 0x3FFFFFFFFFFFFFFFull);
+    if (f >= (1LL << 61)) {   // nearer the next multiple of π/2
+        f -= 1LL << 62;
+        q += 1;
+    }
+    float r = (float)f * 3.40612158e-19f;               // π/2 · 2^-62
+    if (x < 0.0f) {
+        r = -r;
+        q = -q;
+    }
+    *quadrant = q;
+    return r;
+}
+__device__ __forceinline__ float mc_sin_poly(float r, float z) {
+    return fmaf(r * z, fmaf(fmaf(-1.9515295891e-4f, z, 8.3321608736e-3f), z, -1.6666654611e-1f), r);
+}
+__device__ __forceinline__ float mc_cos_poly(float z) {
+    float p = fmaf(fmaf(2.443315711809948e-5f, z, -1.388731625493765e-3f), z, 4.166664568298827e-2f);
+    return fmaf(z * z, p, fmaf(-0.5f, z, 1.0f));
+}
+__device__ __forceinline__ float mc_sin(float x) {
+    int q;
+    float r = mc_trig_reduce(x, &q), z = r * r;
+    float v = (q & 1) ? mc_cos_poly(z) : mc_sin_poly(r, z);
+    return (q & 2) ? -v : v;
+}
+__device__ __forceinline__ float mc_cos(float x) {
+    int q;
+    float r = mc_trig_reduce(x, &q), z = r * r;
+    float v = (q & 1) ? mc_sin_poly(r, z) : mc_cos_poly(z);
+    return ((q + 1) & 2) ? -v : v;
+}
 // Thread-block clusters (sm_90+; the emulator has its own, emu/cuda_emu.h):
 // mc_cluster_rank: %cluster_ctarank; mc_cluster_sync: every thread of the
 // cluster arrives (release) and waits (acquire), so shared-memory writes
