@@ -397,9 +397,12 @@ bool ox_import_expand(ox *x, ox_value **in, int n_in) {
     int64_t target = 1;
     for (int i = 0; i < r; i++) target = shape[i] > 0 && target <= (INT64_MAX / shape[i]) ? target * shape[i] : INT64_MAX;
     /* probing a symbolic dimension (symbolic.c): a float constant
-     * broadcast to more elements (a class token to the batch) stays a
-     * runtime expand of the weight, whose size may follow the dimension */
-    bool keep = X->is_const && x->probing && ox_is_float(X->elem) && target > X->numel;
+     * broadcast to more elements (a class token to the batch), or an
+     * integer one to a rank >= 2 (the batch index of a GatherND's index
+     * tuples, expanded to the positions' shape: torch's dynamo export of
+     * a causal mask) stays a runtime expand of the weight, whose size may
+     * follow the dimension; 1-D integers (shapes) still fold */
+    bool keep = X->is_const && x->probing && target > X->numel && (ox_is_float(X->elem) || r >= 2);
     if (X->is_const && !keep) {
         ox_value *o = ox_fold_expand(x, X, r, shape);
         return o && ox_define_out(x, 0, o);
@@ -699,7 +702,8 @@ bool ox_import_one_hot(ox *x, ox_value **in, int n_in) {
 /* GatherElements(data, indices, axis): out[i] = data[i with its axis
  * coordinate replaced by indices[i]], as one MCIR gather on the flattened
  * data: flat[i] = base[i] + idx[i]·stride(axis), base[i] the position of
- * i in data with that coordinate 0 (a constant). Negative indices count
+ * i in data with that coordinate 0 (a constant; for runtime indices a sum
+ * of one broadcast term per other axis). Negative indices count
  * from the end (where(idx < 0, idx + dim, idx)); a runtime index out of
  * range is the gather's error on the CPU, as for Gather. */
 bool ox_import_gather_elements(ox *x, ox_value **in, int n_in) {
@@ -720,20 +724,20 @@ bool ox_import_gather_elements(ox *x, ox_value **in, int n_in) {
     int64_t st[MCIR_MAX_RANK], dim = D->shape[ax];
     st[D->rank - 1] = 1;
     for (int k = D->rank - 2; k >= 0; k--) st[k] = st[k + 1] * D->shape[k + 1];
-    ox_value *base = ox_const_new(x, OX_INT64, I->rank, I->shape);
-    if (!base) return false;
-    base->name = ox_fresh(x, "gather_elements_base");
-    for (int64_t i = 0; i < I->numel; i++) {
-        int64_t rem = i, off = 0;
-        for (int k = I->rank - 1; k >= 0; k--) {
-            int64_t c = rem % I->shape[k];
-            rem /= I->shape[k];
-            if (k != ax) off += c * st[k];
-        }
-        ox_seti(base, i, off);
-    }
     ox_value *flat;
     if (I->is_const) {
+        ox_value *base = ox_const_new(x, OX_INT64, I->rank, I->shape);
+        if (!base) return false;
+        base->name = ox_fresh(x, "gather_elements_base");
+        for (int64_t i = 0; i < I->numel; i++) {
+            int64_t rem = i, off = 0;
+            for (int k = I->rank - 1; k >= 0; k--) {
+                int64_t c = rem % I->shape[k];
+                rem /= I->shape[k];
+                if (k != ax) off += c * st[k];
+            }
+            ox_seti(base, i, off);
+        }
         flat = base;   /* the whole flat index, known now */
         for (int64_t i = 0; i < I->numel; i++) {
             int64_t v = I->iv[i];
@@ -747,9 +751,21 @@ bool ox_import_gather_elements(ox *x, ox_value **in, int n_in) {
         ox_value *neg = ox_ew_step(x, "Less", idx, ox_scalar_of(x, OX_INT64, "zero", 0), -1);
         ox_value *wrapped = ox_ew_step(x, "Add", idx, ox_scalar_of(x, OX_INT64, "axis_size", (double)dim), -1);
         idx = ox_where_step(x, neg, wrapped, idx, -1);
-        flat = ox_ew_step(x, "Add", ox_ew_step(x, "Mul", idx, ox_scalar_of(x, OX_INT64, "stride", (double)st[ax]),
-                                               -1),
-                          base, -1);
+        flat = ox_ew_step(x, "Mul", idx, ox_scalar_of(x, OX_INT64, "stride", (double)st[ax]), -1);
+        /* base as one term per other axis, [1, .., n_k, .., 1] each (none
+         * for an axis of one): so its shape is no constant's where the
+         * indices' extent follows a symbolic dimension (BERT's token type
+         * ids, [1, seq], from torch's dynamo export) */
+        for (int k = 0; k < I->rank && flat; k++) {
+            if (k == ax || I->shape[k] == 1) continue;
+            int64_t tshape[MCIR_MAX_RANK];
+            for (int j = 0; j < I->rank; j++) tshape[j] = j == k ? I->shape[k] : 1;
+            ox_value *term = ox_const_new(x, OX_INT64, I->rank, tshape);
+            if (!term) return false;
+            term->name = ox_fresh(x, "gather_elements_base");
+            for (int64_t c = 0; c < I->shape[k]; c++) ox_seti(term, c, c * st[k]);
+            flat = ox_ew_step(x, "Add", flat, term, -1);
+        }
     }
     int64_t n = D->numel;
     ox_value *Df = ox_reshape_step(x, D, 1, &n);
@@ -773,6 +789,25 @@ bool ox_import_gather_elements(ox *x, ox_value **in, int n_in) {
  * row index batch·M + Σ_j idx[.., j]·s_j (s_j the picked dims' strides;
  * negative indices counted from the end), computed from the columns of
  * runtime indices (slices), or at import time for constant ones. */
+/* An extent n (a stride, an axis size) as an int64 scalar operand. Probing
+ * a symbolic dimension (symbolic.c), where n may follow it: computed at
+ * run time as argmax(arange(0, n)) + 1, whose arange end the fit can
+ * name (a scalar weight could not vary). */
+static ox_value *extent_operand(ox *x, int64_t n, const char *stem) {
+    if (!x->probing || n <= 1) return ox_scalar_of(x, OX_INT64, stem, (double)n);
+    mcir_node *ar = ox_emit1(x, MCIR_OP_ARANGE, 0, NULL, -1);
+    mcir_node_set_int(x->g, ar, "end", n);
+    mcir_node_set_string(x->g, ar, "dtype", "i64");
+    mcir_tensor *pos = ox_done(x, ar);
+    if (!pos) return NULL;
+    mcir_node *am = ox_emit1(x, MCIR_OP_ARGMAX, 1, &pos, -1);
+    mcir_node_set_int(x->g, am, "axis", 0);
+    mcir_node_set_bool(x->g, am, "keepdims", false);
+    mcir_tensor *last = ox_done(x, am);
+    if (!last) return NULL;
+    return ox_ew_step(x, "Add", ox_runtime_value(x, last), ox_scalar_of(x, OX_INT64, "one", 1), -1);
+}
+
 bool ox_import_gather_nd(ox *x, ox_value **in, int n_in) {
     (void)n_in;
     ox_value *D = in[0], *I = in[1];
@@ -832,10 +867,9 @@ bool ox_import_gather_nd(ox *x, ox_value **in, int n_in) {
             ox_value *c = ox_slice_step(x, idx, q - 1, j, 1, 1);
             c = ox_reshape_step(x, c, q - 1, col_shape);
             ox_value *neg = ox_ew_step(x, "Less", c, ox_scalar_of(x, OX_INT64, "zero", 0), -1);
-            ox_value *wrapped = ox_ew_step(x, "Add", c, ox_scalar_of(x, OX_INT64, "dim_size",
-                                                                    (double)D->shape[b + j]), -1);
+            ox_value *wrapped = ox_ew_step(x, "Add", c, extent_operand(x, D->shape[b + j], "dim_size"), -1);
             c = ox_where_step(x, neg, wrapped, c, -1);
-            if (s[j] != 1) c = ox_ew_step(x, "Mul", c, ox_scalar_of(x, OX_INT64, "stride", (double)s[j]), -1);
+            if (s[j] != 1) c = ox_ew_step(x, "Mul", c, extent_operand(x, s[j], "stride"), -1);
             rows = rows ? ox_ew_step(x, "Add", rows, c, -1) : c;
         }
         if (rows && b) rows = ox_ew_step(x, "Add", rows, base, -1);

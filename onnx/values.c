@@ -278,7 +278,8 @@ mcir_tensor *ox_runtime(ox *x, ox_value *v, mcir_dtype dt) {
 /* Probing a symbolic dimension (symbolic.c): the broadcast to v's shape
  * as src + zeros, each axis's zeros arange(n) * 0 reshaped to run along
  * it, so that the sizes are attributes the fit can follow (a weight of
- * ones could not vary). */
+ * ones could not vary); float and integer sources (a bool one goes
+ * through 0/1 integers). */
 static mcir_tensor *expand_by_aranges(ox *x, mcir_tensor *src, const int64_t *ones_shape,
                                       int rank) {
     mcir_tensor *cur = src;
@@ -290,7 +291,8 @@ static mcir_tensor *expand_by_aranges(ox *x, mcir_tensor *src, const int64_t *on
         mcir_tensor *pos = ox_done(x, ar);
         ox_value *zero = ox_new_float_const(x, "expand_zero", src->dtype, 0, NULL);
         if (!pos || !zero) return NULL;
-        zero->fv[0] = 0.0f;
+        if (zero->fv) zero->fv[0] = 0.0f;
+        else zero->iv[0] = 0;
         mcir_tensor *mul_in[2] = {pos, ox_weight_of(x, zero, src->dtype)};
         mcir_tensor *zeros = ox_done(x, ox_emit(x, MCIR_OP_MUL, 2, mul_in, 1, (int[]){-1}));
         if (!zeros) return NULL;
@@ -317,8 +319,19 @@ static mcir_tensor *materialise_expand(ox *x, ox_value *v) {
         int ks = k - (v->rank - src->rank);
         ones_shape[k] = ks >= 0 && src->shape[ks] == v->shape[k] ? 1 : v->shape[k];
     }
-    if (x->probing && mcir_dtype_is_float(src->dtype))
+    if (x->probing && src->dtype != MCIR_DTYPE_BOOL)
         return v->expanded = expand_by_aranges(x, src, ones_shape, v->rank);
+    if (x->probing) {   /* bool: as 0/1 integers, then != 0 */
+        mcir_node *c = ox_emit(x, MCIR_OP_CAST, 1, &src, 1, (int[]){-1});
+        mcir_node_set_string(x->g, c, "to", "i64");
+        mcir_tensor *ints = ox_done(x, c);
+        mcir_tensor *wide = ints ? expand_by_aranges(x, ints, ones_shape, v->rank) : NULL;
+        ox_value *zero = wide ? ox_new_float_const(x, "expand_zero", MCIR_DTYPE_I64, 0, NULL) : NULL;
+        if (!zero) return NULL;
+        zero->iv[0] = 0;
+        mcir_tensor *ne_in[2] = {wide, ox_weight_of(x, zero, MCIR_DTYPE_I64)};
+        return v->expanded = ox_done(x, ox_emit(x, MCIR_OP_NOT_EQUAL, 2, ne_in, 1, (int[]){-1}));
+    }
     bool fl = mcir_dtype_is_float(src->dtype), boolean = src->dtype == MCIR_DTYPE_BOOL;
     ox_value *ones = ox_new_float_const(x, mcir_arena_printf(x->a, "%s_%s", v->name,
                                                              fl ? "ones" : boolean ? "true" : "zeros"),

@@ -3,10 +3,13 @@
 models (python/tests/test_transformers.py's configs: GPT-2, Llama with
 grouped-query attention, BERT) exported by PyTorch's own exporter
 (torch.onnx.export(..., dynamo=True), opset 18, static shapes), with the
-token ids and onnxruntime's output, listed in models/index.json. Run once
-(the tests need no Python):
+token ids and onnxruntime's output, listed in models/index.json; and the
+same three exported with a dynamic `seq` (torch.export.Dim, 2..32) into
+tests/data/onnx/dims/hf_*_dynamo/ (output renamed `y`), with ids and
+onnxruntime's outputs at seq 2, 5 and 11, listed in dims/index.json. Run
+once (the tests need no Python):
 
-  venv/bin/python scripts/gen_onnx_hf.py
+  venv/bin/python scripts/gen_onnx_hf.py [--dynamic]
 Needs torch >= 2.5, transformers, onnx, onnxscript, onnxruntime.
 """
 import json
@@ -22,7 +25,62 @@ OUT = os.path.join(ROOT, "tests", "data", "onnx", "models")
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
 
 
+def dynamic():
+    """The exports with a dynamic seq (tests/test_onnx_dims.c)."""
+    import onnx
+    import onnxruntime as ort
+    from test_transformers import IDS, tiny
+    warnings.filterwarnings("ignore")
+    dims = os.path.join(ROOT, "tests", "data", "onnx", "dims")
+    index_path = os.path.join(dims, "index.json")
+    index = json.load(open(index_path))
+    long_ids = torch.tensor([[3, 17, 99, 5, 64, 2, 31, 8, 120, 77, 45]])
+    for name in ("gpt2", "llama", "bert"):
+        m = tiny(name)
+
+        class Logits(torch.nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, ids):
+                return (self.m(ids) if name == "bert" else self.m(ids, use_cache=False))[0]
+        key = "hf_%s_dynamo" % name
+        d = os.path.join(dims, key)
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "model.onnx")
+        seq = torch.export.Dim("seq", min=2, max=32)
+        torch.onnx.export(Logits(m).eval(), (IDS,), path, dynamo=True, opset_version=18,
+                          external_data=False, dynamic_shapes=({1: seq},))
+        mo = onnx.load(path)
+        old = mo.graph.output[0].name
+        for n in mo.graph.node:
+            n.output[:] = ["y" if o == old else o for o in n.output]
+            n.input[:] = ["y" if i == old else i for i in n.input]
+        mo.graph.output[0].name = "y"
+        onnx.save(mo, path)
+        s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        runs = []
+        for L in (2, 5, 11):
+            ids = long_ids[:, :L]
+            (y,) = s.run(None, {"ids": ids.numpy().astype(np.int64)})
+            with torch.no_grad():
+                ref = Logits(m).eval()(ids).numpy()
+            err = float(np.abs(y - ref).max() / np.abs(ref).max())
+            assert err < 1e-4, (name, L, err)
+            np.save(os.path.join(d, "ids_s%d.npy" % L), ids.numpy().astype(np.int64))
+            np.save(os.path.join(d, "y_s%d.npy" % L), y.astype("<f4"))
+            runs.append({"seq": L, "input": "ids_s%d.npy" % L, "output": "y_s%d.npy" % L})
+        index[key] = {"model": "model.onnx", "input": "ids", "runs": runs}
+        print("%s: %d bytes" % (key, os.path.getsize(path)))
+    with open(index_path, "w") as f:
+        json.dump(index, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
 def main():
+    if "--dynamic" in sys.argv:
+        return dynamic()
     import onnxruntime as ort
     from test_transformers import IDS, tiny
     warnings.filterwarnings("ignore")
