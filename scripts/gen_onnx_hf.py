@@ -5,7 +5,9 @@ grouped-query attention, BERT) exported by PyTorch's own exporter
 (torch.onnx.export(..., dynamo=True), opset 18, static shapes), with the
 token ids and onnxruntime's output, listed in models/index.json; and the
 same three exported with a dynamic `seq` (torch.export.Dim, 2..32) into
-tests/data/onnx/dims/hf_*_dynamo/ (output renamed `y`), with ids and
+tests/data/onnx/dims/hf_*_dynamo/ (output renamed `y`), and BERT by the
+TorchScript exporter (opset 17, dynamic axis `seq`) into
+dims/hf_bert_torchscript/, with ids and
 onnxruntime's outputs at seq 2, 5 and 11, listed in dims/index.json. Run
 once (the tests need no Python):
 
@@ -35,7 +37,10 @@ def dynamic():
     index_path = os.path.join(dims, "index.json")
     index = json.load(open(index_path))
     long_ids = torch.tensor([[3, 17, 99, 5, 64, 2, 31, 8, 120, 77, 45]])
-    for name in ("gpt2", "llama", "bert"):
+    # the TorchScript exporter (dynamo=False) takes BERT; GPT-2 and Llama
+    # stop there at aten::diff (transformers 5's masks), in PyTorch itself
+    for name, exporter in (("gpt2", "dynamo"), ("llama", "dynamo"), ("bert", "dynamo"),
+                           ("bert", "torchscript")):
         m = tiny(name)
 
         class Logits(torch.nn.Module):
@@ -45,13 +50,18 @@ def dynamic():
 
             def forward(self, ids):
                 return (self.m(ids) if name == "bert" else self.m(ids, use_cache=False))[0]
-        key = "hf_%s_dynamo" % name
+        key = "hf_%s_%s" % (name, exporter)
         d = os.path.join(dims, key)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "model.onnx")
-        seq = torch.export.Dim("seq", min=2, max=32)
-        torch.onnx.export(Logits(m).eval(), (IDS,), path, dynamo=True, opset_version=18,
-                          external_data=False, dynamic_shapes=({1: seq},))
+        if exporter == "dynamo":
+            seq = torch.export.Dim("seq", min=2, max=32)
+            torch.onnx.export(Logits(m).eval(), (IDS,), path, dynamo=True, opset_version=18,
+                              external_data=False, dynamic_shapes=({1: seq},))
+        else:
+            torch.onnx.export(Logits(m).eval(), (IDS,), path, dynamo=False, opset_version=17,
+                              input_names=["ids"], output_names=["y"],
+                              dynamic_axes={"ids": {1: "seq"}})
         mo = onnx.load(path)
         old = mo.graph.output[0].name
         for n in mo.graph.node:

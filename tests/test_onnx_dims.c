@@ -151,7 +151,8 @@ END_TEST
  * positions' shape, strides that follow seq) and BERT's GatherElements
  * stay runtime ops, so each imports as one graph over seq in [2, 32],
  * within 1e-4 of onnxruntime at seq 2, 5 and 11 — BERT's kernels on the
- * emulated device, GPT-2's and Llama's through the interpreter (the
+ * emulated device, GPT-2's and Llama's (and BERT's TorchScript export)
+ * through the interpreter (the
  * emulator's symbolic kernels are covered above at a fraction of the
  * time under the sanitizers). */
 START_TEST(hf_dynamo_exports_over_seq) {
@@ -159,6 +160,9 @@ START_TEST(hf_dynamo_exports_over_seq) {
     run_model_on("hf_bert_dynamo", dims, 1, "dims     seq in [2, 32]; ", "emu");
     run_model_on("hf_gpt2_dynamo", dims, 1, "dims     seq in [2, 32]; ", "cpu");
     run_model_on("hf_llama_dynamo", dims, 1, "dims     seq in [2, 32]; ", "cpu");
+    /* BERT by the TorchScript exporter (GPT-2 and Llama stop there, in
+     * PyTorch, at aten::diff) */
+    run_model_on("hf_bert_torchscript", dims, 1, "dims     seq in [2, 32]; ", "cpu");
 }
 END_TEST
 
