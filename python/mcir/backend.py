@@ -251,17 +251,22 @@ class _Runner:
                 lo = min(lower.get(k, 1), v)
                 hi = max(self.dynamic_max or 2 * v, v, old.get(k, (0, 0))[1])
                 ranges[k] = (lo, hi)
-            g = capture_dynamic(lambda a: capture_fx(self.gm, a, name="dynamo_graph",
-                                                     weights=self.weights, dynamic=True),
-                                args, axes, ints, ranges)
             try:
+                g = capture_dynamic(lambda a: capture_fx(self.gm, a, name="dynamo_graph",
+                                                         weights=self.weights, dynamic=True),
+                                    args, axes, ints, ranges)
                 c = mcir_compile(g, ptx=self.gpu)
                 break
-            except McirError as e:
+            except TrainingError:
+                raise
+            except Exception as e:   # noqa: BLE001 — retried with symbols merged, else raised
                 # Dynamo relates no two symbols its fake kernels do not
-                # compare (a KV cache's key and value lengths): where mcir
-                # needs them equal and they are equal now, one dim
-                if merge or "agree only for some values" not in str(e):
+                # compare (a KV cache's key and value lengths; T5's query
+                # and key lengths in its position bias): where mcir needs
+                # them equal (a compile error: "agree only for some
+                # values"), or the model does (a trace that changes one
+                # alone fails), and they are equal now: one dim
+                if merge or (isinstance(e, McirError) and "agree only for some values" not in str(e)):
                     raise
                 first_error = e
         self.symbolic = (axes, ints, lower)
@@ -308,7 +313,11 @@ class _Runner:
             if self.symbolic is not None:
                 try:
                     c = self.compile(args)
-                except UnsupportedError as e:   # not for a range: per shape
+                except TrainingError:
+                    raise
+                except (UnsupportedError, RuntimeError, ValueError, IndexError) as e:
+                    # not for a range (a capture refused, or a trace that
+                    # fails at another size): per shape
                     why = str(e).strip().splitlines()[0]
                     _STATS["per_shape"].append(why)
                     print("mcir: compiling this graph once per shape: %s" % why, file=sys.stderr)

@@ -149,6 +149,17 @@ _VIEWS = {"slice", "view", "_unsafe_view", "alias", "reshape", "expand", "select
           "squeeze", "transpose", "t", "permute", "as_strided", "narrow", "diagonal", "unfold"}
 
 
+def _copies(args, weights=()):
+    """args with fresh copies of the tensors that are not weights: each
+    trace runs the graph, and the in-place updates it makes (a cache, a
+    counter) must change neither the caller's tensors nor the next
+    trace's inputs."""
+    import torch
+    return tuple(x.clone() if isinstance(x, torch.Tensor) and i not in weights and
+                 type(x).__name__ not in ("FakeTensor", "FunctionalTensor") else x
+                 for i, x in enumerate(args))
+
+
 class _Fixed:
     """A value to make an output of, given directly (not by its FX node)."""
 
@@ -1497,6 +1508,9 @@ def _index_put(L, args, kw):
     i = _rows_index(L, idx[dim])
     want = shape[:dim] + [L.shape(i)[0]] + shape[dim + 1:]
     v = L.operand(vals, dt) if not isinstance(vals, (int, float)) else None
+    if v is not None and L.shape(v) != want and _numel(L.shape(v)) == _numel(want) and \
+            [d for d in L.shape(v) if d != 1] == [d for d in want if d != 1]:
+        v = L.reshape(v, want, name=L.n.name + ".rows")   # values missing leading 1s
     if v is None or L.shape(v) != want:
         L.unsupported("index_put whose values (%s) are not the indexed rows' shape %s" %
                       ("a number" if v is None else L.shape(v), want))
@@ -1997,9 +2011,6 @@ def capture(module, example_inputs, name=None, mode="aten", dynamic_shapes=None,
         module_for = (module, module)
     if not isinstance(example_inputs, (list, tuple)):
         example_inputs = (example_inputs,)
-    import torch
-    # the trace runs the module: inputs it updates in place are copies
-    example_inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in example_inputs)
     _check_inference(module, example_inputs)
     name = name or type(module).__name__
     if dynamic_shapes is not None:
@@ -2083,7 +2094,7 @@ def _capture(module_for, example_inputs, name, mode, dynamic):
     if mode == "aten":
         try:
             with _no_grad(), _compiling():
-                gm = _make_fx(traced, example_inputs)
+                gm = _make_fx(traced, _copies(example_inputs))
         except (NotImplementedError, TypeError, RuntimeError) as e:
             _refuse_outputs(module, call, example_inputs, e)
     elif mode == "fx":
@@ -2092,11 +2103,11 @@ def _capture(module_for, example_inputs, name, mode, dynamic):
         tracer.proxy_buffer_attributes = True   # self.mask[:, :, :T, :T] with T traced
         with _unpacking_proxies():
             graph = tracer.trace(module)
-        gm = to_aten(torch.fx.GraphModule(module, graph), example_inputs)
+        gm = to_aten(torch.fx.GraphModule(module, graph), _copies(example_inputs))
     else:
         raise ValueError("mode must be 'aten' or 'fx'")
     with _no_grad():
-        g = _Lowering(gm, name, dynamic=dynamic).run(example_inputs)
+        g = _Lowering(gm, name, dynamic=dynamic).run(_copies(example_inputs))
     cls = returned[0] if returned else None
     if cls is not None and cls is not dict and issubclass(cls, dict) and isinstance(g.output_tree, dict):
         g.output_tree = _Typed(cls, g.output_tree)   # given back as the model's own class
@@ -2122,11 +2133,7 @@ def capture_fx(gm, example_inputs, name="fx_graph", weights=(), dynamic=False):
     parameters or buffers, bound as weights of the graph (their values at
     capture) instead of inputs. dynamic: a capture that dynamic.py compares
     with others (positions and causal masks as nodes, not constants)."""
-    import torch
-    # the trace runs the graph: inputs it updates in place are copies
-    example_inputs = tuple(x.clone() if isinstance(x, torch.Tensor) and i not in weights and
-                           type(x).__name__ not in ("FakeTensor", "FunctionalTensor") else x
-                           for i, x in enumerate(example_inputs))
-    aten = to_aten(gm, example_inputs)
+    example_inputs = tuple(example_inputs)
+    aten = to_aten(gm, _copies(example_inputs, weights))
     with _no_grad():
-        return _Lowering(aten, name, weights, dynamic).run(example_inputs)
+        return _Lowering(aten, name, weights, dynamic).run(_copies(example_inputs, weights))

@@ -12,7 +12,10 @@ token.
 The static cache (cache_implementation="static"): its buffers are updated
 in place by index_copy_, which the capture takes as mcir's index_copy and
 an extra output written back over the caller's tensor; prefill and decode
-compile once each over 32 new tokens."""
+compile once each over 32 new tokens.
+
+Also Mistral (a sliding window shorter than the sequence), Gemma, Phi and
+T5 (encoder-decoder), sampled, with each cache."""
 import os
 import sys
 import unittest
@@ -38,9 +41,23 @@ def tiny(name):
     if name == "gpt2":
         return GPT2LMHeadModel(GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64,
                                           bos_token_id=0, eos_token_id=None)).eval()
-    return LlamaForCausalLM(LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
-                                        num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
-                                        max_position_embeddings=64, eos_token_id=None)).eval()
+    if name == "llama":
+        return LlamaForCausalLM(LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
+                                            num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
+                                            max_position_embeddings=64, eos_token_id=None)).eval()
+    if name == "t5":
+        return transformers.T5ForConditionalGeneration(transformers.T5Config(
+            vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+            decoder_start_token_id=0, eos_token_id=None, pad_token_id=0)).eval()
+    common = dict(num_hidden_layers=2, num_attention_heads=4, hidden_size=64, intermediate_size=128,
+                  vocab_size=128, max_position_embeddings=64, eos_token_id=None)
+    if name == "mistral":   # a sliding window shorter than the sequence: the cache rolls
+        return transformers.MistralForCausalLM(transformers.MistralConfig(
+            sliding_window=6, num_key_value_heads=2, **common)).eval()
+    if name == "gemma":
+        return transformers.GemmaForCausalLM(transformers.GemmaConfig(
+            head_dim=16, num_key_value_heads=2, **common)).eval()
+    return transformers.PhiForCausalLM(transformers.PhiConfig(**common)).eval()
 
 
 @unittest.skipUnless(transformers is not None and dynamo, "needs transformers and torch.compile")
@@ -56,7 +73,8 @@ class Generate(unittest.TestCase):
             m.forward = torch.compile(m.forward, backend="mcir", options={"strict": True})
             torch.manual_seed(1)
             got = m.generate(PROMPT, **args)
-        self.assertEqual(want.shape, (1, PROMPT.shape[1] + new))
+        start = 1 if m.config.is_encoder_decoder else PROMPT.shape[1]   # T5: the decoder's start token
+        self.assertEqual(want.shape, (1, start + new))
         self.assertEqual(got.tolist(), want.tolist())
         s = mcir.stats()
         self.assertEqual(s["graphs_fallback"], 0)
@@ -93,6 +111,28 @@ class Generate(unittest.TestCase):
 
     def test_llama_static_cache(self):
         self.check_static("llama")
+
+    def check_family(self, name, dynamic_compiles):
+        # sampled, 12 tokens, each cache: eager's tokens
+        _, s = self.generate(name, sample=True)
+        self.assertLessEqual(s["compiles"], dynamic_compiles)
+        _, s = self.generate(name, sample=True, cache_implementation="static")
+        self.assertEqual(s["compiles"], 2)
+
+    def test_mistral_sliding_window(self):
+        self.check_family("mistral", 4)
+
+    def test_gemma(self):
+        self.check_family("gemma", 4)
+
+    def test_phi(self):
+        self.check_family("phi", 4)
+
+    def test_t5_encoder_decoder(self):
+        # T5's decoder builds its relative position bias from the lengths
+        # with folded constants mcir cannot name for a range: with the
+        # dynamic cache it compiles per shape (one compile a token)
+        self.check_family("t5", 2 + 12)
 
 
 if __name__ == "__main__":
