@@ -35,9 +35,10 @@ struct mcir_capi {
     mcir_capi_collective_fn group_fn;
     void *group_ctx;
     int group_rank;
+    int graphs;   /* device runs as CUDA graphs: 1 / 0, -1 (MCIR_GPU_GRAPHS); mcir_capi_set_graphs */
 };
 
-#define CAPI_VERSION 6
+#define CAPI_VERSION 7
 int mcir_capi_version(void) { return CAPI_VERSION; }
 
 /* Runs fn with a diagnostics sink whose text lands in h->errors. */
@@ -75,6 +76,7 @@ mcir_capi *mcir_capi_compile(const char *graph_json, const char *name, int n_wei
                              const long long *weight_bytes, const char *arch, int flags,
                              const char *const *catalogs, int n_catalogs) {
     mcir_capi *h = calloc(1, sizeof *h);
+    if (h) h->graphs = -1;
     if (!h) return NULL;
     sink s;
     sink_open(&s);
@@ -205,7 +207,7 @@ static bool device_step(mcir_capi *h, bool emulated, mcir_env *env, const uint64
         int64_t values[MCIR_MAX_DIMS];
         for (int k = 0; k < g->n_dims; k++) values[k] = g->dims[k].value;
         if (!at_largest(h, d)) return false;
-        const mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = -1};
+        const mcir_gpu_session_options o = {.mode = MCIR_ALLOC_POOL, .graphs = h->graphs};
         h->session = emulated ? mcir_emu_session_open(h->c.codegen, env, &o, d)
                               : mcir_gpu_session_open(h->c.codegen, env, &o, d);
         h->session_emulated = emulated;
@@ -216,6 +218,28 @@ static bool device_step(mcir_capi *h, bool emulated, mcir_env *env, const uint64
     mcir_gpu_session_close(h->session);
     h->session = NULL;
     return false;
+}
+
+/* Whether later device runs go as CUDA graphs (on: 1, off: 0, -1: as
+ * MCIR_GPU_GRAPHS says): the session opened with another setting is
+ * closed, the next run opens one with this. 0 on success. */
+int mcir_capi_set_graphs(mcir_capi *h, int on) {
+    if (!h || h->status) return MCIR_EXIT_USAGE;
+    int v = on < 0 ? -1 : on ? 1 : 0;
+    if (v != h->graphs && h->session) {
+        mcir_gpu_session_close(h->session);
+        h->session = NULL;
+    }
+    h->graphs = v;
+    return 0;
+}
+
+/* The last device run: whether it ran as a CUDA graph (captured at the
+ * session's first step at its sizes, replayed after), and how many graphs
+ * the session holds. */
+void mcir_capi_last_step(const mcir_capi *h, int *graph, int *graph_sizes) {
+    *graph = h && h->c.gpu_stats.graph;
+    *graph_sizes = h ? h->c.gpu_stats.graph_sizes : 0;
 }
 
 /* Counts of the summary: nodes before, after, kernels, applied rewrites. */

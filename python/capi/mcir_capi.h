@@ -43,4 +43,9 @@ typedef int (*mcir_capi_collective_fn)(void *ctx, const char *op, const char *re
                                        const long long *shape, const void *in, void *out);
 int mcir_capi_set_group(mcir_capi *h, int rank, mcir_capi_collective_fn fn, void *ctx);
 
+/* Device runs as CUDA graphs (1), not (0), or as MCIR_GPU_GRAPHS says
+ * (-1, the default); and what the last device run did. */
+int mcir_capi_set_graphs(mcir_capi *h, int on);
+void mcir_capi_last_step(const mcir_capi *h, int *graph, int *graph_sizes);
+
 #endif /* MCIR_CAPI_H */

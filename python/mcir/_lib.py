@@ -15,7 +15,7 @@ _CANDIDATES = [
 ]
 
 NO_REWRITE, CODE, PTX = 1, 2, 4
-CAPI_VERSION = 6
+CAPI_VERSION = 7
 
 
 class McirError(Exception):
@@ -97,6 +97,10 @@ def lib():
     L.mcir_capi_set_group.restype = ctypes.c_int
     L.mcir_capi_set_group.argtypes = [ctypes.c_void_p, ctypes.c_int, COLLECTIVE_FN,
                                       ctypes.c_void_p]
+    L.mcir_capi_set_graphs.restype = ctypes.c_int
+    L.mcir_capi_set_graphs.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    L.mcir_capi_last_step.restype = None
+    L.mcir_capi_last_step.argtypes = [ctypes.c_void_p, ip, ip]
     if L.mcir_capi_version() != CAPI_VERSION:
         raise McirError("%s speaks version %d, this package %d: rebuild it (pip install "
                         "./python, or scripts/build.sh)" % (path, L.mcir_capi_version(),

@@ -49,7 +49,7 @@ def reset_stats():
     _STATS.clear()
     _STATS.update({"graphs": 0, "graphs_mcir": 0, "graphs_fallback": 0, "calls_mcir": 0,
                    "calls_fallback": 0, "compiles": 0, "rebinds": 0, "dynamic": 0, "fallbacks": [],
-                   "per_shape": [], "collectives": 0, "merged_dims": 0})
+                   "per_shape": [], "collectives": 0, "merged_dims": 0, "graph_replays": 0})
 
 
 reset_stats()
@@ -198,12 +198,13 @@ class _Runner:
     signature, weights bound to the parameters they came from."""
 
     def __init__(self, gm, weights, strict, gpu, device=None, symbolic=None, dynamic_max=None,
-                 desugared=None):
+                 desugared=None, graphs=None):
         self.gm, self.weights, self.strict, self.gpu = gm, weights, strict, gpu
         self.dt = desugared               # mcir.distributed.Desugared: DTensor inputs, or None
         if desugared is not None:
             self.weights = desugared.weights
         self.device = device   # "emu", or None: by where the tensors are
+        self.graphs = graphs   # device runs as CUDA graphs: True / False, None: MCIR_GPU_GRAPHS
         self.cache = {}   # signature -> (Compiled, bound weights)
         self.fallback = None
         self.symbolic = symbolic          # _symbolic_sizes', or None: concrete shapes
@@ -363,8 +364,13 @@ class _Runner:
                 raise McirError("a graph with torch.distributed collectives runs on the CPU "
                                 "(gloo) only in this version; its tensors are on %s" %
                                 ("the emulated device" if self.device == "emu" else "CUDA"))
-        out = c(*inputs, device=self.device or ("gpu" if gpu else "cpu"))
+        dev = self.device or ("gpu" if gpu else "cpu")
+        if self.graphs is not None and dev != "cpu":
+            c.set_graphs(self.graphs)
+        out = c(*inputs, device=dev)
         _STATS["calls_mcir"] += 1
+        if dev != "cpu" and c.last_step()["graph"]:
+            _STATS["graph_replays"] += 1
         if self.dt is not None:
             out = self.dt.wrap(out)
         return out
@@ -388,10 +394,13 @@ def _fallback(gm, why, strict):
 def backend(gm, example_inputs, options=None):
     """The torch.compile backend (registered as "mcir"). options: {"strict":
     True} makes every fallback an exception (also MCIR_STRICT=1); {"device":
-    "emu"} runs on the emulated device (also MCIR_DEVICE=emu)."""
+    "emu"} runs on the emulated device (also MCIR_DEVICE=emu); {"cuda_graphs":
+    True} runs each graph's device calls as CUDA graphs (also MCIR_GPU_GRAPHS=1;
+    stats()["graph_replays"] counts the calls that ran as one)."""
     import torch
     strict = _strict(options)
     device = _device(options)
+    graphs = bool(options["cuda_graphs"]) if options and "cuda_graphs" in options else None
     _STATS["graphs"] += 1
     example_inputs = list(example_inputs)
     _refuse_grad(gm, example_inputs)
@@ -411,10 +420,10 @@ def backend(gm, example_inputs, options=None):
             why = "DTensor inputs with symbolic sizes"
             _STATS["per_shape"].append(why)
             print("mcir: compiling this graph once per shape: %s" % why, file=sys.stderr)
-            return _Runner(gm, weights, strict, gpu, device, desugared=desugared)
+            return _Runner(gm, weights, strict, gpu, device, desugared=desugared, graphs=graphs)
     if all(_concrete(x) for x in example_inputs):
         # compile now: a graph mcir cannot take falls back at once
-        runner = _Runner(gm, weights, strict, gpu, device, desugared=desugared)
+        runner = _Runner(gm, weights, strict, gpu, device, desugared=desugared, graphs=graphs)
         if not runner.first(desugared.local(example_inputs) if desugared else example_inputs):
             return runner.fallback
         return runner
@@ -424,7 +433,7 @@ def backend(gm, example_inputs, options=None):
         _STATS["per_shape"].append(symbolic)
         print("mcir: compiling this graph once per shape: %s" % symbolic, file=sys.stderr)
         symbolic = None
-    return _Runner(gm, weights, strict, gpu, device, symbolic, _dynamic_max(options))
+    return _Runner(gm, weights, strict, gpu, device, symbolic, _dynamic_max(options), graphs=graphs)
 
 
 def _register():

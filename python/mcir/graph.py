@@ -218,6 +218,22 @@ class Compiled:
         if st != 0:
             raise _lib.McirError(L.mcir_capi_errors(self._h).decode().strip())
 
+    def set_graphs(self, on):
+        """Device runs (device "gpu" or "emu") as CUDA graphs: the first
+        run at a size captures the launches, later runs at that size replay
+        them with one launch (docs/codegen.md "Sessions and CUDA graphs").
+        True / False, or None: as MCIR_GPU_GRAPHS says (the default)."""
+        L = _lib.lib()
+        if L.mcir_capi_set_graphs(self._h, -1 if on is None else int(bool(on))) != 0:
+            raise _lib.McirError(L.mcir_capi_errors(self._h).decode().strip())
+
+    def last_step(self):
+        """What the last device run did: {"graph": it ran as a CUDA graph,
+        "graph_sizes": the graphs the session holds}."""
+        g, n = ctypes.c_int(), ctypes.c_int()
+        _lib.lib().mcir_capi_last_step(self._h, ctypes.byref(g), ctypes.byref(n))
+        return {"graph": bool(g.value), "graph_sizes": n.value}
+
     def _artifact(self, what):
         text = _lib.lib().mcir_capi_artifact(self._h, what.encode())
         return text.decode() if text else ""

@@ -112,6 +112,25 @@ class Generate(unittest.TestCase):
     def test_llama_static_cache(self):
         self.check_static("llama")
 
+    def test_static_cache_decode_replays_a_cuda_graph(self):
+        # on the emulated device (the GPU runtime's path, on the CPU):
+        # the decode step's launches captured once, every later step one
+        # replay; the tokens eager's
+        m = tiny("gpt2")
+        args = dict(max_new_tokens=4, min_new_tokens=4, pad_token_id=0, do_sample=False,
+                    cache_implementation="static")
+        with torch.no_grad():
+            want = m.generate(PROMPT, **args)
+            torch._dynamo.reset()
+            mcir.reset_stats()
+            m.forward = torch.compile(m.forward, backend="mcir",
+                                      options={"strict": True, "device": "emu", "cuda_graphs": True})
+            got = m.generate(PROMPT, **args)
+        self.assertEqual(got.tolist(), want.tolist())
+        s = mcir.stats()
+        self.assertEqual((s["compiles"], s["calls_mcir"]), (2, 4))
+        self.assertEqual(s["graph_replays"], 4)   # the prefill's and each decode step's
+
     def check_family(self, name, dynamic_compiles):
         # sampled, 12 tokens, each cache: eager's tokens
         _, s = self.generate(name, sample=True)
