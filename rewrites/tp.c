@@ -349,15 +349,19 @@ static void rule_matmul(tp *t, mcir_node *n) {
             return;
         }
         bool fits = divides(t, N, blocks) && static_extent(B, naxis);
+        /* a table an earlier consumer split the same way (a tied LM head
+         * after the vocabulary-parallel embedding) */
+        bool same = t->decided[B->id] && B->shard_parts == t->n && B->shard_axis == naxis &&
+                    B->shard_blocks == blocks;
         json_array_append_new(leg, check("a_whole", true, "'%s' is whole on every rank", A->name));
         json_array_append_new(
-            leg, check("weight_columns_divide", fits && !t->decided[B->id],
-                       t->decided[B->id] ? "'%s' is already laid out for another product"
+            leg, check("weight_columns_divide", fits && (!t->decided[B->id] || same),
+                       t->decided[B->id] && !same ? "'%s' is already laid out for another product"
                                          : "'%s' has %lld columns%s%s", B->name, (long long)N,
                        blocks > 1 ? mcir_arena_printf(t->g->arena, " in %d blocks (its product is split in %d)", blocks,
                                                       blocks) : "",
                        fits ? ", each a multiple of the ranks" : ", not a multiple of the ranks"));
-        if (fits && !t->decided[B->id]) {
+        if (fits && (!t->decided[B->id] || same)) {
             B->shard_axis = naxis;
             B->shard_parts = t->n;
             B->shard_blocks = blocks;
@@ -711,6 +715,122 @@ static void rule_attention(tp *t, mcir_node *n) {
     set_lay(t, Y, R);
 }
 
+/* A tensor of the graph made by one new node of the rewrite. */
+static mcir_tensor *tp_node(tp *t, mcir_op op, int n_in, mcir_tensor **ins, mcir_dtype dt, int rank,
+                            const int64_t *shape, const char *stem, const mcir_node *origin) {
+    mcir_graph *g = t->g;
+    mcir_tensor *y = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, stem), dt, rank, shape,
+                                           MCIR_TENSOR_INTERMEDIATE);
+    MCIR_ASSERT(y);
+    mcir_node *m = mcir_graph_add_node(g, op, NULL, n_in, ins, 1, &y);
+    m->origin_rule = "tp_vocab_parallel";
+    m->origin_nodes = origin->name;
+    grow(t);
+    set_lay(t, y, R);
+    return y;
+}
+
+/* An i64 weight of n values (rank 0 or 1; split over the ranks when split). */
+static mcir_tensor *tp_i64(tp *t, const char *stem, int rank, int64_t n, const int64_t *vals, bool split) {
+    mcir_graph *g = t->g;
+    int64_t shape[1] = {n};
+    mcir_tensor *w = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, stem), MCIR_DTYPE_I64, rank, shape,
+                                           MCIR_TENSOR_WEIGHT);
+    MCIR_ASSERT(w);
+    int64_t *v = mcir_arena_alloc(g->arena, sizeof(int64_t) * (size_t)n);
+    memcpy(v, vals, sizeof(int64_t) * (size_t)n);
+    w->data = v;
+    if (split) {
+        w->shard_axis = 0;
+        w->shard_parts = t->n;
+        w->shard_blocks = 1;
+    }
+    grow(t);
+    t->decided[w->id] = true;
+    set_lay(t, w, split ? (layout){L_S, 0, 1} : R);
+    return w;
+}
+
+/* gather(table, ids) of an embedding table [V, D] (a weight) by whole ids:
+ * vocabulary-parallel, Megatron's VocabParallelEmbedding — each rank holds
+ * V/N rows and looks up the ids in its range (local = ids - r·V/N), zero
+ * elsewhere; the ranks' rows sum to the lookup (partial: one all_reduce
+ * where it is needed whole). A tied LM head (a product by the table
+ * transposed) then splits along the same rows: column-parallel over the
+ * vocabulary, its logits gathered. */
+static bool rule_gather_vocab(tp *t, mcir_node *n) {
+    mcir_tensor *T = n->inputs[0], *ids = n->inputs[1], *Y = n->outputs[0];
+    int axis;
+    if (!is_weight(T) || T->rank != 2 || !mcir_norm_axis(mcir_node_int(n, "axis"), T->rank, &axis) || axis != 0)
+        return false;
+    int64_t V = T->shape[0];
+    bool ids_whole = lay_of(t, ids).kind == L_R;
+    bool ok = !t->decided[T->id] && divides(t, V, 1) && static_extent(T, 0) && ids_whole &&
+              ids->rank + 1 <= MCIR_MAX_RANK;
+    json_t *leg = json_array();
+    json_array_append_new(leg, check("table_rows_divide", !t->decided[T->id] && divides(t, V, 1),
+                                     t->decided[T->id] ? "'%s' is already laid out for another consumer"
+                                                       : "'%s' has %lld rows%s", T->name, (long long)V,
+                                     divides(t, V, 1) ? ", a multiple of the ranks" : ", not a multiple of the ranks"));
+    json_array_append_new(leg, check("ids_whole", ids_whole, "'%s' is whole on every rank", ids->name));
+    if (!ok) {
+        record(t, "tp_vocab_parallel", n, leg, false, NULL);
+        return false;
+    }
+    int64_t Vp = V / t->n, zero = 0;
+    int64_t *offs = mcir_arena_alloc(t->g->arena, sizeof(int64_t) * (size_t)t->n);
+    for (int r = 0; r < t->n; r++) offs[r] = (int64_t)r * Vp;
+    T->shard_axis = 0;
+    T->shard_parts = t->n;
+    T->shard_blocks = 1;
+    t->decided[T->id] = true;
+    set_lay(t, T, (layout){L_S, 0, 1});
+    mcir_tensor *id64 = ids;
+    if (ids->dtype != MCIR_DTYPE_I64) {
+        id64 = tp_node(t, MCIR_OP_CAST, 1, &ids, MCIR_DTYPE_I64, ids->rank, ids->shape, "tp_ids", n);
+        mcir_node_set_string(t->g, id64->producer, "to", "i64");
+    }
+    mcir_tensor *off = tp_i64(t, "tp_vocab_offset", 1, t->n, offs, true);
+    mcir_tensor *z = tp_i64(t, "tp_zero", 0, 1, &zero, false), *h = tp_i64(t, "tp_vocab_rows", 0, 1, &Vp, false);
+    mcir_tensor *in1[2] = {id64, off};
+    mcir_tensor *local = tp_node(t, MCIR_OP_SUB, 2, in1, MCIR_DTYPE_I64, ids->rank, ids->shape, "tp_local_ids", n);
+    mcir_tensor *in2[2] = {local, z}, *in3[2] = {local, h};
+    mcir_tensor *ge = tp_node(t, MCIR_OP_GREATER_EQUAL, 2, in2, MCIR_DTYPE_BOOL, ids->rank, ids->shape, "tp_ge", n);
+    mcir_tensor *lt = tp_node(t, MCIR_OP_LESS, 2, in3, MCIR_DTYPE_BOOL, ids->rank, ids->shape, "tp_lt", n);
+    mcir_tensor *in4[2] = {ge, lt};
+    mcir_tensor *mine = tp_node(t, MCIR_OP_BITWISE_AND, 2, in4, MCIR_DTYPE_BOOL, ids->rank, ids->shape, "tp_mine", n);
+    mcir_tensor *in5[3] = {mine, local, z};
+    mcir_tensor *idx = tp_node(t, MCIR_OP_WHERE, 3, in5, MCIR_DTYPE_I64, ids->rank, ids->shape, "tp_rows", n);
+    /* the lookup itself: n reads the rank's rows at idx, into a new tensor */
+    mcir_tensor *rows = mcir_graph_add_tensor(t->g, mcir_graph_fresh_name(t->g, "tp_looked_up"), Y->dtype, Y->rank,
+                                              Y->shape, MCIR_TENSOR_INTERMEDIATE);
+    MCIR_ASSERT(rows);
+    grow(t);
+    n->inputs[1] = idx;
+    n->outputs[0] = rows;
+    rows->producer = n;
+    set_lay(t, rows, R);
+    int64_t ms[MCIR_MAX_RANK];
+    memcpy(ms, ids->shape, sizeof(int64_t) * (size_t)ids->rank);
+    ms[ids->rank] = 1;
+    /* (mutant vocab_unmasked: ids past the rank's rows not masked out) */
+    mcir_tensor *keep = mutant("vocab_unmasked") ? ge : mine;
+    mcir_tensor *m1 = tp_node(t, MCIR_OP_RESHAPE, 1, &keep, MCIR_DTYPE_BOOL, ids->rank + 1, ms, "tp_mine_col", n);
+    mcir_node_set_ints(t->g, m1->producer, "shape", ids->rank + 1, ms);
+    mcir_tensor *mf = tp_node(t, MCIR_OP_CAST, 1, &m1, Y->dtype, ids->rank + 1, ms, "tp_mine_f", n);
+    mcir_node_set_string(t->g, mf->producer, "to", mcir_dtype_name(Y->dtype));
+    /* Y (the name its readers have) is the masked lookup: partial */
+    mcir_tensor *in6[2] = {rows, mf};
+    mcir_node *mul = mcir_graph_add_node(t->g, MCIR_OP_MUL, NULL, 2, in6, 1, &Y);
+    mul->origin_rule = "tp_vocab_parallel";
+    mul->origin_nodes = n->name;
+    Y->producer = mul;
+    grow(t);
+    set_lay(t, Y, (layout){L_P, -1, 1});
+    record(t, "tp_vocab_parallel", n, leg, true, Y->name);
+    return true;
+}
+
 static void node_rule_of(tp *t, mcir_node *n);
 
 /* A node's rule; then every weight it reads has its layout fixed: a later
@@ -733,6 +853,9 @@ static void node_rule_of(tp *t, mcir_node *n) {
     case MCIR_OP_RESHAPE: rule_reshape(t, n); return;
     case MCIR_OP_TRANSPOSE: rule_transpose(t, n); return;
     case MCIR_OP_ATTENTION: rule_attention(t, n); return;
+    case MCIR_OP_GATHER:
+        if (rule_gather_vocab(t, n)) return;
+        break;
     case MCIR_OP_SOFTMAX:
     case MCIR_OP_CUMSUM:
     case MCIR_OP_SPLIT:

@@ -600,6 +600,40 @@ START_TEST(test_tp_examples_verify) {
     ck_assert_msg(strstr(r.out, "ranks    4 (--tp: 2 collectives inserted): per rank") &&
                       strstr(r.out, "2 all_reduce") && strstr(r.out, "NVLink"), "%.2000s", r.out);
     cli_result_free(&r);
+    /* the vocabulary-parallel embedding and its tied LM head (GPT-2's wte
+     * read by the lookup and, transposed, by the head): the table split by
+     * rows, each rank's lookup masked to its range and all_reduced once
+     * with the positions', the head column-parallel over the vocabulary
+     * with its logits gathered — per rank 357 KiB of weights (517 whole);
+     * emulated at 4 ranks on the example's ids (11 to 252: all four
+     * ranges; seeded ids lie in rank 0's), each rank's logits and token
+     * the original graph's; a lookup that leaves ids past its rows
+     * unmasked fails --verify */
+    const char *voc[] = {cli_src("examples/gpt2_lm/graph.json"), "--tp", "2", "--emit", "trace", NULL};
+    r = cli_run(voc);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(applied_line(r.out, "tp_vocab_parallel") && applied_line(r.out, "tp_column_parallel"), "%.3000s",
+                  r.out);
+    ck_assert_msg(strstr(r.out, "'wte' has 256 rows, a multiple of the ranks"), "%.3000s", r.out);
+    cli_result_free(&r);
+    const char *voc_sum[] = {cli_src("examples/gpt2_lm/graph.json"), "--tp", "2", NULL};
+    r = cli_run(voc_sum);
+    ck_assert_msg(strstr(r.out, "weights 357.3 KiB; collectives: 5 all_reduce, 2 all_gather"), "%.2000s", r.out);
+    cli_result_free(&r);
+    char ids[1100];
+    snprintf(ids, sizeof ids, "input_ids=%s", cli_src("examples/gpt2_lm/inputs/input_ids.npy"));
+    const char *voc_run[] = {cli_src("examples/gpt2_lm/graph.json"), "--tp", "4", "--run", "--device", "emu",
+                             "--verify", "--input", ids, NULL};
+    r = cli_run(voc_run);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "verify   next_token (emu vs the original graph) (rank 3)") &&
+                      !strstr(r.out, "FAIL"), "%s%s", r.out, r.err);
+    cli_result_free(&r);
+    setenv("MCIR_TP_MUTANT", "vocab_unmasked", 1);
+    const char *voc_mut[] = {cli_src("examples/gpt2_lm/graph.json"), "--tp", "4", "--verify", "--input", ids, NULL};
+    r = cli_run(voc_mut);
+    unsetenv("MCIR_TP_MUTANT");
+    ck_assert_msg(r.status == 1 && strstr(r.out, "FAIL"), "the unmasked lookup went unnoticed: %s%s", r.out, r.err);
+    cli_result_free(&r);
     /* errors */
     const char *twice[] = {cli_src("tests/data/ranks/mlp.json"), "--tp", "2", NULL};
     r = cli_run(twice);
