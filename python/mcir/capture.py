@@ -319,6 +319,7 @@ class _Lowering:
         self.input_of = {}         # placeholder -> index in g.inputs
         self.mutated = {}          # placeholder -> its value after the in-place ops on it
         self.updated = {}          # in-place op node -> the node of the tensor it updated
+        self.from_positions = set()   # dynamic: constant nodes computed from positions, kept as ops
         self.n = None
 
     # ------------------------------------------------------------ helpers
@@ -497,6 +498,19 @@ class _Lowering:
             elif n in self.vals.const and self.dynamic and self.positions(n):
                 v = self.vals.value[n]
                 self.env[n] = self.emit("arange", [], [v.numel()], "i64", {"end": v.numel()})
+                self.from_positions.add(n)
+            elif n in self.vals.const and self.dynamic and _has_tensor(self.vals.value[n]) and \
+                    any(i in self.from_positions for i in n.all_input_nodes):
+                # computed from positions (T5's relative position bias): ops
+                # of the graph, so that their sizes follow the dim too —
+                # where mcir has the op; else folded as any constant
+                # (transformers' vmapped mask functions: new_ones)
+                try:
+                    self.env[n] = self.call(n)
+                    self.from_positions.add(n)
+                except UnsupportedError:
+                    self.n = n
+                    self.env[n] = self.folded(n, self.vals.value[n])
 
             elif n in self.vals.const and not n.users and _is_meta(self.vals.value[n]):
                 self.env[n] = _UNUSED          # an unused buffer on the meta device (transformers' TP)
@@ -1018,6 +1032,23 @@ def _cat(L, args, kw):
     if len(ins) == 1:
         return ins[0]
     return L.emit("concat", ins, shape, dt, {"axis": dim % len(shape)})
+
+
+@lowers("zeros_like", "ones_like", "full_like")
+def _full_like(L, args, kw):
+    """A constant of x's shape (T5's relative position buckets, computed
+    from positions in a dynamic capture): where(x == x, v, v), whose shape
+    follows x's (a weight's could not)."""
+    shape, dt = L.out_meta()
+    v = {"zeros_like": 0, "ones_like": 1}.get(L.op)
+    if v is None:
+        v = args[1] if len(args) > 1 else kw.get("fill_value")
+    if not isinstance(v, (int, float, bool)):
+        L.unsupported("%s with a fill value of type %s" % (L.op, type(v).__name__))
+    x = L.m(args[0])
+    same = L.emit("equal", [x, x], L.shape(x), "bool", name=L.n.name + ".all")
+    c = L.const(v if dt in ("f32", "f16", "bf16") else int(v), dt)
+    return L.emit("where", [same, c, c], shape, dt)
 
 
 @lowers("roll")

@@ -17,7 +17,12 @@ attribute, a slice bound that is not the size, a change of structure
 model's line: nothing is compiled that would be wrong at other sizes.
 Positions (arange from 0) and causal masks built from a mask buffer are
 captured as nodes (arange, greater, where) so
-that they follow the dim. A constant whose extent is the dim's (a rotary
+that they follow the dim, and so is what is computed from positions (T5's
+relative position buckets and their embedding). An arange end or slice
+bound that is the size plus a constant is written "seq+1"; a one-element
+constant that is the size plus a constant (a count of past tokens the
+trace saw as a number) becomes nodes computing it, argmax(arange(seq)) +
+c + 1. A constant whose extent is the dim's (a rotary
 table, a slice of a buffer) and that is, at both sizes, the first rows of
 its value at the largest size (a third capture, there) becomes that value
 and a slice [0:dim] of it.
@@ -185,6 +190,7 @@ def capture_dynamic(trace, args, axes, int_args, dims):
     base = trace(tuple(args))
     marks = {}     # location -> set of (dim, kind), kind "name" or "moves"
     moved = {}     # weight -> {axis: dim} (constants whose extent is the dim)
+    scalars = {}   # weight -> (dim, c): one-element constants that are the dim's size + c
     for name in dims:
         a = sizes[name]
         other, err = None, None
@@ -199,11 +205,19 @@ def capture_dynamic(trace, args, axes, int_args, dims):
                 raise err
             raise UnsupportedError("dim %r ranges over [%d, %d]: no other size to capture at" %
                                    ((name,) + dims[name]))
-        _diff(base, other, name, a, b, marks, moved)
+        _diff(base, other, name, a, b, marks, moved, scalars)
     _apply(base, marks, dims, sizes)
-    if moved:
-        top = trace(_at_all(args, axes, int_args, {k: hi for k, (lo, hi) in dims.items()}))
-        _constants_at_largest(base, top, moved, dims)
+    if moved or scalars:
+        top_sizes = {k: hi for k, (lo, hi) in dims.items()}
+        top = trace(_at_all(args, axes, int_args, top_sizes))
+        for w, (nm, c) in scalars.items():   # the same c at the largest size
+            t = top.values.get(w)
+            if t is None or _scalar_follows(base.values[w], t, sizes[nm], top_sizes[nm]) != c:
+                _refuse("constant %s, computed from sizes at capture," % _origin(base, w), nm,
+                        sizes[nm], top_sizes[nm])
+        if moved:
+            _constants_at_largest(base, top, moved, dims)
+        _scalars_as_nodes(base, scalars, dims)
     base.dims = dict(dims)
     return base
 
@@ -223,7 +237,58 @@ def _refuse(what, name, a, b):
                            (what, name, name, a, name, b))
 
 
-def _diff(A, B, name, a, b, marks, moved):
+def _scalar_follows(v, u, a, b):
+    """c where one-element constants v (at size a) and u (at size b) are
+    size + c at both (an integer c), else None."""
+    import numpy as np
+    if v.size != 1 or u.size != 1 or v.dtype.kind not in "iuf":
+        return None
+    x, y = float(v.reshape(-1)[0]), float(u.reshape(-1)[0])
+    if x != np.round(x) or x - a != y - b or abs(x) > 2 ** 40:
+        return None
+    return int(x - a)
+
+
+def _scalars_as_nodes(g, scalars, dims):
+    """One-element constants that are a dim's size + c (T5's count of past
+    tokens added to its positions) as nodes computing it at run time:
+    argmax(arange(dim)) + c + 1, whose arange end names the dim."""
+    import numpy as np
+    pre = []
+    for w, (nm, c) in scalars.items():
+        spec = next(x for x in g.weights if x["name"] == w)
+        if dims[nm][0] < 1:
+            raise UnsupportedError("constant %s is dim '%s' plus %d, and the dim can be 0" %
+                                   (_origin(g, w), nm, c))
+        pos, last, one, val = (g.fresh(w + ".pos"), g.fresh(w + ".last"), g.fresh(w + ".plus"),
+                               g.fresh(w + ".size"))
+        g.weights.append({"name": one, "dtype": "i64", "shape": []})
+        g.values[one] = np.array(c + 1, np.int64)
+        pre += [{"name": pos, "op": "arange", "inputs": [], "outputs": [pos],
+                 "attrs": {"end": nm, "dtype": "i64"}},
+                {"name": last, "op": "argmax", "inputs": [pos], "outputs": [last],
+                 "attrs": {"axis": 0, "keepdims": False}},
+                {"name": val, "op": "add", "inputs": [last, one], "outputs": [val]}]
+        cur = val
+        if spec["dtype"] != "i64":
+            cast = g.fresh(w + ".cast")
+            pre.append({"name": cast, "op": "cast", "inputs": [cur], "outputs": [cast],
+                        "attrs": {"to": spec["dtype"]}})
+            cur = cast
+        if list(spec["shape"]) != []:
+            rs = g.fresh(w + ".shaped")
+            pre.append({"name": rs, "op": "reshape", "inputs": [cur], "outputs": [rs],
+                        "attrs": {"shape": list(spec["shape"])}})
+            cur = rs
+        for n in g.nodes:
+            n["inputs"] = [cur if i == w else i for i in n["inputs"]]
+        g.outputs = [cur if o == w else o for o in g.outputs]
+        g.weights = [x for x in g.weights if x["name"] != w]
+        g.values.pop(w, None)
+    g.nodes[:0] = pre
+
+
+def _diff(A, B, name, a, b, marks, moved, scalars=None):
     """Marks every integer of A that differs in B (graphs captured at
     name = a and name = b); anything else that differs is refused."""
     import numpy as np
@@ -244,7 +309,8 @@ def _diff(A, B, name, a, b, marks, moved):
                 _refuse(what, name, a, b)
             return
         if x != y:
-            marks.setdefault(loc, set()).add((name, "name" if (x, y) == (a, b) else "moves"))
+            kind = "name" if (x, y) == (a, b) else ("plus", x - a) if x - a == y - b else "moves"
+            marks.setdefault(loc, set()).add((name, kind))
 
     for i, (x, y) in enumerate(zip(A.inputs, B.inputs)):
         if x["dtype"] != y["dtype"] or len(x["shape"]) != len(y["shape"]):
@@ -270,6 +336,10 @@ def _diff(A, B, name, a, b, marks, moved):
             if np.array_equal(v[cut], u[cut], equal_nan=True):
                 continue
         if sa != sb or v.shape != u.shape or not np.array_equal(v, u, equal_nan=True):
+            c = _scalar_follows(v, u, a, b) if sa == sb and scalars is not None else None
+            if c is not None and scalars.get(w["name"], (name, c)) == (name, c):
+                scalars[w["name"]] = (name, c)
+                continue
             _refuse("constant %s, computed from sizes at capture," % _origin(A, w["name"]),
                     name, a, b)
     for k, (x, y) in enumerate(zip(A.nodes, B.nodes)):
@@ -305,6 +375,13 @@ def _apply(g, marks, dims, sizes):
         _, k, at, j = loc
         node = g.nodes[k]
         what = "attribute '%s' of %s" % (at, _origin(g, node["outputs"][0]))
+        plus = [(nm, kind[1]) for nm, kind in ms if isinstance(kind, tuple)]
+        if len(ms) == 1 and plus and j is None and (node["op"], at) in _NAMED:
+            # the dim's size + c (T5's key length, past + 1): "dim+c" (an
+            # arange's end, a slice bound; a reshape's entries take -1)
+            nm, c = plus[0]
+            names = {"%s%+d" % (nm, c)}
+            named = True
         if named and (node["op"], at) in _NAMED:
             nm = names.pop()
             if j is None:

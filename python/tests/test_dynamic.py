@@ -103,6 +103,31 @@ class Dynamic(unittest.TestCase):
         finally:
             del os.environ["MCIR_GPU_GRAPHS"]
 
+    def test_relative_positions_follow_the_dim(self):
+        """T5's relative position bias in its decoder: positions shifted by a
+        size + c (a number the trace sees as a constant), keys arange(T + 1),
+        zeros_like and min over them — ops of the graph (the positions'
+        consumers), the shift a node computing the size, the arange's end
+        "seq+1": one compilation for every length."""
+        class Rel(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bias = torch.nn.Embedding(8, 4)
+
+            def forward(self, x):
+                T = x.shape[1]
+                ctx = torch.arange(T)[:, None] + (T + 3)
+                mem = torch.arange(T + 1)[None, :]
+                rel = mem - ctx
+                rel = -torch.min(rel, torch.zeros_like(rel))
+                b = self.bias(torch.clamp(rel, max=7)).permute(2, 0, 1)   # [4, T, T + 1]
+                return x.sum(-1)[:, None, :, None] + b[None, :, :, :T]
+        c = self.at_sizes(Rel().eval(), (torch.randn(2, 6, 5),), [3, 6, 11])
+        ops = [n["op"] for n in c.graph.nodes]
+        for op in ("arange", "argmax", "where", "min", "gather"):
+            self.assertIn(op, ops)
+        self.assertIn("seq+1", [n.get("attrs", {}).get("end") for n in c.graph.nodes])
+
     def test_out_of_range_names_the_dim(self):
         m = models.NanoBlock().eval()
         g = mcir.capture(m, (torch.randn(2, 16, 64),),
@@ -116,16 +141,21 @@ class Dynamic(unittest.TestCase):
             c(torch.randn(2, 16, 63))                      # a fixed extent is fixed
 
     def test_size_in_a_constant_is_refused_with_the_line(self):
-        class Scaled(torch.nn.Module):
+        class Scaled(torch.nn.Module):   # a mean written by hand: the size, computed
             def forward(self, x):
                 return x / x.shape[1]
+        self.at_sizes(Scaled(), (torch.randn(2, 8),), [3, 8, 13])
+
+        class Inverse(torch.nn.Module):   # 1 / size: not the size plus a constant
+            def forward(self, x):
+                return x * (1.0 / x.shape[1])
         with self.assertRaises(mcir.UnsupportedError) as e:
-            mcir.capture(Scaled().eval(), (torch.randn(2, 8),),
+            mcir.capture(Inverse().eval(), (torch.randn(2, 8),),
                          dynamic_shapes=({1: mcir.Dim("n", max=16)},))
         msg = str(e.exception)
         self.assertIn("dim 'n'", msg)
         self.assertIn("test_dynamic.py", msg)
-        self.assertIn("x / x.shape[1]", msg)
+        self.assertIn("x * (1.0 / x.shape[1])", msg)
 
     def test_bad_specs(self):
         x = torch.randn(2, 8)
