@@ -1,5 +1,7 @@
 // ---- mcir prelude: storage types, conversions, reductions (no headers:
-// ---- NVRTC compiles this without any include path).
+// ---- NVRTC compiles this without any include path). No identifier here
+// ---- may look like v<N>, vv<N> or p<N>: the compile-unit hash renumbers
+// ---- those (the value functions; codegen/codegen.c, cg_compile_unit).
 typedef long long i64;
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -234,14 +236,14 @@ __device__ __forceinline__ float mc_trig_reduce(float x, int* quadrant) {
     unsigned long long m = (bits & 0x7FFFFFu) | 0x800000u;
     int i0 = e > 1 ? (e - 2) >> 5 : 0;                  // words above give multiples of 4
     int s = e - 32 * i0;                                // in [-7, 33]
-    unsigned long long p3 = m * mc_two_over_pi[i0 + 3], p2 = m * mc_two_over_pi[i0 + 2],
-                       p1 = m * mc_two_over_pi[i0 + 1], p0 = m * mc_two_over_pi[i0];
+    unsigned long long pr3 = m * mc_two_over_pi[i0 + 3], pr2 = m * mc_two_over_pi[i0 + 2],
+                       pr1 = m * mc_two_over_pi[i0 + 1], pr0 = m * mc_two_over_pi[i0];
     unsigned long long l1, l2, l3, l4, t;
-    t = p2 + (p3 >> 32);
+    t = pr2 + (pr3 >> 32);
     l1 = t & 0xFFFFFFFFull;
-    t = p1 + (t >> 32);
+    t = pr1 + (t >> 32);
     l2 = t & 0xFFFFFFFFull;
-    t = p0 + (t >> 32);
+    t = pr0 + (t >> 32);
     l3 = t & 0xFFFFFFFFull;
     l4 = t >> 32;
     // Q = the 64 bits of the product from bit 66 - s (2 integer bits, 62 of fraction)
