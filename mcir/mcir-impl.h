@@ -40,7 +40,6 @@ bool mcir_infer_bitwise(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_infer_cumsum(mcir_graph *g, mcir_node *n, mcir_diag *d);
 bool mcir_check_gather(const mcir_node *n, const void *const *in, mcir_diag *d);
 bool mcir_infer_index_copy(mcir_graph *g, mcir_node *n, mcir_diag *d);
-bool mcir_check_index_copy(const mcir_node *n, const void *const *in, mcir_diag *d);
 
 /* Reference kernels (ref.c, ops_int.c): the f32 one of each op that can
  * have only float tensors (mcir_ref_fn), and the typed one of each op that

@@ -218,7 +218,7 @@ const mcir_op_desc mcir_op_descs[MCIR_OP_COUNT] = {
     [MCIR_OP_CUMSUM] = {"cumsum", 1, 1, 1, PURE | INTS, ATTRS(cumsum_attrs), mcir_infer_cumsum,
                         mcir_ref_CUMSUM, NULL, mcir_typed_CUMSUM},
     [MCIR_OP_INDEX_COPY] = {"index_copy", 3, 3, 1, PURE | INTS, ATTRS(index_copy_attrs),
-                            mcir_infer_index_copy, NULL, mcir_check_index_copy,
+                            mcir_infer_index_copy, NULL, mcir_check_gather,
                             mcir_typed_INDEX_COPY},
 };
 

@@ -240,24 +240,9 @@ bool mcir_infer_cumsum(mcir_graph *g, mcir_node *n, mcir_diag *d) {
 
 /* ------------------------------------------------------ run-time checks */
 
+/* The indices (input 1) name positions along X's (input 0) axis: in
+ * [-dim, dim), negative from the end. gather's and index_copy's. */
 bool mcir_check_gather(const mcir_node *n, const void *const *in, mcir_diag *d) {
-    const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1];
-    const int64_t *ids = in[1];
-    int axis;
-    MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), x->rank, &axis));
-    int64_t dim = x->shape[axis], count = mcir_tensor_numel(idx);
-    for (int64_t i = 0; i < count; i++)
-        if (ids[i] < -dim || ids[i] >= dim)
-            return node_error(d, n, "index %lld (element %lld of '%s') is out of range for axis %d "
-                              "of '%s' (size %lld)",
-                              (long long)ids[i], (long long)i, idx->name, axis, x->name,
-                              (long long)dim);
-    return true;
-}
-
-/* index_copy's indices name rows of X: in [-dim, dim) (negative from
- * the end, as gather's). */
-bool mcir_check_index_copy(const mcir_node *n, const void *const *in, mcir_diag *d) {
     const mcir_tensor *x = n->inputs[0], *idx = n->inputs[1];
     const int64_t *ids = in[1];
     int axis;

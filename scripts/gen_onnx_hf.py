@@ -27,6 +27,17 @@ OUT = os.path.join(ROOT, "tests", "data", "onnx", "models")
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
 
 
+class Logits(torch.nn.Module):
+    """The model's first output (logits, or BERT's hidden states), no cache."""
+
+    def __init__(self, m, name):
+        super().__init__()
+        self.m, self.bert = m, name == "bert"
+
+    def forward(self, ids):
+        return (self.m(ids) if self.bert else self.m(ids, use_cache=False))[0]
+
+
 def dynamic():
     """The exports with a dynamic seq (tests/test_onnx_dims.c)."""
     import onnx
@@ -43,23 +54,16 @@ def dynamic():
                            ("bert", "torchscript")):
         m = tiny(name)
 
-        class Logits(torch.nn.Module):
-            def __init__(self, m):
-                super().__init__()
-                self.m = m
-
-            def forward(self, ids):
-                return (self.m(ids) if name == "bert" else self.m(ids, use_cache=False))[0]
         key = "hf_%s_%s" % (name, exporter)
         d = os.path.join(dims, key)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "model.onnx")
         if exporter == "dynamo":
             seq = torch.export.Dim("seq", min=2, max=32)
-            torch.onnx.export(Logits(m).eval(), (IDS,), path, dynamo=True, opset_version=18,
+            torch.onnx.export(Logits(m, name).eval(), (IDS,), path, dynamo=True, opset_version=18,
                               external_data=False, dynamic_shapes=({1: seq},))
         else:
-            torch.onnx.export(Logits(m).eval(), (IDS,), path, dynamo=False, opset_version=17,
+            torch.onnx.export(Logits(m, name).eval(), (IDS,), path, dynamo=False, opset_version=17,
                               input_names=["ids"], output_names=["y"],
                               dynamic_axes={"ids": {1: "seq"}})
         mo = onnx.load(path)
@@ -75,7 +79,7 @@ def dynamic():
             ids = long_ids[:, :L]
             (y,) = s.run(None, {"ids": ids.numpy().astype(np.int64)})
             with torch.no_grad():
-                ref = Logits(m).eval()(ids).numpy()
+                ref = Logits(m, name).eval()(ids).numpy()
             err = float(np.abs(y - ref).max() / np.abs(ref).max())
             assert err < 1e-4, (name, L, err)
             np.save(os.path.join(d, "ids_s%d.npy" % L), ids.numpy().astype(np.int64))
@@ -99,24 +103,17 @@ def main():
     for name in ("gpt2", "llama", "bert"):
         m = tiny(name)
 
-        class Logits(torch.nn.Module):
-            def __init__(self, m):
-                super().__init__()
-                self.m = m
-
-            def forward(self, ids):
-                return (self.m(ids) if name == "bert" else self.m(ids, use_cache=False))[0]
         key = "hf_%s_dynamo" % name
         d = os.path.join(OUT, key)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "model.onnx")
-        torch.onnx.export(Logits(m).eval(), (IDS,), path, dynamo=True, opset_version=18,
+        torch.onnx.export(Logits(m, name).eval(), (IDS,), path, dynamo=True, opset_version=18,
                           external_data=False)
         ids = IDS.numpy().astype(np.int64)
         s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         (y,) = s.run(None, {s.get_inputs()[0].name: ids})
         with torch.no_grad():
-            ref = Logits(m).eval()(IDS).numpy()
+            ref = Logits(m, name).eval()(IDS).numpy()
         err = float(np.abs(y - ref).max() / np.abs(ref).max())
         assert err < 1e-4, (name, err)
         np.save(os.path.join(d, "input_0.npy"), ids)
