@@ -134,6 +134,7 @@ static bool mutant(const char *name) {
 }
 
 static bool is_weight(const mcir_tensor *x) { return x->kind == MCIR_TENSOR_WEIGHT; }
+static bool is_input(const mcir_tensor *x) { return x->kind == MCIR_TENSOR_INPUT && !x->is_output; }
 
 static bool static_extent(const mcir_tensor *x, int axis) {
     if (!x->sym) return true;
@@ -217,6 +218,7 @@ static mcir_tensor *whole(tp *t, mcir_tensor *x, const mcir_node *n, const char 
 
 /* ------------------------------------------------------------- the rules */
 
+
 /* The axis of an operand of rank rx, aligned right against the output's
  * rank ro (broadcasting); -1 where the operand has no such axis. */
 static int align(int axis, int ro, int rx) {
@@ -271,6 +273,37 @@ static int qkv_blocks(tp *t, const mcir_node *mm) {
 }
 
 static bool divides(tp *t, int64_t extent, int blocks) { return extent % ((int64_t)t->n * blocks) == 0; }
+
+/* A graph input no node has read yet, spanning axis ax of a consumer n
+ * whose other operands are split along it (a KV cache concatenated with
+ * the step's split K or V heads): declared sharded along ax, so each rank
+ * is handed its part of it (graph.json "shard") and nothing is gathered.
+ * False where it cannot be: read before, a symbolic or indivisible extent. */
+static bool split_input(tp *t, mcir_tensor *x, int ax, int blocks, const mcir_node *n, const mcir_tensor *with) {
+    grow(t);
+    if (!is_input(x) || lay_of(t, x).kind != L_R || ax < 0 || ax >= x->rank) return false;
+    bool first = !t->decided[x->id];
+    bool ok = first && divides(t, x->shape[ax], blocks) && static_extent(x, ax);
+    char b[128];
+    json_t *leg = json_array();
+    json_array_append_new(leg, check("input_first_read", first, first ? "graph input '%s' is first read by '%s' (%s), "
+                                     "whose operand '%s' is %s" : "graph input '%s' was read whole before '%s' (%s), "
+                                     "whose operand '%s' is %s", x->name, n->name, mcir_op_name(n->op), with->name,
+                                     lay_text(t, with, b, sizeof b)));
+    json_array_append_new(leg, check("input_axis_divides", divides(t, x->shape[ax], blocks) && static_extent(x, ax), "'%s' has %s along axis %d%s", x->name,
+                                     static_extent(x, ax) ? mcir_arena_printf(t->g->arena, "%lld", (long long)x->shape[ax])
+                                                          : "a symbolic extent",
+                                     ax, divides(t, x->shape[ax], blocks) ? ", a multiple of the ranks"
+                                                                          : ", not a multiple of the ranks"));
+    record(t, "tp_split_input", n, leg, ok, ok ? x->name : NULL);
+    if (!ok) return false;
+    x->shard_axis = ax;
+    x->shard_parts = t->n;
+    x->shard_blocks = blocks;
+    t->decided[x->id] = true;
+    set_lay(t, x, (layout){L_S, ax, blocks});
+    return true;
+}
 
 /* Looks past a product's bias add for the reshape that splits its last
  * axis into [.., heads, e]: the heads, or 0 where there is none. A split
@@ -461,7 +494,15 @@ static void rule_elementwise(tp *t, mcir_node *n) {
         if (l.kind == L_S) continue;
         int ax = align(axis, ro, x->rank);
         if (ax < 0 || x->shape[ax] == 1) continue;   /* broadcast along the split */
-        /* a constant that spans the split axis (a bias) is split with it */
+        /* a constant that spans the split axis (a bias) is split with it;
+         * a graph input, declared sharded */
+        if (is_input(x)) {
+            const mcir_tensor *with = NULL;
+            for (int k = 0; k < n->n_inputs && !with; k++)
+                if (lay_of(t, n->inputs[k]).kind == L_S) with = n->inputs[k];
+            ok = split_input(t, x, ax, blocks, n, with);
+            continue;
+        }
         ok = is_weight(x) && !t->decided[x->id] && divides(t, x->shape[ax], blocks) && static_extent(x, ax);
         if (ok) {
             x->shard_axis = ax;
@@ -586,6 +627,18 @@ static void rule_along(tp *t, mcir_node *n, const bool *in_axes, bool keepdims) 
                                                               mcir_op_name(n->op)));
         l = R;
     }
+    if (n->op == MCIR_OP_CONCAT) {
+        /* the parts: a graph input beside a split part is split with it
+         * (a KV cache joined with the step's heads) */
+        const mcir_tensor *with = NULL;
+        for (int i = 0; i < n->n_inputs && !with; i++)
+            if (lay_of(t, n->inputs[i]).kind == L_S) with = n->inputs[i];
+        layout lw = with ? lay_of(t, with) : R;
+        if (with && !in_axes[lw.axis])
+            for (int i = 0; i < n->n_inputs; i++)
+                if (lay_of(t, n->inputs[i]).kind == L_R) split_input(t, n->inputs[i], lw.axis, lw.blocks, n, with);
+        l = lay_of(t, X);
+    }
     bool ok = l.kind != L_S || (!in_axes[l.axis] && l.blocks == 1);
     if (n->op == MCIR_OP_SPLIT && l.kind == L_S && in_axes[l.axis] && l.blocks > 1) {
         /* a blocked split read block by block: each output is split */
@@ -606,8 +659,11 @@ static void rule_along(tp *t, mcir_node *n, const bool *in_axes, bool keepdims) 
         for (int i = 0; i < n->n_inputs; i++)
             if (lay_of(t, n->inputs[i]).kind != L_R)
                 n->inputs[i] = whole(t, n->inputs[i], n,
-                                     mcir_arena_printf(t->g->arena, "'%s' (%s) works along the split axis", n->name,
-                                                       mcir_op_name(n->op)));
+                                     l.kind == L_S && in_axes[l.axis]
+                                         ? mcir_arena_printf(t->g->arena, "'%s' (%s) works along the split axis",
+                                                             n->name, mcir_op_name(n->op))
+                                         : mcir_arena_printf(t->g->arena, "the parts of '%s' (%s) are not split alike",
+                                                             n->name, mcir_op_name(n->op)));
         l = R;
     }
     int out_axis = l.axis;
@@ -840,7 +896,7 @@ static void node_rule(tp *t, mcir_node *n) {
     node_rule_of(t, n);
     grow(t);
     for (int i = 0; i < n->n_inputs; i++)
-        if (is_weight(n->inputs[i])) t->decided[n->inputs[i]->id] = true;
+        if (is_weight(n->inputs[i]) || is_input(n->inputs[i])) t->decided[n->inputs[i]->id] = true;
 }
 
 static void node_rule_of(tp *t, mcir_node *n) {
@@ -951,8 +1007,8 @@ static void per_rank_attrs(tp *t) {
             }
         }
     }
-    for (int i = 0; i < t->g->n_weights; i++) {
-        mcir_tensor *w = t->g->weights[i];
+    for (int i = 0; i < t->g->n_weights + t->g->n_inputs; i++) {
+        mcir_tensor *w = i < t->g->n_weights ? t->g->weights[i] : t->g->inputs[i - t->g->n_weights];
         if (w->shard_axis >= 0) {
             w->shape[w->shard_axis] /= t->n;
             if (w->sym) w->sym[w->shard_axis] = mcir_extent_const(w->shape[w->shard_axis]);
