@@ -259,6 +259,8 @@ static int gemm_strided_batched_ex(void *h, int transa, int transb, int m, int n
     gemm_args x = {h, transa, transb, m, n, k, *(const float *)alpha, *(const float *)beta, a, b, c, a_type, lda,
                    b_type, ldb, c_type, ldc, batch, compute_type, algo, stride_a, stride_b, stride_c};
     if (emu_dev_capture_call(((handle *)h)->stream, gemm_replay, &x, sizeof x)) return 0;
+    emu_touch t[3] = {{(uintptr_t)a, 0, false}, {(uintptr_t)b, 0, false}, {(uintptr_t)c, 0, true}};
+    if (!emu_dev_stream_touch(((handle *)h)->stream, "cublasGemmStridedBatchedEx", 3, t)) return 13;
     return gemm_run(h, transa, transb, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb, stride_b, beta, c,
                     c_type, ldc, stride_c, batch, compute_type, algo);
 }
@@ -527,6 +529,11 @@ static int lt_matmul(void *h, void *desc, const void *alpha, const void *a, void
                  *(const float *)alpha, *(const float *)beta, {0}, algo != NULL, workspace_bytes};
     if (algo) memcpy(x.algo, algo, sizeof x.algo);   /* cublasLtMatmulAlgo_t: 8 words */
     if (emu_dev_capture_call(stream, lt_replay, &x, sizeof x)) return 0;
+    emu_touch t[5] = {{(uintptr_t)a, 0, false}, {(uintptr_t)b, 0, false}, {(uintptr_t)d, 0, true}};
+    int nt = 3;
+    if (c) t[nt++] = (emu_touch){(uintptr_t)c, 0, false};
+    if (workspace && workspace_bytes) t[nt++] = (emu_touch){(uintptr_t)workspace, workspace_bytes, true};
+    if (!emu_dev_stream_touch(stream, "cublasLtMatmul", nt, t)) return 13;   /* CUBLAS_STATUS_EXECUTION_FAILED */
     return lt_matmul_run(h, desc, alpha, a, a_layout, b, b_layout, beta, c, c_layout, d, d_layout, algo, workspace,
                          workspace_bytes, stream);
 }

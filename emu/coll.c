@@ -269,8 +269,7 @@ static const char *op_name(int op) { return op == MCIR_NCCL_MAX ? "max" : op == 
  * ranks are one collective; a rank with fewer calls, or a k-th call that
  * differs, is a finding. */
 static int flush(void) {
-    int rc = OK;
-    emu_dev_clear_findings();   /* a group's findings are its own, as a launch's */
+    int rc = OK;   /* (the findings were cleared when the group began: its order findings stay) */
     bool *done = calloc((size_t)st.n + 1, sizeof *done);
     MCIR_ASSERT(done);
     for (int i = 0; i < st.n && rc == OK; i++) {
@@ -335,6 +334,7 @@ static int flush(void) {
 }
 
 static int e_group_start(void) {
+    if (st.depth == 0 && st.n == 0) emu_dev_clear_findings();   /* a group's findings are its own, as a launch's */
     st.depth++;
     return OK;
 }
@@ -346,18 +346,27 @@ static int e_group_end(void) {
 }
 
 static int enqueue(int kind, const void *send, void *recv, size_t count, int dtype, int op, void *comm, void *stream) {
-    (void)stream;   /* the emulated device runs every launch when it is made: the buffers are ready */
     member *m = comm;
     if (!m || !m->c) return INVALID_ARGUMENT;
     if (emu_dev_sticky()) return INVALID_USAGE;
+    if (st.depth == 0 && st.n == 0) emu_dev_clear_findings();   /* a call alone is its own group */
+    /* the emulated device runs every launch when it is made, so the buffers
+     * are ready; on a GPU this call runs when its stream reaches it: the
+     * order against the other streams is checked */
+    size_t es = type_size(dtype), n = (size_t)m->c->n;
+    size_t sent = kind == KIND_REDUCE_SCATTER ? count * n : count, got = kind == KIND_ALL_GATHER ? count * n : count;
+    emu_touch t[2] = {{(uintptr_t)send, sent * es, false}, {(uintptr_t)recv, got * es, true}};
+    char who[96];
+    snprintf(who, sizeof who, "%s of rank %d", kind_names[kind], m->rank);
+    bool ordered = emu_dev_stream_touch(stream, who, 2, t);
     if (st.n == st.cap) {
         st.cap = st.cap ? 2 * st.cap : 16;
         st.calls = realloc(st.calls, sizeof *st.calls * (size_t)st.cap);
         MCIR_ASSERT(st.calls);
     }
     st.calls[st.n++] = (call){kind, send, recv, count, dtype, op, m};
-    if (st.depth == 0) return flush();   /* outside a group: alone (a hang unless the clique has one rank) */
-    return OK;
+    int rc = st.depth == 0 ? flush() : OK;   /* outside a group: alone (a hang unless the clique has one rank) */
+    return ordered ? rc : INVALID_USAGE;     /* made (the other ranks' calls meet it), and failed */
 }
 
 static int e_all_reduce(const void *send, void *recv, size_t count, int dtype, int op, void *comm, void *stream) {

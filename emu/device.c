@@ -122,9 +122,12 @@ typedef struct emu_graph {
     int n, cap;
 } emu_graph;
 
+enum { EMU_MAX_STREAMS = 32 };
 typedef struct emu_stream {
     int capture;   /* CU_STREAM_CAPTURE_STATUS_*: 0 none, 1 active, 2 invalidated */
     emu_graph *graph;
+    int sid;                            /* slot in order.streams; -1: beyond EMU_MAX_STREAMS, unchecked */
+    unsigned vc[EMU_MAX_STREAMS];       /* vector clock: what of each stream this one is ordered after */
 } emu_stream;
 
 enum { CAPTURE_NONE, CAPTURE_ACTIVE, CAPTURE_INVALIDATED, ERR_ILLEGAL_STATE = 401 };
@@ -173,6 +176,112 @@ static emu_graph *recording(CUstream s) {
     emu_stream *x = s;
     return x && x->capture == CAPTURE_ACTIVE ? x->graph : NULL;
 }
+
+/* ------------------------------------------------ order between streams
+ *
+ * Launches, copies, library calls and collectives run when they are
+ * issued, so here two streams never overlap; on a GPU they do, unless an
+ * event orders them (cuEventRecord on one, cuStreamWaitEvent on the other)
+ * or the host waited between them. Each stream keeps a vector clock (what
+ * of every stream it is ordered after: its own issues, the events it
+ * waited for, what the host had waited for when it issued), an event a
+ * copy of its stream's clock, the host the join of everything it waited
+ * for. Every issue records the byte ranges it reads and writes; one that
+ * meets a range another stream's issue wrote (or reads a range this one
+ * writes) that its clock does not cover is a race finding, and the issue
+ * fails — what compute-sanitizer's racecheck cannot see across streams
+ * and the hardware would show as wrong values once in a while. */
+typedef struct order_rec {
+    uintptr_t lo, hi;
+    bool write;
+    int sid;
+    unsigned stamp;
+    char who[96], what[96];
+} order_rec;
+
+static struct {
+    emu_stream *streams[EMU_MAX_STREAMS];
+    unsigned host[EMU_MAX_STREAMS];
+    order_rec *log;
+    int n, cap;
+} order;
+
+static void vc_join(unsigned *to, const unsigned *from) {
+    for (int i = 0; i < EMU_MAX_STREAMS; i++)
+        if (from[i] > to[i]) to[i] = from[i];
+}
+
+/* The host waited for everything issued so far (a synchronous copy, a
+ * free: the device is idle after them). */
+static void order_host_waits_all(void) {
+    for (int i = 0; i < EMU_MAX_STREAMS; i++)
+        if (order.streams[i]) vc_join(order.host, order.streams[i]->vc);
+}
+
+/* Drops records every live stream (and the host) is ordered after. */
+static void order_prune(void) {
+    int k = 0;
+    for (int i = 0; i < order.n; i++) {
+        const order_rec *e = &order.log[i];
+        bool seen = true;
+        for (int t = 0; t < EMU_MAX_STREAMS && seen; t++)
+            if (order.streams[t] && t != e->sid && order.streams[t]->vc[e->sid] < e->stamp) seen = false;
+        if (!seen && order.host[e->sid] < e->stamp) order.log[k++] = *e;
+    }
+    order.n = k;
+    if (order.n > 3 * 4096 / 4) {   /* still full: forget the oldest half (fewer checks, never a false finding) */
+        memmove(order.log, order.log + order.n / 2, sizeof *order.log * (size_t)(order.n - order.n / 2));
+        order.n -= order.n / 2;
+    }
+}
+
+bool emu_dev_stream_touch(void *stream, const char *who, int n, const emu_touch *t) {
+    emu_stream *s = stream;
+    if (!s || s->sid < 0 || recording(stream)) return true;   /* the legacy stream, unchecked ones, captures */
+    vc_join(s->vc, order.host);
+    unsigned stamp = ++s->vc[s->sid];
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        uintptr_t lo = t[i].p, hi = t[i].p + t[i].bytes;
+        const char *what = "device memory";
+        if (!t[i].bytes) {   /* the named range holding p */
+            uintptr_t start;
+            size_t bytes;
+            what = emu_dev_name_of(t[i].p, &start, &bytes);
+            if (!strcmp(what, "device memory")) continue;   /* no tensor there: the whole allocation would be too much */
+            lo = start;
+            hi = start + bytes;
+        } else {
+            what = emu_dev_name_of(t[i].p, NULL, NULL);
+        }
+        for (int k = 0; k < order.n && ok; k++) {
+            const order_rec *e = &order.log[k];
+            if (e->sid == s->sid || e->hi <= lo || hi <= e->lo || !(e->write || t[i].write) ||
+                s->vc[e->sid] >= e->stamp)
+                continue;
+            emu_dev_finding("race", "%s on stream %d %s '%s' while %s on stream %d %s '%s' (the same bytes): no event "
+                            "orders the two (cuEventRecord + cuStreamWaitEvent) and the host did not wait between "
+                            "them, so on a GPU they may run at once", who, s->sid, t[i].write ? "writes" : "reads",
+                            what, e->who, e->sid, e->write ? "writes" : "reads", e->what);
+            ok = false;
+        }
+        if (order.n == order.cap) {
+            if (order.cap >= 4096) order_prune();
+            if (order.n == order.cap) {
+                order.cap = order.cap ? 2 * order.cap : 256;
+                order.log = realloc(order.log, sizeof *order.log * (size_t)order.cap);
+                MCIR_ASSERT(order.log != NULL);
+            }
+        }
+        order_rec *r = &order.log[order.n++];
+        *r = (order_rec){.lo = lo, .hi = hi, .write = t[i].write, .sid = s->sid, .stamp = stamp};
+        snprintf(r->who, sizeof r->who, "%s", who);
+        snprintf(r->what, sizeof r->what, "%s", what);
+    }
+    return ok;
+}
+
+static CUresult e_stream_wait_event(CUstream st, CUevent ev, unsigned flags);
 
 bool emu_dev_capture_call(void *stream, int (*call)(const void *args), const void *args, size_t size) {
     dev.calls.library++;
@@ -385,6 +494,7 @@ static CUresult e_mem_info(size_t *free_b, size_t *total_b) {
 static CUresult e_htod(CUdeviceptr dst, const void *src, size_t n) {
     if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (dev.sticky) return dev.sticky;
+    order_host_waits_all();   /* synchronous: after every blocking stream's work */
     if (dev.hung) return blocked("cuMemcpyHtoD");
     size_t off;
     const emu_mem *m = emu_dev_find(dst, n, &off);
@@ -397,6 +507,7 @@ static CUresult e_htod(CUdeviceptr dst, const void *src, size_t n) {
 static CUresult e_dtoh(void *dst, CUdeviceptr src, size_t n) {
     if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (dev.sticky) return dev.sticky;
+    order_host_waits_all();
     if (dev.hung) return blocked("cuMemcpyDtoH");
     size_t off;
     const emu_mem *m = emu_dev_find(src, n, &off);
@@ -412,6 +523,9 @@ static CUresult e_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
     if (!md || !ms) return ERR_INVALID_VALUE;
     emu_graph *g = recording(s);
     if (g) return record_move(g, NODE_COPY, dst, src, n);
+    emu_dev_clear_findings();
+    emu_touch tt[2] = {{src, n, false}, {dst, n, true}};
+    if (!emu_dev_stream_touch(s, "a device copy (cuMemcpyDtoDAsync)", 2, tt)) return ERR_LAUNCH_FAILED;
     memmove(md->base + od, ms->base + os, n);
     memmove(md->init + od, ms->init + os, n);
     return CUDA_SUCCESS;
@@ -423,6 +537,9 @@ static CUresult e_memset32(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
     if (!m || dst % 4) return ERR_INVALID_VALUE;
     emu_graph *g = recording(s);
     if (g) return record_move(g, NODE_MEMSET, dst, v, n);
+    emu_dev_clear_findings();
+    emu_touch tt[1] = {{dst, 4 * n, true}};
+    if (!emu_dev_stream_touch(s, "a memset (cuMemsetD32Async)", 1, tt)) return ERR_LAUNCH_FAILED;
     for (size_t i = 0; i < n; i++) memcpy(m->base + off + 4 * i, &v, 4);
     memset(m->init + off, 1, 4 * n);
     return CUDA_SUCCESS;
@@ -432,8 +549,17 @@ static CUresult e_memset32(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
  * stream orders nothing more; an event records when it was reached. */
 static CUresult e_stream_create(CUstream *s, unsigned flags) {
     (void)flags;
-    *s = calloc(1, sizeof(emu_stream));
-    return *s ? CUDA_SUCCESS : ERR_OUT_OF_MEMORY;
+    emu_stream *x = calloc(1, sizeof(emu_stream));
+    *s = x;
+    if (!x) return ERR_OUT_OF_MEMORY;
+    x->sid = -1;
+    for (int i = 0; i < EMU_MAX_STREAMS && x->sid < 0; i++)
+        if (!order.streams[i]) {
+            x->sid = i;
+            order.streams[i] = x;
+            memcpy(x->vc, order.host, sizeof x->vc);   /* after what the host has waited for */
+        }
+    return CUDA_SUCCESS;
 }
 /* A wait that would block forever on a GPU: the injected hang's launch
  * never completes. Reported (the runtime's watchdog should have stopped
@@ -444,12 +570,24 @@ static CUresult blocked(const char *call) {
     return ERR_LAUNCH_TIMEOUT;
 }
 static CUresult e_stream_sync(CUstream s) {
-    (void)s;
     if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return dev.sticky ? dev.sticky : dev.hung ? blocked("cuStreamSynchronize") : CUDA_SUCCESS;
+    CUresult rc = dev.sticky ? dev.sticky : dev.hung ? blocked("cuStreamSynchronize") : CUDA_SUCCESS;
+    emu_stream *x = s;
+    if (rc == CUDA_SUCCESS && x && x->sid >= 0) vc_join(order.host, x->vc);
+    return rc;
 }
 static CUresult e_stream_destroy(CUstream s) {
     emu_stream *x = s;
+    if (x && x->sid >= 0) {   /* its slot free again: its records and every clock's column of it go */
+        int k = 0, sid = x->sid;
+        for (int i = 0; i < order.n; i++)
+            if (order.log[i].sid != sid) order.log[k++] = order.log[i];
+        order.n = k;
+        order.streams[sid] = NULL;
+        order.host[sid] = 0;
+        for (int i = 0; i < EMU_MAX_STREAMS; i++)
+            if (order.streams[i]) order.streams[i]->vc[sid] = 0;
+    }
     if (x && x->capture) {   /* a capture never ended: its record goes with the stream */
         if (dev.capturing == x) dev.capturing = NULL;
         graph_free(x->graph);
@@ -472,6 +610,7 @@ static void emu_nap(unsigned us) { napped_us += us; }
 typedef struct emu_event {
     double ms;
     bool pending;   /* recorded after a launch that never completes */
+    unsigned vc[EMU_MAX_STREAMS];   /* its stream's clock when recorded */
 } emu_event;
 static CUresult e_event_create(CUevent *e, unsigned flags) {
     (void)flags;
@@ -479,21 +618,43 @@ static CUresult e_event_create(CUevent *e, unsigned flags) {
     return *e ? CUDA_SUCCESS : ERR_OUT_OF_MEMORY;
 }
 static CUresult e_event_record(CUevent e, CUstream s) {
-    (void)s;
     emu_event *x = e;
+    emu_stream *st = s;
     x->ms = now_ms();
     x->pending = dev.hung;
+    memset(x->vc, 0, sizeof x->vc);
+    if (st && st->sid >= 0) {
+        vc_join(st->vc, order.host);
+        memcpy(x->vc, st->vc, sizeof x->vc);
+    } else if (!st) {   /* the legacy stream: after every blocking stream's work */
+        for (int i = 0; i < EMU_MAX_STREAMS; i++)
+            if (order.streams[i]) vc_join(x->vc, order.streams[i]->vc);
+    }
     return dev.sticky;
 }
 static CUresult e_event_query(CUevent e) {
     const emu_event *x = e;
     if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return dev.sticky ? dev.sticky : x->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    CUresult rc = dev.sticky ? dev.sticky : x->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS) vc_join(order.host, x->vc);   /* the host saw it complete */
+    return rc;
 }
 static CUresult e_event_sync(CUevent e) {
     const emu_event *x = e;
     if (capture_forbids(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return dev.sticky ? dev.sticky : x->pending ? blocked("cuEventSynchronize") : CUDA_SUCCESS;
+    CUresult rc = dev.sticky ? dev.sticky : x->pending ? blocked("cuEventSynchronize") : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS) vc_join(order.host, x->vc);
+    return rc;
+}
+/* cuStreamWaitEvent: what the stream issues from now on is ordered after
+ * the event's work (a capture orders nothing: its replay is one stream). */
+static CUresult e_stream_wait_event(CUstream st, CUevent ev, unsigned flags) {
+    emu_stream *s = st;
+    const emu_event *x = ev;
+    if (flags || !x) return ERR_INVALID_VALUE;
+    if (recording(st)) return CUDA_SUCCESS;
+    if (s && s->sid >= 0) vc_join(s->vc, x->vc);
+    return dev.sticky;
 }
 static CUresult e_event_destroy(CUevent e) {
     free(e);
@@ -724,6 +885,14 @@ static CUresult e_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     }
     emu_graph *g = recording(s);
     if (g) return capture_launch(g, fn, gx, bx, smem, params);
+    /* the buffers its pointer parameters name, for the order between streams */
+    emu_touch touch[64];
+    int nt = 0, k = 0;
+    for (const char *p = fn->params; *p && nt < 64; p += 2, k++)
+        if (*p == 'r' || *p == 'w') touch[nt++] = (emu_touch){(uintptr_t) * (void **)params[k], 0, *p == 'w'};
+    char who[160];
+    snprintf(who, sizeof who, "kernel %s", fn->name);
+    if (!emu_dev_stream_touch(s, who, nt, touch)) return ERR_LAUNCH_FAILED;
     return launch_run(fn, gx, bx, smem, params);
 }
 
@@ -967,6 +1136,7 @@ static mcir_cu_driver table = {
     .cuStreamCreate = e_stream_create,
     .cuStreamSynchronize = e_stream_sync,
     .cuStreamDestroy_v2 = e_stream_destroy,
+    .cuStreamWaitEvent = e_stream_wait_event,
     .cuEventCreate = e_event_create,
     .cuEventRecord = e_event_record,
     .cuEventSynchronize = e_event_sync,

@@ -38,6 +38,18 @@ bool emu_dev_hung(void);
  * (run the call now). */
 bool emu_dev_capture_call(void *stream, int (*call)(const void *args), const void *args, size_t size);
 
+/* The order between streams (device.c): an issue on `stream` (who: what
+ * it is, for findings) touching these ranges — bytes 0: the tensor range
+ * the runtime named around p — checked against what other streams issued
+ * and no event or host wait orders before it: false, with a race finding,
+ * where they meet. Then recorded. NULL or a capturing stream: unchecked. */
+typedef struct emu_touch {
+    uintptr_t p;
+    size_t bytes;
+    bool write;
+} emu_touch;
+bool emu_dev_stream_touch(void *stream, const char *who, int n, const emu_touch *t);
+
 extern const mcir_blas_api emu_blas_api;
 extern const struct mcir_coll_api emu_coll_api;   /* emu/coll.c */
 

@@ -570,12 +570,17 @@ typedef struct region {
     mcir_node **nodes;    /* members (kernel role and folded-out transposes) */
     int min_pos;
     bool placed;
+    uint64_t colls;       /* placed: the collectives it waits for (bit: collective index mod 64) */
 } region;
 
 static void region_add(mcir_arena *a, region *r, mcir_node *v, int pos) {
     r->nodes = mcir_arena_grow(a, r->nodes, &r->cap, r->n + 1, sizeof *r->nodes);
     r->nodes[r->n++] = v;
     if (pos < r->min_pos) r->min_pos = pos;
+}
+
+static bool is_collective_op(mcir_op op) {
+    return op == MCIR_OP_ALL_REDUCE || op == MCIR_OP_ALL_GATHER || op == MCIR_OP_REDUCE_SCATTER;
 }
 
 /* The region that produces t, seen through aliases and folded-in
@@ -1257,6 +1262,19 @@ static void liveness(mcir_plan *p) {
             if (p->last_use[r] < k) p->last_use[r] = k;
         }
     }
+    /* ranks: a collective runs on a second stream until the first kernel
+     * that reads what it writes (runtime.c): its input stays until then,
+     * so no kernel in between is placed over the bytes it still sends */
+    for (int k = 0; g->ranks > 1 && k < p->n_kernels; k++) {
+        const mcir_kernel_plan *kp = &p->kernels[k];
+        if (kp->tpl != MCIR_TEMPLATE_COLLECTIVE) continue;
+        int out = p->alias_root[kp->anchor->outputs[0]->id]->id, in = p->alias_root[kp->anchor->inputs[0]->id]->id;
+        int join = p->n_kernels - 1;
+        for (int j = k + 1; j < p->n_kernels && join == p->n_kernels - 1; j++)
+            for (int i = 0; i < p->kernels[j].n_reads; i++)
+                if (p->alias_root[p->kernels[j].reads[i]->id]->id == out) join = j - 1 < k ? k : j - 1;
+        if (p->last_use[in] < join) p->last_use[in] = join;
+    }
     /* graph outputs read after the last kernel are not in the arena; an
      * alias reports its root's range */
     for (int t = 0; t < g->n_tensors; t++) {
@@ -1372,20 +1390,93 @@ mcir_plan *mcir_plan_build(const mcir_graph *g, const mcir_target *target, mcir_
      * first unplaced on — usually that one itself) */
     p->kernels = mcir_arena_alloc(a, ((size_t)n_regions + 1) * sizeof *p->kernels);
     int first_unplaced = 0;
+    /* Graphs with ranks: a collective runs on a second stream beside the
+     * kernels after it that do not need it (runtime.c), so it is placed as
+     * soon as it is ready, and the kernels that wait for it after the ready
+     * ones that do not — what there is to overlap. Not with states (a
+     * kernel writing over an input other kernels read: only the graph
+     * order keeps that). */
+    bool overlap = g->ranks > 1;
+    for (int i = 0; i < g->n_outputs && overlap; i++) overlap = !g->outputs[i]->state_input;
+    uint64_t in_flight = 0;
+    int n_colls = 0;
+    int *coll_bit = mcir_arena_alloc(a, ((size_t)n_regions + 1) * sizeof *coll_bit);
+    char *feeds = mcir_arena_alloc(a, (size_t)n_regions + 1);   /* ancestors of collective feeds_of */
+    int *stack = mcir_arena_alloc(a, ((size_t)n_regions + 1) * sizeof *stack);
+    int feeds_of = -2;
+    for (int u = 0; u < n_regions; u++) coll_bit[u] = -1;
     for (int placed = 0; placed < n_regions; placed++) {
-        int pick = -1;
+        /* the first ready region in graph order; with overlap, the first
+         * ready collective, else the first ready region that waits for no
+         * collective in flight, else the first ready one */
+        int pick = -1, free_pick = -1, coll_pick = -1, feed_pick = -1;
+        uint64_t colls_of[4] = {0, 0, 0, 0};
         while (regions[first_unplaced].placed) first_unplaced++;
-        for (int u = first_unplaced; u < n_regions && pick < 0; u++) {
+        if (overlap && !in_flight) {
+            /* nothing to overlap yet: the regions the next collective (in
+             * graph order) needs first, the others kept for its flight */
+            int next = -1;
+            for (int u = first_unplaced; u < n_regions && next < 0; u++)
+                if (!regions[u].placed && is_collective_op(regions[u].nodes[0]->op)) next = u;
+            if (next != feeds_of) {
+                feeds_of = next;
+                memset(feeds, 0, (size_t)n_regions);
+                int top = 0;
+                if (next >= 0) stack[top++] = next;
+                while (top > 0) {
+                    int u = stack[--top];
+                    for (int i = 0; i < regions[u].n; i++)
+                        for (int j = 0; j < regions[u].nodes[i]->n_inputs; j++) {
+                            int w = producing_region(&c, regions[u].nodes[i]->inputs[j]);
+                            if (w >= 0 && w != u && !regions[w].placed && !feeds[w]) {
+                                feeds[w] = 1;
+                                stack[top++] = w;
+                            }
+                        }
+                }
+            }
+        }
+        for (int u = first_unplaced; u < n_regions && coll_pick < 0; u++) {
             if (regions[u].placed) continue;
             bool ready = true;
+            uint64_t colls = 0;
             for (int i = 0; i < regions[u].n && ready; i++) {
                 mcir_node *v = regions[u].nodes[i];
                 for (int j = 0; j < v->n_inputs && ready; j++) {
                     int w = producing_region(&c, v->inputs[j]);
                     if (w >= 0 && w != u && !regions[w].placed) ready = false;
+                    else if (w >= 0 && w != u)
+                        colls |= regions[w].colls | (coll_bit[w] >= 0 ? 1ull << coll_bit[w] : 0);
                 }
             }
-            if (ready) pick = u;
+            if (!ready) continue;
+            if (pick < 0) {
+                pick = u;
+                colls_of[0] = colls;
+                if (!overlap) break;
+            }
+            if (free_pick < 0 && !(colls & in_flight)) {
+                free_pick = u;
+                colls_of[1] = colls;
+            }
+            if (is_collective_op(regions[u].nodes[0]->op)) {
+                coll_pick = u;
+                colls_of[2] = colls;
+            }
+            if (feed_pick < 0 && feeds_of >= 0 && feeds[u]) {
+                feed_pick = u;
+                colls_of[3] = colls;
+            }
+        }
+        if (overlap && pick >= 0) {
+            int which = coll_pick >= 0 ? 2 : in_flight && free_pick >= 0 ? 1 : !in_flight && feed_pick >= 0 ? 3 : 0;
+            pick = which == 2 ? coll_pick : which == 1 ? free_pick : which == 3 ? feed_pick : pick;
+            regions[pick].colls = colls_of[which];
+            in_flight &= ~colls_of[which];   /* joined */
+            if (which == 2) {
+                coll_bit[pick] = n_colls++ % 64;
+                in_flight |= 1ull << coll_bit[pick];
+            }
         }
         if (pick < 0) {
             for (int u = 0; u < n_regions; u++)

@@ -76,6 +76,7 @@ enum {
     X(cuStreamCreate, (CUstream *, unsigned))                                             \
     X(cuStreamSynchronize, (CUstream))                                                    \
     X(cuStreamDestroy_v2, (CUstream))                                                     \
+    X(cuStreamWaitEvent, (CUstream, CUevent, unsigned))                                   \
     X(cuEventCreate, (CUevent *, unsigned))                                               \
     X(cuEventRecord, (CUevent, CUstream))                                                 \
     X(cuEventSynchronize, (CUevent))                                                      \

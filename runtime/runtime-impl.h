@@ -17,7 +17,8 @@
  * WAIT_WHILE_CAPTURING, the capture waits for the stream after the first
  * kernel (as LAZY's frees or --sync's waits would). */
 enum { CG_MUTANT_NONE, CG_MUTANT_REPLAY_SKIPS_INPUTS, CG_MUTANT_WAIT_WHILE_CAPTURING,
-       CG_MUTANT_COLLECTIVE_READS_RANK0 /* a collective of several ranks takes rank 0's input for every rank */ };
+       CG_MUTANT_COLLECTIVE_READS_RANK0, /* a collective of several ranks takes rank 0's input for every rank */
+       CG_MUTANT_COLLECTIVE_NO_JOIN /* kernels after a collective on the second stream do not wait for it */ };
 extern int cg_runtime_mutant;
 
 struct mcir_blas_api;

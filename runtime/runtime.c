@@ -14,7 +14,9 @@
  * default), or one per tensor up front (EAGER), or one per intermediate
  * between the kernels that first and last touch it (LAZY, the plan's
  * liveness) — the Occamy comparison; peak bytes count every live
- * allocation of ours. Kernels launch in plan order on one stream; outputs
+ * allocation of ours. Kernels launch in plan order on one stream (a
+ * graph of several ranks: its collectives on a second, each kernel
+ * waiting for the collectives whose buffers it touches); outputs
  * are copied back into env. Everything allocated is released on every
  * path. With graphs, no address a captured launch reads moves after the
  * capture: the arena, the weights and the session's own input and output
@@ -103,6 +105,13 @@ typedef struct gpu_run {
     float ms;
     int failed;              /* the kernel whose launch failed, or -1 */
     CUevent *done;           /* by kernel: recorded after its launches */
+    /* runs of several ranks: the collectives on a second stream (NULL: on
+     * `stream`), each waiting for the kernels before it; a kernel waits for
+     * a pending collective (its `done`) where it touches its buffers */
+    CUstream comm;
+    int *pending, n_pending; /* collectives on comm no kernel waited for yet */
+    int last_compute;        /* the latest kernel on `stream` (-1: none) */
+    int overlapped;          /* kernels launched while a collective was pending */
     double *deadline;        /* by kernel: seconds it may run (0: no limit) */
     int completed;           /* kernels 0..completed are known to have finished */
     int launched;            /* kernels 0..launched are on the stream */
@@ -839,7 +848,51 @@ fail:
 
 /* Kernel i on the stream (a one-rank collective: its copy), its event
  * recorded; LAZY's allocations before and frees after. */
+/* [p, p + n) and root tensor t's bytes share one. */
+static bool touches(const gpu_run *r, const mcir_tensor *t, CUdeviceptr p, int64_t n) {
+    const mcir_tensor *x = root_of(r, t);
+    CUdeviceptr q = r->ptr[x->id];
+    int64_t m = tensor_bytes_max(r->g, x);
+    return q && p && n > 0 && m > 0 && q < p + (CUdeviceptr)n && p < q + (CUdeviceptr)m;
+}
+
+/* Kernel i (on `stream`) after the pending collectives whose buffers it
+ * touches: it reads what they write, or writes what they read or write
+ * (cuStreamWaitEvent on their event). all: every pending one (the end of
+ * the step). */
+static bool join_pending(gpu_run *r, int i, bool all) {
+    int k = 0;
+    for (int q = 0; q < r->n_pending; q++) {
+        int c = r->pending[q];
+        const mcir_node *n = r->cg->k[c].kp->anchor;
+        const mcir_tensor *x = root_of(r, n->inputs[0]), *y = root_of(r, n->outputs[0]);
+        CUdeviceptr xs = r->ptr[x->id], ys = r->ptr[y->id];
+        int64_t xb = tensor_bytes_max(r->g, x), yb = tensor_bytes_max(r->g, y);
+        bool meet = all;
+        const mcir_kernel_plan *kp = all ? NULL : r->cg->k[i].kp;
+        for (int j = 0; kp && !meet && j < kp->n_reads; j++) meet = touches(r, kp->reads[j], ys, yb);
+        for (int j = 0; kp && !meet && j < kp->n_writes; j++)
+            meet = touches(r, kp->writes[j], ys, yb) || touches(r, kp->writes[j], xs, xb);
+        if (meet && !all && cg_runtime_mutant == CG_MUTANT_COLLECTIVE_NO_JOIN) meet = false;
+        if (!meet) {
+            r->pending[k++] = c;
+            continue;
+        }
+        int rc = cu->cuStreamWaitEvent(r->stream, r->done[c], 0);
+        if (rc != CUDA_SUCCESS) {
+            snprintf(r->why, sizeof r->why, "cuStreamWaitEvent for %s: %s", r->cg->k[c].kp->name, mcir_cu_error(rc));
+            r->failed = i;
+            return false;
+        }
+    }
+    r->n_pending = k;
+    if (k && !all) r->overlapped++;
+    return true;
+}
+
 static bool launch_one(gpu_run *r, int i) {
+    if (r->n_pending && !join_pending(r, i, false)) return false;
+    r->last_compute = i;
     bool ok = !(r->mode == MCIR_ALLOC_LAZY && !lazy_alloc(r, i));
     if (ok && r->cg->k[i].kp->tpl == MCIR_TEMPLATE_COLLECTIVE && !collective_one_rank(r, i)) {
         r->failed = i;
@@ -1095,6 +1148,9 @@ static void release_device(gpu_run *r, bool wait) {
     if (r->ev1) cu->cuEventDestroy_v2(r->ev1);
     for (int i = 0; r->done && i < r->cg->n; i++)
         if (r->done[i]) cu->cuEventDestroy_v2(r->done[i]);
+    if (r->comm && wait) cu->cuStreamSynchronize(r->comm);
+    if (r->comm) cu->cuStreamDestroy_v2(r->comm);
+    free(r->pending);
     if (r->stream) cu->cuStreamDestroy_v2(r->stream);
     if (r->ctx) cu->cuDevicePrimaryCtxRelease_v2(r->dev);
 }
@@ -1392,18 +1448,32 @@ static bool collective_ranks(gpu_run *rr, int R, int i, const mcir_coll_api *col
     int dt = nccl_dtype(x->dtype);
     for (int r = 0; r < R; r++)
         if (rr[r].mode == MCIR_ALLOC_LAZY && !lazy_alloc(&rr[r], i)) return false;
+    /* on the second stream: after every kernel before it */
+    for (int r = 0; r < R; r++) {
+        gpu_run *g = &rr[r];
+        if (!g->comm) continue;
+        int e = cu->cuStreamWaitEvent(g->comm, g->last_compute >= 0 ? g->done[g->last_compute] : g->ev0, 0);
+        if (e != CUDA_SUCCESS) {
+            snprintf(g->why, sizeof g->why, "cuStreamWaitEvent: %s", mcir_cu_error(e));
+            g->failed = i;
+            return false;
+        }
+    }
     int rc = coll->group_start();
-    for (int r = 0; r < R && rc == 0; r++) {
+    for (int r = 0, started = rc; r < R && started == 0; r++) {   /* every rank's call, even after one failed */
         gpu_run *g = &rr[r];
         const gpu_run *from = cg_runtime_mutant == CG_MUTANT_COLLECTIVE_READS_RANK0 ? &rr[0] : g;
         const void *send = (const void *)(uintptr_t)from->ptr[root_of(from, x)->id];
         void *recv = (void *)(uintptr_t)g->ptr[root_of(g, y)->id];
+        CUstream s = g->comm ? g->comm : g->stream;
+        int rc1;
         if (n->op == MCIR_OP_ALL_REDUCE)
-            rc = coll->all_reduce(send, recv, (size_t)mcir_tensor_numel(x), dt, op, comms[r], g->stream);
+            rc1 = coll->all_reduce(send, recv, (size_t)mcir_tensor_numel(x), dt, op, comms[r], s);
         else if (n->op == MCIR_OP_ALL_GATHER)
-            rc = coll->all_gather(send, recv, (size_t)mcir_tensor_numel(x), dt, comms[r], g->stream);
+            rc1 = coll->all_gather(send, recv, (size_t)mcir_tensor_numel(x), dt, comms[r], s);
         else
-            rc = coll->reduce_scatter(send, recv, (size_t)mcir_tensor_numel(y), dt, op, comms[r], g->stream);
+            rc1 = coll->reduce_scatter(send, recv, (size_t)mcir_tensor_numel(y), dt, op, comms[r], s);
+        if (rc == 0) rc = rc1;
     }
     int end = coll->group_end();
     if (rc == 0) rc = end;
@@ -1414,12 +1484,13 @@ static bool collective_ranks(gpu_run *rr, int R, int i, const mcir_coll_api *col
     }
     for (int r = 0; r < R; r++) {
         gpu_run *g = &rr[r];
-        int e = cu->cuEventRecord(g->done[i], g->stream);
+        int e = cu->cuEventRecord(g->done[i], g->comm ? g->comm : g->stream);
         if (e != CUDA_SUCCESS) {
             snprintf(g->why, sizeof g->why, "%s", mcir_cu_error(e));
             g->failed = i;
             return false;
         }
+        if (g->comm) g->pending[g->n_pending++] = i;
         g->launched = i;
         if (g->mode == MCIR_ALLOC_LAZY && !lazy_free(g, i)) return false;
     }
@@ -1458,6 +1529,14 @@ static bool rdv_exchange(void *ctx, int kind, int dtype, int op, size_t count, c
                        .send_bytes = send_bytes, .recv_bytes = recv_bytes};
     exchange_ctx x = {combine};
     return mcir_rdv_star(ctx, &c, send, recv, combine_ranks, &x, describe_nccl, why, n);
+}
+
+/* Collectives on a second stream (overlapping the kernels that do not
+ * touch their buffers): not with LAZY allocation (its frees wait for the
+ * device), nor where MCIR_OVERLAP=0. */
+static bool overlap_wanted(mcir_alloc_mode mode) {
+    const char *e = getenv("MCIR_OVERLAP");
+    return mode != MCIR_ALLOC_LAZY && !(e && !strcmp(e, "0"));
 }
 
 /* A graph with ranks: one run per rank (its own device on GPUs, its own
@@ -1519,11 +1598,21 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
         /* the emulated device is one; every rank gets its own arena on it */
         devs[r] = drv->emulated ? 0 : L ? L->local_rank : r;
         rr[r] = (gpu_run){.cg = cg, .p = cg->plan, .g = g, .m = cg->mem, .mode = mode, .rank = L ? L->rank : r,
-                          .ordinal = devs[r], .failed = -1, .completed = -1, .launched = -1};
+                          .ordinal = devs[r], .failed = -1, .completed = -1, .launched = -1, .last_compute = -1};
         if (rr[r].mode == MCIR_ALLOC_POOL && !cg->mem) rr[r].mode = MCIR_ALLOC_EAGER;
         opened++;
         mcir_env *mine = L ? env : mcir_env_rank_env(env, r);
         ok = run_open(&rr[r], d) && run_place(&rr[r], mine) && step_place(&rr[r], mine, NULL);
+        if (ok && overlap_wanted(rr[r].mode)) {   /* the collectives' stream */
+            int rc = cu->cuStreamCreate(&rr[r].comm, 0);
+            rr[r].pending = calloc((size_t)cg->n + 1, sizeof *rr[r].pending);
+            MCIR_ASSERT(rr[r].pending);
+            if (rc != CUDA_SUCCESS) {
+                rr[r].comm = NULL;
+                snprintf(rr[r].why, sizeof rr[r].why, "cuStreamCreate: %s", mcir_cu_error(rc));
+                ok = false;
+            }
+        }
         if (ok) {
             int rc = cu->cuEventRecord(rr[r].ev0, rr[r].stream);
             if (rc != CUDA_SUCCESS) {
@@ -1584,7 +1673,7 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
     double host_us = (now_s() - t0) * 1e6;
     for (int r = 0; ok && r < NL; r++) {
         gpu_run *x = &rr[r];
-        ok = (drv->emulated || cu->cuCtxSetCurrent(x->ctx) == CUDA_SUCCESS) &&
+        ok = (drv->emulated || cu->cuCtxSetCurrent(x->ctx) == CUDA_SUCCESS) && join_pending(x, cg->n - 1, true) &&
              cu->cuEventRecord(x->ev1, x->stream) == CUDA_SUCCESS && wait_for(x, cg->n - 1) &&
              cu->cuEventSynchronize(x->ev1) == CUDA_SUCCESS &&
              cu->cuEventElapsedTime(&x->ms, x->ev0, x->ev1) == CUDA_SUCCESS &&
@@ -1598,6 +1687,7 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
             if (rr[r].peak > stats->peak_device_bytes) stats->peak_device_bytes = rr[r].peak;
         }
         stats->host_us = host_us;
+        stats->overlapped = rr[0].comm ? rr[0].overlapped : -1;
         snprintf(stats->device_name, sizeof stats->device_name, "%s", rr[0].device);
     }
     if (!ok) {

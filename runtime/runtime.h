@@ -70,6 +70,8 @@ typedef struct {
     int graph_sizes;            /* the graphs the session holds, one per size stepped at (at most 8) */
     int recaptures;             /* graphs captured after the session's first: at new sizes, or again after
                                  * one was given up (the session's total) */
+    int overlapped;             /* ranks: kernels launched while a collective ran on the second stream
+                                 * (rank 0's; -1: the collectives ran on the kernels' stream) */
 } mcir_gpu_stats;
 
 /* The driver loads (dlopen libcuda.so.1), cuInit succeeds, a device exists.
