@@ -1136,19 +1136,42 @@ void mcir_cost_kernel(const mcir_kernel_plan *k, const mcir_target *t,
 
 void mcir_cost_plan(const mcir_plan *p, mcir_plan_cost *out) {
     memset(out, 0, sizeof *out);
+    const mcir_graph *g = p->graph;
+    /* two streams (ranks): the kernels' clock, the collectives', and when
+     * each tensor a collective writes is ready */
+    bool two = g->ranks > 1;
+    double kern = 0, coll = 0;
+    double *ready = two ? calloc((size_t)g->n_tensors + 1, sizeof *ready) : NULL;
     for (int i = 0; i < p->n_kernels; i++) {
+        const mcir_kernel_plan *k = &p->kernels[i];
         mcir_kernel_cost c;
-        mcir_cost_kernel(&p->kernels[i], p->target, NULL, &c);
+        mcir_cost_kernel(k, p->target, NULL, &c);
         out->launches += c.launches;
         out->hbm_bytes += c.hbm_bytes;
         out->global_bytes += c.global_bytes;
         out->flops += c.flops;
         out->modelled_us += c.modelled_us;
         out->issue_bound += c.issue_us > c.memory_us && c.issue_us > c.compute_us;
+        if (!two) continue;
+        if (k->tpl == MCIR_TEMPLATE_COLLECTIVE) {
+            coll = (coll > kern ? coll : kern) + c.modelled_us;
+            ready[p->alias_root[k->anchor->outputs[0]->id]->id] = coll;
+            continue;
+        }
+        for (int j = 0; j < k->n_reads; j++) {
+            double r = ready[p->alias_root[k->reads[j]->id]->id];
+            if (r > kern) kern = r;
+        }
+        kern += c.modelled_us;
+    }
+    if (two) {
+        double span = kern > coll ? kern : coll;
+        out->overlap_us = out->modelled_us - span > 1e-9 ? out->modelled_us - span : 0;
+        out->modelled_us -= out->overlap_us;
+        free(ready);
     }
     /* compulsory: the graph's inputs and weights that some kernel reads,
      * and its outputs, once each */
-    const mcir_graph *g = p->graph;
     unsigned char *seen = calloc((size_t)g->n_tensors + 1, 1);
     MCIR_ASSERT(seen != NULL);
     for (int i = 0; i < p->n_kernels; i++)

@@ -589,13 +589,19 @@ typedef struct mcir_plan_cost {
     int64_t unfused_hbm_bytes;   /* p->unfused_hbm_bytes (0: not known) */
     double flops, modelled_us;
     int issue_bound;             /* kernels whose issue time is their longest (mcir_kernel_cost.issue_us) */
+    double overlap_us;           /* ranks: collectives' time beside kernels (the runtime's second stream),
+                                  * taken off modelled_us */
 } mcir_plan_cost;
 
 /* The time target t takes to issue warp_instructions at its issue bound
  * (sm_count x issue_per_clock warp instructions a clock at clock_ghz), us. */
 double mcir_issue_us(const mcir_target *t, double warp_instructions);
 
-/* The sum of every kernel's cost on p->target, and the compulsory bytes. */
+/* The sum of every kernel's cost on p->target, and the compulsory bytes.
+ * A graph of several ranks is timed on two streams, as the runtime runs
+ * it: a collective starts when the kernels before it are done and its
+ * stream is free; a kernel that reads what a collective writes starts when
+ * that collective is done; the rest run beside (overlap_us). */
 void mcir_cost_plan(const mcir_plan *p, mcir_plan_cost *out);
 
 /* ------------------------------------------------------------ memory plan */

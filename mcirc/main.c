@@ -455,6 +455,9 @@ static void print_summary(const mcir_compilation *c, FILE *out) {
                 }
             fprintf(out, ", %s over the links per rank, modelled %.1f us on %s (%.0f GB/s)", lb, us,
                     c->target->link, c->target->link_gbps);
+            mcir_plan_cost pc;
+            mcir_cost_plan(c->plan, &pc);
+            if (pc.overlap_us > 0) fprintf(out, ", %.1f us of it beside the kernels", pc.overlap_us);
         }
         fputc('\n', out);
     }
@@ -532,8 +535,13 @@ static void print_run(const mcir_compilation *c, const char *out_dir, FILE *out)
         }
         mcir_env_select_rank(c->env, -1);
     }
+    bool device = c->ran_on_gpu && c->graph->ranks > 1;
+    char ovl[160] = "";
+    if (device && c->gpu_stats.overlapped >= 0)
+        snprintf(ovl, sizeof ovl, "; the collectives on a second stream, %d kernel%s ran beside one",
+                 c->gpu_stats.overlapped, c->gpu_stats.overlapped == 1 ? "" : "s");
     if (mcir_env_ranks(c->env) > 1)
-        fprintf(out, "  ranks    %d, run in lockstep in one process\n", mcir_env_ranks(c->env));
+        fprintf(out, "  ranks    %d, run in lockstep in one process%s\n", mcir_env_ranks(c->env), ovl);
     else if (c->launch_rank >= 0)
         fprintf(out, "  ranks    %d, one process a rank: this is rank %d (rendezvous on %s)\n", c->graph->ranks,
                 c->launch_rank, c->launch_where);

@@ -603,6 +603,9 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
     /* several ranks: a collective repeated on one tensor runs once */
     if (!o->no_rewrite && c->graph->ranks > 1 && mcir_merge_collectives(c->graph, c->trace, d) < 0)
         return MCIR_EXIT_INVALID;
+    /* several ranks: a row-parallel product's all_reduce in two chunks of rows, beside each other's product */
+    if (!o->no_rewrite && c->graph->ranks > 1 && mcir_tp_overlap_chunks(c->graph, c->target, c->trace, d) < 0)
+        return MCIR_EXIT_INVALID;
     /* detect properties, check legality, annotate, rewrite to a fixpoint */
     if (!o->no_rewrite) {
         mcir_rewrite_options ro = {.all_near_misses = o->trace_all};

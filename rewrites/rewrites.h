@@ -152,5 +152,12 @@ int mcir_lower_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d);
  * "tp_shared_collective"); how many collectives, or -1 with an error. */
 int mcir_merge_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d);
 mcir_graph *mcir_tp_rewrite(const mcir_graph *g, int ranks, mcir_trace *trace, int *collectives, mcir_diag *d);
+/* A graph of several ranks: an all_reduce of a row-parallel product (its
+ * only use) whose rows split into two halves of 64 or more becomes each
+ * half's product and all_reduce, joined by a concat — the first half's
+ * all_reduce beside the second half's product — where the target's model
+ * says the overlap pays (rule "tp_overlap_chunks"; $MCIR_TP_CHUNKS=always
+ * / never). How many, or -1 with an error. */
+int mcir_tp_overlap_chunks(mcir_graph *g, const mcir_target *target, mcir_trace *trace, mcir_diag *d);
 
 #endif /* MCIR_REWRITES_H */

@@ -127,7 +127,9 @@ static const char *lay_text(tp *t, const mcir_tensor *x, char *buf, size_t n) {
 
 /* The tests' mutants ($MCIR_TP_MUTANT): "bias_on_partials" adds a bias to
  * each rank's partial sums (so ranks times over); "drop_reduce" makes
- * partial sums whole without the all_reduce. --verify must catch both. */
+ * partial sums whole without the all_reduce; "chunks_swapped" joins the
+ * two chunks of tp_overlap_chunks the wrong way round. --verify must catch
+ * them. */
 static bool mutant(const char *name) {
     const char *m = getenv("MCIR_TP_MUTANT");
     return m && !strcmp(m, name);
@@ -1179,4 +1181,117 @@ int mcir_merge_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d) {
     if ((merged || pure) && !(mcir_graph_sort(g, d) && mcir_graph_infer(g, d) && mcir_graph_verify(g, d)))
         return -1;
     return merged;
+}
+
+/* ------------------------------------------- collectives beside compute */
+
+/* Rows of a product that may go to a chunk of their own: fewer starve the
+ * tensor cores (a GEMM's M tile is 64 to 128). */
+#define TP_CHUNK_MIN_ROWS 64
+#define TP_RING_STEP_US 2.0   /* kernelplan/cost.c's MCIR_COLLECTIVE_STEP_US */
+
+/* all_reduce(x·W) of a row-parallel product, its rows split in two: each
+ * half's product, each half's all_reduce, the halves joined — so the first
+ * half's all_reduce runs on the collectives' stream while the second
+ * half's product runs (runtime.c; the plan puts each all_reduce right
+ * after its product). Where the overlap pays on the target's model: half
+ * of the shorter of the all_reduce and the product hidden, against a
+ * second ring's steps and launch. $MCIR_TP_CHUNKS=always / never (tests). */
+int mcir_tp_overlap_chunks(mcir_graph *g, const mcir_target *target, mcir_trace *trace, mcir_diag *d) {
+    if (g->ranks <= 1) return 0;
+    const char *force = getenv("MCIR_TP_CHUNKS");
+    bool always = force && !strcmp(force, "always"), never = force && !strcmp(force, "never");
+    int chunked = 0, n0 = g->n_nodes;
+    tp rec = {.g = g, .n = g->ranks, .trace = trace};
+    for (int k = 0; k < n0 && !never; k++) {
+        mcir_node *n = g->nodes[k];
+        if (n->dead || n->op != MCIR_OP_ALL_REDUCE) continue;
+        mcir_tensor *X = n->inputs[0], *Y = n->outputs[0];
+        mcir_node *mm = X->producer;
+        if (!mm || mm->dead || mm->op != MCIR_OP_MATMUL || X->is_output ||
+            mcir_graph_consumers(g, X, NULL, 2) != 1)
+            continue;
+        mcir_tensor *A = mm->inputs[0], *B = mm->inputs[1];
+        if (B->kind != MCIR_TENSOR_WEIGHT || B->rank != 2 || A->rank < 2 || mcir_node_bool(mm, "transpose_a") ||
+            X->rank != A->rank)
+            continue;
+        int ax = A->rank - 2;
+        int64_t T = A->shape[ax], K = B->shape[mcir_node_bool(mm, "transpose_b") ? 1 : 0];
+        bool rows_static = static_extent(A, ax) && static_extent(X, ax);
+        bool rows_ok = rows_static && T % 2 == 0 && T / 2 >= TP_CHUNK_MIN_ROWS;
+        /* the model: the ring (kernelplan/cost.c) and the product at the tensor cores' peak */
+        int ranks = g->ranks;
+        double bytes = (double)mcir_tensor_bytes(X), steps = 2.0 * (ranks - 1);
+        double ar_us = steps * TP_RING_STEP_US +
+                       (target->link_gbps > 0 ? 2.0 * (ranks - 1) / ranks * bytes / (target->link_gbps * 1e3) : 0);
+        double peak = X->dtype == MCIR_DTYPE_F16 ? target->f16_tc_tflops
+                      : X->dtype == MCIR_DTYPE_BF16 ? target->bf16_tc_tflops : target->f32_fma_tflops;
+        double mm_us = peak > 0 ? 2.0 * (double)mcir_tensor_numel(X) * (double)K / (peak * 1e6) : 0;
+        /* the split of A's rows is a copy kernel (a matmul does not read a
+         * split's part as a view yet): A read and written once more */
+        double copy_us = target->dram_gbps > 0 ? 2.0 * (double)mcir_tensor_bytes(A) / (target->dram_gbps * 1e3) : 0;
+        double hidden = (ar_us < mm_us ? ar_us : mm_us) / 2,
+               extra = steps * TP_RING_STEP_US + 2 * target->launch_us + copy_us;
+        bool pays = always || hidden > extra;
+        json_t *leg = json_array();
+        json_array_append_new(leg, check("row_parallel_product", true, "'%s' all_reduces '%s', the only use of the "
+                                         "product '%s' of '%s' by the weight '%s'", n->name, X->name, mm->name,
+                                         A->name, B->name));
+        json_array_append_new(leg, check("rows_split", rows_ok, "'%s' has %s rows along axis %d%s", A->name,
+                                         rows_static ? mcir_arena_printf(g->arena, "%lld", (long long)T) : "a symbolic number of",
+                                         ax, rows_ok ? mcir_arena_printf(g->arena, ": two chunks of %lld", (long long)(T / 2))
+                                         : mcir_arena_printf(g->arena, ", not two chunks of %d or more", TP_CHUNK_MIN_ROWS)));
+        json_array_append_new(leg, check("overlap_pays", pays, "on %s: the all_reduce %.1f us, the product %.1f us; "
+                                         "half of the shorter hidden (%.1f us) against a second ring, two "
+                                         "launches and the copy of the rows' split (%.1f us)%s", target->name, ar_us,
+                                         mm_us, hidden, extra,
+                                         always && hidden <= extra ? "; MCIR_TP_CHUNKS=always" : ""));
+        bool ok = rows_ok && pays;
+        record(&rec, "tp_overlap_chunks", n, leg, ok, ok ? Y->name : NULL);
+        if (!ok) continue;
+        /* split A's rows; each half's product and all_reduce; concat */
+        int64_t sizes[2] = {T / 2, T / 2};
+        mcir_tensor *halves[2], *parts[2], *reduced[2];
+        const char *stem = mcir_arena_printf(g->arena, "%s_chunk", A->name);
+        for (int h = 0; h < 2; h++)
+            halves[h] = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, stem), A->dtype, -1, NULL,
+                                              MCIR_TENSOR_INTERMEDIATE);
+        mcir_node *sp = mcir_graph_add_node(g, MCIR_OP_SPLIT, NULL, 1, &A, 2, halves);
+        mcir_node_set_int(g, sp, "axis", ax);
+        mcir_node_set_ints(g, sp, "sizes", 2, sizes);
+        mcir_node *made[6] = {sp};
+        for (int h = 0; h < 2; h++) {
+            parts[h] = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s_chunk", X->name)),
+                                             X->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
+            mcir_tensor *ins[2] = {halves[h], B};
+            mcir_node *m = mcir_graph_add_node(g, MCIR_OP_MATMUL, NULL, 2, ins, 1, &parts[h]);
+            mcir_node_set_bool(g, m, "transpose_b", mcir_node_bool(mm, "transpose_b"));
+            reduced[h] = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s_chunk",
+                                                                                               Y->name)),
+                                               Y->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
+            mcir_node *r = mcir_graph_add_node(g, MCIR_OP_ALL_REDUCE, NULL, 1, &parts[h], 1, &reduced[h]);
+            const char *op = mcir_node_string(n, "op");
+            if (op) mcir_node_set_string(g, r, "op", op);
+            made[1 + 2 * h] = m;
+            made[2 + 2 * h] = r;
+        }
+        if (mutant("chunks_swapped")) {   /* the test's mutant: the halves joined the wrong way round */
+            mcir_tensor *t0 = reduced[0];
+            reduced[0] = reduced[1];
+            reduced[1] = t0;
+        }
+        mcir_node *cat = mcir_graph_add_node(g, MCIR_OP_CONCAT, NULL, 2, reduced, 1, &Y);
+        mcir_node_set_int(g, cat, "axis", ax);
+        made[5] = cat;
+        for (int i = 0; i < 6; i++) {
+            made[i]->origin_rule = "tp_overlap_chunks";
+            made[i]->origin_nodes = n->name;
+        }
+        Y->producer = cat;
+        n->dead = true;
+        mm->dead = true;
+        chunked++;
+    }
+    if (chunked && !(mcir_graph_sort(g, d) && mcir_graph_infer(g, d) && mcir_graph_verify(g, d))) return -1;
+    return chunked;
 }
