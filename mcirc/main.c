@@ -68,6 +68,8 @@ static const char usage_text[] =
     "  --shape NAME=DIMS    pin a dynamic input dimension of an ONNX model,\n"
     "                       e.g. --shape input_ids=1x128 (repeatable)\n"
     "  --tp N               tensor parallelism: the program of each of N ranks (docs/cli.md)\n"
+    "  --tp-sp              with --tp: sequence parallelism (reduce_scatter / all_gather\n"
+    "                       by rows around residuals and norms, in place of all_reduce)\n"
     "  --threads N          threads of the CPU reference (default: all cores)\n"
     "  --tune               time the top candidate tiles of every matmul and conv\n"
     "                       on the GPU and keep the fastest in the tuning cache\n"
@@ -860,6 +862,8 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
             if (*end || !*val || n < 1 || n > MCIR_MAX_RANKS)
                 return usage_error("--tp: '%s' is not a number of ranks (1 to 1024)", val);
             o->tp = (int)n;
+        } else if (!strcmp(a, "--tp-sp")) {
+            o->tp_sp = true;
         } else if (is_opt(a, "--threads")) {
             VALUE("--threads");
             char *end;
@@ -889,6 +893,7 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
     if (cl->report_path && cl->emit != EMIT_NONE && mcir_path_is_stdout(cl->report_path))
         return usage_error("--emit and --report %s both want stdout", cl->report_path);
     if (o->device != MCIR_DEVICE_AUTO && !o->run) return usage_error("--device needs --run%s", "");
+    if (o->tp_sp && o->tp < 2) return usage_error("--tp-sp needs --tp N with N of 2 or more%s", "");
     return MCIR_EXIT_OK;
 }
 

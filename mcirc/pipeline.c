@@ -587,7 +587,7 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
                        "takes a graph of one rank", o->tp, c->graph->ranks);
             return MCIR_EXIT_USAGE;
         }
-        mcir_graph *rp = mcir_tp_rewrite(c->graph, o->tp, c->trace, &c->tp_collectives, d);
+        mcir_graph *rp = mcir_tp_rewrite_ex(c->graph, o->tp, o->tp_sp, c->trace, &c->tp_collectives, d);
         if (!rp) return MCIR_EXIT_INVALID;
         mcir_graph_free(c->graph);
         c->graph = rp;

@@ -103,6 +103,9 @@ typedef struct mcir_options {
     /* --tp N: the graph (of one rank) rewritten into the program of each
      * of N ranks (rewrites/tp.c) before the catalog's rules; 0: not asked */
     int tp;
+    /* --tp-sp: with --tp, sequence parallelism (reduce_scatter by rows and
+     * all_gather in place of the all_reduce before a residual and norm) */
+    bool tp_sp;
 } mcir_options;
 
 typedef struct mcir_verify_result {

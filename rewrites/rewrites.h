@@ -152,6 +152,12 @@ int mcir_lower_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d);
  * "tp_shared_collective"); how many collectives, or -1 with an error. */
 int mcir_merge_collectives(mcir_graph *g, mcir_trace *trace, mcir_diag *d);
 mcir_graph *mcir_tp_rewrite(const mcir_graph *g, int ranks, mcir_trace *trace, int *collectives, mcir_diag *d);
+/* The same; sequence_parallel (--tp-sp): partial sums that meet a
+ * nonlinear elementwise op are reduce_scattered by rows (the tokens), the
+ * residual and norms after them run on each rank's rows, and the next
+ * product all_gathers them (rule "tp_sequence_parallel"). */
+mcir_graph *mcir_tp_rewrite_ex(const mcir_graph *g, int ranks, bool sequence_parallel, mcir_trace *trace,
+                               int *collectives, mcir_diag *d);
 /* A graph of several ranks: an all_reduce of a row-parallel product (its
  * only use) whose rows split into two halves of 64 or more becomes each
  * half's product and all_reduce, joined by a concat — the first half's

@@ -51,6 +51,8 @@ typedef struct tp {
     mcir_tensor **whole;   /* by tensor id: its all_gather / all_reduce, once made */
     int cap;
     int reduces, gathers;  /* collectives inserted */
+    bool sp;               /* sequence parallelism (--tp-sp): partial sums scattered by rows */
+    int scatters;          /* reduce_scatters inserted */
 } tp;
 
 static const layout R = {L_R, -1, 1};
@@ -357,6 +359,10 @@ static void rule_matmul(tp *t, mcir_node *n) {
             record(t, "tp_row_parallel", n, leg, false, NULL);
             A = n->inputs[0] = whole(t, A, n, "the row-parallel product does not apply");
             la = R;
+        } else if (t->sp && la.kind == L_S && la.axis == A->rank - 2 && la.blocks == 1) {
+            /* sequence parallelism: the rows gathered back for the product */
+            A = n->inputs[0] = whole(t, A, n, "sequence parallelism: a product takes its rows whole");
+            la = R;
         } else if (la.kind == L_S && la.axis < A->rank - 1 && A->rank == Y->rank) {
             /* rows or a batch split: every rank multiplies its rows by the whole B */
             if (lb.kind != L_R) B = n->inputs[1] = whole(t, B, n, "a split of A's rows takes B whole");
@@ -445,6 +451,108 @@ static void rule_matmul(tp *t, mcir_node *n) {
     set_lay(t, Y, R);
 }
 
+/* ------------------------------------------------ sequence parallelism
+ *
+ * Megatron's sequence parallelism (--tp-sp): where partial sums meet a
+ * nonlinear elementwise op (the residual add after a row-parallel
+ * product), they are reduce_scattered along the rows (the tokens) instead
+ * of all_reduced, the op and what follows it up to the next product — the
+ * residual, the norm — run on each rank's rows, and the next product
+ * all_gathers its rows back (same bytes over the links as the all_reduce,
+ * the norms' work and activations 1/N a rank). */
+
+static mcir_tensor *tp_node(tp *t, mcir_op op, int n_in, mcir_tensor **ins, mcir_dtype dt, int rank,
+                            const int64_t *shape, const char *stem, const mcir_node *origin);
+static mcir_tensor *tp_i64(tp *t, const char *stem, int rank, int64_t n, const int64_t *vals, bool split);
+
+/* The rows of y (rank >= 2: axis rank - 2) when they split over the ranks:
+ * that axis, else -1. */
+static int sp_rows(tp *t, const mcir_tensor *y) {
+    if (y->rank < 2) return -1;
+    int a = y->rank - 2;
+    return static_extent(y, a) && y->shape[a] % t->n == 0 && y->shape[a] >= t->n ? a : -1;
+}
+
+/* Each rank's rows of whole x along axis ax: a gather by the row indices,
+ * split over the ranks — no communication. */
+static mcir_tensor *rank_rows(tp *t, mcir_tensor *x, int ax, const mcir_node *n) {
+    mcir_graph *g = t->g;
+    int64_t E = x->shape[ax];
+    int64_t *v = malloc(sizeof(int64_t) * (size_t)E);
+    MCIR_ASSERT(v);
+    for (int64_t j = 0; j < E; j++) v[j] = j;
+    mcir_tensor *idx = tp_i64(t, mcir_arena_printf(g->arena, "%s_rank_rows", x->name), 1, E, v, true);
+    free(v);
+    mcir_tensor *ins[2] = {x, idx};
+    mcir_tensor *y = tp_node(t, MCIR_OP_GATHER, 2, ins, x->dtype, x->rank, x->shape,
+                             mcir_arena_printf(g->arena, "%s_rows", x->name), n);
+    mcir_node *gn = y->producer;
+    mcir_node_set_int(g, gn, "axis", ax);
+    gn->origin_rule = "tp_sequence_parallel";
+    set_lay(t, y, (layout){L_S, ax, 1});
+    return y;
+}
+
+/* x (partial sums) reduce_scattered along axis ax: each rank its rows of
+ * the sum. */
+static mcir_tensor *scatter_rows(tp *t, mcir_tensor *x, int ax, const mcir_node *n) {
+    mcir_graph *g = t->g;
+    mcir_tensor *y = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s_scattered",
+                                                                                           x->name)),
+                                           x->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
+    MCIR_ASSERT(y);
+    mcir_node *c = mcir_graph_add_node(g, MCIR_OP_REDUCE_SCATTER, mcir_graph_fresh_name(g, "tp_reduce_scatter"), 1,
+                                       &x, 1, &y);
+    mcir_node_set_int(g, c, "axis", ax);
+    mcir_node_set_string(g, c, "op", "sum");
+    c->origin_rule = "tp_sequence_parallel";
+    c->origin_nodes = n->name;
+    t->scatters++;
+    grow(t);
+    set_lay(t, y, (layout){L_S, ax, 1});
+    return y;
+}
+
+/* A nonlinear elementwise op on partial sums, sequence-parallel: every
+ * partial operand reduce_scattered by rows, every whole operand spanning
+ * the rows taken by rows (an input declared sharded, an intermediate by a
+ * local gather), operands split by rows kept; false (nothing changed)
+ * where the rows do not split or an operand is split otherwise. */
+static bool sp_elementwise(tp *t, mcir_node *n) {
+    mcir_tensor *Y = n->outputs[0];
+    int a = sp_rows(t, Y), ro = Y->rank;
+    json_t *leg = json_array();
+    bool ok = a >= 0;
+    for (int i = 0; ok && i < n->n_inputs; i++) {
+        const mcir_tensor *x = n->inputs[i];
+        layout l = lay_of(t, x);
+        int ax = align(a, ro, x->rank);
+        if (l.kind == L_P) ok = x->rank == ro;
+        else if (l.kind == L_S) ok = l.axis == ax && l.blocks == 1;
+    }
+    json_array_append_new(leg, check("rows_split", ok, a >= 0 ? "'%s' has %lld rows along axis %d, a multiple of the "
+                                     "ranks%s" : "'%s' has no rows that split over the ranks (%lld along axis %d)",
+                                     Y->name, (long long)(Y->rank >= 2 ? Y->shape[Y->rank - 2] : 0), Y->rank - 2,
+                                     ok || a < 0 ? "" : "; an operand is split otherwise"));
+    record(t, "tp_sequence_parallel", n, leg, ok, ok ? Y->name : NULL);
+    if (!ok) return false;
+    for (int i = 0; i < n->n_inputs; i++) {
+        mcir_tensor *x = n->inputs[i];
+        layout l = lay_of(t, x);
+        int ax = align(a, ro, x->rank);
+        if (l.kind == L_P) {
+            n->inputs[i] = scatter_rows(t, x, a, n);
+        } else if (l.kind == L_R && ax >= 0 && x->shape[ax] != 1) {
+            const mcir_tensor *with = NULL;
+            for (int k = 0; k < n->n_inputs && !with; k++)
+                if (lay_of(t, n->inputs[k]).kind != L_R) with = n->inputs[k];
+            if (!split_input(t, x, ax, 1, n, with ? with : Y)) n->inputs[i] = rank_rows(t, x, ax, n);
+        }
+    }
+    set_lay(t, Y, (layout){L_S, a, 1});
+    return true;
+}
+
 /* Elementwise ops (unary, binary, where, cast, ...): one split carried
  * through; a constant that spans the split axis is split with it. */
 static void rule_elementwise(tp *t, mcir_node *n) {
@@ -465,6 +573,7 @@ static void rule_elementwise(tp *t, mcir_node *n) {
             set_lay(t, Y, (layout){L_P, -1, 1});
             return;
         }
+        if (t->sp && sp_elementwise(t, n)) return;
         for (int i = 0; i < n->n_inputs; i++)
             if (lay_of(t, n->inputs[i]).kind == L_P)
                 n->inputs[i] = whole(t, n->inputs[i], n,
@@ -497,7 +606,13 @@ static void rule_elementwise(tp *t, mcir_node *n) {
         int ax = align(axis, ro, x->rank);
         if (ax < 0 || x->shape[ax] == 1) continue;   /* broadcast along the split */
         /* a constant that spans the split axis (a bias) is split with it;
-         * a graph input, declared sharded */
+         * a graph input, declared sharded; under sequence parallelism an
+         * intermediate by rows, each rank its own */
+        if (t->sp && blocks == 1 && !is_weight(x) && l.kind == L_R && axis == sp_rows(t, Y) &&
+            !(is_input(x) && !t->decided[x->id])) {
+            n->inputs[i] = rank_rows(t, x, ax, n);
+            continue;
+        }
         if (is_input(x)) {
             const mcir_tensor *with = NULL;
             for (int k = 0; k < n->n_inputs && !with; k++)
@@ -1019,6 +1134,11 @@ static void per_rank_attrs(tp *t) {
 }
 
 mcir_graph *mcir_tp_rewrite(const mcir_graph *src, int ranks, mcir_trace *trace, int *collectives, mcir_diag *d) {
+    return mcir_tp_rewrite_ex(src, ranks, false, trace, collectives, d);
+}
+
+mcir_graph *mcir_tp_rewrite_ex(const mcir_graph *src, int ranks, bool sequence_parallel, mcir_trace *trace,
+                               int *collectives, mcir_diag *d) {
     MCIR_ASSERT(ranks >= 1);
     if (src->ranks != 1) {
         mcir_error(d, (mcir_loc){src->path, 0, 0}, "--tp %d: the graph already has %d ranks; --tp takes a graph of "
@@ -1026,7 +1146,7 @@ mcir_graph *mcir_tp_rewrite(const mcir_graph *src, int ranks, mcir_trace *trace,
         return NULL;
     }
     mcir_graph *g = mcir_graph_clone(src);
-    tp t = {.g = g, .n = ranks, .trace = trace};
+    tp t = {.g = g, .n = ranks, .trace = trace, .sp = sequence_parallel};
     grow(&t);
     int n0 = g->n_nodes;
     if (ranks > 1) {
@@ -1047,7 +1167,7 @@ mcir_graph *mcir_tp_rewrite(const mcir_graph *src, int ranks, mcir_trace *trace,
         mcir_graph_free(g);
         return NULL;
     }
-    if (collectives) *collectives = t.reduces + t.gathers;
+    if (collectives) *collectives = t.reduces + t.gathers + t.scatters;
     return g;
 }
 

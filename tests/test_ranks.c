@@ -774,6 +774,55 @@ START_TEST(test_tp_overlap_chunks) {
 }
 END_TEST
 
+/* Sequence parallelism (--tp-sp, rule tp_sequence_parallel): on the
+ * Llama block at 2 ranks the all_reduces become a reduce_scatter of the
+ * row-parallel products' partial sums by rows, the residual and the
+ * RMSNorm on each rank's 64 of 128 rows, an all_gather before the MLP's
+ * products and one of the output — no all_reduce; every example of
+ * several rows verifies at 4 ranks, the Llama block on the emulated
+ * device too; a decode step (one row) keeps its all_reduces (the check
+ * says why); --tp-sp without --tp is a usage error. */
+START_TEST(test_tp_sequence_parallel) {
+    const char *g = cli_src("examples/llama_block/graph.json");
+    const char *plan[] = {g, "--tp", "2", "--tp-sp", "--emit", "plan", NULL};
+    cli_result r = cli_run(plan);
+    ck_assert_msg(r.status == 0 && count(r.out, "ncclReduceScatter") == 2 && count(r.out, "ncclAllGather") == 2 &&
+                      count(r.out, "ncclAllReduce") == 0, "%.3000s%s", r.out, r.err);
+    cli_result_free(&r);
+    const char *trace[] = {g, "--tp", "2", "--tp-sp", "--emit", "trace", NULL};
+    r = cli_run(trace);
+    ck_assert_msg(r.status == 0 && count(r.out, "\"rule\":\"tp_sequence_parallel\"") == 2 &&
+                      applied_line(r.out, "tp_sequence_parallel") &&
+                      strstr(r.out, "'l0.attn.residual.y' has 128 rows along axis 1, a multiple of the ranks"),
+                  "%.3000s", r.out);
+    cli_result_free(&r);
+    const char *run[] = {g, "--tp", "2", "--tp-sp", "--run", "--device", "emu", "--verify", NULL};
+    r = cli_run(run);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "verify   y (emu vs the original graph) (rank 1)") &&
+                      !strstr(r.out, "FAIL"), "%s%s", r.out, r.err);
+    cli_result_free(&r);
+    static const char *const examples[] = {"gpt2_block", "bert_layer", "gpt2_lm", "gpt2_stack"};
+    for (int e = 0; e < 4; e++) {
+        char path[256];
+        snprintf(path, sizeof path, "examples/%s/graph.json", examples[e]);
+        const char *args[] = {cli_src(path), "--tp", "4", "--tp-sp", "--verify", NULL};
+        r = cli_run(args);
+        ck_assert_msg(r.status == 0 && strstr(r.out, "(rank 3): max abs err") && strstr(r.out, "reduce_scatter") &&
+                          !strstr(r.out, "FAIL"), "%s: %s%s", examples[e], r.out, r.err);
+        cli_result_free(&r);
+    }
+    const char *dec[] = {cli_src("examples/gpt2_decode/graph.json"), "--tp", "2", "--tp-sp", "--emit", "trace", NULL};
+    r = cli_run(dec);
+    ck_assert_msg(r.status == 0 && !applied_line(r.out, "tp_sequence_parallel") &&
+                      strstr(r.out, "has no rows that split over the ranks"), "%.3000s", r.out);
+    cli_result_free(&r);
+    const char *alone[] = {g, "--tp-sp", NULL};
+    r = cli_run(alone);
+    ck_assert_msg(r.status == 2 && strstr(r.err, "--tp-sp needs --tp N"), "%s", r.err);
+    cli_result_free(&r);
+}
+END_TEST
+
 /* Grouped-query attention with fewer K/V heads than ranks (8 query heads,
  * 2 K/V heads) at --tp 2, 4 and 8: the K / V projections stay whole (rule
  * tp_column_parallel rejected: heads_divide), the query heads regrouped so
@@ -857,6 +906,7 @@ int main(void) {
     tcase_add_test(tc, test_tp_gqa_fewer_kv_heads);
     tcase_add_test(tc, test_tp_kv_cache_by_heads);
     tcase_add_test(tc, test_tp_overlap_chunks);
+    tcase_add_test(tc, test_tp_sequence_parallel);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
