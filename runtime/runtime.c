@@ -1466,6 +1466,8 @@ static bool collective_ranks(gpu_run *rr, int R, int i, const mcir_coll_api *col
         const void *send = (const void *)(uintptr_t)from->ptr[root_of(from, x)->id];
         void *recv = (void *)(uintptr_t)g->ptr[root_of(g, y)->id];
         CUstream s = g->comm ? g->comm : g->stream;
+        name_range((CUdeviceptr)(uintptr_t)send, mcir_tensor_bytes(x), x->name);   /* the emulated device's findings */
+        name_range((CUdeviceptr)(uintptr_t)recv, mcir_tensor_bytes(y), y->name);
         int rc1;
         if (n->op == MCIR_OP_ALL_REDUCE)
             rc1 = coll->all_reduce(send, recv, (size_t)mcir_tensor_numel(x), dt, op, comms[r], s);
