@@ -4,6 +4,9 @@
 mcir_check_test(test_dims SOURCES test_dims.c cli_util.c LIBS mcir_core)
 target_compile_definitions(test_dims PRIVATE MCIRC_BINARY="$<TARGET_FILE:mcirc>")
 add_dependencies(test_dims mcirc)
+if(MCIR_SANITIZE)   # the emulated runs at two sizes, not three (test_dims.c EMU_SIZES)
+  target_compile_definitions(test_dims PRIVATE MCIR_SANITIZED_BUILD=1)
+endif()
 if(TARGET mcir_onnx)   # --dim on an ONNX model's dim_param
   target_compile_definitions(test_dims PRIVATE MCIR_HAVE_ONNX=1)
 endif()
