@@ -162,6 +162,8 @@ mcir_env *mcir_env_new_member(const mcir_graph *g, uint64_t seed, const mcir_gro
     return e;
 }
 
+const mcir_group *mcir_env_member(const mcir_env *e) { return e->member; }
+
 int mcir_env_ranks(const mcir_env *e) { return e->n_ranks; }
 
 mcir_env *mcir_env_rank_env(mcir_env *e, int r) {

@@ -836,6 +836,8 @@ typedef struct mcir_group {
  * whole tensor, as a group's do, and keep the part), and mcir_interp_run
  * hands each collective to group->run. The group must outlive the env. */
 mcir_env *mcir_env_new_member(const mcir_graph *g, uint64_t seed, const mcir_group *group);
+/* The group of an env made by mcir_env_new_member, else NULL. */
+const mcir_group *mcir_env_member(const mcir_env *e);
 /* Keep every intermediate after a run (for tests and debugging). */
 void mcir_env_keep_all(mcir_env *e, bool keep);
 /* Copies f32 values in (rounded to a float dtype; truncated and saturated

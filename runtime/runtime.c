@@ -1499,6 +1499,60 @@ static bool collective_ranks(gpu_run *rr, int R, int i, const mcir_coll_api *col
     return true;
 }
 
+/* Collective kernel i of a run that is one rank of an outside group
+ * (mcir_env_new_member: torch.distributed's process group, say): after the
+ * kernels before it, its input comes to the host, the group's function
+ * runs the collective over the group on this rank's values (mcir_group_fn:
+ * f32, or i64 for integers), and the result goes back to the device. */
+static bool collective_member(gpu_run *r, int i, const mcir_group *G, mcir_env *env, mcir_diag *d) {
+    const mcir_node *n = r->cg->k[i].kp->anchor;
+    const mcir_tensor *x = n->inputs[0], *y = n->outputs[0];
+    if (r->mode == MCIR_ALLOC_LAZY && !lazy_alloc(r, i)) return false;
+    if (i > 0 && !wait_for(r, i - 1)) return false;
+    r->failed = i;
+    size_t xb = (size_t)mcir_tensor_bytes(x), yb = (size_t)mcir_tensor_bytes(y);
+    void *hx = malloc(xb + 1), *hy = malloc(yb + 1);
+    MCIR_ASSERT(hx && hy);
+    bool integer = !mcir_dtype_is_float(x->dtype);
+    void *out = malloc((size_t)mcir_tensor_numel(y) * (integer ? sizeof(int64_t) : sizeof(float)) + 1);
+    MCIR_ASSERT(out);
+    int rc = cu->cuMemcpyDtoH_v2(hx, r->ptr[root_of(r, x)->id], xb);
+    bool ok = rc == CUDA_SUCCESS;
+    if (!ok) snprintf(r->why, sizeof r->why, "%s: copying its input to the host: %s", mcir_op_name(n->op),
+                      mcir_cu_error(rc));
+    if (ok) {
+        mcir_env_set_raw(env, x, hx);
+        const void *in = integer ? (const void *)mcir_env_get_int(env, x) : (const void *)mcir_env_get(env, x);
+        ok = in && G->run(G->ctx, n, in, out, d);
+        if (!ok) snprintf(r->why, sizeof r->why, "%s: the group's collective failed (rank %d)", mcir_op_name(n->op),
+                          G->rank);
+    }
+    if (ok) {
+        if (integer) mcir_env_set_int(env, y, out);
+        else mcir_env_set(env, y, out);
+        ok = mcir_env_get_raw(env, y, hy);
+        rc = ok ? cu->cuMemcpyHtoD_v2(r->ptr[root_of(r, y)->id], hy, yb) : CUDA_SUCCESS;
+        if (rc != CUDA_SUCCESS) {
+            snprintf(r->why, sizeof r->why, "%s: copying its result to the device: %s", mcir_op_name(n->op),
+                     mcir_cu_error(rc));
+            ok = false;
+        }
+    }
+    free(hx);
+    free(hy);
+    free(out);
+    if (!ok) return false;
+    r->failed = -1;
+    rc = cu->cuEventRecord(r->done[i], r->stream);
+    if (rc != CUDA_SUCCESS) {
+        snprintf(r->why, sizeof r->why, "%s", mcir_cu_error(rc));
+        r->failed = i;
+        return false;
+    }
+    r->launched = r->last_compute = i;
+    return !(r->mode == MCIR_ALLOC_LAZY && !lazy_free(r, i));
+}
+
 /* One process a rank (runtime.h mcir_runtime_set_launch): the rendezvous
  * its collectives and NCCL id go through; NULL: every rank here. */
 static mcir_rdv *launch_rdv;
@@ -1553,12 +1607,16 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
     /* one process a rank (mcir_runtime_set_launch): this process runs its
      * own rank, env holds its values */
     const mcir_launch *L = launch_rdv ? mcir_rdv_launch(launch_rdv) : NULL;
-    int NL = L ? 1 : R;
+    /* one rank of an outside group (mcir_env_new_member): this process's
+     * rank, the collectives through the group's function */
+    const mcir_group *G = mcir_env_member(env);
+    if (G) L = NULL;
+    int NL = L || G ? 1 : R;
     if (L && L->world != R) {
         mcir_error(d, graph, "the graph has %d ranks and the launcher started %d (WORLD_SIZE)", R, L->world);
         return false;
     }
-    if (mcir_env_ranks(env) != (L ? 1 : R)) {
+    if (mcir_env_ranks(env) != (L || G ? 1 : R)) {
         mcir_error(d, graph, "the graph has %d ranks but the values hold %d", R, mcir_env_ranks(env));
         return false;
     }
@@ -1568,8 +1626,8 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
         return false;
     }
     char why[512];
-    const mcir_coll_api *coll = drv->coll ? drv->coll : mcir_nccl_load(why, sizeof why);
-    if (!coll) {
+    const mcir_coll_api *coll = G ? NULL : drv->coll ? drv->coll : mcir_nccl_load(why, sizeof why);
+    if (!coll && !G) {
         mcir_error(d, graph, "the graph has %d ranks, and a run of several ranks on GPUs needs NCCL: %s", R, why);
         return false;
     }
@@ -1579,7 +1637,7 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
                    gpus == 1 ? "" : "s");
         return false;
     }
-    if (!drv->emulated && !L && (drv->cuDeviceGetCount(&gpus) != CUDA_SUCCESS || gpus < R)) {
+    if (!drv->emulated && !L && !G && (drv->cuDeviceGetCount(&gpus) != CUDA_SUCCESS || gpus < R)) {
         mcir_error(d, graph, "the graph has %d ranks and this machine has %d GPU%s: one process drives one GPU a "
                    "rank (--device cpu and --device emu run every rank in one process)", R, gpus, gpus == 1 ? "" : "s");
         return false;
@@ -1598,14 +1656,15 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
     bool ok = true, have_comms = false;
     for (int r = 0; ok && r < NL; r++) {
         /* the emulated device is one; every rank gets its own arena on it */
-        devs[r] = drv->emulated ? 0 : L ? L->local_rank : r;
-        rr[r] = (gpu_run){.cg = cg, .p = cg->plan, .g = g, .m = cg->mem, .mode = mode, .rank = L ? L->rank : r,
+        devs[r] = drv->emulated || G ? 0 : L ? L->local_rank : r;
+        rr[r] = (gpu_run){.cg = cg, .p = cg->plan, .g = g, .m = cg->mem, .mode = mode,
+                          .rank = L ? L->rank : G ? G->rank : r,
                           .ordinal = devs[r], .failed = -1, .completed = -1, .launched = -1, .last_compute = -1};
         if (rr[r].mode == MCIR_ALLOC_POOL && !cg->mem) rr[r].mode = MCIR_ALLOC_EAGER;
         opened++;
-        mcir_env *mine = L ? env : mcir_env_rank_env(env, r);
+        mcir_env *mine = L || G ? env : mcir_env_rank_env(env, r);
         ok = run_open(&rr[r], d) && run_place(&rr[r], mine) && step_place(&rr[r], mine, NULL);
-        if (ok && overlap_wanted(rr[r].mode)) {   /* the collectives' stream */
+        if (ok && !G && overlap_wanted(rr[r].mode)) {   /* the collectives' stream */
             int rc = cu->cuStreamCreate(&rr[r].comm, 0);
             rr[r].pending = calloc((size_t)cg->n + 1, sizeof *rr[r].pending);
             MCIR_ASSERT(rr[r].pending);
@@ -1646,7 +1705,7 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
             ok = false;
             bad = 0;
         }
-    } else if (ok) {
+    } else if (ok && !G) {
         int rc = coll->comm_init_all(comms, R, devs);
         have_comms = rc == 0;
         if (!have_comms) {
@@ -1665,7 +1724,8 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
             for (int i = from; ok && i < c; i++) ok = launch_one(&rr[r], i);
             if (!ok) bad = r;
         }
-        if (ok && c < cg->n && !collective_ranks(rr, NL, c, coll, comms)) {
+        if (ok && c < cg->n &&
+            !(G ? collective_member(&rr[0], c, G, env, d) : collective_ranks(rr, NL, c, coll, comms))) {
             ok = false;
             for (int r = 0; r < NL && bad < 0; r++)
                 if (rr[r].why[0]) bad = r;
@@ -1679,7 +1739,7 @@ static bool ranks_run(const mcir_cu_driver *drv, mcir_codegen *cg, mcir_env *env
              cu->cuEventRecord(x->ev1, x->stream) == CUDA_SUCCESS && wait_for(x, cg->n - 1) &&
              cu->cuEventSynchronize(x->ev1) == CUDA_SUCCESS &&
              cu->cuEventElapsedTime(&x->ms, x->ev0, x->ev1) == CUDA_SUCCESS &&
-             run_copy_back(x, L ? env : mcir_env_rank_env(env, r));
+             run_copy_back(x, L || G ? env : mcir_env_rank_env(env, r));
         if (!ok) bad = r;
     }
     if (ok && stats) {

@@ -83,7 +83,12 @@ bool mcir_cublas_available(char *why, size_t n);
 /* Runs the compiled plan on device 0 (compiling it for the device's arch
  * first where it was compiled for another): inputs from env, or seeded
  * with env's seed as the interpreter seeds them; weights from their data,
- * or seeded with seed 0; outputs written back into env. */
+ * or seeded with seed 0; outputs written back into env. A graph with
+ * ranks: every rank from this process (its collectives through NCCL or
+ * the emulated device's), this process's rank under a launcher
+ * (mcir_runtime_set_launch), or — env made by mcir_env_new_member — this
+ * process's rank of an outside group, each collective staged through the
+ * host to the group's function. */
 bool mcir_gpu_run(mcir_codegen *cg, mcir_env *env, mcir_alloc_mode mode,
                   mcir_gpu_stats *stats, mcir_diag *d);
 

@@ -281,6 +281,76 @@ START_TEST(test_collectives_overlap_on_a_second_stream) {
 }
 END_TEST
 
+/* One rank of an outside group on the emulated device (the Python
+ * package's DTensor path, docs/python.md): the runtime runs this rank's
+ * kernels and stages each collective through the host to the group's
+ * function. A fake group of 2 (the other rank's partial sums from the
+ * interpreter's lockstep run) adds this rank's device partials to them:
+ * each rank's y is the interpreter's within 1e-4; a group that fails is
+ * a failed run naming the collective. */
+typedef struct emu_fake_group {
+    const float *other;   /* the other rank's all_reduce input */
+    int64_t count;
+    int calls;
+    bool fail;
+} emu_fake_group;
+
+static bool emu_fake_collective(void *ctx, const mcir_node *n, const void *in, void *out, mcir_diag *d) {
+    (void)d;
+    emu_fake_group *fg = ctx;
+    fg->calls++;
+    if (fg->fail || n->op != MCIR_OP_ALL_REDUCE || mcir_tensor_numel(n->inputs[0]) != fg->count) return false;
+    const float *x = in;
+    float *y = out;
+    for (int64_t i = 0; i < fg->count; i++) y[i] = x[i] + fg->other[i];
+    return true;
+}
+
+START_TEST(test_member_of_an_outside_group_on_the_device) {
+    mcir_compilation c;
+    cgt_compile_path(test_path("tests/data/ranks/mlp.json"), SM90, &c);
+    const mcir_graph *g = c.graph;
+    mcir_env *ref = mcir_env_new(g, 7);
+    mcir_env_keep_all(ref, true);
+    mcir_diag d = mcir_diag_stderr();
+    ck_assert(mcir_interp_run(g, ref, &d));
+    const mcir_tensor *p = NULL, *y = g->outputs[0];
+    for (int k = 0; k < c.plan->n_kernels && !p; k++)
+        if (c.plan->kernels[k].tpl == MCIR_TEMPLATE_COLLECTIVE) p = c.plan->kernels[k].anchor->inputs[0];
+    ck_assert_ptr_nonnull(p);
+    for (int r = 0; r < 2; r++) {
+        mcir_env_select_rank(ref, 1 - r);
+        emu_fake_group fg = {.other = mcir_env_get(ref, p), .count = mcir_tensor_numel(p)};
+        mcir_group group = {r, emu_fake_collective, &fg};
+        mcir_env *e = mcir_env_new_member(g, 7, &group);
+        mcir_gpu_stats st;
+        ck_assert(mcir_emu_run(c.codegen, e, MCIR_ALLOC_POOL, &st, &d));
+        ck_assert_int_eq(fg.calls, 1);
+        mcir_env_select_rank(ref, r);
+        mcir_compare_result cr;
+        ck_assert(mcir_env_compare(e, y, ref, y, &cr));
+        ck_assert_msg(cr.max_rel <= 1e-4 && !cr.nonfinite_mismatch, "rank %d: max rel err %g", r, cr.max_rel);
+        mcir_env_free(e);
+    }
+    emu_fake_group bad = {.other = NULL, .count = mcir_tensor_numel(p), .fail = true};
+    mcir_group group = {1, emu_fake_collective, &bad};
+    mcir_env *e = mcir_env_new_member(g, 7, &group);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mcir_diag df = mcir_diag_to(f);
+    mcir_gpu_stats st;
+    ck_assert(!mcir_emu_run(c.codegen, e, MCIR_ALLOC_POOL, &st, &df));
+    fclose(f);
+    ck_assert_msg(strstr(buf, "rank 1 of 2 failed") && strstr(buf, "all_reduce: the group's collective failed (rank 1)"),
+                  "%s", buf);
+    free(buf);
+    mcir_env_free(e);
+    mcir_env_free(ref);
+    mcir_compilation_free(&c);
+}
+END_TEST
+
 /* A graph of one rank with collectives: on the emulated device they go
  * through its NCCL with a communicator of one rank (as a machine with one
  * GPU runs them through NCCL's), not as copies: the emulated NCCL counts
@@ -862,6 +932,7 @@ int main(void) {
     tcase_add_test(tc, test_ranks_run_in_lockstep);
     tcase_add_test(tc, test_one_rank_communicator);
     tcase_add_test(tc, test_collectives_overlap_on_a_second_stream);
+    tcase_add_test(tc, test_member_of_an_outside_group_on_the_device);
     tcase_add_test(tc, test_emulated_collectives_are_checked);
     tcase_add_test(tc, test_nccl_library_that_does_not_load_is_named);
     tcase_add_test(tc, test_removed_syncthreads_is_a_race);

@@ -359,11 +359,14 @@ class _Runner:
         gpu = any(getattr(a, "is_cuda", False) for a in args)
         inputs = [args[i] for i in c.graph.input_args]
         if c.graph.group is not None:
-            gpu = False   # one rank of a torch.distributed group: the CPU reference (docs/python.md)
-            if self.device == "emu" or any(getattr(a, "is_cuda", False) for a in inputs):
-                raise McirError("a graph with torch.distributed collectives runs on the CPU "
-                                "(gloo) only in this version; its tensors are on %s" %
-                                ("the emulated device" if self.device == "emu" else "CUDA"))
+            # one rank of a torch.distributed group: the CPU reference, or the
+            # generated kernels on the emulated device, the collectives through
+            # the group (docs/python.md); not CUDA tensors yet
+            gpu = False
+            if any(getattr(a, "is_cuda", False) for a in inputs):
+                raise McirError("a graph with torch.distributed collectives runs on the CPU reference "
+                                "or the emulated device (device 'emu') in this version; its tensors "
+                                "are on CUDA")
         dev = self.device or ("gpu" if gpu else "cpu")
         if self.graphs is not None and dev != "cpu":
             c.set_graphs(self.graphs)

@@ -142,7 +142,12 @@ def worker(rank, world, port, out_dir, mode):
             md.group_collective = failing
         mcir.reset_stats()
         torch._dynamo.reset()
-        opt = torch.compile(tp, backend="mcir", options={"strict": True})
+        options = {"strict": True}
+        if mode in ("emu", "emu_fault"):   # the generated kernels on the emulated device, the collectives through gloo
+            options["device"] = "emu"
+        if mode == "emu_fault":   # every kernel faults there: proof that they run there
+            os.environ["MCIR_EMU_FAULT"] = "mc_"
+        opt = torch.compile(tp, backend="mcir", options=options)
         with torch.no_grad():
             try:
                 got = opt(*args)
@@ -222,6 +227,15 @@ class DTensorParallel(unittest.TestCase):
 
     def test_four_processes(self):
         self.check(4)
+
+    # the same 2 processes running mcir's generated kernels on the emulated
+    # device (with its checks), each collective through the process group
+    def test_emulated_device(self):
+        self.check(2, "emu")
+        out = run(2, "emu_fault")
+        self.assertEqual(sorted(out), ["error.0", "error.1"], out)
+        for r in range(2):
+            self.assertIn("CUDA_ERROR_ILLEGAL_ADDRESS", out["error.%d" % r])
 
     # an all_gather before each of the two column-parallel groups (DTensor
     # gathers for each product: mcir runs each gather once), a
