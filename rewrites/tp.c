@@ -127,6 +127,17 @@ static const char *lay_text(tp *t, const mcir_tensor *x, char *buf, size_t n) {
 
 /* ---------------------------------------------------- making tensors whole */
 
+/* A new tensor of x's (whole) shape, so the rules after it see its rank
+ * and extents (an unknown rank would read as broadcast along every axis);
+ * shape inference gives it its per-rank shape at the end. */
+static mcir_tensor *like(tp *t, const mcir_tensor *x, const char *name) {
+    mcir_tensor *y = mcir_graph_add_tensor(t->g, name, x->dtype, x->rank, x->rank >= 0 ? x->shape : NULL,
+                                           MCIR_TENSOR_INTERMEDIATE);
+    MCIR_ASSERT(y);
+    if (x->sym && x->rank > 0) y->sym = mcir_arena_memdup(t->g->arena, x->sym, sizeof *x->sym * (size_t)x->rank);
+    return y;
+}
+
 /* The tests' mutants ($MCIR_TP_MUTANT): "bias_on_partials" adds a bias to
  * each rank's partial sums (so ranks times over); "drop_reduce" makes
  * partial sums whole without the all_reduce; "chunks_swapped" joins the
@@ -174,8 +185,7 @@ static mcir_tensor *whole(tp *t, mcir_tensor *x, const mcir_node *n, const char 
     bool reduce = l.kind == L_P;
     const char *name = mcir_graph_fresh_name(t->g, mcir_arena_printf(t->g->arena, "%s_%s", x->name,
                                                                       reduce ? "reduced" : "gathered"));
-    mcir_tensor *y = mcir_graph_add_tensor(t->g, name, x->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
-    MCIR_ASSERT(y);
+    mcir_tensor *y = like(t, x, name);
     mcir_node *c = add_collective(t, x, y, l, n->name);
     if (!reduce && l.blocks > 1 && x->rank + 2 <= MCIR_MAX_RANK) {
         /* a blocked split gathers rank-major ([ranks, blocks, e] along the
@@ -197,8 +207,10 @@ static mcir_tensor *whole(tp *t, mcir_tensor *x, const mcir_node *n, const char 
         mcir_tensor *prev = y;
         for (int step = 0; step < 3; step++) {
             mcir_op sop = step == 1 ? MCIR_OP_TRANSPOSE : MCIR_OP_RESHAPE;
-            mcir_tensor *z = mcir_graph_add_tensor(t->g, mcir_graph_fresh_name(t->g, name), x->dtype, -1, NULL,
-                                                   MCIR_TENSOR_INTERMEDIATE);
+            mcir_tensor *z = step == 2 ? like(t, x, mcir_graph_fresh_name(t->g, name))   /* what the rules read */
+                                       : mcir_graph_add_tensor(t->g, mcir_graph_fresh_name(t->g, name), x->dtype, -1,
+                                                               NULL, MCIR_TENSOR_INTERMEDIATE);
+            MCIR_ASSERT(z);
             mcir_node *m = mcir_graph_add_node(t->g, sop, NULL, 1, &prev, 1, &z);
             m->origin_rule = "tp_gather";
             m->origin_nodes = n->name;
@@ -497,10 +509,7 @@ static mcir_tensor *rank_rows(tp *t, mcir_tensor *x, int ax, const mcir_node *n)
  * the sum. */
 static mcir_tensor *scatter_rows(tp *t, mcir_tensor *x, int ax, const mcir_node *n) {
     mcir_graph *g = t->g;
-    mcir_tensor *y = mcir_graph_add_tensor(g, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s_scattered",
-                                                                                           x->name)),
-                                           x->dtype, -1, NULL, MCIR_TENSOR_INTERMEDIATE);
-    MCIR_ASSERT(y);
+    mcir_tensor *y = like(t, x, mcir_graph_fresh_name(g, mcir_arena_printf(g->arena, "%s_scattered", x->name)));
     mcir_node *c = mcir_graph_add_node(g, MCIR_OP_REDUCE_SCATTER, mcir_graph_fresh_name(g, "tp_reduce_scatter"), 1,
                                        &x, 1, &y);
     mcir_node_set_int(g, c, "axis", ax);
@@ -667,7 +676,10 @@ static bool regroup(tp *t, mcir_node *n, layout l) {
     memcpy(v, sa->ints, sizeof(int64_t) * (size_t)sa->n);
     v[a] = t->n;
     v[a + 1] = E / t->n;
-    mcir_node_set_ints(t->g, n, "shape", sa->n, v);
+    const int8_t *dim_of = sa->dim_of;   /* the other extents that name a dimension stay named */
+    int cnt = sa->n;
+    mcir_attr *na = mcir_node_set_ints(t->g, n, "shape", cnt, v);
+    na->dim_of = dim_of ? mcir_arena_memdup(t->g->arena, dim_of, (size_t)cnt) : NULL;
     Y->shape[a] = t->n;
     Y->shape[a + 1] = E / t->n;
     if (Y->sym) {
@@ -938,14 +950,44 @@ static bool rule_gather_vocab(tp *t, mcir_node *n) {
         return false;
     int64_t V = T->shape[0];
     bool ids_whole = lay_of(t, ids).kind == L_R;
-    bool ok = !t->decided[T->id] && divides(t, V, 1) && static_extent(T, 0) && ids_whole &&
-              ids->rank + 1 <= MCIR_MAX_RANK;
+    /* the mask's reshape to [.., 1]: each symbolic extent of the ids a
+     * dimension of the graph (named in the shape), or one of them -1 */
+    int8_t dim_of[MCIR_MAX_RANK + 1];
+    int64_t ms[MCIR_MAX_RANK + 1];
+    bool named = ids->rank + 1 <= MCIR_MAX_RANK, free_used = false, any_dim = false;
+    for (int i = 0; named && i < ids->rank; i++) {
+        dim_of[i] = -1;
+        ms[i] = ids->shape[i];
+        if (static_extent(ids, i)) continue;
+        int k = -1;
+        for (int d = 0; d < t->g->n_dims && k < 0; d++) {
+            mcir_extent e = mcir_extent_dim(d);
+            if (mcir_extent_equal(&ids->sym[i], &e)) k = d;
+        }
+        if (k >= 0) {
+            dim_of[i] = (int8_t)k;
+            any_dim = true;
+        } else if (!free_used) {
+            ms[i] = -1;
+            free_used = true;
+        } else {
+            named = false;
+        }
+    }
+    if (named) {
+        dim_of[ids->rank] = -1;
+        ms[ids->rank] = 1;
+    }
+    bool ok = !t->decided[T->id] && divides(t, V, 1) && static_extent(T, 0) && ids_whole && named;
     json_t *leg = json_array();
     json_array_append_new(leg, check("table_rows_divide", !t->decided[T->id] && divides(t, V, 1),
                                      t->decided[T->id] ? "'%s' is already laid out for another consumer"
                                                        : "'%s' has %lld rows%s", T->name, (long long)V,
                                      divides(t, V, 1) ? ", a multiple of the ranks" : ", not a multiple of the ranks"));
     json_array_append_new(leg, check("ids_whole", ids_whole, "'%s' is whole on every rank", ids->name));
+    if (!named)
+        json_array_append_new(leg, check("ids_shape", false, "'%s' has symbolic extents that name no one dimension "
+                                         "(the mask's reshape to [.., 1] cannot be written)", ids->name));
     if (!ok) {
         record(t, "tp_vocab_parallel", n, leg, false, NULL);
         return false;
@@ -983,14 +1025,15 @@ static bool rule_gather_vocab(tp *t, mcir_node *n) {
     n->outputs[0] = rows;
     rows->producer = n;
     set_lay(t, rows, R);
-    int64_t ms[MCIR_MAX_RANK];
-    memcpy(ms, ids->shape, sizeof(int64_t) * (size_t)ids->rank);
-    ms[ids->rank] = 1;
+    int64_t cs[MCIR_MAX_RANK];   /* the mask column's extents now (for the rules after) */
+    memcpy(cs, ids->shape, sizeof(int64_t) * (size_t)ids->rank);
+    cs[ids->rank] = 1;
     /* (mutant vocab_unmasked: ids past the rank's rows not masked out) */
     mcir_tensor *keep = mutant("vocab_unmasked") ? ge : mine;
-    mcir_tensor *m1 = tp_node(t, MCIR_OP_RESHAPE, 1, &keep, MCIR_DTYPE_BOOL, ids->rank + 1, ms, "tp_mine_col", n);
-    mcir_node_set_ints(t->g, m1->producer, "shape", ids->rank + 1, ms);
-    mcir_tensor *mf = tp_node(t, MCIR_OP_CAST, 1, &m1, Y->dtype, ids->rank + 1, ms, "tp_mine_f", n);
+    mcir_tensor *m1 = tp_node(t, MCIR_OP_RESHAPE, 1, &keep, MCIR_DTYPE_BOOL, ids->rank + 1, cs, "tp_mine_col", n);
+    mcir_attr *sa = mcir_node_set_ints(t->g, m1->producer, "shape", ids->rank + 1, ms);
+    if (any_dim) sa->dim_of = mcir_arena_memdup(t->g->arena, dim_of, (size_t)(ids->rank + 1));
+    mcir_tensor *mf = tp_node(t, MCIR_OP_CAST, 1, &m1, Y->dtype, ids->rank + 1, cs, "tp_mine_f", n);
     mcir_node_set_string(t->g, mf->producer, "to", mcir_dtype_name(Y->dtype));
     /* Y (the name its readers have) is the masked lookup: partial */
     mcir_tensor *in6[2] = {rows, mf};
@@ -1106,11 +1149,13 @@ static void per_rank_attrs(tp *t) {
         if (n->op == MCIR_OP_RESHAPE && lo.kind == L_S) {
             const int64_t *shape;
             int c = mcir_node_ints(n, "shape", &shape);
+            const mcir_attr *old = mcir_node_attr(n, "shape");
+            const int8_t *dim_of = old ? old->dim_of : NULL;   /* extents that name a dimension stay named */
             int64_t v[MCIR_MAX_RANK];
             memcpy(v, shape, sizeof(int64_t) * (size_t)c);
             if (v[lo.axis] > 0) v[lo.axis] /= t->n;
             mcir_attr *a = mcir_node_set_ints(t->g, n, "shape", c, v);
-            (void)a;
+            a->dim_of = dim_of ? mcir_arena_memdup(t->g->arena, dim_of, (size_t)c) : NULL;
         } else if (n->op == MCIR_OP_SPLIT && lo.kind == L_S) {
             int axis;
             MCIR_ASSERT(mcir_norm_axis(mcir_node_int(n, "axis"), n->inputs[0]->rank, &axis));

@@ -7,6 +7,7 @@ endforeach()
 set_tests_properties(test_examples PROPERTIES TIMEOUT 1500)
 if(TARGET mcir_onnx)   # its ONNX cases; without: a model is refused (-DMCIR_ONNX=OFF)
   target_compile_definitions(test_cli PRIVATE MCIR_HAVE_ONNX=1)
+  target_compile_definitions(test_ranks PRIVATE MCIR_HAVE_ONNX=1)
 endif()
 # Graphs with ranks run by mcirc, each rank's outputs against NumPy
 # (tests/ranks_numpy.py; Debian's python3-numpy, exit 77 without it).

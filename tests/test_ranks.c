@@ -823,6 +823,40 @@ START_TEST(test_tp_sequence_parallel) {
 }
 END_TEST
 
+/* --tp on graphs the examples do not cover: the generation graphs with
+ * symbolic lengths (the vocabulary-parallel lookup's mask reshaped to
+ * [.., 1] with its extents naming the graph's dims; the head split's
+ * reshapes keep theirs), a decode step whose position lookup is
+ * vocabulary-parallel too (its partial sums meet the residual through a
+ * whole copy: the collective's output keeps the rank of its input, so the
+ * rules after it see it), and torch's dynamo exports of GPT-2 and Llama
+ * over seq in [2, 32] — each verifies on every rank. */
+START_TEST(test_tp_symbolic_and_generation_graphs) {
+    static const char *const graphs[] = {"tests/data/dims/generate/prefill.json", "tests/data/dims/generate/decode.json",
+                                         "tests/data/dims/generate/decode_state.json",
+                                         "tests/data/dims/gpt2_block_batch_seq.json",
+                                         "tests/data/dims/llama_block_seq.json"};
+    for (int i = 0; i < 5; i++) {
+        const char *args[] = {cli_src(graphs[i]), "--tp", "2", "--verify", NULL};
+        cli_result r = cli_run(args);
+        ck_assert_msg(r.status == 0 && strstr(r.out, "(rank 1): max abs err") && !strstr(r.out, "FAIL"), "%s: %s%s",
+                      graphs[i], r.out, r.err);
+        cli_result_free(&r);
+    }
+#ifdef MCIR_HAVE_ONNX
+    static const char *const models[] = {"tests/data/onnx/dims/hf_gpt2_dynamo/model.onnx",
+                                         "tests/data/onnx/dims/hf_llama_dynamo/model.onnx"};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {cli_src(models[i]), "--tp", "2", "--dim", "seq=2..32", "--verify", NULL};
+        cli_result r = cli_run(args);
+        ck_assert_msg(r.status == 0 && strstr(r.out, "(rank 1): max abs err") && !strstr(r.out, "FAIL"), "%s: %s%s",
+                      models[i], r.out, r.err);
+        cli_result_free(&r);
+    }
+#endif
+}
+END_TEST
+
 /* Grouped-query attention with fewer K/V heads than ranks (8 query heads,
  * 2 K/V heads) at --tp 2, 4 and 8: the K / V projections stay whole (rule
  * tp_column_parallel rejected: heads_divide), the query heads regrouped so
@@ -907,6 +941,7 @@ int main(void) {
     tcase_add_test(tc, test_tp_kv_cache_by_heads);
     tcase_add_test(tc, test_tp_overlap_chunks);
     tcase_add_test(tc, test_tp_sequence_parallel);
+    tcase_add_test(tc, test_tp_symbolic_and_generation_graphs);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
