@@ -276,9 +276,8 @@ int mcir_capi_run_device(mcir_capi *h, int n_inputs, const char *const *names,
     }
     if (h->group_fn && g->ranks > 1) {
         mcir_error(d, (mcir_loc){g->path, 0, 0},
-                   "device 'gpu': a graph run as rank %d of an outside group (%d ranks) runs on the CPU "
-                   "reference or the emulated device (device 'cpu' or 'emu'), not on GPUs yet",
-                   h->group_rank, g->ranks);
+                   "device 'gpu': a graph run as rank %d of an outside group (%d ranks) takes its values "
+                   "through the host (mcir_capi_run), not bound device memory", h->group_rank, g->ranks);
         st = MCIR_EXIT_USAGE;
     } else if (!c->codegen || !mcir_gpu_available(why, sizeof why)) {
         mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'gpu': %s",
@@ -496,13 +495,6 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
     bool member = h->group_fn && g->ranks > 1;
     mcir_env *env = member ? mcir_env_new_member(g, seed, &group) : mcir_env_new(g, seed);
     bool gpu = device && !strcmp(device, "gpu"), emu = device && !strcmp(device, "emu");
-    if (member && gpu) {
-        mcir_error(d, (mcir_loc){g->path, 0, 0},
-                   "device 'gpu': a graph run as rank %d of an outside group (%d ranks) runs on the CPU "
-                   "reference or the emulated device (device 'cpu' or 'emu'), not on GPUs yet",
-                   h->group_rank, g->ranks);
-        st = MCIR_EXIT_USAGE;
-    }
     for (int i = 0; !st && i < n_inputs; i++) {
         const mcir_tensor *t = mcir_graph_find_tensor((mcir_graph *)g, names[i]);
         if (!t || t->kind != MCIR_TENSOR_INPUT) {
@@ -537,6 +529,9 @@ int mcir_capi_run(mcir_capi *h, const char *device, int n_inputs, const char *co
             mcir_error(d, (mcir_loc){"mcir", 0, 0}, "device 'gpu': %s",
                        c->codegen ? why : "compile with ptx=True first");
             st = MCIR_EXIT_TOOLCHAIN;
+        } else if (member) {   /* one rank of the group, its collectives staged through the host */
+            if (!rebind_launches(h, d) || !mcir_gpu_run(c->codegen, env, MCIR_ALLOC_POOL, &c->gpu_stats, d))
+                st = MCIR_EXIT_TOOLCHAIN;
         } else if (!device_step(h, false, env, NULL, d)) {
             st = MCIR_EXIT_TOOLCHAIN;
         }

@@ -358,25 +358,37 @@ class _Runner:
         c = entry[0]
         gpu = any(getattr(a, "is_cuda", False) for a in args)
         inputs = [args[i] for i in c.graph.input_args]
+        home = None
         if c.graph.group is not None:
-            # one rank of a torch.distributed group: the CPU reference, or the
-            # generated kernels on the emulated device, the collectives through
-            # the group (docs/python.md); not CUDA tensors yet
-            gpu = False
-            if any(getattr(a, "is_cuda", False) for a in inputs):
-                raise McirError("a graph with torch.distributed collectives runs on the CPU reference "
-                                "or the emulated device (device 'emu') in this version; its tensors "
-                                "are on CUDA")
+            # one rank of a torch.distributed group (docs/python.md): the CPU
+            # reference, the emulated device, or with CUDA tensors the GPU —
+            # the rank's kernels there, its values through the host, each
+            # collective handed to the group (NCCL's on CUDA tensors)
+            home = next((a.device for a in inputs if getattr(a, "is_cuda", False)), None)
         dev = self.device or ("gpu" if gpu else "cpu")
-        if self.graphs is not None and dev != "cpu":
+        if self.graphs is not None and dev != "cpu" and home is None:
             c.set_graphs(self.graphs)
         out = c(*inputs, device=dev)
+        if home is not None:
+            out = _to_device(out, home)
         _STATS["calls_mcir"] += 1
         if dev != "cpu" and c.last_step()["graph"]:
             _STATS["graph_replays"] += 1
         if self.dt is not None:
             out = self.dt.wrap(out)
         return out
+
+
+def _to_device(out, device):
+    """The tensors of a run's outputs (a tensor, or lists / tuples / dicts
+    of them) moved to device."""
+    if hasattr(out, "to") and hasattr(out, "detach"):
+        return out.to(device)
+    if isinstance(out, (list, tuple)):
+        return type(out)(_to_device(o, device) for o in out)
+    if isinstance(out, dict):
+        return {k: _to_device(v, device) for k, v in out.items()}
+    return out
 
 
 def _fallback(gm, why, strict):

@@ -129,19 +129,26 @@ def group_collective(pg):
     import torch.distributed as dist
     ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
+    # NCCL takes CUDA tensors: the rank's buffer goes to its GPU for the
+    # collective and back (the run stages its values through the host)
+    cuda = str(dist.get_backend(pg)).lower() == "nccl"
+    home = torch.device("cuda", torch.cuda.current_device()) if cuda else None
+
     def run(op, reduce, axis, ranks, x):
         t = torch.from_numpy(x)
+        if home is not None:
+            t = t.to(home)
         if op == "all_reduce":
             dist.all_reduce(t, op=ops[reduce], group=pg)
-            return t
+            return t.cpu()
         front = t.movedim(axis, 0).contiguous()
         if op == "all_gather":
-            out = torch.empty((front.shape[0] * ranks,) + tuple(front.shape[1:]), dtype=t.dtype)
+            out = torch.empty((front.shape[0] * ranks,) + tuple(front.shape[1:]), dtype=t.dtype, device=t.device)
             dist.all_gather_into_tensor(out, front, group=pg)
-            return out.movedim(0, axis)
+            return out.movedim(0, axis).cpu()
         if op == "reduce_scatter":
             part = front.shape[0] // ranks
-            out = torch.empty((part,) + tuple(front.shape[1:]), dtype=t.dtype)
+            out = torch.empty((part,) + tuple(front.shape[1:]), dtype=t.dtype, device=t.device)
             try:
                 dist.reduce_scatter_tensor(out, front, op=ops[reduce], group=pg)
             except (RuntimeError, NotImplementedError, ValueError):
@@ -150,6 +157,6 @@ def group_collective(pg):
                 dist.all_reduce(front, op=ops[reduce], group=pg)
                 r = dist.get_rank(pg)
                 out = front[r * part:(r + 1) * part]
-            return out.movedim(0, axis)
+            return out.movedim(0, axis).cpu()
         raise ValueError("collective %r" % op)
     return run

@@ -276,8 +276,10 @@ class Compiled:
                                  (g.name, len(g.inputs), len(inputs)))
         if device not in ("cpu", "gpu", "emu"):
             raise _lib.McirError("device must be 'cpu', 'gpu' or 'emu', not %r" % (device,))
-        if device == "gpu" and any(getattr(x, "is_cuda", False) for x in inputs):
+        if device == "gpu" and any(getattr(x, "is_cuda", False) for x in inputs) and self._group is None:
             return self._run_cuda(inputs)
+        # (one rank of a group: its values through the host on every device,
+        # each collective handed to the group; outputs on the CPU)
         want_torch = any(hasattr(x, "detach") for x in inputs)
         arrays = []
         for x, spec in zip(inputs, g.inputs):

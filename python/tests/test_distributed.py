@@ -108,7 +108,10 @@ def worker(rank, world, port, out_dir, mode):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     import datetime
     # a rank that stops answering fails the others' collectives in seconds, not gloo's 30 min
-    dist.init_process_group("gloo", rank=rank, world_size=world,
+    nccl = mode == "nccl"   # CUDA DTensors on an NCCL group (a machine with 2 GPUs)
+    if nccl:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if nccl else "gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     try:
         if mode and mode.startswith("hf:"):
@@ -117,8 +120,12 @@ def worker(rank, world, port, out_dir, mode):
         import mcir
         from torch.distributed.tensor import DTensor, Shard
         from torch.distributed.device_mesh import init_device_mesh
-        mesh = init_device_mesh("cpu", (world,))
+        mesh = init_device_mesh("cuda" if nccl else "cpu", (world,))
         m, args = block(world)
+        if nccl:
+            m = m.cuda()
+            args = tuple(a.cuda() if hasattr(a, "cuda") else
+                         tuple(t.cuda() for t in a) if isinstance(a, tuple) else a for a in args)
         with torch.no_grad():
             want = m(*args)
         tp = copy.deepcopy(m)
@@ -162,9 +169,11 @@ def worker(rank, world, port, out_dir, mode):
             part = want.shape[1] // world
             got, got2 = got.to_local(), got2.to_local()
             want = want[:, rank * part:(rank + 1) * part]
-        ref = want.double().numpy()
+        if nccl:
+            assert got.is_cuda, got.device
+        ref = want.double().cpu().numpy()
         assert np.isfinite(ref).all() and ref.std() > 0
-        err = float(np.abs(got.double().numpy() - ref).max() / np.abs(ref).max())
+        err = float(np.abs(got.double().cpu().numpy() - ref).max() / np.abs(ref).max())
         assert torch.equal(got, got2)
         with open(os.path.join(out_dir, "rank.%d" % rank), "w") as f:
             f.write("%r %d %d %d %d %d\n" % (err, st["graphs_mcir"], st["graphs_fallback"],
@@ -227,6 +236,13 @@ class DTensorParallel(unittest.TestCase):
 
     def test_four_processes(self):
         self.check(4)
+
+    # CUDA DTensors on an NCCL group: each rank's kernels on its GPU, its
+    # values through the host, each collective through NCCL (2 GPUs)
+    @unittest.skipUnless(HAVE and torch.cuda.is_available() and torch.cuda.device_count() >= 2 and
+                         dist.is_nccl_available(), "needs 2 CUDA GPUs and NCCL")
+    def test_cuda_nccl(self):
+        self.check(2, "nccl")
 
     # the same 2 processes running mcir's generated kernels on the emulated
     # device (with its checks), each collective through the process group
