@@ -81,22 +81,23 @@ class Generate(unittest.TestCase):
         self.assertEqual(s["calls_mcir"], new)           # every step through mcir
         return want, s
 
-    def check_dynamic(self, name):
+    def check_dynamic(self, name, greedy):
         toks, s = self.generate(name, sample=True)
         self.assertGreater(len(set(toks[0, PROMPT.shape[1]:].tolist())), 3)   # varied tokens
         # the prefill, the first decode step, the decode for a range of
         # lengths (and once more past twice its first length)
         self.assertGreaterEqual(s["merged_dims"], 1)
         self.assertLessEqual(s["compiles"], 4)
-        self.generate(name, sample=False)
+        if greedy:   # (GPT-2's only: the sampled run is the stronger check, CI time)
+            self.generate(name, sample=False)
 
     def test_gpt2_dynamic_cache(self):
-        self.check_dynamic("gpt2")
+        self.check_dynamic("gpt2", True)
 
     def test_llama_dynamic_cache(self):
-        self.check_dynamic("llama")
+        self.check_dynamic("llama", False)
 
-    def check_static(self, name):
+    def check_static(self, name, greedy):
         # the cache's buffers are updated in place (index_copy_) and written
         # back to the caller's tensors: one compile for the prefill, one for
         # every decode step
@@ -104,13 +105,14 @@ class Generate(unittest.TestCase):
         self.assertGreater(len(set(toks[0, PROMPT.shape[1]:].tolist())), 3)
         self.assertEqual(s["compiles"], 2)
         self.assertEqual(s["graphs"], 2)
-        self.generate(name, sample=False, cache_implementation="static")
+        if greedy:
+            self.generate(name, sample=False, cache_implementation="static")
 
     def test_gpt2_static_cache(self):
-        self.check_static("gpt2")
+        self.check_static("gpt2", True)
 
     def test_llama_static_cache(self):
-        self.check_static("llama")
+        self.check_static("llama", False)
 
     def test_static_cache_decode_replays_a_cuda_graph(self):
         # on the emulated device (the GPU runtime's path, on the CPU):
