@@ -181,6 +181,10 @@ typedef struct cg_emitter {
      * accumulators rounded to the product's 16-bit dtype, the gate's in the
      * low 16 bits (mm_pair). NULL: an epilogue of one accumulator. */
     const mcir_tensor *pair[2];
+    /* optional: a tensor whose vector form also gets vvr<ID>, unrounded (as
+     * a packed write's: the sm_90a prologue's A, converted to its 16-bit
+     * storage once) */
+    const mcir_tensor *vec_raw;
 } cg_emitter;
 
 void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,

@@ -1457,6 +1457,24 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
     if (e->done[t->id] & DONE_VEC) return true;
     cg_sb *b = e->sb;
     const mcir_kernel_plan *kp = e->kp;
+    if (e->box_leaf && e->box_leaf[t->id] > 0) {
+        /* a 16-bit leaf staged in an sm_90a GEMM's prologue box (whatever
+         * computes it outside, a split of a wider tensor: the TMA read its
+         * part): i is the box's element (low 32 bits, a multiple of 8: one
+         * 16-byte chunk of the swizzled box) and the stage and group's
+         * code (high bits) */
+        MCIR_ASSERT(vec == 8 && mcir_dtype_size(t->dtype) == 2);
+        const char *ds = cg_dsuffix(t->dtype);
+        cg_sb_printf(b, "// %s staged in box %d, 8 elements from element i & 0xffffffff (i >> 32: stage and group)\n"
+                        "__device__ __forceinline__ void vv%d(i64 i, float* out, MC_PARAMS) {\n"
+                        "    const uint4 c_ = MC_GLDV(uint4, gm_box(__int_as_float((int)(i >> 32)), %d), i & 0xffffffffLL);\n"
+                        "    const u32 h_[4] = {c_.x, c_.y, c_.z, c_.w};\n#pragma unroll\n    for (int k = 0; k < 4; k++) {\n"
+                        "        out[2 * k] = mc_%s_to_f32((unsigned short)(h_[k] & 0xffffu));\n"
+                        "        out[2 * k + 1] = mc_%s_to_f32((unsigned short)(h_[k] >> 16));\n    }\n}\n",
+                     t->name, e->box_leaf[t->id] - 1, t->id, e->box_leaf[t->id] - 1, ds, ds);
+        e->done[t->id] |= DONE_VEC;
+        return true;
+    }
     MCIR_ASSERT(mcir_vector_form(kp, t, vec));
     mcir_node *n = cg_region_producer(kp, t);
     mcir_vector_operand mode[8];
@@ -1538,7 +1556,7 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
     sb_indented(b, body.s ? body.s : "", "    ");
     cg_sb_printf(b, "        out[u] = mc_round_%s(r_);\n    }\n}\n", cg_dsuffix(t->dtype));
     cg_sb_free(&body);
-    if (cg_vec_raw_write(kp, t)) {
+    if (cg_vec_raw_write(kp, t) || (e->vec_raw == t && (t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16))) {
         /* vvr<ID>: the same, unrounded, for the write's packed store (its
          * conversion rounds once; rounding first, then again, gives the
          * same bits for two more instructions an element) */

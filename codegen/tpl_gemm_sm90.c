@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "codegen/codegen-impl.h"
+#include "kernelplan/launch.h"
 #include "kernelplan/launch_gemm_sm90.h"
 
 static int64_t tile_of(const mcir_tiling *t, const char *dim) {
@@ -72,6 +73,46 @@ static void map_of(const mcir_tensor *t, int param, int64_t rows, int64_t cols, 
     memcpy(m->dims, dims, sizeof dims);
     memcpy(m->box, box, sizeof box);
     memcpy(m->strides, strides, sizeof strides);
+}
+
+/* Whether x is read at t's linear index (emit.c's emit_bcast_index: the
+ * same extents right-aligned, t's leading ones 1) or is one element. */
+static bool same_index(const mcir_tensor *t, const mcir_tensor *x, bool *one) {
+    *one = true;
+    for (int k = 0; k < x->rank; k++) *one = *one && cg_extent_is_one(x, k);
+    if (x->rank > t->rank) return false;
+    for (int k = 0; k < x->rank; k++)
+        if (!cg_extents_equal(x, x->rank - 1 - k, t, t->rank - 1 - k)) return false;
+    for (int k = 0; k < t->rank - x->rank; k++)
+        if (!cg_extent_is_one(t, k)) return false;
+    return true;
+}
+
+/* Whether A's value chain t has a vector form over the prologue's boxes,
+ * 8 elements a step (gm_a_value8): every leaf a 16-bit box read at the
+ * box's own element (no row index: the caller's), every operand a lane
+ * each at its consumer's linear index or one element for all. What the
+ * scalar chain computes at j, the vector one computes at j0 + lane; one
+ * 16-byte load per leaf and step in place of 8 two-byte ones. */
+static bool box_vec_chain(const mcir_kernel_plan *kp, const int *box_leaf, const mcir_tensor *t, int depth) {
+    if (depth > 64 || box_leaf[t->id] < 0) return false;
+    if (box_leaf[t->id] > 0) return mcir_dtype_size(t->dtype) == 2;
+    const mcir_node *n = cg_region_producer(kp, t);
+    if (!n || (n->op != MCIR_OP_RESHAPE && !(mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE))) return false;
+    if (!mcir_vector_form(kp, t, 8)) return false;
+    for (int j = 0; j < n->n_inputs; j++) {
+        const mcir_tensor *x = n->inputs[j];
+        bool one;
+        const bool same = same_index(t, x, &one);
+        if (n->op == MCIR_OP_RESHAPE) {
+            if (!box_vec_chain(kp, box_leaf, x, depth + 1)) return false;
+            continue;
+        }
+        const mcir_vector_operand mode = mcir_vector_operand_of(kp, n, j, 8);
+        if (mode == MCIR_VEC_SPLAT && one) continue;
+        if (mode != MCIR_VEC_LANES || !same || !box_vec_chain(kp, box_leaf, x, depth + 1)) return false;
+    }
+    return true;
 }
 
 bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
@@ -144,6 +185,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     cg_emitter_init(&e, kp, &b, l.glu ? l.glu_half[0] : C, d);
     if (l.glu) e.pair[0] = l.glu_half[0], e.pair[1] = l.glu_half[1];
     int *box_leaf = NULL;
+    bool a_vec = false, a_raw = false;   /* A's chain 8 elements at a time (box_vec_chain), unrounded (vvr) */
     const bool rows_index = l.n_v > 0 || l.a_wide[0] == 2 || (l.n_a > 1 && l.a_wide[1] == 2);
     if (l.prologue) {
         /* A's value chain, its leaves read from the stage's boxes; first, so
@@ -165,6 +207,15 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
             cg_sb_puts(&b, "__device__ __forceinline__ i64 gm_box_elem(i64 i);\n"
                            "__device__ __forceinline__ i64 gm_box_elem4(i64 i);\n");
         cg_emit_value(&e, l.a_value);
+        a_vec = l.a_vec && !rows_index && box_vec_chain(kp, box_leaf, l.a_value, 0);
+        if (a_vec) {   /* unrounded too (vvr): gm_a_store's conversion rounds once */
+            const mcir_node *an = cg_region_producer(kp, l.a_value);
+            a_raw = (l.a_value->dtype == MCIR_DTYPE_F16 || l.a_value->dtype == MCIR_DTYPE_BF16) && an &&
+                    (mcir_op_desc_of(an->op)->flags & MCIR_OPF_ELEMENTWISE);
+            e.vec_raw = a_raw ? l.a_value : NULL;
+            cg_emit_value_vec(&e, l.a_value, 8);
+            e.vec_raw = NULL;
+        }
         e.box_leaf = NULL;
         e.box_rows = false;
     }
@@ -259,6 +310,12 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                                         : "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)")
                            : "j",
                      bf16 ? "bf16" : "f16");
+    cg_sb_printf(&b, "#define GM_A_VEC %d\n", a_vec);
+    if (a_vec)   /* elements j0..j0 + 7 (j0 a multiple of 8), the code in the index's high bits */
+        cg_sb_printf(&b, "__device__ __forceinline__ void gm_a_value8(int stage, int c, int j0, float* out, MC_PARAMS) {\n"
+                         "    vv%s%d(((i64)(0x40000000 | (stage << 3) | c) << 32) | (i64)j0, out, MC_ARGS);\n}\n",
+                     a_raw ? "r" : "",
+                     l.a_value->id);
     /* A = P * s[m]: the product of P scaled per row, C's rows by s: the
      * template loads s[m] once per accumulator row a thread owns and
      * multiplies the accumulators as the epilogue reads them */
@@ -311,7 +368,8 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                          "    MC_DYNAMIC_SMEM(mc_smem_raw);\n"
                          "    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);\n"
                          "    const int s = __float_as_int(code) & 0xffff;\n"
-                         "    return (const unsigned short*)(smem + (s >> 3) * %lld + gm_leaf_at(k) + (s & 7) * gm_leaf_wide(k) * 8192);\n}\n",
+                         "    return (const unsigned short*)__builtin_assume_aligned(\n"
+                         "        smem + (s >> 3) * %lld + gm_leaf_at(k) + (s & 7) * gm_leaf_wide(k) * 8192, 1024);\n}\n",
                      (long long)(l.a_bytes + l.bn * l.bk * 2));
     /* A from shared memory K-major when stored [M, K], else (tnspA) MN-major;
      * B K-major when stored [N, K], else MN-major */

@@ -484,11 +484,12 @@ static bool emu_in_atomic;   /* an atomic's access: not entered in the race shad
 static void *emu_global(const void *p, long long i, size_t sz, size_t n, bool write) {
     emu_launch *L = emu_L;
     {   /* a generic pointer into the block's shared memory (a value chain
-         * pointed at a staged tile, gemm_sm90.cuh's prologue): a shared access */
+         * pointed at a staged tile, gemm_sm90.cuh's prologue): a shared access,
+         * aligned to its whole width (a vector's 16 bytes: LDS.128) */
         unsigned char *a = (unsigned char *)p + i * (long long)sz;
         if ((a >= emu_dyn_smem && a < emu_dyn_smem + L->smem) ||
             (__start_emu_smem && a >= (unsigned char *)__start_emu_smem && a < (unsigned char *)__stop_emu_smem))
-            return emu_shared(a, n, sz, write);
+            return emu_shared(a, n, n, write);
     }
     if (write) { L->stats.bytes_written += n; L->stats.stores++; }
     else { L->stats.bytes_read += n; L->stats.loads++; }

@@ -668,12 +668,18 @@ tiles:;
         scales += l->prologue_node[i]->op == MCIR_OP_SCALE;
     }
     const int pro_ops = l->prologue_ops - (l->row_scale && !l->row_scale_top) - casts;
+    l->a_vec = l->prologue && !wide && !l->n_v && !l->row_scale;
     /* SwiGLU's silu through the SFU (mc_exp2, mc_rcp: #42) takes fewer than
      * the IEEE expf and division did: 12 less with one consumer group
-     * (64-68 measured), 6 less with two (71-80) */
-    int pro_regs = 6 * (pro_ops < 2 ? pro_ops : 2) - (silus ? (l->consumers == 1 ? 12 : 6) : 0);
-    /* a scale by a constant: no operand, 2 (61-65 measured) */
-    if (scales) pro_regs -= 4;
+     * (64-68 measured), 6 less with two (71-80); computed 8 elements at a
+     * time from 16-byte loads (a_vec), the 8 chains' temporaries live
+     * together: none less (74-80 measured, one group or two) */
+    int pro_regs = 6 * (pro_ops < 2 ? pro_ops : 2) - (silus && !l->a_vec ? (l->consumers == 1 ? 12 : 6) : 0);
+    /* a scale by a constant: no operand, 2 (61-65 measured); 8 at a time, -2
+     * (58-65) */
+    if (scales) pro_regs -= l->a_vec ? 8 : 4;
+    /* a lone cast 8 at a time with one consumer group: 58-64 measured */
+    if (l->a_vec && l->consumers == 1 && pro_ops == 1 && l->prologue_node[0]->op == MCIR_OP_CAST) pro_regs -= 8;
     if (pro_regs < 0) pro_regs = 0;
     /* an epilogue of two or more ops: 6 (65 measured at m200_bias_gelu, 62
      * at lin_b2, 70 at bias_relu_f32 since the broadcast indices are 32-bit;
@@ -689,6 +695,10 @@ tiles:;
      * since its index is 32-bit: 70-84 measured over five shapes, mean
      * 4 under */
     if (l->row_scale && l->prologue && !wide) regs += l->n_v ? -2 : 2;
+    /* an f32 leaf's cast with a per-row scale and one consumer group: the
+     * step's 8 values held for its 16-byte store beside the scales, 16
+     * (86 measured; 74 with two groups, in the terms above) */
+    if (l->row_scale && wide && l->consumers == 1) regs += 16;
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
         /* a residual read at the output's own (packed) index: nothing more

@@ -73,6 +73,11 @@ typedef struct mcir_gemm_sm90 {
     const mcir_tensor *row_scale_other;
     const mcir_tensor *a_value;
     bool prologue;
+    /* the prologue computes 8 elements a step from one 16-byte load of
+     * each box (every leaf 16-bit at the box's own element: no f32 leaf,
+     * row vector or per-row scale); codegen keeps the element-wise form
+     * where the chain has no vector form (tpl_gemm_sm90.c box_vec_chain) */
+    bool a_vec;
     int prologue_ops;        /* the region's nodes computing A */
     const mcir_node *prologue_node[16];
     bool trans_a;            /* A stored [k, m] (MN-major for wgmma: tnspA), else [m, k] (K-major) */

@@ -78,6 +78,7 @@
 #include "codegen/codegen-impl.h"
 #include "emu/cuda_emu.h"
 #include "kernelplan/kernelplan.h"
+#include "kernelplan/launch_gemm_sm90.h"
 #include "mcirc/pipeline.h"
 #include "pipeline_test.h"
 #include "test_util.h"
@@ -588,6 +589,7 @@ END_TEST
 /* Every kernel of the sweep: NVRTC for sm_90a, the audit clean */
 START_TEST(test_sm90_gemm_compiles_clean) {
     char why[256];
+    int n_vec = 0;
     if (!mcir_nvrtc_available(why, sizeof why)) {
         fprintf(stderr, "  skipped: %s\n", why);
         return;
@@ -648,6 +650,21 @@ START_TEST(test_sm90_gemm_compiles_clean) {
                       "%s: TMA store %s", s->name, tma_store ? "missing" : "unexpected");
         ck_assert_msg(strstr(kp->tiling.reason, tma_store ? "the output by TMA stores" : "the output by per-thread")
                       != NULL, "%s: %s", s->name, kp->tiling.reason);
+        /* a prologue stores its A box 16 bytes at a time (STS.128: a
+         * quarter warp's 128 contiguous bytes) and, where every leaf is a
+         * 16-bit box at the box's own element (a_vec), loads each leaf's
+         * 16 bytes once for the 8 elements of a step: no 2-byte shared
+         * access, 4-way bank-conflicted, is left */
+        if (s->pro) {
+            mcir_gemm_sm90 l;
+            ck_assert(mcir_gemm_sm90_layout(mcir_target_find("sm_90"), kp, &l, NULL));
+            ck_assert_msg(!l.prologue || (!strstr(ptx, "st.shared.u16") && !strstr(ptx, "st.shared.b16") && strstr(ptx, "st.shared.v4")),
+                          "%s: the prologue's stores are not 16 bytes wide", s->name);
+            if (l.a_vec)
+                ck_assert_msg(!strstr(ptx, "ld.shared.u16") && !strstr(ptx, "ld.shared.b16") && strstr(ptx, "ld.shared.v4"),
+                              "%s: the prologue's loads are not 16 bytes wide", s->name);
+            n_vec += l.a_vec;
+        }
         /* A and B only through the TMA: a product whose epilogue reads no
          * operand loads nothing per thread but a per-row scale, once per
          * accumulator row of a thread (two loads, not one per value) */
@@ -661,6 +678,8 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         mcir_compilation_free(&c);
         free(js);
     }
+    fprintf(stderr, "  %d prologues 8 elements a step from 16-byte loads\n", n_vec);
+    ck_assert_int_ge(n_vec, 20);
 }
 END_TEST
 
@@ -1041,9 +1060,9 @@ END_TEST
 /* The prologue's zeroing past K left out: 0 / 0 of the TMA's zero fill in
  * the last K step's box reaches every product (B's zero rows times NaN) */
 static void drop_k_tail_zero(char *src) {
-    char *w = strstr(src, "if (kx >= kleft) {");
+    char *w = strstr(src, "if (kx >= kleft)");
     ck_assert_msg(w, "the prologue's K tail moved: update the mutation");
-    memcpy(w, "if (kx >= 64   ) {", strlen("if (kx >= 64   ) {"));
+    memcpy(w, "if (kx >= 64   )", strlen("if (kx >= 64   )"));
 }
 
 START_TEST(test_dropped_k_tail_zero_is_wrong) {
@@ -1086,11 +1105,19 @@ START_TEST(test_ta_vector_by_column_is_wrong) {
 END_TEST
 
 /* A cast on the way left out: the bf16 leaf's box read as f16 bits (the
- * conversion is the box leaf's load in the leaf's own dtype) */
+ * conversion is the box leaf's load in the leaf's own dtype; where the
+ * chain runs 8 elements at a time, gm_a_value8, the 16-byte load's) */
 static void drop_leaf_conversion(char *src) {
-    char *w = strstr(src, "mc_ld_bf16(gm_box(");
+    char *v = strstr(src, "void gm_a_value8("), *w;
+    if (v) {   /* the vector form's two conversions of the leaf's box */
+        w = strstr(src, "gm_box(__int_as_float((int)(i >> 32))");
+        for (int h = 0; h < 2 && w; h++)
+            if ((w = strstr(w, "mc_bf16_to_f32(")) != NULL) memcpy(w, "mc_f16_to_f32 (", strlen("mc_f16_to_f32 ("));
+    } else {
+        w = strstr(src, "mc_ld_bf16(gm_box(");
+        if (w) memcpy(w, "mc_ld_f16 (", strlen("mc_ld_f16 ("));
+    }
     ck_assert_msg(w, "the cast leaf's load moved: update the mutation");
-    memcpy(w, "mc_ld_f16 (", strlen("mc_ld_f16 ("));
 }
 
 START_TEST(test_dropped_leaf_conversion_is_wrong) {

@@ -178,11 +178,20 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 #pragma unroll 1
     for (int q = 0; q < GM_ABOX / 16 / 128; q++) {
         const int j0 = (t + 128 * q) * 8;
-        unsigned short v[8];
+        u32 v[8];
+#if GM_A_VEC
+        // the chain 8 elements at a time: one 16-byte load per input box
+        float f[8];
+        gm_a_value8(stage, c, j0, f, MC_ARGS);
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = gm_a_store(f[e]);
+#else
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = gm_a_store(gm_a_value(stage, c, j0 + e, MC_ARGS));
-#pragma unroll
-        for (int e = 0; e < 8; e++) MC_SST(d[j0 + e], v[e]);
+#endif
+        // one 16-byte store (STS.128: a quarter warp's 8 chunks are 128
+        // contiguous bytes, no bank conflict)
+        MC_SST(*(uint4*)(d + j0), make_uint4(v[0] | v[1] << 16, v[2] | v[3] << 16, v[4] | v[5] << 16, v[6] | v[7] << 16));
     }
     // the step's k-columns (GM_TRANS_A: k-rows) inside A (K < 2^31); none
     // past K where K is a multiple of 64
@@ -199,10 +208,7 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 #else
             const int kx = (((j0 >> 3) ^ (j0 >> 6)) & 7) << 3;
 #endif
-            if (kx >= kleft) {
-#pragma unroll
-                for (int e = 0; e < 8; e++) MC_SST(d[j0 + e], (unsigned short)0);
-            }
+            if (kx >= kleft) MC_SST(*(uint4*)(d + j0), make_uint4(0u, 0u, 0u, 0u));
         }
     }
     mc_fence_proxy_async();
