@@ -143,7 +143,7 @@ static const emu_mem *bytes_at(const call *c, const void *p, size_t bytes, bool 
                         kind_names[c->kind], c->m->rank, c->m->c->n, write ? "writes" : "reads", bytes, p);
         return NULL;
     }
-    if (!write)
+    if (!write && emu_dev_init_checked())
         for (size_t i = 0; i < bytes; i++)
             if (!m->init[*off + i]) {
                 emu_dev_finding("uninitialised", "%s (rank %d of %d) reads byte %zu of '%s', which nothing wrote",

@@ -1215,6 +1215,8 @@ const mcir_cu_driver *mcir_emu_driver(const char *arch, char *why, size_t n) {
     return &table;
 }
 
+bool emu_dev_init_checked(void) { return (dev.checks & EMU_CHECK_INIT) != 0; }
+
 int mcir_emu_launches(const mcir_emu_launch_record **records) {
     *records = dev.log;
     return dev.n_log;

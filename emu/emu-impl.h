@@ -24,6 +24,10 @@ const char *emu_dev_name_of(uintptr_t p, uintptr_t *range_start, size_t *range_b
 /* Appends one finding line ("race|out-of-bounds|uninitialised|hang: WHAT")
  * to those emu_findings reports; emu_dev_clear_findings forgets them. */
 void emu_dev_finding(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether the device's checks (MCIR_EMU_CHECKS) include the shadow of
+ * what was written: launches keep it only then, so a library call or a
+ * collective checks its reads against it only then. */
+bool emu_dev_init_checked(void);
 void emu_dev_clear_findings(void);
 
 /* The device's injected failure state (MCIR_EMU_FAULT / MCIR_EMU_HANG):
