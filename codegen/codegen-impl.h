@@ -52,6 +52,10 @@ extern const char mcir_tpl_gemm_sm90[];
  * sizes, so the templates take the grid they compute instead of checking
  * it against the plan's. */
 extern _Thread_local const mcir_graph *cg_dyn;
+/* The plan's exact_math while a kernel is generated: the value emitter
+ * writes expf, IEEE division and 1 / sqrtf (the interpreter's forms) in
+ * place of mc_exp2, mc_rcp and mc_rsqrt. */
+extern _Thread_local bool cg_exact_math;
 extern _Thread_local bool cg_rebinding;
 /* Templates whose device functions take no parameters (the sm_90a
  * attention's) read the dims from shared memory instead: while set,

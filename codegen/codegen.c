@@ -203,8 +203,10 @@ static const mcir_graph *dynamic_graph(const mcir_codegen *cg) {
 static bool generate(const mcir_codegen *cg, const cg_template_desc *t, cg_kernel *k, const mcir_target *target,
                      mcir_diag *d) {
     cg_dyn = dynamic_graph(cg);
+    cg_exact_math = cg->plan->exact_math;
     bool ok = t->generate(k, target, d);
     cg_dyn = NULL;
+    cg_exact_math = false;
     return ok;
 }
 

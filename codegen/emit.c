@@ -95,6 +95,7 @@ void cg_sb_float(cg_sb *b, float f) {
 /* ------------------------------------------------- symbolic dimensions */
 
 _Thread_local const mcir_graph *cg_dyn;
+_Thread_local bool cg_exact_math;
 _Thread_local bool cg_rebinding;
 _Thread_local bool cg_dims_smem;
 
@@ -854,9 +855,27 @@ static void emit_fetch(cg_sb *b, const mcir_tensor *t, const mcir_tensor *in, bo
 }
 
 /* The expression of entry ve for n's operands (integer or float). */
+/* The exact forms (cg_exact_math: mcirc --exact-math) of the float
+ * expressions that take the SFU's approximations: the reference
+ * interpreter's own formulas (mcir/ref.c), through CUDA's libm (expf: 2
+ * ulp) and IEEE division and square root (correctly rounded). */
+static const char *exact_expr(mcir_op op) {
+    switch (op) {
+    case MCIR_OP_DIV: return "x_ / y_";
+    case MCIR_OP_SIGMOID: return "1.0f / (1.0f + expf(-x_))";
+    case MCIR_OP_EXP: return "expf(x_)";
+    case MCIR_OP_RSQRT: return "1.0f / sqrtf(x_)";
+    case MCIR_OP_RECIPROCAL: return "1.0f / x_";
+    case MCIR_OP_SILU: return "x_ / (1.0f + expf(-x_))";
+    default: return NULL;
+    }
+}
+
 static const char *operand_expr(const value_emitter *ve, const mcir_node *n) {
-    const char *e = n->n_inputs > 0 && int_tensor(n->inputs[0]) ? ve->iexpr : ve->expr;
+    const bool ints = n->n_inputs > 0 && int_tensor(n->inputs[0]);
+    const char *e = ints ? ve->iexpr : ve->expr;
     MCIR_ASSERT(e != NULL);   /* inference admits only the dtypes the op computes */
+    if (cg_exact_math && !ints && exact_expr(n->op)) return exact_expr(n->op);
     return e;
 }
 
@@ -900,6 +919,10 @@ static void emit_gelu(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const 
     emit_unary_operand(b, n, t);
     if (strcmp(mcir_node_string(n, "approximate"), "tanh") != 0) {
         cg_sb_puts(b, "    float r_ = 0.5f * x_ * (1.0f + erff(x_ * 0.70710678118654752f));\n");
+        return;
+    }
+    if (cg_exact_math) {   /* the interpreter's form */
+        cg_sb_puts(b, "    float r_ = 0.5f * x_ * (1.0f + tanhf(0.79788456080286536f * (x_ + 0.044715f * x_ * x_ * x_)));\n");
         return;
     }
     cg_sb_puts(b, "    float r_ = x_ * mc_rcp(1.0f + mc_exp2(");

@@ -351,6 +351,13 @@ typedef struct mcir_plan {
     /* The cost model's hbm_bytes of the same graph compiled without
      * rewrites (mcirc/pipeline.c sets it; 0: not known). */
     int64_t unfused_hbm_bytes;
+    /* The value chains' transcendentals and divisions in their exact forms
+     * (expf, IEEE division, 1/sqrtf: what the reference interpreter
+     * computes) in place of the SFU's approximations (mc_exp2, mc_rcp,
+     * mc_rsqrt); mcirc --exact-math. The templates' own math (softmax's
+     * exp2, a norm's rsqrt) keeps its approximate forms. The cost model
+     * prices the approximate forms. */
+    bool exact_math;
     mcir_arena *arena;
 } mcir_plan;
 

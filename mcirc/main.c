@@ -70,6 +70,9 @@ static const char usage_text[] =
     "  --tp N               tensor parallelism: the program of each of N ranks (docs/cli.md)\n"
     "  --tp-sp              with --tp: sequence parallelism (reduce_scatter / all_gather\n"
     "                       by rows around residuals and norms, in place of all_reduce)\n"
+    "  --exact-math         exponentials, divisions and reciprocal square roots of the\n"
+    "                       fused chains in their exact forms (expf, IEEE division), not\n"
+    "                       the SFU's approximations (docs/codegen.md)\n"
     "  --threads N          threads of the CPU reference (default: all cores)\n"
     "  --tune               time the top candidate tiles of every matmul and conv\n"
     "                       on the GPU and keep the fastest in the tuning cache\n"
@@ -864,6 +867,8 @@ static int parse_args(int argc, char **argv, cli_args *cl) {
             o->tp = (int)n;
         } else if (!strcmp(a, "--tp-sp")) {
             o->tp_sp = true;
+        } else if (!strcmp(a, "--exact-math")) {
+            o->exact_math = true;
         } else if (is_opt(a, "--threads")) {
             VALUE("--threads");
             char *end;

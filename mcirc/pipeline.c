@@ -638,6 +638,7 @@ int mcir_compile(const mcir_options *o, mcir_compilation *c, mcir_diag *d) {
             unfused = own.hbm_bytes;
         }
         c->plan->unfused_hbm_bytes = unfused;
+        c->plan->exact_math = o->exact_math;
         mcir_memplan_build_options mo = {.planner = o->planner,
                                          .time_limit_s = o->planner_time_limit_s,
                                          .pools = o->pools,

@@ -106,6 +106,7 @@ typedef struct mcir_options {
     /* --tp-sp: with --tp, sequence parallelism (reduce_scatter by rows and
      * all_gather in place of the all_reduce before a residual and norm) */
     bool tp_sp;
+    bool exact_math;             /* --exact-math: mcir_plan.exact_math */
 } mcir_options;
 
 typedef struct mcir_verify_result {

@@ -1622,12 +1622,12 @@ START_TEST(test_examples_emulated) {
 #endif
             if (run) {
                 if (!run_emulated(c.graph, c.plan, c.memory, e->d_name, false)) failed++;
-#ifdef MCIR_EMU_SANITIZED
-                /* the sanitizer build: the library-call variant only where it
-                 * launches a path the generated kernels did not (a cuBLAS
-                 * product's epilogue kernel; CI time, docs/testing.md) */
+                /* the library-call variant (cuBLAS, its epilogue a kernel
+                 * of its own) only where it launches a path the generated
+                 * kernels did not (a cuBLAS product's epilogue kernel):
+                 * emu_examples runs every example through the library's
+                 * default path (cuBLASLt) end to end; CI time, docs/testing.md */
                 if (uncovered_paths(&c) > 0)
-#endif
                     if (!run_emulated(c.graph, c.plan, c.memory, e->d_name, true)) failed++;
                 count++;
                 golden += pass;
@@ -1699,6 +1699,72 @@ START_TEST(test_onnx_decompositions_emulated) {
 END_TEST
 #endif
 
+
+/* mcirc --exact-math (mcir_plan.exact_math): the value chains' exponentials,
+ * divisions and reciprocal square roots in the interpreter's exact forms
+ * (expf, IEEE division, 1 / sqrtf), in an elementwise kernel and in a
+ * GEMM's epilogue: the PTX has IEEE divisions and no rsqrt.approx where the
+ * SFU forms had none of the one and some of the other, and the emulated
+ * run is at least as close to the interpreter as the approximate forms'
+ * (on the emulator mc_exp2 is exp2f: what differs is e^x's x log2 e) */
+static const char EXACT_FORMS[] =
+    "{\"mcir\":1,\"name\":\"exact_forms\",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[64,96]},"
+    "{\"name\":\"y\",\"dtype\":\"f32\",\"shape\":[64,96]}],"
+    "\"weights\":[{\"name\":\"w\",\"dtype\":\"f32\",\"shape\":[96,48]}],"
+    "\"nodes\":[{\"op\":\"silu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+    "{\"op\":\"sigmoid\",\"inputs\":[\"y\"],\"outputs\":[\"b\"]},"
+    "{\"op\":\"div\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"c\"]},"
+    "{\"op\":\"exp\",\"inputs\":[\"b\"],\"outputs\":[\"d\"]},"
+    "{\"op\":\"reciprocal\",\"inputs\":[\"d\"],\"outputs\":[\"e\"]},"
+    "{\"op\":\"gelu\",\"inputs\":[\"c\"],\"outputs\":[\"f\"],\"attrs\":{\"approximate\":\"tanh\"}},"
+    "{\"op\":\"add\",\"inputs\":[\"f\",\"e\"],\"outputs\":[\"g\"]},"
+    "{\"op\":\"rsqrt\",\"inputs\":[\"d\"],\"outputs\":[\"h\"]},"
+    "{\"op\":\"mul\",\"inputs\":[\"g\",\"h\"],\"outputs\":[\"z\"]},"
+    "{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"m\"]},"
+    "{\"op\":\"silu\",\"inputs\":[\"m\"],\"outputs\":[\"ms\"]},"
+    "{\"op\":\"div\",\"inputs\":[\"ms\",\"m\"],\"outputs\":[\"o\"]}],"
+    "\"outputs\":[\"z\",\"o\"]}";
+
+START_TEST(test_exact_math_emulated) {
+    char path[400], why[256];
+    snprintf(path, sizeof path, "%s/exact_forms.json", work_dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(EXACT_FORMS, f);
+    fclose(f);
+    const bool nvrtc = mcir_nvrtc_available(why, sizeof why);
+    double rel[2];
+    for (int exact = 0; exact < 2; exact++) {
+        mcir_options o = mcir_options_default();
+        o.graph_path = path;
+        o.exact_math = exact;
+        mcir_compilation c;
+        ck_assert_int_eq(cgt_compile_options(&o, (cgt_pipe){.arch = "sm_90", .cuda = true, .ptx = nvrtc}, &c), 0);
+        ck_assert(c.plan->exact_math == exact);
+        int div_rn = 0, rsqrt = 0, kernels = 0;
+        for (int i = 0; nvrtc && i < c.plan->n_kernels; i++) {
+            const char *ptx = mcir_codegen_kernel_ptx(c.codegen, i);
+            if (!ptx) continue;
+            kernels++;
+            for (const char *q = strstr(ptx, "div.rn.f32"); q; q = strstr(q + 1, "div.rn.f32")) div_rn++;
+            for (const char *q = strstr(ptx, "rsqrt.approx"); q; q = strstr(q + 1, "rsqrt.approx")) rsqrt++;
+        }
+        if (nvrtc) {
+            ck_assert_int_ge(kernels, 2);
+            ck_assert_msg(exact ? div_rn >= 3 && rsqrt == 0 : div_rn == 0 && rsqrt > 0,
+                          "exact %d: %d div.rn.f32, %d rsqrt.approx", exact, div_rn, rsqrt);
+        }
+        cgt_emu_result r = cgt_emu_device(c.graph, c.plan, c.memory, 0, 11, NULL, NULL, NULL);
+        ck_assert(r.ran && r.finite);
+        rel[exact] = r.rel;
+        fprintf(stderr, "  exact_forms (%s): %d div.rn.f32, %d rsqrt.approx, rel err %.3g against the interpreter\n",
+                exact ? "--exact-math" : "SFU forms", div_rn, rsqrt, r.rel);
+        mcir_compilation_free(&c);
+    }
+    ck_assert(rel[0] <= 1e-5 && rel[1] <= 1e-6 && rel[1] <= rel[0]);
+}
+END_TEST
+
 int main(void) {
     if (!test_have_cxx()) return test_skip("no C++ compiler for the kernel emulator");
     if (!test_tempdir("emu", work_dir, sizeof work_dir)) return 1;
@@ -1721,6 +1787,7 @@ int main(void) {
     tcase_add_test(tc, test_norms_reductions_copies_conv_emulated);
     tcase_add_test(tc, test_fused_chains_emulated);
     tcase_add_test(tc, test_trig_emulated);
+    tcase_add_test(tc, test_exact_math_emulated);
     tcase_add_test(tc, test_integer_ops_emulated);
     tcase_add_test(tc, test_index_copy_emulated);
     tcase_add_test(tc, test_rank1_matmuls_emulated);
