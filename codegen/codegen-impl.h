@@ -185,10 +185,15 @@ typedef struct cg_emitter {
      * accumulators rounded to the product's 16-bit dtype, the gate's in the
      * low 16 bits (mm_pair). NULL: an epilogue of one accumulator. */
     const mcir_tensor *pair[2];
-    /* optional: a tensor whose vector form also gets vvr<ID>, unrounded (as
-     * a packed write's: the sm_90a prologue's A, converted to its 16-bit
-     * storage once) */
+    /* optional: a 16-bit tensor whose value functions also get unrounded
+     * twins, for a caller that converts the value to its storage itself
+     * (that conversion rounds once; rounding first, then again, gives the
+     * same bits for two more instructions an element): its vector form's
+     * vvr<ID> (the sm_90a prologue's A) and its scalar v<ID> / p<ID>'s
+     * vr<ID> / pr<ID> (the sm_90a epilogue's TMA-stored write, mm_value);
+     * raw_scalar says one was emitted (an elementwise op computes t) */
     const mcir_tensor *vec_raw;
+    bool raw_scalar;
 } cg_emitter;
 
 void cg_emitter_init(cg_emitter *e, const mcir_kernel_plan *kp, cg_sb *sb,

@@ -1399,6 +1399,7 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
         for (int j = 0; j < n->n_inputs; j++)
             if (!cg_emit_value(e, n->inputs[j])) return false;
 
+    const size_t fn_start = b->len;   /* the function's text, copied for its unrounded twin below */
     cg_sb_printf(b, "// %s %s%s\n", t->name, n ? mcir_op_name(n->op) : (ri >= 0 ? "read" : "anchor"),
                  packed ? " (packed index)" : "");
     cg_sb_printf(b, "__device__ __forceinline__ %s %c%d(i64 i, float acc, MC_PARAMS) {\n"
@@ -1428,6 +1429,22 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     ve->emit(b, n, t, ve->expr || ve->iexpr ? operand_expr(ve, n) : NULL);
     cg_sb_printf(b, "    return mc_round_%s(r_);\n}\n", ds);
     e->done[t->id] |= done;
+    if (e->vec_raw == t && !ints && (t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16)) {
+        /* <fn>r<ID>: the same, unrounded (cg_emitter.vec_raw) */
+        char *text = strndup(b->s + fn_start, b->len - fn_start), from[64], to[64], ret[64];
+        MCIR_ASSERT(text != NULL);
+        snprintf(from, sizeof from, " %c%d(i64 i", fn, t->id);
+        snprintf(to, sizeof to, " %cr%d(i64 i", fn, t->id);
+        snprintf(ret, sizeof ret, "return mc_round_%s(r_);", ds);
+        char *h = strstr(text, from), *r = strstr(text, ret);
+        MCIR_ASSERT(h && r && h < r);
+        *h = 0;
+        *r = 0;
+        cg_sb_printf(b, "%s%s%s", text, to, h + strlen(from));
+        cg_sb_printf(b, "return r_;%s", r + strlen(ret));
+        free(text);
+        e->raw_scalar = true;
+    }
     return true;
 }
 

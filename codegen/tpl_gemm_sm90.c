@@ -224,8 +224,14 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     /* the index packed, (row << 32) | column, where the sizes allow (not a
      * conv: its epilogue's index is the output pixel's) */
     const bool pk = !l.conv && cg_epilogue_packable(&e);
+    /* the TMA-stored write's value unrounded too (mm_value: the box
+     * store's conversion rounds it, once) */
+    e.vec_raw = l.tma_store ? kp->writes[0] : NULL;
+    e.raw_scalar = false;
     if (pk) cg_emit_epilogue_packed(&e, 1);
     else cg_emit_epilogue(&e, 1);
+    const bool out_raw = e.raw_scalar;
+    e.vec_raw = NULL;
     free(box_leaf);
     if (!e.ok) {
         cg_emitter_free(&e);
@@ -356,11 +362,12 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      dyn || l.n % l.bn != 0);
     }
     cg_sb_printf(&b, "#define GM_TMA_STORE %d   // the output: %s\n", l.tma_store, l.store);
-    if (l.tma_store)   /* the one write's value, rounded to its dtype (cg_emit_epilogue emitted it) */
+    if (l.tma_store)   /* the one write's value (cg_emit_epilogue emitted it): unrounded where an op
+                        * computes it (the box store's conversion rounds), else rounded to its dtype */
         cg_sb_printf(&b, "#define GM_O_BF16 %d\n"
                          "__device__ __forceinline__ float mm_value(i64 bb, i64 m, i64 n, float acc, MC_PARAMS) {\n"
-                         "    return %c%d(%s, acc, MC_ARGS);\n}\n",
-                     kp->writes[0]->dtype == MCIR_DTYPE_BF16, pk ? 'p' : 'v', kp->writes[0]->id,
+                         "    return %c%s%d(%s, acc, MC_ARGS);\n}\n",
+                     kp->writes[0]->dtype == MCIR_DTYPE_BF16, pk ? 'p' : 'v', out_raw ? "r" : "", kp->writes[0]->id,
                      pk ? "(i64)(((u64)(bb * GM_M + m) << 32) | (u64)n)" : "(bb * GM_M + m) * GM_ON + n");
     cg_sb_puts(&b, mcir_tpl_hopper);
     if (l.prologue)

@@ -702,9 +702,9 @@ tiles:;
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
         /* a residual read at the output's own (packed) index: nothing more
-         * at bn 64 (62-65 measured), 19 at bn 128 (135), 5 more batched
-         * (65-75) */
-        if (residual && !l->prologue) regs += 19 * (int)(l->bn / 128) + (l->batch > 1 ? 5 : 0);
+         * at bn 64 (62-65 measured), 21 at bn 128 (136 with the stored
+         * value unrounded), 5 more batched (65-75) */
+        if (residual && !l->prologue) regs += 21 * (int)(l->bn / 128) + (l->batch > 1 ? 5 : 0);
         if (l->group_m > 1) regs += 6;
     }
     /* SwiGLU's prologue with a residual epilogue: 2 (75-80 measured) */

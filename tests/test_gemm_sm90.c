@@ -694,7 +694,9 @@ END_TEST
  * epilogue, its stores, the first stage's wait) against one consumer
  * group's tensor clocks of the item, c_fc f16 at BN 128 (NVRTC 13 +
  * nvdisasm 13.5): 2364 instructions (0.71) with the flat index and the
- * bounds checks, 1698 (0.51) unchecked, 1332 (0.40) packed, LDG 64 -> 32.
+ * bounds checks, 1698 (0.51) unchecked, 1332 (0.40) packed, LDG 64 -> 32,
+ * 1200 (0.36) with the stored value unrounded (mm_value's pr<ID>: the
+ * box store's conversion rounds it once).
  * #44's 0.25 needs more (the f16 rounding of each intermediate, 4 of the
  * ~20 instructions an element; the epilogue off the mainloop's path). */
 START_TEST(test_epilogue_in_sass) {
@@ -734,8 +736,11 @@ START_TEST(test_epilogue_in_sass) {
         ck_assert_msg(ldg <= bn / 4, "%s: %d LDG for %d columns a thread", s->name, ldg, bn / 4);
         ck_assert_int_eq(a->item_loops, 1);
         ck_assert_int_eq(a->item_inner_loops, 0);   /* the epilogue unrolled: counted as it runs */
-        ck_assert_msg(a->item_tensor_clocks > 0 && a->item_issue_ratio < 0.45, "%s: item ratio %.2f", s->name,
+        ck_assert_msg(a->item_tensor_clocks > 0 && a->item_issue_ratio < 0.39, "%s: item ratio %.2f", s->name,
                       a->item_issue_ratio);
+        /* the stored value unrounded where an op computes it (bias + GELU,
+         * bias): the store's own conversion rounds */
+        ck_assert_msg(strstr(src, "return pr") != NULL, "%s: mm_value rounds before the store converts", s->name);
         mcir_compilation_free(&c);
         free(js);
     }
@@ -1182,7 +1187,8 @@ static void bias_by_row(char *src) {
     const char *what = "= (i64)(u32)(i);";   /* a bias's packed index: the column */
     char *w = strstr(src, what);
     ck_assert_msg(w, "no packed bias index in the GEMM's kernel: update the mutation");
-    memcpy(w, "= (i64)(i>>32) ;", strlen(what));
+    for (; w; w = strstr(w, what))   /* every copy: the stored value's unrounded twin has one too */
+        memcpy(w, "= (i64)(i>>32) ;", strlen(what));
 }
 
 static void unchecked_n(char *src) {
