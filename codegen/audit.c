@@ -358,6 +358,8 @@ static void print_sass(FILE *out, int w, const mcir_sass_audit *s) {
             s->subroutine_instructions);
     print_widths(out, "LDG", k->ldg);
     print_widths(out, ", STG", k->stg);
+    print_widths(out, ", LDS", k->lds);
+    print_widths(out, ", STS", k->sts);
     fputs(" (8-16/32/64/128-bit)", out);
     print_mufu(out, k);
     fprintf(out, ", FCHK %d, slow paths %d, integer divisions %d, %d loop%s\n", k->fchk, k->slow_paths,

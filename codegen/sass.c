@@ -302,6 +302,8 @@ static int access_bytes(const sass_ins *x, int *cls) {
 }
 
 static bool is_ldg(const sass_ins *x) { return op_is(x, "LDG"); }
+static bool is_lds(const sass_ins *x) { return op_is(x, "LDS"); }   /* not LDSM: op_is takes the whole base */
+static bool is_sts(const sass_ins *x) { return op_is(x, "STS"); }
 static bool is_stg(const sass_ins *x) { return op_is(x, "STG"); }
 
 /* The callee of a CALL: the text inside `( ... )`. */
@@ -336,6 +338,12 @@ static void count(mcir_sass_counts *c, const sass_ins *x) {
     } else if (is_stg(x)) {
         access_bytes(x, &cls);
         c->stg[cls]++;
+    } else if (is_lds(x)) {
+        access_bytes(x, &cls);
+        c->lds[cls]++;
+    } else if (is_sts(x)) {
+        access_bytes(x, &cls);
+        c->sts[cls]++;
     } else if (op_is(x, "MUFU")) {
         static const char *const names[] = {
 #define MCIR_SASS_MUFU_NAME(name, spelling) spelling,

@@ -370,7 +370,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      kp->writes[0]->dtype == MCIR_DTYPE_BF16, pk ? 'p' : 'v', out_raw ? "r" : "", kp->writes[0]->id,
                      pk ? "(i64)(((u64)(bb * GM_M + m) << 32) | (u64)n)" : "(bb * GM_M + m) * GM_ON + n");
     cg_sb_puts(&b, mcir_tpl_hopper);
-    if (l.prologue)
+    if (l.prologue)   /* a box starts 1024-aligned (the swizzle's span): said, for the boxes' wide loads */
         cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k) {\n"
                          "    MC_DYNAMIC_SMEM(mc_smem_raw);\n"
                          "    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);\n"

@@ -118,6 +118,7 @@ enum { MCIR_SASS_NARROW, MCIR_SASS_B32, MCIR_SASS_B64, MCIR_SASS_B128, MCIR_SASS
 typedef struct mcir_sass_counts {
     int instructions;            /* NOPs (padding) not counted */
     int ldg[MCIR_SASS_WIDTHS], stg[MCIR_SASS_WIDTHS];
+    int lds[MCIR_SASS_WIDTHS], sts[MCIR_SASS_WIDTHS];   /* shared memory: LDS / STS by width (not LDSM / STSM) */
     int mufu[MCIR_MUFU_COUNT];
     int fchk;                    /* FCHK: an IEEE division's range check */
     int slow_paths;              /* CALL.REL to an IEEE division / reciprocal / sqrt slow-path subroutine */
