@@ -347,6 +347,7 @@ bool mcir_plan_write_json(const mcir_plan *p, FILE *out) {
     json_t *root = json_object();
     json_object_set_new(root, "arch", json_string(p->target->name));
     json_object_set_new(root, "graph", json_string(p->graph->name));
+    json_object_set_new(root, "exact_math", json_boolean(p->exact_math));
     if (p->graph->n_dims)   /* kernels are generated for these sizes only */
         json_object_set_new(root, "dims", dims_json(p->graph, "specialised_at"));
     json_t *ks = json_array();

@@ -38,7 +38,7 @@ struct mcir_capi {
     int graphs;   /* device runs as CUDA graphs: 1 / 0, -1 (MCIR_GPU_GRAPHS); mcir_capi_set_graphs */
 };
 
-#define CAPI_VERSION 7
+#define CAPI_VERSION 8
 int mcir_capi_version(void) { return CAPI_VERSION; }
 
 /* Runs fn with a diagnostics sink whose text lands in h->errors. */
@@ -110,6 +110,7 @@ mcir_capi *mcir_capi_compile(const char *graph_json, const char *name, int n_wei
     o.graph_path = name ? name : "<python>";
     o.arch = arch;
     o.no_rewrite = flags & MCIR_CAPI_NO_REWRITE;
+    o.exact_math = (flags & MCIR_CAPI_EXACT_MATH) != 0;
     o.want_plan = true;
     o.keep_original = true;
     o.want_cuda = (flags & (MCIR_CAPI_CODE | MCIR_CAPI_PTX)) != 0;

@@ -8,7 +8,7 @@
 
 typedef struct mcir_capi mcir_capi;
 
-enum { MCIR_CAPI_NO_REWRITE = 1, MCIR_CAPI_CODE = 2, MCIR_CAPI_PTX = 4 };
+enum { MCIR_CAPI_NO_REWRITE = 1, MCIR_CAPI_CODE = 2, MCIR_CAPI_PTX = 4, MCIR_CAPI_EXACT_MATH = 8 };
 
 int mcir_capi_version(void);
 mcir_capi *mcir_capi_compile(const char *graph_json, const char *name, int n_weights,

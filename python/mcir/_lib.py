@@ -14,8 +14,8 @@ _CANDIDATES = [
     os.path.join(_HERE, "..", "..", "build", "python", "libmcir_capi.so"),
 ]
 
-NO_REWRITE, CODE, PTX = 1, 2, 4
-CAPI_VERSION = 7
+NO_REWRITE, CODE, PTX, EXACT_MATH = 1, 2, 4, 8
+CAPI_VERSION = 8
 
 
 class McirError(Exception):

@@ -198,8 +198,9 @@ class _Runner:
     signature, weights bound to the parameters they came from."""
 
     def __init__(self, gm, weights, strict, gpu, device=None, symbolic=None, dynamic_max=None,
-                 desugared=None, graphs=None):
+                 desugared=None, graphs=None, exact_math=False):
         self.gm, self.weights, self.strict, self.gpu = gm, weights, strict, gpu
+        self.exact_math = exact_math   # mcir.compile's exact_math (options={"exact_math": True})
         self.dt = desugared               # mcir.distributed.Desugared: DTensor inputs, or None
         if desugared is not None:
             self.weights = desugared.weights
@@ -256,7 +257,7 @@ class _Runner:
                 g = capture_dynamic(lambda a: capture_fx(self.gm, a, name="dynamo_graph",
                                                          weights=self.weights, dynamic=True),
                                     args, axes, ints, ranges)
-                c = mcir_compile(g, ptx=self.gpu)
+                c = mcir_compile(g, ptx=self.gpu, exact_math=self.exact_math)
                 break
             except TrainingError:
                 raise
@@ -300,7 +301,7 @@ class _Runner:
             g = capture_desugared(self.dt, args, name="dynamo_graph")
         else:
             g = capture_fx(self.gm, args, name="dynamo_graph", weights=self.weights)
-        c = mcir_compile(g, ptx=self.gpu)
+        c = mcir_compile(g, ptx=self.gpu, exact_math=self.exact_math)
         _STATS["compiles"] += 1
         _STATS["collectives"] += sum(k.get("template") == "collective"
                                      for k in c.plan.get("kernels", []))
@@ -411,9 +412,12 @@ def backend(gm, example_inputs, options=None):
     True} makes every fallback an exception (also MCIR_STRICT=1); {"device":
     "emu"} runs on the emulated device (also MCIR_DEVICE=emu); {"cuda_graphs":
     True} runs each graph's device calls as CUDA graphs (also MCIR_GPU_GRAPHS=1;
-    stats()["graph_replays"] counts the calls that ran as one)."""
+    stats()["graph_replays"] counts the calls that ran as one); {"exact_math":
+    True} computes the fused chains' exponentials and divisions in exact
+    forms (mcirc --exact-math)."""
     import torch
     strict = _strict(options)
+    exact_math = bool(options["exact_math"]) if options and "exact_math" in options else False
     device = _device(options)
     graphs = bool(options["cuda_graphs"]) if options and "cuda_graphs" in options else None
     _STATS["graphs"] += 1
@@ -435,10 +439,11 @@ def backend(gm, example_inputs, options=None):
             why = "DTensor inputs with symbolic sizes"
             _STATS["per_shape"].append(why)
             print("mcir: compiling this graph once per shape: %s" % why, file=sys.stderr)
-            return _Runner(gm, weights, strict, gpu, device, desugared=desugared, graphs=graphs)
+            return _Runner(gm, weights, strict, gpu, device, desugared=desugared, graphs=graphs, exact_math=exact_math)
     if all(_concrete(x) for x in example_inputs):
         # compile now: a graph mcir cannot take falls back at once
-        runner = _Runner(gm, weights, strict, gpu, device, desugared=desugared, graphs=graphs)
+        runner = _Runner(gm, weights, strict, gpu, device, desugared=desugared, graphs=graphs,
+                         exact_math=exact_math)
         if not runner.first(desugared.local(example_inputs) if desugared else example_inputs):
             return runner.fallback
         return runner
@@ -448,7 +453,8 @@ def backend(gm, example_inputs, options=None):
         _STATS["per_shape"].append(symbolic)
         print("mcir: compiling this graph once per shape: %s" % symbolic, file=sys.stderr)
         symbolic = None
-    return _Runner(gm, weights, strict, gpu, device, symbolic, _dynamic_max(options), graphs=graphs)
+    return _Runner(gm, weights, strict, gpu, device, symbolic, _dynamic_max(options), graphs=graphs,
+                   exact_math=exact_math)
 
 
 def _register():

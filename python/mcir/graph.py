@@ -411,14 +411,16 @@ def _check_shape(spec, shape):
                              (spec["name"], [int(s) for s in shape], want))
 
 
-def compile(graph, arch=None, rewrite=True, code=False, ptx=False, catalogs=()):
+def compile(graph, arch=None, rewrite=True, code=False, ptx=False, catalogs=(), exact_math=False):
     """Compiles a Graph (mcir.capture makes one) through the whole pipeline
-    as mcirc does; raises McirError with mcir's diagnostics on failure."""
+    as mcirc does; raises McirError with mcir's diagnostics on failure.
+    exact_math: the fused chains' exponentials and divisions in exact forms
+    (mcirc --exact-math)."""
     L = _lib.lib()
     names = list(graph.values)
     arrays = [graph.values[n] for n in names]
     flags = (0 if rewrite else _lib.NO_REWRITE) | (_lib.CODE if code else 0) | \
-        (_lib.PTX if ptx else 0)
+        (_lib.PTX if ptx else 0) | (_lib.EXACT_MATH if exact_math else 0)
     h = L.mcir_capi_compile(graph.to_json().encode(), graph.name.encode(), len(names),
                             _lib.strings(names), _lib.pointers(arrays), _lib.sizes(arrays),
                             arch.encode() if arch else None, flags,

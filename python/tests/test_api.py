@@ -93,6 +93,20 @@ class Api(unittest.TestCase):
         self.assertIn("digraph", c.artifact("dot"))
         self.assertIn("nodes", c.summary())
 
+    def test_exact_math(self):
+        # mcirc --exact-math: the fused chains' exponentials and divisions in
+        # the interpreter's forms, not the SFU's approximations
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.SiLU(), torch.nn.Linear(32, 8)).eval()
+        x = torch.randn(4, 16)
+        g = mcir.capture(m, (x,))
+        for exact in (False, True):
+            c = mcir.compile(g, code=True, exact_math=exact)
+            self.assertEqual(json.loads(c.artifact("plan"))["exact_math"], exact)
+            cuda = c.artifact("cuda")
+            self.assertEqual("x_ / (1.0f + expf(-x_))" in cuda, exact)
+            self.assertEqual("x_ * mc_rcp(1.0f + mc_exp2(-x_ * MC_L2E))" in cuda, not exact)
+            self.assertLess(rel_err(c(x), m(x)), 1e-4)
+
     def test_no_rewrite_is_the_baseline(self):
         m, x = models.LlamaBlock().eval(), torch.randn(1, 16, 64)
         g = mcir.capture(m, (x,))
