@@ -192,7 +192,7 @@ typedef struct cg_emitter {
      * vvr<ID> (the sm_90a prologue's A) and its scalar v<ID> / p<ID>'s
      * vr<ID> / pr<ID> (the sm_90a epilogue's TMA-stored write, mm_value);
      * raw_scalar says one was emitted (an elementwise op computes t) */
-    const mcir_tensor *vec_raw;
+    const mcir_tensor *raw;
     bool raw_scalar;
 } cg_emitter;
 
@@ -218,6 +218,9 @@ bool cg_vec_raw_write(const mcir_kernel_plan *kp, const mcir_tensor *t);
  * for 16-bit elements at vec 4). The caller proves IDX a multiple of vec
  * (the buffer is 256-byte aligned). */
 void cg_emit_vec_load(cg_sb *b, const mcir_tensor *t, int ri, const char *idx, int vec);
+/* The same from pointer expression PTR (an element pointer of t's dtype:
+ * a staged box in shared memory), 16-byte aligned at IDX. */
+void cg_emit_vec_load_at(cg_sb *b, const mcir_tensor *t, const char *ptr, const char *idx, int vec);
 /* Stores of vec consecutive values of write t (kernel write w) at element
  * i (a multiple of vec): packed 16-byte (8-byte) stores for f32 / f16 /
  * bf16, element by element otherwise; the values from array vals, or

@@ -1335,6 +1335,24 @@ bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_
     return false;
 }
 
+/* The function written since fn_start again as its unrounded twin: the
+ * name `name` becomes `twin`, and its rounding `round` (up to its ';')
+ * becomes `raw` (vvr<ID> for a vector form, <fn>r<ID> for a scalar one). */
+static void emit_unrounded_twin(cg_sb *b, size_t fn_start, const char *name, const char *twin, const char *round,
+                                const char *raw) {
+    char *text = strndup(b->s + fn_start, b->len - fn_start);
+    MCIR_ASSERT(text != NULL);
+    char *h = strstr(text, name), *r = strstr(text, round);
+    MCIR_ASSERT(h && r && h < r);
+    const char *rest = strchr(r, ';');
+    MCIR_ASSERT(rest != NULL);
+    *h = 0;
+    *r = 0;
+    cg_sb_printf(b, "%s%s%s", text, twin, h + strlen(name));
+    cg_sb_printf(b, "%s%s", raw, rest);
+    free(text);
+}
+
 bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     if (!e->ok) return false;
     MCIR_ASSERT(t->id < e->n_tensors);
@@ -1429,20 +1447,12 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
     ve->emit(b, n, t, ve->expr || ve->iexpr ? operand_expr(ve, n) : NULL);
     cg_sb_printf(b, "    return mc_round_%s(r_);\n}\n", ds);
     e->done[t->id] |= done;
-    if (e->vec_raw == t && !ints && (t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16)) {
-        /* <fn>r<ID>: the same, unrounded (cg_emitter.vec_raw) */
-        char *text = strndup(b->s + fn_start, b->len - fn_start), from[64], to[64], ret[64];
-        MCIR_ASSERT(text != NULL);
+    if (e->raw == t && !ints && (t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16)) {
+        /* <fn>r<ID>: the same, unrounded (cg_emitter.raw) */
+        char from[32], to[32];
         snprintf(from, sizeof from, " %c%d(i64 i", fn, t->id);
         snprintf(to, sizeof to, " %cr%d(i64 i", fn, t->id);
-        snprintf(ret, sizeof ret, "return mc_round_%s(r_);", ds);
-        char *h = strstr(text, from), *r = strstr(text, ret);
-        MCIR_ASSERT(h && r && h < r);
-        *h = 0;
-        *r = 0;
-        cg_sb_printf(b, "%s%s%s", text, to, h + strlen(from));
-        cg_sb_printf(b, "return r_;%s", r + strlen(ret));
-        free(text);
+        emit_unrounded_twin(b, fn_start, from, to, "return mc_round_", "return r_");
         e->raw_scalar = true;
     }
     return true;
@@ -1451,12 +1461,19 @@ bool cg_emit_value(cg_emitter *e, const mcir_tensor *t) {
 /* ------------------------------------------------ vector value functions */
 
 void cg_emit_vec_load(cg_sb *b, const mcir_tensor *t, int ri, const char *idx, int vec) {
+    MCIR_ASSERT(ri >= 0);
+    char ptr[16];
+    snprintf(ptr, sizeof ptr, "r%d", ri);
+    cg_emit_vec_load_at(b, t, ptr, idx, vec);
+}
+
+void cg_emit_vec_load_at(cg_sb *b, const mcir_tensor *t, const char *ptr, const char *idx, int vec) {
     int size = (int)mcir_dtype_size(t->dtype);
     int per = size == 4 ? 4 : vec % 8 == 0 ? 8 : 4;   /* elements per access: 16 bytes (8: f16 at vec 4) */
     const char *vt = size == 4 ? "float4" : per == 8 ? "uint4" : "uint2";
-    MCIR_ASSERT(ri >= 0 && vec % 4 == 0 && (size == 4 || size == 2));
-    cg_sb_printf(b, "#pragma unroll\n    for (int q = 0; q < %d; q += %d) {\n        const %s c_ = MC_GLDV(%s, r%d, %s + q);\n",
-                 vec, per, vt, vt, ri, idx);
+    MCIR_ASSERT(vec % 4 == 0 && (size == 4 || size == 2));
+    cg_sb_printf(b, "#pragma unroll\n    for (int q = 0; q < %d; q += %d) {\n        const %s c_ = MC_GLDV(%s, %s, %s + q);\n",
+                 vec, per, vt, vt, ptr, idx);
     if (size == 4) {
         cg_sb_puts(b, "        out[q] = c_.x; out[q + 1] = c_.y; out[q + 2] = c_.z; out[q + 3] = c_.w;\n    }\n");
         return;
@@ -1504,14 +1521,13 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
          * 16-byte chunk of the swizzled box) and the stage and group's
          * code (high bits) */
         MCIR_ASSERT(vec == 8 && mcir_dtype_size(t->dtype) == 2);
-        const char *ds = cg_dsuffix(t->dtype);
+        char ptr[64];
+        snprintf(ptr, sizeof ptr, "gm_box(__int_as_float((int)(i >> 32)), %d)", e->box_leaf[t->id] - 1);
         cg_sb_printf(b, "// %s staged in box %d, 8 elements from element i & 0xffffffff (i >> 32: stage and group)\n"
-                        "__device__ __forceinline__ void vv%d(i64 i, float* out, MC_PARAMS) {\n"
-                        "    const uint4 c_ = MC_GLDV(uint4, gm_box(__int_as_float((int)(i >> 32)), %d), i & 0xffffffffLL);\n"
-                        "    const u32 h_[4] = {c_.x, c_.y, c_.z, c_.w};\n#pragma unroll\n    for (int k = 0; k < 4; k++) {\n"
-                        "        out[2 * k] = mc_%s_to_f32((unsigned short)(h_[k] & 0xffffu));\n"
-                        "        out[2 * k + 1] = mc_%s_to_f32((unsigned short)(h_[k] >> 16));\n    }\n}\n",
-                     t->name, e->box_leaf[t->id] - 1, t->id, e->box_leaf[t->id] - 1, ds, ds);
+                        "__device__ __forceinline__ void vv%d(i64 i, float* out, MC_PARAMS) {\n",
+                     t->name, e->box_leaf[t->id] - 1, t->id);
+        cg_emit_vec_load_at(b, t, ptr, "(i & 0xffffffffLL)", vec);
+        cg_sb_puts(b, "}\n");
         e->done[t->id] |= DONE_VEC;
         return true;
     }
@@ -1596,22 +1612,14 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
     sb_indented(b, body.s ? body.s : "", "    ");
     cg_sb_printf(b, "        out[u] = mc_round_%s(r_);\n    }\n}\n", cg_dsuffix(t->dtype));
     cg_sb_free(&body);
-    if (cg_vec_raw_write(kp, t) || (e->vec_raw == t && (t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16))) {
+    if (cg_vec_raw_write(kp, t) || (e->raw == t && (t->dtype == MCIR_DTYPE_F16 || t->dtype == MCIR_DTYPE_BF16))) {
         /* vvr<ID>: the same, unrounded, for the write's packed store (its
          * conversion rounds once; rounding first, then again, gives the
          * same bits for two more instructions an element) */
-        char *text = strndup(b->s + fn_start, b->len - fn_start), from[64], to[64];
-        MCIR_ASSERT(text != NULL);
+        char from[32], to[32];
         snprintf(from, sizeof from, "void vv%d(i64 i", t->id);
         snprintf(to, sizeof to, "void vvr%d(i64 i", t->id);
-        char *h = strstr(text, from), *r = strstr(text, "out[u] = mc_round_");
-        MCIR_ASSERT(h && r);
-        const char *rest = strchr(r, ';');
-        *h = 0;
-        *r = 0;
-        cg_sb_printf(b, "%s%s%s", text, to, h + strlen(from));
-        cg_sb_printf(b, "out[u] = r_%s", rest);
-        free(text);
+        emit_unrounded_twin(b, fn_start, from, to, "out[u] = mc_round_", "out[u] = r_");
     }
     return true;
 }

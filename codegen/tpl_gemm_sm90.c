@@ -212,9 +212,9 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
             const mcir_node *an = cg_region_producer(kp, l.a_value);
             a_raw = (l.a_value->dtype == MCIR_DTYPE_F16 || l.a_value->dtype == MCIR_DTYPE_BF16) && an &&
                     (mcir_op_desc_of(an->op)->flags & MCIR_OPF_ELEMENTWISE);
-            e.vec_raw = a_raw ? l.a_value : NULL;
+            e.raw = a_raw ? l.a_value : NULL;
             cg_emit_value_vec(&e, l.a_value, 8);
-            e.vec_raw = NULL;
+            e.raw = NULL;
         }
         e.box_leaf = NULL;
         e.box_rows = false;
@@ -226,12 +226,12 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     const bool pk = !l.conv && cg_epilogue_packable(&e);
     /* the TMA-stored write's value unrounded too (mm_value: the box
      * store's conversion rounds it, once) */
-    e.vec_raw = l.tma_store ? kp->writes[0] : NULL;
+    e.raw = l.tma_store ? kp->writes[0] : NULL;
     e.raw_scalar = false;
     if (pk) cg_emit_epilogue_packed(&e, 1);
     else cg_emit_epilogue(&e, 1);
     const bool out_raw = e.raw_scalar;
-    e.vec_raw = NULL;
+    e.raw = NULL;
     free(box_leaf);
     if (!e.ok) {
         cg_emitter_free(&e);
@@ -370,13 +370,12 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      kp->writes[0]->dtype == MCIR_DTYPE_BF16, pk ? 'p' : 'v', out_raw ? "r" : "", kp->writes[0]->id,
                      pk ? "(i64)(((u64)(bb * GM_M + m) << 32) | (u64)n)" : "(bb * GM_M + m) * GM_ON + n");
     cg_sb_puts(&b, mcir_tpl_hopper);
-    if (l.prologue)   /* a box starts 1024-aligned (the swizzle's span): said, for the boxes' wide loads */
+    if (l.prologue)
         cg_sb_printf(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k) {\n"
                          "    MC_DYNAMIC_SMEM(mc_smem_raw);\n"
                          "    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);\n"
                          "    const int s = __float_as_int(code) & 0xffff;\n"
-                         "    return (const unsigned short*)__builtin_assume_aligned(\n"
-                         "        smem + (s >> 3) * %lld + gm_leaf_at(k) + (s & 7) * gm_leaf_wide(k) * 8192, 1024);\n}\n",
+                         "    return (const unsigned short*)(smem + (s >> 3) * %lld + gm_leaf_at(k) + (s & 7) * gm_leaf_wide(k) * 8192);\n}\n",
                      (long long)(l.a_bytes + l.bn * l.bk * 2));
     /* A from shared memory K-major when stored [M, K], else (tnspA) MN-major;
      * B K-major when stored [N, K], else MN-major */

@@ -683,6 +683,34 @@ START_TEST(test_sm90_gemm_compiles_clean) {
 }
 END_TEST
 
+/* Whether the SASS tests run here: in the normal build only (SASS counts,
+ * nothing the sanitizers see; CI time, docs/testing.md), with NVRTC and
+ * nvdisasm. */
+static bool sass_checks_run(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    fprintf(stderr, "  skipped in the sanitizer build\n");
+    return false;
+#endif
+    char why[256];
+    if (!mcir_nvrtc_available(why, sizeof why) || !mcir_nvdisasm_path(why, sizeof why)) {
+        fprintf(stderr, "  skipped: %s\n", why);
+        return false;
+    }
+    return true;
+}
+
+/* Shape s compiled for sm_90 into *c (the caller frees it), its SASS read:
+ * the GEMM's kernel plan. */
+static const mcir_kernel_plan *sass_compiled(const shape *s, mcir_compilation *c) {
+    char *js = gemm_graph(s);
+    cgt_compile_js(js, "sm_90", true, c);   /* (the graph is parsed from js: js may go) */
+    free(js);
+    mcir_codegen_audit_sass(c->codegen);
+    const mcir_kernel_plan *kp = &c->plan->kernels[gemm_index(c->plan)];
+    ck_assert_int_eq(kp->audit.sass.state, 1);
+    return kp;
+}
+
 /* The epilogue's cost in SASS (#44): GPT-2's c_fc at 2048 tokens, bias +
  * tanh-GELU over 768 x 3072 (bias + GELU at K = 768 is where the H200
  * measured 168 TF/s against cuBLASLt's 384), f16 and bf16, and c_attn's
@@ -700,16 +728,7 @@ END_TEST
  * #44's 0.25 needs more (the f16 rounding of each intermediate, 4 of the
  * ~20 instructions an element; the epilogue off the mainloop's path). */
 START_TEST(test_epilogue_in_sass) {
-#if defined(__SANITIZE_ADDRESS__)
-    /* SASS counts, nothing the sanitizers see: the normal build's (CI time, docs/testing.md) */
-    fprintf(stderr, "  skipped in the sanitizer build\n");
-    return;
-#endif
-    char why[256];
-    if (!mcir_nvrtc_available(why, sizeof why) || !mcir_nvdisasm_path(why, sizeof why)) {
-        fprintf(stderr, "  skipped: %s\n", why);
-        return;
-    }
+    if (!sass_checks_run()) return;
     static const shape big[] = {
         {"c_fc_2048", "f16", {0}, 2048, 3072, 768, false, B_WEIGHT, "bias_gelu_tanh", 0, A_PLAIN},
         {"c_fc_2048_bf", "bf16", {0}, 2048, 3072, 768, false, B_WEIGHT, "bias_gelu_tanh", 0, A_PLAIN},
@@ -717,15 +736,10 @@ START_TEST(test_epilogue_in_sass) {
     };
     for (int i = 0; i < (int)(sizeof big / sizeof *big); i++) {
         const shape *s = &big[i];
-        char *js = gemm_graph(s);
         mcir_compilation c;
-        cgt_compile_js(js, "sm_90", true, &c);
-        int ki = gemm_index(c.plan);
-        mcir_codegen_audit_sass(c.codegen);
-        const mcir_kernel_plan *kp = &c.plan->kernels[ki];
+        const mcir_kernel_plan *kp = sass_compiled(s, &c);
         const mcir_sass_audit *a = &kp->audit.sass;
-        const char *src = mcir_codegen_kernel_source(c.codegen, ki);
-        ck_assert_int_eq(a->state, 1);
+        const char *src = mcir_codegen_kernel_source(c.codegen, gemm_index(c.plan));
         const int bn = (int)tile(kp, "N"), ldg = a->kernel.ldg[0] + a->kernel.ldg[1] + a->kernel.ldg[2] + a->kernel.ldg[3];
         fprintf(stderr, "  sm_90a %-14s BN=%d: %d instructions, %d item loop(s): %d outside the K loop (%d inner "
                         "loops) against %.0f tensor clocks (%.2f), LDG %d\n",
@@ -742,7 +756,6 @@ START_TEST(test_epilogue_in_sass) {
          * bias): the store's own conversion rounds */
         ck_assert_msg(strstr(src, "return pr") != NULL, "%s: mm_value rounds before the store converts", s->name);
         mcir_compilation_free(&c);
-        free(js);
     }
 }
 END_TEST
@@ -756,29 +769,16 @@ END_TEST
  * issues 210 an iteration for the f16 one (244 with 2-byte accesses;
  * NVRTC 13 + nvdisasm 13.5) */
 START_TEST(test_prologue_in_sass) {
-#if defined(__SANITIZE_ADDRESS__)
-    fprintf(stderr, "  skipped in the sanitizer build\n");   /* SASS counts (CI time, docs/testing.md) */
-    return;
-#endif
-    char why[256];
-    if (!mcir_nvrtc_available(why, sizeof why) || !mcir_nvdisasm_path(why, sizeof why)) {
-        fprintf(stderr, "  skipped: %s\n", why);
-        return;
-    }
+    if (!sass_checks_run()) return;
     static const shape big[] = {
         {"llama_down", "f16", {0}, 4096, 4096, 11008, false, B_WEIGHT, "none", 1, A_PLAIN},
         {"ta_swiglu_bf", "bf16", {0}, 2048, 1024, 2048, true, B_WEIGHT, "none", 1, A_TRANS},
     };
     for (int i = 0; i < (int)(sizeof big / sizeof *big); i++) {
         const shape *s = &big[i];
-        char *js = gemm_graph(s);
         mcir_compilation c;
-        cgt_compile_js(js, "sm_90", true, &c);
-        int ki = gemm_index(c.plan);
-        mcir_codegen_audit_sass(c.codegen);
-        const mcir_kernel_plan *kp = &c.plan->kernels[ki];
+        const mcir_kernel_plan *kp = sass_compiled(s, &c);
         const mcir_sass_audit *a = &kp->audit.sass;
-        ck_assert_int_eq(a->state, 1);
         const mcir_sass_counts *k = &a->kernel;
         const int per_iter = a->wgmma_loops ? a->wgmma_loop_instructions / a->wgmma_loops : 0;
         fprintf(stderr, "  sm_90a %-12s BN=%lld: LDS %d/%d/%d/%d, STS %d/%d/%d/%d, wgmma loop %d/iter\n", s->name,
@@ -791,7 +791,6 @@ START_TEST(test_prologue_in_sass) {
         ck_assert_int_ge(k->sts[MCIR_SASS_B128], 1);
         if (i == 0) ck_assert_msg(per_iter > 0 && per_iter <= 215, "%s: %d an iteration", s->name, per_iter);
         mcir_compilation_free(&c);
-        free(js);
     }
 }
 END_TEST
