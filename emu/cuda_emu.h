@@ -66,6 +66,9 @@ typedef struct emu_stats {
     unsigned long long cp_async, ldmatrix;
     /* global atomics executed (per thread) */
     unsigned long long atomics;
+    /* sm_90a clusters: multicast TMA loads (each counted once more per
+     * block it writes in tma_loads / tma_bytes), remote mbarrier arrivals */
+    unsigned long long tma_multicasts, remote_arrives;
 } emu_stats;
 
 /* A TMA tensor map as the emulator reads it: the arguments of the driver's
@@ -328,15 +331,31 @@ static inline int emu_me() { return (int)emu_cl_rank * emu_nthreads + emu_cur_i;
 struct emu_cell { uint32_t ws, rs, r2s; uint16_t wt, rt, r2t; };   /* per granule */
 struct emu_gbuf { const emu_buffer *b; emu_cell *cells; };
 static uint32_t emu_clock, emu_bstart, emu_blast, emu_wstamp[32];
-/* emu_seen[t][u]: the latest stamp of warp u (32..39: the TMA unit) that
- * happens before warp t's current interval through mbarriers and named
- * barriers (cuda_emu_sm90.h). The TMA unit counts as EMU_TMA_UNITS warps,
- * one per mbarrier its copies complete on (its index mod EMU_TMA_UNITS):
- * copies completing on different mbarriers are not ordered with each
- * other, as on the GPU, so waiting for one does not make another's bytes
- * visible. */
-enum { EMU_TMA_WARP = 32, EMU_TMA_UNITS = 8, EMU_WARPS = EMU_TMA_WARP + EMU_TMA_UNITS };
-static uint32_t emu_seen[EMU_WARPS][EMU_WARPS];
+/* What each warp has seen: EMU_SEEN(t, u), the latest stamp of warp u
+ * that happens before warp t's current interval through mbarriers and
+ * named barriers (cuda_emu_sm90.h). Warps are numbered across the cluster
+ * (rank * EMU_WARPS + warp: emu_gw), so an arrival on another block's
+ * mbarrier carries what the arriving warp knows to that block's waiters.
+ * Each block's TMA unit counts as EMU_TMA_UNITS warps (32..39), one per
+ * mbarrier its copies complete on (its index mod EMU_TMA_UNITS): copies
+ * completing on different mbarriers are not ordered with each other, as
+ * on the GPU, so waiting for one does not make another's bytes visible.
+ * The matrix is emu_G x emu_G (emu_G = blocks per cluster x EMU_WARPS). */
+enum { EMU_TMA_WARP = 32, EMU_TMA_UNITS = 8, EMU_WARPS = EMU_TMA_WARP + EMU_TMA_UNITS, EMU_CL_MAX = 8,
+       EMU_GMAX = EMU_CL_MAX * EMU_WARPS };
+static uint32_t *emu_seen_m;
+static int emu_G = EMU_WARPS;
+static inline int emu_gw(unsigned rank, int w) { return (int)rank * EMU_WARPS + w; }
+#define EMU_SEEN(t, u) (emu_seen_m[(size_t)(t) * (size_t)emu_G + (size_t)(u)])
+/* The identities the race shadow records (16 bits): a thread is rank *
+ * threads per block + its index (emu_me); the TMA unit k of block rank is
+ * EMU_ID_TMA | rank << 4 | k. */
+enum { EMU_ID_TMA = 0x8000 };
+static inline unsigned emu_id_rank(int u) {
+    return (u & EMU_ID_TMA) ? (unsigned)(u >> 4) & 0x7ffu : emu_cl_n > 1 ? (unsigned)(u / emu_nthreads) : 0u;
+}
+static inline int emu_id_thread(int u) { return (u & EMU_ID_TMA) ? -1 : u % emu_nthreads; }   /* -1: the TMA */
+static inline int emu_id_warp(int u) { return (u & EMU_ID_TMA) ? EMU_TMA_WARP + (u & 15) : (u % emu_nthreads) >> 5; }
 static unsigned char emu_wsync[32];
 static uint32_t *emu_block_stamp;   /* stamp at which each block began */
 static emu_gbuf *emu_gb;            /* per buffer of the run */
@@ -409,14 +428,14 @@ static unsigned emu_block_of(uint32_t s) {
 static bool emu_unordered(uint32_t s, int u, bool global) {
     if (s == 0) return false;
     if (s < emu_cstart) return global;
-    if (emu_cl_n > 1) {   /* another block of the cluster: ordered by barrier.cluster */
-        if (u / emu_nthreads != (int)emu_cl_rank) return global && s >= emu_cl_stamp;
-        u %= emu_nthreads;
-    }
-    int t = emu_cur_i;
-    if (u == t) return false;
-    if ((u >> 5) == (t >> 5)) return s == emu_wstamp[t >> 5];
-    return s >= emu_blast && s > emu_seen[t >> 5][u >> 5];
+    int t = emu_cur_i, tw = emu_gw(emu_cl_rank, t >> 5);
+    unsigned ur = emu_id_rank(u);
+    if (ur != emu_cl_rank)   /* another block of the cluster: barrier.cluster, or through mbarriers */
+        return s >= emu_cl_stamp && s > EMU_SEEN(tw, emu_gw(ur, emu_id_warp(u)));
+    int ut = emu_id_thread(u);
+    if (ut == t) return false;
+    if (ut >= 0 && (ut >> 5) == (t >> 5)) return s == emu_wstamp[t >> 5];
+    return s >= emu_blast && s > EMU_SEEN(tw, emu_gw(ur, emu_id_warp(u)));
 }
 
 /* Records an access to the granules of cells[0..n) and reports a race with
@@ -431,6 +450,9 @@ static size_t emu_granules(size_t off, size_t n) {
 }
 
 static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char *space, size_t off);
+/* while a thread writes another block's shared memory (a multicast TMA
+ * load): " of block N", for findings */
+static const char *emu_remote_owner;
 
 /* An access of n bytes at byte off of the race shadow, per granule; a
  * 1-byte access under 2-byte granules is reported (it cannot be tracked). */
@@ -454,16 +476,19 @@ static void emu_race(emu_cell *c, size_t n, bool write, bool global, const char 
         else if (write && emu_unordered(c->r2s, c->r2t, global)) { ps = c->r2s; pu = c->r2t; }
         if (ps) {
             char w[200];
-            bool other = emu_cl_n > 1 && ps >= emu_cstart && pu / emu_nthreads != (int)emu_cl_rank;
-            unsigned pb = other ? emu_block.x - emu_cl_rank + (unsigned)(pu / emu_nthreads) : emu_block_of(ps);
-            if (emu_cl_n > 1 && ps >= emu_cstart) pu %= emu_nthreads;
-            emu_report(EMU_FIND_RACE, "%s: thread (block %u, thread %d%s) %s it, "
+            const bool this_run = ps >= emu_cstart, tma = pu & EMU_ID_TMA;
+            const unsigned pr = this_run ? emu_id_rank(pu) : 0;
+            bool other = emu_cl_n > 1 && this_run && pr != emu_cl_rank;
+            unsigned pb = this_run && emu_cl_n > 1 ? emu_block.x - emu_cl_rank + pr : emu_block_of(ps);
+            pu = tma ? emu_id_warp(pu) * 32 : emu_id_thread(pu);
+            emu_report(EMU_FIND_RACE, "%s%s: thread (block %u, thread %d%s) %s it, "
                        "thread (block %u, thread %d) %s it with no %s between",
-                       emu_where(w, sizeof w, global, space, off + (k << emu_gshift)), pb, pu,
-                       pu >> 5 >= EMU_TMA_WARP ? ": the TMA unit" : "", pw ? "wrote" : "read", emu_block.x, emu_cur_i,
+                       emu_where(w, sizeof w, global, space, off + (k << emu_gshift)),
+                       emu_remote_owner ? emu_remote_owner : "", pb, pu,
+                       tma ? ": the TMA unit" : "", pw ? "wrote" : "read", emu_block.x, emu_cur_i,
                        write ? "writes" : "reads",
-                       other ? "barrier.cluster" : ps < emu_cstart ? "ordering (another block of the launch)"
-                       : (pu >> 5) == (emu_cur_i >> 5) ? "__syncwarp or __syncthreads"
+                       other ? "barrier.cluster or mbarrier wait" : ps < emu_cstart ? "ordering (another block of the launch)"
+                       : !tma && (pu >> 5) == (emu_cur_i >> 5) ? "__syncwarp or __syncthreads"
                                                        : "__syncthreads or barrier wait");
             break;
         }
@@ -757,19 +782,20 @@ struct emu_bs {
     emu_xcell *x_dyn, *x_st;
     unsigned long long *dyn_pw;
     uint16_t *dyn_pt;
-    uint32_t bstart, blast, wstamp[32], seen[EMU_WARPS][EMU_WARPS];
+    uint32_t bstart, blast, wstamp[32];
+    struct emu_s90 *s90;   /* the sm_90a state (cuda_emu_sm90.h) */
     unsigned char wsync[32];
     unsigned long long pbstart, pfence[1024];
     bool exited;
 };
 static emu_bs *emu_cl_bs;   /* emu_cl_n of them */
+static struct emu_s90 *emu_s9;   /* the running block's sm_90a state */
 static size_t emu_st_bytes() { return __start_emu_smem ? (size_t)(__stop_emu_smem - __start_emu_smem) : 0; }
 static void emu_cl_save() {
     emu_bs *b = &emu_cl_bs[emu_cl_rank];
     b->bstart = emu_bstart;
     b->blast = emu_blast;
     memcpy(b->wstamp, emu_wstamp, sizeof emu_wstamp);
-    memcpy(b->seen, emu_seen, sizeof emu_seen);
     memcpy(b->wsync, emu_wsync, sizeof emu_wsync);
     b->pbstart = emu_pbstart;
     memcpy(b->pfence, emu_pfence, sizeof emu_pfence);
@@ -790,7 +816,7 @@ static void emu_cl_load(unsigned r) {
     emu_bstart = b->bstart;
     emu_blast = b->blast;
     memcpy(emu_wstamp, b->wstamp, sizeof emu_wstamp);
-    memcpy(emu_seen, b->seen, sizeof emu_seen);
+    emu_s9 = b->s90;
     memcpy(emu_wsync, b->wsync, sizeof emu_wsync);
     emu_pbstart = b->pbstart;
     memcpy(emu_pfence, b->pfence, sizeof emu_pfence);
@@ -912,8 +938,29 @@ static emu_cell *emu_cells(size_t bytes) {
     return bytes ? (emu_cell *)calloc(emu_granules(0, bytes), sizeof(emu_cell)) : NULL;
 }
 
+/* Thread switches so far: a cluster whose blocks all return without one
+ * more is stuck. */
+static unsigned long long emu_progress;
+
+/* The running block's threads by state, for a hang's finding */
+static void emu_block_states(char *buf, size_t n) {
+    int bar = 0, clu = 0, mbar = 0, other = 0, done = 0;
+    for (int t = 0; t < emu_nthreads; t++) {
+        int st = emu_threads[t].state;
+        done += st == EMU_DONE;
+        bar += st == EMU_BARRIER;
+        clu += st == EMU_CLUSTER;
+        mbar += st == EMU_DONE + 1;   /* EMU_MBAR (cuda_emu_sm90.h) */
+        other += st > EMU_DONE + 1 && st != EMU_CLUSTER;
+    }
+    snprintf(buf, n, "%d threads at __syncthreads, %d at barrier.cluster, %d at an mbarrier, %d at a named barrier "
+             "or wgmma wait, %d exited", bar, clu, mbar, other, done);
+}
+
 /* Runs the running block's threads until every one has exited (0), every
- * one waits at barrier.cluster (1), or a hang (-1, reported). */
+ * one waits at barrier.cluster (1), in a cluster: none can run but some
+ * wait on an mbarrier another block may complete (2), or a hang (-1,
+ * reported). */
 static int emu_block_run() {
     unsigned bx = emu_block.x;
     for (;;) {
@@ -921,6 +968,7 @@ static int emu_block_run() {
         for (int t = 0; t < emu_nthreads; t++)
             if (emu_threads[t].state == EMU_RUN) {
                 emu_cur_i = t;
+                emu_progress++;
 #if EMU_FAST_SWITCH
                 emu_ctx_switch(&emu_sched_sp, emu_threads[t].sp);
 #else
@@ -964,9 +1012,13 @@ static int emu_block_run() {
             continue;
         }
         if (clu == emu_nthreads) return 1;
-        emu_report(EMU_FIND_HANG, "block %u: %d threads at __syncthreads, %d at barrier.cluster, %d at an mbarrier, "
-                   "named barrier or wgmma wait, %d exited (barrier divergence or a wait nobody completes)", bx, bar,
-                   clu, other, done);
+        if (emu_cl_n > 1) {   /* a remote arrival or multicast may complete a wait: the cluster decides */
+            for (int t = 0; t < emu_nthreads; t++)
+                if (emu_threads[t].state == EMU_DONE + 1) return 2;
+        }
+        char what[200];
+        emu_block_states(what, sizeof what);
+        emu_report(EMU_FIND_HANG, "block %u: %s (barrier divergence or a wait nobody completes)", bx, what);
         emu_failed = 1;
         return -1;
     }
@@ -981,6 +1033,7 @@ extern "C" int emu_run(emu_launch *L) {
     memset(L->findings, 0, sizeof L->findings);
     if (L->messages && L->messages_size) L->messages[0] = 0;
     memset(emu_reports, 0, sizeof emu_reports);
+    emu_failed = 0;
     emu_bdim = {block, 1, 1};
     emu_gdim = {grid, 1, 1};
     emu_nthreads = (int)block;
@@ -1056,12 +1109,21 @@ extern "C" int emu_run(emu_launch *L) {
     /* the blocks of a cluster: their threads, shared memory and shadows */
     unsigned C = L->cluster > 1 ? L->cluster : 1;
     size_t nst = emu_st_bytes();
+    if (C > EMU_CL_MAX) {
+        emu_report(EMU_FIND_BOUNDS, "clusters of %u blocks (the emulator runs up to %d)", C, EMU_CL_MAX);
+        C = 1;
+        grid = 0;
+        emu_failed = 1;
+    }
+    emu_G = (int)C * EMU_WARPS;
+    emu_seen_m = (uint32_t *)calloc((size_t)emu_G * (size_t)emu_G, sizeof(uint32_t));
     emu_cl_n = C;
     emu_cl_rank = 0;
     emu_cl_bs = (emu_bs *)calloc(C, sizeof(emu_bs));
     for (unsigned r = 0; r < C; r++) {
         emu_bs *b = &emu_cl_bs[r];
         b->threads = r ? (emu_thread *)calloc(block, sizeof(emu_thread)) : emu_threads;
+        b->s90 = emu_sm90_state_new();
         if (r) for (unsigned t = 0; t < block; t++) b->threads[t].stack = (char *)malloc(STACK);
         b->dyn = r ? (unsigned char *)aligned_alloc(1024, smem ? (smem + 1023) / 1024 * 1024 : 1024) : emu_dyn_smem;
         b->dyn_cells = emu_cells(smem);
@@ -1075,7 +1137,6 @@ extern "C" int emu_run(emu_launch *L) {
         }
     }
     emu_cl_load(0);
-    emu_failed = 0;
     if (grid % C) {
         emu_report(EMU_FIND_BOUNDS, "a grid of %u blocks in clusters of %u (the grid must be a multiple)", grid, C);
         emu_failed = 1;
@@ -1120,6 +1181,7 @@ extern "C" int emu_run(emu_launch *L) {
          * all are released */
         for (;;) {
             unsigned waiting = 0, exited = 0;
+            const unsigned long long before = emu_progress;
             for (unsigned r = 0; r < C && !emu_failed; r++) {
                 if (emu_cl_bs[r].exited) {
                     exited++;
@@ -1135,6 +1197,7 @@ extern "C" int emu_run(emu_launch *L) {
                 }
             }
             if (emu_failed || exited == C) break;
+            if (waiting < C && emu_progress != before) continue;   /* a block ran: another may run now */
             if (waiting == C) {
                 emu_cl_stamp = emu_clock;
                 emu_cl_epoch++;
@@ -1145,15 +1208,24 @@ extern "C" int emu_run(emu_launch *L) {
                 }
                 continue;
             }
-            emu_report(EMU_FIND_HANG, "cluster of blocks %u..%u: %u blocks wait at barrier.cluster, %u have exited "
-                       "(a block that skips the cluster barrier)", cb, cb + C - 1, waiting, exited);
+            char what[600] = "";
+            for (unsigned r = 0; r < C; r++) {
+                if (emu_cl_bs[r].exited) continue;
+                emu_cl_switch(r);
+                size_t used = strlen(what);
+                snprintf(what + used, sizeof what - used, "; block %u: ", cb + r);
+                used = strlen(what);
+                emu_block_states(what + used, sizeof what - used);
+            }
+            emu_report(EMU_FIND_HANG, "cluster of blocks %u..%u: %u blocks wait at barrier.cluster, %u have exited%s "
+                       "(a block that skips the cluster barrier, or a wait no block of the cluster completes)", cb,
+                       cb + C - 1, waiting, exited, what);
             emu_failed = 1;
         }
     }
-    if (C > 1 && (L->stats.wgmma || L->stats.tma_loads || L->stats.tma_stores || L->stats.cp_async ||
-                  L->stats.ldmatrix || L->stats.bar_arrives)) {
-        emu_report(EMU_FIND_HANG, "a cluster launch used wgmma, TMA, cp.async, ldmatrix or named barriers: the "
-                   "emulator runs clusters of blocks that use none of them");
+    if (C > 1 && (L->stats.cp_async || L->stats.ldmatrix)) {
+        emu_report(EMU_FIND_HANG, "a cluster launch used cp.async or ldmatrix: the emulator runs clusters of "
+                   "sm_90a blocks (TMA, mbarriers, wgmma, named barriers), not sm_80 ones");
         emu_failed = 1;
     }
     emu_cl_switch(0);
@@ -1171,7 +1243,12 @@ extern "C" int emu_run(emu_launch *L) {
         free(b->st_save);
         free(b->x_dyn);
         free(b->x_st);
+        emu_sm90_state_free(b->s90);
     }
+    emu_s9 = NULL;
+    free(emu_seen_m);
+    emu_seen_m = NULL;
+    emu_G = EMU_WARPS;
     free(emu_cl_bs);
     emu_cl_bs = NULL;
     emu_cl_n = 1;

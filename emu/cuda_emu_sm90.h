@@ -47,30 +47,86 @@
  * named barrier, a wgmma.wait_group. */
 enum { EMU_MBAR = EMU_DONE + 1, EMU_NAMED, EMU_WGROUP };
 
-/* Joins what warp w knows into acc (release) and starts w's next interval. */
-static void emu_publish(uint32_t *acc, int w) {
-    for (int x = 0; x < EMU_WARPS; x++)
-        if (emu_seen[w][x] > acc[x]) acc[x] = emu_seen[w][x];
-    if (emu_wstamp[w] > acc[w]) acc[w] = emu_wstamp[w];
-    emu_wstamp[w] = emu_clock++;
-}
-static void emu_acquire(int w, const uint32_t *acc) {
-    for (int x = 0; x < EMU_WARPS; x++)
-        if (acc[x] > emu_seen[w][x]) emu_seen[w][x] = acc[x];
-}
-
 /* mbarriers: side table by shared address (the 8 bytes hold nothing) */
 struct emu_mbar {
     uint32_t at;
     unsigned count, pending, phase;
     long long tx;
-    uint32_t acc[EMU_WARPS], done[EMU_WARPS];
+    uint32_t acc[EMU_GMAX], done[EMU_GMAX];   /* per warp of the cluster (emu_gw) */
 };
 enum { EMU_MAX_MBARS = 64 };
-static emu_mbar emu_mbars[EMU_MAX_MBARS];
-static int emu_n_mbars;
-static int emu_wait_arg[1024];   /* per thread: mbarrier index / barrier id */
-static unsigned emu_wait_parity[1024];
+
+struct emu_nbar { unsigned arrived, count; uint32_t acc[EMU_GMAX]; };
+struct emu_wgop {
+    int n, tnsp_a, tnsp_b, scale_d, bf16, a_regs, group, issued;
+    unsigned long long da, db;
+    float *d[128];            /* the accumulators' shadow (emu_acc.shadow) */
+    unsigned char acc[128];   /* per thread: its emu_acc slot */
+    unsigned a[128][4];       /* the A fragments at issue */
+    const unsigned *a_at[128];   /* where they live */
+};
+enum { EMU_WGQ = 64 };
+
+/* A thread's accumulator arrays in flight: the registers (regs, n floats,
+ * poisoned), their shadow and the ops not yet retired that use them. */
+struct emu_acc {
+    float *regs;
+    int n, pending;
+    float shadow[128];
+};
+enum { EMU_ACCS = 4 };
+static const uint32_t EMU_POISON = 0x7fbadbadu;   /* a signalling NaN */
+
+/* A block's sm_90a state (one per block of a cluster: emu_s9 is the
+ * running block's, emu_bs.s90 every block's; a remote arrival or a
+ * multicast copy reaches another block's mbarriers through it). */
+struct emu_s90 {
+    emu_mbar mbars[EMU_MAX_MBARS];
+    int n_mbars;
+    int wait_arg[1024];   /* per thread: mbarrier index / barrier id */
+    unsigned wait_parity[1024];
+    emu_nbar nbars[16];
+    int warp_regs[32], regs_used;
+    emu_wgop wgq[8][EMU_WGQ];
+    int wg_head[8], wg_tail[8], wg_arrived[8], wg_keep[8];
+    int th_issue[1024], th_group[1024];
+    emu_acc accs[1024][EMU_ACCS];
+};
+#define emu_mbars (emu_s9->mbars)
+#define emu_n_mbars (emu_s9->n_mbars)
+#define emu_wait_arg (emu_s9->wait_arg)
+#define emu_wait_parity (emu_s9->wait_parity)
+#define emu_nbars (emu_s9->nbars)
+#define emu_warp_regs (emu_s9->warp_regs)
+#define emu_regs_used (emu_s9->regs_used)
+#define emu_wgq (emu_s9->wgq)
+#define emu_wg_head (emu_s9->wg_head)
+#define emu_wg_tail (emu_s9->wg_tail)
+#define emu_wg_arrived (emu_s9->wg_arrived)
+#define emu_wg_keep (emu_s9->wg_keep)
+#define emu_th_issue (emu_s9->th_issue)
+#define emu_th_group (emu_s9->th_group)
+#define emu_accs (emu_s9->accs)
+static emu_s90 *emu_sm90_state_new() { return (emu_s90 *)calloc(1, sizeof(emu_s90)); }
+static void emu_sm90_state_free(emu_s90 *st) { free(st); }
+
+/* Joins what warp w (of the running block) knows into acc (release) and
+ * starts w's next interval; acquiring: warp w of the cluster's block
+ * rank learns what acc holds. */
+static void emu_publish(uint32_t *acc, int w) {
+    const int gw = emu_gw(emu_cl_rank, w);
+    const uint32_t *row = &EMU_SEEN(gw, 0);
+    for (int x = 0; x < emu_G; x++)
+        if (row[x] > acc[x]) acc[x] = row[x];
+    if (emu_wstamp[w] > acc[gw]) acc[gw] = emu_wstamp[w];
+    emu_wstamp[w] = emu_clock++;
+}
+static void emu_acquire_at(unsigned rank, int w, const uint32_t *acc) {
+    uint32_t *row = &EMU_SEEN(emu_gw(rank, w), 0);
+    for (int x = 0; x < emu_G; x++)
+        if (acc[x] > row[x]) row[x] = acc[x];
+}
+static void emu_acquire(int w, const uint32_t *acc) { emu_acquire_at(emu_cl_rank, w, acc); }
 
 static emu_mbar *emu_mbar_find(const void *bar, bool create) {
     uint32_t at = __cvta_generic_to_shared(bar);
@@ -91,19 +147,54 @@ static emu_mbar *emu_mbar_find(const void *bar, bool create) {
 }
 
 /* The phase completes when every expected arrival came and the
- * transaction count is back to zero: waiters of that parity wake. */
-static void emu_mbar_progress(emu_mbar *m) {
+ * transaction count is back to zero: waiters of that parity wake (m is an
+ * mbarrier of the cluster's block rank: st its state, th its threads). */
+static void emu_mbar_progress_in(emu_s90 *st, emu_thread *th, unsigned rank, emu_mbar *m) {
     if (m->pending != 0 || m->tx != 0) return;
-    memcpy(m->done, m->acc, sizeof m->done);
-    memset(m->acc, 0, sizeof m->acc);
+    memcpy(m->done, m->acc, sizeof(uint32_t) * (size_t)emu_G);
+    memset(m->acc, 0, sizeof(uint32_t) * (size_t)emu_G);
     m->phase++;
     m->pending = m->count;
-    int mi = (int)(m - emu_mbars);
+    int mi = (int)(m - st->mbars);
     for (int t = 0; t < emu_nthreads; t++)
-        if (emu_threads[t].state == EMU_MBAR && emu_wait_arg[t] == mi && (m->phase & 1) != emu_wait_parity[t]) {
-            emu_acquire(t >> 5, m->done);
-            emu_threads[t].state = EMU_RUN;
+        if (th[t].state == EMU_MBAR && st->wait_arg[t] == mi && (m->phase & 1) != st->wait_parity[t]) {
+            emu_acquire_at(rank, t >> 5, m->done);
+            th[t].state = EMU_RUN;
         }
+}
+static void emu_mbar_progress(emu_mbar *m) { emu_mbar_progress_in(emu_s9, emu_threads, emu_cl_rank, m); }
+
+/* The mbarrier at shared address at of the cluster's block rank: its
+ * state (the running block's or a waiting one's) and threads, checked
+ * (the rank inside the cluster, the block not exited); NULL on a finding. */
+static emu_s90 *emu_cl_block_of(unsigned rank, emu_thread **th, const char *what) {
+    if (rank == emu_cl_rank) {
+        *th = emu_threads;
+        return emu_s9;
+    }
+    if (rank >= emu_cl_n) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): %s cluster rank %u; the cluster has %u blocks",
+                   emu_block.x, emu_cur_i, what, rank, emu_cl_n);
+        return NULL;
+    }
+    emu_bs *b = &emu_cl_bs[rank];
+    if (b->exited) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): %s block %u (cluster rank %u), which has exited "
+                   "(a block waits for its peers' last arrivals and copies before it exits)", emu_block.x,
+                   emu_cur_i, what, b->block.x, rank);
+        return NULL;
+    }
+    *th = b->threads;
+    return b->s90;
+}
+static emu_mbar *emu_mbar_at(emu_s90 *st, uint32_t at, unsigned rank) {
+    for (int i = 0; i < st->n_mbars; i++)
+        if (st->mbars[i].at == at) return &st->mbars[i];
+    emu_report(EMU_FIND_INIT, "thread (block %u, thread %d) uses the mbarrier at shared address %u of block %u "
+               "(cluster rank %u), which was never initialised (an init is seen by the cluster after "
+               "fence.mbarrier_init and barrier.cluster)", emu_block.x, emu_cur_i, at,
+               emu_block.x - emu_cl_rank + rank, rank);
+    return NULL;
 }
 
 static inline void emu_mbar_init(void *bar, unsigned count) {
@@ -135,6 +226,29 @@ static inline void emu_mbar_arrive(void *bar) {
     m->pending--;
     emu_mbar_progress(m);
 }
+/* mapa + mbarrier.arrive.release.cluster.shared::cluster: an arrival on
+ * the mbarrier at bar's offset in the cluster's block rank, carrying what
+ * the arriving warp knows to that block's waiters. */
+static inline void emu_mbar_arrive_cluster(void *bar, unsigned rank) {
+    if (rank == emu_cl_rank) {
+        emu_mbar_arrive(bar);
+        return;
+    }
+    uint32_t at = __cvta_generic_to_shared(bar);
+    emu_thread *th;
+    emu_s90 *st = emu_cl_block_of(rank, &th, "arrives on an mbarrier of");
+    emu_mbar *m = st ? emu_mbar_at(st, at, rank) : NULL;
+    if (!m) return;
+    emu_L->stats.remote_arrives++;
+    if (m->pending == 0) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): arrival on mbarrier %u of cluster rank %u beyond "
+                   "its count %u in phase %u", emu_block.x, emu_cur_i, at, rank, m->count, m->phase);
+        return;
+    }
+    emu_publish(m->acc, emu_cur_i >> 5);
+    m->pending--;
+    emu_mbar_progress_in(st, th, rank, m);
+}
 static inline void emu_mbar_arrive_expect_tx(void *bar, unsigned bytes) {
     emu_mbar_expect_tx(bar, bytes);
     emu_mbar_arrive(bar);
@@ -156,8 +270,6 @@ static inline bool emu_mbar_try_wait_parity(void *bar, unsigned parity) {
 
 /* Named barriers (bar.sync / bar.arrive id, count): released at once when
  * the count-th thread arrives. */
-struct emu_nbar { unsigned arrived, count; uint32_t acc[EMU_WARPS]; };
-static emu_nbar emu_nbars[16];
 static void emu_nbar_arrive(int id, unsigned count, bool wait) {
     if (id < 0 || id > 15 || count == 0 || count % 32 != 0 || count > (unsigned)emu_nthreads) {
         emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): bar id %d count %u (id 0..15, count a "
@@ -198,7 +310,6 @@ static inline void emu_bar_arrive(int id, unsigned count) { emu_nbar_arrive(id, 
  * moves registers that other warps gave back, so where the warps' final
  * counts add up to more than the block holds, an inc waits forever
  * (emu_sm90_block_end reports it: the hang an H200 showed). */
-static int emu_warp_regs[32], emu_regs_used;
 static int emu_entry_regs() {
     int cap = 65536 / (((emu_nthreads + 31) / 32) * 32) / 8 * 8;
     return cap < 256 ? cap : 256;
@@ -220,20 +331,24 @@ static inline void emu_setmaxnreg(bool inc, int n) {
 }
 
 /* A shared write of n bytes at p by the async proxy (TMA), ordered after
- * what the issuing thread knows; its bytes take the TMA's stamp. */
-static void emu_async_write(unsigned char *p, size_t n, uint32_t stamp, int unit) {
+ * what the issuing thread knows; its bytes take the TMA's stamp and the
+ * identity id (EMU_ID_TMA ...). dyn, cells, pw: the dynamic shared memory
+ * of the block written (the running one's, or another's of the cluster:
+ * a multicast copy), its race shadow and generic-write counts. */
+static void emu_async_write(unsigned char *dyn, emu_cell *cells, unsigned long long *pw, unsigned char *p, size_t n,
+                            uint32_t stamp, int id) {
     emu_launch *L = emu_L;
     if (!L->checks || p == emu_sink) return;
     emu_cell *c = NULL;
     size_t off = 0;
     const char *space = "dynamic shared";
-    if (p >= emu_dyn_smem && p + n <= emu_dyn_smem + L->smem) c = emu_dyn_cells, off = (size_t)(p - emu_dyn_smem);
+    if (p >= dyn && p + n <= dyn + L->smem) c = cells, off = (size_t)(p - dyn);
     else c = emu_st_cells, off = (size_t)(p - (unsigned char *)__start_emu_smem), space = "static shared";
     if (L->checks & EMU_CHECK_RACES) emu_race_at(c, off, n, true, false, space);
     size_t g = emu_granules(off, n);
-    if (c == emu_dyn_cells && emu_dyn_pw) memset(emu_dyn_pw + (off >> emu_gshift), 0, g * sizeof *emu_dyn_pw);
+    if (c == cells && pw) memset(pw + (off >> emu_gshift), 0, g * sizeof *pw);
     c += off >> emu_gshift;
-    for (size_t k = 0; k < g; k++) c[k].ws = stamp, c[k].wt = (uint16_t)(unit * 32);
+    for (size_t k = 0; k < g; k++) c[k].ws = stamp, c[k].wt = (uint16_t)id;
 }
 static inline void emu_fence_proxy_async() { emu_pfence[emu_cur_i] = emu_pclock; }
 
@@ -295,10 +410,12 @@ static inline bool emu_tma_element(const emu_tensor_map *m, const int *coords, c
  * out-of-bound elements zero (or NaN); the box's bytes complete on bar. */
 struct __attribute__((aligned(64))) CUtensorMap { unsigned long long opaque[16]; };
 static_assert(sizeof(emu_tensor_map) <= sizeof(CUtensorMap), "tensor map fits a CUtensorMap");
-static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *coords, void *bar) {
+/* The copy of a box into the cluster's block rank (the running one, or
+ * another: a multicast), at shared address s0, completing on its mbarrier
+ * at shared address bar_at. */
+static void emu_tma_load_to(unsigned rank, uint32_t s0, const CUtensorMap *tmap, const int *coords, uint32_t bar_at) {
     emu_tensor_map m;
     memcpy(&m, tmap, sizeof m);
-    uint32_t s0 = __cvta_generic_to_shared(dst);
     unsigned need = m.swizzle ? 128u << m.swizzle : 128u;
     if (s0 % need != 0)
         emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): TMA destination at shared address %u is not "
@@ -309,9 +426,28 @@ static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *c
     uint32_t stamp = emu_clock++;
     emu_L->stats.tma_loads++;
     emu_L->stats.tma_bytes += bytes;
-    unsigned char *base = emu_sptr(s0, bytes);
-    emu_mbar *mb = emu_mbar_find(bar, false);
-    const int unit = EMU_TMA_WARP + (mb ? (int)(mb - emu_mbars) % EMU_TMA_UNITS : 0);
+    emu_thread *th;
+    emu_s90 *st = emu_cl_block_of(rank, &th, "copies (TMA multicast) into");
+    if (!st) return;
+    const bool local = rank == emu_cl_rank;
+    unsigned char *dyn = local ? emu_dyn_smem : emu_cl_bs[rank].dyn;
+    emu_cell *cells = local ? emu_dyn_cells : emu_cl_bs[rank].dyn_cells;
+    unsigned long long *pw = local ? emu_dyn_pw : emu_cl_bs[rank].dyn_pw;
+    unsigned char *base;
+    if (local) base = emu_sptr(s0, bytes);
+    else if ((size_t)s0 + bytes <= emu_L->smem) base = dyn + s0;
+    else {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): a multicast TMA copy of %zu bytes to shared address "
+                   "%u of cluster rank %u, outside its %zu bytes of dynamic shared memory", emu_block.x, emu_cur_i,
+                   bytes, s0, rank, emu_L->smem);
+        base = emu_sink;
+    }
+    emu_mbar *mb = local ? emu_mbar_find(emu_sptr(bar_at, 8), false) : emu_mbar_at(st, bar_at, rank);
+    const int k = mb ? (int)(mb - st->mbars) % EMU_TMA_UNITS : 0;
+    const int id = EMU_ID_TMA | (int)rank << 4 | k;
+    char owner[40];
+    snprintf(owner, sizeof owner, " of block %u", emu_block.x - emu_cl_rank + rank);
+    emu_remote_owner = local ? NULL : owner;
     unsigned char fill[8];
     memset(fill, 0, sizeof fill);
     if (m.oob_nan) memset(fill, 0xff, sizeof fill);
@@ -319,21 +455,45 @@ static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *c
         long long off;
         bool oob = emu_tma_element(&m, coords, n, e, &off);
         size_t lin = (e % n[0]) * m.esize + (e / n[0]) * rowb;
-        unsigned char *to = emu_sptr(emu_swizzle(s0 + (uint32_t)lin, m.swizzle), m.esize);
+        const uint32_t sa = emu_swizzle(s0 + (uint32_t)lin, m.swizzle);
+        unsigned char *to = local ? emu_sptr(sa, m.esize) : dyn + sa;
         const void *from = fill;
         if (!oob) from = emu_global(m.base, off, 1, m.esize, false);
-        emu_async_write(to, m.esize, stamp, unit);
+        emu_async_write(dyn, cells, pw, to, m.esize, stamp, id);
         memcpy(to, from, m.esize);
     }
+    emu_remote_owner = NULL;
     if (mb) {
-        int w = emu_cur_i >> 5;
-        for (int x = 0; x < EMU_WARPS; x++)
-            if (emu_seen[w][x] > mb->acc[x]) mb->acc[x] = emu_seen[w][x];
-        if (emu_wstamp[w] > mb->acc[w]) mb->acc[w] = emu_wstamp[w];
+        /* complete_tx: the copy's bytes, ordered after what the issuing warp knew */
+        const int w = emu_cur_i >> 5, gw = emu_gw(emu_cl_rank, w), unit = emu_gw(rank, EMU_TMA_WARP + k);
+        const uint32_t *row = &EMU_SEEN(gw, 0);
+        for (int x = 0; x < emu_G; x++)
+            if (row[x] > mb->acc[x]) mb->acc[x] = row[x];
+        if (emu_wstamp[w] > mb->acc[gw]) mb->acc[gw] = emu_wstamp[w];
         if (stamp > mb->acc[unit]) mb->acc[unit] = stamp;
         mb->tx -= (long long)bytes;
-        emu_mbar_progress(mb);
+        emu_mbar_progress_in(st, th, rank, mb);
     }
+}
+static inline void emu_tma_load(void *dst, const CUtensorMap *tmap, const int *coords, void *bar) {
+    emu_tma_load_to(emu_cl_rank, __cvta_generic_to_shared(dst), tmap, coords, __cvta_generic_to_shared(bar));
+}
+/* ....multicast::cluster [dst], [map, {c0..}], [bar], mask: the box into
+ * every block of the cluster in mask, at dst's offset, completing on the
+ * mbarrier at bar's offset in each (the writes checked against what the
+ * issuing thread knows of that block: its consumers' releases, arrived
+ * through remote arrivals) */
+static inline void emu_tma_load_multicast(void *dst, const CUtensorMap *tmap, const int *coords, void *bar,
+                                          unsigned short mask) {
+    const uint32_t s0 = __cvta_generic_to_shared(dst), ba = __cvta_generic_to_shared(bar);
+    if (mask == 0 || (emu_cl_n < 16 && (mask >> emu_cl_n) != 0)) {
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): a multicast TMA copy with mask 0x%x in a cluster "
+                   "of %u blocks", emu_block.x, emu_cur_i, mask, emu_cl_n);
+        return;
+    }
+    emu_L->stats.tma_multicasts++;
+    for (unsigned r = 0; r < emu_cl_n; r++)
+        if ((mask >> r) & 1) emu_tma_load_to(r, s0, tmap, coords, ba);
 }
 
 /* cp.async.bulk.tensor.Nd.global.shared::cta.bulk_group [map, {c0..}], [src]:
@@ -390,30 +550,6 @@ static inline void emu_bulk_wait(int n, bool read) { (void)n; (void)read; }
  * >> 4), base offset 49..51 (must be 0 here), layout 62..63 (0 none,
  * 1 128B, 2 64B, 3 32B swizzle); element (mn, k) of a K-major (tnsp 0) or
  * MN-major (tnsp 1) operand is at emu_desc_addr. */
-struct emu_wgop {
-    int n, tnsp_a, tnsp_b, scale_d, bf16, a_regs, group, issued;
-    unsigned long long da, db;
-    float *d[128];            /* the accumulators' shadow (emu_acc.shadow) */
-    unsigned char acc[128];   /* per thread: its emu_acc slot */
-    unsigned a[128][4];       /* the A fragments at issue */
-    const unsigned *a_at[128];   /* where they live */
-};
-enum { EMU_WGQ = 64 };
-static emu_wgop emu_wgq[8][EMU_WGQ];
-static int emu_wg_head[8], emu_wg_tail[8], emu_wg_arrived[8], emu_wg_keep[8];
-static int emu_th_issue[1024], emu_th_group[1024];
-
-/* A thread's accumulator arrays in flight: the registers (regs, n floats,
- * poisoned), their shadow and the ops not yet retired that use them. */
-struct emu_acc {
-    float *regs;
-    int n, pending;
-    float shadow[128];
-};
-enum { EMU_ACCS = 4 };
-static emu_acc emu_accs[1024][EMU_ACCS];
-static const uint32_t EMU_POISON = 0x7fbadbadu;   /* a signalling NaN */
-
 static unsigned emu_desc_addr(unsigned long long desc, bool mn_major, int mn, int k) {
     unsigned start = (unsigned)(desc & 0x3fff) << 4, lbo = (unsigned)((desc >> 16) & 0x3fff) << 4;
     unsigned sbo = (unsigned)((desc >> 32) & 0x3fff) << 4, lay = (unsigned)(desc >> 62) & 3;
@@ -584,7 +720,8 @@ static inline void emu_wgmma_wait(int keep) {
     }
     emu_wstamp[w] = emu_clock++;
     for (int x = wg * 4; x < wg * 4 + 4; x++)
-        if (emu_seen[x][w] < ops) emu_seen[x][w] = ops;
+        if (EMU_SEEN(emu_gw(emu_cl_rank, x), emu_gw(emu_cl_rank, w)) < ops)
+            EMU_SEEN(emu_gw(emu_cl_rank, x), emu_gw(emu_cl_rank, w)) = ops;
     for (int u = wg * 128; u < wg * 128 + 128; u++)
         if (emu_threads[u].state == EMU_WGROUP) emu_threads[u].state = EMU_RUN;
 }
@@ -592,7 +729,7 @@ static inline void emu_wgmma_wait(int keep) {
 /* A block begins (emu_run): no mbarriers, named-barrier arrivals, wgmma
  * or setmaxnreg; it ends: what it left pending is a hang. */
 static void emu_sm90_block_begin() {
-    memset(emu_seen, 0, sizeof emu_seen);
+    memset(&EMU_SEEN(emu_gw(emu_cl_rank, 0), 0), 0, sizeof(uint32_t) * EMU_WARPS * (size_t)emu_G);   /* this block's rows */
     emu_n_mbars = 0;
     memset(emu_nbars, 0, sizeof emu_nbars);
     memset(emu_wg_head, 0, sizeof emu_wg_head);

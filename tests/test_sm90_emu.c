@@ -168,6 +168,49 @@ static const char PROBE[] =
     "    else emu_setmaxnreg(true, cfg[1]);\n"
     "    MC_GST(out, t, (float)t);\n"
     "}\n"
+    "/* mode 6: a 2-block cluster sharing a two-stage ring of [rows][64] f16 rows: block r's producer\n"
+    " * (thread 0) multicasts columns 32r..32r+31 of each row into both blocks (at byte 128r of the stage), each block's consumer warps\n"
+    " * sum every row and release the stage to both producers (remote arrivals), and each producer ends\n"
+    " * by acquiring every stage once more (the tail: no block exits while its peer may arrive on it).\n"
+    " * cfg = {rows, bug}: bug 1: consumers release their own block only (empty count 4, not 8), bug 2:\n"
+    " * no producer tail, bug 3: no barrier.cluster after the init. out[block] = the block's sum. */\n"
+    "static void cluster_probe(const CUtensorMap* map, float* out, const int* cfg) {\n"
+    "    MC_DYNAMIC_SMEM(sm);\n"
+    "    __shared__ __align__(8) u64 full[2], empty[2];\n"
+    "    __shared__ float part[4];\n"
+    "    const int t = threadIdx.x, warp = t >> 5, lane = t & 31, rows = cfg[0], bug = cfg[1];\n"
+    "    const unsigned me = mc_cluster_rank();\n"
+    "    if (t == 0) for (int s = 0; s < 2; s++) { emu_mbar_init(&full[s], 1); emu_mbar_init(&empty[s], bug == 1 ? 4 : 8); }\n"
+    "    if (bug != 3) mc_cluster_sync();\n"
+    "    else __syncthreads();\n"
+    "    if (warp < 4) {\n"
+    "        if (t != 0) return;\n"
+    "        for (int r = 0; r < rows + (bug == 2 ? 0 : 2); r++) {\n"
+    "            const int s = r & 1;\n"
+    "            if (r >= 2) emu_mbar_try_wait_parity(&empty[s], ((r >> 1) - 1) & 1);\n"
+    "            if (r >= rows) continue;   /* the tail */\n"
+    "            emu_mbar_arrive_expect_tx(&full[s], 128);\n"
+    "            int c[5] = {32 * (int)me, r, 0, 0, 0};\n"
+    "            emu_tma_load_multicast(sm + s * 1024 + 128 * me, map, c, &full[s], 3);\n"
+    "        }\n"
+    "        return;\n"
+    "    }\n"
+    "    float acc = 0.0f;\n"
+    "    for (int r = 0; r < rows; r++) {\n"
+    "        const int s = r & 1;\n"
+    "        emu_mbar_try_wait_parity(&full[s], (r >> 1) & 1);\n"
+    "        const unsigned short* x = (const unsigned short*)(sm + s * 1024);\n"
+    "        float v = mc_f16_to_f32(MC_SLD(x[lane])) + mc_f16_to_f32(MC_SLD(x[lane + 64]));   /* the halves 128 B apart */\n"
+    "        v = mc_warp_sum(v);\n"
+    "        acc += v;\n"
+    "        __syncwarp();\n"
+    "        if (lane == 0) emu_mbar_arrive_cluster(&empty[s], me);\n"
+    "        if (lane == 1 && bug != 1) emu_mbar_arrive_cluster(&empty[s], me ^ 1u);\n"
+    "    }\n"
+    "    if (lane == 0) MC_SST(part[warp - 4], acc);\n"
+    "    emu_bar_sync(1, 128);\n"
+    "    if (t == 128) MC_GST(out, blockIdx.x, MC_SLD(part[0]) + MC_SLD(part[1]) + MC_SLD(part[2]) + MC_SLD(part[3]));\n"
+    "}\n"
     "extern \"C\" void emu_kernel(void **p) {\n"
     "    switch (*(const int*)p[0]) {\n"
     "    case 0: wgmma_probe((const int*)p[1], (const u64*)p[2], (const unsigned short*)p[3], (const unsigned*)p[4],\n"
@@ -177,6 +220,7 @@ static const char PROBE[] =
     "    case 3: operand_probe((const unsigned short*)p[1], (float*)p[2], (const int*)p[3]); break;\n"
     "    case 4: store_probe((const CUtensorMap*)p[1], (const unsigned short*)p[2], (const int*)p[3]); break;\n"
     "    case 5: regs_probe((float*)p[1], (const int*)p[2]); break;\n"
+    "    case 6: cluster_probe((const CUtensorMap*)p[1], (float*)p[2], (const int*)p[3]); break;\n"
     "    }\n"
     "}\n";
 
@@ -505,6 +549,80 @@ static ring_result run_ring(int bug) {
     return r;
 }
 
+/* A ring shared by a 2-block cluster: multicast copies, remote releases,
+ * the producers' tail (cluster_probe) */
+typedef struct cluster_result {
+    int rc, findings[EMU_FIND_KINDS];
+    float sum[4], want;
+    unsigned long long multicasts, remote_arrives, tma_loads;
+    char messages[2048];
+} cluster_result;
+
+static cluster_result run_cluster(int bug) {
+    enum { ROWS = 7 };
+    static unsigned short x[ROWS * 64];
+    float want = 0.0f;
+    for (int i = 0; i < ROWS * 64; i++) {
+        float v = (float)(i % 11 - 5) + 0.25f * (float)(i % 3);
+        x[i] = mcir_f32_to_f16(v);
+        want += v;
+    }
+    unsigned char map[128] __attribute__((aligned(64)));
+    unsigned long long dims[2] = {64, ROWS}, strides[1] = {128};
+    unsigned box[2] = {32, 1}, est[2] = {1, 1};
+    ck_assert_int_eq(emu_tensor_map_encode_tiled(map, 6, 2, x, dims, strides, box, est, 0, 0, 2, 0), 0);
+    float out[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int mode = 6, cfg[2] = {ROWS, bug};
+    emu_buffer bufs[5] = {{"mode", (unsigned char *)&mode, sizeof mode, NULL}, {"map", map, sizeof map, NULL},
+                          {"out", (unsigned char *)out, sizeof out, NULL},
+                          {"cfg", (unsigned char *)cfg, sizeof cfg, NULL},
+                          {"x", (unsigned char *)x, sizeof x, NULL}};
+    void *args[4] = {&mode, map, out, cfg};
+    static cluster_result r;
+    memset(&r, 0, sizeof r);
+    emu_launch L = {.kernel = "cluster_probe", .body = probe_body, .args = args, .n_args = 4, .grid = 4, .block = 256,
+                    .smem = 2048, .cluster = 2, .write_args = 1ull << 2, .buffers = bufs, .n_buffers = 5,
+                    .checks = EMU_CHECK_ALL, .quiet = 1, .messages = r.messages, .messages_size = sizeof r.messages};
+    r.rc = probe_run(&L);
+    memcpy(r.findings, L.findings, sizeof r.findings);
+    memcpy(r.sum, out, sizeof out);
+    r.want = 4 * want;   /* each consumer warp sums every row */
+    r.multicasts = L.stats.tma_multicasts;
+    r.remote_arrives = L.stats.remote_arrives;
+    r.tma_loads = L.stats.tma_loads;
+    return r;
+}
+
+START_TEST(test_cluster_multicast_ring) {
+    setup();
+    cluster_result r = run_cluster(0);
+    ck_assert_msg(r.rc == 0, "clean cluster ring: %s", r.messages);
+    for (int b = 0; b < 4; b++) ck_assert_float_eq(r.sum[b], r.want);
+    /* 2 clusters: per block 7 multicasts into 2 blocks, 4 warps x 7 remote releases */
+    ck_assert_int_eq(r.multicasts, 2 * 2 * 7);
+    ck_assert_int_eq(r.tma_loads, 2 * 2 * 7 * 2);
+    ck_assert_int_eq(r.remote_arrives, 2 * 2 * 4 * 7);
+    /* a consumer that releases its own block only: the peer's producer overwrites a stage this
+     * block still reads (or has read, unordered): a race */
+    r = run_cluster(1);
+    fprintf(stderr, "  release to one block only: %s", r.messages);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
+    ck_assert_ptr_nonnull(strstr(r.messages, "the TMA unit"));
+    /* no producer tail: a block exits while its peer's consumers still arrive on it */
+    r = run_cluster(2);
+    fprintf(stderr, "  no producer tail: %s", r.messages);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_ptr_nonnull(strstr(r.messages, "which has exited"));
+    /* no barrier.cluster after the init: a copy completes on a peer's mbarrier not yet initialised */
+    r = run_cluster(3);
+    fprintf(stderr, "  no cluster barrier after the init: %s", r.messages);
+    ck_assert_int_ne(r.rc, 0);
+    ck_assert_int_gt(r.findings[EMU_FIND_INIT], 0);
+    ck_assert_ptr_nonnull(strstr(r.messages, "never initialised"));
+}
+END_TEST
+
 START_TEST(test_ring_through_mbarriers_is_clean) {
     setup();
     ring_result r = run_ring(0);
@@ -637,6 +755,7 @@ int main(void) {
     tcase_add_test(tc, test_wgmma_shared_a_matches_cute_layouts);
     tcase_add_test(tc, test_tma_box_matches_driver_rules);
     tcase_add_test(tc, test_ring_through_mbarriers_is_clean);
+    tcase_add_test(tc, test_cluster_multicast_ring);
     tcase_add_test(tc, test_dropped_waits_are_found);
     tcase_add_test(tc, test_setmaxnreg_within_the_block);
     tcase_add_test(tc, test_register_operands_belong_to_the_wgmma);

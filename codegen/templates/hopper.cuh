@@ -115,6 +115,20 @@ __device__ __forceinline__ void mc_mbar_arrive(u64* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(mc_saddr(bar)) : "memory");
 #endif
 }
+// an arrival on the mbarrier at bar's offset in the cluster's block of
+// the given rank (mapa, then a remote arrive with release at cluster
+// scope: what this thread did before is visible to that block's waiters)
+__device__ __forceinline__ void mc_mbar_arrive_cluster(u64* bar, unsigned rank) {
+#ifdef MC_EMULATE
+    emu_mbar_arrive_cluster(bar, rank);
+#else
+    asm volatile(
+        "{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, %1;\n\t"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n\t}" ::"r"(mc_saddr(bar)),
+        "r"(rank)
+        : "memory");
+#endif
+}
 // returns once the phase of this parity completed
 __device__ __forceinline__ void mc_mbar_wait(u64* bar, unsigned parity) {
 #ifdef MC_EMULATE
@@ -142,6 +156,22 @@ __device__ __forceinline__ void mc_tma_load(void* dst, const CUtensorMap* map, c
         "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, "
         "%6}], [%7];" ::"r"(mc_saddr(dst)),
         "l"((u64)map), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]), "r"(mc_saddr(bar))
+        : "memory");
+#endif
+}
+// The load multicast to the cluster's blocks in mask (bit r: rank r): the
+// box lands at dst's offset in each of their shared memories and completes
+// its bytes on the mbarrier at bar's offset in each (CUTLASS's
+// SM90_TMA_LOAD_MULTICAST)
+__device__ __forceinline__ void mc_tma_load_multicast(void* dst, const CUtensorMap* map, const int* c, u64* bar,
+                                                      unsigned short mask) {
+#ifdef MC_EMULATE
+    emu_tma_load_multicast(dst, map, c, bar, mask);
+#else
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+        "{%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(mc_saddr(dst)),
+        "l"((u64)map), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]), "r"(mc_saddr(bar)), "h"(mask)
         : "memory");
 #endif
 }
