@@ -232,6 +232,9 @@ bool cg_depends_on(const mcir_kernel_plan *kp, const mcir_tensor *t, const mcir_
 /* Kernel signature "extern "C" __global__ void __launch_bounds__(nt) NAME(...)"
  * (__launch_bounds__(nt, kp->launch_min_blocks) where codegen set that). */
 void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads);
+/* The same with __cluster_dims__(cluster, 1, 1) where cluster > 1 (the
+ * launch's grid whole clusters; cg_kernel.cluster tells the emulator) */
+void cg_emit_signature_cluster(cg_sb *b, const mcir_kernel_plan *kp, int threads, int cluster);
 /* For writes depending on the anchor: a device function
  * `void epilogue(i64 i, float acc, <params>)` storing every such write at
  * element i of the anchor output, and EPI_ARGS listing the parameters. */

@@ -653,13 +653,15 @@ void cg_emitter_free(cg_emitter *e) {
     e->done = NULL;
 }
 
-void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads) {
+void cg_emit_signature(cg_sb *b, const mcir_kernel_plan *kp, int threads) { cg_emit_signature_cluster(b, kp, threads, 1); }
+
+void cg_emit_signature_cluster(cg_sb *b, const mcir_kernel_plan *kp, int threads, int cluster) {
+    cg_sb_puts(b, "extern \"C\" __global__ void ");
+    if (cluster > 1) cg_sb_printf(b, "__cluster_dims__(%d, 1, 1) ", cluster);
     if (kp->launch_min_blocks > 0)
-        cg_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(MC_PARAMS)",
-                     threads, kp->launch_min_blocks, kp->name);
+        cg_sb_printf(b, "__launch_bounds__(%d, %d) %s(MC_PARAMS)", threads, kp->launch_min_blocks, kp->name);
     else
-        cg_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(MC_PARAMS)", threads,
-                     kp->name);
+        cg_sb_printf(b, "__launch_bounds__(%d) %s(MC_PARAMS)", threads, kp->name);
 }
 
 /* Writes statements computing `i64 DST` (linear index into `in`'s shape)

@@ -285,8 +285,9 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
     /* causal: the longest items first, in sections of as many K/V heads as
      * half the L2 holds (at the run's key count) */
     cg_sb_printf(&b, "#define ATT_ORDER %d\n#define ATT_SEC ((i64)%lldLL / ((i64)ATT_NK * %lldLL))\n"
-                     "#define ATT_DYNAMIC %d\n#define ATT_SCALE ",
-                 causal ? 1 : 0, (long long)(target->l2_bytes / 2), (long long)(2 * D * 2), kp->sched_bytes > 0);
+                     "#define ATT_DYNAMIC %d\n#define ATT_CLUSTER %d\n#define ATT_SCALE ",
+                 causal ? 1 : 0, (long long)(target->l2_bytes / 2), (long long)(2 * D * 2), kp->sched_bytes > 0,
+                 l.cluster);
     cg_sb_float(&b, scale);
     cg_sb_printf(&b, "\n#define ATT_O_T %s\n#define ATT_ST_O mc_st_%s\n#define O_SD ", cg_ctype(ov.root->dtype),
                  cg_dsuffix(ov.root->dtype));
@@ -353,10 +354,10 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
                          "#elif __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && "
                          "__CUDACC_VER_MINOR__ >= 4)\n#define ATT_LAUNCH_BOUNDS __maxnreg__(%d)\n"
                          "#else\n#define ATT_LAUNCH_BOUNDS __launch_bounds__(%d, 1)\n#endif\n"
-                         "extern \"C\" __global__ void ATT_LAUNCH_BOUNDS %s(MC_PARAMS)",
-                     l.max_registers, l.threads, kp->name);
+                         "extern \"C\" __global__ void %sATT_LAUNCH_BOUNDS %s(MC_PARAMS)",
+                     l.max_registers, l.threads, l.cluster > 1 ? "__cluster_dims__(2, 1, 1) " : "", kp->name);
     else
-        cg_emit_signature(&b, kp, l.threads);
+        cg_emit_signature_cluster(&b, kp, l.threads, l.cluster);
     size_t len = b.len;
     MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
     b.s[len - 1] = '\0';
@@ -395,6 +396,7 @@ bool cg_gen_attention_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d
         return false;
     }
     k->source = cg_sb_take(&b);
+    k->cluster = l.cluster;   /* __cluster_dims__: the emulated device runs the pair together */
     k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;
     k->block[0] = l.threads;

@@ -662,7 +662,8 @@ static bool attention_run(const cost_ctx *x, const mcir_tiling *ti, const mcir_a
  *    (its descriptors and waits), 60 more (rings, turns, loop), and 3 a
  *    score where a mask tile is read into S;
  *  - L2: the K and V tile (and a mask tile) at the SM's share of the L2's
- *    bandwidth (the target's l2_gbps).
+ *    bandwidth (the target's l2_gbps); half the K and V tile with 2-block
+ *    clusters (each block's half multicast into both).
  * The tile takes the longest of the three. A K tile is loaded once S of
  * the tile two back has landed, a V tile once P V two back retired (the
  * two-stage rings): about ATT_SM90_LEAD tiles ahead of its use, so of a
@@ -691,7 +692,10 @@ static double att_sm90_pipeline_us(const cost_ctx *x, const mcir_attention_sm90 
     double n_tile = 4.5 * bn / 2 + d / 2 + 5.0 * (d / 16 + bn / 16) + 60 + (mask_rows || mask_row ? 3.0 * bn / 2 : 0);
     double issue = cons * n_tile;
     double dp = (double)((l->d + 63) / 64 * 64);   /* the TMA's 64-column boxes (d 96: 128, half zeros) */
-    double bytes = 2.0 * bn * dp * 2 + (mask_rows ? cons * 64.0 * bn * l->mask_esize : mask_row ? bn * l->mask_esize : 0);
+    /* (2-block clusters: each block reads half of the K and V tile from the
+     * L2, the multicast delivers the whole) */
+    double bytes = 2.0 * bn * dp * 2 / (l->cluster > 1 ? (double)l->cluster : 1.0) +
+                   (mask_rows ? cons * 64.0 * bn * l->mask_esize : mask_row ? bn * l->mask_esize : 0);
     double l2_per_clk = t->l2_gbps > 0 ? t->l2_gbps * 1e3 / ((double)t->sm_count * clk_us) : 0;
     double l2 = l2_per_clk > 0 ? bytes / l2_per_clk : 0;
     double tile = tensor > issue ? tensor : issue;

@@ -58,6 +58,13 @@ static const mcir_kernel_access *tma_read(const mcir_kernel_plan *k, const mcir_
 
 static bool is_half(mcir_dtype t) { return t == MCIR_DTYPE_F16 || t == MCIR_DTYPE_BF16; }
 
+/* Whether t's extents are the same at every size of the graph */
+static bool sizes_fixed(const mcir_tensor *t) {
+    for (int k = 0; t->sym && k < t->rank; k++)
+        if (!mcir_extent_is_const(&t->sym[k], NULL)) return false;
+    return true;
+}
+
 static int64_t tile_of(const mcir_tiling *t, const char *dim) {
     for (int i = 0; i < t->n_dims && i < MCIR_MAX_TILE_DIMS; i++)
         if (t->dim_names[i] && strcmp(t->dim_names[i], dim) == 0) return t->block_tile[i];
@@ -393,6 +400,26 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
      * short last split) and the model does not make it longer */
     mcir_attention_sm90_schedule(l, causal, MCIR_ATT_SM90_ITEM_TILES, 1 << 21, &l->static_tiles, &l->dynamic_tiles);
     l->dynamic = l->dynamic_tiles > 0 && l->dynamic_tiles <= l->static_tiles && sched_uneven(l, causal);
+    /* 2-block clusters multicasting K and V (docs/kernelplan.md "The
+     * sm_90a attention's pipeline": at d >= 96 the tile's binding term is
+     * the L2's bandwidth, which a cluster halves): where legal and at
+     * least two clusters; at other sizes of a planned kernel, the plan's
+     * choice where it still holds */
+    l->cluster = 1;
+    {
+        /* (sizes fixed: a kernel over symbolic dims runs every size, and
+         * an odd q-tile count at one of them would leave a block unpaired) */
+        const bool legal = !causal && l->mask == MCIR_SM90_MASK_NONE && !l->split_kv && !l->dynamic &&
+                           l->qtiles % 2 == 0 && (dp / 64) % 2 == 0 && blocks >= 4 && t->sm_count >= 2 &&
+                           sizes_fixed(Q) && sizes_fixed(K) && sizes_fixed(O);
+        const char *force = getenv("MCIR_ATT_CLUSTER");
+        bool want = planned ? tile_of(&k->tiling, "cluster") == 2 : true;
+        if (!planned && force && (force[0] == '1' || force[0] == '2') && !force[1]) want = force[0] == '2';
+        if (legal && want) {
+            l->cluster = 2;
+            l->grid &= ~(int64_t)1;   /* whole clusters */
+        }
+    }
     /* setmaxnreg (two consumer groups) shares out what the block holds
      * at entry, 384 x 168 = 64512 registers (not the SM's 65536): 24 for
      * the producer and 240 per consumer as FA3 (128 x 24 + 256 x 240 =
@@ -442,6 +469,7 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
     int nd = 4;
     if (l.pack > 1) names[nd] = "pack", tile[nd++] = l.pack;
     if (l.split_kv) names[nd] = "kv_split", tile[nd++] = l.chunk;
+    if (l.cluster > 1) names[nd] = "cluster", tile[nd++] = l.cluster;
     ti->n_dims = nd;
     for (int i = 0; i < nd; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
     ti->warps = l.threads / 32;
@@ -461,12 +489,15 @@ void mcir_attention_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_
         a,
         "sm_90a path (TMA + mbarriers + wgmma, warp specialised), d=%lld: BLOCK_M=%lld (%d consumer warp "
         "group%s of 64 query rows, setmaxnreg %d) BLOCK_N=%lld, %d-stage K and V rings fed by a producer warp "
-        "group (setmaxnreg %d): %lld KiB of 128-byte-swizzled shared memory <= %lld KiB%s%s%s; "
+        "group (setmaxnreg %d): %lld KiB of 128-byte-swizzled shared memory <= %lld KiB%s%s%s%s; "
         "%lld q-tiles x %lld items, walked by %lld persistent blocks of %d threads%s; %s",
         (long long)l.d, (long long)l.bm, l.consumers, l.consumers > 1 ? "s" : "", l.consumer_regs,
         (long long)l.bn, l.stages, l.producer_regs, (long long)(l.smem_bytes / 1024),
         (long long)(t->smem_per_block_optin / 1024), mask, pack,
         l.o_stage ? "; an O stage apart from Q, so the next item's Q loads under this one's epilogue" : "",
+        l.cluster > 1 ? "; 2-block clusters on adjacent q-tiles of a head: each block's producer multicasts half of "
+                        "every K and V tile into both (the L2 sends a tile once per cluster)"
+                      : "",
         (long long)l.qtiles, (long long)l.items, (long long)l.grid, l.threads,
         l.order == 1 ? ", longest items first" : "",
         l.dynamic ? mcir_arena_printf(a, "dynamic scheduler: each block claims its next item from a counter once it "

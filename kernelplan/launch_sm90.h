@@ -57,6 +57,14 @@ typedef struct mcir_attention_sm90 {
      * lengths differ and it is not longer. */
     bool dynamic;
     double static_tiles, dynamic_tiles;
+    /* 2: blocks in 2-block clusters, the pair taking adjacent q-tiles of a
+     * head and multicasting half of each K and V tile into both (the L2
+     * sends a tile once per cluster); 1: none. Where every item streams
+     * the same tiles (non-causal, no mask, no split-KV, the static walk),
+     * the q-tiles and the 64-column boxes are even (d 96, 128, 256) and
+     * there are at least two clusters; MCIR_ATT_CLUSTER=1|2 overrides
+     * where legal (tests). Tiling dim "cluster" where 2. */
+    int cluster;
     bool o_stage;            /* shared memory holds an O stage of Q's size apart from Q: O's TMA
                                 store leaves Q's slot free for the next item's Q */
     mcir_sm90_mask mask;

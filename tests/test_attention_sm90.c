@@ -74,6 +74,9 @@ static const shape SHAPES[] = {
     {"decode_gqa4_mask", "f16", 1, 8, 2, 1, 2048, 64, false, 4, {1, 1, 1, 2048}, true, "split-KV"},
     {"decode_short", "f16", 2, 2, 2, 1, 133, 128, false, 0, {0}, true, ""},   /* one item, no split */
     {"decode96", "f16", 1, 4, 4, 1, 3000, 96, false, 0, {0}, true, "split-KV"},
+    /* 2-block clusters multicasting K and V: d 128 (a box each), d 96 bf16 over 2 items, the last K/V tile short */
+    {"mha128_cluster", "f16", 1, 2, 2, 512, 700, 128, false, 0, {0}, true, "2-block clusters"},
+    {"mha96_cluster", "bf16", 2, 1, 1, 256, 333, 96, false, 0, {0}, true, "2-block clusters"},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof *SHAPES };
 
@@ -258,6 +261,12 @@ START_TEST(test_sm90_kernels_compile_clean) {
         ck_assert_msg(a->registers >= est * 0.9 && a->registers <= est * 1.1, "%s: %d registers, plan %d", s->name,
                       a->registers, est);
         ck_assert_msg(!sass || a->sass.state == 1, "%s: %s", s->name, a->sass.why);
+        if (strstr(s->expect, "clusters")) {   /* the pair: K/V boxes multicast, releases to both blocks */
+            ck_assert_ptr_nonnull(strstr(ptx, ".multicast::cluster"));
+            ck_assert_ptr_nonnull(strstr(ptx, "mbarrier.arrive.release.cluster.shared::cluster"));
+            ck_assert_ptr_nonnull(strstr(ptx, "barrier.cluster.wait"));
+            ck_assert_ptr_nonnull(strstr(ptx, ".explicitcluster"));
+        }
         /* issue slots per K/V tile against its tensor clocks: d >= 128
          * leaves the tensor cores the bound (ratio 0.44-0.53 unmasked;
          * with a mask tile read into S every tile 0.69, and 0.82 at d 256,
@@ -404,6 +413,28 @@ START_TEST(test_early_p_conversion_is_found) {
 }
 END_TEST
 
+/* A cluster's producer without its tail (mc_ring_drain): its block may
+ * exit while the peer's consumers still release K and V stages into it —
+ * an arrival on a block that has exited, found by the emulator. */
+static void drop_drain(char *src) {
+    const char *call = "mc_ring_drain(kring, ks);\n        mc_ring_drain(vring, vs);";
+    char *c = strstr(src, call);
+    ck_assert_msg(c != NULL, "the producer's tail moved: update the mutation");
+    memset(c, ' ', strlen(call));
+}
+
+START_TEST(test_cluster_tail_is_needed) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"no_tail", "f16", 2, 1, 1, 256, 200, 128, false, 0, {0}, true, ""};
+    cgt_emu_result r = run_emulated(&s, drop_drain);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_BOUNDS], 0);
+}
+END_TEST
+
 /* The dynamic scheduler (causal: items of different lengths): the plan
  * takes it where the items differ and not where they are alike; on the
  * emulated device, one session of three steps, each with new inputs, as a
@@ -521,6 +552,7 @@ int main(void) {
     tcase_add_test(tc, test_lost_overlap_is_found);
     tcase_add_test(tc, test_sm90_matches_reference_emulated);
     tcase_add_test(tc, test_dynamic_scheduler);
+    tcase_add_test(tc, test_cluster_tail_is_needed);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
     test_remove_dir(work_dir);

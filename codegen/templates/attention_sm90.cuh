@@ -23,7 +23,9 @@
 //   (O's view, per-thread stores); with splits, att_partial_o / _ml (the
 //   f32 scratch of partials, merged by NAME_merge); the wgmma wrappers
 //   att_wgmma_s (m64n<ATT_BN>k16, both operands in shared memory, K-major)
-//   and att_wgmma_o (m64n<ATT_D>k16, A from registers, B MN-major).
+//   and att_wgmma_o (m64n<ATT_D>k16, A from registers, B MN-major);
+//   ATT_CLUSTER 2: blocks in 2-block clusters sharing K and V (below), 1:
+//   none.
 // What it promises: Q, K, V and the mask are read only by the TMA (5-D
 // maps (d or key, row, leading dims); 128-byte swizzle, 64 columns of Q /
 // K / V per box; rows past the tensor arrive as zeros), each K/V tile of a
@@ -47,6 +49,31 @@
 // j > i + (NK - NQ), and K/V tiles past the item's last visible column are
 // never loaded (an item with none still streams one, fully masked, tile).
 // A row whose every score is -inf gets 0.
+//
+// ATT_CLUSTER 2 (FlashAttention-3's cluster, CUTLASS's multicast): the two
+// blocks of a cluster take adjacent q-tiles of one head (items 2u and
+// 2u + 1 of the walk, u the cluster's), so they stream the same K and V
+// tiles; each block's producer loads half of every K and V tile (the
+// 64-column boxes j with j % 2 = its rank) and multicasts it into both
+// blocks, so the L2 sends each tile once per cluster, not once per block.
+// Each block's full barrier still expects the whole tile (the peer's copy
+// completes on it), and a K or V stage is free for a producer only once
+// the consumers of both blocks released it: its empty barriers count the
+// consumer warps of both, and a consumer warp releases a stage in both
+// blocks (lane r arrives on block r's barrier). The blocks start after a
+// barrier.cluster (each one's mbarriers initialised before the other
+// copies or arrives on them), and a producer ends by acquiring every K and
+// V stage once more (mc_ring_drain): no block exits while its peer may
+// still arrive on its barriers. Q and O stay each block's own. Only where
+// every item streams the same tiles in the same order: non-causal, no
+// mask, no split-KV, the static walk, an even number of q-tiles and of
+// 64-column boxes (d 96, 128, 256).
+
+#if ATT_CLUSTER > 1   // (nested: the sizes below are constants only where a cluster is planned)
+#if ATT_CAUSAL || ATT_MASK || ATT_SPLITS > 1 || ATT_DYNAMIC || ATT_QTILES % 2 || ((ATT_D + 63) / 64) % 2
+#error "ATT_CLUSTER 2 needs a non-causal, unmasked, unsplit, static walk over an even number of q-tiles and of boxes"
+#endif
+#endif
 
 #define ATT_BM (64 * ATT_CWG)
 #define ATT_DB ((ATT_D + 63) / 64)                // 64-column boxes per row (d 96: the second
@@ -97,10 +124,18 @@ __device__ __forceinline__ u32 att_pack(float lo, float hi) {
 // (G blocks, this is block k), every other pass in reverse (p·G + G-1-k),
 // so that with the longest items first each block's sum of lengths evens
 // out; -1 past the last item.
+// With ATT_CLUSTER 2 the walk is the clusters' (G / 2 of them, over the
+// pairs of items), block r of a cluster taking item 2u + r of its pair u.
 __device__ __forceinline__ i64 att_walk(int pass) {
+#if ATT_CLUSTER > 1
+    const i64 n_pairs = (i64)ATT_NB * ATT_QTILES / 2, g = gridDim.x / 2;
+    const i64 u = (i64)pass * g + blockIdx.x / 2;
+    return u < n_pairs ? 2 * u + (i64)(blockIdx.x & 1) : -1;
+#else
     const i64 n_items = (i64)ATT_NB * ATT_QTILES * ATT_SPLITS, g = gridDim.x;
     const i64 t = (i64)pass * g + ((pass & 1) && ATT_ORDER == 1 ? g - 1 - blockIdx.x : blockIdx.x);
     return t < n_items ? t : -1;
+#endif
 }
 
 #if ATT_DYNAMIC
@@ -393,6 +428,36 @@ __device__ __forceinline__ void att_convert_p(u32* pa, const float* sc) {
         }
 }
 
+// The 64-column boxes of a K or V tile at key row `row` into stage sp:
+// all of them, or (ATT_CLUSTER 2) those of this block's rank, multicast
+// into both blocks of the cluster
+__device__ __forceinline__ void att_load_kv_boxes(unsigned char* sp, const CUtensorMap* map, int* c, int row, u64* bar,
+                                                  u64 keep) {
+#if ATT_CLUSTER > 1
+    for (int j = (int)mc_cluster_rank(); j < ATT_DB; j += 2) {
+        c[0] = 64 * j;
+        c[1] = row;
+        mc_tma_load_multicast_hint(sp + j * ATT_KVBOX, map, c, bar, (unsigned short)3, keep);
+    }
+#else
+    for (int j = 0; j < ATT_DB; j++) {
+        c[0] = 64 * j;
+        c[1] = row;
+        mc_tma_load_hint(sp + j * ATT_KVBOX, map, c, bar, keep);
+    }
+#endif
+}
+// A consumer warp is done with a K or V stage: in its block, or (ATT_CLUSTER
+// 2) in both blocks of the cluster (the peer's producer refills it too)
+template <int STAGES>
+__device__ __forceinline__ void att_release_kv(mc_ring<STAGES>& r, const mc_ring_state& s, int lane) {
+#if ATT_CLUSTER > 1
+    mc_ring_release_cluster(r, s, lane, 2);
+#else
+    mc_ring_release(r, s, lane);
+#endif
+}
+
 // The producer's loads: K tile i of an item (and its mask tile) into the
 // next K stage; V tile i into the next V stage
 __device__ __forceinline__ void att_load_k(const att_item& it, int i, mc_ring<ATT_STAGES>& kring, mc_ring_state& ks,
@@ -401,11 +466,7 @@ __device__ __forceinline__ void att_load_k(const att_item& it, int i, mc_ring<AT
     const int kv0 = it.kv0 + i * ATT_BN;
     u64* bar = mc_ring_acquire(kring, ks, ATT_KV_BYTES + ATT_M_BYTES);
     unsigned char* sp = Ks + ks.stage * ATT_KSTAGE;
-    for (int j = 0; j < ATT_DB; j++) {
-        ck[0] = 64 * j;
-        ck[1] = kv0;
-        mc_tma_load_hint(sp + j * ATT_KVBOX, tk, ck, bar, keep);
-    }
+    att_load_kv_boxes(sp, tk, ck, kv0, bar, keep);
 #if ATT_MASK == 1
     for (int g = 0; g < ATT_CWG; g++)
         for (int j = 0; j < ATT_MBOXES; j++) {
@@ -426,11 +487,7 @@ __device__ __forceinline__ void att_load_v(const att_item& it, int i, mc_ring<AT
                                            unsigned char* Vs, const CUtensorMap* tv, int* cv, u64 keep) {
     u64* bar = mc_ring_acquire(vring, vs, ATT_KV_BYTES);
     unsigned char* sp = Vs + vs.stage * ATT_KV_BYTES;
-    for (int j = 0; j < ATT_DB; j++) {
-        cv[0] = 64 * j;
-        cv[1] = it.kv0 + i * ATT_BN;
-        mc_tma_load_hint(sp + j * ATT_KVBOX, tv, cv, bar, keep);
-    }
+    att_load_kv_boxes(sp, tv, cv, it.kv0 + i * ATT_BN, bar, keep);
     mc_ring_next<ATT_STAGES>(vs);
 }
 
@@ -469,7 +526,7 @@ __device__ __forceinline__ void att_step(const att_item& it, int i, int c, int l
     att_turn_end(c);
     mc_wgmma_wait<1>();   // S has landed; P V may still run
     mc_fence_regs<ATT_BN / 2>(sc);
-    mc_ring_release(kring, ks, lane);
+    att_release_kv(kring, ks, lane);
     mc_ring_next<ATT_STAGES>(ks);
     att_softmax<MASKED>(sc, it.kv0 + i * ATT_BN, row_a, tq4, m_r, l_r, alpha);
     mc_anchor_wait(anchor, l_r[0] + l_r[1]);   // the sums need every exponential: the wait stays behind them
@@ -477,7 +534,7 @@ __device__ __forceinline__ void att_step(const att_item& it, int i, int c, int l
     mc_fence_regs<ATT_D / 2>(o);
     mc_fence_regs<ATT_BN / 4>(pa);
     att_convert_p(pa, sc);
-    mc_ring_release(vring, vs, lane);
+    att_release_kv(vring, vs, lane);
     mc_ring_next<ATT_STAGES>(vs);
 }
 
@@ -510,11 +567,15 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
 
     if (threadIdx.x == 0) {
         mc_ring_init(qring, 4 * ATT_CWG);   // released by lane 0 of every consumer warp
-        mc_ring_init(kring, 4 * ATT_CWG);
-        mc_ring_init(vring, 4 * ATT_CWG);
+        mc_ring_init(kring, 4 * ATT_CWG * ATT_CLUSTER);   // (ATT_CLUSTER 2: both blocks' consumer warps)
+        mc_ring_init(vring, 4 * ATT_CWG * ATT_CLUSTER);
         mc_fence_mbar_init();
     }
+#if ATT_CLUSTER > 1
+    mc_cluster_sync();   // both blocks' mbarriers are initialised before either copies or arrives on them
+#else
     __syncthreads();
+#endif
 
     if (wg == 0) {
         // ---- producer (registers move to the consumers only with two
@@ -588,6 +649,11 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         mc_ring_acquire(qring, qs, 0);
         att_sched_done(sched);
 #endif
+#if ATT_CLUSTER > 1
+        // the peer's consumers' last releases arrive here before this block exits
+        mc_ring_drain(kring, ks);
+        mc_ring_drain(vring, vs);
+#endif
         return;
     }
 
@@ -638,7 +704,7 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         att_turn_end(c);
         mc_wgmma_wait<0>();
         mc_fence_regs<ATT_BN / 2>(sc);
-        mc_ring_release(kring, ks, lane);
+        att_release_kv(kring, ks, lane);
         mc_ring_next<ATT_STAGES>(ks);
         att_softmax<true>(sc, it.kv0, row_a, tq4, m_r, l_r, alpha);
         att_convert_p(pa, sc);
@@ -669,7 +735,7 @@ __device__ __forceinline__ void mc_attention_sm90(const CUtensorMap* tq, const C
         att_rescale_issue_pv(o, pa, alpha, vring, vs, v_base);
         mc_wgmma_wait<0>();
         mc_fence_regs<ATT_D / 2>(o);
-        mc_ring_release(vring, vs, lane);
+        att_release_kv(vring, vs, lane);
         mc_ring_next<ATT_STAGES>(vs);
 
 #pragma unroll

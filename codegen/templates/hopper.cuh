@@ -175,6 +175,21 @@ __device__ __forceinline__ void mc_tma_load_multicast(void* dst, const CUtensorM
         : "memory");
 #endif
 }
+// The multicast load with an L2 eviction policy (mc_policy_*)
+__device__ __forceinline__ void mc_tma_load_multicast_hint(void* dst, const CUtensorMap* map, const int* c, u64* bar,
+                                                           unsigned short mask, u64 policy) {
+#ifdef MC_EMULATE
+    (void)policy;
+    emu_tma_load_multicast(dst, map, c, bar, mask);
+#else
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint "
+        "[%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8, %9;" ::"r"(mc_saddr(dst)),
+        "l"((u64)map), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]), "r"(mc_saddr(bar)), "h"(mask),
+        "l"(policy)
+        : "memory");
+#endif
+}
 // The same load with an L2 eviction policy (mc_policy_*): a tile every
 // block of a head re-reads (an attention's K and V) stays, one read once
 // (its Q) goes first
@@ -405,5 +420,25 @@ template <int STAGES>
 __device__ __forceinline__ void mc_ring_release(mc_ring<STAGES>& r, const mc_ring_state& s, int lane) {
     __syncwarp();
     if (lane == 0) mc_mbar_arrive(&r.empty[s.stage]);
+}
+// A ring a cluster's producers fill by multicast: a stage is free for a
+// producer once the consumers of every block it writes released it, so a
+// consumer warp releases it in each of the cluster's `blocks` (lane r
+// arrives on block r's empty barrier, initialised for the consumer warps
+// of all of them: CUTLASS's PipelineTmaAsync with a multicast cluster)
+template <int STAGES>
+__device__ __forceinline__ void mc_ring_release_cluster(mc_ring<STAGES>& r, const mc_ring_state& s, int lane,
+                                                        int blocks) {
+    __syncwarp();
+    if (lane < blocks) mc_mbar_arrive_cluster(&r.empty[s.stage], (unsigned)lane);
+}
+// producer, after its last stage: acquires every stage once more, so that
+// each release still on its way (a peer's consumers arriving remotely)
+// has landed before the block exits (CUTLASS's load_tail)
+template <int STAGES> __device__ __forceinline__ void mc_ring_drain(mc_ring<STAGES>& r, mc_ring_state& s) {
+    for (int k = 0; k < STAGES; k++) {
+        mc_mbar_wait(&r.empty[s.stage], s.phase ^ 1u);
+        mc_ring_next<STAGES>(s);
+    }
 }
 // ---- end of sm_90a building blocks
