@@ -309,17 +309,25 @@ bool mcir_attention_sm90_layout(const mcir_target *t, const mcir_kernel_plan *k,
      * registers: S 96 + P 48 + O 32), FA3's 192: the softmax's per-score
      * work is as long as a d-64 tile's products, and the per-tile rest
      * (O's rescale, descriptors, waits) spreads over half again as many
-     * keys. The plan's tile where it chose one. */
+     * keys. The plan's tile where it chose one. MCIR_ATT_BN=n (a
+     * multiple of 16 in 32..256; kernels without a mask) sets the first
+     * candidate: FA3's 176 at d 128 non-causal, which the pipeline model
+     * prices below 128 (tensor-bound either way, a ragged last tile and an
+     * item's overhead larger) — the comparison to run on a GPU. Halving
+     * keeps a multiple of 16 (P V's k-steps). */
     /* a row in 64-column boxes (d 96: two, the second half zeros) */
     const int64_t dp = (d + 63) / 64 * 64;
     int64_t q_bytes = (int64_t)l->consumers * 64 * dp * 2;
     l->smem_bytes = 0;
     bool wide = d == 64 && !mcir_node_bool(n, "causal") && !M && l->consumers == 2;
-    int64_t bn0 = planned ? tile_of(&k->tiling, "kv")
+    const char *bnf = getenv("MCIR_ATT_BN");
+    int64_t forced = bnf && !planned && !M ? atoll(bnf) : 0;
+    if (forced < 32 || forced > 256 || forced % 16) forced = 0;
+    int64_t bn0 = forced ? forced : planned ? tile_of(&k->tiling, "kv")
                   : d == 256 ? (l->mask == MCIR_SM90_MASK_ROWS ? 32 : 64)
                   : wide     ? 192
                              : 128;
-    for (int64_t bn = bn0; bn >= 32; bn /= 2) {
+    for (int64_t bn = bn0; bn >= 32; bn = bn / 2 / 16 * 16) {
         int64_t mask_bytes = 0;
         if (l->mask == MCIR_SM90_MASK_ROWS) {   /* 64-row boxes of min(128, bn x es) bytes per group */
             mask_bytes = (int64_t)l->consumers * bn * mes * 64;

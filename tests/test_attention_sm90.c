@@ -413,6 +413,36 @@ START_TEST(test_early_p_conversion_is_found) {
 }
 END_TEST
 
+/* FA3's BLOCK_N 176 at d 128 (MCIR_ATT_BN=176; the model keeps 128):
+ * the plan takes it, the kernel compiles clean (no spills, the consumers
+ * within setmaxnreg 240, every EX2 under a wgmma, fewer issue slots a key
+ * than at 128) and matches the interpreter on the emulator with a ragged
+ * last tile (400 keys: 176 + 176 + 48), in 2-block clusters. */
+START_TEST(test_block_n_176) {
+    const shape s = {"bn176", "f16", 1, 2, 2, 256, 400, 128, false, 0, {0}, true, "BLOCK_N=176"};
+    setenv("MCIR_ATT_BN", "176", 1);
+    att_build b = att_build_of(&s, NULL);
+    ck_assert_msg(strstr(b.p->kernels[b.ki].tiling.reason, "BLOCK_N=176") != NULL, "%s", b.p->kernels[b.ki].tiling.reason);
+    char why[256];
+    if (mcir_nvrtc_available(why, sizeof why)) {
+        bool sass = mcir_nvdisasm_path(why, sizeof why) != NULL;
+        mcir_diag d = mcir_diag_stderr();
+        ck_assert(mcir_codegen_compile(b.cg, "sm_90", &d));
+        if (sass) mcir_codegen_audit_sass(b.cg);
+        const mcir_kernel_audit *a = &b.p->kernels[b.ki].audit;
+        ck_assert_int_eq(a->spill_store_bytes + a->spill_load_bytes, 0);
+        ck_assert_int_eq(a->advisories, 0);
+        ck_assert(sass_schedule_ok(s.name, a, 0.75));
+    }
+    att_build_free(&b);
+    if (test_have_cxx()) {
+        cgt_emu_result r = run_emulated(&s, NULL);
+        ck_assert(r.ran && r.rel <= 2e-2 && r.finite && r.wgmma > 0);
+    }
+    unsetenv("MCIR_ATT_BN");
+}
+END_TEST
+
 /* A cluster's producer without its tail (mc_ring_drain): its block may
  * exit while the peer's consumers still release K and V stages into it —
  * an arrival on a block that has exited, found by the emulator. */
@@ -553,6 +583,7 @@ int main(void) {
     tcase_add_test(tc, test_sm90_matches_reference_emulated);
     tcase_add_test(tc, test_dynamic_scheduler);
     tcase_add_test(tc, test_cluster_tail_is_needed);
+    tcase_add_test(tc, test_block_n_176);
     suite_add_tcase(s, tc);
     int failed = test_main_nofork(s);
     test_remove_dir(work_dir);
