@@ -123,6 +123,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     const char *why = NULL;
     if (!mcir_gemm_sm90_layout(target, kp, &l, &why) || tile_of(&kp->tiling, "M") != l.bm ||
         tile_of(&kp->tiling, "N") != l.bn || tile_of(&kp->tiling, "wg") != l.consumers ||
+        (tile_of(&kp->tiling, "cluster") > 1 ? 2 : 1) != l.cluster ||
         (kp->grid[0] != l.grid && !cg_rebinding) || kp->block[0] != l.threads || kp->smem_bytes != l.smem_bytes) {
         cg_error(d, kp, "internal error: the plan's sm_90a GEMM tiling is not the launch model's: %s",
                  why ? why : "tiles or launch differ");
@@ -167,10 +168,11 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     }
     if (l.conv)
         ;
-    else if (l.trans_b)   /* B [N, K]: one box of BN rows of 64 k-columns */
-        map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)l.bn, l.k, 0, &k->tmaps[tb]);
-    else             /* B [K, N]: boxes of 64 n-columns x 64 k-rows */
-        map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, 64, l.n, 0, &k->tmaps[tb]);
+    else if (l.trans_b)   /* B [N, K]: one box of BN rows of 64 k-columns (a cluster's block: BN / 2 rows) */
+        map_of(l.b, bp, l.n, l.k, l.b_batched ? l.batch : 1, (unsigned)(l.bn / l.cluster), l.k, 0, &k->tmaps[tb]);
+    else             /* B [K, N]: boxes of 64 n-columns x 64 k-rows (a cluster's block at BLOCK_N 64: 32 k-rows) */
+        map_of(l.b, bp, l.k, l.n, l.b_batched ? l.batch : 1, l.cluster > 1 && l.bn / 64 % l.cluster ? 64 / l.cluster : 64,
+               l.n, 0, &k->tmaps[tb]);
     const int64_t on = l.glu ? l.n / 2 : l.n;   /* the output's columns (a paired epilogue: half the product's) */
     if (l.tma_store)   /* the output [batch, M, N] (its one write, element i of C): boxes of 64 x 64 */
         map_of(kp->writes[0], kp->n_reads, l.m, on, l.batch, 64, on, 0, &k->tmaps[k->n_tmaps++]);
@@ -268,9 +270,10 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  "#define GM_BN %lld\n#define GM_CWG %d\n#define GM_STAGES %d\n"
                  "#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_A %d\n"
                  "#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
-                 "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n",
+                 "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n"
+                 "#define GM_CLUSTER %d   // blocks a cluster along M (%s)\n",
                  (long long)l.bn, l.consumers, l.stages, (long long)l.group_m, bf16, l.trans_a, l.trans_b, l.a_batched,
-                 l.b_batched, l.producer_regs, l.consumer_regs);
+                 l.b_batched, l.producer_regs, l.consumer_regs, l.cluster, l.cluster_why);
     /* the paired epilogue: the output's GM_ON columns, half the product's;
      * a (gate, up) accumulator pair rounded to the product's dtype and
      * packed into one value, the gate's bits low (the emitter's pair) */
@@ -386,7 +389,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                        "    MC_DYNAMIC_SMEM(mc_smem_raw);\n"
                        "    unsigned char* smem = mc_smem_raw + ((1024u - (mc_saddr(mc_smem_raw) & 1023u)) & 1023u);\n"
                        "    return (const unsigned short*)(smem + GM_VEC_AT + ((__float_as_int(code) & 0xffff) >> 3) * GM_VBOX);\n}\n");
-    cg_emit_signature(&b, kp, l.threads);
+    cg_emit_signature_cluster(&b, kp, l.threads, l.cluster);
     size_t len = b.len;
     MCIR_ASSERT(len >= 1 && b.s[len - 1] == ')');
     b.s[len - 1] = '\0';
@@ -406,5 +409,6 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     k->grid[1] = k->grid[2] = 1;
     k->block[0] = l.threads;
     k->block[1] = k->block[2] = 1;
+    k->cluster = l.cluster;   /* __cluster_dims__: the emulated device runs the pair together */
     return true;
 }

@@ -990,8 +990,11 @@ static void cost_matmul(cost_ctx *x) {
     /* A is re-read by every column of tiles, B by every row; tiles run
      * with N fastest, so an A panel (bm x K) is reused at once while all
      * of B must stay in L2 from one row of tiles to the next */
+    /* the sm_90a GEMM in clusters of 2 along M: B's tile multicast, read
+     * from L2 once per pair of M tiles (launch_gemm_sm90.c) */
+    const int64_t cl = !path && tile_dim(ti, "wg") > 0 && tile_dim(ti, "cluster") > 1 ? tile_dim(ti, "cluster") : 1;
     double loads = (double)batch * ((double)(M * Kd) * (double)tn * ea.bytes +
-                                    (double)(Kd * N) * (double)tm * eb.bytes);
+                                    (double)(Kd * N) * (double)((tm + cl - 1) / cl) * eb.bytes);
     c->l2_spill_bytes = l2_spill(x->t, (double)(bm * Kd) * ea.bytes, tn, batch * tm) +
                         l2_spill(x->t, (double)(Kd * N) * eb.bytes, tm, batch);
     if (path) {
@@ -1006,7 +1009,7 @@ static void cost_matmul(cost_ctx *x) {
         /* the sm_90a GEMM's grouped order (launch_gemm_sm90.c, gm_item_of):
          * bands of group_m M tiles, each walking every N tile while its A
          * panels stay in L2, so B crosses DRAM once per band */
-        int64_t gm = tile_dim(ti, "group_m");
+        int64_t gm = tile_dim(ti, "group_m") * cl;   /* cluster 2: bands of group_m pairs */
         c->l2_spill_bytes = l2_spill(x->t, (double)(Kd * N) * eb.bytes, (tm + gm - 1) / gm, batch);
     }
     double flops = 2.0 * mnk + (double)batch * (double)(M * Kd) * (double)tn * ea.flops +

@@ -324,6 +324,70 @@ static int64_t group_m_of(const mcir_target *t, const mcir_gemm_sm90 *l) {
     return fit > 0 ? fit : least;
 }
 
+/* l's work items and grid with clusters of c blocks along M: tiles_m
+ * rounded up to whole super-tiles of c M tiles (the odd pair's second tile
+ * runs, wholly past M), the grid whole clusters, at most a wave of them. */
+static void set_cluster(const mcir_target *t, mcir_gemm_sm90 *l, int c) {
+    l->cluster = c;
+    const int64_t units = l->batch * ((l->tiles_m + c - 1) / c) * l->tiles_n, slots = t->sm_count / c;
+    l->items = units * c;
+    l->grid = (units < slots ? units : slots) * c;
+}
+
+/* l as the grouped order sees it: a cluster's super-tile of c M tiles as
+ * one tile of c bm rows, run by one block of a grid of clusters (its B
+ * tile crosses L2 once for both blocks: the multicast) */
+static mcir_gemm_sm90 unit_view(const mcir_gemm_sm90 *l) {
+    mcir_gemm_sm90 u = *l;
+    const int c = l->cluster > 1 ? l->cluster : 1;
+    u.bm = l->bm * c;
+    u.tiles_m = (l->tiles_m + c - 1) / c;
+    u.items = l->items / c;
+    u.grid = l->grid / c;
+    return u;
+}
+
+/* The cluster along M (mcir_gemm_sm90.cluster) where the plan has none
+ * yet: 1 where the template does not split B's tile between two blocks (a
+ * conv) or no other block reads it (one M tile); MCIR_GEMM_CLUSTER=1 / 2 (tests) where it is legal; else 2 where
+ * the modelled mainloop — the larger of the tensor cores' time over the
+ * tiles run (an odd pair's empty tile included) and the SMs' L2 feed (B's
+ * share halved by the multicast) — is shorter. *why: the reason. */
+static int cluster_of(const mcir_target *t, const mcir_gemm_sm90 *l, const char **why) {
+    if (l->conv) {
+        *why = "one block a cluster: a conv's B boxes are the tap's image rows, not split between blocks";
+        return 1;
+    }
+    if (l->tiles_m < 2) {
+        *why = "one block a cluster: one M tile, no other block reads its B tiles";
+        return 1;
+    }
+    if (t->sm_count < 2) {
+        *why = "one block a cluster: one SM";
+        return 1;
+    }
+    const char *force = getenv("MCIR_GEMM_CLUSTER");
+    if (force && (strcmp(force, "1") == 0 || strcmp(force, "2") == 0)) {
+        *why = force[0] == '2' ? "clusters of 2 blocks, as MCIR_GEMM_CLUSTER=2 says (the model not asked)"
+                               : "one block a cluster, as MCIR_GEMM_CLUSTER=1 says (the model not asked)";
+        return force[0] - '0';
+    }
+    mcir_gemm_sm90 c1 = *l, c2 = *l;
+    set_cluster(t, &c1, 1);
+    set_cluster(t, &c2, 2);
+    const double f1 = mcir_gemm_sm90_feed_us(t, &c1), f2 = mcir_gemm_sm90_feed_us(t, &c2);
+    const double u1 = mcir_gemm_sm90_compute_us(t, &c1), u2 = mcir_gemm_sm90_compute_us(t, &c2);
+    const double m1 = u1 > f1 ? u1 : f1, m2 = u2 > f2 ? u2 : f2;
+    if (m2 < m1 * (1 - 1e-9)) {
+        *why = "clusters of 2 blocks: the modelled mainloop is shorter with B's L2 feed halved";
+        return 2;
+    }
+    *why = f1 <= 0 ? "one block a cluster: the L2 feed is not modelled on this target"
+                   : "one block a cluster: not modelled faster (the tensor cores' time bounds it, or an odd pair's "
+                     "empty tile costs more than B's halved feed saves)";
+    return 1;
+}
+
 /* The conv's operands and GEMM view (mcir_gemm_sm90.conv); false with why
  * for what keeps the mma.sync implicit GEMM. */
 static bool conv_operands(const mcir_kernel_plan *k, mcir_gemm_sm90 *l, const char **why) {
@@ -626,10 +690,21 @@ tiles:;
      * 3 x 168). One consumer group: 256 threads, up to 255 each. */
     l->producer_regs = l->consumers > 1 && l->bn > 128 ? 40 : 0;
     l->consumer_regs = l->consumers > 1 && l->bn > 128 ? 232 : 0;
-    l->grid = l->items < t->sm_count ? l->items : t->sm_count;
+    /* the cluster: the plan's, else where it pays (cluster_of); the grid
+     * whole clusters */
+    const int64_t planned_cluster = tile_of(&k->tiling, "cluster");
+    if (planned_wg > 0) {
+        set_cluster(t, l, planned_cluster == 2 ? 2 : 1);
+        l->cluster_why = "the plan's";
+    } else {
+        set_cluster(t, l, cluster_of(t, l, &l->cluster_why));
+    }
+    /* the tile order over the cluster's super-tiles (cluster 2: pairs of M
+     * tiles, which a wave of clusters reads as one block of 2 bm rows would) */
+    const mcir_gemm_sm90 units = unit_view(l);
     l->group_m = planned_wg > 0 && tile_of(&k->tiling, "group_m") > 0 ? tile_of(&k->tiling, "group_m")
-                                                                       : group_m_of(t, l);
-    l->wave_bytes = wave_bytes(l, l->group_m);
+                                                                       : group_m_of(t, &units);
+    l->wave_bytes = wave_bytes(&units, l->group_m);
     /* what ptxas allocates (CUDA 13, tests/test_gemm_sm90.c's sweep and
      * the examples): 58-63 at bn 64 with nothing fused, 58-66 with one
      * epilogue op, 64-72 with two or more, 4 more where a batched product
@@ -746,6 +821,19 @@ tiles:;
     return true;
 }
 
+double mcir_gemm_sm90_feed_us(const mcir_target *t, const mcir_gemm_sm90 *l) {
+    if (!t || t->l2_gbps <= 0 || t->sm_count < 1) return 0;
+    const int c = l->cluster > 1 ? l->cluster : 1;
+    const int64_t slots = t->sm_count / c * c, waves = (l->items + slots - 1) / slots;
+    const int64_t steps = (l->k + l->bk - 1) / l->bk;
+    /* a K step's boxes a block receives: A's leaves (not A's own tile: the
+     * consumers compute it), the row vector, B's tile over the cluster */
+    const double a = (double)(l->a_bytes - (l->a_out ? l->consumers * 64 * 128 : 0)) + (double)l->v_bytes;
+    const double b = (double)(l->bn * l->bk * 2) / c;
+    const double per_sm = t->l2_gbps * 1e3 / (double)t->sm_count;   /* bytes per us */
+    return (double)waves * (double)steps * (a + b) / per_sm;
+}
+
 double mcir_gemm_sm90_tile_rate(int64_t bn) {
     return (1.0 / 64 + 1.0 / 256) / (1.0 / 64 + 1.0 / (double)bn);
 }
@@ -774,10 +862,20 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
     for (int i = 0; i < l.n_a && l.prologue; i++)
         if (l.a_in[i]->dtype != k->anchor->inputs[0]->dtype) cast_leaf = l.a_in[i];
     mcir_tiling *ti = &k->tiling;
-    const char *names[] = {"M", "N", "K", "wg", "group_m"};
-    const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers, l.group_m};
-    ti->n_dims = 5;
-    for (int i = 0; i < 5; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
+    const char *names[] = {"M", "N", "K", "wg", "group_m", "cluster"};
+    const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers, l.group_m, l.cluster};
+    ti->n_dims = 6;
+    for (int i = 0; i < 6; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
+    /* the cluster's L2 feed against one block a cluster's (the multicast's gain) */
+    mcir_gemm_sm90 one = l;
+    set_cluster(t, &one, 1);
+    const char *cluster =
+        l.cluster > 1 ? mcir_arena_printf(a, "clusters of %d blocks along M (each loads its A and 1/%d of B's tile, "
+                                             "multicast into every block of the cluster: modelled L2 feed %.2f us, "
+                                             "%.2f us with one block a cluster; %s)",
+                                          l.cluster, l.cluster, mcir_gemm_sm90_feed_us(t, &l),
+                                          mcir_gemm_sm90_feed_us(t, &one), l.cluster_why)
+                      : l.cluster_why;
     ti->warps = l.threads / 32;
     ti->stages = l.stages;
     ti->vector_width = 64;   /* TMA boxes of 64 columns */
@@ -789,7 +887,7 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, %sA %s, B %s: "
         "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
         "by a producer warp group%s: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
-        "on %lld blocks of %d threads (%.2f waves), tiles in groups of %lld M-tile%s (a wave touches %.1f MiB "
+        "on %lld blocks of %d threads (%.2f waves), %s, tiles in groups of %lld M-tile%s%s (a wave touches %.1f MiB "
         "of A and B panels, %s half the %lld MiB L2), %s, the output by %s; "
         "modelled "
         "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)",
@@ -829,7 +927,8 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         (long long)l.bn, l.stages, l.tma_store ? mcir_arena_printf(a, ", %lld KiB of output boxes", (long long)(l.o_bytes / 1024)) : "",
         (long long)(l.smem_bytes / 1024), (long long)(t->smem_per_block_optin / 1024),
         (long long)l.items, (long long)l.grid, l.threads, (double)l.items / (double)t->sm_count,
-        (long long)l.group_m, l.group_m > 1 ? "s" : "", l.wave_bytes / (1024.0 * 1024.0),
+        cluster, (long long)l.group_m, l.cluster > 1 ? " pair" : "", l.group_m > 1 ? "s" : "",
+        l.wave_bytes / (1024.0 * 1024.0),
         l.wave_bytes <= (double)t->l2_bytes / 2 ? "within" : "over", (long long)(t->l2_bytes >> 20),
         l.glu ? mcir_arena_printf(a, "a paired epilogue (the product's columns interleave %s's and %s's in blocks of "
                                      "8: each thread's (gate, up) accumulator pairs make one output column of %lld)",

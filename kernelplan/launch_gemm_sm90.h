@@ -87,7 +87,17 @@ typedef struct mcir_gemm_sm90 {
     int consumers;           /* consumer warp groups (1, 2); + 1 producer group */
     int stages;              /* depth of the A/B ring */
     int threads;
-    int64_t tiles_m, tiles_n, items;   /* work items: batch x tiles_m x tiles_n */
+    int64_t tiles_m, tiles_n, items;   /* work items: batch x tiles_m x tiles_n (cluster 2: tiles_m rounded
+                                        * up to pairs, the tiles the blocks run) */
+    /* A thread-block cluster of `cluster` blocks along M (1 or 2; the tiling
+     * dim "cluster"): the blocks of a cluster run the two M tiles of a
+     * super-tile (2 bm rows) of one N tile and batch, each loading its A and
+     * half of the stage's B tile, multicast into both (B's L2 -> SM traffic
+     * halved). Where the template takes it and it pays (cluster_of);
+     * MCIR_GEMM_CLUSTER=1 / 2 forces it where legal. cluster_why: the
+     * choice's reason (static text or the plan's arena). */
+    int cluster;
+    const char *cluster_why;
     /* the work items' order (gm_item_of): bands of group_m M tiles (the
      * last band of a batch possibly shorter), walked down a band's M tiles
      * before the next N tile (1: N tiles of one M tile next to each other) */
@@ -135,6 +145,12 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
 /* The modelled time of the layout's mainloop in us: waves of work items
  * at a fraction of the tensor cores' dense peak (kernelplan/cost.c). */
 double mcir_gemm_sm90_compute_us(const mcir_target *t, const mcir_gemm_sm90 *l);
+
+/* The modelled time in us the SMs take to receive the layout's A and B
+ * tiles from L2 (every K step of every tile a block runs, B's share
+ * divided by the cluster: its multicast), at an SM's share of the
+ * target's L2 bandwidth; 0 where that is not modelled (l2_gbps 0). */
+double mcir_gemm_sm90_feed_us(const mcir_target *t, const mcir_gemm_sm90 *l);
 
 /* The rate of a tile of bn columns against the 256-column tile's: its
  * wgmmas read (1/64 + 1/bn) bytes of shared memory per flop. */

@@ -6,7 +6,7 @@
 //   GM_BN columns per work item, GM_CWG consumer warp groups of 64 rows
 //   each (GM_BM = 64 GM_CWG rows), GM_STAGES stages of the A/B ring,
 //   GM_TILES_M / GM_TILES_N, GM_GROUP_M (the tile order's band of M
-//   tiles: gm_item_of), GM_BF16, GM_TRANS_A (A stored [K, M]: MN-major
+//   tiles, GM_CLUSTER 2: of pairs of them: gm_item_of), GM_BF16, GM_TRANS_A (A stored [K, M]: MN-major
 //   for wgmma, its transpose bit, a prologue's inputs stored alike; else
 //   [M, K]: K-major), GM_TRANS_B (B stored [N, K]: K-major
 //   for wgmma; else [K, N]: MN-major), GM_A_BATCHED / GM_B_BATCHED (the
@@ -46,7 +46,18 @@
 //     oh + kh - CV_PT, c0, b), one per 64 columns of the tile (its B box:
 //     64 channel rows of 64 pixels); the TMA's zero fill outside the image
 //     is the padding; mm_store maps (m, n) to the output pixel, masking
-//     pixels past the row (CV_* the conv's sizes).
+//     pixels past the row (CV_* the conv's sizes);
+//   GM_CLUSTER 2: a thread-block cluster of 2 blocks along M
+//     (__cluster_dims__(2, 1, 1), the grid whole clusters): the blocks of a
+//     cluster take the two M tiles of a super-tile of 2 GM_BM rows, one N
+//     tile and batch (rank r the tile 2p + r; GM_TILES_M odd: the last
+//     pair's rank-1 tile is wholly past M, its A boxes zero-filled, nothing
+//     stored); each loads its own A and half of the stage's B tile and
+//     multicasts that half into both blocks' stage at the same offset
+//     (B [K, N]: the boxes j with j % 2 == r, or at GM_BN 64 a map box of
+//     32 k-rows, k-rows 32r.. of the one box at r 32 x 128 bytes; B [N,
+//     K]: a map box of GM_BN / 2 rows, rows r GM_BN / 2.. at r GM_BN / 2 x
+//     128 bytes); else GM_CLUSTER 1.
 // What it promises: A and B are read only by the TMA (5-D maps: columns,
 // rows, batch; 128-byte swizzle, boxes of 64 columns; rows and columns
 // past the tensor arrive as zeros), each tile of a work item once, and so
@@ -58,6 +69,18 @@
 // box holding it (rows and columns past the tensor clipped by the TMA).
 // Barriers: the ring's 2 x GM_STAGES mbarriers; named barriers 1 + c (the
 // prologue's) and 3 + c (group c's output box is in shared memory).
+// GM_CLUSTER 2, the release protocol (CUTLASS's PipelineTmaAsync over a
+// 2x1 cluster): each block's full barrier expects the whole stage (its A,
+// all of B: the peer's multicast completes its half's bytes on this
+// block's barrier at the same offset); a block's producer may refill a
+// stage only once the consumers of BOTH blocks released it (its multicast
+// writes into the peer's stage too), so the empty barriers count the
+// consumer warps of both blocks and each consumer warp arrives on its own
+// block's and the peer's (lane q on block q's: mapa + a remote arrive);
+// a cluster barrier after the mbarrier init (the peer's barriers exist
+// before any multicast or remote arrive into them); and the producer ends
+// with the ring's tail (every stage acquired once more: all the remote
+// arrivals on this block's barriers have landed) before its block exits.
 //
 // Block: warp group 0 is the producer (setmaxnreg.dec): one thread walks
 // the block's work items (a grid-stride loop over batch x M tiles x N
@@ -103,6 +126,22 @@
 #define GM_B_BOXES (GM_BN / 64)
 #endif
 #define GM_B_BYTES (GM_B_BOXES * GM_BBOX)
+// GM_CLUSTER 2: the share of B's tile a block loads and multicasts (B [K,
+// N]: every other box, or at GM_BN 64, one box, half its 64 k-rows; B [N,
+// K]: half the box's n-rows), each half 1024-aligned in the stage (the
+// 128-byte swizzle's 8-row pattern follows the shared-address bits)
+#if GM_TRANS_B
+#define GM_B_ROWS (GM_BN / GM_CLUSTER)   // B [N, K]: the map's box rows
+static_assert(GM_B_ROWS * 128 % 1024 == 0, "a block's half of B's box must start 1024-aligned");
+#elif GM_B_BOXES % GM_CLUSTER == 0
+#define GM_B_KROWS 64                    // B [K, N]: the map's box k-rows (whole boxes in turn)
+#else
+#define GM_B_KROWS (64 / GM_CLUSTER)     // one box, split by its k-rows
+#endif
+// the consumer warps that release a stage: every warp of the consumer
+// groups of each block of the cluster (each block's producer multicasts
+// into the others' stages)
+#define GM_EMPTY_ARRIVALS (4 * GM_CWG * GM_CLUSTER)
 #define GM_STAGE (GM_A_BYTES + GM_B_BYTES)
 #define GM_OBOX (64 * 128)            // one 64 x 64 box of the output, bytes
 #define GM_OBAR 3                     // named barrier 3 + c: group c's output box is written
@@ -110,32 +149,58 @@
 // the stages' vector boxes: after the ring and the output boxes
 #define GM_VEC_AT (GM_STAGES * GM_STAGE + (GM_TMA_STORE ? GM_CWG * 2 * GM_OBOX : 0))
 
-// Work item t: batch b, first row m0, first column n0. The L2-aware
-// (grouped) order: a batch's M tiles in bands of GM_GROUP_M (the last band
-// possibly shorter); consecutive items walk down a band's M tiles before
-// its next N tile, so a wave of the grid touches GM_GROUP_M A panels and
-// the few B panels of its columns, not every B panel (GM_GROUP_M 1: N tiles
-// of one M tile next to each other). The producer and the consumers both
-// walk the items through this one mapping.
+// Work unit t: batch b, first row m0, first column n0 of the tile of
+// cluster rank r. A unit is GM_CLUSTER M tiles of one N tile (a super-tile
+// of GM_UBM rows; GM_CLUSTER 1: one tile), rank r taking rows r GM_BM.. of
+// it. The L2-aware (grouped) order: a batch's super-tiles in bands of
+// GM_GROUP_M (the last band possibly shorter); consecutive units walk down a
+// band's super-tiles before its next N tile, so a wave of the grid touches
+// GM_GROUP_M A panels and the few B panels of its columns, not every B panel
+// (GM_GROUP_M 1: N tiles of one super-tile next to each other). The
+// producer and the consumers both walk the units through this one mapping.
+#define GM_UNITS_M ((GM_TILES_M + GM_CLUSTER - 1) / GM_CLUSTER)
+#define GM_UBM (GM_CLUSTER * GM_BM)
 struct gm_item {
     i64 b;
     int m0, n0;
 };
-__device__ __forceinline__ gm_item gm_item_of(i64 t) {
+__device__ __forceinline__ gm_item gm_item_of(i64 t, int r) {
     gm_item it;
-    it.b = t / (GM_TILES_M * GM_TILES_N);
-    t %= GM_TILES_M * GM_TILES_N;
+    it.b = t / (GM_UNITS_M * GM_TILES_N);
+    t %= GM_UNITS_M * GM_TILES_N;
 #if GM_GROUP_M > 1
     const i64 band = t / (GM_GROUP_M * GM_TILES_N), first = band * GM_GROUP_M;
-    const i64 rows = GM_TILES_M - first < GM_GROUP_M ? GM_TILES_M - first : GM_GROUP_M;
+    const i64 rows = GM_UNITS_M - first < GM_GROUP_M ? GM_UNITS_M - first : GM_GROUP_M;
     t -= band * (GM_GROUP_M * GM_TILES_N);
-    it.m0 = (int)(first + t % rows) * GM_BM;
+    it.m0 = (int)(first + t % rows) * GM_UBM + r * GM_BM;
     it.n0 = (int)(t / rows) * GM_BN;
 #else
-    it.m0 = (int)(t / GM_TILES_N) * GM_BM;
+    it.m0 = (int)(t / GM_TILES_N) * GM_UBM + r * GM_BM;
     it.n0 = (int)(t % GM_TILES_N) * GM_BN;
 #endif
     return it;
+}
+
+// B's boxes: with a cluster, multicast into the same offset of every block
+// of the cluster, completing their bytes on each block's barrier at bar's
+// offset
+__device__ __forceinline__ void gm_load_b(void* dst, const CUtensorMap* map, const int* c, u64* bar) {
+#if GM_CLUSTER > 1
+    mc_tma_load_multicast(dst, map, c, bar, (unsigned short)((1u << GM_CLUSTER) - 1u));
+#else
+    mc_tma_load(dst, map, c, bar);
+#endif
+}
+
+// consumer warp: done with the stage, in every block of the cluster (each
+// block's producer multicasts into the others' stages): lane q arrives on
+// block q's empty barrier (CUTLASS: lane 0 signals CTA 0, lane 1 CTA 1)
+__device__ __forceinline__ void gm_ring_release(mc_ring<GM_STAGES>& r, const mc_ring_state& s, int lane) {
+#if GM_CLUSTER > 1
+    mc_ring_release_cluster(r, s, lane, GM_CLUSTER);
+#else
+    mc_ring_release(r, s, lane);
+#endif
 }
 
 // One K step's wgmmas: 64 k-columns, four k16 steps (K-major: 32 bytes
@@ -299,13 +364,24 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     (void)to;
     (void)tv;
-    const i64 n_items = (i64)GM_BATCH * GM_TILES_M * GM_TILES_N;
+    // the work units (a cluster's: GM_CLUSTER M tiles each), the cluster's
+    // (blockIdx.x / GM_CLUSTER) in a grid-stride loop over the clusters
+    const i64 n_items = (i64)GM_BATCH * GM_UNITS_M * GM_TILES_N;
     const int ksteps = (int)((GM_K + 63) / 64);
+#if GM_CLUSTER > 1
+    const int rank = (int)mc_cluster_rank();
+#else
+    const int rank = 0;
+#endif
     if (threadIdx.x == 0) {
-        mc_ring_init(ring, 4 * GM_CWG);   // released by lane 0 of every consumer warp
+        mc_ring_init(ring, GM_EMPTY_ARRIVALS);   // released by lane 0 of every consumer warp (of every block)
         mc_fence_mbar_init();
     }
+#if GM_CLUSTER > 1
+    mc_cluster_sync();   // the peer's barriers are initialised before any multicast or remote arrive into them
+#else
     __syncthreads();
+#endif
 
     if (wg == 0) {
         // ---- producer
@@ -324,8 +400,8 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         mc_prefetch_tensormap(to);
 #endif
         mc_ring_state st = {0, 0};
-        for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
-            const gm_item it = gm_item_of(t);
+        for (i64 t = blockIdx.x / GM_CLUSTER; t < n_items; t += gridDim.x / GM_CLUSTER) {
+            const gm_item it = gm_item_of(t, rank);
             int ca[5] = {0, 0, GM_A_BATCHED ? (int)it.b : 0, 0, 0};
             int cb[5] = {0, 0, GM_B_BATCHED ? (int)it.b : 0, 0, 0};
             for (int s = 0; s < ksteps; s++) {
@@ -343,7 +419,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
                     ca[1] = it.m0 + 64 * g;
                     mc_tma_load(sp + g * GM_ABOX, ta[0], ca, bar);
                 }
-                for (int j = 0; j < GM_B_BOXES; j++) {
+                for (int j = 0; j < GM_B_BOXES; j++) {   // (a conv: one block a cluster)
                     const int seg = it.n0 / 64 + j, oh = seg / CV_SEGW;
                     const int cx[5] = {(seg - oh * CV_SEGW) * 64 + kw - CV_PL, oh + kh - CV_PT, c0, (int)it.b, 0};
                     mc_tma_load(sp + GM_A_BYTES + j * GM_BBOX, tb, cx, bar);
@@ -376,19 +452,32 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
 #if GM_CONV
                 (void)cb;
 #elif GM_TRANS_B
+                // this block's GM_B_ROWS of B's tile (GM_CLUSTER 1: all of it)
                 cb[0] = 64 * s;
-                cb[1] = it.n0;
-                mc_tma_load(sp + GM_A_BYTES, tb, cb, bar);
+                cb[1] = it.n0 + rank * GM_B_ROWS;
+                gm_load_b(sp + GM_A_BYTES + rank * GM_B_ROWS * 128, tb, cb, bar);
+#elif GM_B_KROWS < 64
+                // this block's k-rows of B's one box
+                cb[0] = it.n0;
+                cb[1] = 64 * s + rank * GM_B_KROWS;
+                gm_load_b(sp + GM_A_BYTES + rank * GM_B_KROWS * 128, tb, cb, bar);
 #else
+                // this block's boxes of B's tile (GM_CLUSTER 1: all of them)
                 cb[1] = 64 * s;
-                for (int j = 0; j < GM_B_BOXES; j++) {
+                for (int j = rank; j < GM_B_BOXES; j += GM_CLUSTER) {
                     cb[0] = it.n0 + 64 * j;
-                    mc_tma_load(sp + GM_A_BYTES + j * GM_BBOX, tb, cb, bar);
+                    gm_load_b(sp + GM_A_BYTES + j * GM_BBOX, tb, cb, bar);
                 }
 #endif
                 mc_ring_next<GM_STAGES>(st);
             }
         }
+#if GM_CLUSTER > 1
+        // the tail (CUTLASS's load_tail): every stage acquired once more, so
+        // the consumers of both blocks released all the stages this block
+        // filled — their remote arrivals landed — before the block exits
+        mc_ring_drain(ring, st);
+#endif
         return;
     }
 
@@ -409,8 +498,8 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
 #pragma unroll
     for (int v = 0; v < GM_BN / 2; v++) d[v] = 0.0f;
 #pragma unroll 1
-    for (i64 t = blockIdx.x; t < n_items; t += gridDim.x) {
-        const gm_item it = gm_item_of(t);
+    for (i64 t = blockIdx.x / GM_CLUSTER; t < n_items; t += gridDim.x / GM_CLUSTER) {
+        const gm_item it = gm_item_of(t, rank);
         int steps = ksteps;
         mc_opaque(steps);   // a loop, not straight-line code (hopper.cuh)
         // the first K step
@@ -436,13 +525,18 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             gm_issue(d, at + c * GM_ABOX, at + GM_A_BYTES, 0);
             mc_wgmma_wait<1>();   // the previous step's wgmmas retired: its stage goes back
             mc_fence_regs<GM_BN / 2>(d);
-            mc_ring_release(ring, prev, lane);
+            gm_ring_release(ring, prev, lane);
             prev = st;
             mc_ring_next<GM_STAGES>(st);
         }
         mc_wgmma_wait<0>();
         mc_fence_regs<GM_BN / 2>(d);
-        mc_ring_release(ring, prev, lane);
+        gm_ring_release(ring, prev, lane);
+#if GM_CLUSTER > 1
+        // the last pair's rank-1 tile wholly past M (GM_TILES_M odd): its
+        // stages consumed and released, nothing to store
+        if (it.m0 >= GM_M) continue;
+#endif
 #if GM_ROW_SCALE
         // A = P * s: the product's rows scaled by s[m], loaded once for each
         // of this thread's two accumulator rows (16w + g and 16w + g + 8;
