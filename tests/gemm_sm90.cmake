@@ -1,7 +1,8 @@
 # The sm_90a GEMM: the planner's choice, NVRTC sm_90a compiles with the
 # audit (wgmma, cp.async.bulk.tensor, no spills, no advisories, no
 # per-thread loads of A or B), and the kernels on the CPU emulator (wgmma,
-# TMA, mbarriers) against the interpreter on 52 shapes (prologues included).
+# TMA, mbarriers) against the interpreter on 52 shapes (prologues included),
+# 2x1 clusters with B multicast (tcase "cluster").
 if(TARGET mcir_pipeline)
   mcir_check_test(test_gemm_sm90 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gemm_sm90.c
                   LIBS mcir_codegen_testutil mcir_kernelplan mcir_pipeline ${CMAKE_DL_LIBS})

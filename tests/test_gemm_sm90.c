@@ -52,6 +52,22 @@
  *    f16 / bf16 write with 16-byte rows (the PTX has the store, the
  *    emulated run counts them), per thread otherwise (N not a multiple
  *    of 8);
+ *  - clusters of 2 blocks along M (B's tile multicast, half a block): the
+ *    plan takes them where B's tile is read by two M tiles or more
+ *    (MCIR_GEMM_CLUSTER forces either), its reason and tiling say so, the
+ *    grid is whole clusters; the PTX declares the cluster, multicasts B,
+ *    releases stages by remote arrives and syncs the cluster after the
+ *    mbarrier init, at most 8 registers over one block a cluster; on the
+ *    emulated device (which runs a cluster's blocks together) 6 shapes
+ *    match the reference — B [K, N] at BLOCK_N 64 (one box, split by
+ *    k-rows) and 128 (two boxes, one a block), B [N, K] (half the box's
+ *    rows a block), an odd count of M tiles (the last pair's second tile
+ *    wholly past M), a prologue, epilogues, a batch; a consumer warp
+ *    releasing only its own block's stage is a race (the peer's producer
+ *    refills a stage this block still reads), a missing cluster barrier
+ *    after the init an uninitialised barrier, a missing producer tail an
+ *    arrive on an exited block; the sweep's products take the plan's
+ *    choice;
  *  - a consumer that reads a stage before its mbarrier completes (the
  *    ring wait removed from the generated kernel) is an emulator finding;
  *    so is an output box written with no fence.proxy.async before its
@@ -876,9 +892,10 @@ static cgt_emu_result run_emulated(const shape *sh, void (*mutate)(char *unit)) 
         free(diag);
     }
     const mcir_kernel_plan *k = &p->kernels[gemm_index(p)];
-    fprintf(stderr, "  sm_90a %-20s %-4s M=%-4d N=%-4d K=%-4d BN=%-3lld wg=%lld %-13s: %llu wgmma, %llu TMA loads, "
+    fprintf(stderr, "  sm_90a %-20s %-4s M=%-4d N=%-4d K=%-4d BN=%-3lld wg=%lld cl=%lld %-13s: %llu wgmma, %llu TMA loads, "
                     "%llu TMA stores, rel err %.3g %s\n",
-            sh->name, sh->dt, sh->m, sh->n, sh->k, (long long)tile(k, "N"), (long long)tile(k, "wg"), sh->epi,
+            sh->name, sh->dt, sh->m, sh->n, sh->k, (long long)tile(k, "N"), (long long)tile(k, "wg"),
+            (long long)(tile(k, "cluster") > 1 ? tile(k, "cluster") : 1), sh->epi,
             r.wgmma, r.tma_loads, r.tma_stores, r.rel, r.ran && r.rel <= 2e-2 && r.finite ? "ok" : "FAIL");
     mcir_compilation_free(&c);
     free(js);
@@ -1264,6 +1281,198 @@ START_TEST(test_packed_epilogue_mutants_are_found) {
 }
 END_TEST
 
+/* ------------------------------------------------- 2x1 clusters */
+
+/* Shape s compiled for sm_90 with MCIR_GEMM_CLUSTER=force ("1", "2", or
+ * NULL: the model's choice) into *c */
+static void compile_clustered(const shape *s, const char *force, bool nvrtc, mcir_compilation *c) {
+    char *js = gemm_graph(s);
+    if (force) setenv("MCIR_GEMM_CLUSTER", force, 1);
+    cgt_compile_js(js, "sm_90", nvrtc, c);
+    unsetenv("MCIR_GEMM_CLUSTER");
+    free(js);
+}
+
+/* The plan's cluster: clusters of 2 blocks along M where B's tile is read
+ * by two M tiles or more (its L2 feed halved by the multicast; an odd
+ * count of M tiles pairs its last tile with an empty one), recorded in
+ * the tiling ("cluster") and the reason, the grid whole clusters; one M
+ * tile keeps one block a cluster and says why; MCIR_GEMM_CLUSTER=1 forces
+ * one */
+START_TEST(test_cluster_plan) {
+    static const struct {
+        shape s;
+        const char *force;
+        int cluster;
+        const char *why;
+    } cases[] = {
+        {{"cl_m256", "f16", {0}, 256, 256, 192, false, B_WEIGHT, "bias", 0, A_PLAIN}, NULL, 2, "clusters of 2 blocks along M"},
+        {{"cl_m384_tb", "bf16", {0}, 384, 256, 192, true, B_WEIGHT, "none", 0, A_PLAIN}, NULL, 2, "B's L2 feed halved"},
+        {{"cl_big", "bf16", {0}, 4096, 4096, 4096, false, B_WEIGHT, "none", 0, A_PLAIN}, NULL, 2, "clusters of 2 blocks"},
+        {{"cl_m128", "f16", {0}, 128, 256, 192, false, B_WEIGHT, "none", 0, A_PLAIN}, NULL, 1, "one M tile"},
+        {{"cl_forced1", "f16", {0}, 256, 256, 192, false, B_WEIGHT, "none", 0, A_PLAIN}, "1", 1, "MCIR_GEMM_CLUSTER=1"},
+        {{"cl_forced2", "f16", {0}, 200, 136, 344, false, B_WEIGHT, "residual", 1, A_PLAIN}, "2", 2, "MCIR_GEMM_CLUSTER=2"},
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof *cases); i++) {
+        mcir_compilation c;
+        compile_clustered(&cases[i].s, cases[i].force, false, &c);
+        const mcir_kernel_plan *k = &c.plan->kernels[gemm_index(c.plan)];
+        fprintf(stderr, "  %-10s cluster %lld, grid %lld: %s\n", cases[i].s.name, (long long)tile(k, "cluster"),
+                (long long)k->grid[0], strstr(k->tiling.reason, "waves), "));
+        ck_assert(sm90_tiled(k));
+        ck_assert_int_eq(tile(k, "cluster"), cases[i].cluster);
+        ck_assert_msg(strstr(k->tiling.reason, cases[i].why), "%s: %s", cases[i].s.name, k->tiling.reason);
+        ck_assert_int_eq(k->grid[0] % cases[i].cluster, 0);
+        mcir_compilation_free(&c);
+    }
+}
+END_TEST
+
+/* The clustered kernels on the emulated device (the emulator runs a
+ * cluster's blocks together: the multicast lands in both, remote arrives,
+ * a block waiting on a barrier the other completes): both B layouts (B [K,
+ * N] at BLOCK_N 64, its one box split by k-rows; B [N, K], half the box's
+ * rows a block), an odd count of M tiles (the last pair's second tile
+ * wholly past M), f16 and bf16, a prologue and an epilogue */
+static const shape CLUSTER_SHAPES[] = {
+    {"cl_m256_bias", "f16", {0}, 256, 256, 192, false, B_WEIGHT, "bias", 0, A_PLAIN},
+    {"cl_m384_tb", "f16", {0}, 384, 256, 192, true, B_WEIGHT, "none", 0, A_PLAIN},
+    {"cl_m384_gelu_bf", "bf16", {0}, 384, 256, 128, false, B_WEIGHT, "bias_gelu", 0, A_PLAIN},
+    {"cl_swiglu_tb_res", "bf16", {0}, 256, 128, 192, true, B_WEIGHT, "residual", 1, A_PLAIN},
+    {"cl_b2_m200_n129", "f16", {2, 0}, 200, 129, 136, true, B_BATCHED, "relu", 0, A_PLAIN},
+    /* 136 items at BLOCK_N 64 are two waves: BLOCK_N 128, B [K, N]'s two boxes a block each */
+    {"cl_m1024_bn128", "f16", {0}, 1024, 1088, 64, false, B_WEIGHT, "none", 0, A_PLAIN},
+};
+enum { N_CLUSTER_SHAPES = sizeof CLUSTER_SHAPES / sizeof *CLUSTER_SHAPES };
+
+/* In PTX and ptxas: the kernel declares its cluster, loads B by the
+ * multicast, releases stages by remote arrives, syncs the cluster after
+ * the mbarrier init; no spill, no advisory, at most 8 registers more than
+ * the same kernel with one block a cluster, which has no multicast (the
+ * sweep's band between kernels the model cannot tell apart; 62-75 against
+ * 62-68 measured) */
+START_TEST(test_cluster_compiles_clean) {
+    char why[256];
+    if (!mcir_nvrtc_available(why, sizeof why)) {
+        fprintf(stderr, "  skipped: %s\n", why);
+        return;
+    }
+    for (int i = 0; i < N_CLUSTER_SHAPES; i++) {
+        const shape *s = &CLUSTER_SHAPES[i];
+        mcir_compilation c;
+        compile_clustered(s, "2", true, &c);
+        const int ki = gemm_index(c.plan);
+        const mcir_kernel_plan *kp = &c.plan->kernels[ki];
+        const mcir_kernel_audit *a = &kp->audit;
+        const char *ptx = mcir_codegen_kernel_ptx(c.codegen, ki);
+        ck_assert_ptr_nonnull(ptx);
+        fprintf(stderr, "  sm_90a %-18s BN=%-3lld cluster %lld: %d registers (plan %d), spills %d/%d, bulk %d, "
+                        "advisories %d\n",
+                s->name, (long long)tile(kp, "N"), (long long)tile(kp, "cluster"), a->registers,
+                kp->tiling.registers_estimate, a->spill_store_bytes, a->spill_load_bytes, a->cp_async_bulk,
+                a->advisories);
+        ck_assert_int_eq(tile(kp, "cluster"), 2);
+        ck_assert_ptr_nonnull(strstr(ptx, ".reqnctapercluster 2, 1, 1"));
+        ck_assert_ptr_nonnull(strstr(ptx, ".multicast::cluster"));
+        ck_assert_ptr_nonnull(strstr(ptx, "mapa.shared::cluster"));
+        ck_assert_ptr_nonnull(strstr(ptx, "mbarrier.arrive.release.cluster.shared::cluster"));
+        ck_assert_ptr_nonnull(strstr(ptx, "barrier.cluster.wait"));
+        ck_assert(a->valid);
+        ck_assert_int_gt(a->wgmma, 0);
+        ck_assert_int_gt(a->mainloop.cp_async_bulk, 0);
+        ck_assert_int_eq(a->spill_store_bytes + a->spill_load_bytes, 0);
+        ck_assert_msg(a->advisories == 0, "%s: %s", s->name, a->advisory);
+        /* the cluster costs few registers: the same kernel with one block a cluster */
+        mcir_compilation one;
+        compile_clustered(s, "1", true, &one);
+        const mcir_kernel_plan *k1 = &one.plan->kernels[gemm_index(one.plan)];
+        fprintf(stderr, "    %d registers with one block a cluster\n", k1->audit.registers);
+        ck_assert_int_eq(tile(k1, "cluster"), 1);
+        ck_assert(!strstr(mcir_codegen_kernel_ptx(one.codegen, gemm_index(one.plan)), "multicast::cluster"));
+        ck_assert_msg(a->registers <= k1->audit.registers + 8, "%s: %d registers, %d with one block a cluster", s->name,
+                      a->registers, k1->audit.registers);
+        mcir_compilation_free(&one);
+        mcir_compilation_free(&c);
+    }
+}
+END_TEST
+
+static cgt_emu_result run_clustered(const shape *s, void (*mutate)(char *unit)) {
+    setenv("MCIR_GEMM_CLUSTER", "2", 1);
+    cgt_emu_result r = run_emulated(s, mutate);
+    unsetenv("MCIR_GEMM_CLUSTER");
+    return r;
+}
+
+START_TEST(test_cluster_matches_reference_emulated) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    int failed = 0;
+    for (int i = 0; i < N_CLUSTER_SHAPES; i++) {
+        cgt_emu_result r = run_clustered(&CLUSTER_SHAPES[i], NULL);
+        failed += !(r.ran && r.rel <= 2e-2 && r.finite && r.wgmma > 0 && r.tma_loads > 0);
+        /* the emulator counts a multicast once per block it lands in: cl_m256_bias's
+         * 8 tiles x 3 K steps each receive 2 A boxes and B's 2 halves (96; 72 with
+         * one block a cluster, B one box) */
+        if (i == 0) ck_assert_int_eq(r.tma_loads, 8 * 3 * (2 + 2));
+    }
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/* A consumer warp releasing only its own block's stage (the ring's plain
+ * protocol: one arrival a warp, the empty barrier counting one block's
+ * warps): the peer's producer refills a stage it multicasts into while
+ * this block's wgmmas may still read it */
+static void release_own_block_only(char *src) {
+    char *n = strstr(src, "#define GM_EMPTY_ARRIVALS (4 * GM_CWG * GM_CLUSTER)");
+    const char *release = "mc_ring_release_cluster(r, s, lane, GM_CLUSTER);", *own = "mc_ring_release(r, s, lane);";
+    char *w = strstr(src, release);
+    ck_assert_msg(n && w, "the cluster's release moved: update the mutation");
+    memset(n + strlen("#define GM_EMPTY_ARRIVALS (4 * GM_CWG"), ' ', strlen(" * GM_CLUSTER"));
+    memset(w, ' ', strlen(release));
+    memcpy(w, own, strlen(own));
+}
+
+/* No cluster barrier after the mbarrier init: a block multicasts into and
+ * arrives on the peer's barriers before the peer initialised them */
+static void drop_cluster_sync(char *src) {
+    char *init = strstr(src, "mc_ring_init(ring, GM_EMPTY_ARRIVALS);");
+    char *w = init ? strstr(init, "mc_cluster_sync();") : NULL;
+    ck_assert_msg(w, "the cluster barrier after the init moved: update the mutation");
+    memcpy(w, "__syncthreads();  ", strlen("__syncthreads();  "));
+}
+
+/* No producer tail: a block exits while the peer's consumers still arrive
+ * on its empty barriers */
+static void drop_ring_tail(char *src) {
+    const char *what = "mc_ring_drain(ring, st);";
+    char *w = strstr(src, what);
+    ck_assert_msg(w, "the producer's tail moved: update the mutation");
+    memset(w, ' ', strlen(what));
+}
+
+START_TEST(test_cluster_mutants_are_found) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    /* K long enough for the ring to wrap (6 stages) */
+    const shape s = {"mutant_cluster", "f16", {0}, 256, 64, 512, true, B_WEIGHT, "none", 0, A_PLAIN};
+    cgt_emu_result r = run_clustered(&s, release_own_block_only);
+    ck_assert(!(r.ran && r.rel <= 2e-2 && r.finite));
+    ck_assert_int_gt(r.findings[EMU_FIND_RACE] + r.findings[EMU_FIND_HANG], 0);
+    r = run_clustered(&s, drop_cluster_sync);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_RACE] + r.findings[EMU_FIND_INIT] + r.findings[EMU_FIND_HANG], 0);
+    r = run_clustered(&s, drop_ring_tail);
+    ck_assert(!r.ran);
+    ck_assert_int_gt(r.findings[EMU_FIND_RACE] + r.findings[EMU_FIND_HANG] + r.findings[EMU_FIND_BOUNDS], 0);
+}
+END_TEST
+
 int main(void) {
     if (!test_tempdir("sm90gemm", work_dir, sizeof work_dir)) return 1;
     char cache[256];
@@ -1297,6 +1506,13 @@ int main(void) {
     tcase_add_test(tc, test_packed_epilogue_mutants_are_found);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);
+    TCase *cl = tcase_create("cluster");
+    tcase_set_timeout(cl, 600);
+    tcase_add_test(cl, test_cluster_plan);
+    tcase_add_test(cl, test_cluster_compiles_clean);
+    tcase_add_test(cl, test_cluster_matches_reference_emulated);
+    tcase_add_test(cl, test_cluster_mutants_are_found);
+    suite_add_tcase(s, cl);
     int failed = test_main_nofork(s);
     test_remove_dir(work_dir);
     test_remove_dir(cache);
