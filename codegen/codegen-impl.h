@@ -250,6 +250,13 @@ bool cg_emit_epilogue(cg_emitter *e, int min_writes);
  * element count and last extent (no reshape). */
 bool cg_epilogue_packable(const cg_emitter *e);
 bool cg_emit_epilogue_packed(cg_emitter *e, int min_writes);
+/* After cg_emit_epilogue_packed: h<ID>(i64 i, float a0, float a1, MC_PARAMS)
+ * for write w and the 16-bit tensors of its path, w's values at packed
+ * index i (an even column) and the next column as one 32-bit pair of its
+ * dtype, a0 / a1 the anchor's accumulators there (adds, subtracts and
+ * multiplies of pairs as f16x2 / bf16x2 instructions, the other ops per
+ * half and rounded once by the pack). False where w is not f16 / bf16. */
+bool cg_emit_pair_value(cg_emitter *e, const mcir_tensor *w);
 /* After cg_emit_epilogue: `void epilogue_v(i64 i, const float* acc,
  * <params>)` storing vec consecutive anchor elements i.. (i a multiple of
  * vec, every write's buffer aligned to 16 bytes): each value through its

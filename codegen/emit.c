@@ -24,7 +24,7 @@
 #include "kernelplan/launch.h"
 
 /* cg_emitter.done, by tensor id: which of its value functions exist. */
-enum { DONE_SCALAR = 1, DONE_VEC = 2, DONE_PACKED = 4 };
+enum { DONE_SCALAR = 1, DONE_VEC = 2, DONE_PACKED = 4, DONE_PAIR = 8 };
 
 /* Packed mode (cg_emit_epilogue_packed: a GEMM epilogue whose sizes are
  * known and below 2^31): the index of a value is packed as (row << 32) |
@@ -927,9 +927,15 @@ static void emit_gelu(cg_sb *b, const mcir_node *n, const mcir_tensor *t, const 
         cg_sb_puts(b, "    float r_ = 0.5f * x_ * (1.0f + tanhf(0.79788456080286536f * (x_ + 0.044715f * x_ * x_ * x_)));\n");
         return;
     }
-    cg_sb_puts(b, "    float r_ = x_ * mc_rcp(1.0f + mc_exp2(");
-    cg_sb_float(b, (float)(-2.0 * 0.79788456080286536 * 1.4426950408889634));   /* -2 sqrt(2/pi) log2(e) */
-    cg_sb_puts(b, " * (x_ + 0.044715f * x_ * x_ * x_)));\n");
+    /* the exponent c (x + 0.044715 x^3) as x (c + 0.044715 c x^2): one FMUL
+     * for x^2, one FFMA, one FMUL (c = -2 sqrt(2/pi) log2(e) folded into the
+     * constants: a multiply an element fewer than c (x + 0.044715 x x x)) */
+    const double c = -2.0 * 0.79788456080286536 * 1.4426950408889634;
+    cg_sb_puts(b, "    float r_ = x_ * mc_rcp(1.0f + mc_exp2(x_ * fmaf(x_ * x_, ");
+    cg_sb_float(b, (float)(c * 0.044715));
+    cg_sb_puts(b, ", ");
+    cg_sb_float(b, (float)c);
+    cg_sb_puts(b, ")));\n");
 }
 
 /* Declares x_ and y_: the operands of a binary op, broadcast to t. */
@@ -1745,6 +1751,123 @@ bool cg_emit_epilogue_packed(cg_emitter *e, int min_writes) {
     }
     cg_sb_puts(e->sb, "}\n");
     return true;
+}
+
+/* ------------------------------------------------ pair value functions */
+
+static bool half_dtype(mcir_dtype d) { return d == MCIR_DTYPE_F16 || d == MCIR_DTYPE_BF16; }
+
+/* Whether x's pair of values at columns (c, c + 1) of an operand index is
+ * its own h<ID> pair: a 16-bit tensor on the anchor's path whose last dim
+ * is t's (not broadcast over the columns; the path has no broadcasts of
+ * the anchor's output, so its index is t's). */
+static bool pair_own(const mcir_tensor *x, const mcir_tensor *t) {
+    return half_dtype(x->dtype) && pk_own(x) && cg_region_producer(pk_kp, x) != NULL &&
+           cg_depends_on(pk_kp, x, pk_anchor) && x->rank >= 1 && t->rank >= 1 &&
+           x->shape[x->rank - 1] == t->shape[t->rank - 1];
+}
+
+static bool emit_pair(cg_emitter *e, const mcir_tensor *t);
+
+/* h<ID>(i, a0, a1): t's values at packed index i (an even column) and the
+ * next column, the anchor's accumulators there a0 and a1, as one 32-bit
+ * pair of t's 16-bit dtype (lo: column i). An add, subtract or multiply of
+ * two such pairs is one f16x2 / bf16x2 instruction (the same bits as the
+ * f32 op of the halves rounded: f32 holds 2p + 2 bits of either type);
+ * another elementwise op runs its f32 body on each half (lane mode) and
+ * the pack rounds once; anything else packs its two scalar values. */
+static bool emit_pair(cg_emitter *e, const mcir_tensor *t) {
+    if (e->done[t->id] & DONE_PAIR) return true;
+    cg_sb *b = e->sb;
+    const char *ds = cg_dsuffix(t->dtype);
+    mcir_node *n = t == e->anchor_out ? NULL : cg_region_producer(e->kp, t);
+    if (n && (mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE) && n->n_inputs <= 8)
+        for (int j = 0; j < n->n_inputs; j++)
+            if (pair_own(n->inputs[j], t) && !emit_pair(e, n->inputs[j])) return false;
+    e->done[t->id] |= DONE_PAIR;
+    cg_sb_printf(b, "// %s as a pair of columns\n"
+                    "__device__ __forceinline__ u32 h%d(i64 i, float a0, float a1, MC_PARAMS) {\n    (void)i;\n",
+                 t->name, t->id);
+    if (t == e->anchor_out) {
+        cg_sb_printf(b, "    return mc_pack_%s(a0, a1);\n}\n", ds);
+        return true;
+    }
+    const value_emitter *ve = n ? value_emitter_of(n->op) : NULL;
+    if (!n || !ve || !(mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE) || n->n_inputs > 8) {
+        cg_sb_printf(b, "    return mc_pack_%s(p%d(i, a0, MC_ARGS), p%d(i + 1, a1, MC_ARGS));\n}\n", ds, t->id, t->id);
+        return true;
+    }
+    /* the operands: own pairs (q<j>_), or two values from their scalar
+     * functions (the second at the next column's index) */
+    bool all_pairs = true;
+    for (int j = 0; j < n->n_inputs; j++) {
+        const mcir_tensor *x = n->inputs[j];
+        cg_sb ix = {0};
+        emit_bcast_index(&ix, t, x, "i", "j_");
+        cg_sb_printf(b, "    u32 q%d_ = 0u; float a%d_[2];\n    {\n    ", j, j);
+        sb_indented(b, ix.s, "    ");
+        cg_sb_free(&ix);
+        const int ri = cg_region_producer(e->kp, x) ? -1 : cg_read_index(e->kp, x);
+        if (ri >= 0 && half_dtype(x->dtype) && x->rank >= 1 && x->shape[x->rank - 1] == t->shape[t->rank - 1]) {
+            /* a kernel read's two columns: its bits as they are (no
+             * conversion there and back), the second element next to the first */
+            cg_sb_puts(b, "        const i64 f_ = ");
+            sb_pk_flat(b, x, "j_");
+            cg_sb_printf(b, ";\n        q%d_ = (u32)MC_GLD(r%d, f_) | ((u32)MC_GLD(r%d, f_ + 1) << 16);\n", j, ri, ri);
+            cg_sb_printf(b, "        a%d_[0] = mc_%s_to_f32((unsigned short)(q%d_ & 0xffffu));\n"
+                            "        a%d_[1] = mc_%s_to_f32((unsigned short)(q%d_ >> 16));\n",
+                         j, cg_dsuffix(x->dtype), j, j, cg_dsuffix(x->dtype), j);
+        } else if (pair_own(x, t)) {
+            cg_sb_printf(b, "        q%d_ = h%d(j_, a0, a1, MC_ARGS);\n", j, x->id);
+            cg_sb_printf(b, "        a%d_[0] = mc_%s_to_f32((unsigned short)(q%d_ & 0xffffu));\n"
+                            "        a%d_[1] = mc_%s_to_f32((unsigned short)(q%d_ >> 16));\n",
+                         j, cg_dsuffix(x->dtype), j, j, cg_dsuffix(x->dtype), j);
+        } else {
+            all_pairs = all_pairs && half_dtype(x->dtype);
+            cg_sb ix1 = {0};
+            emit_bcast_index(&ix1, t, x, "(i + 1)", "k_");
+            cg_sb_puts(b, "    ");
+            sb_indented(b, ix1.s, "    ");
+            cg_sb_free(&ix1);
+            cg_sb_printf(b, "        { const float acc = a0; a%d_[0] = ", j);
+            sb_operand(b, x, "j_");
+            cg_sb_printf(b, "; }\n        { const float acc = a1; a%d_[1] = ", j);
+            sb_operand(b, x, "k_");
+            cg_sb_puts(b, "; }\n");
+            if (half_dtype(x->dtype))   /* exact: the values are of x's dtype */
+                cg_sb_printf(b, "        q%d_ = mc_pack_%s(a%d_[0], a%d_[1]);\n", j, cg_dsuffix(x->dtype), j, j);
+        }
+        cg_sb_puts(b, "    }\n");
+    }
+    const char *op2 = n->op == MCIR_OP_ADD ? "add" : n->op == MCIR_OP_SUB ? "sub" : n->op == MCIR_OP_MUL ? "mul" : NULL;
+    bool same = n->n_inputs == 2;
+    for (int j = 0; j < n->n_inputs && same; j++) same = n->inputs[j]->dtype == t->dtype;
+    if (op2 && same && all_pairs) {
+        cg_sb_printf(b, "    (void)a0_; (void)a1_;\n    return mc_%s2_%s(q0_, q1_);\n}\n", op2, ds);
+        return true;
+    }
+    for (int j = 0; j < n->n_inputs; j++) cg_sb_printf(b, "    (void)q%d_;\n", j);
+    cg_sb body = {0};
+    lanes = true;
+    ve->emit(&body, n, t, ve->expr || ve->iexpr ? operand_expr(ve, n) : NULL);
+    lanes = false;
+    cg_sb_puts(b, "    float o_[2];\n#pragma unroll\n    for (int u = 0; u < 2; u++) {\n    ");
+    sb_indented(b, body.s ? body.s : "", "    ");
+    cg_sb_printf(b, "        o_[u] = r_;\n    }\n    return mc_pack_%s(o_[0], o_[1]);\n}\n", ds);
+    cg_sb_free(&body);
+    return true;
+}
+
+bool cg_emit_pair_value(cg_emitter *e, const mcir_tensor *w) {
+    if (!e->ok || !half_dtype(w->dtype) || !cg_epilogue_packable(e)) return false;
+    packed = true;
+    pk_kp = e->kp;
+    pk_anchor = e->anchor_out;
+    bool ok = emit_pair(e, w);
+    packed = false;
+    pk_kp = NULL;
+    pk_anchor = NULL;
+    return ok;
 }
 
 /* Value lane k (a C expression) of write t's vector at element i: vals[k]

@@ -234,6 +234,12 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     else cg_emit_epilogue(&e, 1);
     const bool out_raw = e.raw_scalar;
     e.raw = NULL;
+    /* the TMA-stored value as column pairs (h<ID>: the rounding of each
+     * 16-bit step and the adds of 16-bit operands packed, the store's
+     * pair built in registers), where the index is packed */
+    const char *no_pair = getenv("MCIR_GEMM_PAIR");   /* "0": the value per element (comparisons) */
+    const bool pair = e.ok && pk && l.tma_store && !l.glu && !(no_pair && strcmp(no_pair, "0") == 0) &&
+                      cg_emit_pair_value(&e, kp->writes[0]);
     free(box_leaf);
     if (!e.ok) {
         cg_emitter_free(&e);
@@ -365,6 +371,11 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                      dyn || l.n % l.bn != 0);
     }
     cg_sb_printf(&b, "#define GM_TMA_STORE %d   // the output: %s\n", l.tma_store, l.store);
+    cg_sb_printf(&b, "#define GM_PAIR %d\n", pair);
+    if (pair)
+        cg_sb_printf(&b, "__device__ __forceinline__ u32 mm_value2(i64 bb, i64 m, i64 n, float a0, float a1, MC_PARAMS) {\n"
+                         "    return h%d((i64)(((u64)(bb * GM_M + m) << 32) | (u64)n), a0, a1, MC_ARGS);\n}\n",
+                     kp->writes[0]->id);
     if (l.tma_store)   /* the one write's value (cg_emit_epilogue emitted it): unrounded where an op
                         * computes it (the box store's conversion rounds), else rounded to its dtype */
         cg_sb_printf(&b, "#define GM_O_BF16 %d\n"

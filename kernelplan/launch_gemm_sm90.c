@@ -774,12 +774,21 @@ tiles:;
      * step's 8 values held for its 16-byte store beside the scales, 16
      * (86 measured; 74 with two groups, in the terms above) */
     if (l->row_scale && wide && l->consumers == 1) regs += 16;
+    /* cast(silu(g) * u) from f32 leaves with one consumer group, its
+     * output as column pairs: 6 (79 measured; 74 per element) */
+    if (wide && silus && l->consumers == 1 && l->tma_store) regs += 6;
     if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
         regs += l->prologue ? 3 : 2;
         /* a residual read at the output's own (packed) index: nothing more
          * at bn 64 (62-65 measured), 21 at bn 128 (136 with the stored
          * value unrounded), 5 more batched (65-75) */
         if (residual && !l->prologue) regs += 21 * (int)(l->bn / 128) + (l->batch > 1 ? 5 : 0);
+        /* read as column pairs (GM_PAIR: N a multiple of the tile, nothing
+         * checked), its loads hoisted ahead of the pairs' adds: 8 more at bn
+         * 64 with two consumer groups (71-73 measured, 64-65 per element;
+         * one group, or a row scale: 62-64 either way) */
+        if (residual && !l->prologue && !l->row_scale && l->bn == 64 && l->n % l->bn == 0 && l->consumers == 2)
+            regs += 8;
         if (l->group_m > 1) regs += 6;
     }
     /* SwiGLU's prologue with a residual epilogue: 2 (75-80 measured) */

@@ -26,6 +26,10 @@
 //     mm_value(b, m, n, acc, MC_ARGS), the epilogue's value of element
 //     (b, m, n) in the output's dtype, GM_O_BF16 its dtype, and the map
 //     `to` (columns, rows, batch; 128-byte swizzle, boxes of 64 x 64);
+//     GM_PAIR 1: mm_value2(b, m, n, acc_n, acc_n+1, MC_ARGS), the values of
+//     columns n (even) and n + 1 as one 32-bit pair of the output's dtype
+//     (the 16-bit steps of the chain on packed pairs: emit.c's h<ID>),
+//     used where no column is checked (GM_CHECK_N 0);
 //   GM_GLU 1 (the paired epilogue of a gated linear unit): the product's
 //     columns interleave a gate's and an up projection's in blocks of 8;
 //     the output has GM_ON = GM_N / 2 columns, and mm_store / mm_value take
@@ -305,12 +309,15 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 // Output values (lo, hi) of row r, columns col and col + 1 of a 64 x 64
 // box into the box buffer ob, one 32-bit store, in the output's dtype and
 // the maps' 128-byte swizzle
-__device__ __forceinline__ void gm_box_put(unsigned char* ob, int r, int col, float lo, float hi) {
+__device__ __forceinline__ void gm_box_put2(unsigned char* ob, int r, int col, u32 pair) {
     const u32 lin = (u32)(r * 128 + col * 2);
+    MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), pair);
+}
+__device__ __forceinline__ void gm_box_put(unsigned char* ob, int r, int col, float lo, float hi) {
 #if GM_O_BF16
-    MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_bf16(lo, hi));
+    gm_box_put2(ob, r, col, mc_pack_bf16(lo, hi));
 #else
-    MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), mc_pack_f16(lo, hi));
+    gm_box_put2(ob, r, col, mc_pack_f16(lo, hi));
 #endif
 }
 #endif
@@ -348,9 +355,15 @@ __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, co
     for (int v = 32 * j; v < 32 * j + 32; v += 2) {
         const int r = 16 * w + g + 8 * ((v >> 1) & 1), col = 8 * ((v >> 2) & 7) + 2 * tq4;
         const i64 m = (i64)it.m0 + 64 * c + r, n = (i64)it.n0 + 64 * j + col;
+#if GM_PAIR && !GM_CHECK_N
+        // the pair of columns at once (mm_value2: 16-bit steps on packed pairs)
+        const u32 pv = GM_IN_M(m) ? mm_value2(it.b, m, n, GM_SCALED(d[v], rs, v), GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0u;
+        gm_box_put2(ob, r, col, pv);
+#else
         const float lo = GM_IN_M(m) && GM_IN_N(n) ? mm_value(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS) : 0.0f;
         const float hi = GM_IN_M(m) && GM_IN_N(n + 1) ? mm_value(it.b, m, n + 1, GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0.0f;
         gm_box_put(ob, r, col, lo, hi);
+#endif
     }
 }
 #endif

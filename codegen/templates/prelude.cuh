@@ -83,6 +83,41 @@ __device__ __forceinline__ u32 mc_pack_f16(float a, float b) {
 __device__ __forceinline__ u32 mc_pack_bf16(float a, float b) {
     return (u32)mc_f32_to_bf16(a) | ((u32)mc_f32_to_bf16(b) << 16);
 }
+// An add, subtract or multiply of two f16x2 / bf16x2 pairs, each half
+// rounded once: the same bits as the f32 op of the halves, rounded (f32
+// holds 2p + 2 bits of either type, so rounding twice is rounding once);
+// one instruction on the GPU (bf16x2: sm_90), the f32 form elsewhere.
+#define MC_PAIR_F32(name, op, ds)                                                        \
+    __device__ __forceinline__ u32 mc_##name##2_##ds(u32 a, u32 b) {                     \
+        return mc_pack_##ds(mc_##ds##_to_f32((unsigned short)(a & 0xffffu)) op           \
+                                mc_##ds##_to_f32((unsigned short)(b & 0xffffu)),         \
+                            mc_##ds##_to_f32((unsigned short)(a >> 16)) op               \
+                                mc_##ds##_to_f32((unsigned short)(b >> 16)));            \
+    }
+#define MC_PAIR_PTX(name, ptx, ds)                                                       \
+    __device__ __forceinline__ u32 mc_##name##2_##ds(u32 a, u32 b) {                     \
+        u32 r;                                                                           \
+        asm(ptx " %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));                              \
+        return r;                                                                        \
+    }
+#if !defined(MC_EMULATE) && defined(__CUDA_ARCH__)
+MC_PAIR_PTX(add, "add.rn.f16x2", f16)
+MC_PAIR_PTX(sub, "sub.rn.f16x2", f16)
+MC_PAIR_PTX(mul, "mul.rn.f16x2", f16)
+#else
+MC_PAIR_F32(add, +, f16)
+MC_PAIR_F32(sub, -, f16)
+MC_PAIR_F32(mul, *, f16)
+#endif
+#if !defined(MC_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+MC_PAIR_PTX(add, "add.rn.bf16x2", bf16)
+MC_PAIR_PTX(sub, "sub.rn.bf16x2", bf16)
+MC_PAIR_PTX(mul, "mul.rn.bf16x2", bf16)
+#else
+MC_PAIR_F32(add, +, bf16)
+MC_PAIR_F32(sub, -, bf16)
+MC_PAIR_F32(mul, *, bf16)
+#endif
 // C += A·B, one warp-wide mma.sync m16n8k16 (row.col, f32 accumulation):
 // per lane a: 4 registers of f16x2/bf16x2, b: 2, c: 4 floats, laid out as
 // the PTX ISA's m16n8k16 figures (tests/data/layouts/mma_m16n8k16.txt).
