@@ -354,8 +354,13 @@ enum { EMU_ID_TMA = 0x8000 };
 static inline unsigned emu_id_rank(int u) {
     return (u & EMU_ID_TMA) ? (unsigned)(u >> 4) & 0x7ffu : emu_cl_n > 1 ? (unsigned)(u / emu_nthreads) : 0u;
 }
-static inline int emu_id_thread(int u) { return (u & EMU_ID_TMA) ? -1 : u % emu_nthreads; }   /* -1: the TMA */
-static inline int emu_id_warp(int u) { return (u & EMU_ID_TMA) ? EMU_TMA_WARP + (u & 15) : (u % emu_nthreads) >> 5; }
+/* (no division without a cluster: these run in every race check) */
+static inline int emu_id_thread(int u) {   /* -1: the TMA */
+    return (u & EMU_ID_TMA) ? -1 : emu_cl_n > 1 ? u % emu_nthreads : u;
+}
+static inline int emu_id_warp(int u) {
+    return (u & EMU_ID_TMA) ? EMU_TMA_WARP + (u & 15) : (emu_cl_n > 1 ? u % emu_nthreads : u) >> 5;
+}
 static unsigned char emu_wsync[32];
 static uint32_t *emu_block_stamp;   /* stamp at which each block began */
 static emu_gbuf *emu_gb;            /* per buffer of the run */
@@ -1123,7 +1128,7 @@ extern "C" int emu_run(emu_launch *L) {
     for (unsigned r = 0; r < C; r++) {
         emu_bs *b = &emu_cl_bs[r];
         b->threads = r ? (emu_thread *)calloc(block, sizeof(emu_thread)) : emu_threads;
-        b->s90 = emu_sm90_state_new();
+        b->s90 = emu_sm90_state_new(r);
         if (r) for (unsigned t = 0; t < block; t++) b->threads[t].stack = (char *)malloc(STACK);
         b->dyn = r ? (unsigned char *)aligned_alloc(1024, smem ? (smem + 1023) / 1024 * 1024 : 1024) : emu_dyn_smem;
         b->dyn_cells = emu_cells(smem);

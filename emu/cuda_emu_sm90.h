@@ -107,8 +107,17 @@ struct emu_s90 {
 #define emu_th_issue (emu_s9->th_issue)
 #define emu_th_group (emu_s9->th_group)
 #define emu_accs (emu_s9->accs)
-static emu_s90 *emu_sm90_state_new() { return (emu_s90 *)calloc(1, sizeof(emu_s90)); }
-static void emu_sm90_state_free(emu_s90 *st) { free(st); }
+/* Rank r's state: rank 0's a static of the module (a launch without a
+ * cluster allocates nothing: a few MB calloc'd and faulted in per launch
+ * cost test_codegen_emu's thousands of launches 6 %), the others' from the
+ * heap for the launch */
+static emu_s90 emu_s90_rank0;
+static emu_s90 *emu_sm90_state_new(unsigned rank) {
+    return rank ? (emu_s90 *)calloc(1, sizeof(emu_s90)) : &emu_s90_rank0;
+}
+static void emu_sm90_state_free(emu_s90 *st) {
+    if (st != &emu_s90_rank0) free(st);
+}
 
 /* Joins what warp w (of the running block) knows into acc (release) and
  * starts w's next interval; acquiring: warp w of the cluster's block
