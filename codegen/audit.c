@@ -361,6 +361,7 @@ static void print_sass(FILE *out, int w, const mcir_sass_audit *s) {
     print_widths(out, ", LDS", k->lds);
     print_widths(out, ", STS", k->sts);
     fputs(" (8-16/32/64/128-bit)", out);
+    if (k->ldsm || k->stsm) fprintf(out, ", LDSM %d, STSM %d", k->ldsm, k->stsm);
     print_mufu(out, k);
     fprintf(out, ", FCHK %d, slow paths %d, integer divisions %d, %d loop%s\n", k->fchk, k->slow_paths,
             k->int_div_calls, s->loops, s->loops == 1 ? "" : "s");

@@ -1813,7 +1813,14 @@ static bool emit_pair(cg_emitter *e, const mcir_tensor *t) {
              * conversion there and back), the second element next to the first */
             cg_sb_puts(b, "        const i64 f_ = ");
             sb_pk_flat(b, x, "j_");
-            cg_sb_printf(b, ";\n        q%d_ = (u32)MC_GLD(r%d, f_) | ((u32)MC_GLD(r%d, f_ + 1) << 16);\n", j, ri, ri);
+            if (x->shape[x->rank - 1] % 2 == 0)
+                /* f_ even (an even column of a row of even length) and the
+                 * read's base 16-byte aligned (the arena's 256, the
+                 * runtime's inputs and weights 16; an alias shares its
+                 * root's base): one 32-bit load */
+                cg_sb_printf(b, ";\n        q%d_ = MC_GLDV(u32, r%d, f_);\n", j, ri);
+            else
+                cg_sb_printf(b, ";\n        q%d_ = (u32)MC_GLD(r%d, f_) | ((u32)MC_GLD(r%d, f_ + 1) << 16);\n", j, ri, ri);
             cg_sb_printf(b, "        a%d_[0] = mc_%s_to_f32((unsigned short)(q%d_ & 0xffffu));\n"
                             "        a%d_[1] = mc_%s_to_f32((unsigned short)(q%d_ >> 16));\n",
                          j, cg_dsuffix(x->dtype), j, j, cg_dsuffix(x->dtype), j);

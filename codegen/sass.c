@@ -344,6 +344,10 @@ static void count(mcir_sass_counts *c, const sass_ins *x) {
     } else if (is_sts(x)) {
         access_bytes(x, &cls);
         c->sts[cls]++;
+    } else if (op_is(x, "LDSM")) {
+        c->ldsm++;
+    } else if (op_is(x, "STSM")) {
+        c->stsm++;
     } else if (op_is(x, "MUFU")) {
         static const char *const names[] = {
 #define MCIR_SASS_MUFU_NAME(name, spelling) spelling,

@@ -69,6 +69,8 @@ typedef struct emu_stats {
     /* sm_90a clusters: multicast TMA loads (each counted once more per
      * block it writes in tma_loads / tma_bytes), remote mbarrier arrivals */
     unsigned long long tma_multicasts, remote_arrives;
+    /* sm_90: stmatrix executed (per lane) */
+    unsigned long long stmatrix;
 } emu_stats;
 
 /* A TMA tensor map as the emulator reads it: the arguments of the driver's

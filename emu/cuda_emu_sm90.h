@@ -771,4 +771,25 @@ static void emu_sm90_block_end() {
                        emu_nbars[id].count);
 }
 
+/* stmatrix.sync.aligned.m8n8.xN.shared.b16 (N = num): lanes 8q..8q+7 give
+ * the row addresses of matrix q (8 b16 elements, 16-byte aligned); lane l
+ * holds of matrix q (its register r[q]) row l/4, columns 2(l%4) and
+ * 2(l%4)+1, low half first, and that 32-bit write is the lane's own (the
+ * race shadow sees the thread whose register it was). */
+static uint32_t emu_stm_addr[1024];
+static inline void emu_stmatrix(uint32_t addr, const unsigned *r, int num) {
+    int me = emu_cur_i, base = me & ~31, lane = me & 31;
+    if (lane < 8 * num && (addr & 15))
+        emu_report(EMU_FIND_BOUNDS, "thread (block %u, thread %d): stmatrix row address %u is not 16-byte aligned",
+                   emu_block.x, me, addr);
+    emu_stm_addr[me] = addr;
+    emu_L->stats.stmatrix++;
+    emu_park(EMU_WARP);
+    for (int q = 0; q < num; q++) {
+        uint32_t a = emu_stm_addr[base + q * 8 + (lane >> 2)] + 4u * (uint32_t)(lane & 3);
+        MC_SST(*(unsigned *)emu_sptr(a, 4), r[q]);
+    }
+    emu_park(EMU_WARP);   /* no lane's next address over one a warp-mate still reads */
+}
+
 #endif /* MCIR_CUDA_EMU_SM90_H */

@@ -908,7 +908,8 @@ static double gemm_schedule(cost_ctx *x, const mcir_tiling *ti) {
         x->c->waves = (double)s.items / (double)t->sm_count;
         x->c->blocks_per_sm = 1;
         x->c->smem_us = 0;
-        return mcir_gemm_sm90_compute_us(t, &s);
+        /* the mainloop, then the epilogue beyond a plain store (not overlapped) */
+        return mcir_gemm_sm90_compute_us(t, &s) + mcir_gemm_sm90_epilogue_us(t, &s);
     }
     if (!mcir_gemm_problem_of(x->k, &g) || !mcir_gemm_layout_of(t, &g, ti, &l, NULL)) return -1;
     double tc = g.dtype == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops;
@@ -995,8 +996,16 @@ static void cost_matmul(cost_ctx *x) {
     const int64_t cl = !path && tile_dim(ti, "wg") > 0 && tile_dim(ti, "cluster") > 1 ? tile_dim(ti, "cluster") : 1;
     double loads = (double)batch * ((double)(M * Kd) * (double)tn * ea.bytes +
                                     (double)(Kd * N) * (double)((tm + cl - 1) / cl) * eb.bytes);
-    c->l2_spill_bytes = l2_spill(x->t, (double)(bm * Kd) * ea.bytes, tn, batch * tm) +
-                        l2_spill(x->t, (double)(Kd * N) * eb.bytes, tm, batch);
+    /* B's panels are read once per pair of M tiles in a cluster; and where
+     * the sm_90a grid is one wave (a block an SM, every tile at once,
+     * walking K together), each panel's readers share its reads: nothing
+     * crosses DRAM twice */
+    const int64_t slots = x->t->sm_count / cl * cl;
+    const bool one_wave = !path && tile_dim(ti, "wg") > 0 && slots > 0 &&
+                          batch * ((tm + cl - 1) / cl * cl) * tn <= slots;
+    c->l2_spill_bytes = one_wave ? 0
+                                 : l2_spill(x->t, (double)(bm * Kd) * ea.bytes, tn, batch * tm) +
+                                       l2_spill(x->t, (double)(Kd * N) * eb.bytes, (tm + cl - 1) / cl, batch);
     if (path) {
         /* the library rasterises its tiles in bands of rows whose A panels
          * fill half of L2, so B crosses DRAM once per band, not per row of
@@ -1030,8 +1039,10 @@ static void cost_matmul(cost_ctx *x) {
             add_launch(x, (double)c->hbm_bytes, c->flops, mma ? tensor_unit(A->dtype) : "f32_fma");
             return;
         }
-        /* the GEMM's schedule, then the chains' flops on the FMA units */
-        double chain_us = (c->flops - 2.0 * mnk) / (x->t->f32_fma_tflops * 1e6);
+        /* the GEMM's schedule, then the chains' flops on the FMA units (the
+         * sm_90a GEMM's schedule holds its prologue, at its measured rate,
+         * and its epilogue, by its instruction mix) */
+        double chain_us = tile_dim(ti, "wg") > 0 ? 0 : (c->flops - 2.0 * mnk) / (x->t->f32_fma_tflops * 1e6);
         double mem = (double)c->hbm_bytes / (x->t->dram_gbps * 1e3), comp = sched + chain_us;
         c->memory_us = mem;
         c->compute_us = comp;

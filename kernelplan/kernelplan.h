@@ -119,6 +119,7 @@ typedef struct mcir_sass_counts {
     int instructions;            /* NOPs (padding) not counted */
     int ldg[MCIR_SASS_WIDTHS], stg[MCIR_SASS_WIDTHS];
     int lds[MCIR_SASS_WIDTHS], sts[MCIR_SASS_WIDTHS];   /* shared memory: LDS / STS by width (not LDSM / STSM) */
+    int ldsm, stsm;              /* ldmatrix / stmatrix (LDSM / STSM: a warp's 8 x 8 b16 matrices) */
     int mufu[MCIR_MUFU_COUNT];
     int fchk;                    /* FCHK: an IEEE division's range check */
     int slow_paths;              /* CALL.REL to an IEEE division / reciprocal / sqrt slow-path subroutine */

@@ -52,6 +52,55 @@ static const mcir_tensor *stored_operand(const mcir_kernel_plan *k, const mcir_t
     return x->tensor;
 }
 
+/* The epilogue's issue slots an output element takes a consumer thread
+ * beyond a plain product's (whose store the measured mainloop rate
+ * includes), from its ops: fitted to the SASS of GPT-2's c_fc shape
+ * (2048 x 3072 x 768, BLOCK_N 128, two consumer groups; NVRTC 13 +
+ * nvdisasm 13.5, the audit's item_instructions / 64 an element: a plain
+ * product 3.2, + bias 4.0, + bias + ReLU 7.5, + bias + tanh-GELU 12.5,
+ * + bias + erf-GELU 30.6, + SiLU 9.7, + sigmoid 8.7, + exp 6.7, + tanh
+ * 19.7, + a residual 7.3, bias + SiLU + residual 14.6). An add, subtract
+ * or multiply runs on column pairs (half an instruction an element, 0.8
+ * with a row vector's load), a residual's full-size read 4.1 (its
+ * addresses); any other op computes in f32 (2 to unpack and pack, once)
+ * and then its body: ReLU-like 1.5, exp / reciprocal 1.5, sigmoid 3.5,
+ * SiLU 4.5, tanh-GELU 6.5 (ex2, rcp), libm forms 14.5 (tanh, erf, log,
+ * pow, sqrt, sin, cos), erf-GELU 24.6. */
+static const mcir_node *producer_in(const mcir_kernel_plan *k, const mcir_tensor *t);
+static double epilogue_issue(const mcir_kernel_plan *k, const mcir_gemm_sm90 *l) {
+    double e = 0;
+    bool f32 = false;
+    for (int i = 0; i < k->n_nodes; i++) {
+        const mcir_node *n = k->nodes[i];
+        bool pro = false;
+        for (int j = 0; j < l->prologue_ops; j++) pro = pro || l->prologue_node[j] == n;
+        if (n == k->anchor || pro || n->op == MCIR_OP_TRANSPOSE || n->op == MCIR_OP_RESHAPE ||
+            n->op == MCIR_OP_SLICE || n->op == MCIR_OP_SPLIT || !(mcir_op_desc_of(n->op)->flags & MCIR_OPF_ELEMENTWISE))
+            continue;
+        if (n->op == MCIR_OP_ADD || n->op == MCIR_OP_SUB || n->op == MCIR_OP_MUL) {
+            double c = 0.5;
+            for (int j = 0; j < n->n_inputs; j++) {
+                const mcir_tensor *x = n->inputs[j];
+                if (producer_in(k, x) || mcir_kernel_access_of(k, x) == NULL) continue;
+                c = mcir_tensor_numel(x) >= l->m * l->n ? 4.1 : 0.8;
+            }
+            e += c;
+            continue;
+        }
+        f32 = true;
+        switch (n->op) {
+        case MCIR_OP_EXP: case MCIR_OP_RECIPROCAL: case MCIR_OP_RSQRT: case MCIR_OP_DIV: e += 1.5; break;
+        case MCIR_OP_SIGMOID: e += 3.5; break;
+        case MCIR_OP_SILU: e += 4.5; break;
+        case MCIR_OP_GELU: e += strcmp(mcir_node_string(n, "approximate"), "tanh") == 0 ? 6.5 : 24.6; break;
+        case MCIR_OP_TANH: case MCIR_OP_ERF: case MCIR_OP_LOG: case MCIR_OP_POW: case MCIR_OP_SQRT:
+        case MCIR_OP_SIN: case MCIR_OP_COS: e += 14.5; break;
+        default: e += 1.5;
+        }
+    }
+    return e + (f32 ? 2.0 : 0.0);
+}
+
 static const mcir_node *producer_in(const mcir_kernel_plan *k, const mcir_tensor *t) {
     for (int i = 0; i < k->n_nodes; i++)
         for (int j = 0; j < k->nodes[i]->n_outputs; j++)
@@ -705,129 +754,45 @@ tiles:;
     l->group_m = planned_wg > 0 && tile_of(&k->tiling, "group_m") > 0 ? tile_of(&k->tiling, "group_m")
                                                                        : group_m_of(t, &units);
     l->wave_bytes = wave_bytes(&units, l->group_m);
-    /* what ptxas allocates (CUDA 13, tests/test_gemm_sm90.c's sweep and
-     * the examples): 58-63 at bn 64 with nothing fused, 58-66 with one
-     * epilogue op, 64-72 with two or more, 4 more where a batched product
-     * reads a bias or a residual (per-thread stores), 6 per op of a
-     * prologue (its value chain and the stores back into the tile; two
-     * counted at most: silu(g) * u * gamma took 78), 8 with a row vector
-     * (A's index row * K + column and its decoding: 73-80 measured) or an
-     * f32 leaf (the same index, then the f32 box's element; the leaf's
-     * cast counted in it: 66-80 measured over the sweep's 10 shapes); 5/4
-     * per accumulator beyond 32; two consumer groups with setmaxnreg start
-     * at the 384-thread share. The TMA store's box loop, where N >= 64
-     * (narrower products fold most of it away: 58 at N 16): 2 more (3
-     * with a prologue), a residual's below, 6 where the grouped order's
-     * index math meets it (69 on 8192^2 products) */
-    int epi = 0;
-    bool residual = false;
-    for (int i = 0; i < k->n_nodes; i++)
-        if (k->nodes[i] != n && k->nodes[i]->op != MCIR_OP_TRANSPOSE && k->nodes[i]->op != MCIR_OP_RESHAPE) epi++;
-    epi -= l->prologue_ops + (l->row_scale && l->row_scale_top);   /* the row scale: one multiply, 58-74 measured */
-    for (int i = 0; i < k->n_reads; i++) {
-        const mcir_tensor *r = k->reads[i];
-        bool operand = r == l->b;
-        for (int a = 0; a < l->n_a; a++) operand = operand || r == l->a_in[a];
-        residual = residual || (!operand && mcir_tensor_numel(r) >= l->m * l->n);
-    }
-    /* a per-row scale inside A's chain is a multiply by 1 there: folded away */
-    /* an f32 leaf: A's index row * K + column as with a row vector, and the
-     * f32 box's element from it; its cast (a rounding) counted in that: 8,
-     * 4 with one consumer group (64-75 measured at wg 1 against 66-80 at
-     * wg 2), and the row scale's two values within it (64-74 measured) */
+    /* what ptxas allocates (CUDA 13; tests/test_gemm_sm90.c's sweep of 110
+     * shapes, test_glu.c's, test_conv_sm90.c's). Since the consumer group's
+     * index and the cluster rank are warp-uniform (mc_warp_uniform: the
+     * descriptors' and the TMA stores' arithmetic in uniform registers) and
+     * the output boxes are written by stmatrix, the epilogue and prologue
+     * add little: 58-66 at bn 64 whatever is fused (bias, GELU, residual,
+     * row scales, norm weights, casts, f32 leaves), except a prologue's
+     * SiLU (its SFU chains' temporaries: 58-72, 6 more), a row vector
+     * (58-70, 2 more) — neither where A is stored [K, M] (58-63) — and an
+     * f32 leaf's cast with a row scale and one consumer group (70, 10
+     * more); 90-110 at bn 128 (pairs,
+     * paired GLU epilogues, convs: 5/4 a thread's accumulator beyond 32);
+     * two consumer groups at bn 256 take setmaxnreg's 168, one 155 (a GLU
+     * at 16 tokens). Before, 58-85 at bn 64 and 104-146 at 128, fitted
+     * term by term. */
     const bool wide = l->prologue && (l->a_wide[0] == 2 || (l->n_a > 1 && l->a_wide[1] == 2));
-    int casts = 0, silus = 0, scales = 0;
-    for (int i = 0; i < l->prologue_ops; i++) {
-        casts += wide && l->prologue_node[i]->op == MCIR_OP_CAST;
-        silus += l->prologue_node[i]->op == MCIR_OP_SILU;
-        scales += l->prologue_node[i]->op == MCIR_OP_SCALE;
-    }
-    const int pro_ops = l->prologue_ops - (l->row_scale && !l->row_scale_top) - casts;
+    int silus = 0;
+    for (int i = 0; i < l->prologue_ops; i++) silus += l->prologue_node[i]->op == MCIR_OP_SILU;
     l->a_vec = l->prologue && !wide && !l->n_v && !l->row_scale;
-    /* SwiGLU's silu through the SFU (mc_exp2, mc_rcp: #42) takes fewer than
-     * the IEEE expf and division did: 12 less with one consumer group
-     * (64-68 measured), 6 less with two (71-80); computed 8 elements at a
-     * time from 16-byte loads (a_vec), the 8 chains' temporaries live
-     * together: none less (74-80 measured, one group or two) */
-    int pro_regs = 6 * (pro_ops < 2 ? pro_ops : 2) - (silus && !l->a_vec ? (l->consumers == 1 ? 12 : 6) : 0);
-    /* a scale by a constant: no operand, 2 (61-65 measured); 8 at a time, -2
-     * (58-65) */
-    if (scales) pro_regs -= l->a_vec ? 8 : 4;
-    /* a lone cast 8 at a time with one consumer group: 58-64 measured */
-    if (l->a_vec && l->consumers == 1 && pro_ops == 1 && l->prologue_node[0]->op == MCIR_OP_CAST) pro_regs -= 8;
-    if (pro_regs < 0) pro_regs = 0;
-    /* an epilogue of two or more ops: 6 (65 measured at m200_bias_gelu, 62
-     * at lin_b2, 70 at bias_relu_f32 since the broadcast indices are 32-bit;
-     * 8 before); with a prologue measured as one (79 at swiglu_m40, 72 at
-     * cast_norm32: both bias + GELU) */
-    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (epi == 1 ? 2 : epi > 1 ? (l->prologue ? 2 : 6) : 0) +
-               pro_regs + (l->n_v || wide ? (wide && l->consumers == 1 ? 4 : 8) : 0);
-    if (!l->tma_store && l->batch > 1 && k->n_reads > 2) regs += 4;   /* a batch's offsets into a bias or residual */
-    /* a per-row scale with a prologue: its two values per thread (rs) kept
-     * through the epilogue on top of the chain's (75-86 measured against
-     * 75-79 before the prologue zeroed its K tail); with a gamma vector
-     * in the same chain (RMSNorm's) 4 less than the two terms add up to
-     * since its index is 32-bit: 70-84 measured over five shapes, mean
-     * 4 under */
-    if (l->row_scale && l->prologue && !wide) regs += l->n_v ? -2 : 2;
-    /* an f32 leaf's cast with a per-row scale and one consumer group: the
-     * step's 8 values held for its 16-byte store beside the scales, 16
-     * (86 measured; 74 with two groups, in the terms above) */
-    if (l->row_scale && wide && l->consumers == 1) regs += 16;
-    /* cast(silu(g) * u) from f32 leaves with one consumer group, its
-     * output as column pairs: 6 (79 measured; 74 per element) */
-    if (wide && silus && l->consumers == 1 && l->tma_store) regs += 6;
-    if (l->tma_store && l->n >= 64) {   /* a product narrower than a box folds most of the loop away */
-        regs += l->prologue ? 3 : 2;
-        /* a residual read at the output's own (packed) index: nothing more
-         * at bn 64 (62-65 measured), 21 at bn 128 (136 with the stored
-         * value unrounded), 5 more batched (65-75) */
-        if (residual && !l->prologue) regs += 21 * (int)(l->bn / 128) + (l->batch > 1 ? 5 : 0);
-        /* read as column pairs (GM_PAIR: N a multiple of the tile, nothing
-         * checked), its loads hoisted ahead of the pairs' adds: 8 more at bn
-         * 64 with two consumer groups (71-73 measured, 64-65 per element;
-         * one group, or a row scale: 62-64 either way) */
-        if (residual && !l->prologue && !l->row_scale && l->bn == 64 && l->n % l->bn == 0 && l->consumers == 2)
-            regs += 8;
-        if (l->group_m > 1) regs += 6;
-    }
-    /* SwiGLU's prologue with a residual epilogue: 2 (75-80 measured) */
-    if (residual && silus) regs += 2;
-    /* tiles that divide N without a prologue or residual: the epilogue
-     * unchecked and its loads unpredicated, 2 (58-71 measured) */
-    if (l->n % l->bn == 0 && !l->prologue && !residual) regs += 2;
-    /* one K step: 58-64 measured, whatever the epilogue; 70 where a batch's
-     * per-thread stores read a bias (a cast prologue at N = 129) */
-    if (l->prologue && l->k <= 64) regs = 60 + (!l->tma_store && l->batch > 1 && k->n_reads > 2 ? 10 : 0);
-    /* the paired epilogue (a GLU; tests/test_glu.c and a sweep of SiLU,
-     * GELU erf / tanh, ReLU over tiles that divide or not): at BLOCK_N 128,
-     * 110 with ReLU and every tile whole; 117-120 where N is checked; 112-118
-     * where M is; 140-146 with an exp-based activation and nothing checked
-     * (ptxas overlaps the pairs' SFU chains), one consumer group alike
-     * (130-144); 58 at BLOCK_N 64 (per-thread stores); 156 at 256 with one
-     * consumer group (its 128 accumulators leave no room for more) */
-    if (l->glu) {
-        bool exp_act = false;
-        for (int i = 0; i < k->n_nodes; i++) {
-            const mcir_op op = k->nodes[i]->op;
-            exp_act = exp_act || op == MCIR_OP_SILU || op == MCIR_OP_GELU || op == MCIR_OP_SIGMOID ||
-                      op == MCIR_OP_TANH;
-        }
-        const bool check_m = l->m % l->bm != 0, check_n = l->n % l->bn != 0;
-        regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 +
-               (l->bn == 64 ? 0 : check_n ? 18 : exp_act ? (check_m ? 12 : 40) : 10);
-        if (l->bn == 256) regs = 156;
-    }
-    /* a conv (per-thread stores through its pixel mapping, the producer's
-     * tap and segment coordinates): 58-61 measured at bn 64 whatever the
-     * epilogue (bias, ReLU, a residual; tests/test_conv_sm90.c) */
-    if (l->conv) regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4;
+    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (silus && !l->trans_a ? 6 : 0);
+    if (wide && l->row_scale && l->consumers == 1) regs += 10;
+    if (l->n_v && !l->trans_a) regs += 2;
+    if (l->glu && l->bn == 256) regs = 156;
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
+    l->epi_issue = epilogue_issue(k, l);
     /* setmaxnreg shares out the block's registers at entry: never more */
     MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * 168 ||
                 l->consumer_regs == 0);
     if (why) *why = NULL;
     return true;
+}
+
+double mcir_gemm_sm90_epilogue_us(const mcir_target *t, const mcir_gemm_sm90 *l) {
+    if (!t || t->clock_ghz <= 0 || t->sm_count < 1 || l->epi_issue <= 0) return 0;
+    const int64_t waves = (l->items + t->sm_count - 1) / t->sm_count;
+    /* a consumer thread's output elements an item: 16 rows of BN columns
+     * a warp (a paired epilogue's output half as wide) */
+    const double per_thread = (double)(l->glu ? l->bn / 4 : l->bn / 2);
+    return (double)waves * (double)l->consumers * per_thread * l->epi_issue / (t->clock_ghz * 1e3);
 }
 
 double mcir_gemm_sm90_feed_us(const mcir_target *t, const mcir_gemm_sm90 *l) {
@@ -899,7 +864,7 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         "on %lld blocks of %d threads (%.2f waves), %s, tiles in groups of %lld M-tile%s%s (a wave touches %.1f MiB "
         "of A and B panels, %s half the %lld MiB L2), %s, the output by %s; "
         "modelled "
-        "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)",
+        "mainloop %.2f us at %.0f%% of the tensor cores' dense peak (measured on an H200)%s",
         (long long)l.m, (long long)l.n, (long long)l.k, (long long)l.batch, mcir_dtype_name(k->anchor->inputs[0]->dtype),
         mcir_arena_printf(
             a, "%s%s",
@@ -945,7 +910,11 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
               : "the epilogue applied from the accumulators",
         l.store,
         mcir_gemm_sm90_compute_us(t, &l),
-        100.0 * SM90_GEMM_EFFICIENCY * (l.prologue ? SM90_GEMM_PROLOGUE_RATE : 1.0));
+        100.0 * SM90_GEMM_EFFICIENCY * (l.prologue ? SM90_GEMM_PROLOGUE_RATE : 1.0),
+        l.epi_issue > 0 ? mcir_arena_printf(a, ", then the epilogue %.2f us (%.1f issue slots an output element a "
+                                               "thread beyond a plain store, not overlapped)",
+                                            mcir_gemm_sm90_epilogue_us(t, &l), l.epi_issue)
+                        : "");
     k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;
     k->block[0] = l.threads;
@@ -1038,7 +1007,10 @@ bool mcir_gemm_glu_pays(const mcir_target *t, mcir_dtype dt, int64_t batch, int6
     l.bn = best_bn(t, batch * l.tiles_m, n2, n2 >= 256 ? 128 : 64);
     l.tiles_n = (n2 + l.bn - 1) / l.bn;
     l.items = batch * l.tiles_m * l.tiles_n;
-    const double fused_c = mcir_gemm_sm90_compute_us(t, &l), fused_m = (double)(x_bytes + w_bytes + h_bytes) / bw;
+    l.glu = true;
+    l.epi_issue = 7.0;   /* SiLU's (epilogue_issue: f32 2, SiLU 4.5, the pair's product 0.5) */
+    const double fused_c = mcir_gemm_sm90_compute_us(t, &l) + mcir_gemm_sm90_epilogue_us(t, &l),
+                 fused_m = (double)(x_bytes + w_bytes + h_bytes) / bw;
     const double fused = (fused_c > fused_m ? fused_c : fused_m) + t->launch_us;
     /* apart: the product (twice the output's bytes) written by the library
      * and read back by the elementwise kernel, which writes the output */

@@ -122,6 +122,9 @@ typedef struct mcir_gemm_sm90 {
     int64_t smem_bytes;      /* the ring + the output boxes + the vector boxes + 1 KiB to align the swizzled tiles */
     int producer_regs, consumer_regs;  /* setmaxnreg (two consumer groups) */
     int registers;           /* the model's registers per thread */
+    /* the epilogue's issue slots an output element takes a consumer thread
+     * beyond a plain product's store (mcir_gemm_sm90_epilogue_us) */
+    double epi_issue;
     /* A KxK conv2d as an implicit GEMM (NCHW, stride 1): M = O, N = the
      * output pixels as cv_oh x cv_segw row segments of 64 (pixels past
      * cv_ow computed and masked at the store), K = the taps x cv_cb blocks
@@ -145,6 +148,13 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
 /* The modelled time of the layout's mainloop in us: waves of work items
  * at a fraction of the tensor cores' dense peak (kernelplan/cost.c). */
 double mcir_gemm_sm90_compute_us(const mcir_target *t, const mcir_gemm_sm90 *l);
+
+/* The modelled time in us of the layout's epilogues beyond a plain
+ * product's store: waves of work items, each consumer warp issuing
+ * epi_issue a thread's output element (its f32 math, the operands'
+ * loads), the groups' warps sharing a scheduler, nothing overlapping the
+ * next item's mainloop (kernelplan/cost.c adds it to the mainloop's). */
+double mcir_gemm_sm90_epilogue_us(const mcir_target *t, const mcir_gemm_sm90 *l);
 
 /* The modelled time in us the SMs take to receive the layout's A and B
  * tiles from L2 (every K step of every tile a block runs, B's share

@@ -48,6 +48,8 @@ static void sass_counts_json(json_t *o, const mcir_sass_counts *c) {
     json_object_set_new(o, "stg", widths_json(c->stg));
     json_object_set_new(o, "lds", widths_json(c->lds));
     json_object_set_new(o, "sts", widths_json(c->sts));
+    json_object_set_new(o, "ldsm", json_integer(c->ldsm));
+    json_object_set_new(o, "stsm", json_integer(c->stsm));
     json_t *m = json_object();
 #define MUFU_JSON(name, spelling) json_object_set_new(m, #name, json_integer(c->mufu[MCIR_MUFU_##name]));
     MCIR_SASS_MUFU(MUFU_JSON)

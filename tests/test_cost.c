@@ -214,6 +214,72 @@ START_TEST(rereads_beyond_l2_spill_to_dram) {
 }
 END_TEST
 
+/* f16 [M, K] . [K, N] with an epilogue chain ("" none, "bias", "bias gelu_tanh",
+ * "bias gelu_erf"), the nodes in one group */
+static mcir_graph *epilogue_graph(int M, int K, int N, const char *chain) {
+    char json[4096], nodes[2048];
+    int n = snprintf(nodes, sizeof nodes, "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"y\"]}");
+    const char *last = "y";
+    if (strstr(chain, "bias")) {
+        n += snprintf(nodes + n, sizeof nodes - (size_t)n,
+                      ",{\"name\":\"add\",\"op\":\"add\",\"inputs\":[\"y\",\"b\"],\"outputs\":[\"z\"]}");
+        last = "z";
+    }
+    if (strstr(chain, "gelu")) {
+        n += snprintf(nodes + n, sizeof nodes - (size_t)n,
+                      ",{\"name\":\"act\",\"op\":\"gelu\",\"inputs\":[\"%s\"],\"outputs\":[\"o\"]%s}", last,
+                      strstr(chain, "tanh") ? ",\"attrs\":{\"approximate\":\"tanh\"}" : "");
+        last = "o";
+    }
+    snprintf(json, sizeof json,
+             "{\"mcir\":1,\"name\":\"mm\",\"inputs\":[{\"name\":\"a\",\"dtype\":\"f16\",\"shape\":[%d,%d]}],"
+             "\"weights\":[{\"name\":\"w\",\"dtype\":\"f16\",\"shape\":[%d,%d]},"
+             "{\"name\":\"b\",\"dtype\":\"f16\",\"shape\":[%d]}],\"nodes\":[%s],\"outputs\":[\"%s\"]}",
+             M, K, K, N, N, nodes, last);
+    mcir_graph *g = graph_of(json);
+    fuse(g, (const char *const[]){"mm", "add", "act"}, strstr(chain, "gelu") ? 3 : strstr(chain, "bias") ? 2 : 1);
+    return g;
+}
+
+/* The sm_90a GEMM's epilogue priced by its instruction mix
+ * (launch_gemm_sm90.c, epilogue_issue: issue slots an output element
+ * beyond a plain store, not overlapped with the mainloop): GPT-2's c_fc
+ * shape, each heavier chain modelled slower, the plain product with no
+ * epilogue term, the reason naming it; and a grid of one wave reads B
+ * once however large (its tiles walk K together: no DRAM re-reads). */
+START_TEST(sm90_gemm_epilogue_by_instruction_mix) {
+    static const char *const chains[] = {"", "bias", "bias gelu_tanh", "bias gelu_erf"};
+    double prev = 0;
+    for (int i = 0; i < 4; i++) {
+        mcir_graph *g = epilogue_graph(2048, 768, 3072, chains[i]);
+        mcir_plan *p = plan_of(g, "sm_90");
+        const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_MATMUL);
+        ck_assert_int_gt(tile(&k->tiling, "wg"), 0);   /* the sm_90a template */
+        mcir_cost_options gen = {.generated_only = true};
+        mcir_kernel_cost c;
+        mcir_cost_kernel(k, p->target, &gen, &c);
+        fprintf(stderr, "  sm_90a c_fc %-15s compute %.2f us\n", chains[i][0] ? chains[i] : "(plain)", c.compute_us);
+        ck_assert_msg(c.compute_us > prev, "%s: %.2f us, not above %.2f", chains[i], c.compute_us, prev);
+        ck_assert_msg((strstr(k->tiling.reason, "then the epilogue") != NULL) == (i > 0), "%s", k->tiling.reason);
+        prev = c.compute_us;
+        mcir_plan_free(p);
+        mcir_graph_free(g);
+    }
+    /* [256, 11008] . [11008, 4096]: B 86 MiB over a 50 MiB L2, 64 tiles
+     * of 128 x 256 (32 pairs) in one wave */
+    mcir_graph *g = epilogue_graph(256, 11008, 4096, "bias gelu_tanh");
+    mcir_plan *p = plan_of(g, "sm_90");
+    const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_MATMUL);
+    mcir_cost_options gen = {.generated_only = true};
+    mcir_kernel_cost c;
+    mcir_cost_kernel(k, p->target, &gen, &c);
+    ck_assert_int_le(cdiv(256, tile(&k->tiling, "M")) * cdiv(4096, tile(&k->tiling, "N")), p->target->sm_count);
+    ck_assert_int_eq(c.l2_spill_bytes, 0);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+}
+END_TEST
+
 static mcir_graph *layernorm_graph(int rows, int width) {
     char json[1024];
     snprintf(json, sizeof json,
@@ -605,6 +671,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, matmul_bias_epilogue_is_one_library_call);
     tcase_add_test(tc, candidate_tiles_change_the_rereads);
     tcase_add_test(tc, rereads_beyond_l2_spill_to_dram);
+    tcase_add_test(tc, sm90_gemm_epilogue_by_instruction_mix);
     tcase_add_test(tc, norm_rereads_rows_too_wide_to_cache);
     tcase_add_test(tc, issue_bound_kernels);
     tcase_add_test(tc, attention_rereads_kv_per_q_tile);

@@ -753,8 +753,11 @@ static const mcir_kernel_plan *sass_compiled(const shape *s, mcir_compilation *c
  * box store's conversion rounds it once), 1132 (0.34) with GELU's
  * exponent a multiply shorter, 953 (0.29) with column pairs (mm_value2:
  * the product rounded by one pack, the bias's two columns as raw bits,
- * one HADD2 a pair); c_attn's bias 0.13.
- * #44's 0.25 needs more: the f32 GELU itself is 7 of ~13.5 an element. */
+ * one HADD2 a pair), 879 (0.26) with the output box written by stmatrix
+ * (4 STSM a box, not 16 STS and their addresses), 844 (0.25) with the
+ * bias pair one 32-bit load, 802 (0.24) with the consumer group's index
+ * and the cluster rank warp-uniform (the TMA stores' coordinates moved by
+ * R2UR, not by a loop over distinct values): #44's target, <= 0.25. */
 START_TEST(test_epilogue_in_sass) {
     if (!sass_checks_run()) return;
     static const shape big[] = {
@@ -774,11 +777,15 @@ START_TEST(test_epilogue_in_sass) {
                 s->name, bn, a->kernel.instructions, a->item_loops, a->item_instructions, a->item_inner_loops,
                 a->item_tensor_clocks, a->item_issue_ratio, ldg);
         ck_assert_msg(strstr(src, "(packed index)") != NULL, "%s: the epilogue's index is not packed", s->name);
-        /* one bias load per column a thread holds, each shared by its rows */
-        ck_assert_msg(ldg <= bn / 4, "%s: %d LDG for %d columns a thread", s->name, ldg, bn / 4);
+        /* one 32-bit bias load per column pair a thread holds, each shared by its rows */
+        ck_assert_msg(ldg <= bn / 8 && a->kernel.ldg[MCIR_SASS_B32] == ldg, "%s: %d LDG (%d of 32 bits) for %d column pairs a thread",
+                      s->name, ldg, a->kernel.ldg[MCIR_SASS_B32], bn / 8);
+        /* the output boxes by stmatrix: 4 a warp's 16 rows of a box, no STS */
+        const int sts = a->kernel.sts[0] + a->kernel.sts[1] + a->kernel.sts[2] + a->kernel.sts[3];
+        ck_assert_msg(a->kernel.stsm >= 4 && sts == 0, "%s: STSM %d, STS %d", s->name, a->kernel.stsm, sts);
         ck_assert_int_eq(a->item_loops, 1);
         ck_assert_int_eq(a->item_inner_loops, 0);   /* the epilogue unrolled: counted as it runs */
-        ck_assert_msg(a->item_tensor_clocks > 0 && a->item_issue_ratio < 0.31, "%s: item ratio %.2f", s->name,
+        ck_assert_msg(a->item_tensor_clocks > 0 && a->item_issue_ratio <= 0.25, "%s: item ratio %.3f", s->name,
                       a->item_issue_ratio);
         /* the column pairs: the bias add one f16x2 / bf16x2 add a pair */
         ck_assert_msg(strstr(src, "#define GM_PAIR 1") != NULL && strstr(src, "return mc_add2_") != NULL,
@@ -1271,13 +1278,23 @@ static void bias_by_row(char *src) {
         memcpy(w, "= (i64)(i>>32) ;", strlen(what));
 }
 
-/* the column pair's second element read at the first's column (h<ID>'s
- * raw pair load of a 16-bit read: docs/codegen.md, mm_value2) */
+/* the column pair read at its neighbour's columns (h<ID>'s raw 32-bit
+ * pair load of a 16-bit read: docs/codegen.md, mm_value2) */
 static void pair_one_column(char *src) {
-    const char *what = "MC_GLD(r2, f_ + 1)";
+    const char *what = "MC_GLDV(u32, r2, f_)";
     char *w = strstr(src, what);
     ck_assert_msg(w, "no column pair read of the bias in the GEMM's kernel: update the mutation");
-    memcpy(w, "MC_GLD(r2, f_    )", strlen(what));
+    memcpy(w, "MC_GLDV(u32,r2,f_^2)", strlen(what));
+}
+
+/* the output box's stmatrix rows at their unswizzled place (16-byte chunk
+ * c of row r at 16 c, not 16 (c ^ r % 8)): the TMA store reads the box
+ * swizzled (gemm_sm90.cuh, gm_box_put16) */
+static void stsm_unswizzled(char *src) {
+    const char *what = "(u32)(((q >> 1) ^ l8) << 4)";
+    char *w = strstr(src, what);
+    ck_assert_msg(w, "no stmatrix row address in the GEMM's kernel: update the mutation");
+    memcpy(w, "(u32)(((q >> 1)     ) << 4)", strlen(what));
 }
 
 static void unchecked_n(char *src) {
@@ -1295,9 +1312,13 @@ START_TEST(test_packed_epilogue_mutants_are_found) {
     cgt_emu_result r = run_emulated(&s, NULL);
     ck_assert(r.ran && r.finite && r.rel <= 2e-2);
     r = run_emulated(&s, bias_by_row);
+    /* the row is odd for half the rows: the column pair's 32-bit load
+     * misaligned there (found), the others' values wrong */
+    ck_assert(r.findings[EMU_FIND_BOUNDS] > 0 || (r.ran && !(r.rel <= 2e-2 && r.finite)));
+    r = run_emulated(&s, pair_one_column);
     ck_assert(r.ran);
     ck_assert(!(r.rel <= 2e-2 && r.finite));
-    r = run_emulated(&s, pair_one_column);
+    r = run_emulated(&s, stsm_unswizzled);
     ck_assert(r.ran);
     ck_assert(!(r.rel <= 2e-2 && r.finite));
     const shape t = {"mutant_check_n", "bf16", {0}, 64, 72, 64, false, B_WEIGHT, "bias", 0, A_PLAIN};

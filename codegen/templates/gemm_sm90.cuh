@@ -306,18 +306,38 @@ __device__ __forceinline__ void gm_prologue(unsigned char* sp, int stage, int c,
 #endif
 
 #if GM_TMA_STORE
-// Output values (lo, hi) of row r, columns col and col + 1 of a 64 x 64
-// box into the box buffer ob, one 32-bit store, in the output's dtype and
-// the maps' 128-byte swizzle
-__device__ __forceinline__ void gm_box_put2(unsigned char* ob, int r, int col, u32 pair) {
-    const u32 lin = (u32)(r * 128 + col * 2);
-    MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), pair);
-}
-__device__ __forceinline__ void gm_box_put(unsigned char* ob, int r, int col, float lo, float hi) {
+// The output's pair of columns (lo, hi) as one 32-bit value of its dtype
+__device__ __forceinline__ u32 gm_out_pair(float lo, float hi) {
 #if GM_O_BF16
-    gm_box_put2(ob, r, col, mc_pack_bf16(lo, hi));
+    return mc_pack_bf16(lo, hi);
 #else
-    gm_box_put2(ob, r, col, mc_pack_f16(lo, hi));
+    return mc_pack_f16(lo, hi);
+#endif
+}
+// A warp's 16 rows (16w..16w+15) of a 64 x 64 box into the box buffer ob,
+// in the map's 128-byte swizzle (16-byte chunk c of row r at r 128 + 16 (c
+// ^ r % 8)), by four stmatrix.x4: p[2c + h] is this thread's pair of
+// chunk c (columns 8c + 2 tq4, + 1), row 16w + 8h + g: the fragment of an
+// 8 x 8 matrix. Store k writes chunks 2k and 2k + 1, matrix q of it chunk
+// 2k + q / 2, rows 8 (q % 2)..: lane l gives the address of its row l % 8
+// of matrix l / 8. That row's offset is 16 ((2k + q / 2) ^ l % 8) in its
+// 128 bytes, = (16 (q / 2 ^ l % 8)) ^ 32k: one XOR a store (GM_STSM 0: a
+// 32-bit st.shared a pair, the mutants' reference form)
+#ifndef GM_STSM
+#define GM_STSM 1
+#endif
+__device__ __forceinline__ void gm_box_put16(unsigned char* ob, int w, int g, int tq4, const u32* p) {
+#if GM_STSM
+    const int lane = 4 * g + tq4, q = lane >> 3, l8 = lane & 7;
+    const u32 at = mc_saddr(ob) + (u32)(16 * w + 8 * (q & 1) + l8) * 128u + (u32)(((q >> 1) ^ l8) << 4);
+#pragma unroll
+    for (int k = 0; k < 4; k++) mc_stmatrix_x4(at ^ (u32)(32 * k), p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]);
+#else
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const u32 lin = (u32)((16 * w + g + 8 * (i & 1)) * 128 + (8 * (i >> 1) + 2 * tq4) * 2);
+        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), p[i]);
+    }
 #endif
 }
 #endif
@@ -330,10 +350,11 @@ __device__ __forceinline__ void gm_box_put(unsigned char* ob, int r, int col, fl
 // v%2 of the box; the epilogue gets the pair (mm_pair)
 __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, const float* rs, int j, const gm_item& it, int c, int w,
                                            int g, int tq4, MC_PARAMS) {
+    u32 p[16];
 #pragma unroll
-    for (int v = 64 * j; v < 64 * j + 64; v += 2) {
-        if ((v >> 2) & 1) continue;   // an up block: its values went with the gate's
-        const int r = 16 * w + g + 8 * ((v >> 1) & 1), col = 8 * ((v >> 3) & 7) + 2 * tq4;
+    for (int i = 0; i < 16; i++) {
+        const int v = 64 * j + 8 * (i >> 1) + 2 * (i & 1);   // chunk i / 2, row half i % 2
+        const int r = 16 * w + g + 8 * (i & 1), col = 8 * (i >> 1) + 2 * tq4;
         const i64 m = (i64)it.m0 + 64 * c + r, n = (i64)it.n0 / 2 + 64 * j + col;
         const float lo = GM_IN_M(m) && GM_IN_O(n)
                              ? mm_value(it.b, m, n, mm_pair(GM_SCALED(d[v], rs, v), GM_SCALED(d[v + 4], rs, v)), MC_ARGS)
@@ -341,8 +362,9 @@ __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, co
         const float hi = GM_IN_M(m) && GM_IN_O(n + 1)
                              ? mm_value(it.b, m, n + 1, mm_pair(GM_SCALED(d[v + 1], rs, v), GM_SCALED(d[v + 5], rs, v)), MC_ARGS)
                              : 0.0f;
-        gm_box_put(ob, r, col, lo, hi);
+        p[i] = gm_out_pair(lo, hi);
     }
+    gm_box_put16(ob, w, g, tq4, p);
 }
 #elif GM_TMA_STORE
 // Box j (columns 64j..64j+63 of the item) of consumer group c's slice into
@@ -351,20 +373,22 @@ __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, co
 // TMA clips them; the epilogue's operands are not read there)
 __device__ __forceinline__ void gm_box_out(unsigned char* ob, const float* d, const float* rs, int j, const gm_item& it, int c, int w,
                                            int g, int tq4, MC_PARAMS) {
+    u32 p[16];
 #pragma unroll
-    for (int v = 32 * j; v < 32 * j + 32; v += 2) {
-        const int r = 16 * w + g + 8 * ((v >> 1) & 1), col = 8 * ((v >> 2) & 7) + 2 * tq4;
+    for (int i = 0; i < 16; i++) {
+        const int v = 32 * j + 4 * (i >> 1) + 2 * (i & 1);   // chunk i / 2, row half i % 2
+        const int r = 16 * w + g + 8 * (i & 1), col = 8 * (i >> 1) + 2 * tq4;
         const i64 m = (i64)it.m0 + 64 * c + r, n = (i64)it.n0 + 64 * j + col;
 #if GM_PAIR && !GM_CHECK_N
         // the pair of columns at once (mm_value2: 16-bit steps on packed pairs)
-        const u32 pv = GM_IN_M(m) ? mm_value2(it.b, m, n, GM_SCALED(d[v], rs, v), GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0u;
-        gm_box_put2(ob, r, col, pv);
+        p[i] = GM_IN_M(m) ? mm_value2(it.b, m, n, GM_SCALED(d[v], rs, v), GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0u;
 #else
         const float lo = GM_IN_M(m) && GM_IN_N(n) ? mm_value(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS) : 0.0f;
         const float hi = GM_IN_M(m) && GM_IN_N(n + 1) ? mm_value(it.b, m, n + 1, GM_SCALED(d[v + 1], rs, v), MC_ARGS) : 0.0f;
-        gm_box_put(ob, r, col, lo, hi);
+        p[i] = gm_out_pair(lo, hi);
 #endif
     }
+    gm_box_put16(ob, w, g, tq4, p);
 }
 #endif
 
@@ -382,7 +406,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
     const i64 n_items = (i64)GM_BATCH * GM_UNITS_M * GM_TILES_N;
     const int ksteps = (int)((GM_K + 63) / 64);
 #if GM_CLUSTER > 1
-    const int rank = (int)mc_cluster_rank();
+    const int rank = mc_warp_uniform((int)mc_cluster_rank());   // (uniform: the TMA stores' coordinates)
 #else
     const int rank = 0;
 #endif
@@ -498,7 +522,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
 #if GM_CONSUMER_REGS > 0
     mc_regs_inc<GM_CONSUMER_REGS>();
 #endif
-    const int c = wg - 1, w = warp & 3, g = lane >> 2, tq4 = lane & 3;
+    const int c = mc_warp_uniform(wg - 1), w = warp & 3, g = lane >> 2, tq4 = lane & 3;
     const u32 base = mc_saddr(smem);
     mc_ring_state st = {0, 0};
 #if GM_TMA_STORE

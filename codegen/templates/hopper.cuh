@@ -60,6 +60,22 @@ __device__ __forceinline__ u64 mc_lds_u64(u32 a) {
 #endif
 }
 
+// stmatrix.sync.aligned.m8n8.x4.shared.b16: the warp stores four 8 x 8
+// b16 matrices; this thread's r0..r3 are its fragment of matrices 0..3
+// (row lane / 4, columns 2 (lane % 4) and + 1, low half first: an mma
+// accumulator pair), and a is the shared address of row lane % 8 of matrix
+// lane / 8 (16 contiguous bytes, 16-byte aligned). All 32 lanes, converged.
+__device__ __forceinline__ void mc_stmatrix_x4(u32 a, u32 r0, u32 r1, u32 r2, u32 r3) {
+#ifdef MC_EMULATE
+    const u32 r[4] = {r0, r1, r2, r3};
+    emu_stmatrix(a, r, 4);
+#else
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3)
+                 : "memory");
+#endif
+}
+
 // ---- global atomics and fences (a dynamic scheduler's counters)
 __device__ __forceinline__ u32 mc_atomic_add_u32(u32* p, u32 v) {
 #ifdef MC_EMULATE
