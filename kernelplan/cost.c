@@ -1020,6 +1020,15 @@ static void cost_matmul(cost_ctx *x) {
          * panels stay in L2, so B crosses DRAM once per band */
         int64_t gm = tile_dim(ti, "group_m") * cl;   /* cluster 2: bands of group_m pairs */
         c->l2_spill_bytes = l2_spill(x->t, (double)(Kd * N) * eb.bytes, (tm + gm - 1) / gm, batch);
+        /* where no band's wave fits half the L2 (group_m_of took the one
+         * touching the fewest bytes), the band's A panels do not stay while
+         * its waves walk the N tiles: A crosses DRAM once a wave of the band */
+        mcir_gemm_sm90 s;
+        if (mcir_gemm_sm90_layout(x->t, k, &s, NULL) && s.wave_bytes > (double)x->t->l2_bytes / 2 && s.grid > 0) {
+            const int64_t bands = (tm + gm - 1) / gm, band_waves = (gm * tn + s.grid - 1) / s.grid;
+            c->l2_spill_bytes += (int64_t)((double)(band_waves - 1) * (double)(gm * bm * Kd) * ea.bytes *
+                                           (double)bands * (double)batch);
+        }
     }
     double flops = 2.0 * mnk + (double)batch * (double)(M * Kd) * (double)tn * ea.flops +
                    (double)batch * (double)(Kd * N) * (double)tm * eb.flops;

@@ -245,8 +245,9 @@ static mcir_graph *epilogue_graph(int M, int K, int N, const char *chain) {
  * (launch_gemm_sm90.c, epilogue_issue: issue slots an output element
  * beyond a plain store, not overlapped with the mainloop): GPT-2's c_fc
  * shape, each heavier chain modelled slower, the plain product with no
- * epilogue term, the reason naming it; and a grid of one wave reads B
- * once however large (its tiles walk K together: no DRAM re-reads). */
+ * epilogue term, the reason naming it; a grid of one wave reads B once
+ * however large (its tiles walk K together: no DRAM re-reads); and where
+ * no band's wave fits half the L2, A is re-read a wave. */
 START_TEST(sm90_gemm_epilogue_by_instruction_mix) {
     static const char *const chains[] = {"", "bias", "bias gelu_tanh", "bias gelu_erf"};
     double prev = 0;
@@ -275,6 +276,20 @@ START_TEST(sm90_gemm_epilogue_by_instruction_mix) {
     mcir_cost_kernel(k, p->target, &gen, &c);
     ck_assert_int_le(cdiv(256, tile(&k->tiling, "M")) * cdiv(4096, tile(&k->tiling, "N")), p->target->sm_count);
     ck_assert_int_eq(c.l2_spill_bytes, 0);
+    mcir_plan_free(p);
+    mcir_graph_free(g);
+    /* Llama-7B's down projection at 4096 tokens: A and B 86 MiB each, no
+     * band's wave within half the L2, so besides B once a band, A crosses
+     * DRAM once a wave of its band */
+    g = epilogue_graph(4096, 11008, 4096, "");
+    p = plan_of(g, "sm_90");
+    k = kernel_with(p, MCIR_TEMPLATE_MATMUL);
+    mcir_cost_kernel(k, p->target, &gen, &c);
+    const int64_t B = 11008ll * 4096 * 2, gm = tile(&k->tiling, "group_m") * tile(&k->tiling, "cluster");
+    const int64_t bands = cdiv(cdiv(4096, tile(&k->tiling, "M")), gm);
+    ck_assert_int_gt(gm, 1);
+    ck_assert_msg(c.l2_spill_bytes > B * (bands - 1), "spill %lld, B's re-reads alone %lld", (long long)c.l2_spill_bytes,
+                  (long long)(B * (bands - 1)));
     mcir_plan_free(p);
     mcir_graph_free(g);
 }
