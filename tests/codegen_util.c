@@ -251,6 +251,15 @@ void cgt_temp_cache(char *dir, size_t n) {
     setenv("MCIR_CACHE_DIR", dir, 1);
 }
 
+void cgt_kernel_cache(char *dir, size_t n) {
+    const char *e = getenv("MCIR_CACHE_DIR");
+    if (e && *e) {
+        dir[0] = 0;
+        return;
+    }
+    cgt_temp_cache(dir, n);
+}
+
 void *cgt_emu_compile(const char *work_dir, const char *src_dir, const char *name,
                       const char *source, const char *launcher, bool *compiled) {
     char cpp[600], so[600], cmd[2400];

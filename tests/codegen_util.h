@@ -23,6 +23,13 @@ mcir_plan *cgt_plan(mcir_graph *g, const char *arch, int n, const cgt_kspec *ks)
 mcir_plan *cgt_plan_naive(mcir_graph *g, const char *arch);
 /* Makes a fresh temporary cache directory and points MCIR_CACHE_DIR at it. */
 void cgt_temp_cache(char *dir, size_t n);
+/* The suite's kernel cache: MCIR_CACHE_DIR where it is set (dir ""; what
+ * scripts/test.sh does, one cache for the normal and sanitizer builds'
+ * suites: entries are keyed by source, arch and compiler, so sharing one
+ * changes no result and compiles each kernel once per CI run), else a
+ * fresh temporary one as cgt_temp_cache (dir its path, to remove). For
+ * suites that do not count the cache's hits. */
+void cgt_kernel_cache(char *dir, size_t n);
 
 /* The CPU emulator (emu/cuda_emu.h) for a generated kernel: compiles
  * source plus its launcher (the body of `extern "C" void emu_kernel(void **a)`)
