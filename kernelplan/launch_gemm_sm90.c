@@ -52,6 +52,13 @@ static const mcir_tensor *stored_operand(const mcir_kernel_plan *k, const mcir_t
     return x->tensor;
 }
 
+static const mcir_node *producer_in(const mcir_kernel_plan *k, const mcir_tensor *t) {
+    for (int i = 0; i < k->n_nodes; i++)
+        for (int j = 0; j < k->nodes[i]->n_outputs; j++)
+            if (k->nodes[i]->outputs[j] == t) return k->nodes[i];
+    return NULL;
+}
+
 /* The epilogue's issue slots an output element takes a consumer thread
  * beyond a plain product's (whose store the measured mainloop rate
  * includes), from its ops: fitted to the SASS of GPT-2's c_fc shape
@@ -66,7 +73,6 @@ static const mcir_tensor *stored_operand(const mcir_kernel_plan *k, const mcir_t
  * and then its body: ReLU-like 1.5, exp / reciprocal 1.5, sigmoid 3.5,
  * SiLU 4.5, tanh-GELU 6.5 (ex2, rcp), libm forms 14.5 (tanh, erf, log,
  * pow, sqrt, sin, cos), erf-GELU 24.6. */
-static const mcir_node *producer_in(const mcir_kernel_plan *k, const mcir_tensor *t);
 static double epilogue_issue(const mcir_kernel_plan *k, const mcir_gemm_sm90 *l) {
     double e = 0;
     bool f32 = false;
@@ -99,13 +105,6 @@ static double epilogue_issue(const mcir_kernel_plan *k, const mcir_gemm_sm90 *l)
         }
     }
     return e + (f32 ? 2.0 : 0.0);
-}
-
-static const mcir_node *producer_in(const mcir_kernel_plan *k, const mcir_tensor *t) {
-    for (int i = 0; i < k->n_nodes; i++)
-        for (int j = 0; j < k->nodes[i]->n_outputs; j++)
-            if (k->nodes[i]->outputs[j] == t) return k->nodes[i];
-    return NULL;
 }
 
 static bool same_shape(const mcir_tensor *a, const mcir_tensor *b) {

@@ -321,24 +321,12 @@ __device__ __forceinline__ u32 gm_out_pair(float lo, float hi) {
 // 8 x 8 matrix. Store k writes chunks 2k and 2k + 1, matrix q of it chunk
 // 2k + q / 2, rows 8 (q % 2)..: lane l gives the address of its row l % 8
 // of matrix l / 8. That row's offset is 16 ((2k + q / 2) ^ l % 8) in its
-// 128 bytes, = (16 (q / 2 ^ l % 8)) ^ 32k: one XOR a store (GM_STSM 0: a
-// 32-bit st.shared a pair, the mutants' reference form)
-#ifndef GM_STSM
-#define GM_STSM 1
-#endif
+// 128 bytes, = (16 (q / 2 ^ l % 8)) ^ 32k: one XOR a store
 __device__ __forceinline__ void gm_box_put16(unsigned char* ob, int w, int g, int tq4, const u32* p) {
-#if GM_STSM
     const int lane = 4 * g + tq4, q = lane >> 3, l8 = lane & 7;
     const u32 at = mc_saddr(ob) + (u32)(16 * w + 8 * (q & 1) + l8) * 128u + (u32)(((q >> 1) ^ l8) << 4);
 #pragma unroll
     for (int k = 0; k < 4; k++) mc_stmatrix_x4(at ^ (u32)(32 * k), p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]);
-#else
-#pragma unroll
-    for (int i = 0; i < 16; i++) {
-        const u32 lin = (u32)((16 * w + g + 8 * (i & 1)) * 128 + (8 * (i >> 1) + 2 * tq4) * 2);
-        MC_SST(*(u32*)(ob + (lin ^ ((lin >> 3) & 0x70u))), p[i]);
-    }
-#endif
 }
 #endif
 
