@@ -306,12 +306,14 @@ void cg_audit_sass(mcir_kernel_audit *a, const char *text, const char *why, cons
         cg_sm90a_planned(kp) &&
         t->clock_ghz > 0 && t->sm_count > 0 && mcir_gemm_sm90_layout(t, kp, &gl, NULL)) {
         /* one consumer group's 64 x BN slice of an item over K (a conv:
-         * its taps' K) at the target's tensor peak per SM */
+         * its taps' K), or with ping-pong the group's whole item (bm x BN:
+         * its epilogue runs under the other group's item alike), at the
+         * target's tensor peak per SM */
         double peak = gl.b->dtype == MCIR_DTYPE_BF16 ? t->bf16_tc_tflops : t->f16_tc_tflops;
         double per_clock = peak * 1e12 / (t->sm_count * t->clock_ghz * 1e9);
         double k = (double)gl.k;
         if (per_clock > 0 && k > 0) {
-            s->item_tensor_clocks = 2.0 * 64 * (double)gl.bn * k / per_clock;
+            s->item_tensor_clocks = 2.0 * (double)(gl.pingpong ? gl.bm : 64) * (double)gl.bn * k / per_clock;
             s->item_issue_ratio = s->item_instructions / s->item_tensor_clocks;
         }
     }

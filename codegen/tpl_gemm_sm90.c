@@ -123,7 +123,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     const char *why = NULL;
     if (!mcir_gemm_sm90_layout(target, kp, &l, &why) || tile_of(&kp->tiling, "M") != l.bm ||
         tile_of(&kp->tiling, "N") != l.bn || tile_of(&kp->tiling, "wg") != l.consumers ||
-        (tile_of(&kp->tiling, "cluster") > 1 ? 2 : 1) != l.cluster ||
+        (tile_of(&kp->tiling, "cluster") > 1 ? 2 : 1) != l.cluster || (tile_of(&kp->tiling, "pingpong") == 1) != l.pingpong ||
         (kp->grid[0] != l.grid && !cg_rebinding) || kp->block[0] != l.threads || kp->smem_bytes != l.smem_bytes) {
         cg_error(d, kp, "internal error: the plan's sm_90a GEMM tiling is not the launch model's: %s",
                  why ? why : "tiles or launch differ");
@@ -277,9 +277,10 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                  "#define GM_GROUP_M %lldLL\n#define GM_BF16 %d\n#define GM_TRANS_A %d\n"
                  "#define GM_TRANS_B %d\n#define GM_A_BATCHED %d\n"
                  "#define GM_B_BATCHED %d\n#define GM_PRODUCER_REGS %d\n#define GM_CONSUMER_REGS %d\n"
-                 "#define GM_CLUSTER %d   // blocks a cluster along M (%s)\n",
+                 "#define GM_CLUSTER %d   // blocks a cluster along M (%s)\n"
+                 "#define GM_PINGPONG %d   // %s\n",
                  (long long)l.bn, l.consumers, l.stages, (long long)l.group_m, bf16, l.trans_a, l.trans_b, l.a_batched,
-                 l.b_batched, l.producer_regs, l.consumer_regs, l.cluster, l.cluster_why);
+                 l.b_batched, l.producer_regs, l.consumer_regs, l.cluster, l.cluster_why, l.pingpong, l.pingpong_why);
     /* the paired epilogue: the output's GM_ON columns, half the product's;
      * a (gate, up) accumulator pair rounded to the product's dtype and
      * packed into one value, the gate's bits low (the emitter's pair) */

@@ -67,7 +67,7 @@ const char *mcir_streaming_state_name(mcir_streaming_state s);
  * ({"running_max", "running_sum", NULL} for softmax_state). */
 const char *const *mcir_streaming_state_fields(mcir_streaming_state s);
 
-#define MCIR_MAX_TILE_DIMS 6
+#define MCIR_MAX_TILE_DIMS 8
 
 typedef struct mcir_tiling {
     int n_dims;

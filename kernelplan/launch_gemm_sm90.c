@@ -557,6 +557,49 @@ bool mcir_kernel_glu(const mcir_kernel_plan *k, const mcir_tensor *C, const mcir
     return true;
 }
 
+/* Ping-pong consumer groups (mcir_gemm_sm90.pingpong) where the plan has
+ * none yet: not where the template cannot (one consumer group; a
+ * prologue, which each group computes for its own 64 rows of every item;
+ * a conv; bn 256, whose item would be 256 accumulators a thread);
+ * MCIR_GEMM_PINGPONG=0 / 1 (tests) where it can; else where the modelled
+ * epilogue's exposed time (mcir_gemm_sm90_epilogue_us) is shorter. *why:
+ * the reason. */
+static bool pingpong_of(const mcir_target *t, const mcir_gemm_sm90 *l, const char **why) {
+    if (l->consumers < 2) {
+        *why = "cooperative: one consumer group";
+        return false;
+    }
+    if (l->conv) {
+        *why = "cooperative: a conv (its item's B boxes are the tap's image rows, read by both groups)";
+        return false;
+    }
+    if (l->prologue) {
+        *why = "cooperative: a prologue (each group computes A for its own 64 rows of the stage)";
+        return false;
+    }
+    if (l->bn > 128) {
+        *why = "cooperative: BLOCK_N 256 (a whole item would be 256 accumulators a thread)";
+        return false;
+    }
+    const char *force = getenv("MCIR_GEMM_PINGPONG");
+    if (force && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0)) {
+        *why = force[0] == '1' ? "ping-pong, as MCIR_GEMM_PINGPONG=1 says (the model not asked)"
+                               : "cooperative, as MCIR_GEMM_PINGPONG=0 says (the model not asked)";
+        return force[0] == '1';
+    }
+    mcir_gemm_sm90 co = *l, pp = *l;
+    co.pingpong = false;
+    pp.pingpong = true;
+    const double e0 = mcir_gemm_sm90_epilogue_us(t, &co), e1 = mcir_gemm_sm90_epilogue_us(t, &pp);
+    if (e1 < e0 * (1 - 1e-9)) {
+        *why = "ping-pong: the modelled epilogue runs under the other group's mainloop";
+        return true;
+    }
+    *why = e0 <= 0 ? "cooperative: no epilogue beyond a plain store to hide"
+                   : "cooperative: a wave of items or less (no next mainloop for an epilogue to run under)";
+    return false;
+}
+
 /* The N tile: the fewest waves of work items times the tile's time (the
  * wasted columns of a partial tile included): a tile of BN columns runs at
  * mcir_gemm_sm90_tile_rate(BN) of the 256-column tile's rate (its wgmmas
@@ -731,13 +774,6 @@ tiles:;
     }
     l->smem_bytes = l->stages * stage + l->o_bytes + 1024;
     l->threads = 128 * (1 + l->consumers);
-    /* 384 threads get 168 registers each from the 64 K file: enough for a
-     * consumer's bn / 2 accumulators and the fragment addressing up to
-     * bn 128; at bn 256 (128 accumulators) two consumer groups take 232
-     * with setmaxnreg and the producer gives back to 40 (40 + 2 x 232 =
-     * 3 x 168). One consumer group: 256 threads, up to 255 each. */
-    l->producer_regs = l->consumers > 1 && l->bn > 128 ? 40 : 0;
-    l->consumer_regs = l->consumers > 1 && l->bn > 128 ? 232 : 0;
     /* the cluster: the plan's, else where it pays (cluster_of); the grid
      * whole clusters */
     const int64_t planned_cluster = tile_of(&k->tiling, "cluster");
@@ -772,12 +808,28 @@ tiles:;
     int silus = 0;
     for (int i = 0; i < l->prologue_ops; i++) silus += l->prologue_node[i]->op == MCIR_OP_SILU;
     l->a_vec = l->prologue && !wide && !l->n_v && !l->row_scale;
-    int regs = 60 + (int)(l->bn / 2 - 32) * 5 / 4 + (silus && !l->trans_a ? 6 : 0);
+    l->epi_issue = epilogue_issue(k, l);
+    /* ping-pong: the plan's, else where it pays (pingpong_of) */
+    const int64_t planned_pp = tile_of(&k->tiling, "pingpong");
+    if (planned_wg > 0) {
+        l->pingpong = planned_pp == 1;
+        l->pingpong_why = "the plan's";
+    } else
+        l->pingpong = pingpong_of(t, l, &l->pingpong_why);
+    /* a consumer thread's accumulators: bn / 2 (its group's 64 rows of the
+     * item), bn with ping-pong (the item's 128 rows). 384 threads get 168
+     * registers each from the 64 K file: enough for 64 accumulators and
+     * the fragment addressing; at 128 two consumer groups take 232 with
+     * setmaxnreg and the producer gives back to 40 (40 + 2 x 232 = 3 x
+     * 168). One consumer group: 256 threads, up to 255 each. */
+    const int64_t acc = l->pingpong ? l->bn : l->bn / 2;
+    l->producer_regs = l->consumers > 1 && acc > 64 ? 40 : 0;
+    l->consumer_regs = l->consumers > 1 && acc > 64 ? 232 : 0;
+    int regs = 60 + (int)(acc - 32) * 5 / 4 + (silus && !l->trans_a ? 6 : 0);
     if (wide && l->row_scale && l->consumers == 1) regs += 10;
     if (l->n_v && !l->trans_a) regs += 2;
     if (l->glu && l->bn == 256) regs = 156;
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
-    l->epi_issue = epilogue_issue(k, l);
     /* setmaxnreg shares out the block's registers at entry: never more */
     MCIR_ASSERT(128 * (l->producer_regs + l->consumers * l->consumer_regs) <= l->threads * 168 ||
                 l->consumer_regs == 0);
@@ -785,13 +837,23 @@ tiles:;
     return true;
 }
 
+/* The epilogue's time beyond a plain store. An item's: its consumer
+ * threads' output elements (a group's 64 rows a row block: 16 rows of BN
+ * columns a warp, a paired epilogue's output half as wide) times the
+ * issue slots an element, the warps of a scheduler (one a group and row
+ * block) in turn. Cooperative: after every item's mainloop. Ping-pong:
+ * under the other group's mainloop (an item's share of the block's
+ * tensor time), so only the block's last item's shows, and what an item's
+ * exceeds that share: the two groups' epilogue and mainloop alternate,
+ * an item every (mainloop + epilogue) / 2 where that is the longer. */
 double mcir_gemm_sm90_epilogue_us(const mcir_target *t, const mcir_gemm_sm90 *l) {
     if (!t || t->clock_ghz <= 0 || t->sm_count < 1 || l->epi_issue <= 0) return 0;
     const int64_t waves = (l->items + t->sm_count - 1) / t->sm_count;
-    /* a consumer thread's output elements an item: 16 rows of BN columns
-     * a warp (a paired epilogue's output half as wide) */
     const double per_thread = (double)(l->glu ? l->bn / 4 : l->bn / 2);
-    return (double)waves * (double)l->consumers * per_thread * l->epi_issue / (t->clock_ghz * 1e3);
+    const double item = (double)l->consumers * per_thread * l->epi_issue / (t->clock_ghz * 1e3);
+    if (!l->pingpong) return (double)waves * item;
+    const double main = mcir_gemm_sm90_compute_us(t, l) / (double)waves;
+    return item + (double)(waves - 1) * (item > main ? (item - main) / 2 : 0.0);
 }
 
 double mcir_gemm_sm90_feed_us(const mcir_target *t, const mcir_gemm_sm90 *l) {
@@ -835,10 +897,10 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
     for (int i = 0; i < l.n_a && l.prologue; i++)
         if (l.a_in[i]->dtype != k->anchor->inputs[0]->dtype) cast_leaf = l.a_in[i];
     mcir_tiling *ti = &k->tiling;
-    const char *names[] = {"M", "N", "K", "wg", "group_m", "cluster"};
-    const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers, l.group_m, l.cluster};
-    ti->n_dims = 6;
-    for (int i = 0; i < 6; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
+    const char *names[] = {"M", "N", "K", "wg", "group_m", "cluster", "pingpong"};
+    const int64_t tile[] = {l.bm, l.bn, l.bk, l.consumers, l.group_m, l.cluster, l.pingpong};
+    ti->n_dims = 7;
+    for (int i = 0; i < 7; i++) ti->dim_names[i] = names[i], ti->block_tile[i] = tile[i];
     /* the cluster's L2 feed against one block a cluster's (the multicast's gain) */
     mcir_gemm_sm90 one = l;
     set_cluster(t, &one, 1);
@@ -858,7 +920,7 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
     ti->reason = mcir_arena_printf(
         a,
         "sm_90a GEMM (TMA + mbarriers + wgmma, warp specialised) M=%lld N=%lld K=%lld batch=%lld, %s, %sA %s, B %s: "
-        "BLOCK_M=%lld (%d consumer warp group%s of 64 rows%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
+        "BLOCK_M=%lld (%d consumer warp group%s %s%s) BLOCK_N=%lld BLOCK_K=64, a %d-stage A/B ring fed "
         "by a producer warp group%s: %lld KiB of 128-byte-swizzled shared memory <= %lld KiB; %lld work items "
         "on %lld blocks of %d threads (%.2f waves), %s, tiles in groups of %lld M-tile%s%s (a wave touches %.1f MiB "
         "of A and B panels, %s half the %lld MiB L2), %s, the output by %s; "
@@ -896,6 +958,9 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         l.trans_a ? "MN-major ([K, M])" : "K-major ([M, K])", l.trans_b ? "K-major ([N, K])" : "MN-major ([K, N])",
         (long long)l.bm, l.consumers,
         l.consumers > 1 ? "s" : "",
+        l.pingpong ? mcir_arena_printf(a, "in ping-pong, each a whole item of every other one in turn (%s)", l.pingpong_why)
+        : l.consumers > 1 ? mcir_arena_printf(a, "of 64 rows (%s)", l.pingpong_why)
+                          : "of 64 rows",
         l.consumer_regs > 0 ? mcir_arena_printf(a, ", setmaxnreg %d / producer %d", l.consumer_regs, l.producer_regs) : "",
         (long long)l.bn, l.stages, l.tma_store ? mcir_arena_printf(a, ", %lld KiB of output boxes", (long long)(l.o_bytes / 1024)) : "",
         (long long)(l.smem_bytes / 1024), (long long)(t->smem_per_block_optin / 1024),
@@ -911,8 +976,10 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         mcir_gemm_sm90_compute_us(t, &l),
         100.0 * SM90_GEMM_EFFICIENCY * (l.prologue ? SM90_GEMM_PROLOGUE_RATE : 1.0),
         l.epi_issue > 0 ? mcir_arena_printf(a, ", then the epilogue %.2f us (%.1f issue slots an output element a "
-                                               "thread beyond a plain store, not overlapped)",
-                                            mcir_gemm_sm90_epilogue_us(t, &l), l.epi_issue)
+                                               "thread beyond a plain store, %s)",
+                                            mcir_gemm_sm90_epilogue_us(t, &l), l.epi_issue,
+                                            l.pingpong ? "under the other group's mainloop but the block's last item's"
+                                                       : "not overlapped")
                         : "");
     k->grid[0] = l.grid;
     k->grid[1] = k->grid[2] = 1;

@@ -98,6 +98,18 @@ typedef struct mcir_gemm_sm90 {
      * choice's reason (static text or the plan's arena). */
     int cluster;
     const char *cluster_why;
+    /* Ping-pong consumer groups (the tiling dim "pingpong" 1; CUTLASS's
+     * KernelTmaWarpSpecializedPingpong): each of the two groups takes every
+     * other work item of its block whole (bm rows, bn accumulators a
+     * thread) and their mainloops take turns, so one group's epilogue runs
+     * under the other's mainloop; else (0) the cooperative kernel, the
+     * groups splitting every item's rows. Where the template takes it (two
+     * groups, no prologue, not a conv, bn <= 128) and the modelled
+     * epilogue's exposed time is shorter (pingpong_of);
+     * MCIR_GEMM_PINGPONG=0 / 1 forces it where legal. pingpong_why: the
+     * choice's reason (static text). */
+    bool pingpong;
+    const char *pingpong_why;
     /* the work items' order (gm_item_of): bands of group_m M tiles (the
      * last band of a batch possibly shorter), walked down a band's M tiles
      * before the next N tile (1: N tiles of one M tile next to each other) */

@@ -266,6 +266,28 @@ START_TEST(sm90_gemm_epilogue_by_instruction_mix) {
         mcir_plan_free(p);
         mcir_graph_free(g);
     }
+    /* ping-pong (the plan's choice for bias + tanh-GELU): the epilogue runs
+     * under the other group's mainloop, but the block's last item's; the
+     * cooperative kernel (MCIR_GEMM_PINGPONG=0) adds every item's (three
+     * waves: a third of it left) */
+    double plain = 0, pp = 0, coop = 0;
+    for (int i = 0; i < 3; i++) {
+        if (i == 2) setenv("MCIR_GEMM_PINGPONG", "0", 1);
+        mcir_graph *g = epilogue_graph(2048, 768, 3072, i == 0 ? "" : "bias gelu_tanh");
+        mcir_plan *p = plan_of(g, "sm_90");
+        unsetenv("MCIR_GEMM_PINGPONG");
+        const mcir_kernel_plan *k = kernel_with(p, MCIR_TEMPLATE_MATMUL);
+        ck_assert_int_eq(tile(&k->tiling, "pingpong"), i == 1);
+        mcir_cost_options gen = {.generated_only = true};
+        mcir_kernel_cost c;
+        mcir_cost_kernel(k, p->target, &gen, &c);
+        *(i == 0 ? &plain : i == 1 ? &pp : &coop) = c.compute_us;
+        mcir_plan_free(p);
+        mcir_graph_free(g);
+    }
+    fprintf(stderr, "  sm_90a c_fc bias gelu_tanh: ping-pong %.2f us, cooperative %.2f us, plain %.2f us\n", pp, coop, plain);
+    ck_assert_msg(plain < pp && pp < coop && pp - plain < (coop - plain) / 2, "plain %.2f, ping-pong %.2f, cooperative %.2f",
+                  plain, pp, coop);
     /* [256, 11008] . [11008, 4096]: B 86 MiB over a 50 MiB L2, 64 tiles
      * of 128 x 256 (32 pairs) in one wave */
     mcir_graph *g = epilogue_graph(256, 11008, 4096, "bias gelu_tanh");

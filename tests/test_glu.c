@@ -280,10 +280,10 @@ static void swap_halves(char *src) {
 /* the up value taken from the gate's own block (v + 1, the next column),
  * not the next block's (v + 4) */
 static void up_from_gate_block(char *src) {
-    char *p = strstr(src, "GM_SCALED(d[v + 4], rs, v)");
+    /* every occurrence: the box path's (d[..]) and the per-thread path's (dr[..]: a row block's) */
+    char *p = strstr(src, "[v + 4], rs, v)");
     ck_assert_msg(p, "no pair read in the sm_90a template: update the mutation");
-    /* every occurrence: the per-thread path's */
-    for (; p; p = strstr(p + 1, "GM_SCALED(d[v + 4], rs, v)")) p[strlen("GM_SCALED(d[v + ")] = '1';
+    for (; p; p = strstr(p + 1, "[v + 4], rs, v)")) p[strlen("[v + ")] = '1';
 }
 
 START_TEST(test_glu_mutants_are_wrong) {

@@ -51,6 +51,12 @@
 //     64 channel rows of 64 pixels); the TMA's zero fill outside the image
 //     is the padding; mm_store maps (m, n) to the output pixel, masking
 //     pixels past the row (CV_* the conv's sizes);
+//   GM_PINGPONG 1 (two consumer groups, no prologue, not a conv): each
+//     group takes every other work item of the block whole — its GM_BM
+//     rows as GM_CWG row blocks of 64 (accumulators d[64 GM_BN / 64]) —
+//     and the groups' mainloops take turns (see below), so one group's
+//     epilogue runs under the other's mainloop; else the groups split
+//     every item's rows (64 each: CUTLASS's cooperative kernel);
 //   GM_CLUSTER 2: a thread-block cluster of 2 blocks along M
 //     (__cluster_dims__(2, 1, 1), the grid whole clusters): the blocks of a
 //     cluster take the two M tiles of a super-tile of 2 GM_BM rows, one N
@@ -111,6 +117,23 @@
 // (cp.async.bulk.wait_group.read 0): after that barrier the other buffer
 // may be written again, while the box just stored is still being read.
 // Before the block exits it waits for the stores' writes.
+//
+// Ping-pong (GM_PINGPONG; CUTLASS's KernelTmaWarpSpecializedPingpong):
+// block-local item k (the k-th of the block's grid-stride walk) is group k
+// % 2's; the producer fills the ring in item order as ever, so group c
+// starts at ring position c ksteps and skips the other group's ksteps
+// after each of its items, and a stage is released by one group's four
+// warps. The tensor cores take the groups' mainloops in item order: group
+// c waits at named barrier GM_TURN + c (its 128 threads syncing, the
+// other group's 128 arriving) before its mainloop of item k > 0, and once
+// it has issued item k's last wgmmas it arrives on the other group's
+// barrier, if item k + 1 exists — so every arrival meets a wait, none is
+// left pending at exit. The epilogue of item k then runs (its wgmmas
+// retiring first) while the other group issues item k + 1's. The turn
+// also keeps the ring's parity wait sound: a group skipping stages could
+// otherwise wait on a stage a lap early (its last fill not landed, the
+// phase bit the same as two laps back); after the turn every stage before
+// the item's was waited for, so none of its stages is a lap behind.
 
 #define GM_BM (64 * GM_CWG)
 // one A box of 64 rows of 128 bytes: A [M, K]: 64 m-rows of 64 k-columns;
@@ -145,7 +168,17 @@ static_assert(GM_B_ROWS * 128 % 1024 == 0, "a block's half of B's box must start
 // the consumer warps that release a stage: every warp of the consumer
 // groups of each block of the cluster (each block's producer multicasts
 // into the others' stages)
+// (ping-pong: only the group whose item the stage holds)
+#if GM_PINGPONG
+static_assert(GM_CWG == 2 && !GM_PROLOGUE && !GM_CONV, "ping-pong: two consumer groups, no prologue, not a conv");
+#define GM_RB GM_CWG                  // a group's row blocks of 64: all of an item's
+#define GM_EMPTY_ARRIVALS (4 * GM_CLUSTER)
+#else
+#define GM_RB 1
 #define GM_EMPTY_ARRIVALS (4 * GM_CWG * GM_CLUSTER)
+#endif
+#define GM_ACC (GM_RB * GM_BN / 2)    // a consumer thread's accumulators
+#define GM_TURN 5                     // named barrier 5 + c: group c's turn for its mainloop (ping-pong)
 #define GM_STAGE (GM_A_BYTES + GM_B_BYTES)
 #define GM_OBOX (64 * 128)            // one 64 x 64 box of the output, bytes
 #define GM_OBAR 3                     // named barrier 3 + c: group c's output box is written
@@ -210,21 +243,26 @@ __device__ __forceinline__ void gm_ring_release(mc_ring<GM_STAGES>& r, const mc_
 // One K step's wgmmas: 64 k-columns, four k16 steps (K-major: 32 bytes
 // each inside the 128-byte swizzled rows; MN-major: 16 of the 128-byte
 // k-rows each, 8-row groups 1024 bytes apart, the next 64 m- or n-columns
-// a box further); the first step of an item overwrites D.
+// a box further); the first step of an item overwrites D. Row block r of
+// the thread's GM_RB (d + r GM_BN / 2) reads the A box a GM_ABOX further;
+// one commit group for all.
 __device__ __forceinline__ void gm_issue(float* d, u32 a_at, u32 b_at, int first) {
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
-#if GM_TRANS_A
-        const u64 da = mc_desc_sw128(a_at + kk * 16 * 128, GM_ABOX, 1024);
-#else
-        const u64 da = mc_desc_sw128(a_at + kk * 32, 16, 1024);
-#endif
 #if GM_TRANS_B
         const u64 db = mc_desc_sw128(b_at + kk * 32, 16, 1024);
 #else
         const u64 db = mc_desc_sw128(b_at + kk * 16 * 128, GM_BBOX, 1024);
 #endif
-        gm_wgmma(d, da, db, !(first && kk == 0));
+#pragma unroll
+        for (int r = 0; r < GM_RB; r++) {
+#if GM_TRANS_A
+            const u64 da = mc_desc_sw128(a_at + r * GM_ABOX + kk * 16 * 128, GM_ABOX, 1024);
+#else
+            const u64 da = mc_desc_sw128(a_at + r * GM_ABOX + kk * 32, 16, 1024);
+#endif
+            gm_wgmma(d + r * (GM_BN / 2), da, db, !(first && kk == 0));
+        }
     }
     mc_wgmma_commit();
 }
@@ -513,29 +551,47 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
     const int c = mc_warp_uniform(wg - 1), w = warp & 3, g = lane >> 2, tq4 = lane & 3;
     const u32 base = mc_saddr(smem);
     mc_ring_state st = {0, 0};
+    // the block's items this group runs: all (each its 64 rows of them), or
+    // (ping-pong) every other one, from the block's c-th, its ring stages
+    // c ksteps on
+    const i64 first_t = blockIdx.x / GM_CLUSTER, walk = gridDim.x / GM_CLUSTER;
+#if GM_PINGPONG
+    const i64 t0 = first_t + c * walk, dt = 2 * walk;
+    const int own_a = 0;   // the stage's first A box: the item's rows 0..
+    mc_ring_skip<GM_STAGES>(st, c * ksteps);
+#else
+    const i64 t0 = first_t, dt = walk;
+    const int own_a = c;   // the group's A box of the stage
+#endif
 #if GM_TMA_STORE
     // this group's two output box buffers, after the ring
     unsigned char* osm = smem + GM_STAGES * GM_STAGE + c * 2 * GM_OBOX;
     const bool leader = w == 0 && lane == 0;
     int obox = 0;   // boxes this group has stored: the next one's buffer is obox % 2
 #endif
-    float d[GM_BN / 2];
+    float d[GM_ACC];
 #pragma unroll
-    for (int v = 0; v < GM_BN / 2; v++) d[v] = 0.0f;
+    for (int v = 0; v < GM_ACC; v++) d[v] = 0.0f;
 #pragma unroll 1
-    for (i64 t = blockIdx.x / GM_CLUSTER; t < n_items; t += gridDim.x / GM_CLUSTER) {
+    for (i64 t = t0; t < n_items; t += dt) {
         const gm_item it = gm_item_of(t, rank);
         int steps = ksteps;
         mc_opaque(steps);   // a loop, not straight-line code (hopper.cuh)
-        // the first K step
+        // the first K step. Ping-pong: once the other group has issued its
+        // item's last wgmmas — it has waited for every stage before this
+        // item's, so this group's stages are a lap behind none of it and
+        // the ring's phase bit tells this lap's fill from the last one's
+#if GM_PINGPONG
+        if (t != first_t) mc_bar_sync(GM_TURN + c, 256);
+#endif
         mc_ring_wait(ring, st);
 #if GM_PROLOGUE
         gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, 0, MC_ARGS);
 #endif
-        u32 at = base + st.stage * GM_STAGE;
-        mc_fence_regs<GM_BN / 2>(d);
+        u32 at = base + st.stage * GM_STAGE, a_own = at + own_a * GM_ABOX;
+        mc_fence_regs<GM_ACC>(d);
         mc_wgmma_fence();
-        gm_issue(d, at + c * GM_ABOX, at + GM_A_BYTES, 1);
+        gm_issue(d, a_own, at + GM_A_BYTES, 1);
         mc_ring_state prev = st;
         mc_ring_next<GM_STAGES>(st);
 #pragma unroll 1
@@ -545,75 +601,90 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
             gm_prologue(smem + st.stage * GM_STAGE, st.stage, c, s, MC_ARGS);
 #endif
             at = base + st.stage * GM_STAGE;
-            mc_fence_regs<GM_BN / 2>(d);
+            a_own = at + own_a * GM_ABOX;
+            mc_fence_regs<GM_ACC>(d);
             mc_wgmma_fence();
-            gm_issue(d, at + c * GM_ABOX, at + GM_A_BYTES, 0);
+            gm_issue(d, a_own, at + GM_A_BYTES, 0);
             mc_wgmma_wait<1>();   // the previous step's wgmmas retired: its stage goes back
-            mc_fence_regs<GM_BN / 2>(d);
+            mc_fence_regs<GM_ACC>(d);
             gm_ring_release(ring, prev, lane);
             prev = st;
             mc_ring_next<GM_STAGES>(st);
         }
+#if GM_PINGPONG
+        // the next item's mainloop (the other group's) may issue
+        if (t + walk < n_items) mc_bar_arrive(GM_TURN + 1 - c, 256);
+#endif
         mc_wgmma_wait<0>();
-        mc_fence_regs<GM_BN / 2>(d);
+        mc_fence_regs<GM_ACC>(d);
         gm_ring_release(ring, prev, lane);
+#if GM_PINGPONG
+        mc_ring_skip<GM_STAGES>(st, ksteps);   // past the other group's item
+#endif
 #if GM_CLUSTER > 1
         // the last pair's rank-1 tile wholly past M (GM_TILES_M odd): its
         // stages consumed and released, nothing to store
         if (it.m0 >= GM_M) continue;
 #endif
+        // the epilogue, a row block of 64 at a time: the group's (64c..), or
+        // (ping-pong) each of the item's, from accumulators d + r GM_BN / 2
+#pragma unroll
+        for (int r = 0; r < GM_RB; r++) {
+            const int rb = GM_PINGPONG ? r : c;
+            const float* dr = d + r * (GM_BN / 2);
 #if GM_ROW_SCALE
-        // A = P * s: the product's rows scaled by s[m], loaded once for each
-        // of this thread's two accumulator rows (16w + g and 16w + g + 8;
-        // the epilogue multiplies value v by rs[(v / 2) % 2])
-        const i64 sm = (i64)it.m0 + 64 * c + 16 * w + g;   // (r0.. are the kernel's reads)
-        const float rs[2] = {GM_IN_M(sm) ? gm_row_scale(it.b, sm, MC_ARGS) : 0.0f,
-                             GM_IN_M(sm + 8) ? gm_row_scale(it.b, sm + 8, MC_ARGS) : 0.0f};
+            // A = P * s: the product's rows scaled by s[m], loaded once for each
+            // of this thread's two accumulator rows (16w + g and 16w + g + 8;
+            // the epilogue multiplies value v by rs[(v / 2) % 2])
+            const i64 sm = (i64)it.m0 + 64 * rb + 16 * w + g;   // (r0.. are the kernel's reads)
+            const float rs[2] = {GM_IN_M(sm) ? gm_row_scale(it.b, sm, MC_ARGS) : 0.0f,
+                                 GM_IN_M(sm + 8) ? gm_row_scale(it.b, sm + 8, MC_ARGS) : 0.0f};
 #else
-        const float* rs = 0;
+            const float* rs = 0;
 #endif
 
 #if GM_TMA_STORE
-        // the epilogue through this group's box buffers and the TMA (see the top)
+            // the epilogue through this group's box buffers and the TMA (see the top)
 #pragma unroll
-        for (int j = 0; j < GM_OBN / 64; j++) {
-            // a box wholly past N or M stores nothing (alike for the group's threads)
-            if ((GM_GLU ? it.n0 / 2 : it.n0) + 64 * j >= GM_ON || it.m0 + 64 * c >= GM_M) break;
-            unsigned char* ob = osm + (obox & 1) * GM_OBOX;
-            gm_box_out(ob, d, rs, j, it, c, w, g, tq4, MC_ARGS);
-            mc_fence_proxy_async();
-            if (leader) mc_bulk_wait_read0();   // the other buffer's store has read it
-            mc_bar_sync(GM_OBAR + c, 128);
-            if (leader) {
-                const int co[5] = {(GM_GLU ? it.n0 / 2 : it.n0) + 64 * j, it.m0 + 64 * c, (int)it.b, 0, 0};
-                mc_tma_store(to, ob, co);
-                mc_bulk_commit();
+            for (int j = 0; j < GM_OBN / 64; j++) {
+                // a box wholly past N or M stores nothing (alike for the group's threads)
+                if ((GM_GLU ? it.n0 / 2 : it.n0) + 64 * j >= GM_ON || it.m0 + 64 * rb >= GM_M) break;
+                unsigned char* ob = osm + (obox & 1) * GM_OBOX;
+                gm_box_out(ob, dr, rs, j, it, rb, w, g, tq4, MC_ARGS);
+                mc_fence_proxy_async();
+                if (leader) mc_bulk_wait_read0();   // the other buffer's store has read it
+                mc_bar_sync(GM_OBAR + c, 128);
+                if (leader) {
+                    const int co[5] = {(GM_GLU ? it.n0 / 2 : it.n0) + 64 * j, it.m0 + 64 * rb, (int)it.b, 0, 0};
+                    mc_tma_store(to, ob, co);
+                    mc_bulk_commit();
+                }
+                obox++;
             }
-            obox++;
-        }
 #else
-        // the epilogue from the accumulators: value v of this thread is row
-        // 16w + g + 8((v/2)%2) of the group, column 8(v/4) + 2 tq4 + v%2
-        const i64 row0 = (i64)it.m0 + 64 * c + 16 * w + g;
+            // the epilogue from the accumulators: value v of this thread is row
+            // 16w + g + 8((v/2)%2) of the row block, column 8(v/4) + 2 tq4 + v%2
+            const i64 row0 = (i64)it.m0 + 64 * rb + 16 * w + g;
 #if GM_GLU
-        // the paired epilogue: value v of an even 8-column block (a gate's)
-        // and v + 4 (its up column, the next block) make output column
-        // n0 / 2 + 8(v/8) + 2 tq4 + v%2
+            // the paired epilogue: value v of an even 8-column block (a gate's)
+            // and v + 4 (its up column, the next block) make output column
+            // n0 / 2 + 8(v/8) + 2 tq4 + v%2
 #pragma unroll
-        for (int q = 0; q < GM_BN / 4; q++) {
-            const int v = (q & 3) | ((q >> 2) << 3);   // the q-th value of a gate block
-            const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 / 2 + 8 * (v >> 3) + 2 * tq4 + (v & 1);
-            if (GM_IN_M(m) && GM_IN_O(n))
-                mm_store(it.b, m, n, mm_pair(GM_SCALED(d[v], rs, v), GM_SCALED(d[v + 4], rs, v)), MC_ARGS);
-        }
+            for (int q = 0; q < GM_BN / 4; q++) {
+                const int v = (q & 3) | ((q >> 2) << 3);   // the q-th value of a gate block
+                const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 / 2 + 8 * (v >> 3) + 2 * tq4 + (v & 1);
+                if (GM_IN_M(m) && GM_IN_O(n))
+                    mm_store(it.b, m, n, mm_pair(GM_SCALED(dr[v], rs, v), GM_SCALED(dr[v + 4], rs, v)), MC_ARGS);
+            }
 #else
 #pragma unroll
-        for (int v = 0; v < GM_BN / 2; v++) {
-            const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
-            if (GM_IN_M(m) && GM_IN_N(n)) mm_store(it.b, m, n, GM_SCALED(d[v], rs, v), MC_ARGS);
+            for (int v = 0; v < GM_BN / 2; v++) {
+                const i64 m = row0 + 8 * ((v >> 1) & 1), n = (i64)it.n0 + 8 * (v >> 2) + 2 * tq4 + (v & 1);
+                if (GM_IN_M(m) && GM_IN_N(n)) mm_store(it.b, m, n, GM_SCALED(dr[v], rs, v), MC_ARGS);
+            }
+#endif
+#endif
         }
-#endif
-#endif
     }
 #if GM_TMA_STORE
     if (leader) mc_bulk_wait0();   // the output's writes are done before the block exits

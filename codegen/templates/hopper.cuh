@@ -412,6 +412,16 @@ template <int STAGES> __device__ __forceinline__ void mc_ring_next(mc_ring_state
         s.phase ^= 1u;
     }
 }
+// n stages on (n >= 0): the phase flips at each wrap
+template <int STAGES> __device__ __forceinline__ void mc_ring_skip(mc_ring_state& s, int n) {
+    const int at = s.stage + n % STAGES;
+    s.phase ^= (unsigned)(n / STAGES) & 1u;
+    if (at >= STAGES) {
+        s.stage = at - STAGES;
+        s.phase ^= 1u;
+    } else
+        s.stage = at;
+}
 // one thread, before the block's first __syncthreads
 template <int STAGES> __device__ __forceinline__ void mc_ring_init(mc_ring<STAGES>& r, unsigned consumers) {
     for (int s = 0; s < STAGES; s++) {
