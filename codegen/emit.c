@@ -1775,7 +1775,8 @@ static bool emit_pair(cg_emitter *e, const mcir_tensor *t);
  * two such pairs is one f16x2 / bf16x2 instruction (the same bits as the
  * f32 op of the halves rounded: f32 holds 2p + 2 bits of either type);
  * another elementwise op runs its f32 body on each half (lane mode) and
- * the pack rounds once; anything else packs its two scalar values. */
+ * the pack rounds once (but a ReLU of a pair of its dtype: one max.NaN
+ * a half, mc_relu2_*); anything else packs its two scalar values. */
 static bool emit_pair(cg_emitter *e, const mcir_tensor *t) {
     if (e->done[t->id] & DONE_PAIR) return true;
     cg_sb *b = e->sb;
@@ -1851,6 +1852,11 @@ static bool emit_pair(cg_emitter *e, const mcir_tensor *t) {
     for (int j = 0; j < n->n_inputs && same; j++) same = n->inputs[j]->dtype == t->dtype;
     if (op2 && same && all_pairs) {
         cg_sb_printf(b, "    (void)a0_; (void)a1_;\n    return mc_%s2_%s(q0_, q1_);\n}\n", op2, ds);
+        return true;
+    }
+    /* ReLU of a pair of its own dtype: max.NaN(x, +0) a half (mc_relu2_*) */
+    if (n->op == MCIR_OP_RELU && n->n_inputs == 1 && n->inputs[0]->dtype == t->dtype && all_pairs) {
+        cg_sb_printf(b, "    (void)a0_;\n    return mc_relu2_%s(q0_);\n}\n", ds);
         return true;
     }
     for (int j = 0; j < n->n_inputs; j++) cg_sb_printf(b, "    (void)q%d_;\n", j);

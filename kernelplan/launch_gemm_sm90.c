@@ -64,12 +64,14 @@ static const mcir_node *producer_in(const mcir_kernel_plan *k, const mcir_tensor
  * includes), from its ops: fitted to the SASS of GPT-2's c_fc shape
  * (2048 x 3072 x 768, BLOCK_N 128, two consumer groups; NVRTC 13 +
  * nvdisasm 13.5, the audit's item_instructions / 64 an element: a plain
- * product 3.2, + bias 4.0, + bias + ReLU 7.5, + bias + tanh-GELU 12.5,
+ * product 3.2, + bias 4.0, + bias + ReLU 7.5 (4.1 since the ReLU runs on
+ * column pairs, ReLU alone 3.8), + bias + tanh-GELU 12.5,
  * + bias + erf-GELU 30.6, + SiLU 9.7, + sigmoid 8.7, + exp 6.7, + tanh
  * 19.7, + a residual 7.3, bias + SiLU + residual 14.6). An add, subtract
  * or multiply runs on column pairs (half an instruction an element, 0.8
  * with a row vector's load), a residual's full-size read 4.1 (its
- * addresses); any other op computes in f32 (2 to unpack and pack, once)
+ * addresses), a ReLU of a 16-bit value 0.5 (max.NaN on the pair); any
+ * other op computes in f32 (2 to unpack and pack, once)
  * and then its body: ReLU-like 1.5, exp / reciprocal 1.5, sigmoid 3.5,
  * SiLU 4.5, tanh-GELU 6.5 (ex2, rcp), libm forms 14.5 (tanh, erf, log,
  * pow, sqrt, sin, cos), erf-GELU 24.6. */
@@ -91,6 +93,11 @@ static double epilogue_issue(const mcir_kernel_plan *k, const mcir_gemm_sm90 *l)
                 c = mcir_tensor_numel(x) >= l->m * l->n ? 4.1 : 0.8;
             }
             e += c;
+            continue;
+        }
+        if (n->op == MCIR_OP_RELU && n->n_inputs == 1 && is_half(n->inputs[0]->dtype) &&
+            n->inputs[0]->dtype == n->outputs[0]->dtype) {
+            e += 0.5;
             continue;
         }
         f32 = true;

@@ -22,7 +22,7 @@
  *    thread, not per value — 32 before, at BLOCK_N 64);
  *  - on the emulated device through the real runtime (the runtime encodes
  *    the tensor maps; wgmma, TMA, mbarriers, every sanitizer check on)
- *    each of 106 shapes matches the reference interpreter: partial tiles in
+ *    each of 108 shapes matches the reference interpreter: partial tiles in
  *    M, N and K, both dtypes, every epilogue kind, batches, one and two
  *    consumer groups, N tiles of 64, 128 and 256, SwiGLU and scale
  *    prologues combined in shared memory, prologues with a row vector of K
@@ -140,7 +140,8 @@ typedef struct shape {
     int m, n, k;
     bool tb;             /* transpose_b */
     enum b_form bf;
-    const char *epi;     /* none, bias, bias_gelu (erf), bias_gelu_tanh, gelu_tanh, relu, residual, scale, tanh, sigmoid, silu, f32, bias_relu_f32 */
+    const char *epi;     /* none, bias, bias_gelu (erf), bias_gelu_tanh, gelu_tanh, relu, bias_relu, residual, scale, tanh, sigmoid,
+                          * silu, f32, bias_relu_f32 */
     int pro;             /* A's prologue: 0 none (x stored), 1 silu(g) * u, 2 scale(g), 3 silu(g) * u of split(gu),
                           * 4 g * gamma (a weight [K]), 5 gamma * g (an input [1, K]), 6 silu(g) * u * gamma [K],
                           * per-row scales s: 7 g * s (a weight [M, 1]), 8 s * g (an input [lead..., M, 1]),
@@ -177,6 +178,9 @@ static const shape SHAPES[] = {
     {"m100_bias_relu_f32", "bf16", {0}, 100, 120, 96, true, B_WEIGHT, "bias_relu_f32", 0, A_PLAIN},
     {"k_odd_tail", "f16", {0}, 96, 80, 520, true, B_WEIGHT, "bias", 0, A_PLAIN},
     {"k_long", "bf16", {0}, 130, 64, 1224, false, B_WEIGHT, "none", 0, A_PLAIN},
+    /* ReLU on column pairs (N a multiple of the tile: nothing checked): one max.NaN a pair */
+    {"relu_pair", "f16", {0}, 128, 128, 64, false, B_WEIGHT, "relu", 0, A_PLAIN},
+    {"bias_relu_pair_bf", "bf16", {0}, 96, 192, 72, true, B_WEIGHT, "bias_relu", 0, A_PLAIN},
     /* wide N: N tiles of 128 and 256 (many items; blocks capped) */
     {"n1024", "f16", {0}, 256, 1024, 128, false, B_WEIGHT, "bias", 0, A_PLAIN},
     {"n1000_tb", "bf16", {0}, 256, 1000, 64, true, B_WEIGHT, "relu", 0, A_PLAIN},
@@ -369,7 +373,7 @@ static char *gemm_graph(const shape *s) {
     if (strcmp(e, "bias_gelu") == 0) NODE("gelu", "", ",\"attrs\":{\"approximate\":\"none\"}");
     else if (strcmp(e, "gelu_tanh") == 0 || strcmp(e, "bias_gelu_tanh") == 0)
         NODE("gelu", "", ",\"attrs\":{\"approximate\":\"tanh\"}");
-    else if (strcmp(e, "relu") == 0 || strcmp(e, "bias_relu_f32") == 0) NODE("relu", "", "");
+    else if (strcmp(e, "relu") == 0 || strcmp(e, "bias_relu") == 0 || strcmp(e, "bias_relu_f32") == 0) NODE("relu", "", "");
     else if (strcmp(e, "tanh") == 0) NODE("tanh", "", "");
     else if (strcmp(e, "sigmoid") == 0) NODE("sigmoid", "", "");
     else if (strcmp(e, "silu") == 0) NODE("silu", "", "");
@@ -671,6 +675,10 @@ START_TEST(test_sm90_gemm_compiles_clean) {
             fprintf(stderr, "  OFF %s: %d registers, plan %d\n", s->name, a->registers, est);
         else
             ck_assert_msg(abs(a->registers - est) <= tol, "%s: %d registers, plan %d", s->name, a->registers, est);
+        /* a ReLU on column pairs: one max.NaN.{f16x2,bf16x2} a pair */
+        if (strstr(s->name, "relu_pair"))
+            ck_assert_msg(strstr(ptx, strcmp(s->dt, "bf16") == 0 ? "max.NaN.bf16x2" : "max.NaN.f16x2") != NULL,
+                          "%s: the ReLU is not on column pairs", s->name);
         /* the output through the TMA where it is one f16 / bf16 write with
          * 16-byte rows (every shape's GEMM kernel writes its dtype: a cast to
          * f32 is its own kernel), else per-thread stores */
@@ -1313,6 +1321,13 @@ static void stsm_unswizzled(char *src) {
     memcpy(w, "(u32)(((q >> 1)     ) << 4)", strlen(what));
 }
 
+/* the pair's ReLU left out (its input pair returned as it is) */
+static void relu2_identity(char *src) {
+    char *w = strstr(src, "return mc_relu2_f16(q0_);");
+    ck_assert_msg(w, "no ReLU on a column pair in the GEMM's kernel: update the mutation");
+    memcpy(w, "return             (q0_);", strlen("return mc_relu2_f16(q0_);"));
+}
+
 static void unchecked_n(char *src) {
     char *w = strstr(src, "#define GM_CHECK_N 1");
     ck_assert_msg(w, "N is checked nowhere in the GEMM's kernel: update the mutation");
@@ -1335,6 +1350,12 @@ START_TEST(test_packed_epilogue_mutants_are_found) {
     ck_assert(r.ran);
     ck_assert(!(r.rel <= 2e-2 && r.finite));
     r = run_emulated(&s, stsm_unswizzled);
+    ck_assert(r.ran);
+    ck_assert(!(r.rel <= 2e-2 && r.finite));
+    const shape u = {"mutant_relu2", "f16", {0}, 64, 128, 64, false, B_WEIGHT, "bias_relu", 0, A_PLAIN};
+    r = run_emulated(&u, NULL);
+    ck_assert(r.ran && r.finite && r.rel <= 2e-2);
+    r = run_emulated(&u, relu2_identity);
     ck_assert(r.ran);
     ck_assert(!(r.rel <= 2e-2 && r.finite));
     const shape t = {"mutant_check_n", "bf16", {0}, 64, 72, 64, false, B_WEIGHT, "bias", 0, A_PLAIN};

@@ -118,6 +118,38 @@ MC_PAIR_F32(add, +, bf16)
 MC_PAIR_F32(sub, -, bf16)
 MC_PAIR_F32(mul, *, bf16)
 #endif
+// ReLU of an f16x2 / bf16x2 pair: max.NaN(x, +0) a half, one instruction
+// on the GPU (HMNMX2; f16 and bf16: sm_80). Its halves as cuda_fp16.h
+// documents __hmax2_nan: a NaN gives the canonical NaN (0x7fff), and +0 >
+// -0, so -0 gives +0 (the f32 form, x < 0 ? 0 : x, keeps -0: equal, not
+// the same bits); elsewhere those halves computed from the bits.
+#define MC_RELU2_BITS(ds, expo, mant)                                                    \
+    __device__ __forceinline__ u32 mc_relu2_##ds(u32 a) {                                \
+        u32 r = 0u;                                                                      \
+        for (int h = 0; h < 2; h++) {                                                    \
+            const u32 x = (a >> (16 * h)) & 0xffffu;                                     \
+            const u32 y = (x & (expo)) == (expo) && (x & (mant)) != 0u ? 0x7fffu         \
+                          : (x & 0x8000u) != 0u                         ? 0u             \
+                                                                        : x;             \
+            r |= y << (16 * h);                                                          \
+        }                                                                                \
+        return r;                                                                        \
+    }
+#if !defined(MC_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ u32 mc_relu2_f16(u32 a) {
+    u32 r;
+    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(0u));
+    return r;
+}
+__device__ __forceinline__ u32 mc_relu2_bf16(u32 a) {
+    u32 r;
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(0u));
+    return r;
+}
+#else
+MC_RELU2_BITS(f16, 0x7c00u, 0x03ffu)
+MC_RELU2_BITS(bf16, 0x7f80u, 0x007fu)
+#endif
 // C += A·B, one warp-wide mma.sync m16n8k16 (row.col, f32 accumulation):
 // per lane a: 4 registers of f16x2/bf16x2, b: 2, c: 4 floats, laid out as
 // the PTX ISA's m16n8k16 figures (tests/data/layouts/mma_m16n8k16.txt).
