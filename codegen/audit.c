@@ -157,10 +157,11 @@ void cg_ptx_census(const char *ptx, mcir_kernel_audit *a) {
     }
     /* loops: a backward branch to a label above it. The main loops: for
      * each matrix instruction (mma, wgmma) or copy (ldmatrix, cp.async,
-     * bulk), the innermost loop that holds it, less a loop that only holds
-     * a peeled copy of a main loop inside it (a persistent kernel's item
-     * loop around its K loop, both with wgmma); a K loop whose load loops
-     * sit inside it counts whole (mma in it, copies in them) */
+     * bulk), the innermost loop that holds it, less a loop around a loop
+     * with matrix instructions (a persistent kernel's item loop around its
+     * K loop, with a peeled step's wgmma or only the output's stores); a K
+     * loop whose load loops sit inside it counts whole (mma in it, copies
+     * in them) */
     int cap = 64, n_loops = 0;
     int(*loop)[2] = malloc(sizeof *loop * (size_t)cap);
     MCIR_ASSERT(loop != NULL);
@@ -202,7 +203,11 @@ void cg_ptx_census(const char *ptx, mcir_kernel_audit *a) {
                           (loop[x][0] != loop[y][0] || loop[x][1] != loop[y][1]);
             bool x_in_y = loop[y][0] <= loop[x][0] && loop[x][1] <= loop[y][1] &&
                           (loop[x][0] != loop[y][0] || loop[x][1] != loop[y][1]);
-            if (y_in_x && (cls[y] & cls[x] & 1)) keep = false;   /* a peeled matrix step */
+            /* a peeled matrix step, or a walk over items whose K loop
+             * holds the matrix instructions (an item loop with only the
+             * output's TMA stores: the register prologue's K loop, no step
+             * peeled) */
+            if (y_in_x && (cls[y] & 1)) keep = false;
             if (x_in_y) outer = false;
         }
         if (!keep) {

@@ -1529,13 +1529,21 @@ bool cg_emit_value_vec(cg_emitter *e, const mcir_tensor *t, int vec) {
          * 16-byte chunk of the swizzled box) and the stage and group's
          * code (high bits) */
         MCIR_ASSERT(vec == 8 && mcir_dtype_size(t->dtype) == 2);
-        char ptr[64];
-        snprintf(ptr, sizeof ptr, "gm_box(__int_as_float((int)(i >> 32)), %d)", e->box_leaf[t->id] - 1);
-        cg_sb_printf(b, "// %s staged in box %d, 8 elements from element i & 0xffffffff (i >> 32: stage and group)\n"
-                        "__device__ __forceinline__ void vv%d(i64 i, float* out, MC_PARAMS) {\n",
-                     t->name, e->box_leaf[t->id] - 1, t->id);
-        cg_emit_vec_load_at(b, t, ptr, "(i & 0xffffffffLL)", vec);
-        cg_sb_puts(b, "}\n");
+        /* the 8 elements' bits from the template's gm_leaf8: 16 bytes of
+         * the box at that element, or (GM_PROLOGUE_RS) the thread's wgmma
+         * A fragment of k16 step i & 3 by ldmatrix */
+        const char *ds = cg_dsuffix(t->dtype);
+        cg_sb_printf(b, "// %s staged in box %d, 8 elements from element i & 0xffffffff (i >> 32: stage and group;\n"
+                        "// gm_leaf8 says which)\n"
+                        "__device__ __forceinline__ void vv%d(i64 i, float* out, MC_PARAMS) {\n"
+                        "    u32 h_[4];\n"
+                        "    gm_leaf8(__int_as_float((int)(i >> 32)), %d, (int)(i & 0xffffffffLL), h_);\n"
+                        "#pragma unroll\n"
+                        "    for (int k = 0; k < 4; k++) {\n"
+                        "        out[2 * k] = mc_%s_to_f32((unsigned short)(h_[k] & 0xffffu));\n"
+                        "        out[2 * k + 1] = mc_%s_to_f32((unsigned short)(h_[k] >> 16));\n"
+                        "    }\n}\n",
+                     t->name, e->box_leaf[t->id] - 1, t->id, e->box_leaf[t->id] - 1, ds, ds);
         e->done[t->id] |= DONE_VEC;
         return true;
     }

@@ -34,17 +34,17 @@ static int64_t tile_of(const mcir_tiling *t, const char *dim) {
 bool cg_sm90a_planned(const mcir_kernel_plan *kp) { return tile_of(&kp->tiling, "wg") > 0; }
 
 /* void NAME(float* d, [const u32* a,] u64 [da,] u64 db[, int scale_d]):
- * wgmma.mma_async m64n<n>k16, f32 += {f16,bf16}; rs: A from registers and
- * B transposed (MN-major), else A and B from shared memory, A K-major or
- * (tnsp_a) MN-major, B K-major or (tnsp_b) MN-major. Shared by the sm_90a
- * GEMM. */
+ * wgmma.mma_async m64n<n>k16, f32 += {f16,bf16}; rs: A from registers
+ * (D accumulated onto: scale-d 1), else A from shared memory, K-major or
+ * (tnsp_a) MN-major; B from shared memory K-major or (tnsp_b) MN-major.
+ * Shared by the sm_90a GEMM. */
 void cg_emit_wgmma(cg_sb *b, const char *name, int n, bool rs, bool bf16, bool tnsp_a, bool tnsp_b) {
     const char *ab = bf16 ? "bf16" : "f16";
     int nd = n / 2;
     if (rs)
         cg_sb_printf(b, "__device__ __forceinline__ void %s(float* d, const u32* a, u64 db) {\n"
-                        "#ifdef MC_EMULATE\n    emu_wgmma(d, %d, a, 0, db, 0, 1, 1, %d);\n#else\n",
-                     name, n, bf16);
+                        "#ifdef MC_EMULATE\n    emu_wgmma(d, %d, a, 0, db, 0, %d, 1, %d);\n#else\n",
+                     name, n, tnsp_b, bf16);
     else
         cg_sb_printf(b, "__device__ __forceinline__ void %s(float* d, u64 da, u64 db, int scale_d) {\n"
                         "#ifdef MC_EMULATE\n    emu_wgmma(d, %d, 0, da, db, %d, %d, scale_d, %d);\n#else\n",
@@ -58,8 +58,8 @@ void cg_emit_wgmma(cg_sb *b, const char *name, int n, bool rs, bool bf16, bool t
                         "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", nd + 2, n, ab, ab);
     for (int i = 0; i < nd; i++) cg_sb_printf(b, "%s%%%d", i ? ", " : "", i);
     if (rs)
-        cg_sb_printf(b, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, 1, 1, 1, 1;\\n}\\n\"\n", arg, arg + 1, arg + 2, arg + 3,
-                     arg + 4);
+        cg_sb_printf(b, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, 1, 1, 1, %d;\\n}\\n\"\n", arg, arg + 1, arg + 2, arg + 3,
+                     arg + 4, tnsp_b);
     else
         cg_sb_printf(b, "}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"\n", arg, arg + 1, tnsp_a, tnsp_b);
     cg_sb_puts(b, "        : ");

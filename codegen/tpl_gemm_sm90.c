@@ -203,7 +203,8 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
          * ([K] over [M, K]) or its row ([K, 1] over [K, M]), and an f32
          * leaf's element is found from (row, column) */
         e.box_rows = rows_index;
-        cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k);\n");
+        cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_box(float code, int k);\n"
+                       "__device__ __forceinline__ void gm_leaf8(float code, int k, int j, u32* h);\n");
         if (l.n_v) cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code);\n");
         if (rows_index)   /* defined after GM_M / GM_K (a graph's dims: their expressions) */
             cg_sb_puts(&b, "__device__ __forceinline__ i64 gm_box_elem(i64 i);\n"
@@ -326,7 +327,7 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
                                         : "(j >> 6) * GM_K + ((((j >> 3) ^ (j >> 6)) & 7) << 3) + (j & 7)")
                            : "j",
                      bf16 ? "bf16" : "f16");
-    cg_sb_printf(&b, "#define GM_A_VEC %d\n", a_vec);
+    cg_sb_printf(&b, "#define GM_A_VEC %d\n#define GM_PROLOGUE_RS %d\n", a_vec, a_vec && l.prologue_rs);
     if (a_vec)   /* elements j0..j0 + 7 (j0 a multiple of 8), the code in the index's high bits */
         cg_sb_printf(&b, "__device__ __forceinline__ void gm_a_value8(int stage, int c, int j0, float* out, MC_PARAMS) {\n"
                          "    vv%s%d(((i64)(0x40000000 | (stage << 3) | c) << 32) | (i64)j0, out, MC_ARGS);\n}\n",
@@ -395,6 +396,8 @@ bool cg_gen_gemm_sm90(cg_kernel *k, const mcir_target *target, mcir_diag *d) {
     /* A from shared memory K-major when stored [M, K], else (tnspA) MN-major;
      * B K-major when stored [N, K], else MN-major */
     cg_emit_wgmma(&b, "gm_wgmma", (int)l.bn, false, bf16, l.trans_a, !l.trans_b);
+    if (a_vec && l.prologue_rs)   /* A from registers: the prologue's fragments */
+        cg_emit_wgmma(&b, "gm_wgmma_rs", (int)l.bn, true, bf16, false, !l.trans_b);
     cg_sb_puts(&b, mcir_tpl_gemm_sm90);
     if (l.n_v)   /* the stage's vector box (GM_VEC_AT: after the ring and the output boxes) */
         cg_sb_puts(&b, "__device__ __forceinline__ const unsigned short* gm_vbox(float code) {\n"

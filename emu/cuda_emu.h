@@ -800,6 +800,16 @@ static struct emu_s90 *emu_s9;   /* the running block's sm_90a state */
 static size_t emu_st_bytes() { return __start_emu_smem ? (size_t)(__stop_emu_smem - __start_emu_smem) : 0; }
 static void emu_cl_save() {
     emu_bs *b = &emu_cl_bs[emu_cl_rank];
+    /* a warp's exchange (ldmatrix, stmatrix, shuffles: their row
+     * addresses and values in arrays shared by the cluster's blocks) is
+     * never left half done by a switch */
+    for (int t = 0; t < emu_nthreads; t++)
+        if (emu_threads[t].state == EMU_WARP) {
+            emu_report(EMU_FIND_HANG, "block %u, thread %d: the cluster's blocks switched while its warp was in a "
+                       "warp-wide exchange (some lanes wait elsewhere: a divergent collective)", emu_block.x, t);
+            emu_failed = 1;
+            break;
+        }
     b->bstart = emu_bstart;
     b->blast = emu_blast;
     memcpy(b->wstamp, emu_wstamp, sizeof emu_wstamp);
@@ -1230,9 +1240,12 @@ extern "C" int emu_run(emu_launch *L) {
             emu_failed = 1;
         }
     }
-    if (C > 1 && (L->stats.cp_async || L->stats.ldmatrix)) {
-        emu_report(EMU_FIND_HANG, "a cluster launch used cp.async or ldmatrix: the emulator runs clusters of "
-                   "sm_90a blocks (TMA, mbarriers, wgmma, named barriers), not sm_80 ones");
+    /* cp.async's per-thread queues are not a block's state the cluster's
+     * switch keeps (ldmatrix's and stmatrix's row addresses are: a warp's
+     * exchange completes inside its block's run, emu_cl_save checks) */
+    if (C > 1 && L->stats.cp_async) {
+        emu_report(EMU_FIND_HANG, "a cluster launch used cp.async: the emulator runs clusters of sm_90a blocks "
+                   "(TMA, mbarriers, wgmma, named barriers, ldmatrix / stmatrix), not sm_80 pipelines");
         emu_failed = 1;
     }
     emu_cl_switch(0);

@@ -815,6 +815,8 @@ tiles:;
     int silus = 0;
     for (int i = 0; i < l->prologue_ops; i++) silus += l->prologue_node[i]->op == MCIR_OP_SILU;
     l->a_vec = l->prologue && !wide && !l->n_v && !l->row_scale;
+    const char *rs_env = getenv("MCIR_GEMM_PROLOGUE_RS");
+    l->prologue_rs = l->a_vec && !l->trans_a && !(rs_env && strcmp(rs_env, "0") == 0);
     l->epi_issue = epilogue_issue(k, l);
     /* ping-pong: the plan's, else where it pays (pingpong_of) */
     const int64_t planned_pp = tile_of(&k->tiling, "pingpong");
@@ -835,6 +837,7 @@ tiles:;
     int regs = 60 + (int)(acc - 32) * 5 / 4 + (silus && !l->trans_a ? 6 : 0);
     if (wide && l->row_scale && l->consumers == 1) regs += 10;
     if (l->n_v && !l->trans_a) regs += 2;
+    if (l->prologue_rs) regs += 8;   /* the step's 16 A fragment registers beside the chain's values */
     if (l->glu && l->bn == 256) regs = 156;
     l->registers = l->consumer_regs > 0 ? 168 : regs < 255 ? regs : 255;
     /* setmaxnreg shares out the block's registers at entry: never more */
@@ -937,12 +940,15 @@ void mcir_gemm_sm90_choose(const mcir_target *t, mcir_kernel_plan *k, mcir_arena
         mcir_arena_printf(
             a, "%s%s",
             l.prologue ? mcir_arena_printf(a, "A from an elementwise prologue over %d stored input%s%s (loaded by the "
-                                              "TMA, combined in shared memory by the consumers%s), ",
+                                              "TMA, combined %s by the consumers%s), ",
                                            l.n_a, l.n_a > 1 ? "s" : "",
                                            !l.n_v ? ""
                                            : l.trans_a ? " and a vector of K elements, one per stored row ([K, 1] over "
                                                          "A stored [K, M])"
                                                        : " and a row vector of K elements broadcast over the rows",
+                                           l.prologue_rs ? "in registers (each thread's wgmma A fragments of the "
+                                                           "leaves by ldmatrix, A from registers)"
+                                                         : "in shared memory",
                                            cast_leaf ? mcir_arena_printf(a, "; a cast on the way: %s stored as %s, "
                                                                             "converted there%s",
                                                                          cast_leaf->name,

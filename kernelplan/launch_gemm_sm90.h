@@ -78,6 +78,12 @@ typedef struct mcir_gemm_sm90 {
      * row vector or per-row scale); codegen keeps the element-wise form
      * where the chain has no vector form (tpl_gemm_sm90.c box_vec_chain) */
     bool a_vec;
+    /* The prologue in registers (GM_PROLOGUE_RS; a_vec with A stored [M,
+     * K]): each consumer thread loads its wgmma A fragments of the leaves
+     * by ldmatrix, applies the chain there and issues wgmma with A from
+     * registers — no A box written, fenced and barriered per K step.
+     * MCIR_GEMM_PROLOGUE_RS=0 keeps A in shared memory (comparisons). */
+    bool prologue_rs;
     int prologue_ops;        /* the region's nodes computing A */
     const mcir_node *prologue_node[16];
     bool trans_a;            /* A stored [k, m] (MN-major for wgmma: tnspA), else [m, k] (K-major) */

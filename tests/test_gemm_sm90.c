@@ -68,6 +68,15 @@
  *    after the init an uninitialised barrier, a missing producer tail an
  *    arrive on an exited block; the sweep's products take the plan's
  *    choice;
+ *  - the prologue in registers (GM_PROLOGUE_RS: each thread's wgmma A
+ *    fragments of the leaves by ldmatrix, the chain on them, wgmma with A
+ *    from registers) wherever the vector form runs over an A stored [M,
+ *    K] — the plan's choice is the kernel's, 15 of the sweep's prologues,
+ *    no A stored to shared memory, a K step of Llama-7B's down projection
+ *    in at most 450 SASS instructions (476 in shared memory, which
+ *    MCIR_GEMM_PROLOGUE_RS=0 keeps and the barrier and fence mutants
+ *    test); the fragments read unswizzled and the K tail unzeroed in
+ *    registers are wrong results;
  *  - ping-pong consumer groups (each a whole item of every other one, the
  *    mainloops taking turns): the plan takes them for c_fc's bias +
  *    tanh-GELU and says why not elsewhere; 8 forced kernels compile clean
@@ -627,7 +636,7 @@ END_TEST
 /* Every kernel of the sweep: NVRTC for sm_90a, the audit clean */
 START_TEST(test_sm90_gemm_compiles_clean) {
     char why[256];
-    int n_vec = 0;
+    int n_vec = 0, n_rs = 0;
     if (!mcir_nvrtc_available(why, sizeof why)) {
         fprintf(stderr, "  skipped: %s\n", why);
         return;
@@ -661,7 +670,13 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         ck_assert_int_eq(a->mainloop.ld_global, 0);
         ck_assert_int_eq(a->mainloop.st_global, 0);
         ck_assert_int_eq(a->mma, 0);
-        ck_assert_int_eq(a->ldmatrix, 0);
+        /* ldmatrix only where the prologue runs in registers (its leaves'
+         * wgmma A fragments), then in the K loop */
+        const bool rs = strstr(mcir_codegen_kernel_source(c.codegen, gemm_index(c.plan)), "#define GM_PROLOGUE_RS 1");
+        ck_assert_msg(rs ? a->ldmatrix > 0 && a->mainloop.ldmatrix == a->ldmatrix : a->ldmatrix == 0,
+                      "%s: %d ldmatrix (%d in the main loops), prologue in registers %d", s->name, a->ldmatrix,
+                      a->mainloop.ldmatrix, rs);
+        n_rs += rs;
         ck_assert_int_eq(a->spill_store_bytes, 0);
         ck_assert_int_eq(a->spill_load_bytes, 0);
         ck_assert_msg(a->advisories == 0, "%s: %s", s->name, a->advisory);
@@ -700,12 +715,18 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         if (s->pro) {
             mcir_gemm_sm90 l;
             ck_assert(mcir_gemm_sm90_layout(mcir_target_find("sm_90"), kp, &l, NULL));
-            ck_assert_msg(!l.prologue || (!strstr(ptx, "st.shared.u16") && !strstr(ptx, "st.shared.b16") && strstr(ptx, "st.shared.v4")),
+            /* (in registers: no A stored, the leaves by ldmatrix) */
+            ck_assert_msg(!l.prologue || (!strstr(ptx, "st.shared.u16") && !strstr(ptx, "st.shared.b16") &&
+                                          (rs || strstr(ptx, "st.shared.v4"))),
                           "%s: the prologue's stores are not 16 bytes wide", s->name);
             if (l.a_vec)
-                ck_assert_msg(!strstr(ptx, "ld.shared.u16") && !strstr(ptx, "ld.shared.b16") && strstr(ptx, "ld.shared.v4"),
+                ck_assert_msg(!strstr(ptx, "ld.shared.u16") && !strstr(ptx, "ld.shared.b16") &&
+                                  strstr(ptx, rs ? "ldmatrix.sync.aligned.m8n8.x4.shared.b16" : "ld.shared.v4"),
                               "%s: the prologue's loads are not 16 bytes wide", s->name);
             n_vec += l.a_vec;
+            /* the plan's choice (its reason says where A is computed) is the kernel's */
+            ck_assert_msg(rs == l.prologue_rs, "%s: the plan's prologue in registers %d, the kernel's %d", s->name,
+                          l.prologue_rs, rs);
         }
         /* A and B only through the TMA: a product whose epilogue reads no
          * operand loads nothing per thread but a per-row scale, once per
@@ -720,8 +741,10 @@ START_TEST(test_sm90_gemm_compiles_clean) {
         mcir_compilation_free(&c);
         free(js);
     }
-    fprintf(stderr, "  %d prologues 8 elements a step from 16-byte loads\n", n_vec);
+    fprintf(stderr, "  %d prologues 8 elements a step (from 16-byte loads or ldmatrix), %d of them in registers\n", n_vec,
+            n_rs);
     ck_assert_int_ge(n_vec, 20);
+    ck_assert_int_ge(n_rs, 10);
 }
 END_TEST
 
@@ -835,22 +858,40 @@ START_TEST(test_prologue_in_sass) {
         {"llama_down", "f16", {0}, 4096, 4096, 11008, false, B_WEIGHT, "none", 1, A_PLAIN},
         {"ta_swiglu_bf", "bf16", {0}, 2048, 1024, 2048, true, B_WEIGHT, "none", 1, A_TRANS},
     };
-    for (int i = 0; i < (int)(sizeof big / sizeof *big); i++) {
-        const shape *s = &big[i];
+    /* llama_down twice: in registers (the plan's, A [M, K]) and in shared
+     * memory (MCIR_GEMM_PROLOGUE_RS=0); the transposed one in shared memory */
+    for (int i = 0; i < 3; i++) {
+        const shape *s = &big[i == 2 ? 1 : 0];
+        const bool ss = i > 0;
+        if (i == 1) setenv("MCIR_GEMM_PROLOGUE_RS", "0", 1);
         mcir_compilation c;
         const mcir_kernel_plan *kp = sass_compiled(s, &c);
+        unsetenv("MCIR_GEMM_PROLOGUE_RS");
         const mcir_sass_audit *a = &kp->audit.sass;
         const mcir_sass_counts *k = &a->kernel;
+        const char *src = mcir_codegen_kernel_source(c.codegen, gemm_index(c.plan));
         const int per_iter = a->wgmma_loops ? a->wgmma_loop_instructions / a->wgmma_loops : 0;
-        fprintf(stderr, "  sm_90a %-12s BN=%lld: LDS %d/%d/%d/%d, STS %d/%d/%d/%d, wgmma loop %d/iter\n", s->name,
-                (long long)tile(kp, "N"), k->lds[0], k->lds[1], k->lds[2], k->lds[3], k->sts[0], k->sts[1], k->sts[2],
-                k->sts[3], per_iter);
+        fprintf(stderr, "  sm_90a %-12s BN=%lld %s: LDS %d/%d/%d/%d, STS %d/%d/%d/%d, LDSM %d, wgmma loop %d/iter%s\n",
+                s->name, (long long)tile(kp, "N"), ss ? "A in shared memory" : "A in registers", k->lds[0], k->lds[1],
+                k->lds[2], k->lds[3], k->sts[0], k->sts[1], k->sts[2], k->sts[3], k->ldsm, per_iter,
+                ss ? " (its prologue loop counted once)" : "");
         ck_assert(sm90_tiled(kp) && strstr(kp->tiling.reason, "A from an elementwise prologue"));
+        ck_assert_msg((strstr(src, "#define GM_PROLOGUE_RS 1") != NULL) == !ss, "%s: GM_PROLOGUE_RS", s->name);
         ck_assert_msg(k->lds[MCIR_SASS_NARROW] == 0 && k->sts[MCIR_SASS_NARROW] == 0, "%s: 2-byte shared accesses",
                       s->name);
-        ck_assert_int_ge(k->lds[MCIR_SASS_B128], 2);   /* g's and u's boxes */
-        ck_assert_int_ge(k->sts[MCIR_SASS_B128], 1);
-        if (i == 0) ck_assert_msg(per_iter > 0 && per_iter <= 215, "%s: %d an iteration", s->name, per_iter);
+        if (ss) {
+            ck_assert_int_ge(k->lds[MCIR_SASS_B128], 2);   /* g's and u's boxes */
+            ck_assert_int_ge(k->sts[MCIR_SASS_B128], 1);
+        } else {
+            /* each leaf's fragments by ldmatrix (4 a K step: g's and u's),
+             * A never written to shared memory (no STS: the epilogue's
+             * boxes go by STSM), the whole K step's chain in the loop */
+            ck_assert_int_ge(k->ldsm, 8);
+            ck_assert_int_eq(k->sts[0] + k->sts[1] + k->sts[2] + k->sts[3], 0);
+            ck_assert_int_eq(k->lds[0] + k->lds[1] + k->lds[2] + k->lds[3], 0);
+            ck_assert_msg(per_iter > 0 && per_iter <= 450, "%s: %d an iteration", s->name, per_iter);   /* 437 */
+        }
+        if (i == 1) ck_assert_msg(per_iter > 0 && per_iter <= 215, "%s: %d an iteration", s->name, per_iter);
         mcir_compilation_free(&c);
     }
 }
@@ -945,6 +986,15 @@ static cgt_emu_result run_emulated(const shape *sh, void (*mutate)(char *unit)) 
             r.wgmma, r.tma_loads, r.tma_stores, r.rel, r.ran && r.rel <= 2e-2 && r.finite ? "ok" : "FAIL");
     mcir_compilation_free(&c);
     free(js);
+    return r;
+}
+
+/* The same with the prologue's A in shared memory (MCIR_GEMM_PROLOGUE_RS=0),
+ * where the plan would take it into registers */
+static cgt_emu_result run_emulated_ss(const shape *sh, void (*mutate)(char *unit)) {
+    setenv("MCIR_GEMM_PROLOGUE_RS", "0", 1);
+    cgt_emu_result r = run_emulated(sh, mutate);
+    unsetenv("MCIR_GEMM_PROLOGUE_RS");
     return r;
 }
 
@@ -1058,7 +1108,7 @@ START_TEST(test_dropped_prologue_barrier_is_found) {
         return;
     }
     const shape s = {"mutant_pro", "bf16", {0}, 128, 64, 128, false, B_WEIGHT, "none", 1, A_PLAIN};
-    cgt_emu_result r = run_emulated(&s, drop_prologue_barrier);
+    cgt_emu_result r = run_emulated_ss(&s, drop_prologue_barrier);
     ck_assert(!r.ran);
     ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
 }
@@ -1099,7 +1149,7 @@ START_TEST(test_dropped_proxy_fence_is_found) {
         return;
     }
     const shape s = {"mutant_fence", "f16", {0}, 64, 64, 128, false, B_WEIGHT, "none", 1, A_PLAIN};
-    cgt_emu_result r = run_emulated(&s, drop_proxy_fence);
+    cgt_emu_result r = run_emulated_ss(&s, drop_proxy_fence);
     ck_assert(!r.ran);
     ck_assert_int_gt(r.findings[EMU_FIND_RACE], 0);
 }
@@ -1179,6 +1229,11 @@ static void drop_k_tail_zero(char *src) {
     char *w = strstr(src, "if (kx >= kleft)");
     ck_assert_msg(w, "the prologue's K tail moved: update the mutation");
     memcpy(w, "if (kx >= 64   )", strlen("if (kx >= 64   )"));
+    /* and in registers (GM_PROLOGUE_RS, A [M, K]: mutant_ktail) */
+    char *lo = strstr(src, "if (k0 >= kleft) lo = 0u;"), *hi = strstr(src, "if (k0 + 1 >= kleft) hi = 0u;");
+    ck_assert_msg(lo && hi, "the register prologue's K tail moved: update the mutation");
+    memcpy(lo, "if (k0 >= 64   )", strlen("if (k0 >= 64   )"));
+    memcpy(hi, "if (k0 + 1 >= 64   )", strlen("if (k0 + 1 >= 64   )"));
 }
 
 START_TEST(test_dropped_k_tail_zero_is_wrong) {
@@ -1226,7 +1281,7 @@ END_TEST
 static void drop_leaf_conversion(char *src) {
     char *v = strstr(src, "void gm_a_value8("), *w;
     if (v) {   /* the vector form's two conversions of the leaf's box */
-        w = strstr(src, "gm_box(__int_as_float((int)(i >> 32))");
+        w = strstr(src, "gm_leaf8(__int_as_float((int)(i >> 32))");
         for (int h = 0; h < 2 && w; h++)
             if ((w = strstr(w, "mc_bf16_to_f32(")) != NULL) memcpy(w, "mc_f16_to_f32 (", strlen("mc_f16_to_f32 ("));
     } else {
@@ -1277,6 +1332,29 @@ static void drop_chain_silu(char *src) {
     ck_assert_msg(w, "the chain's silu is not in the GEMM's kernel: update the mutation");
     memset(w + 2, ' ', strlen(what) - 3);   /* leaves "x_" and the ';' */
 }
+
+/* the register prologue's leaf fragments read unswizzled (chunk ch of the
+ * row at 16 ch, not 16 (ch ^ row % 8)): the TMA wrote the boxes swizzled */
+static void ldsm_unswizzled(char *src) {
+    const char *what = "((ch ^ (row & 7)) << 4)";
+    char *w = strstr(src, what);
+    ck_assert_msg(w, "the register prologue's ldmatrix address moved: update the mutation");
+    memcpy(w, "((ch            ) << 4)", strlen(what));
+}
+
+START_TEST(test_prologue_rs_mutant_is_wrong) {
+    if (!test_have_cxx()) {
+        fprintf(stderr, "  skipped: no C++ compiler for the kernel emulator\n");
+        return;
+    }
+    const shape s = {"mutant_rs", "f16", {0}, 128, 64, 128, false, B_WEIGHT, "none", 1, A_PLAIN};
+    cgt_emu_result r = run_emulated(&s, NULL);
+    ck_assert(r.ran && r.finite && r.rel <= 2e-2);
+    r = run_emulated(&s, ldsm_unswizzled);
+    ck_assert(r.ran);
+    ck_assert(!(r.rel <= 2e-2 && r.finite));
+}
+END_TEST
 
 START_TEST(test_dropped_chain_op_is_wrong) {
     if (!test_have_cxx()) {
@@ -1785,6 +1863,7 @@ int main(void) {
     tcase_add_test(tc, test_dropped_leaf_conversion_is_wrong);
     tcase_add_test(tc, test_dropped_second_f32_box_is_wrong);
     tcase_add_test(tc, test_dropped_chain_op_is_wrong);
+    tcase_add_test(tc, test_prologue_rs_mutant_is_wrong);
     tcase_add_test(tc, test_packed_epilogue_mutants_are_found);
     tcase_add_test(tc, test_sm90_gemm_matches_reference_emulated);
     suite_add_tcase(s, tc);

@@ -268,6 +268,70 @@ __device__ __forceinline__ void gm_issue(float* d, u32 a_at, u32 b_at, int first
 }
 
 #if GM_PROLOGUE
+// Leaf k's 8 elements for the chain (the emitter's box leaves, vv<ID>):
+// the 16 bytes at element j of the group's box (a multiple of 8: one chunk
+// of the swizzled box), or (GM_PROLOGUE_RS) the thread's wgmma A fragment
+// of the K step's k16 step j (0..3) by ldmatrix.x4 — lane l gives the row
+// 16w + l % 16 of its warp's 16 and the 16-byte chunk 2j + l / 16 (k 0..7,
+// 8..15 of the step), swizzled by the row; register q holds matrix q's
+// (row g, columns 2 tq4, + 1): q 0 rows g, k 0..7; 1 rows g + 8; 2 and 3
+// the same at k + 8 — wgmma's A fragment, as mma.m16n8k16's.
+__device__ __forceinline__ void gm_leaf8(float code, int k, int j, u32* h) {
+    const unsigned char* box = (const unsigned char*)gm_box(code, k);
+#if GM_PROLOGUE_RS
+    const int lane = threadIdx.x & 31, row = 16 * ((threadIdx.x >> 5) & 3) + (lane & 15), ch = 2 * j + (lane >> 4);
+    mc_ldmatrix_x4<false>(h, box + row * 128 + ((ch ^ (row & 7)) << 4));
+#else
+    const uint4 c = MC_GLDV(uint4, (const unsigned short*)box, j);
+    h[0] = c.x;
+    h[1] = c.y;
+    h[2] = c.z;
+    h[3] = c.w;
+#endif
+}
+
+#if GM_PROLOGUE_RS
+static_assert(GM_A_VEC && !GM_TRANS_A && !GM_PINGPONG, "the prologue in registers: 8 elements at a time, A [M, K]");
+// The prologue in registers: K step ks's A fragments of this thread (four
+// k16 steps of 4 registers, wgmma's layout: gm_leaf8) computed by the
+// chain from the leaves' fragments, rounded to A's dtype; in the step's
+// last box, partial in K, the elements past K made 0 (whatever the chain
+// made of the TMA's zero fill). Nothing is written to shared memory: no
+// fence, no barrier.
+__device__ __forceinline__ void gm_prologue_rs(int stage, int c, int ks, u32* af, MC_PARAMS) {
+    const int tq4 = threadIdx.x & 3, kleft = (int)(GM_K - 64 * (i64)ks);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        float f[8];
+        gm_a_value8(stage, c, kk, f, MC_ARGS);
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            u32 lo = gm_a_store(f[2 * q]), hi = gm_a_store(f[2 * q + 1]);
+            if ((GM_K & 63) != 0) {
+                const int k0 = 16 * kk + 8 * (q >> 1) + 2 * tq4;
+                if (k0 >= kleft) lo = 0u;
+                if (k0 + 1 >= kleft) hi = 0u;
+            }
+            af[4 * kk + q] = lo | hi << 16;
+        }
+    }
+}
+// One K step's wgmmas with A from registers (af: the step's fragments),
+// accumulating onto D (the item's accumulators start at 0)
+__device__ __forceinline__ void gm_issue_rs(float* d, const u32* af, u32 b_at) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+#if GM_TRANS_B
+        const u64 db = mc_desc_sw128(b_at + kk * 32, 16, 1024);
+#else
+        const u64 db = mc_desc_sw128(b_at + kk * 16 * 128, GM_BBOX, 1024);
+#endif
+        gm_wgmma_rs(d, af + 4 * kk, db);
+    }
+    mc_wgmma_commit();
+}
+#endif
+
 // The prologue: consumer group c's A box of a stage (at c GM_ABOX: in place
 // over input 0's box, or GM_A_OUT A's own tile) computed from the same
 // element of every input's box (the value chain gm_a_value; 16-bit boxes
@@ -577,6 +641,31 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         const gm_item it = gm_item_of(t, rank);
         int steps = ksteps;
         mc_opaque(steps);   // a loop, not straight-line code (hopper.cuh)
+#if GM_PROLOGUE_RS
+        // A from registers, a K step at a time: its fragments computed,
+        // its wgmmas issued and waited for (wait_group 0, DeepGEMM's
+        // order: ptxas serialises a wgmma whose A registers another
+        // instruction defines while a wgmma is in flight, advisory C7513)
+        // before the next step's; the other consumer group's wgmmas fill
+        // the tensor cores meanwhile
+#pragma unroll
+        for (int v = 0; v < GM_ACC; v++) d[v] = 0.0f;
+        u32 af[16];
+#pragma unroll 1
+        for (int s = 0; s < steps; s++) {
+            mc_ring_wait(ring, st);
+            gm_prologue_rs(st.stage, c, s, af, MC_ARGS);
+            mc_fence_regs<GM_ACC>(d);
+            mc_fence_regs<16>(af);
+            mc_wgmma_fence();
+            gm_issue_rs(d, af, base + st.stage * GM_STAGE + GM_A_BYTES);
+            mc_wgmma_wait<0>();
+            mc_fence_regs<GM_ACC>(d);
+            mc_fence_regs<16>(af);
+            gm_ring_release(ring, st, lane);
+            mc_ring_next<GM_STAGES>(st);
+        }
+#else
         // the first K step. Ping-pong: once the other group has issued its
         // item's last wgmmas — it has waited for every stage before this
         // item's, so this group's stages are a lap behind none of it and
@@ -620,6 +709,7 @@ __device__ __forceinline__ void mc_gemm_sm90(const CUtensorMap* const* ta, const
         gm_ring_release(ring, prev, lane);
 #if GM_PINGPONG
         mc_ring_skip<GM_STAGES>(st, ksteps);   // past the other group's item
+#endif
 #endif
 #if GM_CLUSTER > 1
         // the last pair's rank-1 tile wholly past M (GM_TILES_M odd): its
