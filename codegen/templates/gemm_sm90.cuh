@@ -51,6 +51,11 @@
 //     64 channel rows of 64 pixels); the TMA's zero fill outside the image
 //     is the padding; mm_store maps (m, n) to the output pixel, masking
 //     pixels past the row (CV_* the conv's sizes);
+//   GM_PROLOGUE_RS 1 (GM_A_VEC over an A stored [M, K]): the prologue in
+//     registers — a K step's wgmma A fragments of each leaf by ldmatrix
+//     (gm_leaf8), the chain on them (gm_prologue_rs), wgmma with A from
+//     registers (gm_wgmma_rs, gm_issue_rs); else computed into A's box in
+//     shared memory (gm_prologue);
 //   GM_PINGPONG 1 (two consumer groups, no prologue, not a conv): each
 //     group takes every other work item of the block whole — its GM_BM
 //     rows as GM_CWG row blocks of 64 (accumulators d[64 GM_BN / 64]) —
