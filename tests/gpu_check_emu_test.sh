@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 examples=mlp_tiny,gpt2_block,resnet_small,attention_f16
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
-MCIR_CACHE_DIR=$work/cache "$src/scripts/gpu-check.sh" --device emu --examples "$examples" --budget 600 \
+MCIR_CACHE_DIR=${MCIR_CACHE_DIR:-$work/cache} "$src/scripts/gpu-check.sh" --device emu --examples "$examples" --budget 600 \
   --log "$work/ok" "$build" >"$work/ok.out" 2>&1
 rc=$?
 cat "$work/ok.out"
@@ -23,7 +23,7 @@ for e in ${examples//,/ }; do
   grep -q "^PASS peak $e: pool [0-9]* <= lazy [0-9]* .* <= eager [0-9]* bytes" "$work/ok.out" || bad "no peak line for $e"
 done
 grep -q '^0 failed\|, 0 failed' "$work/ok.out" || grep -q ' 0 failed' "$work/ok.out" || bad "the summary counts failures"
-MCIR_GPU_CHECK_COMPARE=false MCIR_CACHE_DIR=$work/cache "$src/scripts/gpu-check.sh" --device emu \
+MCIR_GPU_CHECK_COMPARE=false MCIR_CACHE_DIR=${MCIR_CACHE_DIR:-$work/cache} "$src/scripts/gpu-check.sh" --device emu \
   --examples mlp_tiny --budget 300 --log "$work/bad" "$build" >"$work/bad.out" 2>&1
 rc=$?
 ((rc == 1)) || bad "with every comparison failing gpu-check exited $rc, not 1: $(cat "$work/bad.out")"
