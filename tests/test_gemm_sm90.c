@@ -1457,14 +1457,19 @@ END_TEST
 
 /* ------------------------------------------------- 2x1 clusters */
 
-/* Shape s compiled for sm_90 with MCIR_GEMM_CLUSTER=force ("1", "2", or
- * NULL: the model's choice) into *c */
-static void compile_clustered(const shape *s, const char *force, bool nvrtc, mcir_compilation *c) {
+/* Shape s compiled for sm_90 with the environment variable var set to
+ * force (NULL: unset, the model's choice) into *c */
+static void compile_forced(const shape *s, const char *var, const char *force, bool nvrtc, mcir_compilation *c) {
     char *js = gemm_graph(s);
-    if (force) setenv("MCIR_GEMM_CLUSTER", force, 1);
+    if (force) setenv(var, force, 1);
     cgt_compile_js(js, "sm_90", nvrtc, c);
-    unsetenv("MCIR_GEMM_CLUSTER");
+    unsetenv(var);
     free(js);
+}
+
+/* MCIR_GEMM_CLUSTER=force ("1", "2", or NULL) */
+static void compile_clustered(const shape *s, const char *force, bool nvrtc, mcir_compilation *c) {
+    compile_forced(s, "MCIR_GEMM_CLUSTER", force, nvrtc, c);
 }
 
 /* The plan's cluster: clusters of 2 blocks along M where B's tile is read
@@ -1649,14 +1654,9 @@ END_TEST
 
 /* ------------------------------------------------- ping-pong consumer groups */
 
-/* Shape s compiled for sm_90 with MCIR_GEMM_PINGPONG=force ("0", "1", or
- * NULL: the model's choice) into *c */
+/* MCIR_GEMM_PINGPONG=force ("0", "1", or NULL: the model's choice) */
 static void compile_pingpong(const shape *s, const char *force, bool nvrtc, mcir_compilation *c) {
-    char *js = gemm_graph(s);
-    if (force) setenv("MCIR_GEMM_PINGPONG", force, 1);
-    cgt_compile_js(js, "sm_90", nvrtc, c);
-    unsetenv("MCIR_GEMM_PINGPONG");
-    free(js);
+    compile_forced(s, "MCIR_GEMM_PINGPONG", force, nvrtc, c);
 }
 
 /* The plan's choice: ping-pong where the modelled epilogue runs under the
